@@ -1,0 +1,60 @@
+//! The policy seam. A policy is a synchronous state machine: a driver (the live server or the
+//! simulator) tells it what happened at time `now`, and it answers with [`Action`]s as data.
+//! A policy never reads a clock, never blocks and never awaits.
+
+use serde::Serialize;
+
+use crate::instance::{InstanceId, InstanceInfo};
+use crate::request::{RequestId, RequestInfo};
+use crate::time::{Nanos, Time};
+
+/// Something that happened, reported by the driver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// An instance is loaded and idle, ready for batches.
+    InstanceUp(InstanceInfo),
+    /// A request was admitted by the edge (validated and tokenized).
+    Arrival(RequestInfo),
+    /// The batch last started on `instance` finished (successfully or not); it is idle again.
+    BatchDone { instance: InstanceId },
+    /// A periodic tick, every [`Policy::tick_interval`].
+    Tick,
+}
+
+/// Why a policy refused a request. Drivers map it to their error (HTTP 429, a dropped count).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+pub enum RejectReason {
+    #[error("queue is full ({capacity} sequences waiting); retry later")]
+    QueueFull { capacity: usize },
+    #[error("no instance accepts {len} tokens (longest runtime: {max_len})")]
+    NoRuntimeFits { len: u32, max_len: u32 },
+}
+
+/// What the policy wants done. Drivers apply actions in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Run these requests as one batch on an idle instance.
+    Run { instance: InstanceId, requests: Vec<RequestId> },
+    /// Refuse a request that arrived; it will never be run.
+    Reject { request: RequestId, reason: RejectReason },
+}
+
+/// A scheduling policy, driven by events. `Send` so a driver may keep it behind a lock.
+pub trait Policy: Send {
+    /// Short name for `/info`, metrics labels and reports.
+    fn name(&self) -> &str;
+
+    /// Handle one event at time `now`, appending the resulting actions to `actions`.
+    fn on_event(&mut self, now: Time, event: Event, actions: &mut Vec<Action>);
+
+    /// Sequences admitted but not yet started.
+    fn queue_len(&self) -> usize;
+
+    /// How often the driver should send [`Event::Tick`]; `None` if the policy needs no ticks.
+    fn tick_interval(&self) -> Option<Nanos> {
+        None
+    }
+
+    /// Policy parameters, for `/info` and reports.
+    fn describe(&self) -> serde_json::Value;
+}

@@ -1,0 +1,245 @@
+//! Latency profiles: median batch latency per (batch size, sequence length).
+//!
+//! Schema (JSON), shared with the GPU table in `shared/data/profiles/`:
+//! ```json
+//! { "model": "all-MiniLM-L6-v2",
+//!   "engine": "candle-cpu",          // optional: what produced it
+//!   "device": "2 cores ...",         // optional
+//!   "runs": 20,                      // optional: timed runs per point
+//!   "latency": { "<batch>": { "<seq_len>": <median ms>, ... }, ... } }
+//! ```
+//! Keys are decimal strings (JSON objects need string keys). Unknown fields are ignored, so
+//! `"batchsize": "1-64"` and `"seq_len": "1-512"` in the GPU table are accepted.
+//!
+//! Lookups interpolate linearly in sequence length within a batch row, then linearly between
+//! the two measured batch sizes around the query. Outside the measured range the latency is
+//! clamped at the low end and scaled proportionally at the high end (work grows with tokens).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::time::{Nanos, ms_to_nanos};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error("cannot read profile {path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error("profile {path} is not valid JSON for the profile schema: {source}")]
+    Json { path: String, source: serde_json::Error },
+    #[error("profile has a non-numeric {what} key '{key}'")]
+    BadKey { what: &'static str, key: String },
+    #[error("profile has no latency points")]
+    Empty,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct ProfileFile {
+    model: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    engine: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    device: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    runs: Option<u32>,
+    latency: BTreeMap<String, BTreeMap<String, f64>>,
+}
+
+/// One measured batch size: sequence lengths ascending, with median latency in ms.
+#[derive(Debug, Clone, PartialEq)]
+struct Row {
+    batch: u32,
+    points: Vec<(u32, f64)>,
+}
+
+impl Row {
+    fn at_len(&self, len: u32) -> f64 {
+        interpolate(&self.points, len)
+    }
+}
+
+/// A latency table, queried with [`Profile::latency_ms`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Profile {
+    pub model: String,
+    pub engine: Option<String>,
+    pub device: Option<String>,
+    pub runs: Option<u32>,
+    rows: Vec<Row>,
+}
+
+/// Linear interpolation over ascending `(x, y)` points; clamped below, proportional above.
+fn interpolate(points: &[(u32, f64)], x: u32) -> f64 {
+    let (first, last) = (points[0], points[points.len() - 1]);
+    if x <= first.0 {
+        return first.1;
+    }
+    if x >= last.0 {
+        return last.1 * f64::from(x) / f64::from(last.0);
+    }
+    let hi = points.partition_point(|p| p.0 < x);
+    let (x0, y0) = points[hi - 1];
+    let (x1, y1) = points[hi];
+    y0 + (y1 - y0) * f64::from(x - x0) / f64::from(x1 - x0)
+}
+
+impl Profile {
+    /// Builds a profile from `(batch, seq_len, median_ms)` points.
+    pub fn from_points(
+        model: impl Into<String>,
+        points: impl IntoIterator<Item = (u32, u32, f64)>,
+    ) -> Result<Self, ProfileError> {
+        let mut by_batch: BTreeMap<u32, BTreeMap<u32, f64>> = BTreeMap::new();
+        for (batch, len, ms) in points {
+            by_batch.entry(batch).or_default().insert(len, ms);
+        }
+        let rows: Vec<Row> = by_batch
+            .into_iter()
+            .filter(|(_, pts)| !pts.is_empty())
+            .map(|(batch, pts)| Row { batch, points: pts.into_iter().collect() })
+            .collect();
+        if rows.is_empty() {
+            return Err(ProfileError::Empty);
+        }
+        Ok(Self { model: model.into(), engine: None, device: None, runs: None, rows })
+    }
+
+    pub fn load(path: &Path) -> Result<Self, ProfileError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ProfileError::Io { path: shown.clone(), source })?;
+        Self::from_json(&text).map_err(|e| match e {
+            ProfileError::Json { source, .. } => ProfileError::Json { path: shown, source },
+            other => other,
+        })
+    }
+
+    pub fn from_json(text: &str) -> Result<Self, ProfileError> {
+        let file: ProfileFile = serde_json::from_str(text)
+            .map_err(|source| ProfileError::Json { path: "<text>".into(), source })?;
+        let parse = |what, key: &String| {
+            key.trim().parse::<u32>().map_err(|_| ProfileError::BadKey { what, key: key.clone() })
+        };
+        let mut points = Vec::new();
+        for (batch, row) in &file.latency {
+            let batch = parse("batch", batch)?;
+            for (len, ms) in row {
+                points.push((batch, parse("seq_len", len)?, *ms));
+            }
+        }
+        let mut profile = Self::from_points(file.model, points)?;
+        profile.engine = file.engine;
+        profile.device = file.device;
+        profile.runs = file.runs;
+        Ok(profile)
+    }
+
+    pub fn to_json(&self) -> String {
+        let latency = self
+            .rows
+            .iter()
+            .map(|r| {
+                let row = r.points.iter().map(|(l, ms)| (l.to_string(), *ms)).collect();
+                (r.batch.to_string(), row)
+            })
+            .collect();
+        let file = ProfileFile {
+            model: self.model.clone(),
+            engine: self.engine.clone(),
+            device: self.device.clone(),
+            runs: self.runs,
+            latency,
+        };
+        serde_json::to_string_pretty(&file).unwrap_or_default()
+    }
+
+    /// Measured batch sizes, ascending.
+    pub fn batches(&self) -> impl Iterator<Item = u32> + '_ {
+        self.rows.iter().map(|r| r.batch)
+    }
+
+    /// Largest measured sequence length over all batch sizes.
+    pub fn max_len(&self) -> u32 {
+        self.rows.iter().filter_map(|r| r.points.last().map(|p| p.0)).max().unwrap_or(0)
+    }
+
+    /// Median latency in ms of one batch of `batch` rows padded to `len` tokens.
+    pub fn latency_ms(&self, len: u32, batch: u32) -> f64 {
+        let hi = self.rows.partition_point(|r| r.batch < batch);
+        if hi == self.rows.len() {
+            let last = &self.rows[hi - 1];
+            return last.at_len(len) * f64::from(batch) / f64::from(last.batch);
+        }
+        let upper = &self.rows[hi];
+        if upper.batch == batch || hi == 0 {
+            return upper.at_len(len);
+        }
+        let lower = &self.rows[hi - 1];
+        let (y0, y1) = (lower.at_len(len), upper.at_len(len));
+        y0 + (y1 - y0) * f64::from(batch - lower.batch) / f64::from(upper.batch - lower.batch)
+    }
+
+    pub fn latency(&self, len: u32, batch: u32) -> Nanos {
+        ms_to_nanos(self.latency_ms(len, batch))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grid() -> Profile {
+        Profile::from_points(
+            "m",
+            [(1, 8, 1.0), (1, 16, 2.0), (1, 32, 6.0), (4, 8, 3.0), (4, 16, 5.0), (4, 32, 9.0)],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn exact_points_are_returned() {
+        let p = grid();
+        assert_eq!(p.latency_ms(16, 1), 2.0);
+        assert_eq!(p.latency_ms(32, 4), 9.0);
+    }
+
+    #[test]
+    fn interpolates_in_length_then_batch() {
+        let p = grid();
+        assert_eq!(p.latency_ms(24, 1), 4.0);
+        assert_eq!(p.latency_ms(12, 4), 4.0);
+        // batch 2 is a third of the way from 1 to 4: at len 16, 2 + (5-2)/3 = 3
+        assert!((p.latency_ms(16, 2) - 3.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn clamps_below_and_scales_above() {
+        let p = grid();
+        assert_eq!(p.latency_ms(1, 1), 1.0);
+        assert_eq!(p.latency_ms(64, 1), 12.0);
+        assert_eq!(p.latency_ms(8, 8), 6.0);
+    }
+
+    #[test]
+    fn json_round_trip_and_foreign_fields() {
+        let text = r#"{"model":"x","batchsize":"1-2","seq_len":"1-5",
+            "latency":{"1":{"1":1.5,"5":2.5},"2":{"1":2.0,"5":4.0}}}"#;
+        let p = Profile::from_json(text).unwrap();
+        assert_eq!(p.latency_ms(3, 1), 2.0);
+        assert_eq!(p.batches().collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!(Profile::from_json(&p.to_json()).unwrap(), p);
+    }
+
+    #[test]
+    fn rejects_bad_keys_and_empty_tables() {
+        assert!(matches!(
+            Profile::from_json(r#"{"model":"x","latency":{"a":{"1":1.0}}}"#),
+            Err(ProfileError::BadKey { what: "batch", .. })
+        ));
+        assert!(matches!(
+            Profile::from_json(r#"{"model":"x","latency":{}}"#),
+            Err(ProfileError::Empty)
+        ));
+    }
+}

@@ -1,0 +1,182 @@
+//! BERT-family encoder (Hugging Face `BertModel`), written for candle.
+//!
+//! Weight names follow the Hugging Face checkpoint without the `bert.` prefix
+//! (`embeddings.word_embeddings.weight`, `encoder.layer.{i}.attention.self.query.weight`, ...).
+//! Only absolute position embeddings and a single token type are used: sentence encoders
+//! embed one segment per sequence. The query, key and value projections are fused into one
+//! matrix at load time so each layer does one projection matmul.
+
+use candle_core::{D, DType, Device, Module, Result, Tensor};
+use candle_nn::{Embedding, LayerNorm, Linear, VarBuilder};
+use serde::Deserialize;
+
+/// Mirrors the fields of Hugging Face's `config.json` that the forward pass needs.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct BertConfig {
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub intermediate_size: usize,
+    #[serde(default = "default_act")]
+    pub hidden_act: String,
+    pub max_position_embeddings: usize,
+    #[serde(default = "default_eps")]
+    pub layer_norm_eps: f64,
+    #[serde(default)]
+    pub pad_token_id: u32,
+}
+
+fn default_act() -> String {
+    "gelu".into()
+}
+
+fn default_eps() -> f64 {
+    1e-12
+}
+
+/// Large negative bias that removes padded keys from the softmax.
+const MASKED: f64 = -1e9;
+
+fn linear(in_dim: usize, out_dim: usize, vb: VarBuilder) -> Result<Linear> {
+    let w = vb.get((out_dim, in_dim), "weight")?;
+    let b = vb.get(out_dim, "bias")?;
+    Ok(Linear::new(w, Some(b)))
+}
+
+fn layer_norm(dim: usize, eps: f64, vb: VarBuilder) -> Result<LayerNorm> {
+    let w = vb.get(dim, "weight")?;
+    let b = vb.get(dim, "bias")?;
+    Ok(LayerNorm::new(w, b, eps))
+}
+
+struct Embeddings {
+    word: Embedding,
+    /// Position embeddings with token type 0 already added: `[max_positions, hidden]`.
+    position_and_type: Tensor,
+    norm: LayerNorm,
+}
+
+impl Embeddings {
+    fn load(vb: VarBuilder, cfg: &BertConfig) -> Result<Self> {
+        let h = cfg.hidden_size;
+        let word = Embedding::new(vb.get((cfg.vocab_size, h), "word_embeddings.weight")?, h);
+        let position = vb.get((cfg.max_position_embeddings, h), "position_embeddings.weight")?;
+        let types = vb.pp("token_type_embeddings").get_unchecked("weight")?;
+        let position_and_type = position.broadcast_add(&types.get(0)?)?;
+        let norm = layer_norm(h, cfg.layer_norm_eps, vb.pp("LayerNorm"))?;
+        Ok(Self { word, position_and_type, norm })
+    }
+
+    fn forward(&self, ids: &Tensor) -> Result<Tensor> {
+        let len = ids.dim(1)?;
+        let positions = self.position_and_type.narrow(0, 0, len)?;
+        let x = self.word.forward(ids)?.broadcast_add(&positions)?;
+        self.norm.forward(&x)
+    }
+}
+
+struct Layer {
+    qkv: Linear,
+    attn_out: Linear,
+    attn_norm: LayerNorm,
+    ffn_in: Linear,
+    ffn_out: Linear,
+    ffn_norm: LayerNorm,
+    heads: usize,
+}
+
+impl Layer {
+    fn load(vb: VarBuilder, cfg: &BertConfig) -> Result<Self> {
+        let (h, eps) = (cfg.hidden_size, cfg.layer_norm_eps);
+        let attn = vb.pp("attention");
+        let proj = attn.pp("self");
+        let parts = ["query", "key", "value"].map(|n| linear(h, h, proj.pp(n)));
+        let [q, k, v] = parts;
+        let (q, k, v) = (q?, k?, v?);
+        let weight = Tensor::cat(&[q.weight(), k.weight(), v.weight()], 0)?;
+        let bias = [q.bias(), k.bias(), v.bias()]
+            .into_iter()
+            .map(|b| b.cloned().ok_or_else(|| candle_core::Error::Msg("missing bias".into())))
+            .collect::<Result<Vec<_>>>()?;
+        let qkv = Linear::new(weight, Some(Tensor::cat(&bias, 0)?));
+        Ok(Self {
+            qkv,
+            attn_out: linear(h, h, attn.pp("output.dense"))?,
+            attn_norm: layer_norm(h, eps, attn.pp("output.LayerNorm"))?,
+            ffn_in: linear(h, cfg.intermediate_size, vb.pp("intermediate.dense"))?,
+            ffn_out: linear(cfg.intermediate_size, h, vb.pp("output.dense"))?,
+            ffn_norm: layer_norm(h, eps, vb.pp("output.LayerNorm"))?,
+            heads: cfg.num_attention_heads,
+        })
+    }
+
+    /// `x`: `[batch, len, hidden]`; `bias`: `[batch, 1, 1, len]`, 0 for real keys.
+    fn forward(&self, x: &Tensor, bias: &Tensor) -> Result<Tensor> {
+        let (b, l, h) = x.dims3()?;
+        let d = h / self.heads;
+        let qkv = self.qkv.forward(x)?;
+        let split = |i: usize| -> Result<Tensor> {
+            qkv.narrow(2, i * h, h)?.reshape((b, l, self.heads, d))?.transpose(1, 2)?.contiguous()
+        };
+        let (q, k, v) = (split(0)?, split(1)?, split(2)?);
+        let scale = 1.0 / (d as f64).sqrt();
+        let scores = (q.matmul(&k.t()?)? * scale)?.broadcast_add(bias)?;
+        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+        let context = probs.matmul(&v)?.transpose(1, 2)?.reshape((b, l, h))?;
+        let x = self.attn_norm.forward(&(self.attn_out.forward(&context)? + x)?)?;
+        let inner = self.ffn_in.forward(&x)?.gelu_erf()?;
+        self.ffn_norm.forward(&(self.ffn_out.forward(&inner)? + x)?)
+    }
+}
+
+/// The encoder stack. `forward` returns the last hidden states; pooling and heads are applied
+/// on top of them (see [`crate::pooling`]), which is where a classification head plugs in.
+pub struct BertModel {
+    embeddings: Embeddings,
+    layers: Vec<Layer>,
+    pub config: BertConfig,
+    device: Device,
+}
+
+impl std::fmt::Debug for BertModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BertModel").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+impl BertModel {
+    pub fn load(vb: VarBuilder, cfg: &BertConfig) -> Result<Self> {
+        if cfg.hidden_act != "gelu" {
+            candle_core::bail!("hidden_act '{}' is not supported (only 'gelu')", cfg.hidden_act);
+        }
+        let embeddings = Embeddings::load(vb.pp("embeddings"), cfg)?;
+        let layers = (0..cfg.num_hidden_layers)
+            .map(|i| Layer::load(vb.pp(format!("encoder.layer.{i}")), cfg))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self { embeddings, layers, config: cfg.clone(), device: vb.device().clone() })
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// `ids`, `mask`: `[batch, len]` (u32 ids; mask 1 for real tokens, 0 for padding).
+    /// Returns hidden states `[batch, len, hidden]`.
+    pub fn forward(&self, ids: &Tensor, mask: &Tensor) -> Result<Tensor> {
+        let (b, l) = ids.dims2()?;
+        let keep = mask.to_dtype(DType::F32)?;
+        let bias = ((keep - 1.0)? * -MASKED)?.reshape((b, 1, 1, l))?;
+        let mut x = self.embeddings.forward(ids)?;
+        for layer in &self.layers {
+            x = layer.forward(&x, &bias)?;
+        }
+        Ok(x)
+    }
+}
+
+/// Sum over the sequence axis of `[batch, len, hidden]` weighted by `mask` `[batch, len]`.
+pub(crate) fn masked_sum(hidden: &Tensor, mask: &Tensor) -> Result<Tensor> {
+    let m = mask.to_dtype(hidden.dtype())?.unsqueeze(D::Minus1)?;
+    hidden.broadcast_mul(&m)?.sum(1)
+}

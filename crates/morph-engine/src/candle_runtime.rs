@@ -1,0 +1,101 @@
+//! The candle encoder and its runtimes. An [`Encoder`] holds the weights once; any number of
+//! [`CandleRuntime`]s (fixed or dynamic shape) share it.
+
+use std::sync::Arc;
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use morph_core::RuntimeSpec;
+
+use crate::bert::{BertConfig, BertModel};
+use crate::fetch::ModelFiles;
+use crate::pooling::Pooling;
+use crate::{Engine, EngineError, check_batch};
+
+/// Weights plus pooling: everything needed to turn padded id tensors into vectors.
+#[derive(Debug)]
+pub struct Encoder {
+    model: BertModel,
+    pooling: Pooling,
+}
+
+impl Encoder {
+    pub fn load(files: &ModelFiles, pooling: Pooling) -> Result<Self, EngineError> {
+        let load_err = |what: &str, e: &dyn std::fmt::Display| EngineError::Load(format!("{what}: {e}"));
+        let text = std::fs::read_to_string(&files.config)
+            .map_err(|e| load_err(&files.config.display().to_string(), &e))?;
+        let config: BertConfig =
+            serde_json::from_str(&text).map_err(|e| load_err("config.json", &e))?;
+        let device = Device::Cpu;
+        let tensors = candle_core::safetensors::load(&files.weights, &device)
+            .map_err(|e| load_err(&files.weights.display().to_string(), &e))?;
+        let vb = VarBuilder::from_tensors(tensors, DType::F32, &device);
+        let model = BertModel::load(vb, &config).map_err(|e| load_err("weights", &e))?;
+        Ok(Self { model, pooling })
+    }
+
+    pub fn dim(&self) -> usize {
+        self.model.config.hidden_size
+    }
+
+    pub fn max_positions(&self) -> u32 {
+        self.model.config.max_position_embeddings as u32
+    }
+
+    pub fn pooling(&self) -> Pooling {
+        self.pooling
+    }
+
+    /// Runs `inputs` padded to exactly `len` tokens and `rows` rows (rows beyond the inputs
+    /// are all padding), returning one pooled vector per input.
+    pub fn embed_padded(&self, inputs: &[Vec<u32>], len: usize, rows: usize) -> Result<Vec<Vec<f32>>, EngineError> {
+        let pad = self.model.config.pad_token_id;
+        let mut ids = vec![pad; rows * len];
+        let mut mask = vec![0u32; rows * len];
+        for (r, seq) in inputs.iter().enumerate() {
+            ids[r * len..r * len + seq.len()].copy_from_slice(seq);
+            mask[r * len..r * len + seq.len()].fill(1);
+        }
+        let device = self.model.device();
+        let ids = Tensor::from_vec(ids, (rows, len), device)?;
+        let mask = Tensor::from_vec(mask, (rows, len), device)?;
+        let hidden = self.model.forward(&ids, &mask)?;
+        let pooled = self.pooling.apply(&hidden, &mask)?.narrow(0, 0, inputs.len())?;
+        Ok(pooled.to_vec2::<f32>()?)
+    }
+}
+
+/// One instance of a runtime on the candle encoder.
+#[derive(Debug, Clone)]
+pub struct CandleRuntime {
+    encoder: Arc<Encoder>,
+    spec: RuntimeSpec,
+}
+
+impl CandleRuntime {
+    pub fn new(encoder: Arc<Encoder>, spec: RuntimeSpec) -> Result<Self, EngineError> {
+        if spec.max_len > encoder.max_positions() {
+            return Err(EngineError::Shape {
+                runtime: spec,
+                detail: format!("the model has {} positions", encoder.max_positions()),
+            });
+        }
+        Ok(Self { encoder, spec })
+    }
+}
+
+impl Engine for CandleRuntime {
+    fn runtime(&self) -> RuntimeSpec {
+        self.spec
+    }
+
+    fn dim(&self) -> usize {
+        self.encoder.dim()
+    }
+
+    fn embed(&mut self, inputs: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, EngineError> {
+        let longest = check_batch(self.spec, inputs)?;
+        let shape = self.spec.padded_shape(longest, inputs.len() as u32);
+        self.encoder.embed_padded(inputs, shape.len as usize, shape.batch as usize)
+    }
+}

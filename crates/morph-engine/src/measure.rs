@@ -1,0 +1,115 @@
+//! `morph profile`: measures an engine's median batch latency over a grid of shapes.
+
+use std::time::Instant;
+
+use morph_core::{Profile, RuntimeSpec};
+
+use crate::{Engine, EngineError};
+
+/// How to measure each grid point.
+#[derive(Debug, Clone)]
+pub struct MeasurePlan {
+    pub lens: Vec<u32>,
+    pub batches: Vec<u32>,
+    /// Untimed runs before timing, to warm caches and allocators.
+    pub warmup: u32,
+    /// Timed runs; the median is kept.
+    pub runs: u32,
+}
+
+impl MeasurePlan {
+    pub fn points(&self) -> usize {
+        self.lens.len() * self.batches.len()
+    }
+}
+
+pub fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 { xs[n / 2] } else { (xs[n / 2 - 1] + xs[n / 2]) / 2.0 }
+}
+
+/// Full-length rows of deterministic, non-special token ids, `[CLS] ... [SEP]` shaped.
+pub fn synthetic_batch(len: u32, rows: u32) -> Vec<Vec<u32>> {
+    (0..rows)
+        .map(|r| {
+            (0..len)
+                .map(|i| match i {
+                    0 => 101,
+                    _ if i + 1 == len => 102,
+                    _ => 2000 + (i * 7 + r * 13) % 20_000,
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Median latency of one batch (`runs` timed after `warmup`), in ms.
+pub fn time_batch(engine: &mut dyn Engine, inputs: &[Vec<u32>], warmup: u32, runs: u32) -> Result<f64, EngineError> {
+    for _ in 0..warmup {
+        engine.embed(inputs)?;
+    }
+    let mut times = Vec::with_capacity(runs as usize);
+    for _ in 0..runs.max(1) {
+        let start = Instant::now();
+        engine.embed(inputs)?;
+        times.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(median(times))
+}
+
+/// Measures every `(len, batch)` of the plan on a fixed runtime of exactly that shape built by
+/// `make`, calling `progress` after each point.
+pub fn measure_profile(
+    model: &str,
+    plan: &MeasurePlan,
+    make: &mut dyn FnMut(RuntimeSpec) -> Result<Box<dyn Engine>, EngineError>,
+    progress: &mut dyn FnMut(u32, u32, f64),
+) -> Result<Profile, EngineError> {
+    let mut points = Vec::with_capacity(plan.points());
+    for &batch in &plan.batches {
+        for &len in &plan.lens {
+            let mut engine = make(RuntimeSpec::fixed(len, batch))?;
+            let ms = time_batch(engine.as_mut(), &synthetic_batch(len, batch), plan.warmup, plan.runs)?;
+            progress(len, batch, ms);
+            points.push((batch, len, ms));
+        }
+    }
+    Profile::from_points(model, points).map_err(|e| EngineError::Inference(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::EmulatedRuntime;
+
+    #[test]
+    fn median_of_odd_and_even() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+
+    #[test]
+    fn measuring_an_emulated_engine_recovers_its_profile() {
+        let truth = Arc::new(Profile::from_points("m", [(1, 8, 2.0), (1, 16, 4.0), (2, 8, 3.0), (2, 16, 6.0)]).unwrap());
+        let plan = MeasurePlan { lens: vec![8, 16], batches: vec![1, 2], warmup: 1, runs: 3 };
+        let mut seen = 0;
+        let measured = measure_profile(
+            "m",
+            &plan,
+            &mut |spec| Ok(Box::new(EmulatedRuntime::new(truth.clone(), spec, 4))),
+            &mut |_, _, _| seen += 1,
+        )
+        .unwrap();
+        assert_eq!(seen, 4);
+        for (len, batch) in [(8, 1), (16, 1), (8, 2), (16, 2)] {
+            let (want, got) = (truth.latency_ms(len, batch), measured.latency_ms(len, batch));
+            assert!((got - want).abs() / want < 0.05, "({len},{batch}): {got} vs {want}");
+        }
+    }
+}

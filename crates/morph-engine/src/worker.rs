@@ -1,0 +1,100 @@
+//! An engine on its own OS thread, reached through a cloneable async [`EngineHandle`].
+//! Commands travel over a channel with a oneshot reply each; dropping the [`EngineWorker`]
+//! finishes the queued batches and joins the thread.
+
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+
+use morph_core::RuntimeSpec;
+use tokio::sync::oneshot;
+
+use crate::{Engine, EngineError};
+
+type Reply = oneshot::Sender<Result<Vec<Vec<f32>>, EngineError>>;
+
+enum Command {
+    Embed { inputs: Vec<Vec<u32>>, reply: Reply },
+    Stop,
+}
+
+/// Owns the engine thread.
+#[derive(Debug)]
+pub struct EngineWorker {
+    handle: EngineHandle,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Sends batches to a worker; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct EngineHandle {
+    tx: mpsc::Sender<Command>,
+    runtime: RuntimeSpec,
+    dim: usize,
+}
+
+impl EngineWorker {
+    /// Moves `engine` onto a new thread named `name`.
+    pub fn spawn(name: String, mut engine: Box<dyn Engine>) -> std::io::Result<Self> {
+        let (tx, rx) = mpsc::channel::<Command>();
+        let handle = EngineHandle { tx, runtime: engine.runtime(), dim: engine.dim() };
+        let thread = std::thread::Builder::new().name(name).spawn(move || {
+            while let Ok(Command::Embed { inputs, reply }) = rx.recv() {
+                // The requester may have gone away; its result is simply dropped.
+                let _ = reply.send(engine.embed(&inputs));
+            }
+        })?;
+        Ok(Self { handle, thread: Some(thread) })
+    }
+
+    pub fn handle(&self) -> EngineHandle {
+        self.handle.clone()
+    }
+}
+
+impl Drop for EngineWorker {
+    fn drop(&mut self) {
+        let _ = self.handle.tx.send(Command::Stop);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl EngineHandle {
+    pub fn runtime(&self) -> RuntimeSpec {
+        self.runtime
+    }
+
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Runs one batch on the worker thread.
+    pub async fn embed(&self, inputs: Vec<Vec<u32>>) -> Result<Vec<Vec<f32>>, EngineError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx.send(Command::Embed { inputs, reply }).map_err(|_| EngineError::Stopped)?;
+        rx.await.map_err(|_| EngineError::Stopped)?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use morph_core::Profile;
+
+    use super::*;
+    use crate::EmulatedRuntime;
+
+    #[tokio::test]
+    async fn runs_batches_on_its_thread_and_stops_on_drop() {
+        let profile = Arc::new(Profile::from_points("m", [(1, 8, 1.0)]).unwrap());
+        let engine = EmulatedRuntime::new(profile, RuntimeSpec::dynamic(8, 2), 4);
+        let worker = EngineWorker::spawn("test".into(), Box::new(engine)).unwrap();
+        let handle = worker.handle();
+        assert_eq!(handle.embed(vec![vec![1, 2]]).await.unwrap().len(), 1);
+        assert!(matches!(handle.embed(vec![vec![1; 9]]).await, Err(EngineError::Shape { .. })));
+        drop(worker);
+        assert_eq!(handle.embed(vec![vec![1]]).await, Err(EngineError::Stopped));
+    }
+}

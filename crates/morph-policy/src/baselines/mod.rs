@@ -1,0 +1,3 @@
+//! Baseline policies that Morph's paper policies are measured against.
+
+pub mod dynamic_batching;

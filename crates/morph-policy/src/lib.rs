@@ -1,0 +1,6 @@
+//! Morph's scheduling policies. Each is a pure [`morph_core::Policy`]: the live server and the
+//! simulator drive the same objects.
+
+pub mod baselines;
+
+pub use baselines::dynamic_batching::{DynamicBatching, DynamicBatchingConfig};
