@@ -7,6 +7,7 @@ pub mod policy;
 pub mod profile;
 pub mod request;
 pub mod runtime;
+pub mod stats;
 pub mod time;
 
 pub use instance::{InstanceId, InstanceInfo};
@@ -14,4 +15,5 @@ pub use policy::{Action, Event, Policy, RejectReason};
 pub use profile::{Profile, ProfileError};
 pub use request::{RequestId, RequestInfo};
 pub use runtime::{PaddedShape, RuntimeSpec, ShapeKind};
+pub use stats::LatencySummary;
 pub use time::{Nanos, Time};

@@ -1,1 +1,13 @@
+//! Morph's live driver: the HTTP API (axum), the policy driven in real time, engine workers on
+//! their own threads, and Prometheus metrics.
 
+pub mod api;
+pub mod driver;
+pub mod error;
+pub mod launcher;
+pub mod metrics;
+pub mod server;
+
+pub use error::ApiError;
+pub use launcher::EngineKind;
+pub use server::{Server, ServerConfig};

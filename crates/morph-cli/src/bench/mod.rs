@@ -1,0 +1,190 @@
+//! `morph bench`: an open-loop load generator. Requests are sent at their scheduled times
+//! whether or not earlier ones have finished, so a slow server shows up as latency, not as a
+//! lower offered load.
+
+mod arrivals;
+mod corpus;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
+use morph_core::LatencySummary;
+use serde::Serialize;
+use serde_json::json;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Endpoint {
+    /// POST /embed (TEI format).
+    Embed,
+    /// POST /v1/embeddings (OpenAI format).
+    Openai,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BenchArgs {
+    /// Server base URL, e.g. http://127.0.0.1:8080.
+    #[arg(long)]
+    url: String,
+    /// Text corpus: .tsv (SST-2), .csv (AG News), .jsonl (ShareGPT), or one text per line.
+    #[arg(long)]
+    corpus: PathBuf,
+    /// Poisson arrival rates in requests/s, comma separated; one run per rate.
+    #[arg(long, value_delimiter = ',', default_value = "10")]
+    rate: Vec<f64>,
+    /// Take arrival times from a trace instead (JSONL with `timestamp` ms, or CSV with TIMESTAMP).
+    #[arg(long, conflicts_with = "rate")]
+    trace: Option<PathBuf>,
+    /// Divide the trace's inter-arrival times by this factor.
+    #[arg(long, default_value_t = 1.0)]
+    speedup: f64,
+    /// Seconds of arrivals per run.
+    #[arg(long, default_value_t = 20.0)]
+    duration: f64,
+    #[arg(long, value_enum, default_value = "embed")]
+    endpoint: Endpoint,
+    /// Seed for arrival times and text choice.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Per-request timeout in seconds.
+    #[arg(long, default_value_t = 60.0)]
+    timeout: f64,
+    /// Bearer token, if the server was started with --api-key.
+    #[arg(long, env = "MORPH_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One run's result.
+#[derive(Debug, Serialize)]
+struct RunReport {
+    offered_rps: f64,
+    sent: usize,
+    ok: usize,
+    errors: usize,
+    /// Status code (or "transport") → count.
+    error_kinds: std::collections::BTreeMap<String, usize>,
+    wall_s: f64,
+    throughput_rps: f64,
+    latency: LatencySummary,
+}
+
+struct Outcome {
+    latency_ms: f64,
+    status: Result<u16, String>,
+}
+
+pub(crate) fn run(args: BenchArgs) -> anyhow::Result<()> {
+    let texts = corpus::load(&args.corpus)?;
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs_f64(args.timeout))
+        .build()
+        .context("building the HTTP client")?;
+    let schedules: Vec<(f64, Vec<f64>)> = match &args.trace {
+        Some(trace) => {
+            let times = arrivals::from_trace(trace, args.speedup, args.duration)?;
+            vec![(times.len() as f64 / args.duration, times)]
+        }
+        None => args
+            .rate
+            .iter()
+            .map(|r| Ok((*r, arrivals::poisson(*r, args.duration, args.seed)?)))
+            .collect::<anyhow::Result<_>>()?,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let mut reports = Vec::new();
+    for (rate, times) in schedules {
+        if times.is_empty() {
+            bail!("no arrivals at rate {rate} within {} s", args.duration);
+        }
+        reports.push(runtime.block_on(run_schedule(&args, &client, &texts, rate, &times)));
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&reports)?);
+    } else {
+        print_table(&reports);
+    }
+    Ok(())
+}
+
+async fn run_schedule(args: &BenchArgs, client: &reqwest::Client, texts: &[String], rate: f64, times: &[f64]) -> RunReport {
+    let path = match args.endpoint {
+        Endpoint::Embed => "/embed",
+        Endpoint::Openai => "/v1/embeddings",
+    };
+    let url = format!("{}{path}", args.url.trim_end_matches('/'));
+    let start = tokio::time::Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, t) in times.iter().enumerate() {
+        tokio::time::sleep_until(start + Duration::from_secs_f64(*t)).await;
+        // A fixed stride through the corpus, offset by the seed: deterministic and well spread.
+        let text = &texts[(i.wrapping_mul(7919) + args.seed as usize) % texts.len()];
+        let body = match args.endpoint {
+            Endpoint::Embed => json!({"inputs": text, "truncate": true}),
+            Endpoint::Openai => json!({"input": text, "truncate": true}),
+        };
+        let mut request = client.post(&url).json(&body);
+        if let Some(key) = &args.api_key {
+            request = request.bearer_auth(key);
+        }
+        tasks.spawn(async move {
+            let sent = Instant::now();
+            let status = match request.send().await {
+                Ok(resp) => {
+                    let code = resp.status().as_u16();
+                    let _ = resp.bytes().await;
+                    Ok(code)
+                }
+                Err(e) => Err(e.to_string()),
+            };
+            Outcome { latency_ms: sent.elapsed().as_secs_f64() * 1e3, status }
+        });
+    }
+    let mut outcomes = Vec::with_capacity(times.len());
+    while let Some(done) = tasks.join_next().await {
+        if let Ok(outcome) = done {
+            outcomes.push(outcome);
+        }
+    }
+    let wall_s = start.elapsed().as_secs_f64();
+    let mut error_kinds = std::collections::BTreeMap::new();
+    let mut ok_latencies = Vec::new();
+    for o in &outcomes {
+        match &o.status {
+            Ok(200) => ok_latencies.push(o.latency_ms),
+            Ok(code) => *error_kinds.entry(code.to_string()).or_insert(0) += 1,
+            Err(_) => *error_kinds.entry("transport".to_string()).or_insert(0) += 1,
+        }
+    }
+    let ok = ok_latencies.len();
+    RunReport {
+        offered_rps: rate,
+        sent: times.len(),
+        ok,
+        errors: times.len() - ok,
+        error_kinds,
+        wall_s,
+        throughput_rps: ok as f64 / wall_s,
+        latency: LatencySummary::of(ok_latencies),
+    }
+}
+
+fn print_table(reports: &[RunReport]) {
+    println!(
+        "{:>9} {:>7} {:>7} {:>7} {:>11} {:>9} {:>9} {:>9} {:>9}",
+        "offered/s", "sent", "ok", "errors", "throughput", "mean ms", "p50 ms", "p98 ms", "p99 ms"
+    );
+    for r in reports {
+        let l = &r.latency;
+        println!(
+            "{:>9.1} {:>7} {:>7} {:>7} {:>11.2} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
+            r.offered_rps, r.sent, r.ok, r.errors, r.throughput_rps, l.mean_ms, l.p50_ms, l.p98_ms, l.p99_ms
+        );
+        if !r.error_kinds.is_empty() {
+            println!("          errors by status: {:?}", r.error_kinds);
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! `morph serve`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use morph_core::{Profile, RuntimeSpec};
+use morph_engine::Pooling;
+use morph_policy::DynamicBatchingConfig;
+use morph_server::{EngineKind, Server, ServerConfig};
+
+use crate::model_args::ModelArgs;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum EngineArg {
+    /// Compute with the candle encoder on the CPU.
+    Candle,
+    /// Sleep for the latency a profile gives (needs --profile); vectors are placeholders.
+    Emulated,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Address to listen on. Use 0.0.0.0 to accept connections from other hosts.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// Port to listen on; 0 picks a free port (the chosen address is printed on stdout).
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+    /// Runtime shape, KIND:MAX_LENxMAX_BATCH; repeat for several. `fixed` pads every batch to
+    /// exactly that shape, `dynamic` pads to the longest sequence of the batch.
+    #[arg(long = "runtime", default_value = "dynamic:512x32")]
+    runtimes: Vec<RuntimeSpec>,
+    /// Instances started for each runtime.
+    #[arg(long, default_value_t = 1)]
+    instances: usize,
+    #[arg(long, value_enum, default_value = "candle")]
+    engine: EngineArg,
+    /// Latency profile (JSON, see `morph profile`) for --engine emulated.
+    #[arg(long)]
+    profile: Option<PathBuf>,
+    /// Output size of emulated instances.
+    #[arg(long, default_value_t = 384)]
+    emulated_dim: usize,
+    /// Pooling (mean or cls); default: as the model's sentence-transformers config says.
+    #[arg(long)]
+    pooling: Option<Pooling>,
+    /// Most padded tokens (rows x padded length) in one batch.
+    #[arg(long, default_value_t = 16_384)]
+    max_batch_tokens: u64,
+    /// Most sequences waiting; beyond it calls get 429.
+    #[arg(long, default_value_t = 1_024)]
+    max_queue: usize,
+    /// Most inputs in one call.
+    #[arg(long, default_value_t = 32)]
+    max_client_batch: usize,
+    /// Require `Authorization: Bearer KEY` on every route but /health and /metrics.
+    #[arg(long, env = "MORPH_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
+}
+
+impl ServeArgs {
+    fn config(self) -> anyhow::Result<ServerConfig> {
+        let engine = match (self.engine, &self.profile) {
+            (EngineArg::Candle, _) => EngineKind::Candle,
+            (EngineArg::Emulated, Some(path)) => {
+                let profile = Profile::load(path)?;
+                EngineKind::Emulated { profile: Arc::new(profile), dim: self.emulated_dim }
+            }
+            (EngineArg::Emulated, None) => anyhow::bail!("--engine emulated needs --profile FILE"),
+        };
+        Ok(ServerConfig {
+            model: self.model.fetch()?,
+            pooling: self.pooling,
+            engine,
+            runtimes: self.runtimes,
+            instances: self.instances,
+            batching: DynamicBatchingConfig { max_batch_tokens: self.max_batch_tokens, max_queue: self.max_queue },
+            api_key: self.api_key,
+            max_client_batch: self.max_client_batch,
+        })
+    }
+}
+
+pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let addr: SocketAddr = format!("{}:{}", args.host, args.port)
+        .parse()
+        .with_context(|| format!("--host {} --port {} is not a socket address", args.host, args.port))?;
+    let config = args.config()?;
+    let server = Server::build(config)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
+        println!("morph listening on http://{}", listener.local_addr()?);
+        tracing::info!(model = %server.state().model.name, engine = %server.state().model.engine, "serving");
+        server.run(listener, shutdown_signal()).await?;
+        tracing::info!("drained, stopped");
+        Ok(())
+    })
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+    tracing::info!("shutting down: draining in-flight requests");
+}

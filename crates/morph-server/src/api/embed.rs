@@ -1,0 +1,95 @@
+//! The embedding path shared by `/v1/embeddings` and `/embed`: tokenize, check lengths, hand each
+//! sequence to the driver, await the vectors.
+
+use std::time::Instant;
+
+use morph_engine::EngineError;
+use morph_engine::pooling::l2_normalize;
+use morph_engine::tokenize::truncate;
+
+use super::AppState;
+use crate::driver::SeqError;
+use crate::error::ApiError;
+
+/// Vectors for one call, and its token count (for `usage`).
+pub(super) struct Embedded {
+    pub vectors: Vec<Vec<f32>>,
+    pub tokens: usize,
+}
+
+/// Per-input field name for error messages: `input` for a single string, `input[i]` otherwise.
+fn field_of(field: &str, i: usize, n: usize) -> String {
+    if n == 1 { field.to_string() } else { format!("{field}[{i}]") }
+}
+
+async fn tokenize(state: &AppState, texts: Vec<String>, field: &str, cut: bool) -> Result<Vec<Vec<u32>>, ApiError> {
+    let started = Instant::now();
+    let tokenizer = state.tokenizer.clone();
+    let max_len = state.model.max_input_len() as usize;
+    let encoded = tokio::task::spawn_blocking(move || {
+        texts.iter().map(|t| tokenizer.encode(t)).collect::<Result<Vec<_>, _>>()
+    })
+    .await
+    .map_err(|e| ApiError::Engine(EngineError::Tokenize(e.to_string())))?
+    .map_err(ApiError::Engine)?;
+    state.driver.metrics.tokenization_seconds.observe(started.elapsed().as_secs_f64());
+    let n = encoded.len();
+    encoded
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut ids)| {
+            if ids.len() > max_len {
+                if !cut {
+                    let field = field_of(field, i, n);
+                    return Err(ApiError::TooLong { field, len: ids.len(), max_len: max_len as u32 });
+                }
+                truncate(&mut ids, max_len);
+            }
+            Ok(ids)
+        })
+        .collect()
+}
+
+/// Embeds `texts` (already validated non-empty); vectors are L2-normalised when `normalize`.
+pub(super) async fn embed_texts(
+    state: &AppState,
+    texts: Vec<String>,
+    field: &str,
+    cut: bool,
+    normalize: bool,
+) -> Result<Embedded, ApiError> {
+    let sequences = tokenize(state, texts, field, cut).await?;
+    let tokens = sequences.iter().map(Vec::len).sum();
+    let metrics = &state.driver.metrics;
+    let receivers: Vec<_> = sequences
+        .into_iter()
+        .map(|ids| {
+            metrics.input_length.observe(ids.len() as f64);
+            state.driver.submit(ids)
+        })
+        .collect();
+    let mut vectors = Vec::with_capacity(receivers.len());
+    for rx in receivers {
+        let mut v = match rx.await {
+            Ok(Ok(v)) => v,
+            Ok(Err(SeqError::Rejected(reason))) => return Err(reason.into()),
+            Ok(Err(SeqError::Engine(e))) => return Err(ApiError::Engine(e)),
+            Err(_) => return Err(ApiError::Engine(EngineError::Stopped)),
+        };
+        if normalize {
+            l2_normalize(&mut v);
+        }
+        vectors.push(v);
+    }
+    Ok(Embedded { vectors, tokens })
+}
+
+/// Counts a call and its outcome in the metrics.
+pub(super) fn record<T>(state: &AppState, started: Instant, result: &Result<T, ApiError>) {
+    let metrics = &state.driver.metrics;
+    metrics.requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    match result {
+        Ok(_) => metrics.request_seconds.observe(started.elapsed().as_secs_f64()),
+        Err(e) => metrics.fail(e.kind()),
+    }
+}

@@ -1,0 +1,41 @@
+//! `GET /health`, `GET /info`, `GET /metrics`.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::IntoResponse;
+use serde_json::{Value, json};
+
+use super::AppState;
+
+pub(super) async fn health() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+pub(super) async fn info(State(state): State<AppState>) -> Json<Value> {
+    let m = &state.model;
+    let runtimes: Vec<Value> = m
+        .runtimes
+        .iter()
+        .map(|(spec, count)| json!({"runtime": spec.to_string(), "kind": spec.kind, "max_len": spec.max_len, "max_batch": spec.max_batch, "instances": count}))
+        .collect();
+    Json(json!({
+        "model": m.name,
+        "dim": m.dim,
+        "pooling": m.pooling,
+        "engine": m.engine,
+        "max_input_length": m.max_input_len(),
+        "max_client_batch": state.max_client_batch,
+        "runtimes": runtimes,
+        "policy": state.driver.policy_description(),
+        "uptime_s": state.started.elapsed().as_secs_f64(),
+        "version": env!("CARGO_PKG_VERSION"),
+    }))
+}
+
+pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    let instances: Vec<(String, usize)> =
+        state.model.runtimes.iter().map(|(spec, n)| (spec.to_string(), *n)).collect();
+    let text = state.driver.metrics.render(&instances);
+    ([(CONTENT_TYPE, "text/plain; version=0.0.4")], text)
+}

@@ -1,0 +1,76 @@
+//! HTTP API: routes, shared state, and the embedding path common to both embedding formats.
+
+mod embed;
+mod info;
+mod openai;
+mod tei;
+pub mod validate;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::header::AUTHORIZATION;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use morph_core::RuntimeSpec;
+use morph_engine::{Pooling, TextTokenizer};
+
+use crate::driver::Driver;
+use crate::error::ApiError;
+
+/// What `/info` reports about the deployment.
+#[derive(Debug, Clone)]
+pub struct ServedModel {
+    pub name: String,
+    pub dim: usize,
+    pub pooling: Pooling,
+    /// `candle` or `emulated`.
+    pub engine: String,
+    pub runtimes: Vec<(RuntimeSpec, usize)>,
+}
+
+impl ServedModel {
+    /// The longest input any runtime accepts.
+    pub fn max_input_len(&self) -> u32 {
+        self.runtimes.iter().map(|(r, _)| r.max_len).max().unwrap_or(0)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub driver: Arc<Driver>,
+    pub tokenizer: Arc<TextTokenizer>,
+    pub model: Arc<ServedModel>,
+    pub api_key: Option<Arc<str>>,
+    /// Most inputs in one call.
+    pub max_client_batch: usize,
+    pub started: Instant,
+}
+
+/// `/health` and `/metrics` stay open; every other route needs the API key when one is set.
+pub fn router(state: AppState) -> Router {
+    let protected = Router::new()
+        .route("/v1/embeddings", post(openai::embeddings))
+        .route("/embed", post(tei::embed))
+        .route("/info", get(info::info))
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_key));
+    Router::new()
+        .merge(protected)
+        .route("/health", get(info::health))
+        .route("/metrics", get(info::metrics))
+        .with_state(state)
+}
+
+async fn require_key(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if let Some(key) = &state.api_key {
+        let given = request.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok());
+        if given.and_then(|v| v.strip_prefix("Bearer ")) != Some(key.as_ref()) {
+            state.driver.metrics.fail(ApiError::Unauthorized.kind());
+            return ApiError::Unauthorized.into_response();
+        }
+    }
+    next.run(request).await
+}

@@ -1,0 +1,28 @@
+//! `POST /embed` in the text-embeddings-inference format: `inputs` (string or array),
+//! `normalize` (default true), `truncate` (default false). Returns an array of vectors.
+
+use std::time::Instant;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+
+use super::AppState;
+use super::embed::{embed_texts, record};
+use super::validate;
+use crate::error::ApiError;
+
+pub(super) async fn embed(State(state): State<AppState>, body: Bytes) -> Result<Json<Vec<Vec<f32>>>, ApiError> {
+    let started = Instant::now();
+    let result = handle(&state, &body).await;
+    record(&state, started, &result);
+    result
+}
+
+async fn handle(state: &AppState, body: &[u8]) -> Result<Json<Vec<Vec<f32>>>, ApiError> {
+    let body = validate::object(body)?;
+    let texts = validate::texts(&body, "inputs", state.max_client_batch)?;
+    let normalize = validate::bool_or(&body, "normalize", true)?;
+    let cut = validate::bool_or(&body, "truncate", false)?;
+    Ok(Json(embed_texts(state, texts, "inputs", cut, normalize).await?.vectors))
+}

@@ -1,0 +1,81 @@
+//! API errors and their single mapping to HTTP status codes. Every error body is
+//! `{"error": {"message": "...", "type": "..."}}` (the OpenAI shape) on every endpoint.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use morph_core::RejectReason;
+use morph_engine::EngineError;
+use serde_json::json;
+
+use crate::metrics::FailureKind;
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ApiError {
+    #[error("malformed JSON body: {0}")]
+    MalformedJson(String),
+    /// A field is missing, of the wrong type or out of bounds; the message names the field.
+    #[error("{field}: {message}")]
+    Validation { field: String, message: String },
+    #[error(
+        "{field} has {len} tokens, more than the longest runtime accepts ({max_len}); \
+         send \"truncate\": true to cut it"
+    )]
+    TooLong { field: String, len: usize, max_len: u32 },
+    #[error("model '{asked}' is not served here; this server serves '{served}'")]
+    UnknownModel { asked: String, served: String },
+    #[error("overloaded: {0}")]
+    Overloaded(RejectReason),
+    #[error("missing or wrong API key: send the header 'Authorization: Bearer <key>'")]
+    Unauthorized,
+    #[error("{0}")]
+    Engine(EngineError),
+}
+
+impl ApiError {
+    pub fn validation(field: impl Into<String>, message: impl Into<String>) -> Self {
+        ApiError::Validation { field: field.into(), message: message.into() }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::MalformedJson(_) => StatusCode::BAD_REQUEST,
+            ApiError::Validation { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::TooLong { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnknownModel { .. } => StatusCode::NOT_FOUND,
+            ApiError::Overloaded(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::Engine(EngineError::Stopped) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Engine(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    pub fn kind(&self) -> FailureKind {
+        match self {
+            ApiError::MalformedJson(_) | ApiError::Validation { .. } => FailureKind::Validation,
+            ApiError::TooLong { .. } => FailureKind::TooLong,
+            ApiError::UnknownModel { .. } => FailureKind::UnknownModel,
+            ApiError::Overloaded(_) => FailureKind::Overloaded,
+            ApiError::Unauthorized => FailureKind::Unauthorized,
+            ApiError::Engine(_) => FailureKind::Engine,
+        }
+    }
+}
+
+impl From<RejectReason> for ApiError {
+    fn from(reason: RejectReason) -> Self {
+        match reason {
+            RejectReason::NoRuntimeFits { len, max_len } => {
+                ApiError::TooLong { field: "input".into(), len: len as usize, max_len }
+            }
+            queue_full => ApiError::Overloaded(queue_full),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({"error": {"message": self.to_string(), "type": self.kind().label()}});
+        (self.status(), Json(body)).into_response()
+    }
+}

@@ -1,0 +1,175 @@
+//! A small Prometheus registry: the counters, gauges and histograms Morph exports at `/metrics`.
+
+use std::fmt::Write;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+/// Cumulative-bucket histogram with fixed upper bounds.
+#[derive(Debug)]
+pub struct Histogram {
+    bounds: &'static [f64],
+    state: Mutex<HistogramState>,
+}
+
+#[derive(Debug, Default)]
+struct HistogramState {
+    counts: Vec<u64>,
+    sum: f64,
+    count: u64,
+}
+
+const SECONDS: &[f64] = &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+const SIZES: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0];
+
+impl Histogram {
+    fn new(bounds: &'static [f64]) -> Self {
+        let state = HistogramState { counts: vec![0; bounds.len()], ..Default::default() };
+        Self { bounds, state: Mutex::new(state) }
+    }
+
+    pub fn observe(&self, value: f64) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let first = self.bounds.partition_point(|b| *b < value);
+        s.counts[first..].iter_mut().for_each(|c| *c += 1);
+        s.sum += value;
+        s.count += 1;
+    }
+
+    pub fn count(&self) -> u64 {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).count
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        for (bound, count) in self.bounds.iter().zip(&s.counts) {
+            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {count}");
+        }
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", s.count);
+        let _ = writeln!(out, "{name}_sum {}\n{name}_count {}", s.sum, s.count);
+    }
+}
+
+/// Why a request failed, as counted in `morph_request_failures_total{kind}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    Validation,
+    TooLong,
+    Overloaded,
+    UnknownModel,
+    Unauthorized,
+    Engine,
+}
+
+impl FailureKind {
+    const ALL: [FailureKind; 6] = [
+        FailureKind::Validation,
+        FailureKind::TooLong,
+        FailureKind::Overloaded,
+        FailureKind::UnknownModel,
+        FailureKind::Unauthorized,
+        FailureKind::Engine,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            FailureKind::Validation => "validation",
+            FailureKind::TooLong => "too_long",
+            FailureKind::Overloaded => "overloaded",
+            FailureKind::UnknownModel => "unknown_model",
+            FailureKind::Unauthorized => "unauthorized",
+            FailureKind::Engine => "engine",
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Metrics {
+    pub requests: AtomicU64,
+    failures: [AtomicU64; FailureKind::ALL.len()],
+    pub queue_size: AtomicI64,
+    pub batch_size: Histogram,
+    pub batch_padded_tokens: Histogram,
+    pub input_length: Histogram,
+    pub tokenization_seconds: Histogram,
+    pub queue_seconds: Histogram,
+    pub inference_seconds: Histogram,
+    pub request_seconds: Histogram,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self {
+            requests: AtomicU64::new(0),
+            failures: Default::default(),
+            queue_size: AtomicI64::new(0),
+            batch_size: Histogram::new(SIZES),
+            batch_padded_tokens: Histogram::new(&[64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0]),
+            input_length: Histogram::new(SIZES),
+            tokenization_seconds: Histogram::new(SECONDS),
+            queue_seconds: Histogram::new(SECONDS),
+            inference_seconds: Histogram::new(SECONDS),
+            request_seconds: Histogram::new(SECONDS),
+        }
+    }
+}
+
+impl Metrics {
+    pub fn fail(&self, kind: FailureKind) {
+        self.failures[kind as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn failures(&self, kind: FailureKind) -> u64 {
+        self.failures[kind as usize].load(Ordering::Relaxed)
+    }
+
+    /// The Prometheus text exposition of every metric; `instances` are `(runtime, count)`.
+    pub fn render(&self, instances: &[(String, usize)]) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "# HELP morph_requests_total HTTP embedding calls received.\n# TYPE morph_requests_total counter\nmorph_requests_total {}",
+            self.requests.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(out, "# HELP morph_request_failures_total Failed calls by kind.\n# TYPE morph_request_failures_total counter");
+        for kind in FailureKind::ALL {
+            let _ = writeln!(out, "morph_request_failures_total{{kind=\"{}\"}} {}", kind.label(), self.failures(kind));
+        }
+        let _ = writeln!(
+            out,
+            "# HELP morph_queue_size Sequences admitted and waiting for an instance.\n# TYPE morph_queue_size gauge\nmorph_queue_size {}",
+            self.queue_size.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(out, "# HELP morph_instances Instances per runtime.\n# TYPE morph_instances gauge");
+        for (runtime, count) in instances {
+            let _ = writeln!(out, "morph_instances{{runtime=\"{runtime}\"}} {count}");
+        }
+        self.batch_size.render(&mut out, "morph_batch_size", "Sequences per batch.");
+        self.batch_padded_tokens.render(&mut out, "morph_batch_padded_tokens", "Tokens per batch after padding.");
+        self.input_length.render(&mut out, "morph_request_input_length", "Tokens per input sequence.");
+        self.tokenization_seconds.render(&mut out, "morph_tokenization_seconds", "Time spent tokenizing a call.");
+        self.queue_seconds.render(&mut out, "morph_queue_seconds", "Time a sequence waited before its batch started.");
+        self.inference_seconds.render(&mut out, "morph_inference_seconds", "Time a batch spent in the engine.");
+        self.request_seconds.render(&mut out, "morph_request_seconds", "End-to-end time of a successful call.");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_are_cumulative() {
+        let h = Histogram::new(&[1.0, 2.0]);
+        h.observe(0.5);
+        h.observe(1.5);
+        h.observe(3.0);
+        let mut out = String::new();
+        h.render(&mut out, "x", "help");
+        assert!(out.contains("x_bucket{le=\"1\"} 1\n"));
+        assert!(out.contains("x_bucket{le=\"2\"} 2\n"));
+        assert!(out.contains("x_bucket{le=\"+Inf\"} 3\n"));
+        assert!(out.contains("x_sum 5\nx_count 3\n"));
+    }
+}
