@@ -9,7 +9,9 @@
 //!   "latency": { "<batch>": { "<seq_len>": <median ms>, ... }, ... } }
 //! ```
 //! Keys are decimal strings (JSON objects need string keys). Unknown fields are ignored, so
-//! `"batchsize": "1-64"` and `"seq_len": "1-512"` in the GPU table are accepted.
+//! `"batchsize": "1-64"` and `"seq_len": "1-512"` in the GPU table are accepted; points whose
+//! key is not a number (the GPU table has one `""` entry) are skipped and counted in
+//! [`Profile::skipped`].
 //!
 //! Lookups interpolate linearly in sequence length within a batch row, then linearly between
 //! the two measured batch sizes around the query. Outside the measured range the latency is
@@ -28,8 +30,6 @@ pub enum ProfileError {
     Io { path: String, source: std::io::Error },
     #[error("profile {path} is not valid JSON for the profile schema: {source}")]
     Json { path: String, source: serde_json::Error },
-    #[error("profile has a non-numeric {what} key '{key}'")]
-    BadKey { what: &'static str, key: String },
     #[error("profile has no latency points")]
     Empty,
 }
@@ -66,6 +66,8 @@ pub struct Profile {
     pub engine: Option<String>,
     pub device: Option<String>,
     pub runs: Option<u32>,
+    /// Points in the file skipped because their batch or length key is not a number.
+    pub skipped: usize,
     rows: Vec<Row>,
 }
 
@@ -102,7 +104,7 @@ impl Profile {
         if rows.is_empty() {
             return Err(ProfileError::Empty);
         }
-        Ok(Self { model: model.into(), engine: None, device: None, runs: None, rows })
+        Ok(Self { model: model.into(), engine: None, device: None, runs: None, skipped: 0, rows })
     }
 
     pub fn load(path: &Path) -> Result<Self, ProfileError> {
@@ -118,17 +120,18 @@ impl Profile {
     pub fn from_json(text: &str) -> Result<Self, ProfileError> {
         let file: ProfileFile = serde_json::from_str(text)
             .map_err(|source| ProfileError::Json { path: "<text>".into(), source })?;
-        let parse = |what, key: &String| {
-            key.trim().parse::<u32>().map_err(|_| ProfileError::BadKey { what, key: key.clone() })
-        };
         let mut points = Vec::new();
+        let mut skipped = 0;
         for (batch, row) in &file.latency {
-            let batch = parse("batch", batch)?;
             for (len, ms) in row {
-                points.push((batch, parse("seq_len", len)?, *ms));
+                match (batch.trim().parse::<u32>(), len.trim().parse::<u32>()) {
+                    (Ok(b), Ok(l)) => points.push((b, l, *ms)),
+                    _ => skipped += 1,
+                }
             }
         }
         let mut profile = Self::from_points(file.model, points)?;
+        profile.skipped = skipped;
         profile.engine = file.engine;
         profile.device = file.device;
         profile.runs = file.runs;
@@ -232,10 +235,13 @@ mod tests {
     }
 
     #[test]
-    fn rejects_bad_keys_and_empty_tables() {
+    fn skips_bad_keys_and_rejects_empty_tables() {
+        let p = Profile::from_json(r#"{"model":"x","latency":{"a":{"1":1.0},"1":{"":9.0,"4":2.0}}}"#);
+        let p = p.unwrap();
+        assert_eq!((p.skipped, p.latency_ms(4, 1)), (2, 2.0));
         assert!(matches!(
             Profile::from_json(r#"{"model":"x","latency":{"a":{"1":1.0}}}"#),
-            Err(ProfileError::BadKey { what: "batch", .. })
+            Err(ProfileError::Empty)
         ));
         assert!(matches!(
             Profile::from_json(r#"{"model":"x","latency":{}}"#),

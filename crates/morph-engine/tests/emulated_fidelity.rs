@@ -1,0 +1,43 @@
+//! The emulated engine reproduces a real profile's latency at low load, and the profile reader
+//! loads the GPU table in shared/data.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use morph_core::{Profile, RuntimeSpec};
+use morph_engine::EmulatedRuntime;
+use morph_engine::measure::{synthetic_batch, time_batch};
+
+fn gpu_table() -> Profile {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data/profiles/distilbert_trt_gpu_bs1-64_seq1-512.json");
+    Profile::load(&path).unwrap_or_else(|e| panic!("the shared GPU table is needed here: {e}"))
+}
+
+#[test]
+fn reads_the_gpu_table() {
+    let p = gpu_table();
+    assert_eq!(p.batches().next(), Some(1));
+    assert_eq!(p.max_len(), 509);
+    assert_eq!(p.skipped, 1, "the table has one entry with an empty length key");
+    // The staircase the Arlo paper relies on (shared/data/README.md): batch 1.
+    for (len, ms) in [(61, 1.1), (125, 1.7), (253, 2.1), (509, 3.6)] {
+        let got = p.latency_ms(len, 1);
+        assert!((got - ms).abs() < 0.1, "len {len}: {got} ms, table says about {ms}");
+    }
+    assert!(p.latency_ms(509, 64) > p.latency_ms(509, 8));
+}
+
+/// Profiling the emulated engine the way `morph profile` profiles a real one gives the table
+/// back: its batch time is the profile's within 5%.
+#[test]
+fn emulated_latency_is_within_5_percent_of_the_profile() {
+    let profile = Arc::new(gpu_table());
+    for (len, batch) in [(17u32, 1u32), (125, 1), (509, 1), (61, 8), (253, 16), (509, 64)] {
+        let mut engine = EmulatedRuntime::new(profile.clone(), RuntimeSpec::fixed(len, batch), 8);
+        let got = time_batch(&mut engine, &synthetic_batch(len, 1), 2, 15).unwrap();
+        let want = profile.latency_ms(len, batch);
+        let error = (got - want).abs() / want;
+        assert!(error < 0.05, "b{batch} l{len}: emulated {got:.3} ms vs profile {want:.3} ms ({:.1}%)", error * 100.0);
+    }
+}

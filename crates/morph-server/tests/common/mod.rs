@@ -1,0 +1,85 @@
+//! Test fixtures: a Morph server on 127.0.0.1 port 0 with emulated or real instances.
+// Each test binary uses a different subset of the fixtures.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use morph_core::{Profile, RuntimeSpec};
+use morph_engine::fetch::{fetch, morph_home};
+use morph_engine::ModelSource;
+use morph_policy::DynamicBatchingConfig;
+use morph_server::{EngineKind, Server, ServerConfig};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub(crate) struct TestServer {
+    pub(crate) url: String,
+    shutdown: Option<oneshot::Sender<()>>,
+    pub(crate) join: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+impl TestServer {
+    /// Starts graceful shutdown; the server drains in-flight calls, then `join` completes.
+    pub(crate) fn begin_shutdown(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+
+    pub(crate) async fn stop(mut self) {
+        self.begin_shutdown();
+        if let Some(join) = self.join.take() {
+            join.await.expect("server task").expect("server io");
+        }
+    }
+}
+
+/// A server config on the default model's tokenizer with emulated instances that take
+/// `batch_ms` per batch whatever its shape.
+pub(crate) fn emulated(batch_ms: f64, runtime: RuntimeSpec, max_queue: usize) -> ServerConfig {
+    let profile = Profile::from_points("flat", [(1, 1, batch_ms), (1, 512, batch_ms)]).unwrap();
+    let files = fetch(&ModelSource::Default, &morph_home()).expect("fetching the default model");
+    ServerConfig {
+        model: files,
+        pooling: None,
+        engine: EngineKind::Emulated { profile: Arc::new(profile), dim: 8 },
+        runtimes: vec![runtime],
+        instances: 1,
+        batching: DynamicBatchingConfig { max_batch_tokens: 16_384, max_queue },
+        api_key: None,
+        max_client_batch: 4,
+    }
+}
+
+pub(crate) fn candle() -> ServerConfig {
+    ServerConfig { engine: EngineKind::Candle, ..emulated(1.0, RuntimeSpec::dynamic(512, 8), 64) }
+}
+
+pub(crate) async fn start(config: ServerConfig) -> TestServer {
+    let server = Server::build(config).expect("building the server");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, rx) = oneshot::channel();
+    let join = tokio::spawn(server.run(listener, async move {
+        let _ = rx.await;
+    }));
+    TestServer { url, shutdown: Some(tx), join: Some(join) }
+}
+
+pub(crate) fn client() -> reqwest::Client {
+    reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap()
+}
+
+/// POSTs a raw body; returns the status and the parsed JSON body.
+pub(crate) async fn post(url: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
+    let resp = client()
+        .post(format!("{url}{path}"))
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(serde_json::Value::Null))
+}

@@ -1,0 +1,116 @@
+//! The HTTP API end to end: every endpoint and every error case, on 127.0.0.1 port 0.
+
+mod common;
+
+use common::{candle, client, emulated, post, start};
+use morph_core::RuntimeSpec;
+
+fn error_message(body: &serde_json::Value) -> String {
+    body["error"]["message"].as_str().unwrap_or_default().to_string()
+}
+
+#[tokio::test]
+async fn embeddings_from_the_real_model_in_both_formats() {
+    let server = start(candle()).await;
+    let (status, body) = post(&server.url, "/v1/embeddings", r#"{"input":"This is an example sentence","model":"all-MiniLM-L6-v2"}"#).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["object"], "list");
+    assert_eq!(body["model"], "all-MiniLM-L6-v2");
+    assert_eq!(body["usage"]["prompt_tokens"], 7);
+    let v: Vec<f64> = serde_json::from_value(body["data"][0]["embedding"].clone()).unwrap();
+    assert_eq!(v.len(), 384);
+    assert!((v[0] - 0.0677).abs() < 1e-3 && (v[1] - 0.0635).abs() < 1e-3, "{:?}", &v[..2]);
+
+    let (status, body) = post(&server.url, "/embed", r#"{"inputs":["a man eats","hello"],"normalize":false}"#).await;
+    assert_eq!(status, 200, "{body}");
+    let vs: Vec<Vec<f64>> = serde_json::from_value(body).unwrap();
+    assert_eq!(vs.len(), 2);
+    let norm = vs[0].iter().map(|x| x * x).sum::<f64>().sqrt();
+    assert!((norm - 1.0).abs() > 1e-3, "normalize=false must return the raw pooled vector");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn health_info_and_metrics() {
+    let server = start(emulated(1.0, RuntimeSpec::fixed(128, 4), 16)).await;
+    let c = client();
+    let health: serde_json::Value = c.get(format!("{}/health", server.url)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(health["status"], "ok");
+    let info: serde_json::Value = c.get(format!("{}/info", server.url)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(info["engine"], "emulated");
+    assert_eq!(info["max_input_length"], 128);
+    assert_eq!(info["runtimes"][0]["runtime"], "fixed:128x4");
+    assert_eq!(info["policy"]["name"], "dynamic-batching");
+    let (status, _) = post(&server.url, "/embed", r#"{"inputs":["one","two"]}"#).await;
+    assert_eq!(status, 200);
+    let metrics = c.get(format!("{}/metrics", server.url)).send().await.unwrap().text().await.unwrap();
+    for needle in [
+        "morph_requests_total 1",
+        "morph_queue_size 0",
+        "morph_batch_size_count",
+        "morph_request_input_length_count 2",
+        "morph_tokenization_seconds_count 1",
+        "morph_queue_seconds_count 2",
+        "morph_inference_seconds_count",
+        "morph_request_failures_total{kind=\"overloaded\"} 0",
+        "morph_batch_padded_tokens_bucket{le=\"512\"}",
+        "morph_instances{runtime=\"fixed:128x4\"} 1",
+    ] {
+        assert!(metrics.contains(needle), "missing {needle} in\n{metrics}");
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_clear_error_naming_the_field() {
+    let server = start(emulated(1.0, RuntimeSpec::dynamic(16, 4), 16)).await;
+    let long = "word ".repeat(40);
+    let cases: Vec<(&str, String, u16, &str)> = vec![
+        ("/embed", r#"{"inputs": "a"#.into(), 400, "malformed JSON"),
+        ("/embed", "[1, 2]".into(), 422, "body: must be a JSON object"),
+        ("/embed", "{}".into(), 422, "inputs: is required"),
+        ("/embed", r#"{"inputs": ""}"#.into(), 422, "inputs: must not be empty"),
+        ("/embed", r#"{"inputs": []}"#.into(), 422, "inputs: must not be an empty array"),
+        ("/embed", r#"{"inputs": ["a", 5]}"#.into(), 422, "inputs[1]: must be a string"),
+        ("/embed", r#"{"inputs": ["a","b","c","d","e"]}"#.into(), 422, "at most 4 per call"),
+        ("/embed", r#"{"inputs": "a", "normalize": "yes"}"#.into(), 422, "normalize: must be true or false"),
+        ("/embed", format!(r#"{{"inputs": ["ok", "{long}"]}}"#), 413, "inputs[1] has 42 tokens"),
+        ("/v1/embeddings", r#"{"input": 3}"#.into(), 422, "input: must be a string or an array of strings"),
+        ("/v1/embeddings", r#"{"input": "a", "model": "gpt-4"}"#.into(), 404, "model 'gpt-4' is not served"),
+        ("/v1/embeddings", r#"{"input": "a", "encoding_format": "base64"}"#.into(), 422, "encoding_format"),
+        ("/v1/embeddings", format!(r#"{{"input": "{long}"}}"#), 413, "send \"truncate\": true"),
+    ];
+    for (path, body, want_status, want_text) in cases {
+        let (status, json) = post(&server.url, path, &body).await;
+        assert_eq!(status, want_status, "{path} {body}: {json}");
+        assert!(error_message(&json).contains(want_text), "{path} {body}: {json}");
+    }
+    let (status, json) = post(&server.url, "/embed", &format!(r#"{{"inputs": "{long}", "truncate": true}}"#)).await;
+    assert_eq!(status, 200, "truncate=true must cut the input: {json}");
+    let metrics = client().get(format!("{}/metrics", server.url)).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("morph_request_failures_total{kind=\"too_long\"} 2"), "{metrics}");
+    assert!(metrics.contains("morph_request_failures_total{kind=\"validation\"} 10"), "{metrics}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn api_key_guards_everything_but_health_and_metrics() {
+    let mut config = emulated(1.0, RuntimeSpec::dynamic(64, 4), 16);
+    config.api_key = Some("s3cret".into());
+    let server = start(config).await;
+    let c = client();
+    let call = |key: Option<&'static str>| {
+        let mut req = c.post(format!("{}/embed", server.url)).json(&serde_json::json!({"inputs": "hi"}));
+        if let Some(k) = key {
+            req = req.bearer_auth(k);
+        }
+        async move { req.send().await.unwrap().status().as_u16() }
+    };
+    assert_eq!(call(None).await, 401);
+    assert_eq!(call(Some("wrong")).await, 401);
+    assert_eq!(call(Some("s3cret")).await, 200);
+    assert_eq!(c.get(format!("{}/info", server.url)).send().await.unwrap().status().as_u16(), 401);
+    assert_eq!(c.get(format!("{}/health", server.url)).send().await.unwrap().status().as_u16(), 200);
+    assert_eq!(c.get(format!("{}/metrics", server.url)).send().await.unwrap().status().as_u16(), 200);
+    server.stop().await;
+}
