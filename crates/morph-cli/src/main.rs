@@ -27,6 +27,7 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<()> {
+    morph_engine::tuning::reexec_tuned();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),

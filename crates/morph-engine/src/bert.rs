@@ -10,6 +10,8 @@ use candle_core::{D, DType, Device, Module, Result, Tensor};
 use candle_nn::{Embedding, LayerNorm, Linear, VarBuilder};
 use serde::Deserialize;
 
+use crate::kernels;
+
 /// Mirrors the fields of Hugging Face's `config.json` that the forward pass needs.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct BertConfig {
@@ -33,6 +35,32 @@ fn default_act() -> String {
 
 fn default_eps() -> f64 {
     1e-12
+}
+
+/// Which implementation of GELU and softmax the forward pass uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Kernels {
+    /// Morph's vectorisable kernels ([`crate::kernels`]).
+    #[default]
+    Morph,
+    /// candle's own ops (scalar libm `erf` and `exp`): the baseline in benchmarks.
+    Candle,
+}
+
+impl Kernels {
+    fn gelu_erf(self, xs: &Tensor) -> Result<Tensor> {
+        match self {
+            Kernels::Morph => kernels::gelu_erf(xs),
+            Kernels::Candle => xs.gelu_erf(),
+        }
+    }
+
+    fn softmax_last_dim(self, xs: &Tensor) -> Result<Tensor> {
+        match self {
+            Kernels::Morph => kernels::softmax_last_dim(xs),
+            Kernels::Candle => candle_nn::ops::softmax_last_dim(xs),
+        }
+    }
 }
 
 /// Large negative bias that removes padded keys from the softmax.
@@ -112,7 +140,7 @@ impl Layer {
     }
 
     /// `x`: `[batch, len, hidden]`; `bias`: `[batch, 1, 1, len]`, 0 for real keys.
-    fn forward(&self, x: &Tensor, bias: &Tensor) -> Result<Tensor> {
+    fn forward(&self, x: &Tensor, bias: &Tensor, kernels: Kernels) -> Result<Tensor> {
         let (b, l, h) = x.dims3()?;
         let d = h / self.heads;
         let qkv = self.qkv.forward(x)?;
@@ -122,10 +150,10 @@ impl Layer {
         let (q, k, v) = (split(0)?, split(1)?, split(2)?);
         let scale = 1.0 / (d as f64).sqrt();
         let scores = (q.matmul(&k.t()?)? * scale)?.broadcast_add(bias)?;
-        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+        let probs = kernels.softmax_last_dim(&scores)?;
         let context = probs.matmul(&v)?.transpose(1, 2)?.reshape((b, l, h))?;
         let x = self.attn_norm.forward(&(self.attn_out.forward(&context)? + x)?)?;
-        let inner = self.ffn_in.forward(&x)?.gelu_erf()?;
+        let inner = kernels.gelu_erf(&self.ffn_in.forward(&x)?)?;
         self.ffn_norm.forward(&(self.ffn_out.forward(&inner)? + x)?)
     }
 }
@@ -136,6 +164,7 @@ pub struct BertModel {
     embeddings: Embeddings,
     layers: Vec<Layer>,
     pub config: BertConfig,
+    pub kernels: Kernels,
     device: Device,
 }
 
@@ -154,7 +183,8 @@ impl BertModel {
         let layers = (0..cfg.num_hidden_layers)
             .map(|i| Layer::load(vb.pp(format!("encoder.layer.{i}")), cfg))
             .collect::<Result<Vec<_>>>()?;
-        Ok(Self { embeddings, layers, config: cfg.clone(), device: vb.device().clone() })
+        let device = vb.device().clone();
+        Ok(Self { embeddings, layers, config: cfg.clone(), kernels: Kernels::default(), device })
     }
 
     pub fn device(&self) -> &Device {
@@ -169,7 +199,7 @@ impl BertModel {
         let bias = ((keep - 1.0)? * -MASKED)?.reshape((b, 1, 1, l))?;
         let mut x = self.embeddings.forward(ids)?;
         for layer in &self.layers {
-            x = layer.forward(&x, &bias)?;
+            x = layer.forward(&x, &bias, self.kernels)?;
         }
         Ok(x)
     }

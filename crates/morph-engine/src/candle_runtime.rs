@@ -7,7 +7,7 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use morph_core::RuntimeSpec;
 
-use crate::bert::{BertConfig, BertModel};
+use crate::bert::{BertConfig, BertModel, Kernels};
 use crate::fetch::ModelFiles;
 use crate::pooling::Pooling;
 use crate::{Engine, EngineError, check_batch};
@@ -21,6 +21,10 @@ pub struct Encoder {
 
 impl Encoder {
     pub fn load(files: &ModelFiles, pooling: Pooling) -> Result<Self, EngineError> {
+        Self::load_with(files, pooling, Kernels::default())
+    }
+
+    pub fn load_with(files: &ModelFiles, pooling: Pooling, kernels: Kernels) -> Result<Self, EngineError> {
         let load_err = |what: &str, e: &dyn std::fmt::Display| EngineError::Load(format!("{what}: {e}"));
         let text = std::fs::read_to_string(&files.config)
             .map_err(|e| load_err(&files.config.display().to_string(), &e))?;
@@ -30,7 +34,8 @@ impl Encoder {
         let tensors = candle_core::safetensors::load(&files.weights, &device)
             .map_err(|e| load_err(&files.weights.display().to_string(), &e))?;
         let vb = VarBuilder::from_tensors(tensors, DType::F32, &device);
-        let model = BertModel::load(vb, &config).map_err(|e| load_err("weights", &e))?;
+        let mut model = BertModel::load(vb, &config).map_err(|e| load_err("weights", &e))?;
+        model.kernels = kernels;
         Ok(Self { model, pooling })
     }
 

@@ -7,9 +7,11 @@ pub mod bert;
 pub mod candle_runtime;
 pub mod emulated;
 pub mod fetch;
+pub mod kernels;
 pub mod measure;
 pub mod pooling;
 pub mod tokenize;
+pub mod tuning;
 pub mod worker;
 
 pub use candle_runtime::{CandleRuntime, Encoder};

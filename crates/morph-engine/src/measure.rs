@@ -95,9 +95,11 @@ mod tests {
     }
 
     #[test]
-    fn measuring_an_emulated_engine_recovers_its_profile() {
-        let truth = Arc::new(Profile::from_points("m", [(1, 8, 2.0), (1, 16, 4.0), (2, 8, 3.0), (2, 16, 6.0)]).unwrap());
-        let plan = MeasurePlan { lens: vec![8, 16], batches: vec![1, 2], warmup: 1, runs: 3 };
+    fn measuring_an_emulated_engine_puts_each_point_in_its_cell() {
+        // Values 1.5x or more apart: a point measured at the wrong shape cannot pass, and
+        // oversleeping on a loaded machine can.
+        let truth = Arc::new(Profile::from_points("m", [(1, 8, 10.0), (1, 16, 20.0), (2, 8, 30.0), (2, 16, 60.0)]).unwrap());
+        let plan = MeasurePlan { lens: vec![8, 16], batches: vec![1, 2], warmup: 0, runs: 1 };
         let mut seen = 0;
         let measured = measure_profile(
             "m",
@@ -109,7 +111,7 @@ mod tests {
         assert_eq!(seen, 4);
         for (len, batch) in [(8, 1), (16, 1), (8, 2), (16, 2)] {
             let (want, got) = (truth.latency_ms(len, batch), measured.latency_ms(len, batch));
-            assert!((got - want).abs() / want < 0.05, "({len},{batch}): {got} vs {want}");
+            assert!(got >= want && got < want * 1.4, "({len},{batch}): {got} vs {want}");
         }
     }
 }
