@@ -3,11 +3,14 @@
 //! profile of b8·l128 the scalar versions took 14% (erf) and 4% (exp) of CPU time.
 
 use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Tensor, bail};
+use rayon::prelude::*;
 
 const LOG2_E: f32 = std::f32::consts::LOG2_E;
 /// ln 2 split in two (Cody–Waite) so that `x - n·ln2` stays exact for the `n` that occur.
 const LN2_HI: f32 = 0.693_145_75;
 const LN2_LO: f32 = 1.428_606_8e-6;
+/// Elements per parallel task: large tensors use every core, small ones stay on the caller.
+const CHUNK: usize = 16 * 1024;
 /// Adding and subtracting 1.5·2²³ rounds an `f32` of magnitude < 2²² to the nearest integer.
 const ROUND_MAGIC: f32 = 12_582_912.0;
 
@@ -57,7 +60,11 @@ impl CustomOp1 for GeluErf {
 
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
         let xs = contiguous_f32(self.name(), storage, layout)?;
-        Ok((CpuStorage::F32(xs.iter().map(|&x| gelu(x)).collect()), layout.shape().clone()))
+        let mut out = vec![0f32; xs.len()];
+        out.par_chunks_mut(CHUNK).zip(xs.par_chunks(CHUNK)).for_each(|(out, xs)| {
+            out.iter_mut().zip(xs).for_each(|(o, &x)| *o = gelu(x));
+        });
+        Ok((CpuStorage::F32(out), layout.shape().clone()))
     }
 }
 
@@ -72,12 +79,15 @@ impl CustomOp1 for SoftmaxLastDim {
         let xs = contiguous_f32(self.name(), storage, layout)?;
         let n = layout.shape().dims().last().copied().unwrap_or(1).max(1);
         let mut out = xs.to_vec();
-        for row in out.chunks_exact_mut(n) {
-            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            row.iter_mut().for_each(|v| *v = exp_nonpositive(*v - max));
-            let inv = 1.0 / row.iter().sum::<f32>();
-            row.iter_mut().for_each(|v| *v *= inv);
-        }
+        let rows_per_task = (CHUNK / n).max(1);
+        out.par_chunks_mut(rows_per_task * n).for_each(|rows| {
+            for row in rows.chunks_exact_mut(n) {
+                let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                row.iter_mut().for_each(|v| *v = exp_nonpositive(*v - max));
+                let inv = 1.0 / row.iter().sum::<f32>();
+                row.iter_mut().for_each(|v| *v *= inv);
+            }
+        });
         Ok((CpuStorage::F32(out), layout.shape().clone()))
     }
 }

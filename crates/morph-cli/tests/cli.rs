@@ -1,0 +1,67 @@
+//! The `morph` binary end to end: serve (emulated engines), bench against it, stop with SIGTERM.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+fn morph() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_morph"))
+}
+
+/// Reads the server's first stdout line, `morph listening on http://ADDR`.
+fn listening_url(child: &mut Child) -> String {
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).expect("reading stdout");
+    line.trim().strip_prefix("morph listening on ").unwrap_or_else(|| panic!("unexpected first line: {line:?}")).to_string()
+}
+
+#[test]
+fn serve_bench_and_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("profile.json");
+    std::fs::write(&profile, r#"{"model":"flat","latency":{"1":{"1":2.0,"512":2.0},"8":{"1":4.0,"512":4.0}}}"#).unwrap();
+    let corpus = dir.path().join("corpus.txt");
+    std::fs::write(&corpus, "first text\nsecond, longer text\nthird\n").unwrap();
+
+    let mut server = morph()
+        .args(["serve", "--port", "0", "--engine", "emulated", "--instances", "3"])
+        .arg("--profile")
+        .arg(&profile)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting morph serve");
+    let url = listening_url(&mut server);
+
+    let bench = morph()
+        .args(["bench", "--url", &url, "--rate", "20,40", "--duration", "1", "--json", "--corpus"])
+        .arg(&corpus)
+        .output()
+        .expect("running morph bench");
+    assert!(bench.status.success(), "{}", String::from_utf8_lossy(&bench.stderr));
+    let reports: serde_json::Value = serde_json::from_slice(&bench.stdout).expect("bench JSON");
+    let reports = reports.as_array().expect("one report per rate");
+    assert_eq!(reports.len(), 2);
+    for r in reports {
+        assert!(r["sent"].as_u64().unwrap() > 5, "{r}");
+        assert_eq!(r["errors"], 0, "{r}");
+        assert!(r["latency"]["p99_ms"].as_f64().unwrap() >= 2.0, "{r}");
+    }
+
+    // SIGTERM to the PID we started: the re-exec keeps the PID, and the server drains and exits 0.
+    let killed = Command::new("kill").args(["-TERM", &server.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let status = server.wait().unwrap();
+    assert!(status.success(), "morph serve exited with {status}");
+}
+
+#[test]
+fn misuse_gets_one_clear_line() {
+    let out = morph().args(["serve", "--engine", "emulated"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--engine emulated needs --profile FILE"), "{err}");
+    let out = morph().args(["serve", "--runtime", "fixed:128"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("is not KIND:MAX_LENxMAX_BATCH"), "{err}");
+}
