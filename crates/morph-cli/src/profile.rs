@@ -51,9 +51,14 @@ pub(crate) fn run(args: ProfileArgs) -> anyhow::Result<()> {
     profile.device = Some(format!("{} threads", std::thread::available_parallelism().map_or(1, |n| n.get())));
     profile.runs = Some(plan.runs);
     std::fs::write(&args.out, profile.to_json())?;
-    println!("{:>6} {}", "len", plan.batches.iter().map(|b| format!("{:>10}", format!("b{b} ms"))).collect::<String>());
+    println!(
+        "{:>6} {}",
+        "len",
+        plan.batches.iter().map(|b| format!("{:>10}", format!("b{b} ms"))).collect::<String>()
+    );
     for len in &plan.lens {
-        let row: String = plan.batches.iter().map(|b| format!("{:>10.2}", profile.latency_ms(*len, *b))).collect();
+        let row: String =
+            plan.batches.iter().map(|b| format!("{:>10.2}", profile.latency_ms(*len, *b))).collect();
         println!("{len:>6} {row}");
     }
     println!("wrote {}", args.out.display());

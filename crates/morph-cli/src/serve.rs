@@ -79,7 +79,10 @@ impl ServeArgs {
             engine,
             runtimes: self.runtimes,
             instances: self.instances,
-            batching: DynamicBatchingConfig { max_batch_tokens: self.max_batch_tokens, max_queue: self.max_queue },
+            batching: DynamicBatchingConfig {
+                max_batch_tokens: self.max_batch_tokens,
+                max_queue: self.max_queue,
+            },
             api_key: self.api_key,
             max_client_batch: self.max_client_batch,
         })
@@ -94,7 +97,8 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     let server = Server::build(config)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
+        let listener =
+            tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
         println!("morph listening on http://{}", listener.local_addr()?);
         tracing::info!(model = %server.state().model.name, engine = %server.state().model.engine, "serving");
         server.run(listener, shutdown_signal()).await?;

@@ -12,14 +12,21 @@ fn listening_url(child: &mut Child) -> String {
     let stdout = child.stdout.take().expect("piped stdout");
     let mut line = String::new();
     BufReader::new(stdout).read_line(&mut line).expect("reading stdout");
-    line.trim().strip_prefix("morph listening on ").unwrap_or_else(|| panic!("unexpected first line: {line:?}")).to_string()
+    line.trim()
+        .strip_prefix("morph listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+        .to_string()
 }
 
 #[test]
 fn serve_bench_and_stop() {
     let dir = tempfile::tempdir().unwrap();
     let profile = dir.path().join("profile.json");
-    std::fs::write(&profile, r#"{"model":"flat","latency":{"1":{"1":2.0,"512":2.0},"8":{"1":4.0,"512":4.0}}}"#).unwrap();
+    std::fs::write(
+        &profile,
+        r#"{"model":"flat","latency":{"1":{"1":2.0,"512":2.0},"8":{"1":4.0,"512":4.0}}}"#,
+    )
+    .unwrap();
     let corpus = dir.path().join("corpus.txt");
     std::fs::write(&corpus, "first text\nsecond, longer text\nthird\n").unwrap();
 

@@ -243,9 +243,6 @@ mod tests {
             Profile::from_json(r#"{"model":"x","latency":{"a":{"1":1.0}}}"#),
             Err(ProfileError::Empty)
         ));
-        assert!(matches!(
-            Profile::from_json(r#"{"model":"x","latency":{}}"#),
-            Err(ProfileError::Empty)
-        ));
+        assert!(matches!(Profile::from_json(r#"{"model":"x","latency":{}}"#), Err(ProfileError::Empty)));
     }
 }

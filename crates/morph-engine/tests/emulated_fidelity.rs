@@ -38,6 +38,10 @@ fn emulated_latency_is_within_5_percent_of_the_profile() {
         let got = time_batch(&mut engine, &synthetic_batch(len, 1), 2, 15).unwrap();
         let want = profile.latency_ms(len, batch);
         let error = (got - want).abs() / want;
-        assert!(error < 0.05, "b{batch} l{len}: emulated {got:.3} ms vs profile {want:.3} ms ({:.1}%)", error * 100.0);
+        assert!(
+            error < 0.05,
+            "b{batch} l{len}: emulated {got:.3} ms vs profile {want:.3} ms ({:.1}%)",
+            error * 100.0
+        );
     }
 }

@@ -15,7 +15,7 @@ fn load() -> (Arc<Encoder>, TextTokenizer) {
 }
 
 fn embed(runtime: &mut CandleRuntime, inputs: &[Vec<u32>]) -> Vec<Vec<f32>> {
-    let mut out = runtime.embed(inputs).unwrap();
+    let mut out = runtime.embed(inputs).expect("embedding");
     out.iter_mut().for_each(|v| l2_normalize(v));
     out
 }
@@ -50,7 +50,9 @@ fn padding_does_not_change_the_vector() {
     let in_batch = embed(&mut dynamic, &[short.clone(), target.clone(), long.clone()])[1].clone();
     let in_fixed = embed(&mut fixed, &[long, target.clone(), short])[1].clone();
     let fixed_alone = embed(&mut fixed, &[target])[0].clone();
-    for (name, v) in [("in a padded batch", &in_batch), ("in a fixed runtime", &in_fixed), ("fixed alone", &fixed_alone)] {
+    for (name, v) in
+        [("in a padded batch", &in_batch), ("in a fixed runtime", &in_fixed), ("fixed alone", &fixed_alone)]
+    {
         let c = cosine(&alone, v);
         assert!(c >= 0.9999, "{name}: cosine {c}");
     }

@@ -7,7 +7,9 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use morph_core::{Action, Event, InstanceId, InstanceInfo, Policy, RejectReason, RequestId, RequestInfo, Time};
+use morph_core::{
+    Action, Event, InstanceId, InstanceInfo, Policy, RejectReason, RequestId, RequestInfo, Time,
+};
 use morph_engine::{EngineError, EngineHandle};
 use tokio::sync::oneshot;
 
@@ -56,7 +58,11 @@ impl Driver {
         let mut actions = Vec::new();
         for (i, handle) in engines.into_iter().enumerate() {
             let id = InstanceId(i as u32);
-            policy.on_event(Time::ZERO, Event::InstanceUp(InstanceInfo { id, runtime: handle.runtime() }), &mut actions);
+            policy.on_event(
+                Time::ZERO,
+                Event::InstanceUp(InstanceInfo { id, runtime: handle.runtime() }),
+                &mut actions,
+            );
             instances.insert(id, handle);
         }
         debug_assert!(actions.is_empty(), "no requests yet, so nothing to run");
@@ -72,10 +78,6 @@ impl Driver {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn policy_name(&self) -> String {
-        self.lock().policy.name().to_string()
-    }
-
     pub fn policy_description(&self) -> serde_json::Value {
         self.lock().policy.describe()
     }
@@ -87,16 +89,15 @@ impl Driver {
     /// Hands one tokenized sequence to the policy; the receiver yields its vector or why not.
     pub fn submit(self: &Arc<Self>, ids: Vec<u32>) -> oneshot::Receiver<SeqResult> {
         let (reply, rx) = oneshot::channel();
-        let mut actions = Vec::new();
-        {
+        let runs = {
             let mut state = self.lock();
             let id = RequestId(state.next_id);
             state.next_id += 1;
             let info = RequestInfo { id, input_len: ids.len() as u32, arrival: self.now() };
             state.waiting.insert(id, Waiting { ids, enqueued: Instant::now(), reply });
-            state.policy.on_event(info.arrival, Event::Arrival(info), &mut actions);
-        }
-        self.apply(actions);
+            self.decide(&mut state, Event::Arrival(info))
+        };
+        self.start(runs);
         rx
     }
 
@@ -105,32 +106,34 @@ impl Driver {
     }
 
     fn on_event(self: &Arc<Self>, event: Event) {
-        let mut actions = Vec::new();
-        self.lock().policy.on_event(self.now(), event, &mut actions);
-        self.apply(actions);
+        let runs = self.decide(&mut self.lock(), event);
+        self.start(runs);
     }
 
-    /// Applies actions in order. Batches start on tokio tasks that await the engine worker.
-    fn apply(self: &Arc<Self>, actions: Vec<Action>) {
+    /// Tells the policy about `event` and applies its actions, under the one lock: rejections
+    /// are answered at once, batches to run are returned for [`Driver::start`].
+    fn decide(&self, state: &mut State, event: Event) -> Vec<(InstanceId, Vec<Waiting>)> {
+        let mut actions = Vec::new();
+        state.policy.on_event(self.now(), event, &mut actions);
         let mut runs = Vec::new();
-        {
-            let mut state = self.lock();
-            for action in actions {
-                match action {
-                    Action::Reject { request, reason } => {
-                        if let Some(w) = state.waiting.remove(&request) {
-                            let _ = w.reply.send(Err(SeqError::Rejected(reason)));
-                        }
-                    }
-                    Action::Run { instance, requests } => {
-                        let batch: Vec<Waiting> =
-                            requests.iter().filter_map(|r| state.waiting.remove(r)).collect();
-                        runs.push((instance, batch));
+        for action in actions {
+            match action {
+                Action::Reject { request, reason } => {
+                    if let Some(w) = state.waiting.remove(&request) {
+                        let _ = w.reply.send(Err(SeqError::Rejected(reason)));
                     }
                 }
+                Action::Run { instance, requests } => {
+                    runs.push((instance, requests.iter().filter_map(|r| state.waiting.remove(r)).collect()));
+                }
             }
-            self.metrics.queue_size.store(state.policy.queue_len() as i64, Ordering::Relaxed);
         }
+        self.metrics.queue_size.store(state.policy.queue_len() as i64, Ordering::Relaxed);
+        runs
+    }
+
+    /// Starts each batch on a tokio task that awaits the instance's engine worker.
+    fn start(self: &Arc<Self>, runs: Vec<(InstanceId, Vec<Waiting>)>) {
         for (instance, batch) in runs {
             let driver = Arc::clone(self);
             tokio::spawn(async move { driver.run_batch(instance, batch).await });

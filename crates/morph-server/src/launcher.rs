@@ -3,7 +3,9 @@
 use std::sync::Arc;
 
 use morph_core::{Profile, RuntimeSpec};
-use morph_engine::{CandleRuntime, EmulatedRuntime, Encoder, Engine, EngineError, EngineWorker, ModelFiles, Pooling};
+use morph_engine::{
+    CandleRuntime, EmulatedRuntime, Encoder, Engine, EngineError, EngineWorker, ModelFiles, Pooling,
+};
 
 /// What computes the batches.
 #[derive(Debug, Clone)]

@@ -18,7 +18,8 @@ struct HistogramState {
     count: u64,
 }
 
-const SECONDS: &[f64] = &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+const SECONDS: &[f64] =
+    &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
 const SIZES: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0];
 
 impl Histogram {
@@ -33,10 +34,6 @@ impl Histogram {
         s.counts[first..].iter_mut().for_each(|c| *c += 1);
         s.sum += value;
         s.count += 1;
-    }
-
-    pub fn count(&self) -> u64 {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).count
     }
 
     fn render(&self, out: &mut String, name: &str, help: &str) {
@@ -104,7 +101,9 @@ impl Default for Metrics {
             failures: Default::default(),
             queue_size: AtomicI64::new(0),
             batch_size: Histogram::new(SIZES),
-            batch_padded_tokens: Histogram::new(&[64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0]),
+            batch_padded_tokens: Histogram::new(&[
+                64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0,
+            ]),
             input_length: Histogram::new(SIZES),
             tokenization_seconds: Histogram::new(SECONDS),
             queue_seconds: Histogram::new(SECONDS),
@@ -131,9 +130,17 @@ impl Metrics {
             "# HELP morph_requests_total HTTP embedding calls received.\n# TYPE morph_requests_total counter\nmorph_requests_total {}",
             self.requests.load(Ordering::Relaxed)
         );
-        let _ = writeln!(out, "# HELP morph_request_failures_total Failed calls by kind.\n# TYPE morph_request_failures_total counter");
+        let _ = writeln!(
+            out,
+            "# HELP morph_request_failures_total Failed calls by kind.\n# TYPE morph_request_failures_total counter"
+        );
         for kind in FailureKind::ALL {
-            let _ = writeln!(out, "morph_request_failures_total{{kind=\"{}\"}} {}", kind.label(), self.failures(kind));
+            let _ = writeln!(
+                out,
+                "morph_request_failures_total{{kind=\"{}\"}} {}",
+                kind.label(),
+                self.failures(kind)
+            );
         }
         let _ = writeln!(
             out,
@@ -145,12 +152,32 @@ impl Metrics {
             let _ = writeln!(out, "morph_instances{{runtime=\"{runtime}\"}} {count}");
         }
         self.batch_size.render(&mut out, "morph_batch_size", "Sequences per batch.");
-        self.batch_padded_tokens.render(&mut out, "morph_batch_padded_tokens", "Tokens per batch after padding.");
+        self.batch_padded_tokens.render(
+            &mut out,
+            "morph_batch_padded_tokens",
+            "Tokens per batch after padding.",
+        );
         self.input_length.render(&mut out, "morph_request_input_length", "Tokens per input sequence.");
-        self.tokenization_seconds.render(&mut out, "morph_tokenization_seconds", "Time spent tokenizing a call.");
-        self.queue_seconds.render(&mut out, "morph_queue_seconds", "Time a sequence waited before its batch started.");
-        self.inference_seconds.render(&mut out, "morph_inference_seconds", "Time a batch spent in the engine.");
-        self.request_seconds.render(&mut out, "morph_request_seconds", "End-to-end time of a successful call.");
+        self.tokenization_seconds.render(
+            &mut out,
+            "morph_tokenization_seconds",
+            "Time spent tokenizing a call.",
+        );
+        self.queue_seconds.render(
+            &mut out,
+            "morph_queue_seconds",
+            "Time a sequence waited before its batch started.",
+        );
+        self.inference_seconds.render(
+            &mut out,
+            "morph_inference_seconds",
+            "Time a batch spent in the engine.",
+        );
+        self.request_seconds.render(
+            &mut out,
+            "morph_request_seconds",
+            "End-to-end time of a successful call.",
+        );
         out
     }
 }

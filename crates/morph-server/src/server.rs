@@ -42,7 +42,8 @@ impl Server {
         }
         let pooling = config.pooling.unwrap_or_else(|| Pooling::from_model_dir(&config.model.dir));
         let tokenizer = TextTokenizer::load(&config.model.tokenizer)?;
-        let (workers, dim) = launch(&config.model, pooling, &config.engine, &config.runtimes, config.instances)?;
+        let (workers, dim) =
+            launch(&config.model, pooling, &config.engine, &config.runtimes, config.instances)?;
         let policy = Box::new(DynamicBatching::new(config.batching));
         let metrics = Arc::new(Metrics::default());
         let driver = Driver::new(policy, workers.iter().map(EngineWorker::handle).collect(), metrics);
@@ -70,7 +71,11 @@ impl Server {
 
     /// Serves on `listener` until `shutdown` resolves, then waits for in-flight calls and
     /// stops the engine threads.
-    pub async fn run(self, listener: TcpListener, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+    pub async fn run(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
         let ticker = self.state.driver.tick_interval().map(|every| {
             let driver = self.state.driver.clone();
             tokio::spawn(async move {

@@ -12,7 +12,12 @@ fn error_message(body: &serde_json::Value) -> String {
 #[tokio::test]
 async fn embeddings_from_the_real_model_in_both_formats() {
     let server = start(candle()).await;
-    let (status, body) = post(&server.url, "/v1/embeddings", r#"{"input":"This is an example sentence","model":"all-MiniLM-L6-v2"}"#).await;
+    let (status, body) = post(
+        &server.url,
+        "/v1/embeddings",
+        r#"{"input":"This is an example sentence","model":"all-MiniLM-L6-v2"}"#,
+    )
+    .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["object"], "list");
     assert_eq!(body["model"], "all-MiniLM-L6-v2");
@@ -21,7 +26,8 @@ async fn embeddings_from_the_real_model_in_both_formats() {
     assert_eq!(v.len(), 384);
     assert!((v[0] - 0.0677).abs() < 1e-3 && (v[1] - 0.0635).abs() < 1e-3, "{:?}", &v[..2]);
 
-    let (status, body) = post(&server.url, "/embed", r#"{"inputs":["a man eats","hello"],"normalize":false}"#).await;
+    let (status, body) =
+        post(&server.url, "/embed", r#"{"inputs":["a man eats","hello"],"normalize":false}"#).await;
     assert_eq!(status, 200, "{body}");
     let vs: Vec<Vec<f64>> = serde_json::from_value(body).unwrap();
     assert_eq!(vs.len(), 2);
@@ -34,9 +40,11 @@ async fn embeddings_from_the_real_model_in_both_formats() {
 async fn health_info_and_metrics() {
     let server = start(emulated(1.0, RuntimeSpec::fixed(128, 4), 16)).await;
     let c = client();
-    let health: serde_json::Value = c.get(format!("{}/health", server.url)).send().await.unwrap().json().await.unwrap();
+    let health: serde_json::Value =
+        c.get(format!("{}/health", server.url)).send().await.unwrap().json().await.unwrap();
     assert_eq!(health["status"], "ok");
-    let info: serde_json::Value = c.get(format!("{}/info", server.url)).send().await.unwrap().json().await.unwrap();
+    let info: serde_json::Value =
+        c.get(format!("{}/info", server.url)).send().await.unwrap().json().await.unwrap();
     assert_eq!(info["engine"], "emulated");
     assert_eq!(info["max_input_length"], 128);
     assert_eq!(info["runtimes"][0]["runtime"], "fixed:128x4");
@@ -85,7 +93,8 @@ async fn bad_input_gets_a_clear_error_naming_the_field() {
         assert_eq!(status, want_status, "{path} {body}: {json}");
         assert!(error_message(&json).contains(want_text), "{path} {body}: {json}");
     }
-    let (status, json) = post(&server.url, "/embed", &format!(r#"{{"inputs": "{long}", "truncate": true}}"#)).await;
+    let (status, json) =
+        post(&server.url, "/embed", &format!(r#"{{"inputs": "{long}", "truncate": true}}"#)).await;
     assert_eq!(status, 200, "truncate=true must cut the input: {json}");
     let metrics = client().get(format!("{}/metrics", server.url)).send().await.unwrap().text().await.unwrap();
     assert!(metrics.contains("morph_request_failures_total{kind=\"too_long\"} 2"), "{metrics}");

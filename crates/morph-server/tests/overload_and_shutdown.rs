@@ -14,7 +14,9 @@ async fn overload_is_429_with_a_reason_and_loses_nothing_admitted() {
     let calls: Vec<_> = (0..8)
         .map(|i| {
             let url = server.url.clone();
-            tokio::spawn(async move { post(&url, "/embed", &format!(r#"{{"inputs": "request {i}"}}"#)).await })
+            tokio::spawn(
+                async move { post(&url, "/embed", &format!(r#"{{"inputs": "request {i}"}}"#)).await },
+            )
         })
         .collect();
     let mut ok = 0;
@@ -49,7 +51,11 @@ async fn shutdown_drains_in_flight_requests() {
     assert_eq!(status, 200, "the in-flight call must complete: {body}");
     assert_eq!(body.as_array().map(Vec::len), Some(2));
     let join = server.join.take().unwrap();
-    tokio::time::timeout(Duration::from_secs(5), join).await.expect("server stops after draining").unwrap().unwrap();
+    tokio::time::timeout(Duration::from_secs(5), join)
+        .await
+        .expect("server stops after draining")
+        .unwrap()
+        .unwrap();
     let refused = client().get(format!("{}/health", server.url)).send().await;
     assert!(refused.is_err(), "a stopped server accepts no connections");
 }

@@ -110,7 +110,13 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn run_schedule(args: &BenchArgs, client: &reqwest::Client, texts: &[String], rate: f64, times: &[f64]) -> RunReport {
+async fn run_schedule(
+    args: &BenchArgs,
+    client: &reqwest::Client,
+    texts: &[String],
+    rate: f64,
+    times: &[f64],
+) -> RunReport {
     let path = match args.endpoint {
         Endpoint::Embed => "/embed",
         Endpoint::Openai => "/v1/embeddings",

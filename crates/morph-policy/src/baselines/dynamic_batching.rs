@@ -65,12 +65,8 @@ impl DynamicBatching {
     }
 
     fn schedule(&mut self, actions: &mut Vec<Action>) {
-        let idle: Vec<(InstanceId, RuntimeSpec)> = self
-            .instances
-            .iter()
-            .filter(|(_, s)| !s.busy)
-            .map(|(id, s)| (*id, s.runtime))
-            .collect();
+        let idle: Vec<(InstanceId, RuntimeSpec)> =
+            self.instances.iter().filter(|(_, s)| !s.busy).map(|(id, s)| (*id, s.runtime)).collect();
         for (instance, runtime) in idle {
             if self.queue.is_empty() {
                 return;
@@ -159,10 +155,7 @@ mod tests {
     }
 
     fn run(instance: u32, ids: &[u64]) -> Action {
-        Action::Run {
-            instance: InstanceId(instance),
-            requests: ids.iter().map(|i| RequestId(*i)).collect(),
-        }
+        Action::Run { instance: InstanceId(instance), requests: ids.iter().map(|i| RequestId(*i)).collect() }
     }
 
     #[test]
@@ -208,10 +201,7 @@ mod tests {
         assert!(arrive(&mut p, 2, 10).is_empty());
         assert_eq!(
             arrive(&mut p, 3, 10),
-            vec![Action::Reject {
-                request: RequestId(3),
-                reason: RejectReason::QueueFull { capacity: 1 }
-            }]
+            vec![Action::Reject { request: RequestId(3), reason: RejectReason::QueueFull { capacity: 1 } }]
         );
         assert_eq!(
             arrive(&mut p, 4, 129),

@@ -22,7 +22,12 @@ fn field_of(field: &str, i: usize, n: usize) -> String {
     if n == 1 { field.to_string() } else { format!("{field}[{i}]") }
 }
 
-async fn tokenize(state: &AppState, texts: Vec<String>, field: &str, cut: bool) -> Result<Vec<Vec<u32>>, ApiError> {
+async fn tokenize(
+    state: &AppState,
+    texts: Vec<String>,
+    field: &str,
+    cut: bool,
+) -> Result<Vec<Vec<u32>>, ApiError> {
     let started = Instant::now();
     let tokenizer = state.tokenizer.clone();
     let max_len = state.model.max_input_len() as usize;

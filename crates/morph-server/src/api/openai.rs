@@ -23,15 +23,15 @@ pub(super) async fn embeddings(State(state): State<AppState>, body: Bytes) -> Re
 async fn handle(state: &AppState, body: &[u8]) -> Result<Json<Value>, ApiError> {
     let body = validate::object(body)?;
     let texts = validate::texts(&body, "input", state.max_client_batch)?;
-    if let Some(asked) = validate::optional_string(&body, "model")? {
-        if asked != state.model.name {
-            return Err(ApiError::UnknownModel { asked: asked.into(), served: state.model.name.clone() });
-        }
+    if let Some(asked) = validate::optional_string(&body, "model")?
+        && asked != state.model.name
+    {
+        return Err(ApiError::UnknownModel { asked: asked.into(), served: state.model.name.clone() });
     }
-    if let Some(format) = validate::optional_string(&body, "encoding_format")? {
-        if format != "float" {
-            return Err(ApiError::validation("encoding_format", "only \"float\" is supported"));
-        }
+    if let Some(format) = validate::optional_string(&body, "encoding_format")?
+        && format != "float"
+    {
+        return Err(ApiError::validation("encoding_format", "only \"float\" is supported"));
     }
     let cut = validate::bool_or(&body, "truncate", false)?;
     let out = embed_texts(state, texts, "input", cut, true).await?;

@@ -12,7 +12,10 @@ use super::embed::{embed_texts, record};
 use super::validate;
 use crate::error::ApiError;
 
-pub(super) async fn embed(State(state): State<AppState>, body: Bytes) -> Result<Json<Vec<Vec<f32>>>, ApiError> {
+pub(super) async fn embed(
+    State(state): State<AppState>,
+    body: Bytes,
+) -> Result<Json<Vec<Vec<f32>>>, ApiError> {
     let started = Instant::now();
     let result = handle(&state, &body).await;
     record(&state, started, &result);

@@ -81,6 +81,9 @@ mod tests {
     fn body_must_be_a_json_object() {
         assert!(matches!(object(b"{"), Err(ApiError::MalformedJson(_))));
         assert_eq!(object(b"[1]").unwrap_err().to_string(), "body: must be a JSON object");
-        assert_eq!(bool_or(&map(json!({"t": 1})), "t", false).unwrap_err().to_string(), "t: must be true or false");
+        assert_eq!(
+            bool_or(&map(json!({"t": 1})), "t", false).unwrap_err().to_string(),
+            "t: must be true or false"
+        );
     }
 }

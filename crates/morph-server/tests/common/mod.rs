@@ -1,13 +1,15 @@
 //! Test fixtures: a Morph server on 127.0.0.1 port 0 with emulated or real instances.
 // Each test binary uses a different subset of the fixtures.
 #![allow(dead_code)]
+// Fixtures panic on setup failure, like the tests that call them.
+#![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use morph_core::{Profile, RuntimeSpec};
-use morph_engine::fetch::{fetch, morph_home};
 use morph_engine::ModelSource;
+use morph_engine::fetch::{fetch, morph_home};
 use morph_policy::DynamicBatchingConfig;
 use morph_server::{EngineKind, Server, ServerConfig};
 use tokio::sync::oneshot;
