@@ -159,7 +159,7 @@ impl Layer {
 }
 
 /// The encoder stack. `forward` returns the last hidden states; pooling and heads are applied
-/// on top of them (see [`crate::pooling`]), which is where a classification head plugs in.
+/// on top of them (see [`crate::pooling`] and `Encoder::pooled`, where heads plug in).
 pub struct BertModel {
     embeddings: Embeddings,
     layers: Vec<Layer>,

@@ -46,18 +46,10 @@ impl Encoder {
         self.model.config.max_position_embeddings as u32
     }
 
-    pub fn pooling(&self) -> Pooling {
-        self.pooling
-    }
-
-    /// Runs `inputs` padded to exactly `len` tokens and `rows` rows (rows beyond the inputs
-    /// are all padding), returning one pooled vector per input.
-    pub fn embed_padded(
-        &self,
-        inputs: &[Vec<u32>],
-        len: usize,
-        rows: usize,
-    ) -> Result<Vec<Vec<f32>>, EngineError> {
+    /// Pooled vectors `[inputs.len(), dim]` of `inputs` run padded to exactly `len` tokens and
+    /// `rows` rows (rows beyond the inputs are all padding). This is the hook for heads: a
+    /// classifier or regressor (SSJF's length predictor, OTAS's task heads) applies to this.
+    pub fn pooled(&self, inputs: &[Vec<u32>], len: usize, rows: usize) -> Result<Tensor, EngineError> {
         let pad = self.model.config.pad_token_id;
         let mut ids = vec![pad; rows * len];
         let mut mask = vec![0u32; rows * len];
@@ -69,8 +61,17 @@ impl Encoder {
         let ids = Tensor::from_vec(ids, (rows, len), device)?;
         let mask = Tensor::from_vec(mask, (rows, len), device)?;
         let hidden = self.model.forward(&ids, &mask)?;
-        let pooled = self.pooling.apply(&hidden, &mask)?.narrow(0, 0, inputs.len())?;
-        Ok(pooled.to_vec2::<f32>()?)
+        Ok(self.pooling.apply(&hidden, &mask)?.narrow(0, 0, inputs.len())?)
+    }
+
+    /// [`Encoder::pooled`] as one `Vec<f32>` per input.
+    pub fn embed_padded(
+        &self,
+        inputs: &[Vec<u32>],
+        len: usize,
+        rows: usize,
+    ) -> Result<Vec<Vec<f32>>, EngineError> {
+        Ok(self.pooled(inputs, len, rows)?.to_vec2::<f32>()?)
     }
 }
 

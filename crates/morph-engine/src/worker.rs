@@ -29,14 +29,13 @@ pub struct EngineWorker {
 pub struct EngineHandle {
     tx: mpsc::Sender<Command>,
     runtime: RuntimeSpec,
-    dim: usize,
 }
 
 impl EngineWorker {
     /// Moves `engine` onto a new thread named `name`.
     pub fn spawn(name: String, mut engine: Box<dyn Engine>) -> std::io::Result<Self> {
         let (tx, rx) = mpsc::channel::<Command>();
-        let handle = EngineHandle { tx, runtime: engine.runtime(), dim: engine.dim() };
+        let handle = EngineHandle { tx, runtime: engine.runtime() };
         let thread = std::thread::Builder::new().name(name).spawn(move || {
             while let Ok(Command::Embed { inputs, reply }) = rx.recv() {
                 // The requester may have gone away; its result is simply dropped.
@@ -63,10 +62,6 @@ impl Drop for EngineWorker {
 impl EngineHandle {
     pub fn runtime(&self) -> RuntimeSpec {
         self.runtime
-    }
-
-    pub fn dim(&self) -> usize {
-        self.dim
     }
 
     /// Runs one batch on the worker thread.
