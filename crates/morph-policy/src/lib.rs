@@ -2,5 +2,6 @@
 //! simulator drive the same objects.
 
 pub mod baselines;
+pub mod registry;
 
 pub use baselines::dynamic_batching::{DynamicBatching, DynamicBatchingConfig};

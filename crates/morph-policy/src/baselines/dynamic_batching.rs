@@ -2,14 +2,15 @@
 //! prefix of the queue that fits its runtime (length and rows) and a padded-token budget.
 //! This is the baseline every later policy is compared with.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use morph_core::{
     Action, Event, InstanceId, InstanceInfo, Policy, RejectReason, RequestInfo, RuntimeSpec, Time,
 };
 use serde_json::json;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct DynamicBatchingConfig {
     /// Most padded tokens (rows × padded length) in one batch; one request always fits.
     pub max_batch_tokens: u64,
@@ -24,26 +25,19 @@ impl Default for DynamicBatchingConfig {
 }
 
 #[derive(Debug)]
-struct Slot {
-    runtime: RuntimeSpec,
-    busy: bool,
-}
-
-#[derive(Debug)]
 pub struct DynamicBatching {
     config: DynamicBatchingConfig,
     queue: VecDeque<RequestInfo>,
-    /// Ordered by id so that the idle instance chosen is deterministic.
-    instances: BTreeMap<InstanceId, Slot>,
+    instances: BTreeMap<InstanceId, RuntimeSpec>,
+    /// Idle instances, ordered by id so that the one chosen is deterministic.
+    idle: BTreeSet<InstanceId>,
+    longest_runtime: u32,
 }
 
 impl DynamicBatching {
     pub fn new(config: DynamicBatchingConfig) -> Self {
-        Self { config, queue: VecDeque::new(), instances: BTreeMap::new() }
-    }
-
-    fn longest_runtime(&self) -> u32 {
-        self.instances.values().map(|s| s.runtime.max_len).max().unwrap_or(0)
+        let (queue, instances, idle) = (VecDeque::new(), BTreeMap::new(), BTreeSet::new());
+        Self { config, queue, instances, idle, longest_runtime: 0 }
     }
 
     /// Takes from the head of the queue the batch that `runtime` runs next; empty if the head
@@ -65,25 +59,25 @@ impl DynamicBatching {
     }
 
     fn schedule(&mut self, actions: &mut Vec<Action>) {
-        let idle: Vec<(InstanceId, RuntimeSpec)> =
-            self.instances.iter().filter(|(_, s)| !s.busy).map(|(id, s)| (*id, s.runtime)).collect();
-        for (instance, runtime) in idle {
+        if self.queue.is_empty() || self.idle.is_empty() {
+            return;
+        }
+        let idle: Vec<InstanceId> = self.idle.iter().copied().collect();
+        for instance in idle {
             if self.queue.is_empty() {
                 return;
             }
-            let batch = self.take_batch(runtime);
+            let batch = self.take_batch(self.instances[&instance]);
             if batch.is_empty() {
                 continue;
             }
-            if let Some(slot) = self.instances.get_mut(&instance) {
-                slot.busy = true;
-            }
+            self.idle.remove(&instance);
             actions.push(Action::Run { instance, requests: batch.iter().map(|r| r.id).collect() });
         }
     }
 
     fn admit(&mut self, request: RequestInfo, actions: &mut Vec<Action>) {
-        let max_len = self.longest_runtime();
+        let max_len = self.longest_runtime;
         let reason = if request.input_len > max_len {
             Some(RejectReason::NoRuntimeFits { len: request.input_len, max_len })
         } else if self.queue.len() >= self.config.max_queue {
@@ -106,12 +100,14 @@ impl Policy for DynamicBatching {
     fn on_event(&mut self, _now: Time, event: Event, actions: &mut Vec<Action>) {
         match event {
             Event::InstanceUp(InstanceInfo { id, runtime }) => {
-                self.instances.insert(id, Slot { runtime, busy: false });
+                self.instances.insert(id, runtime);
+                self.idle.insert(id);
+                self.longest_runtime = self.longest_runtime.max(runtime.max_len);
             }
             Event::Arrival(request) => self.admit(request, actions),
             Event::BatchDone { instance } => {
-                if let Some(slot) = self.instances.get_mut(&instance) {
-                    slot.busy = false;
+                if self.instances.contains_key(&instance) {
+                    self.idle.insert(instance);
                 }
             }
             Event::Tick => {}

@@ -1,0 +1,114 @@
+//! Simulation events and their total order: time, then kind, then sequence number.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use morph_core::{InstanceId, Time};
+
+/// At equal times, completions come first (an instance freed at `t` can take a request that
+/// arrives at `t`), then arrivals, then ticks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum EventKind {
+    BatchDone,
+    Arrival,
+    Tick,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SimEvent {
+    BatchDone(InstanceId),
+    /// Index of the request in the workload.
+    Arrival(usize),
+    Tick,
+}
+
+impl SimEvent {
+    fn kind(self) -> EventKind {
+        match self {
+            SimEvent::BatchDone(_) => EventKind::BatchDone,
+            SimEvent::Arrival(_) => EventKind::Arrival,
+            SimEvent::Tick => EventKind::Tick,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Entry {
+    time: Time,
+    seq: u64,
+    event: SimEvent,
+}
+
+impl Entry {
+    fn key(&self) -> (Time, EventKind, u64) {
+        (self.time, self.event.kind(), self.seq)
+    }
+}
+
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> Ordering {
+        other.key().cmp(&self.key()) // reversed: BinaryHeap is a max-heap
+    }
+}
+
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Future events. Sequence numbers are assigned on push, so equal (time, kind) pop in push order.
+#[derive(Debug, Default)]
+pub struct EventQueue {
+    heap: BinaryHeap<Entry>,
+    next_seq: u64,
+}
+
+impl EventQueue {
+    pub fn push(&mut self, time: Time, event: SimEvent) {
+        self.heap.push(Entry { time, seq: self.next_seq, event });
+        self.next_seq += 1;
+    }
+
+    pub fn pop(&mut self) -> Option<(Time, SimEvent)> {
+        self.heap.pop().map(|e| (e.time, e.event))
+    }
+
+    /// Time and kind of the next event, without removing it.
+    pub fn peek(&self) -> Option<(Time, EventKind)> {
+        self.heap.peek().map(|e| (e.time, e.event.kind()))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.heap.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pops_by_time_then_kind_then_push_order() {
+        let mut q = EventQueue::default();
+        q.push(Time(5), SimEvent::Tick);
+        q.push(Time(5), SimEvent::Arrival(1));
+        q.push(Time(5), SimEvent::BatchDone(InstanceId(2)));
+        q.push(Time(1), SimEvent::Tick);
+        q.push(Time(5), SimEvent::Arrival(0));
+        q.push(Time(5), SimEvent::BatchDone(InstanceId(1)));
+        let order: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(
+            order,
+            vec![
+                (Time(1), SimEvent::Tick),
+                (Time(5), SimEvent::BatchDone(InstanceId(2))),
+                (Time(5), SimEvent::BatchDone(InstanceId(1))),
+                (Time(5), SimEvent::Arrival(1)),
+                (Time(5), SimEvent::Arrival(0)),
+                (Time(5), SimEvent::Tick),
+            ]
+        );
+        assert!(q.is_empty());
+    }
+}

@@ -1,0 +1,16 @@
+//! Morph's simulator. It is not a model of the system: it drives the same policy objects as
+//! `morph serve`, in virtual time (integer nanoseconds), with batch times from a cost model.
+//! Same scenario and seed, byte-identical results.
+
+pub mod cost;
+pub mod driver;
+pub mod event;
+pub mod metrics;
+pub mod scenario;
+pub mod workload;
+
+pub use cost::{CostModel, ProfileCost};
+pub use driver::simulate;
+pub use metrics::Report;
+pub use scenario::{Scenario, ScenarioError};
+pub use workload::{SimRequest, Workload};

@@ -1,0 +1,209 @@
+//! Scenario files (TOML): a workload, a cluster, an SLO, the policies to compare, seeds, and
+//! optionally a sweep. Every policy runs on the identical request stream. See
+//! `scenarios/*.toml` in the repository for examples.
+//!
+//! ```toml
+//! name = "twitter-stable"
+//! duration_s = 60
+//! seeds = [1]
+//! slo_ms = 150
+//! [workload]
+//! arrivals = { kind = "poisson", rate = 1000 }   # gamma {rate, cv} | mmpp {rates, dwell_s} | trace {path, ...}
+//! lengths = { kind = "twitter", max = 512 }       # fixed {len} | uniform {min, max} | trace {path, input_column}
+//! [cluster]
+//! profile = "../../shared/data/profiles/distilbert_trt_gpu_bs1-64_seq1-512.json"  # relative to this file
+//! dynamic_penalty = 1.0
+//! runtimes = [{ runtime = "dynamic:512x8", instances = 10 }]
+//! [[policies]]
+//! name = "dynamic-batching"
+//! max_batch_tokens = 16384                         # the policy's own parameters
+//! [sweep]                                          # optional: one run per value
+//! param = "rate"                                   # rate | cv | instances
+//! values = [500, 1000, 2000]
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use morph_core::{Profile, RuntimeSpec, time::ms_to_nanos};
+use serde::{Deserialize, Serialize};
+
+use crate::cost::ProfileCost;
+use crate::driver::simulate;
+use crate::metrics::Report;
+use crate::workload::{Arrivals, Lengths, Workload, WorkloadError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("cannot read scenario {path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error("scenario {path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("scenario: {0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Workload(#[from] WorkloadError),
+    #[error(transparent)]
+    Profile(#[from] morph_core::ProfileError),
+    #[error(transparent)]
+    Policy(#[from] morph_policy::registry::PolicyError),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuntimeGroup {
+    pub runtime: String,
+    pub instances: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cluster {
+    pub profile: PathBuf,
+    #[serde(default = "one")]
+    pub dynamic_penalty: f64,
+    pub runtimes: Vec<RuntimeGroup>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct PolicySpec {
+    pub name: String,
+    #[serde(flatten)]
+    pub params: serde_json::Map<String, serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SweepParam {
+    /// Mean arrival rate (req/s); traces are compressed in time to reach it.
+    Rate,
+    /// Coefficient of variation of gamma arrivals.
+    Cv,
+    /// Instances of every runtime.
+    Instances,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sweep {
+    pub param: SweepParam,
+    pub values: Vec<f64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    pub duration_s: f64,
+    #[serde(default = "default_seeds")]
+    pub seeds: Vec<u64>,
+    pub slo_ms: Option<f64>,
+    pub workload: Workload,
+    pub cluster: Cluster,
+    pub policies: Vec<PolicySpec>,
+    pub sweep: Option<Sweep>,
+}
+
+fn default_seeds() -> Vec<u64> {
+    vec![1]
+}
+
+/// One policy on one stream.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub sweep: Option<(SweepParam, f64)>,
+    pub seed: u64,
+    #[serde(flatten)]
+    pub report: Report,
+}
+
+impl Scenario {
+    pub fn load(path: &Path) -> Result<Self, ScenarioError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io { path: shown.clone(), source })?;
+        let mut scenario: Scenario =
+            toml::from_str(&text).map_err(|e| ScenarioError::Parse { path: shown, message: e.to_string() })?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        scenario.resolve_paths(dir);
+        Ok(scenario)
+    }
+
+    fn resolve_paths(&mut self, dir: &Path) {
+        if self.cluster.profile.is_relative() {
+            self.cluster.profile = dir.join(&self.cluster.profile);
+        }
+        if let Arrivals::Trace { trace, .. } = &mut self.workload.arrivals {
+            trace.resolve(dir);
+        }
+        if let Lengths::Trace { trace } = &mut self.workload.lengths {
+            trace.resolve(dir);
+        }
+    }
+
+    fn runtimes(&self, instances_override: Option<usize>) -> Result<Vec<RuntimeSpec>, ScenarioError> {
+        let mut cluster = Vec::new();
+        for group in &self.cluster.runtimes {
+            let spec: RuntimeSpec = group.runtime.parse().map_err(|e| ScenarioError::Invalid(format!("{e}")))?;
+            cluster.extend(std::iter::repeat_n(spec, instances_override.unwrap_or(group.instances)));
+        }
+        if cluster.is_empty() {
+            return Err(ScenarioError::Invalid("the cluster has no instances".into()));
+        }
+        Ok(cluster)
+    }
+
+    /// The workload with a sweep value applied.
+    fn workload_at(&self, sweep: Option<(SweepParam, f64)>) -> Result<Workload, ScenarioError> {
+        let mut w = self.workload.clone();
+        match sweep {
+            Some((SweepParam::Rate, rate)) => {
+                let base = match &w.arrivals {
+                    Arrivals::Trace { trace, speedup } => {
+                        let times = trace.times()?;
+                        let span = times.last().copied().unwrap_or(0.0) - times.first().copied().unwrap_or(0.0);
+                        times.len() as f64 / span.max(f64::MIN_POSITIVE) * speedup
+                    }
+                    other => other.mean_rate().unwrap_or(1.0),
+                };
+                w.arrivals = w.arrivals.scaled(rate / base);
+            }
+            Some((SweepParam::Cv, cv)) => match &mut w.arrivals {
+                Arrivals::Gamma { cv: c, .. } => *c = cv,
+                _ => return Err(ScenarioError::Invalid("a cv sweep needs gamma arrivals".into())),
+            },
+            Some((SweepParam::Instances, _)) | None => {}
+        }
+        Ok(w)
+    }
+
+    /// Runs every policy, for every seed and sweep value, on identical request streams.
+    pub fn run(&self) -> Result<Vec<Row>, ScenarioError> {
+        let cost = ProfileCost::new(Profile::load(&self.cluster.profile)?, self.cluster.dynamic_penalty);
+        let slo = self.slo_ms.map(ms_to_nanos);
+        let points: Vec<Option<(SweepParam, f64)>> = match &self.sweep {
+            Some(s) => s.values.iter().map(|v| Some((s.param, *v))).collect(),
+            None => vec![None],
+        };
+        let mut rows = Vec::new();
+        for point in points {
+            let instances = match point {
+                Some((SweepParam::Instances, n)) => Some(n.round().max(1.0) as usize),
+                _ => None,
+            };
+            let cluster = self.runtimes(instances)?;
+            let workload = self.workload_at(point)?;
+            for &seed in &self.seeds {
+                let requests = workload.generate(self.duration_s, seed)?;
+                for spec in &self.policies {
+                    let policy = morph_policy::registry::build(&spec.name, &serde_json::Value::Object(spec.params.clone()))?;
+                    let report = simulate(policy, &cluster, &cost, &requests, slo);
+                    rows.push(Row { sweep: point, seed, report });
+                }
+            }
+        }
+        Ok(rows)
+    }
+}

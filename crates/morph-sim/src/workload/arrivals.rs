@@ -1,0 +1,152 @@
+//! Arrival processes. Each yields offsets in seconds from the start, ascending, below `duration`.
+
+use rand::Rng;
+use rand_distr::{Distribution, Exp, Gamma};
+use serde::Deserialize;
+
+use super::WorkloadError;
+use super::trace::Trace;
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Arrivals {
+    /// Exponential gaps at `rate` per second.
+    Poisson { rate: f64 },
+    /// Gamma gaps with mean `1/rate` and coefficient of variation `cv` (QUART's CV sweeps;
+    /// cv = 1 is Poisson).
+    Gamma { rate: f64, cv: f64 },
+    /// Markov-modulated Poisson: state i has `rates[i]`; each state lasts an exponential time
+    /// with mean `dwell_s`, then moves to the next state (cyclically).
+    Mmpp { rates: Vec<f64>, dwell_s: f64 },
+    /// The timestamps of a trace, divided by `speedup`.
+    Trace {
+        #[serde(flatten)]
+        trace: Trace,
+        #[serde(default = "one")]
+        speedup: f64,
+    },
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+fn positive(what: &str, v: f64) -> Result<f64, WorkloadError> {
+    if v.is_finite() && v > 0.0 { Ok(v) } else { Err(WorkloadError::Invalid(format!("{what} must be > 0, got {v}"))) }
+}
+
+impl Arrivals {
+    /// Mean offered rate per second, if known without a trace.
+    pub fn mean_rate(&self) -> Option<f64> {
+        match self {
+            Arrivals::Poisson { rate } | Arrivals::Gamma { rate, .. } => Some(*rate),
+            Arrivals::Mmpp { rates, .. } => Some(rates.iter().sum::<f64>() / rates.len().max(1) as f64),
+            Arrivals::Trace { .. } => None,
+        }
+    }
+
+    /// Multiplies the rate by `factor` (trace: compresses time by it).
+    pub fn scaled(&self, factor: f64) -> Arrivals {
+        match self.clone() {
+            Arrivals::Poisson { rate } => Arrivals::Poisson { rate: rate * factor },
+            Arrivals::Gamma { rate, cv } => Arrivals::Gamma { rate: rate * factor, cv },
+            Arrivals::Mmpp { rates, dwell_s } => Arrivals::Mmpp { rates: rates.iter().map(|r| r * factor).collect(), dwell_s },
+            Arrivals::Trace { trace, speedup } => Arrivals::Trace { trace, speedup: speedup * factor },
+        }
+    }
+
+    pub fn generate(&self, duration: f64, rng: &mut impl Rng) -> Result<Vec<f64>, WorkloadError> {
+        let mut out = Vec::new();
+        match self {
+            Arrivals::Poisson { rate } => {
+                let gap = Exp::new(positive("rate", *rate)?).map_err(|e| WorkloadError::Invalid(e.to_string()))?;
+                fill(&mut out, duration, || gap.sample(rng));
+            }
+            Arrivals::Gamma { rate, cv } => {
+                let shape = 1.0 / positive("cv", *cv)?.powi(2);
+                let scale = 1.0 / (positive("rate", *rate)? * shape);
+                let gap = Gamma::new(shape, scale).map_err(|e| WorkloadError::Invalid(e.to_string()))?;
+                fill(&mut out, duration, || gap.sample(rng));
+            }
+            Arrivals::Mmpp { rates, dwell_s } => {
+                if rates.is_empty() {
+                    return Err(WorkloadError::Invalid("mmpp needs at least one rate".into()));
+                }
+                let dwell = Exp::new(1.0 / positive("dwell_s", *dwell_s)?).map_err(|e| WorkloadError::Invalid(e.to_string()))?;
+                let (mut state, mut t) = (0, 0.0);
+                while t < duration {
+                    let end = (t + dwell.sample(rng)).min(duration);
+                    let gap = Exp::new(positive("rate", rates[state])?).map_err(|e| WorkloadError::Invalid(e.to_string()))?;
+                    let mut s = t;
+                    loop {
+                        s += gap.sample(rng);
+                        if s >= end {
+                            break;
+                        }
+                        out.push(s);
+                    }
+                    t = end;
+                    state = (state + 1) % rates.len();
+                }
+            }
+            Arrivals::Trace { trace, speedup } => {
+                let speedup = positive("speedup", *speedup)?;
+                let times = trace.times()?;
+                let first = times.first().copied().unwrap_or(0.0);
+                out.extend(times.iter().map(|t| (t - first) / speedup).take_while(|t| *t < duration));
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn fill(out: &mut Vec<f64>, duration: f64, mut gap: impl FnMut() -> f64) {
+    let mut t = 0.0;
+    loop {
+        t += gap();
+        if t >= duration {
+            return;
+        }
+        out.push(t);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    use super::*;
+
+    fn gaps(a: &Arrivals, duration: f64) -> (f64, f64) {
+        let times = a.generate(duration, &mut StdRng::seed_from_u64(3)).unwrap();
+        let gaps: Vec<f64> = times.windows(2).map(|w| w[1] - w[0]).collect();
+        let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+        let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64;
+        (1.0 / mean, var.sqrt() / mean)
+    }
+
+    #[test]
+    fn poisson_and_gamma_have_their_rate_and_cv() {
+        let (rate, cv) = gaps(&Arrivals::Poisson { rate: 200.0 }, 200.0);
+        assert!((rate / 200.0 - 1.0).abs() < 0.02 && (cv - 1.0).abs() < 0.03, "{rate} {cv}");
+        for want_cv in [0.5, 4.0] {
+            let (rate, cv) = gaps(&Arrivals::Gamma { rate: 200.0, cv: want_cv }, 500.0);
+            assert!((rate / 200.0 - 1.0).abs() < 0.05 && (cv / want_cv - 1.0).abs() < 0.08, "{rate} {cv} vs {want_cv}");
+        }
+    }
+
+    #[test]
+    fn mmpp_is_burstier_than_poisson_at_the_same_mean() {
+        let (rate, cv) = gaps(&Arrivals::Mmpp { rates: vec![50.0, 350.0], dwell_s: 5.0 }, 400.0);
+        assert!((rate / 200.0 - 1.0).abs() < 0.25, "{rate}");
+        assert!(cv > 1.2, "cv {cv}");
+    }
+
+    #[test]
+    fn invalid_parameters_are_errors() {
+        let mut rng = StdRng::seed_from_u64(0);
+        assert!(Arrivals::Poisson { rate: 0.0 }.generate(1.0, &mut rng).is_err());
+        assert!(Arrivals::Gamma { rate: 1.0, cv: -1.0 }.generate(1.0, &mut rng).is_err());
+    }
+}
