@@ -4,6 +4,7 @@ mod bench;
 mod model_args;
 mod profile;
 mod serve;
+mod simulate;
 
 use clap::{Parser, Subcommand};
 
@@ -24,6 +25,8 @@ enum Command {
     Profile(profile::ProfileArgs),
     /// Send an open-loop request stream to a running server and report latency.
     Bench(bench::BenchArgs),
+    /// Run a scenario's policies side by side on identical request streams, in virtual time.
+    Simulate(simulate::SimulateArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -43,5 +46,6 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Profile(args) => profile::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Simulate(args) => simulate::run(args),
     }
 }

@@ -40,6 +40,9 @@ mod tests {
         assert_eq!(p.describe()["max_queue"], 7);
         assert_eq!(p.describe()["max_batch_tokens"], 16_384);
         assert!(matches!(build("fifo", &json!({})), Err(PolicyError::Unknown(_))));
-        assert!(matches!(build("dynamic-batching", &json!({"max_queu": 1})), Err(PolicyError::Params { .. })));
+        assert!(matches!(
+            build("dynamic-batching", &json!({"max_queu": 1})),
+            Err(PolicyError::Params { .. })
+        ));
     }
 }

@@ -2,7 +2,9 @@
 //! Arrivals come from the pre-generated stream (merged with the event heap, in the same total
 //! order), batch completions from the cost model, ticks from the policy's interval.
 
-use morph_core::{Action, Event, InstanceId, InstanceInfo, Nanos, Policy, RequestId, RequestInfo, RuntimeSpec, Time};
+use morph_core::{
+    Action, Event, InstanceId, InstanceInfo, Nanos, Policy, RequestId, RequestInfo, RuntimeSpec, Time,
+};
 
 use crate::cost::CostModel;
 use crate::event::{EventKind, EventQueue, SimEvent};
@@ -53,7 +55,11 @@ pub fn simulate(
             let r = requests[next_arrival];
             next_arrival += 1;
             now = r.arrival;
-            Event::Arrival(RequestInfo { id: RequestId(next_arrival as u64 - 1), input_len: r.input_len, arrival: r.arrival })
+            Event::Arrival(RequestInfo {
+                id: RequestId(next_arrival as u64 - 1),
+                input_len: r.input_len,
+                arrival: r.arrival,
+            })
         } else {
             let Some((t, e)) = events.pop() else { break };
             now = t;
@@ -106,11 +112,17 @@ mod tests {
 
     /// `ms` per batch whatever its length and size (up to 4 rows).
     fn flat(ms: f64) -> ProfileCost {
-        ProfileCost::new(Profile::from_points("flat", [(1, 1, ms), (1, 512, ms), (4, 1, ms), (4, 512, ms)]).unwrap(), 1.0)
+        ProfileCost::new(
+            Profile::from_points("flat", [(1, 1, ms), (1, 512, ms), (4, 1, ms), (4, 512, ms)]).unwrap(),
+            1.0,
+        )
     }
 
     fn fifo() -> Box<dyn Policy> {
-        Box::new(DynamicBatching::new(DynamicBatchingConfig { max_batch_tokens: 1 << 30, max_queue: usize::MAX }))
+        Box::new(DynamicBatching::new(DynamicBatchingConfig {
+            max_batch_tokens: 1 << 30,
+            max_queue: usize::MAX,
+        }))
     }
 
     fn at(ms: &[f64]) -> Vec<SimRequest> {
@@ -120,7 +132,13 @@ mod tests {
     #[test]
     fn hand_computed_queueing_on_one_instance() {
         // Service 10 ms, one row per batch: arrivals at 0, 1, 2 ms finish at 10, 20, 30 ms.
-        let r = simulate(fifo(), &[RuntimeSpec::dynamic(512, 1)], &flat(10.0), &at(&[0.0, 1.0, 2.0]), Some(20_000_000));
+        let r = simulate(
+            fifo(),
+            &[RuntimeSpec::dynamic(512, 1)],
+            &flat(10.0),
+            &at(&[0.0, 1.0, 2.0]),
+            Some(20_000_000),
+        );
         assert_eq!((r.completed, r.dropped), (3, 0));
         assert_eq!(r.latencies_ms, vec![10.0, 19.0, 28.0]);
         assert!((r.slo_attainment - 2.0 / 3.0).abs() < 1e-12);
@@ -138,7 +156,8 @@ mod tests {
     #[test]
     fn dynamic_batching_batches_what_waited() {
         // Batch of up to 4: the first runs alone; the next three wait and run together.
-        let r = simulate(fifo(), &[RuntimeSpec::dynamic(512, 4)], &flat(10.0), &at(&[0.0, 1.0, 2.0, 3.0]), None);
+        let r =
+            simulate(fifo(), &[RuntimeSpec::dynamic(512, 4)], &flat(10.0), &at(&[0.0, 1.0, 2.0, 3.0]), None);
         assert_eq!(r.latencies_ms, vec![10.0, 17.0, 18.0, 19.0]);
     }
 }

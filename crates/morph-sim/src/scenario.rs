@@ -123,9 +123,10 @@ pub struct Row {
 impl Scenario {
     pub fn load(path: &Path) -> Result<Self, ScenarioError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io { path: shown.clone(), source })?;
-        let mut scenario: Scenario =
-            toml::from_str(&text).map_err(|e| ScenarioError::Parse { path: shown, message: e.to_string() })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ScenarioError::Io { path: shown.clone(), source })?;
+        let mut scenario: Scenario = toml::from_str(&text)
+            .map_err(|e| ScenarioError::Parse { path: shown, message: e.to_string() })?;
         let dir = path.parent().unwrap_or(Path::new("."));
         scenario.resolve_paths(dir);
         Ok(scenario)
@@ -146,7 +147,8 @@ impl Scenario {
     fn runtimes(&self, instances_override: Option<usize>) -> Result<Vec<RuntimeSpec>, ScenarioError> {
         let mut cluster = Vec::new();
         for group in &self.cluster.runtimes {
-            let spec: RuntimeSpec = group.runtime.parse().map_err(|e| ScenarioError::Invalid(format!("{e}")))?;
+            let spec: RuntimeSpec =
+                group.runtime.parse().map_err(|e| ScenarioError::Invalid(format!("{e}")))?;
             cluster.extend(std::iter::repeat_n(spec, instances_override.unwrap_or(group.instances)));
         }
         if cluster.is_empty() {
@@ -163,7 +165,8 @@ impl Scenario {
                 let base = match &w.arrivals {
                     Arrivals::Trace { trace, speedup } => {
                         let times = trace.times()?;
-                        let span = times.last().copied().unwrap_or(0.0) - times.first().copied().unwrap_or(0.0);
+                        let span =
+                            times.last().copied().unwrap_or(0.0) - times.first().copied().unwrap_or(0.0);
                         times.len() as f64 / span.max(f64::MIN_POSITIVE) * speedup
                     }
                     other => other.mean_rate().unwrap_or(1.0),
@@ -179,14 +182,16 @@ impl Scenario {
         Ok(w)
     }
 
-    /// Runs every policy, for every seed and sweep value, on identical request streams.
-    pub fn run(&self) -> Result<Vec<Row>, ScenarioError> {
+    /// Runs every policy, for every seed and sweep value, on identical request streams;
+    /// `progress(done, total)` is called after each run.
+    pub fn run(&self, progress: &mut dyn FnMut(usize, usize)) -> Result<Vec<Row>, ScenarioError> {
         let cost = ProfileCost::new(Profile::load(&self.cluster.profile)?, self.cluster.dynamic_penalty);
         let slo = self.slo_ms.map(ms_to_nanos);
         let points: Vec<Option<(SweepParam, f64)>> = match &self.sweep {
             Some(s) => s.values.iter().map(|v| Some((s.param, *v))).collect(),
             None => vec![None],
         };
+        let total = points.len() * self.seeds.len() * self.policies.len();
         let mut rows = Vec::new();
         for point in points {
             let instances = match point {
@@ -198,9 +203,13 @@ impl Scenario {
             for &seed in &self.seeds {
                 let requests = workload.generate(self.duration_s, seed)?;
                 for spec in &self.policies {
-                    let policy = morph_policy::registry::build(&spec.name, &serde_json::Value::Object(spec.params.clone()))?;
+                    let policy = morph_policy::registry::build(
+                        &spec.name,
+                        &serde_json::Value::Object(spec.params.clone()),
+                    )?;
                     let report = simulate(policy, &cluster, &cost, &requests, slo);
                     rows.push(Row { sweep: point, seed, report });
+                    progress(rows.len(), total);
                 }
             }
         }

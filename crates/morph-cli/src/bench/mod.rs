@@ -2,7 +2,6 @@
 //! whether or not earlier ones have finished, so a slow server shows up as latency, not as a
 //! lower offered load.
 
-mod arrivals;
 mod corpus;
 
 use std::path::PathBuf;
@@ -11,6 +10,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use morph_core::LatencySummary;
+use morph_sim::workload::{Arrivals, Trace};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
 use serde::Serialize;
 use serde_json::json;
 
@@ -83,17 +85,15 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<()> {
         .timeout(Duration::from_secs_f64(args.timeout))
         .build()
         .context("building the HTTP client")?;
-    let schedules: Vec<(f64, Vec<f64>)> = match &args.trace {
-        Some(trace) => {
-            let times = arrivals::from_trace(trace, args.speedup, args.duration)?;
-            vec![(times.len() as f64 / args.duration, times)]
-        }
-        None => args
-            .rate
-            .iter()
-            .map(|r| Ok((*r, arrivals::poisson(*r, args.duration, args.seed)?)))
-            .collect::<anyhow::Result<_>>()?,
+    let arrivals: Vec<Arrivals> = match &args.trace {
+        Some(path) => vec![Arrivals::Trace { trace: Trace::new(path), speedup: args.speedup }],
+        None => args.rate.iter().map(|&rate| Arrivals::Poisson { rate }).collect(),
     };
+    let mut schedules = Vec::new();
+    for a in arrivals {
+        let times = a.generate(args.duration, &mut StdRng::seed_from_u64(args.seed))?;
+        schedules.push((a.mean_rate().unwrap_or(times.len() as f64 / args.duration), times));
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let mut reports = Vec::new();
     for (rate, times) in schedules {

@@ -32,7 +32,11 @@ fn one() -> f64 {
 }
 
 fn positive(what: &str, v: f64) -> Result<f64, WorkloadError> {
-    if v.is_finite() && v > 0.0 { Ok(v) } else { Err(WorkloadError::Invalid(format!("{what} must be > 0, got {v}"))) }
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(WorkloadError::Invalid(format!("{what} must be > 0, got {v}")))
+    }
 }
 
 impl Arrivals {
@@ -50,7 +54,9 @@ impl Arrivals {
         match self.clone() {
             Arrivals::Poisson { rate } => Arrivals::Poisson { rate: rate * factor },
             Arrivals::Gamma { rate, cv } => Arrivals::Gamma { rate: rate * factor, cv },
-            Arrivals::Mmpp { rates, dwell_s } => Arrivals::Mmpp { rates: rates.iter().map(|r| r * factor).collect(), dwell_s },
+            Arrivals::Mmpp { rates, dwell_s } => {
+                Arrivals::Mmpp { rates: rates.iter().map(|r| r * factor).collect(), dwell_s }
+            }
             Arrivals::Trace { trace, speedup } => Arrivals::Trace { trace, speedup: speedup * factor },
         }
     }
@@ -59,7 +65,8 @@ impl Arrivals {
         let mut out = Vec::new();
         match self {
             Arrivals::Poisson { rate } => {
-                let gap = Exp::new(positive("rate", *rate)?).map_err(|e| WorkloadError::Invalid(e.to_string()))?;
+                let gap =
+                    Exp::new(positive("rate", *rate)?).map_err(|e| WorkloadError::Invalid(e.to_string()))?;
                 fill(&mut out, duration, || gap.sample(rng));
             }
             Arrivals::Gamma { rate, cv } => {
@@ -72,11 +79,13 @@ impl Arrivals {
                 if rates.is_empty() {
                     return Err(WorkloadError::Invalid("mmpp needs at least one rate".into()));
                 }
-                let dwell = Exp::new(1.0 / positive("dwell_s", *dwell_s)?).map_err(|e| WorkloadError::Invalid(e.to_string()))?;
+                let dwell = Exp::new(1.0 / positive("dwell_s", *dwell_s)?)
+                    .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
                 let (mut state, mut t) = (0, 0.0);
                 while t < duration {
                     let end = (t + dwell.sample(rng)).min(duration);
-                    let gap = Exp::new(positive("rate", rates[state])?).map_err(|e| WorkloadError::Invalid(e.to_string()))?;
+                    let gap = Exp::new(positive("rate", rates[state])?)
+                        .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
                     let mut s = t;
                     loop {
                         s += gap.sample(rng);
@@ -132,7 +141,10 @@ mod tests {
         assert!((rate / 200.0 - 1.0).abs() < 0.02 && (cv - 1.0).abs() < 0.03, "{rate} {cv}");
         for want_cv in [0.5, 4.0] {
             let (rate, cv) = gaps(&Arrivals::Gamma { rate: 200.0, cv: want_cv }, 500.0);
-            assert!((rate / 200.0 - 1.0).abs() < 0.05 && (cv / want_cv - 1.0).abs() < 0.08, "{rate} {cv} vs {want_cv}");
+            assert!(
+                (rate / 200.0 - 1.0).abs() < 0.05 && (cv / want_cv - 1.0).abs() < 0.08,
+                "{rate} {cv} vs {want_cv}"
+            );
         }
     }
 

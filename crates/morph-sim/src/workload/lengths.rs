@@ -10,8 +10,13 @@ use super::trace::Trace;
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 pub enum Lengths {
-    Fixed { len: u32 },
-    Uniform { min: u32, max: u32 },
+    Fixed {
+        len: u32,
+    },
+    Uniform {
+        min: u32,
+        max: u32,
+    },
     /// Arlo's Twitter trace: log-normal with median 21 and p98 72 tokens, cut at 125, then
     /// rescaled so that 125 maps to `max` (Arlo §5: "recalibrate ... to span up to 512").
     Twitter {
@@ -78,8 +83,12 @@ mod tests {
     #[test]
     fn twitter_lengths_have_the_papers_shape() {
         let mut rng = StdRng::seed_from_u64(1);
-        let mut raw: Vec<f64> =
-            Lengths::Twitter { max: 125 }.generate(100_000, &mut rng).unwrap().into_iter().map(f64::from).collect();
+        let mut raw: Vec<f64> = Lengths::Twitter { max: 125 }
+            .generate(100_000, &mut rng)
+            .unwrap()
+            .into_iter()
+            .map(f64::from)
+            .collect();
         raw.sort_by(f64::total_cmp);
         assert_eq!(percentile(&raw, 0.5), 21.0);
         assert!((percentile(&raw, 0.98) - 72.0).abs() <= 2.0, "{}", percentile(&raw, 0.98));

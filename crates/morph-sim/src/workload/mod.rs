@@ -55,7 +55,8 @@ mod tests {
 
     #[test]
     fn same_seed_same_stream_other_seed_other_stream() {
-        let w = Workload { arrivals: Arrivals::Poisson { rate: 100.0 }, lengths: Lengths::Twitter { max: 512 } };
+        let w =
+            Workload { arrivals: Arrivals::Poisson { rate: 100.0 }, lengths: Lengths::Twitter { max: 512 } };
         let a = w.generate(10.0, 1).unwrap();
         assert_eq!(a, w.generate(10.0, 1).unwrap());
         assert_ne!(a, w.generate(10.0, 2).unwrap());

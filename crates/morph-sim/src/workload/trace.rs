@@ -49,7 +49,8 @@ impl Trace {
     fn column(&self, name: &str) -> Result<Vec<String>, WorkloadError> {
         let text = std::fs::read_to_string(&self.path)
             .map_err(|e| WorkloadError::Invalid(format!("reading trace {}: {e}", self.path.display())))?;
-        let missing = || WorkloadError::Invalid(format!("trace {} has no column '{name}'", self.path.display()));
+        let missing =
+            || WorkloadError::Invalid(format!("trace {} has no column '{name}'", self.path.display()));
         if self.is_csv() {
             let mut lines = text.lines();
             let header = lines.next().unwrap_or("");
@@ -71,7 +72,8 @@ impl Trace {
 
     /// Arrival times in seconds, ascending.
     pub fn times(&self) -> Result<Vec<f64>, WorkloadError> {
-        let (default_col, default_unit) = if self.is_csv() { ("TIMESTAMP", TimeUnit::Datetime) } else { ("timestamp", TimeUnit::Ms) };
+        let (default_col, default_unit) =
+            if self.is_csv() { ("TIMESTAMP", TimeUnit::Datetime) } else { ("timestamp", TimeUnit::Ms) };
         let col = self.time_column.as_deref().unwrap_or(default_col);
         let unit = self.time_unit.unwrap_or(default_unit);
         let mut times: Vec<f64> = self
@@ -93,7 +95,11 @@ impl Trace {
             (Some(c), _) => c.clone(),
             (None, true) => "ContextTokens".into(),
             (None, false) => {
-                if self.column("input_length").is_ok() { "input_length".into() } else { "ContextTokens".into() }
+                if self.column("input_length").is_ok() {
+                    "input_length".into()
+                } else {
+                    "ContextTokens".into()
+                }
             }
         };
         Ok(self.column(&col)?.iter().filter_map(|v| v.parse::<f64>().ok()).map(|v| v as u32).collect())
