@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use morph_core::LatencySummary;
+use morph_sim::Scenario;
 use morph_sim::workload::{Arrivals, Trace};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -30,8 +31,13 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     url: String,
     /// Text corpus: .tsv (SST-2), .csv (AG News), .jsonl (ShareGPT), or one text per line.
-    #[arg(long)]
-    corpus: PathBuf,
+    #[arg(long, required_unless_present = "scenario")]
+    corpus: Option<PathBuf>,
+    /// Replay a `morph simulate` scenario's request stream (its workload, duration and first
+    /// seed, or --seed) instead, with texts of exactly each request's token length, so that live
+    /// and simulated runs see the same requests.
+    #[arg(long, conflicts_with_all = ["corpus", "trace"])]
+    scenario: Option<PathBuf>,
     /// Poisson arrival rates in requests/s, comma separated; one run per rate.
     #[arg(long, value_delimiter = ',', default_value = "10")]
     rate: Vec<f64>,
@@ -41,14 +47,14 @@ pub(crate) struct BenchArgs {
     /// Divide the trace's inter-arrival times by this factor.
     #[arg(long, default_value_t = 1.0)]
     speedup: f64,
-    /// Seconds of arrivals per run.
-    #[arg(long, default_value_t = 20.0)]
-    duration: f64,
+    /// Seconds of arrivals per run (default 20, or the scenario's duration).
+    #[arg(long)]
+    duration: Option<f64>,
     #[arg(long, value_enum, default_value = "embed")]
     endpoint: Endpoint,
-    /// Seed for arrival times and text choice.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
+    /// Seed for arrival times and text choice (default 0, or the scenario's first seed).
+    #[arg(long)]
+    seed: Option<u64>,
     /// Per-request timeout in seconds.
     #[arg(long, default_value_t = 60.0)]
     timeout: f64,
@@ -79,28 +85,58 @@ struct Outcome {
     status: Result<u16, String>,
 }
 
-pub(crate) fn run(args: BenchArgs) -> anyhow::Result<()> {
-    let texts = corpus::load(&args.corpus)?;
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs_f64(args.timeout))
-        .build()
-        .context("building the HTTP client")?;
+/// A text that BERT-style tokenizers turn into exactly `tokens` ids: `[CLS]`, one id per
+/// "word", `[SEP]`.
+fn text_of_tokens(tokens: u32) -> String {
+    vec!["word"; tokens.saturating_sub(2).max(1) as usize].join(" ")
+}
+
+/// `(offered rate, [(send offset s, text)])` per run.
+type Schedule = (f64, Vec<(f64, String)>);
+
+fn schedules(args: &BenchArgs) -> anyhow::Result<Vec<Schedule>> {
+    if let Some(path) = &args.scenario {
+        let scenario = Scenario::load(path)?;
+        let seed = args.seed.or(scenario.seeds.first().copied()).unwrap_or(0);
+        let duration = args.duration.unwrap_or(scenario.duration_s);
+        let requests = scenario.workload.generate(duration, seed)?;
+        let stream =
+            requests.iter().map(|r| (r.arrival.as_millis_f64() / 1e3, text_of_tokens(r.input_len))).collect();
+        return Ok(vec![(requests.len() as f64 / duration, stream)]);
+    }
+    let (seed, duration) = (args.seed.unwrap_or(0), args.duration.unwrap_or(20.0));
+    let corpus = args.corpus.as_ref().context("--corpus or --scenario is needed")?;
+    let texts = corpus::load(corpus)?;
     let arrivals: Vec<Arrivals> = match &args.trace {
         Some(path) => vec![Arrivals::Trace { trace: Trace::new(path), speedup: args.speedup }],
         None => args.rate.iter().map(|&rate| Arrivals::Poisson { rate }).collect(),
     };
-    let mut schedules = Vec::new();
+    let mut out = Vec::new();
     for a in arrivals {
-        let times = a.generate(args.duration, &mut StdRng::seed_from_u64(args.seed))?;
-        schedules.push((a.mean_rate().unwrap_or(times.len() as f64 / args.duration), times));
+        let times = a.generate(duration, &mut StdRng::seed_from_u64(seed))?;
+        // A fixed stride through the corpus, offset by the seed: deterministic and well spread.
+        let stream = times
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (*t, texts[(i.wrapping_mul(7919) + seed as usize) % texts.len()].clone()))
+            .collect();
+        out.push((a.mean_rate().unwrap_or(times.len() as f64 / duration), stream));
     }
+    Ok(out)
+}
+
+pub(crate) fn run(args: BenchArgs) -> anyhow::Result<()> {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs_f64(args.timeout))
+        .build()
+        .context("building the HTTP client")?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let mut reports = Vec::new();
-    for (rate, times) in schedules {
-        if times.is_empty() {
-            bail!("no arrivals at rate {rate} within {} s", args.duration);
+    for (rate, stream) in schedules(&args)? {
+        if stream.is_empty() {
+            bail!("no arrivals at rate {rate} in the run's duration");
         }
-        reports.push(runtime.block_on(run_schedule(&args, &client, &texts, rate, &times)));
+        reports.push(runtime.block_on(run_schedule(&args, &client, rate, &stream)));
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&reports)?);
@@ -113,9 +149,8 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<()> {
 async fn run_schedule(
     args: &BenchArgs,
     client: &reqwest::Client,
-    texts: &[String],
     rate: f64,
-    times: &[f64],
+    stream: &[(f64, String)],
 ) -> RunReport {
     let path = match args.endpoint {
         Endpoint::Embed => "/embed",
@@ -124,10 +159,8 @@ async fn run_schedule(
     let url = format!("{}{path}", args.url.trim_end_matches('/'));
     let start = tokio::time::Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
-    for (i, t) in times.iter().enumerate() {
+    for (t, text) in stream {
         tokio::time::sleep_until(start + Duration::from_secs_f64(*t)).await;
-        // A fixed stride through the corpus, offset by the seed: deterministic and well spread.
-        let text = &texts[(i.wrapping_mul(7919) + args.seed as usize) % texts.len()];
         let body = match args.endpoint {
             Endpoint::Embed => json!({"inputs": text, "truncate": true}),
             Endpoint::Openai => json!({"input": text, "truncate": true}),
@@ -149,7 +182,7 @@ async fn run_schedule(
             Outcome { latency_ms: sent.elapsed().as_secs_f64() * 1e3, status }
         });
     }
-    let mut outcomes = Vec::with_capacity(times.len());
+    let mut outcomes = Vec::with_capacity(stream.len());
     while let Some(done) = tasks.join_next().await {
         if let Ok(outcome) = done {
             outcomes.push(outcome);
@@ -168,9 +201,9 @@ async fn run_schedule(
     let ok = ok_latencies.len();
     RunReport {
         offered_rps: rate,
-        sent: times.len(),
+        sent: stream.len(),
         ok,
-        errors: times.len() - ok,
+        errors: stream.len() - ok,
         error_kinds,
         wall_s,
         throughput_rps: ok as f64 / wall_s,
