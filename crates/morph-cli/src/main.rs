@@ -2,6 +2,7 @@
 
 mod bench;
 mod model_args;
+mod plots;
 mod profile;
 mod serve;
 mod simulate;

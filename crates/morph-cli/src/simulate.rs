@@ -23,7 +23,8 @@ pub(crate) struct SimulateArgs {
     /// Print one JSON object per policy run instead of a table.
     #[arg(long)]
     json: bool,
-    /// Write summary.csv, latency_cdf.csv and queue.csv into this directory.
+    /// Write summary.csv, latency_cdf.csv, queue.csv, latency_cdf.svg and queue.svg into this
+    /// directory.
     #[arg(long)]
     out: Option<PathBuf>,
 }
@@ -50,6 +51,9 @@ pub(crate) fn run(args: SimulateArgs) -> anyhow::Result<()> {
     }
     if let Some(dir) = args.out {
         write_csvs(&dir, &rows).with_context(|| format!("writing CSVs into {}", dir.display()))?;
+        let label = |row: &Row| format!("{} {} seed {}", row.report.policy, sweep_label(row), row.seed);
+        crate::plots::write(&dir, &scenario.name, &rows, label)
+            .with_context(|| format!("writing plots into {}", dir.display()))?;
     }
     Ok(())
 }

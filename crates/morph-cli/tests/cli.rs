@@ -55,6 +55,35 @@ fn serve_bench_and_stop() {
         assert!(r["latency"]["p99_ms"].as_f64().unwrap() >= 2.0, "{r}");
     }
 
+    // The same server replays a scenario's stream (texts of exactly each request's length).
+    let scenario = dir.path().join("scenario.toml");
+    std::fs::write(
+        &scenario,
+        r#"name = "replay"
+duration_s = 1
+seeds = [3]
+[workload]
+arrivals = { kind = "poisson", rate = 30 }
+lengths = { kind = "uniform", min = 4, max = 40 }
+[cluster]
+profile = "profile.json"
+runtimes = [{ runtime = "dynamic:512x8", instances = 3 }]
+[[policies]]
+name = "dynamic-batching"
+"#,
+    )
+    .unwrap();
+    let replay =
+        morph().args(["bench", "--url", &url, "--json", "--scenario"]).arg(&scenario).output().unwrap();
+    assert!(replay.status.success(), "{}", String::from_utf8_lossy(&replay.stderr));
+    let live: serde_json::Value = serde_json::from_slice(&replay.stdout).unwrap();
+    let sim = morph().args(["simulate", "--json", "--scenario"]).arg(&scenario).output().unwrap();
+    assert!(sim.status.success(), "{}", String::from_utf8_lossy(&sim.stderr));
+    let sim: serde_json::Value = serde_json::from_slice(&sim.stdout).unwrap();
+    assert_eq!(live[0]["sent"], sim[0]["requests"], "live and simulated runs see the same stream");
+    assert_eq!(live[0]["errors"], 0);
+    assert!(sim[0]["mean_latency_ms"].as_f64().unwrap() >= 2.0);
+
     // SIGTERM to the PID we started: the re-exec keeps the PID, and the server drains and exits 0.
     let killed = Command::new("kill").args(["-TERM", &server.id().to_string()]).status().unwrap();
     assert!(killed.success());

@@ -1,0 +1,83 @@
+//! SVG plots for `morph simulate --out`: latency CDF per run and queue length over time.
+
+use std::path::Path;
+
+use morph_sim::scenario::Row;
+use plotters::prelude::*;
+
+const PALETTE: [RGBColor; 6] = [BLUE, RED, GREEN, MAGENTA, CYAN, BLACK];
+
+/// One line per run, labelled `policy sweep seed`.
+fn lines(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+) -> anyhow::Result<()> {
+    let x_max = series.iter().flat_map(|(_, pts)| pts.iter().map(|p| p.0)).fold(0.0, f64::max).max(1e-9);
+    let y_max = series.iter().flat_map(|(_, pts)| pts.iter().map(|p| p.1)).fold(0.0, f64::max).max(1e-9);
+    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(16)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..x_max * 1.02, 0.0..y_max * 1.05)?;
+    chart.configure_mesh().x_desc(x_label).y_desc(y_label).draw()?;
+    for (i, (label, pts)) in series.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        chart
+            .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))?
+            .label(label.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+    }
+    chart.configure_series_labels().border_style(BLACK).background_style(WHITE.mix(0.8)).draw()?;
+    root.present()?;
+    Ok(())
+}
+
+pub(crate) fn write(
+    dir: &Path,
+    scenario: &str,
+    rows: &[Row],
+    label: impl Fn(&Row) -> String,
+) -> anyhow::Result<()> {
+    let cdf: Vec<(String, Vec<(f64, f64)>)> = rows
+        .iter()
+        .map(|row| {
+            let n = row.report.latencies_ms.len().max(1) as f64;
+            // At most 1,000 points per line.
+            let step = (row.report.latencies_ms.len() / 1000).max(1);
+            let pts = row
+                .report
+                .latencies_ms
+                .iter()
+                .enumerate()
+                .step_by(step)
+                .map(|(i, l)| (*l, (i + 1) as f64 / n))
+                .collect();
+            (label(row), pts)
+        })
+        .collect();
+    lines(
+        &dir.join("latency_cdf.svg"),
+        &format!("{scenario}: latency CDF"),
+        "latency (ms)",
+        "fraction of requests",
+        &cdf,
+    )?;
+    let queue: Vec<(String, Vec<(f64, f64)>)> = rows
+        .iter()
+        .map(|row| (label(row), row.report.queue_over_time.iter().map(|(t, q)| (*t, *q as f64)).collect()))
+        .collect();
+    lines(
+        &dir.join("queue.svg"),
+        &format!("{scenario}: queue length"),
+        "time (s)",
+        "sequences waiting",
+        &queue,
+    )?;
+    Ok(())
+}
