@@ -30,7 +30,7 @@ for _ in $(seq 100); do grep -q listening "$tmp/serve.out" 2>/dev/null && break;
 url=$(sed -n 's/^morph listening on //p' "$tmp/serve.out")
 "$bin" bench --url "$url" --scenario "$scenario" --json >"$tmp/live.json"
 "$bin" simulate --scenario "$scenario" --json >"$tmp/sim.json"
-curl -s "$url/metrics" | grep -E '^morph_request_input_length_(sum|count)' >"$tmp/lengths.txt"
+curl -s "$url/metrics" | grep -E '^morph_(request_input_length|inference_seconds|batch_size|queue_seconds|tokenization_seconds)_(sum|count)' >"$tmp/lengths.txt"
 python3 - "$tmp" <<'PY'
 import json, sys
 d = sys.argv[1]
@@ -38,7 +38,13 @@ live = json.load(open(f"{d}/live.json"))[0]
 sim = json.load(open(f"{d}/sim.json"))[0]
 served = dict(l.split() for l in open(f"{d}/lengths.txt"))
 print(f"requests: live sent {live['sent']} (ok {live['ok']}, errors {live['errors']}), simulated {sim['requests']}")
-print(f"tokens the live server saw: {float(served['morph_request_input_length_sum']):.0f} over {float(served['morph_request_input_length_count']):.0f} inputs")
+m = {k: float(v) for k, v in served.items()}
+print(f"tokens the live server saw: {m['morph_request_input_length_sum']:.0f} over {m['morph_request_input_length_count']:.0f} inputs")
+print(f"live server: {m['morph_batch_size_count']:.0f} batches of {m['morph_batch_size_sum'] / m['morph_batch_size_count']:.2f} on average, "
+      f"engine {1e3 * m['morph_inference_seconds_sum'] / m['morph_inference_seconds_count']:.2f} ms per batch, "
+      f"queue {1e3 * m['morph_queue_seconds_sum'] / m['morph_queue_seconds_count']:.2f} ms and tokenizing "
+      f"{1e3 * m['morph_tokenization_seconds_sum'] / m['morph_tokenization_seconds_count']:.2f} ms per call; "
+      f"simulated utilisation {sim['mean_utilisation']:.3f} over {sim['duration_s']:.1f} s")
 print(f"{'metric':<10} {'live ms':>10} {'sim ms':>10} {'sim/live':>9}")
 for key, skey in [("mean_ms", "mean_latency_ms"), ("p50_ms", "p50_latency_ms"), ("p98_ms", "p98_latency_ms"), ("p99_ms", "p99_latency_ms")]:
     l, s = live["latency"][key], sim[skey]
