@@ -1,6 +1,7 @@
 //! Morph's scheduling policies. Each is a pure [`morph_core::Policy`]: the live server and the
 //! simulator drive the same objects.
 
+pub mod arlo;
 pub mod baselines;
 pub mod registry;
 

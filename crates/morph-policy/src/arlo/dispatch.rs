@@ -1,0 +1,182 @@
+//! Arlo's Request Scheduler (§3.4, Algorithm 1): a multi-level queue with one level per
+//! runtime in increasing `max_length`; each level keeps its instances ordered by outstanding
+//! requests, least loaded at the head. A request walks at most `L` candidate levels that fit it,
+//! taking the first head whose congestion `P = N / M` is below a threshold `λ` that decays by
+//! `α` per level; if none qualifies it goes to the first candidate's head.
+//! Per dispatch: O(L) level lookups plus O(log(N/K)) to reorder the chosen level.
+
+use std::collections::{BTreeSet, HashMap};
+
+use morph_core::InstanceId;
+
+/// Algorithm 1's inputs λ, α and L; the paper's defaults.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DispatchParams {
+    /// λ: initial congestion threshold.
+    pub lambda: f64,
+    /// α: threshold decay per level walked.
+    pub alpha: f64,
+    /// L: most candidate levels to peek.
+    pub max_peek: usize,
+}
+
+impl Default for DispatchParams {
+    fn default() -> Self {
+        Self { lambda: 0.85, alpha: 0.9, max_peek: 6 }
+    }
+}
+
+#[derive(Debug)]
+struct Level {
+    max_len: u32,
+    /// M: the most outstanding requests an instance of this runtime serves within the SLO.
+    capacity: u32,
+    /// (outstanding requests, instance): the head is the least loaded, ties by id.
+    instances: BTreeSet<(u32, InstanceId)>,
+}
+
+impl Level {
+    fn head(&self) -> Option<(u32, InstanceId)> {
+        self.instances.first().copied()
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct MultiLevelQueue {
+    params: DispatchParams,
+    /// Ascending `max_len`.
+    levels: Vec<Level>,
+    /// Instance → (level index, outstanding requests).
+    where_is: HashMap<InstanceId, (usize, u32)>,
+}
+
+impl MultiLevelQueue {
+    pub fn new(params: DispatchParams) -> Self {
+        Self { params, ..Self::default() }
+    }
+
+    /// Adds an idle instance of the runtime with `max_len`, whose instances serve at most
+    /// `capacity` outstanding requests within the SLO (M_i).
+    pub fn add_instance(&mut self, id: InstanceId, max_len: u32, capacity: u32) {
+        let at = self.levels.partition_point(|l| l.max_len < max_len);
+        if self.levels.get(at).is_none_or(|l| l.max_len != max_len) {
+            self.levels.insert(at, Level { max_len, capacity: capacity.max(1), instances: BTreeSet::new() });
+            for (level, _) in self.where_is.values_mut() {
+                if *level >= at {
+                    *level += 1;
+                }
+            }
+        }
+        self.levels[at].instances.insert((0, id));
+        self.where_is.insert(id, (at, 0));
+    }
+
+    /// Algorithm 1, lines 1–20: the instance a request of `len` tokens goes to, or `None` if no
+    /// runtime fits it (or the fitting ones have no instances).
+    pub fn choose(&self, len: u32) -> Option<InstanceId> {
+        // Line 2: candidate runtimes, increasing max_length; lines 3–5: only the first L.
+        let first = self.levels.partition_point(|l| l.max_len < len);
+        let candidates =
+            self.levels[first..].iter().filter(|l| !l.instances.is_empty()).take(self.params.max_peek);
+        let mut lambda = self.params.lambda;
+        let mut top = None;
+        for level in candidates {
+            let (outstanding, head) = level.head()?;
+            top = top.or(Some(head));
+            // Lines 7–9: congestion of the head instance, P = N / M.
+            let p = f64::from(outstanding) / f64::from(level.capacity);
+            if p < lambda {
+                return Some(head); // lines 10–13
+            }
+            lambda *= self.params.alpha; // line 15
+        }
+        top // lines 18–19: the top candidate's head
+    }
+
+    /// Lines 21–22: dispatches a request of `len` tokens and reorders the chosen level.
+    pub fn dispatch(&mut self, len: u32) -> Option<InstanceId> {
+        let id = self.choose(len)?;
+        self.adjust(id, 1);
+        Some(id)
+    }
+
+    /// A request on `id` finished.
+    pub fn complete(&mut self, id: InstanceId) {
+        self.adjust(id, -1);
+    }
+
+    pub fn outstanding(&self, id: InstanceId) -> Option<u32> {
+        self.where_is.get(&id).map(|(_, n)| *n)
+    }
+
+    fn adjust(&mut self, id: InstanceId, delta: i32) {
+        let Some((level, n)) = self.where_is.get_mut(&id) else { return };
+        let set = &mut self.levels[*level].instances;
+        set.remove(&(*n, id));
+        *n = n.saturating_add_signed(delta);
+        set.insert((*n, id));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Loads an instance with `n` outstanding requests.
+    fn load(q: &mut MultiLevelQueue, id: u32, n: u32) {
+        for _ in 0..n {
+            q.adjust(InstanceId(id), 1);
+        }
+    }
+
+    /// The paper's worked example (§3.4, Fig. 5): L = 3, λ = 0.85, α = 0.9; a request of length
+    /// 200 has candidates Q2, Q3, Q4. Q2's head is at 54/60 = 0.9 ≥ 0.85: rejected. Q3's head is
+    /// at 28/48 ≈ 0.58 < 0.765: chosen.
+    #[test]
+    fn reproduces_the_papers_worked_example() {
+        let mut q = MultiLevelQueue::new(DispatchParams { lambda: 0.85, alpha: 0.9, max_peek: 3 });
+        let levels = [
+            (128, 64, [(0, 10), (1, 20)]),
+            (256, 60, [(2, 54), (3, 58)]),
+            (384, 48, [(4, 28), (5, 40)]),
+            (512, 40, [(6, 5), (7, 9)]),
+        ];
+        for (max_len, capacity, instances) in levels {
+            for (id, n) in instances {
+                q.add_instance(InstanceId(id), max_len, capacity);
+                load(&mut q, id, n);
+            }
+        }
+        assert_eq!(q.dispatch(200), Some(InstanceId(4)));
+        assert_eq!(q.outstanding(InstanceId(4)), Some(29));
+        // A short request fits Q1, whose head (10/64) is under λ.
+        assert_eq!(q.choose(100), Some(InstanceId(0)));
+    }
+
+    #[test]
+    fn falls_back_to_the_first_candidate_and_peeks_at_most_l_levels() {
+        let mut q = MultiLevelQueue::new(DispatchParams { lambda: 0.85, alpha: 0.9, max_peek: 2 });
+        q.add_instance(InstanceId(0), 64, 10);
+        q.add_instance(InstanceId(1), 128, 10);
+        q.add_instance(InstanceId(2), 256, 10);
+        load(&mut q, 0, 9); // 0.9 ≥ 0.85
+        load(&mut q, 1, 8); // 0.8 ≥ 0.765
+        // Level 3 (idle) is beyond L = 2, so the request falls back to level 1's head.
+        assert_eq!(q.choose(10), Some(InstanceId(0)));
+        q.params.max_peek = 3;
+        assert_eq!(q.choose(10), Some(InstanceId(2)));
+        assert_eq!(q.choose(300), None, "no runtime fits 300 tokens");
+    }
+
+    #[test]
+    fn the_least_loaded_instance_heads_its_level() {
+        let mut q = MultiLevelQueue::new(DispatchParams::default());
+        for id in 0..3 {
+            q.add_instance(InstanceId(id), 128, 100);
+        }
+        let picks: Vec<u32> = (0..6).map(|_| q.dispatch(50).unwrap().0).collect();
+        assert_eq!(picks, vec![0, 1, 2, 0, 1, 2]);
+        q.complete(InstanceId(1));
+        assert_eq!(q.dispatch(50), Some(InstanceId(1)));
+    }
+}
