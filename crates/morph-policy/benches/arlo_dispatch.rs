@@ -54,10 +54,10 @@ fn main() {
             in_flight.push_back(id);
         }
         // Keep about 30 requests per instance outstanding: complete the oldest.
-        if in_flight.len() > 36_000 {
-            if let Some(done) = in_flight.pop_front() {
-                q.complete(done);
-            }
+        if in_flight.len() > 36_000
+            && let Some(done) = in_flight.pop_front()
+        {
+            q.complete(done);
         }
     }
     let secs = start.elapsed().as_secs_f64();
