@@ -111,32 +111,33 @@ fn table(name: &str, rows: &[Row]) -> String {
     out
 }
 
+/// Report fields in `summary.csv`, after policy, sweep and seed.
+const SUMMARY_KEYS: [&str; 12] = [
+    "requests",
+    "completed",
+    "dropped",
+    "mean_latency_ms",
+    "p50_latency_ms",
+    "p98_latency_ms",
+    "p99_latency_ms",
+    "slo_attainment",
+    "throughput_rps",
+    "goodput_rps",
+    "instance_seconds",
+    "mean_utilisation",
+];
+
 fn write_csvs(dir: &std::path::Path, rows: &[Row]) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let mut summary = String::from(
-        "policy,sweep,seed,requests,completed,dropped,mean_ms,p50_ms,p98_ms,p99_ms,slo_attainment,throughput_rps,goodput_rps,instance_seconds,mean_utilisation\n",
-    );
+    let mut summary = format!("policy,sweep,seed,{}\n", SUMMARY_KEYS.join(","));
     let mut cdf = String::from("policy,sweep,seed,quantile,latency_ms\n");
     let mut queue = String::from("policy,sweep,seed,time_s,queue\n");
     for row in rows {
         let r = &row.report;
         let key = format!("{},{},{}", r.policy, sweep_label(row), row.seed);
-        let _ = writeln!(
-            summary,
-            "{key},{},{},{},{},{},{},{},{},{},{},{},{}",
-            r.requests,
-            r.completed,
-            r.dropped,
-            r.mean_latency_ms,
-            r.p50_latency_ms,
-            r.p98_latency_ms,
-            r.p99_latency_ms,
-            r.slo_attainment,
-            r.throughput_rps,
-            r.goodput_rps,
-            r.instance_seconds,
-            r.mean_utilisation
-        );
+        let fields = serde_json::to_value(r)?;
+        let values: Vec<String> = SUMMARY_KEYS.iter().map(|k| fields[*k].to_string()).collect();
+        let _ = writeln!(summary, "{key},{}", values.join(","));
         // 1,000 evenly spaced quantiles are enough for a CDF plot.
         for q in 1..=1000 {
             let q = f64::from(q) / 1000.0;

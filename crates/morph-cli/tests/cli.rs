@@ -77,12 +77,28 @@ name = "dynamic-batching"
         morph().args(["bench", "--url", &url, "--json", "--scenario"]).arg(&scenario).output().unwrap();
     assert!(replay.status.success(), "{}", String::from_utf8_lossy(&replay.stderr));
     let live: serde_json::Value = serde_json::from_slice(&replay.stdout).unwrap();
-    let sim = morph().args(["simulate", "--json", "--scenario"]).arg(&scenario).output().unwrap();
+    let out_dir = dir.path().join("sim-out");
+    let sim = morph()
+        .args(["simulate", "--json", "--scenario"])
+        .arg(&scenario)
+        .arg("--out")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
     assert!(sim.status.success(), "{}", String::from_utf8_lossy(&sim.stderr));
     let sim: serde_json::Value = serde_json::from_slice(&sim.stdout).unwrap();
     assert_eq!(live[0]["sent"], sim[0]["requests"], "live and simulated runs see the same stream");
     assert_eq!(live[0]["errors"], 0);
     assert!(sim[0]["mean_latency_ms"].as_f64().unwrap() >= 2.0);
+    let summary = std::fs::read_to_string(out_dir.join("summary.csv")).unwrap();
+    assert_eq!(summary.lines().count(), 2, "{summary}");
+    assert!(
+        summary.starts_with("policy,sweep,seed,requests,") && summary.contains("dynamic-batching,-,3,"),
+        "{summary}"
+    );
+    for plot in ["latency_cdf.svg", "queue.svg"] {
+        assert!(std::fs::read_to_string(out_dir.join(plot)).unwrap().contains("<svg"), "{plot}");
+    }
 
     // SIGTERM to the PID we started: the re-exec keeps the PID, and the server drains and exits 0.
     let killed = Command::new("kill").args(["-TERM", &server.id().to_string()]).status().unwrap();
