@@ -1,8 +1,12 @@
 //! `--model`, shared by every subcommand that loads a model.
 
+use std::cell::RefCell;
+use std::path::Path;
+
 use clap::Args;
 use morph_engine::fetch::{fetch, morph_home};
-use morph_engine::{ModelFiles, ModelSource};
+use morph_engine::{ModelFiles, ModelSource, TextTokenizer};
+use morph_sim::Scenario;
 
 #[derive(Debug, Clone, Args)]
 pub(crate) struct ModelArgs {
@@ -13,6 +17,22 @@ pub(crate) struct ModelArgs {
 }
 
 impl ModelArgs {
+    /// Loads a scenario; a corpus-length workload is tokenized with this model's tokenizer,
+    /// fetched only if needed.
+    pub(crate) fn load_scenario(&self, path: &Path) -> anyhow::Result<Scenario> {
+        let tokenizer: RefCell<Option<TextTokenizer>> = RefCell::new(None);
+        let tokenize = |text: &str| -> Result<u32, String> {
+            let mut slot = tokenizer.borrow_mut();
+            if slot.is_none() {
+                let files = self.fetch().map_err(|e| e.to_string())?;
+                *slot = Some(TextTokenizer::load(&files.tokenizer).map_err(|e| e.to_string())?);
+            }
+            let tok = slot.as_ref().ok_or("no tokenizer")?;
+            tok.encode(text).map(|ids| ids.len() as u32).map_err(|e| e.to_string())
+        };
+        Ok(Scenario::load(path, &tokenize)?)
+    }
+
     pub(crate) fn fetch(&self) -> anyhow::Result<ModelFiles> {
         let home = morph_home();
         Ok(fetch(&ModelSource::from_arg(self.model.as_deref()), &home)?)

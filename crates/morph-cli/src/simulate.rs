@@ -6,11 +6,15 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use morph_sim::Scenario;
 use morph_sim::scenario::Row;
+
+use crate::model_args::ModelArgs;
 
 #[derive(Debug, Args)]
 pub(crate) struct SimulateArgs {
+    /// Tokenizer for corpus-length workloads (`--model`, default all-MiniLM-L6-v2).
+    #[command(flatten)]
+    model: ModelArgs,
     /// Scenario file (TOML): workload, cluster, profile, SLO, policies, seeds, sweep.
     #[arg(long)]
     scenario: PathBuf,
@@ -30,7 +34,7 @@ pub(crate) struct SimulateArgs {
 }
 
 pub(crate) fn run(args: SimulateArgs) -> anyhow::Result<()> {
-    let mut scenario = Scenario::load(&args.scenario)?;
+    let mut scenario = args.model.load_scenario(&args.scenario)?;
     if let Some(seeds) = args.seeds {
         scenario.seeds = seeds;
     }

@@ -10,6 +10,7 @@
 //! [workload]
 //! arrivals = { kind = "poisson", rate = 1000 }   # gamma {rate, cv} | mmpp {rates, dwell_s} | trace {path, ...}
 //! lengths = { kind = "twitter", max = 512 }       # fixed {len} | uniform {min, max} | trace {path, input_column}
+//!                                                 # | corpus {path} (tokenized) | empirical {values}
 //! [cluster]
 //! profile = "../../shared/data/profiles/distilbert_trt_gpu_bs1-64_seq1-512.json"  # relative to this file
 //! dynamic_penalty = 1.0
@@ -30,7 +31,7 @@ use serde::{Deserialize, Serialize};
 use crate::cost::ProfileCost;
 use crate::driver::simulate;
 use crate::metrics::Report;
-use crate::workload::{Arrivals, Lengths, Workload, WorkloadError};
+use crate::workload::{Arrivals, Lengths, Workload, WorkloadError, corpus};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
@@ -121,7 +122,9 @@ pub struct Row {
 }
 
 impl Scenario {
-    pub fn load(path: &Path) -> Result<Self, ScenarioError> {
+    /// Loads a scenario. `tokenize` gives a text's length in tokens; it is called only when the
+    /// lengths come from a corpus (`kind = "corpus"`).
+    pub fn load(path: &Path, tokenize: &dyn Fn(&str) -> Result<u32, String>) -> Result<Self, ScenarioError> {
         let shown = path.display().to_string();
         let text = std::fs::read_to_string(path)
             .map_err(|source| ScenarioError::Io { path: shown.clone(), source })?;
@@ -129,6 +132,14 @@ impl Scenario {
             .map_err(|e| ScenarioError::Parse { path: shown, message: e.to_string() })?;
         let dir = path.parent().unwrap_or(Path::new("."));
         scenario.resolve_paths(dir);
+        if let Lengths::Corpus { path } = &scenario.workload.lengths {
+            let values = corpus::load(path)?
+                .iter()
+                .map(|t| tokenize(t))
+                .collect::<Result<Vec<u32>, String>>()
+                .map_err(|e| ScenarioError::Invalid(format!("tokenizing corpus {}: {e}", path.display())))?;
+            scenario.workload.lengths = Lengths::Empirical { values };
+        }
         Ok(scenario)
     }
 
@@ -139,8 +150,10 @@ impl Scenario {
         if let Arrivals::Trace { trace, .. } = &mut self.workload.arrivals {
             trace.resolve(dir);
         }
-        if let Lengths::Trace { trace } = &mut self.workload.lengths {
-            trace.resolve(dir);
+        match &mut self.workload.lengths {
+            Lengths::Trace { trace } => trace.resolve(dir),
+            Lengths::Corpus { path } if path.is_relative() => *path = dir.join(&*path),
+            _ => {}
         }
     }
 

@@ -2,20 +2,19 @@
 //! whether or not earlier ones have finished, so a slow server shows up as latency, not as a
 //! lower offered load.
 
-mod corpus;
-
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use morph_core::LatencySummary;
-use morph_sim::Scenario;
-use morph_sim::workload::{Arrivals, Trace};
+use morph_sim::workload::{Arrivals, Trace, corpus};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use serde::Serialize;
 use serde_json::json;
+
+use crate::model_args::ModelArgs;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Endpoint {
@@ -27,6 +26,9 @@ pub(crate) enum Endpoint {
 
 #[derive(Debug, Args)]
 pub(crate) struct BenchArgs {
+    /// Tokenizer for a --scenario whose lengths come from a corpus.
+    #[command(flatten)]
+    model: ModelArgs,
     /// Server base URL, e.g. http://127.0.0.1:8080.
     #[arg(long)]
     url: String,
@@ -96,7 +98,7 @@ type Schedule = (f64, Vec<(f64, String)>);
 
 fn schedules(args: &BenchArgs) -> anyhow::Result<Vec<Schedule>> {
     if let Some(path) = &args.scenario {
-        let scenario = Scenario::load(path)?;
+        let scenario = args.model.load_scenario(path)?;
         let seed = args.seed.or(scenario.seeds.first().copied()).unwrap_or(0);
         let duration = args.duration.unwrap_or(scenario.duration_s);
         let requests = scenario.workload.generate(duration, seed)?;

@@ -1,5 +1,7 @@
 //! Input-length distributions (tokens, special tokens included).
 
+use std::path::PathBuf;
+
 use rand::Rng;
 use rand_distr::{Distribution, LogNormal, Uniform};
 use serde::Deserialize;
@@ -27,6 +29,15 @@ pub enum Lengths {
     Trace {
         #[serde(flatten)]
         trace: Trace,
+    },
+    /// The token lengths of a text corpus (see [`super::corpus`]), drawn uniformly. Resolved into
+    /// [`Lengths::Empirical`] when the scenario is loaded, with the model's tokenizer.
+    Corpus {
+        path: PathBuf,
+    },
+    /// Drawn uniformly from these lengths.
+    Empirical {
+        values: Vec<u32>,
     },
 }
 
@@ -60,6 +71,18 @@ impl Lengths {
                         (len.round() as u32).clamp(1, *max)
                     })
                     .collect()
+            }
+            Lengths::Corpus { path } => {
+                return Err(invalid(format!(
+                    "corpus {} was not tokenized (load the scenario with a tokenizer)",
+                    path.display()
+                )));
+            }
+            Lengths::Empirical { values } => {
+                if values.is_empty() {
+                    return Err(invalid("empirical lengths need at least one value".into()));
+                }
+                (0..n).map(|_| values[rng.random_range(0..values.len())].max(1)).collect()
             }
             Lengths::Trace { trace } => {
                 let column = trace.input_lengths()?;

@@ -1,6 +1,7 @@
 //! Workloads: a seeded request stream of arrival times and input lengths.
 
 mod arrivals;
+pub mod corpus;
 mod lengths;
 mod trace;
 

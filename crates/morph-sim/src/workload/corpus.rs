@@ -5,10 +5,12 @@
 
 use std::path::Path;
 
-use anyhow::{Context, bail};
+use super::WorkloadError;
 
-pub(crate) fn load(path: &Path) -> anyhow::Result<Vec<String>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading corpus {}", path.display()))?;
+/// The texts of a corpus file, in file order.
+pub fn load(path: &Path) -> Result<Vec<String>, WorkloadError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| WorkloadError::Invalid(format!("reading corpus {}: {e}", path.display())))?;
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
     let texts: Vec<String> = match ext {
         "jsonl" => text.lines().filter_map(first_user_turn).collect(),
@@ -21,7 +23,7 @@ pub(crate) fn load(path: &Path) -> anyhow::Result<Vec<String>> {
     };
     let texts: Vec<String> = texts.into_iter().filter(|t| !t.trim().is_empty()).collect();
     if texts.is_empty() {
-        bail!("corpus {} has no usable texts", path.display());
+        return Err(WorkloadError::Invalid(format!("corpus {} has no usable texts", path.display())));
     }
     Ok(texts)
 }
