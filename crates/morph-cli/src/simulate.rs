@@ -27,8 +27,8 @@ pub(crate) struct SimulateArgs {
     /// Print one JSON object per policy run instead of a table.
     #[arg(long)]
     json: bool,
-    /// Write summary.csv, latency_cdf.csv, queue.csv, latency_cdf.svg and queue.svg into this
-    /// directory.
+    /// Write summary.csv, latency_cdf.csv, queue.csv, utilisation.csv (per instance),
+    /// latency_cdf.svg and queue.svg into this directory.
     #[arg(long)]
     out: Option<PathBuf>,
 }
@@ -136,6 +136,7 @@ fn write_csvs(dir: &std::path::Path, rows: &[Row]) -> anyhow::Result<()> {
     let mut summary = format!("policy,sweep,seed,{}\n", SUMMARY_KEYS.join(","));
     let mut cdf = String::from("policy,sweep,seed,quantile,latency_ms\n");
     let mut queue = String::from("policy,sweep,seed,time_s,queue\n");
+    let mut utilisation = String::from("policy,sweep,seed,instance,utilisation\n");
     for row in rows {
         let r = &row.report;
         let key = format!("{},{},{}", r.policy, sweep_label(row), row.seed);
@@ -150,9 +151,13 @@ fn write_csvs(dir: &std::path::Path, rows: &[Row]) -> anyhow::Result<()> {
         for (t, len) in &r.queue_over_time {
             let _ = writeln!(queue, "{key},{t},{len}");
         }
+        for (instance, u) in r.utilisation.iter().enumerate() {
+            let _ = writeln!(utilisation, "{key},{instance},{u}");
+        }
     }
     std::fs::write(dir.join("summary.csv"), summary)?;
     std::fs::write(dir.join("latency_cdf.csv"), cdf)?;
     std::fs::write(dir.join("queue.csv"), queue)?;
+    std::fs::write(dir.join("utilisation.csv"), utilisation)?;
     Ok(())
 }

@@ -96,6 +96,8 @@ name = "dynamic-batching"
         summary.starts_with("policy,sweep,seed,requests,") && summary.contains("dynamic-batching,-,3,"),
         "{summary}"
     );
+    let utilisation = std::fs::read_to_string(out_dir.join("utilisation.csv")).unwrap();
+    assert_eq!(utilisation.lines().count(), 1 + 3, "one line per instance: {utilisation}");
     for plot in ["latency_cdf.svg", "queue.svg"] {
         assert!(std::fs::read_to_string(out_dir.join(plot)).unwrap().contains("<svg"), "{plot}");
     }
