@@ -79,7 +79,6 @@ pub fn simulate(
                     }
                     Event::Tick
                 }
-                SimEvent::Arrival(_) => unreachable!("arrivals are not queued"),
             }
         };
         actions.clear();

@@ -6,7 +6,8 @@ use std::collections::BinaryHeap;
 use morph_core::{InstanceId, Time};
 
 /// At equal times, completions come first (an instance freed at `t` can take a request that
-/// arrives at `t`), then arrivals, then ticks.
+/// arrives at `t`), then arrivals, then ticks. Arrivals are not queued: the driver merges its
+/// pre-generated stream with this queue by the same (time, kind) order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum EventKind {
     BatchDone,
@@ -14,11 +15,10 @@ pub enum EventKind {
     Tick,
 }
 
+/// The events the queue holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SimEvent {
     BatchDone(InstanceId),
-    /// Index of the request in the workload.
-    Arrival(usize),
     Tick,
 }
 
@@ -26,7 +26,6 @@ impl SimEvent {
     fn kind(self) -> EventKind {
         match self {
             SimEvent::BatchDone(_) => EventKind::BatchDone,
-            SimEvent::Arrival(_) => EventKind::Arrival,
             SimEvent::Tick => EventKind::Tick,
         }
     }
@@ -90,13 +89,14 @@ mod tests {
 
     #[test]
     fn pops_by_time_then_kind_then_push_order() {
+        // Completions before arrivals before ticks at equal times (arrivals merge by this order).
+        assert!(EventKind::BatchDone < EventKind::Arrival && EventKind::Arrival < EventKind::Tick);
         let mut q = EventQueue::default();
         q.push(Time(5), SimEvent::Tick);
-        q.push(Time(5), SimEvent::Arrival(1));
         q.push(Time(5), SimEvent::BatchDone(InstanceId(2)));
         q.push(Time(1), SimEvent::Tick);
-        q.push(Time(5), SimEvent::Arrival(0));
         q.push(Time(5), SimEvent::BatchDone(InstanceId(1)));
+        assert_eq!(q.peek(), Some((Time(1), EventKind::Tick)));
         let order: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
         assert_eq!(
             order,
@@ -104,8 +104,6 @@ mod tests {
                 (Time(1), SimEvent::Tick),
                 (Time(5), SimEvent::BatchDone(InstanceId(2))),
                 (Time(5), SimEvent::BatchDone(InstanceId(1))),
-                (Time(5), SimEvent::Arrival(1)),
-                (Time(5), SimEvent::Arrival(0)),
                 (Time(5), SimEvent::Tick),
             ]
         );

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use morph_core::{
-    Action, Event, InstanceId, InstanceInfo, Policy, RejectReason, RequestInfo, RuntimeSpec, Time,
+    Action, Event, InstanceId, InstanceInfo, Policy, RejectReason, RequestId, RequestInfo, RuntimeSpec, Time,
 };
 use serde_json::json;
 
@@ -42,8 +42,8 @@ impl DynamicBatching {
 
     /// Takes from the head of the queue the batch that `runtime` runs next; empty if the head
     /// does not fit it.
-    fn take_batch(&mut self, runtime: RuntimeSpec) -> Vec<RequestInfo> {
-        let mut batch: Vec<RequestInfo> = Vec::new();
+    fn take_batch(&mut self, runtime: RuntimeSpec) -> Vec<RequestId> {
+        let mut batch = Vec::new();
         let mut longest = 0;
         while let Some(head) = self.queue.front() {
             let rows = batch.len() as u32 + 1;
@@ -53,7 +53,8 @@ impl DynamicBatching {
                 break;
             }
             longest = longest.max(head.input_len);
-            batch.extend(self.queue.pop_front());
+            batch.push(head.id);
+            self.queue.pop_front();
         }
         batch
     }
@@ -67,12 +68,12 @@ impl DynamicBatching {
             if self.queue.is_empty() {
                 return;
             }
-            let batch = self.take_batch(self.instances[&instance]);
-            if batch.is_empty() {
+            let requests = self.take_batch(self.instances[&instance]);
+            if requests.is_empty() {
                 continue;
             }
             self.idle.remove(&instance);
-            actions.push(Action::Run { instance, requests: batch.iter().map(|r| r.id).collect() });
+            actions.push(Action::Run { instance, requests });
         }
     }
 
