@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use morph_core::{Profile, RuntimeSpec};
+use morph_core::{Profile, RuntimeSpec, time::ms_to_nanos};
 use morph_engine::Pooling;
-use morph_policy::DynamicBatchingConfig;
+use morph_policy::registry;
 use morph_server::{EngineKind, Server, ServerConfig};
 
 use crate::model_args::ModelArgs;
@@ -35,12 +35,27 @@ pub(crate) struct ServeArgs {
     /// exactly that shape, `dynamic` pads to the longest sequence of the batch.
     #[arg(long = "runtime", default_value = "dynamic:512x32")]
     runtimes: Vec<RuntimeSpec>,
-    /// Instances started for each runtime.
+    /// Instances started for each --runtime; for policies that choose their own runtimes
+    /// (arlo, st, dt, infaas, arlo-ilb, arlo-ig), the total number of instances.
     #[arg(long, default_value_t = 1)]
     instances: usize,
+    /// Scheduling policy: dynamic-batching (TEI-like, one queue, batches by padded tokens), or
+    /// arlo (several fixed-shape runtimes, allocation from the observed lengths, multi-level
+    /// dispatch), or one of Arlo's baselines st, dt, infaas, arlo-ilb, arlo-ig. The fleet
+    /// policies need --profile and --slo-ms.
+    #[arg(long, default_value = "dynamic-batching")]
+    policy: String,
+    /// The policy's parameters as a JSON object, e.g. '{"period_s": 60, "scaling": {"rule":
+    /// "target-tracking"}}' (see `morph_policy::fleet::FleetConfig`).
+    #[arg(long, default_value = "{}")]
+    policy_params: String,
+    /// Latency SLO in ms for the fleet policies (capacity per instance, autoscaling targets).
+    #[arg(long)]
+    slo_ms: Option<f64>,
     #[arg(long, value_enum, default_value = "candle")]
     engine: EngineArg,
-    /// Latency profile (JSON, see `morph profile`) for --engine emulated.
+    /// Latency profile (JSON, see `morph profile`): what emulated instances take, and what the
+    /// fleet policies plan with.
     #[arg(long)]
     profile: Option<PathBuf>,
     /// Output size of emulated instances.
@@ -49,10 +64,10 @@ pub(crate) struct ServeArgs {
     /// Pooling (mean or cls); default: as the model's sentence-transformers config says.
     #[arg(long)]
     pooling: Option<Pooling>,
-    /// Most padded tokens (rows x padded length) in one batch.
+    /// dynamic-batching: most padded tokens (rows x padded length) in one batch.
     #[arg(long, default_value_t = 16_384)]
     max_batch_tokens: u64,
-    /// Most sequences waiting; beyond it calls get 429.
+    /// dynamic-batching: most sequences waiting; beyond it calls get 429.
     #[arg(long, default_value_t = 1_024)]
     max_queue: usize,
     /// Most inputs in one call.
@@ -65,24 +80,34 @@ pub(crate) struct ServeArgs {
 
 impl ServeArgs {
     fn config(self) -> anyhow::Result<ServerConfig> {
-        let engine = match (self.engine, &self.profile) {
+        let profile = match &self.profile {
+            Some(path) => Some(Arc::new(Profile::load(path)?)),
+            None => None,
+        };
+        let engine = match (self.engine, &profile) {
             (EngineArg::Candle, _) => EngineKind::Candle,
-            (EngineArg::Emulated, Some(path)) => {
-                let profile = Profile::load(path)?;
-                EngineKind::Emulated { profile: Arc::new(profile), dim: self.emulated_dim }
+            (EngineArg::Emulated, Some(profile)) => {
+                EngineKind::Emulated { profile: profile.clone(), dim: self.emulated_dim }
             }
             (EngineArg::Emulated, None) => anyhow::bail!("--engine emulated needs --profile FILE"),
         };
+        let mut policy_params: serde_json::Value = serde_json::from_str(&self.policy_params)
+            .with_context(|| format!("--policy-params is not JSON: {}", self.policy_params))?;
+        if self.policy == "dynamic-batching"
+            && let Some(params) = policy_params.as_object_mut()
+        {
+            params.entry("max_batch_tokens").or_insert(self.max_batch_tokens.into());
+            params.entry("max_queue").or_insert(self.max_queue.into());
+        }
         Ok(ServerConfig {
             model: self.model.fetch()?,
             pooling: self.pooling,
             engine,
             runtimes: self.runtimes,
             instances: self.instances,
-            batching: DynamicBatchingConfig {
-                max_batch_tokens: self.max_batch_tokens,
-                max_queue: self.max_queue,
-            },
+            policy: self.policy,
+            policy_params,
+            policy_context: registry::Context { profile, slo: self.slo_ms.map(ms_to_nanos) },
             api_key: self.api_key,
             max_client_batch: self.max_client_batch,
         })

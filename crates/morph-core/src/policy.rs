@@ -6,13 +6,17 @@ use serde::Serialize;
 
 use crate::instance::{InstanceId, InstanceInfo};
 use crate::request::{RequestId, RequestInfo};
+use crate::runtime::RuntimeSpec;
 use crate::time::{Nanos, Time};
 
 /// Something that happened, reported by the driver.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
-    /// An instance is loaded and idle, ready for batches.
+    /// An instance is loaded and idle, ready for batches: one of the initial layout, or one the
+    /// policy asked for with [`Action::Launch`] (the driver assigns its id).
     InstanceUp(InstanceInfo),
+    /// An [`Action::Launch`] of this runtime failed; no instance will come up for it.
+    LaunchFailed { runtime: RuntimeSpec },
     /// A request was admitted by the edge (validated and tokenized).
     Arrival(RequestInfo),
     /// The batch last started on `instance` finished (successfully or not); it is idle again.
@@ -37,6 +41,12 @@ pub enum Action {
     Run { instance: InstanceId, requests: Vec<RequestId> },
     /// Refuse a request that arrived; it will never be run.
     Reject { request: RequestId, reason: RejectReason },
+    /// Start a new instance of `runtime` (scale out, or the new half of a replacement). It
+    /// occupies a device slot at once and is reported by [`Event::InstanceUp`] once loaded.
+    Launch { runtime: RuntimeSpec },
+    /// Stop an idle instance and free its slot (scale in, or the old half of a replacement).
+    /// The policy retires only instances with nothing running and nothing queued for them.
+    Retire { instance: InstanceId },
 }
 
 /// A scheduling policy, driven by events. `Send` so a driver may keep it behind a lock.
@@ -50,9 +60,22 @@ pub trait Policy: Send {
     /// Sequences admitted but not yet started.
     fn queue_len(&self) -> usize;
 
+    /// The runtimes to start on a cluster of `slots` device slots, one entry per instance;
+    /// `None` if the policy takes whatever the driver was configured with.
+    fn layout(&self, slots: usize) -> Option<Vec<RuntimeSpec>> {
+        let _ = slots;
+        None
+    }
+
     /// How often the driver should send [`Event::Tick`]; `None` if the policy needs no ticks.
     fn tick_interval(&self) -> Option<Nanos> {
         None
+    }
+
+    /// The policy's own gauges and counters for `/metrics`: (series with labels, value), e.g.
+    /// `("morph_policy_instances{runtime=\"fixed:64x1\"}", 3.0)`.
+    fn gauges(&self) -> Vec<(String, f64)> {
+        Vec::new()
     }
 
     /// Policy parameters, for `/info` and reports.

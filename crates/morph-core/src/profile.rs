@@ -162,6 +162,11 @@ impl Profile {
         self.rows.iter().map(|r| r.batch)
     }
 
+    /// Measured sequence lengths of the smallest batch size, ascending.
+    pub fn lengths(&self) -> Vec<u32> {
+        self.rows.first().map(|r| r.points.iter().map(|p| p.0).collect()).unwrap_or_default()
+    }
+
     /// Largest measured sequence length over all batch sizes.
     pub fn max_len(&self) -> u32 {
         self.rows.iter().filter_map(|r| r.points.last().map(|p| p.0)).max().unwrap_or(0)

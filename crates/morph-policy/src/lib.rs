@@ -3,6 +3,8 @@
 
 pub mod arlo;
 pub mod baselines;
+pub mod fleet;
 pub mod registry;
 
 pub use baselines::dynamic_batching::{DynamicBatching, DynamicBatchingConfig};
+pub use fleet::{FleetConfig, FleetPolicy};

@@ -1,6 +1,8 @@
-//! The in-process launcher: loads the model once and starts one engine worker per instance.
+//! The in-process launcher: loads the model once and starts engine workers, one per instance,
+//! at start-up and whenever the policy launches one.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use morph_core::{Profile, RuntimeSpec};
 use morph_engine::{
@@ -25,35 +27,44 @@ impl EngineKind {
     }
 }
 
-/// Starts `instances` workers for every runtime, in runtime order. Returns them with the
-/// output dimension.
-pub fn launch(
-    files: &ModelFiles,
-    pooling: Pooling,
-    kind: &EngineKind,
-    runtimes: &[RuntimeSpec],
-    instances: usize,
-) -> Result<(Vec<EngineWorker>, usize), EngineError> {
-    let encoder = match kind {
-        EngineKind::Candle => Some(Arc::new(Encoder::load(files, pooling)?)),
-        EngineKind::Emulated { .. } => None,
-    };
-    let mut workers = Vec::with_capacity(runtimes.len() * instances);
-    let mut dim = 0;
-    for spec in runtimes {
-        for i in 0..instances {
-            let engine: Box<dyn Engine> = match (kind, &encoder) {
-                (EngineKind::Emulated { profile, dim }, _) => {
-                    Box::new(EmulatedRuntime::new(profile.clone(), *spec, *dim))
-                }
-                (EngineKind::Candle, Some(encoder)) => Box::new(CandleRuntime::new(encoder.clone(), *spec)?),
-                (EngineKind::Candle, None) => unreachable!("the encoder is loaded for candle"),
-            };
-            dim = engine.dim();
-            let name = format!("morph-{spec}-{i}");
-            let worker = EngineWorker::spawn(name, engine).map_err(|e| EngineError::Load(e.to_string()))?;
-            workers.push(worker);
+/// Starts workers of any runtime. The candle weights are loaded once and shared by every
+/// instance (the host-memory parameter cache: a new runtime starts without reloading them).
+#[derive(Debug)]
+pub struct Launcher {
+    source: Source,
+    started: AtomicU32,
+}
+
+#[derive(Debug)]
+enum Source {
+    Candle(Arc<Encoder>),
+    Emulated { profile: Arc<Profile>, dim: usize },
+}
+
+impl Launcher {
+    pub fn new(files: &ModelFiles, pooling: Pooling, kind: &EngineKind) -> Result<Self, EngineError> {
+        let source = match kind {
+            EngineKind::Candle => Source::Candle(Arc::new(Encoder::load(files, pooling)?)),
+            EngineKind::Emulated { profile, dim } => Source::Emulated { profile: profile.clone(), dim: *dim },
+        };
+        Ok(Self { source, started: AtomicU32::new(0) })
+    }
+
+    /// Output dimension of every instance.
+    pub fn dim(&self) -> usize {
+        match &self.source {
+            Source::Candle(encoder) => encoder.dim(),
+            Source::Emulated { dim, .. } => *dim,
         }
     }
-    Ok((workers, dim))
+
+    /// Starts one worker of `spec` on its own thread.
+    pub fn start(&self, spec: RuntimeSpec) -> Result<EngineWorker, EngineError> {
+        let engine: Box<dyn Engine> = match &self.source {
+            Source::Candle(encoder) => Box::new(CandleRuntime::new(encoder.clone(), spec)?),
+            Source::Emulated { profile, dim } => Box::new(EmulatedRuntime::new(profile.clone(), spec, *dim)),
+        };
+        let n = self.started.fetch_add(1, Ordering::Relaxed);
+        EngineWorker::spawn(format!("morph-{spec}-{n}"), engine).map_err(|e| EngineError::Load(e.to_string()))
+    }
 }

@@ -10,4 +10,4 @@ pub mod server;
 
 pub use error::ApiError;
 pub use launcher::EngineKind;
-pub use server::{Server, ServerConfig};
+pub use server::{BuildError, Server, ServerConfig};

@@ -122,8 +122,9 @@ impl Metrics {
         self.failures[kind as usize].load(Ordering::Relaxed)
     }
 
-    /// The Prometheus text exposition of every metric; `instances` are `(runtime, count)`.
-    pub fn render(&self, instances: &[(String, usize)]) -> String {
+    /// The Prometheus text exposition of every metric; `instances` are `(runtime, count)`,
+    /// `policy` the policy's own series (untyped).
+    pub fn render(&self, instances: &[(String, usize)], policy: &[(String, f64)]) -> String {
         let mut out = String::new();
         let _ = writeln!(
             out,
@@ -150,6 +151,9 @@ impl Metrics {
         let _ = writeln!(out, "# HELP morph_instances Instances per runtime.\n# TYPE morph_instances gauge");
         for (runtime, count) in instances {
             let _ = writeln!(out, "morph_instances{{runtime=\"{runtime}\"}} {count}");
+        }
+        for (series, value) in policy {
+            let _ = writeln!(out, "{series} {value}");
         }
         self.batch_size.render(&mut out, "morph_batch_size", "Sequences per batch.");
         self.batch_padded_tokens.render(

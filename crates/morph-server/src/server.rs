@@ -6,13 +6,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use morph_core::RuntimeSpec;
-use morph_engine::{EngineError, EngineWorker, ModelFiles, Pooling, TextTokenizer};
-use morph_policy::{DynamicBatching, DynamicBatchingConfig};
+use morph_engine::{EngineError, ModelFiles, Pooling, TextTokenizer};
+use morph_policy::registry::{self, Context};
 use tokio::net::TcpListener;
 
 use crate::api::{AppState, ServedModel, router};
 use crate::driver::Driver;
-use crate::launcher::{EngineKind, launch};
+use crate::launcher::{EngineKind, Launcher};
 use crate::metrics::Metrics;
 
 #[derive(Debug, Clone)]
@@ -21,10 +21,15 @@ pub struct ServerConfig {
     /// `None`: as the model directory says (sentence-transformers' pooling config), else mean.
     pub pooling: Option<Pooling>,
     pub engine: EngineKind,
+    /// Runtimes for policies that do not choose their own.
     pub runtimes: Vec<RuntimeSpec>,
-    /// Instances started for each runtime.
+    /// Instances of each runtime; for policies that choose their own runtimes, the total.
     pub instances: usize,
-    pub batching: DynamicBatchingConfig,
+    /// The scheduling policy by name (see `morph_policy::registry`), its parameters (JSON
+    /// object) and what it may take from the deployment (profile, SLO).
+    pub policy: String,
+    pub policy_params: serde_json::Value,
+    pub policy_context: Context,
     pub api_key: Option<String>,
     pub max_client_batch: usize,
 }
@@ -32,27 +37,42 @@ pub struct ServerConfig {
 #[derive(Debug)]
 pub struct Server {
     state: AppState,
-    workers: Vec<EngineWorker>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error(transparent)]
+    Policy(#[from] registry::PolicyError),
+    #[error("{0}")]
+    Config(String),
 }
 
 impl Server {
-    pub fn build(config: ServerConfig) -> Result<Self, EngineError> {
-        if config.runtimes.is_empty() || config.instances == 0 {
-            return Err(EngineError::Load("at least one runtime with one instance is needed".into()));
+    pub fn build(config: ServerConfig) -> Result<Self, BuildError> {
+        if config.instances == 0 {
+            return Err(BuildError::Config("at least one instance is needed".into()));
+        }
+        let policy = registry::build(&config.policy, &config.policy_params, &config.policy_context)?;
+        let layout = policy.layout(config.instances).unwrap_or_else(|| {
+            config.runtimes.iter().flat_map(|r| std::iter::repeat_n(*r, config.instances)).collect()
+        });
+        if layout.is_empty() {
+            return Err(BuildError::Config("at least one runtime with one instance is needed".into()));
         }
         let pooling = config.pooling.unwrap_or_else(|| Pooling::from_model_dir(&config.model.dir));
         let tokenizer = TextTokenizer::load(&config.model.tokenizer)?;
-        let (workers, dim) =
-            launch(&config.model, pooling, &config.engine, &config.runtimes, config.instances)?;
-        let policy = Box::new(DynamicBatching::new(config.batching));
+        let launcher = Arc::new(Launcher::new(&config.model, pooling, &config.engine)?);
+        let workers = layout.iter().map(|r| launcher.start(*r)).collect::<Result<Vec<_>, _>>()?;
         let metrics = Arc::new(Metrics::default());
-        let driver = Driver::new(policy, workers.iter().map(EngineWorker::handle).collect(), metrics);
+        let driver = Driver::new(policy, workers, launcher.clone(), metrics);
         let model = ServedModel {
             name: config.model.name.clone(),
-            dim,
+            dim: launcher.dim(),
             pooling,
             engine: config.engine.label().to_string(),
-            runtimes: config.runtimes.iter().map(|r| (*r, config.instances)).collect(),
+            max_input_len: layout.iter().map(|r| r.max_len).max().unwrap_or(0),
         };
         let state = AppState {
             driver,
@@ -62,7 +82,7 @@ impl Server {
             max_client_batch: config.max_client_batch,
             started: Instant::now(),
         };
-        Ok(Self { state, workers })
+        Ok(Self { state })
     }
 
     pub fn state(&self) -> &AppState {
@@ -91,7 +111,7 @@ impl Server {
         if let Some(t) = ticker {
             t.abort();
         }
-        let workers = self.workers;
+        let workers = self.state.driver.take_workers();
         tokio::task::spawn_blocking(move || drop(workers)).await.map_err(std::io::Error::other)?;
         served
     }

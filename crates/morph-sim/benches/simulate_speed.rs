@@ -9,7 +9,7 @@ use std::time::Instant;
 use morph_core::{Profile, RuntimeSpec, time::ms_to_nanos};
 use morph_policy::{DynamicBatching, DynamicBatchingConfig};
 use morph_sim::workload::{Arrivals, Lengths};
-use morph_sim::{ProfileCost, Workload, simulate};
+use morph_sim::{ProfileCost, SimOptions, Workload, simulate};
 
 fn main() {
     let table = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -27,7 +27,13 @@ fn main() {
     }));
     let cluster = vec![RuntimeSpec::dynamic(512, 8); 300];
     let sim_start = Instant::now();
-    let report = simulate(policy, &cluster, &cost, &requests, Some(ms_to_nanos(150.0)));
+    let report = simulate(
+        policy,
+        &cluster,
+        &cost,
+        &requests,
+        &SimOptions { slo: Some(ms_to_nanos(150.0)), ..SimOptions::default() },
+    );
     let simulated = sim_start.elapsed();
     println!("requests {}  instances {}  completed {}", requests.len(), cluster.len(), report.completed);
     println!(

@@ -34,6 +34,21 @@ impl CostModel for ProfileCost {
     }
 }
 
+/// How long a launched instance takes to come up: `cold` when its runtime was never loaded on
+/// the cluster before, `warm` when its parameters are still cached in host memory (QUART's
+/// parameter cache; Arlo's replacement "usually lasts approximately 1 second").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Startup {
+    pub cold: Nanos,
+    pub warm: Nanos,
+}
+
+impl Default for Startup {
+    fn default() -> Self {
+        Self { cold: 1_000_000_000, warm: 1_000_000_000 }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

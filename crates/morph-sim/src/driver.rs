@@ -1,37 +1,57 @@
 //! The discrete-event driver: the same [`Policy`] objects as the live server, in virtual time.
 //! Arrivals come from the pre-generated stream (merged with the event heap, in the same total
-//! order), batch completions from the cost model, ticks from the policy's interval.
+//! order), batch completions from the cost model, instances from the policy's launches after a
+//! start-up delay, ticks from the policy's interval.
+
+use std::collections::HashSet;
 
 use morph_core::{
     Action, Event, InstanceId, InstanceInfo, Nanos, Policy, RequestId, RequestInfo, RuntimeSpec, Time,
 };
 
-use crate::cost::CostModel;
+use crate::cost::{CostModel, Startup};
 use crate::event::{EventKind, EventQueue, SimEvent};
 use crate::metrics::{Recorder, Report};
 use crate::workload::SimRequest;
+
+/// How a run is measured and how instances start.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SimOptions {
+    /// Decides goodput and SLO attainment.
+    pub slo: Option<Nanos>,
+    /// Requests arriving before this are served but not measured.
+    pub warmup: Nanos,
+    pub startup: Startup,
+}
 
 struct Instance {
     runtime: RuntimeSpec,
     running: Vec<RequestId>,
 }
 
-/// Runs `requests` through `policy` on instances of `cluster` (one entry per instance), with
-/// batch times from `cost`. `slo` (if any) decides goodput and SLO attainment.
+/// Runs `requests` through `policy` on `cluster` (one runtime per initial instance, unless the
+/// policy lays out its own with [`Policy::layout`]), with batch times from `cost`. Instances the
+/// policy launches come up after the start-up delay; retired ones free their slot at once.
 pub fn simulate(
     mut policy: Box<dyn Policy>,
     cluster: &[RuntimeSpec],
     cost: &dyn CostModel,
     requests: &[SimRequest],
-    slo: Option<Nanos>,
+    options: &SimOptions,
 ) -> Report {
     let horizon = requests.last().map_or(0, |r| r.arrival.0);
-    let mut rec = Recorder::new(cluster.len(), horizon, requests.len());
-    let mut instances: Vec<Instance> =
-        cluster.iter().map(|&runtime| Instance { runtime, running: Vec::new() }).collect();
+    let warmup = Time(options.warmup);
+    let measured = requests.iter().filter(|r| r.arrival >= warmup).count();
+    let mut rec = Recorder::new(horizon, measured);
+    let layout = policy.layout(cluster.len()).unwrap_or_else(|| cluster.to_vec());
+    let mut instances: Vec<Option<Instance>> =
+        layout.iter().map(|&runtime| Some(Instance { runtime, running: Vec::new() })).collect();
+    let mut loaded: HashSet<RuntimeSpec> = layout.iter().copied().collect();
+    let mut slots = layout.len();
+    rec.slots(Time::ZERO, slots);
     let mut events = EventQueue::default();
     let mut actions = Vec::new();
-    for (i, &runtime) in cluster.iter().enumerate() {
+    for (i, &runtime) in layout.iter().enumerate() {
         let info = InstanceInfo { id: InstanceId(i as u32), runtime };
         policy.on_event(Time::ZERO, Event::InstanceUp(info), &mut actions);
     }
@@ -65,10 +85,19 @@ pub fn simulate(
             now = t;
             match e {
                 SimEvent::BatchDone(id) => {
-                    for r in std::mem::take(&mut instances[id.0 as usize].running) {
-                        rec.completed(now - requests[r.0 as usize].arrival);
+                    let done = instances[id.0 as usize].as_mut().map(|i| std::mem::take(&mut i.running));
+                    for r in done.unwrap_or_default() {
+                        let arrival = requests[r.0 as usize].arrival;
+                        if arrival >= warmup {
+                            rec.completed(now - arrival);
+                        }
                     }
                     Event::BatchDone { instance: id }
+                }
+                SimEvent::InstanceUp(id) => {
+                    let runtime = instances[id.0 as usize].as_ref().map(|i| i.runtime);
+                    let Some(runtime) = runtime else { continue };
+                    Event::InstanceUp(InstanceInfo { id, runtime })
                 }
                 SimEvent::Tick => {
                     // Ticks stop once nothing is left to happen.
@@ -86,19 +115,42 @@ pub fn simulate(
         for action in actions.drain(..) {
             match action {
                 Action::Run { instance, requests: batch } => {
-                    let inst = &mut instances[instance.0 as usize];
+                    let Some(inst) = instances.get_mut(instance.0 as usize).and_then(Option::as_mut) else {
+                        continue;
+                    };
                     let lengths: Vec<u32> = batch.iter().map(|r| requests[r.0 as usize].input_len).collect();
                     let took = cost.batch_time(inst.runtime, &lengths);
                     inst.running = batch;
                     rec.busy(instance.0 as usize, took);
                     events.push(now + took, SimEvent::BatchDone(instance));
                 }
-                Action::Reject { .. } => rec.dropped(),
+                Action::Reject { request, .. } => {
+                    if requests[request.0 as usize].arrival >= warmup {
+                        rec.dropped();
+                    }
+                }
+                Action::Launch { runtime } => {
+                    let id = InstanceId(instances.len() as u32);
+                    let warm = !loaded.insert(runtime);
+                    let delay = if warm { options.startup.warm } else { options.startup.cold };
+                    instances.push(Some(Instance { runtime, running: Vec::new() }));
+                    events.push(now + delay, SimEvent::InstanceUp(id));
+                    slots += 1;
+                    rec.slots(now, slots);
+                }
+                Action::Retire { instance } => {
+                    if let Some(slot) = instances.get_mut(instance.0 as usize)
+                        && slot.take().is_some()
+                    {
+                        slots -= 1;
+                        rec.slots(now, slots);
+                    }
+                }
             }
         }
         rec.queue(now, policy.queue_len());
     }
-    rec.report(policy.name().to_string(), requests.len(), now, slo)
+    rec.report(policy.name().to_string(), now, options.slo)
 }
 
 #[cfg(test)]
@@ -136,7 +188,7 @@ mod tests {
             &[RuntimeSpec::dynamic(512, 1)],
             &flat(10.0),
             &at(&[0.0, 1.0, 2.0]),
-            Some(20_000_000),
+            &SimOptions { slo: Some(20_000_000), ..SimOptions::default() },
         );
         assert_eq!((r.completed, r.dropped), (3, 0));
         assert_eq!(r.latencies_ms, vec![10.0, 19.0, 28.0]);
@@ -148,15 +200,26 @@ mod tests {
     #[test]
     fn an_idle_instance_freed_at_an_arrival_takes_it_at_once() {
         // The batch done at 10 ms comes before the arrival at 10 ms (kind order).
-        let r = simulate(fifo(), &[RuntimeSpec::dynamic(512, 1)], &flat(10.0), &at(&[0.0, 10.0]), None);
+        let r = simulate(
+            fifo(),
+            &[RuntimeSpec::dynamic(512, 1)],
+            &flat(10.0),
+            &at(&[0.0, 10.0]),
+            &SimOptions::default(),
+        );
         assert_eq!(r.latencies_ms, vec![10.0, 10.0]);
     }
 
     #[test]
     fn dynamic_batching_batches_what_waited() {
         // Batch of up to 4: the first runs alone; the next three wait and run together.
-        let r =
-            simulate(fifo(), &[RuntimeSpec::dynamic(512, 4)], &flat(10.0), &at(&[0.0, 1.0, 2.0, 3.0]), None);
+        let r = simulate(
+            fifo(),
+            &[RuntimeSpec::dynamic(512, 4)],
+            &flat(10.0),
+            &at(&[0.0, 1.0, 2.0, 3.0]),
+            &SimOptions::default(),
+        );
         assert_eq!(r.latencies_ms, vec![10.0, 17.0, 18.0, 19.0]);
     }
 }

@@ -6,11 +6,12 @@ use std::collections::BinaryHeap;
 use morph_core::{InstanceId, Time};
 
 /// At equal times, completions come first (an instance freed at `t` can take a request that
-/// arrives at `t`), then arrivals, then ticks. Arrivals are not queued: the driver merges its
+/// arrives at `t`), then instances coming up, then arrivals, then ticks. Arrivals are not queued: the driver merges its
 /// pre-generated stream with this queue by the same (time, kind) order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum EventKind {
     BatchDone,
+    InstanceUp,
     Arrival,
     Tick,
 }
@@ -19,6 +20,8 @@ pub enum EventKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SimEvent {
     BatchDone(InstanceId),
+    /// A launched instance finished loading.
+    InstanceUp(InstanceId),
     Tick,
 }
 
@@ -26,6 +29,7 @@ impl SimEvent {
     fn kind(self) -> EventKind {
         match self {
             SimEvent::BatchDone(_) => EventKind::BatchDone,
+            SimEvent::InstanceUp(_) => EventKind::InstanceUp,
             SimEvent::Tick => EventKind::Tick,
         }
     }

@@ -10,7 +10,7 @@ pub mod scenario;
 pub mod workload;
 
 pub use cost::{CostModel, ProfileCost};
-pub use driver::simulate;
+pub use driver::{SimOptions, simulate};
 pub use metrics::Report;
 pub use scenario::{Scenario, ScenarioError};
 pub use workload::{SimRequest, Workload};

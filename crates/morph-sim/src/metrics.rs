@@ -10,19 +10,26 @@ const QUEUE_SAMPLES: u64 = 200;
 #[derive(Debug)]
 pub(crate) struct Recorder {
     latencies: Vec<Nanos>,
+    /// Requests measured (arrived after the warm-up).
+    requests: usize,
     dropped: usize,
+    /// Busy time per instance id.
     busy: Vec<Nanos>,
+    /// Instances holding a slot: changes `(time, count)`.
+    slots: Vec<(Time, usize)>,
     sample_every: Nanos,
     next_sample: Time,
     queue: Vec<(f64, usize)>,
 }
 
 impl Recorder {
-    pub(crate) fn new(instances: usize, horizon: Nanos, expected: usize) -> Self {
+    pub(crate) fn new(horizon: Nanos, requests: usize) -> Self {
         Self {
-            latencies: Vec::with_capacity(expected),
+            latencies: Vec::with_capacity(requests),
+            requests,
             dropped: 0,
-            busy: vec![0; instances],
+            busy: Vec::new(),
+            slots: Vec::new(),
             sample_every: (horizon / QUEUE_SAMPLES).max(1),
             next_sample: Time::ZERO,
             queue: Vec::new(),
@@ -38,7 +45,15 @@ impl Recorder {
     }
 
     pub(crate) fn busy(&mut self, instance: usize, span: Nanos) {
+        if self.busy.len() <= instance {
+            self.busy.resize(instance + 1, 0);
+        }
         self.busy[instance] += span;
+    }
+
+    /// From `now` on, `count` instances hold a slot.
+    pub(crate) fn slots(&mut self, now: Time, count: usize) {
+        self.slots.push((now, count));
     }
 
     /// Records the queue length at each sample point passed by `now`.
@@ -49,8 +64,16 @@ impl Recorder {
         }
     }
 
-    pub(crate) fn report(self, policy: String, requests: usize, end: Time, slo: Option<Nanos>) -> Report {
+    pub(crate) fn report(self, policy: String, end: Time, slo: Option<Nanos>) -> Report {
+        let requests = self.requests;
         let span_s = (end.0 as f64 / 1e9).max(f64::MIN_POSITIVE);
+        let mut instance_seconds = 0.0;
+        for (k, (t, n)) in self.slots.iter().enumerate() {
+            let until = self.slots.get(k + 1).map_or(end, |s| s.0);
+            instance_seconds += *n as f64 * (until.0.saturating_sub(t.0) as f64 / 1e9);
+        }
+        let instances_over_time: Vec<(f64, usize)> =
+            self.slots.iter().map(|(t, n)| (t.as_millis_f64() / 1e3, *n)).collect();
         let mut ms: Vec<f64> = self.latencies.iter().map(|l| nanos_to_ms(*l)).collect();
         ms.sort_by(f64::total_cmp);
         let within = match slo {
@@ -73,16 +96,21 @@ impl Recorder {
             throughput_rps: completed as f64 / span_s,
             goodput_rps: within as f64 / span_s,
             duration_s: span_s,
-            instance_seconds: self.busy.len() as f64 * span_s,
-            mean_utilisation: utilisation.iter().sum::<f64>() / utilisation.len().max(1) as f64,
+            instance_seconds,
+            mean_instances: instance_seconds / span_s,
+            mean_utilisation: self.busy.iter().sum::<Nanos>() as f64
+                / 1e9
+                / instance_seconds.max(f64::MIN_POSITIVE),
             utilisation,
+            instances_over_time,
             queue_over_time: self.queue,
             latencies_ms: ms,
         }
     }
 }
 
-/// One policy's results. Latencies are end to end: arrival to batch completion.
+/// One policy's results. Latencies are end to end: arrival to batch completion; requests that
+/// arrived during the warm-up are not counted anywhere.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
     pub policy: String,
@@ -103,9 +131,16 @@ pub struct Report {
     pub duration_s: f64,
     /// Time-weighted instance count × duration (GPU-seconds for GPU instances).
     pub instance_seconds: f64,
+    /// Time-weighted instance count (Arlo Fig. 8).
+    pub mean_instances: f64,
+    /// Busy share of the instance-seconds.
     pub mean_utilisation: f64,
+    /// Busy share of the run per instance id.
     #[serde(skip)]
     pub utilisation: Vec<f64>,
+    /// `(seconds, instances holding a slot)` at every change.
+    #[serde(skip)]
+    pub instances_over_time: Vec<(f64, usize)>,
     /// `(seconds, sequences waiting)`, evenly sampled.
     #[serde(skip)]
     pub queue_over_time: Vec<(f64, usize)>,

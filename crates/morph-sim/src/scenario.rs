@@ -11,25 +11,35 @@
 //! arrivals = { kind = "poisson", rate = 1000 }   # gamma {rate, cv} | mmpp {rates, dwell_s} | trace {path, ...}
 //! lengths = { kind = "twitter", max = 512 }       # fixed {len} | uniform {min, max} | trace {path, input_column}
 //!                                                 # | corpus {path} (tokenized) | empirical {values}
+//! warmup_s = 10                                   # requests before this are served, not measured
 //! [cluster]
 //! profile = "../../shared/data/profiles/distilbert_trt_gpu_bs1-64_seq1-512.json"  # relative to this file
 //! dynamic_penalty = 1.0
-//! runtimes = [{ runtime = "dynamic:512x8", instances = 10 }]
+//! instances = 10                                  # device slots, for policies that lay out their own
+//! runtimes = [{ runtime = "dynamic:512x8", instances = 10 }]   # for the others
+//! startup_ms = 1000                               # a launched instance's load time (cold)
+//! warm_startup_ms = 1000                          # … when its runtime was loaded before
 //! [[policies]]
 //! name = "dynamic-batching"
 //! max_batch_tokens = 16384                         # the policy's own parameters
+//! [[policies]]
+//! name = "arlo"                                    # arlo | arlo-ilb | arlo-ig | st | dt | infaas
+//! scaling = { rule = "target-tracking" }
 //! [sweep]                                          # optional: one run per value
 //! param = "rate"                                   # rate | cv | instances
 //! values = [500, 1000, 2000]
 //! ```
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use morph_core::{Profile, RuntimeSpec, time::ms_to_nanos};
 use serde::{Deserialize, Serialize};
 
-use crate::cost::ProfileCost;
-use crate::driver::simulate;
+use morph_policy::registry::Context;
+
+use crate::cost::{ProfileCost, Startup};
+use crate::driver::{SimOptions, simulate};
 use crate::metrics::Report;
 use crate::workload::{Arrivals, Lengths, Workload, WorkloadError, corpus};
 
@@ -62,11 +72,21 @@ pub struct Cluster {
     pub profile: PathBuf,
     #[serde(default = "one")]
     pub dynamic_penalty: f64,
+    /// Device slots for policies that choose their own runtimes; default: Σ runtimes' instances.
+    pub instances: Option<usize>,
+    #[serde(default)]
     pub runtimes: Vec<RuntimeGroup>,
+    #[serde(default = "thousand")]
+    pub startup_ms: f64,
+    pub warm_startup_ms: Option<f64>,
 }
 
 fn one() -> f64 {
     1.0
+}
+
+fn thousand() -> f64 {
+    1000.0
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -102,6 +122,8 @@ pub struct Scenario {
     #[serde(default = "default_seeds")]
     pub seeds: Vec<u64>,
     pub slo_ms: Option<f64>,
+    #[serde(default)]
+    pub warmup_s: f64,
     pub workload: Workload,
     pub cluster: Cluster,
     pub policies: Vec<PolicySpec>,
@@ -157,17 +179,33 @@ impl Scenario {
         }
     }
 
-    fn runtimes(&self, instances_override: Option<usize>) -> Result<Vec<RuntimeSpec>, ScenarioError> {
+    /// The configured runtimes, one per instance, and the number of slots. With no runtimes
+    /// listed, the list is empty and only policies with their own layout can run.
+    fn runtimes(
+        &self,
+        instances_override: Option<usize>,
+    ) -> Result<(Vec<RuntimeSpec>, usize), ScenarioError> {
         let mut cluster = Vec::new();
         for group in &self.cluster.runtimes {
             let spec: RuntimeSpec =
                 group.runtime.parse().map_err(|e| ScenarioError::Invalid(format!("{e}")))?;
             cluster.extend(std::iter::repeat_n(spec, instances_override.unwrap_or(group.instances)));
         }
-        if cluster.is_empty() {
+        let slots = instances_override.or(self.cluster.instances).unwrap_or(cluster.len());
+        if slots == 0 {
             return Err(ScenarioError::Invalid("the cluster has no instances".into()));
         }
-        Ok(cluster)
+        Ok((cluster, slots))
+    }
+
+    fn options(&self) -> SimOptions {
+        let cold = ms_to_nanos(self.cluster.startup_ms);
+        let warm = self.cluster.warm_startup_ms.map_or(cold, ms_to_nanos);
+        SimOptions {
+            slo: self.slo_ms.map(ms_to_nanos),
+            warmup: ms_to_nanos(self.warmup_s * 1e3),
+            startup: Startup { cold, warm },
+        }
     }
 
     /// The workload with a sweep value applied.
@@ -198,8 +236,10 @@ impl Scenario {
     /// Runs every policy, for every seed and sweep value, on identical request streams;
     /// `progress(done, total)` is called after each run.
     pub fn run(&self, progress: &mut dyn FnMut(usize, usize)) -> Result<Vec<Row>, ScenarioError> {
-        let cost = ProfileCost::new(Profile::load(&self.cluster.profile)?, self.cluster.dynamic_penalty);
-        let slo = self.slo_ms.map(ms_to_nanos);
+        let profile = Arc::new(Profile::load(&self.cluster.profile)?);
+        let cost = ProfileCost::new((*profile).clone(), self.cluster.dynamic_penalty);
+        let options = self.options();
+        let ctx = Context { profile: Some(profile), slo: options.slo };
         let points: Vec<Option<(SweepParam, f64)>> = match &self.sweep {
             Some(s) => s.values.iter().map(|v| Some((s.param, *v))).collect(),
             None => vec![None],
@@ -211,16 +251,19 @@ impl Scenario {
                 Some((SweepParam::Instances, n)) => Some(n.round().max(1.0) as usize),
                 _ => None,
             };
-            let cluster = self.runtimes(instances)?;
+            let (cluster, slots) = self.runtimes(instances)?;
             let workload = self.workload_at(point)?;
             for &seed in &self.seeds {
                 let requests = workload.generate(self.duration_s, seed)?;
                 for spec in &self.policies {
-                    let policy = morph_policy::registry::build(
-                        &spec.name,
-                        &serde_json::Value::Object(spec.params.clone()),
-                    )?;
-                    let report = simulate(policy, &cluster, &cost, &requests, slo);
+                    let params = serde_json::Value::Object(spec.params.clone());
+                    let policy = morph_policy::registry::build(&spec.name, &params, &ctx)?;
+                    let layout = policy.layout(slots).unwrap_or_else(|| cluster.clone());
+                    if layout.is_empty() {
+                        let msg = format!("policy '{}' needs cluster.runtimes", spec.name);
+                        return Err(ScenarioError::Invalid(msg));
+                    }
+                    let report = simulate(policy, &layout, &cost, &requests, &options);
                     rows.push(Row { sweep: point, seed, report });
                     progress(rows.len(), total);
                 }

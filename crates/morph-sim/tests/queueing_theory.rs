@@ -3,7 +3,7 @@
 use morph_core::{Policy, Profile, RuntimeSpec, time::ms_to_nanos};
 use morph_policy::{DynamicBatching, DynamicBatchingConfig};
 use morph_sim::workload::{Arrivals, Lengths};
-use morph_sim::{ProfileCost, Workload, simulate};
+use morph_sim::{ProfileCost, SimOptions, Workload, simulate};
 
 fn fifo() -> Box<dyn Policy> {
     Box::new(DynamicBatching::new(DynamicBatchingConfig {
@@ -22,7 +22,13 @@ fn md1_mean_wait_matches_pollaczek_khinchine() {
         Workload { arrivals: Arrivals::Poisson { rate: 50.0 }, lengths: Lengths::Fixed { len: 16 } };
     let requests = workload.generate(8_000.0, 42).unwrap();
     assert!(requests.len() > 390_000);
-    let report = simulate(fifo(), &[RuntimeSpec::dynamic(512, 1)], &cost, &requests, Some(ms_to_nanos(1e9)));
+    let report = simulate(
+        fifo(),
+        &[RuntimeSpec::dynamic(512, 1)],
+        &cost,
+        &requests,
+        &SimOptions { slo: Some(ms_to_nanos(1e9)), ..SimOptions::default() },
+    );
     assert_eq!(report.completed, requests.len());
     let rho = 50.0 * d_ms / 1e3;
     let want_wait = rho * d_ms / (2.0 * (1.0 - rho));
@@ -39,7 +45,8 @@ fn pooled_servers_wait_less_at_the_same_load() {
     let workload =
         Workload { arrivals: Arrivals::Poisson { rate: 200.0 }, lengths: Lengths::Fixed { len: 16 } };
     let requests = workload.generate(1_000.0, 3).unwrap();
-    let report = simulate(fifo(), &[RuntimeSpec::dynamic(512, 1); 4], &cost, &requests, None);
+    let report =
+        simulate(fifo(), &[RuntimeSpec::dynamic(512, 1); 4], &cost, &requests, &SimOptions::default());
     let wait = report.mean_latency_ms - 10.0;
     assert!(wait > 0.0 && wait < 5.0 * 0.6, "M/D/4 wait {wait} ms should be well under M/D/1's 5 ms");
     assert!((report.mean_utilisation - 0.5).abs() < 0.01);

@@ -4,6 +4,9 @@
 //! taking the first head whose congestion `P = N / M` is below a threshold `λ` that decays by
 //! `α` per level; if none qualifies it goes to the first candidate's head.
 //! Per dispatch: O(L) level lookups plus O(log(N/K)) to reorder the chosen level.
+//!
+//! The same structure serves the baselines' rules ([`DispatchRule`]): the ablations ILB and IG
+//! (§5.2.4) and INFaaS-like bin packing.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -26,6 +29,23 @@ impl Default for DispatchParams {
     }
 }
 
+/// How a request picks its instance among the levels that fit it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DispatchRule {
+    /// Algorithm 1.
+    #[default]
+    Arlo,
+    /// ILB: the ideal runtime (least padding), least loaded instance within it.
+    Ideal,
+    /// IG: the least loaded head among all fitting runtimes (plain load balancing when there is
+    /// one runtime, as ST and DT).
+    Greedy,
+    /// INFaaS-like bin packing: in increasing max length, the most loaded instance that is still
+    /// under its capacity M; if every one is full, as `Greedy`.
+    BinPack,
+}
+
 #[derive(Debug)]
 struct Level {
     max_len: u32,
@@ -44,6 +64,7 @@ impl Level {
 #[derive(Debug, Default)]
 pub struct MultiLevelQueue {
     params: DispatchParams,
+    rule: DispatchRule,
     /// Ascending `max_len`.
     levels: Vec<Level>,
     /// Instance → (level index, outstanding requests).
@@ -53,6 +74,10 @@ pub struct MultiLevelQueue {
 impl MultiLevelQueue {
     pub fn new(params: DispatchParams) -> Self {
         Self { params, ..Self::default() }
+    }
+
+    pub fn with_rule(params: DispatchParams, rule: DispatchRule) -> Self {
+        Self { params, rule, ..Self::default() }
     }
 
     /// Adds an idle instance of the runtime with `max_len`, whose instances serve at most
@@ -71,13 +96,38 @@ impl MultiLevelQueue {
         self.where_is.insert(id, (at, 0));
     }
 
-    /// Algorithm 1, lines 1–20: the instance a request of `len` tokens goes to, or `None` if no
-    /// runtime fits it (or the fitting ones have no instances).
+    /// Stops dispatching to `id` (it is being retired or replaced); its level stays.
+    pub fn remove_instance(&mut self, id: InstanceId) {
+        if let Some((level, n)) = self.where_is.remove(&id) {
+            self.levels[level].instances.remove(&(n, id));
+        }
+    }
+
+    /// The instance a request of `len` tokens goes to under the rule, or `None` if no runtime
+    /// fits it (or the fitting ones have no instances).
     pub fn choose(&self, len: u32) -> Option<InstanceId> {
-        // Line 2: candidate runtimes, increasing max_length; lines 3–5: only the first L.
         let first = self.levels.partition_point(|l| l.max_len < len);
-        let candidates =
-            self.levels[first..].iter().filter(|l| !l.instances.is_empty()).take(self.params.max_peek);
+        let mut candidates = self.levels[first..].iter().filter(|l| !l.instances.is_empty());
+        match self.rule {
+            DispatchRule::Arlo => self.algorithm_1(candidates),
+            DispatchRule::Ideal => candidates.next()?.head().map(|(_, id)| id),
+            DispatchRule::Greedy => Self::least_loaded(candidates),
+            DispatchRule::BinPack => candidates
+                .clone()
+                .find_map(|l| l.instances.range(..(l.capacity, InstanceId(0))).next_back().map(|(_, id)| *id))
+                .or_else(|| Self::least_loaded(candidates)),
+        }
+    }
+
+    /// Least outstanding requests among the heads; ties go to the shorter runtime.
+    fn least_loaded<'a>(levels: impl Iterator<Item = &'a Level>) -> Option<InstanceId> {
+        levels.filter_map(Level::head).min_by_key(|(n, _)| *n).map(|(_, id)| id)
+    }
+
+    /// Algorithm 1, lines 1–20.
+    fn algorithm_1<'a>(&self, candidates: impl Iterator<Item = &'a Level>) -> Option<InstanceId> {
+        // Line 2: candidate runtimes, increasing max_length; lines 3–5: only the first L.
+        let candidates = candidates.take(self.params.max_peek);
         let mut lambda = self.params.lambda;
         let mut top = None;
         for level in candidates {

@@ -1,10 +1,14 @@
-//! Arlo (ICPP '24, `shared/papers/arlo.txt`): polymorphing runtimes. So far its two algorithms:
-//! the Runtime Scheduler's allocation (§3.3, Eq. 1–7, solved exactly) and the Request
-//! Scheduler's multi-level queue (§3.4, Algorithm 1). The policy that uses them, the runtime-set
-//! choice, instance replacement and autoscaling (§4) come next.
+//! Arlo (ICPP '24, `shared/papers/arlo.txt`): polymorphing runtimes. Its parts: the runtime set
+//! (§3.3), the Runtime Scheduler's allocation (§3.3, Eq. 1–7, solved exactly) and its periodic
+//! step, instance replacement (§4) and the Request Scheduler's multi-level queue (§3.4,
+//! Algorithm 1). The policy that runs them is [`crate::fleet::FleetPolicy`] (preset `arlo`),
+//! which also runs the baselines.
 
 pub mod allocate;
 pub mod dispatch;
+pub mod reallocate;
+pub mod replace;
+pub mod runtime_set;
 
 pub use allocate::{Allocation, RuntimeDemand, allocate};
-pub use dispatch::{DispatchParams, MultiLevelQueue};
+pub use dispatch::{DispatchParams, DispatchRule, MultiLevelQueue};

@@ -111,7 +111,7 @@ impl Policy for DynamicBatching {
                     self.idle.insert(instance);
                 }
             }
-            Event::Tick => {}
+            Event::Tick | Event::LaunchFailed { .. } => {}
         }
         self.schedule(actions);
     }

@@ -30,7 +30,7 @@ async fn tokenize(
 ) -> Result<Vec<Vec<u32>>, ApiError> {
     let started = Instant::now();
     let tokenizer = state.tokenizer.clone();
-    let max_len = state.model.max_input_len() as usize;
+    let max_len = state.model.max_input_len as usize;
     let encoded = tokio::task::spawn_blocking(move || {
         texts.iter().map(|t| tokenizer.encode(t)).collect::<Result<Vec<_>, _>>()
     })

@@ -14,8 +14,9 @@ pub(super) async fn health() -> Json<Value> {
 
 pub(super) async fn info(State(state): State<AppState>) -> Json<Value> {
     let m = &state.model;
-    let runtimes: Vec<Value> = m
-        .runtimes
+    let runtimes: Vec<Value> = state
+        .driver
+        .instance_counts()
         .iter()
         .map(|(spec, count)| json!({"runtime": spec.to_string(), "kind": spec.kind, "max_len": spec.max_len, "max_batch": spec.max_batch, "instances": count}))
         .collect();
@@ -24,7 +25,7 @@ pub(super) async fn info(State(state): State<AppState>) -> Json<Value> {
         "dim": m.dim,
         "pooling": m.pooling,
         "engine": m.engine,
-        "max_input_length": m.max_input_len(),
+        "max_input_length": m.max_input_len,
         "max_client_batch": state.max_client_batch,
         "runtimes": runtimes,
         "policy": state.driver.policy_description(),
@@ -35,7 +36,7 @@ pub(super) async fn info(State(state): State<AppState>) -> Json<Value> {
 
 pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     let instances: Vec<(String, usize)> =
-        state.model.runtimes.iter().map(|(spec, n)| (spec.to_string(), *n)).collect();
-    let text = state.driver.metrics.render(&instances);
+        state.driver.instance_counts().iter().map(|(spec, n)| (spec.to_string(), *n)).collect();
+    let text = state.driver.metrics.render(&instances, &state.driver.policy_gauges());
     ([(CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }

@@ -15,7 +15,6 @@ use axum::http::header::AUTHORIZATION;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use morph_core::RuntimeSpec;
 use morph_engine::{Pooling, TextTokenizer};
 
 use crate::driver::Driver;
@@ -29,14 +28,8 @@ pub struct ServedModel {
     pub pooling: Pooling,
     /// `candle` or `emulated`.
     pub engine: String,
-    pub runtimes: Vec<(RuntimeSpec, usize)>,
-}
-
-impl ServedModel {
     /// The longest input any runtime accepts.
-    pub fn max_input_len(&self) -> u32 {
-        self.runtimes.iter().map(|(r, _)| r.max_len).max().unwrap_or(0)
-    }
+    pub max_input_len: u32,
 }
 
 #[derive(Debug, Clone)]

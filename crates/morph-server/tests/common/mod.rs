@@ -10,7 +10,6 @@ use std::time::Duration;
 use morph_core::{Profile, RuntimeSpec};
 use morph_engine::ModelSource;
 use morph_engine::fetch::{fetch, morph_home};
-use morph_policy::DynamicBatchingConfig;
 use morph_server::{EngineKind, Server, ServerConfig};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -48,7 +47,9 @@ pub(crate) fn emulated(batch_ms: f64, runtime: RuntimeSpec, max_queue: usize) ->
         engine: EngineKind::Emulated { profile: Arc::new(profile), dim: 8 },
         runtimes: vec![runtime],
         instances: 1,
-        batching: DynamicBatchingConfig { max_batch_tokens: 16_384, max_queue },
+        policy: "dynamic-batching".into(),
+        policy_params: serde_json::json!({ "max_batch_tokens": 16_384, "max_queue": max_queue }),
+        policy_context: Default::default(),
         api_key: None,
         max_client_batch: 4,
     }

@@ -1,0 +1,12 @@
+//! Fleets of fixed-shape instances with per-instance queues: Arlo's policy and its baselines.
+
+pub mod config;
+mod instances;
+pub mod policy;
+pub mod scaling;
+pub mod service;
+
+pub use config::{FleetConfig, PRESETS, RuntimeSet};
+pub use policy::FleetPolicy;
+pub use scaling::{ScalingConfig, ScalingRule};
+pub use service::ServiceModel;

@@ -1,0 +1,392 @@
+//! A fleet of fixed-shape instances with per-instance queues: Arlo (§3–§4) and, by preset, its
+//! baselines ST, DT, INFaaS-like and the ILB / IG ablations. Requests are bound to an instance
+//! on arrival by the multi-level queue; an idle instance runs its own queue in order. With
+//! `allocate`, the Runtime Scheduler re-splits the instances among runtimes every period and
+//! replaces the fewest, a batch at a time; with scaling on, instances are added and removed.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use morph_core::{
+    Action, Event, InstanceId, InstanceInfo, Nanos, Policy, RejectReason, RequestInfo, RuntimeSpec, Time,
+};
+use serde_json::json;
+
+use super::config::{FleetConfig, RuntimeSet};
+use super::instances::Instances;
+use super::scaling::{ScaleDecision, Scaler};
+use super::service::ServiceModel;
+use crate::arlo::reallocate::{LengthWindow, target};
+use crate::arlo::replace::plan;
+use crate::arlo::runtime_set::{knee, optimised, staircase};
+use crate::arlo::{MultiLevelQueue, replace::Plan};
+
+/// Granularity of optimised runtime bounds, in tokens.
+const BOUND_GRANULARITY: u32 = 8;
+/// The optimised rule stops adding runtimes when one more gains less than this.
+const KNEE_GAIN: f64 = 0.02;
+
+/// What happens to a draining instance once it is empty.
+#[derive(Debug, Clone, Copy)]
+enum AfterDrain {
+    /// Scale in: its slot is released.
+    Release,
+    /// Replacement: a runtime of this shape is launched in its slot.
+    Become(RuntimeSpec),
+}
+
+#[derive(Debug)]
+pub struct FleetPolicy {
+    name: String,
+    config: FleetConfig,
+    model: ServiceModel,
+    /// Runtimes in ascending max length.
+    set: Vec<RuntimeSpec>,
+    instances: Instances,
+    queue: MultiLevelQueue,
+    scaler: Scaler,
+    /// Launched, not up yet: (runtime, part of a replacement).
+    starting: Vec<(RuntimeSpec, bool)>,
+    draining: BTreeMap<InstanceId, AfterDrain>,
+    /// Batch start times, for the scaler's utilisation.
+    started: BTreeMap<InstanceId, Time>,
+    plan: VecDeque<(InstanceId, RuntimeSpec)>,
+    window: LengthWindow,
+    window_start: Time,
+    next_allocation: Time,
+    counters: Counters,
+}
+
+#[derive(Debug, Default, serde::Serialize)]
+struct Counters {
+    allocations: u64,
+    replacements: u64,
+    scale_outs: u64,
+    scale_ins: u64,
+    /// Requests sent to a longer runtime than their ideal one.
+    demoted: u64,
+    rejected: u64,
+}
+
+fn secs(s: f64) -> Nanos {
+    (s * 1e9) as Nanos
+}
+
+impl FleetPolicy {
+    /// `model` gives service times from the profile at the policy's SLO.
+    pub fn new(name: impl Into<String>, config: FleetConfig, model: ServiceModel) -> Self {
+        let max_len = config.max_len.unwrap_or_else(|| model.profile().max_len()).max(1);
+        let batch = config.batch.max(1);
+        let set: Vec<RuntimeSpec> = match config.runtime_set {
+            RuntimeSet::Dynamic => vec![RuntimeSpec::dynamic(max_len, batch)],
+            RuntimeSet::Explicit if config.max_lens.is_empty() => vec![RuntimeSpec::fixed(max_len, batch)],
+            RuntimeSet::Explicit => {
+                let mut lens = config.max_lens.clone();
+                lens.sort_unstable();
+                lens.dedup();
+                lens.into_iter().map(|l| RuntimeSpec::fixed(l, batch)).collect()
+            }
+            RuntimeSet::Staircase | RuntimeSet::Optimised => {
+                staircase(model.profile(), max_len, config.runtimes)
+                    .into_iter()
+                    .map(|l| RuntimeSpec::fixed(l, batch))
+                    .collect()
+            }
+        };
+        let queue = MultiLevelQueue::with_rule(config.dispatch_params(), config.dispatch);
+        let scaler = Scaler::new(config.scaling, model.slo());
+        let next_allocation = Time(secs(config.first_allocation_s));
+        Self {
+            name: name.into(),
+            model,
+            set,
+            instances: Instances::default(),
+            queue,
+            scaler,
+            starting: Vec::new(),
+            draining: BTreeMap::new(),
+            started: BTreeMap::new(),
+            plan: VecDeque::new(),
+            window: LengthWindow::new(max_len),
+            window_start: Time::ZERO,
+            next_allocation,
+            counters: Counters::default(),
+            config,
+        }
+    }
+
+    pub fn runtimes(&self) -> &[RuntimeSpec] {
+        &self.set
+    }
+
+    fn largest(&self) -> RuntimeSpec {
+        self.set[self.set.len() - 1]
+    }
+
+    /// Instances of each runtime of the set that take requests, in set order.
+    fn counts(&self) -> Vec<(RuntimeSpec, usize)> {
+        self.set
+            .iter()
+            .map(|r| (*r, self.instances.serving().filter(|(_, i)| i.runtime == *r).count()))
+            .collect()
+    }
+
+    fn arrival(&mut self, request: RequestInfo, actions: &mut Vec<Action>) {
+        let reject = |reason| Action::Reject { request: request.id, reason };
+        if self.instances.queued() >= self.config.max_queue {
+            self.counters.rejected += 1;
+            actions.push(reject(RejectReason::QueueFull { capacity: self.config.max_queue }));
+            return;
+        }
+        let Some(id) = self.queue.dispatch(request.input_len) else {
+            self.counters.rejected += 1;
+            let max_len = self.largest().max_len;
+            actions.push(reject(RejectReason::NoRuntimeFits { len: request.input_len, max_len }));
+            return;
+        };
+        self.window.record(request.input_len);
+        let runtime = self.instances.map[&id].runtime;
+        let ideal = self.set.iter().find(|r| r.fits(request.input_len));
+        if ideal.is_some_and(|r| r.max_len < runtime.max_len) {
+            self.counters.demoted += 1;
+        }
+        self.instances.enqueue(id, request);
+        self.run_next(request.arrival, id, actions);
+    }
+
+    fn run_next(&mut self, now: Time, id: InstanceId, actions: &mut Vec<Action>) {
+        if let Some(requests) = self.instances.start_next(id) {
+            self.started.insert(id, now);
+            actions.push(Action::Run { instance: id, requests });
+        } else if self.draining.contains_key(&id) && self.instances.map.get(&id).is_some_and(|i| i.is_empty())
+        {
+            self.retire(id, actions);
+        }
+    }
+
+    fn batch_done(&mut self, now: Time, id: InstanceId, actions: &mut Vec<Action>) {
+        if let Some(start) = self.started.remove(&id) {
+            self.scaler.batch_done(now, now.since(start));
+        }
+        for request in self.instances.finish(id) {
+            self.queue.complete(id);
+            self.scaler.completed(now, now.since(request.arrival));
+        }
+        self.run_next(now, id, actions);
+    }
+
+    /// Stops dispatching to `id`; once empty it is retired (and replaced, if `after` says so).
+    fn drain(&mut self, id: InstanceId, after: AfterDrain, actions: &mut Vec<Action>) {
+        let Some(instance) = self.instances.map.get_mut(&id) else { return };
+        instance.draining = true;
+        self.queue.remove_instance(id);
+        self.draining.insert(id, after);
+        if instance.is_empty() {
+            self.retire(id, actions);
+        }
+    }
+
+    fn retire(&mut self, id: InstanceId, actions: &mut Vec<Action>) {
+        let after = self.draining.remove(&id);
+        self.instances.remove(id);
+        actions.push(Action::Retire { instance: id });
+        if let Some(AfterDrain::Become(runtime)) = after {
+            self.starting.push((runtime, true));
+            actions.push(Action::Launch { runtime });
+        }
+    }
+
+    /// Whether `id` may be taken out of service: never the last serving instance of the largest
+    /// runtime (Eq. 7: every request must have somewhere to go).
+    fn may_drain(&self, id: InstanceId) -> bool {
+        let Some(instance) = self.instances.map.get(&id) else { return false };
+        if instance.draining {
+            return false;
+        }
+        let largest = self.largest();
+        instance.runtime != largest
+            || self.instances.serving().filter(|(_, i)| i.runtime == largest).count() > 1
+    }
+
+    fn replacements_in_flight(&self) -> usize {
+        let draining = self.draining.values().filter(|a| matches!(a, AfterDrain::Become(_))).count();
+        draining + self.starting.iter().filter(|(_, replacing)| *replacing).count()
+    }
+
+    /// Starts the next replacements of the plan, at most `replace_batch` in flight.
+    fn advance_plan(&mut self, actions: &mut Vec<Action>) {
+        let slots = self.instances.map.len() + self.starting.len();
+        let batch = match self.config.replace_batch {
+            0 => slots.div_ceil(10).max(1),
+            n => n,
+        };
+        while self.replacements_in_flight() < batch {
+            let Some((id, runtime)) = self.plan.pop_front() else { break };
+            if self.may_drain(id) {
+                self.counters.replacements += 1;
+                self.drain(id, AfterDrain::Become(runtime), actions);
+            }
+        }
+    }
+
+    /// The Runtime Scheduler's step: a new allocation from the last period's lengths, and the
+    /// plan to reach it.
+    fn reallocate(&mut self, now: Time) {
+        if self.config.runtime_set == RuntimeSet::Optimised && self.counters.allocations == 0 {
+            self.optimise_set();
+        }
+        let counts = self.window.per_runtime(&self.set);
+        let g = self.instances.map.len();
+        let wanted = target(&self.model, &self.set, &counts, now.since(self.window_start), g);
+        let current: Vec<_> =
+            self.instances.serving().map(|(id, i)| (id, i.runtime, i.outstanding())).collect();
+        let steps: Plan = plan(&current, &wanted);
+        self.plan = steps.into();
+        self.window.clear();
+        self.window_start = now;
+        self.counters.allocations += 1;
+    }
+
+    /// Replaces the staircase set by DP bounds over the lengths seen so far (k at the knee).
+    fn optimise_set(&mut self) {
+        let max_len = self.largest().max_len;
+        let batch = self.config.batch.max(1);
+        let profile = self.model.profile();
+        let cost = |b: u32| profile.latency_ms(b, batch);
+        let sets = optimised(
+            &self.window.histogram,
+            max_len,
+            BOUND_GRANULARITY,
+            self.config.runtimes as usize,
+            &cost,
+        );
+        let costs: Vec<f64> = sets.iter().map(|(_, c)| *c).collect();
+        let k = knee(&costs, KNEE_GAIN);
+        self.set = sets[k - 1].0.iter().map(|l| RuntimeSpec::fixed(*l, batch)).collect();
+    }
+
+    fn scale(&mut self, now: Time, actions: &mut Vec<Action>) {
+        let slots = self.instances.map.len() + self.starting.len();
+        match self.scaler.decide(now, slots, self.starting.len()) {
+            Some(ScaleDecision::Out) => {
+                let runtime = self.largest();
+                self.counters.scale_outs += 1;
+                self.starting.push((runtime, false));
+                actions.push(Action::Launch { runtime });
+            }
+            Some(ScaleDecision::In) => {
+                let least_busy = self
+                    .instances
+                    .serving()
+                    .filter(|(id, _)| self.may_drain(*id))
+                    .min_by_key(|(id, i)| (i.outstanding(), *id))
+                    .map(|(id, _)| id);
+                if let Some(id) = least_busy {
+                    self.counters.scale_ins += 1;
+                    self.drain(id, AfterDrain::Release, actions);
+                }
+            }
+            None => {}
+        }
+    }
+
+    fn tick(&mut self, now: Time, actions: &mut Vec<Action>) {
+        let settled = self.plan.is_empty() && self.draining.is_empty() && self.starting.is_empty();
+        if self.config.allocate && now >= self.next_allocation && settled {
+            self.reallocate(now);
+            self.next_allocation = now + secs(self.config.period_s);
+        }
+        self.scale(now, actions);
+        self.advance_plan(actions);
+    }
+
+    fn instance_up(&mut self, info: InstanceInfo, actions: &mut Vec<Action>) {
+        if let Some(at) = self.starting.iter().position(|(r, _)| *r == info.runtime) {
+            self.starting.remove(at);
+        }
+        self.instances.add(info.id, info.runtime);
+        self.queue.add_instance(info.id, info.runtime.max_len, self.model.capacity(info.runtime));
+        self.advance_plan(actions);
+    }
+}
+
+impl Policy for FleetPolicy {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn on_event(&mut self, now: Time, event: Event, actions: &mut Vec<Action>) {
+        match event {
+            Event::InstanceUp(info) => self.instance_up(info, actions),
+            Event::LaunchFailed { runtime } => {
+                if let Some(at) = self.starting.iter().position(|(r, _)| *r == runtime) {
+                    self.starting.remove(at);
+                }
+            }
+            Event::Arrival(request) => self.arrival(request, actions),
+            Event::BatchDone { instance } => self.batch_done(now, instance, actions),
+            Event::Tick => self.tick(now, actions),
+        }
+    }
+
+    fn queue_len(&self) -> usize {
+        self.instances.queued()
+    }
+
+    /// Even split over the runtime set; the remainder (and, with fewer slots than runtimes,
+    /// every slot) goes to the longest runtimes, so the largest always has one (Eq. 7).
+    fn layout(&self, slots: usize) -> Option<Vec<RuntimeSpec>> {
+        let k = self.set.len();
+        let (each, rest) = (slots / k, slots % k);
+        let mut out = Vec::with_capacity(slots);
+        for (i, r) in self.set.iter().enumerate() {
+            out.extend(std::iter::repeat_n(*r, each + usize::from(i >= k - rest)));
+        }
+        Some(out)
+    }
+
+    fn tick_interval(&self) -> Option<Nanos> {
+        let needs_ticks =
+            self.config.allocate || self.config.scaling.rule != super::scaling::ScalingRule::Off;
+        needs_ticks.then(|| secs(self.config.tick_s).max(1))
+    }
+
+    fn gauges(&self) -> Vec<(String, f64)> {
+        let mut out: Vec<(String, f64)> = self
+            .counts()
+            .into_iter()
+            .map(|(r, n)| (format!("morph_policy_instances{{runtime=\"{r}\"}}"), n as f64))
+            .collect();
+        out.push(("morph_policy_instances_starting".into(), self.starting.len() as f64));
+        let c = &self.counters;
+        for (name, v) in [
+            ("allocations", c.allocations),
+            ("replacements", c.replacements),
+            ("scale_outs", c.scale_outs),
+            ("scale_ins", c.scale_ins),
+            ("demoted", c.demoted),
+            ("rejected", c.rejected),
+        ] {
+            out.push((format!("morph_policy_{name}_total"), v as f64));
+        }
+        out
+    }
+
+    fn describe(&self) -> serde_json::Value {
+        let per_runtime: serde_json::Map<String, serde_json::Value> =
+            self.counts().into_iter().map(|(r, n)| (r.to_string(), json!(n))).collect();
+        json!({
+            "policy": self.name,
+            "config": self.config,
+            "slo_ms": self.model.slo() as f64 / 1e6,
+            "runtimes": self.set.iter().map(|r| json!({
+                "runtime": r.to_string(),
+                "capacity": self.model.capacity(*r),
+                "service_ms": self.model.service_ms(*r),
+            })).collect::<Vec<_>>(),
+            "instances": per_runtime,
+            "starting": self.starting.len(),
+            "draining": self.draining.len(),
+            "counters": self.counters,
+        })
+    }
+}
