@@ -1,4 +1,5 @@
-//! SVG plots for `morph simulate --out`: latency CDF per run and queue length over time.
+//! SVG plots for `morph simulate --out`: latency CDF per run, queue length and instance count
+//! over time.
 
 use std::path::Path;
 
@@ -78,6 +79,29 @@ pub(crate) fn write(
         "time (s)",
         "sequences waiting",
         &queue,
+    )?;
+    let instances: Vec<(String, Vec<(f64, f64)>)> = rows
+        .iter()
+        .map(|row| {
+            // A step line: each count holds until the next change.
+            let changes = &row.report.instances_over_time;
+            let mut pts = Vec::with_capacity(changes.len() * 2 + 1);
+            for (k, (t, n)) in changes.iter().enumerate() {
+                if k > 0 {
+                    pts.push((*t, changes[k - 1].1 as f64));
+                }
+                pts.push((*t, *n as f64));
+            }
+            pts.push((row.report.duration_s, changes.last().map_or(0.0, |c| c.1 as f64)));
+            (label(row), pts)
+        })
+        .collect();
+    lines(
+        &dir.join("instances.svg"),
+        &format!("{scenario}: instances"),
+        "time (s)",
+        "instances holding a slot",
+        &instances,
     )?;
     Ok(())
 }

@@ -27,8 +27,9 @@ pub(crate) struct SimulateArgs {
     /// Print one JSON object per policy run instead of a table.
     #[arg(long)]
     json: bool,
-    /// Write summary.csv, latency_cdf.csv, queue.csv, utilisation.csv (per instance),
-    /// latency_cdf.svg and queue.svg into this directory.
+    /// Write summary.csv, latency_cdf.csv, queue.csv, instances.csv (count over time),
+    /// utilisation.csv (per instance), latency_cdf.svg, queue.svg and instances.svg into this
+    /// directory.
     #[arg(long)]
     out: Option<PathBuf>,
 }
@@ -116,7 +117,7 @@ fn table(name: &str, rows: &[Row]) -> String {
 }
 
 /// Report fields in `summary.csv`, after policy, sweep and seed.
-const SUMMARY_KEYS: [&str; 12] = [
+const SUMMARY_KEYS: [&str; 13] = [
     "requests",
     "completed",
     "dropped",
@@ -128,6 +129,7 @@ const SUMMARY_KEYS: [&str; 12] = [
     "throughput_rps",
     "goodput_rps",
     "instance_seconds",
+    "mean_instances",
     "mean_utilisation",
 ];
 
@@ -137,6 +139,7 @@ fn write_csvs(dir: &std::path::Path, rows: &[Row]) -> anyhow::Result<()> {
     let mut cdf = String::from("policy,sweep,seed,quantile,latency_ms\n");
     let mut queue = String::from("policy,sweep,seed,time_s,queue\n");
     let mut utilisation = String::from("policy,sweep,seed,instance,utilisation\n");
+    let mut instances = String::from("policy,sweep,seed,time_s,instances\n");
     for row in rows {
         let r = &row.report;
         let key = format!("{},{},{}", r.policy, sweep_label(row), row.seed);
@@ -154,7 +157,11 @@ fn write_csvs(dir: &std::path::Path, rows: &[Row]) -> anyhow::Result<()> {
         for (instance, u) in r.utilisation.iter().enumerate() {
             let _ = writeln!(utilisation, "{key},{instance},{u}");
         }
+        for (t, n) in &r.instances_over_time {
+            let _ = writeln!(instances, "{key},{t},{n}");
+        }
     }
+    std::fs::write(dir.join("instances.csv"), instances)?;
     std::fs::write(dir.join("summary.csv"), summary)?;
     std::fs::write(dir.join("latency_cdf.csv"), cdf)?;
     std::fs::write(dir.join("queue.csv"), queue)?;

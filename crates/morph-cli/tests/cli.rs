@@ -98,7 +98,7 @@ name = "dynamic-batching"
     );
     let utilisation = std::fs::read_to_string(out_dir.join("utilisation.csv")).unwrap();
     assert_eq!(utilisation.lines().count(), 1 + 3, "one line per instance: {utilisation}");
-    for plot in ["latency_cdf.svg", "queue.svg"] {
+    for plot in ["latency_cdf.svg", "queue.svg", "instances.svg"] {
         assert!(std::fs::read_to_string(out_dir.join(plot)).unwrap().contains("<svg"), "{plot}");
     }
 

@@ -150,7 +150,7 @@ pub fn simulate(
         }
         rec.queue(now, policy.queue_len());
     }
-    rec.report(policy.name().to_string(), now, options.slo)
+    rec.report(policy.as_ref(), now, warmup, options.slo)
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! What one simulated run measured, per policy.
 
 use morph_core::stats::percentile;
-use morph_core::{Nanos, Time, time::nanos_to_ms};
+use morph_core::{Nanos, Policy, Time, time::nanos_to_ms};
 use serde::Serialize;
 
 /// Queue-length samples kept per run (for plots), evenly spaced over the run.
@@ -64,9 +64,11 @@ impl Recorder {
         }
     }
 
-    pub(crate) fn report(self, policy: String, end: Time, slo: Option<Nanos>) -> Report {
+    /// `warmup`: when measurement started (throughput counts from there).
+    pub(crate) fn report(self, policy: &dyn Policy, end: Time, warmup: Time, slo: Option<Nanos>) -> Report {
         let requests = self.requests;
         let span_s = (end.0 as f64 / 1e9).max(f64::MIN_POSITIVE);
+        let measured_s = (end.0.saturating_sub(warmup.0) as f64 / 1e9).max(f64::MIN_POSITIVE);
         let mut instance_seconds = 0.0;
         for (k, (t, n)) in self.slots.iter().enumerate() {
             let until = self.slots.get(k + 1).map_or(end, |s| s.0);
@@ -83,7 +85,8 @@ impl Recorder {
         let completed = self.latencies.len();
         let utilisation: Vec<f64> = self.busy.iter().map(|b| *b as f64 / 1e9 / span_s).collect();
         Report {
-            policy,
+            policy: policy.name().to_string(),
+            policy_state: policy.describe(),
             requests,
             completed,
             dropped: self.dropped,
@@ -93,8 +96,8 @@ impl Recorder {
             p99_latency_ms: percentile(&ms, 0.99),
             max_latency_ms: ms.last().copied().unwrap_or(0.0),
             slo_attainment: if requests == 0 { 1.0 } else { within as f64 / requests as f64 },
-            throughput_rps: completed as f64 / span_s,
-            goodput_rps: within as f64 / span_s,
+            throughput_rps: completed as f64 / measured_s,
+            goodput_rps: within as f64 / measured_s,
             duration_s: span_s,
             instance_seconds,
             mean_instances: instance_seconds / span_s,
@@ -125,7 +128,7 @@ pub struct Report {
     /// Share of all requests completed within the SLO (dropped ones count as missed).
     pub slo_attainment: f64,
     pub throughput_rps: f64,
-    /// Completions within the SLO per second.
+    /// Completions within the SLO per second (both rates over the measured span, after warm-up).
     pub goodput_rps: f64,
     /// From time 0 to the last event.
     pub duration_s: f64,
@@ -147,4 +150,6 @@ pub struct Report {
     /// Sorted, for CDFs.
     #[serde(skip)]
     pub latencies_ms: Vec<f64>,
+    /// The policy's own account of itself at the end of the run ([`morph_core::Policy::describe`]).
+    pub policy_state: serde_json::Value,
 }

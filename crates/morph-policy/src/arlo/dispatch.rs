@@ -6,7 +6,7 @@
 //! Per dispatch: O(L) level lookups plus O(log(N/K)) to reorder the chosen level.
 //!
 //! The same structure serves the baselines' rules ([`DispatchRule`]): the ablations ILB and IG
-//! (§5.2.4) and INFaaS-like bin packing.
+//! (§5.2.4) and INFaaS-like first fit.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -41,9 +41,10 @@ pub enum DispatchRule {
     /// IG: the least loaded head among all fitting runtimes (plain load balancing when there is
     /// one runtime, as ST and DT).
     Greedy,
-    /// INFaaS-like bin packing: in increasing max length, the most loaded instance that is still
-    /// under its capacity M; if every one is full, as `Greedy`.
-    BinPack,
+    /// INFaaS-like first fit: the first runtime in increasing max length (least padding) whose
+    /// least loaded instance is under its capacity M; if every one is full, as `Greedy`. Unlike
+    /// Algorithm 1 it demotes only when an instance is full, and walks every candidate.
+    FirstFit,
 }
 
 #[derive(Debug)]
@@ -112,9 +113,9 @@ impl MultiLevelQueue {
             DispatchRule::Arlo => self.algorithm_1(candidates),
             DispatchRule::Ideal => candidates.next()?.head().map(|(_, id)| id),
             DispatchRule::Greedy => Self::least_loaded(candidates),
-            DispatchRule::BinPack => candidates
+            DispatchRule::FirstFit => candidates
                 .clone()
-                .find_map(|l| l.instances.range(..(l.capacity, InstanceId(0))).next_back().map(|(_, id)| *id))
+                .find_map(|l| l.head().filter(|(n, _)| *n < l.capacity).map(|(_, id)| id))
                 .or_else(|| Self::least_loaded(candidates)),
         }
     }
@@ -228,5 +229,28 @@ mod tests {
         assert_eq!(picks, vec![0, 1, 2, 0, 1, 2]);
         q.complete(InstanceId(1));
         assert_eq!(q.dispatch(50), Some(InstanceId(1)));
+    }
+
+    #[test]
+    fn the_baseline_rules_pick_as_described() {
+        // Level 64 (capacity 4): instance 0 at 4/4 (full); level 128: 1 at 2/4; level 512: 2 at 1/4.
+        let build = |rule| {
+            let mut q = MultiLevelQueue::with_rule(DispatchParams::default(), rule);
+            for (id, len, n) in [(0, 64, 4), (1, 128, 2), (2, 512, 1)] {
+                q.add_instance(InstanceId(id), len, 4);
+                load(&mut q, id, n);
+            }
+            q
+        };
+        assert_eq!(
+            build(DispatchRule::Ideal).choose(10),
+            Some(InstanceId(0)),
+            "ILB stays in the ideal runtime"
+        );
+        assert_eq!(build(DispatchRule::Greedy).choose(10), Some(InstanceId(2)), "IG takes the least busy");
+        assert_eq!(build(DispatchRule::FirstFit).choose(10), Some(InstanceId(1)), "first runtime not full");
+        let mut q = build(DispatchRule::Arlo);
+        q.remove_instance(InstanceId(1));
+        assert_eq!(q.choose(100), Some(InstanceId(2)), "a removed instance takes no requests");
     }
 }

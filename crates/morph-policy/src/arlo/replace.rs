@@ -10,11 +10,14 @@ use morph_core::{InstanceId, RuntimeSpec};
 /// `(instance, the runtime it becomes)`, least disruptive first.
 pub type Plan = Vec<(InstanceId, RuntimeSpec)>;
 
+/// Instances of one runtime as (outstanding, id, runtime).
+type Group = Vec<(usize, InstanceId, RuntimeSpec)>;
+
 /// `current`: every instance with its runtime and outstanding requests; `target`: instances
 /// wanted per runtime (absent runtimes want none). The plan has Σ max(0, have − want) steps;
 /// if the totals differ, only as many as both sides allow.
 pub fn plan(current: &[(InstanceId, RuntimeSpec, usize)], target: &[(RuntimeSpec, usize)]) -> Plan {
-    let mut by_runtime: BTreeMap<(u32, u32, u32), Vec<(usize, InstanceId, RuntimeSpec)>> = BTreeMap::new();
+    let mut by_runtime: BTreeMap<(u32, u32, u32), Group> = BTreeMap::new();
     for &(id, runtime, load) in current {
         by_runtime.entry(key(runtime)).or_default().push((load, id, runtime));
     }

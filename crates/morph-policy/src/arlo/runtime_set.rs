@@ -13,29 +13,40 @@ use morph_core::Profile;
 /// than 5%").
 const STEP_RISE: f64 = 0.05;
 
-/// The staircase width of `profile` at batch 1, if its latency has one: the greatest common
-/// divisor of the step boundaries, when most neighbouring points are flat.
+/// A width is the staircase's when at least this share of the total rise (in log latency)
+/// happens at its multiples.
+const WIDTH_SHARE: f64 = 0.6;
+
+/// The staircase width of `profile` at batch 1, if its latency has one: the largest power of
+/// two (≥ 8) at whose multiples most of the rise happens, when most neighbouring profiled
+/// points are flat. Measured tables are noisy (the GPU table also rises at 16 and 80), so the
+/// width is the one carrying most of the rise rather than the gcd of every step.
 pub fn staircase_width(profile: &Profile) -> Option<u32> {
     let lens = profile.lengths();
-    let mut boundaries = Vec::new();
+    let mut steps: Vec<(u32, f64)> = Vec::new();
     let mut flats = 0;
     for pair in lens.windows(2) {
         let (a, b) = (profile.latency_ms(pair[0], 1), profile.latency_ms(pair[1], 1));
         if b >= a * (1.0 + STEP_RISE) {
-            boundaries.push(pair[1] - 1); // the longest length still on the lower step
+            // The boundary: the multiple of 8 in (a, b], where tiles end.
+            steps.push((pair[1].saturating_sub(1).next_multiple_of(8), (b / a).ln()));
         } else {
             flats += 1;
         }
     }
-    if boundaries.len() < 2 || flats < boundaries.len() {
+    if steps.len() < 2 || flats < steps.len() {
         return None;
     }
-    let width = boundaries.iter().fold(0, |g, &b| gcd(g, b));
-    (width >= 8).then_some(width)
-}
-
-fn gcd(a: u32, b: u32) -> u32 {
-    if b == 0 { a } else { gcd(b, a % b) }
+    let total: f64 = steps.iter().map(|(_, rise)| rise).sum();
+    let max_len = lens.last().copied().unwrap_or(0);
+    (3..16)
+        .map(|p| 1u32 << p)
+        .take_while(|w| *w <= max_len / 2)
+        .filter(|w| {
+            let at: f64 = steps.iter().filter(|(b, _)| b % w == 0).map(|(_, rise)| rise).sum();
+            at >= WIDTH_SHARE * total
+        })
+        .last()
 }
 
 /// The paper's rule: runtimes at w, 2w, …, up to `max_len`, where w is the staircase width, or
@@ -77,8 +88,8 @@ pub fn optimised(
     // best[k][j]: least cost covering bounds[0..=j] with k runtimes, the last at bounds[j].
     let mut best = vec![vec![f64::INFINITY; n]; max_k + 1];
     let mut parent = vec![vec![usize::MAX; n]; max_k + 1];
-    for j in 0..n {
-        best[1][j] = segment(0, j);
+    for (j, cell) in best[1].iter_mut().enumerate() {
+        *cell = segment(0, j);
     }
     for k in 2..=max_k {
         for j in 0..n {
@@ -126,6 +137,19 @@ mod tests {
             (1, len, 1.0 + 0.2 * f64::from((len - 1) / 64))
         });
         Profile::from_points("stairs", points).unwrap()
+    }
+
+    #[test]
+    fn the_gpu_table_has_a_64_token_staircase() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../../shared/data/profiles/distilbert_trt_gpu_bs1-64_seq1-512.json"
+        );
+        let gpu = Profile::load(std::path::Path::new(path)).expect("the shared GPU table");
+        assert_eq!(staircase_width(&gpu), Some(64));
+        let cpu = concat!(env!("CARGO_MANIFEST_DIR"), "/../../profiles/minilm_candle_cpu_2core.json");
+        let cpu = Profile::load(std::path::Path::new(cpu)).unwrap();
+        assert_eq!(staircase_width(&cpu), None, "the CPU curve is smooth");
     }
 
     #[test]

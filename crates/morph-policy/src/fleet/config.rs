@@ -28,7 +28,8 @@ pub struct FleetConfig {
     pub max_lens: Vec<u32>,
     /// Runtimes for a profile without a staircase, and the most the optimised rule may use.
     pub runtimes: u32,
-    /// Longest input served; default: the profile's longest length.
+    /// Longest input served; default: the profile's longest length rounded up to a multiple of 8
+    /// (a table profiled at 1, 5, …, 509 serves 512).
     pub max_len: Option<u32>,
     /// Rows per batch of every runtime (Arlo: 1).
     pub batch: u32,
@@ -88,9 +89,10 @@ impl FleetConfig {
     /// in all; Arlo's paper pairs itself with `target-tracking` and the baselines with `headroom`):
     /// - `arlo`: staircase runtimes, periodic allocation, Algorithm 1;
     /// - `arlo-ilb`, `arlo-ig`: Arlo with the ILB or IG dispatcher (Table 4 ablations);
-    /// - `st`: one static runtime at the longest length, load balanced, headroom scaling;
-    /// - `dt`: one dynamic-shape runtime, load balanced, headroom scaling;
-    /// - `infaas`: the staircase variants split evenly, bin-packing dispatch, headroom scaling.
+    /// - `st`: one static runtime at the longest length, load balanced;
+    /// - `dt`: one dynamic-shape runtime, load balanced;
+    /// - `infaas`: the staircase variants split evenly (no length-aware allocation), first-fit
+    ///   dispatch.
     pub fn preset(name: &str) -> Option<Self> {
         let arlo = Self::default();
         let baseline =
@@ -101,7 +103,7 @@ impl FleetConfig {
             "arlo-ig" => Self { dispatch: DispatchRule::Greedy, ..arlo },
             "st" => baseline(RuntimeSet::Explicit, DispatchRule::Greedy),
             "dt" => baseline(RuntimeSet::Dynamic, DispatchRule::Greedy),
-            "infaas" => baseline(RuntimeSet::Staircase, DispatchRule::BinPack),
+            "infaas" => baseline(RuntimeSet::Staircase, DispatchRule::FirstFit),
             _ => return None,
         })
     }

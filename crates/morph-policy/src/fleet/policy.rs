@@ -74,7 +74,7 @@ fn secs(s: f64) -> Nanos {
 impl FleetPolicy {
     /// `model` gives service times from the profile at the policy's SLO.
     pub fn new(name: impl Into<String>, config: FleetConfig, model: ServiceModel) -> Self {
-        let max_len = config.max_len.unwrap_or_else(|| model.profile().max_len()).max(1);
+        let max_len = config.max_len.unwrap_or_else(|| model.profile().max_len().next_multiple_of(8)).max(1);
         let batch = config.batch.max(1);
         let set: Vec<RuntimeSpec> = match config.runtime_set {
             RuntimeSet::Dynamic => vec![RuntimeSpec::dynamic(max_len, batch)],

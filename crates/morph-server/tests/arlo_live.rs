@@ -1,0 +1,68 @@
+//! Arlo live: the same policy object as in simulation, driving emulated instances over HTTP.
+//! It lays out its runtimes, dispatches by length, re-allocates from the observed lengths and
+//! replaces instances (launching new workers) while serving, and shows all of it in /info and
+//! /metrics.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{client, emulated, post, start};
+use morph_core::{Profile, RuntimeSpec, time::ms_to_nanos};
+use morph_policy::registry::Context;
+use morph_server::EngineKind;
+use serde_json::json;
+
+async fn info(url: &str) -> serde_json::Value {
+    client().get(format!("{url}/info")).send().await.expect("GET /info").json().await.expect("JSON")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn arlo_reallocates_and_replaces_instances_while_serving() {
+    let mut config = emulated(2.0, RuntimeSpec::fixed(512, 1), 64);
+    // Latency grows with length (1 ms at 1 token, 8 ms at 512), so short runtimes are worth it.
+    let profile = Arc::new(Profile::from_points("slope", [(1, 1, 1.0), (1, 512, 8.0)]).unwrap());
+    config.engine = EngineKind::Emulated { profile: profile.clone(), dim: 8 };
+    config.policy = "arlo".into();
+    config.policy_params = json!({"first_allocation_s": 0.3, "period_s": 0.5, "tick_s": 0.05});
+    config.policy_context = Context { profile: Some(profile), slo: Some(ms_to_nanos(40.0)) };
+    config.instances = 4;
+    let server = start(config).await;
+
+    // Four slots over eight runtimes: the longest four, one each.
+    let before = info(&server.url).await;
+    assert_eq!(before["max_input_length"], 512);
+    assert_eq!(before["runtimes"].as_array().unwrap().len(), 4, "{before}");
+    assert_eq!(before["policy"]["instances"]["fixed:512x1"], 1);
+
+    // Only short inputs: the allocation moves instances to the 64-token runtime.
+    let mut answered = 0;
+    for _ in 0..30 {
+        let (status, body) =
+            post(&server.url, "/embed", r#"{"inputs": ["short text", "a few words"]}"#).await;
+        assert_eq!(status, 200, "{body}");
+        answered += body.as_array().unwrap().len();
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+    assert_eq!(answered, 60);
+    let after = info(&server.url).await;
+    let policy = &after["policy"];
+    assert!(policy["counters"]["allocations"].as_u64().unwrap() >= 1, "{policy}");
+    assert!(policy["counters"]["replacements"].as_u64().unwrap() >= 1, "{policy}");
+    assert!(policy["instances"]["fixed:64x1"].as_u64().unwrap() >= 1, "{policy}");
+    assert_eq!(policy["instances"]["fixed:512x1"], 1, "the longest runtime keeps one (Eq. 7)");
+    let runtimes = after["runtimes"].as_array().unwrap();
+    assert!(runtimes.iter().any(|r| r["runtime"] == "fixed:64x1"), "a new worker runs: {after}");
+
+    // A long input still has its runtime.
+    let long = vec!["word"; 400].join(" ");
+    let (status, _) = post(&server.url, "/embed", &json!({ "inputs": long }).to_string()).await;
+    assert_eq!(status, 200);
+
+    let metrics = client().get(format!("{}/metrics", server.url)).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("morph_policy_instances{runtime=\"fixed:64x1\"}"), "{metrics}");
+    assert!(metrics.contains("morph_instances{runtime=\"fixed:512x1\"} 1"), "{metrics}");
+    assert!(metrics.contains("morph_policy_replacements_total"), "{metrics}");
+    server.stop().await;
+}

@@ -1,0 +1,73 @@
+//! Arlo's policy in virtual time: allocation follows the lengths, replacements and scaling
+//! lose no request, and launched instances pay their start-up delay.
+
+use std::sync::Arc;
+
+use morph_core::{Nanos, Policy, Profile, time::ms_to_nanos};
+use morph_policy::registry::{Context, build};
+use morph_sim::cost::Startup;
+use morph_sim::workload::{Arrivals, Lengths};
+use morph_sim::{ProfileCost, Report, SimOptions, Workload, simulate};
+use serde_json::json;
+
+/// A 64-token staircase: 1 ms up to 64 tokens, +0.5 ms per step, profiled to 512.
+fn stairs() -> Profile {
+    let points = (0..32).map(|i| (1, 1 + i * 16, 1.0 + 0.5 * f64::from(i * 16 / 64)));
+    Profile::from_points("stairs", points.chain([(1, 512, 4.5)])).expect("a valid profile")
+}
+
+fn policy(name: &str, params: serde_json::Value) -> Box<dyn Policy> {
+    let ctx = Context { profile: Some(Arc::new(stairs())), slo: Some(ms_to_nanos(20.0)) };
+    build(name, &params, &ctx).expect("a known policy")
+}
+
+fn run(policy: Box<dyn Policy>, slots: usize, workload: Workload, seconds: f64, startup: Nanos) -> Report {
+    let requests = workload.generate(seconds, 3).expect("a workload");
+    let cost = ProfileCost::new(stairs(), 1.0);
+    let layout = policy.layout(slots).expect("fleet policies lay out their runtimes");
+    let options = SimOptions { startup: Startup { cold: startup, warm: startup }, ..SimOptions::default() };
+    let report = simulate(policy, &layout, &cost, &requests, &options);
+    assert_eq!(report.requests, requests.len());
+    assert_eq!(report.completed + report.dropped, report.requests, "every request answered once");
+    report
+}
+
+#[test]
+fn allocation_moves_instances_to_the_runtimes_the_lengths_need() {
+    // Nearly all requests are short: after the first allocation, the 64-token runtime holds
+    // most instances, the 512 one keeps at least one (Eq. 7).
+    let workload = Workload {
+        arrivals: Arrivals::Poisson { rate: 2_000.0 },
+        lengths: Lengths::Uniform { min: 1, max: 60 },
+    };
+    let arlo = policy("arlo", json!({"first_allocation_s": 2.0, "period_s": 5.0}));
+    let r = run(arlo, 8, workload, 12.0, 500_000_000);
+    assert_eq!(r.dropped, 0);
+    let state = &r.policy_state;
+    let short = state["instances"]["fixed:64x1"].as_u64().unwrap();
+    let longest = state["instances"]["fixed:512x1"].as_u64().unwrap();
+    assert!(short >= 5 && longest >= 1, "{state}");
+    assert!(state["counters"]["replacements"].as_u64().unwrap() >= 4, "{state}");
+    assert_eq!(state["draining"], 0);
+    // A replacement hands its slot over at once (the new instance loads in it): eight slots.
+    assert!(r.instances_over_time.iter().all(|(_, n)| *n <= 8), "{:?}", r.instances_over_time);
+    assert!((r.mean_instances - 8.0).abs() < 1e-9, "{}", r.mean_instances);
+}
+
+#[test]
+fn target_tracking_scales_out_under_load_and_in_when_calm() {
+    // 1 200 req/s of 512-token work (3.5 ms each) needs more than the 2 instances it starts
+    // with; then the load stops and the extra instances are released.
+    let workload = Workload {
+        arrivals: Arrivals::Mmpp { rates: vec![1_200.0, 1.0], dwell_s: 20.0 },
+        lengths: Lengths::Fixed { len: 500 },
+    };
+    let params = json!({"runtime_set": "explicit", "max_lens": [512], "allocate": false,
+        "scaling": {"rule": "target-tracking", "scale_in_period_s": 5.0, "window_s": 2.0}});
+    let r = run(policy("arlo", params), 2, workload, 60.0, 200_000_000);
+    let most = r.instances_over_time.iter().map(|(_, n)| *n).max().unwrap();
+    let last = r.instances_over_time.last().unwrap().1;
+    assert!(most >= 5, "scaled out to {most}");
+    assert!(last < most, "scaled back in: {:?}", r.instances_over_time);
+    assert!(r.mean_instances > 2.0 && r.mean_instances < most as f64);
+}
