@@ -42,8 +42,8 @@ pub fn simulate(
     let horizon = requests.last().map_or(0, |r| r.arrival.0);
     let warmup = Time(options.warmup);
     let measured = requests.iter().filter(|r| r.arrival >= warmup).count();
-    let mut rec = Recorder::new(horizon, measured);
     let layout = policy.layout(cluster.len()).unwrap_or_else(|| cluster.to_vec());
+    let mut rec = Recorder::new(layout.len(), horizon, measured);
     let mut instances: Vec<Option<Instance>> =
         layout.iter().map(|&runtime| Some(Instance { runtime, running: Vec::new() })).collect();
     let mut loaded: HashSet<RuntimeSpec> = layout.iter().copied().collect();

@@ -23,12 +23,13 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
-    pub(crate) fn new(horizon: Nanos, requests: usize) -> Self {
+    /// `instances`: the initial ones (launched ones are added as they run).
+    pub(crate) fn new(instances: usize, horizon: Nanos, requests: usize) -> Self {
         Self {
             latencies: Vec::with_capacity(requests),
             requests,
             dropped: 0,
-            busy: Vec::new(),
+            busy: vec![0; instances],
             slots: Vec::new(),
             sample_every: (horizon / QUEUE_SAMPLES).max(1),
             next_sample: Time::ZERO,
