@@ -282,6 +282,7 @@ impl FleetPolicy {
                     .map(|(id, _)| id);
                 if let Some(id) = least_busy {
                     self.counters.scale_ins += 1;
+                    self.scaler.resized();
                     self.drain(id, AfterDrain::Release, actions);
                 }
             }
@@ -301,7 +302,10 @@ impl FleetPolicy {
 
     fn instance_up(&mut self, info: InstanceInfo, actions: &mut Vec<Action>) {
         if let Some(at) = self.starting.iter().position(|(r, _)| *r == info.runtime) {
-            self.starting.remove(at);
+            let (_, replacing) = self.starting.remove(at);
+            if !replacing {
+                self.scaler.resized();
+            }
         }
         self.instances.add(info.id, info.runtime);
         self.queue.add_instance(info.id, info.runtime.max_len, self.model.capacity(info.runtime));

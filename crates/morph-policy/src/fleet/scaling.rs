@@ -87,6 +87,14 @@ impl Scaler {
         }
     }
 
+    /// The cluster changed size (an added instance came up, or one was removed): what was
+    /// observed before says nothing about the new size, so target tracking starts afresh
+    /// (the cool-down of target tracking: judge an action by its effect).
+    pub fn resized(&mut self) {
+        self.latencies.clear();
+        self.calm_since = None;
+    }
+
     pub fn batch_done(&mut self, now: Time, span: Nanos) {
         if self.config.rule == ScalingRule::Headroom {
             self.busy.push_back((now, span));
@@ -108,7 +116,7 @@ impl Scaler {
             ScalingRule::Off => return None,
             ScalingRule::TargetTracking => {
                 if self.latencies.is_empty() {
-                    (false, true)
+                    (false, false)
                 } else {
                     let mut ms: Vec<f64> = self.latencies.iter().map(|(_, l)| nanos_to_ms(*l)).collect();
                     ms.sort_by(f64::total_cmp);
