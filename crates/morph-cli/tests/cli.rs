@@ -118,4 +118,16 @@ fn misuse_gets_one_clear_line() {
     let out = morph().args(["serve", "--runtime", "fixed:128"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("is not KIND:MAX_LENxMAX_BATCH"), "{err}");
+    let profile = concat!(env!("CARGO_MANIFEST_DIR"), "/../../profiles/minilm_candle_cpu_2core.json");
+    let fleet = ["serve", "--port", "0", "--engine", "emulated", "--profile", profile, "--policy"];
+    let out = morph().args(fleet).arg("arlo").env_remove("RUST_BACKTRACE").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("policy 'arlo' needs an SLO"), "{err}");
+    let out = morph()
+        .args(fleet)
+        .args(["st", "--slo-ms", "100", "--policy-params", r#"{"lamda": 1}"#])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("unknown field `lamda`"), "{err}");
 }
