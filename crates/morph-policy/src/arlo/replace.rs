@@ -2,6 +2,7 @@
 //! fewest instances. Each runtime with more instances than its target gives up its surplus,
 //! least loaded first; each one with fewer receives them. Σ surplus replacements is the
 //! minimum: one replacement lowers one runtime's count by one and raises another's by one.
+//! The order spreads the replacements over the runtimes that give instances up.
 
 use std::collections::BTreeMap;
 
@@ -22,19 +23,29 @@ pub fn plan(current: &[(InstanceId, RuntimeSpec, usize)], target: &[(RuntimeSpec
         by_runtime.entry(key(runtime)).or_default().push((load, id, runtime));
     }
     let want = |r: RuntimeSpec| target.iter().filter(|(t, _)| *t == r).map(|(_, n)| *n).sum::<usize>();
-    let mut freed: Vec<(usize, InstanceId)> = Vec::new();
+    // Surplus per runtime, least loaded first.
+    let mut surplus: Vec<(usize, std::vec::IntoIter<InstanceId>)> = Vec::new();
     for group in by_runtime.values_mut() {
         group.sort_by_key(|(load, id, _)| (*load, *id));
-        let surplus = group.len().saturating_sub(want(group[0].2));
-        freed.extend(group.iter().take(surplus).map(|(load, id, _)| (*load, *id)));
+        let n = group.len().saturating_sub(want(group[0].2));
+        let ids: Vec<InstanceId> = group.iter().take(n).map(|(_, id, _)| *id).collect();
+        surplus.push((group.len(), ids.into_iter()));
     }
-    freed.sort();
+    // Take from the runtime with the most instances left in service first, so a batch of
+    // replacements thins every runtime a little rather than emptying one.
+    let mut freed: Vec<InstanceId> = Vec::new();
+    while let Some((left, ids)) =
+        surplus.iter_mut().filter(|(_, ids)| ids.len() > 0).max_by_key(|(left, _)| *left)
+    {
+        freed.extend(ids.next());
+        *left -= 1;
+    }
     let mut receivers: Vec<RuntimeSpec> = Vec::new();
     for &(runtime, n) in target {
         let have = by_runtime.get(&key(runtime)).map_or(0, Vec::len);
         receivers.extend(std::iter::repeat_n(runtime, n.saturating_sub(have)));
     }
-    freed.into_iter().zip(receivers).map(|((_, id), runtime)| (id, runtime)).collect()
+    freed.into_iter().zip(receivers).collect()
 }
 
 /// Orders runtimes by max length (then kind and batch) so plans are deterministic.
