@@ -114,10 +114,6 @@ impl FleetPolicy {
         }
     }
 
-    pub fn runtimes(&self) -> &[RuntimeSpec] {
-        &self.set
-    }
-
     fn largest(&self) -> RuntimeSpec {
         self.set[self.set.len() - 1]
     }

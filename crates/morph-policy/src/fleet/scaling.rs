@@ -77,10 +77,6 @@ impl Scaler {
         Self { config, slo, latencies: VecDeque::new(), busy: VecDeque::new(), calm_since: None }
     }
 
-    pub fn config(&self) -> &ScalingConfig {
-        &self.config
-    }
-
     pub fn completed(&mut self, now: Time, latency: Nanos) {
         if self.config.rule == ScalingRule::TargetTracking {
             self.latencies.push_back((now, latency));
