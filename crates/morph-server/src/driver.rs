@@ -192,21 +192,21 @@ impl Driver {
 
     /// Loads a new instance and tells the policy it is up (or that it failed).
     fn launch(self: Arc<Self>, runtime: RuntimeSpec) {
-        let event = match self.launcher.start(runtime) {
+        let effects = match self.launcher.start(runtime) {
             Ok(worker) => {
                 let mut state = self.lock();
                 let id = InstanceId(state.next_instance);
                 state.next_instance += 1;
                 state.instances.insert(id, worker);
                 tracing::info!(instance = %id, %runtime, "instance up");
-                Event::InstanceUp(InstanceInfo { id, runtime })
+                self.decide(&mut state, Event::InstanceUp(InstanceInfo { id, runtime }))
             }
             Err(e) => {
                 tracing::error!(%runtime, error = %e, "launching an instance failed");
-                Event::LaunchFailed { runtime }
+                self.decide(&mut self.lock(), Event::LaunchFailed { runtime })
             }
         };
-        self.on_event(event);
+        self.apply(effects);
     }
 
     async fn run_batch(self: Arc<Self>, instance: InstanceId, batch: Vec<Waiting>) {

@@ -29,9 +29,10 @@ struct Instance {
     running: Vec<RequestId>,
 }
 
-/// Runs `requests` through `policy` on `cluster` (one runtime per initial instance, unless the
-/// policy lays out its own with [`Policy::layout`]), with batch times from `cost`. Instances the
-/// policy launches come up after the start-up delay; retired ones free their slot at once.
+/// Runs `requests` through `policy` on `cluster` (one runtime per initial instance; for a policy
+/// that lays out its own, the caller passes [`Policy::layout`]), with batch times from `cost`.
+/// Instances the policy launches come up after the start-up delay; retired ones free their slot
+/// at once.
 pub fn simulate(
     mut policy: Box<dyn Policy>,
     cluster: &[RuntimeSpec],
@@ -42,16 +43,15 @@ pub fn simulate(
     let horizon = requests.last().map_or(0, |r| r.arrival.0);
     let warmup = Time(options.warmup);
     let measured = requests.iter().filter(|r| r.arrival >= warmup).count();
-    let layout = policy.layout(cluster.len()).unwrap_or_else(|| cluster.to_vec());
-    let mut rec = Recorder::new(layout.len(), horizon, measured);
+    let mut rec = Recorder::new(cluster.len(), horizon, measured);
     let mut instances: Vec<Option<Instance>> =
-        layout.iter().map(|&runtime| Some(Instance { runtime, running: Vec::new() })).collect();
-    let mut loaded: HashSet<RuntimeSpec> = layout.iter().copied().collect();
-    let mut slots = layout.len();
+        cluster.iter().map(|&runtime| Some(Instance { runtime, running: Vec::new() })).collect();
+    let mut loaded: HashSet<RuntimeSpec> = cluster.iter().copied().collect();
+    let mut slots = cluster.len();
     rec.slots(Time::ZERO, slots);
     let mut events = EventQueue::default();
     let mut actions = Vec::new();
-    for (i, &runtime) in layout.iter().enumerate() {
+    for (i, &runtime) in cluster.iter().enumerate() {
         let info = InstanceInfo { id: InstanceId(i as u32), runtime };
         policy.on_event(Time::ZERO, Event::InstanceUp(info), &mut actions);
     }

@@ -296,12 +296,15 @@ impl FleetPolicy {
         self.advance_plan(actions);
     }
 
+    /// A launch of `runtime` ended (up or failed): whether it was part of a replacement.
+    fn take_starting(&mut self, runtime: RuntimeSpec) -> Option<bool> {
+        let at = self.starting.iter().position(|(r, _)| *r == runtime)?;
+        Some(self.starting.remove(at).1)
+    }
+
     fn instance_up(&mut self, info: InstanceInfo, actions: &mut Vec<Action>) {
-        if let Some(at) = self.starting.iter().position(|(r, _)| *r == info.runtime) {
-            let (_, replacing) = self.starting.remove(at);
-            if !replacing {
-                self.scaler.resized();
-            }
+        if self.take_starting(info.runtime) == Some(false) {
+            self.scaler.resized();
         }
         self.instances.add(info.id, info.runtime);
         self.queue.add_instance(info.id, info.runtime.max_len, self.model.capacity(info.runtime));
@@ -318,9 +321,7 @@ impl Policy for FleetPolicy {
         match event {
             Event::InstanceUp(info) => self.instance_up(info, actions),
             Event::LaunchFailed { runtime } => {
-                if let Some(at) = self.starting.iter().position(|(r, _)| *r == runtime) {
-                    self.starting.remove(at);
-                }
+                self.take_starting(runtime);
             }
             Event::Arrival(request) => self.arrival(request, actions),
             Event::BatchDone { instance } => self.batch_done(now, instance, actions),
