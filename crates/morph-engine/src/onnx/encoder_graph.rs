@@ -1,0 +1,247 @@
+//! The ONNX graph of a BERT-family encoder, written from its checkpoint: embeddings, masked
+//! multi-head self-attention, erf-GELU feed-forward, post-layer norms, pooling. It computes
+//! what [`crate::bert::BertModel`] computes, in the op patterns ONNX Runtime's optimiser
+//! fuses (GELU, LayerNormalization, MatMul + bias).
+//!
+//! A [`GraphSpec`] chooses the shape (every dimension fixed, or free), the layer range (a
+//! pipeline stage: a graph that does not start at layer 0 takes hidden states in, one that
+//! does not end at the last layer hands hidden states out), and the output.
+
+use std::ops::Range;
+
+use candle_core::Tensor;
+
+use super::builder::Builder;
+use super::proto::{Attr, DataType, Dim, Graph, ValueInfo};
+use crate::EngineError;
+use crate::checkpoint::Checkpoint;
+use crate::pooling::Pooling;
+
+/// Token ids `[batch, len]`, int64 (graphs starting at layer 0).
+pub const INPUT_IDS: &str = "input_ids";
+/// 1 for real tokens, 0 for padding, `[batch, len]`, int64 (every graph).
+pub const ATTENTION_MASK: &str = "attention_mask";
+/// Hidden states `[batch, len, hidden]` coming in (graphs starting past layer 0).
+pub const HIDDEN_IN: &str = "hidden_in";
+/// Hidden states `[batch, len, hidden]` going out ([`GraphOutput::Hidden`]).
+pub const HIDDEN_OUT: &str = "last_hidden_state";
+/// Pooled vectors `[batch, hidden]`, unnormalised ([`GraphOutput::Pooled`]).
+pub const POOLED: &str = "pooled";
+
+/// Additive attention bias of a padded key (as in the candle encoder).
+const MASKED: f32 = -1e9;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GraphOutput {
+    /// One vector per sequence (needs the graph to end at the last layer).
+    Pooled(Pooling),
+    /// The hidden states after the last layer of the range.
+    Hidden,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GraphSpec {
+    /// `(batch, len)` with every dimension fixed, or `None` for free `batch` and `sequence`.
+    pub shape: Option<(u32, u32)>,
+    /// Encoder layers computed, `0..num_hidden_layers` for the whole model.
+    pub layers: Range<usize>,
+    pub output: GraphOutput,
+}
+
+impl GraphSpec {
+    /// The whole model, pooled, at one shape.
+    pub fn pooled(shape: Option<(u32, u32)>, pooling: Pooling, layers: usize) -> Self {
+        Self { shape, layers: 0..layers, output: GraphOutput::Pooled(pooling) }
+    }
+}
+
+/// Writes the graph `spec` describes for `checkpoint`.
+pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph, EngineError> {
+    let cfg = &checkpoint.config;
+    let bad = |detail: String| Err(EngineError::Load(format!("ONNX graph: {detail}")));
+    if spec.layers.start >= spec.layers.end || spec.layers.end > cfg.num_hidden_layers {
+        return bad(format!("layers {:?} outside 0..{}", spec.layers, cfg.num_hidden_layers));
+    }
+    if matches!(spec.output, GraphOutput::Pooled(_)) && spec.layers.end != cfg.num_hidden_layers {
+        return bad("a pooled output needs the range to end at the last layer".into());
+    }
+    if cfg.hidden_act != "gelu" {
+        return bad(format!("hidden_act '{}' is not supported (only 'gelu')", cfg.hidden_act));
+    }
+    if let Some((_, len)) = spec.shape
+        && len as usize > cfg.max_position_embeddings
+    {
+        return bad(format!("length {len} beyond the model's {} positions", cfg.max_position_embeddings));
+    }
+    let (batch, len) = match spec.shape {
+        Some((b, l)) => (Dim::Fixed(b.into()), Dim::Fixed(l.into())),
+        None => (Dim::Free("batch"), Dim::Free("sequence")),
+    };
+    let hidden = Dim::Fixed(cfg.hidden_size as i64);
+    let mut g = Writer { g: Builder::new("morph-encoder"), ckpt: checkpoint };
+    let tensor = |name: &str, elem, dims: &[&Dim]| ValueInfo {
+        name: name.to_string(),
+        elem,
+        dims: dims.iter().map(|d| (*d).clone()).collect(),
+    };
+    g.g.input(tensor(ATTENTION_MASK, DataType::Int64, &[&batch, &len]));
+    let mask = g.g.op("Cast", &[ATTENTION_MASK], vec![("to", Attr::Int(DataType::Float as i64))]);
+    let bias = g.attention_bias(&mask);
+    let mut x = if spec.layers.start == 0 {
+        g.g.input(tensor(INPUT_IDS, DataType::Int64, &[&batch, &len]));
+        g.embeddings()?
+    } else {
+        g.g.input(tensor(HIDDEN_IN, DataType::Float, &[&batch, &len, &hidden]));
+        HIDDEN_IN.to_string()
+    };
+    for layer in spec.layers.clone() {
+        x = g.layer(layer, &x, &bias)?;
+    }
+    match spec.output {
+        GraphOutput::Hidden => {
+            g.g.name_output(&x, HIDDEN_OUT);
+            g.g.output(tensor(HIDDEN_OUT, DataType::Float, &[&batch, &len, &hidden]));
+        }
+        GraphOutput::Pooled(pooling) => {
+            let pooled = g.pool(pooling, &x, &mask);
+            g.g.name_output(&pooled, POOLED);
+            g.g.output(tensor(POOLED, DataType::Float, &[&batch, &hidden]));
+        }
+    }
+    Ok(g.g.finish())
+}
+
+struct Writer<'a> {
+    g: Builder,
+    ckpt: &'a Checkpoint,
+}
+
+/// A tensor's values, row-major.
+fn values(t: &Tensor) -> Result<Vec<f32>, EngineError> {
+    Ok(t.to_dtype(candle_core::DType::F32)?.flatten_all()?.to_vec1::<f32>()?)
+}
+
+impl Writer<'_> {
+    fn weight(&mut self, name: &str) -> Result<String, EngineError> {
+        let t = self.ckpt.get(name)?;
+        let dims = t.dims().to_vec();
+        let data = values(t)?;
+        Ok(self.g.f32s(name, &dims, data))
+    }
+
+    /// `x · Wᵀ + b` for the Hugging Face `Linear` at `prefix` (weight `[out, in]`), with the
+    /// weight and bias multiplied by `scale`.
+    fn linear(&mut self, x: &str, prefix: &str, scale: f64) -> Result<String, EngineError> {
+        let w = self.ckpt.get(&format!("{prefix}.weight"))?;
+        let b = self.ckpt.get(&format!("{prefix}.bias"))?;
+        let wt = (w.t()?.contiguous()? * scale)?;
+        let dims = wt.dims().to_vec();
+        let wt = self.g.f32s(&format!("{prefix}.weight"), &dims, values(&wt)?);
+        let b = self.g.f32s(&format!("{prefix}.bias"), &[b.dims1()?], values(&(b * scale)?)?);
+        let xw = self.g.op("MatMul", &[x, &wt], vec![]);
+        Ok(self.g.op("Add", &[&xw, &b], vec![]))
+    }
+
+    fn layer_norm(&mut self, x: &str, prefix: &str) -> Result<String, EngineError> {
+        let w = self.weight(&format!("{prefix}.weight"))?;
+        let b = self.weight(&format!("{prefix}.bias"))?;
+        let attrs = vec![("axis", Attr::Int(-1)), ("epsilon", Attr::Float(self.ckpt.config.layer_norm_eps as f32))];
+        Ok(self.g.op("LayerNormalization", &[x, &w, &b], attrs))
+    }
+
+    /// `(mask − 1) · 1e9` as `[batch, 1, 1, len]`: 0 for real keys, −1e9 for padding.
+    fn attention_bias(&mut self, mask: &str) -> String {
+        let one = self.g.scalar(1.0);
+        let shifted = self.g.op("Sub", &[mask, &one], vec![]);
+        let big = self.g.scalar(-MASKED);
+        let bias = self.g.op("Mul", &[&shifted, &big], vec![]);
+        let axes = self.g.i64s(&[1, 2]);
+        self.g.op("Unsqueeze", &[&bias, &axes], vec![])
+    }
+
+    /// Word embeddings plus position embeddings (token type 0 folded in), layer-normed.
+    fn embeddings(&mut self) -> Result<String, EngineError> {
+        let word = self.weight("embeddings.word_embeddings.weight")?;
+        let tokens = self.g.op("Gather", &[&word, INPUT_IDS], vec![("axis", Attr::Int(0))]);
+        let positions = self.ckpt.get("embeddings.position_embeddings.weight")?;
+        let types = self.ckpt.get("embeddings.token_type_embeddings.weight")?;
+        let table = positions.broadcast_add(&types.get(0)?)?;
+        let dims = table.dims().to_vec();
+        let table = self.g.f32s("embeddings.position_and_type", &dims, values(&table)?);
+        let len = self.g.op("Shape", &[INPUT_IDS], vec![("start", Attr::Int(1)), ("end", Attr::Int(2))]);
+        let zero = self.g.i64s(&[0]);
+        let rows = self.g.op("Slice", &[&table, &zero, &len, &zero], vec![]);
+        let sum = self.g.op("Add", &[&tokens, &rows], vec![]);
+        self.layer_norm(&sum, "embeddings.LayerNorm")
+    }
+
+    /// One encoder layer: self-attention and feed-forward, each with a residual and a norm.
+    fn layer(&mut self, i: usize, x: &str, bias: &str) -> Result<String, EngineError> {
+        let cfg = &self.ckpt.config;
+        let (h, heads) = (cfg.hidden_size, cfg.num_attention_heads);
+        let d = h / heads;
+        let p = format!("encoder.layer.{i}");
+        // softmax(Q·Kᵀ/√d + bias)·V; the 1/√d is folded into the query projection.
+        let q = self.linear(x, &format!("{p}.attention.self.query"), 1.0 / (d as f64).sqrt())?;
+        let k = self.linear(x, &format!("{p}.attention.self.key"), 1.0)?;
+        let v = self.linear(x, &format!("{p}.attention.self.value"), 1.0)?;
+        let split = self.g.i64s(&[0, 0, heads as i64, d as i64]);
+        let mut heads_of = |t: &str, perm: [i64; 4]| {
+            let r = self.g.op("Reshape", &[t, &split], vec![]);
+            self.g.op("Transpose", &[&r], vec![("perm", Attr::Ints(perm.to_vec()))])
+        };
+        let q = heads_of(&q, [0, 2, 1, 3]);
+        let k = heads_of(&k, [0, 2, 3, 1]);
+        let v = heads_of(&v, [0, 2, 1, 3]);
+        let scores = self.g.op("MatMul", &[&q, &k], vec![]);
+        let scores = self.g.op("Add", &[&scores, bias], vec![]);
+        let probs = self.g.op("Softmax", &[&scores], vec![("axis", Attr::Int(-1))]);
+        let context = self.g.op("MatMul", &[&probs, &v], vec![]);
+        let context = self.g.op("Transpose", &[&context], vec![("perm", Attr::Ints(vec![0, 2, 1, 3]))]);
+        let merge = self.g.i64s(&[0, 0, h as i64]);
+        let context = self.g.op("Reshape", &[&context, &merge], vec![]);
+        let attn = self.linear(&context, &format!("{p}.attention.output.dense"), 1.0)?;
+        let x = self.g.op("Add", &[&attn, x], vec![]);
+        let x = self.layer_norm(&x, &format!("{p}.attention.output.LayerNorm"))?;
+        let inner = self.linear(&x, &format!("{p}.intermediate.dense"), 1.0)?;
+        let inner = self.gelu(&inner);
+        let out = self.linear(&inner, &format!("{p}.output.dense"), 1.0)?;
+        let out = self.g.op("Add", &[&out, &x], vec![]);
+        self.layer_norm(&out, &format!("{p}.output.LayerNorm"))
+    }
+
+    /// `x · ½ · (1 + erf(x / √2))`, the pattern ONNX Runtime fuses into one Gelu kernel.
+    fn gelu(&mut self, x: &str) -> String {
+        let sqrt2 = self.g.scalar(std::f32::consts::SQRT_2);
+        let one = self.g.scalar(1.0);
+        let half = self.g.scalar(0.5);
+        let scaled = self.g.op("Div", &[x, &sqrt2], vec![]);
+        let erf = self.g.op("Erf", &[&scaled], vec![]);
+        let shifted = self.g.op("Add", &[&erf, &one], vec![]);
+        let times_x = self.g.op("Mul", &[x, &shifted], vec![]);
+        self.g.op("Mul", &[&times_x, &half], vec![])
+    }
+
+    /// `[batch, len, hidden]` → `[batch, hidden]`; `mask` is the float mask `[batch, len]`.
+    fn pool(&mut self, pooling: Pooling, x: &str, mask: &str) -> String {
+        match pooling {
+            Pooling::Cls => {
+                let first = self.g.i64s(&[0]);
+                let cls = self.g.op("Gather", &[x, &first], vec![("axis", Attr::Int(1))]);
+                let axis = self.g.i64s(&[1]);
+                self.g.op("Squeeze", &[&cls, &axis], vec![])
+            }
+            Pooling::Mean => {
+                let last = self.g.i64s(&[2]);
+                let weights = self.g.op("Unsqueeze", &[mask, &last], vec![]);
+                let masked = self.g.op("Mul", &[x, &weights], vec![]);
+                let seq = self.g.i64s(&[1]);
+                let sum = self.g.op("ReduceSum", &[&masked, &seq], vec![("keepdims", Attr::Int(0))]);
+                let count = self.g.op("ReduceSum", &[mask, &seq], vec![("keepdims", Attr::Int(1))]);
+                let one = self.g.scalar(1.0);
+                let count = self.g.op("Max", &[&count, &one], vec![]);
+                self.g.op("Div", &[&sum, &count], vec![])
+            }
+        }
+    }
+}

@@ -1,0 +1,10 @@
+//! Morph's ONNX writer: the protobuf messages of an ONNX model, a graph builder, and the
+//! BERT-family encoder graph written from a checkpoint.
+
+mod builder;
+mod encoder_graph;
+pub mod proto;
+
+pub use encoder_graph::{
+    ATTENTION_MASK, GraphOutput, GraphSpec, HIDDEN_IN, HIDDEN_OUT, INPUT_IDS, POOLED, encoder_graph,
+};
