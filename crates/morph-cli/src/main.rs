@@ -1,6 +1,7 @@
 //! `morph`: serve transformer models that adapt to the shape of each request.
 
 mod bench;
+mod engine_args;
 mod model_args;
 mod plots;
 mod profile;
@@ -20,8 +21,9 @@ struct Cli {
 enum Command {
     /// Start the HTTP server (fetches the default model on first run).
     Serve(serve::ServeArgs),
-    /// Download the model into MORPH_HOME (default ~/.cache/morph) and print where it is.
-    Fetch(model_args::ModelArgs),
+    /// Download the model (and, unless --engine candle, the ONNX Runtime library) into
+    /// MORPH_HOME (default ~/.cache/morph) and print where they are.
+    Fetch(FetchArgs),
     /// Measure the engine's median batch latency over a grid of lengths and batch sizes.
     Profile(profile::ProfileArgs),
     /// Send an open-loop request stream to a running server and report latency.
@@ -30,19 +32,30 @@ enum Command {
     Simulate(simulate::SimulateArgs),
 }
 
+#[derive(Debug, clap::Args)]
+struct FetchArgs {
+    #[command(flatten)]
+    model: model_args::ModelArgs,
+    #[command(flatten)]
+    engine: engine_args::EngineArgs,
+}
+
 fn main() -> anyhow::Result<()> {
     morph_engine::tuning::reexec_tuned();
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,ort=warn".into()),
         )
         .with_writer(std::io::stderr)
         .init();
     match Cli::parse().command {
         Command::Serve(args) => serve::run(args),
         Command::Fetch(args) => {
-            let files = args.fetch()?;
+            let files = args.model.fetch()?;
             println!("{}", files.dir.display());
+            if let morph_server::EngineKind::Ort { library } = args.engine.real()? {
+                println!("{}", library.display());
+            }
             Ok(())
         }
         Command::Profile(args) => profile::run(args),

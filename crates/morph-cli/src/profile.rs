@@ -1,19 +1,22 @@
-//! `morph profile`: measure the candle engine into a profile JSON.
+//! `morph profile`: measure an engine (ONNX Runtime or candle) into a profile JSON.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use morph_engine::measure::{MeasurePlan, measure_profile};
-use morph_engine::{CandleRuntime, Encoder, Engine, Pooling};
+use morph_engine::Pooling;
+use morph_server::Launcher;
 
+use crate::engine_args::EngineArgs;
 use crate::model_args::ModelArgs;
 
 #[derive(Debug, Args)]
 pub(crate) struct ProfileArgs {
     #[command(flatten)]
     model: ModelArgs,
+    #[command(flatten)]
+    engine: EngineArgs,
     /// Where to write the profile (schema: see morph_core::profile).
     #[arg(long)]
     out: PathBuf,
@@ -33,21 +36,22 @@ pub(crate) struct ProfileArgs {
 
 pub(crate) fn run(args: ProfileArgs) -> anyhow::Result<()> {
     let files = args.model.fetch()?;
-    let encoder = Arc::new(Encoder::load(&files, Pooling::from_model_dir(&files.dir))?);
+    let kind = args.engine.real()?;
+    let launcher = Launcher::new(&files, Pooling::from_model_dir(&files.dir), &kind)?;
     let plan = MeasurePlan { lens: args.lens, batches: args.batches, warmup: args.warmup, runs: args.runs };
     let bar = ProgressBar::new(plan.points() as u64);
     bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} points, {elapsed} {msg}")?);
     let mut profile = measure_profile(
         &files.name,
         &plan,
-        &mut |spec| Ok(Box::new(CandleRuntime::new(encoder.clone(), spec)?) as Box<dyn Engine>),
+        &mut |spec| launcher.engine(spec),
         &mut |len, batch, ms| {
             bar.set_message(format!("b{batch} l{len}: {ms:.2} ms"));
             bar.inc(1);
         },
     )?;
     bar.finish();
-    profile.engine = Some("candle-cpu".into());
+    profile.engine = Some(format!("{}-cpu", kind.label()));
     profile.device = Some(format!("{} threads", std::thread::available_parallelism().map_or(1, |n| n.get())));
     profile.runs = Some(plan.runs);
     std::fs::write(&args.out, profile.to_json())?;

@@ -5,21 +5,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use morph_core::{Profile, RuntimeSpec, time::ms_to_nanos};
 use morph_engine::Pooling;
 use morph_policy::registry;
 use morph_server::{EngineKind, Server, ServerConfig};
 
+use crate::engine_args::{EngineArg, EngineArgs};
 use crate::model_args::ModelArgs;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum EngineArg {
-    /// Compute with the candle encoder on the CPU.
-    Candle,
-    /// Sleep for the latency a profile gives (needs --profile); vectors are placeholders.
-    Emulated,
-}
 
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
@@ -52,8 +45,8 @@ pub(crate) struct ServeArgs {
     /// Latency SLO in ms for the fleet policies (capacity per instance, autoscaling targets).
     #[arg(long)]
     slo_ms: Option<f64>,
-    #[arg(long, value_enum, default_value = "candle")]
-    engine: EngineArg,
+    #[command(flatten)]
+    engine: EngineArgs,
     /// Latency profile (JSON, see `morph profile`): what emulated instances take, and what the
     /// fleet policies plan with.
     #[arg(long)]
@@ -84,12 +77,12 @@ impl ServeArgs {
             Some(path) => Some(Arc::new(Profile::load(path)?)),
             None => None,
         };
-        let engine = match (self.engine, &profile) {
-            (EngineArg::Candle, _) => EngineKind::Candle,
+        let engine = match (self.engine.engine, &profile) {
             (EngineArg::Emulated, Some(profile)) => {
                 EngineKind::Emulated { profile: profile.clone(), dim: self.emulated_dim }
             }
             (EngineArg::Emulated, None) => anyhow::bail!("--engine emulated needs --profile FILE"),
+            _ => self.engine.real()?,
         };
         let mut policy_params: serde_json::Value = serde_json::from_str(&self.policy_params)
             .with_context(|| format!("--policy-params is not JSON: {}", self.policy_params))?;

@@ -34,6 +34,10 @@ pub enum FetchError {
     Missing { dir: PathBuf, file: &'static str },
     #[error("Hugging Face hub download of {id} failed: {detail}")]
     Hub { id: String, detail: String },
+    #[error("the ONNX Runtime library {path} (from {from}) does not exist")]
+    NoLibrary { path: PathBuf, from: &'static str },
+    #[error("no pinned ONNX Runtime build for this platform (x86-64 Linux only); {instead}")]
+    Unsupported { instead: &'static str },
     #[error("{context}: {source}")]
     Io { context: String, source: std::io::Error },
 }

@@ -41,16 +41,10 @@ pub fn onnxruntime_library(explicit: Option<&Path>, home: &Path, pip: &Pip) -> R
         if path.is_file() {
             return Ok(path);
         }
-        return Err(FetchError::Io {
-            context: format!("the ONNX Runtime library {} (from {from})", path.display()),
-            source: std::io::Error::from(std::io::ErrorKind::NotFound),
-        });
+        return Err(FetchError::NoLibrary { path, from });
     }
     if !(cfg!(target_os = "linux") && cfg!(target_arch = "x86_64")) {
-        return Err(FetchError::Io {
-            context: format!("Morph pins an ONNX Runtime build for x86-64 Linux only; {}", WHEEL.instead),
-            source: std::io::Error::from(std::io::ErrorKind::Unsupported),
-        });
+        return Err(FetchError::Unsupported { instead: WHEEL.instead });
     }
     let dir = home.join("onnxruntime").join(ORT_VERSION);
     let library = dir.join(LIBRARY);

@@ -142,6 +142,24 @@ impl Writer<'_> {
         Ok(self.g.op("Add", &[&xw, &b], vec![]))
     }
 
+    /// The query, key and value projections at `prefix` as one `[hidden, 3·hidden]` matmul;
+    /// the query part is multiplied by `query_scale`.
+    fn qkv(&mut self, x: &str, prefix: &str, query_scale: f64) -> Result<String, EngineError> {
+        let mut weights = Vec::new();
+        let mut biases = Vec::new();
+        for (part, scale) in [("query", query_scale), ("key", 1.0), ("value", 1.0)] {
+            weights.push((self.ckpt.get(&format!("{prefix}.{part}.weight"))? * scale)?);
+            biases.push((self.ckpt.get(&format!("{prefix}.{part}.bias"))? * scale)?);
+        }
+        let w = Tensor::cat(&weights, 0)?.t()?.contiguous()?;
+        let b = Tensor::cat(&biases, 0)?;
+        let dims = w.dims().to_vec();
+        let w = self.g.f32s(&format!("{prefix}.qkv.weight"), &dims, values(&w)?);
+        let b = self.g.f32s(&format!("{prefix}.qkv.bias"), &[b.dims1()?], values(&b)?);
+        let xw = self.g.op("MatMul", &[x, &w], vec![]);
+        Ok(self.g.op("Add", &[&xw, &b], vec![]))
+    }
+
     fn layer_norm(&mut self, x: &str, prefix: &str) -> Result<String, EngineError> {
         let w = self.weight(&format!("{prefix}.weight"))?;
         let b = self.weight(&format!("{prefix}.bias"))?;
@@ -181,18 +199,20 @@ impl Writer<'_> {
         let (h, heads) = (cfg.hidden_size, cfg.num_attention_heads);
         let d = h / heads;
         let p = format!("encoder.layer.{i}");
-        // softmax(Q·Kᵀ/√d + bias)·V; the 1/√d is folded into the query projection.
-        let q = self.linear(x, &format!("{p}.attention.self.query"), 1.0 / (d as f64).sqrt())?;
-        let k = self.linear(x, &format!("{p}.attention.self.key"), 1.0)?;
-        let v = self.linear(x, &format!("{p}.attention.self.value"), 1.0)?;
+        // softmax(Q·Kᵀ/√d + bias)·V with one projection matmul for Q, K and V; the 1/√d is
+        // folded into the query weights.
+        let qkv = self.qkv(x, &format!("{p}.attention.self"), 1.0 / (d as f64).sqrt())?;
         let split = self.g.i64s(&[0, 0, heads as i64, d as i64]);
-        let mut heads_of = |t: &str, perm: [i64; 4]| {
-            let r = self.g.op("Reshape", &[t, &split], vec![]);
+        let mut heads_of = |part: i64, perm: [i64; 4]| {
+            let (start, end, axis) =
+                (self.g.i64s(&[part * h as i64]), self.g.i64s(&[(part + 1) * h as i64]), self.g.i64s(&[2]));
+            let t = self.g.op("Slice", &[&qkv, &start, &end, &axis], vec![]);
+            let r = self.g.op("Reshape", &[&t, &split], vec![]);
             self.g.op("Transpose", &[&r], vec![("perm", Attr::Ints(perm.to_vec()))])
         };
-        let q = heads_of(&q, [0, 2, 1, 3]);
-        let k = heads_of(&k, [0, 2, 3, 1]);
-        let v = heads_of(&v, [0, 2, 1, 3]);
+        let q = heads_of(0, [0, 2, 1, 3]);
+        let k = heads_of(1, [0, 2, 3, 1]);
+        let v = heads_of(2, [0, 2, 1, 3]);
         let scores = self.g.op("MatMul", &[&q, &k], vec![]);
         let scores = self.g.op("Add", &[&scores, bias], vec![]);
         let probs = self.g.op("Softmax", &[&scores], vec![("axis", Attr::Int(-1))]);

@@ -1,0 +1,52 @@
+//! `--engine` and `--ort-library`, shared by `serve` and `profile`.
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use morph_engine::fetch::{Pip, morph_home};
+use morph_engine::ort_library::onnxruntime_library;
+use morph_server::EngineKind;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum EngineArg {
+    /// ONNX Runtime when its library is given or can be fetched, else candle (with a warning).
+    Auto,
+    /// ONNX Runtime 1.31 running the graph Morph writes for each runtime shape.
+    Ort,
+    /// The candle encoder on the CPU.
+    Candle,
+    /// Sleep for the latency a profile gives (serve only; needs --profile); vectors are
+    /// placeholders.
+    Emulated,
+}
+
+#[derive(Debug, Clone, Args)]
+pub(crate) struct EngineArgs {
+    /// What computes the batches.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub(crate) engine: EngineArg,
+    /// The ONNX Runtime shared library (libonnxruntime.so, version 1.31). Default:
+    /// $ORT_DYLIB_PATH, else the copy in MORPH_HOME, fetched from the PyPI onnxruntime wheel
+    /// on first use.
+    #[arg(long)]
+    pub(crate) ort_library: Option<PathBuf>,
+}
+
+impl EngineArgs {
+    /// The engine for a real model: ONNX Runtime or candle (`emulated` is the caller's case).
+    pub(crate) fn real(&self) -> anyhow::Result<EngineKind> {
+        let library = || onnxruntime_library(self.ort_library.as_deref(), &morph_home(), &Pip::from_env());
+        match self.engine {
+            EngineArg::Ort => Ok(EngineKind::Ort { library: library()? }),
+            EngineArg::Candle => Ok(EngineKind::Candle),
+            EngineArg::Auto => match library() {
+                Ok(library) => Ok(EngineKind::Ort { library }),
+                Err(e) => {
+                    tracing::warn!("ONNX Runtime unavailable ({e}); using the candle engine");
+                    Ok(EngineKind::Candle)
+                }
+            },
+            EngineArg::Emulated => anyhow::bail!("--engine emulated is for `morph serve` with --profile"),
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! ONNX Runtime on Morph's own graph against the candle encoder, in one run: median ms for
+//! batch 1 and 8 over lengths 8…512 on fixed-shape runtimes, and the ratio candle / ONNX.
+//! Both engines run in this process with Morph's process tuning; rounds alternate the two
+//! shape by shape, so host noise hits both alike.
+//!
+//! `cargo bench -p morph-engine --bench ort_latency [-- --runs N --rounds R --lens 8,16,...]`
+
+use std::sync::Arc;
+
+use morph_core::RuntimeSpec;
+use morph_engine::fetch::{Pip, fetch, morph_home};
+use morph_engine::measure::{median, synthetic_batch, time_batch};
+use morph_engine::ort_library::onnxruntime_library;
+use morph_engine::tuning::reexec_tuned;
+use morph_engine::{CandleRuntime, Encoder, ModelSource, OrtEncoder, Pooling};
+
+fn arg<T: std::str::FromStr>(name: &str, default: T) -> T {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    reexec_tuned();
+    let runs: u32 = arg("--runs", 10);
+    let rounds: usize = arg("--rounds", 3);
+    let lens: String = arg("--lens", "8,16,32,64,128,256,512".to_string());
+    let lens: Vec<u32> = lens.split(',').filter_map(|l| l.parse().ok()).collect();
+    let home = morph_home();
+    let files = fetch(&ModelSource::Default, &home).expect("fetching the default model");
+    let library = onnxruntime_library(None, &home, &Pip::from_env()).expect("fetching ONNX Runtime");
+    let candle = Arc::new(Encoder::load(&files, Pooling::Mean).expect("candle weights"));
+    let ort = OrtEncoder::load(&files, Pooling::Mean, &library).expect("ONNX Runtime encoder");
+
+    println!(
+        "encoder latency, all-MiniLM-L6-v2, fixed-shape runtimes: median over {rounds} interleaved rounds of the median of {runs} runs (ms)"
+    );
+    println!(
+        "{:>5} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7}",
+        "len", "b1 candle", "b1 onnx", "ratio", "b8 candle", "b8 onnx", "ratio"
+    );
+    for &len in &lens {
+        let mut cells = Vec::new();
+        for batch in [1u32, 8] {
+            let spec = RuntimeSpec::fixed(len, batch);
+            let inputs = synthetic_batch(len, batch);
+            let mut theirs = CandleRuntime::new(candle.clone(), spec).expect("candle runtime");
+            let mut ours = ort.runtime(spec).expect("ONNX runtime");
+            let (mut c, mut o) = (Vec::new(), Vec::new());
+            for _ in 0..rounds {
+                c.push(time_batch(&mut theirs, &inputs, 2, runs).expect("candle batch"));
+                o.push(time_batch(&mut ours, &inputs, 2, runs).expect("ONNX batch"));
+            }
+            cells.push((median(c), median(o)));
+        }
+        let [(c1, o1), (c8, o8)] = [cells[0], cells[1]];
+        println!("{len:>5} {c1:>10.2} {o1:>10.2} {:>6.2}x {c8:>10.2} {o8:>10.2} {:>6.2}x", c1 / o1, c8 / o8);
+    }
+}
