@@ -30,17 +30,30 @@ pub(crate) struct EngineArgs {
     /// on first use.
     #[arg(long)]
     pub(crate) ort_library: Option<PathBuf>,
+    /// Serve this ONNX file instead of the graph Morph writes from the weights (implies
+    /// --engine ort). Inputs input_ids and attention_mask (token_type_ids optional); output
+    /// sentence_embedding or last_hidden_state; free dimensions are pinned per runtime. The
+    /// model (--model) still gives the tokenizer and config.json.
+    #[arg(long)]
+    pub(crate) onnx: Option<PathBuf>,
 }
 
 impl EngineArgs {
     /// The engine for a real model: ONNX Runtime or candle (`emulated` is the caller's case).
     pub(crate) fn real(&self) -> anyhow::Result<EngineKind> {
         let library = || onnxruntime_library(self.ort_library.as_deref(), &morph_home(), &Pip::from_env());
+        let onnx = self.onnx.clone();
         match self.engine {
-            EngineArg::Ort => Ok(EngineKind::Ort { library: library()? }),
+            EngineArg::Ort | EngineArg::Auto if onnx.is_some() => {
+                Ok(EngineKind::Ort { library: library()?, onnx })
+            }
+            EngineArg::Candle | EngineArg::Emulated if onnx.is_some() => {
+                anyhow::bail!("--onnx runs on ONNX Runtime; drop --engine or use --engine ort")
+            }
+            EngineArg::Ort => Ok(EngineKind::Ort { library: library()?, onnx }),
             EngineArg::Candle => Ok(EngineKind::Candle),
             EngineArg::Auto => match library() {
-                Ok(library) => Ok(EngineKind::Ort { library }),
+                Ok(library) => Ok(EngineKind::Ort { library, onnx }),
                 Err(e) => {
                     tracing::warn!("ONNX Runtime unavailable ({e}); using the candle engine");
                     Ok(EngineKind::Candle)

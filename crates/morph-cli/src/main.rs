@@ -53,7 +53,7 @@ fn main() -> anyhow::Result<()> {
         Command::Fetch(args) => {
             let files = args.model.fetch()?;
             println!("{}", files.dir.display());
-            if let morph_server::EngineKind::Ort { library } = args.engine.real()? {
+            if let morph_server::EngineKind::Ort { library, .. } = args.engine.real()? {
                 println!("{}", library.display());
             }
             Ok(())

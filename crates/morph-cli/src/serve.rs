@@ -78,6 +78,9 @@ impl ServeArgs {
             None => None,
         };
         let engine = match (self.engine.engine, &profile) {
+            (EngineArg::Emulated, _) if self.engine.onnx.is_some() => {
+                anyhow::bail!("--onnx runs on ONNX Runtime; drop --engine or use --engine ort")
+            }
             (EngineArg::Emulated, Some(profile)) => {
                 EngineKind::Emulated { profile: profile.clone(), dim: self.emulated_dim }
             }

@@ -131,3 +131,40 @@ fn misuse_gets_one_clear_line() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("unknown field `lamda`"), "{err}");
 }
+
+#[test]
+fn a_missing_onnx_runtime_library_is_one_clear_line() {
+    for (args, env) in [
+        (
+            vec![
+                "serve",
+                "--port",
+                "0",
+                "--engine",
+                "ort",
+                "--ort-library",
+                "/nonexistent/libonnxruntime.so",
+            ],
+            None,
+        ),
+        (vec!["profile", "--engine", "ort", "--out", "/dev/null"], Some("/nonexistent/libonnxruntime.so")),
+    ] {
+        let mut cmd = morph();
+        cmd.args(&args).env_remove("RUST_BACKTRACE").env_remove("ORT_DYLIB_PATH");
+        if let Some(path) = env {
+            cmd.env("ORT_DYLIB_PATH", path);
+        }
+        let out = cmd.output().unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("the ONNX Runtime library /nonexistent/libonnxruntime.so")
+                && err.contains("does not exist"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+    let out = morph().args(["serve", "--engine", "candle", "--onnx", "model.onnx"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--onnx runs on ONNX Runtime"), "{err}");
+}

@@ -28,7 +28,8 @@ impl Encoder {
     pub fn load_with(files: &ModelFiles, pooling: Pooling, kernels: Kernels) -> Result<Self, EngineError> {
         let checkpoint = Checkpoint::load(files)?;
         let vb = VarBuilder::from_tensors(checkpoint.tensors, DType::F32, &Device::Cpu);
-        let mut model = BertModel::load(vb, &checkpoint.config).map_err(|e| EngineError::Load(format!("weights: {e}")))?;
+        let mut model = BertModel::load(vb, &checkpoint.config)
+            .map_err(|e| EngineError::Load(format!("weights: {e}")))?;
         model.kernels = kernels;
         Ok(Self { model, pooling })
     }

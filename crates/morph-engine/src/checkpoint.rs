@@ -28,6 +28,8 @@ impl Checkpoint {
 
     /// The tensor `name`, or a load error naming it.
     pub fn get(&self, name: &str) -> Result<&Tensor, EngineError> {
-        self.tensors.get(name).ok_or_else(|| EngineError::Load(format!("the checkpoint has no tensor {name}")))
+        self.tensors
+            .get(name)
+            .ok_or_else(|| EngineError::Load(format!("the checkpoint has no tensor {name}")))
     }
 }

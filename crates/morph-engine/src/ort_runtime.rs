@@ -1,7 +1,8 @@
-//! The ONNX Runtime engine. An [`OrtEncoder`] holds the checkpoint once (the host-memory copy
-//! every runtime is compiled from); each [`OrtRuntime`] is one ONNX Runtime session built
-//! from the graph Morph writes for its shape (every dimension fixed for a fixed runtime, free
-//! for a dynamic one), optimised at the highest level when it is created.
+//! The ONNX Runtime engine. An [`OrtEncoder`] holds the model once (the host-memory copy every
+//! runtime is compiled from); each [`OrtRuntime`] is one ONNX Runtime session, optimised at the
+//! highest level when it is created, of either the graph Morph writes for the runtime's shape
+//! from the checkpoint (every dimension fixed for a fixed runtime, free for a dynamic one) or a
+//! user's ONNX file with its free dimensions pinned to the runtime's shape.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -14,9 +15,12 @@ use ort::value::Tensor;
 
 use crate::checkpoint::Checkpoint;
 use crate::fetch::ModelFiles;
-use crate::onnx::{ATTENTION_MASK, GraphSpec, INPUT_IDS, POOLED, encoder_graph};
+use crate::onnx::{ATTENTION_MASK, GraphSpec, HIDDEN_OUT, INPUT_IDS, POOLED, encoder_graph};
 use crate::pooling::Pooling;
 use crate::{Engine, EngineError, check_batch};
+
+/// Input of graphs that embed two segments (user files; Morph's graphs embed one).
+const TOKEN_TYPE_IDS: &str = "token_type_ids";
 
 /// The process's one ONNX Runtime environment, and the library it was loaded from.
 static ENVIRONMENT: OnceLock<Result<(PathBuf, Environment), String>> = OnceLock::new();
@@ -47,15 +51,24 @@ fn ort_err(context: &str) -> impl Fn(ort::Error) -> EngineError + '_ {
 }
 
 /// Builds a session from a serialised ONNX model: all graph optimisations, `threads` intra-op
-/// threads that sleep rather than spin between ops (instances share the cores).
-pub fn session(env: &Environment, model: &[u8], threads: usize) -> Result<Session, EngineError> {
+/// threads that sleep rather than spin between ops (instances share the cores), and the named
+/// free dimensions pinned to the sizes given.
+pub fn session(
+    env: &Environment,
+    model: &[u8],
+    threads: usize,
+    pinned: &[(String, i64)],
+) -> Result<Session, EngineError> {
     let build = || -> ort::Result<Session> {
-        Session::builder(env)?
+        let mut builder = Session::builder(env)?
             .with_optimization_level(GraphOptimizationLevel::All)?
             .with_intra_threads(threads)?
             .with_inter_threads(1)?
-            .with_intra_op_spinning(false)?
-            .commit_from_memory(model)
+            .with_intra_op_spinning(false)?;
+        for (name, size) in pinned {
+            builder = builder.with_dimension_override(name, *size)?;
+        }
+        builder.commit_from_memory(model)
     };
     build().map_err(|e| EngineError::Load(format!("ONNX Runtime session: {e}")))
 }
@@ -65,51 +78,143 @@ fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// The checkpoint, ready to be compiled into runtimes.
+/// What a session computes from, and what it hands back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Io {
+    /// The graph takes `token_type_ids` (all zeros: one segment).
+    token_types: bool,
+    output: Output,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Output {
+    /// `[batch, hidden]`, pooled in the graph.
+    Pooled(String),
+    /// `[batch, len, hidden]`, pooled here.
+    Hidden(String, Pooling),
+}
+
+/// Where the runtimes' graphs come from.
+#[derive(Debug)]
+enum Source {
+    /// Morph writes a graph per runtime from the checkpoint.
+    Written { checkpoint: Checkpoint, pooling: Pooling },
+    /// A user's ONNX file; its free dimensions (batch, sequence) are pinned per runtime.
+    File { bytes: Vec<u8>, io: Io, batch: Option<String>, sequence: Option<String> },
+}
+
+/// A model ready to be compiled into runtimes.
 #[derive(Debug)]
 pub struct OrtEncoder {
-    checkpoint: Checkpoint,
-    pooling: Pooling,
+    source: Source,
+    dim: usize,
+    pad: u32,
+    max_positions: usize,
     env: &'static Environment,
 }
 
 impl OrtEncoder {
-    /// Loads the model's weights and the ONNX Runtime library at `library`.
+    /// Loads the model's weights (Morph writes the graphs) and the ONNX Runtime library.
     pub fn load(files: &ModelFiles, pooling: Pooling, library: &Path) -> Result<Self, EngineError> {
         let env = environment(library)?;
-        Ok(Self { checkpoint: Checkpoint::load(files)?, pooling, env })
+        let checkpoint = Checkpoint::load(files)?;
+        let cfg = &checkpoint.config;
+        let (dim, pad, max_positions) = (cfg.hidden_size, cfg.pad_token_id, cfg.max_position_embeddings);
+        Ok(Self { source: Source::Written { checkpoint, pooling }, dim, pad, max_positions, env })
+    }
+
+    /// Loads a user's ONNX file (inputs `input_ids`, `attention_mask`, optionally
+    /// `token_type_ids`; output `sentence_embedding` `[batch, hidden]` or `last_hidden_state`
+    /// `[batch, len, hidden]`, pooled with `pooling`), such as a hub repository's
+    /// `onnx/model.onnx` or a graph Morph wrote. The model directory's `config.json`
+    /// gives the padding id and the positions.
+    pub fn load_file(
+        files: &ModelFiles,
+        onnx: &Path,
+        pooling: Pooling,
+        library: &Path,
+    ) -> Result<Self, EngineError> {
+        let env = environment(library)?;
+        let bytes = std::fs::read(onnx).map_err(|e| EngineError::Load(format!("{}: {e}", onnx.display())))?;
+        let text = std::fs::read_to_string(&files.config)
+            .map_err(|e| EngineError::Load(format!("{}: {e}", files.config.display())))?;
+        let cfg: crate::bert::BertConfig =
+            serde_json::from_str(&text).map_err(|e| EngineError::Load(format!("config.json: {e}")))?;
+        let probe = session(env, &bytes, 1, &[])?;
+        let bad = |detail: String| EngineError::Load(format!("{}: {detail}", onnx.display()));
+        let input = |name: &str| probe.inputs().iter().find(|i| i.name() == name);
+        let ids = input(INPUT_IDS).ok_or_else(|| bad(format!("no input named {INPUT_IDS}")))?;
+        if input(ATTENTION_MASK).is_none() {
+            return Err(bad(format!("no input named {ATTENTION_MASK}")));
+        }
+        let free = |axis: usize| match ids.dtype() {
+            ort::value::ValueType::Tensor { shape, dimension_symbols, .. }
+                if shape.get(axis) == Some(&-1) =>
+            {
+                dimension_symbols.get(axis).filter(|s| !s.is_empty()).cloned()
+            }
+            _ => None,
+        };
+        let output = |name: &str| probe.outputs().iter().find(|o| o.name() == name);
+        let (output, dim) = if let Some(o) = output(POOLED) {
+            (Output::Pooled(POOLED.into()), last_dim(o.dtype()))
+        } else if let Some(o) = output(HIDDEN_OUT) {
+            (Output::Hidden(HIDDEN_OUT.into(), pooling), last_dim(o.dtype()))
+        } else {
+            return Err(bad(format!("no output named {POOLED} or {HIDDEN_OUT}")));
+        };
+        let dim = dim.ok_or_else(|| bad("the output's hidden size is not fixed".into()))?;
+        let io = Io { token_types: input(TOKEN_TYPE_IDS).is_some(), output };
+        let (batch, sequence) = (free(0), free(1));
+        let source = Source::File { bytes, io, batch, sequence };
+        Ok(Self { source, dim, pad: cfg.pad_token_id, max_positions: cfg.max_position_embeddings, env })
     }
 
     pub fn dim(&self) -> usize {
-        self.checkpoint.config.hidden_size
-    }
-
-    /// The ONNX model of runtime `spec` (fixed dimensions for a fixed runtime).
-    pub fn model_bytes(&self, spec: RuntimeSpec) -> Result<Vec<u8>, EngineError> {
-        let shape = (spec.kind == ShapeKind::Fixed).then_some((spec.max_batch, spec.max_len));
-        let layers = self.checkpoint.config.num_hidden_layers;
-        let graph = encoder_graph(&self.checkpoint, &GraphSpec::pooled(shape, self.pooling, layers))?;
-        Ok(graph.to_model_bytes())
+        self.dim
     }
 
     /// Compiles one instance of `spec`.
     pub fn runtime(&self, spec: RuntimeSpec) -> Result<OrtRuntime, EngineError> {
-        let positions = self.checkpoint.config.max_position_embeddings;
-        if spec.max_len as usize > positions {
-            return Err(EngineError::Shape { runtime: spec, detail: format!("the model has {positions} positions") });
+        if spec.max_len as usize > self.max_positions {
+            let detail = format!("the model has {} positions", self.max_positions);
+            return Err(EngineError::Shape { runtime: spec, detail });
         }
-        let session = session(self.env, &self.model_bytes(spec)?, default_threads())?;
-        Ok(OrtRuntime { session, spec, dim: self.dim(), pad: self.checkpoint.config.pad_token_id })
+        let fixed = spec.kind == ShapeKind::Fixed;
+        let (session, io) = match &self.source {
+            Source::Written { checkpoint, pooling } => {
+                let shape = fixed.then_some((spec.max_batch, spec.max_len));
+                let layers = checkpoint.config.num_hidden_layers;
+                let graph = encoder_graph(checkpoint, &GraphSpec::pooled(shape, *pooling, layers))?;
+                let io = Io { token_types: false, output: Output::Pooled(POOLED.into()) };
+                (session(self.env, &graph.to_model_bytes(), default_threads(), &[])?, io)
+            }
+            Source::File { bytes, io, batch, sequence } => {
+                let pinned: Vec<(String, i64)> = [(batch, spec.max_batch), (sequence, spec.max_len)]
+                    .into_iter()
+                    .filter(|_| fixed)
+                    .filter_map(|(name, size)| name.clone().map(|n| (n, i64::from(size))))
+                    .collect();
+                (session(self.env, bytes, default_threads(), &pinned)?, io.clone())
+            }
+        };
+        Ok(OrtRuntime { session, spec, dim: self.dim, pad: self.pad, io })
     }
 }
 
-/// One instance of a runtime: an ONNX Runtime session of Morph's graph.
+/// The size of a tensor type's last dimension, if it is fixed.
+fn last_dim(t: &ort::value::ValueType) -> Option<usize> {
+    t.tensor_shape().and_then(|s| s.last().copied()).and_then(|d| usize::try_from(d).ok())
+}
+
+/// One instance of a runtime: an ONNX Runtime session.
 #[derive(Debug)]
 pub struct OrtRuntime {
     session: Session,
     spec: RuntimeSpec,
     dim: usize,
     pad: u32,
+    io: Io,
 }
 
 impl Engine for OrtRuntime {
@@ -126,15 +231,32 @@ impl Engine for OrtRuntime {
         let shape = self.spec.padded_shape(longest, inputs.len() as u32);
         let (rows, len) = (shape.batch as usize, shape.len as usize);
         let (ids, mask) = padded_ids(inputs, rows, len, self.pad);
-        let ids = Tensor::from_array(([rows, len], ids)).map_err(ort_err("input ids"))?;
-        let mask = Tensor::from_array(([rows, len], mask)).map_err(ort_err("attention mask"))?;
-        let outputs =
-            self.session.run(ort::inputs![INPUT_IDS => ids, ATTENTION_MASK => mask]).map_err(ort_err("run"))?;
-        let (_, pooled) = outputs[POOLED].try_extract_tensor::<f32>().map_err(ort_err("output"))?;
-        Ok(pooled.chunks_exact(self.dim).take(inputs.len()).map(<[f32]>::to_vec).collect())
+        let tensor = |what, data: Vec<i64>| Tensor::from_array(([rows, len], data)).map_err(ort_err(what));
+        let mut feed = ort::inputs![INPUT_IDS => tensor("input ids", ids)?, ATTENTION_MASK => tensor("mask", mask.clone())?];
+        if self.io.token_types {
+            feed.push((TOKEN_TYPE_IDS.into(), tensor("token types", vec![0; rows * len])?.into()));
+        }
+        let outputs = self.session.run(feed).map_err(ort_err("run"))?;
+        let vectors = match &self.io.output {
+            Output::Pooled(name) => {
+                let (_, pooled) =
+                    outputs[name.as_str()].try_extract_tensor::<f32>().map_err(ort_err("output"))?;
+                pooled.chunks_exact(self.dim).take(inputs.len()).map(<[f32]>::to_vec).collect()
+            }
+            Output::Hidden(name, pooling) => {
+                let (_, hidden) =
+                    outputs[name.as_str()].try_extract_tensor::<f32>().map_err(ort_err("output"))?;
+                (0..inputs.len())
+                    .map(|r| {
+                        let rows = &hidden[r * len * self.dim..(r + 1) * len * self.dim];
+                        pooling.apply_rows(rows, &mask[r * len..(r + 1) * len], self.dim)
+                    })
+                    .collect()
+            }
+        };
+        Ok(vectors)
     }
 }
-
 /// `inputs` laid out as `rows × len` int64 ids (padded with `pad`) and their 1/0 mask.
 pub fn padded_ids(inputs: &[Vec<u32>], rows: usize, len: usize, pad: u32) -> (Vec<i64>, Vec<i64>) {
     let mut ids = vec![i64::from(pad); rows * len];

@@ -54,6 +54,23 @@ impl Pooling {
             }
         }
     }
+
+    /// One sequence's hidden states, `len × dim` floats row by row, with its 1/0 `mask` →
+    /// the pooled vector (the same as [`Pooling::apply`], on plain slices).
+    pub fn apply_rows(self, hidden: &[f32], mask: &[i64], dim: usize) -> Vec<f32> {
+        match self {
+            Pooling::Cls => hidden[..dim].to_vec(),
+            Pooling::Mean => {
+                let mut sum = vec![0f32; dim];
+                for (row, _) in hidden.chunks_exact(dim).zip(mask).filter(|(_, m)| **m != 0) {
+                    sum.iter_mut().zip(row).for_each(|(s, x)| *s += x);
+                }
+                let count = mask.iter().filter(|m| **m != 0).count().max(1) as f32;
+                sum.iter_mut().for_each(|s| *s /= count);
+                sum
+            }
+        }
+    }
 }
 
 /// Scales `v` to unit L2 norm in place; a zero vector is left as it is.
@@ -85,6 +102,9 @@ mod tests {
         assert_eq!(mean, vec![vec![2., 3.]]);
         let cls = Pooling::Cls.apply(&hidden, &mask).unwrap().to_vec2::<f32>().unwrap();
         assert_eq!(cls, vec![vec![1., 2.]]);
+        let rows = [1f32, 2., 3., 4., 100., 100.];
+        assert_eq!(Pooling::Mean.apply_rows(&rows, &[1, 1, 0], 2), vec![2., 3.]);
+        assert_eq!(Pooling::Cls.apply_rows(&rows, &[1, 1, 0], 2), vec![1., 2.]);
     }
 
     #[test]

@@ -2,15 +2,26 @@
 //! all-MiniLM-L6-v2 weights. Both the model and the ONNX Runtime library come through Morph's
 //! own fetch (cached in MORPH_HOME).
 
+use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use morph_core::RuntimeSpec;
+use morph_engine::checkpoint::Checkpoint;
 use morph_engine::fetch::{Pip, fetch, morph_home};
+use morph_engine::onnx::{
+    ATTENTION_MASK, GraphOutput, GraphSpec, HIDDEN_IN, HIDDEN_OUT, INPUT_IDS, POOLED, encoder_graph,
+};
 use morph_engine::ort_library::onnxruntime_library;
+use morph_engine::ort_runtime::{environment, padded_ids, session};
 use morph_engine::pooling::cosine;
-use morph_engine::{CandleRuntime, Encoder, Engine, ModelSource, OrtEncoder, Pooling, TextTokenizer};
+use morph_engine::{
+    CandleRuntime, Encoder, Engine, ModelFiles, ModelSource, OrtEncoder, Pooling, TextTokenizer,
+};
+use ort::value::Tensor;
 
 struct Models {
+    files: ModelFiles,
+    library: PathBuf,
     candle: Arc<Encoder>,
     ort: OrtEncoder,
     tokenizer: TextTokenizer,
@@ -24,6 +35,8 @@ fn models() -> &'static Models {
         let library = onnxruntime_library(None, &home, &Pip::from_env()).expect("fetching ONNX Runtime");
         let pooling = Pooling::from_model_dir(&files.dir);
         Models {
+            files: files.clone(),
+            library: library.clone(),
             candle: Arc::new(Encoder::load(&files, pooling).expect("candle weights")),
             ort: OrtEncoder::load(&files, pooling, &library).expect("ONNX Runtime encoder"),
             tokenizer: TextTokenizer::load(&files.tokenizer).expect("tokenizer"),
@@ -108,4 +121,67 @@ fn runtimes_reject_what_their_shape_cannot_hold() {
     assert!(fixed.embed(&[vec![101; 17]]).is_err());
     assert!(fixed.embed(&vec![vec![101, 102]; 3]).is_err());
     assert!(m.ort.runtime(RuntimeSpec::fixed(513, 1)).is_err());
+}
+
+/// Morph's graph written to a file with free dimensions is served as a user's ONNX file, pooled
+/// in the graph (`sentence_embedding`) or here (`last_hidden_state`), its free dimensions
+/// pinned for a fixed runtime.
+#[test]
+fn user_onnx_files_are_served_with_their_free_dimensions_pinned() {
+    let m = models();
+    let checkpoint = Checkpoint::load(&m.files).expect("checkpoint");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let inputs = vec![random_ids(40, 3), random_ids(9, 4)];
+    let want = m.ort.runtime(RuntimeSpec::dynamic(512, 4)).expect("written").embed(&inputs).expect("written");
+    for output in [GraphOutput::Pooled(Pooling::Mean), GraphOutput::Hidden] {
+        let spec = GraphSpec { shape: None, layers: 0..6, output };
+        let path = dir.path().join("model.onnx");
+        std::fs::write(&path, encoder_graph(&checkpoint, &spec).expect("graph").to_model_bytes())
+            .expect("write");
+        let user = OrtEncoder::load_file(&m.files, &path, Pooling::Mean, &m.library).expect("user file");
+        assert_eq!(user.dim(), 384);
+        for runtime in [RuntimeSpec::dynamic(512, 4), RuntimeSpec::fixed(64, 4)] {
+            let got = user.runtime(runtime).expect("runtime").embed(&inputs).expect("user file run");
+            assert_close(&got, &want, &format!("{output:?} at {runtime}"));
+        }
+    }
+    // Pinning is real: a session with `sequence` pinned to 64 refuses 10 tokens.
+    let bytes = std::fs::read(dir.path().join("model.onnx")).expect("read");
+    let env = environment(&m.library).expect("environment");
+    let mut pinned = session(env, &bytes, 1, &[("sequence".into(), 64)]).expect("pinned session");
+    let (ids, mask) = padded_ids(&inputs[1..], 1, 10, 0);
+    let tensor = |data: Vec<i64>| Tensor::from_array(([1usize, 10], data)).expect("tensor");
+    assert!(pinned.run(ort::inputs![INPUT_IDS => tensor(ids), ATTENTION_MASK => tensor(mask)]).is_err());
+}
+
+/// A graph of layers 0..3 handing hidden states to a graph of layers 3..6 computes the whole
+/// model (pipeline stages are the same builder with a layer range).
+#[test]
+fn two_pipeline_stages_compose_to_the_whole_model() {
+    let m = models();
+    let checkpoint = Checkpoint::load(&m.files).expect("checkpoint");
+    let env = environment(&m.library).expect("environment");
+    let (rows, len) = (2usize, 48usize);
+    let stage = |layers, output| {
+        let spec = GraphSpec { shape: Some((rows as u32, len as u32)), layers, output };
+        session(env, &encoder_graph(&checkpoint, &spec).expect("graph").to_model_bytes(), 2, &[])
+            .expect("session")
+    };
+    let mut first = stage(0..3, GraphOutput::Hidden);
+    let mut second = stage(3..6, GraphOutput::Pooled(Pooling::Mean));
+    let inputs = vec![random_ids(48, 5), random_ids(20, 6)];
+    let (ids, mask) = padded_ids(&inputs, rows, len, 0);
+    let tensor = |data: Vec<i64>| Tensor::from_array(([rows, len], data)).expect("tensor");
+    let hidden = {
+        let out = first
+            .run(ort::inputs![INPUT_IDS => tensor(ids), ATTENTION_MASK => tensor(mask.clone())])
+            .expect("stage 1");
+        let (shape, data) = out[HIDDEN_OUT].try_extract_tensor::<f32>().expect("hidden");
+        Tensor::from_array((shape.to_vec(), data.to_vec())).expect("hidden tensor")
+    };
+    let out = second.run(ort::inputs![HIDDEN_IN => hidden, ATTENTION_MASK => tensor(mask)]).expect("stage 2");
+    let (_, pooled) = out[POOLED].try_extract_tensor::<f32>().expect("pooled");
+    let got: Vec<Vec<f32>> = pooled.chunks_exact(384).map(<[f32]>::to_vec).collect();
+    let want = candle(RuntimeSpec::dynamic(512, 2)).embed(&inputs).expect("candle");
+    assert_close(&got, &want, "stages 0..3 then 3..6");
 }

@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use morph_core::{Profile, RuntimeSpec};
 use morph_engine::{
-    CandleRuntime, EmulatedRuntime, Encoder, Engine, EngineError, EngineWorker, ModelFiles, OrtEncoder, Pooling,
+    CandleRuntime, EmulatedRuntime, Encoder, Engine, EngineError, EngineWorker, ModelFiles, OrtEncoder,
+    Pooling,
 };
 
 /// What computes the batches.
@@ -15,8 +16,9 @@ use morph_engine::{
 pub enum EngineKind {
     /// The candle encoder on the CPU.
     Candle,
-    /// ONNX Runtime sessions of the graph Morph writes, one per runtime shape.
-    Ort { library: PathBuf },
+    /// ONNX Runtime sessions, one per instance, of the graph Morph writes for the runtime's
+    /// shape, or of the user's ONNX file `onnx` with its free dimensions pinned.
+    Ort { library: PathBuf, onnx: Option<PathBuf> },
     /// Emulated instances taking their latency from a profile; vectors are placeholders.
     Emulated { profile: Arc<Profile>, dim: usize },
 }
@@ -51,7 +53,12 @@ impl Launcher {
     pub fn new(files: &ModelFiles, pooling: Pooling, kind: &EngineKind) -> Result<Self, EngineError> {
         let source = match kind {
             EngineKind::Candle => Source::Candle(Arc::new(Encoder::load(files, pooling)?)),
-            EngineKind::Ort { library } => Source::Ort(OrtEncoder::load(files, pooling, library)?),
+            EngineKind::Ort { library, onnx: None } => {
+                Source::Ort(OrtEncoder::load(files, pooling, library)?)
+            }
+            EngineKind::Ort { library, onnx: Some(onnx) } => {
+                Source::Ort(OrtEncoder::load_file(files, onnx, pooling, library)?)
+            }
             EngineKind::Emulated { profile, dim } => Source::Emulated { profile: profile.clone(), dim: *dim },
         };
         Ok(Self { source, started: AtomicU32::new(0) })

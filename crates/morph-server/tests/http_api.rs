@@ -2,16 +2,29 @@
 
 mod common;
 
-use common::{candle, client, emulated, post, start};
+use common::{candle, client, emulated, ort, post, start};
 use morph_core::RuntimeSpec;
+use morph_server::ServerConfig;
 
 fn error_message(body: &serde_json::Value) -> String {
     body["error"]["message"].as_str().unwrap_or_default().to_string()
 }
 
 #[tokio::test]
-async fn embeddings_from_the_real_model_in_both_formats() {
-    let server = start(candle()).await;
+async fn candle_embeddings_from_the_real_model_in_both_formats() {
+    real_embeddings(candle(), "candle").await;
+}
+
+#[tokio::test]
+async fn onnx_runtime_embeddings_from_the_real_model_in_both_formats() {
+    real_embeddings(ort(), "onnxruntime").await;
+}
+
+async fn real_embeddings(config: ServerConfig, engine: &str) {
+    let server = start(config).await;
+    let info: serde_json::Value =
+        client().get(format!("{}/info", server.url)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(info["engine"], engine, "{info}");
     let (status, body) = post(
         &server.url,
         "/v1/embeddings",

@@ -19,7 +19,12 @@ impl Builder {
     }
 
     /// Adds a one-output node of `op` and returns its output's name.
-    pub(crate) fn op(&mut self, op: &'static str, inputs: &[&str], attrs: Vec<(&'static str, Attr)>) -> String {
+    pub(crate) fn op(
+        &mut self,
+        op: &'static str,
+        inputs: &[&str],
+        attrs: Vec<(&'static str, Attr)>,
+    ) -> String {
         let output = self.fresh(op);
         self.graph.nodes.push(Node {
             op,
@@ -57,7 +62,11 @@ impl Builder {
     pub(crate) fn i64s(&mut self, values: &[i64]) -> String {
         let name = self.fresh("ints");
         let dims = vec![values.len() as i64];
-        self.graph.initializers.push(TensorData { name: name.clone(), dims, values: Values::I64(values.to_vec()) });
+        self.graph.initializers.push(TensorData {
+            name: name.clone(),
+            dims,
+            values: Values::I64(values.to_vec()),
+        });
         name
     }
 

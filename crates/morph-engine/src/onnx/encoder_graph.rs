@@ -25,8 +25,9 @@ pub const ATTENTION_MASK: &str = "attention_mask";
 pub const HIDDEN_IN: &str = "hidden_in";
 /// Hidden states `[batch, len, hidden]` going out ([`GraphOutput::Hidden`]).
 pub const HIDDEN_OUT: &str = "last_hidden_state";
-/// Pooled vectors `[batch, hidden]`, unnormalised ([`GraphOutput::Pooled`]).
-pub const POOLED: &str = "pooled";
+/// Pooled vectors `[batch, hidden]`, unnormalised ([`GraphOutput::Pooled`]); named as in
+/// sentence-transformers' ONNX exports.
+pub const POOLED: &str = "sentence_embedding";
 
 /// Additive attention bias of a padded key (as in the candle encoder).
 const MASKED: f32 = -1e9;
@@ -163,7 +164,8 @@ impl Writer<'_> {
     fn layer_norm(&mut self, x: &str, prefix: &str) -> Result<String, EngineError> {
         let w = self.weight(&format!("{prefix}.weight"))?;
         let b = self.weight(&format!("{prefix}.bias"))?;
-        let attrs = vec![("axis", Attr::Int(-1)), ("epsilon", Attr::Float(self.ckpt.config.layer_norm_eps as f32))];
+        let attrs =
+            vec![("axis", Attr::Int(-1)), ("epsilon", Attr::Float(self.ckpt.config.layer_norm_eps as f32))];
         Ok(self.g.op("LayerNormalization", &[x, &w, &b], attrs))
     }
 

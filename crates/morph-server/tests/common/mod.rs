@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use morph_core::{Profile, RuntimeSpec};
 use morph_engine::ModelSource;
-use morph_engine::fetch::{fetch, morph_home};
+use morph_engine::fetch::{Pip, fetch, morph_home};
+use morph_engine::ort_library::onnxruntime_library;
 use morph_server::{EngineKind, Server, ServerConfig};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -57,6 +58,16 @@ pub(crate) fn emulated(batch_ms: f64, runtime: RuntimeSpec, max_queue: usize) ->
 
 pub(crate) fn candle() -> ServerConfig {
     ServerConfig { engine: EngineKind::Candle, ..emulated(1.0, RuntimeSpec::dynamic(512, 8), 64) }
+}
+
+/// ONNX Runtime instances of Morph's graph at two fixed shapes (library fetched like the model).
+pub(crate) fn ort() -> ServerConfig {
+    let library = onnxruntime_library(None, &morph_home(), &Pip::from_env()).expect("fetching ONNX Runtime");
+    ServerConfig {
+        engine: EngineKind::Ort { library, onnx: None },
+        runtimes: vec![RuntimeSpec::fixed(32, 4), RuntimeSpec::fixed(128, 4)],
+        ..candle()
+    }
 }
 
 pub(crate) async fn start(config: ServerConfig) -> TestServer {
