@@ -134,7 +134,7 @@ fn user_onnx_files_are_served_with_their_free_dimensions_pinned() {
     let inputs = vec![random_ids(40, 3), random_ids(9, 4)];
     let want = m.ort.runtime(RuntimeSpec::dynamic(512, 4)).expect("written").embed(&inputs).expect("written");
     for output in [GraphOutput::Pooled(Pooling::Mean), GraphOutput::Hidden] {
-        let spec = GraphSpec { shape: None, layers: 0..6, output };
+        let spec = GraphSpec { shape: None, layers: 0..6, prompt: Vec::new(), output };
         let path = dir.path().join("model.onnx");
         std::fs::write(&path, encoder_graph(&checkpoint, &spec).expect("graph").to_model_bytes())
             .expect("write");
@@ -163,7 +163,7 @@ fn two_pipeline_stages_compose_to_the_whole_model() {
     let env = environment(&m.library).expect("environment");
     let (rows, len) = (2usize, 48usize);
     let stage = |layers, output| {
-        let spec = GraphSpec { shape: Some((rows as u32, len as u32)), layers, output };
+        let spec = GraphSpec { shape: Some((rows as u32, len as u32)), layers, prompt: Vec::new(), output };
         session(env, &encoder_graph(&checkpoint, &spec).expect("graph").to_model_bytes(), 2, &[])
             .expect("session")
     };
@@ -184,4 +184,34 @@ fn two_pipeline_stages_compose_to_the_whole_model() {
     let got: Vec<Vec<f32>> = pooled.chunks_exact(384).map(<[f32]>::to_vec).collect();
     let want = candle(RuntimeSpec::dynamic(512, 2)).embed(&inputs).expect("candle");
     assert_close(&got, &want, "stages 0..3 then 3..6");
+}
+
+/// Prompt vectors equal to the word embeddings of two tokens give the same vectors as those two
+/// tokens written into the input after [CLS] (prompts get positions 1 and 2, the rest shift).
+#[test]
+fn prompt_tokens_act_as_inserted_input_embeddings() {
+    let m = models();
+    let checkpoint = Checkpoint::load(&m.files).expect("checkpoint");
+    let env = environment(&m.library).expect("environment");
+    let word = checkpoint.get("embeddings.word_embeddings.weight").expect("word embeddings");
+    let (a, b) = (2023u32, 7592u32);
+    let prompt = [a, b].map(|t| word.get(t as usize).and_then(|r| r.to_vec1::<f32>()).expect("row")).to_vec();
+    let run = |prompt: Vec<Vec<f32>>, inputs: &[Vec<u32>]| {
+        let spec =
+            GraphSpec { shape: None, layers: 0..6, prompt, output: GraphOutput::Pooled(Pooling::Mean) };
+        let bytes = encoder_graph(&checkpoint, &spec).expect("graph").to_model_bytes();
+        let mut s = session(env, &bytes, 2, &[]).expect("session");
+        let len = inputs.iter().map(Vec::len).max().expect("inputs");
+        let (ids, mask) = padded_ids(inputs, inputs.len(), len, 0);
+        let tensor = |data: Vec<i64>| Tensor::from_array(([inputs.len(), len], data)).expect("tensor");
+        let out = s.run(ort::inputs![INPUT_IDS => tensor(ids), ATTENTION_MASK => tensor(mask)]).expect("run");
+        let (_, pooled) = out[POOLED].try_extract_tensor::<f32>().expect("pooled");
+        pooled.chunks_exact(384).map(<[f32]>::to_vec).collect::<Vec<_>>()
+    };
+    let inputs = vec![random_ids(30, 8), random_ids(12, 9)];
+    let written: Vec<Vec<u32>> = inputs.iter().map(|ids| [&ids[..1], &[a, b], &ids[1..]].concat()).collect();
+    let with_prompt = run(prompt, &inputs);
+    assert_close(&with_prompt, &run(Vec::new(), &written), "prompt vs inserted tokens");
+    let without = run(Vec::new(), &inputs);
+    assert!(cosine(&with_prompt[0], &without[0]) < 0.999, "the prompt must change the vector");
 }

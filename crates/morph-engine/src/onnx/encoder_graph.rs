@@ -5,7 +5,8 @@
 //!
 //! A [`GraphSpec`] chooses the shape (every dimension fixed, or free), the layer range (a
 //! pipeline stage: a graph that does not start at layer 0 takes hidden states in, one that
-//! does not end at the last layer hands hidden states out), and the output.
+//! does not end at the last layer hands hidden states out), trained prompt tokens inserted
+//! after `[CLS]`, and the output.
 
 use std::ops::Range;
 
@@ -40,19 +41,24 @@ pub enum GraphOutput {
     Hidden,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GraphSpec {
     /// `(batch, len)` with every dimension fixed, or `None` for free `batch` and `sequence`.
     pub shape: Option<(u32, u32)>,
     /// Encoder layers computed, `0..num_hidden_layers` for the whole model.
     pub layers: Range<usize>,
+    /// Prompt tokens: input embeddings (`hidden` floats each) inserted after `[CLS]`, before
+    /// position embeddings are added; they take part in attention and mean pooling. The
+    /// sequence the layers see is `len + prompt.len()` long (stages past layer 0 take that
+    /// length and its mask).
+    pub prompt: Vec<Vec<f32>>,
     pub output: GraphOutput,
 }
 
 impl GraphSpec {
     /// The whole model, pooled, at one shape.
     pub fn pooled(shape: Option<(u32, u32)>, pooling: Pooling, layers: usize) -> Self {
-        Self { shape, layers: 0..layers, output: GraphOutput::Pooled(pooling) }
+        Self { shape, layers: 0..layers, prompt: Vec::new(), output: GraphOutput::Pooled(pooling) }
     }
 }
 
@@ -69,14 +75,27 @@ pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph,
     if cfg.hidden_act != "gelu" {
         return bad(format!("hidden_act '{}' is not supported (only 'gelu')", cfg.hidden_act));
     }
-    if let Some((_, len)) = spec.shape
-        && len as usize > cfg.max_position_embeddings
-    {
-        return bad(format!("length {len} beyond the model's {} positions", cfg.max_position_embeddings));
+    let prompted = spec.prompt.len();
+    if prompted > 0 && spec.layers.start != 0 {
+        return bad("prompt tokens are inserted by the embeddings (layers from 0)".into());
     }
-    let (batch, len) = match spec.shape {
-        Some((b, l)) => (Dim::Fixed(b.into()), Dim::Fixed(l.into())),
-        None => (Dim::Free("batch"), Dim::Free("sequence")),
+    if spec.prompt.iter().any(|v| v.len() != cfg.hidden_size) {
+        return bad(format!("prompt vectors must have {} values", cfg.hidden_size));
+    }
+    if let Some((_, len)) = spec.shape
+        && len as usize + prompted > cfg.max_position_embeddings
+    {
+        return bad(format!(
+            "length {len} + {prompted} prompt tokens beyond {}",
+            cfg.max_position_embeddings
+        ));
+    }
+    let (batch, len, inner) = match spec.shape {
+        Some((b, l)) => {
+            (Dim::Fixed(b.into()), Dim::Fixed(l.into()), Dim::Fixed(i64::from(l) + prompted as i64))
+        }
+        None if prompted > 0 => (Dim::Free("batch"), Dim::Free("sequence"), Dim::Free("prompted_sequence")),
+        None => (Dim::Free("batch"), Dim::Free("sequence"), Dim::Free("sequence")),
     };
     let hidden = Dim::Fixed(cfg.hidden_size as i64);
     let mut g = Writer { g: Builder::new("morph-encoder"), ckpt: checkpoint };
@@ -87,21 +106,21 @@ pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph,
     };
     g.g.input(tensor(ATTENTION_MASK, DataType::Int64, &[&batch, &len]));
     let mask = g.g.op("Cast", &[ATTENTION_MASK], vec![("to", Attr::Int(DataType::Float as i64))]);
-    let bias = g.attention_bias(&mask);
-    let mut x = if spec.layers.start == 0 {
+    let (mut x, mask) = if spec.layers.start == 0 {
         g.g.input(tensor(INPUT_IDS, DataType::Int64, &[&batch, &len]));
-        g.embeddings()?
+        g.embeddings(&spec.prompt, mask)?
     } else {
         g.g.input(tensor(HIDDEN_IN, DataType::Float, &[&batch, &len, &hidden]));
-        HIDDEN_IN.to_string()
+        (HIDDEN_IN.to_string(), mask)
     };
+    let bias = g.attention_bias(&mask);
     for layer in spec.layers.clone() {
         x = g.layer(layer, &x, &bias)?;
     }
     match spec.output {
         GraphOutput::Hidden => {
             g.g.name_output(&x, HIDDEN_OUT);
-            g.g.output(tensor(HIDDEN_OUT, DataType::Float, &[&batch, &len, &hidden]));
+            g.g.output(tensor(HIDDEN_OUT, DataType::Float, &[&batch, &inner, &hidden]));
         }
         GraphOutput::Pooled(pooling) => {
             let pooled = g.pool(pooling, &x, &mask);
@@ -179,20 +198,48 @@ impl Writer<'_> {
         self.g.op("Unsqueeze", &[&bias, &axes], vec![])
     }
 
-    /// Word embeddings plus position embeddings (token type 0 folded in), layer-normed.
-    fn embeddings(&mut self) -> Result<String, EngineError> {
+    /// Word embeddings (with the prompt vectors after `[CLS]`) plus position embeddings (token
+    /// type 0 folded in), layer-normed; returns them and the float mask over the same tokens.
+    fn embeddings(&mut self, prompt: &[Vec<f32>], mask: String) -> Result<(String, String), EngineError> {
         let word = self.weight("embeddings.word_embeddings.weight")?;
-        let tokens = self.g.op("Gather", &[&word, INPUT_IDS], vec![("axis", Attr::Int(0))]);
+        let mut tokens = self.g.op("Gather", &[&word, INPUT_IDS], vec![("axis", Attr::Int(0))]);
+        let mut mask = mask;
+        if !prompt.is_empty() {
+            let (p, h) = (prompt.len(), self.ckpt.config.hidden_size);
+            let batch =
+                self.g.op("Shape", &[INPUT_IDS], vec![("start", Attr::Int(0)), ("end", Attr::Int(1))]);
+            let vectors = self.g.f32s("prompt", &[1, p, h], prompt.concat());
+            let vectors = self.broadcast_rows(&vectors, &batch, &[p as i64, h as i64]);
+            tokens = self.after_first(&tokens, &vectors);
+            let ones = self.g.f32s("prompt_mask", &[1, p], vec![1.0; p]);
+            let ones = self.broadcast_rows(&ones, &batch, &[p as i64]);
+            mask = self.after_first(&mask, &ones);
+        }
+        let len = self.g.op("Shape", &[&tokens], vec![("start", Attr::Int(1)), ("end", Attr::Int(2))]);
         let positions = self.ckpt.get("embeddings.position_embeddings.weight")?;
         let types = self.ckpt.get("embeddings.token_type_embeddings.weight")?;
         let table = positions.broadcast_add(&types.get(0)?)?;
         let dims = table.dims().to_vec();
         let table = self.g.f32s("embeddings.position_and_type", &dims, values(&table)?);
-        let len = self.g.op("Shape", &[INPUT_IDS], vec![("start", Attr::Int(1)), ("end", Attr::Int(2))]);
         let zero = self.g.i64s(&[0]);
         let rows = self.g.op("Slice", &[&table, &zero, &len, &zero], vec![]);
         let sum = self.g.op("Add", &[&tokens, &rows], vec![]);
-        self.layer_norm(&sum, "embeddings.LayerNorm")
+        Ok((self.layer_norm(&sum, "embeddings.LayerNorm")?, mask))
+    }
+
+    /// `t` (leading dimension 1) repeated to `batch` rows: shape `[batch, rest...]`.
+    fn broadcast_rows(&mut self, t: &str, batch: &str, rest: &[i64]) -> String {
+        let rest = self.g.i64s(rest);
+        let shape = self.g.op("Concat", &[batch, &rest], vec![("axis", Attr::Int(0))]);
+        self.g.op("Expand", &[t, &shape], vec![])
+    }
+
+    /// `inserted` placed between the first position of `seq` and the rest (axis 1).
+    fn after_first(&mut self, seq: &str, inserted: &str) -> String {
+        let (zero, one, end) = (self.g.i64s(&[0]), self.g.i64s(&[1]), self.g.i64s(&[i64::MAX]));
+        let first = self.g.op("Slice", &[seq, &zero, &one, &one], vec![]);
+        let rest = self.g.op("Slice", &[seq, &one, &end, &one], vec![]);
+        self.g.op("Concat", &[&first, inserted, &rest], vec![("axis", Attr::Int(1))])
     }
 
     /// One encoder layer: self-attention and feed-forward, each with a residual and a norm.
