@@ -1,7 +1,8 @@
 //! ONNX Runtime on Morph's own graph against the candle encoder, in one run: median ms for
 //! batch 1 and 8 over lengths 8…512 on fixed-shape runtimes, and the ratio candle / ONNX.
 //! Both engines run in this process with Morph's process tuning; rounds alternate the two
-//! shape by shape, so host noise hits both alike.
+//! shape by shape, so host noise hits both alike. Then token merging on the ONNX graph at
+//! b8×128: time and cosine to the unmerged vectors for r tokens merged per layer.
 //!
 //! `cargo bench -p morph-engine --bench ort_latency [-- --runs N --rounds R --lens 8,16,...]`
 
@@ -11,8 +12,10 @@ use morph_core::RuntimeSpec;
 use morph_engine::fetch::{Pip, fetch, morph_home};
 use morph_engine::measure::{median, synthetic_batch, time_batch};
 use morph_engine::ort_library::onnxruntime_library;
+use morph_engine::ort_runtime::TokenAdaptation;
+use morph_engine::pooling::cosine;
 use morph_engine::tuning::reexec_tuned;
-use morph_engine::{CandleRuntime, Encoder, ModelSource, OrtEncoder, Pooling};
+use morph_engine::{CandleRuntime, Encoder, Engine, ModelSource, OrtEncoder, Pooling};
 
 fn arg<T: std::str::FromStr>(name: &str, default: T) -> T {
     let args: Vec<String> = std::env::args().collect();
@@ -58,5 +61,21 @@ fn main() {
         }
         let [(c1, o1), (c8, o8)] = [cells[0], cells[1]];
         println!("{len:>5} {c1:>10.2} {o1:>10.2} {:>6.2}x {c8:>10.2} {o8:>10.2} {:>6.2}x", c1 / o1, c8 / o8);
+    }
+
+    let spec = RuntimeSpec::fixed(128, 8);
+    let inputs: Vec<Vec<u32>> = (0..8u32).map(|i| synthetic_batch(64 + 8 * i, 1).remove(0)).collect();
+    let mut full = ort.runtime(spec).expect("ONNX runtime");
+    let reference = full.embed(&inputs).expect("ONNX batch");
+    let base = time_batch(&mut full, &inputs, 2, runs).expect("ONNX batch");
+    println!("\ntoken merging, fixed:128x8, 8 sequences of 64..120 tokens");
+    println!("{:>14} {:>10} {:>10} {:>12}", "merged/layer", "ms", "speed-up", "min cosine");
+    for merge in [0usize, 4, 8, 16] {
+        let adapt = TokenAdaptation { merge, ..TokenAdaptation::default() };
+        let mut rt = ort.adapted_runtime(spec, &adapt).expect("merging runtime");
+        let ms = time_batch(&mut rt, &inputs, 2, runs).expect("merging batch");
+        let got = rt.embed(&inputs).expect("merging batch");
+        let worst = got.iter().zip(&reference).map(|(a, b)| cosine(a, b)).fold(1.0f32, f32::min);
+        println!("{merge:>14} {ms:>10.2} {:>9.2}x {worst:>12.4}", base / ms);
     }
 }

@@ -176,6 +176,16 @@ impl OrtEncoder {
 
     /// Compiles one instance of `spec`.
     pub fn runtime(&self, spec: RuntimeSpec) -> Result<OrtRuntime, EngineError> {
+        self.adapted_runtime(spec, &TokenAdaptation::default())
+    }
+
+    /// Compiles one instance of `spec` whose graph adds prompt tokens or merges tokens
+    /// (OTAS's token adaptation; Morph's own graphs only).
+    pub fn adapted_runtime(
+        &self,
+        spec: RuntimeSpec,
+        adapt: &TokenAdaptation,
+    ) -> Result<OrtRuntime, EngineError> {
         if spec.max_len as usize > self.max_positions {
             let detail = format!("the model has {} positions", self.max_positions);
             return Err(EngineError::Shape { runtime: spec, detail });
@@ -185,9 +195,19 @@ impl OrtEncoder {
             Source::Written { checkpoint, pooling } => {
                 let shape = fixed.then_some((spec.max_batch, spec.max_len));
                 let layers = checkpoint.config.num_hidden_layers;
-                let graph = encoder_graph(checkpoint, &GraphSpec::pooled(shape, *pooling, layers))?;
+                let graph_spec = GraphSpec {
+                    prompt: adapt.prompt.clone(),
+                    merge: adapt.merge,
+                    ..GraphSpec::pooled(shape, *pooling, layers)
+                };
+                let graph = encoder_graph(checkpoint, &graph_spec)?;
                 let io = Io { token_types: false, output: Output::Pooled(POOLED.into()) };
                 (session(self.env, &graph.to_model_bytes(), default_threads(), &[])?, io)
+            }
+            Source::File { .. } if *adapt != TokenAdaptation::default() => {
+                return Err(EngineError::Load(
+                    "token adaptation needs the graph Morph writes, not --onnx".into(),
+                ));
             }
             Source::File { bytes, io, batch, sequence } => {
                 let pinned: Vec<(String, i64)> = [(batch, spec.max_batch), (sequence, spec.max_len)]
@@ -200,6 +220,13 @@ impl OrtEncoder {
         };
         Ok(OrtRuntime { session, spec, dim: self.dim, pad: self.pad, io })
     }
+}
+
+/// Prompt tokens added and tokens merged per layer (see [`GraphSpec`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TokenAdaptation {
+    pub prompt: Vec<Vec<f32>>,
+    pub merge: usize,
 }
 
 /// The size of a tensor type's last dimension, if it is fixed.

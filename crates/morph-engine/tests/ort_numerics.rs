@@ -104,7 +104,8 @@ fn random_ids_match_candle_at_lengths_8_to_512() {
 fn a_sequence_alone_and_inside_a_padded_fixed_runtime_agree() {
     let m = models();
     let target = m.tokenizer.encode("Fixed shapes pad every batch to the same size.").expect("tokenize");
-    let alone = m.ort.runtime(RuntimeSpec::dynamic(512, 1)).expect("dynamic").embed(&[target.clone()]);
+    let alone =
+        m.ort.runtime(RuntimeSpec::dynamic(512, 1)).expect("dynamic").embed(std::slice::from_ref(&target));
     let mut fixed = m.ort.runtime(RuntimeSpec::fixed(64, 4)).expect("fixed");
     let neighbours = [random_ids(60, 1), target.clone(), random_ids(5, 2)];
     let in_batch = fixed.embed(&neighbours).expect("fixed batch");
@@ -134,7 +135,7 @@ fn user_onnx_files_are_served_with_their_free_dimensions_pinned() {
     let inputs = vec![random_ids(40, 3), random_ids(9, 4)];
     let want = m.ort.runtime(RuntimeSpec::dynamic(512, 4)).expect("written").embed(&inputs).expect("written");
     for output in [GraphOutput::Pooled(Pooling::Mean), GraphOutput::Hidden] {
-        let spec = GraphSpec { shape: None, layers: 0..6, prompt: Vec::new(), output };
+        let spec = GraphSpec { shape: None, layers: 0..6, prompt: Vec::new(), merge: 0, output };
         let path = dir.path().join("model.onnx");
         std::fs::write(&path, encoder_graph(&checkpoint, &spec).expect("graph").to_model_bytes())
             .expect("write");
@@ -163,7 +164,13 @@ fn two_pipeline_stages_compose_to_the_whole_model() {
     let env = environment(&m.library).expect("environment");
     let (rows, len) = (2usize, 48usize);
     let stage = |layers, output| {
-        let spec = GraphSpec { shape: Some((rows as u32, len as u32)), layers, prompt: Vec::new(), output };
+        let spec = GraphSpec {
+            shape: Some((rows as u32, len as u32)),
+            layers,
+            prompt: Vec::new(),
+            merge: 0,
+            output,
+        };
         session(env, &encoder_graph(&checkpoint, &spec).expect("graph").to_model_bytes(), 2, &[])
             .expect("session")
     };
@@ -197,8 +204,13 @@ fn prompt_tokens_act_as_inserted_input_embeddings() {
     let (a, b) = (2023u32, 7592u32);
     let prompt = [a, b].map(|t| word.get(t as usize).and_then(|r| r.to_vec1::<f32>()).expect("row")).to_vec();
     let run = |prompt: Vec<Vec<f32>>, inputs: &[Vec<u32>]| {
-        let spec =
-            GraphSpec { shape: None, layers: 0..6, prompt, output: GraphOutput::Pooled(Pooling::Mean) };
+        let spec = GraphSpec {
+            shape: None,
+            layers: 0..6,
+            prompt,
+            merge: 0,
+            output: GraphOutput::Pooled(Pooling::Mean),
+        };
         let bytes = encoder_graph(&checkpoint, &spec).expect("graph").to_model_bytes();
         let mut s = session(env, &bytes, 2, &[]).expect("session");
         let len = inputs.iter().map(Vec::len).max().expect("inputs");
@@ -214,4 +226,49 @@ fn prompt_tokens_act_as_inserted_input_embeddings() {
     assert_close(&with_prompt, &run(Vec::new(), &written), "prompt vs inserted tokens");
     let without = run(Vec::new(), &inputs);
     assert!(cosine(&with_prompt[0], &without[0]) < 0.999, "the prompt must change the vector");
+}
+
+/// Token merging: the same vector for a sentence alone and inside a padded batch (padding is
+/// never merged into real tokens and does not shift the matching); close to the unmerged model
+/// but not equal to it, and further as more tokens are merged.
+#[test]
+fn token_merging_ignores_padding_and_stays_close_to_the_full_model() {
+    let m = models();
+    let checkpoint = Checkpoint::load(&m.files).expect("checkpoint");
+    let env = environment(&m.library).expect("environment");
+    let run = |rows: usize, len: usize, merge: usize, inputs: &[Vec<u32>]| {
+        let spec = GraphSpec {
+            shape: Some((rows as u32, len as u32)),
+            layers: 0..6,
+            prompt: Vec::new(),
+            merge,
+            output: GraphOutput::Pooled(Pooling::Mean),
+        };
+        let bytes = encoder_graph(&checkpoint, &spec).expect("graph").to_model_bytes();
+        let mut s = session(env, &bytes, 2, &[]).expect("session");
+        let (ids, mask) = padded_ids(inputs, rows, len, 0);
+        let tensor = |data: Vec<i64>| Tensor::from_array(([rows, len], data)).expect("tensor");
+        let out = s.run(ort::inputs![INPUT_IDS => tensor(ids), ATTENTION_MASK => tensor(mask)]).expect("run");
+        let (_, pooled) = out[POOLED].try_extract_tensor::<f32>().expect("pooled");
+        pooled.chunks_exact(384).take(inputs.len()).map(<[f32]>::to_vec).collect::<Vec<_>>()
+    };
+    let target = m
+        .tokenizer
+        .encode(
+            "Token merging averages the most similar tokens of a sequence, layer after layer, to save time.",
+        )
+        .expect("tokenize");
+    let len = target.len();
+    let alone = run(1, len, 3, std::slice::from_ref(&target));
+    let padded = run(3, 64, 3, &[random_ids(64, 10), target.clone(), random_ids(7, 11)]);
+    assert_close(&padded[1..2], &alone, "merged, alone vs in a padded batch");
+    let full = run(1, len, 0, std::slice::from_ref(&target));
+    // Merging 1 token per layer (6 of 22) changes the vector a little; 3 per layer (18 of 22)
+    // more (measured: cosine 0.976 and 0.813).
+    let gentle = run(1, len, 1, std::slice::from_ref(&target));
+    let c = cosine(&gentle[0], &full[0]);
+    assert!((0.95..0.99999).contains(&c), "merging 1 per layer vs the full model: cosine {c}");
+    assert!(cosine(&alone[0], &full[0]) < c, "merging more must move further");
+    let too_many = GraphSpec { merge: len, ..GraphSpec::pooled(Some((1, len as u32)), Pooling::Mean, 6) };
+    assert!(encoder_graph(&checkpoint, &too_many).is_err());
 }

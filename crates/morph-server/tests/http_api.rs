@@ -22,8 +22,14 @@ async fn onnx_runtime_embeddings_from_the_real_model_in_both_formats() {
 
 async fn real_embeddings(config: ServerConfig, engine: &str) {
     let server = start(config).await;
-    let info: serde_json::Value =
-        client().get(format!("{}/info", server.url)).send().await.unwrap().json().await.unwrap();
+    let info: serde_json::Value = client()
+        .get(format!("{}/info", server.url))
+        .send()
+        .await
+        .expect("info")
+        .json()
+        .await
+        .expect("info JSON");
     assert_eq!(info["engine"], engine, "{info}");
     let (status, body) = post(
         &server.url,
@@ -35,14 +41,14 @@ async fn real_embeddings(config: ServerConfig, engine: &str) {
     assert_eq!(body["object"], "list");
     assert_eq!(body["model"], "all-MiniLM-L6-v2");
     assert_eq!(body["usage"]["prompt_tokens"], 7);
-    let v: Vec<f64> = serde_json::from_value(body["data"][0]["embedding"].clone()).unwrap();
+    let v: Vec<f64> = serde_json::from_value(body["data"][0]["embedding"].clone()).expect("embedding");
     assert_eq!(v.len(), 384);
     assert!((v[0] - 0.0677).abs() < 1e-3 && (v[1] - 0.0635).abs() < 1e-3, "{:?}", &v[..2]);
 
     let (status, body) =
         post(&server.url, "/embed", r#"{"inputs":["a man eats","hello"],"normalize":false}"#).await;
     assert_eq!(status, 200, "{body}");
-    let vs: Vec<Vec<f64>> = serde_json::from_value(body).unwrap();
+    let vs: Vec<Vec<f64>> = serde_json::from_value(body).expect("vectors");
     assert_eq!(vs.len(), 2);
     let norm = vs[0].iter().map(|x| x * x).sum::<f64>().sqrt();
     assert!((norm - 1.0).abs() > 1e-3, "normalize=false must return the raw pooled vector");

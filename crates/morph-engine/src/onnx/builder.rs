@@ -25,14 +25,25 @@ impl Builder {
         inputs: &[&str],
         attrs: Vec<(&'static str, Attr)>,
     ) -> String {
-        let output = self.fresh(op);
+        let [output] = self.op_n(op, inputs, attrs);
+        output
+    }
+
+    /// Adds a node of `op` with `N` outputs and returns their names.
+    pub(crate) fn op_n<const N: usize>(
+        &mut self,
+        op: &'static str,
+        inputs: &[&str],
+        attrs: Vec<(&'static str, Attr)>,
+    ) -> [String; N] {
+        let outputs: [String; N] = std::array::from_fn(|_| self.fresh(op));
         self.graph.nodes.push(Node {
             op,
             inputs: inputs.iter().map(|s| s.to_string()).collect(),
-            outputs: vec![output.clone()],
+            outputs: outputs.to_vec(),
             attrs,
         });
-        output
+        outputs
     }
 
     /// Renames the value `from` to `to` (an Identity node), e.g. to give an output its name.
@@ -66,6 +77,17 @@ impl Builder {
             name: name.clone(),
             dims,
             values: Values::I64(values.to_vec()),
+        });
+        name
+    }
+
+    /// A zero-dimensional int64 constant (an axis given as a tensor).
+    pub(crate) fn i64_scalar(&mut self, value: i64) -> String {
+        let name = self.fresh("int");
+        self.graph.initializers.push(TensorData {
+            name: name.clone(),
+            dims: Vec::new(),
+            values: Values::I64(vec![value]),
         });
         name
     }

@@ -6,7 +6,8 @@
 //! A [`GraphSpec`] chooses the shape (every dimension fixed, or free), the layer range (a
 //! pipeline stage: a graph that does not start at layer 0 takes hidden states in, one that
 //! does not end at the last layer hands hidden states out), trained prompt tokens inserted
-//! after `[CLS]`, and the output.
+//! after `[CLS]`, token merging between attention and feed-forward in every layer (ToMe's
+//! bipartite soft matching, as OTAS places it), and the output.
 
 use std::ops::Range;
 
@@ -52,13 +53,18 @@ pub struct GraphSpec {
     /// sequence the layers see is `len + prompt.len()` long (stages past layer 0 take that
     /// length and its mask).
     pub prompt: Vec<Vec<f32>>,
+    /// Tokens merged per layer (OTAS's γ < 0): after each layer's attention the `merge` most
+    /// similar pairs (cosine of keys, alternate tokens matched, `[CLS]` kept) become their
+    /// size-weighted mean, attention then weighs a token by log(size) (ToMe's proportional
+    /// attention) and mean pooling by size. Needs a pooled output.
+    pub merge: usize,
     pub output: GraphOutput,
 }
 
 impl GraphSpec {
     /// The whole model, pooled, at one shape.
     pub fn pooled(shape: Option<(u32, u32)>, pooling: Pooling, layers: usize) -> Self {
-        Self { shape, layers: 0..layers, prompt: Vec::new(), output: GraphOutput::Pooled(pooling) }
+        Self { shape, layers: 0..layers, prompt: Vec::new(), merge: 0, output: GraphOutput::Pooled(pooling) }
     }
 }
 
@@ -74,6 +80,9 @@ pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph,
     }
     if cfg.hidden_act != "gelu" {
         return bad(format!("hidden_act '{}' is not supported (only 'gelu')", cfg.hidden_act));
+    }
+    if spec.merge > 0 && !matches!(spec.output, GraphOutput::Pooled(_)) {
+        return bad("token merging needs a pooled output".into());
     }
     let prompted = spec.prompt.len();
     if prompted > 0 && spec.layers.start != 0 {
@@ -97,6 +106,15 @@ pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph,
         None if prompted > 0 => (Dim::Free("batch"), Dim::Free("sequence"), Dim::Free("prompted_sequence")),
         None => (Dim::Free("batch"), Dim::Free("sequence"), Dim::Free("sequence")),
     };
+    if let Some((_, len)) = spec.shape {
+        let mut tokens = len as usize + prompted;
+        for _ in spec.layers.clone().filter(|_| spec.merge > 0) {
+            if spec.merge + 1 > tokens.div_ceil(2) {
+                return bad(format!("cannot merge {} of {tokens} tokens in one layer", spec.merge));
+            }
+            tokens -= spec.merge;
+        }
+    }
     let hidden = Dim::Fixed(cfg.hidden_size as i64);
     let mut g = Writer { g: Builder::new("morph-encoder"), ckpt: checkpoint };
     let tensor = |name: &str, elem, dims: &[&Dim]| ValueInfo {
@@ -113,9 +131,14 @@ pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph,
         g.g.input(tensor(HIDDEN_IN, DataType::Float, &[&batch, &len, &hidden]));
         (HIDDEN_IN.to_string(), mask)
     };
-    let bias = g.attention_bias(&mask);
+    // Token sizes: 1 for a real token, 0 for padding, what a merged token absorbed.
+    let mut sizes = mask;
+    let mut bias = g.attention_bias(&sizes, false);
     for layer in spec.layers.clone() {
-        x = g.layer(layer, &x, &bias)?;
+        (x, sizes) = g.layer(layer, &x, &sizes, &bias, spec.merge)?;
+        if spec.merge > 0 {
+            bias = g.attention_bias(&sizes, true);
+        }
     }
     match spec.output {
         GraphOutput::Hidden => {
@@ -123,7 +146,7 @@ pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph,
             g.g.output(tensor(HIDDEN_OUT, DataType::Float, &[&batch, &inner, &hidden]));
         }
         GraphOutput::Pooled(pooling) => {
-            let pooled = g.pool(pooling, &x, &mask);
+            let pooled = g.pool(pooling, &x, &sizes);
             g.g.name_output(&pooled, POOLED);
             g.g.output(tensor(POOLED, DataType::Float, &[&batch, &hidden]));
         }
@@ -188,12 +211,20 @@ impl Writer<'_> {
         Ok(self.g.op("LayerNormalization", &[x, &w, &b], attrs))
     }
 
-    /// `(mask − 1) · 1e9` as `[batch, 1, 1, len]`: 0 for real keys, −1e9 for padding.
-    fn attention_bias(&mut self, mask: &str) -> String {
+    /// The additive attention bias `[batch, 1, 1, len]` of token `sizes`: −1e9 for padding
+    /// (size 0), else 0, plus log(size) when `proportional` (ToMe: a merged token counts as
+    /// the tokens it holds).
+    fn attention_bias(&mut self, sizes: &str, proportional: bool) -> String {
         let one = self.g.scalar(1.0);
-        let shifted = self.g.op("Sub", &[mask, &one], vec![]);
+        let real = self.g.op("Min", &[sizes, &one], vec![]);
+        let shifted = self.g.op("Sub", &[&real, &one], vec![]);
         let big = self.g.scalar(-MASKED);
-        let bias = self.g.op("Mul", &[&shifted, &big], vec![]);
+        let mut bias = self.g.op("Mul", &[&shifted, &big], vec![]);
+        if proportional {
+            let at_least_one = self.g.op("Max", &[sizes, &one], vec![]);
+            let log = self.g.op("Log", &[&at_least_one], vec![]);
+            bias = self.g.op("Add", &[&bias, &log], vec![]);
+        }
         let axes = self.g.i64s(&[1, 2]);
         self.g.op("Unsqueeze", &[&bias, &axes], vec![])
     }
@@ -242,8 +273,16 @@ impl Writer<'_> {
         self.g.op("Concat", &[&first, inserted, &rest], vec![("axis", Attr::Int(1))])
     }
 
-    /// One encoder layer: self-attention and feed-forward, each with a residual and a norm.
-    fn layer(&mut self, i: usize, x: &str, bias: &str) -> Result<String, EngineError> {
+    /// One encoder layer: self-attention and feed-forward, each with a residual and a norm,
+    /// with `merge` tokens merged in between. Returns the hidden states and token sizes.
+    fn layer(
+        &mut self,
+        i: usize,
+        x: &str,
+        sizes: &str,
+        bias: &str,
+        merge: usize,
+    ) -> Result<(String, String), EngineError> {
         let cfg = &self.ckpt.config;
         let (h, heads) = (cfg.hidden_size, cfg.num_attention_heads);
         let d = h / heads;
@@ -267,16 +306,148 @@ impl Writer<'_> {
         let probs = self.g.op("Softmax", &[&scores], vec![("axis", Attr::Int(-1))]);
         let context = self.g.op("MatMul", &[&probs, &v], vec![]);
         let context = self.g.op("Transpose", &[&context], vec![("perm", Attr::Ints(vec![0, 2, 1, 3]))]);
-        let merge = self.g.i64s(&[0, 0, h as i64]);
-        let context = self.g.op("Reshape", &[&context, &merge], vec![]);
+        let joined = self.g.i64s(&[0, 0, h as i64]);
+        let context = self.g.op("Reshape", &[&context, &joined], vec![]);
         let attn = self.linear(&context, &format!("{p}.attention.output.dense"), 1.0)?;
         let x = self.g.op("Add", &[&attn, x], vec![]);
-        let x = self.layer_norm(&x, &format!("{p}.attention.output.LayerNorm"))?;
+        let mut x = self.layer_norm(&x, &format!("{p}.attention.output.LayerNorm"))?;
+        let mut sizes = sizes.to_string();
+        if merge > 0 {
+            let (start, end, axis) =
+                (self.g.i64s(&[h as i64]), self.g.i64s(&[2 * h as i64]), self.g.i64s(&[2]));
+            let keys = self.g.op("Slice", &[&qkv, &start, &end, &axis], vec![]);
+            (x, sizes) = self.merge_tokens(&x, &sizes, &keys, merge);
+        }
         let inner = self.linear(&x, &format!("{p}.intermediate.dense"), 1.0)?;
         let inner = self.gelu(&inner);
         let out = self.linear(&inner, &format!("{p}.output.dense"), 1.0)?;
         let out = self.g.op("Add", &[&out, &x], vec![]);
-        self.layer_norm(&out, &format!("{p}.output.LayerNorm"))
+        Ok((self.layer_norm(&out, &format!("{p}.output.LayerNorm"))?, sizes))
+    }
+
+    /// ToMe's bipartite soft matching on `x` `[batch, n, hidden]` with token `sizes`
+    /// `[batch, n]`: even positions (set A, `[CLS]` first) each pick their most similar odd
+    /// position (set B) by key cosine; the `r` best-matched A tokens are added into their B
+    /// partner, size-weighted, and the rest of A is kept in order. Padding (size 0) never
+    /// outranks a real match, and merging it adds nothing. Returns `n − r` tokens and sizes.
+    fn merge_tokens(&mut self, x: &str, sizes: &str, keys: &str, r: usize) -> (String, String) {
+        let (axis1, axis2) = (self.g.i64s(&[1]), self.g.i64s(&[2]));
+        let norm =
+            self.g.op("ReduceL2", &[keys], vec![("axes", Attr::Ints(vec![2])), ("keepdims", Attr::Int(1))]);
+        let tiny = self.g.scalar(1e-12);
+        let norm = self.g.op("Max", &[&norm, &tiny], vec![]);
+        let unit = self.g.op("Div", &[keys, &norm], vec![]);
+        let (a_keys, b_keys) = (self.alternate(&unit, 0), self.alternate(&unit, 1));
+        let b_keys_t = self.g.op("Transpose", &[&b_keys], vec![("perm", Attr::Ints(vec![0, 2, 1]))]);
+        let scores = self.g.op("MatMul", &[&a_keys, &b_keys_t], vec![]);
+        // Padded B tokens are never a partner: −1e9 on their column.
+        let (a_sizes, b_sizes) = (self.alternate(sizes, 0), self.alternate(sizes, 1));
+        let one = self.g.scalar(1.0);
+        let b_real = self.g.op("Min", &[&b_sizes, &one], vec![]);
+        let b_pad = self.g.op("Sub", &[&b_real, &one], vec![]);
+        let big = self.g.scalar(-MASKED);
+        let b_pad = self.g.op("Mul", &[&b_pad, &big], vec![]);
+        let b_pad = self.g.op("Unsqueeze", &[&b_pad, &axis1], vec![]);
+        let scores = self.g.op("Add", &[&scores, &b_pad], vec![]);
+        let best = self.g.op(
+            "ReduceMax",
+            &[&scores],
+            vec![("axes", Attr::Ints(vec![2])), ("keepdims", Attr::Int(0))],
+        );
+        let partner =
+            self.g.op("ArgMax", &[&scores], vec![("axis", Attr::Int(2)), ("keepdims", Attr::Int(0))]);
+        // Padded A tokens and [CLS] rank last.
+        let a_real = self.g.op("Min", &[&a_sizes, &one], vec![]);
+        let a_pad = self.g.op("Sub", &[&a_real, &one], vec![]);
+        let a_pad = self.g.op("Mul", &[&a_pad, &big], vec![]);
+        let best = self.g.op("Add", &[&best, &a_pad], vec![]);
+        let best = self.first_replaced(&best, 3.0 * MASKED);
+        let count = self.g.op("Shape", &[&best], vec![("start", Attr::Int(1)), ("end", Attr::Int(2))]);
+        let [_, order] =
+            self.g.op_n("TopK", &[&best, &count], vec![("axis", Attr::Int(1)), ("largest", Attr::Int(1))]);
+        let (zero, rr, end) = (self.g.i64s(&[0]), self.g.i64s(&[r as i64]), self.g.i64s(&[i64::MAX]));
+        let src = self.g.op("Slice", &[&order, &zero, &rr, &axis1], vec![]);
+        let kept = self.g.op("Slice", &[&order, &rr, &end, &axis1], vec![]);
+        let kept_count = self.g.op("Shape", &[&kept], vec![("start", Attr::Int(1)), ("end", Attr::Int(2))]);
+        let [kept, _] = self.g.op_n(
+            "TopK",
+            &[&kept, &kept_count],
+            vec![("axis", Attr::Int(1)), ("largest", Attr::Int(0))],
+        );
+        let dst = self.g.op("GatherElements", &[&partner, &src], vec![("axis", Attr::Int(1))]);
+        // Sums of size-weighted states, then divided by the merged sizes.
+        let sizes3 = self.g.op("Unsqueeze", &[sizes, &axis2], vec![]);
+        let weighted = self.g.op("Mul", &[x, &sizes3], vec![]);
+        let (a_x, b_x) = (self.alternate(&weighted, 0), self.alternate(&weighted, 1));
+        let hidden = self.ckpt.config.hidden_size as i64;
+        let (kept_rows, src_rows, dst_rows) =
+            (self.rows_index(&kept, hidden), self.rows_index(&src, hidden), self.rows_index(&dst, hidden));
+        let kept_x = self.g.op("GatherElements", &[&a_x, &kept_rows], vec![("axis", Attr::Int(1))]);
+        let src_x = self.g.op("GatherElements", &[&a_x, &src_rows], vec![("axis", Attr::Int(1))]);
+        let add = vec![("axis", Attr::Int(1)), ("reduction", Attr::Str("add"))];
+        let b_x = self.g.op("ScatterElements", &[&b_x, &dst_rows, &src_x], add.clone());
+        let kept_sizes = self.g.op("GatherElements", &[&a_sizes, &kept], vec![("axis", Attr::Int(1))]);
+        let src_sizes = self.g.op("GatherElements", &[&a_sizes, &src], vec![("axis", Attr::Int(1))]);
+        let b_sizes = self.g.op("ScatterElements", &[&b_sizes, &dst, &src_sizes], add);
+        let summed = self.g.op("Concat", &[&kept_x, &b_x], vec![("axis", Attr::Int(1))]);
+        let sizes = self.g.op("Concat", &[&kept_sizes, &b_sizes], vec![("axis", Attr::Int(1))]);
+        let divisor = self.g.op("Max", &[&sizes, &one], vec![]);
+        let divisor = self.g.op("Unsqueeze", &[&divisor, &axis2], vec![]);
+        let merged = self.g.op("Div", &[&summed, &divisor], vec![]);
+        self.real_first(&merged, &sizes)
+    }
+
+    /// `x` and `sizes` reordered so that real tokens come first, in their order, then padding:
+    /// the next split into alternate sets then sees the same real tokens however much padding
+    /// the row has.
+    fn real_first(&mut self, x: &str, sizes: &str) -> (String, String) {
+        let (zero, one) = (self.g.scalar(0.0), self.g.scalar(1.0));
+        let cleared = self.g.op("Mul", &[sizes, &zero], vec![]);
+        let ones = self.g.op("Add", &[&cleared, &one], vec![]);
+        let axis = self.g.i64_scalar(1);
+        let position = self.g.op("CumSum", &[&ones, &axis], vec![]);
+        let real = self.g.op("Min", &[sizes, &one], vec![]);
+        let padding = self.g.op("Sub", &[&one, &real], vec![]);
+        let behind = self.g.scalar(1e7);
+        let behind = self.g.op("Mul", &[&padding, &behind], vec![]);
+        let key = self.g.op("Add", &[&position, &behind], vec![]);
+        let count = self.g.op("Shape", &[&key], vec![("start", Attr::Int(1)), ("end", Attr::Int(2))]);
+        let [_, order] =
+            self.g.op_n("TopK", &[&key, &count], vec![("axis", Attr::Int(1)), ("largest", Attr::Int(0))]);
+        let rows = self.rows_index(&order, self.ckpt.config.hidden_size as i64);
+        let x = self.g.op("GatherElements", &[x, &rows], vec![("axis", Attr::Int(1))]);
+        (x, self.g.op("GatherElements", &[sizes, &order], vec![("axis", Attr::Int(1))]))
+    }
+
+    /// Every other position of `t` along axis 1, from `start` (0: even, 1: odd).
+    fn alternate(&mut self, t: &str, start: i64) -> String {
+        let (from, end, axis, step) =
+            (self.g.i64s(&[start]), self.g.i64s(&[i64::MAX]), self.g.i64s(&[1]), self.g.i64s(&[2]));
+        self.g.op("Slice", &[t, &from, &end, &axis, &step], vec![])
+    }
+
+    /// `t` `[batch, n]` with its first column set to `value`.
+    fn first_replaced(&mut self, t: &str, value: f32) -> String {
+        let (zero, one, end, axis) =
+            (self.g.i64s(&[0]), self.g.i64s(&[1]), self.g.i64s(&[i64::MAX]), self.g.i64s(&[1]));
+        let first = self.g.op("Slice", &[t, &zero, &one, &axis], vec![]);
+        let nothing = self.g.scalar(0.0);
+        let cleared = self.g.op("Mul", &[&first, &nothing], vec![]);
+        let value = self.g.scalar(value);
+        let first = self.g.op("Add", &[&cleared, &value], vec![]);
+        let rest = self.g.op("Slice", &[t, &one, &end, &axis], vec![]);
+        self.g.op("Concat", &[&first, &rest], vec![("axis", Attr::Int(1))])
+    }
+
+    /// Row indices `[batch, k]` spread over the hidden axis, `[batch, k, hidden]`, as
+    /// GatherElements and ScatterElements take them.
+    fn rows_index(&mut self, index: &str, hidden: i64) -> String {
+        let axis2 = self.g.i64s(&[2]);
+        let index3 = self.g.op("Unsqueeze", &[index, &axis2], vec![]);
+        let shape = self.g.op("Shape", &[index], vec![]);
+        let width = self.g.i64s(&[hidden]);
+        let shape = self.g.op("Concat", &[&shape, &width], vec![("axis", Attr::Int(0))]);
+        self.g.op("Expand", &[&index3, &shape], vec![])
     }
 
     /// `x · ½ · (1 + erf(x / √2))`, the pattern ONNX Runtime fuses into one Gelu kernel.

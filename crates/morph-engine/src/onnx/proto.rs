@@ -29,6 +29,7 @@ pub enum Attr {
     Int(i64),
     Float(f32),
     Ints(Vec<i64>),
+    Str(&'static str),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -108,7 +109,7 @@ impl Node {
         for (name, attr) in &self.attrs {
             w.message(5, |a| {
                 a.string(1, name);
-                // AttributeProto.type: FLOAT = 1, INT = 2, INTS = 7.
+                // AttributeProto.type: FLOAT = 1, INT = 2, STRING = 3, INTS = 7.
                 match attr {
                     Attr::Float(f) => {
                         a.float(2, *f);
@@ -117,6 +118,10 @@ impl Node {
                     Attr::Int(i) => {
                         a.int(3, *i);
                         a.int(20, 2);
+                    }
+                    Attr::Str(text) => {
+                        a.string(4, text);
+                        a.int(20, 3);
                     }
                     Attr::Ints(is) => {
                         is.iter().for_each(|i| a.int(8, *i));
