@@ -7,6 +7,7 @@
 pub mod bert;
 pub mod candle_runtime;
 pub mod checkpoint;
+pub mod decoder;
 pub mod emulated;
 pub mod fetch;
 pub mod kernels;
