@@ -13,7 +13,7 @@ pub mod time;
 pub use instance::{InstanceId, InstanceInfo};
 pub use policy::{Action, Event, Policy, RejectReason};
 pub use profile::{Profile, ProfileError};
-pub use request::{RequestId, RequestInfo};
+pub use request::{Generation, RequestId, RequestInfo};
 pub use runtime::{PaddedShape, RuntimeSpec, ShapeKind};
 pub use stats::LatencySummary;
 pub use time::{Nanos, Time};

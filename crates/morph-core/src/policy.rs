@@ -20,7 +20,12 @@ pub enum Event {
     /// A request was admitted by the edge (validated and tokenized).
     Arrival(RequestInfo),
     /// The batch last started on `instance` finished (successfully or not); it is idle again.
+    /// For a continuous batch: its last running sequence finished.
     BatchDone { instance: InstanceId },
+    /// An iteration of the continuous batch on `instance` ended and these generations in it
+    /// finished (maybe none); their slots are free, and requests joined now run in the next
+    /// iteration. Reported before the [`Event::BatchDone`] of an emptied batch.
+    SequencesDone { instance: InstanceId, requests: Vec<RequestId> },
     /// A periodic tick, every [`Policy::tick_interval`].
     Tick,
 }
@@ -37,8 +42,12 @@ pub enum RejectReason {
 /// What the policy wants done. Drivers apply actions in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    /// Run these requests as one batch on an idle instance.
+    /// Run these requests as one batch on an idle instance; it finishes as a unit (a static
+    /// batch of generations ends with its longest).
     Run { instance: InstanceId, requests: Vec<RequestId> },
+    /// Add these generations to the continuous batch on `instance` (iteration-level batching):
+    /// they start at its next iteration, and each leaves when done ([`Event::SequencesDone`]).
+    Join { instance: InstanceId, requests: Vec<RequestId> },
     /// Refuse a request that arrived; it will never be run.
     Reject { request: RequestId, reason: RejectReason },
     /// Start a new instance of `runtime` (scale out, or the new half of a replacement). It

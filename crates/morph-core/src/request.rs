@@ -1,4 +1,5 @@
-//! What a policy knows about a request: its id, its shape and when it arrived.
+//! What a policy knows about a request: its id, its shape, when it arrived and, for
+//! generation, how long its output may be and is predicted to be.
 
 use serde::{Deserialize, Serialize};
 
@@ -15,4 +16,16 @@ pub struct RequestInfo {
     /// Input length in tokens, special tokens included.
     pub input_len: u32,
     pub arrival: Time,
+    /// `None` for an encoder request.
+    pub generation: Option<Generation>,
+}
+
+/// What a policy knows of a generation's output before it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Generation {
+    /// The most tokens it may produce (`max_tokens`).
+    pub max_tokens: u32,
+    /// The predicted number of output tokens (a proxy model's guess, or the truth for an
+    /// oracle); `None` when nothing predicts it.
+    pub predicted: Option<u32>,
 }

@@ -5,6 +5,7 @@ pub mod arlo;
 pub mod baselines;
 pub mod fleet;
 pub mod registry;
+pub mod ssjf;
 
 pub use baselines::dynamic_batching::{DynamicBatching, DynamicBatchingConfig};
 pub use fleet::{FleetConfig, FleetPolicy};

@@ -5,11 +5,12 @@ use std::sync::Arc;
 use morph_core::{Nanos, Policy, Profile, time::ms_to_nanos};
 
 use crate::fleet::{FleetConfig, FleetPolicy, PRESETS, ServiceModel};
+use crate::ssjf::{SsjfConfig, SsjfPolicy};
 use crate::{DynamicBatching, DynamicBatchingConfig};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
-    #[error("unknown policy '{0}' (known: dynamic-batching, {PRESETS:?})")]
+    #[error("unknown policy '{0}' (known: dynamic-batching, ssjf, fcfs, {PRESETS:?})")]
     Unknown(String),
     #[error("parameters of policy '{name}': {source}")]
     Params { name: String, source: serde_json::Error },
@@ -36,18 +37,30 @@ pub fn build(name: &str, params: &serde_json::Value, ctx: &Context) -> Result<Bo
         let config: DynamicBatchingConfig = serde_json::from_value(params.clone()).map_err(params_err)?;
         return Ok(Box::new(DynamicBatching::new(config)));
     }
+    if let Some(preset) = SsjfConfig::preset(name) {
+        let config: SsjfConfig = with_params(preset, params).map_err(params_err)?;
+        return Ok(Box::new(SsjfPolicy::new(config)));
+    }
     let preset = FleetConfig::preset(name).ok_or_else(|| PolicyError::Unknown(name.to_string()))?;
-    let mut merged = serde_json::to_value(preset).map_err(params_err)?;
+    let config: FleetConfig = with_params(preset, params).map_err(params_err)?;
+    let profile = ctx.profile.clone().ok_or_else(|| PolicyError::NeedsProfile(name.to_string()))?;
+    let slo =
+        config.slo_ms.map(ms_to_nanos).or(ctx.slo).ok_or_else(|| PolicyError::NeedsSlo(name.to_string()))?;
+    Ok(Box::new(FleetPolicy::new(name, config, ServiceModel::new(profile, slo))))
+}
+
+/// `preset` with the fields of `params` replacing its own.
+fn with_params<T: serde::Serialize + serde::de::DeserializeOwned>(
+    preset: T,
+    params: &serde_json::Value,
+) -> Result<T, serde_json::Error> {
+    let mut merged = serde_json::to_value(preset)?;
     if let (Some(into), Some(from)) = (merged.as_object_mut(), params.as_object()) {
         for (k, v) in from {
             into.insert(k.clone(), v.clone());
         }
     }
-    let config: FleetConfig = serde_json::from_value(merged).map_err(params_err)?;
-    let profile = ctx.profile.clone().ok_or_else(|| PolicyError::NeedsProfile(name.to_string()))?;
-    let slo =
-        config.slo_ms.map(ms_to_nanos).or(ctx.slo).ok_or_else(|| PolicyError::NeedsSlo(name.to_string()))?;
-    Ok(Box::new(FleetPolicy::new(name, config, ServiceModel::new(profile, slo))))
+    serde_json::from_value(merged)
 }
 
 #[cfg(test)]
@@ -77,5 +90,9 @@ mod tests {
             build("arlo", &json!({"slo_ms": 50, "max_lens": [64, 512], "runtime_set": "explicit"}), &ctx);
         assert_eq!(arlo.unwrap().describe()["runtimes"].as_array().unwrap().len(), 2);
         assert!(matches!(build("arlo", &json!({"lambda": "x"}), &ctx), Err(PolicyError::Params { .. })));
+        let ssjf =
+            build("ssjf", &json!({"batching": {"mode": "dynamic", "max_batch": 4, "wait_ms": 50}}), &none);
+        assert_eq!(ssjf.unwrap().describe()["batching"]["max_batch"], 4);
+        assert_eq!(build("fcfs", &json!({}), &none).unwrap().name(), "fcfs");
     }
 }

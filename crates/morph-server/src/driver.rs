@@ -131,7 +131,7 @@ impl Driver {
             let mut state = self.lock();
             let id = RequestId(state.next_id);
             state.next_id += 1;
-            let info = RequestInfo { id, input_len: ids.len() as u32, arrival: self.now() };
+            let info = RequestInfo { id, input_len: ids.len() as u32, arrival: self.now(), generation: None };
             state.waiting.insert(id, Waiting { ids, enqueued: Instant::now(), reply });
             self.decide(&mut state, Event::Arrival(info))
         };
@@ -165,6 +165,13 @@ impl Driver {
                 Action::Run { instance, requests } => {
                     let batch = requests.iter().filter_map(|r| state.waiting.remove(r)).collect();
                     effects.runs.push((instance, batch));
+                }
+                Action::Join { requests, .. } => {
+                    // Live instances are encoders: they run batches as a unit.
+                    for w in requests.iter().filter_map(|r| state.waiting.remove(r)) {
+                        let detail = "continuous batching needs a decoder instance".to_string();
+                        let _ = w.reply.send(Err(SeqError::Engine(EngineError::Inference(detail))));
+                    }
                 }
                 Action::Launch { runtime } => effects.launches.push(runtime),
                 Action::Retire { instance } => effects.retired.extend(state.instances.remove(&instance)),

@@ -16,8 +16,11 @@ fn main() {
         .join("../../../shared/data/profiles/distilbert_trt_gpu_bs1-64_seq1-512.json");
     let profile = Profile::load(&table).expect("the shared GPU table");
     let cost = ProfileCost::new(profile, 1.0);
-    let workload =
-        Workload { arrivals: Arrivals::Poisson { rate: 100_000.0 }, lengths: Lengths::Twitter { max: 512 } };
+    let workload = Workload {
+        arrivals: Arrivals::Poisson { rate: 100_000.0 },
+        lengths: Lengths::Twitter { max: 512 },
+        outputs: None,
+    };
     let started = Instant::now();
     let requests = workload.generate(10.0, 1).expect("workload");
     let generated = started.elapsed();

@@ -1,10 +1,22 @@
-//! Cost models: how long a batch takes on an instance.
+//! Cost models: how long a batch, or one iteration of a continuous batch, takes on an instance.
 
+use morph_core::time::ms_to_nanos;
 use morph_core::{Nanos, Profile, RuntimeSpec, ShapeKind};
 
-/// The time one batch of sequences with these lengths takes on a runtime.
+/// One sequence of a batch: its input length, and the tokens it generates (0 for an encoder).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Job {
+    pub input_len: u32,
+    pub output_len: u32,
+}
+
 pub trait CostModel {
-    fn batch_time(&self, runtime: RuntimeSpec, lengths: &[u32]) -> Nanos;
+    /// The time a batch run as a unit takes on `runtime`.
+    fn batch_time(&self, runtime: RuntimeSpec, batch: &[Job]) -> Nanos;
+
+    /// The time one iteration of a continuous batch takes: `running` sequences each produce a
+    /// token, `joined` of them start in it (their prompt is processed first).
+    fn step_time(&self, runtime: RuntimeSpec, running: usize, joined: usize) -> Nanos;
 }
 
 /// A latency profile, looked up at the padded shape the runtime runs. Dynamic-shape runtimes
@@ -23,14 +35,68 @@ impl ProfileCost {
 }
 
 impl CostModel for ProfileCost {
-    fn batch_time(&self, runtime: RuntimeSpec, lengths: &[u32]) -> Nanos {
-        let longest = lengths.iter().copied().max().unwrap_or(1);
-        let shape = runtime.padded_shape(longest, lengths.len() as u32);
+    fn batch_time(&self, runtime: RuntimeSpec, batch: &[Job]) -> Nanos {
+        let longest = batch.iter().map(|j| j.input_len).max().unwrap_or(1);
+        let shape = runtime.padded_shape(longest, batch.len() as u32);
         let base = self.profile.latency(shape.len, shape.batch);
         match runtime.kind {
             ShapeKind::Fixed => base,
             ShapeKind::Dynamic => (base as f64 * self.dynamic_penalty).round() as Nanos,
         }
+    }
+
+    /// An encoder profile prices an iteration as a batch of `running` one-token sequences.
+    fn step_time(&self, runtime: RuntimeSpec, running: usize, _joined: usize) -> Nanos {
+        self.batch_time(runtime, &vec![Job { input_len: 1, output_len: 1 }; running.max(1)])
+    }
+}
+
+/// SSJF's generation cost (§2, T = C + K·N): a batch run as a unit takes `C + K(b)·N` for `b`
+/// sequences whose longest output is `N` tokens; one continuous-batching iteration of `b`
+/// sequences takes `K(b)`, plus `C` when a sequence starts in it. `K` is per token at each
+/// measured batch size, linear in between and proportional to `b` past the largest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinearGeneration {
+    c_ms: f64,
+    /// (batch size, ms per output token), sorted by batch size.
+    k_ms: Vec<(u32, f64)>,
+}
+
+impl LinearGeneration {
+    pub fn new(c_ms: f64, mut k_ms: Vec<(u32, f64)>) -> Result<Self, String> {
+        k_ms.sort_by_key(|p| p.0);
+        if k_ms.is_empty() || k_ms[0].0 == 0 || c_ms < 0.0 || k_ms.iter().any(|p| p.1 <= 0.0) {
+            return Err("linear generation cost needs C >= 0 and K > 0 at batch sizes >= 1".into());
+        }
+        Ok(Self { c_ms, k_ms })
+    }
+
+    /// `K(b)` in ms per token.
+    pub fn k_ms(&self, batch: usize) -> f64 {
+        let b = batch.max(1) as f64;
+        let (first, last) = (self.k_ms[0], self.k_ms[self.k_ms.len() - 1]);
+        if b <= f64::from(first.0) {
+            return first.1;
+        }
+        if b >= f64::from(last.0) {
+            return last.1 * b / f64::from(last.0);
+        }
+        let i = self.k_ms.iter().position(|p| f64::from(p.0) >= b).unwrap_or(self.k_ms.len() - 1);
+        let ((b0, k0), (b1, k1)) = (self.k_ms[i - 1], self.k_ms[i]);
+        k0 + (k1 - k0) * (b - f64::from(b0)) / f64::from(b1 - b0)
+    }
+}
+
+impl CostModel for LinearGeneration {
+    fn batch_time(&self, _runtime: RuntimeSpec, batch: &[Job]) -> Nanos {
+        let longest = batch.iter().map(|j| j.output_len).max().unwrap_or(0);
+        // SSJF Eq. (T = C + K·N), K at this batch size
+        ms_to_nanos(self.c_ms + self.k_ms(batch.len()) * f64::from(longest))
+    }
+
+    fn step_time(&self, _runtime: RuntimeSpec, running: usize, joined: usize) -> Nanos {
+        let prefill = if joined > 0 { self.c_ms } else { 0.0 };
+        ms_to_nanos(prefill + self.k_ms(running))
     }
 }
 
@@ -57,9 +123,24 @@ mod tests {
     fn fixed_runtimes_pay_their_shape_dynamic_ones_the_batch_and_penalty() {
         let p = Profile::from_points("m", [(1, 16, 1.0), (1, 64, 2.0), (4, 16, 3.0), (4, 64, 8.0)]).unwrap();
         let cost = ProfileCost::new(p, 1.5);
-        assert_eq!(cost.batch_time(RuntimeSpec::fixed(64, 4), &[10]), 8_000_000);
-        assert_eq!(cost.batch_time(RuntimeSpec::dynamic(64, 4), &[16]), 1_500_000);
+        let jobs = |len| [Job { input_len: len, output_len: 0 }];
+        assert_eq!(cost.batch_time(RuntimeSpec::fixed(64, 4), &jobs(10)), 8_000_000);
+        assert_eq!(cost.batch_time(RuntimeSpec::dynamic(64, 4), &jobs(16)), 1_500_000);
         // batch 1, len 40: halfway between 1 ms and 2 ms, times 1.5
-        assert_eq!(cost.batch_time(RuntimeSpec::dynamic(64, 4), &[40]), 2_250_000);
+        assert_eq!(cost.batch_time(RuntimeSpec::dynamic(64, 4), &jobs(40)), 2_250_000);
+    }
+
+    #[test]
+    fn linear_generation_is_c_plus_k_times_the_longest_output() {
+        let cost = LinearGeneration::new(100.0, vec![(1, 10.0), (4, 16.0)]).unwrap();
+        let rt = RuntimeSpec::dynamic(512, 4);
+        let job = |out| Job { input_len: 20, output_len: out };
+        assert_eq!(cost.batch_time(rt, &[job(50)]), ms_to_nanos(100.0 + 10.0 * 50.0));
+        // b = 2: K halfway from 10 to 16 by a third: 12 ms per token; N = the longest, 30.
+        assert_eq!(cost.batch_time(rt, &[job(5), job(30)]), ms_to_nanos(100.0 + 12.0 * 30.0));
+        assert_eq!(cost.k_ms(8), 32.0, "past the largest batch K grows in proportion");
+        assert_eq!(cost.step_time(rt, 4, 0), ms_to_nanos(16.0));
+        assert_eq!(cost.step_time(rt, 4, 1), ms_to_nanos(116.0));
+        assert!(LinearGeneration::new(1.0, vec![]).is_err());
     }
 }

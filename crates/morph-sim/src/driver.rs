@@ -1,32 +1,82 @@
 //! The discrete-event driver: the same [`Policy`] objects as the live server, in virtual time.
 //! Arrivals come from the pre-generated stream (merged with the event heap, in the same total
 //! order), batch completions from the cost model, instances from the policy's launches after a
-//! start-up delay, ticks from the policy's interval.
+//! start-up delay, ticks from the policy's interval. Generations run either as a batch (the
+//! batch ends with its longest output) or in a continuous batch, one iteration (one token of
+//! every running sequence) at a time, sequences joining and leaving between iterations.
 
 use std::collections::HashSet;
 
 use morph_core::{
-    Action, Event, InstanceId, InstanceInfo, Nanos, Policy, RequestId, RequestInfo, RuntimeSpec, Time,
+    Action, Event, Generation, InstanceId, InstanceInfo, Nanos, Policy, RequestId, RequestInfo, RuntimeSpec,
+    Time,
 };
 
-use crate::cost::{CostModel, Startup};
+use crate::cost::{CostModel, Job, Startup};
 use crate::event::{EventKind, EventQueue, SimEvent};
 use crate::metrics::{Recorder, Report};
 use crate::workload::SimRequest;
 
-/// How a run is measured and how instances start.
-#[derive(Debug, Clone, Copy, Default)]
+/// How a run is measured, how instances start, and what policies are told of generations.
+#[derive(Debug, Clone, Copy)]
 pub struct SimOptions {
     /// Decides goodput and SLO attainment.
     pub slo: Option<Nanos>,
     /// Requests arriving before this are served but not measured.
     pub warmup: Nanos,
     pub startup: Startup,
+    pub predictor: Predictor,
+    /// Every generation's `max_tokens` (traces record what was generated, not the cap).
+    pub max_tokens: u32,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        Self {
+            slo: None,
+            warmup: 0,
+            startup: Startup::default(),
+            predictor: Predictor::None,
+            max_tokens: 4096,
+        }
+    }
+}
+
+/// What a policy is told of a generation's output length before it runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Predictor {
+    /// Nothing: `predicted` is `None`.
+    #[default]
+    None,
+    /// The true length (oracle SJF).
+    Oracle,
 }
 
 struct Instance {
     runtime: RuntimeSpec,
+    /// A batch run as a unit.
     running: Vec<RequestId>,
+    /// The continuous batch: sequences in the current iteration with the tokens each has left,
+    /// and sequences that joined during it, for the next.
+    stepping: Vec<(RequestId, u32)>,
+    joining: Vec<RequestId>,
+    step_pending: bool,
+}
+
+impl Instance {
+    fn new(runtime: RuntimeSpec) -> Self {
+        Self { runtime, running: Vec::new(), stepping: Vec::new(), joining: Vec::new(), step_pending: false }
+    }
+
+    /// Starts the next iteration with every running and joined sequence; returns its time.
+    fn start_step(&mut self, cost: &dyn CostModel, requests: &[SimRequest]) -> Nanos {
+        let joined = self.joining.len();
+        let fresh = self.joining.drain(..).map(|r| (r, requests[r.0 as usize].output_len.max(1)));
+        self.stepping.extend(fresh);
+        self.step_pending = true;
+        cost.step_time(self.runtime, self.stepping.len(), joined)
+    }
 }
 
 /// Runs `requests` through `policy` on `cluster` (one runtime per initial instance; for a policy
@@ -45,7 +95,7 @@ pub fn simulate(
     let measured = requests.iter().filter(|r| r.arrival >= warmup).count();
     let mut rec = Recorder::new(cluster.len(), horizon, measured);
     let mut instances: Vec<Option<Instance>> =
-        cluster.iter().map(|&runtime| Some(Instance { runtime, running: Vec::new() })).collect();
+        cluster.iter().map(|&runtime| Some(Instance::new(runtime))).collect();
     let mut loaded: HashSet<RuntimeSpec> = cluster.iter().copied().collect();
     let mut slots = cluster.len();
     rec.slots(Time::ZERO, slots);
@@ -71,19 +121,49 @@ pub fn simulate(
             (None, Some(_)) => false,
             (None, None) => break,
         };
+        let mut iterated = None;
         let event = if take_arrival {
             let r = requests[next_arrival];
             next_arrival += 1;
             now = r.arrival;
+            let predicted = match options.predictor {
+                Predictor::None => None,
+                Predictor::Oracle => Some(r.output_len),
+            };
             Event::Arrival(RequestInfo {
                 id: RequestId(next_arrival as u64 - 1),
                 input_len: r.input_len,
                 arrival: r.arrival,
+                generation: (r.output_len > 0)
+                    .then_some(Generation { max_tokens: options.max_tokens.max(r.output_len), predicted }),
             })
         } else {
             let Some((t, e)) = events.pop() else { break };
             now = t;
             match e {
+                SimEvent::StepDone(id) => {
+                    let Some(inst) = instances.get_mut(id.0 as usize).and_then(Option::as_mut) else {
+                        continue;
+                    };
+                    inst.step_pending = false;
+                    let mut finished = Vec::new();
+                    inst.stepping.retain_mut(|(r, left)| {
+                        *left -= 1;
+                        if *left == 0 {
+                            finished.push(*r);
+                        }
+                        *left > 0
+                    });
+                    for r in &finished {
+                        let arrival = requests[r.0 as usize].arrival;
+                        if arrival >= warmup {
+                            rec.completed(now - arrival);
+                        }
+                    }
+                    // The next iteration starts once the policy has filled the freed slots.
+                    iterated = Some(id);
+                    Event::SequencesDone { instance: id, requests: finished }
+                }
                 SimEvent::BatchDone(id) => {
                     let done = instances[id.0 as usize].as_mut().map(|i| std::mem::take(&mut i.running));
                     for r in done.unwrap_or_default() {
@@ -118,11 +198,26 @@ pub fn simulate(
                     let Some(inst) = instances.get_mut(instance.0 as usize).and_then(Option::as_mut) else {
                         continue;
                     };
-                    let lengths: Vec<u32> = batch.iter().map(|r| requests[r.0 as usize].input_len).collect();
-                    let took = cost.batch_time(inst.runtime, &lengths);
+                    let jobs: Vec<Job> = batch
+                        .iter()
+                        .map(|r| requests[r.0 as usize])
+                        .map(|r| Job { input_len: r.input_len, output_len: r.output_len })
+                        .collect();
+                    let took = cost.batch_time(inst.runtime, &jobs);
                     inst.running = batch;
                     rec.busy(instance.0 as usize, took);
                     events.push(now + took, SimEvent::BatchDone(instance));
+                }
+                Action::Join { instance, requests: joined } => {
+                    let Some(inst) = instances.get_mut(instance.0 as usize).and_then(Option::as_mut) else {
+                        continue;
+                    };
+                    inst.joining.extend(joined);
+                    if !inst.step_pending {
+                        let took = inst.start_step(cost, requests);
+                        rec.busy(instance.0 as usize, took);
+                        events.push(now + took, SimEvent::StepDone(instance));
+                    }
                 }
                 Action::Reject { request, .. } => {
                     if requests[request.0 as usize].arrival >= warmup {
@@ -133,7 +228,7 @@ pub fn simulate(
                     let id = InstanceId(instances.len() as u32);
                     let warm = !loaded.insert(runtime);
                     let delay = if warm { options.startup.warm } else { options.startup.cold };
-                    instances.push(Some(Instance { runtime, running: Vec::new() }));
+                    instances.push(Some(Instance::new(runtime)));
                     events.push(now + delay, SimEvent::InstanceUp(id));
                     slots += 1;
                     rec.slots(now, slots);
@@ -146,6 +241,18 @@ pub fn simulate(
                         rec.slots(now, slots);
                     }
                 }
+            }
+        }
+        if let Some(id) = iterated
+            && let Some(inst) = instances.get_mut(id.0 as usize).and_then(Option::as_mut)
+            && !inst.step_pending
+        {
+            if inst.stepping.is_empty() && inst.joining.is_empty() {
+                events.push(now, SimEvent::BatchDone(id));
+            } else {
+                let took = inst.start_step(cost, requests);
+                rec.busy(id.0 as usize, took);
+                events.push(now + took, SimEvent::StepDone(id));
             }
         }
         rec.queue(now, policy.queue_len());
@@ -177,7 +284,9 @@ mod tests {
     }
 
     fn at(ms: &[f64]) -> Vec<SimRequest> {
-        ms.iter().map(|t| SimRequest { arrival: Time::from_millis_f64(*t), input_len: 10 }).collect()
+        ms.iter()
+            .map(|t| SimRequest { arrival: Time::from_millis_f64(*t), input_len: 10, output_len: 0 })
+            .collect()
     }
 
     #[test]

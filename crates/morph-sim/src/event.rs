@@ -6,10 +6,12 @@ use std::collections::BinaryHeap;
 use morph_core::{InstanceId, Time};
 
 /// At equal times, completions come first (an instance freed at `t` can take a request that
-/// arrives at `t`), then instances coming up, then arrivals, then ticks. Arrivals are not queued: the driver merges its
+/// arrives at `t`; an iteration's finished sequences before the emptied batch), then instances
+/// coming up, then arrivals, then ticks. Arrivals are not queued: the driver merges its
 /// pre-generated stream with this queue by the same (time, kind) order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum EventKind {
+    StepDone,
     BatchDone,
     InstanceUp,
     Arrival,
@@ -19,6 +21,8 @@ pub enum EventKind {
 /// The events the queue holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SimEvent {
+    /// An iteration of a continuous batch ended.
+    StepDone(InstanceId),
     BatchDone(InstanceId),
     /// A launched instance finished loading.
     InstanceUp(InstanceId),
@@ -28,6 +32,7 @@ pub enum SimEvent {
 impl SimEvent {
     fn kind(self) -> EventKind {
         match self {
+            SimEvent::StepDone(_) => EventKind::StepDone,
             SimEvent::BatchDone(_) => EventKind::BatchDone,
             SimEvent::InstanceUp(_) => EventKind::InstanceUp,
             SimEvent::Tick => EventKind::Tick,

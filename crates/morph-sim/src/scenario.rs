@@ -7,13 +7,17 @@
 //! duration_s = 60
 //! seeds = [1]
 //! slo_ms = 150
+//! warmup_s = 10                                   # requests before this are served, not measured
+//! max_tokens = 4096                               # generations' cap, known to every policy
 //! [workload]
 //! arrivals = { kind = "poisson", rate = 1000 }   # gamma {rate, cv} | mmpp {rates, dwell_s} | trace {path, ...}
 //! lengths = { kind = "twitter", max = 512 }       # fixed {len} | uniform {min, max} | trace {path, input_column}
 //!                                                 # | corpus {path} (tokenized) | empirical {values}
-//! warmup_s = 10                                   # requests before this are served, not measured
+//! outputs = { kind = "trace", path = "...", input_column = "GeneratedTokens" }  # generation only
 //! [cluster]
 //! profile = "../../shared/data/profiles/distilbert_trt_gpu_bs1-64_seq1-512.json"  # relative to this file
+//! # or, for generation, SSJF's linear cost T = C + K·N (K in ms per token by batch size):
+//! # generation = { c_ms = 120, k_ms = { "1" = 45, "4" = 60 } }
 //! dynamic_penalty = 1.0
 //! instances = 10                                  # device slots, for policies that lay out their own
 //! runtimes = [{ runtime = "dynamic:512x8", instances = 10 }]   # for the others
@@ -25,6 +29,9 @@
 //! [[policies]]
 //! name = "arlo"                                    # arlo | arlo-ilb | arlo-ig | st | dt | infaas
 //! scaling = { rule = "target-tracking" }
+//! [[policies]]
+//! name = "ssjf"                                    # ssjf | fcfs (generation)
+//! predictor = "oracle"                             # none (default) | oracle: what `predicted` says
 //! [sweep]                                          # optional: one run per value
 //! param = "rate"                                   # rate | cv | instances
 //! values = [500, 1000, 2000]
@@ -38,8 +45,8 @@ use serde::{Deserialize, Serialize};
 
 use morph_policy::registry::Context;
 
-use crate::cost::{ProfileCost, Startup};
-use crate::driver::{SimOptions, simulate};
+use crate::cost::{CostModel, LinearGeneration, ProfileCost, Startup};
+use crate::driver::{Predictor, SimOptions, simulate};
 use crate::metrics::Report;
 use crate::workload::{Arrivals, Lengths, Workload, WorkloadError, corpus};
 
@@ -69,7 +76,10 @@ pub struct RuntimeGroup {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Cluster {
-    pub profile: PathBuf,
+    /// A latency profile (encoders); or `generation` instead.
+    pub profile: Option<PathBuf>,
+    /// SSJF's linear generation cost.
+    pub generation: Option<GenerationCost>,
     #[serde(default = "one")]
     pub dynamic_penalty: f64,
     /// Device slots for policies that choose their own runtimes; default: Σ runtimes' instances.
@@ -89,9 +99,20 @@ fn thousand() -> f64 {
     1000.0
 }
 
+/// `T = C + K·N`: `c_ms`, and `k_ms` per output token by batch size (keys are batch sizes).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GenerationCost {
+    pub c_ms: f64,
+    pub k_ms: std::collections::BTreeMap<String, f64>,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub struct PolicySpec {
     pub name: String,
+    /// What the policy is told of each generation's output length.
+    #[serde(default)]
+    pub predictor: Predictor,
     #[serde(flatten)]
     pub params: serde_json::Map<String, serde_json::Value>,
 }
@@ -124,10 +145,17 @@ pub struct Scenario {
     pub slo_ms: Option<f64>,
     #[serde(default)]
     pub warmup_s: f64,
+    /// Generations' `max_tokens` (what a policy knows without a prediction).
+    #[serde(default = "default_max_tokens")]
+    pub max_tokens: u32,
     pub workload: Workload,
     pub cluster: Cluster,
     pub policies: Vec<PolicySpec>,
     pub sweep: Option<Sweep>,
+}
+
+fn default_max_tokens() -> u32 {
+    SimOptions::default().max_tokens
 }
 
 fn default_seeds() -> Vec<u64> {
@@ -166,16 +194,20 @@ impl Scenario {
     }
 
     fn resolve_paths(&mut self, dir: &Path) {
-        if self.cluster.profile.is_relative() {
-            self.cluster.profile = dir.join(&self.cluster.profile);
+        if let Some(profile) = &mut self.cluster.profile
+            && profile.is_relative()
+        {
+            *profile = dir.join(&*profile);
         }
         if let Arrivals::Trace { trace, .. } = &mut self.workload.arrivals {
             trace.resolve(dir);
         }
-        match &mut self.workload.lengths {
-            Lengths::Trace { trace } => trace.resolve(dir),
-            Lengths::Corpus { path } if path.is_relative() => *path = dir.join(&*path),
-            _ => {}
+        for lengths in std::iter::once(&mut self.workload.lengths).chain(self.workload.outputs.as_mut()) {
+            match lengths {
+                Lengths::Trace { trace } => trace.resolve(dir),
+                Lengths::Corpus { path } if path.is_relative() => *path = dir.join(&*path),
+                _ => {}
+            }
         }
     }
 
@@ -205,6 +237,8 @@ impl Scenario {
             slo: self.slo_ms.map(ms_to_nanos),
             warmup: ms_to_nanos(self.warmup_s * 1e3),
             startup: Startup { cold, warm },
+            predictor: Predictor::None,
+            max_tokens: self.max_tokens,
         }
     }
 
@@ -236,10 +270,29 @@ impl Scenario {
     /// Runs every policy, for every seed and sweep value, on identical request streams;
     /// `progress(done, total)` is called after each run.
     pub fn run(&self, progress: &mut dyn FnMut(usize, usize)) -> Result<Vec<Row>, ScenarioError> {
-        let profile = Arc::new(Profile::load(&self.cluster.profile)?);
-        let cost = ProfileCost::new((*profile).clone(), self.cluster.dynamic_penalty);
-        let options = self.options();
-        let ctx = Context { profile: Some(profile), slo: options.slo };
+        let (profile, cost): (Option<Arc<Profile>>, Box<dyn CostModel>) =
+            match (&self.cluster.profile, &self.cluster.generation) {
+                (Some(path), None) => {
+                    let profile = Profile::load(path)?;
+                    let cost = ProfileCost::new(profile.clone(), self.cluster.dynamic_penalty);
+                    (Some(Arc::new(profile)), Box::new(cost))
+                }
+                (None, Some(g)) => {
+                    let k = g
+                        .k_ms
+                        .iter()
+                        .map(|(b, k)| b.parse().map(|b| (b, *k)))
+                        .collect::<Result<Vec<(u32, f64)>, _>>()
+                        .map_err(|e| ScenarioError::Invalid(format!("cluster.generation.k_ms: {e}")))?;
+                    let cost = LinearGeneration::new(g.c_ms, k).map_err(ScenarioError::Invalid)?;
+                    (None, Box::new(cost))
+                }
+                _ => {
+                    let msg = "the cluster needs exactly one of profile and generation";
+                    return Err(ScenarioError::Invalid(msg.into()));
+                }
+            };
+        let ctx = Context { profile, slo: self.options().slo };
         let points: Vec<Option<(SweepParam, f64)>> = match &self.sweep {
             Some(s) => s.values.iter().map(|v| Some((s.param, *v))).collect(),
             None => vec![None],
@@ -263,7 +316,11 @@ impl Scenario {
                         let msg = format!("policy '{}' needs cluster.runtimes", spec.name);
                         return Err(ScenarioError::Invalid(msg));
                     }
-                    let report = simulate(policy, &layout, &cost, &requests, &options);
+                    let options = SimOptions { predictor: spec.predictor, ..self.options() };
+                    let mut report = simulate(policy, &layout, cost.as_ref(), &requests, &options);
+                    if spec.predictor == Predictor::Oracle {
+                        report.policy.push_str(" (oracle)");
+                    }
                     rows.push(Row { sweep: point, seed, report });
                     progress(rows.len(), total);
                 }

@@ -18,8 +18,11 @@ fn fifo() -> Box<dyn Policy> {
 fn md1_mean_wait_matches_pollaczek_khinchine() {
     let d_ms = 10.0;
     let cost = ProfileCost::new(Profile::from_points("D", [(1, 1, d_ms), (1, 512, d_ms)]).unwrap(), 1.0);
-    let workload =
-        Workload { arrivals: Arrivals::Poisson { rate: 50.0 }, lengths: Lengths::Fixed { len: 16 } };
+    let workload = Workload {
+        arrivals: Arrivals::Poisson { rate: 50.0 },
+        lengths: Lengths::Fixed { len: 16 },
+        outputs: None,
+    };
     let requests = workload.generate(8_000.0, 42).unwrap();
     assert!(requests.len() > 390_000);
     let report = simulate(
@@ -42,8 +45,11 @@ fn md1_mean_wait_matches_pollaczek_khinchine() {
 #[test]
 fn pooled_servers_wait_less_at_the_same_load() {
     let cost = ProfileCost::new(Profile::from_points("D", [(1, 1, 10.0), (1, 512, 10.0)]).unwrap(), 1.0);
-    let workload =
-        Workload { arrivals: Arrivals::Poisson { rate: 200.0 }, lengths: Lengths::Fixed { len: 16 } };
+    let workload = Workload {
+        arrivals: Arrivals::Poisson { rate: 200.0 },
+        lengths: Lengths::Fixed { len: 16 },
+        outputs: None,
+    };
     let requests = workload.generate(1_000.0, 3).unwrap();
     let report =
         simulate(fifo(), &[RuntimeSpec::dynamic(512, 1); 4], &cost, &requests, &SimOptions::default());

@@ -111,7 +111,7 @@ impl Policy for DynamicBatching {
                     self.idle.insert(instance);
                 }
             }
-            Event::Tick | Event::LaunchFailed { .. } => {}
+            Event::Tick | Event::LaunchFailed { .. } | Event::SequencesDone { .. } => {}
         }
         self.schedule(actions);
     }
@@ -146,7 +146,7 @@ mod tests {
 
     fn arrive(p: &mut DynamicBatching, id: u64, len: u32) -> Vec<Action> {
         let mut out = Vec::new();
-        let info = RequestInfo { id: RequestId(id), input_len: len, arrival: Time(id) };
+        let info = RequestInfo { id: RequestId(id), input_len: len, arrival: Time(id), generation: None };
         p.on_event(Time(id), Event::Arrival(info), &mut out);
         out
     }

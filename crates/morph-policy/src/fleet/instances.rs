@@ -88,7 +88,7 @@ mod tests {
     use super::*;
 
     fn req(id: u64) -> RequestInfo {
-        RequestInfo { id: RequestId(id), input_len: 10, arrival: Time(id) }
+        RequestInfo { id: RequestId(id), input_len: 10, arrival: Time(id), generation: None }
     }
 
     #[test]

@@ -326,6 +326,8 @@ impl Policy for FleetPolicy {
             Event::Arrival(request) => self.arrival(request, actions),
             Event::BatchDone { instance } => self.batch_done(now, instance, actions),
             Event::Tick => self.tick(now, actions),
+            // Encoder batches run as a unit: only BatchDone frees an instance.
+            Event::SequencesDone { .. } => {}
         }
     }
 

@@ -1,4 +1,5 @@
-//! Workloads: a seeded request stream of arrival times and input lengths.
+//! Workloads: a seeded request stream of arrival times, input lengths and, for generation,
+//! output lengths.
 
 mod arrivals;
 pub mod corpus;
@@ -24,6 +25,8 @@ pub enum WorkloadError {
 pub struct SimRequest {
     pub arrival: Time,
     pub input_len: u32,
+    /// Tokens the request generates; 0 for an encoder request.
+    pub output_len: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -31,6 +34,10 @@ pub struct SimRequest {
 pub struct Workload {
     pub arrivals: Arrivals,
     pub lengths: Lengths,
+    /// Output lengths of generation requests (e.g. a trace's `GeneratedTokens` column); none
+    /// for encoder workloads.
+    #[serde(default)]
+    pub outputs: Option<Lengths>,
 }
 
 impl Workload {
@@ -42,10 +49,18 @@ impl Workload {
         let mut length_rng = StdRng::seed_from_u64(seed ^ 0x9E37_79B9_7F4A_7C15);
         let times = self.arrivals.generate(duration_s, &mut arrival_rng)?;
         let lengths = self.lengths.generate(times.len(), &mut length_rng)?;
+        let outputs = match &self.outputs {
+            Some(outputs) => outputs.generate(times.len(), &mut length_rng)?,
+            None => vec![0; times.len()],
+        };
         Ok(times
             .into_iter()
-            .zip(lengths)
-            .map(|(t, input_len)| SimRequest { arrival: Time::from_millis_f64(t * 1e3), input_len })
+            .zip(lengths.into_iter().zip(outputs))
+            .map(|(t, (input_len, output_len))| SimRequest {
+                arrival: Time::from_millis_f64(t * 1e3),
+                input_len,
+                output_len,
+            })
             .collect())
     }
 }
@@ -56,8 +71,11 @@ mod tests {
 
     #[test]
     fn same_seed_same_stream_other_seed_other_stream() {
-        let w =
-            Workload { arrivals: Arrivals::Poisson { rate: 100.0 }, lengths: Lengths::Twitter { max: 512 } };
+        let w = Workload {
+            arrivals: Arrivals::Poisson { rate: 100.0 },
+            lengths: Lengths::Twitter { max: 512 },
+            outputs: None,
+        };
         let a = w.generate(10.0, 1).unwrap();
         assert_eq!(a, w.generate(10.0, 1).unwrap());
         assert_ne!(a, w.generate(10.0, 2).unwrap());

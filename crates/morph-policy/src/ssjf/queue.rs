@@ -1,0 +1,169 @@
+//! SSJF's waiting queue (§3.2): shortest predicted output first (or arrival order, FCFS), with
+//! aging against starvation (§6): a request that has waited more than `factor` times its
+//! predicted execution time (predicted tokens × `token_ms`) is promoted ahead of the order,
+//! promoted requests by how overdue they are.
+
+use std::collections::{BTreeSet, HashMap};
+
+use morph_core::time::ms_to_nanos;
+use morph_core::{RequestId, RequestInfo, Time};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    /// First come, first served.
+    Fcfs,
+    /// Shortest predicted output first (speculative shortest job first).
+    Sjf,
+}
+
+/// Aging: promote a request after it has waited `factor` × (predicted tokens × `token_ms`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Aging {
+    pub factor: f64,
+    /// Estimated execution time per output token, ms.
+    pub token_ms: f64,
+}
+
+type Key = (u32, Time, RequestId);
+
+#[derive(Debug, Clone)]
+pub struct JobQueue {
+    order: Order,
+    aging: Option<Aging>,
+    by_key: BTreeSet<Key>,
+    by_arrival: BTreeSet<(Time, RequestId)>,
+    by_promotion: BTreeSet<(Time, RequestId)>,
+    entries: HashMap<RequestId, (Key, Option<Time>)>,
+}
+
+/// The length a request is scheduled by: its predicted output, else its `max_tokens`, else (an
+/// encoder request) its input length.
+pub fn job_length(r: &RequestInfo) -> u32 {
+    r.generation.map_or(r.input_len, |g| g.predicted.unwrap_or(g.max_tokens))
+}
+
+impl JobQueue {
+    pub fn new(order: Order, aging: Option<Aging>) -> Self {
+        Self {
+            order,
+            aging,
+            by_key: BTreeSet::new(),
+            by_arrival: BTreeSet::new(),
+            by_promotion: BTreeSet::new(),
+            entries: HashMap::new(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn push(&mut self, r: &RequestInfo) {
+        let length = job_length(r);
+        let primary = match self.order {
+            Order::Fcfs => 0,
+            Order::Sjf => length,
+        };
+        let key = (primary, r.arrival, r.id);
+        let promote_at =
+            self.aging.map(|a| r.arrival + ms_to_nanos(a.factor * a.token_ms * f64::from(length.max(1))));
+        self.by_key.insert(key);
+        self.by_arrival.insert((r.arrival, r.id));
+        if let Some(t) = promote_at {
+            self.by_promotion.insert((t, r.id));
+        }
+        self.entries.insert(r.id, (key, promote_at));
+    }
+
+    /// The request to run next at `now`: the most overdue promoted one, else the first in order.
+    pub fn pop(&mut self, now: Time) -> Option<RequestId> {
+        let promoted = self.by_promotion.first().filter(|(t, _)| *t <= now).map(|(_, id)| *id);
+        let id = promoted.or_else(|| self.by_key.first().map(|k| k.2))?;
+        let (key, promote_at) = self.entries.remove(&id)?;
+        self.by_key.remove(&key);
+        self.by_arrival.remove(&(key.1, id));
+        if let Some(t) = promote_at {
+            self.by_promotion.remove(&(t, id));
+        }
+        Some(id)
+    }
+
+    /// When the longest-waiting request arrived.
+    pub fn oldest_arrival(&self) -> Option<Time> {
+        self.by_arrival.first().map(|(t, _)| *t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use morph_core::Generation;
+
+    use super::*;
+
+    fn req(id: u64, arrival_ms: u64, predicted: u32) -> RequestInfo {
+        RequestInfo {
+            id: RequestId(id),
+            input_len: 10,
+            arrival: Time(arrival_ms * 1_000_000),
+            generation: Some(Generation { max_tokens: 512, predicted: Some(predicted) }),
+        }
+    }
+
+    fn drain(q: &mut JobQueue, now_ms: u64) -> Vec<u64> {
+        std::iter::from_fn(|| q.pop(Time(now_ms * 1_000_000)).map(|r| r.0)).collect()
+    }
+
+    #[test]
+    fn sjf_runs_shortest_predicted_first_and_fcfs_by_arrival() {
+        let reqs = [req(0, 0, 300), req(1, 1, 20), req(2, 2, 100), req(3, 3, 20)];
+        let mut sjf = JobQueue::new(Order::Sjf, None);
+        let mut fcfs = JobQueue::new(Order::Fcfs, None);
+        for r in &reqs {
+            sjf.push(r);
+            fcfs.push(r);
+        }
+        assert_eq!(sjf.oldest_arrival(), Some(Time(0)));
+        // Equal predictions keep arrival order.
+        assert_eq!(drain(&mut sjf, 10), vec![1, 3, 2, 0]);
+        assert_eq!(drain(&mut fcfs, 10), vec![0, 1, 2, 3]);
+        assert!(sjf.is_empty() && sjf.oldest_arrival().is_none());
+    }
+
+    #[test]
+    fn without_a_prediction_max_tokens_orders_the_request() {
+        let mut q = JobQueue::new(Order::Sjf, None);
+        let mut unknown = req(0, 0, 0);
+        unknown.generation = Some(Generation { max_tokens: 50, predicted: None });
+        q.push(&unknown);
+        q.push(&req(1, 1, 60));
+        assert_eq!(drain(&mut q, 5), vec![0, 1]);
+    }
+
+    /// Aging factor 2, 1 ms per token: a 300-token job waits at most 600 ms, then goes ahead of
+    /// shorter ones; before that it waits behind them.
+    #[test]
+    fn aging_promotes_a_long_job_that_waited_past_its_bound() {
+        let aging = Some(Aging { factor: 2.0, token_ms: 1.0 });
+        let fill = |q: &mut JobQueue| {
+            q.push(&req(0, 0, 300)); // promoted at 600 ms
+            q.push(&req(1, 500, 20)); // promoted at 540 ms
+            q.push(&req(2, 590, 30)); // promoted at 650 ms
+        };
+        let mut early = JobQueue::new(Order::Sjf, aging);
+        fill(&mut early);
+        assert_eq!(drain(&mut early, 595), vec![1, 2, 0], "at 595 ms only job 1 is overdue");
+        let mut late = JobQueue::new(Order::Sjf, aging);
+        fill(&mut late);
+        assert_eq!(drain(&mut late, 620), vec![1, 0, 2], "at 620 ms jobs 1 then 0 are overdue");
+        let mut later = JobQueue::new(Order::Sjf, aging);
+        fill(&mut later);
+        assert_eq!(drain(&mut later, 700), vec![1, 0, 2], "all overdue: by how long ago they were due");
+    }
+}

@@ -1,0 +1,62 @@
+//! SSJF's three batching modes on a toy linear cost (C = 10 ms, K = 1 ms per token at every
+//! batch size up to 4), one instance, FCFS against shortest-predicted-first with oracle
+//! predictions: mean JCTs computed by hand (worked out in each test's comment).
+
+use morph_core::{RuntimeSpec, Time};
+use morph_policy::registry::{Context, build};
+use morph_sim::cost::LinearGeneration;
+use morph_sim::driver::{Predictor, SimOptions, simulate};
+use morph_sim::workload::SimRequest;
+use serde_json::json;
+
+/// (arrival ms, output tokens): a 5-token and a 30-token job at 0, then 25, 10 and 20 at 1 ms.
+const JOBS: [(u64, u32); 5] = [(0, 5), (0, 30), (1, 25), (1, 10), (1, 20)];
+
+fn mean_jct(policy: &str, batching: serde_json::Value) -> f64 {
+    let cost = LinearGeneration::new(10.0, vec![(1, 1.0), (4, 1.0)]).expect("cost");
+    let requests: Vec<SimRequest> = JOBS
+        .iter()
+        .map(|&(ms, out)| SimRequest { arrival: Time(ms * 1_000_000), input_len: 16, output_len: out })
+        .collect();
+    let params = json!({ "batching": batching, "aging": null });
+    let policy = build(policy, &params, &Context::default()).expect("policy");
+    let options = SimOptions { predictor: Predictor::Oracle, ..SimOptions::default() };
+    let report = simulate(policy, &[RuntimeSpec::dynamic(512, 4)], &cost, &requests, &options);
+    assert_eq!(report.completed, JOBS.len());
+    report.mean_latency_ms
+}
+
+fn assert_ms(got: f64, want: f64, what: &str) {
+    assert!((got - want).abs() < 1e-9, "{what}: mean JCT {got} ms, hand-computed {want} ms");
+}
+
+/// One at a time, C + K·N each. FCFS: 5 ends 15, 30 ends 55, 25 ends 90, 10 ends 110, 20 ends
+/// 140 → JCTs 15, 55, 89, 109, 139. SJF: the other four wait when the 5 ends at 15, so 10 ends
+/// 35, 20 ends 65, 25 ends 100, 30 ends 140 → 15, 34, 64, 99, 140.
+#[test]
+fn no_batching() {
+    assert_ms(mean_jct("fcfs", json!({"mode": "none"})), (15.0 + 55.0 + 89.0 + 109.0 + 139.0) / 5.0, "FCFS");
+    assert_ms(mean_jct("ssjf", json!({"mode": "none"})), (15.0 + 34.0 + 64.0 + 99.0 + 140.0) / 5.0, "SJF");
+}
+
+/// Batches of 2 formed when 2 wait (or after 20 ms), each C + K·(longest). [5, 30] at 0 ends 40.
+/// FCFS: [25, 10] ends 75, [20] (waited past 20 ms) ends 105 → 40, 40, 74, 74, 104.
+/// SJF: [10, 20] ends 70, [25] ends 105 → 40, 40, 69, 69, 104.
+#[test]
+fn dynamic_batching() {
+    let batching = json!({"mode": "dynamic", "max_batch": 2, "wait_ms": 20.0});
+    assert_ms(mean_jct("fcfs", batching.clone()), (40.0 + 40.0 + 74.0 + 74.0 + 104.0) / 5.0, "FCFS");
+    assert_ms(mean_jct("ssjf", batching), (40.0 + 40.0 + 69.0 + 69.0 + 104.0) / 5.0, "SJF");
+}
+
+/// Two slots, iterations of K = 1 ms, plus C when a sequence joins. The 5 runs alone 0–11, the
+/// 30 joins for 11–22, then 1 ms steps: the 5 ends at 25. FCFS: the 25 joins (25–36), ends at
+/// 60; the 10 joins (60–71), the 30 ends at 71; the 20 joins (71–82); the 10 ends at 90, the
+/// 20 at 101 → 25, 71, 59, 89, 100. SJF: the 10 joins at 25, ends 45; the 20 joins (45–56);
+/// the 30 ends 71; the 25 joins (71–82); the 20 ends 85, the 25 at 106 → 25, 71, 105, 44, 84.
+#[test]
+fn continuous_batching() {
+    let batching = json!({"mode": "continuous", "max_batch": 2});
+    assert_ms(mean_jct("fcfs", batching.clone()), (25.0 + 71.0 + 59.0 + 89.0 + 100.0) / 5.0, "FCFS");
+    assert_ms(mean_jct("ssjf", batching), (25.0 + 71.0 + 105.0 + 44.0 + 84.0) / 5.0, "SJF");
+}
