@@ -180,9 +180,10 @@ pub fn simulate(
                     Event::InstanceUp(InstanceInfo { id, runtime })
                 }
                 SimEvent::Tick => {
-                    // Ticks stop once nothing is left to happen.
+                    // Ticks stop once nothing is left to happen: no arrivals to come, nothing
+                    // running and nothing waiting for a tick (a batching timeout).
                     if let Some(every) = tick
-                        && (next_arrival < requests.len() || !events.is_empty())
+                        && (next_arrival < requests.len() || !events.is_empty() || policy.queue_len() > 0)
                     {
                         events.push(now + every, SimEvent::Tick);
                     }

@@ -13,8 +13,12 @@ use serde_json::json;
 const JOBS: [(u64, u32); 5] = [(0, 5), (0, 30), (1, 25), (1, 10), (1, 20)];
 
 fn mean_jct(policy: &str, batching: serde_json::Value) -> f64 {
+    mean_jct_of(&JOBS, policy, batching)
+}
+
+fn mean_jct_of(jobs: &[(u64, u32)], policy: &str, batching: serde_json::Value) -> f64 {
     let cost = LinearGeneration::new(10.0, vec![(1, 1.0), (4, 1.0)]).expect("cost");
-    let requests: Vec<SimRequest> = JOBS
+    let requests: Vec<SimRequest> = jobs
         .iter()
         .map(|&(ms, out)| SimRequest { arrival: Time(ms * 1_000_000), input_len: 16, output_len: out })
         .collect();
@@ -22,7 +26,7 @@ fn mean_jct(policy: &str, batching: serde_json::Value) -> f64 {
     let policy = build(policy, &params, &Context::default()).expect("policy");
     let options = SimOptions { predictor: Predictor::Oracle, ..SimOptions::default() };
     let report = simulate(policy, &[RuntimeSpec::dynamic(512, 4)], &cost, &requests, &options);
-    assert_eq!(report.completed, JOBS.len());
+    assert_eq!(report.completed, jobs.len());
     report.mean_latency_ms
 }
 
@@ -47,6 +51,14 @@ fn dynamic_batching() {
     let batching = json!({"mode": "dynamic", "max_batch": 2, "wait_ms": 20.0});
     assert_ms(mean_jct("fcfs", batching.clone()), (40.0 + 40.0 + 74.0 + 74.0 + 104.0) / 5.0, "FCFS");
     assert_ms(mean_jct("ssjf", batching), (40.0 + 40.0 + 69.0 + 69.0 + 104.0) / 5.0, "SJF");
+}
+
+/// A request alone waits the full 20 ms for a partner (checked on ticks every 2 ms), then runs:
+/// 20 + 10 + 5 = 35 ms. The last request of a run is not left behind when events run out.
+#[test]
+fn dynamic_batching_runs_a_lone_request_after_the_wait() {
+    let batching = json!({"mode": "dynamic", "max_batch": 2, "wait_ms": 20.0});
+    assert_ms(mean_jct_of(&[(0, 5)], "fcfs", batching), 35.0, "lone request");
 }
 
 /// Two slots, iterations of K = 1 ms, plus C when a sequence joins. The 5 runs alone 0–11, the

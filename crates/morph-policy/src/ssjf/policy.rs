@@ -59,6 +59,8 @@ struct Slot {
 
 #[derive(Debug, Clone)]
 pub struct SsjfPolicy {
+    /// `ORDER/MODE`, e.g. `ssjf/continuous`.
+    name: String,
     config: SsjfConfig,
     queue: JobQueue,
     slots: Vec<Slot>,
@@ -66,7 +68,17 @@ pub struct SsjfPolicy {
 
 impl SsjfPolicy {
     pub fn new(config: SsjfConfig) -> Self {
-        Self { queue: JobQueue::new(config.order, config.aging), config, slots: Vec::new() }
+        let order = match config.order {
+            Order::Sjf => "ssjf",
+            Order::Fcfs => "fcfs",
+        };
+        let mode = match config.batching {
+            Batching::None => "none",
+            Batching::Dynamic { .. } => "dynamic",
+            Batching::Continuous { .. } => "continuous",
+        };
+        let name = format!("{order}/{mode}");
+        Self { name, queue: JobQueue::new(config.order, config.aging), config, slots: Vec::new() }
     }
 
     fn slot(&mut self, id: InstanceId) -> Option<&mut Slot> {
@@ -112,10 +124,7 @@ impl SsjfPolicy {
 
 impl Policy for SsjfPolicy {
     fn name(&self) -> &str {
-        match self.config.order {
-            Order::Sjf => "ssjf",
-            Order::Fcfs => "fcfs",
-        }
+        &self.name
     }
 
     fn on_event(&mut self, now: Time, event: Event, actions: &mut Vec<Action>) {
