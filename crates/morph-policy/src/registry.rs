@@ -93,6 +93,6 @@ mod tests {
         let ssjf =
             build("ssjf", &json!({"batching": {"mode": "dynamic", "max_batch": 4, "wait_ms": 50}}), &none);
         assert_eq!(ssjf.unwrap().describe()["batching"]["max_batch"], 4);
-        assert_eq!(build("fcfs", &json!({}), &none).unwrap().name(), "fcfs/continuous");
+        assert_eq!(build("fcfs", &json!({}), &none).unwrap().name(), "fcfs/continuous-b4");
     }
 }
