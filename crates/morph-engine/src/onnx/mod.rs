@@ -4,6 +4,7 @@
 mod builder;
 mod encoder_graph;
 pub mod proto;
+mod token_merge;
 
 pub use encoder_graph::{
     ATTENTION_MASK, GraphOutput, GraphSpec, HIDDEN_IN, HIDDEN_OUT, INPUT_IDS, POOLED, encoder_graph,
