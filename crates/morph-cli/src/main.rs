@@ -7,6 +7,7 @@ mod plots;
 mod profile;
 mod serve;
 mod simulate;
+mod train;
 
 use clap::{Parser, Subcommand};
 
@@ -30,6 +31,9 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Run a scenario's policies side by side on identical request streams, in virtual time.
     Simulate(simulate::SimulateArgs),
+    /// Train models Morph uses to schedule (SSJF's output-length predictor).
+    #[command(subcommand)]
+    Train(train::TrainCommand),
 }
 
 #[derive(Debug, clap::Args)]
@@ -61,5 +65,6 @@ fn main() -> anyhow::Result<()> {
         Command::Profile(args) => profile::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Simulate(args) => simulate::run(args),
+        Command::Train(command) => train::run(command),
     }
 }

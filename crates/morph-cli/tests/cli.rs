@@ -168,3 +168,31 @@ fn a_missing_onnx_runtime_library_is_one_clear_line() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("--onnx runs on ONNX Runtime"), "{err}");
 }
+
+/// `morph train predictor` on 60 LMSYS prompts: embeds them, trains every objective, prints the
+/// ablation table and writes the first objective's head.
+#[test]
+fn train_predictor_writes_a_head_and_an_ablation_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let lmsys = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/traces/lmsys_llama_05.jsonl");
+    let text = std::fs::read_to_string(lmsys).expect("the shared LMSYS trace is needed here");
+    let data = dir.path().join("lmsys60.jsonl");
+    std::fs::write(&data, text.lines().take(60).collect::<Vec<_>>().join("\n")).unwrap();
+    let out = dir.path().join("predictor");
+    let run = morph()
+        .args(["train", "predictor", "--epochs", "3", "--data"])
+        .arg(&data)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{stdout}{}", String::from_utf8_lossy(&run.stderr));
+    for objective in ["regression-l1", "regression-mse", "classification", "ordinal", "binary"] {
+        assert!(stdout.contains(objective), "{stdout}");
+    }
+    assert!(out.join("head.safetensors").is_file() && out.join("predictor.json").is_file());
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("predictor.json")).unwrap()).unwrap();
+    assert_eq!(meta["objective"], "regression-l1");
+}

@@ -16,6 +16,7 @@ pub mod onnx;
 pub mod ort_library;
 pub mod ort_runtime;
 pub mod pooling;
+pub mod predictor;
 pub mod tokenize;
 pub mod tuning;
 pub mod worker;

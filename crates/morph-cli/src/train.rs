@@ -1,0 +1,138 @@
+//! `morph train predictor`: SSJF's output-length predictor. Embeds each prompt (its last 512
+//! tokens) with the served encoder, frozen, then trains the head in Rust for each objective on
+//! the training split and scores it on the test split (accuracy and F1 on the five percentile
+//! buckets, MAE in tokens): the paper's Table 2. Writes the default objective's head.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
+use candle_core::{Device, Tensor};
+use candle_nn::VarMap;
+use clap::{Args, Subcommand};
+use morph_core::RuntimeSpec;
+use morph_engine::pooling::l2_normalize;
+use morph_engine::predictor::dataset::{Split, keep_last, load_lmsys, split_of};
+use morph_engine::predictor::{Buckets, LengthHead, Objective, TrainConfig, score, train};
+use morph_engine::{Pooling, TextTokenizer};
+use morph_server::Launcher;
+
+use crate::engine_args::EngineArgs;
+use crate::model_args::ModelArgs;
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum TrainCommand {
+    /// Train the output-length predictor (SSJF §3.1) and print the objective ablation.
+    Predictor(PredictorArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PredictorArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    #[command(flatten)]
+    engine: EngineArgs,
+    /// Prompts with output lengths, in the LMSYS trace form (JSONL: SynthesizedBody,
+    /// GeneratedTokens, RequestID), e.g. ../shared/data/traces/lmsys_llama_05.jsonl.
+    #[arg(long)]
+    data: PathBuf,
+    /// Objectives to train (comma separated); the first is written to --out.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "regression-l1,regression-mse,classification,ordinal,binary"
+    )]
+    objectives: Vec<String>,
+    #[arg(long, default_value_t = 40)]
+    epochs: usize,
+    #[arg(long, default_value_t = 1e-3)]
+    lr: f64,
+    /// Directory for the trained head (head.safetensors, predictor.json).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+pub(crate) fn run(command: TrainCommand) -> anyhow::Result<()> {
+    let TrainCommand::Predictor(args) = command;
+    let objectives = args
+        .objectives
+        .iter()
+        .map(|o| serde_json::from_value::<Objective>(serde_json::Value::String(o.clone())))
+        .collect::<Result<Vec<_>, _>>()
+        .context("--objectives: each is regression-l1, regression-mse, classification, ordinal or binary")?;
+    let examples = load_lmsys(&args.data)?;
+    let files = args.model.fetch()?;
+    let tokenizer = TextTokenizer::load(&files.tokenizer)?;
+    let launcher = Launcher::new(&files, Pooling::from_model_dir(&files.dir), &args.engine.real()?)?;
+    let mut engine = launcher.engine(RuntimeSpec::dynamic(512, 32))?;
+
+    // Embed shortest first (little padding per batch), then put the vectors back in order.
+    let ids: Vec<Vec<u32>> = examples
+        .iter()
+        .map(|e| tokenizer.encode(&e.prompt).map(|ids| keep_last(&ids, 512)))
+        .collect::<Result<_, _>>()?;
+    let mut order: Vec<usize> = (0..ids.len()).collect();
+    order.sort_by_key(|&i| ids[i].len());
+    let mut vectors = vec![Vec::new(); ids.len()];
+    let started = Instant::now();
+    let mut batches = 0;
+    for chunk in order.chunks(32) {
+        let batch: Vec<Vec<u32>> = chunk.iter().map(|&i| ids[i].clone()).collect();
+        for (&i, mut v) in chunk.iter().zip(engine.embed(&batch)?) {
+            l2_normalize(&mut v);
+            vectors[i] = v;
+        }
+        batches += 1;
+    }
+    let embed_ms = started.elapsed().as_secs_f64() * 1e3;
+    println!(
+        "embedded {} prompts in {batches} batches of up to 32: {:.1} ms per batch, {:.2} ms per prompt",
+        ids.len(),
+        embed_ms / f64::from(batches.max(1)),
+        embed_ms / ids.len().max(1) as f64
+    );
+
+    let pick = |split: Split| -> anyhow::Result<(Tensor, Vec<u32>)> {
+        let rows: Vec<usize> =
+            (0..examples.len()).filter(|&i| split_of(&examples[i].conversation) == split).collect();
+        let dim = vectors.first().map_or(0, Vec::len);
+        let flat: Vec<f32> = rows.iter().flat_map(|&i| vectors[i].iter().copied()).collect();
+        let x = Tensor::from_vec(flat, (rows.len(), dim), &Device::Cpu)?;
+        Ok((x, rows.iter().map(|&i| examples[i].output_len).collect()))
+    };
+    let (train_x, train_y) = pick(Split::Train)?;
+    let (test_x, test_y) = pick(Split::Test)?;
+    let buckets = Buckets::from_lengths(&train_y);
+    println!(
+        "train {} / test {} prompts; buckets at {:?} tokens",
+        train_y.len(),
+        test_y.len(),
+        buckets.bounds
+    );
+    println!("{:<16} {:>10} {:>9} {:>9} {:>11}", "objective", "accuracy", "F1", "MAE", "final loss");
+    let config = TrainConfig { epochs: args.epochs, lr: args.lr, ..TrainConfig::default() };
+    for (k, objective) in objectives.iter().enumerate() {
+        let vars = VarMap::new();
+        let head = LengthHead::new(&vars, train_x.dim(1)?, *objective, buckets.clone())?;
+        let losses = train(&vars, &head, &train_x, &train_y, &config)?;
+        let s = score(&buckets, &head.predict(&test_x)?, &test_y);
+        let name = serde_json::to_value(objective)?.as_str().unwrap_or_default().to_string();
+        println!(
+            "{name:<16} {:>10.3} {:>9.3} {:>9.1} {:>11.4}",
+            s.accuracy,
+            s.macro_f1,
+            s.mae_tokens,
+            losses.last().copied().unwrap_or(f32::NAN)
+        );
+        if let (0, Some(out)) = (k, &args.out) {
+            std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+            vars.save(out.join("head.safetensors"))?;
+            let meta = serde_json::json!({"objective": objective, "buckets": buckets, "encoder": files.name, "scores": s});
+            std::fs::write(out.join("predictor.json"), serde_json::to_string_pretty(&meta)?)?;
+        }
+    }
+    if let Some(out) = &args.out {
+        println!("wrote {}", out.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,11 @@
+//! SSJF's output-length predictor (§3.1): a frozen BERT-family encoder's pooled vector into a
+//! small head trained in Rust, scored as the paper's Table 2.
+
+pub mod dataset;
+pub mod evaluate;
+pub mod head;
+pub mod train;
+
+pub use evaluate::{Scores, score};
+pub use head::{Buckets, LengthHead, Objective};
+pub use train::{TrainConfig, train};
