@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# SSJF in simulation: FCFS against oracle shortest-job-first on the LMSYS lengths with the
-# measured SmolLM2 cost, by request rate (Fig. 4/6), by burstiness (Fig. 5/7) and by batch size
-# (Fig. 8). Prints mean JCT and throughput per policy and the SJF/FCFS JCT ratio.
+# SSJF in simulation: FCFS, SSJF with predictions carrying the trained predictor's measured
+# error (lognormal), and oracle SJF, on the LMSYS lengths with the measured SmolLM2 cost, by
+# request rate (Fig. 4), by burstiness (Fig. 5) and by batch size (Fig. 8). Prints mean JCTs
+# and their ratios.
 #   experiments/ssjf.sh [rate|cv|batch|all]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,14 +15,16 @@ import json, sys
 rows = json.load(open(sys.argv[1]))
 by = {}
 for r in rows:
-    order, mode = r["policy"].replace(" (oracle)", "").split("/")
+    name, _, variant = r["policy"].partition(" (")
+    order, mode = name.split("/")
+    kind = "oracle" if variant.startswith("oracle") else order
     point = "{}={:g}".format(*r["sweep"]) if r.get("sweep") else "-"
-    by.setdefault((point, mode), {})[order] = r
-print(f"{'point':<10} {'mode':<16} {'fcfs JCT s':>11} {'sjf JCT s':>10} {'sjf/fcfs':>9} {'fcfs thr/s':>11} {'sjf thr/s':>10}")
+    by.setdefault((point, mode), {})[kind] = r
+print(f"{'point':<10} {'mode':<16} {'fcfs JCT s':>11} {'ssjf JCT s':>11} {'oracle s':>9} {'ssjf/fcfs':>10} {'ssjf/oracle':>12} {'oracle/fcfs':>12}")
 for (point, mode), p in by.items():
-    f, s = p["fcfs"], p["ssjf"]
-    fj, sj = f["mean_latency_ms"] / 1e3, s["mean_latency_ms"] / 1e3
-    print(f"{point:<10} {mode:<16} {fj:>11.1f} {sj:>10.1f} {sj / fj:>9.2f} {f['throughput_rps']:>11.3f} {s['throughput_rps']:>10.3f}")
+    jct = {k: v["mean_latency_ms"] / 1e3 for k, v in p.items()}
+    f, s, o = jct.get("fcfs", float("nan")), jct.get("ssjf", float("nan")), jct.get("oracle", float("nan"))
+    print(f"{point:<10} {mode:<16} {f:>11.1f} {s:>11.1f} {o:>9.1f} {s / f:>10.2f} {s / o:>12.2f} {o / f:>12.2f}")
 PY
 }
 tmp=$(mktemp -d)

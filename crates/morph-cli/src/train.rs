@@ -115,7 +115,8 @@ pub(crate) fn run(command: TrainCommand) -> anyhow::Result<()> {
         let vars = VarMap::new();
         let head = LengthHead::new(&vars, train_x.dim(1)?, *objective, buckets.clone())?;
         let losses = train(&vars, &head, &train_x, &train_y, &config)?;
-        let s = score(&buckets, &head.predict(&test_x)?, &test_y);
+        let predicted = head.predict(&test_x)?;
+        let s = score(&buckets, &predicted, &test_y);
         let name = serde_json::to_value(objective)?.as_str().unwrap_or_default().to_string();
         println!(
             "{name:<16} {:>10.3} {:>9.3} {:>9.1} {:>11.4}",
@@ -124,10 +125,18 @@ pub(crate) fn run(command: TrainCommand) -> anyhow::Result<()> {
             s.mae_tokens,
             losses.last().copied().unwrap_or(f32::NAN)
         );
-        if let (0, Some(out)) = (k, &args.out) {
+        if k > 0 {
+            continue;
+        }
+        let (mu, sigma) = log_ratio(&predicted, &test_y);
+        println!(
+            "  {name} error: ln(predicted / true) has mean {mu:.3}, std {sigma:.3} (the simulator's lognormal predictor)"
+        );
+        if let Some(out) = &args.out {
             std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
             vars.save(out.join("head.safetensors"))?;
-            let meta = serde_json::json!({"objective": objective, "buckets": buckets, "encoder": files.name, "scores": s});
+            let error = serde_json::json!({"mu": mu, "sigma": sigma});
+            let meta = serde_json::json!({"objective": objective, "buckets": buckets, "encoder": files.name, "scores": s, "error": error});
             std::fs::write(out.join("predictor.json"), serde_json::to_string_pretty(&meta)?)?;
         }
     }
@@ -135,4 +144,17 @@ pub(crate) fn run(command: TrainCommand) -> anyhow::Result<()> {
         println!("wrote {}", out.display());
     }
     Ok(())
+}
+
+/// Mean and standard deviation of ln(predicted / true) (lengths below 1 counted as 1).
+fn log_ratio(predicted: &[u32], truth: &[u32]) -> (f64, f64) {
+    let logs: Vec<f64> = predicted
+        .iter()
+        .zip(truth)
+        .map(|(&p, &t)| (f64::from(p.max(1)) / f64::from(t.max(1))).ln())
+        .collect();
+    let n = logs.len().max(1) as f64;
+    let mean = logs.iter().sum::<f64>() / n;
+    let var = logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / n;
+    (mean, var.sqrt())
 }

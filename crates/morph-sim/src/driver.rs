@@ -12,6 +12,10 @@ use morph_core::{
     Time,
 };
 
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use rand_distr::StandardNormal;
+
 use crate::cost::{CostModel, Job, Startup};
 use crate::event::{EventKind, EventQueue, SimEvent};
 use crate::metrics::{Recorder, Report};
@@ -43,14 +47,47 @@ impl Default for SimOptions {
 }
 
 /// What a policy is told of a generation's output length before it runs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Deserialize)]
+#[serde(rename_all = "lowercase", deny_unknown_fields)]
 pub enum Predictor {
     /// Nothing: `predicted` is `None`.
     #[default]
     None,
     /// The true length (oracle SJF).
     Oracle,
+    /// A predictor's error model: the true length times e^(mu + sigma·z), z standard normal,
+    /// drawn per request from `seed` (`morph train predictor` measures mu and sigma, the mean
+    /// and spread of ln(predicted / true) on its test split).
+    LogNormal {
+        mu: f64,
+        sigma: f64,
+        #[serde(default)]
+        seed: u64,
+    },
+}
+
+impl Predictor {
+    /// The length reported for request `index` whose true output is `truth` tokens.
+    pub fn predict(&self, index: u64, truth: u32) -> Option<u32> {
+        match *self {
+            Predictor::None => None,
+            Predictor::Oracle => Some(truth),
+            Predictor::LogNormal { mu, sigma, seed } => {
+                let mut rng = StdRng::seed_from_u64(seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                let z: f64 = rng.sample(StandardNormal);
+                Some((f64::from(truth) * (mu + sigma * z).exp()).round().max(1.0) as u32)
+            }
+        }
+    }
+
+    /// How a report names it, after the policy's name.
+    pub fn label(&self) -> String {
+        match self {
+            Predictor::None => String::new(),
+            Predictor::Oracle => " (oracle)".into(),
+            Predictor::LogNormal { sigma, .. } => format!(" (predicted, σ={sigma})"),
+        }
+    }
 }
 
 struct Instance {
@@ -126,10 +163,7 @@ pub fn simulate(
             let r = requests[next_arrival];
             next_arrival += 1;
             now = r.arrival;
-            let predicted = match options.predictor {
-                Predictor::None => None,
-                Predictor::Oracle => Some(r.output_len),
-            };
+            let predicted = options.predictor.predict(next_arrival as u64 - 1, r.output_len);
             Event::Arrival(RequestInfo {
                 id: RequestId(next_arrival as u64 - 1),
                 input_len: r.input_len,
@@ -331,5 +365,20 @@ mod tests {
             &SimOptions::default(),
         );
         assert_eq!(r.latencies_ms, vec![10.0, 17.0, 18.0, 19.0]);
+    }
+
+    #[test]
+    fn lognormal_predictions_are_seeded_per_request_and_spread_by_sigma() {
+        let exact = Predictor::LogNormal { mu: 0.5_f64.ln(), sigma: 0.0, seed: 1 };
+        assert_eq!(exact.predict(3, 100), Some(50));
+        let noisy = Predictor::LogNormal { mu: 0.0, sigma: 1.0, seed: 1 };
+        assert_eq!(noisy.predict(7, 100), noisy.predict(7, 100));
+        let draws: Vec<f64> =
+            (0..2000).map(|i| f64::from(noisy.predict(i, 1000).unwrap()).ln() - 1000f64.ln()).collect();
+        let mean = draws.iter().sum::<f64>() / 2000.0;
+        let std = (draws.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / 2000.0).sqrt();
+        assert!(mean.abs() < 0.1 && (std - 1.0).abs() < 0.1, "mean {mean}, std {std}");
+        assert_eq!(Predictor::None.predict(0, 10), None);
+        assert_eq!(Predictor::Oracle.predict(0, 10), Some(10));
     }
 }

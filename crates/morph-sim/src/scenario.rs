@@ -31,7 +31,7 @@
 //! scaling = { rule = "target-tracking" }
 //! [[policies]]
 //! name = "ssjf"                                    # ssjf | fcfs (generation)
-//! predictor = "oracle"                             # none (default) | oracle: what `predicted` says
+//! predictor = "oracle"                             # none (default) | oracle | { lognormal = { mu, sigma } }
 //! [sweep]                                          # optional: one run per value
 //! param = "rate"                                   # rate | cv | instances
 //! values = [500, 1000, 2000]
@@ -318,9 +318,7 @@ impl Scenario {
                     }
                     let options = SimOptions { predictor: spec.predictor, ..self.options() };
                     let mut report = simulate(policy, &layout, cost.as_ref(), &requests, &options);
-                    if spec.predictor == Predictor::Oracle {
-                        report.policy.push_str(" (oracle)");
-                    }
+                    report.policy.push_str(&spec.predictor.label());
                     rows.push(Row { sweep: point, seed, report });
                     progress(rows.len(), total);
                 }
