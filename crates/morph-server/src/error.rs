@@ -30,6 +30,8 @@ pub enum ApiError {
     Unauthorized,
     #[error("{0}")]
     Engine(EngineError),
+    #[error("this server serves {served}")]
+    WrongEndpoint { served: &'static str },
 }
 
 impl ApiError {
@@ -47,6 +49,7 @@ impl ApiError {
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::Engine(EngineError::Stopped) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Engine(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::WrongEndpoint { .. } => StatusCode::NOT_FOUND,
         }
     }
 
@@ -58,6 +61,7 @@ impl ApiError {
             ApiError::Overloaded(_) => FailureKind::Overloaded,
             ApiError::Unauthorized => FailureKind::Unauthorized,
             ApiError::Engine(_) => FailureKind::Engine,
+            ApiError::WrongEndpoint { .. } => FailureKind::Validation,
         }
     }
 }

@@ -1,15 +1,18 @@
-//! The in-process launcher: loads the model once and starts engine workers, one per instance,
-//! at start-up and whenever the policy launches one.
+//! The in-process launcher: loads the model once and starts workers, one per instance, at
+//! start-up and whenever the policy launches one: encoder engine workers, or decoder workers
+//! running continuous batches.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use morph_core::{Profile, RuntimeSpec};
+use morph_engine::decoder::{DecoderWorker, GgufTokenizer, Iterations, Llama};
 use morph_engine::{
     CandleRuntime, EmulatedRuntime, Encoder, Engine, EngineError, EngineWorker, ModelFiles, OrtEncoder,
     Pooling,
 };
+use tokio::sync::mpsc::unbounded_channel;
 
 /// What computes the batches.
 #[derive(Debug, Clone)]
@@ -21,6 +24,8 @@ pub enum EngineKind {
     Ort { library: PathBuf, onnx: Option<PathBuf> },
     /// Emulated instances taking their latency from a profile; vectors are placeholders.
     Emulated { profile: Arc<Profile>, dim: usize },
+    /// A decoder LM from a GGUF file, for generation: each instance a continuous batch.
+    Decoder { gguf: PathBuf },
 }
 
 impl EngineKind {
@@ -29,6 +34,7 @@ impl EngineKind {
             EngineKind::Candle => "candle",
             EngineKind::Ort { .. } => "onnxruntime",
             EngineKind::Emulated { .. } => "emulated",
+            EngineKind::Decoder { .. } => "candle-decoder",
         }
     }
 }
@@ -47,6 +53,32 @@ enum Source {
     Candle(Arc<Encoder>),
     Ort(OrtEncoder),
     Emulated { profile: Arc<Profile>, dim: usize },
+    Decoder(Arc<(Llama, GgufTokenizer)>),
+}
+
+/// A decoder instance: its worker, and the reports of its iterations (finished generations'
+/// keys, whether the batch is empty) for the driver to take and forward to the policy.
+#[derive(Debug)]
+pub struct DecoderInstance {
+    pub worker: DecoderWorker,
+    pub runtime: RuntimeSpec,
+    pub iterations: Option<Iterations>,
+}
+
+/// One running instance.
+#[derive(Debug)]
+pub enum Worker {
+    Encoder(EngineWorker),
+    Decoder(DecoderInstance),
+}
+
+impl Worker {
+    pub fn runtime(&self) -> RuntimeSpec {
+        match self {
+            Worker::Encoder(w) => w.handle().runtime(),
+            Worker::Decoder(d) => d.runtime,
+        }
+    }
 }
 
 impl Launcher {
@@ -60,8 +92,14 @@ impl Launcher {
                 Source::Ort(OrtEncoder::load_file(files, onnx, pooling, library)?)
             }
             EngineKind::Emulated { profile, dim } => Source::Emulated { profile: profile.clone(), dim: *dim },
+            EngineKind::Decoder { gguf } => return Self::decoder_from(gguf),
         };
         Ok(Self { source, started: AtomicU32::new(0) })
+    }
+
+    /// A launcher of decoder instances of the GGUF model at `gguf`.
+    pub fn decoder_from(gguf: &std::path::Path) -> Result<Self, EngineError> {
+        Ok(Self { source: Source::Decoder(Arc::new(Llama::load(gguf)?)), started: AtomicU32::new(0) })
     }
 
     /// Output dimension of every instance.
@@ -70,6 +108,15 @@ impl Launcher {
             Source::Candle(encoder) => encoder.dim(),
             Source::Ort(encoder) => encoder.dim(),
             Source::Emulated { dim, .. } => *dim,
+            Source::Decoder(model) => model.0.config.hidden,
+        }
+    }
+
+    /// The decoder and its tokenizer, when this launcher serves generation.
+    pub fn decoder(&self) -> Option<&Arc<(Llama, GgufTokenizer)>> {
+        match &self.source {
+            Source::Decoder(model) => Some(model),
+            _ => None,
         }
     }
 
@@ -79,13 +126,26 @@ impl Launcher {
             Source::Candle(encoder) => Box::new(CandleRuntime::new(encoder.clone(), spec)?),
             Source::Ort(encoder) => Box::new(encoder.runtime(spec)?),
             Source::Emulated { profile, dim } => Box::new(EmulatedRuntime::new(profile.clone(), spec, *dim)),
+            Source::Decoder(_) => {
+                return Err(EngineError::Load("a decoder runs generations, not encoder batches".into()));
+            }
         })
     }
 
     /// Starts one worker of `spec` on its own thread.
-    pub fn start(&self, spec: RuntimeSpec) -> Result<EngineWorker, EngineError> {
-        let engine = self.engine(spec)?;
+    pub fn start(&self, spec: RuntimeSpec) -> Result<Worker, EngineError> {
         let n = self.started.fetch_add(1, Ordering::Relaxed);
-        EngineWorker::spawn(format!("morph-{spec}-{n}"), engine).map_err(|e| EngineError::Load(e.to_string()))
+        let name = format!("morph-{spec}-{n}");
+        let spawn_err = |e: std::io::Error| EngineError::Load(e.to_string());
+        if let Source::Decoder(model) = &self.source {
+            let (tx, rx) = unbounded_channel();
+            let hook = Box::new(move |finished: Vec<u64>, empty: bool| {
+                let _ = tx.send((finished, empty));
+            });
+            let worker = DecoderWorker::spawn(name, model.clone(), hook).map_err(spawn_err)?;
+            return Ok(Worker::Decoder(DecoderInstance { worker, runtime: spec, iterations: Some(rx) }));
+        }
+        let engine = self.engine(spec)?;
+        Ok(Worker::Encoder(EngineWorker::spawn(name, engine).map_err(spawn_err)?))
     }
 }

@@ -9,5 +9,5 @@ pub mod metrics;
 pub mod server;
 
 pub use error::ApiError;
-pub use launcher::{EngineKind, Launcher};
+pub use launcher::{EngineKind, Launcher, Worker};
 pub use server::{BuildError, Server, ServerConfig};

@@ -92,6 +92,9 @@ pub struct Metrics {
     pub queue_seconds: Histogram,
     pub inference_seconds: Histogram,
     pub request_seconds: Histogram,
+    /// Generation: time to the first token, and per output token after it.
+    pub time_to_first_token_seconds: Histogram,
+    pub time_per_output_token_seconds: Histogram,
 }
 
 impl Default for Metrics {
@@ -109,6 +112,8 @@ impl Default for Metrics {
             queue_seconds: Histogram::new(SECONDS),
             inference_seconds: Histogram::new(SECONDS),
             request_seconds: Histogram::new(SECONDS),
+            time_to_first_token_seconds: Histogram::new(SECONDS),
+            time_per_output_token_seconds: Histogram::new(SECONDS),
         }
     }
 }
@@ -128,7 +133,7 @@ impl Metrics {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "# HELP morph_requests_total HTTP embedding calls received.\n# TYPE morph_requests_total counter\nmorph_requests_total {}",
+            "# HELP morph_requests_total HTTP embedding and generation calls received.\n# TYPE morph_requests_total counter\nmorph_requests_total {}",
             self.requests.load(Ordering::Relaxed)
         );
         let _ = writeln!(
@@ -181,6 +186,16 @@ impl Metrics {
             &mut out,
             "morph_request_seconds",
             "End-to-end time of a successful call.",
+        );
+        self.time_to_first_token_seconds.render(
+            &mut out,
+            "morph_time_to_first_token_seconds",
+            "Generation: from arrival to the first output token.",
+        );
+        self.time_per_output_token_seconds.render(
+            &mut out,
+            "morph_time_per_output_token_seconds",
+            "Generation: mean time per output token after the first.",
         );
         out
     }

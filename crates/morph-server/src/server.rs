@@ -17,7 +17,8 @@ use crate::metrics::Metrics;
 
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    pub model: ModelFiles,
+    /// The encoder's files; `None` with a decoder engine (its GGUF holds everything).
+    pub model: Option<ModelFiles>,
     /// `None`: as the model directory says (sentence-transformers' pooling config), else mean.
     pub pooling: Option<Pooling>,
     pub engine: EngineKind,
@@ -61,14 +62,27 @@ impl Server {
         if layout.is_empty() {
             return Err(BuildError::Config("at least one runtime with one instance is needed".into()));
         }
-        let pooling = config.pooling.unwrap_or_else(|| Pooling::from_model_dir(&config.model.dir));
-        let tokenizer = TextTokenizer::load(&config.model.tokenizer)?;
-        let launcher = Arc::new(Launcher::new(&config.model, pooling, &config.engine)?);
+        let (launcher, tokenizer, name, pooling) = match (&config.engine, &config.model) {
+            (EngineKind::Decoder { gguf }, _) => {
+                let launcher = Launcher::decoder_from(gguf)?;
+                let name =
+                    gguf.file_stem().map_or_else(|| "decoder".into(), |s| s.to_string_lossy().into_owned());
+                (launcher, None, name, None)
+            }
+            (engine, Some(files)) => {
+                let pooling = config.pooling.unwrap_or_else(|| Pooling::from_model_dir(&files.dir));
+                let tokenizer = Arc::new(TextTokenizer::load(&files.tokenizer)?);
+                (Launcher::new(files, pooling, engine)?, Some(tokenizer), files.name.clone(), Some(pooling))
+            }
+            (_, None) => return Err(BuildError::Config("an encoder engine needs the model's files".into())),
+        };
+        let launcher = Arc::new(launcher);
         let workers = layout.iter().map(|r| launcher.start(*r)).collect::<Result<Vec<_>, _>>()?;
         let metrics = Arc::new(Metrics::default());
         let driver = Driver::new(policy, workers, launcher.clone(), metrics);
+        let generator = launcher.decoder().cloned();
         let model = ServedModel {
-            name: config.model.name.clone(),
+            name,
             dim: launcher.dim(),
             pooling,
             engine: config.engine.label().to_string(),
@@ -76,7 +90,8 @@ impl Server {
         };
         let state = AppState {
             driver,
-            tokenizer: Arc::new(tokenizer),
+            tokenizer,
+            generator,
             model: Arc::new(model),
             api_key: config.api_key.map(Arc::from),
             max_client_batch: config.max_client_batch,
@@ -96,6 +111,7 @@ impl Server {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
+        self.state.driver.forward_iterations();
         let ticker = self.state.driver.tick_interval().map(|every| {
             let driver = self.state.driver.clone();
             tokio::spawn(async move {

@@ -37,6 +37,8 @@ pub enum GenEvent {
         completion_tokens: usize,
     },
     Failed(EngineError),
+    /// The scheduler refused it before it ran (the driver sends this, not the worker).
+    Rejected(morph_core::RejectReason),
 }
 
 /// One generation handed to the worker.
@@ -53,6 +55,9 @@ pub struct GenRequest {
 /// Called after every iteration with the keys of the generations that finished in it and
 /// whether the batch is now empty.
 pub type IterationHook = Box<dyn FnMut(Vec<u64>, bool) + Send>;
+
+/// An [`IterationHook`]'s reports, as a driver receives them: (finished keys, batch empty).
+pub type Iterations = tokio::sync::mpsc::UnboundedReceiver<(Vec<u64>, bool)>;
 
 enum Command {
     Join(Vec<GenRequest>),

@@ -29,7 +29,9 @@ async fn tokenize(
     cut: bool,
 ) -> Result<Vec<Vec<u32>>, ApiError> {
     let started = Instant::now();
-    let tokenizer = state.tokenizer.clone();
+    let tokenizer = state.tokenizer.clone().ok_or(ApiError::WrongEndpoint {
+        served: "text generation: use /v1/completions or /v1/chat/completions",
+    })?;
     let max_len = state.model.max_input_len as usize;
     let encoded = tokio::task::spawn_blocking(move || {
         texts.iter().map(|t| tokenizer.encode(t)).collect::<Result<Vec<_>, _>>()

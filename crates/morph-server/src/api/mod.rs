@@ -1,6 +1,7 @@
 //! HTTP API: routes, shared state, and the embedding path common to both embedding formats.
 
 mod embed;
+mod generate;
 mod info;
 mod openai;
 mod tei;
@@ -15,6 +16,7 @@ use axum::http::header::AUTHORIZATION;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use morph_engine::decoder::{GgufTokenizer, Llama};
 use morph_engine::{Pooling, TextTokenizer};
 
 use crate::driver::Driver;
@@ -25,8 +27,9 @@ use crate::error::ApiError;
 pub struct ServedModel {
     pub name: String,
     pub dim: usize,
-    pub pooling: Pooling,
-    /// `candle` or `emulated`.
+    /// `None` for a decoder.
+    pub pooling: Option<Pooling>,
+    /// `onnxruntime`, `candle`, `emulated` or `candle-decoder`.
     pub engine: String,
     /// The longest input any runtime accepts.
     pub max_input_len: u32,
@@ -35,7 +38,10 @@ pub struct ServedModel {
 #[derive(Debug, Clone)]
 pub struct AppState {
     pub driver: Arc<Driver>,
-    pub tokenizer: Arc<TextTokenizer>,
+    /// The encoder's tokenizer (embedding servers).
+    pub tokenizer: Option<Arc<TextTokenizer>>,
+    /// The decoder and its tokenizer (generation servers).
+    pub generator: Option<Arc<(Llama, GgufTokenizer)>>,
     pub model: Arc<ServedModel>,
     pub api_key: Option<Arc<str>>,
     /// Most inputs in one call.
@@ -48,6 +54,8 @@ pub fn router(state: AppState) -> Router {
     let protected = Router::new()
         .route("/v1/embeddings", post(openai::embeddings))
         .route("/embed", post(tei::embed))
+        .route("/v1/completions", post(generate::completions))
+        .route("/v1/chat/completions", post(generate::chat_completions))
         .route("/info", get(info::info))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_key));
     Router::new()

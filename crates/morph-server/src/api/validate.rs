@@ -53,6 +53,24 @@ pub fn optional_string<'a>(body: &'a Map<String, Value>, field: &str) -> Result<
     }
 }
 
+/// A number in `min..=max`, `default` when absent.
+pub fn number_in(
+    body: &Map<String, Value>,
+    field: &str,
+    default: f64,
+    min: f64,
+    max: f64,
+) -> Result<f64, ApiError> {
+    match body.get(field) {
+        None | Some(Value::Null) => Ok(default),
+        Some(Value::Number(n)) => match n.as_f64() {
+            Some(v) if (min..=max).contains(&v) => Ok(v),
+            _ => Err(ApiError::validation(field, format!("must be between {min} and {max}"))),
+        },
+        Some(_) => Err(ApiError::validation(field, "must be a number")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

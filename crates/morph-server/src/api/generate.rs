@@ -1,0 +1,266 @@
+//! `POST /v1/completions` and `POST /v1/chat/completions` in the OpenAI formats, on a server
+//! started with a decoder. `max_tokens` (default 128), `temperature` (default 1; 0 is greedy),
+//! `top_p`, `seed`, `stream` (server-sent events, ending with `data: [DONE]`); `usage` counts
+//! prompt and completion tokens. A refusal by the scheduler is a 429 before anything streams.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::response::sse::{Event, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream;
+use morph_engine::EngineError;
+use morph_engine::decoder::{
+    FinishReason, GenEvent, GgufTokenizer, Llama, Message, SamplingParams, chatml_prompt,
+};
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::AppState;
+use super::embed::record;
+use super::validate;
+use crate::error::ApiError;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Completion,
+    Chat,
+}
+
+pub(super) async fn completions(State(state): State<AppState>, body: Bytes) -> Response {
+    serve(state, &body, Format::Completion).await
+}
+
+pub(super) async fn chat_completions(State(state): State<AppState>, body: Bytes) -> Response {
+    serve(state, &body, Format::Chat).await
+}
+
+struct Request {
+    prompt: Vec<u32>,
+    max_tokens: u32,
+    sampling: SamplingParams,
+    stream: bool,
+}
+
+async fn serve(state: AppState, body: &[u8], format: Format) -> Response {
+    let started = Instant::now();
+    let result = start(&state, body, format).await;
+    let (request, mut rx, first) = match result {
+        Ok(ok) => ok,
+        Err(e) => {
+            record::<()>(&state, started, &Err(e.clone()));
+            return e.into_response();
+        }
+    };
+    let metrics = state.driver.metrics.clone();
+    metrics.time_to_first_token_seconds.observe(started.elapsed().as_secs_f64());
+    let reply = Reply { format, id: format!("cmpl-{}", unix_nanos()), model: state.model.name.clone() };
+    if request.stream {
+        record::<()>(&state, started, &Ok(()));
+        let events = stream::unfold(
+            (Some(first), rx, reply, Instant::now(), false),
+            move |(next, mut rx, reply, first_at, finished)| {
+                let metrics = metrics.clone();
+                async move {
+                    if finished {
+                        return None;
+                    }
+                    let event = match next {
+                        Some(e) => e,
+                        None => rx.recv().await.unwrap_or(GenEvent::Failed(EngineError::Stopped)),
+                    };
+                    let (data, done) = match &event {
+                        GenEvent::Token { text, .. } => (reply.chunk(text, None, None).to_string(), false),
+                        GenEvent::Done { reason, prompt_tokens, completion_tokens } => {
+                            observe_tpot(&metrics, first_at, *completion_tokens);
+                            let usage = usage(*prompt_tokens, *completion_tokens);
+                            (reply.chunk("", Some(*reason), Some(usage)).to_string(), true)
+                        }
+                        GenEvent::Failed(e) => {
+                            (json!({"error": {"message": e.to_string()}}).to_string(), true)
+                        }
+                        GenEvent::Rejected(r) => {
+                            (json!({"error": {"message": r.to_string()}}).to_string(), true)
+                        }
+                    };
+                    let mut out = vec![Ok::<Event, Infallible>(Event::default().data(data))];
+                    if done {
+                        out.push(Ok(Event::default().data("[DONE]")));
+                    }
+                    Some((stream::iter(out), (None, rx, reply, first_at, done)))
+                }
+            },
+        );
+        use futures_util::StreamExt;
+        return Sse::new(events.flatten()).into_response();
+    }
+    let first_at = Instant::now();
+    let mut text = String::new();
+    let mut event = first;
+    let result = loop {
+        match event {
+            GenEvent::Token { text: piece, .. } => text.push_str(&piece),
+            GenEvent::Done { reason, prompt_tokens, completion_tokens } => {
+                observe_tpot(&metrics, first_at, completion_tokens);
+                break Ok(reply.whole(&text, reason, usage(prompt_tokens, completion_tokens)));
+            }
+            GenEvent::Failed(e) => break Err(ApiError::Engine(e)),
+            GenEvent::Rejected(r) => break Err(ApiError::Overloaded(r)),
+        }
+        event = rx.recv().await.unwrap_or(GenEvent::Failed(EngineError::Stopped));
+    };
+    record(&state, started, &result);
+    match result {
+        Ok(body) => Json(body).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Validates and tokenizes the request, hands it to the driver and waits for its first event:
+/// a refusal or failure then is the call's error status.
+async fn start(
+    state: &AppState,
+    body: &[u8],
+    format: Format,
+) -> Result<(Request, UnboundedReceiver<GenEvent>, GenEvent), ApiError> {
+    let generator = state
+        .generator
+        .clone()
+        .ok_or(ApiError::WrongEndpoint { served: "embeddings: use /v1/embeddings or /embed" })?;
+    let body = validate::object(body)?;
+    if let Some(asked) = validate::optional_string(&body, "model")?
+        && asked != state.model.name
+    {
+        return Err(ApiError::UnknownModel { asked: asked.into(), served: state.model.name.clone() });
+    }
+    let text = match format {
+        Format::Completion => validate::texts(&body, "prompt", 1)?.remove(0),
+        Format::Chat => chatml_prompt(&messages(&body)?),
+    };
+    let request = parse(&body, &generator, text).await?;
+    let mut rx = state.driver.generate(request.prompt.clone(), request.max_tokens, request.sampling);
+    match rx.recv().await {
+        Some(GenEvent::Rejected(r)) => Err(ApiError::Overloaded(r)),
+        Some(GenEvent::Failed(e)) => Err(ApiError::Engine(e)),
+        None => Err(ApiError::Engine(EngineError::Stopped)),
+        Some(first) => Ok((request, rx, first)),
+    }
+}
+
+async fn parse(
+    body: &Map<String, Value>,
+    generator: &Arc<(Llama, GgufTokenizer)>,
+    text: String,
+) -> Result<Request, ApiError> {
+    let context = generator.0.config.context;
+    let max_tokens = validate::number_in(body, "max_tokens", 128.0, 1.0, context as f64)? as u32;
+    let temperature = validate::number_in(body, "temperature", 1.0, 0.0, 2.0)? as f32;
+    let top_p = validate::number_in(body, "top_p", 1.0, 1e-6, 1.0)? as f32;
+    let seed = validate::number_in(body, "seed", 0.0, 0.0, 9.0e15)? as u64;
+    let stream = validate::bool_or(body, "stream", false)?;
+    let model = generator.clone();
+    let prompt = tokio::task::spawn_blocking(move || model.1.encode(&text))
+        .await
+        .map_err(|e| ApiError::Engine(EngineError::Tokenize(e.to_string())))?
+        .map_err(ApiError::Engine)?;
+    if prompt.len() + max_tokens as usize > context {
+        let message =
+            format!("the prompt's {} tokens plus max_tokens exceed the context of {context}", prompt.len());
+        return Err(ApiError::validation("max_tokens", message));
+    }
+    Ok(Request { prompt, max_tokens, sampling: SamplingParams { temperature, top_p, seed }, stream })
+}
+
+/// `messages`: a non-empty array of `{role, content}` strings.
+fn messages(body: &Map<String, Value>) -> Result<Vec<Message>, ApiError> {
+    let list = match body.get("messages") {
+        Some(Value::Array(list)) if !list.is_empty() => list,
+        Some(Value::Array(_)) => return Err(ApiError::validation("messages", "must not be empty")),
+        None => return Err(ApiError::validation("messages", "is required")),
+        Some(_) => return Err(ApiError::validation("messages", "must be an array of {role, content}")),
+    };
+    list.iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let field = |name: &str| {
+                m.get(name)
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| ApiError::validation(format!("messages[{i}].{name}"), "must be a string"))
+            };
+            Ok(Message::new(field("role")?, field("content")?))
+        })
+        .collect()
+}
+
+fn usage(prompt_tokens: usize, completion_tokens: usize) -> Value {
+    json!({"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens})
+}
+
+fn observe_tpot(metrics: &crate::metrics::Metrics, first_at: Instant, completion_tokens: usize) {
+    if completion_tokens > 1 {
+        let per_token = first_at.elapsed().as_secs_f64() / (completion_tokens - 1) as f64;
+        metrics.time_per_output_token_seconds.observe(per_token);
+    }
+}
+
+fn unix_nanos() -> u128 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos())
+}
+
+fn finish(reason: FinishReason) -> &'static str {
+    match reason {
+        FinishReason::Stop => "stop",
+        FinishReason::Length => "length",
+    }
+}
+
+/// The response bodies of one call, in its format.
+struct Reply {
+    format: Format,
+    id: String,
+    model: String,
+}
+
+impl Reply {
+    fn created() -> u64 {
+        (unix_nanos() / 1_000_000_000) as u64
+    }
+
+    fn whole(&self, text: &str, reason: FinishReason, usage: Value) -> Value {
+        let choice = match self.format {
+            Format::Completion => {
+                json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish(reason)})
+            }
+            Format::Chat => {
+                json!({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish(reason)})
+            }
+        };
+        let object = match self.format {
+            Format::Completion => "text_completion",
+            Format::Chat => "chat.completion",
+        };
+        json!({"id": self.id, "object": object, "created": Self::created(), "model": self.model, "choices": [choice], "usage": usage})
+    }
+
+    fn chunk(&self, text: &str, reason: Option<FinishReason>, usage: Option<Value>) -> Value {
+        let reason = reason.map(finish);
+        let (object, choice) = match self.format {
+            Format::Completion => {
+                ("text_completion", json!({"index": 0, "text": text, "finish_reason": reason}))
+            }
+            Format::Chat => (
+                "chat.completion.chunk",
+                json!({"index": 0, "delta": {"content": text}, "finish_reason": reason}),
+            ),
+        };
+        let mut body = json!({"id": self.id, "object": object, "created": Self::created(), "model": self.model, "choices": [choice]});
+        if let Some(usage) = usage {
+            body["usage"] = usage;
+        }
+        body
+    }
+}

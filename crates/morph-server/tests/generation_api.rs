@@ -1,0 +1,113 @@
+//! The generation endpoints on SmolLM2 (continuous batching of 2, FCFS): OpenAI formats, greedy
+//! answers, streaming equal to the whole reply, concurrent requests answered as if alone, and
+//! errors with their status codes.
+
+mod common;
+
+use common::{client, decoder, post, start};
+use serde_json::json;
+
+fn chat_body(question: &str, max_tokens: u32) -> String {
+    json!({"messages": [{"role": "user", "content": question}], "max_tokens": max_tokens, "temperature": 0})
+        .to_string()
+}
+
+fn content(body: &serde_json::Value) -> String {
+    body["choices"][0]["message"]["content"].as_str().expect("content").to_string()
+}
+
+#[tokio::test]
+async fn chat_and_completions_answer_greedily_and_stream_the_same_text() {
+    let server = start(decoder("fcfs", json!({}))).await;
+    let (status, body) =
+        post(&server.url, "/v1/chat/completions", &chat_body("What is the capital of France?", 20)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["object"], "chat.completion");
+    assert!(content(&body).contains("Paris"), "{body}");
+    assert_eq!(body["usage"]["prompt_tokens"], 37);
+    assert_eq!(body["choices"][0]["finish_reason"], "stop");
+
+    let prompt = json!({"prompt": "The capital of France is", "max_tokens": 6, "temperature": 0});
+    let (status, whole) = post(&server.url, "/v1/completions", &prompt.to_string()).await;
+    assert_eq!(status, 200, "{whole}");
+    assert_eq!(whole["choices"][0]["finish_reason"], "length");
+    assert_eq!(whole["usage"]["completion_tokens"], 6);
+    let mut streamed = prompt.clone();
+    streamed["stream"] = json!(true);
+    let text = client()
+        .post(format!("{}/v1/completions", server.url))
+        .body(streamed.to_string())
+        .send()
+        .await
+        .expect("stream")
+        .text()
+        .await
+        .expect("stream body");
+    let events: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+    assert_eq!(events.last(), Some(&"[DONE]"), "{text}");
+    let chunks: Vec<serde_json::Value> =
+        events[..events.len() - 1].iter().map(|e| serde_json::from_str(e).expect("chunk JSON")).collect();
+    let joined: String = chunks.iter().filter_map(|c| c["choices"][0]["text"].as_str()).collect();
+    assert_eq!(joined, whole["choices"][0]["text"].as_str().expect("text"));
+    let last = chunks.last().expect("final chunk");
+    assert_eq!(last["choices"][0]["finish_reason"], "length");
+    assert_eq!(last["usage"]["completion_tokens"], 6);
+    server.stop().await;
+}
+
+/// Three chats at once on two slots: the third joins when a slot frees; each gets the reply it
+/// gets alone.
+#[tokio::test]
+async fn concurrent_chats_share_the_continuous_batch_and_answer_as_alone() {
+    let server = start(decoder("fcfs", json!({}))).await;
+    let questions = ["What is the capital of France?", "Name three colours.", "What is 2 + 2?"];
+    let mut alone = Vec::new();
+    for q in questions {
+        let (status, body) = post(&server.url, "/v1/chat/completions", &chat_body(q, 12)).await;
+        assert_eq!(status, 200, "{body}");
+        alone.push(content(&body));
+    }
+    let url = server.url.clone();
+    let together = futures_join(questions.map(|q| {
+        let url = url.clone();
+        async move { post(&url, "/v1/chat/completions", &chat_body(q, 12)).await }
+    }))
+    .await;
+    for ((status, body), want) in together.iter().zip(&alone) {
+        assert_eq!(*status, 200, "{body}");
+        assert_eq!(&content(body), want);
+    }
+    server.stop().await;
+}
+
+async fn futures_join<F: std::future::Future<Output = T> + Send + 'static, T: Send + 'static>(
+    futures: [F; 3],
+) -> Vec<T> {
+    let handles: Vec<_> = futures.into_iter().map(tokio::spawn).collect();
+    let mut out = Vec::new();
+    for h in handles {
+        out.push(h.await.expect("task"));
+    }
+    out
+}
+
+#[tokio::test]
+async fn bad_requests_and_overload_get_clear_errors() {
+    let server = start(decoder("fcfs", json!({"max_queue": 0}))).await;
+    let cases = [
+        ("/v1/chat/completions", json!({"messages": []}), 422, "messages: must not be empty"),
+        ("/v1/chat/completions", json!({"messages": [{"role": "user"}]}), 422, "messages[0].content"),
+        ("/v1/completions", json!({"prompt": "hi", "max_tokens": 0}), 422, "max_tokens: must be between 1"),
+        ("/v1/completions", json!({"prompt": "hi", "max_tokens": 8192}), 422, "max_tokens"),
+        ("/v1/completions", json!({"prompt": "hi", "temperature": -1}), 422, "temperature"),
+        ("/v1/completions", json!({"prompt": "hi", "model": "gpt-4"}), 404, "gpt-4"),
+        ("/v1/embeddings", json!({"input": "hi"}), 404, "use /v1/completions"),
+        ("/v1/completions", json!({"prompt": "hi", "max_tokens": 4}), 429, "queue is full"),
+    ];
+    for (path, body, want, text) in cases {
+        let (status, reply) = post(&server.url, path, &body.to_string()).await;
+        assert_eq!(status, want, "{path} {body}: {reply}");
+        assert!(reply.to_string().contains(text), "{path} {body}: {reply}");
+    }
+    server.stop().await;
+}
