@@ -7,17 +7,8 @@
 
 use morph_engine::decoder::{Llama, fetch_default_decoder};
 use morph_engine::fetch::{Pip, morph_home};
-use morph_engine::measure::median;
+use morph_engine::measure::{cli_arg, median};
 use morph_engine::tuning::reexec_tuned;
-
-fn arg<T: std::str::FromStr>(name: &str, default: T) -> T {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn ms(f: impl FnOnce()) -> f64 {
     let t = std::time::Instant::now();
@@ -27,8 +18,8 @@ fn ms(f: impl FnOnce()) -> f64 {
 
 fn main() {
     reexec_tuned();
-    let runs: usize = arg("--runs", 5);
-    let context: usize = arg("--context", 128);
+    let runs: usize = cli_arg("--runs", 5);
+    let context: usize = cli_arg("--context", 128);
     let path = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
     let (llama, _) = Llama::load(&path).expect("loading SmolLM2");
     let prompt = |len: usize| (0..len).map(|i| 1000 + (i as u32 * 7919) % 40_000).collect::<Vec<u32>>();

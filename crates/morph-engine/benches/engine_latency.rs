@@ -13,21 +13,14 @@ use std::sync::Arc;
 use morph_core::RuntimeSpec;
 use morph_engine::bert::Kernels;
 use morph_engine::fetch::{fetch, morph_home};
-use morph_engine::measure::{median, synthetic_batch, time_batch};
+use morph_engine::measure::{
+    cli_arg, median, side_by_side_header, side_by_side_row, synthetic_batch, time_batch,
+};
 use morph_engine::tuning::{OPT_OUT, reexec_tuned};
 use morph_engine::{CandleRuntime, Encoder, ModelSource, Pooling};
 
 /// Set on the child process that measures the untuned baseline.
 const CHILD: &str = "MORPH_BENCH_BASELINE";
-
-fn arg<T: std::str::FromStr>(name: &str, default: T) -> T {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 struct Bench {
     encoder: Arc<Encoder>,
@@ -84,8 +77,8 @@ fn serve_baseline(bench: &Bench) {
 }
 
 fn main() {
-    let runs: u32 = arg("--runs", 10);
-    let lens: String = arg("--lens", "8,16,32,64,128,256,512".to_string());
+    let runs: u32 = cli_arg("--runs", 10);
+    let lens: String = cli_arg("--lens", "8,16,32,64,128,256,512".to_string());
     let lens: Vec<u32> = lens.split(',').filter_map(|l| l.parse().ok()).collect();
     let child = std::env::var_os(CHILD).is_some();
     if !child {
@@ -101,15 +94,12 @@ fn main() {
     }
 
     // Rounds alternate candle and Morph shape by shape, so host noise hits both alike.
-    let rounds: usize = arg("--rounds", 3);
+    let rounds: usize = cli_arg("--rounds", 3);
     let mut baseline = Baseline::start(runs);
     println!(
         "engine latency, all-MiniLM-L6-v2, candle CPU: median over {rounds} interleaved rounds of the median of {runs} runs (ms)"
     );
-    println!(
-        "{:>5} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7}",
-        "len", "b1 candle", "b1 morph", "ratio", "b8 candle", "b8 morph", "ratio"
-    );
+    println!("{}", side_by_side_header("candle", "morph"));
     for &len in &lens {
         let mut cells = Vec::new();
         for batch in [1u32, 8] {
@@ -120,8 +110,7 @@ fn main() {
             }
             cells.push((median(theirs), median(ours)));
         }
-        let [(c1, m1), (c8, m8)] = [cells[0], cells[1]];
-        println!("{len:>5} {c1:>10.2} {m1:>10.2} {:>6.2}x {c8:>10.2} {m8:>10.2} {:>6.2}x", c1 / m1, c8 / m8);
+        println!("{}", side_by_side_row(len, [cells[0], cells[1]]));
     }
     drop(baseline.child.stdin.take());
     let _ = baseline.child.wait();

@@ -10,27 +10,20 @@ use std::sync::Arc;
 
 use morph_core::RuntimeSpec;
 use morph_engine::fetch::{Pip, fetch, morph_home};
-use morph_engine::measure::{median, synthetic_batch, time_batch};
+use morph_engine::measure::{
+    cli_arg, median, side_by_side_header, side_by_side_row, synthetic_batch, time_batch,
+};
 use morph_engine::ort_library::onnxruntime_library;
 use morph_engine::ort_runtime::TokenAdaptation;
 use morph_engine::pooling::cosine;
 use morph_engine::tuning::reexec_tuned;
 use morph_engine::{CandleRuntime, Encoder, Engine, ModelSource, OrtEncoder, Pooling};
 
-fn arg<T: std::str::FromStr>(name: &str, default: T) -> T {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn main() {
     reexec_tuned();
-    let runs: u32 = arg("--runs", 10);
-    let rounds: usize = arg("--rounds", 3);
-    let lens: String = arg("--lens", "8,16,32,64,128,256,512".to_string());
+    let runs: u32 = cli_arg("--runs", 10);
+    let rounds: usize = cli_arg("--rounds", 3);
+    let lens: String = cli_arg("--lens", "8,16,32,64,128,256,512".to_string());
     let lens: Vec<u32> = lens.split(',').filter_map(|l| l.parse().ok()).collect();
     let home = morph_home();
     let files = fetch(&ModelSource::Default, &home).expect("fetching the default model");
@@ -41,10 +34,7 @@ fn main() {
     println!(
         "encoder latency, all-MiniLM-L6-v2, fixed-shape runtimes: median over {rounds} interleaved rounds of the median of {runs} runs (ms)"
     );
-    println!(
-        "{:>5} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7}",
-        "len", "b1 candle", "b1 onnx", "ratio", "b8 candle", "b8 onnx", "ratio"
-    );
+    println!("{}", side_by_side_header("candle", "onnx"));
     for &len in &lens {
         let mut cells = Vec::new();
         for batch in [1u32, 8] {
@@ -59,8 +49,7 @@ fn main() {
             }
             cells.push((median(c), median(o)));
         }
-        let [(c1, o1), (c8, o8)] = [cells[0], cells[1]];
-        println!("{len:>5} {c1:>10.2} {o1:>10.2} {:>6.2}x {c8:>10.2} {o8:>10.2} {:>6.2}x", c1 / o1, c8 / o8);
+        println!("{}", side_by_side_row(len, [cells[0], cells[1]]));
     }
 
     let spec = RuntimeSpec::fixed(128, 8);
