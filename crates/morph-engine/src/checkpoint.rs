@@ -17,13 +17,17 @@ pub struct Checkpoint {
 
 impl Checkpoint {
     pub fn load(files: &ModelFiles) -> Result<Self, EngineError> {
-        let load_err = |what: &str, e: &dyn std::fmt::Display| EngineError::Load(format!("{what}: {e}"));
-        let text = std::fs::read_to_string(&files.config)
-            .map_err(|e| load_err(&files.config.display().to_string(), &e))?;
-        let config: BertConfig = serde_json::from_str(&text).map_err(|e| load_err("config.json", &e))?;
+        let config = Self::config(files)?;
         let tensors = candle_core::safetensors::load(&files.weights, &Device::Cpu)
-            .map_err(|e| load_err(&files.weights.display().to_string(), &e))?;
+            .map_err(|e| EngineError::Load(format!("{}: {e}", files.weights.display())))?;
         Ok(Self { config, tensors })
+    }
+
+    /// Only the model's `config.json`.
+    pub fn config(files: &ModelFiles) -> Result<BertConfig, EngineError> {
+        let text = std::fs::read_to_string(&files.config)
+            .map_err(|e| EngineError::Load(format!("{}: {e}", files.config.display())))?;
+        serde_json::from_str(&text).map_err(|e| EngineError::Load(format!("config.json: {e}")))
     }
 
     /// The tensor `name`, or a load error naming it.

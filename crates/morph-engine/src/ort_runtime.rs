@@ -136,10 +136,7 @@ impl OrtEncoder {
     ) -> Result<Self, EngineError> {
         let env = environment(library)?;
         let bytes = std::fs::read(onnx).map_err(|e| EngineError::Load(format!("{}: {e}", onnx.display())))?;
-        let text = std::fs::read_to_string(&files.config)
-            .map_err(|e| EngineError::Load(format!("{}: {e}", files.config.display())))?;
-        let cfg: crate::bert::BertConfig =
-            serde_json::from_str(&text).map_err(|e| EngineError::Load(format!("config.json: {e}")))?;
+        let cfg = Checkpoint::config(files)?;
         let probe = session(env, &bytes, 1, &[])?;
         let bad = |detail: String| EngineError::Load(format!("{}: {detail}", onnx.display()));
         let input = |name: &str| probe.inputs().iter().find(|i| i.name() == name);
