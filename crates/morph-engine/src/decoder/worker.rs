@@ -76,8 +76,33 @@ struct Running {
     cache: SequenceCache,
     feed: Vec<u32>,
     produced: Vec<u32>,
-    sent_text: usize,
+    text: TextStream,
     sampler: Sampler,
+}
+
+/// Turns a growing token list into text pieces, decoding only a short window each time: the
+/// tokens since the last piece that ended on a whole character (`prefix..`), against the same
+/// window without the new tokens (`prefix..read`).
+#[derive(Debug, Default)]
+struct TextStream {
+    prefix: usize,
+    read: usize,
+}
+
+impl TextStream {
+    /// The text `tokens` adds since the last call; empty while it ends inside a character.
+    fn next(&mut self, tokenizer: &GgufTokenizer, tokens: &[u32]) -> String {
+        let before = tokenizer.decode(&tokens[self.prefix..self.read]).unwrap_or_default();
+        let now = tokenizer.decode(&tokens[self.prefix..]).unwrap_or_default();
+        match now.get(before.len()..) {
+            Some(fresh) if !now.ends_with('\u{FFFD}') && now.len() > before.len() => {
+                let fresh = fresh.to_string();
+                (self.prefix, self.read) = (self.read, tokens.len());
+                fresh
+            }
+            _ => String::new(),
+        }
+    }
 }
 
 impl DecoderWorker {
@@ -119,7 +144,7 @@ fn run(model: &(Llama, GgufTokenizer), rx: &Receiver<Command>, mut on_iteration:
                     cache: llama.new_cache(),
                     feed: request.prompt.clone(),
                     produced: Vec::new(),
-                    sent_text: 0,
+                    text: TextStream::default(),
                     sampler: Sampler::new(request.sampling),
                     request,
                 }));
@@ -163,13 +188,7 @@ fn iterate(llama: &Llama, tokenizer: &GgufTokenizer, running: &mut Vec<Running>)
             Some(FinishReason::Stop)
         } else {
             r.produced.push(next);
-            let text = tokenizer.decode(&r.produced).unwrap_or_default();
-            // Send only whole characters: a token may end inside a multi-byte one.
-            let fresh = match text.get(r.sent_text..) {
-                Some(fresh) if !text.ends_with('\u{FFFD}') => fresh.to_string(),
-                _ => String::new(),
-            };
-            r.sent_text += fresh.len();
+            let fresh = r.text.next(tokenizer, &r.produced);
             let _ = r.request.events.send(GenEvent::Token { id: next, text: fresh });
             (r.produced.len() >= r.request.max_tokens as usize).then_some(FinishReason::Length)
         };
