@@ -1,16 +1,26 @@
-//! Training pairs of prompt text and output length. From an LMSYS trace record (the form of
-//! `lmsys_llama_05.jsonl`): `SynthesizedBody` holds the prompt as a Python dict literal
-//! (`{'content': '…', 'role': 'user'}`), `GeneratedTokens` the length of the model's answer,
-//! `RequestID` identifies the conversation. The split is by conversation (a hash of its id), so
-//! no conversation is in two splits.
+//! Training pairs of prompt text and output length, from two sources:
+//! - an LMSYS trace record (the form of `lmsys_llama_05.jsonl`): `SynthesizedBody` holds the
+//!   prompt as a Python dict literal (`{'content': '…', 'role': 'user'}`), `GeneratedTokens` the
+//!   length of the model's answer, `RequestID` identifies the conversation;
+//! - a round of a ShareGPT conversation with the length of the served model's own answer, as
+//!   `morph train lengths` records it ([`LengthRecord`]); the predictor's input for round k is
+//!   the earlier prompts and responses followed by the current prompt (§3.1).
+//!
+//! The split is by conversation (a hash of its id), so no conversation is in two splits.
 
+use std::collections::HashMap;
 use std::path::Path;
 
+use serde::{Deserialize, Serialize};
+
 use crate::EngineError;
+use crate::decoder::Message;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Example {
     pub conversation: String,
+    /// 1 for a conversation's first prompt.
+    pub round: u32,
     pub prompt: String,
     pub output_len: u32,
 }
@@ -24,14 +34,15 @@ pub enum Split {
 
 /// 80% train, 10% validation, 10% test, by an FNV-1a hash of the conversation id.
 pub fn split_of(conversation: &str) -> Split {
-    let hash = conversation
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
-    match hash % 10 {
+    match fnv1a(conversation) % 10 {
         8 => Split::Validation,
         9 => Split::Test,
         _ => Split::Train,
     }
+}
+
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
 }
 
 /// Token ids cut to their last `max_len` tokens (§3.1: "keep the last 512"), keeping the
@@ -63,7 +74,109 @@ pub fn load_lmsys(path: &Path) -> Result<Vec<Example>, EngineError> {
                 .ok_or_else(|| bad(format!("line {}: no content", i + 1)))?;
             let output_len = field("GeneratedTokens")?.as_u64().unwrap_or(0) as u32;
             let conversation = field("RequestID")?.as_str().unwrap_or_default().to_string();
-            Ok(Example { conversation, prompt, output_len })
+            Ok(Example { conversation, round: 1, prompt, output_len })
+        })
+        .collect()
+}
+
+/// A ShareGPT conversation: alternating user and assistant turns, starting with the user.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Conversation {
+    pub id: String,
+    pub turns: Vec<Message>,
+}
+
+impl Conversation {
+    /// How many user prompts it has.
+    pub fn rounds(&self) -> u32 {
+        self.turns.iter().filter(|t| t.role == "user").count() as u32
+    }
+
+    /// The turns before round `round` (1-based) and that round's prompt.
+    pub fn round(&self, round: u32) -> Option<(&[Message], &str)> {
+        let at = 2 * (round as usize).checked_sub(1)?;
+        let prompt = self.turns.get(at).filter(|t| t.role == "user")?;
+        Some((&self.turns[..at], &prompt.content))
+    }
+
+    /// The round this conversation contributes to a dataset of one round per conversation: a
+    /// hash of its id over its rounds, so every round number is represented.
+    pub fn sampled_round(&self) -> u32 {
+        1 + (fnv1a(&self.id) % u64::from(self.rounds().max(1))) as u32
+    }
+}
+
+/// Reads a ShareGPT JSONL file (`{"id", "turns": [{"role", "content"}, …]}` a line).
+pub fn load_sharegpt(path: &Path) -> Result<Vec<Conversation>, EngineError> {
+    let bad = |detail: String| EngineError::Load(format!("{}: {detail}", path.display()));
+    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .enumerate()
+        .map(|(i, line)| serde_json::from_str(line).map_err(|e| bad(format!("line {}: {e}", i + 1))))
+        .collect()
+}
+
+/// The predictor's input for a round: earlier prompts and responses, then the prompt (§3.1).
+pub fn predictor_text(history: &[Message], prompt: &str) -> String {
+    let mut parts: Vec<&str> = history.iter().map(|m| m.content.as_str()).collect();
+    parts.push(prompt);
+    parts.join("\n")
+}
+
+/// The served model's answer to one round of a ShareGPT conversation, as `morph train lengths`
+/// writes it (a JSONL line each); the prompt text stays in the ShareGPT file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LengthRecord {
+    pub conversation: String,
+    pub round: u32,
+    /// The first of the round's earlier turns the decoder saw: older ones were dropped, in
+    /// prompt-and-response pairs, to fit its context cap.
+    pub first_turn: u32,
+    /// The decoder's prompt tokens (chat template included, after dropping the oldest turns
+    /// that did not fit the context cap).
+    pub prompt_tokens: u32,
+    pub output_len: u32,
+    /// "stop" (end of sequence) or "length" (cut at max_tokens).
+    pub finish: String,
+}
+
+/// Reads recorded lengths.
+pub fn load_length_records(path: &Path) -> Result<Vec<LengthRecord>, EngineError> {
+    let bad = |detail: String| EngineError::Load(format!("{}: {detail}", path.display()));
+    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .enumerate()
+        .map(|(i, line)| serde_json::from_str(line).map_err(|e| bad(format!("line {}: {e}", i + 1))))
+        .collect()
+}
+
+/// Examples from recorded lengths, their prompts taken from the ShareGPT conversations.
+pub fn sharegpt_examples(
+    conversations: &[Conversation],
+    records: &[LengthRecord],
+) -> Result<Vec<Example>, EngineError> {
+    let by_id: HashMap<&str, &Conversation> = conversations.iter().map(|c| (c.id.as_str(), c)).collect();
+    records
+        .iter()
+        .map(|r| {
+            let (history, prompt) = by_id
+                .get(r.conversation.as_str())
+                .and_then(|c| c.round(r.round))
+                .and_then(|(history, prompt)| Some((history.get(r.first_turn as usize..)?, prompt)))
+                .ok_or_else(|| {
+                    EngineError::Load(format!(
+                        "no round {} of conversation {} in ShareGPT",
+                        r.round, r.conversation
+                    ))
+                })?;
+            Ok(Example {
+                conversation: r.conversation.clone(),
+                round: r.round,
+                prompt: predictor_text(history, prompt),
+                output_len: r.output_len,
+            })
         })
         .collect()
 }
@@ -113,6 +226,36 @@ mod tests {
     fn keeps_the_last_tokens_between_cls_and_sep() {
         assert_eq!(keep_last(&[101, 1, 2, 3, 4, 102], 4), vec![101, 3, 4, 102]);
         assert_eq!(keep_last(&[101, 1, 102], 4), vec![101, 1, 102]);
+    }
+
+    #[test]
+    fn rounds_of_a_conversation_and_their_predictor_input() {
+        let line = r#"{"id": "c1", "turns": [{"role": "user", "content": "A?"}, {"role": "assistant", "content": "a."}, {"role": "user", "content": "B?"}]}"#;
+        let c: Conversation = serde_json::from_str(line).unwrap();
+        assert_eq!(c.rounds(), 2);
+        let (history, prompt) = c.round(2).unwrap();
+        assert_eq!((history.len(), prompt), (2, "B?"));
+        assert_eq!(predictor_text(history, prompt), "A?\na.\nB?");
+        assert_eq!(c.round(1).unwrap().0.len(), 0);
+        assert!(c.round(3).is_none() && c.round(0).is_none());
+        assert!((1..=2).contains(&c.sampled_round()));
+        let record = LengthRecord {
+            conversation: "c1".into(),
+            round: 2,
+            first_turn: 0,
+            prompt_tokens: 40,
+            output_len: 7,
+            finish: "stop".into(),
+        };
+        let examples = sharegpt_examples(&[c.clone()], &[record.clone()]).unwrap();
+        assert_eq!(
+            (examples[0].round, examples[0].output_len, examples[0].prompt.as_str()),
+            (2, 7, "A?\na.\nB?")
+        );
+        let later = LengthRecord { first_turn: 2, ..record.clone() };
+        assert_eq!(sharegpt_examples(&[c.clone()], &[later]).unwrap()[0].prompt, "B?");
+        let missing = LengthRecord { round: 5, ..record };
+        assert!(sharegpt_examples(&[c], &[missing]).is_err());
     }
 
     #[test]

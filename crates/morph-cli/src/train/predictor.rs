@@ -9,7 +9,7 @@ use std::time::Instant;
 use anyhow::Context;
 use candle_core::{Device, Tensor};
 use candle_nn::VarMap;
-use clap::{Args, Subcommand};
+use clap::Args;
 use morph_core::RuntimeSpec;
 use morph_engine::pooling::l2_normalize;
 use morph_engine::predictor::dataset::{Split, keep_last, load_lmsys, split_of};
@@ -19,12 +19,6 @@ use morph_server::Launcher;
 
 use crate::engine_args::EngineArgs;
 use crate::model_args::ModelArgs;
-
-#[derive(Debug, Subcommand)]
-pub(crate) enum TrainCommand {
-    /// Train the output-length predictor (SSJF §3.1) and print the objective ablation.
-    Predictor(PredictorArgs),
-}
 
 #[derive(Debug, Args)]
 pub(crate) struct PredictorArgs {
@@ -52,8 +46,7 @@ pub(crate) struct PredictorArgs {
     out: Option<PathBuf>,
 }
 
-pub(crate) fn run(command: TrainCommand) -> anyhow::Result<()> {
-    let TrainCommand::Predictor(args) = command;
+pub(crate) fn run(args: PredictorArgs) -> anyhow::Result<()> {
     let objectives = args
         .objectives
         .iter()

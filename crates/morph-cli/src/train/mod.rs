@@ -1,0 +1,22 @@
+//! `morph train`: the models Morph uses to schedule.
+
+mod lengths;
+mod predictor;
+
+use clap::Subcommand;
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum TrainCommand {
+    /// Train the output-length predictor (SSJF §3.1) and print the objective ablation.
+    Predictor(predictor::PredictorArgs),
+    /// Record the served decoder's own output lengths for ShareGPT prompts: the predictor's
+    /// training data for the model being served (greedy decoding, continuous batching).
+    Lengths(lengths::LengthsArgs),
+}
+
+pub(crate) fn run(command: TrainCommand) -> anyhow::Result<()> {
+    match command {
+        TrainCommand::Predictor(args) => predictor::run(args),
+        TrainCommand::Lengths(args) => lengths::run(args),
+    }
+}
