@@ -4,6 +4,7 @@ mod bench;
 mod engine_args;
 mod model_args;
 mod plots;
+mod predictor_args;
 mod profile;
 mod serve;
 mod simulate;

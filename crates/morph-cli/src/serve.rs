@@ -9,10 +9,12 @@ use clap::Args;
 use morph_core::{Profile, RuntimeSpec, time::ms_to_nanos};
 use morph_engine::Pooling;
 use morph_policy::registry;
+use morph_server::prediction::PredictorConfig;
 use morph_server::{EngineKind, Server, ServerConfig};
 
 use crate::engine_args::{EngineArg, EngineArgs};
 use crate::model_args::ModelArgs;
+use crate::predictor_args::PredictorArgs;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Task {
@@ -60,6 +62,8 @@ pub(crate) struct ServeArgs {
     slo_ms: Option<f64>,
     #[command(flatten)]
     engine: EngineArgs,
+    #[command(flatten)]
+    predictor: PredictorArgs,
     /// Latency profile (JSON, see `morph profile`): what emulated instances take, and what the
     /// fleet policies plan with.
     #[arg(long)]
@@ -107,9 +111,12 @@ impl ServeArgs {
             (true, false) => vec![RuntimeSpec::dynamic(512, 32)],
             (true, true) => vec![RuntimeSpec::dynamic(2048, 4)],
         };
-        let (model, engine) = match generate {
-            true => (None, EngineKind::Decoder { gguf: self.model.fetch_decoder()? }),
-            false => (Some(self.model.fetch()?), engine),
+        let (model, engine, predictor) = match generate {
+            true => {
+                let predictor = self.predictor.config(&policy, || self.engine.real())?;
+                (None, EngineKind::Decoder { gguf: self.model.fetch_decoder()? }, predictor)
+            }
+            false => (Some(self.model.fetch()?), engine, PredictorConfig::None),
         };
         let mut policy_params: serde_json::Value = serde_json::from_str(&self.policy_params)
             .with_context(|| format!("--policy-params is not JSON: {}", self.policy_params))?;
@@ -130,6 +137,7 @@ impl ServeArgs {
             policy_context: registry::Context { profile, slo: self.slo_ms.map(ms_to_nanos) },
             api_key: self.api_key,
             max_client_batch: self.max_client_batch,
+            predictor,
         })
     }
 }

@@ -171,12 +171,14 @@ impl Driver {
         rx
     }
 
-    /// Hands one generation (its prompt's token ids) to the policy; the receiver streams its
-    /// tokens, then `Done`, or says why it failed or was refused.
+    /// Hands one generation (its prompt's token ids, its predicted output length if known) to
+    /// the policy; the receiver streams its tokens, then `Done`, or says why it failed or was
+    /// refused.
     pub fn generate(
         self: &Arc<Self>,
         prompt: Vec<u32>,
         max_tokens: u32,
+        predicted: Option<u32>,
         sampling: SamplingParams,
     ) -> UnboundedReceiver<GenEvent> {
         let (events, rx) = unbounded_channel();
@@ -184,7 +186,7 @@ impl Driver {
             let mut state = self.lock();
             let id = RequestId(state.next_id);
             state.next_id += 1;
-            let generation = Some(Generation { max_tokens, predicted: None });
+            let generation = Some(Generation { max_tokens, predicted });
             let info = RequestInfo { id, input_len: prompt.len() as u32, arrival: self.now(), generation };
             let request = GenRequest { key: id.0, prompt, max_tokens, sampling, events };
             state.waiting.insert(id, Waiting { job: Job::Generate(request), enqueued: Instant::now() });

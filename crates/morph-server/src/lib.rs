@@ -6,6 +6,7 @@ pub mod driver;
 pub mod error;
 pub mod launcher;
 pub mod metrics;
+pub mod prediction;
 pub mod server;
 
 pub use error::ApiError;

@@ -95,6 +95,9 @@ pub struct Metrics {
     /// Generation: time to the first token, and per output token after it.
     pub time_to_first_token_seconds: Histogram,
     pub time_per_output_token_seconds: Histogram,
+    /// Generation: how long a prompt waited for its predicted output length (SSJF).
+    pub prediction_seconds: Histogram,
+    pub prediction_cache_hits: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -114,6 +117,8 @@ impl Default for Metrics {
             request_seconds: Histogram::new(SECONDS),
             time_to_first_token_seconds: Histogram::new(SECONDS),
             time_per_output_token_seconds: Histogram::new(SECONDS),
+            prediction_seconds: Histogram::new(SECONDS),
+            prediction_cache_hits: AtomicU64::new(0),
         }
     }
 }
@@ -196,6 +201,16 @@ impl Metrics {
             &mut out,
             "morph_time_per_output_token_seconds",
             "Generation: mean time per output token after the first.",
+        );
+        self.prediction_seconds.render(
+            &mut out,
+            "morph_prediction_seconds",
+            "Generation: time a prompt waited for its predicted output length.",
+        );
+        let _ = writeln!(
+            out,
+            "# HELP morph_prediction_cache_hits_total Predictions answered from the length cache.\n# TYPE morph_prediction_cache_hits_total counter\nmorph_prediction_cache_hits_total {}",
+            self.prediction_cache_hits.load(Ordering::Relaxed)
         );
         out
     }

@@ -14,6 +14,7 @@ use crate::api::{AppState, ServedModel, router};
 use crate::driver::Driver;
 use crate::launcher::{EngineKind, Launcher};
 use crate::metrics::Metrics;
+use crate::prediction::PredictorConfig;
 
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -33,6 +34,8 @@ pub struct ServerConfig {
     pub policy_context: Context,
     pub api_key: Option<String>,
     pub max_client_batch: usize,
+    /// Generation: predicted output lengths for the scheduler (SSJF).
+    pub predictor: PredictorConfig,
 }
 
 #[derive(Debug)]
@@ -79,6 +82,7 @@ impl Server {
         let launcher = Arc::new(launcher);
         let workers = layout.iter().map(|r| launcher.start(*r)).collect::<Result<Vec<_>, _>>()?;
         let metrics = Arc::new(Metrics::default());
+        let predictions = config.predictor.start(metrics.clone())?.map(Arc::new);
         let driver = Driver::new(policy, workers, launcher.clone(), metrics);
         let generator = launcher.decoder().cloned();
         let model = ServedModel {
@@ -92,6 +96,7 @@ impl Server {
             driver,
             tokenizer,
             generator,
+            predictions,
             model: Arc::new(model),
             api_key: config.api_key.map(Arc::from),
             max_client_batch: config.max_client_batch,

@@ -25,9 +25,12 @@ pub(crate) struct LengthsArgs {
     /// ShareGPT conversations (JSONL: id, turns), e.g. ../shared/data/conversations/sharegpt.jsonl.
     #[arg(long)]
     sharegpt: PathBuf,
-    /// How many conversations to answer (the first ones in the file).
+    /// How many conversations to answer, in file order.
     #[arg(long, default_value_t = 800)]
     conversations: usize,
+    /// Conversations to pass over first (several runs can share a file's conversations out).
+    #[arg(long, default_value_t = 0)]
+    skip: usize,
     /// Prompts are cut to this many decoder tokens by dropping their oldest turns; a round
     /// whose own prompt is longer is skipped.
     #[arg(long, default_value_t = 1024)]
@@ -60,7 +63,7 @@ pub(crate) fn run(args: LengthsArgs) -> anyhow::Result<()> {
     let tokenizer = &model.1;
     let mut pending = Vec::new();
     let mut skipped = 0;
-    for c in conversations.iter().take(args.conversations).filter(|c| !done.contains(&c.id)) {
+    for c in conversations.iter().skip(args.skip).take(args.conversations).filter(|c| !done.contains(&c.id)) {
         let round = c.sampled_round();
         let Some((history, prompt)) = c.round(round) else { continue };
         match fitted_prompt(history, prompt, args.max_context, |text| tokenizer.encode(text))? {

@@ -1,5 +1,5 @@
 //! `morph train predictor`: SSJF's output-length predictor. Embeds each prompt (its last 512
-//! tokens) with the served encoder, frozen, then trains the head in Rust for each objective on
+//! tokens; for a later round, the earlier prompts and responses before it) with the encoder, frozen, then trains the head in Rust for each objective on
 //! the training split and scores it on the test split (accuracy and F1 on the five percentile
 //! buckets, MAE in tokens): the paper's Table 2. Writes the default objective's head.
 
@@ -7,13 +7,17 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
-use candle_core::{Device, Tensor};
+use candle_core::Tensor;
 use candle_nn::VarMap;
 use clap::Args;
 use morph_core::RuntimeSpec;
-use morph_engine::pooling::l2_normalize;
-use morph_engine::predictor::dataset::{Split, keep_last, load_lmsys, split_of};
-use morph_engine::predictor::{Buckets, LengthHead, Objective, TrainConfig, score, train};
+use morph_engine::predictor::dataset::{
+    Split, load_length_records, load_lmsys, load_sharegpt, sharegpt_examples, split_of,
+};
+use morph_engine::predictor::model::PROMPT_TOKENS;
+use morph_engine::predictor::{
+    Buckets, HeadMeta, LengthHead, Objective, TrainConfig, embed_prompts, score, stack, train,
+};
 use morph_engine::{Pooling, TextTokenizer};
 use morph_server::Launcher;
 
@@ -27,9 +31,16 @@ pub(crate) struct PredictorArgs {
     #[command(flatten)]
     engine: EngineArgs,
     /// Prompts with output lengths, in the LMSYS trace form (JSONL: SynthesizedBody,
-    /// GeneratedTokens, RequestID), e.g. ../shared/data/traces/lmsys_llama_05.jsonl.
+    /// GeneratedTokens, RequestID), e.g. ../shared/data/traces/lmsys_llama_05.jsonl; repeatable.
     #[arg(long)]
-    data: PathBuf,
+    data: Vec<PathBuf>,
+    /// Output lengths of the served decoder recorded by `morph train lengths`, e.g.
+    /// datasets/smollm2_sharegpt_lengths.jsonl (needs --sharegpt for the prompts' text).
+    #[arg(long)]
+    lengths: Option<PathBuf>,
+    /// The ShareGPT conversations --lengths was recorded from.
+    #[arg(long)]
+    sharegpt: Option<PathBuf>,
     /// Objectives to train (comma separated); the first is written to --out.
     #[arg(
         long,
@@ -53,44 +64,34 @@ pub(crate) fn run(args: PredictorArgs) -> anyhow::Result<()> {
         .map(|o| serde_json::from_value::<Objective>(serde_json::Value::String(o.clone())))
         .collect::<Result<Vec<_>, _>>()
         .context("--objectives: each is regression-l1, regression-mse, classification, ordinal or binary")?;
-    let examples = load_lmsys(&args.data)?;
+    let mut examples = Vec::new();
+    for path in &args.data {
+        examples.extend(load_lmsys(path)?);
+    }
+    if let Some(lengths) = &args.lengths {
+        let sharegpt = args.sharegpt.as_ref().context("--lengths needs --sharegpt (the prompts' text)")?;
+        examples.extend(sharegpt_examples(&load_sharegpt(sharegpt)?, &load_length_records(lengths)?)?);
+    }
+    anyhow::ensure!(!examples.is_empty(), "no examples: give --data and/or --lengths with --sharegpt");
     let files = args.model.fetch()?;
     let tokenizer = TextTokenizer::load(&files.tokenizer)?;
     let launcher = Launcher::new(&files, Pooling::from_model_dir(&files.dir), &args.engine.real()?)?;
-    let mut engine = launcher.engine(RuntimeSpec::dynamic(512, 32))?;
+    let mut engine = launcher.engine(RuntimeSpec::dynamic(PROMPT_TOKENS as u32, 32))?;
 
-    // Embed shortest first (little padding per batch), then put the vectors back in order.
-    let ids: Vec<Vec<u32>> = examples
-        .iter()
-        .map(|e| tokenizer.encode(&e.prompt).map(|ids| keep_last(&ids, 512)))
-        .collect::<Result<_, _>>()?;
-    let mut order: Vec<usize> = (0..ids.len()).collect();
-    order.sort_by_key(|&i| ids[i].len());
-    let mut vectors = vec![Vec::new(); ids.len()];
     let started = Instant::now();
-    let mut batches = 0;
-    for chunk in order.chunks(32) {
-        let batch: Vec<Vec<u32>> = chunk.iter().map(|&i| ids[i].clone()).collect();
-        for (&i, mut v) in chunk.iter().zip(engine.embed(&batch)?) {
-            l2_normalize(&mut v);
-            vectors[i] = v;
-        }
-        batches += 1;
-    }
+    let texts: Vec<&str> = examples.iter().map(|e| e.prompt.as_str()).collect();
+    let vectors = embed_prompts(&tokenizer, engine.as_mut(), &texts)?;
     let embed_ms = started.elapsed().as_secs_f64() * 1e3;
     println!(
-        "embedded {} prompts in {batches} batches of up to 32: {:.1} ms per batch, {:.2} ms per prompt",
-        ids.len(),
-        embed_ms / f64::from(batches.max(1)),
-        embed_ms / ids.len().max(1) as f64
+        "embedded {} prompts in batches of up to 32: {:.2} ms per prompt",
+        examples.len(),
+        embed_ms / examples.len().max(1) as f64
     );
 
     let pick = |split: Split| -> anyhow::Result<(Tensor, Vec<u32>)> {
         let rows: Vec<usize> =
             (0..examples.len()).filter(|&i| split_of(&examples[i].conversation) == split).collect();
-        let dim = vectors.first().map_or(0, Vec::len);
-        let flat: Vec<f32> = rows.iter().flat_map(|&i| vectors[i].iter().copied()).collect();
-        let x = Tensor::from_vec(flat, (rows.len(), dim), &Device::Cpu)?;
+        let x = stack(&rows.iter().map(|&i| vectors[i].clone()).collect::<Vec<_>>())?;
         Ok((x, rows.iter().map(|&i| examples[i].output_len).collect()))
     };
     let (train_x, train_y) = pick(Split::Train)?;
@@ -128,8 +129,15 @@ pub(crate) fn run(args: PredictorArgs) -> anyhow::Result<()> {
         if let Some(out) = &args.out {
             std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
             vars.save(out.join("head.safetensors"))?;
-            let error = serde_json::json!({"mu": mu, "sigma": sigma});
-            let meta = serde_json::json!({"objective": objective, "buckets": buckets, "encoder": files.name, "scores": s, "error": error});
+            let meta = HeadMeta {
+                objective: *objective,
+                buckets: buckets.clone(),
+                encoder: files.name.clone(),
+                dim: train_x.dim(1)?,
+                scores: s,
+                error_mu: mu,
+                error_sigma: sigma,
+            };
             std::fs::write(out.join("predictor.json"), serde_json::to_string_pretty(&meta)?)?;
         }
     }

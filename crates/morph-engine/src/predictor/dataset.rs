@@ -247,13 +247,13 @@ mod tests {
             output_len: 7,
             finish: "stop".into(),
         };
-        let examples = sharegpt_examples(&[c.clone()], &[record.clone()]).unwrap();
+        let examples = sharegpt_examples(std::slice::from_ref(&c), std::slice::from_ref(&record)).unwrap();
         assert_eq!(
             (examples[0].round, examples[0].output_len, examples[0].prompt.as_str()),
             (2, 7, "A?\na.\nB?")
         );
         let later = LengthRecord { first_turn: 2, ..record.clone() };
-        assert_eq!(sharegpt_examples(&[c.clone()], &[later]).unwrap()[0].prompt, "B?");
+        assert_eq!(sharegpt_examples(std::slice::from_ref(&c), &[later]).unwrap()[0].prompt, "B?");
         let missing = LengthRecord { round: 5, ..record };
         assert!(sharegpt_examples(&[c], &[missing]).is_err());
     }

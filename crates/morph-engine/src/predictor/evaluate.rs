@@ -1,11 +1,11 @@
 //! How good a length predictor is, as SSJF's Table 2 reports it: accuracy and macro F1 over the
 //! five percentile buckets, and the mean absolute error in tokens.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::head::Buckets;
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Scores {
     pub accuracy: f64,
     pub macro_f1: f64,

@@ -85,6 +85,23 @@ pub struct LengthHead {
     pub buckets: Buckets,
 }
 
+/// What a saved head says of itself (`predictor.json` beside `head.safetensors`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeadMeta {
+    pub objective: Objective,
+    pub buckets: Buckets,
+    /// The frozen encoder whose pooled, normalised vectors it reads.
+    pub encoder: String,
+    /// Width of those vectors.
+    pub dim: usize,
+    /// Its scores on the test split.
+    pub scores: super::Scores,
+    /// ln(predicted / true) on the test split: mean and standard deviation (the simulator's
+    /// lognormal error model).
+    pub error_mu: f64,
+    pub error_sigma: f64,
+}
+
 impl LengthHead {
     /// A freshly initialised head whose parameters live in `vars`.
     pub fn new(
@@ -93,7 +110,21 @@ impl LengthHead {
         objective: Objective,
         buckets: Buckets,
     ) -> Result<Self, EngineError> {
-        let vb = VarBuilder::from_varmap(vars, DType::F32, &Device::Cpu);
+        Self::build(VarBuilder::from_varmap(vars, DType::F32, &Device::Cpu), dim, objective, buckets)
+    }
+
+    /// A trained head from its saved weights (safetensors bytes) and description.
+    pub fn from_saved(weights: &[u8], meta: &HeadMeta) -> Result<Self, EngineError> {
+        let vb = VarBuilder::from_slice_safetensors(weights, DType::F32, &Device::Cpu)?;
+        Self::build(vb, meta.dim, meta.objective, meta.buckets.clone())
+    }
+
+    fn build(
+        vb: VarBuilder,
+        dim: usize,
+        objective: Objective,
+        buckets: Buckets,
+    ) -> Result<Self, EngineError> {
         Ok(Self {
             hidden: linear(dim, HIDDEN, vb.pp("hidden"))?,
             out: linear(HIDDEN, objective.outputs(), vb.pp("out"))?,

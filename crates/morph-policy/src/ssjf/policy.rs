@@ -30,7 +30,7 @@ pub struct SsjfConfig {
 }
 
 impl SsjfConfig {
-    /// `ssjf` and `fcfs`: continuous batching of 4 (the paper's evaluation), aging after 16× the
+    /// `ssjf` and `fcfs`: continuous batching of 4 (the paper's evaluation); `ssjf` ages after 16× the
     /// predicted execution time at 32.6 ms per token (SmolLM2-135M's decode step for one
     /// sequence on the 2-core host, `--bench decoder_latency`). In simulation on LMSYS lengths
     /// a factor of 4 promoted nearly everything under load (oracle SJF's mean JCT 0.89–1.01× of
@@ -46,7 +46,7 @@ impl SsjfConfig {
         Some(Self {
             order,
             batching: Batching::Continuous { max_batch: 4 },
-            aging: Some(Aging { factor: 16.0, token_ms: 32.6 }),
+            aging: (order == Order::Sjf).then_some(Aging { factor: 16.0, token_ms: 32.6 }),
             max_queue: 4096,
         })
     }

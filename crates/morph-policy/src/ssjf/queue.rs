@@ -39,17 +39,18 @@ pub struct JobQueue {
     entries: HashMap<RequestId, (Key, Option<Time>)>,
 }
 
-/// The length a request is scheduled by: its predicted output, else its `max_tokens`, else (an
-/// encoder request) its input length.
+/// The length a request is scheduled by: its predicted output (at most its `max_tokens`), else
+/// its `max_tokens`, else (an encoder request) its input length.
 pub fn job_length(r: &RequestInfo) -> u32 {
-    r.generation.map_or(r.input_len, |g| g.predicted.unwrap_or(g.max_tokens))
+    r.generation.map_or(r.input_len, |g| g.predicted.map_or(g.max_tokens, |p| p.min(g.max_tokens)))
 }
 
 impl JobQueue {
+    /// A queue in `order`; aging applies to SJF only (FCFS cannot starve anyone).
     pub fn new(order: Order, aging: Option<Aging>) -> Self {
         Self {
             order,
-            aging,
+            aging: aging.filter(|_| order == Order::Sjf),
             by_key: BTreeSet::new(),
             by_arrival: BTreeSet::new(),
             by_promotion: BTreeSet::new(),
@@ -165,5 +166,8 @@ mod tests {
         let mut later = JobQueue::new(Order::Sjf, aging);
         fill(&mut later);
         assert_eq!(drain(&mut later, 700), vec![1, 0, 2], "all overdue: by how long ago they were due");
+        let mut fcfs = JobQueue::new(Order::Fcfs, aging);
+        fill(&mut fcfs);
+        assert_eq!(drain(&mut fcfs, 700), vec![0, 1, 2], "FCFS keeps arrival order");
     }
 }

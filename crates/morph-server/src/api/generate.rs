@@ -17,6 +17,7 @@ use morph_engine::EngineError;
 use morph_engine::decoder::{
     FinishReason, GenEvent, GgufTokenizer, Llama, Message, SamplingParams, chatml_prompt,
 };
+use morph_engine::predictor::dataset::predictor_text;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -137,12 +138,23 @@ async fn start(
     {
         return Err(ApiError::UnknownModel { asked: asked.into(), served: state.model.name.clone() });
     }
-    let text = match format {
-        Format::Completion => validate::texts(&body, "prompt", 1)?.remove(0),
-        Format::Chat => chatml_prompt(&messages(&body)?),
+    let (text, predictor_input) = match format {
+        Format::Completion => {
+            let prompt = validate::texts(&body, "prompt", 1)?.remove(0);
+            (prompt.clone(), prompt)
+        }
+        Format::Chat => {
+            let messages = messages(&body)?;
+            (chatml_prompt(&messages), predictor_input(&messages))
+        }
     };
     let request = parse(&body, &generator, text).await?;
-    let mut rx = state.driver.generate(request.prompt.clone(), request.max_tokens, request.sampling);
+    let predicted = match &state.predictions {
+        Some(predictions) => predictions.predict(predictor_input).await,
+        None => None,
+    };
+    let mut rx =
+        state.driver.generate(request.prompt.clone(), request.max_tokens, predicted, request.sampling);
     match rx.recv().await {
         Some(GenEvent::Rejected(r)) => Err(ApiError::Overloaded(r)),
         Some(GenEvent::Failed(e)) => Err(ApiError::Engine(e)),
@@ -194,6 +206,16 @@ fn messages(body: &Map<String, Value>) -> Result<Vec<Message>, ApiError> {
             Ok(Message::new(field("role")?, field("content")?))
         })
         .collect()
+}
+
+/// What the length predictor reads of a chat: its earlier turns and last prompt (§3.1), the
+/// system message left out.
+fn predictor_input(messages: &[Message]) -> String {
+    let turns: Vec<Message> = messages.iter().filter(|m| m.role != "system").cloned().collect();
+    match turns.split_last() {
+        Some((last, history)) => predictor_text(history, &last.content),
+        None => String::new(),
+    }
 }
 
 fn usage(prompt_tokens: usize, completion_tokens: usize) -> Value {

@@ -21,6 +21,7 @@ use morph_engine::{Pooling, TextTokenizer};
 
 use crate::driver::Driver;
 use crate::error::ApiError;
+use crate::prediction::Predictions;
 
 /// What `/info` reports about the deployment.
 #[derive(Debug, Clone)]
@@ -42,6 +43,8 @@ pub struct AppState {
     pub tokenizer: Option<Arc<TextTokenizer>>,
     /// The decoder and its tokenizer (generation servers).
     pub generator: Option<Arc<(Llama, GgufTokenizer)>>,
+    /// Predicted output lengths for the scheduler (generation servers with a predictor).
+    pub predictions: Option<Arc<Predictions>>,
     pub model: Arc<ServedModel>,
     pub api_key: Option<Arc<str>>,
     /// Most inputs in one call.

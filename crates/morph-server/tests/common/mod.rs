@@ -54,6 +54,7 @@ pub(crate) fn emulated(batch_ms: f64, runtime: RuntimeSpec, max_queue: usize) ->
         policy_context: Default::default(),
         api_key: None,
         max_client_batch: 4,
+        predictor: Default::default(),
     }
 }
 

@@ -1,0 +1,134 @@
+//! SSJF's predictions while serving (§3.2, §6). Prompts are predicted on their own thread as
+//! they arrive: all that arrived meanwhile in one batch, repeated ones from the length cache.
+//! The scheduler keeps dispatching while a prompt is predicted (off its critical path); the
+//! request then enters the queue with its prediction.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use morph_core::RuntimeSpec;
+use morph_engine::predictor::model::PROMPT_TOKENS;
+use morph_engine::predictor::{LengthCache, LengthPredictor};
+use morph_engine::{EngineError, ModelFiles, Pooling, TextTokenizer};
+use tokio::sync::oneshot;
+
+use crate::launcher::{EngineKind, Launcher};
+use crate::metrics::Metrics;
+
+/// Prompts predicted in one encoder pass at most.
+const MAX_BATCH: usize = 32;
+/// Prompts whose predictions the cache remembers.
+const CACHE_CAPACITY: usize = 10_000;
+
+/// Where a generation server's predicted output lengths come from.
+#[derive(Debug, Clone, Default)]
+pub enum PredictorConfig {
+    /// None: SSJF orders by `max_tokens`.
+    #[default]
+    None,
+    /// A trained head (saved in `head`, else the built-in one) over `encoder` run by `engine`.
+    Model { encoder: ModelFiles, engine: EngineKind, head: Option<PathBuf> },
+    /// The true output lengths by predictor input text: the oracle SJF baseline.
+    Oracle(Vec<(String, u32)>),
+}
+
+impl PredictorConfig {
+    /// Starts the prediction thread, unless there are no predictions.
+    pub fn start(&self, metrics: Arc<Metrics>) -> Result<Option<Predictions>, EngineError> {
+        let (model, cache) = match self {
+            PredictorConfig::None => return Ok(None),
+            PredictorConfig::Model { encoder, engine, head } => {
+                let launcher = Launcher::new(encoder, Pooling::from_model_dir(&encoder.dir), engine)?;
+                let runtime =
+                    launcher.engine(RuntimeSpec::dynamic(PROMPT_TOKENS as u32, MAX_BATCH as u32))?;
+                let tokenizer = TextTokenizer::load(&encoder.tokenizer)?;
+                let model = LengthPredictor::new(tokenizer, runtime, head.as_deref())?;
+                (Some(model), LengthCache::new(CACHE_CAPACITY))
+            }
+            PredictorConfig::Oracle(known) => (None, LengthCache::filled(known.iter().cloned())),
+        };
+        Ok(Some(Predictions::spawn(model, cache, metrics).map_err(|e| EngineError::Load(e.to_string()))?))
+    }
+}
+
+struct Ask {
+    text: String,
+    reply: oneshot::Sender<Option<u32>>,
+}
+
+/// Handle to the prediction thread; dropping it stops the thread.
+#[derive(Debug)]
+pub struct Predictions {
+    tx: Option<Sender<Ask>>,
+    thread: Option<JoinHandle<()>>,
+    metrics: Arc<Metrics>,
+}
+
+impl Predictions {
+    /// Predictions from `model`, remembered in `cache`; without a model only what `cache`
+    /// holds is known (an oracle's table of true lengths).
+    pub fn spawn(
+        model: Option<LengthPredictor>,
+        cache: LengthCache,
+        metrics: Arc<Metrics>,
+    ) -> std::io::Result<Self> {
+        let (tx, rx) = channel();
+        let thread_metrics = metrics.clone();
+        let thread = std::thread::Builder::new()
+            .name("predictor".into())
+            .spawn(move || run(model, cache, &rx, &thread_metrics))?;
+        Ok(Self { tx: Some(tx), thread: Some(thread), metrics })
+    }
+
+    /// The predicted output length of the prompt whose predictor input is `text`; `None` when
+    /// it is unknown (the scheduler then orders it by its `max_tokens`).
+    pub async fn predict(&self, text: String) -> Option<u32> {
+        let started = Instant::now();
+        let (reply, rx) = oneshot::channel();
+        self.tx.as_ref()?.send(Ask { text, reply }).ok()?;
+        let predicted = rx.await.ok().flatten();
+        self.metrics.prediction_seconds.observe(started.elapsed().as_secs_f64());
+        predicted
+    }
+}
+
+impl Drop for Predictions {
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn run(mut model: Option<LengthPredictor>, mut cache: LengthCache, rx: &Receiver<Ask>, metrics: &Metrics) {
+    while let Ok(first) = rx.recv() {
+        let asks: Vec<Ask> = std::iter::once(first).chain(rx.try_iter().take(MAX_BATCH - 1)).collect();
+        let (known, unknown): (Vec<Ask>, Vec<Ask>) =
+            asks.into_iter().partition(|a| cache.get(&a.text).is_some());
+        for ask in known {
+            metrics.prediction_cache_hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let _ = ask.reply.send(cache.get(&ask.text));
+        }
+        let predicted = match (&mut model, unknown.is_empty()) {
+            (Some(model), false) => {
+                let texts: Vec<&str> = unknown.iter().map(|a| a.text.as_str()).collect();
+                model.predict(&texts).unwrap_or_else(|e| {
+                    tracing::warn!("length prediction failed, ordering by max_tokens: {e}");
+                    Vec::new()
+                })
+            }
+            _ => Vec::new(),
+        };
+        for (i, ask) in unknown.into_iter().enumerate() {
+            let length = predicted.get(i).copied();
+            if let Some(length) = length {
+                cache.insert(&ask.text, length);
+            }
+            let _ = ask.reply.send(length);
+        }
+    }
+}
