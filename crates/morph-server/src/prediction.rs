@@ -1,7 +1,9 @@
 //! SSJF's predictions while serving (§3.2, §6). Prompts are predicted on their own thread as
-//! they arrive: all that arrived meanwhile in one batch, repeated ones from the length cache.
-//! The scheduler keeps dispatching while a prompt is predicted (off its critical path); the
-//! request then enters the queue with its prediction.
+//! they arrive: all that arrived meanwhile in one batch. The scheduler keeps dispatching while
+//! a prompt is predicted (off its critical path); the request then enters the queue with its
+//! prediction. A finished generation's true length goes into the length cache (§6: "cache the
+//! ground truth output token sequence length of hot inputs"), so a repeated prompt is ordered
+//! by what it really took, without running the predictor.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -54,15 +56,15 @@ impl PredictorConfig {
     }
 }
 
-struct Ask {
-    text: String,
-    reply: oneshot::Sender<Option<u32>>,
+enum Message {
+    Ask { text: String, reply: oneshot::Sender<Option<u32>> },
+    Truth { text: String, length: u32 },
 }
 
 /// Handle to the prediction thread; dropping it stops the thread.
 #[derive(Debug)]
 pub struct Predictions {
-    tx: Option<Sender<Ask>>,
+    tx: Option<Sender<Message>>,
     thread: Option<JoinHandle<()>>,
     metrics: Arc<Metrics>,
 }
@@ -88,10 +90,17 @@ impl Predictions {
     pub async fn predict(&self, text: String) -> Option<u32> {
         let started = Instant::now();
         let (reply, rx) = oneshot::channel();
-        self.tx.as_ref()?.send(Ask { text, reply }).ok()?;
+        self.tx.as_ref()?.send(Message::Ask { text, reply }).ok()?;
         let predicted = rx.await.ok().flatten();
         self.metrics.prediction_seconds.observe(started.elapsed().as_secs_f64());
         predicted
+    }
+
+    /// Remembers the true output length of the prompt whose predictor input is `text`.
+    pub fn learn(&self, text: String, length: u32) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(Message::Truth { text, length });
+        }
     }
 }
 
@@ -104,18 +113,31 @@ impl Drop for Predictions {
     }
 }
 
-fn run(mut model: Option<LengthPredictor>, mut cache: LengthCache, rx: &Receiver<Ask>, metrics: &Metrics) {
+fn run(
+    mut model: Option<LengthPredictor>,
+    mut cache: LengthCache,
+    rx: &Receiver<Message>,
+    metrics: &Metrics,
+) {
     while let Ok(first) = rx.recv() {
-        let asks: Vec<Ask> = std::iter::once(first).chain(rx.try_iter().take(MAX_BATCH - 1)).collect();
-        let (known, unknown): (Vec<Ask>, Vec<Ask>) =
-            asks.into_iter().partition(|a| cache.get(&a.text).is_some());
-        for ask in known {
+        let mut known = Vec::new();
+        let mut unknown = Vec::new();
+        for message in std::iter::once(first).chain(rx.try_iter().take(MAX_BATCH - 1)) {
+            match message {
+                Message::Truth { text, length } => cache.insert(&text, length),
+                Message::Ask { text, reply } => match cache.get(&text) {
+                    Some(length) => known.push((reply, length)),
+                    None => unknown.push((text, reply)),
+                },
+            }
+        }
+        for (reply, length) in known {
             metrics.prediction_cache_hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let _ = ask.reply.send(cache.get(&ask.text));
+            let _ = reply.send(Some(length));
         }
         let predicted = match (&mut model, unknown.is_empty()) {
             (Some(model), false) => {
-                let texts: Vec<&str> = unknown.iter().map(|a| a.text.as_str()).collect();
+                let texts: Vec<&str> = unknown.iter().map(|(text, _)| text.as_str()).collect();
                 model.predict(&texts).unwrap_or_else(|e| {
                     tracing::warn!("length prediction failed, ordering by max_tokens: {e}");
                     Vec::new()
@@ -123,12 +145,8 @@ fn run(mut model: Option<LengthPredictor>, mut cache: LengthCache, rx: &Receiver
             }
             _ => Vec::new(),
         };
-        for (i, ask) in unknown.into_iter().enumerate() {
-            let length = predicted.get(i).copied();
-            if let Some(length) = length {
-                cache.insert(&ask.text, length);
-            }
-            let _ = ask.reply.send(length);
+        for (i, (_, reply)) in unknown.into_iter().enumerate() {
+            let _ = reply.send(predicted.get(i).copied());
         }
     }
 }

@@ -1,6 +1,6 @@
 //! SSJF served live on SmolLM2: the queue runs the shortest predicted generation first (FCFS
-//! runs them by arrival), and the built-in predictor's lengths reach the scheduler, repeated
-//! prompts answered from the length cache.
+//! runs them by arrival), and the built-in predictor's lengths reach the scheduler; a repeated
+//! prompt is answered from the length cache, which learnt its true length when it finished.
 
 mod common;
 
@@ -58,7 +58,7 @@ async fn ssjf_runs_the_shortest_predicted_first_and_fcfs_the_earliest() {
 }
 
 #[tokio::test]
-async fn the_builtin_predictor_feeds_the_scheduler_and_caches_repeats() {
+async fn the_builtin_predictor_feeds_the_scheduler_and_finished_lengths_are_cached() {
     let mut config = decoder("ssjf", json!({}));
     let library = onnxruntime_library(None, &morph_home(), &Pip::from_env()).expect("fetching ONNX Runtime");
     let encoder = fetch(&ModelSource::Default, &morph_home()).expect("fetching the encoder");

@@ -1,6 +1,9 @@
 //! `morph bench`: an open-loop load generator. Requests are sent at their scheduled times
 //! whether or not earlier ones have finished, so a slow server shows up as latency, not as a
-//! lower offered load.
+//! lower offered load. Embedding endpoints get corpus texts; the chat endpoint gets rounds of
+//! ShareGPT conversations whose answers `morph train lengths` recorded (see [`chat`]).
+
+mod chat;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -22,6 +25,8 @@ pub(crate) enum Endpoint {
     Embed,
     /// POST /v1/embeddings (OpenAI format).
     Openai,
+    /// POST /v1/chat/completions: recorded ShareGPT rounds (--lengths, --sharegpt), greedy.
+    Chat,
 }
 
 #[derive(Debug, Args)]
@@ -33,8 +38,10 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     url: String,
     /// Text corpus: .tsv (SST-2), .csv (AG News), .jsonl (ShareGPT), or one text per line.
-    #[arg(long, required_unless_present = "scenario")]
+    #[arg(long, required_unless_present_any = ["scenario", "lengths"])]
     corpus: Option<PathBuf>,
+    #[command(flatten)]
+    chat: chat::ChatArgs,
     /// Replay a `morph simulate` scenario's request stream (its workload, duration and first
     /// seed, or --seed) instead, with texts of exactly each request's token length, so that live
     /// and simulated runs see the same requests.
@@ -43,6 +50,10 @@ pub(crate) struct BenchArgs {
     /// Poisson arrival rates in requests/s, comma separated; one run per rate.
     #[arg(long, value_delimiter = ',', default_value = "10")]
     rate: Vec<f64>,
+    /// Gamma arrivals with these coefficients of variation (comma separated; one run per CV
+    /// at the first --rate) instead of Poisson: burstiness.
+    #[arg(long, value_delimiter = ',', conflicts_with = "trace")]
+    cv: Vec<f64>,
     /// Take arrival times from a trace instead (JSONL with `timestamp` ms, or CSV with TIMESTAMP).
     #[arg(long, conflicts_with = "rate")]
     trace: Option<PathBuf>,
@@ -93,8 +104,15 @@ fn text_of_tokens(tokens: u32) -> String {
     vec!["word"; tokens.saturating_sub(2).max(1) as usize].join(" ")
 }
 
-/// `(offered rate, [(send offset s, text)])` per run.
-type Schedule = (f64, Vec<(f64, String)>);
+/// `(offered rate, [(send offset s, request body)])` per run.
+type Schedule = (f64, Vec<(f64, serde_json::Value)>);
+
+fn embed_body(endpoint: Endpoint, text: &str) -> serde_json::Value {
+    match endpoint {
+        Endpoint::Openai => json!({"input": text, "truncate": true}),
+        _ => json!({"inputs": text, "truncate": true}),
+    }
+}
 
 fn schedules(args: &BenchArgs) -> anyhow::Result<Vec<Schedule>> {
     if let Some(path) = &args.scenario {
@@ -102,16 +120,27 @@ fn schedules(args: &BenchArgs) -> anyhow::Result<Vec<Schedule>> {
         let seed = args.seed.or(scenario.seeds.first().copied()).unwrap_or(0);
         let duration = args.duration.unwrap_or(scenario.duration_s);
         let requests = scenario.workload.generate(duration, seed)?;
-        let stream =
-            requests.iter().map(|r| (r.arrival.as_millis_f64() / 1e3, text_of_tokens(r.input_len))).collect();
+        let stream = requests
+            .iter()
+            .map(|r| {
+                (r.arrival.as_millis_f64() / 1e3, embed_body(args.endpoint, &text_of_tokens(r.input_len)))
+            })
+            .collect();
         return Ok(vec![(requests.len() as f64 / duration, stream)]);
     }
     let (seed, duration) = (args.seed.unwrap_or(0), args.duration.unwrap_or(20.0));
-    let corpus = args.corpus.as_ref().context("--corpus or --scenario is needed")?;
-    let texts = corpus::load(corpus)?;
-    let arrivals: Vec<Arrivals> = match &args.trace {
-        Some(path) => vec![Arrivals::Trace { trace: Trace::new(path), speedup: args.speedup }],
-        None => args.rate.iter().map(|&rate| Arrivals::Poisson { rate }).collect(),
+    let bodies: Vec<serde_json::Value> = match args.endpoint {
+        Endpoint::Chat => args.chat.bodies()?,
+        endpoint => {
+            let corpus = args.corpus.as_ref().context("--corpus or --scenario is needed")?;
+            corpus::load(corpus)?.iter().map(|t| embed_body(endpoint, t)).collect()
+        }
+    };
+    anyhow::ensure!(!bodies.is_empty(), "no requests to send");
+    let arrivals: Vec<Arrivals> = match (&args.trace, args.cv.is_empty()) {
+        (Some(path), _) => vec![Arrivals::Trace { trace: Trace::new(path), speedup: args.speedup }],
+        (None, true) => args.rate.iter().map(|&rate| Arrivals::Poisson { rate }).collect(),
+        (None, false) => args.cv.iter().map(|&cv| Arrivals::Gamma { rate: args.rate[0], cv }).collect(),
     };
     let mut out = Vec::new();
     for a in arrivals {
@@ -120,7 +149,7 @@ fn schedules(args: &BenchArgs) -> anyhow::Result<Vec<Schedule>> {
         let stream = times
             .iter()
             .enumerate()
-            .map(|(i, t)| (*t, texts[(i.wrapping_mul(7919) + seed as usize) % texts.len()].clone()))
+            .map(|(i, t)| (*t, bodies[(i.wrapping_mul(7919) + seed as usize) % bodies.len()].clone()))
             .collect();
         out.push((a.mean_rate().unwrap_or(times.len() as f64 / duration), stream));
     }
@@ -152,22 +181,19 @@ async fn run_schedule(
     args: &BenchArgs,
     client: &reqwest::Client,
     rate: f64,
-    stream: &[(f64, String)],
+    stream: &[(f64, serde_json::Value)],
 ) -> RunReport {
     let path = match args.endpoint {
         Endpoint::Embed => "/embed",
         Endpoint::Openai => "/v1/embeddings",
+        Endpoint::Chat => "/v1/chat/completions",
     };
     let url = format!("{}{path}", args.url.trim_end_matches('/'));
     let start = tokio::time::Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
-    for (t, text) in stream {
+    for (t, body) in stream {
         tokio::time::sleep_until(start + Duration::from_secs_f64(*t)).await;
-        let body = match args.endpoint {
-            Endpoint::Embed => json!({"inputs": text, "truncate": true}),
-            Endpoint::Openai => json!({"input": text, "truncate": true}),
-        };
-        let mut request = client.post(&url).json(&body);
+        let mut request = client.post(&url).json(body);
         if let Some(key) = &args.api_key {
             request = request.bearer_auth(key);
         }

@@ -25,6 +25,7 @@ use super::AppState;
 use super::embed::record;
 use super::validate;
 use crate::error::ApiError;
+use crate::prediction::Predictions;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Format {
@@ -45,6 +46,23 @@ struct Request {
     max_tokens: u32,
     sampling: SamplingParams,
     stream: bool,
+    /// Where its true output length is remembered when it finishes (with a predictor).
+    truth: Option<Truth>,
+}
+
+/// A generation's predictor input, to cache its true output length under (SSJF §6).
+#[derive(Clone)]
+struct Truth {
+    predictions: Arc<Predictions>,
+    text: String,
+}
+
+impl Truth {
+    fn learn(truth: &Option<Truth>, completion_tokens: usize) {
+        if let Some(t) = truth {
+            t.predictions.learn(t.text.clone(), completion_tokens as u32);
+        }
+    }
 }
 
 async fn serve(state: AppState, body: &[u8], format: Format) -> Response {
@@ -66,6 +84,7 @@ async fn serve(state: AppState, body: &[u8], format: Format) -> Response {
             (Some(first), rx, reply, Instant::now(), false),
             move |(next, mut rx, reply, first_at, finished)| {
                 let metrics = metrics.clone();
+                let truth = request.truth.clone();
                 async move {
                     if finished {
                         return None;
@@ -78,6 +97,7 @@ async fn serve(state: AppState, body: &[u8], format: Format) -> Response {
                         GenEvent::Token { text, .. } => (reply.chunk(text, None, None).to_string(), false),
                         GenEvent::Done { reason, prompt_tokens, completion_tokens } => {
                             observe_tpot(&metrics, first_at, *completion_tokens);
+                            Truth::learn(&truth, *completion_tokens);
                             let usage = usage(*prompt_tokens, *completion_tokens);
                             (reply.chunk("", Some(*reason), Some(usage)).to_string(), true)
                         }
@@ -107,6 +127,7 @@ async fn serve(state: AppState, body: &[u8], format: Format) -> Response {
             GenEvent::Token { text: piece, .. } => text.push_str(&piece),
             GenEvent::Done { reason, prompt_tokens, completion_tokens } => {
                 observe_tpot(&metrics, first_at, completion_tokens);
+                Truth::learn(&request.truth, completion_tokens);
                 break Ok(reply.whole(&text, reason, usage(prompt_tokens, completion_tokens)));
             }
             GenEvent::Failed(e) => break Err(ApiError::Engine(e)),
@@ -148,9 +169,12 @@ async fn start(
             (chatml_prompt(&messages), predictor_input(&messages))
         }
     };
-    let request = parse(&body, &generator, text).await?;
+    let mut request = parse(&body, &generator, text).await?;
     let predicted = match &state.predictions {
-        Some(predictions) => predictions.predict(predictor_input).await,
+        Some(predictions) => {
+            request.truth = Some(Truth { predictions: predictions.clone(), text: predictor_input.clone() });
+            predictions.predict(predictor_input).await
+        }
         None => None,
     };
     let mut rx =
@@ -184,7 +208,13 @@ async fn parse(
             format!("the prompt's {} tokens plus max_tokens exceed the context of {context}", prompt.len());
         return Err(ApiError::validation("max_tokens", message));
     }
-    Ok(Request { prompt, max_tokens, sampling: SamplingParams { temperature, top_p, seed }, stream })
+    Ok(Request {
+        prompt,
+        max_tokens,
+        sampling: SamplingParams { temperature, top_p, seed },
+        stream,
+        truth: None,
+    })
 }
 
 /// `messages`: a non-empty array of `{role, content}` strings.

@@ -1,0 +1,61 @@
+//! Chat requests for `morph bench --endpoint chat`: the ShareGPT rounds that `morph train
+//! lengths` answered, each sent with the turns the decoder saw then (greedy, the same
+//! `max_tokens`), so that every answer's length is the recorded one and an oracle server
+//! (`--predictor oracle`) knows it. By default only the rounds the predictor did not train on.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use morph_engine::predictor::dataset::{Split, load_length_records, load_sharegpt, split_of};
+use serde_json::{Value, json};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Rounds {
+    /// The validation and test splits (by conversation), which the predictor never saw.
+    Heldout,
+    All,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ChatArgs {
+    /// --endpoint chat: output lengths recorded by `morph train lengths`.
+    #[arg(long)]
+    lengths: Option<PathBuf>,
+    /// --endpoint chat: the ShareGPT conversations they answer.
+    #[arg(long)]
+    sharegpt: Option<PathBuf>,
+    /// --endpoint chat: which recorded rounds to send.
+    #[arg(long, value_enum, default_value = "heldout")]
+    rounds: Rounds,
+    /// --endpoint chat: max_tokens of every request (the cap the lengths were recorded with).
+    #[arg(long, default_value_t = 256)]
+    max_tokens: u32,
+}
+
+impl ChatArgs {
+    pub(crate) fn bodies(&self) -> anyhow::Result<Vec<Value>> {
+        let lengths = self.lengths.as_ref().context("--endpoint chat needs --lengths FILE")?;
+        let sharegpt = self.sharegpt.as_ref().context("--endpoint chat needs --sharegpt FILE")?;
+        let conversations = load_sharegpt(sharegpt)?;
+        let by_id: std::collections::HashMap<&str, _> =
+            conversations.iter().map(|c| (c.id.as_str(), c)).collect();
+        let mut bodies = Vec::new();
+        for r in load_length_records(lengths)? {
+            if self.rounds == Rounds::Heldout && split_of(&r.conversation) == Split::Train {
+                continue;
+            }
+            let (history, prompt) =
+                by_id.get(r.conversation.as_str()).and_then(|c| c.round(r.round)).with_context(|| {
+                    format!("no round {} of {} in {}", r.round, r.conversation, sharegpt.display())
+                })?;
+            let mut messages: Vec<Value> = history[r.first_turn as usize..]
+                .iter()
+                .map(|m| json!({"role": m.role, "content": m.content}))
+                .collect();
+            messages.push(json!({"role": "user", "content": prompt}));
+            bodies.push(json!({"messages": messages, "max_tokens": self.max_tokens, "temperature": 0}));
+        }
+        Ok(bodies)
+    }
+}
