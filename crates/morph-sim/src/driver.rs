@@ -22,7 +22,7 @@ use crate::metrics::{Recorder, Report};
 use crate::workload::SimRequest;
 
 /// How a run is measured, how instances start, and what policies are told of generations.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct SimOptions {
     /// Decides goodput and SLO attainment.
     pub slo: Option<Nanos>,
@@ -47,7 +47,7 @@ impl Default for SimOptions {
 }
 
 /// What a policy is told of a generation's output length before it runs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
 #[serde(rename_all = "lowercase", deny_unknown_fields)]
 pub enum Predictor {
     /// Nothing: `predicted` is `None`.
@@ -64,6 +64,16 @@ pub enum Predictor {
         #[serde(default)]
         seed: u64,
     },
+    /// What a real predictor said, replayed in request order and cycled, as a trace's lengths
+    /// are: column `column` of the JSONL that `morph train predictor --predictions` writes (one
+    /// column per objective), whose `output_len` column the workload's outputs must read.
+    Recorded {
+        path: std::path::PathBuf,
+        column: String,
+        /// The column's values, read when the scenario is loaded.
+        #[serde(skip)]
+        values: std::sync::Arc<Vec<u32>>,
+    },
 }
 
 impl Predictor {
@@ -72,6 +82,9 @@ impl Predictor {
         match *self {
             Predictor::None => None,
             Predictor::Oracle => Some(truth),
+            Predictor::Recorded { ref values, .. } => {
+                (!values.is_empty()).then(|| values[(index % values.len() as u64) as usize])
+            }
             Predictor::LogNormal { mu, sigma, seed } => {
                 let mut rng = StdRng::seed_from_u64(seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15));
                 let z: f64 = rng.sample(StandardNormal);
@@ -86,6 +99,7 @@ impl Predictor {
             Predictor::None => String::new(),
             Predictor::Oracle => " (oracle)".into(),
             Predictor::LogNormal { sigma, .. } => format!(" (predicted, σ={sigma})"),
+            Predictor::Recorded { column, .. } => format!(" (predicted, {column})"),
         }
     }
 }
@@ -380,5 +394,13 @@ mod tests {
         assert!(mean.abs() < 0.1 && (std - 1.0).abs() < 0.1, "mean {mean}, std {std}");
         assert_eq!(Predictor::None.predict(0, 10), None);
         assert_eq!(Predictor::Oracle.predict(0, 10), Some(10));
+    }
+
+    #[test]
+    fn recorded_predictions_replay_in_request_order_cycled() {
+        let values = std::sync::Arc::new(vec![5, 9]);
+        let recorded = Predictor::Recorded { path: "p.jsonl".into(), column: "regression-l1".into(), values };
+        let got: Vec<Option<u32>> = (0..3).map(|i| recorded.predict(i, 100)).collect();
+        assert_eq!(got, vec![Some(5), Some(9), Some(5)]);
     }
 }

@@ -32,6 +32,7 @@
 //! [[policies]]
 //! name = "ssjf"                                    # ssjf | fcfs (generation)
 //! predictor = "oracle"                             # none (default) | oracle | { lognormal = { mu, sigma } }
+//!                                                  # | { recorded = { path, column } } (a real predictor's)
 //! [sweep]                                          # optional: one run per value
 //! param = "rate"                                   # rate | cv | instances
 //! values = [500, 1000, 2000]
@@ -182,6 +183,7 @@ impl Scenario {
             .map_err(|e| ScenarioError::Parse { path: shown, message: e.to_string() })?;
         let dir = path.parent().unwrap_or(Path::new("."));
         scenario.resolve_paths(dir);
+        scenario.load_predictions()?;
         if let Lengths::Corpus { path } = &scenario.workload.lengths {
             let values = corpus::load(path)?
                 .iter()
@@ -209,6 +211,27 @@ impl Scenario {
                 _ => {}
             }
         }
+        for spec in &mut self.policies {
+            if let Predictor::Recorded { path, .. } = &mut spec.predictor
+                && path.is_relative()
+            {
+                *path = dir.join(&*path);
+            }
+        }
+    }
+
+    /// Reads the columns of recorded predictors.
+    fn load_predictions(&mut self) -> Result<(), ScenarioError> {
+        for spec in &mut self.policies {
+            if let Predictor::Recorded { path, column, values } = &mut spec.predictor {
+                let trace = crate::workload::Trace {
+                    input_column: Some(column.clone()),
+                    ..crate::workload::Trace::new(path.clone())
+                };
+                *values = std::sync::Arc::new(trace.input_lengths()?);
+            }
+        }
+        Ok(())
     }
 
     /// The configured runtimes, one per instance, and the number of slots. With no runtimes
@@ -316,7 +339,7 @@ impl Scenario {
                         let msg = format!("policy '{}' needs cluster.runtimes", spec.name);
                         return Err(ScenarioError::Invalid(msg));
                     }
-                    let options = SimOptions { predictor: spec.predictor, ..self.options() };
+                    let options = SimOptions { predictor: spec.predictor.clone(), ..self.options() };
                     let mut report = simulate(policy, &layout, cost.as_ref(), &requests, &options);
                     report.policy.push_str(&spec.predictor.label());
                     rows.push(Row { sweep: point, seed, report });

@@ -3,6 +3,7 @@
 //! the training split and scores it on the test split (accuracy and F1 on the five percentile
 //! buckets, MAE in tokens): the paper's Table 2. Writes the default objective's head.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -12,7 +13,7 @@ use candle_nn::VarMap;
 use clap::Args;
 use morph_core::RuntimeSpec;
 use morph_engine::predictor::dataset::{
-    Split, load_length_records, load_lmsys, load_sharegpt, sharegpt_examples, split_of,
+    Example, Split, load_length_records, load_lmsys, load_sharegpt, sharegpt_examples, split_of,
 };
 use morph_engine::predictor::model::PROMPT_TOKENS;
 use morph_engine::predictor::{
@@ -55,6 +56,10 @@ pub(crate) struct PredictorArgs {
     /// Directory for the trained head (head.safetensors, predictor.json).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// JSONL file for the test split: source, conversation, round, input_len, output_len and
+    /// each objective's prediction (what `morph simulate`'s recorded predictor replays).
+    #[arg(long)]
+    predictions: Option<PathBuf>,
 }
 
 pub(crate) fn run(args: PredictorArgs) -> anyhow::Result<()> {
@@ -88,14 +93,22 @@ pub(crate) fn run(args: PredictorArgs) -> anyhow::Result<()> {
         embed_ms / examples.len().max(1) as f64
     );
 
-    let pick = |split: Split| -> anyhow::Result<(Tensor, Vec<u32>)> {
+    let pick = |split: Split| -> anyhow::Result<(Vec<usize>, Tensor, Vec<u32>)> {
         let rows: Vec<usize> =
             (0..examples.len()).filter(|&i| split_of(&examples[i].conversation) == split).collect();
         let x = stack(&rows.iter().map(|&i| vectors[i].clone()).collect::<Vec<_>>())?;
-        Ok((x, rows.iter().map(|&i| examples[i].output_len).collect()))
+        let y = rows.iter().map(|&i| examples[i].output_len).collect();
+        Ok((rows, x, y))
     };
-    let (train_x, train_y) = pick(Split::Train)?;
-    let (test_x, test_y) = pick(Split::Test)?;
+    let (_, train_x, train_y) = pick(Split::Train)?;
+    let (test_rows, test_x, test_y) = pick(Split::Test)?;
+    let mut table: Vec<serde_json::Value> = test_rows
+        .iter()
+        .map(|&i| {
+            let e = &examples[i];
+            serde_json::json!({"source": e.source, "conversation": e.conversation, "round": e.round, "input_len": e.input_len, "output_len": e.output_len})
+        })
+        .collect();
     let buckets = Buckets::from_lengths(&train_y);
     println!(
         "train {} / test {} prompts; buckets at {:?} tokens",
@@ -119,9 +132,13 @@ pub(crate) fn run(args: PredictorArgs) -> anyhow::Result<()> {
             s.mae_tokens,
             losses.last().copied().unwrap_or(f32::NAN)
         );
+        for (row, p) in table.iter_mut().zip(&predicted) {
+            row[name.as_str()] = (*p).into();
+        }
         if k > 0 {
             continue;
         }
+        print_groups(&buckets, &test_rows.iter().map(|&i| &examples[i]).collect::<Vec<_>>(), &predicted);
         let (mu, sigma) = log_ratio(&predicted, &test_y);
         println!(
             "  {name} error: ln(predicted / true) has mean {mu:.3}, std {sigma:.3} (the simulator's lognormal predictor)"
@@ -144,7 +161,36 @@ pub(crate) fn run(args: PredictorArgs) -> anyhow::Result<()> {
     if let Some(out) = &args.out {
         println!("wrote {}", out.display());
     }
+    if let Some(path) = &args.predictions {
+        let lines: Vec<String> = table.iter().map(|row| row.to_string()).collect();
+        std::fs::write(path, lines.join("\n") + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
+        println!("wrote the test split's predictions to {}", path.display());
+    }
     Ok(())
+}
+
+/// The first objective's scores on the test split by data source and by conversation round
+/// (SSJF Fig. 9's accuracy by round).
+fn print_groups(buckets: &Buckets, examples: &[&Example], predicted: &[u32]) {
+    let mut groups: BTreeMap<String, (Vec<u32>, Vec<u32>)> = BTreeMap::new();
+    for (e, &p) in examples.iter().zip(predicted) {
+        for key in [format!("source {}", e.source), format!("round {}", e.round)] {
+            let (ps, ts) = groups.entry(key).or_default();
+            ps.push(p);
+            ts.push(e.output_len);
+        }
+    }
+    for (group, (ps, ts)) in groups {
+        let s = score(buckets, &ps, &ts);
+        println!(
+            "  {group:<18} n={:<4} accuracy {:.3}  F1 {:.3}  MAE {:.1}",
+            ts.len(),
+            s.accuracy,
+            s.macro_f1,
+            s.mae_tokens
+        );
+    }
 }
 
 /// Mean and standard deviation of ln(predicted / true) (lengths below 1 counted as 1).

@@ -18,10 +18,14 @@ use crate::decoder::Message;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Example {
+    /// Where it came from: `lmsys` or `sharegpt`.
+    pub source: &'static str,
     pub conversation: String,
     /// 1 for a conversation's first prompt.
     pub round: u32,
     pub prompt: String,
+    /// The generating model's prompt tokens.
+    pub input_len: u32,
     pub output_len: u32,
 }
 
@@ -73,8 +77,9 @@ pub fn load_lmsys(path: &Path) -> Result<Vec<Example>, EngineError> {
             let prompt = python_dict_string(body, "content")
                 .ok_or_else(|| bad(format!("line {}: no content", i + 1)))?;
             let output_len = field("GeneratedTokens")?.as_u64().unwrap_or(0) as u32;
+            let input_len = field("ContextTokens")?.as_u64().unwrap_or(0) as u32;
             let conversation = field("RequestID")?.as_str().unwrap_or_default().to_string();
-            Ok(Example { conversation, round: 1, prompt, output_len })
+            Ok(Example { source: "lmsys", conversation, round: 1, prompt, input_len, output_len })
         })
         .collect()
 }
@@ -172,9 +177,11 @@ pub fn sharegpt_examples(
                     ))
                 })?;
             Ok(Example {
+                source: "sharegpt",
                 conversation: r.conversation.clone(),
                 round: r.round,
                 prompt: predictor_text(history, prompt),
+                input_len: r.prompt_tokens,
                 output_len: r.output_len,
             })
         })
