@@ -67,6 +67,8 @@ pub struct Predictions {
     tx: Option<Sender<Message>>,
     thread: Option<JoinHandle<()>>,
     metrics: Arc<Metrics>,
+    /// What `/info` says of it.
+    description: serde_json::Value,
 }
 
 impl Predictions {
@@ -77,12 +79,22 @@ impl Predictions {
         cache: LengthCache,
         metrics: Arc<Metrics>,
     ) -> std::io::Result<Self> {
+        let description = match &model {
+            Some(m) => {
+                serde_json::json!({"kind": "model", "objective": m.meta.objective, "encoder": m.meta.encoder, "test_scores": m.meta.scores})
+            }
+            None => serde_json::json!({"kind": "oracle", "known_lengths": cache.len()}),
+        };
         let (tx, rx) = channel();
         let thread_metrics = metrics.clone();
         let thread = std::thread::Builder::new()
             .name("predictor".into())
             .spawn(move || run(model, cache, &rx, &thread_metrics))?;
-        Ok(Self { tx: Some(tx), thread: Some(thread), metrics })
+        Ok(Self { tx: Some(tx), thread: Some(thread), metrics, description })
+    }
+
+    pub fn describe(&self) -> serde_json::Value {
+        self.description.clone()
     }
 
     /// The predicted output length of the prompt whose predictor input is `text`; `None` when

@@ -72,5 +72,9 @@ async fn the_builtin_predictor_feeds_the_scheduler_and_finished_lengths_are_cach
     let metrics = client().get(format!("{}/metrics", server.url)).send().await.unwrap().text().await.unwrap();
     assert!(metrics.contains("morph_prediction_seconds_count 2\n"), "{metrics}");
     assert!(metrics.contains("morph_prediction_cache_hits_total 1\n"), "{metrics}");
+    let info: serde_json::Value =
+        client().get(format!("{}/info", server.url)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(info["predictor"]["kind"], "model", "{info}");
+    assert_eq!(info["predictor"]["objective"], "regression-l1", "{info}");
     server.stop().await;
 }

@@ -29,6 +29,7 @@ pub(super) async fn info(State(state): State<AppState>) -> Json<Value> {
         "max_client_batch": state.max_client_batch,
         "runtimes": runtimes,
         "policy": state.driver.policy_description(),
+        "predictor": state.predictions.as_ref().map(|p| p.describe()),
         "uptime_s": state.started.elapsed().as_secs_f64(),
         "version": env!("CARGO_PKG_VERSION"),
     }))

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# SSJF live on SmolLM2-135M-Instruct (one decoder instance, continuous batching of 4): FCFS,
+# SSJF with the built-in predictor, and oracle SJF (the recorded true lengths) on the same
+# open-loop stream of held-out ShareGPT rounds (`morph bench --endpoint chat`, greedy, 256
+# tokens at most, as recorded by `morph train lengths`). Prints mean JCT, throughput, their
+# ratios to FCFS, and the predictor's overhead (mean wait for a prediction) against mean JCT.
+#   experiments/ssjf_live.sh [RATES (comma separated, req/s)] [SECONDS of arrivals per run]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rates=${1:-0.2}
+duration=${2:-150}
+lengths=datasets/smollm2_sharegpt_lengths.jsonl
+sharegpt=../shared/data/conversations/sharegpt.jsonl
+cargo build --release -q -p morph-cli
+bin=target/release/morph
+tmp=$(mktemp -d)
+server=""
+trap '[ -n "$server" ] && kill -TERM $server 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+for kind in fcfs ssjf oracle; do
+  case $kind in
+    fcfs) args=(--policy fcfs --predictor none) ;;
+    ssjf) args=(--policy ssjf --predictor builtin) ;;
+    oracle) args=(--policy ssjf --predictor oracle --oracle-lengths "$lengths" --sharegpt "$sharegpt") ;;
+  esac
+  "$bin" serve --task generate --port 0 "${args[@]}" >"$tmp/serve.out" 2>"$tmp/serve.err" &
+  server=$!
+  for _ in $(seq 600); do grep -q listening "$tmp/serve.out" 2>/dev/null && break; sleep 0.1; done
+  url=$(sed -n 's/^morph listening on //p' "$tmp/serve.out")
+  [ -n "$url" ] || { cat "$tmp/serve.err"; exit 1; }
+  "$bin" bench --url "$url" --endpoint chat --lengths "$lengths" --sharegpt "$sharegpt" \
+    --rate "$rates" --duration "$duration" --timeout 3600 --json >"$tmp/$kind.json"
+  curl -s "$url/metrics" | sed -n 's/^morph_prediction_seconds_\(sum\|count\) //p' | paste -sd' ' >"$tmp/$kind.pred"
+  kill -TERM "$server"; wait "$server" || true; server=""
+done
+python3 - "$tmp" <<'PY'
+import json, sys
+d = sys.argv[1]
+runs = {k: json.load(open(f"{d}/{k}.json")) for k in ("fcfs", "ssjf", "oracle")}
+pred = {}
+for k in runs:
+    parts = open(f"{d}/{k}.pred").read().split()
+    pred[k] = (float(parts[0]) / max(float(parts[1]), 1) * 1e3) if len(parts) == 2 else 0.0
+print(f"{'rate/s':>7} {'policy':<7} {'sent':>5} {'err':>4} {'mean JCT s':>11} {'p50 s':>7} {'p99 s':>7} {'thr req/s':>10} {'JCT/fcfs':>9} {'thr/fcfs':>9} {'pred ms':>8} {'pred/JCT':>9}")
+for i, base in enumerate(runs["fcfs"]):
+    for k, rs in runs.items():
+        r = rs[i]
+        lat = r["latency"]
+        jct = lat["mean_ms"] / 1e3
+        print(f"{r['offered_rps']:>7.2f} {k:<7} {r['sent']:>5} {r['errors']:>4} {jct:>11.1f} {lat['p50_ms']/1e3:>7.1f} {lat['p99_ms']/1e3:>7.1f} "
+              f"{r['throughput_rps']:>10.3f} {lat['mean_ms']/base['latency']['mean_ms']:>9.2f} {r['throughput_rps']/base['throughput_rps']:>9.2f} "
+              f"{pred[k]:>8.1f} {pred[k]/lat['mean_ms']*100 if lat['mean_ms'] else 0:>8.2f}%")
+print("(oracle: 'pred ms' is the lookup of the recorded length; ssjf: the predictor's encoder and head; overhead over all rates)")
+PY
