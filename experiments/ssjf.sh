@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # SSJF in simulation: FCFS, SSJF with predictions carrying the trained predictor's measured
 # error (lognormal), and oracle SJF, on the LMSYS lengths with the measured SmolLM2 cost, by
-# request rate (Fig. 4), by burstiness (Fig. 5) and by batch size (Fig. 8). Prints mean JCTs
-# and their ratios.
-#   experiments/ssjf.sh [rate|cv|batch|all]
+# request rate (Fig. 4), by burstiness (Fig. 5) and by batch size (Fig. 8), and by rate on the
+# Azure conversation trace and the creation trace. Prints mean JCTs and their ratios.
+#   experiments/ssjf.sh [rate|cv|batch|azure|creation|all]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q -p morph-cli
@@ -32,4 +32,6 @@ trap 'rm -rf "$tmp"' EXIT
 [ "$which" = rate ] || [ "$which" = all ] && { echo "== by request rate"; run scenarios/ssjf_lmsys_cpu.toml; }
 [ "$which" = cv ] || [ "$which" = all ] && { echo "== by burstiness (gamma CV)"; run scenarios/ssjf_lmsys_burstiness_cpu.toml; }
 [ "$which" = batch ] || [ "$which" = all ] && { echo "== by batch size"; run scenarios/ssjf_lmsys_batch_size_cpu.toml; }
+[ "$which" = azure ] || [ "$which" = all ] && { echo "== Azure conversation trace, by rate"; run scenarios/ssjf_azure_conv_cpu.toml; }
+[ "$which" = creation ] || [ "$which" = all ] && { echo "== creation trace, by rate"; run scenarios/ssjf_creation_cpu.toml; }
 exit 0
