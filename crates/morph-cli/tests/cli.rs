@@ -172,8 +172,39 @@ fn a_missing_onnx_runtime_library_is_one_clear_line() {
     assert!(!out.status.success() && err.contains("--onnx runs on ONNX Runtime"), "{err}");
 }
 
+/// Three ShareGPT conversations (one with two rounds), in the file's form.
+const SHAREGPT: &str = r#"{"id": "c1", "turns": [{"role": "user", "content": "What is 2 + 2?"}]}
+{"id": "c2", "turns": [{"role": "user", "content": "Name a colour."}, {"role": "assistant", "content": "Blue."}, {"role": "user", "content": "Another one?"}]}
+{"id": "c3", "turns": [{"role": "user", "content": "Say hello."}]}"#;
+
+/// `morph train lengths` answers one round per conversation with SmolLM2, appends each length,
+/// and a second run finds nothing left to answer.
+#[test]
+fn train_lengths_records_the_decoders_answers_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let sharegpt = dir.path().join("sharegpt.jsonl");
+    std::fs::write(&sharegpt, SHAREGPT).unwrap();
+    let out = dir.path().join("lengths.jsonl");
+    let run = || {
+        let args = ["train", "lengths", "--max-tokens", "6", "--batch", "2", "--sharegpt"];
+        morph().args(args).arg(&sharegpt).arg("--out").arg(&out).output().unwrap()
+    };
+    let first = run();
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let records: Vec<serde_json::Value> =
+        std::fs::read_to_string(&out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(records.len(), 3, "{records:?}");
+    for r in &records {
+        let len = r["output_len"].as_u64().unwrap();
+        assert!((1..=6).contains(&len), "{r}");
+        assert_eq!(r["finish"] == "length", len == 6, "{r}");
+    }
+    let second = run();
+    assert!(String::from_utf8_lossy(&second.stdout).contains("0 rounds to answer (3 already recorded"));
+}
+
 /// `morph train predictor` on 60 LMSYS prompts: embeds them, trains every objective, prints the
-/// ablation table and writes the first objective's head.
+/// ablation table, writes the first objective's head and the test split's predictions.
 #[test]
 fn train_predictor_writes_a_head_and_an_ablation_table() {
     let dir = tempfile::tempdir().unwrap();
@@ -182,11 +213,14 @@ fn train_predictor_writes_a_head_and_an_ablation_table() {
     let data = dir.path().join("lmsys60.jsonl");
     std::fs::write(&data, text.lines().take(60).collect::<Vec<_>>().join("\n")).unwrap();
     let out = dir.path().join("predictor");
+    let predictions = dir.path().join("predictions.jsonl");
     let run = morph()
         .args(["train", "predictor", "--epochs", "3", "--data"])
         .arg(&data)
         .arg("--out")
         .arg(&out)
+        .arg("--predictions")
+        .arg(&predictions)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&run.stdout);
@@ -198,4 +232,16 @@ fn train_predictor_writes_a_head_and_an_ablation_table() {
     let meta: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("predictor.json")).unwrap()).unwrap();
     assert_eq!(meta["objective"], "regression-l1");
+    let rows: Vec<serde_json::Value> = std::fs::read_to_string(&predictions)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(!rows.is_empty());
+    for row in rows {
+        assert!(
+            row["output_len"].is_u64() && row["binary"].is_u64() && row["regression-l1"].is_u64(),
+            "{row}"
+        );
+    }
 }
