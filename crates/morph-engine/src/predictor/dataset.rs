@@ -65,13 +65,10 @@ pub fn keep_last(ids: &[u32], max_len: usize) -> Vec<u32> {
 /// Reads an LMSYS-form JSONL trace.
 pub fn load_lmsys(path: &Path) -> Result<Vec<Example>, EngineError> {
     let bad = |detail: String| EngineError::Load(format!("{}: {detail}", path.display()));
-    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
+    read_jsonl::<serde_json::Value>(path)?
+        .into_iter()
         .enumerate()
-        .map(|(i, line)| {
-            let row: serde_json::Value =
-                serde_json::from_str(line).map_err(|e| bad(format!("line {}: {e}", i + 1)))?;
+        .map(|(i, row)| {
             let field = |name: &str| row.get(name).ok_or_else(|| bad(format!("line {}: no {name}", i + 1)));
             let body = field("SynthesizedBody")?.as_str().unwrap_or_default();
             let prompt = python_dict_string(body, "content")
@@ -113,6 +110,11 @@ impl Conversation {
 
 /// Reads a ShareGPT JSONL file (`{"id", "turns": [{"role", "content"}, …]}` a line).
 pub fn load_sharegpt(path: &Path) -> Result<Vec<Conversation>, EngineError> {
+    read_jsonl(path)
+}
+
+/// One `T` per non-empty line of a JSONL file.
+fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, EngineError> {
     let bad = |detail: String| EngineError::Load(format!("{}: {detail}", path.display()));
     let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
     text.lines()
@@ -148,13 +150,7 @@ pub struct LengthRecord {
 
 /// Reads recorded lengths.
 pub fn load_length_records(path: &Path) -> Result<Vec<LengthRecord>, EngineError> {
-    let bad = |detail: String| EngineError::Load(format!("{}: {detail}", path.display()));
-    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .enumerate()
-        .map(|(i, line)| serde_json::from_str(line).map_err(|e| bad(format!("line {}: {e}", i + 1))))
-        .collect()
+    read_jsonl(path)
 }
 
 /// Examples from recorded lengths, their prompts taken from the ShareGPT conversations.
