@@ -3,12 +3,13 @@
 # the round-k ShareGPT prompts that SmolLM2 answered (`datasets/smollm2_sharegpt_lengths.jsonl`:
 # its prompt tokens and recorded output lengths), Poisson arrivals at 80% of one instance's
 # capacity for that round's mean output (continuous batching of 4, the measured linear cost);
-# FCFS, SSJF with the predictor's measured error (lognormal MU SIGMA) and oracle SJF.
+# FCFS, SSJF with the predictor's measured error (lognormal MU SIGMA; default: the built-in
+# head's on its SmolLM2 test split) and oracle SJF.
 #   experiments/ssjf_rounds.sh [MU] [SIGMA]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mu=${1:--0.04}
-sigma=${2:-1.72}
+mu=${1:-0.217}
+sigma=${2:-0.860}
 cargo build --release -q -p morph-cli
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
