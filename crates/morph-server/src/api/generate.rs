@@ -51,16 +51,16 @@ struct Request {
 }
 
 /// A generation's predictor input, to cache its true output length under (SSJF §6).
-#[derive(Clone)]
 struct Truth {
     predictions: Arc<Predictions>,
     text: String,
 }
 
 impl Truth {
-    fn learn(truth: &Option<Truth>, completion_tokens: usize) {
-        if let Some(t) = truth {
-            t.predictions.learn(t.text.clone(), completion_tokens as u32);
+    /// Remembers the length, once: the caller's slot is emptied.
+    fn learn(truth: &mut Option<Truth>, completion_tokens: usize) {
+        if let Some(t) = truth.take() {
+            t.predictions.learn(t.text, completion_tokens as u32);
         }
     }
 }
@@ -68,7 +68,7 @@ impl Truth {
 async fn serve(state: AppState, body: &[u8], format: Format) -> Response {
     let started = Instant::now();
     let result = start(&state, body, format).await;
-    let (request, mut rx, first) = match result {
+    let (mut request, mut rx, first) = match result {
         Ok(ok) => ok,
         Err(e) => {
             record::<()>(&state, started, &Err(e.clone()));
@@ -81,10 +81,9 @@ async fn serve(state: AppState, body: &[u8], format: Format) -> Response {
     if request.stream {
         record::<()>(&state, started, &Ok(()));
         let events = stream::unfold(
-            (Some(first), rx, reply, Instant::now(), false),
-            move |(next, mut rx, reply, first_at, finished)| {
+            (Some(first), rx, reply, Instant::now(), false, request.truth),
+            move |(next, mut rx, reply, first_at, finished, mut truth)| {
                 let metrics = metrics.clone();
-                let truth = request.truth.clone();
                 async move {
                     if finished {
                         return None;
@@ -97,7 +96,7 @@ async fn serve(state: AppState, body: &[u8], format: Format) -> Response {
                         GenEvent::Token { text, .. } => (reply.chunk(text, None, None).to_string(), false),
                         GenEvent::Done { reason, prompt_tokens, completion_tokens } => {
                             observe_tpot(&metrics, first_at, *completion_tokens);
-                            Truth::learn(&truth, *completion_tokens);
+                            Truth::learn(&mut truth, *completion_tokens);
                             let usage = usage(*prompt_tokens, *completion_tokens);
                             (reply.chunk("", Some(*reason), Some(usage)).to_string(), true)
                         }
@@ -112,7 +111,7 @@ async fn serve(state: AppState, body: &[u8], format: Format) -> Response {
                     if done {
                         out.push(Ok(Event::default().data("[DONE]")));
                     }
-                    Some((stream::iter(out), (None, rx, reply, first_at, done)))
+                    Some((stream::iter(out), (None, rx, reply, first_at, done, truth)))
                 }
             },
         );
@@ -127,7 +126,7 @@ async fn serve(state: AppState, body: &[u8], format: Format) -> Response {
             GenEvent::Token { text: piece, .. } => text.push_str(&piece),
             GenEvent::Done { reason, prompt_tokens, completion_tokens } => {
                 observe_tpot(&metrics, first_at, completion_tokens);
-                Truth::learn(&request.truth, completion_tokens);
+                Truth::learn(&mut request.truth, completion_tokens);
                 break Ok(reply.whole(&text, reason, usage(prompt_tokens, completion_tokens)));
             }
             GenEvent::Failed(e) => break Err(ApiError::Engine(e)),
@@ -159,23 +158,26 @@ async fn start(
     {
         return Err(ApiError::UnknownModel { asked: asked.into(), served: state.model.name.clone() });
     }
+    // The predictor's input is built only when there is a predictor to read it.
+    let predicting = state.predictions.is_some();
     let (text, predictor_input) = match format {
         Format::Completion => {
             let prompt = validate::texts(&body, "prompt", 1)?.remove(0);
-            (prompt.clone(), prompt)
+            let input = predicting.then(|| prompt.clone());
+            (prompt, input)
         }
         Format::Chat => {
             let messages = messages(&body)?;
-            (chatml_prompt(&messages), predictor_input(&messages))
+            (chatml_prompt(&messages), predicting.then(|| predictor_input(&messages)))
         }
     };
     let mut request = parse(&body, &generator, text).await?;
-    let predicted = match &state.predictions {
-        Some(predictions) => {
-            request.truth = Some(Truth { predictions: predictions.clone(), text: predictor_input.clone() });
-            predictions.predict(predictor_input).await
+    let predicted = match (&state.predictions, predictor_input) {
+        (Some(predictions), Some(input)) => {
+            request.truth = Some(Truth { predictions: predictions.clone(), text: input.clone() });
+            predictions.predict(input).await
         }
-        None => None,
+        _ => None,
     };
     let mut rx =
         state.driver.generate(request.prompt.clone(), request.max_tokens, predicted, request.sampling);
