@@ -152,22 +152,20 @@ mod tests {
     #[test]
     fn aging_promotes_a_long_job_that_waited_past_its_bound() {
         let aging = Some(Aging { factor: 2.0, token_ms: 1.0 });
-        let fill = |q: &mut JobQueue| {
+        let filled = |order| {
+            let mut q = JobQueue::new(order, aging);
             q.push(&req(0, 0, 300)); // promoted at 600 ms
             q.push(&req(1, 500, 20)); // promoted at 540 ms
             q.push(&req(2, 590, 30)); // promoted at 650 ms
+            q
         };
-        let mut early = JobQueue::new(Order::Sjf, aging);
-        fill(&mut early);
-        assert_eq!(drain(&mut early, 595), vec![1, 2, 0], "at 595 ms only job 1 is overdue");
-        let mut late = JobQueue::new(Order::Sjf, aging);
-        fill(&mut late);
-        assert_eq!(drain(&mut late, 620), vec![1, 0, 2], "at 620 ms jobs 1 then 0 are overdue");
-        let mut later = JobQueue::new(Order::Sjf, aging);
-        fill(&mut later);
-        assert_eq!(drain(&mut later, 700), vec![1, 0, 2], "all overdue: by how long ago they were due");
-        let mut fcfs = JobQueue::new(Order::Fcfs, aging);
-        fill(&mut fcfs);
-        assert_eq!(drain(&mut fcfs, 700), vec![0, 1, 2], "FCFS keeps arrival order");
+        assert_eq!(drain(&mut filled(Order::Sjf), 595), vec![1, 2, 0], "at 595 ms only job 1 is overdue");
+        assert_eq!(drain(&mut filled(Order::Sjf), 620), vec![1, 0, 2], "at 620 ms jobs 1 then 0 are overdue");
+        assert_eq!(
+            drain(&mut filled(Order::Sjf), 700),
+            vec![1, 0, 2],
+            "all overdue: by how long ago they were due"
+        );
+        assert_eq!(drain(&mut filled(Order::Fcfs), 700), vec![0, 1, 2], "FCFS keeps arrival order");
     }
 }
