@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use morph_engine::predictor::dataset::{Split, load_length_records, load_sharegpt, split_of};
+use morph_engine::predictor::dataset::{Split, load_length_records, load_sharegpt, recorded_turns, split_of};
 use serde_json::{Value, json};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -38,24 +38,18 @@ impl ChatArgs {
         let lengths = self.lengths.as_ref().context("--endpoint chat needs --lengths FILE")?;
         let sharegpt = self.sharegpt.as_ref().context("--endpoint chat needs --sharegpt FILE")?;
         let conversations = load_sharegpt(sharegpt)?;
-        let by_id: std::collections::HashMap<&str, _> =
-            conversations.iter().map(|c| (c.id.as_str(), c)).collect();
-        let mut bodies = Vec::new();
-        for r in load_length_records(lengths)? {
-            if self.rounds == Rounds::Heldout && split_of(&r.conversation) == Split::Train {
-                continue;
-            }
-            let (history, prompt) =
-                by_id.get(r.conversation.as_str()).and_then(|c| c.round(r.round)).with_context(|| {
-                    format!("no round {} of {} in {}", r.round, r.conversation, sharegpt.display())
-                })?;
-            let mut messages: Vec<Value> = history[r.first_turn as usize..]
-                .iter()
-                .map(|m| json!({"role": m.role, "content": m.content}))
-                .collect();
-            messages.push(json!({"role": "user", "content": prompt}));
-            bodies.push(json!({"messages": messages, "max_tokens": self.max_tokens, "temperature": 0}));
-        }
-        Ok(bodies)
+        let records = load_length_records(lengths)?;
+        let turns = recorded_turns(&conversations, &records)?;
+        Ok(records
+            .iter()
+            .zip(turns)
+            .filter(|(r, _)| self.rounds == Rounds::All || split_of(&r.conversation) != Split::Train)
+            .map(|(_, (history, prompt))| {
+                let mut messages: Vec<Value> =
+                    history.iter().map(|m| json!({"role": m.role, "content": m.content})).collect();
+                messages.push(json!({"role": "user", "content": prompt}));
+                json!({"messages": messages, "max_tokens": self.max_tokens, "temperature": 0})
+            })
+            .collect())
     }
 }

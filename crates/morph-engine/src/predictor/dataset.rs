@@ -153,16 +153,17 @@ pub fn load_length_records(path: &Path) -> Result<Vec<LengthRecord>, EngineError
     read_jsonl(path)
 }
 
-/// Examples from recorded lengths, their prompts taken from the ShareGPT conversations.
-pub fn sharegpt_examples(
-    conversations: &[Conversation],
+/// The turns each record's decoder saw, in record order: the round's earlier turns from
+/// `first_turn` on, and its prompt.
+pub fn recorded_turns<'a>(
+    conversations: &'a [Conversation],
     records: &[LengthRecord],
-) -> Result<Vec<Example>, EngineError> {
+) -> Result<Vec<(&'a [Message], &'a str)>, EngineError> {
     let by_id: HashMap<&str, &Conversation> = conversations.iter().map(|c| (c.id.as_str(), c)).collect();
     records
         .iter()
         .map(|r| {
-            let (history, prompt) = by_id
+            by_id
                 .get(r.conversation.as_str())
                 .and_then(|c| c.round(r.round))
                 .and_then(|(history, prompt)| Some((history.get(r.first_turn as usize..)?, prompt)))
@@ -171,17 +172,29 @@ pub fn sharegpt_examples(
                         "no round {} of conversation {} in ShareGPT",
                         r.round, r.conversation
                     ))
-                })?;
-            Ok(Example {
-                source: "sharegpt",
-                conversation: r.conversation.clone(),
-                round: r.round,
-                prompt: predictor_text(history, prompt),
-                input_len: r.prompt_tokens,
-                output_len: r.output_len,
-            })
+                })
         })
         .collect()
+}
+
+/// Examples from recorded lengths, their prompts taken from the ShareGPT conversations.
+pub fn sharegpt_examples(
+    conversations: &[Conversation],
+    records: &[LengthRecord],
+) -> Result<Vec<Example>, EngineError> {
+    let turns = recorded_turns(conversations, records)?;
+    Ok(records
+        .iter()
+        .zip(turns)
+        .map(|(r, (history, prompt))| Example {
+            source: "sharegpt",
+            conversation: r.conversation.clone(),
+            round: r.round,
+            prompt: predictor_text(history, prompt),
+            input_len: r.prompt_tokens,
+            output_len: r.output_len,
+        })
+        .collect())
 }
 
 /// The string value of `key` in a Python dict literal, escapes decoded.
