@@ -1,11 +1,12 @@
-//! Instances: one runtime loaded on one device slot.
+//! Instances: one unit loaded on one device slot.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::runtime::RuntimeSpec;
+use crate::unit::UnitSpec;
 
+/// Assigned by the ledger when an instance comes up, in order, never reused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct InstanceId(pub u32);
 
@@ -18,5 +19,5 @@ impl fmt::Display for InstanceId {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InstanceInfo {
     pub id: InstanceId,
-    pub runtime: RuntimeSpec,
+    pub unit: UnitSpec,
 }

@@ -1,19 +1,24 @@
-//! Morph's vocabulary: time, requests, instances, runtimes, latency profiles, and the policy
-//! seam ([`Policy`], [`Event`], [`Action`]) shared by the live server and the simulator.
-//! No async runtime and no tensor library live here.
+//! Morph's vocabulary: time, requests, units and instances, runtimes, latency profiles, the
+//! policy seam ([`Policy`], [`Event`], [`Action`]) and the [`Ledger`] through which the live
+//! server and the simulator both apply a policy's actions. No async runtime and no tensor
+//! library live here.
 
 pub mod instance;
+pub mod ledger;
 pub mod policy;
 pub mod profile;
 pub mod request;
 pub mod runtime;
 pub mod stats;
 pub mod time;
+pub mod unit;
 
 pub use instance::{InstanceId, InstanceInfo};
-pub use policy::{Action, Event, Policy, RejectReason};
+pub use ledger::{Effect, Ledger, NewRequest, OnViolation, Outcome};
+pub use policy::{Action, BatchPlan, DropReason, Event, Gauge, PlanId, Policy, Then};
 pub use profile::{Profile, ProfileError};
-pub use request::{Generation, RequestId, RequestInfo};
+pub use request::{Generation, RequestId, RequestInfo, ServiceClass, TaskId};
 pub use runtime::{PaddedShape, RuntimeSpec, ShapeKind};
 pub use stats::LatencySummary;
 pub use time::{Nanos, Time};
+pub use unit::{Launched, ModelId, StageSpec, StartKind, Ticket, Tickets, UnitKind, UnitSpec};

@@ -1,61 +1,146 @@
 //! The policy seam. A policy is a synchronous state machine: a driver (the live server or the
 //! simulator) tells it what happened at time `now`, and it answers with [`Action`]s as data.
-//! A policy never reads a clock, never blocks and never awaits.
+//! A policy never reads a clock, never blocks and never awaits. Both drivers apply actions
+//! through the [`crate::ledger::Ledger`], so each action means the same in both:
+//!
+//! - **Encoder batches** ([`Action::Run`] on an encoder) run as a unit; [`Event::BatchDone`]
+//!   names the requests that ran. With [`Then::Finish`] each is answered then; with
+//!   [`Then::NextStage`] each waits, with the policy again, for the next stage of its pipeline
+//!   (its activations stay with the driver), and the policy runs it on an instance of that stage.
+//! - **Generations** run by iterations (one token of every running sequence per iteration).
+//!   A *static* batch ([`Action::Run`] on a decoder) takes no newcomers; each generation is
+//!   answered when its own output ends, and one [`Event::BatchDone`] naming them all comes when
+//!   the last ends. A *continuous* batch ([`Action::Join`]) takes newcomers between iterations;
+//!   every iteration's end is reported as [`Event::SequencesDone`] (maybe with none finished),
+//!   and the next iteration starts only after the policy has answered that report, with every
+//!   request joined until then. An emptied continuous batch is also reported as
+//!   [`Event::BatchDone`] with no requests (each was already named in a `SequencesDone`).
+//! - **Cancellation**: a client that goes away cancels its request. Waiting with the policy
+//!   (queued, or between stages), it leaves at once and the policy gets [`Event::Cancelled`].
+//!   In a continuous or static generation batch it stops at the next iteration's end, reported
+//!   as finished there. In an encoder batch it runs to the batch's end and is discarded; if it
+//!   was bound for a next stage the policy gets [`Event::Cancelled`] after the `BatchDone`.
+//! - **Giving up**: [`Action::Drop`] answers a request waiting with the policy with an error
+//!   that says why (a full queue, no runtime long enough, a deadline that can no longer be met).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::instance::{InstanceId, InstanceInfo};
 use crate::request::{RequestId, RequestInfo};
-use crate::runtime::RuntimeSpec;
 use crate::time::{Nanos, Time};
+use crate::unit::{Launched, Ticket, UnitSpec};
 
 /// Something that happened, reported by the driver.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
-    /// An instance is loaded and idle, ready for batches: one of the initial layout, or one the
-    /// policy asked for with [`Action::Launch`] (the driver assigns its id).
-    InstanceUp(InstanceInfo),
-    /// An [`Action::Launch`] of this runtime failed; no instance will come up for it.
-    LaunchFailed { runtime: RuntimeSpec },
+    /// An instance is loaded and idle, ready for batches: one of the initial layout (`launch`
+    /// is `None`), or one the policy asked for with [`Action::Launch`].
+    InstanceUp { instance: InstanceInfo, launch: Option<Launched> },
+    /// The launch with this ticket failed; no instance will come up for it.
+    LaunchFailed { ticket: Ticket, unit: UnitSpec, reason: String },
     /// A request was admitted by the edge (validated and tokenized).
     Arrival(RequestInfo),
-    /// The batch last started on `instance` finished (successfully or not); it is idle again.
-    /// For a continuous batch: its last running sequence finished.
-    BatchDone { instance: InstanceId },
+    /// The batch last started on `instance` ended and it is idle again. `requests` are the
+    /// ones the [`Action::Run`] started (none for an emptied continuous batch); `failed`: the
+    /// engine failed and they were answered with its error (none goes on to a next stage).
+    BatchDone { instance: InstanceId, requests: Vec<RequestId>, failed: bool },
     /// An iteration of the continuous batch on `instance` ended and these generations in it
-    /// finished (maybe none); their slots are free, and requests joined now run in the next
-    /// iteration. Reported before the [`Event::BatchDone`] of an emptied batch.
+    /// finished (maybe none); their slots are free. The next iteration starts once the policy
+    /// has answered. Reported before the [`Event::BatchDone`] of an emptied batch.
     SequencesDone { instance: InstanceId, requests: Vec<RequestId> },
+    /// A request the policy holds (queued, or between stages) was cancelled by its client and
+    /// is gone: the policy must forget it.
+    Cancelled { request: RequestId },
     /// A periodic tick, every [`Policy::tick_interval`].
     Tick,
 }
 
-/// Why a policy refused a request. Drivers map it to their error (HTTP 429, a dropped count).
+/// Why a policy gave up on a request. Drivers map it to their error (HTTP 429, 413, 504; a
+/// dropped count).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
-pub enum RejectReason {
+pub enum DropReason {
     #[error("queue is full ({capacity} sequences waiting); retry later")]
     QueueFull { capacity: usize },
     #[error("no instance accepts {len} tokens (longest runtime: {max_len})")]
     NoRuntimeFits { len: u32, max_len: u32 },
+    #[error("its deadline ({}) ms after arrival can no longer be met", *.within as f64 / 1e6)]
+    DeadlineUnreachable { within: Nanos },
 }
 
-/// What the policy wants done. Drivers apply actions in order.
+/// A token plan (OTAS's γ): 0 runs the plain model; the engine's plan table gives the others
+/// their meaning (prompt tokens for accuracy above 0, token merging for speed below).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+pub struct PlanId(pub i16);
+
+impl PlanId {
+    pub const PLAIN: PlanId = PlanId(0);
+}
+
+/// What follows a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum Then {
+    /// The requests are done: each is answered with the batch's output.
+    #[default]
+    Finish,
+    /// The outputs (hidden states) go on to the next stage of the pipeline; the requests wait
+    /// with the policy for it. Only on a stage that is not the last.
+    NextStage,
+}
+
+/// How a batch runs: its token plan and what follows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct BatchPlan {
+    pub tokens: PlanId,
+    pub then: Then,
+}
+
+impl BatchPlan {
+    /// The plain model, answered at the end: what every batch was before plans.
+    pub const FINISH: BatchPlan = BatchPlan { tokens: PlanId::PLAIN, then: Then::Finish };
+
+    pub fn next_stage() -> Self {
+        Self { tokens: PlanId::PLAIN, then: Then::NextStage }
+    }
+}
+
+/// What the policy wants done. Drivers apply actions in order, through the ledger.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    /// Run these requests as one batch on an idle instance; it finishes as a unit (a static
-    /// batch of generations ends with its longest).
-    Run { instance: InstanceId, requests: Vec<RequestId> },
-    /// Add these generations to the continuous batch on `instance` (iteration-level batching):
-    /// they start at its next iteration, and each leaves when done ([`Event::SequencesDone`]).
+    /// Run these waiting requests as one batch on an idle instance of their kind and stage,
+    /// under `plan`. An encoder batch finishes as a unit; a static batch of generations ends
+    /// with its longest.
+    Run { instance: InstanceId, requests: Vec<RequestId>, plan: BatchPlan },
+    /// Add these waiting generations to the continuous batch on a decoder instance: they start
+    /// at its next iteration, and each leaves when done ([`Event::SequencesDone`]).
     Join { instance: InstanceId, requests: Vec<RequestId> },
-    /// Refuse a request that arrived; it will never be run.
-    Reject { request: RequestId, reason: RejectReason },
-    /// Start a new instance of `runtime` (scale out, or the new half of a replacement). It
-    /// occupies a device slot at once and is reported by [`Event::InstanceUp`] once loaded.
-    Launch { runtime: RuntimeSpec },
+    /// Give up on a request waiting with the policy; it is answered with `reason`.
+    Drop { request: RequestId, reason: DropReason },
+    /// Start a new instance of `unit` (scale out, or the new half of a replacement). It
+    /// occupies a device slot at once and is reported by [`Event::InstanceUp`] with `ticket`
+    /// once loaded, or by [`Event::LaunchFailed`].
+    Launch { ticket: Ticket, unit: UnitSpec },
     /// Stop an idle instance and free its slot (scale in, or the old half of a replacement).
-    /// The policy retires only instances with nothing running and nothing queued for them.
     Retire { instance: InstanceId },
+}
+
+/// One of a policy's gauges or counters, as plain data: `name` without the driver's prefix
+/// (counters end in `_total`), with its labels. The server formats them for Prometheus.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Gauge {
+    pub name: String,
+    pub labels: Vec<(String, String)>,
+    pub value: f64,
+}
+
+impl Gauge {
+    pub fn new(name: impl Into<String>, value: f64) -> Self {
+        Self { name: name.into(), labels: Vec::new(), value }
+    }
+
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.labels.push((key.into(), value.into()));
+        self
+    }
 }
 
 /// A scheduling policy, driven by events. `Send` so a driver may keep it behind a lock.
@@ -69,9 +154,9 @@ pub trait Policy: Send {
     /// Sequences admitted but not yet started.
     fn queue_len(&self) -> usize;
 
-    /// The runtimes to start on a cluster of `slots` device slots, one entry per instance;
+    /// The units to start on a cluster of `slots` device slots, one entry per instance;
     /// `None` if the policy takes whatever the driver was configured with.
-    fn layout(&self, slots: usize) -> Option<Vec<RuntimeSpec>> {
+    fn layout(&self, slots: usize) -> Option<Vec<UnitSpec>> {
         let _ = slots;
         None
     }
@@ -81,9 +166,8 @@ pub trait Policy: Send {
         None
     }
 
-    /// The policy's own gauges and counters for `/metrics`: (series with labels, value), e.g.
-    /// `("morph_policy_instances{runtime=\"fixed:64x1\"}", 3.0)`.
-    fn gauges(&self) -> Vec<(String, f64)> {
+    /// The policy's own gauges and counters (the server exports them as `morph_policy_*`).
+    fn gauges(&self) -> Vec<Gauge> {
         Vec::new()
     }
 

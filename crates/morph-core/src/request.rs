@@ -1,5 +1,5 @@
-//! What a policy knows about a request: its id, its shape, when it arrived and, for
-//! generation, how long its output may be and is predicted to be.
+//! What a policy knows about a request: its id, its shape, when it arrived, for generation how
+//! long its output may be and is predicted to be, and optionally its service class.
 
 use serde::{Deserialize, Serialize};
 
@@ -18,6 +18,8 @@ pub struct RequestInfo {
     pub arrival: Time,
     /// `None` for an encoder request.
     pub generation: Option<Generation>,
+    /// Task, deadline and utility, for policies that weigh them.
+    pub service: Option<ServiceClass>,
 }
 
 /// What a policy knows of a generation's output before it runs.
@@ -28,4 +30,20 @@ pub struct Generation {
     /// The predicted number of output tokens (a proxy model's guess, or the truth for an
     /// oracle); `None` when nothing predicts it.
     pub predicted: Option<u32>,
+}
+
+/// A task served by a shared model (OTAS: one classification head and prompt set per task), by
+/// index into the deployment's task list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+pub struct TaskId(pub u16);
+
+/// What a request is worth and by when (OTAS §III-C): its task, the time by which an answer
+/// still counts, and the utility it earns then. Integers, so that [`RequestInfo`] stays `Eq`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServiceClass {
+    pub task: TaskId,
+    /// `None`: no deadline.
+    pub deadline: Option<Time>,
+    /// Utility earned when answered by the deadline, in millionths.
+    pub utility_micros: u32,
 }

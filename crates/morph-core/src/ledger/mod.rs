@@ -1,0 +1,388 @@
+//! The ledger: what both drivers must agree on, written once. It owns the policy; a driver
+//! reports what happened (an arrival, a finished batch or iteration, a launch come up, a client
+//! gone), the ledger tells the policy, checks each action against the state ([`rules`]), keeps
+//! where every request is, and hands back the [`Effect`]s the driver carries out. It assigns
+//! request and instance ids. Pure and synchronous: no clock, no async, no tensors.
+//!
+//! An action that breaks a rule is a policy bug: with [`OnViolation::Panic`] (tests, the
+//! simulator) it panics naming the rule; with [`OnViolation::Refuse`] (the live server) it is
+//! not applied, the driver gets [`Effect::Refused`] to log and count, and any waiting request
+//! it named is answered with [`Outcome::PolicyError`] so that no client waits forever.
+
+mod book;
+mod effect;
+pub mod rules;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+
+pub use book::Place;
+pub use effect::{Effect, Outcome};
+pub use rules::Violation;
+
+use crate::instance::{InstanceId, InstanceInfo};
+use crate::policy::{Action, BatchPlan, Event, Policy, Then};
+use crate::request::{Generation, RequestId, RequestInfo, ServiceClass};
+use crate::time::Time;
+use crate::unit::{Launched, Ticket, UnitKind, UnitSpec};
+use book::{Book, Entry};
+
+/// What to do with an action that breaks a rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnViolation {
+    Panic,
+    Refuse,
+}
+
+/// A request as the edge admits it; the ledger gives it its id and arrival time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NewRequest {
+    pub input_len: u32,
+    pub generation: Option<Generation>,
+    pub service: Option<ServiceClass>,
+}
+
+#[derive(Debug)]
+struct Slot {
+    unit: UnitSpec,
+    work: Work,
+}
+
+#[derive(Debug)]
+enum Work {
+    Idle,
+    /// A batch started by `Run`; `left` of its requests have not finished yet.
+    Batch { requests: Vec<RequestId>, plan: BatchPlan, left: usize },
+    /// A continuous batch with these sequences in it.
+    Continuous { running: Vec<RequestId> },
+}
+
+pub struct Ledger {
+    policy: Box<dyn Policy>,
+    on_violation: OnViolation,
+    book: Book,
+    /// Instances up, by id (ids are handed out in order; a retired one leaves `None`).
+    instances: Vec<Option<Slot>>,
+    launches: HashMap<Ticket, UnitSpec>,
+    refused: u64,
+    /// The policy's answer to the event being handled (kept to reuse its allocation).
+    actions: Vec<Action>,
+}
+
+impl std::fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ledger")
+            .field("policy", &self.policy.name())
+            .field("open", &self.book.open())
+            .field("instances", &self.instances().count())
+            .field("launching", &self.launches.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Ledger {
+    pub fn new(policy: Box<dyn Policy>, on_violation: OnViolation) -> Self {
+        Self {
+            policy,
+            on_violation,
+            book: Book::default(),
+            instances: Vec::new(),
+            launches: HashMap::new(),
+            refused: 0,
+            actions: Vec::new(),
+        }
+    }
+
+    pub fn policy(&self) -> &dyn Policy {
+        self.policy.as_ref()
+    }
+
+    /// Instances up, with their units.
+    pub fn instances(&self) -> impl Iterator<Item = (InstanceId, &UnitSpec)> {
+        self.instances.iter().enumerate().filter_map(|(i, s)| s.as_ref().map(|s| (InstanceId(i as u32), &s.unit)))
+    }
+
+    pub fn unit(&self, instance: InstanceId) -> Option<&UnitSpec> {
+        self.slot(instance).map(|s| &s.unit)
+    }
+
+    /// Device slots held: instances up plus launches pending.
+    pub fn slots(&self) -> usize {
+        self.instances().count() + self.launches.len()
+    }
+
+    /// Where a request is, while it is not answered.
+    pub fn place(&self, request: RequestId) -> Option<Place> {
+        self.book.get(request).map(|e| e.place)
+    }
+
+    /// What the policy was told of a request, while it is not answered.
+    pub fn request(&self, request: RequestId) -> Option<&RequestInfo> {
+        self.book.get(request).map(|e| &e.info)
+    }
+
+    /// Requests admitted and not yet answered (none, once a run has drained).
+    pub fn unanswered(&self) -> Vec<RequestId> {
+        self.book.unanswered().map(|e| e.info.id).collect()
+    }
+
+    /// Actions refused for breaking a rule.
+    pub fn refused(&self) -> u64 {
+        self.refused
+    }
+
+    /// An instance of the initial layout, loaded and idle.
+    pub fn add_instance(&mut self, now: Time, unit: UnitSpec, effects: &mut Vec<Effect>) -> InstanceId {
+        self.up(now, unit, None, effects)
+    }
+
+    /// The launch `launched.ticket` is up; `None` if no launch has that ticket (a driver bug).
+    pub fn launch_up(&mut self, now: Time, launched: Launched, effects: &mut Vec<Effect>) -> Option<InstanceId> {
+        let unit = self.launches.remove(&launched.ticket)?;
+        Some(self.up(now, unit, Some(launched), effects))
+    }
+
+    pub fn launch_failed(&mut self, now: Time, ticket: Ticket, reason: String, effects: &mut Vec<Effect>) {
+        if let Some(unit) = self.launches.remove(&ticket) {
+            self.tell(now, Event::LaunchFailed { ticket, unit, reason }, effects);
+        }
+    }
+
+    /// Admits a request and tells the policy; returns its id.
+    pub fn arrive(&mut self, now: Time, new: NewRequest, effects: &mut Vec<Effect>) -> RequestId {
+        let id = self.book.next_id();
+        let NewRequest { input_len, generation, service } = new;
+        let info = RequestInfo { id, input_len, arrival: now, generation, service };
+        self.book.insert(Entry { info, place: Place::Waiting { stage: 0 }, cancelled: false });
+        self.tell(now, Event::Arrival(info), effects);
+        id
+    }
+
+    /// The encoder batch on `instance` ended (`failed`: with the engine's error).
+    pub fn batch_done(&mut self, now: Time, instance: InstanceId, failed: bool, effects: &mut Vec<Effect>) {
+        let Some(slot) = self.slot_mut(instance) else { return };
+        let Work::Batch { requests, plan, .. } = std::mem::replace(&mut slot.work, Work::Idle) else { return };
+        let next = slot.unit.stage_index() + 1;
+        let mut gone = Vec::new();
+        for &r in &requests {
+            let Some(entry) = self.book.get_mut(r) else { continue };
+            if plan.then == Then::NextStage && !failed && !entry.cancelled {
+                entry.place = Place::Waiting { stage: next };
+                effects.push(Effect::Forward { request: r, stage: next });
+            } else {
+                let outcome = self.finish(r, failed);
+                if outcome == Outcome::Cancelled && plan.then == Then::NextStage && !failed {
+                    gone.push(r);
+                }
+                effects.push(Effect::Answer { request: r, outcome });
+            }
+        }
+        self.tell(now, Event::BatchDone { instance, requests, failed }, effects);
+        for request in gone {
+            self.tell(now, Event::Cancelled { request }, effects);
+        }
+    }
+
+    /// An iteration of the generations on `instance` ended and `finished` left the batch
+    /// (`failed`: the engine failed them). A continuous batch reports it to the policy and
+    /// resumes once it has answered; a static batch resumes at once and reports its end.
+    pub fn iteration_done(
+        &mut self,
+        now: Time,
+        instance: InstanceId,
+        finished: &[RequestId],
+        failed: bool,
+        effects: &mut Vec<Effect>,
+    ) {
+        for &r in finished {
+            let outcome = self.finish(r, failed);
+            effects.push(Effect::Answer { request: r, outcome });
+        }
+        let Some(slot) = self.slot_mut(instance) else { return };
+        // Some(whether sequences remain) for a continuous batch; None for an ended static one.
+        let continuous = match &mut slot.work {
+            Work::Continuous { running } => {
+                running.retain(|r| !finished.contains(r));
+                Some(!running.is_empty())
+            }
+            Work::Batch { left, .. } => {
+                *left = left.saturating_sub(finished.len());
+                if *left > 0 {
+                    effects.push(Effect::Resume { instance });
+                    return;
+                }
+                None
+            }
+            Work::Idle => return,
+        };
+        match continuous {
+            Some(waiting) => {
+                self.tell(now, Event::SequencesDone { instance, requests: finished.to_vec() }, effects);
+                let Some(slot) = self.slot_mut(instance) else { return };
+                if matches!(&slot.work, Work::Continuous { running } if running.is_empty()) {
+                    slot.work = Work::Idle;
+                    self.tell(now, Event::BatchDone { instance, requests: Vec::new(), failed }, effects);
+                } else if waiting {
+                    effects.push(Effect::Resume { instance });
+                }
+            }
+            None => {
+                let Some(slot) = self.slot_mut(instance) else { return };
+                if let Work::Batch { requests, .. } = std::mem::replace(&mut slot.work, Work::Idle) {
+                    self.tell(now, Event::BatchDone { instance, requests, failed }, effects);
+                }
+            }
+        }
+    }
+
+    /// The client of `request` went away. Unknown or answered requests are ignored.
+    pub fn cancel(&mut self, now: Time, request: RequestId, effects: &mut Vec<Effect>) {
+        let Some(entry) = self.book.get_mut(request) else { return };
+        match entry.place {
+            Place::Waiting { .. } => {
+                self.book.remove(request);
+                effects.push(Effect::Answer { request, outcome: Outcome::Cancelled });
+                self.tell(now, Event::Cancelled { request }, effects);
+            }
+            Place::Running(instance) if !entry.cancelled => {
+                entry.cancelled = true;
+                if self.slot(instance).is_some_and(|s| s.unit.kind == UnitKind::Decoder) {
+                    effects.push(Effect::Stop { instance, request });
+                }
+            }
+            Place::Running(_) => {}
+        }
+    }
+
+    pub fn tick(&mut self, now: Time, effects: &mut Vec<Effect>) {
+        self.tell(now, Event::Tick, effects);
+    }
+
+    fn up(&mut self, now: Time, unit: UnitSpec, launch: Option<Launched>, effects: &mut Vec<Effect>) -> InstanceId {
+        let id = InstanceId(self.instances.len() as u32);
+        self.instances.push(Some(Slot { unit, work: Work::Idle }));
+        self.tell(now, Event::InstanceUp { instance: InstanceInfo { id, unit }, launch }, effects);
+        id
+    }
+
+    fn slot(&self, id: InstanceId) -> Option<&Slot> {
+        self.instances.get(id.0 as usize)?.as_ref()
+    }
+
+    fn slot_mut(&mut self, id: InstanceId) -> Option<&mut Slot> {
+        self.instances.get_mut(id.0 as usize)?.as_mut()
+    }
+
+    /// Takes a request that left its batch out of the book; its outcome.
+    fn finish(&mut self, request: RequestId, failed: bool) -> Outcome {
+        match self.book.remove(request) {
+            Some(e) if e.cancelled => Outcome::Cancelled,
+            _ if failed => Outcome::Failed,
+            _ => Outcome::Done,
+        }
+    }
+
+    /// Tells the policy `event` and applies its actions.
+    fn tell(&mut self, now: Time, event: Event, effects: &mut Vec<Effect>) {
+        let mut actions = std::mem::take(&mut self.actions);
+        self.policy.on_event(now, event, &mut actions);
+        for action in actions.drain(..) {
+            if let Err(violation) = self.apply(&action, effects) {
+                self.refuse(action, violation, effects);
+            }
+        }
+        self.actions = actions;
+    }
+
+    fn apply(&mut self, action: &Action, effects: &mut Vec<Effect>) -> Result<(), Violation> {
+        match action {
+            Action::Run { instance, requests, plan } => {
+                let (instance, plan) = (*instance, *plan);
+                let slot = self.slot(instance).ok_or(Violation::UnknownInstance { action: "Run", instance })?;
+                if !matches!(slot.work, Work::Idle) {
+                    return Err(Violation::InstanceBusy { instance });
+                }
+                rules::check_plan(instance, &slot.unit, plan)?;
+                rules::check_batch(&self.book, instance, &slot.unit, requests, 0, "Run")?;
+                self.place_running(requests, instance);
+                let left = requests.len();
+                if let Some(slot) = self.slot_mut(instance) {
+                    slot.work = Work::Batch { requests: requests.clone(), plan, left };
+                }
+                effects.push(Effect::Start { instance, requests: requests.clone(), plan });
+            }
+            Action::Join { instance, requests } => {
+                let instance = *instance;
+                let slot = self.slot(instance).ok_or(Violation::UnknownInstance { action: "Join", instance })?;
+                let already = match (&slot.work, slot.unit.kind) {
+                    (_, UnitKind::Encoder) => Err(Violation::NotContinuous { instance, why: "is an encoder" }),
+                    (Work::Batch { .. }, _) => Err(Violation::NotContinuous { instance, why: "runs a static batch" }),
+                    (Work::Continuous { running }, _) => Ok(running.len()),
+                    (Work::Idle, _) => Ok(0),
+                }?;
+                rules::check_batch(&self.book, instance, &slot.unit, requests, already, "Join")?;
+                self.place_running(requests, instance);
+                if let Some(slot) = self.slot_mut(instance) {
+                    match &mut slot.work {
+                        Work::Continuous { running } => running.extend_from_slice(requests),
+                        work => *work = Work::Continuous { running: requests.clone() },
+                    }
+                }
+                effects.push(Effect::Join { instance, requests: requests.clone() });
+            }
+            Action::Drop { request, reason } => {
+                let request = *request;
+                if !matches!(self.place(request), Some(Place::Waiting { .. })) {
+                    return Err(Violation::NotWaiting { request });
+                }
+                self.book.remove(request);
+                effects.push(Effect::Answer { request, outcome: Outcome::Dropped(reason.clone()) });
+            }
+            Action::Launch { ticket, unit } => {
+                if self.launches.contains_key(ticket) {
+                    return Err(Violation::TicketInUse { ticket: *ticket });
+                }
+                self.launches.insert(*ticket, *unit);
+                effects.push(Effect::Launch { ticket: *ticket, unit: *unit });
+            }
+            Action::Retire { instance } => {
+                let instance = *instance;
+                let slot = self.slot(instance).ok_or(Violation::UnknownInstance { action: "Retire", instance })?;
+                if !matches!(slot.work, Work::Idle) {
+                    return Err(Violation::RetireBusy { instance });
+                }
+                self.instances[instance.0 as usize] = None;
+                effects.push(Effect::Retire { instance });
+            }
+        }
+        Ok(())
+    }
+
+    fn place_running(&mut self, requests: &[RequestId], instance: InstanceId) {
+        for &r in requests {
+            if let Some(entry) = self.book.get_mut(r) {
+                entry.place = Place::Running(instance);
+            }
+        }
+    }
+
+    fn refuse(&mut self, action: Action, violation: Violation, effects: &mut Vec<Effect>) {
+        if self.on_violation == OnViolation::Panic {
+            panic!("policy {} broke a ledger rule: {violation} ({action:?})", self.policy.name());
+        }
+        self.refused += 1;
+        let named: &[RequestId] = match &action {
+            Action::Run { requests, .. } | Action::Join { requests, .. } => requests,
+            Action::Drop { request, .. } => std::slice::from_ref(request),
+            Action::Launch { .. } | Action::Retire { .. } => &[],
+        };
+        for &request in named {
+            if matches!(self.place(request), Some(Place::Waiting { .. })) {
+                self.book.remove(request);
+                effects.push(Effect::Answer { request, outcome: Outcome::PolicyError });
+            }
+        }
+        effects.push(Effect::Refused(violation));
+    }
+}

@@ -1,0 +1,448 @@
+//! One test per ledger rule (each forbidden action is refused) and the semantics of hand-off,
+//! cancellation and iteration reports.
+
+use std::sync::{Arc, Mutex};
+
+use super::*;
+use crate::policy::{DropReason, PlanId};
+use crate::runtime::RuntimeSpec;
+use crate::unit::{ModelId, StageSpec, StartKind};
+
+/// A policy that answers the next event with the actions it is given, and logs every event.
+#[derive(Default, Clone)]
+struct Puppet {
+    next: Arc<Mutex<Vec<Action>>>,
+    seen: Arc<Mutex<Vec<Event>>>,
+}
+
+impl Policy for Puppet {
+    fn name(&self) -> &str {
+        "puppet"
+    }
+    fn on_event(&mut self, _now: Time, event: Event, actions: &mut Vec<Action>) {
+        self.seen.lock().unwrap().push(event);
+        actions.append(&mut self.next.lock().unwrap());
+    }
+    fn queue_len(&self) -> usize {
+        0
+    }
+    fn describe(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+}
+
+struct Fixture {
+    ledger: Ledger,
+    puppet: Puppet,
+}
+
+fn encoder() -> UnitSpec {
+    UnitSpec::encoder(RuntimeSpec::dynamic(64, 2))
+}
+
+fn decoder() -> UnitSpec {
+    UnitSpec::decoder(RuntimeSpec::dynamic(64, 2))
+}
+
+fn stage(index: u16) -> UnitSpec {
+    let s = StageSpec { model: ModelId(0), index, count: 2, first_layer: index * 3, end_layer: index * 3 + 3 };
+    encoder().with_stage(s)
+}
+
+const EMBED: NewRequest = NewRequest { input_len: 10, generation: None, service: None };
+const GENERATE: NewRequest =
+    NewRequest { input_len: 10, generation: Some(Generation { max_tokens: 8, predicted: None }), service: None };
+
+impl Fixture {
+    /// A refusing ledger with these units up.
+    fn new(units: &[UnitSpec]) -> Self {
+        let puppet = Puppet::default();
+        let mut ledger = Ledger::new(Box::new(puppet.clone()), OnViolation::Refuse);
+        for unit in units {
+            ledger.add_instance(Time::ZERO, *unit, &mut Vec::new());
+        }
+        Self { ledger, puppet }
+    }
+
+    /// Makes the policy answer the next event with `actions`.
+    fn will(&self, actions: Vec<Action>) {
+        *self.puppet.next.lock().unwrap() = actions;
+    }
+
+    fn arrive(&mut self, new: NewRequest, actions: Vec<Action>) -> Vec<Effect> {
+        self.will(actions);
+        let mut effects = Vec::new();
+        self.ledger.arrive(Time(1), new, &mut effects);
+        effects
+    }
+
+    /// Arrivals the policy keeps waiting.
+    fn waiting(&mut self, new: NewRequest, n: usize) {
+        for _ in 0..n {
+            self.arrive(new, Vec::new());
+        }
+    }
+
+    /// The effects of a tick on which the policy does `actions`.
+    fn on_tick(&mut self, actions: Vec<Action>) -> Vec<Effect> {
+        self.will(actions);
+        let mut effects = Vec::new();
+        self.ledger.tick(Time(2), &mut effects);
+        effects
+    }
+
+    fn events(&self) -> Vec<Event> {
+        std::mem::take(&mut self.puppet.seen.lock().unwrap())
+    }
+}
+
+fn r(ids: &[u64]) -> Vec<RequestId> {
+    ids.iter().map(|i| RequestId(*i)).collect()
+}
+
+fn run(instance: u32, ids: &[u64]) -> Action {
+    Action::Run { instance: InstanceId(instance), requests: r(ids), plan: BatchPlan::FINISH }
+}
+
+fn join(instance: u32, ids: &[u64]) -> Action {
+    Action::Join { instance: InstanceId(instance), requests: r(ids) }
+}
+
+/// The one violation refused among `effects`.
+fn refused(effects: &[Effect]) -> Violation {
+    let found: Vec<&Violation> = effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Refused(v) => Some(v),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(found.len(), 1, "{effects:?}");
+    found[0].clone()
+}
+
+#[test]
+fn a_run_on_an_instance_that_is_not_up_is_refused() {
+    let mut f = Fixture::new(&[encoder()]);
+    let effects = f.arrive(EMBED, vec![run(7, &[0])]);
+    assert_eq!(refused(&effects), Violation::UnknownInstance { action: "Run", instance: InstanceId(7) });
+    // The request it named is answered, not forgotten.
+    assert!(effects.contains(&Effect::Answer { request: RequestId(0), outcome: Outcome::PolicyError }));
+    assert!(f.ledger.unanswered().is_empty());
+    assert_eq!(f.ledger.refused(), 1);
+}
+
+#[test]
+fn a_run_on_a_busy_instance_is_refused() {
+    let mut f = Fixture::new(&[encoder()]);
+    f.arrive(EMBED, vec![run(0, &[0])]);
+    let effects = f.arrive(EMBED, vec![run(0, &[1])]);
+    assert_eq!(refused(&effects), Violation::InstanceBusy { instance: InstanceId(0) });
+    assert_eq!(f.ledger.place(RequestId(0)), Some(Place::Running(InstanceId(0))));
+}
+
+#[test]
+fn an_empty_batch_is_refused() {
+    let mut f = Fixture::new(&[encoder()]);
+    let effects = f.on_tick(vec![run(0, &[])]);
+    assert_eq!(refused(&effects), Violation::EmptyBatch { action: "Run", instance: InstanceId(0) });
+}
+
+#[test]
+fn more_rows_than_the_runtime_takes_are_refused() {
+    let mut f = Fixture::new(&[encoder()]);
+    f.waiting(EMBED, 3);
+    let effects = f.on_tick(vec![run(0, &[0, 1, 2])]);
+    assert_eq!(refused(&effects), Violation::TooManyRows { instance: InstanceId(0), rows: 3, max: 2 });
+}
+
+#[test]
+fn a_request_longer_than_the_runtime_is_refused() {
+    let mut f = Fixture::new(&[encoder()]);
+    let effects = f.arrive(NewRequest { input_len: 65, ..EMBED }, vec![run(0, &[0])]);
+    let expected = Violation::TooLong { request: RequestId(0), instance: InstanceId(0), len: 65, max_len: 64 };
+    assert_eq!(refused(&effects), expected);
+}
+
+#[test]
+fn a_request_run_twice_or_unknown_is_refused() {
+    let mut f = Fixture::new(&[encoder(), encoder()]);
+    f.arrive(EMBED, vec![run(0, &[0])]);
+    let effects = f.on_tick(vec![run(1, &[0])]);
+    assert_eq!(refused(&effects), Violation::NotWaiting { request: RequestId(0) });
+    let effects = f.on_tick(vec![run(1, &[9])]);
+    assert_eq!(refused(&effects), Violation::NotWaiting { request: RequestId(9) });
+    // The running request was not touched by the refusals.
+    assert_eq!(f.ledger.place(RequestId(0)), Some(Place::Running(InstanceId(0))));
+}
+
+#[test]
+fn a_request_twice_in_one_batch_is_refused() {
+    let mut f = Fixture::new(&[encoder()]);
+    let effects = f.arrive(EMBED, vec![run(0, &[0, 0])]);
+    assert_eq!(refused(&effects), Violation::Duplicate { request: RequestId(0) });
+}
+
+#[test]
+fn a_generation_on_an_encoder_and_an_embedding_on_a_decoder_are_refused() {
+    let mut f = Fixture::new(&[encoder(), decoder()]);
+    let effects = f.arrive(GENERATE, vec![run(0, &[0])]);
+    let expected = Violation::WrongKind {
+        request: RequestId(0),
+        generation: true,
+        instance: InstanceId(0),
+        unit: UnitKind::Encoder,
+    };
+    assert_eq!(refused(&effects), expected);
+    let effects = f.arrive(EMBED, vec![join(1, &[1])]);
+    assert!(matches!(refused(&effects), Violation::WrongKind { generation: false, .. }));
+}
+
+#[test]
+fn a_request_on_a_stage_it_has_not_reached_is_refused() {
+    let mut f = Fixture::new(&[stage(0), stage(1)]);
+    let effects = f.arrive(EMBED, vec![run(1, &[0])]);
+    let expected =
+        Violation::WrongStage { request: RequestId(0), waiting_for: 0, instance: InstanceId(1), stage: 1 };
+    assert_eq!(refused(&effects), expected);
+}
+
+#[test]
+fn handing_on_from_the_last_stage_or_a_whole_model_is_refused() {
+    let mut f = Fixture::new(&[stage(0), stage(1), encoder()]);
+    f.waiting(EMBED, 1);
+    let whole = Action::Run { instance: InstanceId(2), requests: r(&[0]), plan: BatchPlan::next_stage() };
+    assert_eq!(refused(&f.on_tick(vec![whole])), Violation::NoNextStage { instance: InstanceId(2) });
+    f.waiting(EMBED, 1);
+    let effects = f.on_tick(vec![Action::Run {
+        instance: InstanceId(0),
+        requests: r(&[1]),
+        plan: BatchPlan::next_stage(),
+    }]);
+    assert!(!effects.iter().any(|e| matches!(e, Effect::Refused(_))));
+    let mut effects = Vec::new();
+    f.ledger.batch_done(Time(3), InstanceId(0), false, &mut effects);
+    assert_eq!(effects, vec![Effect::Forward { request: RequestId(1), stage: 1 }]);
+    let last = Action::Run { instance: InstanceId(1), requests: r(&[1]), plan: BatchPlan::next_stage() };
+    assert_eq!(refused(&f.on_tick(vec![last])), Violation::NoNextStage { instance: InstanceId(1) });
+    assert!(f.ledger.unanswered().is_empty());
+}
+
+#[test]
+fn a_join_on_an_encoder_or_a_static_batch_is_refused() {
+    let mut f = Fixture::new(&[encoder(), decoder()]);
+    f.waiting(EMBED, 1);
+    let effects = f.on_tick(vec![join(0, &[0])]);
+    assert_eq!(refused(&effects), Violation::NotContinuous { instance: InstanceId(0), why: "is an encoder" });
+    f.arrive(GENERATE, vec![run(1, &[1])]);
+    let effects = f.arrive(GENERATE, vec![join(1, &[2])]);
+    assert_eq!(refused(&effects), Violation::NotContinuous { instance: InstanceId(1), why: "runs a static batch" });
+}
+
+#[test]
+fn a_join_past_the_runtime_rows_is_refused() {
+    let mut f = Fixture::new(&[decoder()]);
+    f.arrive(GENERATE, vec![join(0, &[0])]);
+    f.arrive(GENERATE, vec![join(0, &[1])]);
+    let effects = f.arrive(GENERATE, vec![join(0, &[2])]);
+    assert_eq!(refused(&effects), Violation::TooManyRows { instance: InstanceId(0), rows: 3, max: 2 });
+}
+
+#[test]
+fn only_idle_instances_are_retired() {
+    let mut f = Fixture::new(&[encoder()]);
+    f.arrive(EMBED, vec![run(0, &[0])]);
+    let retire = Action::Retire { instance: InstanceId(0) };
+    assert_eq!(refused(&f.on_tick(vec![retire.clone()])), Violation::RetireBusy { instance: InstanceId(0) });
+    f.ledger.batch_done(Time(3), InstanceId(0), false, &mut Vec::new());
+    assert_eq!(f.on_tick(vec![retire.clone()]), vec![Effect::Retire { instance: InstanceId(0) }]);
+    let gone = Violation::UnknownInstance { action: "Retire", instance: InstanceId(0) };
+    assert_eq!(refused(&f.on_tick(vec![retire])), gone);
+}
+
+#[test]
+fn a_ticket_still_pending_is_not_reused_and_ups_are_matched_by_ticket() {
+    let mut f = Fixture::new(&[]);
+    let launch = |unit| Action::Launch { ticket: Ticket(1), unit };
+    f.on_tick(vec![launch(encoder())]);
+    assert_eq!(refused(&f.on_tick(vec![launch(decoder())])), Violation::TicketInUse { ticket: Ticket(1) });
+    assert_eq!(f.ledger.slots(), 1);
+    f.events();
+    let up = Launched { ticket: Ticket(1), start: StartKind::Warm, took: 5 };
+    let id = f.ledger.launch_up(Time(3), up, &mut Vec::new());
+    assert_eq!(id, Some(InstanceId(0)));
+    let info = InstanceInfo { id: InstanceId(0), unit: encoder() };
+    assert_eq!(f.events(), vec![Event::InstanceUp { instance: info, launch: Some(up) }]);
+    assert_eq!(f.ledger.launch_up(Time(4), up, &mut Vec::new()), None, "a ticket comes up once");
+}
+
+#[test]
+fn only_waiting_requests_are_dropped() {
+    let mut f = Fixture::new(&[encoder()]);
+    let reason = DropReason::DeadlineUnreachable { within: 600_000_000 };
+    f.arrive(EMBED, vec![run(0, &[0])]);
+    let drop = |id| Action::Drop { request: RequestId(id), reason: reason.clone() };
+    assert_eq!(refused(&f.on_tick(vec![drop(0)])), Violation::NotWaiting { request: RequestId(0) });
+    let effects = f.arrive(EMBED, vec![drop(1)]);
+    assert_eq!(effects, vec![Effect::Answer { request: RequestId(1), outcome: Outcome::Dropped(reason.clone()) }]);
+    assert_eq!(reason.to_string(), "its deadline (600) ms after arrival can no longer be met");
+}
+
+#[test]
+#[should_panic(expected = "policy puppet broke a ledger rule: Run on instance 3, which is not up")]
+fn a_strict_ledger_fails_loudly() {
+    let puppet = Puppet::default();
+    let mut ledger = Ledger::new(Box::new(puppet.clone()), OnViolation::Panic);
+    *puppet.next.lock().unwrap() = vec![run(3, &[0])];
+    ledger.arrive(Time(1), EMBED, &mut Vec::new());
+}
+
+#[test]
+fn a_cancelled_waiting_request_leaves_and_the_policy_is_told() {
+    let mut f = Fixture::new(&[encoder()]);
+    f.waiting(EMBED, 1);
+    f.events();
+    let mut effects = Vec::new();
+    f.ledger.cancel(Time(2), RequestId(0), &mut effects);
+    assert_eq!(effects, vec![Effect::Answer { request: RequestId(0), outcome: Outcome::Cancelled }]);
+    assert_eq!(f.events(), vec![Event::Cancelled { request: RequestId(0) }]);
+    // A second cancel, or one for an answered request, changes nothing.
+    f.ledger.cancel(Time(3), RequestId(0), &mut effects);
+    assert_eq!(effects.len(), 1);
+    assert!(f.events().is_empty());
+}
+
+#[test]
+fn a_cancelled_embedding_finishes_its_batch_and_is_discarded() {
+    let mut f = Fixture::new(&[encoder()]);
+    f.waiting(EMBED, 2);
+    f.on_tick(vec![run(0, &[0, 1])]);
+    let mut effects = Vec::new();
+    f.ledger.cancel(Time(3), RequestId(1), &mut effects);
+    assert!(effects.is_empty(), "nothing stops an encoder batch");
+    f.ledger.batch_done(Time(4), InstanceId(0), false, &mut effects);
+    assert_eq!(
+        effects,
+        vec![
+            Effect::Answer { request: RequestId(0), outcome: Outcome::Done },
+            Effect::Answer { request: RequestId(1), outcome: Outcome::Cancelled },
+        ]
+    );
+}
+
+#[test]
+fn a_request_cancelled_between_stages_is_reported_after_its_batch() {
+    let mut f = Fixture::new(&[stage(0), stage(1)]);
+    f.waiting(EMBED, 1);
+    let next = Action::Run { instance: InstanceId(0), requests: r(&[0]), plan: BatchPlan::next_stage() };
+    f.on_tick(vec![next]);
+    f.ledger.cancel(Time(3), RequestId(0), &mut Vec::new());
+    f.events();
+    let mut effects = Vec::new();
+    f.ledger.batch_done(Time(4), InstanceId(0), false, &mut effects);
+    assert_eq!(effects, vec![Effect::Answer { request: RequestId(0), outcome: Outcome::Cancelled }]);
+    assert_eq!(
+        f.events(),
+        vec![
+            Event::BatchDone { instance: InstanceId(0), requests: r(&[0]), failed: false },
+            Event::Cancelled { request: RequestId(0) },
+        ]
+    );
+}
+
+#[test]
+fn a_running_generation_is_stopped_and_reported_finished() {
+    let mut f = Fixture::new(&[decoder()]);
+    f.arrive(GENERATE, vec![join(0, &[0])]);
+    f.arrive(GENERATE, vec![join(0, &[1])]);
+    let mut effects = Vec::new();
+    f.ledger.cancel(Time(2), RequestId(1), &mut effects);
+    assert_eq!(effects, vec![Effect::Stop { instance: InstanceId(0), request: RequestId(1) }]);
+    f.events();
+    effects.clear();
+    f.ledger.iteration_done(Time(3), InstanceId(0), &r(&[1]), false, &mut effects);
+    assert_eq!(
+        effects,
+        vec![
+            Effect::Answer { request: RequestId(1), outcome: Outcome::Cancelled },
+            Effect::Resume { instance: InstanceId(0) },
+        ]
+    );
+    assert_eq!(f.events(), vec![Event::SequencesDone { instance: InstanceId(0), requests: r(&[1]) }]);
+}
+
+#[test]
+fn a_continuous_batch_resumes_after_the_policy_answered_with_its_joins() {
+    let mut f = Fixture::new(&[decoder()]);
+    f.arrive(GENERATE, vec![join(0, &[0])]);
+    f.arrive(GENERATE, vec![join(0, &[1])]);
+    f.waiting(GENERATE, 1);
+    f.will(vec![join(0, &[2])]);
+    let mut effects = Vec::new();
+    f.ledger.iteration_done(Time(3), InstanceId(0), &r(&[0]), false, &mut effects);
+    assert_eq!(
+        effects,
+        vec![
+            Effect::Answer { request: RequestId(0), outcome: Outcome::Done },
+            Effect::Join { instance: InstanceId(0), requests: r(&[2]) },
+            Effect::Resume { instance: InstanceId(0) },
+        ]
+    );
+    // Emptied: SequencesDone then BatchDone, and no Resume (the worker is idle).
+    f.events();
+    effects.clear();
+    f.ledger.iteration_done(Time(4), InstanceId(0), &r(&[1, 2]), false, &mut effects);
+    assert_eq!(effects.len(), 2);
+    assert_eq!(
+        f.events(),
+        vec![
+            Event::SequencesDone { instance: InstanceId(0), requests: r(&[1, 2]) },
+            Event::BatchDone { instance: InstanceId(0), requests: vec![], failed: false },
+        ]
+    );
+}
+
+#[test]
+fn a_static_batch_of_generations_answers_each_and_ends_with_its_longest() {
+    let mut f = Fixture::new(&[decoder()]);
+    f.waiting(GENERATE, 2);
+    let plan = BatchPlan { tokens: PlanId(-2), then: Then::Finish };
+    f.on_tick(vec![Action::Run { instance: InstanceId(0), requests: r(&[0, 1]), plan }]);
+    f.events();
+    let mut effects = Vec::new();
+    f.ledger.iteration_done(Time(3), InstanceId(0), &r(&[1]), false, &mut effects);
+    assert_eq!(
+        effects,
+        vec![
+            Effect::Answer { request: RequestId(1), outcome: Outcome::Done },
+            Effect::Resume { instance: InstanceId(0) },
+        ]
+    );
+    assert!(f.events().is_empty(), "the policy hears of a static batch only at its end");
+    f.ledger.iteration_done(Time(4), InstanceId(0), &r(&[0]), false, &mut effects);
+    assert_eq!(f.events(), vec![Event::BatchDone { instance: InstanceId(0), requests: r(&[0, 1]), failed: false }]);
+}
+
+#[test]
+fn a_failed_batch_answers_its_requests_with_the_error_and_hands_none_on() {
+    let mut f = Fixture::new(&[stage(0), stage(1)]);
+    f.waiting(EMBED, 1);
+    f.on_tick(vec![Action::Run { instance: InstanceId(0), requests: r(&[0]), plan: BatchPlan::next_stage() }]);
+    let mut effects = Vec::new();
+    f.ledger.batch_done(Time(3), InstanceId(0), true, &mut effects);
+    assert_eq!(effects, vec![Effect::Answer { request: RequestId(0), outcome: Outcome::Failed }]);
+    assert!(f.ledger.unanswered().is_empty());
+}
+
+#[test]
+fn the_book_keeps_only_the_window_of_unanswered_requests() {
+    let mut f = Fixture::new(&[encoder()]);
+    for i in 0..100 {
+        f.arrive(EMBED, vec![run(0, &[i])]);
+        f.ledger.batch_done(Time(2), InstanceId(0), false, &mut Vec::new());
+    }
+    assert!(f.ledger.unanswered().is_empty());
+    assert_eq!(f.ledger.book.slots_len(), 0);
+    f.waiting(EMBED, 1);
+    assert_eq!(f.ledger.unanswered(), r(&[100]));
+}
