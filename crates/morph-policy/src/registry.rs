@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use morph_core::{Nanos, Policy, Profile, time::ms_to_nanos};
 
-use crate::fleet::{FleetConfig, FleetPolicy, PRESETS, ServiceModel};
+use crate::arlo::ServiceModel;
+use crate::fleet::{FleetConfig, FleetPolicy, PRESETS};
 use crate::ssjf::{SsjfConfig, SsjfPolicy};
 use crate::{DynamicBatching, DynamicBatchingConfig};
 

@@ -9,6 +9,8 @@ pub mod dispatch;
 pub mod reallocate;
 pub mod replace;
 pub mod runtime_set;
+pub mod service;
 
 pub use allocate::{Allocation, RuntimeDemand, allocate};
 pub use dispatch::{DispatchParams, DispatchRule, MultiLevelQueue};
+pub use service::ServiceModel;

@@ -4,7 +4,7 @@
 use morph_core::{Nanos, RuntimeSpec};
 
 use super::allocate::{RuntimeDemand, allocate};
-use crate::fleet::ServiceModel;
+use super::service::ServiceModel;
 
 /// Request lengths seen since the last allocation, as a histogram by length.
 #[derive(Debug, Clone)]

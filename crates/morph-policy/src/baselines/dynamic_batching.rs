@@ -5,7 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use morph_core::{
-    Action, Event, InstanceId, InstanceInfo, Policy, RejectReason, RequestId, RequestInfo, RuntimeSpec, Time,
+    Action, BatchPlan, DropReason, Event, InstanceId, InstanceInfo, Policy, RequestId, RequestInfo, RuntimeSpec,
+    Time,
 };
 use serde_json::json;
 
@@ -73,21 +74,21 @@ impl DynamicBatching {
                 continue;
             }
             self.idle.remove(&instance);
-            actions.push(Action::Run { instance, requests });
+            actions.push(Action::Run { instance, requests, plan: BatchPlan::FINISH });
         }
     }
 
     fn admit(&mut self, request: RequestInfo, actions: &mut Vec<Action>) {
         let max_len = self.longest_runtime;
         let reason = if request.input_len > max_len {
-            Some(RejectReason::NoRuntimeFits { len: request.input_len, max_len })
+            Some(DropReason::NoRuntimeFits { len: request.input_len, max_len })
         } else if self.queue.len() >= self.config.max_queue {
-            Some(RejectReason::QueueFull { capacity: self.config.max_queue })
+            Some(DropReason::QueueFull { capacity: self.config.max_queue })
         } else {
             None
         };
         match reason {
-            Some(reason) => actions.push(Action::Reject { request: request.id, reason }),
+            Some(reason) => actions.push(Action::Drop { request: request.id, reason }),
             None => self.queue.push_back(request),
         }
     }
@@ -100,13 +101,14 @@ impl Policy for DynamicBatching {
 
     fn on_event(&mut self, _now: Time, event: Event, actions: &mut Vec<Action>) {
         match event {
-            Event::InstanceUp(InstanceInfo { id, runtime }) => {
-                self.instances.insert(id, runtime);
+            Event::InstanceUp { instance: InstanceInfo { id, unit }, .. } => {
+                self.instances.insert(id, unit.runtime);
                 self.idle.insert(id);
-                self.longest_runtime = self.longest_runtime.max(runtime.max_len);
+                self.longest_runtime = self.longest_runtime.max(unit.runtime.max_len);
             }
             Event::Arrival(request) => self.admit(request, actions),
-            Event::BatchDone { instance } => {
+            Event::Cancelled { request } => self.queue.retain(|r| r.id != request),
+            Event::BatchDone { instance, .. } => {
                 if self.instances.contains_key(&instance) {
                     self.idle.insert(instance);
                 }
@@ -138,21 +140,23 @@ mod tests {
     fn policy(max_batch_tokens: u64, max_queue: usize, runtimes: &[RuntimeSpec]) -> DynamicBatching {
         let mut p = DynamicBatching::new(DynamicBatchingConfig { max_batch_tokens, max_queue });
         for (i, runtime) in runtimes.iter().enumerate() {
-            let info = InstanceInfo { id: InstanceId(i as u32), runtime: *runtime };
-            p.on_event(Time::ZERO, Event::InstanceUp(info), &mut Vec::new());
+            let instance = InstanceInfo { id: InstanceId(i as u32), unit: morph_core::UnitSpec::encoder(*runtime) };
+            p.on_event(Time::ZERO, Event::InstanceUp { instance, launch: None }, &mut Vec::new());
         }
         p
     }
 
     fn arrive(p: &mut DynamicBatching, id: u64, len: u32) -> Vec<Action> {
         let mut out = Vec::new();
-        let info = RequestInfo { id: RequestId(id), input_len: len, arrival: Time(id), generation: None };
+        let info =
+            RequestInfo { id: RequestId(id), input_len: len, arrival: Time(id), generation: None, service: None };
         p.on_event(Time(id), Event::Arrival(info), &mut out);
         out
     }
 
     fn run(instance: u32, ids: &[u64]) -> Action {
-        Action::Run { instance: InstanceId(instance), requests: ids.iter().map(|i| RequestId(*i)).collect() }
+        let requests = ids.iter().map(|i| RequestId(*i)).collect();
+        Action::Run { instance: InstanceId(instance), requests, plan: BatchPlan::FINISH }
     }
 
     #[test]
@@ -170,7 +174,7 @@ mod tests {
             assert!(arrive(&mut p, id, len).is_empty());
         }
         let mut out = Vec::new();
-        p.on_event(Time(10), Event::BatchDone { instance: InstanceId(0) }, &mut out);
+        p.on_event(Time(10), Event::BatchDone { instance: InstanceId(0), requests: vec![], failed: false }, &mut out);
         // 3 rows padded to 30 = 90 tokens fit 100; a 4th row would be 120.
         assert_eq!(out, vec![run(0, &[2, 3, 4])]);
         assert_eq!(p.queue_len(), 1);
@@ -185,9 +189,10 @@ mod tests {
         assert!(arrive(&mut p, 4, 10).is_empty());
         // instance 0 (max_len 64) cannot take the 200-token head, so FIFO waits for instance 1
         let mut out = Vec::new();
-        p.on_event(Time(5), Event::BatchDone { instance: InstanceId(0) }, &mut out);
+        let done = |i| Event::BatchDone { instance: InstanceId(i), requests: vec![], failed: false };
+        p.on_event(Time(5), done(0), &mut out);
         assert!(out.is_empty());
-        p.on_event(Time(6), Event::BatchDone { instance: InstanceId(1) }, &mut out);
+        p.on_event(Time(6), done(1), &mut out);
         assert_eq!(out, vec![run(1, &[3, 4])]);
     }
 
@@ -198,14 +203,11 @@ mod tests {
         assert!(arrive(&mut p, 2, 10).is_empty());
         assert_eq!(
             arrive(&mut p, 3, 10),
-            vec![Action::Reject { request: RequestId(3), reason: RejectReason::QueueFull { capacity: 1 } }]
+            vec![Action::Drop { request: RequestId(3), reason: DropReason::QueueFull { capacity: 1 } }]
         );
         assert_eq!(
             arrive(&mut p, 4, 129),
-            vec![Action::Reject {
-                request: RequestId(4),
-                reason: RejectReason::NoRuntimeFits { len: 129, max_len: 128 }
-            }]
+            vec![Action::Drop { request: RequestId(4), reason: DropReason::NoRuntimeFits { len: 129, max_len: 128 } }]
         );
     }
 }

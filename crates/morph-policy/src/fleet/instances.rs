@@ -70,6 +70,14 @@ impl Instances {
         Some(i.running.iter().map(|r| r.id).collect())
     }
 
+    /// Takes a queued request out of whichever queue holds it; the instance that held it.
+    pub(super) fn unqueue(&mut self, request: RequestId) -> Option<InstanceId> {
+        let (id, instance) = self.map.iter_mut().find(|(_, i)| i.queue.iter().any(|r| r.id == request))?;
+        instance.queue.retain(|r| r.id != request);
+        self.queued -= 1;
+        Some(*id)
+    }
+
     /// The batch on `id` finished: the requests it ran.
     pub(super) fn finish(&mut self, id: InstanceId) -> Vec<RequestInfo> {
         self.map.get_mut(&id).map(|i| std::mem::take(&mut i.running)).unwrap_or_default()
@@ -88,7 +96,7 @@ mod tests {
     use super::*;
 
     fn req(id: u64) -> RequestInfo {
-        RequestInfo { id: RequestId(id), input_len: 10, arrival: Time(id), generation: None }
+        RequestInfo { id: RequestId(id), input_len: 10, arrival: Time(id), generation: None, service: None }
     }
 
     #[test]
@@ -104,5 +112,8 @@ mod tests {
         assert_eq!(fleet.finish(InstanceId(0)).len(), 2);
         assert_eq!(fleet.start_next(InstanceId(0)), Some(vec![RequestId(2)]));
         assert_eq!(fleet.queued(), 0);
+        fleet.enqueue(InstanceId(0), req(3));
+        assert_eq!(fleet.unqueue(RequestId(3)), Some(InstanceId(0)));
+        assert_eq!((fleet.unqueue(RequestId(3)), fleet.queued()), (None, 0));
     }
 }

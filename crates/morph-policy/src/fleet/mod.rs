@@ -4,9 +4,7 @@ pub mod config;
 mod instances;
 pub mod policy;
 pub mod scaling;
-pub mod service;
 
 pub use config::{FleetConfig, PRESETS, RuntimeSet};
 pub use policy::FleetPolicy;
 pub use scaling::{ScalingConfig, ScalingRule};
-pub use service::ServiceModel;

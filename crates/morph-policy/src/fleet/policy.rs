@@ -7,14 +7,15 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use morph_core::{
-    Action, Event, InstanceId, InstanceInfo, Nanos, Policy, RejectReason, RequestInfo, RuntimeSpec, Time,
+    Action, BatchPlan, DropReason, Event, Gauge, InstanceId, InstanceInfo, Launched, Nanos, Policy, RequestId,
+    RequestInfo, RuntimeSpec, Ticket, Tickets, Time, UnitSpec,
 };
 use serde_json::json;
 
 use super::config::{FleetConfig, RuntimeSet};
 use super::instances::Instances;
 use super::scaling::{ScaleDecision, Scaler};
-use super::service::ServiceModel;
+use crate::arlo::ServiceModel;
 use crate::arlo::reallocate::{LengthWindow, target};
 use crate::arlo::replace::plan;
 use crate::arlo::runtime_set::{knee, optimised, staircase};
@@ -44,8 +45,9 @@ pub struct FleetPolicy {
     instances: Instances,
     queue: MultiLevelQueue,
     scaler: Scaler,
-    /// Launched, not up yet: (runtime, part of a replacement).
-    starting: Vec<(RuntimeSpec, bool)>,
+    /// Launched, not up yet: (ticket, part of a replacement).
+    starting: Vec<(Ticket, bool)>,
+    tickets: Tickets,
     draining: BTreeMap<InstanceId, AfterDrain>,
     /// Batch start times, for the scaler's utilisation.
     started: BTreeMap<InstanceId, Time>,
@@ -103,6 +105,7 @@ impl FleetPolicy {
             queue,
             scaler,
             starting: Vec::new(),
+            tickets: Tickets::default(),
             draining: BTreeMap::new(),
             started: BTreeMap::new(),
             plan: VecDeque::new(),
@@ -127,16 +130,16 @@ impl FleetPolicy {
     }
 
     fn arrival(&mut self, request: RequestInfo, actions: &mut Vec<Action>) {
-        let reject = |reason| Action::Reject { request: request.id, reason };
+        let reject = |reason| Action::Drop { request: request.id, reason };
         if self.instances.queued() >= self.config.max_queue {
             self.counters.rejected += 1;
-            actions.push(reject(RejectReason::QueueFull { capacity: self.config.max_queue }));
+            actions.push(reject(DropReason::QueueFull { capacity: self.config.max_queue }));
             return;
         }
         let Some(id) = self.queue.dispatch(request.input_len) else {
             self.counters.rejected += 1;
             let max_len = self.largest().max_len;
-            actions.push(reject(RejectReason::NoRuntimeFits { len: request.input_len, max_len }));
+            actions.push(reject(DropReason::NoRuntimeFits { len: request.input_len, max_len }));
             return;
         };
         self.window.record(request.input_len);
@@ -152,10 +155,18 @@ impl FleetPolicy {
     fn run_next(&mut self, now: Time, id: InstanceId, actions: &mut Vec<Action>) {
         if let Some(requests) = self.instances.start_next(id) {
             self.started.insert(id, now);
-            actions.push(Action::Run { instance: id, requests });
+            actions.push(Action::Run { instance: id, requests, plan: BatchPlan::FINISH });
         } else if self.draining.contains_key(&id) && self.instances.map.get(&id).is_some_and(|i| i.is_empty())
         {
             self.retire(id, actions);
+        }
+    }
+
+    /// A queued request's client left: it leaves its instance's queue.
+    fn cancelled(&mut self, now: Time, request: RequestId, actions: &mut Vec<Action>) {
+        if let Some(id) = self.instances.unqueue(request) {
+            self.queue.complete(id);
+            self.run_next(now, id, actions);
         }
     }
 
@@ -186,9 +197,14 @@ impl FleetPolicy {
         self.instances.remove(id);
         actions.push(Action::Retire { instance: id });
         if let Some(AfterDrain::Become(runtime)) = after {
-            self.starting.push((runtime, true));
-            actions.push(Action::Launch { runtime });
+            self.launch(runtime, true, actions);
         }
+    }
+
+    fn launch(&mut self, runtime: RuntimeSpec, replacing: bool, actions: &mut Vec<Action>) {
+        let ticket = self.tickets.next();
+        self.starting.push((ticket, replacing));
+        actions.push(Action::Launch { ticket, unit: UnitSpec::encoder(runtime) });
     }
 
     /// Whether `id` may be taken out of service: never the last serving instance of the largest
@@ -266,8 +282,7 @@ impl FleetPolicy {
             Some(ScaleDecision::Out) => {
                 let runtime = self.largest();
                 self.counters.scale_outs += 1;
-                self.starting.push((runtime, false));
-                actions.push(Action::Launch { runtime });
+                self.launch(runtime, false, actions);
             }
             Some(ScaleDecision::In) => {
                 let least_busy = self
@@ -296,18 +311,19 @@ impl FleetPolicy {
         self.advance_plan(actions);
     }
 
-    /// A launch of `runtime` ended (up or failed): whether it was part of a replacement.
-    fn take_starting(&mut self, runtime: RuntimeSpec) -> Option<bool> {
-        let at = self.starting.iter().position(|(r, _)| *r == runtime)?;
+    /// The launch `ticket` ended (up or failed): whether it was part of a replacement.
+    fn take_starting(&mut self, ticket: Ticket) -> Option<bool> {
+        let at = self.starting.iter().position(|(t, _)| *t == ticket)?;
         Some(self.starting.remove(at).1)
     }
 
-    fn instance_up(&mut self, info: InstanceInfo, actions: &mut Vec<Action>) {
-        if self.take_starting(info.runtime) == Some(false) {
+    fn instance_up(&mut self, info: InstanceInfo, launch: Option<Launched>, actions: &mut Vec<Action>) {
+        if launch.and_then(|l| self.take_starting(l.ticket)) == Some(false) {
             self.scaler.resized();
         }
-        self.instances.add(info.id, info.runtime);
-        self.queue.add_instance(info.id, info.runtime.max_len, self.model.capacity(info.runtime));
+        let runtime = info.unit.runtime;
+        self.instances.add(info.id, runtime);
+        self.queue.add_instance(info.id, runtime.max_len, self.model.capacity(runtime));
         self.advance_plan(actions);
     }
 }
@@ -319,12 +335,13 @@ impl Policy for FleetPolicy {
 
     fn on_event(&mut self, now: Time, event: Event, actions: &mut Vec<Action>) {
         match event {
-            Event::InstanceUp(info) => self.instance_up(info, actions),
-            Event::LaunchFailed { runtime } => {
-                self.take_starting(runtime);
+            Event::InstanceUp { instance, launch } => self.instance_up(instance, launch, actions),
+            Event::LaunchFailed { ticket, .. } => {
+                self.take_starting(ticket);
             }
             Event::Arrival(request) => self.arrival(request, actions),
-            Event::BatchDone { instance } => self.batch_done(now, instance, actions),
+            Event::BatchDone { instance, .. } => self.batch_done(now, instance, actions),
+            Event::Cancelled { request } => self.cancelled(now, request, actions),
             Event::Tick => self.tick(now, actions),
             // Encoder batches run as a unit: only BatchDone frees an instance.
             Event::SequencesDone { .. } => {}
@@ -337,12 +354,12 @@ impl Policy for FleetPolicy {
 
     /// Even split over the runtime set; the remainder (and, with fewer slots than runtimes,
     /// every slot) goes to the longest runtimes, so the largest always has one (Eq. 7).
-    fn layout(&self, slots: usize) -> Option<Vec<RuntimeSpec>> {
+    fn layout(&self, slots: usize) -> Option<Vec<UnitSpec>> {
         let k = self.set.len();
         let (each, rest) = (slots / k, slots % k);
         let mut out = Vec::with_capacity(slots);
         for (i, r) in self.set.iter().enumerate() {
-            out.extend(std::iter::repeat_n(*r, each + usize::from(i >= k - rest)));
+            out.extend(std::iter::repeat_n(UnitSpec::encoder(*r), each + usize::from(i >= k - rest)));
         }
         Some(out)
     }
@@ -353,13 +370,13 @@ impl Policy for FleetPolicy {
         needs_ticks.then(|| secs(self.config.tick_s).max(1))
     }
 
-    fn gauges(&self) -> Vec<(String, f64)> {
-        let mut out: Vec<(String, f64)> = self
+    fn gauges(&self) -> Vec<Gauge> {
+        let mut out: Vec<Gauge> = self
             .counts()
             .into_iter()
-            .map(|(r, n)| (format!("morph_policy_instances{{runtime=\"{r}\"}}"), n as f64))
+            .map(|(r, n)| Gauge::new("instances", n as f64).label("runtime", r.to_string()))
             .collect();
-        out.push(("morph_policy_instances_starting".into(), self.starting.len() as f64));
+        out.push(Gauge::new("instances_starting", self.starting.len() as f64));
         let c = &self.counters;
         for (name, v) in [
             ("allocations", c.allocations),
@@ -369,7 +386,7 @@ impl Policy for FleetPolicy {
             ("demoted", c.demoted),
             ("rejected", c.rejected),
         ] {
-            out.push((format!("morph_policy_{name}_total"), v as f64));
+            out.push(Gauge::new(format!("{name}_total"), v as f64));
         }
         out
     }

@@ -5,7 +5,7 @@
 //! level: a freed slot goes to the next request in queue order at once).
 
 use morph_core::time::ms_to_nanos;
-use morph_core::{Action, Event, InstanceId, Nanos, Policy, RejectReason, RequestId, Time};
+use morph_core::{Action, BatchPlan, DropReason, Event, InstanceId, Nanos, Policy, RequestId, RequestInfo, Time};
 use serde::{Deserialize, Serialize};
 
 use super::queue::{Aging, JobQueue, Order};
@@ -55,6 +55,8 @@ impl SsjfConfig {
 #[derive(Debug, Clone)]
 struct Slot {
     id: InstanceId,
+    /// Most sequences its runtime takes at once (bounds every batching mode's `max_batch`).
+    rows: usize,
     /// A batch run as a unit is on it.
     busy: bool,
     /// Sequences in its continuous batch.
@@ -68,6 +70,8 @@ pub struct SsjfPolicy {
     config: SsjfConfig,
     queue: JobQueue,
     slots: Vec<Slot>,
+    /// The longest prompt any instance takes.
+    max_len: u32,
 }
 
 impl SsjfPolicy {
@@ -82,7 +86,7 @@ impl SsjfPolicy {
             Batching::Continuous { max_batch } => format!("continuous-b{max_batch}"),
         };
         let name = format!("{order}/{mode}");
-        Self { name, queue: JobQueue::new(config.order, config.aging), config, slots: Vec::new() }
+        Self { name, queue: JobQueue::new(config.order, config.aging), config, slots: Vec::new(), max_len: 0 }
     }
 
     fn slot(&mut self, id: InstanceId) -> Option<&mut Slot> {
@@ -93,27 +97,45 @@ impl SsjfPolicy {
         std::iter::from_fn(|| self.queue.pop(now)).take(n).collect()
     }
 
+    /// Queues an arrival, or drops it: the queue is full, or no instance takes its prompt.
+    fn admit(&mut self, request: &RequestInfo, actions: &mut Vec<Action>) {
+        let max_len = self.max_len;
+        let reason = if request.input_len > max_len {
+            Some(DropReason::NoRuntimeFits { len: request.input_len, max_len })
+        } else if self.queue.len() >= self.config.max_queue {
+            Some(DropReason::QueueFull { capacity: self.config.max_queue })
+        } else {
+            None
+        };
+        match reason {
+            Some(reason) => actions.push(Action::Drop { request: request.id, reason }),
+            None => self.queue.push(request),
+        }
+    }
+
     /// Hands queued requests to instances with room, in queue order.
     fn schedule(&mut self, now: Time, actions: &mut Vec<Action>) {
         for i in 0..self.slots.len() {
             if self.queue.is_empty() {
                 return;
             }
-            let id = self.slots[i].id;
+            let (id, rows) = (self.slots[i].id, self.slots[i].rows);
+            let plan = BatchPlan::FINISH;
             match self.config.batching {
                 Batching::None if !self.slots[i].busy => {
                     self.slots[i].busy = true;
-                    actions.push(Action::Run { instance: id, requests: self.take(now, 1) });
+                    actions.push(Action::Run { instance: id, requests: self.take(now, 1), plan });
                 }
                 Batching::Dynamic { max_batch, wait_ms } if !self.slots[i].busy => {
+                    let max_batch = max_batch.min(rows);
                     let waited = self.queue.oldest_arrival().is_some_and(|t| now - t >= ms_to_nanos(wait_ms));
                     if self.queue.len() >= max_batch || waited {
                         self.slots[i].busy = true;
-                        actions.push(Action::Run { instance: id, requests: self.take(now, max_batch) });
+                        actions.push(Action::Run { instance: id, requests: self.take(now, max_batch), plan });
                     }
                 }
                 Batching::Continuous { max_batch } => {
-                    let free = max_batch.saturating_sub(self.slots[i].running);
+                    let free = max_batch.min(rows).saturating_sub(self.slots[i].running);
                     if free > 0 {
                         let requests = self.take(now, free);
                         self.slots[i].running += requests.len();
@@ -133,17 +155,17 @@ impl Policy for SsjfPolicy {
 
     fn on_event(&mut self, now: Time, event: Event, actions: &mut Vec<Action>) {
         match event {
-            Event::InstanceUp(info) => self.slots.push(Slot { id: info.id, busy: false, running: 0 }),
-            Event::LaunchFailed { .. } => {}
-            Event::Arrival(request) => {
-                if self.queue.len() >= self.config.max_queue {
-                    let reason = RejectReason::QueueFull { capacity: self.config.max_queue };
-                    actions.push(Action::Reject { request: request.id, reason });
-                    return;
-                }
-                self.queue.push(&request);
+            Event::InstanceUp { instance, .. } => {
+                let rows = instance.unit.runtime.max_batch as usize;
+                self.max_len = self.max_len.max(instance.unit.runtime.max_len);
+                self.slots.push(Slot { id: instance.id, rows, busy: false, running: 0 });
             }
-            Event::BatchDone { instance } => {
+            Event::LaunchFailed { .. } => {}
+            Event::Arrival(request) => self.admit(&request, actions),
+            Event::Cancelled { request } => {
+                self.queue.remove(request);
+            }
+            Event::BatchDone { instance, .. } => {
                 if let Some(slot) = self.slot(instance) {
                     slot.busy = false;
                     slot.running = 0;

@@ -87,13 +87,18 @@ impl JobQueue {
     pub fn pop(&mut self, now: Time) -> Option<RequestId> {
         let promoted = self.by_promotion.first().filter(|(t, _)| *t <= now).map(|(_, id)| *id);
         let id = promoted.or_else(|| self.by_key.first().map(|k| k.2))?;
-        let (key, promote_at) = self.entries.remove(&id)?;
+        self.remove(id).then_some(id)
+    }
+
+    /// Takes `id` out of the queue; whether it was there.
+    pub fn remove(&mut self, id: RequestId) -> bool {
+        let Some((key, promote_at)) = self.entries.remove(&id) else { return false };
         self.by_key.remove(&key);
         self.by_arrival.remove(&(key.1, id));
         if let Some(t) = promote_at {
             self.by_promotion.remove(&(t, id));
         }
-        Some(id)
+        true
     }
 
     /// When the longest-waiting request arrived.
@@ -114,6 +119,7 @@ mod tests {
             input_len: 10,
             arrival: Time(arrival_ms * 1_000_000),
             generation: Some(Generation { max_tokens: 512, predicted: Some(predicted) }),
+            service: None,
         }
     }
 
