@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use morph_core::{Profile, RuntimeSpec, time::ms_to_nanos};
+use morph_core::{Profile, RuntimeSpec, UnitSpec, time::ms_to_nanos};
 use morph_policy::{DynamicBatching, DynamicBatchingConfig};
 use morph_sim::workload::{Arrivals, Lengths};
 use morph_sim::{ProfileCost, SimOptions, Workload, simulate};
@@ -28,7 +28,7 @@ fn main() {
         max_batch_tokens: 4096,
         max_queue: usize::MAX,
     }));
-    let cluster = vec![RuntimeSpec::dynamic(512, 8); 300];
+    let cluster = vec![UnitSpec::encoder(RuntimeSpec::dynamic(512, 8)); 300];
     let sim_start = Instant::now();
     let report = simulate(
         policy,

@@ -1,7 +1,9 @@
 //! Cost models: how long a batch, or one iteration of a continuous batch, takes on an instance.
 
+use std::collections::BTreeMap;
+
 use morph_core::time::ms_to_nanos;
-use morph_core::{Nanos, Profile, RuntimeSpec, ShapeKind};
+use morph_core::{Nanos, PlanId, Profile, ShapeKind, UnitSpec};
 
 /// One sequence of a batch: its input length, and the tokens it generates (0 for an encoder).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -11,34 +13,45 @@ pub struct Job {
 }
 
 pub trait CostModel {
-    /// The time a batch run as a unit takes on `runtime`.
-    fn batch_time(&self, runtime: RuntimeSpec, batch: &[Job]) -> Nanos;
+    /// The time an encoder batch takes on `unit` under token plan `plan`.
+    fn batch_time(&self, unit: &UnitSpec, plan: PlanId, batch: &[Job]) -> Nanos;
 
-    /// The time one iteration of a continuous batch takes: `running` sequences each produce a
-    /// token, `joined` of them start in it (their prompt is processed first).
-    fn step_time(&self, runtime: RuntimeSpec, running: usize, joined: usize) -> Nanos;
+    /// The time one iteration of generations takes: `running` sequences each produce a token,
+    /// `joined` of them start in it (their prompt is processed first).
+    fn step_time(&self, unit: &UnitSpec, running: usize, joined: usize) -> Nanos;
 }
 
-/// A latency profile, looked up at the padded shape the runtime runs. Dynamic-shape runtimes
-/// may pay a penalty factor (dynamic compilation is slower than a static graph; Arlo measured
-/// 1.22–3.56× for TensorRT; 1.0 means none).
+/// A latency profile, looked up at the padded shape the runtime runs, per pipeline stage and
+/// token plan where one was measured (else the whole model's plain profile). Dynamic-shape
+/// runtimes may pay a penalty factor (dynamic compilation is slower than a static graph; Arlo
+/// measured 1.22–3.56× for TensorRT; 1.0 means none).
 #[derive(Debug, Clone)]
 pub struct ProfileCost {
     profile: Profile,
+    /// By (stage index, plan).
+    variants: BTreeMap<(u16, PlanId), Profile>,
     dynamic_penalty: f64,
 }
 
 impl ProfileCost {
     pub fn new(profile: Profile, dynamic_penalty: f64) -> Self {
-        Self { profile, dynamic_penalty }
+        Self { profile, variants: BTreeMap::new(), dynamic_penalty }
+    }
+
+    /// Prices batches of pipeline stage `stage` (0 for a whole model) under `plan` by `profile`.
+    pub fn with_variant(mut self, stage: u16, plan: PlanId, profile: Profile) -> Self {
+        self.variants.insert((stage, plan), profile);
+        self
     }
 }
 
 impl CostModel for ProfileCost {
-    fn batch_time(&self, runtime: RuntimeSpec, batch: &[Job]) -> Nanos {
+    fn batch_time(&self, unit: &UnitSpec, plan: PlanId, batch: &[Job]) -> Nanos {
+        let runtime = unit.runtime;
         let longest = batch.iter().map(|j| j.input_len).max().unwrap_or(1);
         let shape = runtime.padded_shape(longest, batch.len() as u32);
-        let base = self.profile.latency(shape.len, shape.batch);
+        let profile = self.variants.get(&(unit.stage_index(), plan)).unwrap_or(&self.profile);
+        let base = profile.latency(shape.len, shape.batch);
         match runtime.kind {
             ShapeKind::Fixed => base,
             ShapeKind::Dynamic => (base as f64 * self.dynamic_penalty).round() as Nanos,
@@ -46,14 +59,14 @@ impl CostModel for ProfileCost {
     }
 
     /// An encoder profile prices an iteration as a batch of `running` one-token sequences.
-    fn step_time(&self, runtime: RuntimeSpec, running: usize, _joined: usize) -> Nanos {
-        self.batch_time(runtime, &vec![Job { input_len: 1, output_len: 1 }; running.max(1)])
+    fn step_time(&self, unit: &UnitSpec, running: usize, _joined: usize) -> Nanos {
+        self.batch_time(unit, PlanId::PLAIN, &vec![Job { input_len: 1, output_len: 1 }; running.max(1)])
     }
 }
 
-/// SSJF's generation cost (§2, T = C + K·N): a batch run as a unit takes `C + K(b)·N` for `b`
-/// sequences whose longest output is `N` tokens; one continuous-batching iteration of `b`
-/// sequences takes `K(b)`, plus `C` when a sequence starts in it. `K` is per token at each
+/// SSJF's generation cost (§2, T = C + K·N): one iteration of `b` sequences takes `K(b)`, plus
+/// `C` when a sequence starts in it, so a generation of `N` tokens alone takes `C + K(1)·N`;
+/// priced as one encoder-style batch, `b` sequences whose longest output is `N` take `C + K(b)·N`. `K` is per token at each
 /// measured batch size, linear in between and proportional to `b` past the largest.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LinearGeneration {
@@ -88,13 +101,13 @@ impl LinearGeneration {
 }
 
 impl CostModel for LinearGeneration {
-    fn batch_time(&self, _runtime: RuntimeSpec, batch: &[Job]) -> Nanos {
+    fn batch_time(&self, _unit: &UnitSpec, _plan: PlanId, batch: &[Job]) -> Nanos {
         let longest = batch.iter().map(|j| j.output_len).max().unwrap_or(0);
         // SSJF Eq. (T = C + K·N), K at this batch size
         ms_to_nanos(self.c_ms + self.k_ms(batch.len()) * f64::from(longest))
     }
 
-    fn step_time(&self, _runtime: RuntimeSpec, running: usize, joined: usize) -> Nanos {
+    fn step_time(&self, _unit: &UnitSpec, running: usize, joined: usize) -> Nanos {
         let prefill = if joined > 0 { self.c_ms } else { 0.0 };
         ms_to_nanos(prefill + self.k_ms(running))
     }
@@ -117,6 +130,8 @@ impl Default for Startup {
 
 #[cfg(test)]
 mod tests {
+    use morph_core::RuntimeSpec;
+
     use super::*;
 
     #[test]
@@ -124,20 +139,45 @@ mod tests {
         let p = Profile::from_points("m", [(1, 16, 1.0), (1, 64, 2.0), (4, 16, 3.0), (4, 64, 8.0)]).unwrap();
         let cost = ProfileCost::new(p, 1.5);
         let jobs = |len| [Job { input_len: len, output_len: 0 }];
-        assert_eq!(cost.batch_time(RuntimeSpec::fixed(64, 4), &jobs(10)), 8_000_000);
-        assert_eq!(cost.batch_time(RuntimeSpec::dynamic(64, 4), &jobs(16)), 1_500_000);
+        let unit = |r| UnitSpec::encoder(r);
+        let plain = PlanId::PLAIN;
+        assert_eq!(cost.batch_time(&unit(RuntimeSpec::fixed(64, 4)), plain, &jobs(10)), 8_000_000);
+        assert_eq!(cost.batch_time(&unit(RuntimeSpec::dynamic(64, 4)), plain, &jobs(16)), 1_500_000);
         // batch 1, len 40: halfway between 1 ms and 2 ms, times 1.5
-        assert_eq!(cost.batch_time(RuntimeSpec::dynamic(64, 4), &jobs(40)), 2_250_000);
+        assert_eq!(cost.batch_time(&unit(RuntimeSpec::dynamic(64, 4)), plain, &jobs(40)), 2_250_000);
+    }
+
+    #[test]
+    fn a_stage_or_plan_with_its_own_profile_is_priced_by_it() {
+        let whole = Profile::from_points("m", [(1, 16, 6.0)]).unwrap();
+        let merged = Profile::from_points("m", [(1, 16, 4.0)]).unwrap();
+        let stage1 = Profile::from_points("m", [(1, 16, 2.0)]).unwrap();
+        let cost =
+            ProfileCost::new(whole, 1.0).with_variant(0, PlanId(-2), merged).with_variant(1, PlanId::PLAIN, stage1);
+        let job = [Job { input_len: 16, output_len: 0 }];
+        let unit = UnitSpec::encoder(RuntimeSpec::fixed(16, 1));
+        let stage = |index| morph_core::StageSpec {
+            model: morph_core::ModelId(0),
+            index,
+            count: 3,
+            first_layer: 2 * index,
+            end_layer: 2 * index + 2,
+        };
+        assert_eq!(cost.batch_time(&unit, PlanId::PLAIN, &job), 6_000_000);
+        assert_eq!(cost.batch_time(&unit, PlanId(-2), &job), 4_000_000);
+        assert_eq!(cost.batch_time(&unit.with_stage(stage(1)), PlanId::PLAIN, &job), 2_000_000);
+        assert_eq!(cost.batch_time(&unit.with_stage(stage(2)), PlanId::PLAIN, &job), 6_000_000, "unmeasured: whole");
     }
 
     #[test]
     fn linear_generation_is_c_plus_k_times_the_longest_output() {
         let cost = LinearGeneration::new(100.0, vec![(1, 10.0), (4, 16.0)]).unwrap();
-        let rt = RuntimeSpec::dynamic(512, 4);
+        let rt = &UnitSpec::decoder(RuntimeSpec::dynamic(512, 4));
         let job = |out| Job { input_len: 20, output_len: out };
-        assert_eq!(cost.batch_time(rt, &[job(50)]), ms_to_nanos(100.0 + 10.0 * 50.0));
+        let plain = PlanId::PLAIN;
+        assert_eq!(cost.batch_time(rt, plain, &[job(50)]), ms_to_nanos(100.0 + 10.0 * 50.0));
         // b = 2: K halfway from 10 to 16 by a third: 12 ms per token; N = the longest, 30.
-        assert_eq!(cost.batch_time(rt, &[job(5), job(30)]), ms_to_nanos(100.0 + 12.0 * 30.0));
+        assert_eq!(cost.batch_time(rt, plain, &[job(5), job(30)]), ms_to_nanos(100.0 + 12.0 * 30.0));
         assert_eq!(cost.k_ms(8), 32.0, "past the largest batch K grows in proportion");
         assert_eq!(cost.step_time(rt, 4, 0), ms_to_nanos(16.0));
         assert_eq!(cost.step_time(rt, 4, 1), ms_to_nanos(116.0));

@@ -3,11 +3,10 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use morph_core::{InstanceId, Time};
+use morph_core::{InstanceId, RequestId, Ticket, Time};
 
 /// At equal times, completions come first (an instance freed at `t` can take a request that
-/// arrives at `t`; an iteration's finished sequences before the emptied batch), then instances
-/// coming up, then arrivals, then ticks. Arrivals are not queued: the driver merges its
+/// arrives at `t`), then instances coming up, then arrivals, then clients leaving, then ticks. Arrivals are not queued: the driver merges its
 /// pre-generated stream with this queue by the same (time, kind) order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum EventKind {
@@ -15,6 +14,7 @@ pub enum EventKind {
     BatchDone,
     InstanceUp,
     Arrival,
+    Cancel,
     Tick,
 }
 
@@ -24,8 +24,10 @@ pub enum SimEvent {
     /// An iteration of a continuous batch ended.
     StepDone(InstanceId),
     BatchDone(InstanceId),
-    /// A launched instance finished loading.
-    InstanceUp(InstanceId),
+    /// The launch with this ticket finished loading.
+    InstanceUp(Ticket),
+    /// A client gives up on its request.
+    Cancel(RequestId),
     Tick,
 }
 
@@ -35,6 +37,7 @@ impl SimEvent {
             SimEvent::StepDone(_) => EventKind::StepDone,
             SimEvent::BatchDone(_) => EventKind::BatchDone,
             SimEvent::InstanceUp(_) => EventKind::InstanceUp,
+            SimEvent::Cancel(_) => EventKind::Cancel,
             SimEvent::Tick => EventKind::Tick,
         }
     }

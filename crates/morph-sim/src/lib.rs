@@ -13,4 +13,4 @@ pub use cost::{CostModel, ProfileCost};
 pub use driver::{SimOptions, simulate};
 pub use metrics::Report;
 pub use scenario::{Scenario, ScenarioError};
-pub use workload::{SimRequest, Workload};
+pub use workload::{Predictor, SimRequest, Workload};

@@ -13,6 +13,7 @@ pub(crate) struct Recorder {
     /// Requests measured (arrived after the warm-up).
     requests: usize,
     dropped: usize,
+    cancelled: usize,
     /// Busy time per instance id.
     busy: Vec<Nanos>,
     /// Instances holding a slot: changes `(time, count)`.
@@ -29,6 +30,7 @@ impl Recorder {
             latencies: Vec::with_capacity(requests),
             requests,
             dropped: 0,
+            cancelled: 0,
             busy: vec![0; instances],
             slots: Vec::new(),
             sample_every: (horizon / QUEUE_SAMPLES).max(1),
@@ -43,6 +45,10 @@ impl Recorder {
 
     pub(crate) fn dropped(&mut self) {
         self.dropped += 1;
+    }
+
+    pub(crate) fn cancelled(&mut self) {
+        self.cancelled += 1;
     }
 
     pub(crate) fn busy(&mut self, instance: usize, span: Nanos) {
@@ -91,6 +97,7 @@ impl Recorder {
             requests,
             completed,
             dropped: self.dropped,
+            cancelled: self.cancelled,
             mean_latency_ms: if completed == 0 { 0.0 } else { ms.iter().sum::<f64>() / completed as f64 },
             p50_latency_ms: percentile(&ms, 0.50),
             p98_latency_ms: percentile(&ms, 0.98),
@@ -121,6 +128,8 @@ pub struct Report {
     pub requests: usize,
     pub completed: usize,
     pub dropped: usize,
+    /// Requests whose client left before their answer.
+    pub cancelled: usize,
     pub mean_latency_ms: f64,
     pub p50_latency_ms: f64,
     pub p98_latency_ms: f64,

@@ -41,15 +41,15 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use morph_core::{Profile, RuntimeSpec, time::ms_to_nanos};
+use morph_core::{Profile, RuntimeSpec, UnitSpec, time::ms_to_nanos};
 use serde::{Deserialize, Serialize};
 
 use morph_policy::registry::Context;
 
 use crate::cost::{CostModel, LinearGeneration, ProfileCost, Startup};
-use crate::driver::{Predictor, SimOptions, simulate};
+use crate::driver::{SimOptions, simulate};
 use crate::metrics::Report;
-use crate::workload::{Arrivals, Lengths, Workload, WorkloadError, corpus};
+use crate::workload::{Arrivals, Lengths, Predictor, Workload, WorkloadError, corpus};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
@@ -156,7 +156,7 @@ pub struct Scenario {
 }
 
 fn default_max_tokens() -> u32 {
-    SimOptions::default().max_tokens
+    4096
 }
 
 fn default_seeds() -> Vec<u64> {
@@ -234,17 +234,19 @@ impl Scenario {
         Ok(())
     }
 
-    /// The configured runtimes, one per instance, and the number of slots. With no runtimes
-    /// listed, the list is empty and only policies with their own layout can run.
-    fn runtimes(
-        &self,
-        instances_override: Option<usize>,
-    ) -> Result<(Vec<RuntimeSpec>, usize), ScenarioError> {
+    /// The configured units, one per instance (decoders when the workload generates, else
+    /// encoders), and the number of slots. With no runtimes listed, the list is empty and only
+    /// policies with their own layout can run.
+    fn units(&self, instances_override: Option<usize>) -> Result<(Vec<UnitSpec>, usize), ScenarioError> {
         let mut cluster = Vec::new();
         for group in &self.cluster.runtimes {
-            let spec: RuntimeSpec =
+            let runtime: RuntimeSpec =
                 group.runtime.parse().map_err(|e| ScenarioError::Invalid(format!("{e}")))?;
-            cluster.extend(std::iter::repeat_n(spec, instances_override.unwrap_or(group.instances)));
+            let unit = match self.workload.outputs {
+                Some(_) => UnitSpec::decoder(runtime),
+                None => UnitSpec::encoder(runtime),
+            };
+            cluster.extend(std::iter::repeat_n(unit, instances_override.unwrap_or(group.instances)));
         }
         let slots = instances_override.or(self.cluster.instances).unwrap_or(cluster.len());
         if slots == 0 {
@@ -260,8 +262,6 @@ impl Scenario {
             slo: self.slo_ms.map(ms_to_nanos),
             warmup: ms_to_nanos(self.warmup_s * 1e3),
             startup: Startup { cold, warm },
-            predictor: Predictor::None,
-            max_tokens: self.max_tokens,
         }
     }
 
@@ -327,7 +327,7 @@ impl Scenario {
                 Some((SweepParam::Instances, n)) => Some(n.round().max(1.0) as usize),
                 _ => None,
             };
-            let (cluster, slots) = self.runtimes(instances)?;
+            let (cluster, slots) = self.units(instances)?;
             let workload = self.workload_at(point)?;
             for &seed in &self.seeds {
                 let requests = workload.generate(self.duration_s, seed)?;
@@ -339,8 +339,8 @@ impl Scenario {
                         let msg = format!("policy '{}' needs cluster.runtimes", spec.name);
                         return Err(ScenarioError::Invalid(msg));
                     }
-                    let options = SimOptions { predictor: spec.predictor.clone(), ..self.options() };
-                    let mut report = simulate(policy, &layout, cost.as_ref(), &requests, &options);
+                    let told = spec.predictor.tell(&requests, self.max_tokens);
+                    let mut report = simulate(policy, &layout, cost.as_ref(), &told, &self.options());
                     report.policy.push_str(&spec.predictor.label());
                     rows.push(Row { sweep: point, seed, report });
                     progress(rows.len(), total);

@@ -1,6 +1,6 @@
 //! The simulator against textbook queueing results.
 
-use morph_core::{Policy, Profile, RuntimeSpec, time::ms_to_nanos};
+use morph_core::{Policy, Profile, RuntimeSpec, UnitSpec, time::ms_to_nanos};
 use morph_policy::{DynamicBatching, DynamicBatchingConfig};
 use morph_sim::workload::{Arrivals, Lengths};
 use morph_sim::{ProfileCost, SimOptions, Workload, simulate};
@@ -27,7 +27,7 @@ fn md1_mean_wait_matches_pollaczek_khinchine() {
     assert!(requests.len() > 390_000);
     let report = simulate(
         fifo(),
-        &[RuntimeSpec::dynamic(512, 1)],
+        &[UnitSpec::encoder(RuntimeSpec::dynamic(512, 1))],
         &cost,
         &requests,
         &SimOptions { slo: Some(ms_to_nanos(1e9)), ..SimOptions::default() },
@@ -52,7 +52,7 @@ fn pooled_servers_wait_less_at_the_same_load() {
     };
     let requests = workload.generate(1_000.0, 3).unwrap();
     let report =
-        simulate(fifo(), &[RuntimeSpec::dynamic(512, 1); 4], &cost, &requests, &SimOptions::default());
+        simulate(fifo(), &[UnitSpec::encoder(RuntimeSpec::dynamic(512, 1)); 4], &cost, &requests, &SimOptions::default());
     let wait = report.mean_latency_ms - 10.0;
     assert!(wait > 0.0 && wait < 5.0 * 0.6, "M/D/4 wait {wait} ms should be well under M/D/1's 5 ms");
     assert!((report.mean_utilisation - 0.5).abs() < 0.01);

@@ -2,11 +2,11 @@
 //! batch size up to 4), one instance, FCFS against shortest-predicted-first with oracle
 //! predictions: mean JCTs computed by hand (worked out in each test's comment).
 
-use morph_core::{RuntimeSpec, Time};
+use morph_core::{RuntimeSpec, Time, UnitSpec};
 use morph_policy::registry::{Context, build};
 use morph_sim::cost::LinearGeneration;
-use morph_sim::driver::{Predictor, SimOptions, simulate};
-use morph_sim::workload::SimRequest;
+use morph_sim::driver::{SimOptions, simulate};
+use morph_sim::workload::{Predictor, SimRequest};
 use serde_json::json;
 
 /// (arrival ms, output tokens): a 5-token and a 30-token job at 0, then 25, 10 and 20 at 1 ms.
@@ -20,12 +20,13 @@ fn mean_jct_of(jobs: &[(u64, u32)], policy: &str, batching: serde_json::Value) -
     let cost = LinearGeneration::new(10.0, vec![(1, 1.0), (4, 1.0)]).expect("cost");
     let requests: Vec<SimRequest> = jobs
         .iter()
-        .map(|&(ms, out)| SimRequest { arrival: Time(ms * 1_000_000), input_len: 16, output_len: out })
+        .map(|&(ms, out)| SimRequest::new(Time(ms * 1_000_000), 16, out))
         .collect();
     let params = json!({ "batching": batching, "aging": null });
     let policy = build(policy, &params, &Context::default()).expect("policy");
-    let options = SimOptions { predictor: Predictor::Oracle, ..SimOptions::default() };
-    let report = simulate(policy, &[RuntimeSpec::dynamic(512, 4)], &cost, &requests, &options);
+    let told = Predictor::Oracle.tell(&requests, 4096);
+    let decoder = [UnitSpec::decoder(RuntimeSpec::dynamic(512, 4))];
+    let report = simulate(policy, &decoder, &cost, &told, &SimOptions::default());
     assert_eq!(report.completed, jobs.len());
     report.mean_latency_ms
 }
@@ -43,14 +44,16 @@ fn no_batching() {
     assert_ms(mean_jct("ssjf", json!({"mode": "none"})), (15.0 + 34.0 + 64.0 + 99.0 + 140.0) / 5.0, "SJF");
 }
 
-/// Batches of 2 formed when 2 wait (or after 20 ms), each C + K·(longest). [5, 30] at 0 ends 40.
-/// FCFS: [25, 10] ends 75, [20] (waited past 20 ms) ends 105 → 40, 40, 74, 74, 104.
-/// SJF: [10, 20] ends 70, [25] ends 105 → 40, 40, 69, 69, 104.
+/// Batches of 2 formed when 2 wait (or after 20 ms); a batch takes C + K·(longest) and each
+/// sequence is answered when its own output ends (C + K·N after the batch starts). [5, 30] at 0:
+/// the 5 ends at 15, the batch at 40. FCFS: [25, 10] from 40: the 10 ends 60, the 25 at 75;
+/// [20] (waited past 20 ms) ends 105 → 15, 40, 74, 59, 104. SJF: [10, 20] from 40: 60 and 70;
+/// [25] ends 105 → 15, 40, 104, 59, 69.
 #[test]
 fn dynamic_batching() {
     let batching = json!({"mode": "dynamic", "max_batch": 2, "wait_ms": 20.0});
-    assert_ms(mean_jct("fcfs", batching.clone()), (40.0 + 40.0 + 74.0 + 74.0 + 104.0) / 5.0, "FCFS");
-    assert_ms(mean_jct("ssjf", batching), (40.0 + 40.0 + 69.0 + 69.0 + 104.0) / 5.0, "SJF");
+    assert_ms(mean_jct("fcfs", batching.clone()), (15.0 + 40.0 + 74.0 + 59.0 + 104.0) / 5.0, "FCFS");
+    assert_ms(mean_jct("ssjf", batching), (15.0 + 40.0 + 104.0 + 59.0 + 69.0) / 5.0, "SJF");
 }
 
 /// A request alone waits the full 20 ms for a partner (checked on ticks every 2 ms), then runs:

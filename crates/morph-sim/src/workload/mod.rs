@@ -4,11 +4,13 @@
 mod arrivals;
 pub mod corpus;
 mod lengths;
+mod predictor;
 mod trace;
 
 pub use arrivals::Arrivals;
 pub use lengths::Lengths;
-use morph_core::Time;
+use morph_core::{Nanos, Time};
+pub use predictor::Predictor;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use serde::Deserialize;
@@ -27,6 +29,19 @@ pub struct SimRequest {
     pub input_len: u32,
     /// Tokens the request generates; 0 for an encoder request.
     pub output_len: u32,
+    /// A generation's cap and predicted length, as its policy is told ([`Predictor::tell`]).
+    pub max_tokens: u32,
+    pub predicted: Option<u32>,
+    /// Its client gives up this long after arrival, if not answered by then.
+    pub cancel_after: Option<Nanos>,
+}
+
+impl SimRequest {
+    /// A request arriving at `arrival` with `input_len` tokens, generating `output_len` (0: an
+    /// encoder request) and capped at that, with no prediction and a patient client.
+    pub fn new(arrival: Time, input_len: u32, output_len: u32) -> Self {
+        Self { arrival, input_len, output_len, max_tokens: output_len, predicted: None, cancel_after: None }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -56,10 +71,8 @@ impl Workload {
         Ok(times
             .into_iter()
             .zip(lengths.into_iter().zip(outputs))
-            .map(|(t, (input_len, output_len))| SimRequest {
-                arrival: Time::from_millis_f64(t * 1e3),
-                input_len,
-                output_len,
+            .map(|(t, (input_len, output_len))| {
+                SimRequest::new(Time::from_millis_f64(t * 1e3), input_len, output_len)
             })
             .collect())
     }
