@@ -5,13 +5,13 @@ use std::sync::Arc;
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use morph_core::RuntimeSpec;
+use morph_core::{PlanId, RuntimeSpec};
 
 use crate::bert::{BertModel, Kernels};
 use crate::checkpoint::Checkpoint;
 use crate::fetch::ModelFiles;
 use crate::pooling::Pooling;
-use crate::{Engine, EngineError, check_batch};
+use crate::{BatchInput, Engine, EngineError, check_batch, plain_tokens};
 
 /// Weights plus pooling: everything needed to turn padded id tensors into vectors.
 #[derive(Debug)]
@@ -99,7 +99,8 @@ impl Engine for CandleRuntime {
         self.encoder.dim()
     }
 
-    fn embed(&mut self, inputs: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, EngineError> {
+    fn run(&mut self, input: BatchInput<'_>, plan: PlanId) -> Result<Vec<Vec<f32>>, EngineError> {
+        let inputs = plain_tokens(input, plan)?;
         let longest = check_batch(self.spec, inputs)?;
         let shape = self.spec.padded_shape(longest, inputs.len() as u32);
         self.encoder.embed_padded(inputs, shape.len as usize, shape.batch as usize)

@@ -1,18 +1,21 @@
 //! An engine that computes nothing: it sleeps for the latency its profile gives the padded
-//! batch shape, then returns placeholder unit vectors. It lets the live server's control
-//! plane run hundreds of instances on a two-core machine.
+//! batch shape, then returns placeholder unit vectors (or, on a pipeline stage that hands on,
+//! placeholder hidden states of each row's length). It lets the live server's control plane
+//! run hundreds of instances on a two-core machine.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use morph_core::{Profile, RuntimeSpec};
+use morph_core::{PlanId, Profile, RuntimeSpec, UnitSpec};
 
-use crate::{Engine, EngineError, check_batch};
+use crate::{BatchInput, Engine, EngineError, check_batch};
 
 #[derive(Debug, Clone)]
 pub struct EmulatedRuntime {
     profile: Arc<Profile>,
     spec: RuntimeSpec,
+    /// Hands hidden states on (a stage that is not its pipeline's last).
+    hands_on: bool,
     dim: usize,
 }
 
@@ -21,8 +24,9 @@ pub struct EmulatedRuntime {
 const SPIN: Duration = Duration::from_micros(150);
 
 impl EmulatedRuntime {
-    pub fn new(profile: Arc<Profile>, spec: RuntimeSpec, dim: usize) -> Self {
-        Self { profile, spec, dim }
+    pub fn new(profile: Arc<Profile>, unit: UnitSpec, dim: usize) -> Self {
+        let hands_on = unit.stage.is_some_and(|s| !s.is_last());
+        Self { profile, spec: unit.runtime, hands_on, dim }
     }
 
     /// Time the profile gives a batch of `rows` sequences whose longest has `longest` tokens.
@@ -51,15 +55,24 @@ impl Engine for EmulatedRuntime {
         self.dim
     }
 
-    fn embed(&mut self, inputs: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, EngineError> {
+    /// Every plan costs what the plain model does.
+    fn run(&mut self, input: BatchInput<'_>, _plan: PlanId) -> Result<Vec<Vec<f32>>, EngineError> {
         let start = Instant::now();
-        let longest = check_batch(self.spec, inputs)?;
-        wait_until(start + self.batch_time(longest, inputs.len() as u32));
+        let lens: Vec<usize> = match input {
+            BatchInput::Tokens(rows) => rows.iter().map(Vec::len).collect(),
+            BatchInput::Hidden(rows) => rows.iter().map(|r| r.len() / self.dim.max(1)).collect(),
+        };
+        let shapes: Vec<Vec<u32>> = lens.iter().map(|&n| vec![0; n]).collect();
+        let longest = check_batch(self.spec, &shapes)?;
+        wait_until(start + self.batch_time(longest, lens.len() as u32));
+        if self.hands_on {
+            return Ok(lens.iter().map(|&n| vec![0.0; n * self.dim]).collect());
+        }
         let mut unit = vec![0.0; self.dim];
         if let Some(first) = unit.first_mut() {
             *first = 1.0;
         }
-        Ok(vec![unit; inputs.len()])
+        Ok(vec![unit; lens.len()])
     }
 }
 
@@ -70,14 +83,34 @@ mod tests {
     #[test]
     fn sleeps_for_the_profiled_time_of_the_padded_shape() {
         let profile = Profile::from_points("m", [(1, 16, 4.0), (1, 64, 8.0), (2, 64, 12.0)]).unwrap();
-        let mut fixed = EmulatedRuntime::new(Arc::new(profile.clone()), RuntimeSpec::fixed(64, 2), 3);
+        let unit = |r| UnitSpec::encoder(r);
+        let mut fixed = EmulatedRuntime::new(Arc::new(profile.clone()), unit(RuntimeSpec::fixed(64, 2)), 3);
         assert_eq!(fixed.batch_time(10, 1), Duration::from_millis(12));
-        let dynamic = EmulatedRuntime::new(Arc::new(profile), RuntimeSpec::dynamic(64, 2), 3);
+        let dynamic = EmulatedRuntime::new(Arc::new(profile), unit(RuntimeSpec::dynamic(64, 2)), 3);
         assert_eq!(dynamic.batch_time(16, 1), Duration::from_millis(4));
         let start = Instant::now();
         let out = fixed.embed(&[vec![1, 2, 3]]).unwrap();
         assert!(start.elapsed() >= Duration::from_millis(12));
         assert_eq!(out, vec![vec![1.0, 0.0, 0.0]]);
         assert!(fixed.embed(&[vec![1; 65]]).is_err());
+    }
+
+    #[test]
+    fn a_stage_that_hands_on_returns_hidden_states_and_takes_them_in() {
+        let profile = Arc::new(Profile::from_points("m", [(1, 16, 0.1)]).unwrap());
+        let stage = |index| morph_core::StageSpec {
+            model: morph_core::ModelId(0),
+            index,
+            count: 2,
+            first_layer: 3 * index,
+            end_layer: 3 * index + 3,
+        };
+        let unit = UnitSpec::encoder(RuntimeSpec::dynamic(16, 2));
+        let mut first = EmulatedRuntime::new(profile.clone(), unit.with_stage(stage(0)), 3);
+        let mut last = EmulatedRuntime::new(profile, unit.with_stage(stage(1)), 3);
+        let hidden = first.run(BatchInput::Tokens(&[vec![1, 2], vec![1, 2, 3, 4]]), PlanId::PLAIN).unwrap();
+        assert_eq!(hidden.iter().map(Vec::len).collect::<Vec<_>>(), vec![6, 12], "tokens × hidden per row");
+        let pooled = last.run(BatchInput::Hidden(&hidden), PlanId::PLAIN).unwrap();
+        assert_eq!(pooled, vec![vec![1.0, 0.0, 0.0]; 2]);
     }
 }

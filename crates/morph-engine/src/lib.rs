@@ -1,5 +1,6 @@
 //! Morph's engines. An [`Engine`] is one instance of a runtime: it runs a batch of token
-//! sequences at the runtime's padded shape and returns one pooled vector per sequence.
+//! sequences (or, for a later pipeline stage, the hidden states the previous stage handed on)
+//! at the runtime's padded shape under a token plan, and returns one vector per sequence.
 //! [`CandleRuntime`] computes with candle on the CPU; [`OrtRuntime`] runs a graph Morph writes
 //! itself ([`onnx`]) on ONNX Runtime; [`EmulatedRuntime`] takes its time from a latency profile
 //! instead. Either runs on its own OS thread behind an [`EngineWorker`].
@@ -29,7 +30,7 @@ pub use pooling::Pooling;
 pub use tokenize::TextTokenizer;
 pub use worker::{EngineHandle, EngineWorker};
 
-use morph_core::RuntimeSpec;
+use morph_core::{PlanId, RuntimeSpec};
 
 /// Engine failures. `Clone` so one failure can be reported to every request of a batch.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -44,6 +45,8 @@ pub enum EngineError {
     Inference(String),
     #[error("engine worker has stopped")]
     Stopped,
+    #[error("not supported by this instance: {0}")]
+    Unsupported(String),
 }
 
 impl From<candle_core::Error> for EngineError {
@@ -52,16 +55,56 @@ impl From<candle_core::Error> for EngineError {
     }
 }
 
+/// A batch's rows: token ids (a whole model, or a pipeline's first stage), or the hidden
+/// states a previous stage handed on (per row `tokens × hidden` floats, row-major).
+#[derive(Debug, Clone, Copy)]
+pub enum BatchInput<'a> {
+    Tokens(&'a [Vec<u32>]),
+    Hidden(&'a [Vec<f32>]),
+}
+
+/// A batch's rows, owned (to send to a worker thread).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Rows {
+    Tokens(Vec<Vec<u32>>),
+    Hidden(Vec<Vec<f32>>),
+}
+
+impl Rows {
+    pub fn as_input(&self) -> BatchInput<'_> {
+        match self {
+            Rows::Tokens(rows) => BatchInput::Tokens(rows),
+            Rows::Hidden(rows) => BatchInput::Hidden(rows),
+        }
+    }
+}
+
 /// One runtime instance. Synchronous; it runs on a dedicated thread.
 pub trait Engine: Send {
     fn runtime(&self) -> RuntimeSpec;
 
-    /// Output vector size.
+    /// Output vector size (the hidden size).
     fn dim(&self) -> usize;
 
-    /// Runs `inputs` (token ids, each at most `runtime().max_len`, at most `max_batch` of them)
-    /// as one batch; returns one pooled, unnormalised vector per input, in order.
-    fn embed(&mut self, inputs: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, EngineError>;
+    /// Runs `input` (each row at most `runtime().max_len` tokens, at most `max_batch` rows) as
+    /// one batch under token plan `plan`; returns one vector per row, in order: its pooled,
+    /// unnormalised vector, or, on a stage that hands on to a next one, its hidden states.
+    fn run(&mut self, input: BatchInput<'_>, plan: PlanId) -> Result<Vec<Vec<f32>>, EngineError>;
+
+    /// The pooled vectors of a batch of token ids on the plain model.
+    fn embed(&mut self, inputs: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, EngineError> {
+        self.run(BatchInput::Tokens(inputs), PlanId::PLAIN)
+    }
+}
+
+/// The token ids of a batch a whole, plain model runs; an error naming what this instance
+/// lacks otherwise.
+pub fn plain_tokens(input: BatchInput<'_>, plan: PlanId) -> Result<&[Vec<u32>], EngineError> {
+    match input {
+        BatchInput::Tokens(rows) if plan == PlanId::PLAIN => Ok(rows),
+        BatchInput::Tokens(_) => Err(EngineError::Unsupported(format!("token plan {}", plan.0))),
+        BatchInput::Hidden(_) => Err(EngineError::Unsupported("hidden states from a previous stage".into())),
+    }
 }
 
 /// Checks a batch against the runtime's shape contract and returns its longest sequence.

@@ -141,7 +141,9 @@ mod tests {
         let measured = measure_profile(
             "m",
             &plan,
-            &mut |spec| Ok(Box::new(EmulatedRuntime::new(truth.clone(), spec, 4))),
+            &mut |spec| {
+                Ok(Box::new(EmulatedRuntime::new(truth.clone(), morph_core::UnitSpec::encoder(spec), 4)))
+            },
             &mut |_, _, _| seen += 1,
         )
         .unwrap();

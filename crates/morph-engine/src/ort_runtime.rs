@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use morph_core::{RuntimeSpec, ShapeKind};
+use morph_core::{PlanId, RuntimeSpec, ShapeKind};
 use ort::environment::Environment;
 use ort::session::Session;
 use ort::session::builder::GraphOptimizationLevel;
@@ -17,7 +17,7 @@ use crate::checkpoint::Checkpoint;
 use crate::fetch::ModelFiles;
 use crate::onnx::{ATTENTION_MASK, GraphSpec, HIDDEN_OUT, INPUT_IDS, POOLED, encoder_graph};
 use crate::pooling::Pooling;
-use crate::{Engine, EngineError, check_batch};
+use crate::{BatchInput, Engine, EngineError, check_batch, plain_tokens};
 
 /// Input of graphs that embed two segments (user files; Morph's graphs embed one).
 const TOKEN_TYPE_IDS: &str = "token_type_ids";
@@ -250,7 +250,8 @@ impl Engine for OrtRuntime {
         self.dim
     }
 
-    fn embed(&mut self, inputs: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, EngineError> {
+    fn run(&mut self, input: BatchInput<'_>, plan: PlanId) -> Result<Vec<Vec<f32>>, EngineError> {
+        let inputs = plain_tokens(input, plan)?;
         let longest = check_batch(self.spec, inputs)?;
         let shape = self.spec.padded_shape(longest, inputs.len() as u32);
         let (rows, len) = (shape.batch as usize, shape.len as usize);

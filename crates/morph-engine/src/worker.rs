@@ -5,15 +5,15 @@
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
-use morph_core::RuntimeSpec;
+use morph_core::{PlanId, RuntimeSpec};
 use tokio::sync::oneshot;
 
-use crate::{Engine, EngineError};
+use crate::{Engine, EngineError, Rows};
 
 type Reply = oneshot::Sender<Result<Vec<Vec<f32>>, EngineError>>;
 
 enum Command {
-    Embed { inputs: Vec<Vec<u32>>, reply: Reply },
+    Run { rows: Rows, plan: PlanId, reply: Reply },
     Stop,
 }
 
@@ -37,9 +37,9 @@ impl EngineWorker {
         let (tx, rx) = mpsc::channel::<Command>();
         let handle = EngineHandle { tx, runtime: engine.runtime() };
         let thread = std::thread::Builder::new().name(name).spawn(move || {
-            while let Ok(Command::Embed { inputs, reply }) = rx.recv() {
+            while let Ok(Command::Run { rows, plan, reply }) = rx.recv() {
                 // The requester may have gone away; its result is simply dropped.
-                let _ = reply.send(engine.embed(&inputs));
+                let _ = reply.send(engine.run(rows.as_input(), plan));
             }
         })?;
         Ok(Self { handle, thread: Some(thread) })
@@ -64,10 +64,10 @@ impl EngineHandle {
         self.runtime
     }
 
-    /// Runs one batch on the worker thread.
-    pub async fn embed(&self, inputs: Vec<Vec<u32>>) -> Result<Vec<Vec<f32>>, EngineError> {
+    /// Runs one batch on the worker thread under token plan `plan`.
+    pub async fn run(&self, rows: Rows, plan: PlanId) -> Result<Vec<Vec<f32>>, EngineError> {
         let (reply, rx) = oneshot::channel();
-        self.tx.send(Command::Embed { inputs, reply }).map_err(|_| EngineError::Stopped)?;
+        self.tx.send(Command::Run { rows, plan, reply }).map_err(|_| EngineError::Stopped)?;
         rx.await.map_err(|_| EngineError::Stopped)?
     }
 }
@@ -84,12 +84,15 @@ mod tests {
     #[tokio::test]
     async fn runs_batches_on_its_thread_and_stops_on_drop() {
         let profile = Arc::new(Profile::from_points("m", [(1, 8, 1.0)]).unwrap());
-        let engine = EmulatedRuntime::new(profile, RuntimeSpec::dynamic(8, 2), 4);
+        let engine =
+            EmulatedRuntime::new(profile, morph_core::UnitSpec::encoder(RuntimeSpec::dynamic(8, 2)), 4);
         let worker = EngineWorker::spawn("test".into(), Box::new(engine)).unwrap();
         let handle = worker.handle();
-        assert_eq!(handle.embed(vec![vec![1, 2]]).await.unwrap().len(), 1);
-        assert!(matches!(handle.embed(vec![vec![1; 9]]).await, Err(EngineError::Shape { .. })));
+        let tokens = |rows| Rows::Tokens(rows);
+        assert_eq!(handle.run(tokens(vec![vec![1, 2]]), PlanId::PLAIN).await.unwrap().len(), 1);
+        let too_long = handle.run(tokens(vec![vec![1; 9]]), PlanId::PLAIN).await;
+        assert!(matches!(too_long, Err(EngineError::Shape { .. })));
         drop(worker);
-        assert_eq!(handle.embed(vec![vec![1]]).await, Err(EngineError::Stopped));
+        assert_eq!(handle.run(tokens(vec![vec![1]]), PlanId::PLAIN).await, Err(EngineError::Stopped));
     }
 }

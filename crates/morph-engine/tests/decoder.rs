@@ -5,8 +5,8 @@
 use std::sync::{Arc, OnceLock};
 
 use morph_engine::decoder::{
-    DecoderWorker, FinishReason, GenEvent, GenRequest, GgufTokenizer, Llama, Message, Sampler,
-    SamplingParams, chatml_prompt, fetch_default_decoder,
+    DecoderWorker, FinishReason, GenEvent, GenRequest, GgufTokenizer, IterationReport, Llama, Message,
+    Sampler, SamplingParams, chatml_prompt, fetch_default_decoder,
 };
 use morph_engine::fetch::{Pip, morph_home};
 
@@ -121,10 +121,30 @@ fn the_worker_streams_each_generation_as_if_it_ran_alone() {
         })
         .collect();
     let (hook_tx, hook_rx) = std::sync::mpsc::channel();
-    let hook = Box::new(move |finished: Vec<u64>, empty: bool| {
-        let _ = hook_tx.send((finished, empty));
+    let hook = Box::new(move |report: IterationReport| {
+        let _ = hook_tx.send(report);
     });
-    let worker = DecoderWorker::spawn("decoder-test".into(), shared().clone(), hook).expect("worker");
+    let worker = std::sync::Arc::new(
+        DecoderWorker::spawn("decoder-test".into(), shared().clone(), hook).expect("worker"),
+    );
+    // The driver's part: answer each report that leaves generations waiting with a Resume.
+    let driver = {
+        let worker = worker.clone();
+        std::thread::spawn(move || {
+            let mut reports = Vec::new();
+            while let Ok(report) = hook_rx.recv_timeout(std::time::Duration::from_secs(30)) {
+                let empty = report.empty;
+                reports.push(report);
+                if empty && reports.iter().flat_map(|r| &r.left).count() == 2 {
+                    break;
+                }
+                if !empty {
+                    worker.resume().expect("resume");
+                }
+            }
+            reports
+        })
+    };
     let request = |key: u64, events| GenRequest {
         key,
         prompt: prompts[key as usize].clone(),
@@ -166,12 +186,9 @@ fn the_worker_streams_each_generation_as_if_it_ran_alone() {
         assert_eq!(events.last(), Some(&done));
     }
     // The hook runs after the iteration that sent the last Done: wait for the empty batch.
-    let mut reports: Vec<(Vec<u64>, bool)> = Vec::new();
-    while !reports.last().is_some_and(|r| r.1) {
-        reports.push(hook_rx.recv_timeout(std::time::Duration::from_secs(30)).expect("iteration report"));
-    }
-    let finished: Vec<u64> = reports.iter().flat_map(|(f, _)| f.clone()).collect();
+    let reports = driver.join().expect("driver thread");
+    let finished: Vec<u64> = reports.iter().flat_map(|r| r.left.clone()).collect();
     assert_eq!(finished, vec![0, 1], "a (10 tokens) finishes first, each once");
-    assert_eq!(reports.last().map(|r| r.1), Some(true), "the batch ends empty");
-    assert!(reports[..reports.len() - 1].iter().all(|r| !r.1));
+    assert_eq!(reports.last().map(|r| r.empty), Some(true), "the batch ends empty");
+    assert!(reports[..reports.len() - 1].iter().all(|r| !r.empty && !r.failed));
 }

@@ -34,7 +34,11 @@ fn reads_the_gpu_table() {
 fn emulated_latency_is_within_5_percent_of_the_profile() {
     let profile = Arc::new(gpu_table());
     for (len, batch) in [(17u32, 1u32), (125, 1), (509, 1), (61, 8), (253, 16), (509, 64)] {
-        let mut engine = EmulatedRuntime::new(profile.clone(), RuntimeSpec::fixed(len, batch), 8);
+        let mut engine = EmulatedRuntime::new(
+            profile.clone(),
+            morph_core::UnitSpec::encoder(RuntimeSpec::fixed(len, batch)),
+            8,
+        );
         let got = time_batch(&mut engine, &synthetic_batch(len, 1), 2, 15).unwrap();
         let want = profile.latency_ms(len, batch);
         let error = (got - want).abs() / want;

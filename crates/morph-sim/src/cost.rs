@@ -152,8 +152,11 @@ mod tests {
         let whole = Profile::from_points("m", [(1, 16, 6.0)]).unwrap();
         let merged = Profile::from_points("m", [(1, 16, 4.0)]).unwrap();
         let stage1 = Profile::from_points("m", [(1, 16, 2.0)]).unwrap();
-        let cost =
-            ProfileCost::new(whole, 1.0).with_variant(0, PlanId(-2), merged).with_variant(1, PlanId::PLAIN, stage1);
+        let cost = ProfileCost::new(whole, 1.0).with_variant(0, PlanId(-2), merged).with_variant(
+            1,
+            PlanId::PLAIN,
+            stage1,
+        );
         let job = [Job { input_len: 16, output_len: 0 }];
         let unit = UnitSpec::encoder(RuntimeSpec::fixed(16, 1));
         let stage = |index| morph_core::StageSpec {
@@ -166,7 +169,11 @@ mod tests {
         assert_eq!(cost.batch_time(&unit, PlanId::PLAIN, &job), 6_000_000);
         assert_eq!(cost.batch_time(&unit, PlanId(-2), &job), 4_000_000);
         assert_eq!(cost.batch_time(&unit.with_stage(stage(1)), PlanId::PLAIN, &job), 2_000_000);
-        assert_eq!(cost.batch_time(&unit.with_stage(stage(2)), PlanId::PLAIN, &job), 6_000_000, "unmeasured: whole");
+        assert_eq!(
+            cost.batch_time(&unit.with_stage(stage(2)), PlanId::PLAIN, &job),
+            6_000_000,
+            "unmeasured: whole"
+        );
     }
 
     #[test]

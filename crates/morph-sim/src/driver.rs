@@ -326,9 +326,7 @@ mod tests {
     }
 
     fn at(ms: &[f64]) -> Vec<SimRequest> {
-        ms.iter()
-            .map(|t| SimRequest::new(Time::from_millis_f64(*t), 10, 0))
-            .collect()
+        ms.iter().map(|t| SimRequest::new(Time::from_millis_f64(*t), 10, 0)).collect()
     }
 
     #[test]

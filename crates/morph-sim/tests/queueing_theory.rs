@@ -51,8 +51,13 @@ fn pooled_servers_wait_less_at_the_same_load() {
         outputs: None,
     };
     let requests = workload.generate(1_000.0, 3).unwrap();
-    let report =
-        simulate(fifo(), &[UnitSpec::encoder(RuntimeSpec::dynamic(512, 1)); 4], &cost, &requests, &SimOptions::default());
+    let report = simulate(
+        fifo(),
+        &[UnitSpec::encoder(RuntimeSpec::dynamic(512, 1)); 4],
+        &cost,
+        &requests,
+        &SimOptions::default(),
+    );
     let wait = report.mean_latency_ms - 10.0;
     assert!(wait > 0.0 && wait < 5.0 * 0.6, "M/D/4 wait {wait} ms should be well under M/D/1's 5 ms");
     assert!((report.mean_utilisation - 0.5).abs() < 0.01);

@@ -18,10 +18,8 @@ fn mean_jct(policy: &str, batching: serde_json::Value) -> f64 {
 
 fn mean_jct_of(jobs: &[(u64, u32)], policy: &str, batching: serde_json::Value) -> f64 {
     let cost = LinearGeneration::new(10.0, vec![(1, 1.0), (4, 1.0)]).expect("cost");
-    let requests: Vec<SimRequest> = jobs
-        .iter()
-        .map(|&(ms, out)| SimRequest::new(Time(ms * 1_000_000), 16, out))
-        .collect();
+    let requests: Vec<SimRequest> =
+        jobs.iter().map(|&(ms, out)| SimRequest::new(Time(ms * 1_000_000), 16, out)).collect();
     let params = json!({ "batching": batching, "aging": null });
     let policy = build(policy, &params, &Context::default()).expect("policy");
     let told = Predictor::Oracle.tell(&requests, 4096);

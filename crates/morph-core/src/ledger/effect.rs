@@ -12,22 +12,45 @@ use super::rules::Violation;
 pub enum Effect {
     /// Start this batch on the (idle) instance under `plan`: encoder inputs are the requests'
     /// tokens, or for a later stage the activations the previous stage handed on.
-    Start { instance: InstanceId, requests: Vec<RequestId>, plan: BatchPlan },
+    Start {
+        instance: InstanceId,
+        requests: Vec<RequestId>,
+        plan: BatchPlan,
+    },
     /// Add these generations to the instance's continuous batch, for its next iteration.
-    Join { instance: InstanceId, requests: Vec<RequestId> },
+    Join {
+        instance: InstanceId,
+        requests: Vec<RequestId>,
+    },
     /// The policy has answered the instance's last iteration report: its next iteration may
     /// start (with whatever joined). Said only while sequences remain in the batch.
-    Resume { instance: InstanceId },
+    Resume {
+        instance: InstanceId,
+    },
     /// Stop this running generation at the end of the current iteration (its client left);
     /// the driver reports it among that iteration's finished sequences.
-    Stop { instance: InstanceId, request: RequestId },
-    Launch { ticket: Ticket, unit: UnitSpec },
+    Stop {
+        instance: InstanceId,
+        request: RequestId,
+    },
+    Launch {
+        ticket: Ticket,
+        unit: UnitSpec,
+    },
     /// Stop the instance and free its slot; it holds no work.
-    Retire { instance: InstanceId },
+    Retire {
+        instance: InstanceId,
+    },
     /// The request is over: deliver its output, its error, or nothing (cancelled).
-    Answer { request: RequestId, outcome: Outcome },
+    Answer {
+        request: RequestId,
+        outcome: Outcome,
+    },
     /// Keep the request's output as the input of pipeline stage `stage`; it waits for the policy.
-    Forward { request: RequestId, stage: u16 },
+    Forward {
+        request: RequestId,
+        stage: u16,
+    },
     /// The policy broke a ledger rule; the action was not applied (log and count it).
     Refused(Violation),
 }

@@ -53,9 +53,15 @@ struct Slot {
 enum Work {
     Idle,
     /// A batch started by `Run`; `left` of its requests have not finished yet.
-    Batch { requests: Vec<RequestId>, plan: BatchPlan, left: usize },
+    Batch {
+        requests: Vec<RequestId>,
+        plan: BatchPlan,
+        left: usize,
+    },
     /// A continuous batch with these sequences in it.
-    Continuous { running: Vec<RequestId> },
+    Continuous {
+        running: Vec<RequestId>,
+    },
 }
 
 pub struct Ledger {
@@ -100,7 +106,10 @@ impl Ledger {
 
     /// Instances up, with their units.
     pub fn instances(&self) -> impl Iterator<Item = (InstanceId, &UnitSpec)> {
-        self.instances.iter().enumerate().filter_map(|(i, s)| s.as_ref().map(|s| (InstanceId(i as u32), &s.unit)))
+        self.instances
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.as_ref().map(|s| (InstanceId(i as u32), &s.unit)))
     }
 
     pub fn unit(&self, instance: InstanceId) -> Option<&UnitSpec> {
@@ -138,7 +147,12 @@ impl Ledger {
     }
 
     /// The launch `launched.ticket` is up; `None` if no launch has that ticket (a driver bug).
-    pub fn launch_up(&mut self, now: Time, launched: Launched, effects: &mut Vec<Effect>) -> Option<InstanceId> {
+    pub fn launch_up(
+        &mut self,
+        now: Time,
+        launched: Launched,
+        effects: &mut Vec<Effect>,
+    ) -> Option<InstanceId> {
         let unit = self.launches.remove(&launched.ticket)?;
         Some(self.up(now, unit, Some(launched), effects))
     }
@@ -162,7 +176,9 @@ impl Ledger {
     /// The encoder batch on `instance` ended (`failed`: with the engine's error).
     pub fn batch_done(&mut self, now: Time, instance: InstanceId, failed: bool, effects: &mut Vec<Effect>) {
         let Some(slot) = self.slot_mut(instance) else { return };
-        let Work::Batch { requests, plan, .. } = std::mem::replace(&mut slot.work, Work::Idle) else { return };
+        let Work::Batch { requests, plan, .. } = std::mem::replace(&mut slot.work, Work::Idle) else {
+            return;
+        };
         let next = slot.unit.stage_index() + 1;
         let mut gone = Vec::new();
         for &r in &requests {
@@ -259,7 +275,13 @@ impl Ledger {
         self.tell(now, Event::Tick, effects);
     }
 
-    fn up(&mut self, now: Time, unit: UnitSpec, launch: Option<Launched>, effects: &mut Vec<Effect>) -> InstanceId {
+    fn up(
+        &mut self,
+        now: Time,
+        unit: UnitSpec,
+        launch: Option<Launched>,
+        effects: &mut Vec<Effect>,
+    ) -> InstanceId {
         let id = InstanceId(self.instances.len() as u32);
         self.instances.push(Some(Slot { unit, work: Work::Idle }));
         self.tell(now, Event::InstanceUp { instance: InstanceInfo { id, unit }, launch }, effects);
@@ -299,7 +321,8 @@ impl Ledger {
         match action {
             Action::Run { instance, requests, plan } => {
                 let (instance, plan) = (*instance, *plan);
-                let slot = self.slot(instance).ok_or(Violation::UnknownInstance { action: "Run", instance })?;
+                let slot =
+                    self.slot(instance).ok_or(Violation::UnknownInstance { action: "Run", instance })?;
                 if !matches!(slot.work, Work::Idle) {
                     return Err(Violation::InstanceBusy { instance });
                 }
@@ -314,10 +337,15 @@ impl Ledger {
             }
             Action::Join { instance, requests } => {
                 let instance = *instance;
-                let slot = self.slot(instance).ok_or(Violation::UnknownInstance { action: "Join", instance })?;
+                let slot =
+                    self.slot(instance).ok_or(Violation::UnknownInstance { action: "Join", instance })?;
                 let already = match (&slot.work, slot.unit.kind) {
-                    (_, UnitKind::Encoder) => Err(Violation::NotContinuous { instance, why: "is an encoder" }),
-                    (Work::Batch { .. }, _) => Err(Violation::NotContinuous { instance, why: "runs a static batch" }),
+                    (_, UnitKind::Encoder) => {
+                        Err(Violation::NotContinuous { instance, why: "is an encoder" })
+                    }
+                    (Work::Batch { .. }, _) => {
+                        Err(Violation::NotContinuous { instance, why: "runs a static batch" })
+                    }
                     (Work::Continuous { running }, _) => Ok(running.len()),
                     (Work::Idle, _) => Ok(0),
                 }?;
@@ -348,7 +376,8 @@ impl Ledger {
             }
             Action::Retire { instance } => {
                 let instance = *instance;
-                let slot = self.slot(instance).ok_or(Violation::UnknownInstance { action: "Retire", instance })?;
+                let slot =
+                    self.slot(instance).ok_or(Violation::UnknownInstance { action: "Retire", instance })?;
                 if !matches!(slot.work, Work::Idle) {
                     return Err(Violation::RetireBusy { instance });
                 }

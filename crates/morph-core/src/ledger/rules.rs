@@ -78,7 +78,12 @@ pub(super) fn check_batch(
             return Err(Violation::WrongKind { request, generation, instance, unit: unit.kind });
         }
         if stage != unit.stage_index() {
-            return Err(Violation::WrongStage { request, waiting_for: stage, instance, stage: unit.stage_index() });
+            return Err(Violation::WrongStage {
+                request,
+                waiting_for: stage,
+                instance,
+                stage: unit.stage_index(),
+            });
         }
         if entry.info.input_len > unit.runtime.max_len {
             let (len, max_len) = (entry.info.input_len, unit.runtime.max_len);

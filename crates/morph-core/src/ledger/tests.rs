@@ -45,13 +45,17 @@ fn decoder() -> UnitSpec {
 }
 
 fn stage(index: u16) -> UnitSpec {
-    let s = StageSpec { model: ModelId(0), index, count: 2, first_layer: index * 3, end_layer: index * 3 + 3 };
+    let s =
+        StageSpec { model: ModelId(0), index, count: 2, first_layer: index * 3, end_layer: index * 3 + 3 };
     encoder().with_stage(s)
 }
 
 const EMBED: NewRequest = NewRequest { input_len: 10, generation: None, service: None };
-const GENERATE: NewRequest =
-    NewRequest { input_len: 10, generation: Some(Generation { max_tokens: 8, predicted: None }), service: None };
+const GENERATE: NewRequest = NewRequest {
+    input_len: 10,
+    generation: Some(Generation { max_tokens: 8, predicted: None }),
+    service: None,
+};
 
 impl Fixture {
     /// A refusing ledger with these units up.
@@ -160,7 +164,8 @@ fn more_rows_than_the_runtime_takes_are_refused() {
 fn a_request_longer_than_the_runtime_is_refused() {
     let mut f = Fixture::new(&[encoder()]);
     let effects = f.arrive(NewRequest { input_len: 65, ..EMBED }, vec![run(0, &[0])]);
-    let expected = Violation::TooLong { request: RequestId(0), instance: InstanceId(0), len: 65, max_len: 64 };
+    let expected =
+        Violation::TooLong { request: RequestId(0), instance: InstanceId(0), len: 65, max_len: 64 };
     assert_eq!(refused(&effects), expected);
 }
 
@@ -236,7 +241,10 @@ fn a_join_on_an_encoder_or_a_static_batch_is_refused() {
     assert_eq!(refused(&effects), Violation::NotContinuous { instance: InstanceId(0), why: "is an encoder" });
     f.arrive(GENERATE, vec![run(1, &[1])]);
     let effects = f.arrive(GENERATE, vec![join(1, &[2])]);
-    assert_eq!(refused(&effects), Violation::NotContinuous { instance: InstanceId(1), why: "runs a static batch" });
+    assert_eq!(
+        refused(&effects),
+        Violation::NotContinuous { instance: InstanceId(1), why: "runs a static batch" }
+    );
 }
 
 #[test]
@@ -284,7 +292,10 @@ fn only_waiting_requests_are_dropped() {
     let drop = |id| Action::Drop { request: RequestId(id), reason: reason.clone() };
     assert_eq!(refused(&f.on_tick(vec![drop(0)])), Violation::NotWaiting { request: RequestId(0) });
     let effects = f.arrive(EMBED, vec![drop(1)]);
-    assert_eq!(effects, vec![Effect::Answer { request: RequestId(1), outcome: Outcome::Dropped(reason.clone()) }]);
+    assert_eq!(
+        effects,
+        vec![Effect::Answer { request: RequestId(1), outcome: Outcome::Dropped(reason.clone()) }]
+    );
     assert_eq!(reason.to_string(), "its deadline (600) ms after arrival can no longer be met");
 }
 
@@ -420,14 +431,21 @@ fn a_static_batch_of_generations_answers_each_and_ends_with_its_longest() {
     );
     assert!(f.events().is_empty(), "the policy hears of a static batch only at its end");
     f.ledger.iteration_done(Time(4), InstanceId(0), &r(&[0]), false, &mut effects);
-    assert_eq!(f.events(), vec![Event::BatchDone { instance: InstanceId(0), requests: r(&[0, 1]), failed: false }]);
+    assert_eq!(
+        f.events(),
+        vec![Event::BatchDone { instance: InstanceId(0), requests: r(&[0, 1]), failed: false }]
+    );
 }
 
 #[test]
 fn a_failed_batch_answers_its_requests_with_the_error_and_hands_none_on() {
     let mut f = Fixture::new(&[stage(0), stage(1)]);
     f.waiting(EMBED, 1);
-    f.on_tick(vec![Action::Run { instance: InstanceId(0), requests: r(&[0]), plan: BatchPlan::next_stage() }]);
+    f.on_tick(vec![Action::Run {
+        instance: InstanceId(0),
+        requests: r(&[0]),
+        plan: BatchPlan::next_stage(),
+    }]);
     let mut effects = Vec::new();
     f.ledger.batch_done(Time(3), InstanceId(0), true, &mut effects);
     assert_eq!(effects, vec![Effect::Answer { request: RequestId(0), outcome: Outcome::Failed }]);

@@ -14,4 +14,6 @@ pub use files::{DEFAULT_DECODER, fetch_default_decoder};
 pub use gguf_tokenizer::GgufTokenizer;
 pub use llama::{Llama, LlamaConfig, SequenceCache};
 pub use sampling::{Sampler, SamplingParams};
-pub use worker::{DecoderWorker, FinishReason, GenEvent, GenRequest, IterationHook, Iterations};
+pub use worker::{
+    DecoderWorker, FinishReason, GenEvent, GenRequest, IterationHook, IterationReport, Iterations,
+};

@@ -1,8 +1,10 @@
-//! A decoder instance on its own OS thread, running a continuous batch: generations join
-//! between iterations ([`DecoderWorker::join`]); every iteration runs one [`Llama::step`] over
-//! all of them, samples each one's next token and streams it to its caller; a generation
-//! leaves at its end-of-sequence token or at `max_tokens`. After every iteration the worker
-//! reports which generations finished (the driver's `SequencesDone`).
+//! A decoder instance on its own OS thread, running its generations by iterations: generations
+//! join between iterations ([`DecoderWorker::join`]); every iteration runs one [`Llama::step`]
+//! over all of them, samples each one's next token and streams it to its caller; a generation
+//! leaves at its end-of-sequence token, at `max_tokens`, or when stopped (its client left).
+//! After every iteration the worker reports which generations left, and while others remain
+//! it waits for [`DecoderWorker::resume`] before the next (the seam's semantics: the policy
+//! answers each report before the next iteration starts).
 
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -37,8 +39,8 @@ pub enum GenEvent {
         completion_tokens: usize,
     },
     Failed(EngineError),
-    /// The scheduler refused it before it ran (the driver sends this, not the worker).
-    Rejected(morph_core::RejectReason),
+    /// The scheduler gave up on it before it ran (the driver sends this, not the worker).
+    Dropped(morph_core::DropReason),
 }
 
 /// One generation handed to the worker.
@@ -52,16 +54,29 @@ pub struct GenRequest {
     pub events: tokio::sync::mpsc::UnboundedSender<GenEvent>,
 }
 
-/// Called after every iteration with the keys of the generations that finished in it and
-/// whether the batch is now empty.
-pub type IterationHook = Box<dyn FnMut(Vec<u64>, bool) + Send>;
+/// What one iteration did: the keys of the generations that left the batch in it (finished,
+/// or stopped), and whether the engine failed them all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IterationReport {
+    pub left: Vec<u64>,
+    pub failed: bool,
+    /// No generation remains; otherwise the worker holds the next iteration until resumed.
+    pub empty: bool,
+}
 
-/// An [`IterationHook`]'s reports, as a driver receives them: (finished keys, batch empty).
-pub type Iterations = tokio::sync::mpsc::UnboundedReceiver<(Vec<u64>, bool)>;
+/// Called after every iteration with its report.
+pub type IterationHook = Box<dyn FnMut(IterationReport) + Send>;
+
+/// An [`IterationHook`]'s reports, as a driver receives them.
+pub type Iterations = tokio::sync::mpsc::UnboundedReceiver<IterationReport>;
 
 enum Command {
     Join(Vec<GenRequest>),
-    Stop,
+    /// The last report was answered: the next iteration may start.
+    Resume,
+    /// Take this generation out at the end of the current (or next) iteration, unanswered.
+    Cancel(u64),
+    Shutdown,
 }
 
 /// Handle to the worker thread; dropping it stops the thread (running generations fail).
@@ -118,15 +133,57 @@ impl DecoderWorker {
 
     /// Adds generations to the batch; they start at the next iteration.
     pub fn join(&self, requests: Vec<GenRequest>) -> Result<(), EngineError> {
-        self.tx.send(Command::Join(requests)).map_err(|_| EngineError::Stopped)
+        self.send(Command::Join(requests))
+    }
+
+    /// Lets the next iteration start (after the last report was answered).
+    pub fn resume(&self) -> Result<(), EngineError> {
+        self.send(Command::Resume)
+    }
+
+    /// Stops generation `key` (its client left): it leaves at the end of the iteration running
+    /// now, or of the next if none is, and is reported among that iteration's left ones.
+    pub fn cancel(&self, key: u64) -> Result<(), EngineError> {
+        self.send(Command::Cancel(key))
+    }
+
+    fn send(&self, command: Command) -> Result<(), EngineError> {
+        self.tx.send(command).map_err(|_| EngineError::Stopped)
     }
 }
 
 impl Drop for DecoderWorker {
     fn drop(&mut self) {
-        let _ = self.tx.send(Command::Stop);
+        let _ = self.tx.send(Command::Shutdown);
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
+        }
+    }
+}
+
+/// The worker's commands, applied between iterations.
+#[derive(Default)]
+struct Inbox {
+    joined: Vec<GenRequest>,
+    cancelled: Vec<u64>,
+    resumed: bool,
+    shutdown: bool,
+}
+
+impl Inbox {
+    fn take(&mut self, command: Command) {
+        match command {
+            Command::Join(requests) => self.joined.extend(requests),
+            Command::Resume => self.resumed = true,
+            Command::Cancel(key) => self.cancelled.push(key),
+            Command::Shutdown => self.shutdown = true,
+        }
+    }
+
+    /// Everything sent so far, without waiting.
+    fn drain(&mut self, rx: &Receiver<Command>) {
+        while let Ok(command) = rx.try_recv() {
+            self.take(command);
         }
     }
 }
@@ -134,35 +191,73 @@ impl Drop for DecoderWorker {
 fn run(model: &(Llama, GgufTokenizer), rx: &Receiver<Command>, mut on_iteration: IterationHook) {
     let (llama, tokenizer) = model;
     let mut running: Vec<Running> = Vec::new();
+    let mut inbox = Inbox::default();
+    // Whether the last report is still unanswered (the worker holds the next iteration).
+    let mut waiting = false;
     loop {
-        // Block while idle; between iterations take whatever joined without waiting.
-        let command = if running.is_empty() { rx.recv().ok() } else { rx.try_recv().ok() };
-        match command {
-            Some(Command::Stop) => break,
-            Some(Command::Join(requests)) => {
-                running.extend(requests.into_iter().map(|request| Running {
-                    cache: llama.new_cache(),
-                    feed: request.prompt.clone(),
-                    produced: Vec::new(),
-                    text: TextStream::default(),
-                    sampler: Sampler::new(request.sampling),
-                    request,
-                }));
-                continue;
+        // Idle: wait for work. Holding: wait for Resume. Otherwise take what was sent.
+        while !inbox.shutdown
+            && ((running.is_empty() && inbox.joined.is_empty()) || (waiting && !inbox.resumed))
+        {
+            match rx.recv() {
+                Ok(command) => inbox.take(command),
+                Err(_) => inbox.shutdown = true,
             }
-            None if running.is_empty() => break,
-            None => {}
         }
-        let finished = iterate(llama, tokenizer, &mut running);
-        on_iteration(finished, running.is_empty());
+        inbox.drain(rx);
+        if inbox.shutdown {
+            break;
+        }
+        inbox.resumed = false;
+        running.extend(inbox.joined.drain(..).map(|request| Running {
+            cache: llama.new_cache(),
+            feed: request.prompt.clone(),
+            produced: Vec::new(),
+            text: TextStream::default(),
+            sampler: Sampler::new(request.sampling),
+            request,
+        }));
+        // Sequences stopped before this iteration leave without computing in it.
+        let mut left = take_cancelled(&mut running, &mut inbox.cancelled);
+        let mut failed = false;
+        if !running.is_empty() {
+            let (finished, error) = iterate(llama, tokenizer, &mut running);
+            left.extend(finished);
+            failed = error;
+        }
+        // Stops that arrived during the iteration end with it.
+        inbox.drain(rx);
+        left.extend(take_cancelled(&mut running, &mut inbox.cancelled));
+        inbox.cancelled.clear();
+        waiting = !running.is_empty();
+        on_iteration(IterationReport { left, failed, empty: !waiting });
     }
-    for r in running {
-        let _ = r.request.events.send(GenEvent::Failed(EngineError::Stopped));
+    let unfinished = running.into_iter().map(|r| r.request).chain(inbox.joined);
+    for request in unfinished {
+        let _ = request.events.send(GenEvent::Failed(EngineError::Stopped));
     }
 }
 
-/// One step over every running generation; returns the keys of those that finished.
-fn iterate(llama: &Llama, tokenizer: &GgufTokenizer, running: &mut Vec<Running>) -> Vec<u64> {
+/// Takes the generations whose keys are in `cancelled` out of `running`; their keys.
+fn take_cancelled(running: &mut Vec<Running>, cancelled: &mut Vec<u64>) -> Vec<u64> {
+    if cancelled.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    running.retain(|r| {
+        let stop = cancelled.contains(&r.request.key);
+        if stop {
+            out.push(r.request.key);
+        }
+        !stop
+    });
+    cancelled.retain(|k| !out.contains(k));
+    out
+}
+
+/// One step over every running generation; returns the keys of those that finished, and
+/// whether the step failed (then every one of them finished with the error).
+fn iterate(llama: &Llama, tokenizer: &GgufTokenizer, running: &mut Vec<Running>) -> (Vec<u64>, bool) {
     let stepped = {
         let mut batch: Vec<(&[u32], &mut SequenceCache)> =
             running.iter_mut().map(|r| (r.feed.as_slice(), &mut r.cache)).collect();
@@ -171,13 +266,14 @@ fn iterate(llama: &Llama, tokenizer: &GgufTokenizer, running: &mut Vec<Running>)
     let logits = match stepped {
         Ok(logits) => logits,
         Err(e) => {
-            return running
+            let keys = running
                 .drain(..)
                 .map(|r| {
                     let _ = r.request.events.send(GenEvent::Failed(e.clone()));
                     r.request.key
                 })
                 .collect();
+            return (keys, true);
         }
     };
     let mut finished = Vec::new();
@@ -209,5 +305,5 @@ fn iterate(llama: &Llama, tokenizer: &GgufTokenizer, running: &mut Vec<Running>)
         }
     }
     *running = kept;
-    finished
+    (finished, false)
 }

@@ -5,8 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use morph_core::{
-    Action, BatchPlan, DropReason, Event, InstanceId, InstanceInfo, Policy, RequestId, RequestInfo, RuntimeSpec,
-    Time,
+    Action, BatchPlan, DropReason, Event, InstanceId, InstanceInfo, Policy, RequestId, RequestInfo,
+    RuntimeSpec, Time,
 };
 use serde_json::json;
 
@@ -140,7 +140,8 @@ mod tests {
     fn policy(max_batch_tokens: u64, max_queue: usize, runtimes: &[RuntimeSpec]) -> DynamicBatching {
         let mut p = DynamicBatching::new(DynamicBatchingConfig { max_batch_tokens, max_queue });
         for (i, runtime) in runtimes.iter().enumerate() {
-            let instance = InstanceInfo { id: InstanceId(i as u32), unit: morph_core::UnitSpec::encoder(*runtime) };
+            let instance =
+                InstanceInfo { id: InstanceId(i as u32), unit: morph_core::UnitSpec::encoder(*runtime) };
             p.on_event(Time::ZERO, Event::InstanceUp { instance, launch: None }, &mut Vec::new());
         }
         p
@@ -148,8 +149,13 @@ mod tests {
 
     fn arrive(p: &mut DynamicBatching, id: u64, len: u32) -> Vec<Action> {
         let mut out = Vec::new();
-        let info =
-            RequestInfo { id: RequestId(id), input_len: len, arrival: Time(id), generation: None, service: None };
+        let info = RequestInfo {
+            id: RequestId(id),
+            input_len: len,
+            arrival: Time(id),
+            generation: None,
+            service: None,
+        };
         p.on_event(Time(id), Event::Arrival(info), &mut out);
         out
     }
@@ -174,7 +180,11 @@ mod tests {
             assert!(arrive(&mut p, id, len).is_empty());
         }
         let mut out = Vec::new();
-        p.on_event(Time(10), Event::BatchDone { instance: InstanceId(0), requests: vec![], failed: false }, &mut out);
+        p.on_event(
+            Time(10),
+            Event::BatchDone { instance: InstanceId(0), requests: vec![], failed: false },
+            &mut out,
+        );
         // 3 rows padded to 30 = 90 tokens fit 100; a 4th row would be 120.
         assert_eq!(out, vec![run(0, &[2, 3, 4])]);
         assert_eq!(p.queue_len(), 1);
@@ -207,7 +217,10 @@ mod tests {
         );
         assert_eq!(
             arrive(&mut p, 4, 129),
-            vec![Action::Drop { request: RequestId(4), reason: DropReason::NoRuntimeFits { len: 129, max_len: 128 } }]
+            vec![Action::Drop {
+                request: RequestId(4),
+                reason: DropReason::NoRuntimeFits { len: 129, max_len: 128 }
+            }]
         );
     }
 }

@@ -7,8 +7,8 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use morph_core::{
-    Action, BatchPlan, DropReason, Event, Gauge, InstanceId, InstanceInfo, Launched, Nanos, Policy, RequestId,
-    RequestInfo, RuntimeSpec, Ticket, Tickets, Time, UnitSpec,
+    Action, BatchPlan, DropReason, Event, Gauge, InstanceId, InstanceInfo, Launched, Nanos, Policy,
+    RequestId, RequestInfo, RuntimeSpec, Ticket, Tickets, Time, UnitSpec,
 };
 use serde_json::json;
 

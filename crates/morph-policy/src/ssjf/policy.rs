@@ -5,7 +5,9 @@
 //! level: a freed slot goes to the next request in queue order at once).
 
 use morph_core::time::ms_to_nanos;
-use morph_core::{Action, BatchPlan, DropReason, Event, InstanceId, Nanos, Policy, RequestId, RequestInfo, Time};
+use morph_core::{
+    Action, BatchPlan, DropReason, Event, InstanceId, Nanos, Policy, RequestId, RequestInfo, Time,
+};
 use serde::{Deserialize, Serialize};
 
 use super::queue::{Aging, JobQueue, Order};

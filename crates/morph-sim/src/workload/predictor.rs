@@ -73,7 +73,11 @@ impl Predictor {
             .enumerate()
             .map(|(i, r)| match r.output_len {
                 0 => *r,
-                out => SimRequest { predicted: self.predict(i as u64, out), max_tokens: max_tokens.max(out), ..*r },
+                out => SimRequest {
+                    predicted: self.predict(i as u64, out),
+                    max_tokens: max_tokens.max(out),
+                    ..*r
+                },
             })
             .collect()
     }
