@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use morph_core::UnitSpec;
 use morph_engine::Pooling;
 use morph_engine::measure::{MeasurePlan, measure_profile};
 use morph_server::Launcher;
@@ -42,7 +43,7 @@ pub(crate) fn run(args: ProfileArgs) -> anyhow::Result<()> {
     let bar = ProgressBar::new(plan.points() as u64);
     bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} points, {elapsed} {msg}")?);
     let mut profile =
-        measure_profile(&files.name, &plan, &mut |spec| launcher.engine(spec), &mut |len, batch, ms| {
+        measure_profile(&files.name, &plan, &mut |spec| launcher.engine(UnitSpec::encoder(spec)), &mut |len, batch, ms| {
             bar.set_message(format!("b{batch} l{len}: {ms:.2} ms"));
             bar.inc(1);
         })?;

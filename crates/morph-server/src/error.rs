@@ -4,7 +4,7 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use morph_core::RejectReason;
+use morph_core::DropReason;
 use morph_engine::EngineError;
 use serde_json::json;
 
@@ -25,7 +25,9 @@ pub enum ApiError {
     #[error("model '{asked}' is not served here; this server serves '{served}'")]
     UnknownModel { asked: String, served: String },
     #[error("overloaded: {0}")]
-    Overloaded(RejectReason),
+    Overloaded(DropReason),
+    #[error("given up: {0}")]
+    DeadlineUnreachable(DropReason),
     #[error("missing or wrong API key: send the header 'Authorization: Bearer <key>'")]
     Unauthorized,
     #[error("{0}")]
@@ -46,6 +48,7 @@ impl ApiError {
             ApiError::TooLong { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnknownModel { .. } => StatusCode::NOT_FOUND,
             ApiError::Overloaded(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::DeadlineUnreachable(_) => StatusCode::GATEWAY_TIMEOUT,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::Engine(EngineError::Stopped) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Engine(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -59,6 +62,7 @@ impl ApiError {
             ApiError::TooLong { .. } => FailureKind::TooLong,
             ApiError::UnknownModel { .. } => FailureKind::UnknownModel,
             ApiError::Overloaded(_) => FailureKind::Overloaded,
+            ApiError::DeadlineUnreachable(_) => FailureKind::Deadline,
             ApiError::Unauthorized => FailureKind::Unauthorized,
             ApiError::Engine(_) => FailureKind::Engine,
             ApiError::WrongEndpoint { .. } => FailureKind::Validation,
@@ -66,13 +70,14 @@ impl ApiError {
     }
 }
 
-impl From<RejectReason> for ApiError {
-    fn from(reason: RejectReason) -> Self {
+impl From<DropReason> for ApiError {
+    fn from(reason: DropReason) -> Self {
         match reason {
-            RejectReason::NoRuntimeFits { len, max_len } => {
+            DropReason::NoRuntimeFits { len, max_len } => {
                 ApiError::TooLong { field: "input".into(), len: len as usize, max_len }
             }
-            queue_full => ApiError::Overloaded(queue_full),
+            DropReason::DeadlineUnreachable { .. } => ApiError::DeadlineUnreachable(reason),
+            DropReason::QueueFull { .. } => ApiError::Overloaded(reason),
         }
     }
 }

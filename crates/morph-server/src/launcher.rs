@@ -1,12 +1,13 @@
-//! The in-process launcher: loads the model once and starts workers, one per instance, at
-//! start-up and whenever the policy launches one: encoder engine workers, or decoder workers
-//! running continuous batches.
+//! The in-process launcher: loads the model once and starts workers, one per instance (one
+//! unit), at start-up and whenever the policy launches one: encoder engine workers, or decoder
+//! workers running generations by iterations. The weights stay in host memory, so a launch
+//! after start-up is a warm start.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use morph_core::{Profile, RuntimeSpec};
+use morph_core::{Profile, UnitKind, UnitSpec};
 use morph_engine::decoder::{DecoderWorker, GgufTokenizer, Iterations, Llama};
 use morph_engine::{
     CandleRuntime, EmulatedRuntime, Encoder, Engine, EngineError, EngineWorker, ModelFiles, OrtEncoder,
@@ -56,29 +57,18 @@ enum Source {
     Decoder(Arc<(Llama, GgufTokenizer)>),
 }
 
-/// A decoder instance: its worker, and the reports of its iterations (finished generations'
-/// keys, whether the batch is empty) for the driver to take and forward to the policy.
+/// One running instance: the unit it runs and its worker.
 #[derive(Debug)]
-pub struct DecoderInstance {
-    pub worker: DecoderWorker,
-    pub runtime: RuntimeSpec,
-    pub iterations: Option<Iterations>,
+pub struct Worker {
+    pub unit: UnitSpec,
+    pub engine: WorkerEngine,
 }
 
-/// One running instance.
 #[derive(Debug)]
-pub enum Worker {
+pub enum WorkerEngine {
     Encoder(EngineWorker),
-    Decoder(DecoderInstance),
-}
-
-impl Worker {
-    pub fn runtime(&self) -> RuntimeSpec {
-        match self {
-            Worker::Encoder(w) => w.handle().runtime(),
-            Worker::Decoder(d) => d.runtime,
-        }
-    }
+    /// A decoder, and the reports of its iterations for the driver to take and forward.
+    Decoder { worker: DecoderWorker, iterations: Option<Iterations> },
 }
 
 impl Launcher {
@@ -91,10 +81,15 @@ impl Launcher {
             EngineKind::Ort { library, onnx: Some(onnx) } => {
                 Source::Ort(OrtEncoder::load_file(files, onnx, pooling, library)?)
             }
-            EngineKind::Emulated { profile, dim } => Source::Emulated { profile: profile.clone(), dim: *dim },
+            EngineKind::Emulated { profile, dim } => return Ok(Self::emulated(profile.clone(), *dim)),
             EngineKind::Decoder { gguf } => return Self::decoder_from(gguf),
         };
         Ok(Self { source, started: AtomicU32::new(0) })
+    }
+
+    /// A launcher of emulated instances that sleep for `profile`'s latency.
+    pub fn emulated(profile: Arc<Profile>, dim: usize) -> Self {
+        Self { source: Source::Emulated { profile, dim }, started: AtomicU32::new(0) }
     }
 
     /// A launcher of decoder instances of the GGUF model at `gguf`.
@@ -120,32 +115,58 @@ impl Launcher {
         }
     }
 
-    /// One engine instance of `spec`, not yet on a thread (`morph profile` times these).
-    pub fn engine(&self, spec: RuntimeSpec) -> Result<Box<dyn Engine>, EngineError> {
+    /// The unit an instance of `runtime` runs: a whole decoder or encoder, as this serves.
+    pub fn unit(&self, runtime: morph_core::RuntimeSpec) -> UnitSpec {
+        match self.source {
+            Source::Decoder(_) => UnitSpec::decoder(runtime),
+            _ => UnitSpec::encoder(runtime),
+        }
+    }
+
+    /// One engine instance of `unit`, not yet on a thread (`morph profile` times these).
+    pub fn engine(&self, unit: UnitSpec) -> Result<Box<dyn Engine>, EngineError> {
+        let spec = unit.runtime;
+        let whole = |engine: &str| match unit.stage {
+            Some(_) => Err(EngineError::Unsupported(format!("pipeline stages on {engine}"))),
+            None => Ok(()),
+        };
         Ok(match &self.source {
-            Source::Candle(encoder) => Box::new(CandleRuntime::new(encoder.clone(), spec)?),
-            Source::Ort(encoder) => Box::new(encoder.runtime(spec)?),
-            Source::Emulated { profile, dim } => Box::new(EmulatedRuntime::new(profile.clone(), spec, *dim)),
+            Source::Candle(encoder) => {
+                whole("candle")?;
+                Box::new(CandleRuntime::new(encoder.clone(), spec)?)
+            }
+            Source::Ort(encoder) => {
+                whole("onnxruntime")?;
+                Box::new(encoder.runtime(spec)?)
+            }
+            Source::Emulated { profile, dim } => Box::new(EmulatedRuntime::new(profile.clone(), unit, *dim)),
             Source::Decoder(_) => {
                 return Err(EngineError::Load("a decoder runs generations, not encoder batches".into()));
             }
         })
     }
 
-    /// Starts one worker of `spec` on its own thread.
-    pub fn start(&self, spec: RuntimeSpec) -> Result<Worker, EngineError> {
+    /// Starts one worker of `unit` on its own thread.
+    pub fn start(&self, unit: UnitSpec) -> Result<Worker, EngineError> {
         let n = self.started.fetch_add(1, Ordering::Relaxed);
-        let name = format!("morph-{spec}-{n}");
+        let name = format!("morph-{}-{n}", unit.runtime);
         let spawn_err = |e: std::io::Error| EngineError::Load(e.to_string());
-        if let Source::Decoder(model) = &self.source {
-            let (tx, rx) = unbounded_channel();
-            let hook = Box::new(move |finished: Vec<u64>, empty: bool| {
-                let _ = tx.send((finished, empty));
-            });
-            let worker = DecoderWorker::spawn(name, model.clone(), hook).map_err(spawn_err)?;
-            return Ok(Worker::Decoder(DecoderInstance { worker, runtime: spec, iterations: Some(rx) }));
-        }
-        let engine = self.engine(spec)?;
-        Ok(Worker::Encoder(EngineWorker::spawn(name, engine).map_err(spawn_err)?))
+        let engine = match (&self.source, unit.kind) {
+            (Source::Decoder(model), UnitKind::Decoder) => {
+                let (tx, rx) = unbounded_channel();
+                let hook = Box::new(move |report| {
+                    let _ = tx.send(report);
+                });
+                let worker = DecoderWorker::spawn(name, model.clone(), hook).map_err(spawn_err)?;
+                WorkerEngine::Decoder { worker, iterations: Some(rx) }
+            }
+            (Source::Decoder(_), UnitKind::Encoder) | (_, UnitKind::Decoder) => {
+                return Err(EngineError::Unsupported(format!("a {:?} unit on this launcher", unit.kind)));
+            }
+            (_, UnitKind::Encoder) => {
+                WorkerEngine::Encoder(EngineWorker::spawn(name, self.engine(unit)?).map_err(spawn_err)?)
+            }
+        };
+        Ok(Worker { unit, engine })
     }
 }

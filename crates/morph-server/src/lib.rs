@@ -10,5 +10,5 @@ pub mod prediction;
 pub mod server;
 
 pub use error::ApiError;
-pub use launcher::{EngineKind, Launcher, Worker};
+pub use launcher::{EngineKind, Launcher, Worker, WorkerEngine};
 pub use server::{BuildError, Server, ServerConfig};

@@ -4,6 +4,8 @@ use std::fmt::Write;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
+use morph_core::Gauge;
+
 /// Cumulative-bucket histogram with fixed upper bounds.
 #[derive(Debug)]
 pub struct Histogram {
@@ -55,16 +57,18 @@ pub enum FailureKind {
     Overloaded,
     UnknownModel,
     Unauthorized,
+    Deadline,
     Engine,
 }
 
 impl FailureKind {
-    const ALL: [FailureKind; 6] = [
+    const ALL: [FailureKind; 7] = [
         FailureKind::Validation,
         FailureKind::TooLong,
         FailureKind::Overloaded,
         FailureKind::UnknownModel,
         FailureKind::Unauthorized,
+        FailureKind::Deadline,
         FailureKind::Engine,
     ];
 
@@ -75,7 +79,31 @@ impl FailureKind {
             FailureKind::Overloaded => "overloaded",
             FailureKind::UnknownModel => "unknown_model",
             FailureKind::Unauthorized => "unauthorized",
+            FailureKind::Deadline => "deadline",
             FailureKind::Engine => "engine",
+        }
+    }
+}
+
+/// Where a cancelled request was, as counted in `morph_cancellations_total{kind}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelKind {
+    /// Waiting: it left the queue.
+    Queued,
+    /// A running generation: stopped at its next iteration.
+    Stopped,
+    /// In a running encoder batch: computed, then discarded.
+    Discarded,
+}
+
+impl CancelKind {
+    const ALL: [CancelKind; 3] = [CancelKind::Queued, CancelKind::Stopped, CancelKind::Discarded];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            CancelKind::Queued => "queued",
+            CancelKind::Stopped => "stopped",
+            CancelKind::Discarded => "discarded",
         }
     }
 }
@@ -84,6 +112,9 @@ impl FailureKind {
 pub struct Metrics {
     pub requests: AtomicU64,
     failures: [AtomicU64; FailureKind::ALL.len()],
+    cancellations: [AtomicU64; CancelKind::ALL.len()],
+    /// Policy actions the ledger refused (policy bugs).
+    refused: AtomicU64,
     pub queue_size: AtomicI64,
     pub batch_size: Histogram,
     pub batch_padded_tokens: Histogram,
@@ -105,6 +136,8 @@ impl Default for Metrics {
         Self {
             requests: AtomicU64::new(0),
             failures: Default::default(),
+            cancellations: Default::default(),
+            refused: AtomicU64::new(0),
             queue_size: AtomicI64::new(0),
             batch_size: Histogram::new(SIZES),
             batch_padded_tokens: Histogram::new(&[
@@ -132,9 +165,25 @@ impl Metrics {
         self.failures[kind as usize].load(Ordering::Relaxed)
     }
 
+    pub fn cancelled(&self, kind: CancelKind) {
+        self.cancellations[kind as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn cancellations(&self, kind: CancelKind) -> u64 {
+        self.cancellations[kind as usize].load(Ordering::Relaxed)
+    }
+
+    pub fn refused(&self) {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn set_queue_size(&self, len: usize) {
+        self.queue_size.store(len as i64, Ordering::Relaxed);
+    }
+
     /// The Prometheus text exposition of every metric; `instances` are `(runtime, count)`,
-    /// `policy` the policy's own series (untyped).
-    pub fn render(&self, instances: &[(String, usize)], policy: &[(String, f64)]) -> String {
+    /// `policy` the policy's own gauges (untyped, as `morph_policy_<name>{labels}`).
+    pub fn render(&self, instances: &[(String, usize)], policy: &[Gauge]) -> String {
         let mut out = String::new();
         let _ = writeln!(
             out,
@@ -162,8 +211,20 @@ impl Metrics {
         for (runtime, count) in instances {
             let _ = writeln!(out, "morph_instances{{runtime=\"{runtime}\"}} {count}");
         }
-        for (series, value) in policy {
-            let _ = writeln!(out, "{series} {value}");
+        let _ = writeln!(
+            out,
+            "# HELP morph_cancellations_total Requests whose client went away, by where they were.\n# TYPE morph_cancellations_total counter"
+        );
+        for kind in CancelKind::ALL {
+            let _ = writeln!(out, "morph_cancellations_total{{kind=\"{}\"}} {}", kind.label(), self.cancellations(kind));
+        }
+        let _ = writeln!(
+            out,
+            "# HELP morph_policy_refusals_total Policy actions refused for breaking a ledger rule.\n# TYPE morph_policy_refusals_total counter\nmorph_policy_refusals_total {}",
+            self.refused.load(Ordering::Relaxed)
+        );
+        for gauge in policy {
+            let _ = writeln!(out, "{} {}", series(gauge), gauge.value);
         }
         self.batch_size.render(&mut out, "morph_batch_size", "Sequences per batch.");
         self.batch_padded_tokens.render(
@@ -216,9 +277,28 @@ impl Metrics {
     }
 }
 
+/// `morph_policy_<name>{key="value",...}`.
+fn series(gauge: &Gauge) -> String {
+    let mut out = format!("morph_policy_{}", gauge.name);
+    if !gauge.labels.is_empty() {
+        let labels: Vec<String> = gauge.labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+        out.push('{');
+        out.push_str(&labels.join(","));
+        out.push('}');
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn policy_gauges_are_prefixed_and_labelled() {
+        let g = Gauge::new("instances", 3.0).label("runtime", "fixed:64x1");
+        assert_eq!(series(&g), "morph_policy_instances{runtime=\"fixed:64x1\"}");
+        assert_eq!(series(&Gauge::new("allocations_total", 1.0)), "morph_policy_allocations_total");
+    }
 
     #[test]
     fn histogram_buckets_are_cumulative() {

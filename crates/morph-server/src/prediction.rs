@@ -11,7 +11,7 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use morph_core::RuntimeSpec;
+use morph_core::{RuntimeSpec, UnitSpec};
 use morph_engine::predictor::model::PROMPT_TOKENS;
 use morph_engine::predictor::{LengthCache, LengthPredictor};
 use morph_engine::{EngineError, ModelFiles, Pooling, TextTokenizer};
@@ -45,7 +45,7 @@ impl PredictorConfig {
             PredictorConfig::Model { encoder, engine, head } => {
                 let launcher = Launcher::new(encoder, Pooling::from_model_dir(&encoder.dir), engine)?;
                 let runtime =
-                    launcher.engine(RuntimeSpec::dynamic(PROMPT_TOKENS as u32, MAX_BATCH as u32))?;
+                    launcher.engine(UnitSpec::encoder(RuntimeSpec::dynamic(PROMPT_TOKENS as u32, MAX_BATCH as u32)))?;
                 let tokenizer = TextTokenizer::load(&encoder.tokenizer)?;
                 let model = LengthPredictor::new(tokenizer, runtime, head.as_deref())?;
                 (Some(model), LengthCache::new(CACHE_CAPACITY))

@@ -59,10 +59,7 @@ impl Server {
             return Err(BuildError::Config("at least one instance is needed".into()));
         }
         let policy = registry::build(&config.policy, &config.policy_params, &config.policy_context)?;
-        let layout = policy.layout(config.instances).unwrap_or_else(|| {
-            config.runtimes.iter().flat_map(|r| std::iter::repeat_n(*r, config.instances)).collect()
-        });
-        if layout.is_empty() {
+        if config.runtimes.is_empty() && policy.layout(config.instances).is_none() {
             return Err(BuildError::Config("at least one runtime with one instance is needed".into()));
         }
         let (launcher, tokenizer, name, pooling) = match (&config.engine, &config.model) {
@@ -80,7 +77,11 @@ impl Server {
             (_, None) => return Err(BuildError::Config("an encoder engine needs the model's files".into())),
         };
         let launcher = Arc::new(launcher);
-        let workers = layout.iter().map(|r| launcher.start(*r)).collect::<Result<Vec<_>, _>>()?;
+        let layout = policy.layout(config.instances).unwrap_or_else(|| {
+            let units = config.runtimes.iter().map(|r| launcher.unit(*r));
+            units.flat_map(|u| std::iter::repeat_n(u, config.instances)).collect()
+        });
+        let workers = layout.iter().map(|u| launcher.start(*u)).collect::<Result<Vec<_>, _>>()?;
         let metrics = Arc::new(Metrics::default());
         let predictions = config.predictor.start(metrics.clone())?.map(Arc::new);
         let driver = Driver::new(policy, workers, launcher.clone(), metrics);
@@ -90,7 +91,7 @@ impl Server {
             dim: launcher.dim(),
             pooling,
             engine: config.engine.label().to_string(),
-            max_input_len: layout.iter().map(|r| r.max_len).max().unwrap_or(0),
+            max_input_len: layout.iter().map(|u| u.runtime.max_len).max().unwrap_or(0),
         };
         let state = AppState {
             driver,

@@ -185,6 +185,7 @@ impl World<'_> {
                     self.rec.slots(now, ledger.slots());
                 }
                 Effect::Answer { request, outcome } => {
+                    self.rec.outcome(request.0 as usize, outcome.clone());
                     let Some(arrival) = self.measured(request) else { continue };
                     match outcome {
                         Outcome::Done => self.rec.completed(now - arrival),

@@ -1,7 +1,7 @@
 //! What one simulated run measured, per policy.
 
 use morph_core::stats::percentile;
-use morph_core::{Nanos, Policy, Time, time::nanos_to_ms};
+use morph_core::{Nanos, Outcome, Policy, Time, time::nanos_to_ms};
 use serde::Serialize;
 
 /// Queue-length samples kept per run (for plots), evenly spaced over the run.
@@ -14,6 +14,8 @@ pub(crate) struct Recorder {
     requests: usize,
     dropped: usize,
     cancelled: usize,
+    /// How each request of the stream ended, by id (measured or not).
+    outcomes: Vec<Option<Outcome>>,
     /// Busy time per instance id.
     busy: Vec<Nanos>,
     /// Instances holding a slot: changes `(time, count)`.
@@ -31,6 +33,7 @@ impl Recorder {
             requests,
             dropped: 0,
             cancelled: 0,
+            outcomes: Vec::new(),
             busy: vec![0; instances],
             slots: Vec::new(),
             sample_every: (horizon / QUEUE_SAMPLES).max(1),
@@ -49,6 +52,14 @@ impl Recorder {
 
     pub(crate) fn cancelled(&mut self) {
         self.cancelled += 1;
+    }
+
+    /// Request `index` of the stream ended with `outcome`.
+    pub(crate) fn outcome(&mut self, index: usize, outcome: Outcome) {
+        if self.outcomes.len() <= index {
+            self.outcomes.resize(index + 1, None);
+        }
+        self.outcomes[index] = Some(outcome);
     }
 
     pub(crate) fn busy(&mut self, instance: usize, span: Nanos) {
@@ -98,6 +109,7 @@ impl Recorder {
             completed,
             dropped: self.dropped,
             cancelled: self.cancelled,
+            outcomes: self.outcomes,
             mean_latency_ms: if completed == 0 { 0.0 } else { ms.iter().sum::<f64>() / completed as f64 },
             p50_latency_ms: percentile(&ms, 0.50),
             p98_latency_ms: percentile(&ms, 0.98),
@@ -130,6 +142,9 @@ pub struct Report {
     pub dropped: usize,
     /// Requests whose client left before their answer.
     pub cancelled: usize,
+    /// How each request of the stream ended, by index (`None`: never answered).
+    #[serde(skip)]
+    pub outcomes: Vec<Option<Outcome>>,
     pub mean_latency_ms: f64,
     pub p50_latency_ms: f64,
     pub p98_latency_ms: f64,

@@ -12,7 +12,8 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Args;
 use morph_engine::decoder::{
-    DecoderWorker, FinishReason, GenEvent, GenRequest, Llama, Message, SamplingParams, chatml_prompt,
+    DecoderWorker, FinishReason, GenEvent, GenRequest, IterationReport, Llama, Message, SamplingParams,
+    chatml_prompt,
 };
 use morph_engine::predictor::dataset::{LengthRecord, load_length_records, load_sharegpt};
 
@@ -86,13 +87,15 @@ pub(crate) fn run(args: LengthsArgs) -> anyhow::Result<()> {
         .open(&args.out)
         .with_context(|| format!("opening {}", args.out.display()))?;
     let (finished_tx, finished_rx) = std::sync::mpsc::channel();
-    let hook = Box::new(move |finished: Vec<u64>, _empty: bool| {
-        let _ = finished_tx.send(finished);
+    let hook = Box::new(move |report: IterationReport| {
+        let _ = finished_tx.send(report);
     });
     let worker = DecoderWorker::spawn("lengths".into(), model.clone(), hook)?;
     let mut queue = pending.into_iter().enumerate();
     let mut running = HashMap::new();
     let (started, mut answered, mut tokens) = (Instant::now(), 0usize, 0usize);
+    // The worker holds its next iteration until the last report is answered.
+    let mut holding = false;
     loop {
         let mut joining = Vec::new();
         while running.len() + joining.len() < args.batch.max(1) {
@@ -111,10 +114,15 @@ pub(crate) fn run(args: LengthsArgs) -> anyhow::Result<()> {
         if !joining.is_empty() {
             worker.join(joining)?;
         }
+        if holding {
+            worker.resume()?;
+        }
         if running.is_empty() {
             break;
         }
-        for key in finished_rx.recv().context("the decoder stopped")? {
+        let report = finished_rx.recv().context("the decoder stopped")?;
+        holding = !report.empty;
+        for key in report.left {
             let (p, mut rx) = running.remove(&key).context("a generation finished twice")?;
             let (reason, completion) = loop {
                 match rx.try_recv().context("a finished generation sent no Done")? {

@@ -11,7 +11,7 @@ use anyhow::Context;
 use candle_core::Tensor;
 use candle_nn::VarMap;
 use clap::Args;
-use morph_core::RuntimeSpec;
+use morph_core::{RuntimeSpec, UnitSpec};
 use morph_engine::predictor::dataset::{
     Example, Split, load_length_records, load_lmsys, load_sharegpt, sharegpt_examples, split_of,
 };
@@ -81,7 +81,7 @@ pub(crate) fn run(args: PredictorArgs) -> anyhow::Result<()> {
     let files = args.model.fetch()?;
     let tokenizer = TextTokenizer::load(&files.tokenizer)?;
     let launcher = Launcher::new(&files, Pooling::from_model_dir(&files.dir), &args.engine.real()?)?;
-    let mut engine = launcher.engine(RuntimeSpec::dynamic(PROMPT_TOKENS as u32, 32))?;
+    let mut engine = launcher.engine(UnitSpec::encoder(RuntimeSpec::dynamic(PROMPT_TOKENS as u32, 32)))?;
 
     let started = Instant::now();
     let texts: Vec<&str> = examples.iter().map(|e| e.prompt.as_str()).collect();

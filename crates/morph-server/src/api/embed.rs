@@ -68,18 +68,22 @@ pub(super) async fn embed_texts(
     let sequences = tokenize(state, texts, field, cut).await?;
     let tokens = sequences.iter().map(Vec::len).sum();
     let metrics = &state.driver.metrics;
-    let receivers: Vec<_> = sequences
+    // Each sequence's claim cancels it if this call is dropped (its client went away) or
+    // fails before the sequence is answered.
+    let submitted: Vec<_> = sequences
         .into_iter()
         .map(|ids| {
             metrics.input_length.observe(ids.len() as f64);
             state.driver.submit(ids)
         })
         .collect();
-    let mut vectors = Vec::with_capacity(receivers.len());
-    for rx in receivers {
-        let mut v = match rx.await {
+    let mut vectors = Vec::with_capacity(submitted.len());
+    for (claim, rx) in submitted {
+        let result = rx.await;
+        claim.answered();
+        let mut v = match result {
             Ok(Ok(v)) => v,
-            Ok(Err(SeqError::Rejected(reason))) => return Err(reason.into()),
+            Ok(Err(SeqError::Dropped(reason))) => return Err(reason.into()),
             Ok(Err(SeqError::Engine(e))) => return Err(ApiError::Engine(e)),
             Err(_) => return Err(ApiError::Engine(EngineError::Stopped)),
         };

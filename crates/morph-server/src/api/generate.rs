@@ -1,7 +1,9 @@
 //! `POST /v1/completions` and `POST /v1/chat/completions` in the OpenAI formats, on a server
 //! started with a decoder. `max_tokens` (default 128), `temperature` (default 1; 0 is greedy),
 //! `top_p`, `seed`, `stream` (server-sent events, ending with `data: [DONE]`); `usage` counts
-//! prompt and completion tokens. A refusal by the scheduler is a 429 before anything streams.
+//! prompt and completion tokens. A refusal by the scheduler is a 429 (or 413 for a prompt no
+//! instance takes) before anything streams. A client that goes away (a dropped connection, a
+//! stream closed early) cancels its generation: it stops at the decoder's next iteration.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -24,6 +26,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use super::AppState;
 use super::embed::record;
 use super::validate;
+use crate::driver::Claim;
 use crate::error::ApiError;
 use crate::prediction::Predictions;
 
@@ -68,7 +71,7 @@ impl Truth {
 async fn serve(state: AppState, body: &[u8], format: Format) -> Response {
     let started = Instant::now();
     let result = start(&state, body, format).await;
-    let (mut request, mut rx, first) = match result {
+    let (mut request, claim, mut rx, first) = match result {
         Ok(ok) => ok,
         Err(e) => {
             record::<()>(&state, started, &Err(e.clone()));
@@ -80,14 +83,13 @@ async fn serve(state: AppState, body: &[u8], format: Format) -> Response {
     let reply = Reply { format, id: format!("cmpl-{}", unix_nanos()), model: state.model.name.clone() };
     if request.stream {
         record::<()>(&state, started, &Ok(()));
+        // The claim travels with the stream: dropped with it before the end, it cancels.
         let events = stream::unfold(
-            (Some(first), rx, reply, Instant::now(), false, request.truth),
-            move |(next, mut rx, reply, first_at, finished, mut truth)| {
+            (Some(first), rx, reply, Instant::now(), Some(claim), request.truth),
+            move |(next, mut rx, reply, first_at, mut claim, mut truth)| {
                 let metrics = metrics.clone();
                 async move {
-                    if finished {
-                        return None;
-                    }
+                    claim.as_ref()?;
                     let event = match next {
                         Some(e) => e,
                         None => rx.recv().await.unwrap_or(GenEvent::Failed(EngineError::Stopped)),
@@ -103,15 +105,16 @@ async fn serve(state: AppState, body: &[u8], format: Format) -> Response {
                         GenEvent::Failed(e) => {
                             (json!({"error": {"message": e.to_string()}}).to_string(), true)
                         }
-                        GenEvent::Rejected(r) => {
+                        GenEvent::Dropped(r) => {
                             (json!({"error": {"message": r.to_string()}}).to_string(), true)
                         }
                     };
                     let mut out = vec![Ok::<Event, Infallible>(Event::default().data(data))];
                     if done {
                         out.push(Ok(Event::default().data("[DONE]")));
+                        claim.take().map(Claim::answered);
                     }
-                    Some((stream::iter(out), (None, rx, reply, first_at, done, truth)))
+                    Some((stream::iter(out), (None, rx, reply, first_at, claim, truth)))
                 }
             },
         );
@@ -130,10 +133,11 @@ async fn serve(state: AppState, body: &[u8], format: Format) -> Response {
                 break Ok(reply.whole(&text, reason, usage(prompt_tokens, completion_tokens)));
             }
             GenEvent::Failed(e) => break Err(ApiError::Engine(e)),
-            GenEvent::Rejected(r) => break Err(ApiError::Overloaded(r)),
+            GenEvent::Dropped(r) => break Err(r.into()),
         }
         event = rx.recv().await.unwrap_or(GenEvent::Failed(EngineError::Stopped));
     };
+    claim.answered();
     record(&state, started, &result);
     match result {
         Ok(body) => Json(body).into_response(),
@@ -147,7 +151,7 @@ async fn start(
     state: &AppState,
     body: &[u8],
     format: Format,
-) -> Result<(Request, UnboundedReceiver<GenEvent>, GenEvent), ApiError> {
+) -> Result<(Request, Claim, UnboundedReceiver<GenEvent>, GenEvent), ApiError> {
     let generator = state
         .generator
         .clone()
@@ -179,13 +183,13 @@ async fn start(
         }
         _ => None,
     };
-    let mut rx =
-        state.driver.generate(request.prompt.clone(), request.max_tokens, predicted, request.sampling);
+    let generation = morph_core::Generation { max_tokens: request.max_tokens, predicted };
+    let (claim, mut rx) = state.driver.generate(request.prompt.clone(), generation, request.sampling);
     match rx.recv().await {
-        Some(GenEvent::Rejected(r)) => Err(ApiError::Overloaded(r)),
+        Some(GenEvent::Dropped(r)) => Err(r.into()),
         Some(GenEvent::Failed(e)) => Err(ApiError::Engine(e)),
         None => Err(ApiError::Engine(EngineError::Stopped)),
-        Some(first) => Ok((request, rx, first)),
+        Some(first) => Ok((request, claim, rx, first)),
     }
 }
 

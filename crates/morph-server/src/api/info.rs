@@ -18,7 +18,9 @@ pub(super) async fn info(State(state): State<AppState>) -> Json<Value> {
         .driver
         .instance_counts()
         .iter()
-        .map(|(spec, count)| json!({"runtime": spec.to_string(), "kind": spec.kind, "max_len": spec.max_len, "max_batch": spec.max_batch, "instances": count}))
+        .map(|(spec, count)| {
+            json!({"runtime": spec.to_string(), "kind": spec.kind, "max_len": spec.max_len, "max_batch": spec.max_batch, "instances": count})
+        })
         .collect();
     Json(json!({
         "model": m.name,

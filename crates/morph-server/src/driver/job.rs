@@ -1,0 +1,54 @@
+//! A sequence the live driver holds for its caller while the ledger places it: its input and
+//! where its answer goes.
+
+use std::time::Instant;
+
+use morph_core::DropReason;
+use morph_engine::EngineError;
+use morph_engine::decoder::{GenEvent, GenRequest};
+use tokio::sync::oneshot;
+
+/// What an encoder sequence's caller gets back.
+pub type SeqResult = Result<Vec<f32>, SeqError>;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum SeqError {
+    Dropped(DropReason),
+    Engine(EngineError),
+}
+
+/// The next input of an encoder sequence: its tokens, or the hidden states its last stage
+/// handed on.
+#[derive(Debug)]
+pub(crate) enum Input {
+    Tokens(Vec<u32>),
+    Hidden(Vec<f32>),
+    /// In a batch now.
+    Taken,
+}
+
+#[derive(Debug)]
+pub(crate) enum Job {
+    Embed { input: Input, reply: oneshot::Sender<SeqResult>, enqueued: Instant },
+    /// `None` once handed to a decoder worker (which answers its caller itself).
+    Generate { request: Option<GenRequest>, enqueued: Instant },
+}
+
+impl Job {
+    /// Answers a job that will not run (given up on, or refused by the ledger).
+    pub(crate) fn fail(self, error: SeqError) {
+        match self {
+            Job::Embed { reply, .. } => {
+                let _ = reply.send(Err(error));
+            }
+            Job::Generate { request: Some(g), .. } => {
+                let event = match error {
+                    SeqError::Dropped(reason) => GenEvent::Dropped(reason),
+                    SeqError::Engine(e) => GenEvent::Failed(e),
+                };
+                let _ = g.events.send(event);
+            }
+            Job::Generate { request: None, .. } => {}
+        }
+    }
+}

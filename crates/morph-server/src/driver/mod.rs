@@ -1,0 +1,222 @@
+//! The live driver: the [`State`] (ledger, policy, jobs, workers) behind one lock, told in real
+//! time about arrivals, finished batches, decoder iterations, launches and clients that left.
+//! What the state leaves to do outside the lock runs here: encoder batches on tokio tasks that
+//! await the engine worker, launches on blocking threads, retired workers stopped off the async
+//! threads. Each admitted request comes with a [`Claim`]: dropping it before the answer (the
+//! HTTP client went away) cancels the request.
+
+mod job;
+mod state;
+#[cfg(test)]
+mod tests;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use morph_core::{Gauge, Generation, InstanceId, Policy, RequestId, RuntimeSpec, StartKind, Ticket, Time, UnitSpec};
+use morph_engine::decoder::{GenEvent, Iterations, SamplingParams};
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::oneshot;
+
+pub use job::{SeqError, SeqResult};
+use state::{Outside, State};
+
+use crate::launcher::{Launcher, Worker, WorkerEngine};
+use crate::metrics::Metrics;
+
+/// Shared by every HTTP handler and batch task.
+pub struct Driver {
+    state: Mutex<State>,
+    launcher: Arc<Launcher>,
+    epoch: Instant,
+    pub metrics: Arc<Metrics>,
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver").field("state", &*self.lock()).finish_non_exhaustive()
+    }
+}
+
+/// A caller's hold on an admitted request: dropped before [`Claim::answered`], it cancels the
+/// request (a queued one leaves the queue, a running generation stops, a running embedding is
+/// discarded).
+#[derive(Debug)]
+pub struct Claim {
+    driver: Arc<Driver>,
+    request: RequestId,
+    answered: bool,
+}
+
+impl Claim {
+    pub fn request(&self) -> RequestId {
+        self.request
+    }
+
+    /// The caller has its answer: nothing to cancel.
+    pub fn answered(mut self) {
+        self.answered = true;
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.driver.cancel(self.request);
+        }
+    }
+}
+
+impl Driver {
+    /// Registers every worker with the policy (all are loaded and idle).
+    pub fn new(policy: Box<dyn Policy>, workers: Vec<Worker>, launcher: Arc<Launcher>, metrics: Arc<Metrics>) -> Arc<Self> {
+        let mut state = State::new(policy, metrics.clone());
+        for worker in workers {
+            let (_, outside) = state.add_worker(Time::ZERO, worker);
+            debug_assert!(outside.is_empty(), "no requests yet, so nothing to do");
+        }
+        Arc::new(Self { state: Mutex::new(state), launcher, epoch: Instant::now(), metrics })
+    }
+
+    /// Instances per runtime, now.
+    pub fn instance_counts(&self) -> Vec<(RuntimeSpec, usize)> {
+        let mut counts: Vec<(RuntimeSpec, usize)> = Vec::new();
+        for (_, unit) in self.lock().ledger().instances() {
+            match counts.iter_mut().find(|(r, _)| *r == unit.runtime) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((unit.runtime, 1)),
+            }
+        }
+        counts.sort_by_key(|(r, _)| (r.max_len, r.max_batch));
+        counts
+    }
+
+    pub fn policy_gauges(&self) -> Vec<Gauge> {
+        self.lock().policy().gauges()
+    }
+
+    pub fn policy_description(&self) -> serde_json::Value {
+        self.lock().policy().describe()
+    }
+
+    pub fn tick_interval(&self) -> Option<u64> {
+        self.lock().policy().tick_interval()
+    }
+
+    /// Takes every worker out, for the caller to stop them (at shutdown).
+    pub fn take_workers(&self) -> Vec<Worker> {
+        self.lock().take_workers()
+    }
+
+    fn now(&self) -> Time {
+        Time(self.epoch.elapsed().as_nanos() as u64)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn claim(self: &Arc<Self>, request: RequestId) -> Claim {
+        Claim { driver: Arc::clone(self), request, answered: false }
+    }
+
+    /// Hands one tokenized sequence to the policy; the receiver yields its vector or why not.
+    pub fn submit(self: &Arc<Self>, ids: Vec<u32>) -> (Claim, oneshot::Receiver<SeqResult>) {
+        let (id, rx, outside) = self.lock().submit(self.now(), ids);
+        self.carry_out(outside);
+        (self.claim(id), rx)
+    }
+
+    /// Hands one generation (its prompt's token ids, its cap and predicted output length) to
+    /// the policy; the receiver streams its tokens, then `Done`, or says why it failed or was
+    /// given up on.
+    pub fn generate(
+        self: &Arc<Self>,
+        prompt: Vec<u32>,
+        generation: Generation,
+        sampling: SamplingParams,
+    ) -> (Claim, UnboundedReceiver<GenEvent>) {
+        let (id, rx, outside) = self.lock().generate(self.now(), prompt, generation, sampling);
+        self.carry_out(outside);
+        (self.claim(id), rx)
+    }
+
+    /// The caller of `request` went away.
+    pub fn cancel(self: &Arc<Self>, request: RequestId) {
+        let outside = self.lock().cancel(self.now(), request);
+        self.carry_out(outside);
+    }
+
+    pub fn tick(self: &Arc<Self>) {
+        let outside = self.lock().tick(self.now());
+        self.carry_out(outside);
+    }
+
+    /// Forwards every decoder instance's iteration reports to the state, on tokio tasks. Call
+    /// from within the runtime (the server's start, and after each launch).
+    pub fn forward_iterations(self: &Arc<Self>) {
+        let pending: Vec<(InstanceId, Iterations)> = self
+            .lock()
+            .workers_mut()
+            .filter_map(|(id, w)| match &mut w.engine {
+                WorkerEngine::Decoder { iterations, .. } => iterations.take().map(|rx| (*id, rx)),
+                WorkerEngine::Encoder(_) => None,
+            })
+            .collect();
+        for (instance, mut rx) in pending {
+            let driver = Arc::clone(self);
+            tokio::spawn(async move {
+                while let Some(report) = rx.recv().await {
+                    let outside = driver.lock().iteration(driver.now(), instance, report);
+                    driver.carry_out(outside);
+                }
+            });
+        }
+    }
+
+    /// Starts what the state left to do: batches on tokio tasks, launches on blocking
+    /// threads, retired workers stopped (joining their threads) off the async ones.
+    fn carry_out(self: &Arc<Self>, outside: Vec<Outside>) {
+        for work in outside {
+            let driver = Arc::clone(self);
+            match work {
+                Outside::Run { instance, handle, requests, rows, plan } => {
+                    tokio::spawn(async move {
+                        let started = Instant::now();
+                        let (count, longest) = match &rows {
+                            morph_engine::Rows::Tokens(t) => (t.len(), t.iter().map(Vec::len).max().unwrap_or(0)),
+                            morph_engine::Rows::Hidden(h) => (h.len(), 0),
+                        };
+                        let shape = handle.runtime().padded_shape(longest as u32, count as u32);
+                        driver.metrics.batch_size.observe(count as f64);
+                        driver.metrics.batch_padded_tokens.observe(shape.tokens() as f64);
+                        let result = handle.run(rows, plan).await;
+                        driver.metrics.inference_seconds.observe(started.elapsed().as_secs_f64());
+                        let outside = driver.lock().batch_done(driver.now(), instance, &requests, result);
+                        driver.carry_out(outside);
+                    });
+                }
+                Outside::Launch { ticket, unit } => {
+                    tokio::task::spawn_blocking(move || driver.launch(ticket, unit));
+                }
+                Outside::Stop(worker) => {
+                    tokio::task::spawn_blocking(move || drop(worker));
+                }
+            }
+        }
+    }
+
+    /// Loads a new instance (warm: the launcher keeps the weights in host memory) and reports it.
+    fn launch(self: Arc<Self>, ticket: Ticket, unit: UnitSpec) {
+        let result = self.launcher.start(unit).map(|worker| (worker, StartKind::Warm));
+        if let Err(e) = &result {
+            tracing::error!(%unit, error = %e, "launching an instance failed");
+        }
+        let (id, outside) = self.lock().launched(self.now(), ticket, result);
+        if let Some(id) = id {
+            tracing::info!(instance = %id, %unit, "instance up");
+            self.forward_iterations();
+        }
+        self.carry_out(outside);
+    }
+}

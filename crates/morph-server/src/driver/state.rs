@@ -1,0 +1,304 @@
+//! The live driver's state, a plain struct (no locks, no tasks): the [`Ledger`] with the
+//! policy, the jobs it places (their inputs and reply channels), the workers, and the outputs
+//! of finished batches until the ledger says where they go. Every method takes `now` and
+//! returns the [`Outside`] work to start once the caller has released its lock.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use morph_core::{
+    Effect, Generation, InstanceId, Launched, Ledger, NewRequest, OnViolation, Outcome, PlanId, Policy,
+    RequestId, StartKind, Ticket, Time, UnitKind, UnitSpec,
+};
+use morph_engine::decoder::{GenEvent, GenRequest, IterationReport, SamplingParams};
+use morph_engine::{EngineError, EngineHandle, Rows};
+use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+use tokio::sync::oneshot;
+
+use super::job::{Input, Job, SeqError, SeqResult};
+use crate::launcher::{Worker, WorkerEngine};
+use crate::metrics::{CancelKind, Metrics};
+
+/// Work the state leaves to its caller, to do outside the lock.
+#[derive(Debug)]
+pub(crate) enum Outside {
+    /// Run this batch on the encoder worker, then report it with [`State::batch_done`].
+    Run { instance: InstanceId, handle: EngineHandle, requests: Vec<RequestId>, rows: Rows, plan: PlanId },
+    /// Start a worker for `unit`, then report it with [`State::launched`].
+    Launch { ticket: Ticket, unit: UnitSpec },
+    /// Stop this worker (joining its thread).
+    Stop(Box<Worker>),
+}
+
+#[derive(Debug)]
+pub(crate) struct State {
+    ledger: Ledger,
+    jobs: HashMap<RequestId, Job>,
+    workers: HashMap<InstanceId, Worker>,
+    /// Finished encoder batches' outputs, until their `Answer` or `Forward`.
+    outputs: HashMap<RequestId, Result<Vec<f32>, EngineError>>,
+    /// When each pending launch was asked for.
+    launches: HashMap<Ticket, Instant>,
+    metrics: Arc<Metrics>,
+}
+
+impl State {
+    pub(crate) fn new(policy: Box<dyn Policy>, metrics: Arc<Metrics>) -> Self {
+        Self {
+            ledger: Ledger::new(policy, OnViolation::Refuse),
+            jobs: HashMap::new(),
+            workers: HashMap::new(),
+            outputs: HashMap::new(),
+            launches: HashMap::new(),
+            metrics,
+        }
+    }
+
+    pub(crate) fn policy(&self) -> &dyn Policy {
+        self.ledger.policy()
+    }
+
+    pub(crate) fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    pub(crate) fn workers_mut(&mut self) -> impl Iterator<Item = (&InstanceId, &mut Worker)> {
+        self.workers.iter_mut()
+    }
+
+    /// Takes every worker out, for the caller to stop them (at shutdown).
+    pub(crate) fn take_workers(&mut self) -> Vec<Worker> {
+        self.workers.drain().map(|(_, w)| w).collect()
+    }
+
+    /// A worker of the initial layout, loaded and idle.
+    pub(crate) fn add_worker(&mut self, now: Time, worker: Worker) -> (InstanceId, Vec<Outside>) {
+        let mut effects = Vec::new();
+        let unit = worker.unit;
+        let id = self.ledger.add_instance(now, unit, &mut effects);
+        self.workers.insert(id, worker);
+        (id, self.apply(effects))
+    }
+
+    /// Admits one tokenized encoder sequence; the receiver yields its vector or why not.
+    pub(crate) fn submit(
+        &mut self,
+        now: Time,
+        ids: Vec<u32>,
+    ) -> (RequestId, oneshot::Receiver<SeqResult>, Vec<Outside>) {
+        let (reply, rx) = oneshot::channel();
+        let new = NewRequest { input_len: ids.len() as u32, generation: None, service: None };
+        let job = Job::Embed { input: Input::Tokens(ids), reply, enqueued: Instant::now() };
+        let (id, outside) = self.admit(now, new, |_| job);
+        (id, rx, outside)
+    }
+
+    /// Admits one generation; the receiver streams its tokens, then `Done`, or says why not.
+    pub(crate) fn generate(
+        &mut self,
+        now: Time,
+        prompt: Vec<u32>,
+        generation: Generation,
+        sampling: SamplingParams,
+    ) -> (RequestId, UnboundedReceiver<GenEvent>, Vec<Outside>) {
+        let (events, rx) = unbounded_channel();
+        let new = NewRequest { input_len: prompt.len() as u32, generation: Some(generation), service: None };
+        let max_tokens = generation.max_tokens;
+        let (id, outside) = self.admit(now, new, |id| {
+            let request = GenRequest { key: id.0, prompt, max_tokens, sampling, events };
+            Job::Generate { request: Some(request), enqueued: Instant::now() }
+        });
+        (id, rx, outside)
+    }
+
+    /// The ledger admits the request (and the policy hears of it) before its job exists, so the
+    /// job is filed before the policy's actions are carried out.
+    fn admit(&mut self, now: Time, new: NewRequest, job: impl FnOnce(RequestId) -> Job) -> (RequestId, Vec<Outside>) {
+        let mut effects = Vec::new();
+        let id = self.ledger.arrive(now, new, &mut effects);
+        self.jobs.insert(id, job(id));
+        (id, self.apply(effects))
+    }
+
+    /// The encoder batch on `instance` (these requests, in order) returned `result`.
+    pub(crate) fn batch_done(
+        &mut self,
+        now: Time,
+        instance: InstanceId,
+        requests: &[RequestId],
+        result: Result<Vec<Vec<f32>>, EngineError>,
+    ) -> Vec<Outside> {
+        let failed = result.is_err();
+        match result {
+            Ok(vectors) => self.outputs.extend(requests.iter().copied().zip(vectors.into_iter().map(Ok))),
+            Err(e) => self.outputs.extend(requests.iter().map(|r| (*r, Err(e.clone())))),
+        }
+        let mut effects = Vec::new();
+        self.ledger.batch_done(now, instance, failed, &mut effects);
+        self.apply(effects)
+    }
+
+    /// A decoder worker's iteration report.
+    pub(crate) fn iteration(&mut self, now: Time, instance: InstanceId, report: IterationReport) -> Vec<Outside> {
+        let left: Vec<RequestId> = report.left.into_iter().map(RequestId).collect();
+        let mut effects = Vec::new();
+        self.ledger.iteration_done(now, instance, &left, report.failed, &mut effects);
+        self.apply(effects)
+    }
+
+    /// A launch ended: its worker and how it started, or why it failed.
+    pub(crate) fn launched(
+        &mut self,
+        now: Time,
+        ticket: Ticket,
+        result: Result<(Worker, StartKind), EngineError>,
+    ) -> (Option<InstanceId>, Vec<Outside>) {
+        let took = self.launches.remove(&ticket).map_or(0, |t| t.elapsed().as_nanos() as u64);
+        let mut effects = Vec::new();
+        let (id, stray) = match result {
+            Ok((worker, start)) => match self.ledger.launch_up(now, Launched { ticket, start, took }, &mut effects) {
+                Some(id) => {
+                    self.workers.insert(id, worker);
+                    (Some(id), None)
+                }
+                // No launch had that ticket: the worker has no place.
+                None => (None, Some(Outside::Stop(Box::new(worker)))),
+            },
+            Err(e) => {
+                self.ledger.launch_failed(now, ticket, e.to_string(), &mut effects);
+                (None, None)
+            }
+        };
+        let mut outside = self.apply(effects);
+        outside.extend(stray);
+        (id, outside)
+    }
+
+    /// The caller of `request` went away.
+    pub(crate) fn cancel(&mut self, now: Time, request: RequestId) -> Vec<Outside> {
+        let kind = match self.ledger.place(request) {
+            None => return Vec::new(),
+            Some(morph_core::ledger::Place::Waiting { .. }) => CancelKind::Queued,
+            Some(morph_core::ledger::Place::Running(i)) => match self.ledger.unit(i).map(|u| u.kind) {
+                Some(UnitKind::Decoder) => CancelKind::Stopped,
+                _ => CancelKind::Discarded,
+            },
+        };
+        self.metrics.cancelled(kind);
+        let mut effects = Vec::new();
+        self.ledger.cancel(now, request, &mut effects);
+        self.apply(effects)
+    }
+
+    pub(crate) fn tick(&mut self, now: Time) -> Vec<Outside> {
+        let mut effects = Vec::new();
+        self.ledger.tick(now, &mut effects);
+        self.apply(effects)
+    }
+
+    /// Carries out the ledger's effects that need no waiting; returns the rest.
+    fn apply(&mut self, effects: Vec<Effect>) -> Vec<Outside> {
+        let mut outside = Vec::new();
+        for effect in effects {
+            match effect {
+                Effect::Start { instance, requests, plan } => {
+                    outside.extend(self.start(instance, &requests, plan.tokens));
+                }
+                Effect::Join { instance, requests } => {
+                    self.start(instance, &requests, PlanId::PLAIN);
+                }
+                Effect::Resume { instance } => self.decoder(instance, |d| d.resume()),
+                Effect::Stop { instance, request } => self.decoder(instance, |d| d.cancel(request.0)),
+                Effect::Launch { ticket, unit } => {
+                    self.launches.insert(ticket, Instant::now());
+                    outside.push(Outside::Launch { ticket, unit });
+                }
+                Effect::Retire { instance } => {
+                    outside.extend(self.workers.remove(&instance).map(|w| Outside::Stop(Box::new(w))));
+                }
+                Effect::Answer { request, outcome } => self.answer(request, outcome),
+                Effect::Forward { request, .. } => {
+                    let output = self.outputs.remove(&request);
+                    if let (Some(Job::Embed { input, .. }), Some(Ok(hidden))) = (self.jobs.get_mut(&request), output)
+                    {
+                        *input = Input::Hidden(hidden);
+                    }
+                }
+                Effect::Refused(violation) => {
+                    tracing::error!(policy = self.ledger.policy().name(), %violation, "action refused");
+                    self.metrics.refused();
+                }
+            }
+        }
+        self.metrics.set_queue_size(self.ledger.policy().queue_len());
+        outside
+    }
+
+    /// Hands a batch to its instance: an encoder batch to run outside the lock, or generations
+    /// to a decoder worker's batch (static or continuous alike; the ledger keeps them apart).
+    fn start(&mut self, instance: InstanceId, requests: &[RequestId], plan: PlanId) -> Option<Outside> {
+        let started = Instant::now();
+        match self.workers.get(&instance).map(|w| &w.engine) {
+            Some(WorkerEngine::Encoder(worker)) => {
+                let mut tokens = Vec::new();
+                let mut hidden = Vec::new();
+                for r in requests {
+                    let Some(Job::Embed { input, enqueued, .. }) = self.jobs.get_mut(r) else { continue };
+                    self.metrics.queue_seconds.observe((started - *enqueued).as_secs_f64());
+                    match std::mem::replace(input, Input::Taken) {
+                        Input::Tokens(ids) => tokens.push(ids),
+                        Input::Hidden(h) => hidden.push(h),
+                        Input::Taken => {}
+                    }
+                }
+                let rows = if hidden.is_empty() { Rows::Tokens(tokens) } else { Rows::Hidden(hidden) };
+                let requests = requests.to_vec();
+                Some(Outside::Run { instance, handle: worker.handle(), requests, rows, plan })
+            }
+            Some(WorkerEngine::Decoder { worker, .. }) => {
+                let mut generations = Vec::with_capacity(requests.len());
+                for r in requests {
+                    if let Some(Job::Generate { request, enqueued }) = self.jobs.get_mut(r)
+                        && let Some(g) = request.take()
+                    {
+                        self.metrics.queue_seconds.observe((started - *enqueued).as_secs_f64());
+                        generations.push(g);
+                    }
+                }
+                if let Err(e) = worker.join(generations) {
+                    tracing::error!(%instance, error = %e, "decoder instance stopped");
+                }
+                None
+            }
+            None => None,
+        }
+    }
+
+    fn decoder(&self, instance: InstanceId, send: impl FnOnce(&morph_engine::decoder::DecoderWorker) -> Result<(), EngineError>) {
+        if let Some(WorkerEngine::Decoder { worker, .. }) = self.workers.get(&instance).map(|w| &w.engine)
+            && let Err(e) = send(worker)
+        {
+            tracing::error!(%instance, error = %e, "decoder instance stopped");
+        }
+    }
+
+    /// The request is over: its caller gets its output, its error, or (gone) nothing.
+    fn answer(&mut self, request: RequestId, outcome: Outcome) {
+        let output = self.outputs.remove(&request);
+        let Some(job) = self.jobs.remove(&request) else { return };
+        match (outcome, job) {
+            (Outcome::Done | Outcome::Failed, Job::Embed { reply, .. }) => {
+                let result = output.unwrap_or(Err(EngineError::Stopped)).map_err(SeqError::Engine);
+                let _ = reply.send(result);
+            }
+            // A generation was answered by its decoder worker; a cancelled request has no one
+            // to answer.
+            (Outcome::Done | Outcome::Failed | Outcome::Cancelled, _) => {}
+            (Outcome::Dropped(reason), job) => job.fail(SeqError::Dropped(reason)),
+            (Outcome::PolicyError, job) => {
+                job.fail(SeqError::Engine(EngineError::Inference("the scheduler broke a rule with this request".into())));
+            }
+        }
+    }
+}

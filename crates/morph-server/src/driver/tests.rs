@@ -1,0 +1,115 @@
+//! The live driver's state as a plain struct: what each report does to the callers, the
+//! metrics and the work left outside the lock.
+
+use std::sync::Arc;
+
+use morph_core::{Action, BatchPlan, Event, InstanceId, Policy, Profile, RuntimeSpec, Time, UnitSpec};
+use morph_engine::{EngineError, Rows};
+use morph_policy::{DynamicBatching, DynamicBatchingConfig};
+
+use super::job::SeqError;
+use super::state::{Outside, State};
+use crate::launcher::Launcher;
+use crate::metrics::{CancelKind, Metrics};
+
+fn state_with(policy: Box<dyn Policy>) -> (State, Arc<Metrics>) {
+    let metrics = Arc::new(Metrics::default());
+    let mut state = State::new(policy, metrics.clone());
+    let profile = Profile::from_points("flat", [(1, 1, 1.0), (8, 64, 1.0)]).expect("profile");
+    let launcher = Launcher::emulated(Arc::new(profile), 2);
+    let worker = launcher.start(UnitSpec::encoder(RuntimeSpec::dynamic(64, 8))).expect("worker");
+    let (id, outside) = state.add_worker(Time::ZERO, worker);
+    assert_eq!((id, outside.len()), (InstanceId(0), 0));
+    (state, metrics)
+}
+
+fn fifo() -> Box<dyn Policy> {
+    Box::new(DynamicBatching::new(DynamicBatchingConfig { max_batch_tokens: 1 << 20, max_queue: 8 }))
+}
+
+/// The batch the state left to run, with its requests and rows.
+fn run_of(outside: Vec<Outside>) -> (Vec<morph_core::RequestId>, Rows) {
+    match outside.into_iter().next() {
+        Some(Outside::Run { requests, rows, .. }) => (requests, rows),
+        other => panic!("expected a batch to run, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_finished_batch_answers_each_caller_with_its_vector() {
+    let (mut state, _) = state_with(fifo());
+    let (id, mut rx, outside) = state.submit(Time(1), vec![1, 2, 3]);
+    let (requests, rows) = run_of(outside);
+    assert_eq!((requests, rows), (vec![id], Rows::Tokens(vec![vec![1, 2, 3]])));
+    assert!(rx.try_recv().is_err(), "not answered before the batch ends");
+    let outside = state.batch_done(Time(2), InstanceId(0), &[id], Ok(vec![vec![0.5, 0.5]]));
+    assert!(outside.is_empty());
+    assert_eq!(rx.try_recv().expect("answered"), Ok(vec![0.5, 0.5]));
+    assert!(state.ledger().unanswered().is_empty());
+}
+
+#[tokio::test]
+async fn a_failed_batch_answers_each_caller_with_the_engine_error() {
+    let (mut state, _) = state_with(fifo());
+    let (a, mut rx_a, _) = state.submit(Time(1), vec![1]);
+    let (b, mut rx_b, _) = state.submit(Time(1), vec![2]);
+    state.batch_done(Time(2), InstanceId(0), &[a], Err(EngineError::Inference("boom".into())));
+    let error = Err(SeqError::Engine(EngineError::Inference("boom".into())));
+    assert_eq!(rx_a.try_recv().expect("a answered"), error);
+    assert!(rx_b.try_recv().is_err(), "b runs next, after a's batch");
+    assert!(state.ledger().place(b).is_some());
+}
+
+#[tokio::test]
+async fn a_queued_request_whose_caller_left_leaves_the_queue_and_is_counted() {
+    let (mut state, metrics) = state_with(fifo());
+    let (a, _rx_a, _) = state.submit(Time(1), vec![1]);
+    let (b, mut rx_b, outside) = state.submit(Time(1), vec![2]);
+    assert!(outside.is_empty(), "b waits behind a");
+    assert_eq!(state.policy().queue_len(), 1);
+    assert!(state.cancel(Time(2), b).is_empty());
+    assert_eq!(state.policy().queue_len(), 0);
+    assert!(rx_b.try_recv().is_err(), "no answer: the caller is gone");
+    assert_eq!(metrics.cancellations(CancelKind::Queued), 1);
+    // a's batch ends and nothing else runs: b is gone for good.
+    let outside = state.batch_done(Time(3), InstanceId(0), &[a], Ok(vec![vec![1.0]]));
+    assert!(outside.is_empty());
+    assert!(state.ledger().unanswered().is_empty());
+    // A running embedding whose caller leaves is computed and discarded.
+    let (c, mut rx_c, outside) = state.submit(Time(4), vec![3]);
+    run_of(outside);
+    state.cancel(Time(5), c);
+    assert_eq!(metrics.cancellations(CancelKind::Discarded), 1);
+    state.batch_done(Time(6), InstanceId(0), &[c], Ok(vec![vec![1.0]]));
+    assert!(rx_c.try_recv().is_err());
+    assert!(state.ledger().unanswered().is_empty());
+}
+
+/// Runs every arrival on an instance that does not exist: a policy bug.
+struct Broken;
+
+impl Policy for Broken {
+    fn name(&self) -> &str {
+        "broken"
+    }
+    fn on_event(&mut self, _now: Time, event: Event, actions: &mut Vec<Action>) {
+        if let Event::Arrival(r) = event {
+            actions.push(Action::Run { instance: InstanceId(9), requests: vec![r.id], plan: BatchPlan::FINISH });
+        }
+    }
+    fn queue_len(&self) -> usize {
+        0
+    }
+    fn describe(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+}
+
+#[tokio::test]
+async fn a_refused_action_answers_its_request_with_an_error_and_is_counted() {
+    let (mut state, metrics) = state_with(Box::new(Broken));
+    let (_, mut rx, outside) = state.submit(Time(1), vec![1]);
+    assert!(outside.is_empty());
+    assert!(matches!(rx.try_recv(), Ok(Err(SeqError::Engine(EngineError::Inference(_))))));
+    assert!(metrics.render(&[], &[]).contains("morph_policy_refusals_total 1"));
+}
