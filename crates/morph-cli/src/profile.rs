@@ -42,11 +42,15 @@ pub(crate) fn run(args: ProfileArgs) -> anyhow::Result<()> {
     let plan = MeasurePlan { lens: args.lens, batches: args.batches, warmup: args.warmup, runs: args.runs };
     let bar = ProgressBar::new(plan.points() as u64);
     bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} points, {elapsed} {msg}")?);
-    let mut profile =
-        measure_profile(&files.name, &plan, &mut |spec| launcher.engine(UnitSpec::encoder(spec)), &mut |len, batch, ms| {
+    let mut profile = measure_profile(
+        &files.name,
+        &plan,
+        &mut |spec| launcher.engine(UnitSpec::encoder(spec)),
+        &mut |len, batch, ms| {
             bar.set_message(format!("b{batch} l{len}: {ms:.2} ms"));
             bar.inc(1);
-        })?;
+        },
+    )?;
     bar.finish();
     profile.engine = Some(format!("{}-cpu", kind.label()));
     profile.device = Some(format!("{} threads", std::thread::available_parallelism().map_or(1, |n| n.get())));

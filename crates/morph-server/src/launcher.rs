@@ -68,7 +68,10 @@ pub struct Worker {
 pub enum WorkerEngine {
     Encoder(EngineWorker),
     /// A decoder, and the reports of its iterations for the driver to take and forward.
-    Decoder { worker: DecoderWorker, iterations: Option<Iterations> },
+    Decoder {
+        worker: DecoderWorker,
+        iterations: Option<Iterations>,
+    },
 }
 
 impl Launcher {

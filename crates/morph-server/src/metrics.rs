@@ -115,6 +115,8 @@ pub struct Metrics {
     cancellations: [AtomicU64; CancelKind::ALL.len()],
     /// Policy actions the ledger refused (policy bugs).
     refused: AtomicU64,
+    /// Generation: tokens the decoders sampled (for every generation, its caller there or not).
+    pub generated_tokens: AtomicU64,
     pub queue_size: AtomicI64,
     pub batch_size: Histogram,
     pub batch_padded_tokens: Histogram,
@@ -138,6 +140,7 @@ impl Default for Metrics {
             failures: Default::default(),
             cancellations: Default::default(),
             refused: AtomicU64::new(0),
+            generated_tokens: AtomicU64::new(0),
             queue_size: AtomicI64::new(0),
             batch_size: Histogram::new(SIZES),
             batch_padded_tokens: Histogram::new(&[
@@ -216,12 +219,22 @@ impl Metrics {
             "# HELP morph_cancellations_total Requests whose client went away, by where they were.\n# TYPE morph_cancellations_total counter"
         );
         for kind in CancelKind::ALL {
-            let _ = writeln!(out, "morph_cancellations_total{{kind=\"{}\"}} {}", kind.label(), self.cancellations(kind));
+            let _ = writeln!(
+                out,
+                "morph_cancellations_total{{kind=\"{}\"}} {}",
+                kind.label(),
+                self.cancellations(kind)
+            );
         }
         let _ = writeln!(
             out,
             "# HELP morph_policy_refusals_total Policy actions refused for breaking a ledger rule.\n# TYPE morph_policy_refusals_total counter\nmorph_policy_refusals_total {}",
             self.refused.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP morph_generated_tokens_total Tokens the decoders sampled.\n# TYPE morph_generated_tokens_total counter\nmorph_generated_tokens_total {}",
+            self.generated_tokens.load(Ordering::Relaxed)
         );
         for gauge in policy {
             let _ = writeln!(out, "{} {}", series(gauge), gauge.value);

@@ -44,8 +44,10 @@ impl PredictorConfig {
             PredictorConfig::None => return Ok(None),
             PredictorConfig::Model { encoder, engine, head } => {
                 let launcher = Launcher::new(encoder, Pooling::from_model_dir(&encoder.dir), engine)?;
-                let runtime =
-                    launcher.engine(UnitSpec::encoder(RuntimeSpec::dynamic(PROMPT_TOKENS as u32, MAX_BATCH as u32)))?;
+                let runtime = launcher.engine(UnitSpec::encoder(RuntimeSpec::dynamic(
+                    PROMPT_TOKENS as u32,
+                    MAX_BATCH as u32,
+                )))?;
                 let tokenizer = TextTokenizer::load(&encoder.tokenizer)?;
                 let model = LengthPredictor::new(tokenizer, runtime, head.as_deref())?;
                 (Some(model), LengthCache::new(CACHE_CAPACITY))

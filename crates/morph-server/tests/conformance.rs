@@ -27,7 +27,8 @@ fn runtime() -> RuntimeSpec {
 }
 
 fn stage(index: u16) -> UnitSpec {
-    let s = StageSpec { model: ModelId(0), index, count: 2, first_layer: 3 * index, end_layer: 3 * index + 3 };
+    let s =
+        StageSpec { model: ModelId(0), index, count: 2, first_layer: 3 * index, end_layer: 3 * index + 3 };
     UnitSpec::encoder(runtime()).with_stage(s)
 }
 
@@ -78,7 +79,9 @@ impl Policy for Script {
                 None => self.wholes.push(instance.id),
             },
             Event::Arrival(r) => match r.input_len {
-                PIPELINE => actions.push(Script::run(self.stages[0].expect("stage 0"), r.id, BatchPlan::next_stage())),
+                PIPELINE => {
+                    actions.push(Script::run(self.stages[0].expect("stage 0"), r.id, BatchPlan::next_stage()))
+                }
                 HOPELESS => actions.push(Action::Drop {
                     request: r.id,
                     reason: DropReason::DeadlineUnreachable { within: 1_000_000 },

@@ -60,6 +60,8 @@ pub struct GenRequest {
 pub struct IterationReport {
     pub left: Vec<u64>,
     pub failed: bool,
+    /// Tokens sampled in it (one per generation that ran and did not fail).
+    pub produced: usize,
     /// No generation remains; otherwise the worker holds the next iteration until resumed.
     pub empty: bool,
 }
@@ -219,18 +221,20 @@ fn run(model: &(Llama, GgufTokenizer), rx: &Receiver<Command>, mut on_iteration:
         }));
         // Sequences stopped before this iteration leave without computing in it.
         let mut left = take_cancelled(&mut running, &mut inbox.cancelled);
-        let mut failed = false;
+        let (mut failed, mut produced) = (false, 0);
         if !running.is_empty() {
+            let stepped = running.len();
             let (finished, error) = iterate(llama, tokenizer, &mut running);
             left.extend(finished);
             failed = error;
+            produced = if error { 0 } else { stepped };
         }
         // Stops that arrived during the iteration end with it.
         inbox.drain(rx);
         left.extend(take_cancelled(&mut running, &mut inbox.cancelled));
         inbox.cancelled.clear();
         waiting = !running.is_empty();
-        on_iteration(IterationReport { left, failed, empty: !waiting });
+        on_iteration(IterationReport { left, failed, produced, empty: !waiting });
     }
     let unfinished = running.into_iter().map(|r| r.request).chain(inbox.joined);
     for request in unfinished {

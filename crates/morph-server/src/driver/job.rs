@@ -29,9 +29,16 @@ pub(crate) enum Input {
 
 #[derive(Debug)]
 pub(crate) enum Job {
-    Embed { input: Input, reply: oneshot::Sender<SeqResult>, enqueued: Instant },
+    Embed {
+        input: Input,
+        reply: oneshot::Sender<SeqResult>,
+        enqueued: Instant,
+    },
     /// `None` once handed to a decoder worker (which answers its caller itself).
-    Generate { request: Option<GenRequest>, enqueued: Instant },
+    Generate {
+        request: Option<GenRequest>,
+        enqueued: Instant,
+    },
 }
 
 impl Job {

@@ -13,7 +13,9 @@ mod tests;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use morph_core::{Gauge, Generation, InstanceId, Policy, RequestId, RuntimeSpec, StartKind, Ticket, Time, UnitSpec};
+use morph_core::{
+    Gauge, Generation, InstanceId, Policy, RequestId, RuntimeSpec, StartKind, Ticket, Time, UnitSpec,
+};
 use morph_engine::decoder::{GenEvent, Iterations, SamplingParams};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::oneshot;
@@ -69,7 +71,12 @@ impl Drop for Claim {
 
 impl Driver {
     /// Registers every worker with the policy (all are loaded and idle).
-    pub fn new(policy: Box<dyn Policy>, workers: Vec<Worker>, launcher: Arc<Launcher>, metrics: Arc<Metrics>) -> Arc<Self> {
+    pub fn new(
+        policy: Box<dyn Policy>,
+        workers: Vec<Worker>,
+        launcher: Arc<Launcher>,
+        metrics: Arc<Metrics>,
+    ) -> Arc<Self> {
         let mut state = State::new(policy, metrics.clone());
         for worker in workers {
             let (_, outside) = state.add_worker(Time::ZERO, worker);
@@ -184,7 +191,9 @@ impl Driver {
                     tokio::spawn(async move {
                         let started = Instant::now();
                         let (count, longest) = match &rows {
-                            morph_engine::Rows::Tokens(t) => (t.len(), t.iter().map(Vec::len).max().unwrap_or(0)),
+                            morph_engine::Rows::Tokens(t) => {
+                                (t.len(), t.iter().map(Vec::len).max().unwrap_or(0))
+                            }
                             morph_engine::Rows::Hidden(h) => (h.len(), 0),
                         };
                         let shape = handle.runtime().padded_shape(longest as u32, count as u32);

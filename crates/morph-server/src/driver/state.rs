@@ -114,7 +114,12 @@ impl State {
 
     /// The ledger admits the request (and the policy hears of it) before its job exists, so the
     /// job is filed before the policy's actions are carried out.
-    fn admit(&mut self, now: Time, new: NewRequest, job: impl FnOnce(RequestId) -> Job) -> (RequestId, Vec<Outside>) {
+    fn admit(
+        &mut self,
+        now: Time,
+        new: NewRequest,
+        job: impl FnOnce(RequestId) -> Job,
+    ) -> (RequestId, Vec<Outside>) {
         let mut effects = Vec::new();
         let id = self.ledger.arrive(now, new, &mut effects);
         self.jobs.insert(id, job(id));
@@ -140,7 +145,13 @@ impl State {
     }
 
     /// A decoder worker's iteration report.
-    pub(crate) fn iteration(&mut self, now: Time, instance: InstanceId, report: IterationReport) -> Vec<Outside> {
+    pub(crate) fn iteration(
+        &mut self,
+        now: Time,
+        instance: InstanceId,
+        report: IterationReport,
+    ) -> Vec<Outside> {
+        self.metrics.generated_tokens.fetch_add(report.produced as u64, std::sync::atomic::Ordering::Relaxed);
         let left: Vec<RequestId> = report.left.into_iter().map(RequestId).collect();
         let mut effects = Vec::new();
         self.ledger.iteration_done(now, instance, &left, report.failed, &mut effects);
@@ -157,14 +168,16 @@ impl State {
         let took = self.launches.remove(&ticket).map_or(0, |t| t.elapsed().as_nanos() as u64);
         let mut effects = Vec::new();
         let (id, stray) = match result {
-            Ok((worker, start)) => match self.ledger.launch_up(now, Launched { ticket, start, took }, &mut effects) {
-                Some(id) => {
-                    self.workers.insert(id, worker);
-                    (Some(id), None)
+            Ok((worker, start)) => {
+                match self.ledger.launch_up(now, Launched { ticket, start, took }, &mut effects) {
+                    Some(id) => {
+                        self.workers.insert(id, worker);
+                        (Some(id), None)
+                    }
+                    // No launch had that ticket: the worker has no place.
+                    None => (None, Some(Outside::Stop(Box::new(worker)))),
                 }
-                // No launch had that ticket: the worker has no place.
-                None => (None, Some(Outside::Stop(Box::new(worker)))),
-            },
+            }
             Err(e) => {
                 self.ledger.launch_failed(now, ticket, e.to_string(), &mut effects);
                 (None, None)
@@ -220,7 +233,8 @@ impl State {
                 Effect::Answer { request, outcome } => self.answer(request, outcome),
                 Effect::Forward { request, .. } => {
                     let output = self.outputs.remove(&request);
-                    if let (Some(Job::Embed { input, .. }), Some(Ok(hidden))) = (self.jobs.get_mut(&request), output)
+                    if let (Some(Job::Embed { input, .. }), Some(Ok(hidden))) =
+                        (self.jobs.get_mut(&request), output)
                     {
                         *input = Input::Hidden(hidden);
                     }
@@ -275,7 +289,11 @@ impl State {
         }
     }
 
-    fn decoder(&self, instance: InstanceId, send: impl FnOnce(&morph_engine::decoder::DecoderWorker) -> Result<(), EngineError>) {
+    fn decoder(
+        &self,
+        instance: InstanceId,
+        send: impl FnOnce(&morph_engine::decoder::DecoderWorker) -> Result<(), EngineError>,
+    ) {
         if let Some(WorkerEngine::Decoder { worker, .. }) = self.workers.get(&instance).map(|w| &w.engine)
             && let Err(e) = send(worker)
         {
@@ -297,7 +315,9 @@ impl State {
             (Outcome::Done | Outcome::Failed | Outcome::Cancelled, _) => {}
             (Outcome::Dropped(reason), job) => job.fail(SeqError::Dropped(reason)),
             (Outcome::PolicyError, job) => {
-                job.fail(SeqError::Engine(EngineError::Inference("the scheduler broke a rule with this request".into())));
+                job.fail(SeqError::Engine(EngineError::Inference(
+                    "the scheduler broke a rule with this request".into(),
+                )));
             }
         }
     }

@@ -94,7 +94,11 @@ impl Policy for Broken {
     }
     fn on_event(&mut self, _now: Time, event: Event, actions: &mut Vec<Action>) {
         if let Event::Arrival(r) = event {
-            actions.push(Action::Run { instance: InstanceId(9), requests: vec![r.id], plan: BatchPlan::FINISH });
+            actions.push(Action::Run {
+                instance: InstanceId(9),
+                requests: vec![r.id],
+                plan: BatchPlan::FINISH,
+            });
         }
     }
     fn queue_len(&self) -> usize {
