@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
+use morph_core::PlanId;
 use morph_engine::fetch::{Pip, morph_home};
 use morph_engine::ort_library::onnxruntime_library;
 use morph_server::EngineKind;
@@ -36,6 +37,11 @@ pub(crate) struct EngineArgs {
     /// model (--model) still gives the tokenizer and config.json.
     #[arg(long)]
     pub(crate) onnx: Option<PathBuf>,
+    /// Token plans every ONNX Runtime instance compiles besides the plain model (plan 0), comma
+    /// separated: -K merges K tokens per layer (token merging, OTAS's gamma < 0), e.g.
+    /// --plans=-1,-2. A policy picks a batch's plan (dynamic-batching: '{"plan": -1}').
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
+    pub(crate) plans: Vec<i16>,
 }
 
 impl EngineArgs {
@@ -43,17 +49,21 @@ impl EngineArgs {
     pub(crate) fn real(&self) -> anyhow::Result<EngineKind> {
         let library = || onnxruntime_library(self.ort_library.as_deref(), &morph_home(), &Pip::from_env());
         let onnx = self.onnx.clone();
+        let plans: Vec<PlanId> = self.plans.iter().map(|p| PlanId(*p)).collect();
+        if !plans.is_empty() && self.engine == EngineArg::Candle {
+            anyhow::bail!("--plans compiles ONNX Runtime graphs; drop --engine candle");
+        }
         match self.engine {
             EngineArg::Ort | EngineArg::Auto if onnx.is_some() => {
-                Ok(EngineKind::Ort { library: library()?, onnx })
+                Ok(EngineKind::Ort { library: library()?, onnx, plans })
             }
             EngineArg::Candle | EngineArg::Emulated if onnx.is_some() => {
                 anyhow::bail!("--onnx runs on ONNX Runtime; drop --engine or use --engine ort")
             }
-            EngineArg::Ort => Ok(EngineKind::Ort { library: library()?, onnx }),
+            EngineArg::Ort => Ok(EngineKind::Ort { library: library()?, onnx, plans }),
             EngineArg::Candle => Ok(EngineKind::Candle),
             EngineArg::Auto => match library() {
-                Ok(library) => Ok(EngineKind::Ort { library, onnx }),
+                Ok(library) => Ok(EngineKind::Ort { library, onnx, plans }),
                 Err(e) => {
                     tracing::warn!("ONNX Runtime unavailable ({e}); using the candle engine");
                     Ok(EngineKind::Candle)

@@ -2,9 +2,10 @@
 
 use std::path::PathBuf;
 
+use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use morph_core::UnitSpec;
+use morph_core::{PlanId, RuntimeSpec, UnitSpec};
 use morph_engine::Pooling;
 use morph_engine::measure::{MeasurePlan, measure_profile};
 use morph_server::Launcher;
@@ -33,19 +34,54 @@ pub(crate) struct ProfileArgs {
     /// Timed runs per point; the median is kept.
     #[arg(long, default_value_t = 10)]
     runs: u32,
+    /// Measure one pipeline stage, K/N: stage K (from 0) of the encoder cut into N stages
+    /// (--engine ort); a stage past the first is fed hidden states.
+    #[arg(long)]
+    stage: Option<String>,
+    /// Measure this token plan (-K: K tokens merged per layer; --engine ort).
+    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+    plan: i16,
+}
+
+/// `K/N` as (K, N).
+fn parse_stage(text: &str) -> anyhow::Result<(u16, u16)> {
+    let (k, n) = text.split_once('/').context("--stage is K/N, e.g. 1/3")?;
+    let (k, n): (u16, u16) = (k.trim().parse()?, n.trim().parse()?);
+    anyhow::ensure!(k < n, "--stage {text}: K must be below N");
+    Ok((k, n))
 }
 
 pub(crate) fn run(args: ProfileArgs) -> anyhow::Result<()> {
     let files = args.model.fetch()?;
-    let kind = args.engine.real()?;
+    let mut engine = args.engine.clone();
+    engine.plans.push(args.plan);
+    let kind = engine.real()?;
     let launcher = Launcher::new(&files, Pooling::from_model_dir(&files.dir), &kind)?;
-    let plan = MeasurePlan { lens: args.lens, batches: args.batches, warmup: args.warmup, runs: args.runs };
+    let stage = args.stage.as_deref().map(parse_stage).transpose()?;
+    // The unit measured at each shape: the whole model, or stage K of N.
+    let unit = |spec: RuntimeSpec| -> anyhow::Result<UnitSpec> {
+        Ok(match stage {
+            Some((k, n)) => launcher.stage_units(spec, n)?.swap_remove(usize::from(k)),
+            None => UnitSpec::encoder(spec),
+        })
+    };
+    let plan = MeasurePlan {
+        lens: args.lens,
+        batches: args.batches,
+        warmup: args.warmup,
+        runs: args.runs,
+        tokens: PlanId(args.plan),
+        hidden: stage.filter(|(k, _)| *k > 0).map(|_| launcher.dim()),
+    };
     let bar = ProgressBar::new(plan.points() as u64);
     bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} points, {elapsed} {msg}")?);
     let mut profile = measure_profile(
         &files.name,
         &plan,
-        &mut |spec| launcher.engine(UnitSpec::encoder(spec)),
+        &mut |spec| {
+            let unit = unit(spec).map_err(|e| morph_engine::EngineError::Unsupported(e.to_string()))?;
+            launcher.engine(unit)
+        },
         &mut |len, batch, ms| {
             bar.set_message(format!("b{batch} l{len}: {ms:.2} ms"));
             bar.inc(1);
@@ -55,6 +91,8 @@ pub(crate) fn run(args: ProfileArgs) -> anyhow::Result<()> {
     profile.engine = Some(format!("{}-cpu", kind.label()));
     profile.device = Some(format!("{} threads", std::thread::available_parallelism().map_or(1, |n| n.get())));
     profile.runs = Some(plan.runs);
+    profile.stage = stage.map(|(k, _)| k);
+    profile.plan = (args.plan != 0).then_some(args.plan);
     std::fs::write(&args.out, profile.to_json())?;
     println!(
         "{:>6} {}",

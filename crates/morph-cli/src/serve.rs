@@ -46,6 +46,11 @@ pub(crate) struct ServeArgs {
     /// (arlo, st, dt, infaas, arlo-ilb, arlo-ig), the total number of instances.
     #[arg(long, default_value_t = 1)]
     instances: usize,
+    /// Cut the encoder into this many pipeline stages of consecutive layers, each with
+    /// --instances instances of every --runtime, hidden states handed from stage to stage
+    /// (--engine ort or emulated; the dynamic-batching policy batches each stage).
+    #[arg(long, default_value_t = 1)]
+    stages: u16,
     /// Scheduling policy: dynamic-batching (TEI-like, one queue, batches by padded tokens; the
     /// default for embed), or arlo (several fixed-shape runtimes, allocation from the observed
     /// lengths, multi-level dispatch), or one of Arlo's baselines st, dt, infaas, arlo-ilb,
@@ -132,6 +137,7 @@ impl ServeArgs {
             engine,
             runtimes,
             instances: self.instances,
+            stages: self.stages,
             policy,
             policy_params,
             policy_context: registry::Context { profile, slo: self.slo_ms.map(ms_to_nanos) },

@@ -6,12 +6,17 @@
 //!   "engine": "candle-cpu",          // optional: what produced it
 //!   "device": "2 cores ...",         // optional
 //!   "runs": 20,                      // optional: timed runs per point
+//!   "stage": 1,                      // optional: the pipeline stage measured (index)
+//!   "plan": -1,                      // optional: the token plan measured
 //!   "latency": { "<batch>": { "<seq_len>": <median ms>, ... }, ... } }
 //! ```
 //! Keys are decimal strings (JSON objects need string keys). Unknown fields are ignored, so
 //! `"batchsize": "1-64"` and `"seq_len": "1-512"` in the GPU table are accepted; points whose
 //! key is not a number (the GPU table has one `""` entry) are skipped and counted in
 //! [`Profile::skipped`].
+//!
+//! A profile without `stage` and `plan` is the whole, plain model's; the simulator prices a
+//! stage's or a plan's batches by the profile that names them, where one is given.
 //!
 //! Lookups interpolate linearly in sequence length within a batch row, then linearly between
 //! the two measured batch sizes around the query. Outside the measured range the latency is
@@ -43,6 +48,10 @@ struct ProfileFile {
     device: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     runs: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    stage: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    plan: Option<i16>,
     latency: BTreeMap<String, BTreeMap<String, f64>>,
 }
 
@@ -66,6 +75,9 @@ pub struct Profile {
     pub engine: Option<String>,
     pub device: Option<String>,
     pub runs: Option<u32>,
+    /// The pipeline stage (index) and token plan measured; `None`: the whole model, plain.
+    pub stage: Option<u16>,
+    pub plan: Option<i16>,
     /// Points in the file skipped because their batch or length key is not a number.
     pub skipped: usize,
     rows: Vec<Row>,
@@ -104,7 +116,16 @@ impl Profile {
         if rows.is_empty() {
             return Err(ProfileError::Empty);
         }
-        Ok(Self { model: model.into(), engine: None, device: None, runs: None, skipped: 0, rows })
+        Ok(Self {
+            model: model.into(),
+            engine: None,
+            device: None,
+            runs: None,
+            stage: None,
+            plan: None,
+            skipped: 0,
+            rows,
+        })
     }
 
     pub fn load(path: &Path) -> Result<Self, ProfileError> {
@@ -135,6 +156,8 @@ impl Profile {
         profile.engine = file.engine;
         profile.device = file.device;
         profile.runs = file.runs;
+        profile.stage = file.stage;
+        profile.plan = file.plan;
         Ok(profile)
     }
 
@@ -152,6 +175,8 @@ impl Profile {
             engine: self.engine.clone(),
             device: self.device.clone(),
             runs: self.runs,
+            stage: self.stage,
+            plan: self.plan,
             latency,
         };
         serde_json::to_string_pretty(&file).unwrap_or_default()
@@ -237,6 +262,11 @@ mod tests {
         assert_eq!(p.latency_ms(3, 1), 2.0);
         assert_eq!(p.batches().collect::<Vec<_>>(), vec![1, 2]);
         assert_eq!(Profile::from_json(&p.to_json()).unwrap(), p);
+        assert_eq!((p.stage, p.plan), (None, None));
+        let keyed =
+            Profile::from_json(r#"{"model":"x","stage":1,"plan":-2,"latency":{"1":{"1":1.0}}}"#).unwrap();
+        assert_eq!((keyed.stage, keyed.plan), (Some(1), Some(-2)));
+        assert_eq!(Profile::from_json(&keyed.to_json()).unwrap(), keyed);
     }
 
     #[test]

@@ -10,14 +10,14 @@ use std::io::{BufRead, BufReader, Lines, Write};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 
-use morph_core::RuntimeSpec;
+use morph_core::{PlanId, RuntimeSpec};
 use morph_engine::bert::Kernels;
 use morph_engine::fetch::{fetch, morph_home};
 use morph_engine::measure::{
     cli_arg, median, side_by_side_header, side_by_side_row, synthetic_batch, time_batch,
 };
 use morph_engine::tuning::{OPT_OUT, reexec_tuned};
-use morph_engine::{CandleRuntime, Encoder, ModelSource, Pooling};
+use morph_engine::{BatchInput, CandleRuntime, Encoder, ModelSource, Pooling};
 
 /// Set on the child process that measures the untuned baseline.
 const CHILD: &str = "MORPH_BENCH_BASELINE";
@@ -30,7 +30,7 @@ struct Bench {
 impl Bench {
     fn time(&self, spec: RuntimeSpec, inputs: &[Vec<u32>]) -> f64 {
         let mut rt = CandleRuntime::new(self.encoder.clone(), spec).expect("runtime");
-        time_batch(&mut rt, inputs, 2, self.runs).expect("batch")
+        time_batch(&mut rt, BatchInput::Tokens(inputs), PlanId::PLAIN, 2, self.runs).expect("batch")
     }
 }
 

@@ -8,16 +8,15 @@
 
 use std::sync::Arc;
 
-use morph_core::RuntimeSpec;
+use morph_core::{PlanId, RuntimeSpec, UnitSpec};
 use morph_engine::fetch::{Pip, fetch, morph_home};
 use morph_engine::measure::{
     cli_arg, median, side_by_side_header, side_by_side_row, synthetic_batch, time_batch,
 };
 use morph_engine::ort_library::onnxruntime_library;
-use morph_engine::ort_runtime::TokenAdaptation;
 use morph_engine::pooling::cosine;
 use morph_engine::tuning::reexec_tuned;
-use morph_engine::{CandleRuntime, Encoder, Engine, ModelSource, OrtEncoder, Pooling};
+use morph_engine::{BatchInput, CandleRuntime, Encoder, Engine, ModelSource, OrtEncoder, Pooling};
 
 fn main() {
     reexec_tuned();
@@ -44,8 +43,9 @@ fn main() {
             let mut ours = ort.runtime(spec).expect("ONNX runtime");
             let (mut c, mut o) = (Vec::new(), Vec::new());
             for _ in 0..rounds {
-                c.push(time_batch(&mut theirs, &inputs, 2, runs).expect("candle batch"));
-                o.push(time_batch(&mut ours, &inputs, 2, runs).expect("ONNX batch"));
+                let input = BatchInput::Tokens(&inputs);
+                c.push(time_batch(&mut theirs, input, PlanId::PLAIN, 2, runs).expect("candle batch"));
+                o.push(time_batch(&mut ours, input, PlanId::PLAIN, 2, runs).expect("ONNX batch"));
             }
             cells.push((median(c), median(o)));
         }
@@ -56,14 +56,16 @@ fn main() {
     let inputs: Vec<Vec<u32>> = (0..8u32).map(|i| synthetic_batch(64 + 8 * i, 1).remove(0)).collect();
     let mut full = ort.runtime(spec).expect("ONNX runtime");
     let reference = full.embed(&inputs).expect("ONNX batch");
-    let base = time_batch(&mut full, &inputs, 2, runs).expect("ONNX batch");
+    let base =
+        time_batch(&mut full, BatchInput::Tokens(&inputs), PlanId::PLAIN, 2, runs).expect("ONNX batch");
     println!("\ntoken merging, fixed:128x8, 8 sequences of 64..120 tokens");
     println!("{:>14} {:>10} {:>10} {:>12}", "merged/layer", "ms", "speed-up", "min cosine");
-    for merge in [0usize, 4, 8, 16] {
-        let adapt = TokenAdaptation { merge, ..TokenAdaptation::default() };
-        let mut rt = ort.adapted_runtime(spec, &adapt).expect("merging runtime");
-        let ms = time_batch(&mut rt, &inputs, 2, runs).expect("merging batch");
-        let got = rt.embed(&inputs).expect("merging batch");
+    for merge in [0i16, 4, 8, 16] {
+        // Token plan −r merges r tokens per layer.
+        let plan = PlanId(-merge);
+        let mut rt = ort.instance(UnitSpec::encoder(spec), &[plan]).expect("merging runtime");
+        let ms = time_batch(&mut rt, BatchInput::Tokens(&inputs), plan, 2, runs).expect("merging batch");
+        let got = rt.run(BatchInput::Tokens(&inputs), plan).expect("merging batch");
         let worst = got.iter().zip(&reference).map(|(a, b)| cosine(a, b)).fold(1.0f32, f32::min);
         println!("{merge:>14} {ms:>10.2} {:>9.2}x {worst:>12.4}", base / ms);
     }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use morph_core::{PlanId, Profile, RuntimeSpec, UnitSpec};
 
-use crate::{BatchInput, Engine, EngineError, check_batch};
+use crate::{BatchInput, Engine, EngineError, check_lengths};
 
 #[derive(Debug, Clone)]
 pub struct EmulatedRuntime {
@@ -62,8 +62,7 @@ impl Engine for EmulatedRuntime {
             BatchInput::Tokens(rows) => rows.iter().map(Vec::len).collect(),
             BatchInput::Hidden(rows) => rows.iter().map(|r| r.len() / self.dim.max(1)).collect(),
         };
-        let shapes: Vec<Vec<u32>> = lens.iter().map(|&n| vec![0; n]).collect();
-        let longest = check_batch(self.spec, &shapes)?;
+        let longest = check_lengths(self.spec, &lens)?;
         wait_until(start + self.batch_time(longest, lens.len() as u32));
         if self.hands_on {
             return Ok(lens.iter().map(|&n| vec![0.0; n * self.dim]).collect());

@@ -107,13 +107,19 @@ pub fn plain_tokens(input: BatchInput<'_>, plan: PlanId) -> Result<&[Vec<u32>], 
     }
 }
 
-/// Checks a batch against the runtime's shape contract and returns its longest sequence.
+/// Checks a batch of token ids against the runtime's shape contract; its longest sequence.
 pub fn check_batch(runtime: RuntimeSpec, inputs: &[Vec<u32>]) -> Result<u32, EngineError> {
+    let lens: Vec<usize> = inputs.iter().map(Vec::len).collect();
+    check_lengths(runtime, &lens)
+}
+
+/// Checks a batch of rows of these lengths against the runtime's shape contract; the longest.
+pub fn check_lengths(runtime: RuntimeSpec, lens: &[usize]) -> Result<u32, EngineError> {
     let shape_err = |detail: String| EngineError::Shape { runtime, detail };
-    if inputs.is_empty() || inputs.len() > runtime.max_batch as usize {
-        return Err(shape_err(format!("{} rows (1..={} allowed)", inputs.len(), runtime.max_batch)));
+    if lens.is_empty() || lens.len() > runtime.max_batch as usize {
+        return Err(shape_err(format!("{} rows (1..={} allowed)", lens.len(), runtime.max_batch)));
     }
-    let longest = inputs.iter().map(Vec::len).max().unwrap_or(0);
+    let longest = lens.iter().copied().max().unwrap_or(0);
     if longest == 0 || longest > runtime.max_len as usize {
         return Err(shape_err(format!("longest sequence {longest} tokens (1..={})", runtime.max_len)));
     }

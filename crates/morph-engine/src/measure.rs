@@ -2,9 +2,9 @@
 
 use std::time::Instant;
 
-use morph_core::{Profile, RuntimeSpec};
+use morph_core::{PlanId, Profile, RuntimeSpec};
 
-use crate::{Engine, EngineError};
+use crate::{BatchInput, Engine, EngineError};
 
 /// How to measure each grid point.
 #[derive(Debug, Clone)]
@@ -15,6 +15,10 @@ pub struct MeasurePlan {
     pub warmup: u32,
     /// Timed runs; the median is kept.
     pub runs: u32,
+    /// The token plan every batch runs under.
+    pub tokens: PlanId,
+    /// For a pipeline stage past the first: its hidden size (batches are hidden states).
+    pub hidden: Option<usize>,
 }
 
 impl MeasurePlan {
@@ -77,20 +81,21 @@ pub fn synthetic_batch(len: u32, rows: u32) -> Vec<Vec<u32>> {
         .collect()
 }
 
-/// Median latency of one batch (`runs` timed after `warmup`), in ms.
+/// Median latency of one batch under `plan` (`runs` timed after `warmup`), in ms.
 pub fn time_batch(
     engine: &mut dyn Engine,
-    inputs: &[Vec<u32>],
+    input: BatchInput<'_>,
+    plan: PlanId,
     warmup: u32,
     runs: u32,
 ) -> Result<f64, EngineError> {
     for _ in 0..warmup {
-        engine.embed(inputs)?;
+        engine.run(input, plan)?;
     }
     let mut times = Vec::with_capacity(runs as usize);
     for _ in 0..runs.max(1) {
         let start = Instant::now();
-        engine.embed(inputs)?;
+        engine.run(input, plan)?;
         times.push(start.elapsed().as_secs_f64() * 1e3);
     }
     Ok(median(times))
@@ -108,7 +113,14 @@ pub fn measure_profile(
     for &batch in &plan.batches {
         for &len in &plan.lens {
             let mut engine = make(RuntimeSpec::fixed(len, batch))?;
-            let ms = time_batch(engine.as_mut(), &synthetic_batch(len, batch), plan.warmup, plan.runs)?;
+            let tokens = synthetic_batch(len, batch);
+            let hidden: Vec<Vec<f32>> = match plan.hidden {
+                Some(dim) => (0..batch).map(|_| vec![0.1; len as usize * dim]).collect(),
+                None => Vec::new(),
+            };
+            let input =
+                if plan.hidden.is_some() { BatchInput::Hidden(&hidden) } else { BatchInput::Tokens(&tokens) };
+            let ms = time_batch(engine.as_mut(), input, plan.tokens, plan.warmup, plan.runs)?;
             progress(len, batch, ms);
             points.push((batch, len, ms));
         }
@@ -136,7 +148,14 @@ mod tests {
         let truth = Arc::new(
             Profile::from_points("m", [(1, 8, 10.0), (1, 16, 20.0), (2, 8, 30.0), (2, 16, 60.0)]).unwrap(),
         );
-        let plan = MeasurePlan { lens: vec![8, 16], batches: vec![1, 2], warmup: 0, runs: 1 };
+        let plan = MeasurePlan {
+            lens: vec![8, 16],
+            batches: vec![1, 2],
+            warmup: 0,
+            runs: 1,
+            tokens: PlanId::PLAIN,
+            hidden: None,
+        };
         let mut seen = 0;
         let measured = measure_profile(
             "m",

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use morph_core::{PlanId, RuntimeSpec, ShapeKind};
+use morph_core::{PlanId, RuntimeSpec, ShapeKind, UnitSpec};
 use ort::environment::Environment;
 use ort::session::Session;
 use ort::session::builder::GraphOptimizationLevel;
@@ -15,9 +15,11 @@ use ort::value::Tensor;
 
 use crate::checkpoint::Checkpoint;
 use crate::fetch::ModelFiles;
-use crate::onnx::{ATTENTION_MASK, GraphSpec, HIDDEN_OUT, INPUT_IDS, POOLED, encoder_graph};
+use crate::onnx::{
+    ATTENTION_MASK, GraphOutput, GraphSpec, HIDDEN_IN, HIDDEN_OUT, INPUT_IDS, POOLED, encoder_graph,
+};
 use crate::pooling::Pooling;
-use crate::{BatchInput, Engine, EngineError, check_batch, plain_tokens};
+use crate::{BatchInput, Engine, EngineError, check_lengths};
 
 /// Input of graphs that embed two segments (user files; Morph's graphs embed one).
 const TOKEN_TYPE_IDS: &str = "token_type_ids";
@@ -92,6 +94,8 @@ enum Output {
     Pooled(String),
     /// `[batch, len, hidden]`, pooled here.
     Hidden(String, Pooling),
+    /// `[batch, len, hidden]`, handed on to the next pipeline stage as each row's tokens.
+    HandOn,
 }
 
 /// Where the runtimes' graphs come from.
@@ -171,59 +175,78 @@ impl OrtEncoder {
         self.dim
     }
 
-    /// Compiles one instance of `spec`.
-    pub fn runtime(&self, spec: RuntimeSpec) -> Result<OrtRuntime, EngineError> {
-        self.adapted_runtime(spec, &TokenAdaptation::default())
+    /// Encoder layers of a graph Morph writes (`None` for a user's ONNX file).
+    pub fn layers(&self) -> Option<usize> {
+        match &self.source {
+            Source::Written { checkpoint, .. } => Some(checkpoint.config.num_hidden_layers),
+            Source::File { .. } => None,
+        }
     }
 
-    /// Compiles one instance of `spec` whose graph adds prompt tokens or merges tokens
-    /// (OTAS's token adaptation; Morph's own graphs only).
-    pub fn adapted_runtime(
-        &self,
-        spec: RuntimeSpec,
-        adapt: &TokenAdaptation,
-    ) -> Result<OrtRuntime, EngineError> {
+    /// Compiles one instance of `spec`: the whole model, plain, on every core.
+    pub fn runtime(&self, spec: RuntimeSpec) -> Result<OrtRuntime, EngineError> {
+        self.instance(UnitSpec::encoder(spec), &[PlanId::PLAIN])
+    }
+
+    /// Compiles one instance of `unit` (a layer range when it is a pipeline stage, with its
+    /// thread count) with a session per token plan in `plans`: 0 the plain model, −k merging
+    /// k tokens per layer (ToMe, OTAS's γ < 0). Prompt plans (γ > 0) need trained prompts.
+    pub fn instance(&self, unit: UnitSpec, plans: &[PlanId]) -> Result<OrtRuntime, EngineError> {
+        let spec = unit.runtime;
         if spec.max_len as usize > self.max_positions {
             let detail = format!("the model has {} positions", self.max_positions);
             return Err(EngineError::Shape { runtime: spec, detail });
         }
         let fixed = spec.kind == ShapeKind::Fixed;
-        let (session, io) = match &self.source {
-            Source::Written { checkpoint, pooling } => {
-                let shape = fixed.then_some((spec.max_batch, spec.max_len));
-                let layers = checkpoint.config.num_hidden_layers;
-                let graph_spec = GraphSpec {
-                    prompt: adapt.prompt.clone(),
-                    merge: adapt.merge,
-                    ..GraphSpec::pooled(shape, *pooling, layers)
-                };
-                let graph = encoder_graph(checkpoint, &graph_spec)?;
-                let io = Io { token_types: false, output: Output::Pooled(POOLED.into()) };
-                (session(self.env, &graph.to_model_bytes(), default_threads(), &[])?, io)
-            }
-            Source::File { .. } if *adapt != TokenAdaptation::default() => {
-                return Err(EngineError::Load(
-                    "token adaptation needs the graph Morph writes, not --onnx".into(),
-                ));
-            }
-            Source::File { bytes, io, batch, sequence } => {
-                let pinned: Vec<(String, i64)> = [(batch, spec.max_batch), (sequence, spec.max_len)]
-                    .into_iter()
-                    .filter(|_| fixed)
-                    .filter_map(|(name, size)| name.clone().map(|n| (n, i64::from(size))))
-                    .collect();
-                (session(self.env, bytes, default_threads(), &pinned)?, io.clone())
-            }
-        };
-        Ok(OrtRuntime { session, spec, dim: self.dim, pad: self.pad, io })
+        let threads = unit.threads.map_or_else(default_threads, usize::from);
+        let mut sessions = Vec::with_capacity(plans.len());
+        let (mut io, mut takes_hidden) = (None, false);
+        for &plan in plans {
+            let merge = match plan.0 {
+                0 => 0,
+                p if p < 0 => p.unsigned_abs() as usize,
+                p => {
+                    return Err(EngineError::Unsupported(format!(
+                        "token plan {p}: prompt plans need trained prompts"
+                    )));
+                }
+            };
+            let (session, plan_io) = match &self.source {
+                Source::Written { checkpoint, pooling } => {
+                    let layers = checkpoint.config.num_hidden_layers;
+                    let range = unit
+                        .stage
+                        .map_or(0..layers, |s| usize::from(s.first_layer)..usize::from(s.end_layer));
+                    let hands_on = range.end < layers;
+                    takes_hidden = range.start > 0;
+                    let output = if hands_on { GraphOutput::Hidden } else { GraphOutput::Pooled(*pooling) };
+                    let shape = fixed.then_some((spec.max_batch, spec.max_len));
+                    let graph_spec = GraphSpec { shape, layers: range, prompt: Vec::new(), merge, output };
+                    let graph = encoder_graph(checkpoint, &graph_spec)?;
+                    let out = if hands_on { Output::HandOn } else { Output::Pooled(POOLED.into()) };
+                    let io = Io { token_types: false, output: out };
+                    (session(self.env, &graph.to_model_bytes(), threads, &[])?, io)
+                }
+                Source::File { .. } if merge > 0 || unit.stage.is_some() => {
+                    return Err(EngineError::Unsupported(
+                        "token plans and pipeline stages need the graph Morph writes, not --onnx".into(),
+                    ));
+                }
+                Source::File { bytes, io, batch, sequence } => {
+                    let pinned: Vec<(String, i64)> = [(batch, spec.max_batch), (sequence, spec.max_len)]
+                        .into_iter()
+                        .filter(|_| fixed)
+                        .filter_map(|(name, size)| name.clone().map(|n| (n, i64::from(size))))
+                        .collect();
+                    (session(self.env, bytes, threads, &pinned)?, io.clone())
+                }
+            };
+            io = Some(plan_io);
+            sessions.push((plan, session));
+        }
+        let io = io.ok_or_else(|| EngineError::Load("an instance needs at least one token plan".into()))?;
+        Ok(OrtRuntime { sessions, spec, dim: self.dim, pad: self.pad, io, takes_hidden })
     }
-}
-
-/// Prompt tokens added and tokens merged per layer (see [`GraphSpec`]).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct TokenAdaptation {
-    pub prompt: Vec<Vec<f32>>,
-    pub merge: usize,
 }
 
 /// The size of a tensor type's last dimension, if it is fixed.
@@ -231,14 +254,16 @@ fn last_dim(t: &ort::value::ValueType) -> Option<usize> {
     t.tensor_shape().and_then(|s| s.last().copied()).and_then(|d| usize::try_from(d).ok())
 }
 
-/// One instance of a runtime: an ONNX Runtime session.
+/// One instance of a unit: an ONNX Runtime session per token plan.
 #[derive(Debug)]
 pub struct OrtRuntime {
-    session: Session,
+    sessions: Vec<(PlanId, Session)>,
     spec: RuntimeSpec,
     dim: usize,
     pad: u32,
     io: Io,
+    /// A pipeline stage past the first: it takes hidden states, not token ids.
+    takes_hidden: bool,
 }
 
 impl Engine for OrtRuntime {
@@ -251,37 +276,80 @@ impl Engine for OrtRuntime {
     }
 
     fn run(&mut self, input: BatchInput<'_>, plan: PlanId) -> Result<Vec<Vec<f32>>, EngineError> {
-        let inputs = plain_tokens(input, plan)?;
-        let longest = check_batch(self.spec, inputs)?;
-        let shape = self.spec.padded_shape(longest, inputs.len() as u32);
+        let dim = self.dim;
+        let lens: Vec<usize> = match input {
+            BatchInput::Tokens(rows) => rows.iter().map(Vec::len).collect(),
+            BatchInput::Hidden(rows) => rows.iter().map(|r| r.len() / dim).collect(),
+        };
+        let longest = check_lengths(self.spec, &lens)?;
+        let shape = self.spec.padded_shape(longest, lens.len() as u32);
         let (rows, len) = (shape.batch as usize, shape.len as usize);
-        let (ids, mask) = padded_ids(inputs, rows, len, self.pad);
-        let tensor = |what, data: Vec<i64>| Tensor::from_array(([rows, len], data)).map_err(ort_err(what));
-        let mut feed = ort::inputs![INPUT_IDS => tensor("input ids", ids)?, ATTENTION_MASK => tensor("mask", mask.clone())?];
-        if self.io.token_types {
-            feed.push((TOKEN_TYPE_IDS.into(), tensor("token types", vec![0; rows * len])?.into()));
+        let mut mask = vec![0i64; rows * len];
+        for (r, n) in lens.iter().enumerate() {
+            mask[r * len..r * len + n].fill(1);
         }
-        let outputs = self.session.run(feed).map_err(ort_err("run"))?;
+        let ids_tensor =
+            |what, data: Vec<i64>| Tensor::from_array(([rows, len], data)).map_err(ort_err(what));
+        let mut feed = ort::inputs![ATTENTION_MASK => ids_tensor("mask", mask.clone())?];
+        match (input, self.takes_hidden) {
+            (BatchInput::Tokens(inputs), false) => {
+                let (ids, _) = padded_ids(inputs, rows, len, self.pad);
+                feed.push((INPUT_IDS.into(), ids_tensor("input ids", ids)?.into()));
+                if self.io.token_types {
+                    feed.push((
+                        TOKEN_TYPE_IDS.into(),
+                        ids_tensor("token types", vec![0; rows * len])?.into(),
+                    ));
+                }
+            }
+            (BatchInput::Hidden(states), true) => {
+                let mut hidden = vec![0f32; rows * len * dim];
+                for (r, state) in states.iter().enumerate() {
+                    hidden[r * len * dim..r * len * dim + state.len()].copy_from_slice(state);
+                }
+                let tensor =
+                    Tensor::from_array(([rows, len, dim], hidden)).map_err(ort_err("hidden states"))?;
+                feed.push((HIDDEN_IN.into(), tensor.into()));
+            }
+            (BatchInput::Tokens(_), true) => {
+                return Err(EngineError::Unsupported("token ids on a pipeline stage past the first".into()));
+            }
+            (BatchInput::Hidden(_), false) => {
+                return Err(EngineError::Unsupported("hidden states on a first stage or whole model".into()));
+            }
+        }
+        let session = match self.sessions.iter_mut().find(|(p, _)| *p == plan) {
+            Some((_, session)) => session,
+            None => return Err(EngineError::Unsupported(format!("token plan {} on this instance", plan.0))),
+        };
+        let outputs = session.run(feed).map_err(ort_err("run"))?;
+        let extract = |name: &str| outputs[name].try_extract_tensor::<f32>().map_err(ort_err("output"));
         let vectors = match &self.io.output {
             Output::Pooled(name) => {
-                let (_, pooled) =
-                    outputs[name.as_str()].try_extract_tensor::<f32>().map_err(ort_err("output"))?;
-                pooled.chunks_exact(self.dim).take(inputs.len()).map(<[f32]>::to_vec).collect()
+                let (_, pooled) = extract(name)?;
+                pooled.chunks_exact(dim).take(lens.len()).map(<[f32]>::to_vec).collect()
             }
             Output::Hidden(name, pooling) => {
-                let (_, hidden) =
-                    outputs[name.as_str()].try_extract_tensor::<f32>().map_err(ort_err("output"))?;
-                (0..inputs.len())
+                let (_, hidden) = extract(name)?;
+                (0..lens.len())
                     .map(|r| {
-                        let rows = &hidden[r * len * self.dim..(r + 1) * len * self.dim];
-                        pooling.apply_rows(rows, &mask[r * len..(r + 1) * len], self.dim)
+                        let rows = &hidden[r * len * dim..(r + 1) * len * dim];
+                        pooling.apply_rows(rows, &mask[r * len..(r + 1) * len], dim)
                     })
+                    .collect()
+            }
+            Output::HandOn => {
+                let (_, hidden) = extract(HIDDEN_OUT)?;
+                lens.iter()
+                    .enumerate()
+                    .map(|(r, n)| hidden[r * len * dim..r * len * dim + n * dim].to_vec())
                     .collect()
             }
         };
         Ok(vectors)
     }
 }
+
 /// `inputs` laid out as `rows × len` int64 ids (padded with `pad`) and their 1/0 mask.
 pub fn padded_ids(inputs: &[Vec<u32>], rows: usize, len: usize, pad: u32) -> (Vec<i64>, Vec<i64>) {
     let mut ids = vec![i64::from(pad); rows * len];

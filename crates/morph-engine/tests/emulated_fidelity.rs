@@ -4,9 +4,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use morph_core::{Profile, RuntimeSpec};
-use morph_engine::EmulatedRuntime;
+use morph_core::{PlanId, Profile, RuntimeSpec};
 use morph_engine::measure::{synthetic_batch, time_batch};
+use morph_engine::{BatchInput, EmulatedRuntime};
 
 fn gpu_table() -> Profile {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -39,7 +39,8 @@ fn emulated_latency_is_within_5_percent_of_the_profile() {
             morph_core::UnitSpec::encoder(RuntimeSpec::fixed(len, batch)),
             8,
         );
-        let got = time_batch(&mut engine, &synthetic_batch(len, 1), 2, 15).unwrap();
+        let got = time_batch(&mut engine, BatchInput::Tokens(&synthetic_batch(len, 1)), PlanId::PLAIN, 2, 15)
+            .unwrap();
         let want = profile.latency_ms(len, batch);
         let error = (got - want).abs() / want;
         assert!(

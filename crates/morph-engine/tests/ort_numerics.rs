@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use morph_core::RuntimeSpec;
+use morph_core::{ModelId, PlanId, RuntimeSpec, StageSpec, UnitSpec};
 use morph_engine::checkpoint::Checkpoint;
 use morph_engine::fetch::{Pip, fetch, morph_home};
 use morph_engine::onnx::{
@@ -15,7 +15,8 @@ use morph_engine::ort_library::onnxruntime_library;
 use morph_engine::ort_runtime::{environment, padded_ids, session};
 use morph_engine::pooling::cosine;
 use morph_engine::{
-    CandleRuntime, Encoder, Engine, ModelFiles, ModelSource, OrtEncoder, Pooling, TextTokenizer,
+    BatchInput, CandleRuntime, Encoder, Engine, EngineError, ModelFiles, ModelSource, OrtEncoder, Pooling,
+    TextTokenizer,
 };
 use ort::value::Tensor;
 
@@ -191,6 +192,48 @@ fn two_pipeline_stages_compose_to_the_whole_model() {
     let got: Vec<Vec<f32>> = pooled.chunks_exact(384).map(<[f32]>::to_vec).collect();
     let want = candle(RuntimeSpec::dynamic(512, 2)).embed(&inputs).expect("candle");
     assert_close(&got, &want, "stages 0..3 then 3..6");
+}
+
+/// Through the engine contract: all-MiniLM-L6-v2 cut into 3 stages of 2 layers (dynamic
+/// shapes, rows of different lengths), each stage's hidden states handed to the next, gives
+/// the unsplit model's vectors; a token plan of −1 runs the merging graph of the same unit.
+#[test]
+fn three_stage_instances_hand_on_to_the_unsplit_vectors_and_plans_pick_their_graph() {
+    let m = models();
+    let runtime = RuntimeSpec::dynamic(128, 4);
+    let stage = |index: u16| {
+        let s = StageSpec {
+            model: ModelId(0),
+            index,
+            count: 3,
+            first_layer: 2 * index,
+            end_layer: 2 * index + 2,
+        };
+        m.ort
+            .instance(UnitSpec::encoder(runtime).with_stage(s).with_threads(1), &[PlanId::PLAIN])
+            .expect("stage")
+    };
+    let inputs = vec![random_ids(60, 21), random_ids(9, 22), random_ids(33, 23)];
+    let (mut s0, mut s1, mut s2) = (stage(0), stage(1), stage(2));
+    let h0 = s0.run(BatchInput::Tokens(&inputs), PlanId::PLAIN).expect("stage 0");
+    assert_eq!(h0.iter().map(|h| h.len() / 384).collect::<Vec<_>>(), vec![60, 9, 33], "each row's tokens");
+    let h1 = s1.run(BatchInput::Hidden(&h0), PlanId::PLAIN).expect("stage 1");
+    let pooled = s2.run(BatchInput::Hidden(&h1), PlanId::PLAIN).expect("stage 2");
+    let whole = m.ort.runtime(runtime).expect("whole").embed(&inputs).expect("whole");
+    for (a, b) in pooled.iter().zip(&whole) {
+        assert!(cosine(a, b) >= 0.99999, "split vs unsplit: cosine {}", cosine(a, b));
+    }
+    assert!(matches!(s1.run(BatchInput::Tokens(&inputs), PlanId::PLAIN), Err(EngineError::Unsupported(_))));
+    assert!(matches!(s0.run(BatchInput::Tokens(&inputs), PlanId(-1)), Err(EngineError::Unsupported(_))));
+
+    let plans = [PlanId::PLAIN, PlanId(-1)];
+    let mut both = m.ort.instance(UnitSpec::encoder(runtime), &plans).expect("plain and merging sessions");
+    let plain = both.run(BatchInput::Tokens(&inputs), PlanId::PLAIN).expect("plain");
+    let merged = both.run(BatchInput::Tokens(&inputs), PlanId(-1)).expect("merged");
+    assert_close(&plain, &whole, "plan 0 is the plain model");
+    let c = cosine(&merged[0], &plain[0]);
+    assert!((0.9..0.99999).contains(&c), "plan −1 merges: cosine {c}");
+    assert!(m.ort.instance(UnitSpec::encoder(runtime), &[PlanId(2)]).is_err(), "no trained prompts yet");
 }
 
 /// Prompt vectors equal to the word embeddings of two tokens give the same vectors as those two

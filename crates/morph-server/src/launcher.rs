@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use morph_core::{Profile, UnitKind, UnitSpec};
+use morph_core::{ModelId, PlanId, Profile, RuntimeSpec, StageSpec, UnitKind, UnitSpec};
 use morph_engine::decoder::{DecoderWorker, GgufTokenizer, Iterations, Llama};
 use morph_engine::{
     CandleRuntime, EmulatedRuntime, Encoder, Engine, EngineError, EngineWorker, ModelFiles, OrtEncoder,
@@ -20,9 +20,10 @@ use tokio::sync::mpsc::unbounded_channel;
 pub enum EngineKind {
     /// The candle encoder on the CPU.
     Candle,
-    /// ONNX Runtime sessions, one per instance, of the graph Morph writes for the runtime's
-    /// shape, or of the user's ONNX file `onnx` with its free dimensions pinned.
-    Ort { library: PathBuf, onnx: Option<PathBuf> },
+    /// ONNX Runtime sessions of the graph Morph writes for each instance's unit (a runtime
+    /// shape, a layer range), one per token plan in `plans` (0, the plain model, always), or of
+    /// the user's ONNX file `onnx` with its free dimensions pinned.
+    Ort { library: PathBuf, onnx: Option<PathBuf>, plans: Vec<PlanId> },
     /// Emulated instances taking their latency from a profile; vectors are placeholders.
     Emulated { profile: Arc<Profile>, dim: usize },
     /// A decoder LM from a GGUF file, for generation: each instance a continuous batch.
@@ -52,8 +53,12 @@ pub struct Launcher {
 #[derive(Debug)]
 enum Source {
     Candle(Arc<Encoder>),
-    Ort(OrtEncoder),
-    Emulated { profile: Arc<Profile>, dim: usize },
+    /// The encoder and the token plans every instance compiles.
+    Ort(OrtEncoder, Vec<PlanId>),
+    Emulated {
+        profile: Arc<Profile>,
+        dim: usize,
+    },
     Decoder(Arc<(Llama, GgufTokenizer)>),
 }
 
@@ -78,11 +83,16 @@ impl Launcher {
     pub fn new(files: &ModelFiles, pooling: Pooling, kind: &EngineKind) -> Result<Self, EngineError> {
         let source = match kind {
             EngineKind::Candle => Source::Candle(Arc::new(Encoder::load(files, pooling)?)),
-            EngineKind::Ort { library, onnx: None } => {
-                Source::Ort(OrtEncoder::load(files, pooling, library)?)
-            }
-            EngineKind::Ort { library, onnx: Some(onnx) } => {
-                Source::Ort(OrtEncoder::load_file(files, onnx, pooling, library)?)
+            EngineKind::Ort { library, onnx, plans } => {
+                let encoder = match onnx {
+                    None => OrtEncoder::load(files, pooling, library)?,
+                    Some(onnx) => OrtEncoder::load_file(files, onnx, pooling, library)?,
+                };
+                let mut plans = plans.clone();
+                plans.push(PlanId::PLAIN);
+                plans.sort_unstable();
+                plans.dedup();
+                Source::Ort(encoder, plans)
             }
             EngineKind::Emulated { profile, dim } => return Ok(Self::emulated(profile.clone(), *dim)),
             EngineKind::Decoder { gguf } => return Self::decoder_from(gguf),
@@ -104,7 +114,7 @@ impl Launcher {
     pub fn dim(&self) -> usize {
         match &self.source {
             Source::Candle(encoder) => encoder.dim(),
-            Source::Ort(encoder) => encoder.dim(),
+            Source::Ort(encoder, _) => encoder.dim(),
             Source::Emulated { dim, .. } => *dim,
             Source::Decoder(model) => model.0.config.hidden,
         }
@@ -119,29 +129,53 @@ impl Launcher {
     }
 
     /// The unit an instance of `runtime` runs: a whole decoder or encoder, as this serves.
-    pub fn unit(&self, runtime: morph_core::RuntimeSpec) -> UnitSpec {
+    pub fn unit(&self, runtime: RuntimeSpec) -> UnitSpec {
         match self.source {
             Source::Decoder(_) => UnitSpec::decoder(runtime),
             _ => UnitSpec::encoder(runtime),
         }
     }
 
+    /// The units of the encoder cut into `count` pipeline stages of consecutive layers, as
+    /// even as the layer count allows (emulated instances: one nominal layer per stage).
+    pub fn stage_units(&self, runtime: RuntimeSpec, count: u16) -> Result<Vec<UnitSpec>, EngineError> {
+        let layers = match &self.source {
+            Source::Ort(encoder, _) => encoder.layers().ok_or_else(|| {
+                EngineError::Unsupported(
+                    "pipeline stages of a user's ONNX file (Morph's own graphs only)".into(),
+                )
+            })?,
+            Source::Emulated { .. } => usize::from(count),
+            Source::Candle(_) | Source::Decoder(_) => {
+                return Err(EngineError::Unsupported(
+                    "pipeline stages need --engine ort (or emulated)".into(),
+                ));
+            }
+        };
+        let n = usize::from(count);
+        if n == 0 || n > layers {
+            return Err(EngineError::Unsupported(format!("{count} stages of a {layers}-layer model")));
+        }
+        let bound = |k: usize| (k * layers / n) as u16;
+        let stage = |k: u16| StageSpec {
+            model: ModelId(0),
+            index: k,
+            count,
+            first_layer: bound(usize::from(k)),
+            end_layer: bound(usize::from(k) + 1),
+        };
+        Ok((0..count).map(|k| UnitSpec::encoder(runtime).with_stage(stage(k))).collect())
+    }
+
     /// One engine instance of `unit`, not yet on a thread (`morph profile` times these).
     pub fn engine(&self, unit: UnitSpec) -> Result<Box<dyn Engine>, EngineError> {
         let spec = unit.runtime;
-        let whole = |engine: &str| match unit.stage {
-            Some(_) => Err(EngineError::Unsupported(format!("pipeline stages on {engine}"))),
-            None => Ok(()),
-        };
         Ok(match &self.source {
-            Source::Candle(encoder) => {
-                whole("candle")?;
-                Box::new(CandleRuntime::new(encoder.clone(), spec)?)
+            Source::Candle(_) if unit.stage.is_some() => {
+                return Err(EngineError::Unsupported("pipeline stages on candle".into()));
             }
-            Source::Ort(encoder) => {
-                whole("onnxruntime")?;
-                Box::new(encoder.runtime(spec)?)
-            }
+            Source::Candle(encoder) => Box::new(CandleRuntime::new(encoder.clone(), spec)?),
+            Source::Ort(encoder, plans) => Box::new(encoder.instance(unit, plans)?),
             Source::Emulated { profile, dim } => Box::new(EmulatedRuntime::new(profile.clone(), unit, *dim)),
             Source::Decoder(_) => {
                 return Err(EngineError::Load("a decoder runs generations, not encoder batches".into()));

@@ -25,8 +25,11 @@ pub struct ServerConfig {
     pub engine: EngineKind,
     /// Runtimes for policies that do not choose their own.
     pub runtimes: Vec<RuntimeSpec>,
-    /// Instances of each runtime; for policies that choose their own runtimes, the total.
+    /// Instances of each runtime (of each stage); for policies that choose their own runtimes,
+    /// the total.
     pub instances: usize,
+    /// Pipeline stages each runtime's encoder is cut into (1: the whole model).
+    pub stages: u16,
     /// The scheduling policy by name (see `morph_policy::registry`), its parameters (JSON
     /// object) and what it may take from the deployment (profile, SLO).
     pub policy: String,
@@ -59,8 +62,13 @@ impl Server {
             return Err(BuildError::Config("at least one instance is needed".into()));
         }
         let policy = registry::build(&config.policy, &config.policy_params, &config.policy_context)?;
-        if config.runtimes.is_empty() && policy.layout(config.instances).is_none() {
+        let own_layout = policy.layout(config.instances).is_some();
+        if config.runtimes.is_empty() && !own_layout {
             return Err(BuildError::Config("at least one runtime with one instance is needed".into()));
+        }
+        if config.stages > 1 && own_layout {
+            let msg = format!("policy '{}' lays out whole models; it cannot run --stages", config.policy);
+            return Err(BuildError::Config(msg));
         }
         let (launcher, tokenizer, name, pooling) = match (&config.engine, &config.model) {
             (EngineKind::Decoder { gguf }, _) => {
@@ -77,10 +85,19 @@ impl Server {
             (_, None) => return Err(BuildError::Config("an encoder engine needs the model's files".into())),
         };
         let launcher = Arc::new(launcher);
-        let layout = policy.layout(config.instances).unwrap_or_else(|| {
-            let units = config.runtimes.iter().map(|r| launcher.unit(*r));
-            units.flat_map(|u| std::iter::repeat_n(u, config.instances)).collect()
-        });
+        let layout = match policy.layout(config.instances) {
+            Some(layout) => layout,
+            None => {
+                let mut units = Vec::new();
+                for runtime in &config.runtimes {
+                    match config.stages {
+                        0 | 1 => units.push(launcher.unit(*runtime)),
+                        n => units.extend(launcher.stage_units(*runtime, n)?),
+                    }
+                }
+                units.into_iter().flat_map(|u| std::iter::repeat_n(u, config.instances)).collect()
+            }
+        };
         let workers = layout.iter().map(|u| launcher.start(*u)).collect::<Result<Vec<_>, _>>()?;
         let metrics = Arc::new(Metrics::default());
         let predictions = config.predictor.start(metrics.clone())?.map(Arc::new);

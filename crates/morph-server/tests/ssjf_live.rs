@@ -62,8 +62,11 @@ async fn the_builtin_predictor_feeds_the_scheduler_and_finished_lengths_are_cach
     let mut config = decoder("ssjf", json!({}));
     let library = onnxruntime_library(None, &morph_home(), &Pip::from_env()).expect("fetching ONNX Runtime");
     let encoder = fetch(&ModelSource::Default, &morph_home()).expect("fetching the encoder");
-    config.predictor =
-        PredictorConfig::Model { encoder, engine: EngineKind::Ort { library, onnx: None }, head: None };
+    config.predictor = PredictorConfig::Model {
+        encoder,
+        engine: EngineKind::Ort { library, onnx: None, plans: Vec::new() },
+        head: None,
+    };
     let server = start(config).await;
     for _ in 0..2 {
         let (status, body) = post(&server.url, "/v1/chat/completions", &chat("Say hi.", 4)).await;

@@ -27,6 +27,7 @@ fn main() {
     let policy = Box::new(DynamicBatching::new(DynamicBatchingConfig {
         max_batch_tokens: 4096,
         max_queue: usize::MAX,
+        ..Default::default()
     }));
     let cluster = vec![UnitSpec::encoder(RuntimeSpec::dynamic(512, 8)); 300];
     let sim_start = Instant::now();

@@ -323,6 +323,7 @@ mod tests {
         Box::new(DynamicBatching::new(DynamicBatchingConfig {
             max_batch_tokens: 1 << 30,
             max_queue: usize::MAX,
+            ..Default::default()
         }))
     }
 

@@ -16,6 +16,7 @@
 //! outputs = { kind = "trace", path = "...", input_column = "GeneratedTokens" }  # generation only
 //! [cluster]
 //! profile = "../../shared/data/profiles/distilbert_trt_gpu_bs1-64_seq1-512.json"  # relative to this file
+//! variants = ["stage1.json"]                      # profiles of a stage or token plan (their "stage"/"plan" keys)
 //! # or, for generation, SSJF's linear cost T = C + K·N (K in ms per token by batch size):
 //! # generation = { c_ms = 120, k_ms = { "1" = 45, "4" = 60 } }
 //! dynamic_penalty = 1.0
@@ -41,7 +42,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use morph_core::{Profile, RuntimeSpec, UnitSpec, time::ms_to_nanos};
+use morph_core::{PlanId, Profile, RuntimeSpec, UnitSpec, time::ms_to_nanos};
 use serde::{Deserialize, Serialize};
 
 use morph_policy::registry::Context;
@@ -79,6 +80,10 @@ pub struct RuntimeGroup {
 pub struct Cluster {
     /// A latency profile (encoders); or `generation` instead.
     pub profile: Option<PathBuf>,
+    /// Profiles of pipeline stages or token plans (keyed by their `stage` and `plan`), pricing
+    /// those batches instead of `profile`.
+    #[serde(default)]
+    pub variants: Vec<PathBuf>,
     /// SSJF's linear generation cost.
     pub generation: Option<GenerationCost>,
     #[serde(default = "one")]
@@ -196,10 +201,10 @@ impl Scenario {
     }
 
     fn resolve_paths(&mut self, dir: &Path) {
-        if let Some(profile) = &mut self.cluster.profile
-            && profile.is_relative()
-        {
-            *profile = dir.join(&*profile);
+        for profile in self.cluster.profile.iter_mut().chain(&mut self.cluster.variants) {
+            if profile.is_relative() {
+                *profile = dir.join(&*profile);
+            }
         }
         if let Arrivals::Trace { trace, .. } = &mut self.workload.arrivals {
             trace.resolve(dir);
@@ -297,7 +302,12 @@ impl Scenario {
             match (&self.cluster.profile, &self.cluster.generation) {
                 (Some(path), None) => {
                     let profile = Profile::load(path)?;
-                    let cost = ProfileCost::new(profile.clone(), self.cluster.dynamic_penalty);
+                    let mut cost = ProfileCost::new(profile.clone(), self.cluster.dynamic_penalty);
+                    for path in &self.cluster.variants {
+                        let variant = Profile::load(path)?;
+                        let key = (variant.stage.unwrap_or(0), PlanId(variant.plan.unwrap_or(0)));
+                        cost = cost.with_variant(key.0, key.1, variant);
+                    }
                     (Some(Arc::new(profile)), Box::new(cost))
                 }
                 (None, Some(g)) => {

@@ -9,6 +9,7 @@ fn fifo() -> Box<dyn Policy> {
     Box::new(DynamicBatching::new(DynamicBatchingConfig {
         max_batch_tokens: u64::MAX,
         max_queue: usize::MAX,
+        ..Default::default()
     }))
 }
 

@@ -1,12 +1,14 @@
 //! TEI-like dynamic batching: one FIFO queue; whenever an instance is idle it takes the longest
 //! prefix of the queue that fits its runtime (length and rows) and a padded-token budget.
-//! This is the baseline every later policy is compared with.
+//! This is the baseline every later policy is compared with. On a pipelined model every stage
+//! has its own FIFO: a batch of stage k hands its requests to stage k + 1's queue. Every batch
+//! runs under one fixed token plan (0: the plain model).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use morph_core::{
-    Action, BatchPlan, DropReason, Event, InstanceId, InstanceInfo, Policy, RequestId, RequestInfo,
-    RuntimeSpec, Time,
+    Action, BatchPlan, DropReason, Event, Gauge, InstanceId, InstanceInfo, PlanId, Policy, RequestId,
+    RequestInfo, RuntimeSpec, Then, Time,
 };
 use serde_json::json;
 
@@ -17,36 +19,55 @@ pub struct DynamicBatchingConfig {
     pub max_batch_tokens: u64,
     /// Most sequences waiting; arrivals beyond it are rejected with `QueueFull`.
     pub max_queue: usize,
+    /// The token plan of every batch (the instances must have it compiled).
+    pub plan: PlanId,
 }
 
 impl Default for DynamicBatchingConfig {
     fn default() -> Self {
-        Self { max_batch_tokens: 16_384, max_queue: 1_024 }
+        Self { max_batch_tokens: 16_384, max_queue: 1_024, plan: PlanId::PLAIN }
     }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    runtime: RuntimeSpec,
+    stage: usize,
+    last: bool,
 }
 
 #[derive(Debug)]
 pub struct DynamicBatching {
     config: DynamicBatchingConfig,
-    queue: VecDeque<RequestInfo>,
-    instances: BTreeMap<InstanceId, RuntimeSpec>,
+    /// One FIFO per pipeline stage (one for a whole model).
+    queues: Vec<VecDeque<RequestInfo>>,
+    instances: BTreeMap<InstanceId, Slot>,
     /// Idle instances, ordered by id so that the one chosen is deterministic.
     idle: BTreeSet<InstanceId>,
+    /// What each busy instance runs (to hand on to the next stage).
+    running: BTreeMap<InstanceId, Vec<RequestInfo>>,
     longest_runtime: u32,
 }
 
 impl DynamicBatching {
     pub fn new(config: DynamicBatchingConfig) -> Self {
-        let (queue, instances, idle) = (VecDeque::new(), BTreeMap::new(), BTreeSet::new());
-        Self { config, queue, instances, idle, longest_runtime: 0 }
+        Self {
+            config,
+            queues: vec![VecDeque::new()],
+            instances: BTreeMap::new(),
+            idle: BTreeSet::new(),
+            running: BTreeMap::new(),
+            longest_runtime: 0,
+        }
     }
 
-    /// Takes from the head of the queue the batch that `runtime` runs next; empty if the head
-    /// does not fit it.
-    fn take_batch(&mut self, runtime: RuntimeSpec) -> Vec<RequestId> {
+    /// Takes from the head of `stage`'s queue the batch that `runtime` runs next; empty if the
+    /// head does not fit it.
+    fn take_batch(&mut self, stage: usize, runtime: RuntimeSpec) -> Vec<RequestInfo> {
+        let queue = &mut self.queues[stage];
         let mut batch = Vec::new();
         let mut longest = 0;
-        while let Some(head) = self.queue.front() {
+        while let Some(head) = queue.front() {
             let rows = batch.len() as u32 + 1;
             let padded = runtime.padded_shape(longest.max(head.input_len), rows);
             let over_budget = !batch.is_empty() && padded.tokens() > self.config.max_batch_tokens;
@@ -54,27 +75,34 @@ impl DynamicBatching {
                 break;
             }
             longest = longest.max(head.input_len);
-            batch.push(head.id);
-            self.queue.pop_front();
+            batch.extend(queue.pop_front());
         }
         batch
     }
 
     fn schedule(&mut self, actions: &mut Vec<Action>) {
-        if self.queue.is_empty() || self.idle.is_empty() {
+        if self.idle.is_empty() || self.queues.iter().all(VecDeque::is_empty) {
             return;
         }
         let idle: Vec<InstanceId> = self.idle.iter().copied().collect();
         for instance in idle {
-            if self.queue.is_empty() {
-                return;
+            let slot = self.instances[&instance];
+            if self.queues[slot.stage].is_empty() {
+                continue;
             }
-            let requests = self.take_batch(self.instances[&instance]);
-            if requests.is_empty() {
+            let batch = self.take_batch(slot.stage, slot.runtime);
+            if batch.is_empty() {
                 continue;
             }
             self.idle.remove(&instance);
-            actions.push(Action::Run { instance, requests, plan: BatchPlan::FINISH });
+            let then = if slot.last { Then::Finish } else { Then::NextStage };
+            let requests = batch.iter().map(|r| r.id).collect();
+            actions.push(Action::Run {
+                instance,
+                requests,
+                plan: BatchPlan { tokens: self.config.plan, then },
+            });
+            self.running.insert(instance, batch);
         }
     }
 
@@ -82,14 +110,41 @@ impl DynamicBatching {
         let max_len = self.longest_runtime;
         let reason = if request.input_len > max_len {
             Some(DropReason::NoRuntimeFits { len: request.input_len, max_len })
-        } else if self.queue.len() >= self.config.max_queue {
+        } else if self.queue_len() >= self.config.max_queue {
             Some(DropReason::QueueFull { capacity: self.config.max_queue })
         } else {
             None
         };
         match reason {
             Some(reason) => actions.push(Action::Drop { request: request.id, reason }),
-            None => self.queue.push_back(request),
+            None => self.queues[0].push_back(request),
+        }
+    }
+
+    fn instance_up(&mut self, InstanceInfo { id, unit }: InstanceInfo) {
+        let (stage, last) = unit.stage.map_or((0, true), |s| (usize::from(s.index), s.is_last()));
+        if self.queues.len() <= stage {
+            self.queues.resize_with(stage + 1, VecDeque::new);
+        }
+        self.instances.insert(id, Slot { runtime: unit.runtime, stage, last });
+        self.idle.insert(id);
+        if stage == 0 {
+            self.longest_runtime = self.longest_runtime.max(unit.runtime.max_len);
+        }
+    }
+
+    fn batch_done(&mut self, instance: InstanceId, failed: bool) {
+        let Some(slot) = self.instances.get(&instance).copied() else { return };
+        self.idle.insert(instance);
+        let ran = self.running.remove(&instance).unwrap_or_default();
+        if !slot.last && !failed {
+            self.queues[slot.stage + 1].extend(ran);
+        }
+    }
+
+    fn cancelled(&mut self, request: RequestId) {
+        for queue in &mut self.queues {
+            queue.retain(|r| r.id != request);
         }
     }
 }
@@ -101,25 +156,25 @@ impl Policy for DynamicBatching {
 
     fn on_event(&mut self, _now: Time, event: Event, actions: &mut Vec<Action>) {
         match event {
-            Event::InstanceUp { instance: InstanceInfo { id, unit }, .. } => {
-                self.instances.insert(id, unit.runtime);
-                self.idle.insert(id);
-                self.longest_runtime = self.longest_runtime.max(unit.runtime.max_len);
-            }
+            Event::InstanceUp { instance, .. } => self.instance_up(instance),
             Event::Arrival(request) => self.admit(request, actions),
-            Event::Cancelled { request } => self.queue.retain(|r| r.id != request),
-            Event::BatchDone { instance, .. } => {
-                if self.instances.contains_key(&instance) {
-                    self.idle.insert(instance);
-                }
-            }
+            Event::Cancelled { request } => self.cancelled(request),
+            Event::BatchDone { instance, failed, .. } => self.batch_done(instance, failed),
             Event::Tick | Event::LaunchFailed { .. } | Event::SequencesDone { .. } => {}
         }
         self.schedule(actions);
     }
 
     fn queue_len(&self) -> usize {
-        self.queue.len()
+        self.queues.iter().map(VecDeque::len).sum()
+    }
+
+    fn gauges(&self) -> Vec<Gauge> {
+        if self.queues.len() < 2 {
+            return Vec::new();
+        }
+        let queued = self.queues.iter().enumerate();
+        queued.map(|(k, q)| Gauge::new("stage_queue", q.len() as f64).label("stage", k.to_string())).collect()
     }
 
     fn describe(&self) -> serde_json::Value {
@@ -127,6 +182,8 @@ impl Policy for DynamicBatching {
             "name": self.name(),
             "max_batch_tokens": self.config.max_batch_tokens,
             "max_queue": self.config.max_queue,
+            "plan": self.config.plan.0,
+            "stages": self.queues.len(),
         })
     }
 }
@@ -138,7 +195,8 @@ mod tests {
     use super::*;
 
     fn policy(max_batch_tokens: u64, max_queue: usize, runtimes: &[RuntimeSpec]) -> DynamicBatching {
-        let mut p = DynamicBatching::new(DynamicBatchingConfig { max_batch_tokens, max_queue });
+        let mut p =
+            DynamicBatching::new(DynamicBatchingConfig { max_batch_tokens, max_queue, plan: PlanId::PLAIN });
         for (i, runtime) in runtimes.iter().enumerate() {
             let instance =
                 InstanceInfo { id: InstanceId(i as u32), unit: morph_core::UnitSpec::encoder(*runtime) };
@@ -204,6 +262,43 @@ mod tests {
         assert!(out.is_empty());
         p.on_event(Time(6), done(1), &mut out);
         assert_eq!(out, vec![run(1, &[3, 4])]);
+    }
+
+    #[test]
+    fn a_pipeline_hands_each_batch_to_the_next_stage_queue() {
+        use morph_core::{ModelId, StageSpec, UnitSpec};
+        let mut p = DynamicBatching::new(DynamicBatchingConfig { plan: PlanId(-1), ..Default::default() });
+        for index in 0..2u16 {
+            let stage = StageSpec {
+                model: ModelId(0),
+                index,
+                count: 2,
+                first_layer: 3 * index,
+                end_layer: 3 + 3 * index,
+            };
+            let unit = UnitSpec::encoder(RuntimeSpec::dynamic(64, 4)).with_stage(stage);
+            let instance = InstanceInfo { id: InstanceId(u32::from(index)), unit };
+            p.on_event(Time::ZERO, Event::InstanceUp { instance, launch: None }, &mut Vec::new());
+        }
+        let first = BatchPlan { tokens: PlanId(-1), then: Then::NextStage };
+        assert_eq!(
+            arrive(&mut p, 1, 10),
+            vec![Action::Run { instance: InstanceId(0), requests: vec![RequestId(1)], plan: first }]
+        );
+        assert!(arrive(&mut p, 2, 10).is_empty(), "stage 0 is busy");
+        let mut out = Vec::new();
+        let done = Event::BatchDone { instance: InstanceId(0), requests: vec![RequestId(1)], failed: false };
+        p.on_event(Time(3), done, &mut out);
+        let last = BatchPlan { tokens: PlanId(-1), then: Then::Finish };
+        assert_eq!(
+            out,
+            vec![
+                Action::Run { instance: InstanceId(0), requests: vec![RequestId(2)], plan: first },
+                Action::Run { instance: InstanceId(1), requests: vec![RequestId(1)], plan: last },
+            ]
+        );
+        p.on_event(Time(4), Event::Cancelled { request: RequestId(9) }, &mut Vec::new());
+        assert_eq!(p.queue_len(), 0);
     }
 
     #[test]

@@ -24,7 +24,11 @@ fn state_with(policy: Box<dyn Policy>) -> (State, Arc<Metrics>) {
 }
 
 fn fifo() -> Box<dyn Policy> {
-    Box::new(DynamicBatching::new(DynamicBatchingConfig { max_batch_tokens: 1 << 20, max_queue: 8 }))
+    Box::new(DynamicBatching::new(DynamicBatchingConfig {
+        max_batch_tokens: 1 << 20,
+        max_queue: 8,
+        ..Default::default()
+    }))
 }
 
 /// The batch the state left to run, with its requests and rows.

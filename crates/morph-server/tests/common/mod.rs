@@ -49,6 +49,7 @@ pub(crate) fn emulated(batch_ms: f64, runtime: RuntimeSpec, max_queue: usize) ->
         engine: EngineKind::Emulated { profile: Arc::new(profile), dim: 8 },
         runtimes: vec![runtime],
         instances: 1,
+        stages: 1,
         policy: "dynamic-batching".into(),
         policy_params: serde_json::json!({ "max_batch_tokens": 16_384, "max_queue": max_queue }),
         policy_context: Default::default(),
@@ -66,7 +67,7 @@ pub(crate) fn candle() -> ServerConfig {
 pub(crate) fn ort() -> ServerConfig {
     let library = onnxruntime_library(None, &morph_home(), &Pip::from_env()).expect("fetching ONNX Runtime");
     ServerConfig {
-        engine: EngineKind::Ort { library, onnx: None },
+        engine: EngineKind::Ort { library, onnx: None, plans: Vec::new() },
         runtimes: vec![RuntimeSpec::fixed(32, 4), RuntimeSpec::fixed(128, 4)],
         ..candle()
     }
