@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use morph_core::{PlanId, RuntimeSpec, UnitSpec};
+use morph_core::{PaddedShape, PlanId, RuntimeSpec, UnitSpec};
 use morph_engine::Pooling;
 use morph_engine::measure::{MeasurePlan, measure_profile};
 use morph_server::Launcher;
@@ -100,8 +100,11 @@ pub(crate) fn run(args: ProfileArgs) -> anyhow::Result<()> {
         plan.batches.iter().map(|b| format!("{:>10}", format!("b{b} ms"))).collect::<String>()
     );
     for len in &plan.lens {
-        let row: String =
-            plan.batches.iter().map(|b| format!("{:>10.2}", profile.latency_ms(*len, *b))).collect();
+        let row: String = plan
+            .batches
+            .iter()
+            .map(|b| format!("{:>10.2}", profile.latency_ms(PaddedShape { len: *len, batch: *b })))
+            .collect();
         println!("{len:>6} {row}");
     }
     println!("wrote {}", args.out.display());

@@ -16,7 +16,7 @@ pub mod unit;
 pub use instance::{InstanceId, InstanceInfo};
 pub use ledger::{Effect, Ledger, NewRequest, OnViolation, Outcome};
 pub use policy::{Action, BatchPlan, DropReason, Event, Gauge, PlanId, Policy, Then};
-pub use profile::{Profile, ProfileError};
+pub use profile::{Point, Profile, ProfileError};
 pub use request::{Generation, RequestId, RequestInfo, ServiceClass, TaskId};
 pub use runtime::{PaddedShape, RuntimeSpec, ShapeKind};
 pub use stats::LatencySummary;

@@ -27,6 +27,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::runtime::PaddedShape;
 use crate::time::{Nanos, ms_to_nanos};
 
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +69,14 @@ impl Row {
     }
 }
 
+/// One measured point: a batch of `batch` rows padded to `len` tokens took `ms` (median).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Point {
+    pub batch: u32,
+    pub len: u32,
+    pub ms: f64,
+}
+
 /// A latency table, queried with [`Profile::latency_ms`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Profile {
@@ -99,13 +108,13 @@ fn interpolate(points: &[(u32, f64)], x: u32) -> f64 {
 }
 
 impl Profile {
-    /// Builds a profile from `(batch, seq_len, median_ms)` points.
+    /// Builds a profile from measured points.
     pub fn from_points(
         model: impl Into<String>,
-        points: impl IntoIterator<Item = (u32, u32, f64)>,
+        points: impl IntoIterator<Item = Point>,
     ) -> Result<Self, ProfileError> {
         let mut by_batch: BTreeMap<u32, BTreeMap<u32, f64>> = BTreeMap::new();
-        for (batch, len, ms) in points {
+        for Point { batch, len, ms } in points {
             by_batch.entry(batch).or_default().insert(len, ms);
         }
         let rows: Vec<Row> = by_batch
@@ -146,7 +155,7 @@ impl Profile {
         for (batch, row) in &file.latency {
             for (len, ms) in row {
                 match (batch.trim().parse::<u32>(), len.trim().parse::<u32>()) {
-                    (Ok(b), Ok(l)) => points.push((b, l, *ms)),
+                    (Ok(batch), Ok(len)) => points.push(Point { batch, len, ms: *ms }),
                     _ => skipped += 1,
                 }
             }
@@ -197,8 +206,9 @@ impl Profile {
         self.rows.iter().filter_map(|r| r.points.last().map(|p| p.0)).max().unwrap_or(0)
     }
 
-    /// Median latency in ms of one batch of `batch` rows padded to `len` tokens.
-    pub fn latency_ms(&self, len: u32, batch: u32) -> f64 {
+    /// Median latency in ms of one batch of `shape.batch` rows padded to `shape.len` tokens.
+    pub fn latency_ms(&self, shape: PaddedShape) -> f64 {
+        let PaddedShape { len, batch } = shape;
         let hi = self.rows.partition_point(|r| r.batch < batch);
         if hi == self.rows.len() {
             let last = &self.rows[hi - 1];
@@ -213,8 +223,8 @@ impl Profile {
         y0 + (y1 - y0) * f64::from(batch - lower.batch) / f64::from(upper.batch - lower.batch)
     }
 
-    pub fn latency(&self, len: u32, batch: u32) -> Nanos {
-        ms_to_nanos(self.latency_ms(len, batch))
+    pub fn latency(&self, shape: PaddedShape) -> Nanos {
+        ms_to_nanos(self.latency_ms(shape))
     }
 }
 
@@ -223,35 +233,32 @@ mod tests {
     use super::*;
 
     fn grid() -> Profile {
-        Profile::from_points(
-            "m",
-            [(1, 8, 1.0), (1, 16, 2.0), (1, 32, 6.0), (4, 8, 3.0), (4, 16, 5.0), (4, 32, 9.0)],
-        )
-        .unwrap()
+        let points = [(1, 8, 1.0), (1, 16, 2.0), (1, 32, 6.0), (4, 8, 3.0), (4, 16, 5.0), (4, 32, 9.0)];
+        Profile::from_points("m", points.map(|(batch, len, ms)| Point { batch, len, ms })).unwrap()
     }
 
     #[test]
     fn exact_points_are_returned() {
         let p = grid();
-        assert_eq!(p.latency_ms(16, 1), 2.0);
-        assert_eq!(p.latency_ms(32, 4), 9.0);
+        assert_eq!(p.latency_ms(PaddedShape { len: 16, batch: 1 }), 2.0);
+        assert_eq!(p.latency_ms(PaddedShape { len: 32, batch: 4 }), 9.0);
     }
 
     #[test]
     fn interpolates_in_length_then_batch() {
         let p = grid();
-        assert_eq!(p.latency_ms(24, 1), 4.0);
-        assert_eq!(p.latency_ms(12, 4), 4.0);
+        assert_eq!(p.latency_ms(PaddedShape { len: 24, batch: 1 }), 4.0);
+        assert_eq!(p.latency_ms(PaddedShape { len: 12, batch: 4 }), 4.0);
         // batch 2 is a third of the way from 1 to 4: at len 16, 2 + (5-2)/3 = 3
-        assert!((p.latency_ms(16, 2) - 3.0).abs() < 1e-12);
+        assert!((p.latency_ms(PaddedShape { len: 16, batch: 2 }) - 3.0).abs() < 1e-12);
     }
 
     #[test]
     fn clamps_below_and_scales_above() {
         let p = grid();
-        assert_eq!(p.latency_ms(1, 1), 1.0);
-        assert_eq!(p.latency_ms(64, 1), 12.0);
-        assert_eq!(p.latency_ms(8, 8), 6.0);
+        assert_eq!(p.latency_ms(PaddedShape { len: 1, batch: 1 }), 1.0);
+        assert_eq!(p.latency_ms(PaddedShape { len: 64, batch: 1 }), 12.0);
+        assert_eq!(p.latency_ms(PaddedShape { len: 8, batch: 8 }), 6.0);
     }
 
     #[test]
@@ -259,7 +266,7 @@ mod tests {
         let text = r#"{"model":"x","batchsize":"1-2","seq_len":"1-5",
             "latency":{"1":{"1":1.5,"5":2.5},"2":{"1":2.0,"5":4.0}}}"#;
         let p = Profile::from_json(text).unwrap();
-        assert_eq!(p.latency_ms(3, 1), 2.0);
+        assert_eq!(p.latency_ms(PaddedShape { len: 3, batch: 1 }), 2.0);
         assert_eq!(p.batches().collect::<Vec<_>>(), vec![1, 2]);
         assert_eq!(Profile::from_json(&p.to_json()).unwrap(), p);
         assert_eq!((p.stage, p.plan), (None, None));
@@ -273,7 +280,7 @@ mod tests {
     fn skips_bad_keys_and_rejects_empty_tables() {
         let p = Profile::from_json(r#"{"model":"x","latency":{"a":{"1":1.0},"1":{"":9.0,"4":2.0}}}"#);
         let p = p.unwrap();
-        assert_eq!((p.skipped, p.latency_ms(4, 1)), (2, 2.0));
+        assert_eq!((p.skipped, p.latency_ms(PaddedShape { len: 4, batch: 1 })), (2, 2.0));
         assert!(matches!(
             Profile::from_json(r#"{"model":"x","latency":{"a":{"1":1.0}}}"#),
             Err(ProfileError::Empty)

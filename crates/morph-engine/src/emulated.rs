@@ -32,7 +32,7 @@ impl EmulatedRuntime {
     /// Time the profile gives a batch of `rows` sequences whose longest has `longest` tokens.
     pub fn batch_time(&self, longest: u32, rows: u32) -> Duration {
         let shape = self.spec.padded_shape(longest, rows);
-        Duration::from_nanos(self.profile.latency(shape.len, shape.batch))
+        Duration::from_nanos(self.profile.latency(shape))
     }
 }
 
@@ -78,10 +78,19 @@ impl Engine for EmulatedRuntime {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use morph_core::Point;
 
     #[test]
     fn sleeps_for_the_profiled_time_of_the_padded_shape() {
-        let profile = Profile::from_points("m", [(1, 16, 4.0), (1, 64, 8.0), (2, 64, 12.0)]).unwrap();
+        let profile = Profile::from_points(
+            "m",
+            [
+                Point { batch: 1, len: 16, ms: 4.0 },
+                Point { batch: 1, len: 64, ms: 8.0 },
+                Point { batch: 2, len: 64, ms: 12.0 },
+            ],
+        )
+        .unwrap();
         let unit = |r| UnitSpec::encoder(r);
         let mut fixed = EmulatedRuntime::new(Arc::new(profile.clone()), unit(RuntimeSpec::fixed(64, 2)), 3);
         assert_eq!(fixed.batch_time(10, 1), Duration::from_millis(12));
@@ -96,7 +105,7 @@ mod tests {
 
     #[test]
     fn a_stage_that_hands_on_returns_hidden_states_and_takes_them_in() {
-        let profile = Arc::new(Profile::from_points("m", [(1, 16, 0.1)]).unwrap());
+        let profile = Arc::new(Profile::from_points("m", [Point { batch: 1, len: 16, ms: 0.1 }]).unwrap());
         let stage = |index| morph_core::StageSpec {
             model: morph_core::ModelId(0),
             index,

@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use morph_core::{PlanId, Profile, RuntimeSpec};
+use morph_core::{PlanId, Point, Profile, RuntimeSpec};
 
 use crate::{BatchInput, Engine, EngineError};
 
@@ -122,7 +122,7 @@ pub fn measure_profile(
                 if plan.hidden.is_some() { BatchInput::Hidden(&hidden) } else { BatchInput::Tokens(&tokens) };
             let ms = time_batch(engine.as_mut(), input, plan.tokens, plan.warmup, plan.runs)?;
             progress(len, batch, ms);
-            points.push((batch, len, ms));
+            points.push(Point { batch, len, ms });
         }
     }
     Profile::from_points(model, points).map_err(|e| EngineError::Inference(e.to_string()))
@@ -134,6 +134,7 @@ mod tests {
 
     use super::*;
     use crate::EmulatedRuntime;
+    use morph_core::PaddedShape;
 
     #[test]
     fn median_of_odd_and_even() {
@@ -146,7 +147,16 @@ mod tests {
         // Values 1.5x or more apart: a point measured at the wrong shape cannot pass, and
         // oversleeping on a loaded machine can.
         let truth = Arc::new(
-            Profile::from_points("m", [(1, 8, 10.0), (1, 16, 20.0), (2, 8, 30.0), (2, 16, 60.0)]).unwrap(),
+            Profile::from_points(
+                "m",
+                [
+                    Point { batch: 1, len: 8, ms: 10.0 },
+                    Point { batch: 1, len: 16, ms: 20.0 },
+                    Point { batch: 2, len: 8, ms: 30.0 },
+                    Point { batch: 2, len: 16, ms: 60.0 },
+                ],
+            )
+            .unwrap(),
         );
         let plan = MeasurePlan {
             lens: vec![8, 16],
@@ -168,7 +178,10 @@ mod tests {
         .unwrap();
         assert_eq!(seen, 4);
         for (len, batch) in [(8, 1), (16, 1), (8, 2), (16, 2)] {
-            let (want, got) = (truth.latency_ms(len, batch), measured.latency_ms(len, batch));
+            let (want, got) = (
+                truth.latency_ms(PaddedShape { len: len, batch: batch }),
+                measured.latency_ms(PaddedShape { len: len, batch: batch }),
+            );
             assert!(got >= want && got < want * 1.4, "({len},{batch}): {got} vs {want}");
         }
     }

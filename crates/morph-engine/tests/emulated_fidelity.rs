@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use morph_core::{PlanId, Profile, RuntimeSpec};
+use morph_core::{PaddedShape, PlanId, Profile, RuntimeSpec};
 use morph_engine::measure::{synthetic_batch, time_batch};
 use morph_engine::{BatchInput, EmulatedRuntime};
 
@@ -22,10 +22,12 @@ fn reads_the_gpu_table() {
     assert_eq!(p.skipped, 1, "the table has one entry with an empty length key");
     // The staircase the Arlo paper relies on (shared/data/README.md): batch 1.
     for (len, ms) in [(61, 1.1), (125, 1.7), (253, 2.1), (509, 3.6)] {
-        let got = p.latency_ms(len, 1);
+        let got = p.latency_ms(PaddedShape { len: len, batch: 1 });
         assert!((got - ms).abs() < 0.1, "len {len}: {got} ms, table says about {ms}");
     }
-    assert!(p.latency_ms(509, 64) > p.latency_ms(509, 8));
+    assert!(
+        p.latency_ms(PaddedShape { len: 509, batch: 64 }) > p.latency_ms(PaddedShape { len: 509, batch: 8 })
+    );
 }
 
 /// Profiling the emulated engine the way `morph profile` profiles a real one gives the table
@@ -41,7 +43,7 @@ fn emulated_latency_is_within_5_percent_of_the_profile() {
         );
         let got = time_batch(&mut engine, BatchInput::Tokens(&synthetic_batch(len, 1)), PlanId::PLAIN, 2, 15)
             .unwrap();
-        let want = profile.latency_ms(len, batch);
+        let want = profile.latency_ms(PaddedShape { len: len, batch: batch });
         let error = (got - want).abs() / want;
         assert!(
             error < 0.05,

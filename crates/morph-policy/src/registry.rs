@@ -69,6 +69,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use morph_core::Point;
 
     #[test]
     fn builds_known_policies_and_rejects_the_rest() {
@@ -82,7 +83,13 @@ mod tests {
             Err(PolicyError::Params { .. })
         ));
         assert!(matches!(build("arlo", &json!({}), &none), Err(PolicyError::NeedsProfile(_))));
-        let profile = Arc::new(Profile::from_points("m", [(1, 64, 1.0), (1, 512, 4.0)]).unwrap());
+        let profile = Arc::new(
+            Profile::from_points(
+                "m",
+                [Point { batch: 1, len: 64, ms: 1.0 }, Point { batch: 1, len: 512, ms: 4.0 }],
+            )
+            .unwrap(),
+        );
         let ctx = Context { profile: Some(profile), slo: None };
         assert!(matches!(build("arlo", &json!({}), &ctx), Err(PolicyError::NeedsSlo(_))));
         let st = build("st", &json!({"slo_ms": 50}), &ctx).unwrap();

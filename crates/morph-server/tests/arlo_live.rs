@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{client, emulated, post, start};
-use morph_core::{Profile, RuntimeSpec, time::ms_to_nanos};
+use morph_core::{Point, Profile, RuntimeSpec, time::ms_to_nanos};
 use morph_policy::registry::Context;
 use morph_server::EngineKind;
 use serde_json::json;
@@ -22,7 +22,13 @@ async fn info(url: &str) -> serde_json::Value {
 async fn arlo_reallocates_and_replaces_instances_while_serving() {
     let mut config = emulated(2.0, RuntimeSpec::fixed(512, 1), 64);
     // Latency grows with length (1 ms at 1 token, 8 ms at 512), so short runtimes are worth it.
-    let profile = Arc::new(Profile::from_points("slope", [(1, 1, 1.0), (1, 512, 8.0)]).unwrap());
+    let profile = Arc::new(
+        Profile::from_points(
+            "slope",
+            [Point { batch: 1, len: 1, ms: 1.0 }, Point { batch: 1, len: 512, ms: 8.0 }],
+        )
+        .unwrap(),
+    );
     config.engine = EngineKind::Emulated { profile: profile.clone(), dim: 8 };
     config.policy = "arlo".into();
     config.policy_params = json!({"first_allocation_s": 0.3, "period_s": 0.5, "tick_s": 0.05});

@@ -6,6 +6,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use morph_core::Point;
 use morph_core::{
     Action, BatchPlan, DropReason, Event, InstanceId, ModelId, Outcome, PlanId, Policy, Profile, RequestId,
     RequestInfo, RuntimeSpec, StageSpec, Then, Tickets, Time, UnitSpec,
@@ -152,7 +153,16 @@ fn recorded() -> (Box<dyn Policy>, Log) {
 }
 
 fn profile() -> Profile {
-    Profile::from_points("flat", [(1, 1, 5.0), (1, 64, 5.0), (4, 1, 5.0), (4, 64, 5.0)]).expect("profile")
+    Profile::from_points(
+        "flat",
+        [
+            Point { batch: 1, len: 1, ms: 5.0 },
+            Point { batch: 1, len: 64, ms: 5.0 },
+            Point { batch: 4, len: 1, ms: 5.0 },
+            Point { batch: 4, len: 64, ms: 5.0 },
+        ],
+    )
+    .expect("profile")
 }
 
 /// The scenario's requests, one per second (each step settles before the next).

@@ -2,8 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use morph_core::time::ms_to_nanos;
-use morph_core::{Nanos, PlanId, Profile, ShapeKind, UnitSpec};
+use morph_core::{Nanos, PlanId, Profile, ShapeKind, UnitSpec, time::ms_to_nanos};
 
 /// One sequence of a batch: its input length, and the tokens it generates (0 for an encoder).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,7 +50,7 @@ impl CostModel for ProfileCost {
         let longest = batch.iter().map(|j| j.input_len).max().unwrap_or(1);
         let shape = runtime.padded_shape(longest, batch.len() as u32);
         let profile = self.variants.get(&(unit.stage_index(), plan)).unwrap_or(&self.profile);
-        let base = profile.latency(shape.len, shape.batch);
+        let base = profile.latency(shape);
         match runtime.kind {
             ShapeKind::Fixed => base,
             ShapeKind::Dynamic => (base as f64 * self.dynamic_penalty).round() as Nanos,
@@ -130,13 +129,22 @@ impl Default for Startup {
 
 #[cfg(test)]
 mod tests {
-    use morph_core::RuntimeSpec;
+    use morph_core::{Point, RuntimeSpec};
 
     use super::*;
 
     #[test]
     fn fixed_runtimes_pay_their_shape_dynamic_ones_the_batch_and_penalty() {
-        let p = Profile::from_points("m", [(1, 16, 1.0), (1, 64, 2.0), (4, 16, 3.0), (4, 64, 8.0)]).unwrap();
+        let p = Profile::from_points(
+            "m",
+            [
+                Point { batch: 1, len: 16, ms: 1.0 },
+                Point { batch: 1, len: 64, ms: 2.0 },
+                Point { batch: 4, len: 16, ms: 3.0 },
+                Point { batch: 4, len: 64, ms: 8.0 },
+            ],
+        )
+        .unwrap();
         let cost = ProfileCost::new(p, 1.5);
         let jobs = |len| [Job { input_len: len, output_len: 0 }];
         let unit = |r| UnitSpec::encoder(r);
@@ -149,9 +157,9 @@ mod tests {
 
     #[test]
     fn a_stage_or_plan_with_its_own_profile_is_priced_by_it() {
-        let whole = Profile::from_points("m", [(1, 16, 6.0)]).unwrap();
-        let merged = Profile::from_points("m", [(1, 16, 4.0)]).unwrap();
-        let stage1 = Profile::from_points("m", [(1, 16, 2.0)]).unwrap();
+        let whole = Profile::from_points("m", [Point { batch: 1, len: 16, ms: 6.0 }]).unwrap();
+        let merged = Profile::from_points("m", [Point { batch: 1, len: 16, ms: 4.0 }]).unwrap();
+        let stage1 = Profile::from_points("m", [Point { batch: 1, len: 16, ms: 2.0 }]).unwrap();
         let cost = ProfileCost::new(whole, 1.0).with_variant(0, PlanId(-2), merged).with_variant(
             1,
             PlanId::PLAIN,

@@ -305,7 +305,7 @@ pub fn simulate(
 
 #[cfg(test)]
 mod tests {
-    use morph_core::{Profile, RuntimeSpec};
+    use morph_core::{Point, Profile, RuntimeSpec};
     use morph_policy::{DynamicBatching, DynamicBatchingConfig};
 
     use super::*;
@@ -314,7 +314,16 @@ mod tests {
     /// `ms` per batch whatever its length and size (up to 4 rows).
     fn flat(ms: f64) -> ProfileCost {
         ProfileCost::new(
-            Profile::from_points("flat", [(1, 1, ms), (1, 512, ms), (4, 1, ms), (4, 512, ms)]).unwrap(),
+            Profile::from_points(
+                "flat",
+                [
+                    Point { batch: 1, len: 1, ms: ms },
+                    Point { batch: 1, len: 512, ms: ms },
+                    Point { batch: 4, len: 1, ms: ms },
+                    Point { batch: 4, len: 512, ms: ms },
+                ],
+            )
+            .unwrap(),
             1.0,
         )
     }

@@ -1,7 +1,6 @@
 //! What one simulated run measured, per policy.
 
-use morph_core::stats::percentile;
-use morph_core::{Nanos, Outcome, Policy, Time, time::nanos_to_ms};
+use morph_core::{Nanos, Outcome, Policy, Time, stats::percentile, time::nanos_to_ms};
 use serde::Serialize;
 
 /// Queue-length samples kept per run (for plots), evenly spaced over the run.

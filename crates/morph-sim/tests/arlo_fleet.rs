@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use morph_core::{Nanos, Policy, Profile, time::ms_to_nanos};
+use morph_core::{Nanos, Point, Policy, Profile, time::ms_to_nanos};
 use morph_policy::registry::{Context, build};
 use morph_sim::cost::Startup;
 use morph_sim::workload::{Arrivals, Lengths};
@@ -12,8 +12,9 @@ use serde_json::json;
 
 /// A 64-token staircase: 1 ms up to 64 tokens, +0.5 ms per step, profiled to 512.
 fn stairs() -> Profile {
-    let points = (0..32).map(|i| (1, 1 + i * 16, 1.0 + 0.5 * f64::from(i * 16 / 64)));
-    Profile::from_points("stairs", points.chain([(1, 512, 4.5)])).expect("a valid profile")
+    let points = (0..32).map(|i| Point { batch: 1, len: 1 + i * 16, ms: 1.0 + 0.5 * f64::from(i * 16 / 64) });
+    Profile::from_points("stairs", points.chain([Point { batch: 1, len: 512, ms: 4.5 }]))
+        .expect("a valid profile")
 }
 
 fn policy(name: &str, params: serde_json::Value) -> Box<dyn Policy> {

@@ -76,12 +76,16 @@ pub fn target(
 mod tests {
     use std::sync::Arc;
 
-    use morph_core::Profile;
+    use morph_core::{Point, Profile};
 
     use super::*;
 
     fn model() -> ServiceModel {
-        let p = Profile::from_points("m", [(1, 64, 1.0), (1, 512, 4.0)]).unwrap();
+        let p = Profile::from_points(
+            "m",
+            [Point { batch: 1, len: 64, ms: 1.0 }, Point { batch: 1, len: 512, ms: 4.0 }],
+        )
+        .unwrap();
         ServiceModel::new(Arc::new(p), 100_000_000)
     }
 

@@ -6,7 +6,7 @@
 //! - [`optimised`]: bucket bounds chosen by a DP over a length histogram that minimises the
 //!   expected service time, for every k; [`knee`] picks k where the gain flattens.
 
-use morph_core::Profile;
+use morph_core::{PaddedShape, Profile};
 
 /// A latency rise of at least this much between neighbouring profiled lengths is a step; less
 /// is flat (the paper: "within each 64 length step, the latency change is tiny, usually less
@@ -26,7 +26,10 @@ pub fn staircase_width(profile: &Profile) -> Option<u32> {
     let mut steps: Vec<(u32, f64)> = Vec::new();
     let mut flats = 0;
     for pair in lens.windows(2) {
-        let (a, b) = (profile.latency_ms(pair[0], 1), profile.latency_ms(pair[1], 1));
+        let (a, b) = (
+            profile.latency_ms(PaddedShape { len: pair[0], batch: 1 }),
+            profile.latency_ms(PaddedShape { len: pair[1], batch: 1 }),
+        );
         if b >= a * (1.0 + STEP_RISE) {
             // The boundary: the multiple of 8 in (a, b], where tiles end.
             steps.push((pair[1].saturating_sub(1).next_multiple_of(8), (b / a).ln()));
@@ -129,12 +132,13 @@ pub fn knee(costs: &[f64], min_gain: f64) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use morph_core::Point;
 
     /// A staircase: flat within 64-token steps, +20% at each.
     fn stairs() -> Profile {
         let points = (0..32).map(|i| {
             let len = 1 + i * 16;
-            (1, len, 1.0 + 0.2 * f64::from((len - 1) / 64))
+            Point { batch: 1, len, ms: 1.0 + 0.2 * f64::from((len - 1) / 64) }
         });
         Profile::from_points("stairs", points).unwrap()
     }
@@ -157,7 +161,8 @@ mod tests {
         assert_eq!(staircase_width(&stairs()), Some(64));
         assert_eq!(staircase(&stairs(), 512, 8), vec![64, 128, 192, 256, 320, 384, 448, 512]);
         // A smooth curve (every point rises): no staircase, eight even runtimes.
-        let smooth = Profile::from_points("smooth", (0..8).map(|i| (1, 8 << i, f64::from(1 << i)))).unwrap();
+        let points = (0..8).map(|i| Point { batch: 1, len: 8 << i, ms: f64::from(1 << i) });
+        let smooth = Profile::from_points("smooth", points).unwrap();
         assert_eq!(staircase_width(&smooth), None);
         assert_eq!(staircase(&smooth, 512, 4), vec![128, 256, 384, 512]);
     }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use morph_core::{Nanos, Profile, RuntimeSpec};
+use morph_core::{Nanos, PaddedShape, Profile, RuntimeSpec};
 
 /// Utilisation up to which L_i follows M/D/1; beyond it, L_i goes on as a straight line with
 /// the slope it has there (finite and non-decreasing, which the allocator needs).
@@ -31,7 +31,7 @@ impl ServiceModel {
     /// s_i in ms: one full batch at the runtime's longest length (what a fixed runtime always
     /// pays; the worst case for a dynamic one).
     pub fn service_ms(&self, runtime: RuntimeSpec) -> f64 {
-        self.profile.latency_ms(runtime.max_len, runtime.max_batch)
+        self.profile.latency_ms(PaddedShape { len: runtime.max_len, batch: runtime.max_batch })
     }
 
     /// M_i: the most requests one instance finishes back to back within the SLO.
@@ -60,10 +60,15 @@ impl ServiceModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use morph_core::Point;
 
     #[test]
     fn capacity_and_latency_from_the_profile() {
-        let p = Profile::from_points("m", [(1, 64, 2.0), (1, 512, 10.0)]).unwrap();
+        let p = Profile::from_points(
+            "m",
+            [Point { batch: 1, len: 64, ms: 2.0 }, Point { batch: 1, len: 512, ms: 10.0 }],
+        )
+        .unwrap();
         let m = ServiceModel::new(Arc::new(p), 100_000_000);
         let (short, long) = (RuntimeSpec::fixed(64, 1), RuntimeSpec::fixed(512, 1));
         assert_eq!((m.capacity(short), m.capacity(long)), (50, 10));

@@ -20,6 +20,7 @@ use crate::arlo::reallocate::{LengthWindow, target};
 use crate::arlo::replace::plan;
 use crate::arlo::runtime_set::{knee, optimised, staircase};
 use crate::arlo::{MultiLevelQueue, replace::Plan};
+use morph_core::PaddedShape;
 
 /// Granularity of optimised runtime bounds, in tokens.
 const BOUND_GRANULARITY: u32 = 8;
@@ -263,7 +264,7 @@ impl FleetPolicy {
         let max_len = self.largest().max_len;
         let batch = self.config.batch.max(1);
         let profile = self.model.profile();
-        let cost = |b: u32| profile.latency_ms(b, batch);
+        let cost = |b: u32| profile.latency_ms(PaddedShape { len: b, batch: batch });
         let sets = optimised(
             &self.window.histogram,
             max_len,

@@ -5,8 +5,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use morph_core::time::ms_to_nanos;
-use morph_core::{RequestId, RequestInfo, Time};
+use morph_core::{RequestId, RequestInfo, Time, time::ms_to_nanos};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use morph_core::{Action, BatchPlan, Event, InstanceId, Policy, Profile, RuntimeSpec, Time, UnitSpec};
+use morph_core::{Action, BatchPlan, Event, InstanceId, Point, Policy, Profile, RuntimeSpec, Time, UnitSpec};
 use morph_engine::{EngineError, Rows};
 use morph_policy::{DynamicBatching, DynamicBatchingConfig};
 
@@ -15,7 +15,11 @@ use crate::metrics::{CancelKind, Metrics};
 fn state_with(policy: Box<dyn Policy>) -> (State, Arc<Metrics>) {
     let metrics = Arc::new(Metrics::default());
     let mut state = State::new(policy, metrics.clone());
-    let profile = Profile::from_points("flat", [(1, 1, 1.0), (8, 64, 1.0)]).expect("profile");
+    let profile = Profile::from_points(
+        "flat",
+        [Point { batch: 1, len: 1, ms: 1.0 }, Point { batch: 8, len: 64, ms: 1.0 }],
+    )
+    .expect("profile");
     let launcher = Launcher::emulated(Arc::new(profile), 2);
     let worker = launcher.start(UnitSpec::encoder(RuntimeSpec::dynamic(64, 8))).expect("worker");
     let (id, outside) = state.add_worker(Time::ZERO, worker);

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use morph_core::{Profile, RuntimeSpec};
+use morph_core::{Point, Profile, RuntimeSpec};
 use morph_engine::ModelSource;
 use morph_engine::decoder::fetch_default_decoder;
 use morph_engine::fetch::{Pip, fetch, morph_home};
@@ -41,7 +41,11 @@ impl TestServer {
 /// A server config on the default model's tokenizer with emulated instances that take
 /// `batch_ms` per batch whatever its shape.
 pub(crate) fn emulated(batch_ms: f64, runtime: RuntimeSpec, max_queue: usize) -> ServerConfig {
-    let profile = Profile::from_points("flat", [(1, 1, batch_ms), (1, 512, batch_ms)]).unwrap();
+    let profile = Profile::from_points(
+        "flat",
+        [Point { batch: 1, len: 1, ms: batch_ms }, Point { batch: 1, len: 512, ms: batch_ms }],
+    )
+    .unwrap();
     let files = fetch(&ModelSource::Default, &morph_home()).expect("fetching the default model");
     ServerConfig {
         model: Some(files),
