@@ -36,6 +36,13 @@ pub struct StageSpec {
 }
 
 impl StageSpec {
+    /// Stage `index` of a `layers`-layer model cut into `count` stages of consecutive layers,
+    /// as even as they divide.
+    pub fn even(model: ModelId, index: u16, count: u16, layers: u16) -> Self {
+        let bound = |k: u16| (u32::from(k) * u32::from(layers) / u32::from(count.max(1))) as u16;
+        Self { model, index, count, first_layer: bound(index), end_layer: bound(index + 1) }
+    }
+
     /// Whether the pipeline ends with this stage.
     pub fn is_last(&self) -> bool {
         self.index + 1 >= self.count

@@ -106,13 +106,7 @@ mod tests {
     #[test]
     fn a_stage_that_hands_on_returns_hidden_states_and_takes_them_in() {
         let profile = Arc::new(Profile::from_points("m", [Point { batch: 1, len: 16, ms: 0.1 }]).unwrap());
-        let stage = |index| morph_core::StageSpec {
-            model: morph_core::ModelId(0),
-            index,
-            count: 2,
-            first_layer: 3 * index,
-            end_layer: 3 * index + 3,
-        };
+        let stage = |index| morph_core::StageSpec::even(morph_core::ModelId(0), index, 2, 6);
         let unit = UnitSpec::encoder(RuntimeSpec::dynamic(16, 2));
         let mut first = EmulatedRuntime::new(profile.clone(), unit.with_stage(stage(0)), 3);
         let mut last = EmulatedRuntime::new(profile, unit.with_stage(stage(1)), 3);

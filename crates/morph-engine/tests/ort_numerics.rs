@@ -202,13 +202,7 @@ fn three_stage_instances_hand_on_to_the_unsplit_vectors_and_plans_pick_their_gra
     let m = models();
     let runtime = RuntimeSpec::dynamic(128, 4);
     let stage = |index: u16| {
-        let s = StageSpec {
-            model: ModelId(0),
-            index,
-            count: 3,
-            first_layer: 2 * index,
-            end_layer: 2 * index + 2,
-        };
+        let s = StageSpec::even(ModelId(0), index, 3, 6);
         m.ort
             .instance(UnitSpec::encoder(runtime).with_stage(s).with_threads(1), &[PlanId::PLAIN])
             .expect("stage")

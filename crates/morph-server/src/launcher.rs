@@ -152,18 +152,10 @@ impl Launcher {
                 ));
             }
         };
-        let n = usize::from(count);
-        if n == 0 || n > layers {
+        if count == 0 || usize::from(count) > layers {
             return Err(EngineError::Unsupported(format!("{count} stages of a {layers}-layer model")));
         }
-        let bound = |k: usize| (k * layers / n) as u16;
-        let stage = |k: u16| StageSpec {
-            model: ModelId(0),
-            index: k,
-            count,
-            first_layer: bound(usize::from(k)),
-            end_layer: bound(usize::from(k) + 1),
-        };
+        let stage = |k| StageSpec::even(ModelId(0), k, count, layers as u16);
         Ok((0..count).map(|k| UnitSpec::encoder(runtime).with_stage(stage(k))).collect())
     }
 

@@ -188,54 +188,35 @@ impl Metrics {
     /// `policy` the policy's own gauges (untyped, as `morph_policy_<name>{labels}`).
     pub fn render(&self, instances: &[(String, usize)], policy: &[Gauge]) -> String {
         let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "# HELP morph_requests_total HTTP embedding and generation calls received.\n# TYPE morph_requests_total counter\nmorph_requests_total {}",
-            self.requests.load(Ordering::Relaxed)
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
+        let one = |value: f64| [(String::new(), value)];
+        let by_kind = |label: &str| format!("kind=\"{label}\"");
+        family(
+            &mut out,
+            "morph_requests_total",
+            "counter",
+            "HTTP embedding and generation calls received.",
+            one(load(&self.requests)),
         );
-        let _ = writeln!(
-            out,
-            "# HELP morph_request_failures_total Failed calls by kind.\n# TYPE morph_request_failures_total counter"
+        let failures = FailureKind::ALL.iter().map(|k| (by_kind(k.label()), self.failures(*k) as f64));
+        family(&mut out, "morph_request_failures_total", "counter", "Failed calls by kind.", failures);
+        let queued = self.queue_size.load(Ordering::Relaxed) as f64;
+        family(
+            &mut out,
+            "morph_queue_size",
+            "gauge",
+            "Sequences admitted and waiting for an instance.",
+            one(queued),
         );
-        for kind in FailureKind::ALL {
-            let _ = writeln!(
-                out,
-                "morph_request_failures_total{{kind=\"{}\"}} {}",
-                kind.label(),
-                self.failures(kind)
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP morph_queue_size Sequences admitted and waiting for an instance.\n# TYPE morph_queue_size gauge\nmorph_queue_size {}",
-            self.queue_size.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(out, "# HELP morph_instances Instances per runtime.\n# TYPE morph_instances gauge");
-        for (runtime, count) in instances {
-            let _ = writeln!(out, "morph_instances{{runtime=\"{runtime}\"}} {count}");
-        }
-        let _ = writeln!(
-            out,
-            "# HELP morph_cancellations_total Requests whose client went away, by where they were.\n# TYPE morph_cancellations_total counter"
-        );
-        for kind in CancelKind::ALL {
-            let _ = writeln!(
-                out,
-                "morph_cancellations_total{{kind=\"{}\"}} {}",
-                kind.label(),
-                self.cancellations(kind)
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP morph_policy_refusals_total Policy actions refused for breaking a ledger rule.\n# TYPE morph_policy_refusals_total counter\nmorph_policy_refusals_total {}",
-            self.refused.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(
-            out,
-            "# HELP morph_generated_tokens_total Tokens the decoders sampled.\n# TYPE morph_generated_tokens_total counter\nmorph_generated_tokens_total {}",
-            self.generated_tokens.load(Ordering::Relaxed)
-        );
+        let counts = instances.iter().map(|(runtime, n)| (format!("runtime=\"{runtime}\""), *n as f64));
+        family(&mut out, "morph_instances", "gauge", "Instances per runtime.", counts);
+        let cancelled = CancelKind::ALL.iter().map(|k| (by_kind(k.label()), self.cancellations(*k) as f64));
+        let help = "Requests whose client went away, by where they were.";
+        family(&mut out, "morph_cancellations_total", "counter", help, cancelled);
+        let help = "Policy actions refused for breaking a ledger rule.";
+        family(&mut out, "morph_policy_refusals_total", "counter", help, one(load(&self.refused)));
+        let help = "Tokens the decoders sampled.";
+        family(&mut out, "morph_generated_tokens_total", "counter", help, one(load(&self.generated_tokens)));
         for gauge in policy {
             let _ = writeln!(out, "{} {}", series(gauge), gauge.value);
         }
@@ -281,12 +262,34 @@ impl Metrics {
             "morph_prediction_seconds",
             "Generation: time a prompt waited for its predicted output length.",
         );
-        let _ = writeln!(
-            out,
-            "# HELP morph_prediction_cache_hits_total Predictions answered from the length cache.\n# TYPE morph_prediction_cache_hits_total counter\nmorph_prediction_cache_hits_total {}",
-            self.prediction_cache_hits.load(Ordering::Relaxed)
+        let help = "Predictions answered from the length cache.";
+        family(
+            &mut out,
+            "morph_prediction_cache_hits_total",
+            "counter",
+            help,
+            one(load(&self.prediction_cache_hits)),
         );
         out
+    }
+}
+
+/// One metric family: its HELP and TYPE lines, then each series `name{labels} value` (no
+/// braces when `labels` is empty).
+fn family(
+    out: &mut String,
+    name: &str,
+    kind: &str,
+    help: &str,
+    series: impl IntoIterator<Item = (String, f64)>,
+) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    for (labels, value) in series {
+        match labels.is_empty() {
+            true => writeln!(out, "{name} {value}"),
+            false => writeln!(out, "{name}{{{labels}}} {value}"),
+        }
+        .unwrap_or_default();
     }
 }
 

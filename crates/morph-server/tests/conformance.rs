@@ -28,9 +28,7 @@ fn runtime() -> RuntimeSpec {
 }
 
 fn stage(index: u16) -> UnitSpec {
-    let s =
-        StageSpec { model: ModelId(0), index, count: 2, first_layer: 3 * index, end_layer: 3 * index + 3 };
-    UnitSpec::encoder(runtime()).with_stage(s)
+    UnitSpec::encoder(runtime()).with_stage(StageSpec::even(ModelId(0), index, 2, 6))
 }
 
 fn whole() -> UnitSpec {

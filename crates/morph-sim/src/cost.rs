@@ -167,13 +167,7 @@ mod tests {
         );
         let job = [Job { input_len: 16, output_len: 0 }];
         let unit = UnitSpec::encoder(RuntimeSpec::fixed(16, 1));
-        let stage = |index| morph_core::StageSpec {
-            model: morph_core::ModelId(0),
-            index,
-            count: 3,
-            first_layer: 2 * index,
-            end_layer: 2 * index + 2,
-        };
+        let stage = |index| morph_core::StageSpec::even(morph_core::ModelId(0), index, 3, 6);
         assert_eq!(cost.batch_time(&unit, PlanId::PLAIN, &job), 6_000_000);
         assert_eq!(cost.batch_time(&unit, PlanId(-2), &job), 4_000_000);
         assert_eq!(cost.batch_time(&unit.with_stage(stage(1)), PlanId::PLAIN, &job), 2_000_000);

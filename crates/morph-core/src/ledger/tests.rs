@@ -45,8 +45,7 @@ fn decoder() -> UnitSpec {
 }
 
 fn stage(index: u16) -> UnitSpec {
-    let s =
-        StageSpec { model: ModelId(0), index, count: 2, first_layer: index * 3, end_layer: index * 3 + 3 };
+    let s = StageSpec::even(ModelId(0), index, 2, 6);
     encoder().with_stage(s)
 }
 

@@ -269,13 +269,7 @@ mod tests {
         use morph_core::{ModelId, StageSpec, UnitSpec};
         let mut p = DynamicBatching::new(DynamicBatchingConfig { plan: PlanId(-1), ..Default::default() });
         for index in 0..2u16 {
-            let stage = StageSpec {
-                model: ModelId(0),
-                index,
-                count: 2,
-                first_layer: 3 * index,
-                end_layer: 3 + 3 * index,
-            };
+            let stage = StageSpec::even(ModelId(0), index, 2, 6);
             let unit = UnitSpec::encoder(RuntimeSpec::dynamic(64, 4)).with_stage(stage);
             let instance = InstanceInfo { id: InstanceId(u32::from(index)), unit };
             p.on_event(Time::ZERO, Event::InstanceUp { instance, launch: None }, &mut Vec::new());
