@@ -5,6 +5,7 @@
 //! runs under one fixed token plan (0: the plain model).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::ops::Bound;
 
 use morph_core::{
     Action, BatchPlan, DropReason, Event, Gauge, InstanceId, InstanceInfo, PlanId, Policy, RequestId,
@@ -84,8 +85,15 @@ impl DynamicBatching {
         if self.idle.is_empty() || self.queues.iter().all(VecDeque::is_empty) {
             return;
         }
-        let idle: Vec<InstanceId> = self.idle.iter().copied().collect();
-        for instance in idle {
+        // Idle instances in id order, walked with a cursor (the set shrinks as batches start).
+        let mut after = None;
+        while self.queues.iter().any(|q| !q.is_empty()) {
+            let next = match after {
+                None => self.idle.first(),
+                Some(id) => self.idle.range((Bound::Excluded(id), Bound::Unbounded)).next(),
+            };
+            let Some(&instance) = next else { return };
+            after = Some(instance);
             let slot = self.instances[&instance];
             if self.queues[slot.stage].is_empty() {
                 continue;
