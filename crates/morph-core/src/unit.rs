@@ -109,7 +109,7 @@ pub struct Ticket(pub u64);
 pub struct Tickets(u64);
 
 impl Tickets {
-    pub fn next(&mut self) -> Ticket {
+    pub fn issue(&mut self) -> Ticket {
         self.0 += 1;
         Ticket(self.0)
     }

@@ -22,7 +22,7 @@ fn reads_the_gpu_table() {
     assert_eq!(p.skipped, 1, "the table has one entry with an empty length key");
     // The staircase the Arlo paper relies on (shared/data/README.md): batch 1.
     for (len, ms) in [(61, 1.1), (125, 1.7), (253, 2.1), (509, 3.6)] {
-        let got = p.latency_ms(PaddedShape { len: len, batch: 1 });
+        let got = p.latency_ms(PaddedShape { len, batch: 1 });
         assert!((got - ms).abs() < 0.1, "len {len}: {got} ms, table says about {ms}");
     }
     assert!(
@@ -43,7 +43,7 @@ fn emulated_latency_is_within_5_percent_of_the_profile() {
         );
         let got = time_batch(&mut engine, BatchInput::Tokens(&synthetic_batch(len, 1)), PlanId::PLAIN, 2, 15)
             .unwrap();
-        let want = profile.latency_ms(PaddedShape { len: len, batch: batch });
+        let want = profile.latency_ms(PaddedShape { len, batch });
         let error = (got - want).abs() / want;
         assert!(
             error < 0.05,

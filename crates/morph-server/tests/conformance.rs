@@ -87,7 +87,7 @@ impl Policy for Script {
                 }),
                 SCALE => {
                     self.held.push(r);
-                    actions.push(Action::Launch { ticket: self.tickets.next(), unit: whole() });
+                    actions.push(Action::Launch { ticket: self.tickets.issue(), unit: whole() });
                 }
                 _ => self.held.push(r),
             },

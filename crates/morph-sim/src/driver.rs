@@ -317,10 +317,10 @@ mod tests {
             Profile::from_points(
                 "flat",
                 [
-                    Point { batch: 1, len: 1, ms: ms },
-                    Point { batch: 1, len: 512, ms: ms },
-                    Point { batch: 4, len: 1, ms: ms },
-                    Point { batch: 4, len: 512, ms: ms },
+                    Point { batch: 1, len: 1, ms },
+                    Point { batch: 1, len: 512, ms },
+                    Point { batch: 4, len: 1, ms },
+                    Point { batch: 4, len: 512, ms },
                 ],
             )
             .unwrap(),

@@ -203,7 +203,7 @@ impl FleetPolicy {
     }
 
     fn launch(&mut self, runtime: RuntimeSpec, replacing: bool, actions: &mut Vec<Action>) {
-        let ticket = self.tickets.next();
+        let ticket = self.tickets.issue();
         self.starting.push((ticket, replacing));
         actions.push(Action::Launch { ticket, unit: UnitSpec::encoder(runtime) });
     }
@@ -264,7 +264,7 @@ impl FleetPolicy {
         let max_len = self.largest().max_len;
         let batch = self.config.batch.max(1);
         let profile = self.model.profile();
-        let cost = |b: u32| profile.latency_ms(PaddedShape { len: b, batch: batch });
+        let cost = |b: u32| profile.latency_ms(PaddedShape { len: b, batch });
         let sets = optimised(
             &self.window.histogram,
             max_len,

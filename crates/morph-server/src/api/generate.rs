@@ -112,7 +112,9 @@ async fn serve(state: AppState, body: &[u8], format: Format) -> Response {
                     let mut out = vec![Ok::<Event, Infallible>(Event::default().data(data))];
                     if done {
                         out.push(Ok(Event::default().data("[DONE]")));
-                        claim.take().map(Claim::answered);
+                        if let Some(claim) = claim.take() {
+                            claim.answered();
+                        }
                     }
                     Some((stream::iter(out), (None, rx, reply, first_at, claim, truth)))
                 }
