@@ -76,13 +76,14 @@ fn table(name: &str, rows: &[Row]) -> String {
     let mut out = format!("scenario {name}\n");
     let _ = writeln!(
         out,
-        "{:<18} {:<16} {:>5} {:>8} {:>8} {:>7} {:>9} {:>9} {:>9} {:>9} {:>7} {:>10} {:>10} {:>6}",
+        "{:<18} {:<16} {:>5} {:>8} {:>8} {:>7} {:>7} {:>9} {:>9} {:>9} {:>9} {:>7} {:>10} {:>10} {:>6}",
         "policy",
         "sweep",
         "seed",
         "requests",
         "done",
         "dropped",
+        "cancel",
         "mean ms",
         "p50 ms",
         "p98 ms",
@@ -96,13 +97,14 @@ fn table(name: &str, rows: &[Row]) -> String {
         let r = &row.report;
         let _ = writeln!(
             out,
-            "{:<18} {:<16} {:>5} {:>8} {:>8} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>6.1}% {:>10.1} {:>10.1} {:>5.0}%",
+            "{:<18} {:<16} {:>5} {:>8} {:>8} {:>7} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>6.1}% {:>10.1} {:>10.1} {:>5.0}%",
             r.policy,
             sweep_label(row),
             row.seed,
             r.requests,
             r.completed,
             r.dropped,
+            r.cancelled,
             r.mean_latency_ms,
             r.p50_latency_ms,
             r.p98_latency_ms,
@@ -117,10 +119,11 @@ fn table(name: &str, rows: &[Row]) -> String {
 }
 
 /// Report fields in `summary.csv`, after policy, sweep and seed.
-const SUMMARY_KEYS: [&str; 13] = [
+const SUMMARY_KEYS: [&str; 14] = [
     "requests",
     "completed",
     "dropped",
+    "cancelled",
     "mean_latency_ms",
     "p50_latency_ms",
     "p98_latency_ms",

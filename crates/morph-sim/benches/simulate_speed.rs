@@ -20,6 +20,7 @@ fn main() {
         arrivals: Arrivals::Poisson { rate: 100_000.0 },
         lengths: Lengths::Twitter { max: 512 },
         outputs: None,
+        patience_s: None,
     };
     let started = Instant::now();
     let requests = workload.generate(10.0, 1).expect("workload");

@@ -371,6 +371,28 @@ mod tests {
     }
 
     #[test]
+    fn impatient_clients_cancel_what_waits_and_discard_what_runs() {
+        // 10 ms per batch of one; clients give up after 15 ms. The first is answered at 10; the
+        // second runs 10–20 but its client leaves at 16 (computed, then discarded); the third
+        // leaves the queue at 17.
+        let impatient: Vec<SimRequest> = at(&[0.0, 1.0, 2.0])
+            .into_iter()
+            .map(|r| SimRequest { cancel_after: Some(15_000_000), ..r })
+            .collect();
+        let r = simulate(
+            fifo(),
+            &[UnitSpec::encoder(RuntimeSpec::dynamic(512, 1))],
+            &flat(10.0),
+            &impatient,
+            &SimOptions::default(),
+        );
+        assert_eq!((r.completed, r.cancelled, r.dropped), (1, 2, 0));
+        assert_eq!(r.latencies_ms, vec![10.0]);
+        assert_eq!(r.outcomes, vec![Some(Outcome::Done), Some(Outcome::Cancelled), Some(Outcome::Cancelled)]);
+        assert_eq!(r.duration_s, 0.02, "the discarded batch still ran to its end");
+    }
+
+    #[test]
     fn dynamic_batching_batches_what_waited() {
         // Batch of up to 4: the first runs alone; the next three wait and run together.
         let r = simulate(

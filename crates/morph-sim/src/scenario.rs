@@ -14,6 +14,7 @@
 //! lengths = { kind = "twitter", max = 512 }       # fixed {len} | uniform {min, max} | trace {path, input_column}
 //!                                                 # | corpus {path} (tokenized) | empirical {values}
 //! outputs = { kind = "trace", path = "...", input_column = "GeneratedTokens" }  # generation only
+//! patience_s = 2.0                                # optional: clients give up after this (cancelled)
 //! [cluster]
 //! profile = "../../shared/data/profiles/distilbert_trt_gpu_bs1-64_seq1-512.json"  # relative to this file
 //! variants = ["stage1.json"]                      # profiles of a stage or token plan (their "stage"/"plan" keys)

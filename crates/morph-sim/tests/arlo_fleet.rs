@@ -41,6 +41,7 @@ fn allocation_moves_instances_to_the_runtimes_the_lengths_need() {
         arrivals: Arrivals::Poisson { rate: 2_000.0 },
         lengths: Lengths::Uniform { min: 1, max: 60 },
         outputs: None,
+        patience_s: None,
     };
     let arlo = policy("arlo", json!({"first_allocation_s": 2.0, "period_s": 5.0}));
     let r = run(arlo, 8, workload, 12.0, 500_000_000);
@@ -64,6 +65,7 @@ fn target_tracking_scales_out_under_load_and_in_when_calm() {
         arrivals: Arrivals::Mmpp { rates: vec![1_200.0, 1.0], dwell_s: 20.0 },
         lengths: Lengths::Fixed { len: 500 },
         outputs: None,
+        patience_s: None,
     };
     let params = json!({"runtime_set": "explicit", "max_lens": [512], "allocate": false,
         "scaling": {"rule": "target-tracking", "scale_in_period_s": 5.0, "window_s": 2.0}});

@@ -30,6 +30,7 @@ fn md1_mean_wait_matches_pollaczek_khinchine() {
         arrivals: Arrivals::Poisson { rate: 50.0 },
         lengths: Lengths::Fixed { len: 16 },
         outputs: None,
+        patience_s: None,
     };
     let requests = workload.generate(8_000.0, 42).unwrap();
     assert!(requests.len() > 390_000);
@@ -64,6 +65,7 @@ fn pooled_servers_wait_less_at_the_same_load() {
         arrivals: Arrivals::Poisson { rate: 200.0 },
         lengths: Lengths::Fixed { len: 16 },
         outputs: None,
+        patience_s: None,
     };
     let requests = workload.generate(1_000.0, 3).unwrap();
     let report = simulate(

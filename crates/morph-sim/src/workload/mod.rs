@@ -9,7 +9,7 @@ mod trace;
 
 pub use arrivals::Arrivals;
 pub use lengths::Lengths;
-use morph_core::{Nanos, Time};
+use morph_core::{Nanos, Time, time::ms_to_nanos};
 pub use predictor::Predictor;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -53,6 +53,11 @@ pub struct Workload {
     /// for encoder workloads.
     #[serde(default)]
     pub outputs: Option<Lengths>,
+    /// Each client gives up this many seconds after its request arrived, if not answered by
+    /// then (the request is cancelled: it leaves the queue, or stops or is discarded if
+    /// running); none: clients wait for their answer.
+    #[serde(default)]
+    pub patience_s: Option<f64>,
 }
 
 impl Workload {
@@ -71,8 +76,9 @@ impl Workload {
         Ok(times
             .into_iter()
             .zip(lengths.into_iter().zip(outputs))
-            .map(|(t, (input_len, output_len))| {
-                SimRequest::new(Time::from_millis_f64(t * 1e3), input_len, output_len)
+            .map(|(t, (input_len, output_len))| SimRequest {
+                cancel_after: self.patience_s.map(|s| ms_to_nanos(s * 1e3)),
+                ..SimRequest::new(Time::from_millis_f64(t * 1e3), input_len, output_len)
             })
             .collect())
     }
@@ -88,6 +94,7 @@ mod tests {
             arrivals: Arrivals::Poisson { rate: 100.0 },
             lengths: Lengths::Twitter { max: 512 },
             outputs: None,
+            patience_s: None,
         };
         let a = w.generate(10.0, 1).unwrap();
         assert_eq!(a, w.generate(10.0, 1).unwrap());
