@@ -209,7 +209,7 @@ impl Metrics {
             one(queued),
         );
         let counts = instances.iter().map(|(runtime, n)| (format!("runtime=\"{runtime}\""), *n as f64));
-        family(&mut out, "morph_instances", "gauge", "Instances per runtime.", counts);
+        family(&mut out, "morph_instances", "gauge", "Instances per unit (runtime, stage, threads).", counts);
         let cancelled = CancelKind::ALL.iter().map(|k| (by_kind(k.label()), self.cancellations(*k) as f64));
         let help = "Requests whose client went away, by where they were.";
         family(&mut out, "morph_cancellations_total", "counter", help, cancelled);

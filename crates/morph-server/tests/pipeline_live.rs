@@ -45,6 +45,7 @@ async fn three_stages_served_live_give_the_unsplit_vectors_and_a_plan_is_served_
         assert!(cosine(a, b) >= 0.99999, "3 stages vs whole: cosine {}", cosine(a, b));
     }
     assert!(metrics.contains("morph_policy_stage_queue{stage=\"2\"} 0"), "{metrics}");
+    assert!(metrics.contains("morph_instances{runtime=\"dynamic:128x4/stage2of3:L4-6\"} 1"), "{metrics}");
 
     let merged = |config: ServerConfig| {
         let EngineKind::Ort { library, onnx, .. } = config.engine else { panic!("ort") };

@@ -18,8 +18,10 @@ pub(super) async fn info(State(state): State<AppState>) -> Json<Value> {
         .driver
         .instance_counts()
         .iter()
-        .map(|(spec, count)| {
-            json!({"runtime": spec.to_string(), "kind": spec.kind, "max_len": spec.max_len, "max_batch": spec.max_batch, "instances": count})
+        .map(|(unit, count)| {
+            let r = unit.runtime;
+            json!({"runtime": r.to_string(), "kind": r.kind, "max_len": r.max_len, "max_batch": r.max_batch,
+                "unit": unit.to_string(), "stage": unit.stage, "threads": unit.threads, "instances": count})
         })
         .collect();
     Json(json!({
@@ -39,7 +41,7 @@ pub(super) async fn info(State(state): State<AppState>) -> Json<Value> {
 
 pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     let instances: Vec<(String, usize)> =
-        state.driver.instance_counts().iter().map(|(spec, n)| (spec.to_string(), *n)).collect();
+        state.driver.instance_counts().iter().map(|(unit, n)| (unit.to_string(), *n)).collect();
     let text = state.driver.metrics.render(&instances, &state.driver.policy_gauges());
     ([(CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }

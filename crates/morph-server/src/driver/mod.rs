@@ -13,9 +13,7 @@ mod tests;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use morph_core::{
-    Gauge, Generation, InstanceId, Policy, RequestId, RuntimeSpec, StartKind, Ticket, Time, UnitSpec,
-};
+use morph_core::{Gauge, Generation, InstanceId, Policy, RequestId, StartKind, Ticket, Time, UnitSpec};
 use morph_engine::decoder::{GenEvent, Iterations, SamplingParams};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::oneshot;
@@ -85,16 +83,16 @@ impl Driver {
         Arc::new(Self { state: Mutex::new(state), launcher, epoch: Instant::now(), metrics })
     }
 
-    /// Instances per runtime, now.
-    pub fn instance_counts(&self) -> Vec<(RuntimeSpec, usize)> {
-        let mut counts: Vec<(RuntimeSpec, usize)> = Vec::new();
+    /// Instances per unit (runtime, stage, threads), now.
+    pub fn instance_counts(&self) -> Vec<(UnitSpec, usize)> {
+        let mut counts: Vec<(UnitSpec, usize)> = Vec::new();
         for (_, unit) in self.lock().ledger().instances() {
-            match counts.iter_mut().find(|(r, _)| *r == unit.runtime) {
+            match counts.iter_mut().find(|(u, _)| u == unit) {
                 Some((_, n)) => *n += 1,
-                None => counts.push((unit.runtime, 1)),
+                None => counts.push((*unit, 1)),
             }
         }
-        counts.sort_by_key(|(r, _)| (r.max_len, r.max_batch));
+        counts.sort_by_key(|(u, _)| (u.runtime.max_len, u.runtime.max_batch, u.stage_index()));
         counts
     }
 
