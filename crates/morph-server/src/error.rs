@@ -14,6 +14,8 @@ use crate::metrics::FailureKind;
 pub enum ApiError {
     #[error("malformed JSON body: {0}")]
     MalformedJson(String),
+    #[error("the request body is larger than the limit of {limit} bytes")]
+    BodyTooLarge { limit: usize },
     /// A field is missing, of the wrong type or out of bounds; the message names the field.
     #[error("{field}: {message}")]
     Validation { field: String, message: String },
@@ -44,6 +46,7 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::MalformedJson(_) => StatusCode::BAD_REQUEST,
+            ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Validation { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::TooLong { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnknownModel { .. } => StatusCode::NOT_FOUND,
@@ -59,6 +62,7 @@ impl ApiError {
     pub fn kind(&self) -> FailureKind {
         match self {
             ApiError::MalformedJson(_) | ApiError::Validation { .. } => FailureKind::Validation,
+            ApiError::BodyTooLarge { .. } => FailureKind::BodyTooLarge,
             ApiError::TooLong { .. } => FailureKind::TooLong,
             ApiError::UnknownModel { .. } => FailureKind::UnknownModel,
             ApiError::Overloaded(_) => FailureKind::Overloaded,

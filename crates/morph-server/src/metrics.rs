@@ -53,6 +53,7 @@ impl Histogram {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailureKind {
     Validation,
+    BodyTooLarge,
     TooLong,
     Overloaded,
     UnknownModel,
@@ -62,8 +63,9 @@ pub enum FailureKind {
 }
 
 impl FailureKind {
-    const ALL: [FailureKind; 7] = [
+    const ALL: [FailureKind; 8] = [
         FailureKind::Validation,
+        FailureKind::BodyTooLarge,
         FailureKind::TooLong,
         FailureKind::Overloaded,
         FailureKind::UnknownModel,
@@ -75,6 +77,7 @@ impl FailureKind {
     pub fn label(self) -> &'static str {
         match self {
             FailureKind::Validation => "validation",
+            FailureKind::BodyTooLarge => "body_too_large",
             FailureKind::TooLong => "too_long",
             FailureKind::Overloaded => "overloaded",
             FailureKind::UnknownModel => "unknown_model",

@@ -139,6 +139,35 @@ async fn api_key_guards_everything_but_health_and_metrics() {
     assert_eq!(call(Some("s3cret")).await, 200);
     assert_eq!(c.get(format!("{}/info", server.url)).send().await.unwrap().status().as_u16(), 401);
     assert_eq!(c.get(format!("{}/health", server.url)).send().await.unwrap().status().as_u16(), 200);
-    assert_eq!(c.get(format!("{}/metrics", server.url)).send().await.unwrap().status().as_u16(), 200);
+    let metrics = c.get(format!("{}/metrics", server.url)).send().await.unwrap();
+    assert_eq!(metrics.status().as_u16(), 200);
+    let metrics = metrics.text().await.unwrap();
+    // Refused calls are calls: 3 refused, 1 served.
+    assert!(metrics.contains("morph_requests_total 4\n"), "{metrics}");
+    assert!(metrics.contains("morph_request_failures_total{kind=\"unauthorized\"} 3"), "{metrics}");
+    server.stop().await;
+}
+
+/// A body over the limit is refused like every other error: JSON, its own type, counted.
+#[tokio::test]
+async fn an_oversize_body_is_a_json_413_of_its_own_kind_and_counted() {
+    let server = start(emulated(1.0, RuntimeSpec::dynamic(64, 4), 16)).await;
+    let huge = format!(r#"{{"input": "{}"}}"#, "a ".repeat(1_500_000));
+    for path in ["/v1/embeddings", "/embed"] {
+        let resp = client()
+            .post(format!("{}{path}", server.url))
+            .header("content-type", "application/json")
+            .body(huge.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 413, "{path}");
+        let body: serde_json::Value = resp.json().await.expect("a JSON error body");
+        assert_eq!(body["error"]["type"], "body_too_large", "{body}");
+        assert!(error_message(&body).contains("larger than the limit of 2097152 bytes"), "{body}");
+    }
+    let metrics = client().get(format!("{}/metrics", server.url)).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("morph_request_failures_total{kind=\"body_too_large\"} 2"), "{metrics}");
+    assert!(metrics.contains("morph_requests_total 2\n"), "{metrics}");
     server.stop().await;
 }

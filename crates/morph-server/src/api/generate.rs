@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
@@ -23,9 +22,9 @@ use morph_engine::predictor::dataset::predictor_text;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use super::AppState;
 use super::embed::record;
 use super::validate;
+use super::{AppState, Body};
 use crate::driver::Claim;
 use crate::error::ApiError;
 use crate::prediction::Predictions;
@@ -36,11 +35,11 @@ enum Format {
     Chat,
 }
 
-pub(super) async fn completions(State(state): State<AppState>, body: Bytes) -> Response {
+pub(super) async fn completions(State(state): State<AppState>, Body(body): Body) -> Response {
     serve(state, &body, Format::Completion).await
 }
 
-pub(super) async fn chat_completions(State(state): State<AppState>, body: Bytes) -> Response {
+pub(super) async fn chat_completions(State(state): State<AppState>, Body(body): Body) -> Response {
     serve(state, &body, Format::Chat).await
 }
 

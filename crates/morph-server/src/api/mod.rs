@@ -11,13 +11,16 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::Router;
-use axum::extract::{Request, State};
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
 use axum::http::header::AUTHORIZATION;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use morph_engine::decoder::{GgufTokenizer, Llama};
 use morph_engine::{Pooling, TextTokenizer};
+
+use subtle::ConstantTimeEq;
 
 use crate::driver::Driver;
 use crate::error::ApiError;
@@ -52,6 +55,32 @@ pub struct AppState {
     pub started: Instant,
 }
 
+/// The largest request body read, in bytes.
+pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
+
+/// A request's raw body. One over [`MAX_BODY_BYTES`] (or one that cannot be read) is answered
+/// as every error is: JSON, with its own type, counted in `/metrics`.
+pub(super) struct Body(pub Bytes);
+
+impl FromRequest<AppState> for Body {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        match Bytes::from_request(request, state).await {
+            Ok(bytes) => Ok(Body(bytes)),
+            Err(rejection) => {
+                let error = if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::BodyTooLarge { limit: MAX_BODY_BYTES }
+                } else {
+                    ApiError::MalformedJson(format!("the body could not be read: {}", rejection.body_text()))
+                };
+                embed::record::<()>(state, Instant::now(), &Err(error.clone()));
+                Err(error.into_response())
+            }
+        }
+    }
+}
+
 /// `/health` and `/metrics` stay open; every other route needs the API key when one is set.
 pub fn router(state: AppState) -> Router {
     let protected = Router::new()
@@ -65,14 +94,17 @@ pub fn router(state: AppState) -> Router {
         .merge(protected)
         .route("/health", get(info::health))
         .route("/metrics", get(info::metrics))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
 }
 
 async fn require_key(State(state): State<AppState>, request: Request, next: Next) -> Response {
     if let Some(key) = &state.api_key {
         let given = request.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok());
-        if given.and_then(|v| v.strip_prefix("Bearer ")) != Some(key.as_ref()) {
-            state.driver.metrics.fail(ApiError::Unauthorized.kind());
+        let given = given.and_then(|v| v.strip_prefix("Bearer ")).unwrap_or_default();
+        // Compared in constant time (for keys of equal length), so timing does not leak it.
+        if !bool::from(given.as_bytes().ct_eq(key.as_bytes())) {
+            embed::record::<()>(&state, Instant::now(), &Err(ApiError::Unauthorized));
             return ApiError::Unauthorized.into_response();
         }
     }

@@ -4,16 +4,18 @@
 use std::time::Instant;
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
 use serde_json::{Value, json};
 
-use super::AppState;
 use super::embed::{embed_texts, record};
 use super::validate;
+use super::{AppState, Body};
 use crate::error::ApiError;
 
-pub(super) async fn embeddings(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>, ApiError> {
+pub(super) async fn embeddings(
+    State(state): State<AppState>,
+    Body(body): Body,
+) -> Result<Json<Value>, ApiError> {
     let started = Instant::now();
     let result = handle(&state, &body).await;
     record(&state, started, &result);

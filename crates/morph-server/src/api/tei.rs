@@ -4,17 +4,16 @@
 use std::time::Instant;
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
 
-use super::AppState;
 use super::embed::{embed_texts, record};
 use super::validate;
+use super::{AppState, Body};
 use crate::error::ApiError;
 
 pub(super) async fn embed(
     State(state): State<AppState>,
-    body: Bytes,
+    Body(body): Body,
 ) -> Result<Json<Vec<Vec<f32>>>, ApiError> {
     let started = Instant::now();
     let result = handle(&state, &body).await;
