@@ -111,3 +111,29 @@ async fn bad_requests_and_overload_get_clear_errors() {
     }
     server.stop().await;
 }
+
+/// Sampling at the default temperature (1): without a seed repeated calls sample afresh; with
+/// the same seed they repeat.
+#[tokio::test]
+async fn without_a_seed_calls_sample_afresh_and_a_seed_repeats() {
+    let server = start(decoder("fcfs", json!({}))).await;
+    let body = |seed: Option<u64>| {
+        let mut b =
+            json!({"messages": [{"role": "user", "content": "Tell me about the sea."}], "max_tokens": 24});
+        if let Some(seed) = seed {
+            b["seed"] = json!(seed);
+        }
+        b.to_string()
+    };
+    let mut unseeded = Vec::new();
+    for _ in 0..3 {
+        let (status, reply) = post(&server.url, "/v1/chat/completions", &body(None)).await;
+        assert_eq!(status, 200, "{reply}");
+        unseeded.push(content(&reply));
+    }
+    assert!(unseeded.windows(2).any(|w| w[0] != w[1]), "three unseeded calls gave one text: {unseeded:?}");
+    let (_, a) = post(&server.url, "/v1/chat/completions", &body(Some(11))).await;
+    let (_, b) = post(&server.url, "/v1/chat/completions", &body(Some(11))).await;
+    assert_eq!(content(&a), content(&b), "the same seed samples the same text");
+    server.stop().await;
+}

@@ -1,7 +1,7 @@
 //! `POST /v1/completions` and `POST /v1/chat/completions` in the OpenAI formats, on a server
 //! started with a decoder. `max_tokens` (default 128), `temperature` (default 1; 0 is greedy),
-//! `top_p`, `seed`, `stream` (server-sent events, ending with `data: [DONE]`); `usage` counts
-//! prompt and completion tokens. A refusal by the scheduler is a 429 (or 413 for a prompt no
+//! `top_p`, `seed` (without one every call samples afresh), `stream` (server-sent events,
+//! ending with `data: [DONE]`); `usage` counts prompt and completion tokens. A refusal by the scheduler is a 429 (or 413 for a prompt no
 //! instance takes) before anything streams. A client that goes away (a dropped connection, a
 //! stream closed early) cancels its generation: it stops at the decoder's next iteration.
 
@@ -203,7 +203,9 @@ async fn parse(
     let max_tokens = validate::number_in(body, "max_tokens", 128.0, 1.0, context as f64)? as u32;
     let temperature = validate::number_in(body, "temperature", 1.0, 0.0, 2.0)? as f32;
     let top_p = validate::number_in(body, "top_p", 1.0, 1e-6, 1.0)? as f32;
-    let seed = validate::number_in(body, "seed", 0.0, 0.0, 9.0e15)? as u64;
+    // Without a seed each call draws its own, so repeated calls sample afresh.
+    let seed =
+        validate::optional_number_in(body, "seed", 0.0, 9.0e15)?.map_or_else(rand::random, |s| s as u64);
     let stream = validate::bool_or(body, "stream", false)?;
     let model = generator.clone();
     let prompt = tokio::task::spawn_blocking(move || model.1.encode(&text))

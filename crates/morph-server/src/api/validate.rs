@@ -61,10 +61,20 @@ pub fn number_in(
     min: f64,
     max: f64,
 ) -> Result<f64, ApiError> {
+    Ok(optional_number_in(body, field, min, max)?.unwrap_or(default))
+}
+
+/// A number in `min..=max`, or `None` when absent.
+pub fn optional_number_in(
+    body: &Map<String, Value>,
+    field: &str,
+    min: f64,
+    max: f64,
+) -> Result<Option<f64>, ApiError> {
     match body.get(field) {
-        None | Some(Value::Null) => Ok(default),
+        None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) => match n.as_f64() {
-            Some(v) if (min..=max).contains(&v) => Ok(v),
+            Some(v) if (min..=max).contains(&v) => Ok(Some(v)),
             _ => Err(ApiError::validation(field, format!("must be between {min} and {max}"))),
         },
         Some(_) => Err(ApiError::validation(field, "must be a number")),
