@@ -94,7 +94,22 @@ pub(crate) struct ServeArgs {
 }
 
 impl ServeArgs {
+    /// Flags that contradict each other are refused before anything loads.
+    fn check(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(self.max_queue > 0, "--max-queue must be at least 1");
+        anyhow::ensure!(self.max_client_batch > 0, "--max-client-batch must be at least 1");
+        anyhow::ensure!(
+            self.max_client_batch <= self.max_queue,
+            "--max-client-batch {} is above --max-queue {}: a call that large could never be admitted",
+            self.max_client_batch,
+            self.max_queue
+        );
+        anyhow::ensure!(self.stages > 0, "--stages must be at least 1");
+        Ok(())
+    }
+
     fn config(self) -> anyhow::Result<ServerConfig> {
+        self.check()?;
         let profile = match &self.profile {
             Some(path) => Some(Arc::new(Profile::load(path)?)),
             None => None,

@@ -130,6 +130,14 @@ fn misuse_gets_one_clear_line() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("unknown field `lamda`"), "{err}");
+    for (flags, says) in [
+        (["--max-queue", "0", "--max-client-batch", "1"], "--max-queue must be at least 1"),
+        (["--max-queue", "32", "--max-client-batch", "64"], "--max-client-batch 64 is above --max-queue 32"),
+    ] {
+        let out = morph().args(["serve", "--port", "0"]).args(flags).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(says), "{flags:?}: {err}");
+    }
 }
 
 #[test]

@@ -70,13 +70,11 @@ pub(super) async fn embed_texts(
     let metrics = &state.driver.metrics;
     // Each sequence's claim cancels it if this call is dropped (its client went away) or
     // fails before the sequence is answered.
-    let submitted: Vec<_> = sequences
-        .into_iter()
-        .map(|ids| {
-            metrics.input_length.observe(ids.len() as f64);
-            state.driver.submit(ids)
-        })
-        .collect();
+    // The call is admitted whole or refused whole (nothing of it computed and thrown away).
+    for ids in &sequences {
+        metrics.input_length.observe(ids.len() as f64);
+    }
+    let submitted = state.driver.submit_call(sequences)?;
     let mut vectors = Vec::with_capacity(submitted.len());
     for (claim, rx) in submitted {
         let result = rx.await;

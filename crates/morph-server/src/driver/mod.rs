@@ -13,7 +13,9 @@ mod tests;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use morph_core::{Gauge, Generation, InstanceId, Policy, RequestId, StartKind, Ticket, Time, UnitSpec};
+use morph_core::{
+    DropReason, Gauge, Generation, InstanceId, Policy, RequestId, StartKind, Ticket, Time, UnitSpec,
+};
 use morph_engine::decoder::{GenEvent, Iterations, SamplingParams};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::oneshot;
@@ -130,6 +132,18 @@ impl Driver {
         let (id, rx, outside) = self.lock().submit(self.now(), ids);
         self.carry_out(outside);
         (self.claim(id), rx)
+    }
+
+    /// Hands a call's tokenized sequences to the policy together: all are admitted (each
+    /// receiver yields its vector or why not), or none is and the call gets the reason.
+    #[allow(clippy::type_complexity)]
+    pub fn submit_call(
+        self: &Arc<Self>,
+        inputs: Vec<Vec<u32>>,
+    ) -> Result<Vec<(Claim, oneshot::Receiver<SeqResult>)>, DropReason> {
+        let (admitted, outside) = self.lock().submit_call(self.now(), inputs);
+        self.carry_out(outside);
+        Ok(admitted?.into_iter().map(|(id, rx)| (self.claim(id), rx)).collect())
     }
 
     /// Hands one generation (its prompt's token ids, its cap and predicted output length) to

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use morph_core::{
-    Effect, Generation, InstanceId, Launched, Ledger, NewRequest, OnViolation, Outcome, PlanId, Policy,
-    RequestId, StartKind, Ticket, Time, UnitKind, UnitSpec,
+    DropReason, Effect, Generation, InstanceId, Launched, Ledger, NewRequest, OnViolation, Outcome, PlanId,
+    Policy, RequestId, StartKind, Ticket, Time, UnitKind, UnitSpec,
 };
 use morph_engine::decoder::{GenEvent, GenRequest, IterationReport, SamplingParams};
 use morph_engine::{EngineError, EngineHandle, Rows};
@@ -92,6 +92,47 @@ impl State {
         let job = Job::Embed { input: Input::Tokens(ids), reply, enqueued: Instant::now() };
         let (id, outside) = self.admit(now, new, |_| job);
         (id, rx, outside)
+    }
+
+    /// Admits a call's encoder sequences whole, or none of them: when the policy gives up on
+    /// one at admission (a full queue, an input too long), those already admitted are withdrawn
+    /// before any of their batches starts, and the call gets that reason.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn submit_call(
+        &mut self,
+        now: Time,
+        inputs: Vec<Vec<u32>>,
+    ) -> (Result<Vec<(RequestId, oneshot::Receiver<SeqResult>)>, DropReason>, Vec<Outside>) {
+        let mut admitted = Vec::with_capacity(inputs.len());
+        let mut outside = Vec::new();
+        for ids in inputs {
+            let (id, mut rx, more) = self.submit(now, ids);
+            outside.extend(more);
+            if let Ok(Err(SeqError::Dropped(reason))) = rx.try_recv() {
+                let withdrawn: Vec<RequestId> = admitted.iter().map(|(id, _)| *id).collect();
+                for &id in &withdrawn {
+                    outside.extend(self.withdraw(now, id));
+                }
+                return (Err(reason), self.skip_withdrawn(now, outside, &withdrawn));
+            }
+            admitted.push((id, rx));
+        }
+        (Ok(admitted), outside)
+    }
+
+    /// Batches left to run that hold only withdrawn requests end at once without running.
+    fn skip_withdrawn(&mut self, now: Time, outside: Vec<Outside>, withdrawn: &[RequestId]) -> Vec<Outside> {
+        let mut kept = Vec::with_capacity(outside.len());
+        let mut pending = outside;
+        while let Some(work) = pending.pop() {
+            match work {
+                Outside::Run { instance, requests, .. } if requests.iter().all(|r| withdrawn.contains(r)) => {
+                    pending.extend(self.batch_done(now, instance, &requests, Ok(Vec::new())));
+                }
+                other => kept.push(other),
+            }
+        }
+        kept
     }
 
     /// Admits one generation; the receiver streams its tokens, then `Done`, or says why not.
@@ -199,6 +240,11 @@ impl State {
             },
         };
         self.metrics.cancelled(kind);
+        self.withdraw(now, request)
+    }
+
+    /// Takes a request back (its caller left, or its call was refused whole).
+    fn withdraw(&mut self, now: Time, request: RequestId) -> Vec<Outside> {
         let mut effects = Vec::new();
         self.ledger.cancel(now, request, &mut effects);
         self.apply(effects)

@@ -125,3 +125,43 @@ async fn a_refused_action_answers_its_request_with_an_error_and_is_counted() {
     assert!(matches!(rx.try_recv(), Ok(Err(SeqError::Engine(EngineError::Inference(_))))));
     assert!(metrics.render(&[], &[]).contains("morph_policy_refusals_total 1"));
 }
+
+#[tokio::test]
+async fn a_call_is_admitted_whole_or_refused_whole_before_any_of_it_runs() {
+    let small_queue = DynamicBatchingConfig { max_batch_tokens: 1 << 20, max_queue: 2, ..Default::default() };
+    let (mut state, metrics) = state_with(Box::new(DynamicBatching::new(small_queue)));
+    // An idle server takes a call of three: one runs at once, two wait.
+    let (admitted, outside) = state.submit_call(Time(1), vec![vec![1], vec![2], vec![3]]);
+    let admitted = admitted.expect("admitted whole");
+    let (first, _) = run_of(outside);
+    assert_eq!((admitted.len(), state.policy().queue_len()), (3, 2));
+    // A second call while the queue is full: refused whole, nothing of it left behind.
+    let (refused, outside) = state.submit_call(Time(2), vec![vec![4], vec![5]]);
+    assert_eq!(refused.err(), Some(morph_core::DropReason::QueueFull { capacity: 2 }));
+    assert!(outside.is_empty());
+    assert_eq!(state.policy().queue_len(), 2);
+    assert_eq!(metrics.cancellations(CancelKind::Queued), 0, "a refused call is not a cancellation");
+    // The first call's batches run to the end; no sequence of the refused call ever runs.
+    let mut ran = first.clone();
+    let mut outside = state.batch_done(Time(3), InstanceId(0), &first, Ok(vec![vec![1.0]]));
+    while let Some(Outside::Run { instance, requests, .. }) = outside.pop() {
+        ran.extend(requests.iter().copied());
+        outside.extend(state.batch_done(Time(4), instance, &requests, Ok(vec![vec![1.0]; requests.len()])));
+    }
+    assert_eq!(ran, admitted.iter().map(|(id, _)| *id).collect::<Vec<_>>());
+    assert!(state.ledger().unanswered().is_empty());
+}
+
+#[tokio::test]
+async fn a_refused_call_withdraws_a_batch_that_had_not_started() {
+    let small_queue = DynamicBatchingConfig { max_batch_tokens: 1 << 20, max_queue: 1, ..Default::default() };
+    let (mut state, _) = state_with(Box::new(DynamicBatching::new(small_queue)));
+    // The first input starts a batch on the idle instance, the second waits, the third finds
+    // the queue full: the started batch is withdrawn before it runs and the instance is idle.
+    let (refused, outside) = state.submit_call(Time(1), vec![vec![1], vec![2], vec![3]]);
+    assert_eq!(refused.err(), Some(morph_core::DropReason::QueueFull { capacity: 1 }));
+    assert!(outside.is_empty(), "nothing left to run: {outside:?}");
+    assert!(state.ledger().unanswered().is_empty());
+    let (_, _, outside) = state.submit(Time(2), vec![4]);
+    run_of(outside);
+}
