@@ -74,9 +74,11 @@ fn sweep_label(row: &Row) -> String {
 
 fn table(name: &str, rows: &[Row]) -> String {
     let mut out = format!("scenario {name}\n");
+    // The policy column fits the longest name (a predictor's label can be long).
+    let w = rows.iter().map(|r| r.report.policy.chars().count()).max().unwrap_or(0).max(6);
     let _ = writeln!(
         out,
-        "{:<18} {:<16} {:>5} {:>8} {:>8} {:>7} {:>7} {:>9} {:>9} {:>9} {:>9} {:>7} {:>10} {:>10} {:>6}",
+        "{:<w$} {:<16} {:>5} {:>8} {:>8} {:>7} {:>7} {:>9} {:>9} {:>9} {:>9} {:>7} {:>10} {:>10} {:>6}",
         "policy",
         "sweep",
         "seed",
@@ -97,7 +99,7 @@ fn table(name: &str, rows: &[Row]) -> String {
         let r = &row.report;
         let _ = writeln!(
             out,
-            "{:<18} {:<16} {:>5} {:>8} {:>8} {:>7} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>6.1}% {:>10.1} {:>10.1} {:>5.0}%",
+            "{:<w$} {:<16} {:>5} {:>8} {:>8} {:>7} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>7} {:>10.1} {:>10.1} {:>5.0}%",
             r.policy,
             sweep_label(row),
             row.seed,
@@ -109,13 +111,18 @@ fn table(name: &str, rows: &[Row]) -> String {
             r.p50_latency_ms,
             r.p98_latency_ms,
             r.p99_latency_ms,
-            r.slo_attainment * 100.0,
+            percent(r.slo_attainment),
             r.throughput_rps,
             r.goodput_rps,
             r.mean_utilisation * 100.0
         );
     }
     out
+}
+
+/// A share as `12.3%`; `-` when there was nothing to measure it over.
+fn percent(share: f64) -> String {
+    if share.is_nan() { "-".into() } else { format!("{:.1}%", share * 100.0) }
 }
 
 /// Report fields in `summary.csv`, after policy, sweep and seed.

@@ -7,6 +7,7 @@ pub mod driver;
 pub mod event;
 pub mod metrics;
 pub mod scenario;
+mod scenario_check;
 pub mod workload;
 
 pub use cost::{CostModel, ProfileCost};

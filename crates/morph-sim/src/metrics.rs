@@ -114,7 +114,7 @@ impl Recorder {
             p98_latency_ms: percentile(&ms, 0.98),
             p99_latency_ms: percentile(&ms, 0.99),
             max_latency_ms: ms.last().copied().unwrap_or(0.0),
-            slo_attainment: if requests == 0 { 1.0 } else { within as f64 / requests as f64 },
+            slo_attainment: if requests == 0 { f64::NAN } else { within as f64 / requests as f64 },
             throughput_rps: completed as f64 / measured_s,
             goodput_rps: within as f64 / measured_s,
             duration_s: span_s,
@@ -149,7 +149,8 @@ pub struct Report {
     pub p98_latency_ms: f64,
     pub p99_latency_ms: f64,
     pub max_latency_ms: f64,
-    /// Share of all requests completed within the SLO (dropped ones count as missed).
+    /// Share of all requests completed within the SLO (dropped ones count as missed); NaN
+    /// (`null` in JSON, `-` in tables) when no request was measured.
     pub slo_attainment: f64,
     pub throughput_rps: f64,
     /// Completions within the SLO per second (both rates over the measured span, after warm-up).

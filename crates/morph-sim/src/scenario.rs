@@ -187,6 +187,7 @@ impl Scenario {
             .map_err(|source| ScenarioError::Io { path: shown.clone(), source })?;
         let mut scenario: Scenario = toml::from_str(&text)
             .map_err(|e| ScenarioError::Parse { path: shown, message: e.to_string() })?;
+        crate::scenario_check::check(&scenario)?;
         let dir = path.parent().unwrap_or(Path::new("."));
         scenario.resolve_paths(dir);
         scenario.load_predictions()?;

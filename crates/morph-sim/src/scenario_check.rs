@@ -1,0 +1,163 @@
+//! Scenario values checked when a scenario is loaded: each bad value is one line naming its
+//! key, before anything runs (an infinite duration, an empty seed list or a zero instance count
+//! would otherwise loop, measure nothing or be quietly coerced).
+
+use crate::scenario::{Scenario, ScenarioError};
+use crate::workload::{Arrivals, Lengths};
+
+fn bad(key: &str, why: String) -> Result<(), ScenarioError> {
+    Err(ScenarioError::Invalid(format!("{key}: {why}")))
+}
+
+/// A finite number above zero.
+fn positive(key: &str, value: f64) -> Result<(), ScenarioError> {
+    match value.is_finite() && value > 0.0 {
+        true => Ok(()),
+        false => bad(key, format!("must be a positive number, got {value}")),
+    }
+}
+
+fn lengths(key: &str, lengths: &Lengths) -> Result<(), ScenarioError> {
+    match *lengths {
+        Lengths::Fixed { len: 0 } => bad(&format!("{key}.len"), "must be at least 1".into()),
+        Lengths::Uniform { min, max } if min == 0 || min > max => {
+            bad(key, format!("uniform lengths need 1 <= min <= max, got min {min}, max {max}"))
+        }
+        Lengths::Twitter { max: 0 } => bad(&format!("{key}.max"), "must be at least 1".into()),
+        Lengths::Empirical { ref values } if values.is_empty() => {
+            bad(&format!("{key}.values"), "is empty".into())
+        }
+        _ => Ok(()),
+    }
+}
+
+fn arrivals(arrivals: &Arrivals) -> Result<(), ScenarioError> {
+    match arrivals {
+        Arrivals::Poisson { rate } => positive("workload.arrivals.rate", *rate),
+        Arrivals::Gamma { rate, cv } => {
+            positive("workload.arrivals.rate", *rate)?;
+            positive("workload.arrivals.cv", *cv)
+        }
+        Arrivals::Mmpp { rates, dwell_s } => {
+            if rates.is_empty() {
+                return bad("workload.arrivals.rates", "is empty".into());
+            }
+            for rate in rates {
+                positive("workload.arrivals.rates", *rate)?;
+            }
+            positive("workload.arrivals.dwell_s", *dwell_s)
+        }
+        Arrivals::Trace { speedup, .. } => positive("workload.arrivals.speedup", *speedup),
+    }
+}
+
+/// Every value of `s` that cannot be run as written, as an error naming its key.
+pub(crate) fn check(s: &Scenario) -> Result<(), ScenarioError> {
+    positive("duration_s", s.duration_s)?;
+    if !(s.warmup_s.is_finite() && s.warmup_s >= 0.0) {
+        return bad("warmup_s", format!("must be zero or more seconds, got {}", s.warmup_s));
+    }
+    if s.warmup_s >= s.duration_s {
+        let why =
+            format!("{} s is not below duration_s {} s: nothing would be measured", s.warmup_s, s.duration_s);
+        return bad("warmup_s", why);
+    }
+    if s.seeds.is_empty() {
+        return bad("seeds", "must list at least one seed".into());
+    }
+    if let Some(slo) = s.slo_ms {
+        positive("slo_ms", slo)?;
+    }
+    if s.policies.is_empty() {
+        return bad("policies", "must list at least one policy".into());
+    }
+    arrivals(&s.workload.arrivals)?;
+    lengths("workload.lengths", &s.workload.lengths)?;
+    if let Some(outputs) = &s.workload.outputs {
+        lengths("workload.outputs", outputs)?;
+    }
+    if let Some(patience) = s.workload.patience_s {
+        positive("workload.patience_s", patience)?;
+    }
+    if s.cluster.instances == Some(0) {
+        return bad("cluster.instances", "must be at least 1".into());
+    }
+    for (i, group) in s.cluster.runtimes.iter().enumerate() {
+        if group.instances == 0 {
+            return bad(&format!("cluster.runtimes[{i}].instances"), "must be at least 1".into());
+        }
+    }
+    for (key, ms) in [
+        ("cluster.startup_ms", Some(s.cluster.startup_ms)),
+        ("cluster.warm_startup_ms", s.cluster.warm_startup_ms),
+    ] {
+        if let Some(ms) = ms
+            && !(ms.is_finite() && ms >= 0.0)
+        {
+            return bad(key, format!("must be zero or more milliseconds, got {ms}"));
+        }
+    }
+    if let Some(sweep) = &s.sweep {
+        if sweep.values.is_empty() {
+            return bad("sweep.values", "is empty".into());
+        }
+        for v in &sweep.values {
+            positive("sweep.values", *v)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+        name = "t"
+        duration_s = 10
+        [workload]
+        arrivals = { kind = "poisson", rate = 10 }
+        lengths = { kind = "fixed", len = 16 }
+        [cluster]
+        profile = "p.json"
+        runtimes = [{ runtime = "dynamic:64x4", instances = 1 }]
+        [[policies]]
+        name = "dynamic-batching"
+    "#;
+
+    /// The error `GOOD` with `from` replaced by `to` gets, if any.
+    fn error(from: &str, to: &str) -> Option<String> {
+        let text = GOOD.replace(from, to);
+        let scenario: Scenario = toml::from_str(&text).unwrap_or_else(|e| panic!("{to}: {e}"));
+        check(&scenario).err().map(|e| e.to_string())
+    }
+
+    #[test]
+    fn each_bad_value_is_one_line_naming_its_key() {
+        assert_eq!(error("", ""), None, "the good scenario passes");
+        for (from, to, says) in [
+            ("duration_s = 10", "duration_s = inf", "duration_s: must be a positive number, got inf"),
+            ("duration_s = 10", "duration_s = nan", "duration_s: must be a positive number, got NaN"),
+            ("duration_s = 10", "duration_s = 0", "duration_s: must be a positive number, got 0"),
+            (
+                "duration_s = 10",
+                "duration_s = 10\nwarmup_s = 10",
+                "warmup_s: 10 s is not below duration_s 10 s",
+            ),
+            ("duration_s = 10", "duration_s = 10\nseeds = []", "seeds: must list at least one seed"),
+            ("instances = 1 }", "instances = 0 }", "cluster.runtimes[0].instances: must be at least 1"),
+            (
+                "kind = \"fixed\", len = 16",
+                "kind = \"twitter\", max = 0",
+                "workload.lengths.max: must be at least 1",
+            ),
+            ("kind = \"fixed\", len = 16", "kind = \"uniform\", min = 9, max = 3", "need 1 <= min <= max"),
+            ("rate = 10", "rate = -1", "workload.arrivals.rate: must be a positive number, got -1"),
+            ("[cluster]", "patience_s = 0\n[cluster]", "workload.patience_s: must be a positive number"),
+        ] {
+            let got = error(from, to).unwrap_or_else(|| panic!("{to} was accepted"));
+            assert!(got.contains(says), "{to}: {got}");
+            assert_eq!(got.lines().count(), 1, "{got}");
+        }
+    }
+}
