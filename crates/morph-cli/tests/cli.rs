@@ -130,6 +130,11 @@ fn misuse_gets_one_clear_line() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("unknown field `lamda`"), "{err}");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let url = format!("http://{closed}");
+    let out = morph().args(["bench", "--url", &url, "--corpus", "x.txt", "--rate", "1"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("connection refused"), "{err}");
     for (flags, says) in [
         (["--max-queue", "0", "--max-client-batch", "1"], "--max-queue must be at least 1"),
         (["--max-queue", "32", "--max-client-batch", "64"], "--max-client-batch 64 is above --max-queue 32"),

@@ -24,6 +24,8 @@ pub enum ApiError {
          send \"truncate\": true to cut it"
     )]
     TooLong { field: String, len: usize, max_len: u32 },
+    #[error("the prompt has {len} tokens, more than the decoder's runtime takes ({max_len})")]
+    PromptTooLong { len: u32, max_len: u32 },
     #[error("model '{asked}' is not served here; this server serves '{served}'")]
     UnknownModel { asked: String, served: String },
     #[error("overloaded: {0}")]
@@ -48,7 +50,7 @@ impl ApiError {
             ApiError::MalformedJson(_) => StatusCode::BAD_REQUEST,
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Validation { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            ApiError::TooLong { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::TooLong { .. } | ApiError::PromptTooLong { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnknownModel { .. } => StatusCode::NOT_FOUND,
             ApiError::Overloaded(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::DeadlineUnreachable(_) => StatusCode::GATEWAY_TIMEOUT,
@@ -63,13 +65,24 @@ impl ApiError {
         match self {
             ApiError::MalformedJson(_) | ApiError::Validation { .. } => FailureKind::Validation,
             ApiError::BodyTooLarge { .. } => FailureKind::BodyTooLarge,
-            ApiError::TooLong { .. } => FailureKind::TooLong,
+            ApiError::TooLong { .. } | ApiError::PromptTooLong { .. } => FailureKind::TooLong,
             ApiError::UnknownModel { .. } => FailureKind::UnknownModel,
             ApiError::Overloaded(_) => FailureKind::Overloaded,
             ApiError::DeadlineUnreachable(_) => FailureKind::Deadline,
             ApiError::Unauthorized => FailureKind::Unauthorized,
             ApiError::Engine(_) => FailureKind::Engine,
-            ApiError::WrongEndpoint { .. } => FailureKind::Validation,
+            ApiError::WrongEndpoint { .. } => FailureKind::WrongEndpoint,
+        }
+    }
+}
+
+impl ApiError {
+    /// A generation the policy gave up on: as any other, but a prompt no instance takes is
+    /// named as a prompt (generation has no `truncate`).
+    pub fn generation_dropped(reason: DropReason) -> Self {
+        match reason {
+            DropReason::NoRuntimeFits { len, max_len } => ApiError::PromptTooLong { len, max_len },
+            other => other.into(),
         }
     }
 }

@@ -59,11 +59,12 @@ pub enum FailureKind {
     UnknownModel,
     Unauthorized,
     Deadline,
+    WrongEndpoint,
     Engine,
 }
 
 impl FailureKind {
-    const ALL: [FailureKind; 8] = [
+    const ALL: [FailureKind; 9] = [
         FailureKind::Validation,
         FailureKind::BodyTooLarge,
         FailureKind::TooLong,
@@ -71,6 +72,7 @@ impl FailureKind {
         FailureKind::UnknownModel,
         FailureKind::Unauthorized,
         FailureKind::Deadline,
+        FailureKind::WrongEndpoint,
         FailureKind::Engine,
     ];
 
@@ -83,6 +85,7 @@ impl FailureKind {
             FailureKind::UnknownModel => "unknown_model",
             FailureKind::Unauthorized => "unauthorized",
             FailureKind::Deadline => "deadline",
+            FailureKind::WrongEndpoint => "wrong_endpoint",
             FailureKind::Engine => "engine",
         }
     }

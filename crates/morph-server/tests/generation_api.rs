@@ -109,6 +109,19 @@ async fn bad_requests_and_overload_get_clear_errors() {
         assert_eq!(status, want, "{path} {body}: {reply}");
         assert!(reply.to_string().contains(text), "{path} {body}: {reply}");
     }
+    // The task mismatch has its own type; a prompt longer than the decoder's runtime (2048
+    // tokens here, within the model's context of 8192) is refused, not prefilled.
+    let (_, reply) = post(&server.url, "/v1/embeddings", &json!({"input": "hi"}).to_string()).await;
+    assert_eq!(reply["error"]["type"], "wrong_endpoint", "{reply}");
+    let long = json!({"prompt": "hello ".repeat(2500), "max_tokens": 4});
+    let (status, reply) = post(&server.url, "/v1/completions", &long.to_string()).await;
+    assert_eq!(status, 413, "{reply}");
+    assert!(
+        reply
+            .to_string()
+            .contains("the prompt has 2501 tokens, more than the decoder's runtime takes (2048)"),
+        "{reply}"
+    );
     server.stop().await;
 }
 

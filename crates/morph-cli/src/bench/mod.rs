@@ -37,7 +37,8 @@ pub(crate) struct BenchArgs {
     /// Server base URL, e.g. http://127.0.0.1:8080.
     #[arg(long)]
     url: String,
-    /// Text corpus: .tsv (SST-2), .csv (AG News), .jsonl (ShareGPT), or one text per line.
+    /// Text corpus: .tsv (SST-2), .csv (AG News), .jsonl (ShareGPT), or one text per line
+    /// (required unless --scenario or --lengths gives the requests).
     #[arg(long, required_unless_present_any = ["scenario", "lengths"])]
     corpus: Option<PathBuf>,
     #[command(flatten)]
@@ -63,6 +64,8 @@ pub(crate) struct BenchArgs {
     /// Seconds of arrivals per run (default 20, or the scenario's duration).
     #[arg(long)]
     duration: Option<f64>,
+    /// Which endpoint to load: embed (TEI format) or openai (/v1/embeddings) with corpus texts,
+    /// or chat (/v1/chat/completions) with the recorded ShareGPT rounds of --lengths/--sharegpt.
     #[arg(long, value_enum, default_value = "embed")]
     endpoint: Endpoint,
     /// Seed for arrival times and text choice (default 0, or the scenario's first seed).
@@ -95,7 +98,7 @@ struct RunReport {
 
 struct Outcome {
     latency_ms: f64,
-    status: Result<u16, String>,
+    status: Result<u16, &'static str>,
 }
 
 /// A text that BERT-style tokenizers turn into exactly `tokens` ids: `[CLS]`, one id per
@@ -162,6 +165,7 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<()> {
         .build()
         .context("building the HTTP client")?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(reachable(&client, &args.url))?;
     let mut reports = Vec::new();
     for (rate, stream) in schedules(&args)? {
         if stream.is_empty() {
@@ -175,6 +179,25 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<()> {
         print_table(&reports);
     }
     Ok(())
+}
+
+/// Fails with one clear line when nothing answers at `url` (before any load is sent).
+async fn reachable(client: &reqwest::Client, url: &str) -> anyhow::Result<()> {
+    match client.get(format!("{url}/health")).send().await {
+        Ok(_) => Ok(()),
+        Err(e) => bail!("cannot reach {url}: {} (is `morph serve` listening there?)", failure(&e)),
+    }
+}
+
+/// What went wrong below HTTP, in words.
+fn failure(e: &reqwest::Error) -> &'static str {
+    if e.is_connect() {
+        "connection refused or unreachable"
+    } else if e.is_timeout() {
+        "timed out"
+    } else {
+        "the connection failed"
+    }
 }
 
 async fn run_schedule(
@@ -205,7 +228,7 @@ async fn run_schedule(
                     let _ = resp.bytes().await;
                     Ok(code)
                 }
-                Err(e) => Err(e.to_string()),
+                Err(e) => Err(failure(&e)),
             };
             Outcome { latency_ms: sent.elapsed().as_secs_f64() * 1e3, status }
         });
@@ -223,7 +246,7 @@ async fn run_schedule(
         match &o.status {
             Ok(200) => ok_latencies.push(o.latency_ms),
             Ok(code) => *error_kinds.entry(code.to_string()).or_insert(0) += 1,
-            Err(_) => *error_kinds.entry("transport".to_string()).or_insert(0) += 1,
+            Err(why) => *error_kinds.entry((*why).to_string()).or_insert(0) += 1,
         }
     }
     let ok = ok_latencies.len();

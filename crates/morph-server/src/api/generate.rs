@@ -134,7 +134,7 @@ async fn serve(state: AppState, body: &[u8], format: Format) -> Response {
                 break Ok(reply.whole(&text, reason, usage(prompt_tokens, completion_tokens)));
             }
             GenEvent::Failed(e) => break Err(ApiError::Engine(e)),
-            GenEvent::Dropped(r) => break Err(r.into()),
+            GenEvent::Dropped(r) => break Err(ApiError::generation_dropped(r)),
         }
         event = rx.recv().await.unwrap_or(GenEvent::Failed(EngineError::Stopped));
     };
@@ -187,7 +187,7 @@ async fn start(
     let generation = morph_core::Generation { max_tokens: request.max_tokens, predicted };
     let (claim, mut rx) = state.driver.generate(request.prompt.clone(), generation, request.sampling);
     match rx.recv().await {
-        Some(GenEvent::Dropped(r)) => Err(r.into()),
+        Some(GenEvent::Dropped(r)) => Err(ApiError::generation_dropped(r)),
         Some(GenEvent::Failed(e)) => Err(ApiError::Engine(e)),
         None => Err(ApiError::Engine(EngineError::Stopped)),
         Some(first) => Ok((request, claim, rx, first)),
