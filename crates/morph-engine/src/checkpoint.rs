@@ -20,6 +20,14 @@ impl Checkpoint {
         let config = Self::config(files)?;
         let tensors = candle_core::safetensors::load(&files.weights, &Device::Cpu)
             .map_err(|e| EngineError::Load(format!("{}: {e}", files.weights.display())))?;
+        let mut names: Vec<&String> = tensors.keys().collect();
+        names.sort();
+        for name in names {
+            if !finite(&tensors[name])? {
+                let at = files.weights.display();
+                return Err(EngineError::Load(format!("{at}: tensor {name} holds NaN or infinite values")));
+            }
+        }
         Ok(Self { config, tensors })
     }
 
@@ -36,4 +44,10 @@ impl Checkpoint {
             .get(name)
             .ok_or_else(|| EngineError::Load(format!("the checkpoint has no tensor {name}")))
     }
+}
+
+/// Whether every value of `t` is finite (a NaN or infinite weight gives NaN outputs).
+fn finite(t: &Tensor) -> Result<bool, EngineError> {
+    let values = t.to_dtype(candle_core::DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+    Ok(values.iter().all(|v| v.is_finite()))
 }

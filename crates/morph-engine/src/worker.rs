@@ -39,7 +39,7 @@ impl EngineWorker {
         let thread = std::thread::Builder::new().name(name).spawn(move || {
             while let Ok(Command::Run { rows, plan, reply }) = rx.recv() {
                 // The requester may have gone away; its result is simply dropped.
-                let _ = reply.send(engine.run(rows.as_input(), plan));
+                let _ = reply.send(engine.run(rows.as_input(), plan).and_then(finite));
             }
         })?;
         Ok(Self { handle, thread: Some(thread) })
@@ -56,6 +56,14 @@ impl Drop for EngineWorker {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+    }
+}
+
+/// A batch's outputs, unless any value is NaN or infinite (never answered as a vector).
+fn finite(vectors: Vec<Vec<f32>>) -> Result<Vec<Vec<f32>>, EngineError> {
+    match vectors.iter().flatten().all(|v| v.is_finite()) {
+        true => Ok(vectors),
+        false => Err(EngineError::Inference("the model produced NaN or infinite values".into())),
     }
 }
 
@@ -94,5 +102,15 @@ mod tests {
         assert!(matches!(too_long, Err(EngineError::Shape { .. })));
         drop(worker);
         assert_eq!(handle.run(tokens(vec![vec![1]]), PlanId::PLAIN).await, Err(EngineError::Stopped));
+    }
+
+    #[test]
+    fn non_finite_outputs_are_an_error_not_a_vector() {
+        assert_eq!(finite(vec![vec![1.0, -2.0]]), Ok(vec![vec![1.0, -2.0]]));
+        for bad in [f32::NAN, f32::INFINITY] {
+            assert!(
+                matches!(finite(vec![vec![1.0], vec![bad]]), Err(EngineError::Inference(m)) if m.contains("NaN"))
+            );
+        }
     }
 }
