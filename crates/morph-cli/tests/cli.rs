@@ -146,6 +146,18 @@ fn misuse_gets_one_clear_line() {
 }
 
 #[test]
+fn fetch_gets_the_decoder_for_generation() {
+    let out = morph().args(["fetch", "--task", "generate"]).output().unwrap();
+    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        out.status.success() && path.ends_with(".gguf"),
+        "{path} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(std::path::Path::new(&path).is_file());
+}
+
+#[test]
 fn a_missing_onnx_runtime_library_is_one_clear_line() {
     for (args, env) in [
         (

