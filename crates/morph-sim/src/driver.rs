@@ -393,6 +393,20 @@ mod tests {
     }
 
     #[test]
+    fn a_stream_of_one_request_samples_its_queue_sparsely() {
+        // One arrival spans no time; the run lasts 10 s (one slow batch): 1 ms samples, not 1 ns.
+        let r = simulate(
+            fifo(),
+            &[UnitSpec::encoder(RuntimeSpec::dynamic(512, 1))],
+            &flat(10_000.0),
+            &at(&[0.0]),
+            &SimOptions::default(),
+        );
+        assert_eq!(r.completed, 1);
+        assert!(r.queue_over_time.len() <= 10_001, "{} samples", r.queue_over_time.len());
+    }
+
+    #[test]
     fn dynamic_batching_batches_what_waited() {
         // Batch of up to 4: the first runs alone; the next three wait and run together.
         let r = simulate(

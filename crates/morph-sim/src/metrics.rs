@@ -3,8 +3,10 @@
 use morph_core::{Nanos, Outcome, Policy, Time, stats::percentile, time::nanos_to_ms};
 use serde::Serialize;
 
-/// Queue-length samples kept per run (for plots), evenly spaced over the run.
+/// Queue-length samples kept per run (for plots), evenly spaced over the arrivals' span.
 const QUEUE_SAMPLES: u64 = 200;
+/// The shortest interval between queue samples (a stream of one request spans no time).
+const MIN_SAMPLE_INTERVAL: Nanos = 1_000_000;
 
 #[derive(Debug)]
 pub(crate) struct Recorder {
@@ -35,7 +37,7 @@ impl Recorder {
             outcomes: Vec::new(),
             busy: vec![0; instances],
             slots: Vec::new(),
-            sample_every: (horizon / QUEUE_SAMPLES).max(1),
+            sample_every: (horizon / QUEUE_SAMPLES).max(MIN_SAMPLE_INTERVAL),
             next_sample: Time::ZERO,
             queue: Vec::new(),
         }
