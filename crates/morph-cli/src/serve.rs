@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
@@ -10,7 +11,7 @@ use morph_core::{Profile, RuntimeSpec, time::ms_to_nanos};
 use morph_engine::Pooling;
 use morph_policy::registry;
 use morph_server::prediction::PredictorConfig;
-use morph_server::{EngineKind, Server, ServerConfig};
+use morph_server::{ConnectionLimits, EngineKind, Server, ServerConfig};
 
 use crate::engine_args::{EngineArg, EngineArgs};
 use crate::model_args::ModelArgs;
@@ -88,6 +89,20 @@ pub(crate) struct ServeArgs {
     /// Most inputs in one call.
     #[arg(long, default_value_t = 32)]
     max_client_batch: usize,
+    /// Seconds a client may take to send a request's head (also the most a kept-alive
+    /// connection may sit idle between requests); then the connection is closed.
+    #[arg(long, default_value_t = 10.0)]
+    header_timeout_s: f64,
+    /// Seconds a client may take to send a request's body; then the call gets 408.
+    #[arg(long, default_value_t = 30.0)]
+    body_timeout_s: f64,
+    /// Connections open at once; more wait to be accepted.
+    #[arg(long, default_value_t = 1024)]
+    max_connections: usize,
+    /// At shutdown (SIGTERM, Ctrl-C), seconds in-flight calls may take to finish before the
+    /// remaining connections are closed.
+    #[arg(long, default_value_t = 30.0)]
+    drain_timeout_s: f64,
     /// Require `Authorization: Bearer KEY` on every route but /health and /metrics.
     #[arg(long, env = "MORPH_API_KEY", hide_env_values = true)]
     api_key: Option<String>,
@@ -105,6 +120,14 @@ impl ServeArgs {
             self.max_queue
         );
         anyhow::ensure!(self.stages > 0, "--stages must be at least 1");
+        anyhow::ensure!(self.max_connections > 0, "--max-connections must be at least 1");
+        for (flag, s) in [
+            ("--header-timeout-s", self.header_timeout_s),
+            ("--body-timeout-s", self.body_timeout_s),
+            ("--drain-timeout-s", self.drain_timeout_s),
+        ] {
+            anyhow::ensure!(s.is_finite() && s > 0.0, "{flag} must be a positive number of seconds, got {s}");
+        }
         Ok(())
     }
 
@@ -159,6 +182,12 @@ impl ServeArgs {
             api_key: self.api_key,
             max_client_batch: self.max_client_batch,
             predictor,
+            limits: ConnectionLimits {
+                header_timeout: Duration::from_secs_f64(self.header_timeout_s),
+                body_timeout: Duration::from_secs_f64(self.body_timeout_s),
+                max_connections: self.max_connections,
+                drain_timeout: Duration::from_secs_f64(self.drain_timeout_s),
+            },
         })
     }
 }

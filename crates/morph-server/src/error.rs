@@ -16,6 +16,8 @@ pub enum ApiError {
     MalformedJson(String),
     #[error("the request body is larger than the limit of {limit} bytes")]
     BodyTooLarge { limit: usize },
+    #[error("the request body did not arrive within {seconds} s")]
+    BodyTimeout { seconds: f64 },
     /// A field is missing, of the wrong type or out of bounds; the message names the field.
     #[error("{field}: {message}")]
     Validation { field: String, message: String },
@@ -49,6 +51,7 @@ impl ApiError {
         match self {
             ApiError::MalformedJson(_) => StatusCode::BAD_REQUEST,
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             ApiError::Validation { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::TooLong { .. } | ApiError::PromptTooLong { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnknownModel { .. } => StatusCode::NOT_FOUND,
@@ -65,6 +68,7 @@ impl ApiError {
         match self {
             ApiError::MalformedJson(_) | ApiError::Validation { .. } => FailureKind::Validation,
             ApiError::BodyTooLarge { .. } => FailureKind::BodyTooLarge,
+            ApiError::BodyTimeout { .. } => FailureKind::BodyTimeout,
             ApiError::TooLong { .. } | ApiError::PromptTooLong { .. } => FailureKind::TooLong,
             ApiError::UnknownModel { .. } => FailureKind::UnknownModel,
             ApiError::Overloaded(_) => FailureKind::Overloaded,

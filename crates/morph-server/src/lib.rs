@@ -2,6 +2,7 @@
 //! their own threads, and Prometheus metrics.
 
 pub mod api;
+pub mod connections;
 pub mod driver;
 pub mod error;
 pub mod launcher;
@@ -9,6 +10,7 @@ pub mod metrics;
 pub mod prediction;
 pub mod server;
 
+pub use connections::ConnectionLimits;
 pub use error::ApiError;
 pub use launcher::{EngineKind, Launcher, Worker, WorkerEngine};
 pub use server::{BuildError, Server, ServerConfig};

@@ -54,6 +54,7 @@ impl Histogram {
 pub enum FailureKind {
     Validation,
     BodyTooLarge,
+    BodyTimeout,
     TooLong,
     Overloaded,
     UnknownModel,
@@ -64,9 +65,10 @@ pub enum FailureKind {
 }
 
 impl FailureKind {
-    const ALL: [FailureKind; 9] = [
+    const ALL: [FailureKind; 10] = [
         FailureKind::Validation,
         FailureKind::BodyTooLarge,
+        FailureKind::BodyTimeout,
         FailureKind::TooLong,
         FailureKind::Overloaded,
         FailureKind::UnknownModel,
@@ -80,6 +82,7 @@ impl FailureKind {
         match self {
             FailureKind::Validation => "validation",
             FailureKind::BodyTooLarge => "body_too_large",
+            FailureKind::BodyTimeout => "body_timeout",
             FailureKind::TooLong => "too_long",
             FailureKind::Overloaded => "overloaded",
             FailureKind::UnknownModel => "unknown_model",

@@ -11,6 +11,7 @@ use morph_policy::registry::{self, Context};
 use tokio::net::TcpListener;
 
 use crate::api::{AppState, ServedModel, router};
+use crate::connections::ConnectionLimits;
 use crate::driver::Driver;
 use crate::launcher::{EngineKind, Launcher};
 use crate::metrics::Metrics;
@@ -39,11 +40,14 @@ pub struct ServerConfig {
     pub max_client_batch: usize,
     /// Generation: predicted output lengths for the scheduler (SSJF).
     pub predictor: PredictorConfig,
+    /// Deadlines and caps for client connections.
+    pub limits: ConnectionLimits,
 }
 
 #[derive(Debug)]
 pub struct Server {
     state: AppState,
+    limits: ConnectionLimits,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -118,17 +122,19 @@ impl Server {
             model: Arc::new(model),
             api_key: config.api_key.map(Arc::from),
             max_client_batch: config.max_client_batch,
+            body_timeout: config.limits.body_timeout,
             started: Instant::now(),
         };
-        Ok(Self { state })
+        let limits = config.limits;
+        Ok(Self { state, limits })
     }
 
     pub fn state(&self) -> &AppState {
         &self.state
     }
 
-    /// Serves on `listener` until `shutdown` resolves, then waits for in-flight calls and
-    /// stops the engine threads.
+    /// Serves on `listener` until `shutdown` resolves, then waits for in-flight calls (at most
+    /// the drain deadline) and stops the engine threads.
     pub async fn run(
         self,
         listener: TcpListener,
@@ -146,12 +152,11 @@ impl Server {
             })
         });
         let app = router(self.state.clone());
-        let served = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
+        crate::connections::serve(listener, app, self.limits, shutdown).await;
         if let Some(t) = ticker {
             t.abort();
         }
         let workers = self.state.driver.take_workers();
-        tokio::task::spawn_blocking(move || drop(workers)).await.map_err(std::io::Error::other)?;
-        served
+        tokio::task::spawn_blocking(move || drop(workers)).await.map_err(std::io::Error::other)
     }
 }

@@ -52,6 +52,8 @@ pub struct AppState {
     pub api_key: Option<Arc<str>>,
     /// Most inputs in one call.
     pub max_client_batch: usize,
+    /// The longest a client may take to send a request's body.
+    pub body_timeout: std::time::Duration,
     pub started: Instant,
 }
 
@@ -66,18 +68,19 @@ impl FromRequest<AppState> for Body {
     type Rejection = Response;
 
     async fn from_request(request: Request, state: &AppState) -> Result<Self, Self::Rejection> {
-        match Bytes::from_request(request, state).await {
-            Ok(bytes) => Ok(Body(bytes)),
-            Err(rejection) => {
-                let error = if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-                    ApiError::BodyTooLarge { limit: MAX_BODY_BYTES }
-                } else {
-                    ApiError::MalformedJson(format!("the body could not be read: {}", rejection.body_text()))
-                };
-                embed::record::<()>(state, Instant::now(), &Err(error.clone()));
-                Err(error.into_response())
+        let read = tokio::time::timeout(state.body_timeout, Bytes::from_request(request, state)).await;
+        let error = match read {
+            Ok(Ok(bytes)) => return Ok(Body(bytes)),
+            Err(_) => ApiError::BodyTimeout { seconds: state.body_timeout.as_secs_f64() },
+            Ok(Err(rejection)) if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE => {
+                ApiError::BodyTooLarge { limit: MAX_BODY_BYTES }
             }
-        }
+            Ok(Err(rejection)) => {
+                ApiError::MalformedJson(format!("the body could not be read: {}", rejection.body_text()))
+            }
+        };
+        embed::record::<()>(state, Instant::now(), &Err(error.clone()));
+        Err(error.into_response())
     }
 }
 
