@@ -75,6 +75,12 @@ pub(crate) fn check(s: &Scenario) -> Result<(), ScenarioError> {
     lengths("workload.lengths", &s.workload.lengths)?;
     if let Some(outputs) = &s.workload.outputs {
         lengths("workload.outputs", outputs)?;
+        if let Lengths::Trace { trace } = outputs
+            && trace.input_column.is_none()
+        {
+            let why = "name the column of output lengths, e.g. input_column = \"GeneratedTokens\"";
+            return bad("workload.outputs", why.into());
+        }
     }
     if let Some(patience) = s.workload.patience_s {
         positive("workload.patience_s", patience)?;
@@ -154,6 +160,11 @@ mod tests {
             ("kind = \"fixed\", len = 16", "kind = \"uniform\", min = 9, max = 3", "need 1 <= min <= max"),
             ("rate = 10", "rate = -1", "workload.arrivals.rate: must be a positive number, got -1"),
             ("[cluster]", "patience_s = 0\n[cluster]", "workload.patience_s: must be a positive number"),
+            (
+                "[cluster]",
+                "outputs = { kind = \"trace\", path = \"t.csv\" }\n[cluster]",
+                "name the column of output lengths",
+            ),
         ] {
             let got = error(from, to).unwrap_or_else(|| panic!("{to} was accepted"));
             assert!(got.contains(says), "{to}: {got}");

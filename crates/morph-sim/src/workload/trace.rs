@@ -1,7 +1,8 @@
-//! Request traces in CSV (header row; no quoted commas) or JSONL, with a column mapping.
-//! Defaults fit the traces in `shared/data/traces/`: CSV `TIMESTAMP` as a datetime and
-//! `ContextTokens` (Azure LLM 2023); JSONL `timestamp` in ms and `input_length` (Mooncake), or
-//! `ContextTokens` (LMSYS / creation, which have no timestamps).
+//! Request traces in CSV (a header row; quoted fields as RFC 4180 writes them) or JSONL, with a
+//! column mapping. Defaults fit the traces in `shared/data/traces/`: CSV `TIMESTAMP` as a
+//! date-time and `ContextTokens` (Azure LLM 2023); JSONL `timestamp` in ms and `input_length`
+//! (Mooncake), or `ContextTokens` (LMSYS / creation, which have no timestamps). Nothing is read
+//! silently wrong: a value that does not parse is an error naming the file, line and column.
 
 use std::path::{Path, PathBuf};
 
@@ -14,7 +15,8 @@ use super::WorkloadError;
 pub enum TimeUnit {
     S,
     Ms,
-    /// `YYYY-MM-DD HH:MM:SS[.fraction]`.
+    /// An ISO 8601 date-time without a zone, `YYYY-MM-DD HH:MM:SS[.fraction]` or with a `T`;
+    /// read as UTC.
     Datetime,
 }
 
@@ -27,6 +29,12 @@ pub struct Trace {
     pub time_unit: Option<TimeUnit>,
     #[serde(default)]
     pub input_column: Option<String>,
+}
+
+/// One value of a column and the line it is on.
+struct Cell {
+    line: u64,
+    text: String,
 }
 
 impl Trace {
@@ -45,29 +53,65 @@ impl Trace {
         }
     }
 
-    /// Rows as (column name → raw text) lookups.
-    fn column(&self, name: &str) -> Result<Vec<String>, WorkloadError> {
-        let text = std::fs::read_to_string(&self.path)
-            .map_err(|e| WorkloadError::Invalid(format!("reading trace {}: {e}", self.path.display())))?;
-        let missing =
-            || WorkloadError::Invalid(format!("trace {} has no column '{name}'", self.path.display()));
+    fn invalid(&self, what: impl std::fmt::Display) -> WorkloadError {
+        WorkloadError::Invalid(format!("trace {}: {what}", self.path.display()))
+    }
+
+    /// Every row's value of column `name`, with its line. A row without it is an error (JSONL
+    /// rows that lack the field, or hold null, are skipped only when no row has it).
+    fn column(&self, name: &str) -> Result<Vec<Cell>, WorkloadError> {
         if self.is_csv() {
-            let mut lines = text.lines();
-            let header = lines.next().unwrap_or("");
-            let col = header.split(',').position(|h| h.trim() == name).ok_or_else(missing)?;
-            Ok(lines.filter_map(|l| l.split(',').nth(col).map(|v| v.trim().to_string())).collect())
-        } else {
-            let values: Vec<String> = text
-                .lines()
-                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-                .filter_map(|v| match &v[name] {
-                    serde_json::Value::Null => None,
-                    serde_json::Value::String(s) => Some(s.clone()),
-                    other => Some(other.to_string()),
-                })
-                .collect();
-            if values.is_empty() { Err(missing()) } else { Ok(values) }
+            let mut reader = csv::Reader::from_path(&self.path).map_err(|e| self.invalid(e))?;
+            let headers = reader.headers().map_err(|e| self.invalid(e))?.clone();
+            let col = headers.iter().position(|h| h.trim() == name);
+            let col =
+                col.ok_or_else(|| self.invalid(format!("no column '{name}' (columns: {headers:?})")))?;
+            let mut cells = Vec::new();
+            for record in reader.records() {
+                let record = record.map_err(|e| self.invalid(e))?;
+                let line = record.position().map_or(0, |p| p.line());
+                let text = record
+                    .get(col)
+                    .ok_or_else(|| self.invalid(format!("line {line} has no column '{name}'")))?;
+                cells.push(Cell { line, text: text.trim().to_string() });
+            }
+            return Ok(cells);
         }
+        let text = std::fs::read_to_string(&self.path).map_err(|e| self.invalid(e))?;
+        let mut cells = Vec::new();
+        let mut lacking = None;
+        for (i, row) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+            let line = i as u64 + 1;
+            let value: serde_json::Value = serde_json::from_str(row)
+                .map_err(|e| self.invalid(format!("line {line} is not JSON: {e}")))?;
+            match &value[name] {
+                serde_json::Value::Null => lacking = lacking.or(Some(line)),
+                serde_json::Value::String(s) => cells.push(Cell { line, text: s.clone() }),
+                other => cells.push(Cell { line, text: other.to_string() }),
+            }
+        }
+        match (cells.is_empty(), lacking) {
+            (true, _) => Err(self.invalid(format!("no field '{name}' in any row"))),
+            (false, Some(line)) => Err(self.invalid(format!("line {line} has no '{name}' (other rows do)"))),
+            (false, None) => Ok(cells),
+        }
+    }
+
+    /// Parses every cell with `parse`; the first that fails is an error naming its line.
+    fn parsed<T>(
+        &self,
+        name: &str,
+        what: &str,
+        parse: impl Fn(&str) -> Option<T>,
+    ) -> Result<Vec<T>, WorkloadError> {
+        self.column(name)?
+            .into_iter()
+            .map(|c| {
+                parse(&c.text).ok_or_else(|| {
+                    self.invalid(format!("line {} column '{name}': '{}' is not {what}", c.line, c.text))
+                })
+            })
+            .collect()
     }
 
     /// Arrival times in seconds, ascending.
@@ -75,16 +119,13 @@ impl Trace {
         let (default_col, default_unit) =
             if self.is_csv() { ("TIMESTAMP", TimeUnit::Datetime) } else { ("timestamp", TimeUnit::Ms) };
         let col = self.time_column.as_deref().unwrap_or(default_col);
-        let unit = self.time_unit.unwrap_or(default_unit);
-        let mut times: Vec<f64> = self
-            .column(col)?
-            .iter()
-            .filter_map(|v| match unit {
-                TimeUnit::S => v.parse().ok(),
-                TimeUnit::Ms => v.parse::<f64>().ok().map(|ms| ms / 1e3),
-                TimeUnit::Datetime => datetime_seconds(v),
-            })
-            .collect();
+        let mut times = match self.time_unit.unwrap_or(default_unit) {
+            TimeUnit::S => self.parsed(col, "a number of seconds", |v| v.parse().ok())?,
+            TimeUnit::Ms => {
+                self.parsed(col, "a number of ms", |v| v.parse::<f64>().ok().map(|ms| ms / 1e3))?
+            }
+            TimeUnit::Datetime => self.parsed(col, "a date-time", datetime_seconds)?,
+        };
         times.sort_by(f64::total_cmp);
         Ok(times)
     }
@@ -102,20 +143,19 @@ impl Trace {
                 }
             }
         };
-        Ok(self.column(&col)?.iter().filter_map(|v| v.parse::<f64>().ok()).map(|v| v as u32).collect())
+        self.parsed(&col, "a token count", |v| {
+            v.parse::<f64>().ok().filter(|n| *n >= 0.0 && n.fract() == 0.0).map(|n| n as u32)
+        })
     }
 }
 
-/// Seconds since the start of the month of `YYYY-MM-DD HH:MM:SS[.fraction]`: enough to order and
-/// space the arrivals of a trace that spans less than a month.
+/// Seconds since 1970-01-01 of an ISO 8601 date-time without a zone (`T` or a space between
+/// date and time, any fraction of a second), read as UTC: absolute, so a trace that crosses a
+/// month or a year keeps its order.
 pub fn datetime_seconds(s: &str) -> Option<f64> {
-    let (date, time) = s.trim().split_once(' ')?;
-    let day: f64 = date.split('-').nth(2)?.parse().ok()?;
-    let mut hms = time.split(':');
-    let h: f64 = hms.next()?.parse().ok()?;
-    let m: f64 = hms.next()?.parse().ok()?;
-    let sec: f64 = hms.next()?.parse().ok()?;
-    Some(((day * 24.0 + h) * 60.0 + m) * 60.0 + sec)
+    let civil: jiff::civil::DateTime = s.trim().parse().ok()?;
+    let instant = civil.to_zoned(jiff::tz::TimeZone::UTC).ok()?.timestamp();
+    Some(instant.as_nanosecond() as f64 / 1e9)
 }
 
 #[cfg(test)]
@@ -127,10 +167,51 @@ mod tests {
     }
 
     #[test]
-    fn parses_azure_datetimes() {
+    fn parses_azure_datetimes_iso_ones_and_month_boundaries() {
         let a = datetime_seconds("2023-11-16 18:15:46.6805900").unwrap();
         let b = datetime_seconds("2023-11-16 18:15:47.1805900").unwrap();
         assert!((b - a - 0.5).abs() < 1e-6);
+        assert_eq!(datetime_seconds("2023-11-16T18:15:47.1805900"), Some(b), "ISO with a T");
+        let end = datetime_seconds("2023-11-30 23:59:59").unwrap();
+        let next = datetime_seconds("2023-12-01 00:00:01").unwrap();
+        assert_eq!(next - end, 2.0, "a month boundary keeps the order");
+        assert_eq!(datetime_seconds("yesterday"), None);
+    }
+
+    fn written(name: &str, text: &str) -> (tempfile::TempDir, Trace) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        (dir, Trace::new(path))
+    }
+
+    #[test]
+    fn quoted_fields_and_headers_are_read_as_csv_writes_them() {
+        let text = "\"TIMESTAMP\",\"note\",\"ContextTokens\"\n\"2023-11-16 18:00:00\",\"a, b\",12\n2023-11-16T18:00:01,c,30\n";
+        let (_dir, trace) = written("t.csv", text);
+        assert_eq!(trace.input_lengths().unwrap(), vec![12, 30]);
+        let times = trace.times().unwrap();
+        assert_eq!(times[1] - times[0], 1.0);
+    }
+
+    #[test]
+    fn a_bad_value_is_an_error_naming_file_line_and_column() {
+        let (_dir, trace) =
+            written("t.csv", "TIMESTAMP,ContextTokens\n2023-11-16 18:00:00,12\n2023-11-16 18:00:01,twelve\n");
+        let err = trace.input_lengths().unwrap_err().to_string();
+        assert!(
+            err.contains("t.csv")
+                && err.contains("line 3 column 'ContextTokens': 'twelve' is not a token count"),
+            "{err}"
+        );
+        let (_dir, trace) = written("t.jsonl", "{\"timestamp\": 5}\n{\"timestamp\": \"soon\"}\n");
+        let err = trace.times().unwrap_err().to_string();
+        assert!(err.contains("line 2 column 'timestamp': 'soon' is not a number of ms"), "{err}");
+        let (_dir, trace) = written("t.jsonl", "{\"timestamp\": 5}\n{\"ts\": 6}\n");
+        let err = trace.times().unwrap_err().to_string();
+        assert!(err.contains("line 2 has no 'timestamp' (other rows do)"), "{err}");
+        let (_dir, trace) = written("t.csv", "TIMESTAMP\n2023-11-16 18:00:00\n");
+        assert!(trace.input_lengths().unwrap_err().to_string().contains("no column 'ContextTokens'"));
     }
 
     #[test]
