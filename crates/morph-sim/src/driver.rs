@@ -253,8 +253,8 @@ pub fn simulate(
         if take_arrival {
             let r = requests[next_arrival];
             now = r.arrival;
-            let generation = (r.output_len > 0)
-                .then_some(Generation { max_tokens: r.max_tokens.max(r.output_len), predicted: r.predicted });
+            let generation =
+                (r.output_len > 0).then_some(Generation { max_tokens: r.max_tokens, predicted: r.predicted });
             let new = NewRequest { input_len: r.input_len, generation, service: None };
             let id = ledger.arrive(now, new, &mut effects);
             debug_assert_eq!(id.0, next_arrival as u64, "ledger ids follow the stream");

@@ -272,9 +272,12 @@ impl Scenario {
         }
     }
 
-    /// The workload with a sweep value applied.
-    fn workload_at(&self, sweep: Option<(SweepParam, f64)>) -> Result<Workload, ScenarioError> {
+    /// The workload with a sweep value applied, and the factor its run's time scales by: a
+    /// trace swept to another rate is replayed faster or slower, so every rate replays the
+    /// same requests over `duration_s` (and `warmup_s`) times that factor.
+    fn workload_at(&self, sweep: Option<(SweepParam, f64)>) -> Result<(Workload, f64), ScenarioError> {
         let mut w = self.workload.clone();
+        let mut time_scale = 1.0;
         match sweep {
             Some((SweepParam::Rate, rate)) => {
                 let base = match &w.arrivals {
@@ -286,6 +289,9 @@ impl Scenario {
                     }
                     other => other.mean_rate().unwrap_or(1.0),
                 };
+                if matches!(w.arrivals, Arrivals::Trace { .. }) {
+                    time_scale = base / rate;
+                }
                 w.arrivals = w.arrivals.scaled(rate / base);
             }
             Some((SweepParam::Cv, cv)) => match &mut w.arrivals {
@@ -294,7 +300,7 @@ impl Scenario {
             },
             Some((SweepParam::Instances, _)) | None => {}
         }
-        Ok(w)
+        Ok((w, time_scale))
     }
 
     /// Runs every policy, for every seed and sweep value, on identical request streams;
@@ -340,9 +346,11 @@ impl Scenario {
                 _ => None,
             };
             let (cluster, slots) = self.units(instances)?;
-            let workload = self.workload_at(point)?;
+            let (workload, time_scale) = self.workload_at(point)?;
+            let options =
+                SimOptions { warmup: ms_to_nanos(self.warmup_s * time_scale * 1e3), ..self.options() };
             for &seed in &self.seeds {
-                let requests = workload.generate(self.duration_s, seed)?;
+                let requests = workload.generate(self.duration_s * time_scale, seed)?;
                 for spec in &self.policies {
                     let params = serde_json::Value::Object(spec.params.clone());
                     let policy = morph_policy::registry::build(&spec.name, &params, &ctx)?;
@@ -352,7 +360,7 @@ impl Scenario {
                         return Err(ScenarioError::Invalid(msg));
                     }
                     let told = spec.predictor.tell(&requests, self.max_tokens);
-                    let mut report = simulate(policy, &layout, cost.as_ref(), &told, &self.options());
+                    let mut report = simulate(policy, &layout, cost.as_ref(), &told, &options);
                     report.policy.push_str(&spec.predictor.label());
                     rows.push(Row { sweep: point, seed, report });
                     progress(rows.len(), total);

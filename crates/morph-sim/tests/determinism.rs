@@ -41,3 +41,20 @@ fn same_seed_identical_json_other_seed_different() {
         }
     }
 }
+
+/// A rate sweep over a trace scales its time: every rate replays the same requests (the same
+/// count, the run's span scaled by the rate), not another section of the trace.
+#[test]
+fn a_rate_sweep_over_a_trace_replays_the_same_requests() {
+    let mut s = shipped("azure_arrivals_cpu.toml");
+    s.duration_s = 30.0;
+    s.sweep = Some(morph_sim::scenario::Sweep {
+        param: morph_sim::scenario::SweepParam::Rate,
+        values: vec![20.0, 40.0],
+    });
+    let rows = s.run(&mut |_, _| {}).expect("run");
+    let counts: Vec<usize> = rows.iter().map(|r| r.report.requests).collect();
+    assert_eq!(counts.len(), 2);
+    assert_eq!(counts[0], counts[1], "the same requests at both rates");
+    assert!(counts[0] > 100, "{counts:?}");
+}

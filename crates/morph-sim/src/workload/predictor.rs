@@ -65,19 +65,17 @@ impl Predictor {
         }
     }
 
-    /// The stream as a policy sees it: each generation's prediction, and its `max_tokens` (the
-    /// cap every policy knows; never below what the request generates).
+    /// The stream as a policy sees it: each generation capped at `max_tokens` (a trace's longer
+    /// output stops there, as a live generation would), told its cap and its prediction.
     pub fn tell(&self, requests: &[SimRequest], max_tokens: u32) -> Vec<SimRequest> {
         requests
             .iter()
             .enumerate()
-            .map(|(i, r)| match r.output_len {
+            .map(|(i, r)| match r.output_len.min(max_tokens) {
                 0 => *r,
-                out => SimRequest {
-                    predicted: self.predict(i as u64, out),
-                    max_tokens: max_tokens.max(out),
-                    ..*r
-                },
+                out => {
+                    SimRequest { output_len: out, predicted: self.predict(i as u64, out), max_tokens, ..*r }
+                }
             })
             .collect()
     }
@@ -100,6 +98,18 @@ mod tests {
         assert!(mean.abs() < 0.1 && (std - 1.0).abs() < 0.1, "mean {mean}, std {std}");
         assert_eq!(Predictor::None.predict(0, 10), None);
         assert_eq!(Predictor::Oracle.predict(0, 10), Some(10));
+    }
+
+    #[test]
+    fn a_generation_is_cut_at_its_cap_not_the_cap_raised() {
+        let stream =
+            [SimRequest::new(morph_core::Time(0), 10, 50), SimRequest::new(morph_core::Time(1), 10, 500)];
+        let told = Predictor::Oracle.tell(&stream, 100);
+        assert_eq!(
+            told.iter().map(|r| (r.output_len, r.max_tokens)).collect::<Vec<_>>(),
+            vec![(50, 100), (100, 100)]
+        );
+        assert_eq!(told[1].predicted, Some(100));
     }
 
     #[test]
