@@ -13,11 +13,41 @@ use serde::{Deserialize, Serialize};
 use super::queue::{Aging, JobQueue, Order};
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "mode", rename_all = "lowercase", deny_unknown_fields)]
+#[serde(tag = "mode", rename_all = "lowercase", try_from = "RawBatching")]
 pub enum Batching {
     None,
     Dynamic { max_batch: usize, wait_ms: f64 },
     Continuous { max_batch: usize },
+}
+
+/// `Batching` as written, checked against its mode: a key the mode does not take is an error
+/// that names it (serde alone accepts extra keys inside an internally tagged variant).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBatching {
+    mode: String,
+    max_batch: Option<usize>,
+    wait_ms: Option<f64>,
+}
+
+impl TryFrom<RawBatching> for Batching {
+    type Error = String;
+
+    fn try_from(raw: RawBatching) -> Result<Self, String> {
+        let mode = raw.mode.as_str();
+        let needs = |key: &str| format!("batching mode {mode} needs {key}");
+        let refuse = |key: &str| Err(format!("batching mode {mode} takes no {key}"));
+        match (mode, raw.max_batch, raw.wait_ms) {
+            ("none", Some(_), _) => refuse("max_batch"),
+            ("none" | "continuous", _, Some(_)) => refuse("wait_ms (that is mode dynamic's)"),
+            ("none", None, None) => Ok(Batching::None),
+            ("dynamic", Some(max_batch), Some(wait_ms)) => Ok(Batching::Dynamic { max_batch, wait_ms }),
+            ("dynamic", None, _) | ("continuous", None, _) => Err(needs("max_batch")),
+            ("dynamic", Some(_), None) => Err(needs("wait_ms")),
+            ("continuous", Some(max_batch), None) => Ok(Batching::Continuous { max_batch }),
+            (other, _, _) => Err(format!("unknown batching mode '{other}' (none, dynamic or continuous)")),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -197,5 +227,31 @@ impl Policy for SsjfPolicy {
 
     fn describe(&self) -> serde_json::Value {
         serde_json::to_value(self.config).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batching_keys_the_mode_does_not_take_are_refused_by_name() {
+        let parse = |v: serde_json::Value| serde_json::from_value::<Batching>(v).map_err(|e| e.to_string());
+        let ok = parse(serde_json::json!({"mode": "continuous", "max_batch": 4}));
+        assert_eq!(ok, Ok(Batching::Continuous { max_batch: 4 }));
+        let err =
+            parse(serde_json::json!({"mode": "continuous", "max_batch": 4, "wait_ms": 500})).unwrap_err();
+        assert!(err.contains("batching mode continuous takes no wait_ms"), "{err}");
+        let err = parse(serde_json::json!({"mode": "none", "max_batch": 4})).unwrap_err();
+        assert!(err.contains("batching mode none takes no max_batch"), "{err}");
+        let err = parse(serde_json::json!({"mode": "dynamic", "max_batch": 4})).unwrap_err();
+        assert!(err.contains("batching mode dynamic needs wait_ms"), "{err}");
+        let err = parse(serde_json::json!({"mode": "continuous", "max_batch": 4, "wiat_ms": 1})).unwrap_err();
+        assert!(err.contains("unknown field `wiat_ms`"), "{err}");
+        assert_eq!(parse(serde_json::json!({"mode": "none"})), Ok(Batching::None));
+        let dynamic = parse(serde_json::json!({"mode": "dynamic", "max_batch": 2, "wait_ms": 5.0}));
+        assert_eq!(dynamic, Ok(Batching::Dynamic { max_batch: 2, wait_ms: 5.0 }));
+        let round = serde_json::to_value(Batching::Continuous { max_batch: 3 }).unwrap();
+        assert_eq!(parse(round), Ok(Batching::Continuous { max_batch: 3 }));
     }
 }
