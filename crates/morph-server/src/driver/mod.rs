@@ -199,16 +199,11 @@ impl Driver {
         for work in outside {
             let driver = Arc::clone(self);
             match work {
-                Outside::Run { instance, handle, requests, rows, plan } => {
+                Outside::Run { instance, handle, requests, rows, plan, longest } => {
                     tokio::spawn(async move {
                         let started = Instant::now();
-                        let (count, longest) = match &rows {
-                            morph_engine::Rows::Tokens(t) => {
-                                (t.len(), t.iter().map(Vec::len).max().unwrap_or(0))
-                            }
-                            morph_engine::Rows::Hidden(h) => (h.len(), 0),
-                        };
-                        let shape = handle.runtime().padded_shape(longest as u32, count as u32);
+                        let count = requests.len();
+                        let shape = handle.runtime().padded_shape(longest, count as u32);
                         driver.metrics.batch_size.observe(count as f64);
                         driver.metrics.batch_padded_tokens.observe(shape.tokens() as f64);
                         let result = handle.run(rows, plan).await;

@@ -24,7 +24,15 @@ use crate::metrics::{CancelKind, Metrics};
 #[derive(Debug)]
 pub(crate) enum Outside {
     /// Run this batch on the encoder worker, then report it with [`State::batch_done`].
-    Run { instance: InstanceId, handle: EngineHandle, requests: Vec<RequestId>, rows: Rows, plan: PlanId },
+    /// `longest`: the batch's longest sequence in tokens (hidden rows included).
+    Run {
+        instance: InstanceId,
+        handle: EngineHandle,
+        requests: Vec<RequestId>,
+        rows: Rows,
+        plan: PlanId,
+        longest: u32,
+    },
     /// Start a worker for `unit`, then report it with [`State::launched`].
     Launch { ticket: Ticket, unit: UnitSpec },
     /// Stop this worker (joining its thread).
@@ -313,8 +321,11 @@ impl State {
                     }
                 }
                 let rows = if hidden.is_empty() { Rows::Tokens(tokens) } else { Rows::Hidden(hidden) };
+                let longest =
+                    requests.iter().filter_map(|r| self.ledger.request(*r)).map(|i| i.input_len).max();
                 let requests = requests.to_vec();
-                Some(Outside::Run { instance, handle: worker.handle(), requests, rows, plan })
+                let longest = longest.unwrap_or(0);
+                Some(Outside::Run { instance, handle: worker.handle(), requests, rows, plan, longest })
             }
             Some(WorkerEngine::Decoder { worker, .. }) => {
                 let mut generations = Vec::with_capacity(requests.len());
