@@ -178,7 +178,11 @@ impl ServeArgs {
             stages: self.stages,
             policy,
             policy_params,
-            policy_context: registry::Context { profile, slo: self.slo_ms.map(ms_to_nanos) },
+            policy_context: registry::Context {
+                profile,
+                slo: self.slo_ms.map(ms_to_nanos),
+                ..Default::default()
+            },
             api_key: self.api_key,
             max_client_batch: self.max_client_batch,
             predictor,

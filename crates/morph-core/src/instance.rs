@@ -16,8 +16,20 @@ impl fmt::Display for InstanceId {
     }
 }
 
+/// A host of device slots (QUART's server). A single-host deployment has only server 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+pub struct ServerId(pub u16);
+
+impl fmt::Display for ServerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InstanceInfo {
     pub id: InstanceId,
     pub unit: UnitSpec,
+    /// The server it runs on.
+    pub server: ServerId,
 }

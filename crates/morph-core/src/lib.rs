@@ -5,6 +5,7 @@
 
 pub mod instance;
 pub mod ledger;
+pub mod pipeline;
 pub mod policy;
 pub mod profile;
 pub mod request;
@@ -13,8 +14,9 @@ pub mod stats;
 pub mod time;
 pub mod unit;
 
-pub use instance::{InstanceId, InstanceInfo};
+pub use instance::{InstanceId, InstanceInfo, ServerId};
 pub use ledger::{Effect, Ledger, NewRequest, OnViolation, Outcome};
+pub use pipeline::{PipelineProfile, Servers, StageTime};
 pub use policy::{Action, BatchPlan, DropReason, Event, Gauge, PlanId, Policy, Then};
 pub use profile::{Point, Profile, ProfileError};
 pub use request::{Generation, RequestId, RequestInfo, ServiceClass, TaskId};

@@ -25,7 +25,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::instance::{InstanceId, InstanceInfo};
+use crate::instance::{InstanceId, InstanceInfo, ServerId};
 use crate::request::{RequestId, RequestInfo};
 use crate::time::{Nanos, Time};
 use crate::unit::{Launched, Ticket, UnitSpec};
@@ -115,10 +115,11 @@ pub enum Action {
     Join { instance: InstanceId, requests: Vec<RequestId> },
     /// Give up on a request waiting with the policy; it is answered with `reason`.
     Drop { request: RequestId, reason: DropReason },
-    /// Start a new instance of `unit` (scale out, or the new half of a replacement). It
-    /// occupies a device slot at once and is reported by [`Event::InstanceUp`] with `ticket`
-    /// once loaded, or by [`Event::LaunchFailed`].
-    Launch { ticket: Ticket, unit: UnitSpec },
+    /// Start a new instance of `unit` (scale out, or the new half of a replacement) on
+    /// `server` (`None`: wherever the driver finds a free slot). It occupies a device slot at
+    /// once and is reported by [`Event::InstanceUp`] with `ticket` once loaded, or by
+    /// [`Event::LaunchFailed`] (also when the server has no free slot).
+    Launch { ticket: Ticket, unit: UnitSpec, server: Option<ServerId> },
     /// Stop an idle instance and free its slot (scale in, or the old half of a replacement).
     Retire { instance: InstanceId },
 }
@@ -164,6 +165,12 @@ pub trait Policy: Send {
     /// How often the driver should send [`Event::Tick`]; `None` if the policy needs no ticks.
     fn tick_interval(&self) -> Option<Nanos> {
         None
+    }
+
+    /// Whether new instances may start from parameters kept in host memory (a warm start);
+    /// `false` makes every launch cold, as for systems without such a cache.
+    fn host_cache(&self) -> bool {
+        true
     }
 
     /// The policy's own gauges and counters (the server exports them as `morph_policy_*`).

@@ -6,6 +6,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::instance::ServerId;
 use crate::runtime::RuntimeSpec;
 use crate::time::Nanos;
 
@@ -137,10 +138,11 @@ impl StartKind {
     }
 }
 
-/// How a launch came up: its ticket, start kind and the time from `Launch` to up.
+/// How a launch came up: its ticket, where, its start kind and the time from `Launch` to up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Launched {
     pub ticket: Ticket,
+    pub server: ServerId,
     pub start: StartKind,
     pub took: Nanos,
 }

@@ -87,7 +87,11 @@ impl Policy for Script {
                 }),
                 SCALE => {
                     self.held.push(r);
-                    actions.push(Action::Launch { ticket: self.tickets.issue(), unit: whole() });
+                    actions.push(Action::Launch {
+                        ticket: self.tickets.issue(),
+                        unit: whole(),
+                        server: None,
+                    });
                 }
                 _ => self.held.push(r),
             },

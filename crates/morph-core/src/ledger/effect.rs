@@ -1,7 +1,7 @@
 //! What the ledger asks a driver to do. Every request admitted ends with exactly one
 //! [`Effect::Answer`].
 
-use crate::instance::InstanceId;
+use crate::instance::{InstanceId, ServerId};
 use crate::policy::{BatchPlan, DropReason};
 use crate::request::RequestId;
 use crate::unit::{Ticket, UnitSpec};
@@ -12,45 +12,23 @@ use super::rules::Violation;
 pub enum Effect {
     /// Start this batch on the (idle) instance under `plan`: encoder inputs are the requests'
     /// tokens, or for a later stage the activations the previous stage handed on.
-    Start {
-        instance: InstanceId,
-        requests: Vec<RequestId>,
-        plan: BatchPlan,
-    },
+    Start { instance: InstanceId, requests: Vec<RequestId>, plan: BatchPlan },
     /// Add these generations to the instance's continuous batch, for its next iteration.
-    Join {
-        instance: InstanceId,
-        requests: Vec<RequestId>,
-    },
+    Join { instance: InstanceId, requests: Vec<RequestId> },
     /// The policy has answered the instance's last iteration report: its next iteration may
     /// start (with whatever joined). Said only while sequences remain in the batch.
-    Resume {
-        instance: InstanceId,
-    },
+    Resume { instance: InstanceId },
     /// Stop this running generation at the end of the current iteration (its client left);
     /// the driver reports it among that iteration's finished sequences.
-    Stop {
-        instance: InstanceId,
-        request: RequestId,
-    },
-    Launch {
-        ticket: Ticket,
-        unit: UnitSpec,
-    },
+    Stop { instance: InstanceId, request: RequestId },
+    /// Start `unit` on `server` (`None`: the driver picks one with a free slot).
+    Launch { ticket: Ticket, unit: UnitSpec, server: Option<ServerId> },
     /// Stop the instance and free its slot; it holds no work.
-    Retire {
-        instance: InstanceId,
-    },
+    Retire { instance: InstanceId },
     /// The request is over: deliver its output, its error, or nothing (cancelled).
-    Answer {
-        request: RequestId,
-        outcome: Outcome,
-    },
+    Answer { request: RequestId, outcome: Outcome },
     /// Keep the request's output as the input of pipeline stage `stage`; it waits for the policy.
-    Forward {
-        request: RequestId,
-        stage: u16,
-    },
+    Forward { request: RequestId, stage: u16 },
     /// The policy broke a ledger rule; the action was not applied (log and count it).
     Refused(Violation),
 }

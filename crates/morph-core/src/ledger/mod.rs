@@ -21,7 +21,7 @@ pub use book::Place;
 pub use effect::{Effect, Outcome};
 pub use rules::Violation;
 
-use crate::instance::{InstanceId, InstanceInfo};
+use crate::instance::{InstanceId, InstanceInfo, ServerId};
 use crate::policy::{Action, BatchPlan, Event, Policy, Then};
 use crate::request::{Generation, RequestId, RequestInfo, ServiceClass};
 use crate::time::Time;
@@ -141,9 +141,15 @@ impl Ledger {
         self.refused
     }
 
-    /// An instance of the initial layout, loaded and idle.
-    pub fn add_instance(&mut self, now: Time, unit: UnitSpec, effects: &mut Vec<Effect>) -> InstanceId {
-        self.up(now, unit, None, effects)
+    /// An instance of the initial layout on `server`, loaded and idle.
+    pub fn add_instance(
+        &mut self,
+        now: Time,
+        unit: UnitSpec,
+        server: ServerId,
+        effects: &mut Vec<Effect>,
+    ) -> InstanceId {
+        self.up(now, unit, server, None, effects)
     }
 
     /// The launch `launched.ticket` is up; `None` if no launch has that ticket (a driver bug).
@@ -154,7 +160,7 @@ impl Ledger {
         effects: &mut Vec<Effect>,
     ) -> Option<InstanceId> {
         let unit = self.launches.remove(&launched.ticket)?;
-        Some(self.up(now, unit, Some(launched), effects))
+        Some(self.up(now, unit, launched.server, Some(launched), effects))
     }
 
     pub fn launch_failed(&mut self, now: Time, ticket: Ticket, reason: String, effects: &mut Vec<Effect>) {
@@ -279,12 +285,14 @@ impl Ledger {
         &mut self,
         now: Time,
         unit: UnitSpec,
+        server: ServerId,
         launch: Option<Launched>,
         effects: &mut Vec<Effect>,
     ) -> InstanceId {
         let id = InstanceId(self.instances.len() as u32);
         self.instances.push(Some(Slot { unit, work: Work::Idle }));
-        self.tell(now, Event::InstanceUp { instance: InstanceInfo { id, unit }, launch }, effects);
+        let instance = InstanceInfo { id, unit, server };
+        self.tell(now, Event::InstanceUp { instance, launch }, effects);
         id
     }
 
@@ -367,12 +375,12 @@ impl Ledger {
                 self.book.remove(request);
                 effects.push(Effect::Answer { request, outcome: Outcome::Dropped(reason.clone()) });
             }
-            Action::Launch { ticket, unit } => {
+            Action::Launch { ticket, unit, server } => {
                 if self.launches.contains_key(ticket) {
                     return Err(Violation::TicketInUse { ticket: *ticket });
                 }
                 self.launches.insert(*ticket, *unit);
-                effects.push(Effect::Launch { ticket: *ticket, unit: *unit });
+                effects.push(Effect::Launch { ticket: *ticket, unit: *unit, server: *server });
             }
             Action::Retire { instance } => {
                 let instance = *instance;

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use morph_core::{
-    DropReason, Gauge, Generation, InstanceId, Policy, RequestId, StartKind, Ticket, Time, UnitSpec,
+    DropReason, Gauge, Generation, InstanceId, Policy, RequestId, ServerId, StartKind, Ticket, Time, UnitSpec,
 };
 use morph_engine::decoder::{GenEvent, Iterations, SamplingParams};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -212,8 +212,8 @@ impl Driver {
                         driver.carry_out(outside);
                     });
                 }
-                Outside::Launch { ticket, unit } => {
-                    tokio::task::spawn_blocking(move || driver.launch(ticket, unit));
+                Outside::Launch { ticket, unit, server } => {
+                    tokio::task::spawn_blocking(move || driver.launch(ticket, unit, server));
                 }
                 Outside::Stop(worker) => {
                     tokio::task::spawn_blocking(move || drop(worker));
@@ -223,8 +223,14 @@ impl Driver {
     }
 
     /// Loads a new instance (warm: the launcher keeps the weights in host memory) and reports it.
-    fn launch(self: Arc<Self>, ticket: Ticket, unit: UnitSpec) {
-        let result = self.launcher.start(unit).map(|worker| (worker, StartKind::Warm));
+    /// This deployment is one host, server 0; a launch placed elsewhere fails and says so.
+    fn launch(self: Arc<Self>, ticket: Ticket, unit: UnitSpec, server: Option<ServerId>) {
+        let result = match server {
+            Some(s) if s != ServerId(0) => {
+                Err(format!("no server {s}: this deployment is one host (server 0)"))
+            }
+            _ => self.launcher.start(unit).map(|worker| (worker, StartKind::Warm)).map_err(|e| e.to_string()),
+        };
         if let Err(e) = &result {
             tracing::error!(%unit, error = %e, "launching an instance failed");
         }

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use morph_core::{
     DropReason, Effect, Generation, InstanceId, Launched, Ledger, NewRequest, OnViolation, Outcome, PlanId,
-    Policy, RequestId, StartKind, Ticket, Time, UnitKind, UnitSpec,
+    Policy, RequestId, ServerId, StartKind, Ticket, Time, UnitKind, UnitSpec,
 };
 use morph_engine::decoder::{GenEvent, GenRequest, IterationReport, SamplingParams};
 use morph_engine::{EngineError, EngineHandle, Rows};
@@ -34,7 +34,7 @@ pub(crate) enum Outside {
         longest: u32,
     },
     /// Start a worker for `unit`, then report it with [`State::launched`].
-    Launch { ticket: Ticket, unit: UnitSpec },
+    Launch { ticket: Ticket, unit: UnitSpec, server: Option<ServerId> },
     /// Stop this worker (joining its thread).
     Stop(Box<Worker>),
 }
@@ -84,7 +84,7 @@ impl State {
     pub(crate) fn add_worker(&mut self, now: Time, worker: Worker) -> (InstanceId, Vec<Outside>) {
         let mut effects = Vec::new();
         let unit = worker.unit;
-        let id = self.ledger.add_instance(now, unit, &mut effects);
+        let id = self.ledger.add_instance(now, unit, ServerId(0), &mut effects);
         self.workers.insert(id, worker);
         (id, self.apply(effects))
     }
@@ -212,13 +212,14 @@ impl State {
         &mut self,
         now: Time,
         ticket: Ticket,
-        result: Result<(Worker, StartKind), EngineError>,
+        result: Result<(Worker, StartKind), String>,
     ) -> (Option<InstanceId>, Vec<Outside>) {
         let took = self.launches.remove(&ticket).map_or(0, |t| t.elapsed().as_nanos() as u64);
         let mut effects = Vec::new();
         let (id, stray) = match result {
             Ok((worker, start)) => {
-                match self.ledger.launch_up(now, Launched { ticket, start, took }, &mut effects) {
+                let launched = Launched { ticket, server: ServerId(0), start, took };
+                match self.ledger.launch_up(now, launched, &mut effects) {
                     Some(id) => {
                         self.workers.insert(id, worker);
                         (Some(id), None)
@@ -228,7 +229,7 @@ impl State {
                 }
             }
             Err(e) => {
-                self.ledger.launch_failed(now, ticket, e.to_string(), &mut effects);
+                self.ledger.launch_failed(now, ticket, e, &mut effects);
                 (None, None)
             }
         };
@@ -277,9 +278,9 @@ impl State {
                 }
                 Effect::Resume { instance } => self.decoder(instance, |d| d.resume()),
                 Effect::Stop { instance, request } => self.decoder(instance, |d| d.cancel(request.0)),
-                Effect::Launch { ticket, unit } => {
+                Effect::Launch { ticket, unit, server } => {
                     self.launches.insert(ticket, Instant::now());
-                    outside.push(Outside::Launch { ticket, unit });
+                    outside.push(Outside::Launch { ticket, unit, server });
                 }
                 Effect::Retire { instance } => {
                     outside.extend(self.workers.remove(&instance).map(|w| Outside::Stop(Box::new(w))));
