@@ -4,6 +4,8 @@
 pub mod arlo;
 pub mod baselines;
 pub mod fleet;
+pub mod pipeline;
+pub mod quart;
 pub mod registry;
 pub mod ssjf;
 

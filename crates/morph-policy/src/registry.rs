@@ -2,17 +2,25 @@
 
 use std::sync::Arc;
 
-use morph_core::{Nanos, Policy, Profile, time::ms_to_nanos};
+use morph_core::{Nanos, PipelineProfile, Policy, Profile, Servers, time::ms_to_nanos};
 
 use crate::arlo::ServiceModel;
+use crate::baselines::cocktail::{CocktailConfig, CocktailSizer};
+use crate::baselines::inferline::{InferlineConfig, InferlineSizer};
+use crate::baselines::infless::{InflessConfig, InflessSizer};
+use crate::baselines::uniform::{UniformConfig, UniformSizer};
 use crate::fleet::{FleetConfig, FleetPolicy, PRESETS};
+use crate::pipeline::PipelinePolicy;
+use crate::quart::{QuartConfig, QuartSizer};
 use crate::ssjf::{SsjfConfig, SsjfPolicy};
 use crate::{DynamicBatching, DynamicBatchingConfig};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
-    #[error("unknown policy '{0}' (known: dynamic-batching, ssjf, fcfs, {PRESETS:?})")]
+    #[error("unknown policy '{0}' (known: dynamic-batching, ssjf, fcfs, {PRESETS:?}, {PIPELINES:?})")]
     Unknown(String),
+    #[error("policy '{0}' needs a pipeline (a scenario's cluster.pipeline)")]
+    NeedsPipeline(String),
     #[error("parameters of policy '{name}': {source}")]
     Params { name: String, source: serde_json::Error },
     #[error("policy '{0}' needs a latency profile (a scenario's cluster.profile, or --profile)")]
@@ -28,7 +36,15 @@ pub struct Context {
     pub profile: Option<Arc<Profile>>,
     /// The deployment's latency SLO.
     pub slo: Option<Nanos>,
+    /// A pipelined model's stage times, for pipeline policies.
+    pub pipeline: Option<Arc<PipelineProfile>>,
+    /// The hosts and their slots; default: one server with every slot.
+    pub servers: Option<Servers>,
 }
+
+/// The pipeline policies (QUART and its baselines, spec §2.5).
+pub const PIPELINES: [&str; 5] =
+    ["quart", "infless-like", "inferline-like", "cocktail-like", "uniform-pipeline"];
 
 /// Builds the policy `name` from `params` (a JSON object of its config fields; missing fields
 /// take the preset's values, unknown ones are an error).
@@ -42,6 +58,9 @@ pub fn build(name: &str, params: &serde_json::Value, ctx: &Context) -> Result<Bo
         let config: SsjfConfig = with_params(preset, params).map_err(params_err)?;
         return Ok(Box::new(SsjfPolicy::new(config)));
     }
+    if PIPELINES.contains(&name) {
+        return build_pipeline(name, params, ctx);
+    }
     let preset = FleetConfig::preset(name).ok_or_else(|| PolicyError::Unknown(name.to_string()))?;
     let config: FleetConfig = with_params(preset, params).map_err(params_err)?;
     let profile = ctx.profile.clone().ok_or_else(|| PolicyError::NeedsProfile(name.to_string()))?;
@@ -50,18 +69,112 @@ pub fn build(name: &str, params: &serde_json::Value, ctx: &Context) -> Result<Bo
     Ok(Box::new(FleetPolicy::new(name, config, ServiceModel::new(profile, slo))))
 }
 
-/// `preset` with the fields of `params` replacing its own.
+/// A pipeline policy: its sizer and pool settings from `params` over the sizer's defaults.
+fn build_pipeline(
+    name: &str,
+    params: &serde_json::Value,
+    ctx: &Context,
+) -> Result<Box<dyn Policy>, PolicyError> {
+    let params_err = |source| PolicyError::Params { name: name.to_string(), source };
+    let pipeline = ctx.pipeline.clone().ok_or_else(|| PolicyError::NeedsPipeline(name.to_string()))?;
+    let slo = ctx.slo.ok_or_else(|| PolicyError::NeedsSlo(name.to_string()))?;
+    let servers = ctx.servers.clone().unwrap_or_else(|| Servers::new(1, u16::MAX));
+
+    let built: Box<dyn Policy> = match name {
+        "quart" => {
+            let c: QuartConfig = with_nested_params(QuartConfig::default(), params).map_err(params_err)?;
+            let slo = c.slo_ms.map_or(slo, ms_to_nanos);
+            Box::new(PipelinePolicy::new(
+                name,
+                c.pool.clone(),
+                (*pipeline).clone(),
+                &servers,
+                slo,
+                QuartSizer::new(c),
+            ))
+        }
+        "infless-like" => {
+            let c: InflessConfig =
+                with_nested_params(InflessConfig::default(), params).map_err(params_err)?;
+            Box::new(PipelinePolicy::new(
+                name,
+                c.pool.clone(),
+                (*pipeline).clone(),
+                &servers,
+                slo,
+                InflessSizer(c),
+            ))
+        }
+        "inferline-like" => {
+            let c: InferlineConfig =
+                with_nested_params(InferlineConfig::default(), params).map_err(params_err)?;
+            Box::new(PipelinePolicy::new(
+                name,
+                c.pool.clone(),
+                (*pipeline).clone(),
+                &servers,
+                slo,
+                InferlineSizer(c),
+            ))
+        }
+        "cocktail-like" => {
+            let c: CocktailConfig =
+                with_nested_params(CocktailConfig::default(), params).map_err(params_err)?;
+            let sizer = CocktailSizer::new(c.clone());
+            Box::new(PipelinePolicy::new(name, c.pool, (*pipeline).clone(), &servers, slo, sizer))
+        }
+        _ => {
+            let c: UniformConfig =
+                with_nested_params(UniformConfig::default(), params).map_err(params_err)?;
+            Box::new(PipelinePolicy::new(
+                name,
+                c.pool.clone(),
+                (*pipeline).clone(),
+                &servers,
+                slo,
+                UniformSizer(c),
+            ))
+        }
+    };
+    Ok(built)
+}
+
+/// `preset` with the fields of `params` replacing its own (a nested table replaces the preset's
+/// whole: SSJF's `batching` modes take different keys).
 fn with_params<T: serde::Serialize + serde::de::DeserializeOwned>(
     preset: T,
     params: &serde_json::Value,
 ) -> Result<T, serde_json::Error> {
     let mut merged = serde_json::to_value(preset)?;
-    if let (Some(into), Some(from)) = (merged.as_object_mut(), params.as_object()) {
-        for (k, v) in from {
-            into.insert(k.clone(), v.clone());
-        }
-    }
+    merge(&mut merged, params, false);
     serde_json::from_value(merged)
+}
+
+/// `preset` with `params` written over it table by table: a pipeline policy's `pool` table names
+/// only the settings it changes, the rest stay the policy's own.
+fn with_nested_params<T: serde::Serialize + serde::de::DeserializeOwned>(
+    preset: T,
+    params: &serde_json::Value,
+) -> Result<T, serde_json::Error> {
+    let mut merged = serde_json::to_value(preset)?;
+    merge(&mut merged, params, true);
+    serde_json::from_value(merged)
+}
+
+fn merge(into: &mut serde_json::Value, from: &serde_json::Value, nested: bool) {
+    match (into.as_object_mut(), from.as_object()) {
+        (Some(into), Some(from)) => {
+            for (k, v) in from {
+                match into.get_mut(k) {
+                    Some(slot) if nested && slot.is_object() && v.is_object() => merge(slot, v, true),
+                    _ => {
+                        into.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        _ => *into = from.clone(),
+    }
 }
 
 #[cfg(test)]
@@ -90,7 +203,7 @@ mod tests {
             )
             .unwrap(),
         );
-        let ctx = Context { profile: Some(profile), slo: None };
+        let ctx = Context { profile: Some(profile), ..Context::default() };
         assert!(matches!(build("arlo", &json!({}), &ctx), Err(PolicyError::NeedsSlo(_))));
         let st = build("st", &json!({"slo_ms": 50}), &ctx).unwrap();
         assert_eq!(st.describe()["runtimes"][0]["runtime"], "fixed:512x1");
@@ -102,5 +215,32 @@ mod tests {
             build("ssjf", &json!({"batching": {"mode": "dynamic", "max_batch": 4, "wait_ms": 50}}), &none);
         assert_eq!(ssjf.unwrap().describe()["batching"]["max_batch"], 4);
         assert_eq!(build("fcfs", &json!({}), &none).unwrap().name(), "fcfs/continuous-b4");
+    }
+
+    #[test]
+    fn pipeline_policies_need_a_pipeline_and_keep_their_own_pool_settings() {
+        let slo = Some(50_000_000);
+        assert!(matches!(
+            build("quart", &json!({}), &Context { slo, ..Context::default() }),
+            Err(PolicyError::NeedsPipeline(_))
+        ));
+        let pipeline = Arc::new(morph_core::PipelineProfile {
+            runtime: morph_core::RuntimeSpec::fixed(128, 1),
+            layers: 4,
+            stages: vec![morph_core::StageTime::amdahl(2.0, 1.0); 2],
+            hop_ms: 0.0,
+        });
+        let ctx = Context { slo, pipeline: Some(pipeline), ..Context::default() };
+        // A `pool` table changes only what it names: INFless-like stays whole-model.
+        let infless = build("infless-like", &json!({"pool": {"max_batch": 2}}), &ctx).unwrap();
+        assert_eq!(infless.describe()["pool"]["whole_model"], true);
+        assert_eq!(infless.describe()["pool"]["max_batch"], 2);
+        let quart = build("quart", &json!({"gains": {"kp": 1.0}}), &ctx).unwrap();
+        assert_eq!(quart.describe()["sizer"]["gains"]["ki"], 0.3);
+        assert_eq!(quart.layout(8).unwrap().len(), 2, "one replica per stage");
+        assert!(matches!(
+            build("quart", &json!({"pool": {"max_bach": 2}}), &ctx),
+            Err(PolicyError::Params { .. })
+        ));
     }
 }

@@ -129,7 +129,7 @@ impl DynamicBatching {
         }
     }
 
-    fn instance_up(&mut self, InstanceInfo { id, unit }: InstanceInfo) {
+    fn instance_up(&mut self, InstanceInfo { id, unit, .. }: InstanceInfo) {
         let (stage, last) = unit.stage.map_or((0, true), |s| (usize::from(s.index), s.is_last()));
         if self.queues.len() <= stage {
             self.queues.resize_with(stage + 1, VecDeque::new);
@@ -198,7 +198,7 @@ impl Policy for DynamicBatching {
 
 #[cfg(test)]
 mod tests {
-    use morph_core::RequestId;
+    use morph_core::{RequestId, ServerId};
 
     use super::*;
 
@@ -206,8 +206,8 @@ mod tests {
         let mut p =
             DynamicBatching::new(DynamicBatchingConfig { max_batch_tokens, max_queue, plan: PlanId::PLAIN });
         for (i, runtime) in runtimes.iter().enumerate() {
-            let instance =
-                InstanceInfo { id: InstanceId(i as u32), unit: morph_core::UnitSpec::encoder(*runtime) };
+            let unit = morph_core::UnitSpec::encoder(*runtime);
+            let instance = InstanceInfo { id: InstanceId(i as u32), unit, server: ServerId(0) };
             p.on_event(Time::ZERO, Event::InstanceUp { instance, launch: None }, &mut Vec::new());
         }
         p
@@ -279,7 +279,7 @@ mod tests {
         for index in 0..2u16 {
             let stage = StageSpec::even(ModelId(0), index, 2, 6);
             let unit = UnitSpec::encoder(RuntimeSpec::dynamic(64, 4)).with_stage(stage);
-            let instance = InstanceInfo { id: InstanceId(u32::from(index)), unit };
+            let instance = InstanceInfo { id: InstanceId(u32::from(index)), unit, server: ServerId(0) };
             p.on_event(Time::ZERO, Event::InstanceUp { instance, launch: None }, &mut Vec::new());
         }
         let first = BatchPlan { tokens: PlanId(-1), then: Then::NextStage };

@@ -1,3 +1,7 @@
 //! Baseline policies that Morph's paper policies are measured against.
 
+pub mod cocktail;
 pub mod dynamic_batching;
+pub mod inferline;
+pub mod infless;
+pub mod uniform;

@@ -205,7 +205,7 @@ impl FleetPolicy {
     fn launch(&mut self, runtime: RuntimeSpec, replacing: bool, actions: &mut Vec<Action>) {
         let ticket = self.tickets.issue();
         self.starting.push((ticket, replacing));
-        actions.push(Action::Launch { ticket, unit: UnitSpec::encoder(runtime) });
+        actions.push(Action::Launch { ticket, unit: UnitSpec::encoder(runtime), server: None });
     }
 
     /// Whether `id` may be taken out of service: never the last serving instance of the largest

@@ -1,0 +1,163 @@
+//! Where a new replica goes (QUART §6.2): servers × slots, with what the policy knows of each
+//! server (slots held, key-stage replicas, stages whose parameters it has loaded, so its host
+//! cache may hold them).
+
+use std::collections::BTreeSet;
+
+use morph_core::{ServerId, Servers};
+use serde::{Deserialize, Serialize};
+
+/// The placement rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PlacementRule {
+    /// The first server with a free slot.
+    FirstFit,
+    /// QUART's rule made deterministic (spec §1.8 [R]): key stages cache-aware and dispersed,
+    /// the rest best-fit away from key stages, `reserve` slots kept free next to key stages.
+    CacheAware,
+    /// The paper-literal ablation: a server drawn with probability ∝ its free slots (the
+    /// minimiser of Eq. 8's KL to uniform, sampled as the authors' code does).
+    KlRandom,
+}
+
+/// What the policy knows of every server.
+#[derive(Debug, Clone)]
+pub struct ClusterView {
+    capacity: Vec<u16>,
+    used: Vec<u16>,
+    key_replicas: Vec<u16>,
+    /// Stages (by index) loaded on each server at some point.
+    loaded: Vec<BTreeSet<u16>>,
+    /// xorshift state for `KlRandom`.
+    rng: u64,
+}
+
+impl ClusterView {
+    pub fn new(servers: &Servers) -> Self {
+        let n = servers.slots.len();
+        Self {
+            capacity: servers.slots.clone(),
+            used: vec![0; n],
+            key_replicas: vec![0; n],
+            loaded: vec![BTreeSet::new(); n],
+            rng: 0x9E37_79B9_7F4A_7C15,
+        }
+    }
+
+    fn free(&self, s: usize) -> u16 {
+        self.capacity[s].saturating_sub(self.used[s])
+    }
+
+    pub fn free_slots(&self) -> usize {
+        (0..self.capacity.len()).map(|s| usize::from(self.free(s))).sum()
+    }
+
+    /// A replica of `stage` holds a slot on `server` (launching or up).
+    pub fn hold(&mut self, server: ServerId, stage: u16, key: bool) {
+        let s = usize::from(server.0);
+        if s >= self.capacity.len() {
+            return;
+        }
+        self.used[s] += 1;
+        self.key_replicas[s] += u16::from(key);
+        self.loaded[s].insert(stage);
+    }
+
+    pub fn release(&mut self, server: ServerId, key: bool) {
+        let s = usize::from(server.0);
+        if s < self.capacity.len() {
+            self.used[s] = self.used[s].saturating_sub(1);
+            self.key_replicas[s] = self.key_replicas[s].saturating_sub(u16::from(key));
+        }
+    }
+
+    /// The server for a new replica of `stage` under `rule`; `None` when no slot is free.
+    pub fn place(&mut self, rule: PlacementRule, stage: u16, key: bool, reserve: u16) -> Option<ServerId> {
+        let open: Vec<usize> = (0..self.capacity.len()).filter(|&s| self.free(s) > 0).collect();
+        let chosen = match rule {
+            PlacementRule::FirstFit => open.first().copied(),
+            PlacementRule::KlRandom => self.draw(&open),
+            PlacementRule::CacheAware if key => open.iter().copied().min_by_key(|&s| {
+                // Cached first, then the fewest key replicas (the smallest KL of the key-stage
+                // distribution to uniform), then the most free slots, then the lowest id.
+                (!self.loaded[s].contains(&stage), self.key_replicas[s], u16::MAX - self.free(s), s)
+            }),
+            PlacementRule::CacheAware => {
+                // Best fit, away from key stages, leaving `reserve` slots free next to them.
+                let allowed = |s: &usize| self.key_replicas[*s] == 0 || self.free(*s) > reserve;
+                let best = |s: &usize| (self.key_replicas[*s] > 0, self.free(*s), *s);
+                open.iter()
+                    .copied()
+                    .filter(allowed)
+                    .min_by_key(best)
+                    .or_else(|| open.iter().copied().min_by_key(best))
+            }
+        };
+        chosen.map(|s| ServerId(s as u16))
+    }
+
+    fn draw(&mut self, open: &[usize]) -> Option<usize> {
+        let total: u64 = open.iter().map(|&s| u64::from(self.free(s))).sum();
+        if total == 0 {
+            return None;
+        }
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let mut pick = self.rng % total;
+        for &s in open {
+            let f = u64::from(self.free(s));
+            if pick < f {
+                return Some(s);
+            }
+            pick -= f;
+        }
+        open.last().copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_stages_go_where_they_are_cached_then_spread_and_the_rest_fill_tightly() {
+        let mut view = ClusterView::new(&Servers::new(3, 4));
+        // Server 0 holds two plain replicas, server 1 one key replica of stage 5.
+        view.hold(ServerId(0), 1, false);
+        view.hold(ServerId(0), 2, false);
+        view.hold(ServerId(1), 5, true);
+        // A key replica of stage 5: server 1 has it cached.
+        assert_eq!(view.place(PlacementRule::CacheAware, 5, true, 1), Some(ServerId(1)));
+        // A key replica of an uncached stage: the server with no key replicas and most room.
+        assert_eq!(view.place(PlacementRule::CacheAware, 7, true, 1), Some(ServerId(2)));
+        // A plain replica: best fit on the fullest server without key stages.
+        assert_eq!(view.place(PlacementRule::CacheAware, 3, false, 1), Some(ServerId(0)));
+        assert_eq!(view.place(PlacementRule::FirstFit, 3, false, 1), Some(ServerId(0)));
+    }
+
+    #[test]
+    fn plain_replicas_leave_the_reserve_next_to_key_stages_while_they_can() {
+        let mut view = ClusterView::new(&Servers::new(2, 2));
+        view.hold(ServerId(0), 0, true);
+        view.hold(ServerId(1), 1, false);
+        // Server 0 has one free slot, the reserve: the plain replica takes server 1.
+        assert_eq!(view.place(PlacementRule::CacheAware, 2, false, 1), Some(ServerId(1)));
+        view.hold(ServerId(1), 2, false);
+        // Only the reserve is left: it is used rather than refusing.
+        assert_eq!(view.place(PlacementRule::CacheAware, 2, false, 1), Some(ServerId(0)));
+        view.hold(ServerId(0), 2, false);
+        assert_eq!(view.place(PlacementRule::CacheAware, 2, false, 1), None);
+        assert_eq!(view.free_slots(), 0);
+    }
+
+    #[test]
+    fn kl_random_draws_only_servers_with_room() {
+        let mut view = ClusterView::new(&Servers::new(3, 1));
+        view.hold(ServerId(1), 0, false);
+        for _ in 0..50 {
+            assert_ne!(view.place(PlacementRule::KlRandom, 0, true, 0), Some(ServerId(1)));
+        }
+    }
+}

@@ -1,0 +1,412 @@
+//! The executor of every pipeline policy: per-stage FIFO queues served by idle replicas (a
+//! shared queue per stage is the c-server queue QUART's M/M/c model assumes, and no worse than
+//! joining the replica with the fewest outstanding requests), hand-off between stages, and the
+//! sizer's counts carried out with launches, warm re-threading and retirements.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use morph_core::{
+    Action, BatchPlan, DropReason, Event, Gauge, InstanceId, InstanceInfo, Nanos, PipelineProfile, Policy,
+    RequestId, ServerId, Servers, StageTime, Ticket, Tickets, Time, UnitSpec, time::ms_to_nanos,
+};
+
+use super::placement::ClusterView;
+use super::stats::StageStats;
+use super::{PoolConfig, PoolView, Sizer, StageTarget, StageView};
+
+#[derive(Debug)]
+struct Replica {
+    threads: u16,
+    server: ServerId,
+    key: bool,
+    /// The batch it runs: each request with the time it reached the stage.
+    running: Vec<(RequestId, Time)>,
+}
+
+#[derive(Debug)]
+struct Starting {
+    threads: u16,
+    server: Option<ServerId>,
+    key: bool,
+}
+
+#[derive(Debug)]
+struct Stage {
+    queue: VecDeque<(RequestId, Time)>,
+    replicas: BTreeMap<InstanceId, Replica>,
+    starting: BTreeMap<Ticket, Starting>,
+    target: StageTarget,
+    /// Targets of the last `scale_down_delay`, for stabilised scale-down.
+    asked: VecDeque<(Time, u32)>,
+    stats: StageStats,
+    time: StageTime,
+    hop_s: f64,
+}
+
+impl Stage {
+    fn fresh(&self) -> (u32, u32) {
+        let t = self.target.threads;
+        let up = self.replicas.values().filter(|r| r.threads == t).count() as u32;
+        let starting = self.starting.values().filter(|s| s.threads == t).count() as u32;
+        (up, starting)
+    }
+
+    /// The most replicas asked for over the stabilisation window.
+    fn keep(&self) -> u32 {
+        self.asked.iter().map(|a| a.1).max().unwrap_or(self.target.replicas).max(1)
+    }
+}
+
+/// A pipeline policy: the shared executor driven by a [`Sizer`].
+#[derive(Debug)]
+pub struct PipelinePolicy<S> {
+    name: String,
+    config: PoolConfig,
+    profile: PipelineProfile,
+    slots: usize,
+    slo_s: f64,
+    sizer: S,
+    stages: Vec<Stage>,
+    cluster: ClusterView,
+    tickets: Tickets,
+    /// The stage queue each waiting request is in.
+    waiting: HashMap<RequestId, u16>,
+    next_control: Time,
+}
+
+impl<S: Sizer> PipelinePolicy<S> {
+    pub fn new(
+        name: &str,
+        config: PoolConfig,
+        profile: PipelineProfile,
+        servers: &Servers,
+        slo: Nanos,
+        sizer: S,
+    ) -> Self {
+        let stage_times: Vec<(StageTime, f64)> = if config.whole_model {
+            let a_ms = profile.stages.iter().map(|t| t.a_ms).sum();
+            let b_ms = profile.stages.iter().map(|t| t.b_ms).sum();
+            vec![(StageTime { a_ms, b_ms }, 0.0)]
+        } else {
+            let hop = |i: usize| if i > 0 { profile.hop_ms / 1e3 } else { 0.0 };
+            profile.stages.iter().enumerate().map(|(i, t)| (*t, hop(i))).collect()
+        };
+        let target =
+            StageTarget { replicas: config.initial_replicas.max(1), threads: config.threads, key: false };
+        let stats = || {
+            StageStats::new(
+                ms_to_nanos(config.window_s * 1e3),
+                ms_to_nanos(config.history_s * 1e3),
+                config.cv_window,
+            )
+        };
+        let stages = stage_times
+            .into_iter()
+            .map(|(time, hop_s)| Stage {
+                queue: VecDeque::new(),
+                replicas: BTreeMap::new(),
+                starting: BTreeMap::new(),
+                target,
+                asked: VecDeque::new(),
+                stats: stats(),
+                time,
+                hop_s,
+            })
+            .collect();
+        Self {
+            name: name.to_string(),
+            slots: servers.total_slots(),
+            cluster: ClusterView::new(servers),
+            slo_s: slo as f64 / 1e9,
+            config,
+            profile,
+            sizer,
+            stages,
+            tickets: Tickets::default(),
+            waiting: HashMap::new(),
+            next_control: Time::ZERO,
+        }
+    }
+
+    fn unit(&self, stage: u16, threads: u16) -> UnitSpec {
+        if self.config.whole_model {
+            self.profile.whole_unit(threads)
+        } else {
+            self.profile.stage_unit(stage, threads)
+        }
+    }
+
+    fn last_stage(&self) -> u16 {
+        self.stages.len() as u16 - 1
+    }
+
+    fn stage_of(&self, instance: InstanceId) -> Option<u16> {
+        self.stages.iter().position(|s| s.replicas.contains_key(&instance)).map(|i| i as u16)
+    }
+
+    /// Runs waiting requests of `stage` on its idle replicas.
+    fn dispatch(&mut self, stage: u16, actions: &mut Vec<Action>) {
+        let rows = self.config.max_batch.clamp(1, self.profile.runtime.max_batch) as usize;
+        let plan = if stage < self.last_stage() { BatchPlan::next_stage() } else { BatchPlan::FINISH };
+        let s = &mut self.stages[usize::from(stage)];
+        for (&id, replica) in s.replicas.iter_mut().filter(|(_, r)| r.running.is_empty()) {
+            if s.queue.is_empty() {
+                break;
+            }
+            let take = rows.min(s.queue.len());
+            replica.running = s.queue.drain(..take).collect();
+            let requests: Vec<RequestId> = replica.running.iter().map(|r| r.0).collect();
+            for r in &requests {
+                self.waiting.remove(r);
+            }
+            actions.push(Action::Run { instance: id, requests, plan });
+        }
+    }
+
+    fn enqueue(&mut self, now: Time, stage: u16, request: RequestId) {
+        let s = &mut self.stages[usize::from(stage)];
+        s.queue.push_back((request, now));
+        s.stats.arrive(now);
+        self.waiting.insert(request, stage);
+    }
+
+    /// Launches fresh replicas (at the target's threads) of `stage` up to its target, while
+    /// slots are free.
+    fn grow(&mut self, stage: u16, actions: &mut Vec<Action>) {
+        let i = usize::from(stage);
+        let target = self.stages[i].target;
+        let (up, starting) = self.stages[i].fresh();
+        for _ in up + starting..target.replicas {
+            let Some(server) =
+                self.cluster.place(self.config.placement, stage, target.key, self.config.reserve)
+            else {
+                break;
+            };
+            self.cluster.hold(server, stage, target.key);
+            let ticket = self.tickets.issue();
+            let unit = self.unit(stage, target.threads);
+            let start = Starting { threads: target.threads, server: Some(server), key: target.key };
+            self.stages[i].starting.insert(ticket, start);
+            actions.push(Action::Launch { ticket, unit, server: Some(server) });
+        }
+    }
+
+    /// Retires idle replicas of `stage`, those at other thread counts first, while the ones left
+    /// up still meet its stabilised target (its target alone when `pressed`: another stage
+    /// waits for a slot). Returns whether any was retired.
+    fn shrink(&mut self, stage: u16, pressed: bool, actions: &mut Vec<Action>) -> bool {
+        let i = usize::from(stage);
+        let target = self.stages[i].target;
+        let keep = if pressed { target.replicas.max(1) } else { self.stages[i].keep() };
+        let mut retired = false;
+        loop {
+            let s = &self.stages[i];
+            if (s.replicas.len() as u32) <= keep {
+                break;
+            }
+            let idle = |r: &&Replica| r.running.is_empty();
+            let stale = s.replicas.iter().find(|(_, r)| idle(r) && r.threads != target.threads);
+            let Some((&id, _)) = stale.or_else(|| s.replicas.iter().rev().find(|(_, r)| idle(r))) else {
+                break;
+            };
+            let replica = self.stages[i].replicas.remove(&id).expect("just found");
+            self.cluster.release(replica.server, replica.key);
+            actions.push(Action::Retire { instance: id });
+            retired = true;
+        }
+        retired
+    }
+
+    /// Brings every stage towards its target: retirements first, so the slots they free go to
+    /// the stages still short (stabilisation is waived while some stage waits for a slot).
+    fn rebalance(&mut self, actions: &mut Vec<Action>) {
+        let short: usize = self
+            .stages
+            .iter()
+            .map(|s| {
+                let (up, starting) = s.fresh();
+                s.target.replicas.saturating_sub(up + starting) as usize
+            })
+            .sum();
+        let pressed = short > self.cluster.free_slots();
+        for stage in 0..self.stages.len() as u16 {
+            self.shrink(stage, pressed, actions);
+        }
+        for stage in 0..self.stages.len() as u16 {
+            self.grow(stage, actions);
+        }
+    }
+
+    fn control(&mut self, now: Time, actions: &mut Vec<Action>) {
+        let view = PoolView {
+            now,
+            stages: self
+                .stages
+                .iter()
+                .map(|s| {
+                    let (up, starting) = s.fresh();
+                    StageView {
+                        stats: &s.stats,
+                        up,
+                        starting,
+                        threads: s.target.threads,
+                        queued: s.queue.len(),
+                        time: s.time,
+                        hop_s: s.hop_s,
+                    }
+                })
+                .collect(),
+            slots: self.slots,
+            slo_s: self.slo_s,
+        };
+        let targets = self.sizer.size(&view);
+        let delay = ms_to_nanos(self.config.scale_down_delay_s * 1e3);
+        for (i, target) in targets.into_iter().enumerate().take(self.stages.len()) {
+            let s = &mut self.stages[i];
+            s.target = StageTarget { replicas: target.replicas.max(1), ..target };
+            s.asked.push_back((now, s.target.replicas));
+            while s.asked.front().is_some_and(|a| now.since(a.0) > delay) {
+                s.asked.pop_front();
+            }
+        }
+        self.rebalance(actions);
+        for stage in 0..self.stages.len() as u16 {
+            self.dispatch(stage, actions);
+        }
+    }
+
+    fn instance_up(&mut self, info: InstanceInfo, launched: Option<Ticket>, actions: &mut Vec<Action>) {
+        let stage = if self.config.whole_model { 0 } else { info.unit.stage_index() };
+        let Some(s) = self.stages.get_mut(usize::from(stage)) else { return };
+        let key = match launched.and_then(|t| s.starting.remove(&t)) {
+            Some(start) => start.key,
+            None => {
+                self.cluster.hold(info.server, stage, false);
+                false
+            }
+        };
+        let threads = info.unit.threads.unwrap_or(1);
+        s.replicas.insert(info.id, Replica { threads, server: info.server, key, running: Vec::new() });
+        self.rebalance(actions);
+        self.dispatch(stage, actions);
+    }
+
+    fn batch_done(&mut self, now: Time, instance: InstanceId, failed: bool, actions: &mut Vec<Action>) {
+        let Some(stage) = self.stage_of(instance) else { return };
+        let s = &mut self.stages[usize::from(stage)];
+        let ran = s.replicas.get_mut(&instance).map(|r| std::mem::take(&mut r.running)).unwrap_or_default();
+        for &(_, since) in &ran {
+            s.stats.finished(now, now.since(since));
+        }
+        if !failed && stage < self.last_stage() {
+            for (request, _) in ran {
+                self.enqueue(now, stage + 1, request);
+            }
+            self.dispatch(stage + 1, actions);
+        }
+        self.rebalance(actions);
+        self.dispatch(stage, actions);
+    }
+}
+
+impl<S: Sizer> Policy for PipelinePolicy<S> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn on_event(&mut self, now: Time, event: Event, actions: &mut Vec<Action>) {
+        match event {
+            Event::InstanceUp { instance, launch } => {
+                self.instance_up(instance, launch.map(|l| l.ticket), actions)
+            }
+            Event::LaunchFailed { ticket, .. } => {
+                for s in &mut self.stages {
+                    if let Some(start) = s.starting.remove(&ticket)
+                        && let Some(server) = start.server
+                    {
+                        self.cluster.release(server, start.key);
+                    }
+                }
+            }
+            Event::Arrival(r) => {
+                let max_len = self.profile.runtime.max_len;
+                if r.input_len > max_len {
+                    actions.push(Action::Drop {
+                        request: r.id,
+                        reason: DropReason::NoRuntimeFits { len: r.input_len, max_len },
+                    });
+                } else if self.waiting.len() >= self.config.max_queue {
+                    let capacity = self.config.max_queue;
+                    actions.push(Action::Drop { request: r.id, reason: DropReason::QueueFull { capacity } });
+                } else {
+                    self.enqueue(now, 0, r.id);
+                    self.dispatch(0, actions);
+                }
+            }
+            Event::BatchDone { instance, failed, .. } => self.batch_done(now, instance, failed, actions),
+            Event::Cancelled { request } => {
+                if let Some(stage) = self.waiting.remove(&request) {
+                    self.stages[usize::from(stage)].queue.retain(|q| q.0 != request);
+                }
+            }
+            Event::Tick => {
+                if now >= self.next_control {
+                    self.next_control = now + ms_to_nanos(self.config.period_s * 1e3);
+                    self.control(now, actions);
+                }
+            }
+            Event::SequencesDone { .. } => {}
+        }
+    }
+
+    fn queue_len(&self) -> usize {
+        self.waiting.len()
+    }
+
+    fn layout(&self, _slots: usize) -> Option<Vec<UnitSpec>> {
+        let initial = self.config.initial_replicas.max(1) as usize;
+        let units = (0..self.stages.len() as u16)
+            .flat_map(|s| std::iter::repeat_n(self.unit(s, self.config.threads), initial));
+        Some(units.collect())
+    }
+
+    fn tick_interval(&self) -> Option<Nanos> {
+        Some(ms_to_nanos(self.config.period_s * 1e3))
+    }
+
+    fn host_cache(&self) -> bool {
+        self.config.host_cache
+    }
+
+    fn gauges(&self) -> Vec<Gauge> {
+        let mut out = self.sizer.gauges();
+        for (i, s) in self.stages.iter().enumerate() {
+            let stage = i.to_string();
+            let g = |name: &str, value: f64| Gauge::new(name, value).label("stage", stage.clone());
+            out.push(g("stage_replicas", s.replicas.len() as f64));
+            out.push(g("stage_starting", s.starting.len() as f64));
+            out.push(g("stage_target_replicas", f64::from(s.target.replicas)));
+            out.push(g("stage_threads", f64::from(s.target.threads)));
+            out.push(g("stage_key", f64::from(u8::from(s.target.key))));
+            out.push(g("stage_queue", s.queue.len() as f64));
+            out.push(g("stage_busy", s.replicas.values().filter(|r| !r.running.is_empty()).count() as f64));
+            out.push(g("stage_arrivals_total", s.stats.total_arrivals() as f64));
+            if let Some((cv, _)) = s.stats.cv() {
+                out.push(g("stage_cv", cv));
+            }
+            if let Some(d) = s.stats.observed_delay() {
+                out.push(g("stage_observed_delay_seconds", d));
+            }
+        }
+        out
+    }
+
+    fn describe(&self) -> serde_json::Value {
+        serde_json::json!({
+            "policy": self.name,
+            "stages": self.stages.len(),
+            "pool": self.config,
+            "sizer": self.sizer.describe(),
+        })
+    }
+}

@@ -1,0 +1,139 @@
+//! What a pipeline stage measured: its arrivals (rate λ_i over a sliding window, and the CV of
+//! its last inter-arrival times) and the delays of the requests it finished.
+
+use std::collections::VecDeque;
+
+use morph_core::{Nanos, Time};
+
+/// Sliding windows over one stage's arrivals and completions.
+#[derive(Debug, Clone)]
+pub struct StageStats {
+    /// λ_i and the observed delay are taken over this window.
+    window: Nanos,
+    /// Arrival times are kept this long (traffic envelopes look back further than `window`).
+    history: Nanos,
+    arrivals: VecDeque<Time>,
+    /// The last `cv_window` inter-arrival gaps, in seconds.
+    gaps: VecDeque<f64>,
+    cv_window: usize,
+    /// (finish time, time spent at the stage) of requests it finished.
+    delays: VecDeque<(Time, Nanos)>,
+    total_arrivals: u64,
+}
+
+impl StageStats {
+    pub fn new(window: Nanos, history: Nanos, cv_window: usize) -> Self {
+        Self {
+            window,
+            history: history.max(window),
+            arrivals: VecDeque::new(),
+            gaps: VecDeque::new(),
+            cv_window: cv_window.max(2),
+            delays: VecDeque::new(),
+            total_arrivals: 0,
+        }
+    }
+
+    pub fn arrive(&mut self, now: Time) {
+        if let Some(&last) = self.arrivals.back() {
+            self.gaps.push_back(now.since(last) as f64 / 1e9);
+            if self.gaps.len() > self.cv_window {
+                self.gaps.pop_front();
+            }
+        }
+        self.arrivals.push_back(now);
+        self.total_arrivals += 1;
+        self.forget(now);
+    }
+
+    /// A request spent `delay` at this stage (queued and served), finishing at `now`.
+    pub fn finished(&mut self, now: Time, delay: Nanos) {
+        self.delays.push_back((now, delay));
+        self.forget(now);
+    }
+
+    fn forget(&mut self, now: Time) {
+        let horizon = Time(now.0.saturating_sub(self.history));
+        while self.arrivals.front().is_some_and(|&t| t < horizon) {
+            self.arrivals.pop_front();
+        }
+        let recent = Time(now.0.saturating_sub(self.window));
+        while self.delays.front().is_some_and(|&(t, _)| t < recent) {
+            self.delays.pop_front();
+        }
+    }
+
+    /// λ_i in requests per second over the window (over the time so far, early on).
+    pub fn rate(&self, now: Time) -> f64 {
+        self.rate_over(now, self.window)
+    }
+
+    /// Arrivals per second over the last `span` (at most the history kept).
+    pub fn rate_over(&self, now: Time, span: Nanos) -> f64 {
+        let span = span.min(self.history).min(now.0).max(1);
+        let since = Time(now.0 - span);
+        let count = self.arrivals.iter().rev().take_while(|&&t| t > since).count();
+        count as f64 / (span as f64 / 1e9)
+    }
+
+    /// The CV (σ/mean) of the last inter-arrival times, and how many gaps it rests on;
+    /// `None` before two gaps.
+    pub fn cv(&self) -> Option<(f64, usize)> {
+        let n = self.gaps.len();
+        if n < 2 {
+            return None;
+        }
+        let mean = self.gaps.iter().sum::<f64>() / n as f64;
+        if mean <= 0.0 {
+            return None;
+        }
+        let var = self.gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        Some((var.sqrt() / mean, n))
+    }
+
+    /// Mean time a request spent at the stage over the window, in seconds.
+    pub fn observed_delay(&self) -> Option<f64> {
+        let n = self.delays.len();
+        (n > 0).then(|| self.delays.iter().map(|d| d.1 as f64).sum::<f64>() / n as f64 / 1e9)
+    }
+
+    pub fn total_arrivals(&self) -> u64 {
+        self.total_arrivals
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: Nanos = 1_000_000_000;
+
+    #[test]
+    fn rate_counts_the_window_and_cv_of_even_gaps_is_zero() {
+        let mut s = StageStats::new(10 * S, 60 * S, 200);
+        for k in 1..=100u64 {
+            s.arrive(Time(k * S / 4));
+        }
+        assert!((s.rate(Time(25 * S)) - 4.0).abs() < 0.11, "{}", s.rate(Time(25 * S)));
+        let (cv, n) = s.cv().unwrap();
+        assert!(cv < 1e-9 && n == 99);
+        assert!(s.rate(Time(200 * S)) == 0.0, "arrivals age out of the window");
+    }
+
+    #[test]
+    fn cv_of_alternating_gaps_and_the_observed_delay() {
+        let mut s = StageStats::new(10 * S, 10 * S, 4);
+        let mut t = 0;
+        for k in 0..9u64 {
+            t += if k % 2 == 0 { S / 10 } else { 3 * S / 10 };
+            s.arrive(Time(t));
+        }
+        // Gaps 0.1, 0.3, 0.1, 0.3 (the last four): mean 0.2, sample σ 0.1155.
+        let (cv, n) = s.cv().unwrap();
+        assert_eq!(n, 4);
+        assert!((cv - 0.57735).abs() < 1e-4, "{cv}");
+        s.finished(Time(t), S / 2);
+        s.finished(Time(t), S / 4);
+        assert_eq!(s.observed_delay(), Some(0.375));
+    }
+}

@@ -1,0 +1,72 @@
+//! Every QUART parameter in one place (spec §5.4), settable from scenarios and
+//! `--policy-params`; the switches are the ablations the paper lacks.
+
+use serde::{Deserialize, Serialize};
+
+use super::corrector::Gains;
+use super::queueing::DelayModel;
+use crate::pipeline::{PlacementRule, PoolConfig};
+
+/// Where the corrector's T_i comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DelaySource {
+    /// The delay model at the measured λ_i (the paper).
+    Model,
+    /// The mean delay requests spent at the stage over the window (the authors' code).
+    Observed,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct QuartConfig {
+    /// End-to-end SLO split over the stages in proportion to their service times; default:
+    /// the deployment's.
+    pub slo_ms: Option<f64>,
+    pub delay_model: DelayModel,
+    pub delay_source: DelaySource,
+    pub gains: Gains,
+    pub r_min: u32,
+    pub r_max: u32,
+    /// A stage stays key this long after it last exceeded its target.
+    pub key_hold_s: f64,
+    /// A stage's measured CV replaces QNA's prediction once it rests on this many gaps.
+    pub cv_enough: usize,
+    /// CV of a stage's service time (0: deterministic, as for fixed-shape stages).
+    pub service_cv: f64,
+    /// Threads a replica may run with (CPU_max is the largest).
+    pub threads: Vec<u16>,
+    /// The PID on top of the base allocation (off: the feed-forward ablation).
+    pub corrector: bool,
+    pub smoother: bool,
+    pub compensator: bool,
+    /// QUART as printed: Eq. 1, the PID's error sign, Eq. 7 unclamped.
+    pub paper_literal: bool,
+    pub pool: PoolConfig,
+}
+
+impl Default for QuartConfig {
+    fn default() -> Self {
+        Self {
+            slo_ms: None,
+            delay_model: DelayModel::ErlangC,
+            delay_source: DelaySource::Model,
+            gains: Gains::default(),
+            r_min: 1,
+            r_max: 8,
+            key_hold_s: 60.0,
+            cv_enough: 200,
+            service_cv: 0.0,
+            threads: vec![1, 2, 4, 8],
+            corrector: true,
+            smoother: true,
+            compensator: true,
+            paper_literal: false,
+            pool: PoolConfig {
+                placement: PlacementRule::CacheAware,
+                host_cache: true,
+                ..PoolConfig::default()
+            },
+        }
+    }
+}

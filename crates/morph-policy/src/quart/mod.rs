@@ -1,0 +1,16 @@
+//! QUART (`papers/quart.txt`, read through `specs/quart.md`): pipeline stages with their own
+//! replicas; queueing theory finds the key stages, a PID adds replicas there, a smoother takes
+//! surplus back, a CPU compensator adds threads, and key stages are placed where their
+//! parameters are cached. One file per mechanism; [`QuartSizer`] runs them in the paper's order
+//! inside the shared [`crate::pipeline::PipelinePolicy`].
+
+pub mod compensator;
+pub mod config;
+pub mod corrector;
+pub mod qna;
+pub mod queueing;
+mod sizer;
+pub mod smoother;
+
+pub use config::{DelaySource, QuartConfig};
+pub use sizer::QuartSizer;
