@@ -1,8 +1,9 @@
 //! Cost models: how long a batch, or one iteration of a continuous batch, takes on an instance.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use morph_core::{Nanos, PlanId, Profile, ShapeKind, UnitSpec, time::ms_to_nanos};
+use morph_core::{Nanos, PipelineProfile, PlanId, Profile, ShapeKind, UnitSpec, time::ms_to_nanos};
 
 /// One sequence of a batch: its input length, and the tokens it generates (0 for an encoder).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,6 +110,22 @@ impl CostModel for LinearGeneration {
     fn step_time(&self, _unit: &UnitSpec, running: usize, joined: usize) -> Nanos {
         let prefill = if joined > 0 { self.c_ms } else { 0.0 };
         ms_to_nanos(prefill + self.k_ms(running))
+    }
+}
+
+/// A pipeline's stage times (QUART's setting): a batch of `b` requests on a stage takes `b`
+/// times one request's time with the hop in (stages serve one request at a time, spec §1.9);
+/// a whole-model unit takes every stage's time.
+#[derive(Debug, Clone)]
+pub struct PipelineCost(pub Arc<PipelineProfile>);
+
+impl CostModel for PipelineCost {
+    fn batch_time(&self, unit: &UnitSpec, _plan: PlanId, batch: &[Job]) -> Nanos {
+        ms_to_nanos(self.0.unit_ms(unit) * batch.len().max(1) as f64)
+    }
+
+    fn step_time(&self, unit: &UnitSpec, running: usize, _joined: usize) -> Nanos {
+        ms_to_nanos(self.0.unit_ms(unit) * running.max(1) as f64)
     }
 }
 

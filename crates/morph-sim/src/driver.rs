@@ -6,31 +6,63 @@
 //! generations run by iterations (one token of every running sequence), each answered when its
 //! output ends, with the semantics written in `morph_core::policy`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use morph_core::{
-    Effect, Generation, InstanceId, Launched, Ledger, Nanos, NewRequest, OnViolation, Outcome, Policy,
-    RequestId, StartKind, Ticket, Time, UnitKind, UnitSpec,
+    Effect, Generation, InstanceId, Launched, Ledger, Nanos, NewRequest, OnViolation, Outcome,
+    PipelineProfile, Policy, RequestId, ServerId, Servers, StartKind, Ticket, Time, UnitKind, UnitSpec,
 };
 
 use crate::cost::{CostModel, Job, Startup};
 use crate::event::{EventKind, EventQueue, SimEvent};
+use crate::hosts::{Hosts, startup_time};
 use crate::metrics::{Recorder, Report};
 use crate::workload::SimRequest;
 
-/// How a run is measured and how instances start.
-#[derive(Debug, Clone, Default)]
+/// How a run is measured, where instances run and how they start.
+#[derive(Debug, Clone)]
 pub struct SimOptions {
     /// Decides goodput and SLO attainment.
     pub slo: Option<Nanos>,
     /// Requests arriving before this are served but not measured.
     pub warmup: Nanos,
+    /// The whole model's start-up times; a pipeline stage takes its share of the layers.
     pub startup: Startup,
+    /// Device slots per server (default: one server with room for every instance).
+    pub servers: Servers,
+    /// Host memory per server for cached parameters, and the whole model's parameters.
+    pub cache_bytes: u64,
+    pub model_bytes: u64,
+    /// The pipeline, for stages' shares of start-up time and parameters.
+    pub pipeline: Option<Arc<PipelineProfile>>,
 }
 
-/// A simulated instance: its unit, and the generations it is iterating.
+impl Default for SimOptions {
+    fn default() -> Self {
+        Self {
+            slo: None,
+            warmup: 0,
+            startup: Startup::default(),
+            servers: Servers::new(1, u16::MAX),
+            cache_bytes: u64::MAX,
+            model_bytes: 0,
+            pipeline: None,
+        }
+    }
+}
+
+impl SimOptions {
+    /// The share of the model `unit` holds (its layers of a pipeline; else all of it).
+    fn share(&self, unit: &UnitSpec) -> f64 {
+        self.pipeline.as_ref().map_or(1.0, |p| p.layer_share(unit))
+    }
+}
+
+/// A simulated instance: its unit and server, and the generations it is iterating.
 struct Instance {
     unit: UnitSpec,
+    server: ServerId,
     /// Sequences in the current iteration with the tokens each has left, and sequences that
     /// joined during it (or a static batch's, before its first), for the next.
     stepping: Vec<(RequestId, u32)>,
@@ -43,9 +75,10 @@ struct Instance {
 }
 
 impl Instance {
-    fn new(unit: UnitSpec) -> Self {
+    fn new(unit: UnitSpec, server: ServerId) -> Self {
         Self {
             unit,
+            server,
             stepping: Vec::new(),
             joining: Vec::new(),
             stopped: Vec::new(),
@@ -100,15 +133,23 @@ struct World<'a> {
     warmup: Time,
     /// Indexed by instance id (the ledger hands them out in order).
     instances: Vec<Option<Instance>>,
-    /// Launches in flight: how each will start and how long it takes.
-    launching: HashMap<Ticket, (StartKind, Nanos)>,
-    /// Units loaded at some point (their parameters are in host memory: a warm start).
-    loaded: HashSet<UnitSpec>,
+    /// Launches in flight: what, where, how each will start and how long it takes.
+    launching: HashMap<Ticket, (UnitSpec, ServerId, StartKind, Nanos)>,
+    /// Launches refused for want of a slot, with why.
+    refused: HashMap<Ticket, String>,
+    hosts: Hosts,
+    /// New instances may start warm from host memory (the policy's choice).
+    host_cache: bool,
     events: EventQueue,
     rec: Recorder,
 }
 
 impl World<'_> {
+    /// Bytes of `unit`'s parameters.
+    fn bytes(&self, unit: &UnitSpec) -> u64 {
+        (self.options.model_bytes as f64 * self.options.share(unit)).round() as u64
+    }
+
     fn instance(&mut self, id: InstanceId) -> Option<&mut Instance> {
         self.instances.get_mut(id.0 as usize).and_then(Option::as_mut)
     }
@@ -167,20 +208,27 @@ impl World<'_> {
                         inst.stopped.push(request);
                     }
                 }
-                Effect::Launch { ticket, unit } => {
-                    let warm = !self.loaded.insert(unit);
-                    let (start, took) = if warm {
-                        (StartKind::Warm, self.options.startup.warm)
-                    } else {
-                        (StartKind::Cold, self.options.startup.cold)
-                    };
-                    self.launching.insert(ticket, (start, took));
-                    self.events.push(now + took, SimEvent::InstanceUp(ticket));
+                Effect::Launch { ticket, unit, server } => {
+                    match self.hosts.take(server) {
+                        Ok(server) => {
+                            let warm = self.hosts.start(server, &unit, self.host_cache);
+                            let start = if warm { StartKind::Warm } else { StartKind::Cold };
+                            let took = startup_time(&self.options.startup, warm, self.options.share(&unit));
+                            self.launching.insert(ticket, (unit, server, start, took));
+                            self.events.push(now + took, SimEvent::InstanceUp(ticket));
+                        }
+                        Err(reason) => {
+                            self.refused.insert(ticket, reason);
+                            self.events.push(now, SimEvent::LaunchFailed(ticket));
+                        }
+                    }
                     self.rec.slots(now, ledger.slots());
                 }
                 Effect::Retire { instance } => {
-                    if let Some(slot) = self.instances.get_mut(instance.0 as usize) {
-                        *slot = None;
+                    if let Some(slot) = self.instances.get_mut(instance.0 as usize)
+                        && let Some(gone) = slot.take()
+                    {
+                        self.hosts.free(gone.server);
                     }
                     self.rec.slots(now, ledger.slots());
                 }
@@ -223,15 +271,19 @@ pub fn simulate(
         warmup,
         instances: Vec::with_capacity(cluster.len()),
         launching: HashMap::new(),
-        loaded: cluster.iter().copied().collect(),
+        refused: HashMap::new(),
+        hosts: Hosts::new(&options.servers, options.cache_bytes),
+        host_cache: policy.host_cache(),
         events: EventQueue::default(),
         rec: Recorder::new(cluster.len(), horizon, measured),
     };
     let mut ledger = Ledger::new(policy, OnViolation::Panic);
     let mut effects = Vec::new();
     for unit in cluster {
-        world.instances.push(Some(Instance::new(*unit)));
-        ledger.add_instance(Time::ZERO, *unit, &mut effects);
+        let server = world.hosts.take(None).expect("the servers hold the initial layout");
+        world.hosts.loaded(server, unit, world.bytes(unit), Time::ZERO);
+        world.instances.push(Some(Instance::new(*unit, server)));
+        ledger.add_instance(Time::ZERO, *unit, server, &mut effects);
     }
     world.rec.slots(Time::ZERO, ledger.slots());
     world.carry_out(Time::ZERO, &ledger, &mut effects);
@@ -273,13 +325,18 @@ pub fn simulate(
                 }
                 SimEvent::BatchDone(id) => ledger.batch_done(now, id, false, &mut effects),
                 SimEvent::InstanceUp(ticket) => {
-                    let Some((start, took)) = world.launching.remove(&ticket) else { continue };
-                    let launched = Launched { ticket, start, took };
+                    let Some((unit, server, start, took)) = world.launching.remove(&ticket) else { continue };
+                    let launched = Launched { ticket, server, start, took };
+                    // The policy may retire it at once: that effect is carried out below.
                     if let Some(id) = ledger.launch_up(now, launched, &mut effects) {
-                        let unit = *ledger.unit(id).expect("the instance just came up");
                         debug_assert_eq!(id.0 as usize, world.instances.len());
-                        world.instances.push(Some(Instance::new(unit)));
+                        world.hosts.loaded(server, &unit, world.bytes(&unit), now);
+                        world.instances.push(Some(Instance::new(unit, server)));
                     }
+                }
+                SimEvent::LaunchFailed(ticket) => {
+                    let reason = world.refused.remove(&ticket).unwrap_or_default();
+                    ledger.launch_failed(now, ticket, reason, &mut effects);
                 }
                 SimEvent::Cancel(request) => ledger.cancel(now, request, &mut effects),
                 SimEvent::Tick => {
@@ -294,12 +351,18 @@ pub fn simulate(
                         world.events.push(now + every, SimEvent::Tick);
                     }
                     ledger.tick(now, &mut effects);
+                    if now >= warmup {
+                        world.rec.gauges(ledger.policy().gauges());
+                    }
                 }
             }
         }
         world.carry_out(now, &ledger, &mut effects);
         world.rec.queue(now, ledger.policy().queue_len());
     }
+    world.rec.cold_starts = world.hosts.cold;
+    world.rec.warm_starts = world.hosts.warm;
+    world.rec.evictions = world.hosts.evicted;
     world.rec.report(ledger.policy(), now, warmup, options.slo)
 }
 

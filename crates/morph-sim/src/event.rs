@@ -26,6 +26,8 @@ pub enum SimEvent {
     BatchDone(InstanceId),
     /// The launch with this ticket finished loading.
     InstanceUp(Ticket),
+    /// The launch with this ticket found no slot.
+    LaunchFailed(Ticket),
     /// A client gives up on its request.
     Cancel(RequestId),
     Tick,
@@ -36,7 +38,7 @@ impl SimEvent {
         match self {
             SimEvent::StepDone(_) => EventKind::StepDone,
             SimEvent::BatchDone(_) => EventKind::BatchDone,
-            SimEvent::InstanceUp(_) => EventKind::InstanceUp,
+            SimEvent::InstanceUp(_) | SimEvent::LaunchFailed(_) => EventKind::InstanceUp,
             SimEvent::Cancel(_) => EventKind::Cancel,
             SimEvent::Tick => EventKind::Tick,
         }

@@ -5,12 +5,13 @@
 pub mod cost;
 pub mod driver;
 pub mod event;
+mod hosts;
 pub mod metrics;
 pub mod scenario;
 mod scenario_check;
 pub mod workload;
 
-pub use cost::{CostModel, ProfileCost};
+pub use cost::{CostModel, PipelineCost, ProfileCost};
 pub use driver::{SimOptions, simulate};
 pub use metrics::Report;
 pub use scenario::{Scenario, ScenarioError};

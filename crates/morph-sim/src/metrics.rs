@@ -1,6 +1,8 @@
 //! What one simulated run measured, per policy.
 
-use morph_core::{Nanos, Outcome, Policy, Time, stats::percentile, time::nanos_to_ms};
+use std::collections::BTreeMap;
+
+use morph_core::{Gauge, Nanos, Outcome, Policy, Time, stats::percentile, time::nanos_to_ms};
 use serde::Serialize;
 
 /// Queue-length samples kept per run (for plots), evenly spaced over the arrivals' span.
@@ -24,6 +26,11 @@ pub(crate) struct Recorder {
     sample_every: Nanos,
     next_sample: Time,
     queue: Vec<(f64, usize)>,
+    /// Sums and counts of the policy's gauges, sampled at its ticks after the warm-up.
+    gauges: BTreeMap<String, (f64, usize)>,
+    pub(crate) cold_starts: usize,
+    pub(crate) warm_starts: usize,
+    pub(crate) evictions: usize,
 }
 
 impl Recorder {
@@ -40,6 +47,10 @@ impl Recorder {
             sample_every: (horizon / QUEUE_SAMPLES).max(MIN_SAMPLE_INTERVAL),
             next_sample: Time::ZERO,
             queue: Vec::new(),
+            gauges: BTreeMap::new(),
+            cold_starts: 0,
+            warm_starts: 0,
+            evictions: 0,
         }
     }
 
@@ -84,6 +95,17 @@ impl Recorder {
     }
 
     /// `warmup`: when measurement started (throughput counts from there).
+    /// One sample of the policy's gauges, each keyed `name{label=value,…}`.
+    pub(crate) fn gauges(&mut self, gauges: Vec<Gauge>) {
+        for g in gauges {
+            let labels: Vec<String> = g.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let key = if labels.is_empty() { g.name } else { format!("{}{{{}}}", g.name, labels.join(",")) };
+            let entry = self.gauges.entry(key).or_insert((0.0, 0));
+            entry.0 += g.value;
+            entry.1 += 1;
+        }
+    }
+
     pub(crate) fn report(self, policy: &dyn Policy, end: Time, warmup: Time, slo: Option<Nanos>) -> Report {
         let requests = self.requests;
         let span_s = (end.0 as f64 / 1e9).max(f64::MIN_POSITIVE);
@@ -128,6 +150,10 @@ impl Recorder {
             utilisation,
             instances_over_time,
             queue_over_time: self.queue,
+            gauge_means: self.gauges.into_iter().map(|(k, (sum, n))| (k, sum / n as f64)).collect(),
+            cold_starts: self.cold_starts,
+            warm_starts: self.warm_starts,
+            cache_evictions: self.evictions,
             latencies_ms: ms,
         }
     }
@@ -174,6 +200,14 @@ pub struct Report {
     /// `(seconds, sequences waiting)`, evenly sampled.
     #[serde(skip)]
     pub queue_over_time: Vec<(f64, usize)>,
+    /// The policy's gauges averaged over its ticks after the warm-up (per-stage queues,
+    /// replicas, CVs, delays), keyed `name{label=value}`.
+    pub gauge_means: BTreeMap<String, f64>,
+    /// Launches that started from disk, and from parameters in host memory.
+    pub cold_starts: usize,
+    pub warm_starts: usize,
+    /// Parameters dropped from host caches over their budget.
+    pub cache_evictions: usize,
     /// Sorted, for CDFs.
     #[serde(skip)]
     pub latencies_ms: Vec<f64>,

@@ -27,6 +27,7 @@
 //! warm_startup_ms = 1000                          # … when its runtime was loaded before
 //! [[policies]]
 //! name = "dynamic-batching"
+//! label = "db-16k"                                  # optional: its name in reports
 //! max_batch_tokens = 16384                         # the policy's own parameters
 //! [[policies]]
 //! name = "arlo"                                    # arlo | arlo-ilb | arlo-ig | st | dt | infaas
@@ -43,12 +44,14 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use morph_core::{PlanId, Profile, RuntimeSpec, UnitSpec, time::ms_to_nanos};
+use morph_core::{
+    PipelineProfile, PlanId, Profile, RuntimeSpec, Servers, StageTime, UnitSpec, time::ms_to_nanos,
+};
 use serde::{Deserialize, Serialize};
 
 use morph_policy::registry::Context;
 
-use crate::cost::{CostModel, LinearGeneration, ProfileCost, Startup};
+use crate::cost::{CostModel, LinearGeneration, PipelineCost, ProfileCost, Startup};
 use crate::driver::{SimOptions, simulate};
 use crate::metrics::Report;
 use crate::workload::{Arrivals, Lengths, Predictor, Workload, WorkloadError, corpus};
@@ -96,6 +99,52 @@ pub struct Cluster {
     #[serde(default = "thousand")]
     pub startup_ms: f64,
     pub warm_startup_ms: Option<f64>,
+    /// A model cut into stages (QUART), priced by its stage times instead of a profile.
+    pub pipeline: Option<PipelineSpec>,
+    /// Servers with device slots and host memory; default: one server with every slot.
+    pub servers: Option<ServerSpec>,
+}
+
+/// `[cluster.pipeline]`: stage times of one request at one thread, how much of them more
+/// threads do not shorten, the hop between stages, and the model's parameters. Start-up times
+/// (`startup_ms`, `warm_startup_ms`) are the whole model's; a stage takes its share of layers.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineSpec {
+    #[serde(default = "pipeline_runtime")]
+    pub runtime: String,
+    pub layers: u16,
+    pub stage_ms: Vec<f64>,
+    /// s(C) = ms·(serial + (1 − serial)/C); 1: threads do not help.
+    #[serde(default = "one")]
+    pub serial_fraction: f64,
+    #[serde(default)]
+    pub hop_ms: f64,
+    #[serde(default)]
+    pub model_mb: f64,
+}
+
+fn pipeline_runtime() -> String {
+    "fixed:128x1".into()
+}
+
+/// `[cluster.servers]`: `count` servers of `slots` device slots and `cache_mb` of host memory
+/// for cached parameters each.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSpec {
+    pub count: u16,
+    pub slots: u16,
+    pub cache_mb: Option<f64>,
+}
+
+impl PipelineSpec {
+    pub fn profile(&self) -> Result<PipelineProfile, ScenarioError> {
+        let runtime: RuntimeSpec =
+            self.runtime.parse().map_err(|e| ScenarioError::Invalid(format!("{e}")))?;
+        let stages = self.stage_ms.iter().map(|&ms| StageTime::amdahl(ms, self.serial_fraction)).collect();
+        Ok(PipelineProfile { runtime, layers: self.layers, stages, hop_ms: self.hop_ms })
+    }
 }
 
 fn one() -> f64 {
@@ -117,6 +166,8 @@ pub struct GenerationCost {
 #[derive(Debug, Clone, Deserialize)]
 pub struct PolicySpec {
     pub name: String,
+    /// How the policy is shown in reports (default: its name), to tell variants apart.
+    pub label: Option<String>,
     /// What the policy is told of each generation's output length.
     #[serde(default)]
     pub predictor: Predictor,
@@ -255,20 +306,28 @@ impl Scenario {
             };
             cluster.extend(std::iter::repeat_n(unit, instances_override.unwrap_or(group.instances)));
         }
-        let slots = instances_override.or(self.cluster.instances).unwrap_or(cluster.len());
+        let servers = self.cluster.servers.as_ref().map(|s| usize::from(s.count) * usize::from(s.slots));
+        let slots = instances_override.or(self.cluster.instances).or(servers).unwrap_or(cluster.len());
         if slots == 0 {
             return Err(ScenarioError::Invalid("the cluster has no instances".into()));
         }
         Ok((cluster, slots))
     }
 
-    fn options(&self) -> SimOptions {
+    fn options(&self, pipeline: Option<Arc<PipelineProfile>>) -> SimOptions {
         let cold = ms_to_nanos(self.cluster.startup_ms);
         let warm = self.cluster.warm_startup_ms.map_or(cold, ms_to_nanos);
+        let mb = |mb: f64| (mb * 1e6).round() as u64;
+        let defaults = SimOptions::default();
+        let servers = self.cluster.servers.as_ref();
         SimOptions {
             slo: self.slo_ms.map(ms_to_nanos),
             warmup: ms_to_nanos(self.warmup_s * 1e3),
             startup: Startup { cold, warm },
+            servers: servers.map_or(defaults.servers, |s| Servers::new(s.count, s.slots)),
+            cache_bytes: servers.and_then(|s| s.cache_mb).map_or(defaults.cache_bytes, mb),
+            model_bytes: self.cluster.pipeline.as_ref().map_or(0, |p| mb(p.model_mb)),
+            pipeline,
         }
     }
 
@@ -306,8 +365,12 @@ impl Scenario {
     /// Runs every policy, for every seed and sweep value, on identical request streams;
     /// `progress(done, total)` is called after each run.
     pub fn run(&self, progress: &mut dyn FnMut(usize, usize)) -> Result<Vec<Row>, ScenarioError> {
+        let pipeline = self.cluster.pipeline.as_ref().map(PipelineSpec::profile).transpose()?.map(Arc::new);
         let (profile, cost): (Option<Arc<Profile>>, Box<dyn CostModel>) =
             match (&self.cluster.profile, &self.cluster.generation) {
+                (None, None) if pipeline.is_some() => {
+                    (None, Box::new(PipelineCost(pipeline.clone().expect("checked"))))
+                }
                 (Some(path), None) => {
                     let profile = Profile::load(path)?;
                     let mut cost = ProfileCost::new(profile.clone(), self.cluster.dynamic_penalty);
@@ -329,11 +392,12 @@ impl Scenario {
                     (None, Box::new(cost))
                 }
                 _ => {
-                    let msg = "the cluster needs exactly one of profile and generation";
+                    let msg = "the cluster needs exactly one of profile, generation and pipeline";
                     return Err(ScenarioError::Invalid(msg.into()));
                 }
             };
-        let ctx = Context { profile, slo: self.options().slo };
+        let base = self.options(pipeline.clone());
+        let ctx = Context { profile, slo: base.slo, pipeline, servers: Some(base.servers.clone()) };
         let points: Vec<Option<(SweepParam, f64)>> = match &self.sweep {
             Some(s) => s.values.iter().map(|v| Some((s.param, *v))).collect(),
             None => vec![None],
@@ -348,7 +412,7 @@ impl Scenario {
             let (cluster, slots) = self.units(instances)?;
             let (workload, time_scale) = self.workload_at(point)?;
             let options =
-                SimOptions { warmup: ms_to_nanos(self.warmup_s * time_scale * 1e3), ..self.options() };
+                SimOptions { warmup: ms_to_nanos(self.warmup_s * time_scale * 1e3), ..base.clone() };
             for &seed in &self.seeds {
                 let requests = workload.generate(self.duration_s * time_scale, seed)?;
                 for spec in &self.policies {
@@ -361,6 +425,9 @@ impl Scenario {
                     }
                     let told = spec.predictor.tell(&requests, self.max_tokens);
                     let mut report = simulate(policy, &layout, cost.as_ref(), &told, &options);
+                    if let Some(label) = &spec.label {
+                        report.policy = label.clone();
+                    }
                     report.policy.push_str(&spec.predictor.label());
                     rows.push(Row { sweep: point, seed, report });
                     progress(rows.len(), total);

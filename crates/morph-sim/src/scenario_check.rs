@@ -51,9 +51,47 @@ fn arrivals(arrivals: &Arrivals) -> Result<(), ScenarioError> {
     }
 }
 
+fn pipeline(c: &crate::scenario::Cluster) -> Result<(), ScenarioError> {
+    if let Some(p) = &c.pipeline {
+        if c.profile.is_some() || c.generation.is_some() {
+            return bad(
+                "cluster.pipeline",
+                "replaces cluster.profile and cluster.generation; give only one".into(),
+            );
+        }
+        if p.stage_ms.is_empty() || p.stage_ms.len() > usize::from(p.layers) {
+            let why =
+                format!("needs 1 to {} stages (one per layer at most), got {}", p.layers, p.stage_ms.len());
+            return bad("cluster.pipeline.stage_ms", why);
+        }
+        for ms in &p.stage_ms {
+            positive("cluster.pipeline.stage_ms", *ms)?;
+        }
+        if !(0.0..=1.0).contains(&p.serial_fraction) {
+            return bad(
+                "cluster.pipeline.serial_fraction",
+                format!("must be within 0..=1, got {}", p.serial_fraction),
+            );
+        }
+        if !(p.hop_ms.is_finite() && p.hop_ms >= 0.0 && p.model_mb.is_finite() && p.model_mb >= 0.0) {
+            return bad("cluster.pipeline", "hop_ms and model_mb must be zero or more".into());
+        }
+    }
+    if let Some(servers) = &c.servers {
+        if servers.count == 0 || servers.slots == 0 {
+            return bad("cluster.servers", "needs at least one server with one slot".into());
+        }
+        if let Some(mb) = servers.cache_mb {
+            positive("cluster.servers.cache_mb", mb)?;
+        }
+    }
+    Ok(())
+}
+
 /// Every value of `s` that cannot be run as written, as an error naming its key.
 pub(crate) fn check(s: &Scenario) -> Result<(), ScenarioError> {
     positive("duration_s", s.duration_s)?;
+    pipeline(&s.cluster)?;
     if !(s.warmup_s.is_finite() && s.warmup_s >= 0.0) {
         return bad("warmup_s", format!("must be zero or more seconds, got {}", s.warmup_s));
     }

@@ -18,7 +18,8 @@ fn stairs() -> Profile {
 }
 
 fn policy(name: &str, params: serde_json::Value) -> Box<dyn Policy> {
-    let ctx = Context { profile: Some(Arc::new(stairs())), slo: Some(ms_to_nanos(20.0)) };
+    let ctx =
+        Context { profile: Some(Arc::new(stairs())), slo: Some(ms_to_nanos(20.0)), ..Context::default() };
     build(name, &params, &ctx).expect("a known policy")
 }
 

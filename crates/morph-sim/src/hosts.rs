@@ -1,0 +1,101 @@
+//! The simulated hosts: device slots per server, and each server's host-memory parameter cache
+//! (QUART's KeysManager, §6.1): parameters of every unit loaded there stay in memory, evicted
+//! least recently used once they pass 85% of the budget. A launch whose unit is cached on its
+//! server starts warm; otherwise cold.
+
+use morph_core::{Nanos, ServerId, Servers, Time, UnitSpec};
+
+use crate::cost::Startup;
+
+/// QUART §6.1: the watchdog evicts above 85% memory use.
+const EVICT_ABOVE: f64 = 0.85;
+
+/// A server's slots and cache.
+#[derive(Debug)]
+struct Host {
+    slots: u16,
+    used: u16,
+    /// (parameters, bytes, last used), least recently used first after `touch`.
+    cache: Vec<(UnitSpec, u64, Time)>,
+}
+
+/// The parameters a unit needs, whatever its thread count.
+fn key(unit: &UnitSpec) -> UnitSpec {
+    UnitSpec { threads: None, ..*unit }
+}
+
+#[derive(Debug)]
+pub(crate) struct Hosts {
+    hosts: Vec<Host>,
+    cache_bytes: u64,
+    pub(crate) cold: usize,
+    pub(crate) warm: usize,
+    pub(crate) evicted: usize,
+}
+
+impl Hosts {
+    pub(crate) fn new(servers: &Servers, cache_bytes: u64) -> Self {
+        let hosts = servers.slots.iter().map(|&slots| Host { slots, used: 0, cache: Vec::new() }).collect();
+        Self { hosts, cache_bytes, cold: 0, warm: 0, evicted: 0 }
+    }
+
+    /// Takes a slot on `want` (or the first server with one free); why not, if none is free.
+    pub(crate) fn take(&mut self, want: Option<ServerId>) -> Result<ServerId, String> {
+        let index = match want {
+            Some(s) => {
+                let host = self.hosts.get(usize::from(s.0)).ok_or_else(|| format!("no server {s}"))?;
+                if host.used >= host.slots {
+                    return Err(format!(
+                        "server {s} has no free slot ({} of {} used)",
+                        host.used, host.slots
+                    ));
+                }
+                usize::from(s.0)
+            }
+            None => self.hosts.iter().position(|h| h.used < h.slots).ok_or("no server has a free slot")?,
+        };
+        self.hosts[index].used += 1;
+        Ok(ServerId(index as u16))
+    }
+
+    pub(crate) fn free(&mut self, server: ServerId) {
+        if let Some(h) = self.hosts.get_mut(usize::from(server.0)) {
+            h.used = h.used.saturating_sub(1);
+        }
+    }
+
+    /// Whether `unit`'s parameters are in `server`'s host memory (a warm start); counts it.
+    pub(crate) fn start(&mut self, server: ServerId, unit: &UnitSpec, cache_on: bool) -> bool {
+        let k = key(unit);
+        let warm = cache_on
+            && self.hosts.get(usize::from(server.0)).is_some_and(|h| h.cache.iter().any(|e| e.0 == k));
+        if warm {
+            self.warm += 1
+        } else {
+            self.cold += 1
+        }
+        warm
+    }
+
+    /// `unit` was loaded on `server` at `now`: its parameters stay cached (LRU above 85%).
+    pub(crate) fn loaded(&mut self, server: ServerId, unit: &UnitSpec, bytes: u64, now: Time) {
+        let budget = self.cache_bytes;
+        let Some(h) = self.hosts.get_mut(usize::from(server.0)) else { return };
+        let k = key(unit);
+        h.cache.retain(|e| e.0 != k);
+        h.cache.push((k, bytes, now));
+        h.cache.sort_by_key(|e| e.2);
+        let limit = (budget as f64 * EVICT_ABOVE) as u64;
+        while h.cache.len() > 1 && h.cache.iter().map(|e| e.1).sum::<u64>() > limit {
+            h.cache.remove(0);
+            self.evicted += 1;
+        }
+    }
+}
+
+/// The start-up time of `unit`: the whole model's cold or warm time times its share of the
+/// model's layers.
+pub(crate) fn startup_time(startup: &Startup, warm: bool, share: f64) -> Nanos {
+    let whole = if warm { startup.warm } else { startup.cold };
+    (whole as f64 * share).round() as Nanos
+}

@@ -1,0 +1,134 @@
+//! QUART and its baselines on simulated pipelines: QNA's CV propagation against a simulated
+//! two-stage tandem, scale-up from one replica per stage with every request answered once,
+//! cold versus warm starts from the host cache, and launches bounded by servers' slots.
+
+use std::sync::Arc;
+
+use morph_core::{Outcome, PipelineProfile, Policy, RuntimeSpec, Servers, StageTime, time::ms_to_nanos};
+use morph_policy::quart::qna::departure_cv2;
+use morph_policy::registry::{Context, build};
+use morph_sim::cost::Startup;
+use morph_sim::workload::{Arrivals, Lengths};
+use morph_sim::{PipelineCost, Report, SimOptions, Workload, simulate};
+use serde_json::json;
+
+fn pipeline(stage_ms: &[f64]) -> Arc<PipelineProfile> {
+    Arc::new(PipelineProfile {
+        runtime: RuntimeSpec::fixed(128, 1),
+        layers: 8,
+        stages: stage_ms.iter().map(|&ms| StageTime::amdahl(ms, 0.5)).collect(),
+        hop_ms: 0.0,
+    })
+}
+
+fn gamma(rate: f64, cv: f64, seconds: f64, seed: u64) -> Vec<morph_sim::SimRequest> {
+    let workload = Workload {
+        arrivals: Arrivals::Gamma { rate, cv },
+        lengths: Lengths::Fixed { len: 64 },
+        outputs: None,
+        patience_s: None,
+    };
+    workload.generate(seconds, seed).expect("gamma arrivals")
+}
+
+fn run(
+    name: &str,
+    params: serde_json::Value,
+    p: &Arc<PipelineProfile>,
+    servers: Servers,
+    rate: f64,
+    cv: f64,
+) -> Report {
+    let slo = ms_to_nanos(500.0);
+    let ctx = Context {
+        slo: Some(slo),
+        pipeline: Some(p.clone()),
+        servers: Some(servers.clone()),
+        ..Context::default()
+    };
+    let policy: Box<dyn Policy> = build(name, &params, &ctx).expect("a pipeline policy");
+    let layout = policy.layout(servers.total_slots()).expect("pipelines lay out their stages");
+    let options = SimOptions {
+        slo: Some(slo),
+        startup: Startup { cold: ms_to_nanos(8000.0), warm: ms_to_nanos(800.0) },
+        servers,
+        cache_bytes: 1 << 40,
+        model_bytes: 1 << 30,
+        pipeline: Some(p.clone()),
+        ..SimOptions::default()
+    };
+    simulate(policy, &layout, &PipelineCost(p.clone()), &gamma(rate, cv, 240.0, 7), &options)
+}
+
+/// Whitt's QNA says a busy deterministic stage smooths bursty arrivals,
+/// c_d² = 1 + (1 − ρ²)(c_a² − 1) + ρ²(c_s² − 1). A fixed one-replica-per-stage tandem at ρ = 0.8 with arrival CV 2 measures
+/// stage 1's arrival CV near that prediction, well below stage 0's.
+#[test]
+fn qna_predicts_the_cv_the_second_stage_of_a_tandem_sees() {
+    let p = pipeline(&[8.0, 8.0]);
+    // 1 thread: 8 ms per request; λ = 100/s gives ρ = 0.8.
+    let fixed = json!({ "r_max": 1, "pool": { "history_s": 10.0, "cv_window": 5000 } });
+    let report = run("uniform-pipeline", fixed, &p, Servers::new(1, 2), 100.0, 2.0);
+    let cv = |stage: u32| report.gauge_means[&format!("stage_cv{{stage={stage}}}")];
+    let predicted = departure_cv2(cv(0).powi(2), 0.0, 0.8, 1).sqrt();
+    assert!((cv(0) - 2.0).abs() < 0.4, "ingress CV {}", cv(0));
+    assert!(cv(1) < cv(0) * 0.8, "the stage smooths: {} vs {}", cv(1), cv(0));
+    let error = (cv(1) - predicted).abs() / predicted;
+    assert!(error < 0.3, "measured {} vs QNA {predicted}", cv(1));
+}
+
+/// From one replica per stage under a load three replicas per stage can carry, QUART scales
+/// every stage up, answers every request exactly once, and never holds more slots than exist.
+#[test]
+fn quart_scales_a_pipeline_up_and_answers_every_request_once() {
+    let p = pipeline(&[10.0, 20.0, 10.0]);
+    let servers = Servers::new(4, 4);
+    let report = run("quart", json!({}), &p, servers.clone(), 120.0, 1.0);
+    assert_eq!(report.completed, report.requests);
+    assert!(report.outcomes.iter().all(|o| matches!(o, Some(Outcome::Done))));
+    let peak = report.instances_over_time.iter().map(|p| p.1).max().unwrap();
+    assert!(peak > 3 && peak <= servers.total_slots(), "peak {peak}");
+    // The slow middle stage (20 ms) needs the most replicas.
+    let replicas = |s: u32| report.gauge_means[&format!("stage_replicas{{stage={s}}}")];
+    assert!(replicas(1) > replicas(0) && replicas(1) > replicas(2), "{:?}", report.gauge_means);
+}
+
+/// Launches from the host cache start warm; a policy without it (or QUART with it off) starts
+/// every replica cold, and the cold fleet is slower to catch up with a burst.
+#[test]
+fn the_host_cache_makes_relaunches_warm() {
+    let p = pipeline(&[10.0, 10.0]);
+    let on =
+        run("quart", json!({ "pool": { "scale_down_delay_s": 2.0 } }), &p, Servers::new(1, 16), 150.0, 4.0);
+    let off = run(
+        "quart",
+        json!({ "pool": { "scale_down_delay_s": 2.0, "host_cache": false } }),
+        &p,
+        Servers::new(1, 16),
+        150.0,
+        4.0,
+    );
+    assert!(
+        on.warm_starts > 0,
+        "cached stages relaunch warm: {} cold, {} warm",
+        on.cold_starts,
+        on.warm_starts
+    );
+    assert_eq!(off.warm_starts, 0);
+    assert!(off.cold_starts > 0);
+    assert!(on.mean_latency_ms < off.mean_latency_ms, "{} vs {}", on.mean_latency_ms, off.mean_latency_ms);
+}
+
+/// Every baseline runs on the same seams: the whole-model INFless-like pool launches whole
+/// models, the others stages, and each answers every request.
+#[test]
+fn baselines_run_on_the_same_pipeline() {
+    let p = pipeline(&[10.0, 10.0]);
+    for name in ["infless-like", "inferline-like", "cocktail-like", "uniform-pipeline"] {
+        let report = run(name, json!({}), &p, Servers::new(2, 8), 80.0, 1.0);
+        assert_eq!(report.completed, report.requests, "{name}");
+        let whole = report.policy_state["pool"]["whole_model"].as_bool().unwrap();
+        assert_eq!(whole, name == "infless-like", "{name}");
+        assert_eq!(report.warm_starts, 0, "{name} has no host cache");
+    }
+}
