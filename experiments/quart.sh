@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# QUART in simulation at the paper's scale (8-stage BERT-21B, 12 servers × 4 slots):
+#   cv        Fig. 7a/7b analogue: mean/P75-ish/P99 latency, SLO attainment and goodput by input CV,
+#             QUART against INFless-, InferLine-, Cocktail-like and uniform scaling, as ratios
+#   ablations each mechanism removed, the paper's printed forms, gains and period (CV 4, 2 seeds)
+#   stages    Fig. 2a/2b analogue: measured arrival CV and queue per stage beside QNA's prediction
+#   experiments/quart.sh [cv|ablations|stages|all]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release -q -p morph-cli
+which=${1:-all}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+sim() { target/release/morph simulate --scenario "$1" --json >"$tmp/rows.json"; }
+
+if [ "$which" = cv ] || [ "$which" = all ]; then
+  echo "== by input CV (scenarios/quart_cv_sweep_gpu.toml)"
+  sim scenarios/quart_cv_sweep_gpu.toml
+  python3 - "$tmp/rows.json" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+by = {}
+for r in rows:
+    by.setdefault(r["sweep"][1], {})[r["policy"]] = r
+names = [r["policy"] for r in rows if r["sweep"] == rows[0]["sweep"]]
+print(f"{'cv':>5} {'policy':<16} {'mean ms':>9} {'p99 ms':>9} {'SLO':>7} {'good/s':>8} {'slots':>6} {'cold':>5} {'warm':>5} {'quart mean /':>13} {'quart good /':>13}")
+ratios = {n: [] for n in names}
+for cv, p in sorted(by.items()):
+    q = p["quart"]
+    for n in names:
+        r = p[n]
+        lat = q["mean_latency_ms"] / r["mean_latency_ms"]
+        good = q["goodput_rps"] / r["goodput_rps"] if r["goodput_rps"] > 0 else float("inf")
+        ratios[n].append(lat)
+        print(f"{cv:>5g} {n:<16} {r['mean_latency_ms']:>9.1f} {r['p99_latency_ms']:>9.1f} {100*r['slo_attainment']:>6.1f}% {r['goodput_rps']:>8.1f} {r['mean_instances']:>6.1f} {r['cold_starts']:>5} {r['warm_starts']:>5} {lat:>13.2f} {good:>13.2f}")
+print("mean over CVs of quart mean latency / policy's:")
+for n in names:
+    print(f"  {n:<16} {sum(ratios[n]) / len(ratios[n]):.2f}")
+PY
+fi
+
+if [ "$which" = ablations ] || [ "$which" = all ]; then
+  echo "== ablations at input CV 4 (scenarios/quart_ablations_gpu.toml; mean over seeds)"
+  sim scenarios/quart_ablations_gpu.toml
+  python3 - "$tmp/rows.json" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+agg = {}
+for r in rows:
+    a = agg.setdefault(r["policy"], [])
+    a.append(r)
+base = sum(r["mean_latency_ms"] for r in agg["quart"]) / len(agg["quart"])
+print(f"{'variant':<18} {'mean ms':>9} {'p99 ms':>9} {'SLO':>7} {'slots':>6} {'cold':>5} {'warm':>5} {'mean / quart':>13}")
+for name, rs in agg.items():
+    m = lambda k: sum(r[k] for r in rs) / len(rs)
+    print(f"{name:<18} {m('mean_latency_ms'):>9.1f} {m('p99_latency_ms'):>9.1f} {100*m('slo_attainment'):>6.1f}% {m('mean_instances'):>6.1f} {m('cold_starts'):>5.0f} {m('warm_starts'):>5.0f} {m('mean_latency_ms')/base:>13.2f}")
+PY
+fi
+
+if [ "$which" = stages ] || [ "$which" = all ]; then
+  echo "== per stage, one replica each (scenarios/quart_stage_cv_gpu.toml)"
+  sim scenarios/quart_stage_cv_gpu.toml
+  python3 - "$tmp/rows.json" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+print(f"{'input cv':>8} {'stage':>5} {'measured cv':>12} {'QNA cv':>8} {'mean queue':>11}")
+for r in rows:
+    g = r["gauge_means"]
+    stages = sorted(int(k.split("=")[1].rstrip("}")) for k in g if k.startswith("stage_queue{"))
+    for s in stages:
+        key = lambda n: g.get(f"{n}{{stage={s}}}", float("nan"))
+        print(f"{r['sweep'][1]:>8g} {s:>5} {key('stage_cv'):>12.3f} {key('stage_predicted_cv'):>8.3f} {key('stage_queue'):>11.2f}")
+PY
+fi
