@@ -10,7 +10,7 @@ use crate::baselines::inferline::{InferlineConfig, InferlineSizer};
 use crate::baselines::infless::{InflessConfig, InflessSizer};
 use crate::baselines::uniform::{UniformConfig, UniformSizer};
 use crate::fleet::{FleetConfig, FleetPolicy, PRESETS};
-use crate::pipeline::PipelinePolicy;
+use crate::pipeline::{PipelinePolicy, PoolConfig, Sizer};
 use crate::quart::{QuartConfig, QuartSizer};
 use crate::ssjf::{SsjfConfig, SsjfPolicy};
 use crate::{DynamicBatching, DynamicBatchingConfig};
@@ -80,63 +80,42 @@ fn build_pipeline(
     let slo = ctx.slo.ok_or_else(|| PolicyError::NeedsSlo(name.to_string()))?;
     let servers = ctx.servers.clone().unwrap_or_else(|| Servers::new(1, u16::MAX));
 
-    let built: Box<dyn Policy> = match name {
+    let on = |pool: PoolConfig, slo: Nanos| (name, pool, (*pipeline).clone(), servers.clone(), slo);
+    Ok(match name {
         "quart" => {
             let c: QuartConfig = with_nested_params(QuartConfig::default(), params).map_err(params_err)?;
             let slo = c.slo_ms.map_or(slo, ms_to_nanos);
-            Box::new(PipelinePolicy::new(
-                name,
-                c.pool.clone(),
-                (*pipeline).clone(),
-                &servers,
-                slo,
-                QuartSizer::new(c),
-            ))
+            boxed(on(c.pool.clone(), slo), QuartSizer::new(c))
         }
         "infless-like" => {
             let c: InflessConfig =
                 with_nested_params(InflessConfig::default(), params).map_err(params_err)?;
-            Box::new(PipelinePolicy::new(
-                name,
-                c.pool.clone(),
-                (*pipeline).clone(),
-                &servers,
-                slo,
-                InflessSizer(c),
-            ))
+            boxed(on(c.pool.clone(), slo), InflessSizer(c))
         }
         "inferline-like" => {
             let c: InferlineConfig =
                 with_nested_params(InferlineConfig::default(), params).map_err(params_err)?;
-            Box::new(PipelinePolicy::new(
-                name,
-                c.pool.clone(),
-                (*pipeline).clone(),
-                &servers,
-                slo,
-                InferlineSizer(c),
-            ))
+            boxed(on(c.pool.clone(), slo), InferlineSizer(c))
         }
         "cocktail-like" => {
             let c: CocktailConfig =
                 with_nested_params(CocktailConfig::default(), params).map_err(params_err)?;
-            let sizer = CocktailSizer::new(c.clone());
-            Box::new(PipelinePolicy::new(name, c.pool, (*pipeline).clone(), &servers, slo, sizer))
+            boxed(on(c.pool.clone(), slo), CocktailSizer::new(c))
         }
         _ => {
             let c: UniformConfig =
                 with_nested_params(UniformConfig::default(), params).map_err(params_err)?;
-            Box::new(PipelinePolicy::new(
-                name,
-                c.pool.clone(),
-                (*pipeline).clone(),
-                &servers,
-                slo,
-                UniformSizer(c),
-            ))
+            boxed(on(c.pool.clone(), slo), UniformSizer(c))
         }
-    };
-    Ok(built)
+    })
+}
+
+/// A pipeline policy named `name` with `pool` settings on `pipeline` and `servers` under `slo`.
+fn boxed<S: Sizer + 'static>(
+    (name, pool, pipeline, servers, slo): (&str, PoolConfig, PipelineProfile, Servers, Nanos),
+    sizer: S,
+) -> Box<dyn Policy> {
+    Box::new(PipelinePolicy::new(name, pool, pipeline, &servers, slo, sizer))
 }
 
 /// `preset` with the fields of `params` replacing its own (a nested table replaces the preset's
