@@ -26,7 +26,7 @@ struct Replica {
 #[derive(Debug)]
 struct Starting {
     threads: u16,
-    server: Option<ServerId>,
+    server: ServerId,
     key: bool,
 }
 
@@ -185,7 +185,7 @@ impl<S: Sizer> PipelinePolicy<S> {
             self.cluster.hold(server, stage, target.key);
             let ticket = self.tickets.issue();
             let unit = self.unit(stage, target.threads);
-            let start = Starting { threads: target.threads, server: Some(server), key: target.key };
+            let start = Starting { threads: target.threads, server, key: target.key };
             self.stages[i].starting.insert(ticket, start);
             actions.push(Action::Launch { ticket, unit, server: Some(server) });
         }
@@ -321,10 +321,8 @@ impl<S: Sizer> Policy for PipelinePolicy<S> {
             }
             Event::LaunchFailed { ticket, .. } => {
                 for s in &mut self.stages {
-                    if let Some(start) = s.starting.remove(&ticket)
-                        && let Some(server) = start.server
-                    {
-                        self.cluster.release(server, start.key);
+                    if let Some(start) = s.starting.remove(&ticket) {
+                        self.cluster.release(start.server, start.key);
                     }
                 }
             }

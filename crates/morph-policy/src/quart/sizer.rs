@@ -12,7 +12,7 @@ use super::smoother::{Smoothing, smooth};
 use crate::pipeline::{PoolView, Sizer, StageTarget};
 
 /// What the loop concluded for one stage at the last period (for gauges).
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default)]
 struct Estimate {
     target_s: f64,
     delay_s: f64,
