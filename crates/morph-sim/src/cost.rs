@@ -129,9 +129,9 @@ impl CostModel for PipelineCost {
     }
 }
 
-/// How long a launched instance takes to come up: `cold` when its runtime was never loaded on
-/// the cluster before, `warm` when its parameters are still cached in host memory (QUART's
-/// parameter cache; Arlo's replacement "usually lasts approximately 1 second").
+/// How long a launched whole model takes to come up: `cold` from disk, `warm` when its
+/// parameters are still cached in its server's host memory (QUART's parameter cache; Arlo's
+/// replacement "usually lasts approximately 1 second"). A pipeline stage takes its share.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Startup {
     pub cold: Nanos,

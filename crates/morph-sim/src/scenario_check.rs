@@ -203,6 +203,31 @@ mod tests {
                 "outputs = { kind = \"trace\", path = \"t.csv\" }\n[cluster]",
                 "name the column of output lengths",
             ),
+            (
+                "profile = \"p.json\"",
+                "profile = \"p.json\"\npipeline = { layers = 4, stage_ms = [1, 1] }",
+                "cluster.pipeline: replaces cluster.profile",
+            ),
+            (
+                "profile = \"p.json\"",
+                "pipeline = { layers = 2, stage_ms = [1, 1, 1] }",
+                "cluster.pipeline.stage_ms: needs 1 to 2 stages",
+            ),
+            (
+                "profile = \"p.json\"",
+                "pipeline = { layers = 4, stage_ms = [1, 1], serial_fraction = 2 }",
+                "cluster.pipeline.serial_fraction: must be within 0..=1",
+            ),
+            (
+                "profile = \"p.json\"",
+                "pipeline = { layers = 4, stage_ms = [1, 0] }",
+                "cluster.pipeline.stage_ms: must be a positive number, got 0",
+            ),
+            (
+                "profile = \"p.json\"",
+                "profile = \"p.json\"\nservers = { count = 0, slots = 4 }",
+                "cluster.servers",
+            ),
         ] {
             let got = error(from, to).unwrap_or_else(|| panic!("{to} was accepted"));
             assert!(got.contains(says), "{to}: {got}");
