@@ -24,7 +24,10 @@
 //! instances = 10                                  # device slots, for policies that lay out their own
 //! runtimes = [{ runtime = "dynamic:512x8", instances = 10 }]   # for the others
 //! startup_ms = 1000                               # a launched instance's load time (cold)
-//! warm_startup_ms = 1000                          # … when its runtime was loaded before
+//! warm_startup_ms = 1000                          # … when its parameters are cached on its server
+//! # or, for a pipelined model (QUART), stage times instead of a profile, and servers:
+//! # pipeline = { layers = 48, stage_ms = [17.1, …], serial_fraction = 0.7, hop_ms = 1, model_mb = 43000 }
+//! # servers = { count = 12, slots = 4, cache_mb = 1048576 }
 //! [[policies]]
 //! name = "dynamic-batching"
 //! label = "db-16k"                                  # optional: its name in reports
@@ -34,6 +37,8 @@
 //! scaling = { rule = "target-tracking" }
 //! [[policies]]
 //! name = "ssjf"                                    # ssjf | fcfs (generation)
+//!                                                  # quart | infless-like | inferline-like | cocktail-like
+//!                                                  # | uniform-pipeline (cluster.pipeline)
 //! predictor = "oracle"                             # none (default) | oracle | { lognormal = { mu, sigma } }
 //!                                                  # | { recorded = { path, column } } (a real predictor's)
 //! [sweep]                                          # optional: one run per value
