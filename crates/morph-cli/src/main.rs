@@ -5,10 +5,12 @@ mod engine_args;
 mod model_args;
 mod plots;
 mod predictor_args;
+mod process_args;
 mod profile;
 mod serve;
 mod simulate;
 mod train;
+mod worker;
 
 use clap::{Parser, Subcommand};
 
@@ -40,6 +42,9 @@ enum Command {
     /// Train models Morph uses to schedule (SSJF's output-length predictor).
     #[command(subcommand)]
     Train(train::TrainCommand),
+    /// Host one replica in this process (started by `morph serve --workers process`, not by
+    /// hand): connects back to the server and runs the batches it sends.
+    Worker(worker::WorkerArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -64,6 +69,7 @@ fn main() -> anyhow::Result<()> {
         .init();
     match Cli::parse().command {
         Command::Serve(args) => serve::run(args),
+        Command::Worker(args) => worker::run(args),
         Command::Fetch(args) if args.task == serve::Task::Generate => {
             println!("{}", args.model.fetch_decoder()?.display());
             Ok(())

@@ -16,6 +16,7 @@ use morph_server::{ConnectionLimits, EngineKind, Server, ServerConfig};
 use crate::engine_args::{EngineArg, EngineArgs};
 use crate::model_args::ModelArgs;
 use crate::predictor_args::PredictorArgs;
+use crate::process_args::ProcessArgs;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Task {
@@ -70,6 +71,8 @@ pub(crate) struct ServeArgs {
     engine: EngineArgs,
     #[command(flatten)]
     predictor: PredictorArgs,
+    #[command(flatten)]
+    workers: ProcessArgs,
     /// Latency profile (JSON, see `morph profile`): what emulated instances take, and what the
     /// fleet policies plan with.
     #[arg(long)]
@@ -186,6 +189,7 @@ impl ServeArgs {
             api_key: self.api_key,
             max_client_batch: self.max_client_batch,
             predictor,
+            workers: self.workers.config()?,
             limits: ConnectionLimits {
                 header_timeout: Duration::from_secs_f64(self.header_timeout_s),
                 body_timeout: Duration::from_secs_f64(self.body_timeout_s),

@@ -44,6 +44,10 @@ pub enum Event {
     /// ones the [`Action::Run`] started (none for an emptied continuous batch); `failed`: the
     /// engine failed and they were answered with its error (none goes on to a next stage).
     BatchDone { instance: InstanceId, requests: Vec<RequestId>, failed: bool },
+    /// The worker of `instance` is gone (it crashed, or stopped answering and was declared
+    /// dead): the instance has left (the policy must not name it again), and the batch it was
+    /// running, `requests` (maybe none), failed and was answered with the error.
+    InstanceLost { instance: InstanceId, requests: Vec<RequestId> },
     /// An iteration of the continuous batch on `instance` ended and these generations in it
     /// finished (maybe none); their slots are free. The next iteration starts once the policy
     /// has answered. Reported before the [`Event::BatchDone`] of an emptied batch.

@@ -18,8 +18,10 @@ pub mod ort_library;
 pub mod ort_runtime;
 pub mod pooling;
 pub mod predictor;
+pub mod remote;
 pub mod tokenize;
 pub mod tuning;
+pub mod wire;
 pub mod worker;
 
 pub use candle_runtime::{CandleRuntime, Encoder};
@@ -33,7 +35,7 @@ pub use worker::{EngineHandle, EngineWorker};
 use morph_core::{PlanId, RuntimeSpec};
 
 /// Engine failures. `Clone` so one failure can be reported to every request of a batch.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum EngineError {
     #[error("model could not be loaded: {0}")]
     Load(String),
@@ -45,6 +47,9 @@ pub enum EngineError {
     Inference(String),
     #[error("engine worker has stopped")]
     Stopped,
+    /// A worker process crashed, closed its connection or stopped answering.
+    #[error("engine worker lost: {0}")]
+    Lost(String),
     #[error("not supported by this instance: {0}")]
     Unsupported(String),
 }
@@ -63,8 +68,8 @@ pub enum BatchInput<'a> {
     Hidden(&'a [Vec<f32>]),
 }
 
-/// A batch's rows, owned (to send to a worker thread).
-#[derive(Debug, Clone, PartialEq)]
+/// A batch's rows, owned (to send to a worker thread or process).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Rows {
     Tokens(Vec<Vec<u32>>),
     Hidden(Vec<Vec<f32>>),

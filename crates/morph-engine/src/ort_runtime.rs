@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use morph_core::{PlanId, RuntimeSpec, ShapeKind, UnitSpec};
 use ort::environment::Environment;
@@ -61,18 +62,60 @@ pub fn session(
     threads: usize,
     pinned: &[(String, i64)],
 ) -> Result<Session, EngineError> {
+    build_session(env, model, threads, pinned, Optimise::All { save_to: None })
+}
+
+/// How much ONNX Runtime optimises a graph when it builds a session.
+#[derive(Debug, Clone, Copy)]
+enum Optimise<'a> {
+    /// Every optimisation; the optimised graph is also saved to `save_to` (a prepared artefact).
+    All { save_to: Option<&'a Path> },
+    /// None: the graph was optimised when it was prepared.
+    Off,
+}
+
+fn build_session(
+    env: &Environment,
+    model: &[u8],
+    threads: usize,
+    pinned: &[(String, i64)],
+    optimise: Optimise<'_>,
+) -> Result<Session, EngineError> {
     let build = || -> ort::Result<Session> {
-        let mut builder = Session::builder(env)?
-            .with_optimization_level(GraphOptimizationLevel::All)?
-            .with_intra_threads(threads)?
-            .with_inter_threads(1)?
-            .with_intra_op_spinning(false)?;
+        let mut builder = Session::builder(env)?;
+        builder = match optimise {
+            Optimise::All { save_to } => {
+                let builder = builder.with_optimization_level(GraphOptimizationLevel::All)?;
+                match save_to {
+                    Some(path) => builder.with_optimized_model_path(path)?,
+                    None => builder,
+                }
+            }
+            Optimise::Off => builder.with_optimization_level(GraphOptimizationLevel::Disable)?,
+        };
+        let mut builder =
+            builder.with_intra_threads(threads)?.with_inter_threads(1)?.with_intra_op_spinning(false)?;
         for (name, size) in pinned {
             builder = builder.with_dimension_override(name, *size)?;
         }
         builder.commit_from_memory(model)
     };
     build().map_err(|e| EngineError::Load(format!("ONNX Runtime session: {e}")))
+}
+
+/// Where a prepared artefact keeps token plan `plan`'s optimised graph.
+fn prepared_graph(dir: &Path, plan: PlanId) -> PathBuf {
+    dir.join(format!("plan{}.onnx", plan.0))
+}
+
+/// How long starting an instance took, step by step: reading (weights from disk, or a prepared
+/// artefact from host memory), writing the graphs, and ONNX Runtime's set-up (loading its
+/// library into the process, and the sessions).
+#[derive(Debug, Default, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StartTimes {
+    pub read: Duration,
+    pub build: Duration,
+    pub session: Duration,
 }
 
 /// Intra-op threads per session: every core (sessions run one batch at a time each).
@@ -192,13 +235,26 @@ impl OrtEncoder {
     /// thread count) with a session per token plan in `plans`: 0 the plain model, −k merging
     /// k tokens per layer (ToMe, OTAS's γ < 0). Prompt plans (γ > 0) need trained prompts.
     pub fn instance(&self, unit: UnitSpec, plans: &[PlanId]) -> Result<OrtRuntime, EngineError> {
+        self.compile(unit, plans, None).map(|(runtime, _)| runtime)
+    }
+
+    /// Compiles like [`OrtEncoder::instance`], saving each plan's optimised graph under
+    /// `prepare` (a prepared artefact [`OrtRuntime::load_prepared`] starts from), and says how
+    /// long writing the graphs and setting up the sessions took.
+    pub fn compile(
+        &self,
+        unit: UnitSpec,
+        plans: &[PlanId],
+        prepare: Option<&Path>,
+    ) -> Result<(OrtRuntime, StartTimes), EngineError> {
         let spec = unit.runtime;
         if spec.max_len as usize > self.max_positions {
             let detail = format!("the model has {} positions", self.max_positions);
             return Err(EngineError::Shape { runtime: spec, detail });
         }
         let fixed = spec.kind == ShapeKind::Fixed;
-        let threads = unit.threads.map_or_else(default_threads, usize::from);
+        let threads = unit_threads(unit);
+        let mut times = StartTimes::default();
         let mut sessions = Vec::with_capacity(plans.len());
         let (mut io, mut takes_hidden) = (None, false);
         for &plan in plans {
@@ -211,8 +267,11 @@ impl OrtEncoder {
                     )));
                 }
             };
+            let save_to = prepare.map(|dir| prepared_graph(dir, plan));
+            let optimise = Optimise::All { save_to: save_to.as_deref() };
             let (session, plan_io) = match &self.source {
                 Source::Written { checkpoint, pooling } => {
+                    let built = Instant::now();
                     let layers = checkpoint.config.num_hidden_layers;
                     let range = unit
                         .stage
@@ -222,10 +281,12 @@ impl OrtEncoder {
                     let output = if hands_on { GraphOutput::Hidden } else { GraphOutput::Pooled(*pooling) };
                     let shape = fixed.then_some((spec.max_batch, spec.max_len));
                     let graph_spec = GraphSpec { shape, layers: range, prompt: Vec::new(), merge, output };
-                    let graph = encoder_graph(checkpoint, &graph_spec)?;
-                    let out = if hands_on { Output::HandOn } else { Output::Pooled(POOLED.into()) };
-                    let io = Io { token_types: false, output: out };
-                    (session(self.env, &graph.to_model_bytes(), threads, &[])?, io)
+                    let bytes = encoder_graph(checkpoint, &graph_spec)?.to_model_bytes();
+                    times.build += built.elapsed();
+                    let started = Instant::now();
+                    let session = build_session(self.env, &bytes, threads, &[], optimise)?;
+                    times.session += started.elapsed();
+                    (session, Io::written(hands_on))
                 }
                 Source::File { .. } if merge > 0 || unit.stage.is_some() => {
                     return Err(EngineError::Unsupported(
@@ -238,14 +299,67 @@ impl OrtEncoder {
                         .filter(|_| fixed)
                         .filter_map(|(name, size)| name.clone().map(|n| (n, i64::from(size))))
                         .collect();
-                    (session(self.env, bytes, threads, &pinned)?, io.clone())
+                    let started = Instant::now();
+                    let session = build_session(self.env, bytes, threads, &pinned, optimise)?;
+                    times.session += started.elapsed();
+                    (session, io.clone())
                 }
             };
             io = Some(plan_io);
             sessions.push((plan, session));
         }
         let io = io.ok_or_else(|| EngineError::Load("an instance needs at least one token plan".into()))?;
-        Ok(OrtRuntime { sessions, spec, dim: self.dim, pad: self.pad, io, takes_hidden })
+        Ok((OrtRuntime { sessions, spec, dim: self.dim, pad: self.pad, io, takes_hidden }, times))
+    }
+
+    /// Padding token id of the model.
+    pub fn pad(&self) -> u32 {
+        self.pad
+    }
+}
+
+/// Intra-op threads of an instance of `unit`: its own count, or every core.
+fn unit_threads(unit: UnitSpec) -> usize {
+    unit.threads.map_or_else(default_threads, usize::from)
+}
+
+impl Io {
+    /// A graph Morph writes: it hands hidden states on, or pools in the graph.
+    fn written(hands_on: bool) -> Self {
+        let output = if hands_on { Output::HandOn } else { Output::Pooled(POOLED.into()) };
+        Io { token_types: false, output }
+    }
+}
+
+impl OrtRuntime {
+    /// An instance of `unit` from the artefact [`OrtEncoder::compile`] prepared under `dir`
+    /// (Morph's own graphs, already optimised, so optimisation is off): no weights read from
+    /// disk, no graph written. `dim` and `pad` are the model's hidden size and padding id.
+    pub fn load_prepared(
+        library: &Path,
+        dir: &Path,
+        unit: UnitSpec,
+        plans: &[PlanId],
+        (dim, pad): (usize, u32),
+    ) -> Result<(OrtRuntime, StartTimes), EngineError> {
+        let loaded = Instant::now();
+        let env = environment(library)?;
+        let mut times = StartTimes { session: loaded.elapsed(), ..StartTimes::default() };
+        let mut sessions = Vec::with_capacity(plans.len());
+        for &plan in plans {
+            let read = Instant::now();
+            let path = prepared_graph(dir, plan);
+            let bytes = std::fs::read(&path)
+                .map_err(|e| EngineError::Load(format!("prepared graph {}: {e}", path.display())))?;
+            times.read += read.elapsed();
+            let started = Instant::now();
+            sessions.push((plan, build_session(env, &bytes, unit_threads(unit), &[], Optimise::Off)?));
+            times.session += started.elapsed();
+        }
+        let hands_on = unit.stage.is_some_and(|s| s.index + 1 < s.count);
+        let takes_hidden = unit.stage.is_some_and(|s| s.index > 0);
+        let io = Io::written(hands_on);
+        Ok((OrtRuntime { sessions, spec: unit.runtime, dim, pad, io, takes_hidden }, times))
     }
 }
 

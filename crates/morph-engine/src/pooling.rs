@@ -28,6 +28,15 @@ impl std::str::FromStr for Pooling {
     }
 }
 
+impl std::fmt::Display for Pooling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Pooling::Mean => "mean",
+            Pooling::Cls => "cls",
+        })
+    }
+}
+
 #[derive(Deserialize)]
 struct SentenceTransformersPooling {
     #[serde(default)]

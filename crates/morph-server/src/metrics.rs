@@ -4,7 +4,7 @@ use std::fmt::Write;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
-use morph_core::Gauge;
+use morph_core::{Gauge, StartKind};
 
 /// Cumulative-bucket histogram with fixed upper bounds.
 #[derive(Debug)]
@@ -140,6 +140,11 @@ pub struct Metrics {
     /// Generation: how long a prompt waited for its predicted output length (SSJF).
     pub prediction_seconds: Histogram,
     pub prediction_cache_hits: AtomicU64,
+    /// Launches come up, by start kind (cold, warm, hot), and their summed time in ns.
+    starts: [AtomicU64; 3],
+    start_nanos: [AtomicU64; 3],
+    /// Worker processes that crashed or were declared dead.
+    pub workers_lost: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -164,6 +169,9 @@ impl Default for Metrics {
             time_per_output_token_seconds: Histogram::new(SECONDS),
             prediction_seconds: Histogram::new(SECONDS),
             prediction_cache_hits: AtomicU64::new(0),
+            starts: Default::default(),
+            start_nanos: Default::default(),
+            workers_lost: AtomicU64::new(0),
         }
     }
 }
@@ -187,6 +195,12 @@ impl Metrics {
 
     pub fn refused(&self) {
         self.refused.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A launch came up after `took`, started `kind`.
+    pub fn started(&self, kind: StartKind, took: std::time::Duration) {
+        self.starts[kind as usize].fetch_add(1, Ordering::Relaxed);
+        self.start_nanos[kind as usize].fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
     }
 
     pub fn set_queue_size(&self, len: usize) {
@@ -271,6 +285,15 @@ impl Metrics {
             "morph_prediction_seconds",
             "Generation: time a prompt waited for its predicted output length.",
         );
+        let kinds = [StartKind::Cold, StartKind::Warm, StartKind::Hot];
+        let starts = kinds.iter().map(|k| (by_kind(k.label()), load(&self.starts[*k as usize])));
+        let help = "Launched instances come up, by start kind.";
+        family(&mut out, "morph_instance_starts_total", "counter", help, starts);
+        let took = kinds.iter().map(|k| (by_kind(k.label()), load(&self.start_nanos[*k as usize]) / 1e9));
+        let help = "Time from launch to up, summed, by start kind.";
+        family(&mut out, "morph_instance_start_seconds_total", "counter", help, took);
+        let help = "Worker processes that crashed or were declared dead.";
+        family(&mut out, "morph_workers_lost_total", "counter", help, one(load(&self.workers_lost)));
         let help = "Predictions answered from the length cache.";
         family(
             &mut out,

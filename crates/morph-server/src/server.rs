@@ -13,7 +13,7 @@ use tokio::net::TcpListener;
 use crate::api::{AppState, ServedModel, router};
 use crate::connections::ConnectionLimits;
 use crate::driver::Driver;
-use crate::launcher::{EngineKind, Launcher};
+use crate::launcher::{EngineKind, Launcher, ProcessConfig, WorkerModel};
 use crate::metrics::Metrics;
 use crate::prediction::PredictorConfig;
 
@@ -42,6 +42,8 @@ pub struct ServerConfig {
     pub predictor: PredictorConfig,
     /// Deadlines and caps for client connections.
     pub limits: ConnectionLimits,
+    /// Encoder replicas as `morph worker` processes (`None`: threads of this process).
+    pub workers: Option<ProcessConfig>,
 }
 
 #[derive(Debug)]
@@ -84,7 +86,24 @@ impl Server {
             (engine, Some(files)) => {
                 let pooling = config.pooling.unwrap_or_else(|| Pooling::from_model_dir(&files.dir));
                 let tokenizer = Arc::new(TextTokenizer::load(&files.tokenizer)?);
-                (Launcher::new(files, pooling, engine)?, Some(tokenizer), files.name.clone(), Some(pooling))
+                let launcher = match (&config.workers, engine) {
+                    (None, _) => Launcher::new(files, pooling, engine)?,
+                    (Some(workers), EngineKind::Ort { library, plans, .. }) => {
+                        let model = WorkerModel {
+                            dir: files.dir.clone(),
+                            library: library.clone(),
+                            pooling,
+                            plans: plans.clone(),
+                        };
+                        Launcher::new(files, pooling, engine)?.with_processes(workers.clone(), model)?
+                    }
+                    (Some(_), other) => {
+                        let msg =
+                            format!("worker processes run ONNX Runtime, not the {} engine", other.label());
+                        return Err(BuildError::Config(msg));
+                    }
+                };
+                (launcher, Some(tokenizer), files.name.clone(), Some(pooling))
             }
             (_, None) => return Err(BuildError::Config("an encoder engine needs the model's files".into())),
         };
@@ -104,6 +123,9 @@ impl Server {
         };
         let workers = layout.iter().map(|u| launcher.start(*u)).collect::<Result<Vec<_>, _>>()?;
         let metrics = Arc::new(Metrics::default());
+        for start in workers.iter().filter_map(|w| w.start.as_ref()) {
+            metrics.started(start.kind, start.total());
+        }
         let predictions = config.predictor.start(metrics.clone())?.map(Arc::new);
         let driver = Driver::new(policy, workers, launcher.clone(), metrics);
         let generator = launcher.decoder().cloned();
@@ -157,6 +179,11 @@ impl Server {
             t.abort();
         }
         let workers = self.state.driver.take_workers();
-        tokio::task::spawn_blocking(move || drop(workers)).await.map_err(std::io::Error::other)
+        let launcher = self.state.driver.launcher();
+        let stopped = move || {
+            drop(workers);
+            launcher.shutdown();
+        };
+        tokio::task::spawn_blocking(stopped).await.map_err(std::io::Error::other)
     }
 }

@@ -206,6 +206,26 @@ impl Ledger {
         }
     }
 
+    /// The worker of `instance` is gone: the batch it was running ends failed (its requests
+    /// answered with the engine's error), the instance leaves (the driver stops what is left
+    /// of its worker), and the policy hears both at once, so it never names the instance again.
+    pub fn instance_lost(&mut self, now: Time, instance: InstanceId, effects: &mut Vec<Effect>) {
+        let Some(slot) = self.slot_mut(instance) else { return };
+        let requests = match std::mem::replace(&mut slot.work, Work::Idle) {
+            Work::Batch { requests, .. } | Work::Continuous { running: requests } => requests,
+            Work::Idle => Vec::new(),
+        };
+        for &r in &requests {
+            if self.book.get_mut(r).is_some() {
+                let outcome = self.finish(r, true);
+                effects.push(Effect::Answer { request: r, outcome });
+            }
+        }
+        self.instances[instance.0 as usize] = None;
+        effects.push(Effect::Retire { instance });
+        self.tell(now, Event::InstanceLost { instance, requests }, effects);
+    }
+
     /// An iteration of the generations on `instance` ended and `finished` left the batch
     /// (`failed`: the engine failed them). A continuous batch reports it to the policy and
     /// resumes once it has answered; a static batch resumes at once and reports its end.

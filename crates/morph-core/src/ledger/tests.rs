@@ -463,3 +463,28 @@ fn the_book_keeps_only_the_window_of_unanswered_requests() {
     f.waiting(EMBED, 1);
     assert_eq!(f.ledger.unanswered(), r(&[100]));
 }
+
+#[test]
+fn a_lost_instance_fails_its_batch_once_leaves_and_cannot_be_named_again() {
+    let mut f = Fixture::new(&[encoder(), encoder()]);
+    f.arrive(EMBED, vec![run(0, &[0])]);
+    f.arrive(EMBED, vec![run(0, &[])]);
+    f.events();
+    f.will(vec![run(0, &[1])]);
+    let mut effects = Vec::new();
+    f.ledger.instance_lost(Time(3), InstanceId(0), &mut effects);
+    assert_eq!(effects[0], Effect::Answer { request: RequestId(0), outcome: Outcome::Failed });
+    assert!(effects.contains(&Effect::Retire { instance: InstanceId(0) }));
+    assert_eq!(
+        f.events(),
+        vec![Event::InstanceLost { instance: InstanceId(0), requests: r(&[0]) }],
+        "one event for both: no BatchDone that would invite a Run on the lost instance"
+    );
+    assert_eq!(refused(&effects), Violation::UnknownInstance { action: "Run", instance: InstanceId(0) });
+    assert_eq!(f.ledger.instances().count(), 1);
+    assert_eq!(f.ledger.place(RequestId(1)), None, "the request the policy misplaced is answered");
+
+    let mut again = Vec::new();
+    f.ledger.instance_lost(Time(4), InstanceId(0), &mut again);
+    assert!(again.is_empty(), "a second report of the same loss changes nothing: {again:?}");
+}

@@ -9,7 +9,7 @@ use std::ops::Bound;
 
 use morph_core::{
     Action, BatchPlan, DropReason, Event, Gauge, InstanceId, InstanceInfo, PlanId, Policy, RequestId,
-    RequestInfo, RuntimeSpec, Then, Time,
+    RequestInfo, RuntimeSpec, Then, Tickets, Time, UnitSpec,
 };
 use serde_json::json;
 
@@ -32,6 +32,7 @@ impl Default for DynamicBatchingConfig {
 
 #[derive(Debug, Clone, Copy)]
 struct Slot {
+    unit: UnitSpec,
     runtime: RuntimeSpec,
     stage: usize,
     last: bool,
@@ -48,6 +49,7 @@ pub struct DynamicBatching {
     /// What each busy instance runs (to hand on to the next stage).
     running: BTreeMap<InstanceId, Vec<RequestInfo>>,
     longest_runtime: u32,
+    tickets: Tickets,
 }
 
 impl DynamicBatching {
@@ -58,6 +60,7 @@ impl DynamicBatching {
             instances: BTreeMap::new(),
             idle: BTreeSet::new(),
             running: BTreeMap::new(),
+            tickets: Tickets::default(),
             longest_runtime: 0,
         }
     }
@@ -134,7 +137,7 @@ impl DynamicBatching {
         if self.queues.len() <= stage {
             self.queues.resize_with(stage + 1, VecDeque::new);
         }
-        self.instances.insert(id, Slot { runtime: unit.runtime, stage, last });
+        self.instances.insert(id, Slot { unit, runtime: unit.runtime, stage, last });
         self.idle.insert(id);
         if stage == 0 {
             self.longest_runtime = self.longest_runtime.max(unit.runtime.max_len);
@@ -147,6 +150,15 @@ impl DynamicBatching {
         let ran = self.running.remove(&instance).unwrap_or_default();
         if !slot.last && !failed {
             self.queues[slot.stage + 1].extend(ran);
+        }
+    }
+
+    /// The layout is fixed: a lost instance is replaced by a launch of the same unit.
+    fn lost(&mut self, instance: InstanceId, actions: &mut Vec<Action>) {
+        self.idle.remove(&instance);
+        self.running.remove(&instance);
+        if let Some(slot) = self.instances.remove(&instance) {
+            actions.push(Action::Launch { ticket: self.tickets.issue(), unit: slot.unit, server: None });
         }
     }
 
@@ -168,6 +180,7 @@ impl Policy for DynamicBatching {
             Event::Arrival(request) => self.admit(request, actions),
             Event::Cancelled { request } => self.cancelled(request),
             Event::BatchDone { instance, failed, .. } => self.batch_done(instance, failed),
+            Event::InstanceLost { instance, .. } => self.lost(instance, actions),
             Event::Tick | Event::LaunchFailed { .. } | Event::SequencesDone { .. } => {}
         }
         self.schedule(actions);

@@ -192,7 +192,8 @@ impl Policy for SsjfPolicy {
                 self.max_len = self.max_len.max(instance.unit.runtime.max_len);
                 self.slots.push(Slot { id: instance.id, rows, busy: false, running: 0 });
             }
-            Event::LaunchFailed { .. } => {}
+            // Decoders run as threads of the server's own process: never lost.
+            Event::LaunchFailed { .. } | Event::InstanceLost { .. } => {}
             Event::Arrival(request) => self.admit(&request, actions),
             Event::Cancelled { request } => {
                 self.queue.remove(request);

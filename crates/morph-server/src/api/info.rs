@@ -33,10 +33,28 @@ pub(super) async fn info(State(state): State<AppState>) -> Json<Value> {
         "max_client_batch": state.max_client_batch,
         "runtimes": runtimes,
         "policy": state.driver.policy_description(),
+        "workers": workers(&state),
         "predictor": state.predictions.as_ref().map(|p| p.describe()),
         "uptime_s": state.started.elapsed().as_secs_f64(),
         "version": env!("CARGO_PKG_VERSION"),
     }))
+}
+
+/// Worker processes: each instance's process and start, the parked ones, the host cache.
+fn workers(state: &AppState) -> Value {
+    let launcher = state.driver.launcher();
+    let Some(processes) = launcher.processes() else { return json!({"kind": "thread"}) };
+    let instances: Vec<Value> = state
+        .driver
+        .worker_starts()
+        .into_iter()
+        .map(|(id, unit, start)| json!({"instance": id.0, "unit": unit.to_string(), "pid": start.pid, "start": start}))
+        .collect();
+    let parked: Vec<String> = processes.parked().iter().map(ToString::to_string).collect();
+    let cache = processes.cache_state().map(|(contents, bytes, budget, evictions)| {
+        json!({"artefacts": contents, "bytes": bytes, "budget_bytes": budget, "evictions": evictions})
+    });
+    json!({"kind": "process", "instances": instances, "parked": parked, "host_cache": cache})
 }
 
 pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse {

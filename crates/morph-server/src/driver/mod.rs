@@ -16,6 +16,7 @@ use std::time::Instant;
 use morph_core::{
     DropReason, Gauge, Generation, InstanceId, Policy, RequestId, ServerId, StartKind, Ticket, Time, UnitSpec,
 };
+use morph_engine::EngineError;
 use morph_engine::decoder::{GenEvent, Iterations, SamplingParams};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::oneshot;
@@ -108,6 +109,19 @@ impl Driver {
 
     pub fn tick_interval(&self) -> Option<u64> {
         self.lock().policy().tick_interval()
+    }
+
+    /// The instances running as worker processes and how each started.
+    pub fn worker_starts(&self) -> Vec<(InstanceId, UnitSpec, crate::launcher::StartReport)> {
+        let mut state = self.lock();
+        let mut starts: Vec<_> =
+            state.workers_mut().filter_map(|(id, w)| w.start.clone().map(|s| (*id, w.unit, s))).collect();
+        starts.sort_by_key(|(id, _, _)| *id);
+        starts
+    }
+
+    pub fn launcher(&self) -> Arc<Launcher> {
+        self.launcher.clone()
     }
 
     /// Takes every worker out, for the caller to stop them (at shutdown).
@@ -208,28 +222,47 @@ impl Driver {
                         driver.metrics.batch_padded_tokens.observe(shape.tokens() as f64);
                         let result = handle.run(rows, plan).await;
                         driver.metrics.inference_seconds.observe(started.elapsed().as_secs_f64());
-                        let outside = driver.lock().batch_done(driver.now(), instance, &requests, result);
+                        let outside = match result {
+                            Err(EngineError::Lost(why)) => {
+                                tracing::error!(%instance, %why, "worker lost; its batch fails");
+                                driver
+                                    .metrics
+                                    .workers_lost
+                                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                driver.lock().lost(driver.now(), instance, &requests, EngineError::Lost(why))
+                            }
+                            result => driver.lock().batch_done(driver.now(), instance, &requests, result),
+                        };
                         driver.carry_out(outside);
                     });
                 }
                 Outside::Launch { ticket, unit, server } => {
                     tokio::task::spawn_blocking(move || driver.launch(ticket, unit, server));
                 }
-                Outside::Stop(worker) => {
+                Outside::Stop { worker, park: true } => {
+                    tokio::task::spawn_blocking(move || drop(driver.launcher.retire(*worker)));
+                }
+                Outside::Stop { worker, park: false } => {
                     tokio::task::spawn_blocking(move || drop(worker));
                 }
             }
         }
     }
 
-    /// Loads a new instance (warm: the launcher keeps the weights in host memory) and reports it.
-    /// This deployment is one host, server 0; a launch placed elsewhere fails and says so.
+    /// Loads a new instance and reports it: a thread is a warm start (the launcher keeps the
+    /// weights in host memory), a worker process says how it started. This deployment is one
+    /// host, server 0; a launch placed elsewhere fails and says so.
     fn launch(self: Arc<Self>, ticket: Ticket, unit: UnitSpec, server: Option<ServerId>) {
+        let asked = Instant::now();
         let result = match server {
             Some(s) if s != ServerId(0) => {
                 Err(format!("no server {s}: this deployment is one host (server 0)"))
             }
-            _ => self.launcher.start(unit).map(|worker| (worker, StartKind::Warm)).map_err(|e| e.to_string()),
+            _ => self.launcher.start(unit).map_err(|e| e.to_string()).map(|worker| {
+                let kind = worker.start.as_ref().map_or(StartKind::Warm, |s| s.kind);
+                self.metrics.started(kind, asked.elapsed());
+                (worker, kind)
+            }),
         };
         if let Err(e) = &result {
             tracing::error!(%unit, error = %e, "launching an instance failed");

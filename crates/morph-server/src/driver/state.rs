@@ -3,7 +3,7 @@
 //! of finished batches until the ledger says where they go. Every method takes `now` and
 //! returns the [`Outside`] work to start once the caller has released its lock.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -35,8 +35,9 @@ pub(crate) enum Outside {
     },
     /// Start a worker for `unit`, then report it with [`State::launched`].
     Launch { ticket: Ticket, unit: UnitSpec, server: Option<ServerId> },
-    /// Stop this worker (joining its thread).
-    Stop(Box<Worker>),
+    /// Stop this worker (joining its thread), or, when `park`, hand it to the launcher, which
+    /// may keep it loaded for a hot start.
+    Stop { worker: Box<Worker>, park: bool },
 }
 
 #[derive(Debug)]
@@ -48,6 +49,8 @@ pub(crate) struct State {
     outputs: HashMap<RequestId, Result<Vec<f32>, EngineError>>,
     /// When each pending launch was asked for.
     launches: HashMap<Ticket, Instant>,
+    /// Instances whose worker is gone, until the ledger retires them (never parked).
+    lost: HashSet<InstanceId>,
     metrics: Arc<Metrics>,
 }
 
@@ -59,6 +62,7 @@ impl State {
             workers: HashMap::new(),
             outputs: HashMap::new(),
             launches: HashMap::new(),
+            lost: HashSet::new(),
             metrics,
         }
     }
@@ -193,6 +197,22 @@ impl State {
         self.apply(effects)
     }
 
+    /// The worker of `instance` is gone (`error` says how): the batch it ran (these requests)
+    /// is answered with the error, and the instance leaves.
+    pub(crate) fn lost(
+        &mut self,
+        now: Time,
+        instance: InstanceId,
+        requests: &[RequestId],
+        error: EngineError,
+    ) -> Vec<Outside> {
+        self.outputs.extend(requests.iter().map(|r| (*r, Err(error.clone()))));
+        self.lost.insert(instance);
+        let mut effects = Vec::new();
+        self.ledger.instance_lost(now, instance, &mut effects);
+        self.apply(effects)
+    }
+
     /// A decoder worker's iteration report.
     pub(crate) fn iteration(
         &mut self,
@@ -225,7 +245,7 @@ impl State {
                         (Some(id), None)
                     }
                     // No launch had that ticket: the worker has no place.
-                    None => (None, Some(Outside::Stop(Box::new(worker)))),
+                    None => (None, Some(Outside::Stop { worker: Box::new(worker), park: true })),
                 }
             }
             Err(e) => {
@@ -283,7 +303,9 @@ impl State {
                     outside.push(Outside::Launch { ticket, unit, server });
                 }
                 Effect::Retire { instance } => {
-                    outside.extend(self.workers.remove(&instance).map(|w| Outside::Stop(Box::new(w))));
+                    let park = !self.lost.remove(&instance);
+                    let worker = self.workers.remove(&instance);
+                    outside.extend(worker.map(|w| Outside::Stop { worker: Box::new(w), park }));
                 }
                 Effect::Answer { request, outcome } => self.answer(request, outcome),
                 Effect::Forward { request, .. } => {

@@ -165,3 +165,27 @@ async fn a_refused_call_withdraws_a_batch_that_had_not_started() {
     let (_, _, outside) = state.submit(Time(2), vec![4]);
     run_of(outside);
 }
+
+#[tokio::test]
+async fn a_lost_worker_answers_its_batch_once_with_the_error_leaves_and_is_replaced() {
+    let (mut state, _) = state_with(fifo());
+    let (id, mut rx, outside) = state.submit(Time(1), vec![1, 2, 3]);
+    let (requests, _) = run_of(outside);
+    let lost = EngineError::Lost("worker process 7 connection lost mid-batch".into());
+    let outside = state.lost(Time(2), InstanceId(0), &requests, lost.clone());
+    assert_eq!(rx.try_recv().expect("answered"), Err(SeqError::Engine(lost)));
+    let stopped = matches!(outside[0], Outside::Stop { park: false, .. });
+    assert!(stopped, "what is left of the worker is stopped, never parked: {outside:?}");
+    let launches: Vec<UnitSpec> = outside
+        .iter()
+        .filter_map(|o| match o {
+            Outside::Launch { unit, .. } => Some(*unit),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(launches, vec![UnitSpec::encoder(RuntimeSpec::dynamic(64, 8))], "the layout is restored");
+    assert_eq!(state.ledger().instances().count(), 0);
+    assert!(state.ledger().unanswered().is_empty());
+    let again = state.batch_done(Time(3), InstanceId(0), &[id], Ok(vec![vec![1.0, 1.0]]));
+    assert!(again.is_empty(), "a late report of the lost instance changes nothing");
+}

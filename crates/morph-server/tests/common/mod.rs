@@ -61,6 +61,7 @@ pub(crate) fn emulated(batch_ms: f64, runtime: RuntimeSpec, max_queue: usize) ->
         max_client_batch: 4,
         predictor: Default::default(),
         limits: Default::default(),
+        workers: None,
     }
 }
 

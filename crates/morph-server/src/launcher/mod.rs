@@ -1,7 +1,13 @@
-//! The in-process launcher: loads the model once and starts workers, one per instance (one
-//! unit), at start-up and whenever the policy launches one: encoder engine workers, or decoder
-//! workers running generations by iterations. The weights stay in host memory, so a launch
-//! after start-up is a warm start.
+//! The launcher: loads the model once and starts workers, one per instance (one unit), at
+//! start-up and whenever the policy launches one: encoder engine workers, or decoder workers
+//! running generations by iterations. In-process workers are threads and share the weights
+//! kept in host memory (a launch after start-up is warm); with [`ProcessConfig`], encoder
+//! replicas are `morph worker` processes ([`process`]) started cold, warm or hot.
+
+pub mod host_cache;
+pub mod process;
+
+pub use process::{ProcessConfig, ProcessLauncher, StartReport, WorkerModel};
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -48,6 +54,8 @@ impl EngineKind {
 pub struct Launcher {
     source: Source,
     started: AtomicU32,
+    /// Encoder replicas run as worker processes.
+    processes: Option<ProcessLauncher>,
 }
 
 #[derive(Debug)]
@@ -67,6 +75,8 @@ enum Source {
 pub struct Worker {
     pub unit: UnitSpec,
     pub engine: WorkerEngine,
+    /// How a worker process started (none for a thread of this process).
+    pub start: Option<StartReport>,
 }
 
 #[derive(Debug)]
@@ -97,17 +107,54 @@ impl Launcher {
             EngineKind::Emulated { profile, dim } => return Ok(Self::emulated(profile.clone(), *dim)),
             EngineKind::Decoder { gguf } => return Self::decoder_from(gguf),
         };
-        Ok(Self { source, started: AtomicU32::new(0) })
+        Ok(Self { source, started: AtomicU32::new(0), processes: None })
     }
 
     /// A launcher of emulated instances that sleep for `profile`'s latency.
     pub fn emulated(profile: Arc<Profile>, dim: usize) -> Self {
-        Self { source: Source::Emulated { profile, dim }, started: AtomicU32::new(0) }
+        Self { source: Source::Emulated { profile, dim }, started: AtomicU32::new(0), processes: None }
     }
 
     /// A launcher of decoder instances of the GGUF model at `gguf`.
     pub fn decoder_from(gguf: &std::path::Path) -> Result<Self, EngineError> {
-        Ok(Self { source: Source::Decoder(Arc::new(Llama::load(gguf)?)), started: AtomicU32::new(0) })
+        Ok(Self {
+            source: Source::Decoder(Arc::new(Llama::load(gguf)?)),
+            started: AtomicU32::new(0),
+            processes: None,
+        })
+    }
+
+    /// Runs encoder replicas as `morph worker` processes (Morph's own ONNX graphs only).
+    pub fn with_processes(mut self, config: ProcessConfig, model: WorkerModel) -> Result<Self, EngineError> {
+        if !matches!(&self.source, Source::Ort(encoder, _) if encoder.layers().is_some()) {
+            let what = "worker processes run the ONNX graphs Morph writes (--engine ort, no --onnx)";
+            return Err(EngineError::Unsupported(what.into()));
+        }
+        self.processes = Some(ProcessLauncher::new(config, model)?);
+        Ok(self)
+    }
+
+    /// The worker processes' launcher, if replicas run as processes.
+    pub fn processes(&self) -> Option<&ProcessLauncher> {
+        self.processes.as_ref()
+    }
+
+    /// Takes a retired worker back: a worker process may be parked for a later hot start
+    /// (`None`); anything else is handed back to be stopped.
+    pub fn retire(&self, worker: Worker) -> Option<Worker> {
+        match (&self.processes, worker) {
+            (Some(p), Worker { unit, engine: WorkerEngine::Encoder(engine), start: Some(start) }) => p
+                .park(unit, engine, start.pid)
+                .map(|engine| Worker { unit, engine: WorkerEngine::Encoder(engine), start: Some(start) }),
+            (_, worker) => Some(worker),
+        }
+    }
+
+    /// Stops parked workers and gives the host cache's memory back (at shutdown).
+    pub fn shutdown(&self) {
+        if let Some(p) = &self.processes {
+            p.shutdown();
+        }
     }
 
     /// Output dimension of every instance.
@@ -192,10 +239,16 @@ impl Launcher {
             (Source::Decoder(_), UnitKind::Encoder) | (_, UnitKind::Decoder) => {
                 return Err(EngineError::Unsupported(format!("a {:?} unit on this launcher", unit.kind)));
             }
-            (_, UnitKind::Encoder) => {
-                WorkerEngine::Encoder(EngineWorker::spawn(name, self.engine(unit)?).map_err(spawn_err)?)
-            }
+            (_, UnitKind::Encoder) => match &self.processes {
+                Some(processes) => {
+                    let (worker, report) = processes.start(unit, name)?;
+                    return Ok(Worker { unit, engine: WorkerEngine::Encoder(worker), start: Some(report) });
+                }
+                None => {
+                    WorkerEngine::Encoder(EngineWorker::spawn(name, self.engine(unit)?).map_err(spawn_err)?)
+                }
+            },
         };
-        Ok(Worker { unit, engine })
+        Ok(Worker { unit, engine, start: None })
     }
 }

@@ -1,0 +1,286 @@
+//! Replicas as `morph worker` processes, end to end: all-MiniLM-L6-v2 cut into 3 stages, each
+//! stage a worker process, answers the unsplit server's vectors; a worker killed mid-batch
+//! (SIGKILL) fails only its own batch, with a clear error, every call answered once, and is
+//! replaced warm from the host cache (faster than its cold start); a worker that stops
+//! answering is declared dead after the batch timeout; a worker in another network namespace
+//! serves over TCP.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use morph_core::{ModelId, PlanId, RuntimeSpec, StageSpec, UnitSpec};
+use morph_engine::fetch::{ModelSource, Pip, fetch, morph_home};
+use morph_engine::ort_library::onnxruntime_library;
+use morph_engine::pooling::cosine;
+use morph_engine::remote::{Endpoint, Listener, RemoteEngine};
+use morph_engine::{Engine, OrtEncoder, Pooling};
+use serde_json::{Value, json};
+
+/// A `morph serve` child, killed when dropped.
+struct Served {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Served {
+    /// SIGTERM: the server stops its workers and empties its host cache.
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(flags: &[&str]) -> Served {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_morph"))
+        .args(["serve", "--port", "0", "--engine", "ort", "--runtime", "dynamic:128x4"])
+        .args(flags)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting morph serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("stdout line");
+    let url =
+        line.trim().strip_prefix("morph listening on ").unwrap_or_else(|| panic!("{line:?}")).to_string();
+    Served { child, url }
+}
+
+const TEXTS: [&str; 3] = [
+    "A man is eating food.",
+    "The quick brown fox jumps over the lazy dog, again and again, all afternoon.",
+    "Stages hand hidden states on, process to process.",
+];
+
+async fn embed(url: &str, texts: &[&str]) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .post(format!("{url}/v1/embeddings"))
+        .json(&json!({ "input": texts }))
+        .timeout(Duration::from_secs(120))
+        .send()
+        .await
+        .expect("an answer");
+    let status = response.status().as_u16();
+    (status, response.json().await.expect("JSON body"))
+}
+
+fn vectors(body: &Value) -> Vec<Vec<f32>> {
+    let data = body["data"].as_array().expect("data");
+    data.iter()
+        .map(|d| {
+            d["embedding"].as_array().expect("vector").iter().map(|x| x.as_f64().expect("f") as f32).collect()
+        })
+        .collect()
+}
+
+async fn get_json(url: &str, path: &str) -> Value {
+    reqwest::get(format!("{url}{path}")).await.expect("GET").json().await.expect("JSON")
+}
+
+async fn metric(url: &str, series: &str) -> f64 {
+    let text = reqwest::get(format!("{url}/metrics")).await.expect("metrics").text().await.expect("text");
+    let line = text.lines().find(|l| l.starts_with(series)).unwrap_or_else(|| panic!("{series} in {text}"));
+    line.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("a number")
+}
+
+/// The worker processes of the server, in instance order: (unit, pid, start kind, total ms).
+async fn workers(url: &str) -> Vec<(String, u32, String, f64)> {
+    let info = get_json(url, "/info").await;
+    assert_eq!(info["workers"]["kind"], "process", "{info}");
+    let instances = info["workers"]["instances"].as_array().expect("instances").clone();
+    instances
+        .iter()
+        .map(|w| {
+            let start = &w["start"];
+            let kind = start["kind"].as_str().expect("kind").to_string();
+            (
+                w["unit"].as_str().expect("unit").into(),
+                w["pid"].as_u64().expect("pid") as u32,
+                kind,
+                start["total_ms"].as_f64().expect("ms"),
+            )
+        })
+        .collect()
+}
+
+fn signal(pid: u32, name: &str) {
+    let status = Command::new("kill").args([&format!("-{name}"), &pid.to_string()]).status().expect("kill");
+    assert!(status.success(), "kill -{name} {pid}");
+}
+
+async fn until(what: &str, mut ready: impl AsyncFnMut() -> bool) {
+    for _ in 0..600 {
+        if ready().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+#[tokio::test]
+async fn stage_workers_give_the_unsplit_vectors_and_a_killed_one_fails_its_batch_once_then_comes_back_warm() {
+    let whole = serve(&["--stages", "1", "--workers", "thread"]);
+    let (status, body) = embed(&whole.url, &TEXTS).await;
+    assert_eq!(status, 200, "{body}");
+    let expected = vectors(&body);
+    drop(whole);
+
+    let split = serve(&["--stages", "3", "--workers", "process"]);
+    let (status, body) = embed(&split.url, &TEXTS).await;
+    assert_eq!(status, 200, "{body}");
+    for (a, b) in vectors(&body).iter().zip(&expected) {
+        assert!(cosine(a, b) >= 0.99999, "3 worker processes vs whole: cosine {}", cosine(a, b));
+    }
+    let before = workers(&split.url).await;
+    assert_eq!(before.len(), 3, "{before:?}");
+    assert!(
+        before.iter().all(|w| w.2 == "cold"),
+        "the first replica of each stage starts from disk: {before:?}"
+    );
+    let (stage1, victim, _, cold_ms) = before[1].clone();
+    assert!(stage1.contains("stage1of3"), "{stage1}");
+
+    // 120 calls in flight, then the middle stage's worker is killed under them.
+    let calls: Vec<_> = (0..120)
+        .map(|i| {
+            let url = split.url.clone();
+            tokio::spawn(async move {
+                let text = format!("call {i} {}", "about workers ".repeat(i % 20));
+                embed(&url, &[text.as_str()]).await
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    signal(victim, "KILL");
+    let mut answered = (0, 0);
+    for call in calls {
+        let (status, body) = call.await.expect("every call is answered");
+        match status {
+            200 => answered.0 += 1,
+            500 => {
+                let message = body["error"]["message"].as_str().unwrap_or_default();
+                assert!(
+                    message.contains("engine worker lost") && message.contains(&victim.to_string()),
+                    "{body}"
+                );
+                answered.1 += 1;
+            }
+            other => panic!("a call answered {other}: {body}"),
+        }
+    }
+    assert_eq!(answered.0 + answered.1, 120);
+    assert!(answered.1 <= 4, "only the batch on the killed worker fails: {answered:?}");
+    assert_eq!(metric(&split.url, "morph_workers_lost_total").await, 1.0);
+
+    until("the replacement worker", async || workers(&split.url).await.len() == 3).await;
+    let after = workers(&split.url).await;
+    let replaced = after.iter().find(|w| w.0 == stage1).expect("stage 1 is back");
+    assert_ne!(replaced.1, victim, "a new process");
+    assert_eq!(replaced.2, "warm", "its prepared graphs were in the host cache: {after:?}");
+    assert!(replaced.3 < cold_ms, "warm {} ms is faster than cold {cold_ms} ms", replaced.3);
+    let (status, body) = embed(&split.url, &TEXTS).await;
+    assert_eq!(status, 200, "{body}");
+    let info = get_json(&split.url, "/info").await;
+    let cached = info["workers"]["host_cache"]["artefacts"].as_array().expect("artefacts").len();
+    assert_eq!(cached, 3, "one prepared artefact per stage: {info}");
+}
+
+#[tokio::test]
+async fn a_worker_that_stops_answering_is_declared_dead_after_the_batch_timeout() {
+    let served = serve(&["--stages", "3", "--workers", "process", "--worker-batch-timeout-s", "1"]);
+    let (status, _) = embed(&served.url, &TEXTS).await;
+    assert_eq!(status, 200);
+    let last = workers(&served.url).await[2].clone();
+    signal(last.1, "STOP");
+    let (status, body) = embed(&served.url, &TEXTS).await;
+    assert_eq!(status, 500, "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("declared dead"), "{body}");
+    until("the replacement worker", async || {
+        workers(&served.url).await.iter().any(|w| w.0 == last.0 && w.1 != last.1)
+    })
+    .await;
+    assert!(!std::path::Path::new(&format!("/proc/{}", last.1)).exists(), "the silent worker was killed");
+    let (status, body) = embed(&served.url, &TEXTS).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+/// A network namespace with a veth pair to this one, removed when dropped.
+struct Netns {
+    name: String,
+}
+
+impl Netns {
+    fn new(name: &str, host: &str, peer: &str) -> Self {
+        let ip = |args: &[&str]| {
+            let out = Command::new("ip").args(args).output().expect("running ip");
+            assert!(out.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+        };
+        let _ = Command::new("ip").args(["netns", "del", name]).output();
+        ip(&["netns", "add", name]);
+        let netns = Netns { name: name.into() };
+        let (outer, inner) = (format!("{name}-o"), format!("{name}-i"));
+        ip(&["link", "add", &outer, "type", "veth", "peer", "name", &inner]);
+        ip(&["link", "set", &inner, "netns", name]);
+        ip(&["addr", "add", &format!("{host}/30"), "dev", &outer]);
+        ip(&["link", "set", &outer, "up"]);
+        ip(&["netns", "exec", name, "ip", "addr", "add", &format!("{peer}/30"), "dev", &inner]);
+        ip(&["netns", "exec", name, "ip", "link", "set", &inner, "up"]);
+        ip(&["netns", "exec", name, "ip", "link", "set", "lo", "up"]);
+        netns
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["link", "del", &format!("{}-o", self.name)]).output();
+        let _ = Command::new("ip").args(["netns", "del", &self.name]).output();
+    }
+}
+
+#[test]
+fn a_worker_in_another_network_namespace_serves_a_stage_over_tcp() {
+    let files = fetch(&ModelSource::Default, &morph_home()).expect("the default model");
+    let library = onnxruntime_library(None, &morph_home(), &Pip::from_env()).expect("ONNX Runtime");
+    let stage =
+        UnitSpec::encoder(RuntimeSpec::dynamic(64, 2)).with_stage(StageSpec::even(ModelId(0), 1, 3, 6));
+    let hidden = vec![vec![0.25f32; 5 * 384], vec![-0.5f32; 3 * 384]];
+    let local = OrtEncoder::load(&files, Pooling::Mean, &library).expect("encoder");
+    let expected = local
+        .instance(stage, &[PlanId::PLAIN])
+        .expect("stage")
+        .run(morph_engine::BatchInput::Hidden(&hidden), PlanId::PLAIN)
+        .expect("local run");
+
+    let name = format!("morphw{}", std::process::id() % 100_000);
+    let (host, peer) = ("10.231.7.1", "10.231.7.2");
+    let netns = Netns::new(&name, host, peer);
+    let listener = Listener::bind(&format!("tcp:{host}:0").parse::<Endpoint>().expect("endpoint"))
+        .expect("listen on the veth");
+    let endpoint = listener.endpoint().expect("endpoint");
+    let child = Command::new("ip")
+        .args(["netns", "exec", &netns.name, env!("CARGO_BIN_EXE_morph"), "worker"])
+        .arg(format!("--connect={endpoint}"))
+        .arg("--model")
+        .arg(&files.dir)
+        .arg("--ort-library")
+        .arg(&library)
+        .arg(format!("--unit={}", serde_json::to_string(&stage).expect("unit")))
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("a worker in the namespace");
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let mut remote =
+        RemoteEngine::accept(&listener, Some(child), stage.runtime, deadline, Duration::from_secs(60))
+            .expect("the worker connects across the namespaces");
+    assert_ne!(remote.pid(), std::process::id());
+    let got = remote.run(morph_engine::BatchInput::Hidden(&hidden), PlanId::PLAIN).expect("remote run");
+    assert_eq!(got.len(), expected.len());
+    for (a, b) in got.iter().zip(&expected) {
+        assert_eq!(a.len(), b.len());
+        let worst = a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
+        assert!(worst < 1e-5, "the stage's hidden states over TCP match the local run: {worst}");
+    }
+    drop(remote);
+}

@@ -1,0 +1,145 @@
+//! The server's side of one worker process: an [`Engine`] whose batches run in the worker. A
+//! worker that exits, closes its connection or answers nothing within the batch timeout is
+//! lost: it is killed, and the batch (and every later one) fails with [`EngineError::Lost`].
+
+use std::io;
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use morph_core::{PlanId, RuntimeSpec};
+
+use super::endpoint::{Listener, Stream};
+use crate::wire::{self, Boot, FromWorker, ToWorker};
+use crate::{BatchInput, Engine, EngineError, Rows};
+
+/// One connected, started worker.
+#[derive(Debug)]
+pub struct RemoteEngine {
+    stream: Option<Stream>,
+    /// The worker's process, when this side started it (a worker started elsewhere has none).
+    child: Option<Child>,
+    runtime: RuntimeSpec,
+    boot: Boot,
+    batch_timeout: Duration,
+}
+
+impl RemoteEngine {
+    /// Waits on `listener` (until `deadline`) for the worker `child` (if this side started it)
+    /// to connect and report its engine built; a worker that exits first, fails to build or
+    /// never connects is killed and its reason returned.
+    pub fn accept(
+        listener: &Listener,
+        mut child: Option<Child>,
+        runtime: RuntimeSpec,
+        deadline: Instant,
+        batch_timeout: Duration,
+    ) -> Result<Self, EngineError> {
+        let started = Self::handshake(listener, child.as_mut(), deadline);
+        match started {
+            Ok((stream, boot)) => Ok(Self { stream: Some(stream), child, runtime, boot, batch_timeout }),
+            Err(e) => {
+                if let Some(mut child) = child {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn handshake(
+        listener: &Listener,
+        child: Option<&mut Child>,
+        deadline: Instant,
+    ) -> Result<(Stream, Boot), EngineError> {
+        let lost = |e: io::Error| EngineError::Lost(format!("worker did not start: {e}"));
+        let mut child = child;
+        let exited = || match child.as_mut().map(|c| c.try_wait()) {
+            Some(Ok(Some(status))) => Some(io::Error::other(format!("the worker exited ({status})"))),
+            _ => None,
+        };
+        let mut stream = listener.accept(deadline, exited).map_err(lost)?;
+        let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+        stream.set_read_timeout(Some(left)).map_err(lost)?;
+        match wire::recv::<FromWorker>(&mut stream).map_err(lost)? {
+            FromWorker::Ready(boot) => Ok((stream, boot)),
+            FromWorker::Failed(e) => Err(e),
+            FromWorker::Done(_) => Err(EngineError::Lost("the worker answered a batch nobody sent".into())),
+        }
+    }
+
+    /// How the worker started, as it measured.
+    pub fn boot(&self) -> &Boot {
+        &self.boot
+    }
+
+    /// The worker's process id (as it reported it).
+    pub fn pid(&self) -> u32 {
+        self.boot.pid
+    }
+
+    fn exchange(&mut self, plan: PlanId, rows: Rows) -> Result<Vec<Vec<f32>>, EngineError> {
+        let Some(stream) = self.stream.as_mut() else {
+            return Err(EngineError::Lost("the worker was lost earlier".into()));
+        };
+        let sent = stream
+            .set_read_timeout(Some(self.batch_timeout))
+            .and_then(|()| wire::send(stream, &ToWorker::Run { plan, rows }))
+            .and_then(|()| wire::recv::<FromWorker>(stream));
+        match sent {
+            Ok(FromWorker::Done(result)) => result,
+            Ok(other) => Err(self.lose(format!("answered a batch with {other:?}"))),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                Err(self.lose(format!("no answer within {:?}; declared dead", self.batch_timeout)))
+            }
+            Err(e) => Err(self.lose(format!("connection lost mid-batch ({e})"))),
+        }
+    }
+
+    /// The worker is gone or declared dead: kill it (if ours) and say why.
+    fn lose(&mut self, why: String) -> EngineError {
+        self.stream = None;
+        let status = self.child.as_mut().map(|child| {
+            let _ = child.kill();
+            child.wait().map_or_else(|e| e.to_string(), |s| s.to_string())
+        });
+        let pid = self.boot.pid;
+        let status = status.map_or_else(String::new, |s| format!(", {s}"));
+        EngineError::Lost(format!("worker process {pid} {why}{status}"))
+    }
+}
+
+impl Engine for RemoteEngine {
+    fn runtime(&self) -> RuntimeSpec {
+        self.runtime
+    }
+
+    fn dim(&self) -> usize {
+        self.boot.dim
+    }
+
+    fn run(&mut self, input: BatchInput<'_>, plan: PlanId) -> Result<Vec<Vec<f32>>, EngineError> {
+        let rows = match input {
+            BatchInput::Tokens(rows) => Rows::Tokens(rows.to_vec()),
+            BatchInput::Hidden(rows) => Rows::Hidden(rows.to_vec()),
+        };
+        self.exchange(plan, rows)
+    }
+}
+
+impl Drop for RemoteEngine {
+    /// Asks the worker to stop; kills it if it has not exited within a second.
+    fn drop(&mut self) {
+        if let Some(mut stream) = self.stream.take() {
+            let _ = wire::send(&mut stream, &ToWorker::Stop);
+        }
+        if let Some(mut child) = self.child.take() {
+            let deadline = Instant::now() + Duration::from_secs(1);
+            while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}

@@ -1,0 +1,13 @@
+//! Engines in other processes. A `morph worker` process hosts one replica (one engine) and
+//! talks to the server over the framed transport of [`crate::wire`], on a Unix socket or TCP
+//! ([`Endpoint`]), so a worker may live on another host. [`RemoteEngine`] is the server's side
+//! (an [`crate::Engine`] like any other, so it runs behind an [`crate::EngineWorker`]);
+//! [`serve_worker`] is the worker's.
+
+mod endpoint;
+mod engine;
+mod worker;
+
+pub use endpoint::{Endpoint, Listener, Stream};
+pub use engine::RemoteEngine;
+pub use worker::{Built, serve_worker};

@@ -1,0 +1,98 @@
+//! The binary framed transport between the server and a `morph worker` process, over a Unix
+//! socket or TCP alike: every frame is a 4-byte little-endian length, then one message encoded
+//! with postcard (a compact serde format: a batch's floats travel as their 4 bytes each).
+
+use std::io::{self, Read, Write};
+
+use morph_core::PlanId;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::ort_runtime::StartTimes;
+use crate::{EngineError, Rows};
+
+/// The largest frame either side accepts (a batch of hidden states is megabytes, not more).
+pub const MAX_FRAME: usize = 1 << 30;
+
+/// What the server asks of a worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ToWorker {
+    /// Run one batch under token plan `plan`; answered by one [`FromWorker::Done`].
+    Run { plan: PlanId, rows: Rows },
+    /// Finish: the worker exits.
+    Stop,
+}
+
+/// What a worker tells the server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum FromWorker {
+    /// The engine is built and has run its first batch: the replica is up.
+    Ready(Boot),
+    /// The engine could not be built; the worker exits.
+    Failed(EngineError),
+    /// The outputs of the last batch, or why it failed.
+    Done(Result<Vec<Vec<f32>>, EngineError>),
+}
+
+/// How a worker started, measured inside it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Boot {
+    pub pid: u32,
+    /// Output size of the engine (the hidden size).
+    pub dim: usize,
+    /// Started from a prepared artefact in host memory (warm), not from the weights on disk.
+    pub prepared: bool,
+    pub times: StartTimes,
+    /// The first batch (one short sequence), run before `Ready`.
+    pub first_batch: std::time::Duration,
+}
+
+/// Writes `message` as one frame and flushes.
+pub fn send<T: Serialize>(stream: &mut impl Write, message: &T) -> io::Result<()> {
+    let body = postcard::to_stdvec(message).map_err(io::Error::other)?;
+    if body.len() > MAX_FRAME {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("a {} byte frame", body.len())));
+    }
+    stream.write_all(&(body.len() as u32).to_le_bytes())?;
+    stream.write_all(&body)?;
+    stream.flush()
+}
+
+/// Reads one frame and decodes it. A stream closed between frames is `UnexpectedEof`.
+pub fn recv<T: DeserializeOwned>(stream: &mut impl Read) -> io::Result<T> {
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len)?;
+    let len = u32::from_le_bytes(len) as usize;
+    if len > MAX_FRAME {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("a {len} byte frame")));
+    }
+    let mut body = vec![0u8; len];
+    stream.read_exact(&mut body)?;
+    postcard::from_bytes(&body).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_survive_a_round_trip_and_oversize_frames_are_refused() {
+        let run = ToWorker::Run { plan: PlanId(-2), rows: Rows::Hidden(vec![vec![1.5, -0.0, f32::MIN]]) };
+        let mut buf = Vec::new();
+        send(&mut buf, &run).expect("send");
+        send(&mut buf, &FromWorker::Done(Err(EngineError::Stopped))).expect("send");
+        let mut reader = buf.as_slice();
+        assert_eq!(recv::<ToWorker>(&mut reader).expect("first"), run);
+        assert_eq!(
+            recv::<FromWorker>(&mut reader).expect("second"),
+            FromWorker::Done(Err(EngineError::Stopped))
+        );
+        let eof = recv::<FromWorker>(&mut reader).expect_err("nothing left");
+        assert_eq!(eof.kind(), io::ErrorKind::UnexpectedEof);
+
+        let mut huge = ((MAX_FRAME + 1) as u32).to_le_bytes().to_vec();
+        huge.extend([0; 8]);
+        let err = recv::<ToWorker>(&mut huge.as_slice()).expect_err("too big");
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+    }
+}
