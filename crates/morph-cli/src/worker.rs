@@ -84,7 +84,7 @@ fn build(args: &WorkerArgs, unit: UnitSpec, plans: &[PlanId]) -> Result<Built, E
             let read = read.elapsed();
             let (runtime, mut times) = encoder.compile(unit, plans, args.prepare.as_deref())?;
             times.read = read;
-            times.session += library;
+            times.library = library;
             (runtime, times, false)
         }
     };

@@ -108,11 +108,12 @@ fn prepared_graph(dir: &Path, plan: PlanId) -> PathBuf {
     dir.join(format!("plan{}.onnx", plan.0))
 }
 
-/// How long starting an instance took, step by step: reading (weights from disk, or a prepared
-/// artefact from host memory), writing the graphs, and ONNX Runtime's set-up (loading its
-/// library into the process, and the sessions).
+/// How long starting an instance took, step by step: loading ONNX Runtime's library into the
+/// process, reading (weights from disk, or a prepared artefact from host memory), writing the
+/// graphs, and setting up the sessions.
 #[derive(Debug, Default, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct StartTimes {
+    pub library: Duration,
     pub read: Duration,
     pub build: Duration,
     pub session: Duration,
@@ -344,7 +345,7 @@ impl OrtRuntime {
     ) -> Result<(OrtRuntime, StartTimes), EngineError> {
         let loaded = Instant::now();
         let env = environment(library)?;
-        let mut times = StartTimes { session: loaded.elapsed(), ..StartTimes::default() };
+        let mut times = StartTimes { library: loaded.elapsed(), ..StartTimes::default() };
         let mut sessions = Vec::with_capacity(plans.len());
         for &plan in plans {
             let read = Instant::now();

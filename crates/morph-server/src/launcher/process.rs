@@ -42,6 +42,7 @@ pub struct StartReport {
     pub kind: StartKind,
     pub total_ms: f64,
     pub spawn_ms: f64,
+    pub library_ms: f64,
     pub read_ms: f64,
     pub build_ms: f64,
     pub session_ms: f64,
@@ -52,12 +53,13 @@ pub struct StartReport {
 impl StartReport {
     fn new(kind: StartKind, total: Duration, boot: &Boot) -> Self {
         let t = boot.times;
-        let inside = t.read + t.build + t.session + boot.first_batch;
+        let inside = t.library + t.read + t.build + t.session + boot.first_batch;
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         Self {
             kind,
             total_ms: ms(total),
             spawn_ms: ms(total.saturating_sub(inside)),
+            library_ms: ms(t.library),
             read_ms: ms(t.read),
             build_ms: ms(t.build),
             session_ms: ms(t.session),
