@@ -130,6 +130,14 @@ fn misuse_gets_one_clear_line() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("unknown field `lamda`"), "{err}");
+    let out = morph().args(fleet).args(["arlo", "--slo-ms", "100", "--workers", "process"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--workers process runs with dynamic-batching"), "{err}");
+    let emulated =
+        ["serve", "--port", "0", "--engine", "emulated", "--profile", profile, "--workers", "process"];
+    let out = morph().args(emulated).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("worker processes run ONNX Runtime"), "{err}");
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let url = format!("http://{closed}");
     let out = morph().args(["bench", "--url", &url, "--corpus", "x.txt", "--rate", "1"]).output().unwrap();

@@ -72,6 +72,13 @@ impl Server {
         if config.runtimes.is_empty() && !own_layout {
             return Err(BuildError::Config("at least one runtime with one instance is needed".into()));
         }
+        if config.workers.is_some() && own_layout {
+            let msg = format!(
+                "policy '{}' runs its instances as threads of the server; --workers process runs with dynamic-batching",
+                config.policy
+            );
+            return Err(BuildError::Config(msg));
+        }
         if config.stages > 1 && own_layout {
             let msg = format!("policy '{}' lays out whole models; it cannot run --stages", config.policy);
             return Err(BuildError::Config(msg));

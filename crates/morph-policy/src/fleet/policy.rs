@@ -346,9 +346,8 @@ impl Policy for FleetPolicy {
             Event::Tick => self.tick(now, actions),
             // Encoder batches run as a unit: only BatchDone frees an instance.
             Event::SequencesDone { .. } => {}
-            // Never sent: the live server runs Arlo's instances as threads of its own process,
-            // and the simulator loses none (worker processes run dynamic-batching or a
-            // pipeline policy).
+            // Never sent: the live server refuses worker processes for this policy (its
+            // instances are threads of the server), and the simulator loses none.
             Event::InstanceLost { .. } => {}
         }
     }
