@@ -64,9 +64,16 @@ pub(crate) struct ServeArgs {
     /// "target-tracking"}}' (see `morph_policy::fleet::FleetConfig`).
     #[arg(long, default_value = "{}")]
     policy_params: String,
-    /// Latency SLO in ms for the fleet policies (capacity per instance, autoscaling targets).
+    /// Latency SLO in ms for the fleet policies (capacity per instance, autoscaling targets)
+    /// and the pipeline policies (split over the stages in proportion to their times).
     #[arg(long)]
     slo_ms: Option<f64>,
+    /// Pipeline policies (quart, infless-like, inferline-like, cocktail-like,
+    /// uniform-pipeline; with --stages N and one --runtime; --instances is the slots they may
+    /// fill): every stage is timed at start-up on one request of this many tokens, on 1 and 2
+    /// threads.
+    #[arg(long, default_value_t = 64)]
+    stage_profile_len: u32,
     #[command(flatten)]
     engine: EngineArgs,
     #[command(flatten)]
@@ -190,6 +197,7 @@ impl ServeArgs {
             max_client_batch: self.max_client_batch,
             predictor,
             workers: self.workers.config()?,
+            stage_profile_len: self.stage_profile_len,
             limits: ConnectionLimits {
                 header_timeout: Duration::from_secs_f64(self.header_timeout_s),
                 body_timeout: Duration::from_secs_f64(self.body_timeout_s),

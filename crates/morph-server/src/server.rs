@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use morph_core::RuntimeSpec;
+use morph_core::{RuntimeSpec, Servers};
 use morph_engine::{EngineError, ModelFiles, Pooling, TextTokenizer};
 use morph_policy::registry::{self, Context};
 use tokio::net::TcpListener;
@@ -16,6 +16,7 @@ use crate::driver::Driver;
 use crate::launcher::{EngineKind, Launcher, ProcessConfig, WorkerModel};
 use crate::metrics::Metrics;
 use crate::prediction::PredictorConfig;
+use crate::stage_profile;
 
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -44,6 +45,8 @@ pub struct ServerConfig {
     pub limits: ConnectionLimits,
     /// Encoder replicas as `morph worker` processes (`None`: threads of this process).
     pub workers: Option<ProcessConfig>,
+    /// Pipeline policies: the tokens of the one request each stage is timed on at start-up.
+    pub stage_profile_len: u32,
 }
 
 #[derive(Debug)]
@@ -66,22 +69,6 @@ impl Server {
     pub fn build(config: ServerConfig) -> Result<Self, BuildError> {
         if config.instances == 0 {
             return Err(BuildError::Config("at least one instance is needed".into()));
-        }
-        let policy = registry::build(&config.policy, &config.policy_params, &config.policy_context)?;
-        let own_layout = policy.layout(config.instances).is_some();
-        if config.runtimes.is_empty() && !own_layout {
-            return Err(BuildError::Config("at least one runtime with one instance is needed".into()));
-        }
-        if config.workers.is_some() && own_layout {
-            let msg = format!(
-                "policy '{}' runs its instances as threads of the server; --workers process runs with dynamic-batching",
-                config.policy
-            );
-            return Err(BuildError::Config(msg));
-        }
-        if config.stages > 1 && own_layout {
-            let msg = format!("policy '{}' lays out whole models; it cannot run --stages", config.policy);
-            return Err(BuildError::Config(msg));
         }
         let (launcher, tokenizer, name, pooling) = match (&config.engine, &config.model) {
             (EngineKind::Decoder { gguf }, _) => {
@@ -114,6 +101,27 @@ impl Server {
             }
             (_, None) => return Err(BuildError::Config("an encoder engine needs the model's files".into())),
         };
+        let pipelined = registry::PIPELINES.contains(&config.policy.as_str());
+        let mut context = config.policy_context.clone();
+        if pipelined && context.pipeline.is_none() {
+            context = pipeline_context(&launcher, &config, context)?;
+        }
+        let policy = registry::build(&config.policy, &config.policy_params, &context)?;
+        let own_layout = policy.layout(config.instances).is_some();
+        if config.runtimes.is_empty() && !own_layout {
+            return Err(BuildError::Config("at least one runtime with one instance is needed".into()));
+        }
+        if config.workers.is_some() && own_layout && !pipelined {
+            let msg = format!(
+                "policy '{}' runs its instances as threads of the server; --workers process runs with dynamic-batching or a pipeline policy",
+                config.policy
+            );
+            return Err(BuildError::Config(msg));
+        }
+        if config.stages > 1 && own_layout && !pipelined {
+            let msg = format!("policy '{}' lays out whole models; it cannot run --stages", config.policy);
+            return Err(BuildError::Config(msg));
+        }
         let launcher = Arc::new(launcher);
         let layout = match policy.layout(config.instances) {
             Some(layout) => layout,
@@ -169,6 +177,7 @@ impl Server {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
+        self.state.driver.begin();
         self.state.driver.forward_iterations();
         let ticker = self.state.driver.tick_interval().map(|every| {
             let driver = self.state.driver.clone();
@@ -193,4 +202,24 @@ impl Server {
         };
         tokio::task::spawn_blocking(stopped).await.map_err(std::io::Error::other)
     }
+}
+
+/// A pipeline policy's context on this one host: the stages' times measured now (unless the
+/// caller gave them), and `--instances` slots to place replicas in.
+fn pipeline_context(
+    launcher: &Launcher,
+    config: &ServerConfig,
+    context: Context,
+) -> Result<Context, BuildError> {
+    let [runtime] = config.runtimes.as_slice() else {
+        let msg = format!("policy '{}' runs one pipeline: give exactly one --runtime", config.policy);
+        return Err(BuildError::Config(msg));
+    };
+    if config.stages < 2 {
+        let msg = format!("policy '{}' sizes pipeline stages: give --stages N (N >= 2)", config.policy);
+        return Err(BuildError::Config(msg));
+    }
+    let profile = stage_profile::measure(launcher, *runtime, config.stages, config.stage_profile_len)?;
+    let slots = config.instances.max(usize::from(config.stages)).min(usize::from(u16::MAX)) as u16;
+    Ok(Context { pipeline: Some(Arc::new(profile)), servers: Some(Servers::new(1, slots)), ..context })
 }

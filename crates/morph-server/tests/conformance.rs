@@ -194,6 +194,7 @@ async fn live() -> (Vec<(Event, Vec<Action>)>, Vec<Outcome>) {
     let launcher = Arc::new(Launcher::emulated(Arc::new(profile()), 4));
     let workers = layout().into_iter().map(|u| launcher.start(u).expect("worker")).collect();
     let driver = Driver::new(policy, workers, launcher, Arc::new(Metrics::default()));
+    driver.begin();
     let mut outcomes = Vec::new();
     for len in STREAM {
         let (claim, rx) = driver.submit(vec![1; len as usize]);

@@ -287,7 +287,12 @@ impl<S: Sizer> PipelinePolicy<S> {
         };
         let threads = info.unit.threads.unwrap_or(1);
         s.replicas.insert(info.id, Replica { threads, server: info.server, key, running: Vec::new() });
-        self.rebalance(actions);
+        // The initial layout comes up one replica at a time: launching for a stage whose first
+        // replica is about to register would start a replica nobody asked for.
+        let laying_out = launched.is_none() && self.stages.iter().any(|s| s.replicas.is_empty());
+        if !laying_out {
+            self.rebalance(actions);
+        }
         self.dispatch(stage, actions);
     }
 

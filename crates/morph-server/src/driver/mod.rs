@@ -30,6 +30,8 @@ use crate::metrics::Metrics;
 /// Shared by every HTTP handler and batch task.
 pub struct Driver {
     state: Mutex<State>,
+    /// Work asked for before the server ran, until [`Driver::begin`].
+    pending: Mutex<Vec<Outside>>,
     launcher: Arc<Launcher>,
     epoch: Instant,
     pub metrics: Arc<Metrics>,
@@ -79,11 +81,19 @@ impl Driver {
         metrics: Arc<Metrics>,
     ) -> Arc<Self> {
         let mut state = State::new(policy, metrics.clone());
+        let mut pending = Vec::new();
         for worker in workers {
-            let (_, outside) = state.add_worker(Time::ZERO, worker);
-            debug_assert!(outside.is_empty(), "no requests yet, so nothing to do");
+            pending.extend(state.add_worker(Time::ZERO, worker).1);
         }
-        Arc::new(Self { state: Mutex::new(state), launcher, epoch: Instant::now(), metrics })
+        let pending = Mutex::new(pending);
+        Arc::new(Self { state: Mutex::new(state), pending, launcher, epoch: Instant::now(), metrics })
+    }
+
+    /// Starts what the policy asked for while the initial workers registered (launches, say).
+    /// Call from within the runtime, once, when the server starts.
+    pub fn begin(self: &Arc<Self>) {
+        let pending = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
+        self.carry_out(pending);
     }
 
     /// Instances per unit (runtime, stage, threads), now.

@@ -62,6 +62,7 @@ pub(crate) fn emulated(batch_ms: f64, runtime: RuntimeSpec, max_queue: usize) ->
         predictor: Default::default(),
         limits: Default::default(),
         workers: None,
+        stage_profile_len: 64,
     }
 }
 
