@@ -45,9 +45,11 @@ pub enum Event {
     /// engine failed and they were answered with its error (none goes on to a next stage).
     BatchDone { instance: InstanceId, requests: Vec<RequestId>, failed: bool },
     /// The worker of `instance` is gone (it crashed, or stopped answering and was declared
-    /// dead): the instance has left (the policy must not name it again), and the batch it was
-    /// running, `requests` (maybe none), failed and was answered with the error.
-    InstanceLost { instance: InstanceId, requests: Vec<RequestId> },
+    /// dead): the instance has left (the policy must not name it again). Of the batch it was
+    /// running, `retried` are waiting again at that instance's stage (their first loss: the
+    /// policy queues them again, first), and `failed` were answered with the error (lost a
+    /// second time) or had been cancelled.
+    InstanceLost { instance: InstanceId, retried: Vec<RequestId>, failed: Vec<RequestId> },
     /// An iteration of the continuous batch on `instance` ended and these generations in it
     /// finished (maybe none); their slots are free. The next iteration starts once the policy
     /// has answered. Reported before the [`Event::BatchDone`] of an emptied batch.

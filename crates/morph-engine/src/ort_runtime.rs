@@ -87,11 +87,18 @@ fn build_session(
             Optimise::All { save_to } => {
                 let builder = builder.with_optimization_level(GraphOptimizationLevel::All)?;
                 match save_to {
-                    Some(path) => builder.with_optimized_model_path(path)?,
+                    Some(path) => builder
+                        .with_config_entry("session.save_model_format", "ORT")?
+                        .with_optimized_model_path(path)?,
                     None => builder,
                 }
             }
-            Optimise::Off => builder.with_optimization_level(GraphOptimizationLevel::Disable)?,
+            // The session reads the graph and its weights in place from `model` (which is why
+            // prepared bytes are `'static`): no copy of the initializers.
+            Optimise::Off => builder
+                .with_optimization_level(GraphOptimizationLevel::Disable)?
+                .with_config_entry("session.use_ort_model_bytes_directly", "1")?
+                .with_config_entry("session.use_ort_model_bytes_for_initializers", "1")?,
         };
         let mut builder =
             builder.with_intra_threads(threads)?.with_inter_threads(1)?.with_intra_op_spinning(false)?;
@@ -105,7 +112,7 @@ fn build_session(
 
 /// Where a prepared artefact keeps token plan `plan`'s optimised graph.
 fn prepared_graph(dir: &Path, plan: PlanId) -> PathBuf {
-    dir.join(format!("plan{}.onnx", plan.0))
+    dir.join(format!("plan{}.ort", plan.0))
 }
 
 /// How long starting an instance took, step by step: loading ONNX Runtime's library into the
@@ -352,6 +359,8 @@ impl OrtRuntime {
             let path = prepared_graph(dir, plan);
             let bytes = std::fs::read(&path)
                 .map_err(|e| EngineError::Load(format!("prepared graph {}: {e}", path.display())))?;
+            // Kept for the life of the process: the session runs on these bytes in place.
+            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
             times.read += read.elapsed();
             let started = Instant::now();
             sessions.push((plan, build_session(env, &bytes, unit_threads(unit), &[], Optimise::Off)?));

@@ -21,6 +21,8 @@ pub(super) struct Entry {
     pub(super) place: Place,
     /// Its client left while it ran; it is answered `Cancelled` when its batch lets it go.
     pub(super) cancelled: bool,
+    /// It was in a batch whose worker was lost and is running again: a second loss fails it.
+    pub(super) retried: bool,
 }
 
 #[derive(Debug, Default)]

@@ -174,7 +174,12 @@ impl Ledger {
         let id = self.book.next_id();
         let NewRequest { input_len, generation, service } = new;
         let info = RequestInfo { id, input_len, arrival: now, generation, service };
-        self.book.insert(Entry { info, place: Place::Waiting { stage: 0 }, cancelled: false });
+        self.book.insert(Entry {
+            info,
+            place: Place::Waiting { stage: 0 },
+            cancelled: false,
+            retried: false,
+        });
         self.tell(now, Event::Arrival(info), effects);
         id
     }
@@ -206,24 +211,36 @@ impl Ledger {
         }
     }
 
-    /// The worker of `instance` is gone: the batch it was running ends failed (its requests
-    /// answered with the engine's error), the instance leaves (the driver stops what is left
-    /// of its worker), and the policy hears both at once, so it never names the instance again.
+    /// The worker of `instance` is gone: the instance leaves (the driver stops what is left of
+    /// its worker), each request of the batch it ran waits again at its stage the first time
+    /// this happens to it (retried once) and is answered failed the second time, and the policy
+    /// hears all of it in one event, so it never names the instance again.
     pub fn instance_lost(&mut self, now: Time, instance: InstanceId, effects: &mut Vec<Effect>) {
         let Some(slot) = self.slot_mut(instance) else { return };
+        let stage = slot.unit.stage_index();
         let requests = match std::mem::replace(&mut slot.work, Work::Idle) {
             Work::Batch { requests, .. } | Work::Continuous { running: requests } => requests,
             Work::Idle => Vec::new(),
         };
-        for &r in &requests {
-            if self.book.get_mut(r).is_some() {
-                let outcome = self.finish(r, true);
-                effects.push(Effect::Answer { request: r, outcome });
+        let (mut retried, mut failed) = (Vec::new(), Vec::new());
+        for r in requests {
+            match self.book.get_mut(r) {
+                Some(entry) if !entry.cancelled && !entry.retried => {
+                    entry.retried = true;
+                    entry.place = Place::Waiting { stage };
+                    retried.push(r);
+                }
+                Some(_) => {
+                    let outcome = self.finish(r, true);
+                    effects.push(Effect::Answer { request: r, outcome });
+                    failed.push(r);
+                }
+                None => {}
             }
         }
         self.instances[instance.0 as usize] = None;
         effects.push(Effect::Retire { instance });
-        self.tell(now, Event::InstanceLost { instance, requests }, effects);
+        self.tell(now, Event::InstanceLost { instance, retried, failed }, effects);
     }
 
     /// An iteration of the generations on `instance` ended and `finished` left the batch

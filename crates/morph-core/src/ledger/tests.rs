@@ -465,26 +465,42 @@ fn the_book_keeps_only_the_window_of_unanswered_requests() {
 }
 
 #[test]
-fn a_lost_instance_fails_its_batch_once_leaves_and_cannot_be_named_again() {
+fn a_lost_instance_leaves_its_batch_is_retried_once_and_it_cannot_be_named_again() {
     let mut f = Fixture::new(&[encoder(), encoder()]);
     f.arrive(EMBED, vec![run(0, &[0])]);
-    f.arrive(EMBED, vec![run(0, &[])]);
+    f.arrive(EMBED, Vec::new());
     f.events();
     f.will(vec![run(0, &[1])]);
     let mut effects = Vec::new();
     f.ledger.instance_lost(Time(3), InstanceId(0), &mut effects);
-    assert_eq!(effects[0], Effect::Answer { request: RequestId(0), outcome: Outcome::Failed });
     assert!(effects.contains(&Effect::Retire { instance: InstanceId(0) }));
+    assert!(
+        !effects.iter().any(|e| matches!(e, Effect::Answer { request: RequestId(0), .. })),
+        "{effects:?}"
+    );
     assert_eq!(
         f.events(),
-        vec![Event::InstanceLost { instance: InstanceId(0), requests: r(&[0]) }],
+        vec![Event::InstanceLost { instance: InstanceId(0), retried: r(&[0]), failed: Vec::new() }],
         "one event for both: no BatchDone that would invite a Run on the lost instance"
     );
     assert_eq!(refused(&effects), Violation::UnknownInstance { action: "Run", instance: InstanceId(0) });
     assert_eq!(f.ledger.instances().count(), 1);
+    assert_eq!(f.ledger.place(RequestId(0)), Some(Place::Waiting { stage: 0 }), "waiting again");
     assert_eq!(f.ledger.place(RequestId(1)), None, "the request the policy misplaced is answered");
 
     let mut again = Vec::new();
     f.ledger.instance_lost(Time(4), InstanceId(0), &mut again);
     assert!(again.is_empty(), "a second report of the same loss changes nothing: {again:?}");
+
+    f.on_tick(vec![run(1, &[0])]);
+    f.events();
+    let mut second = Vec::new();
+    f.ledger.instance_lost(Time(5), InstanceId(1), &mut second);
+    assert!(
+        second.contains(&Effect::Answer { request: RequestId(0), outcome: Outcome::Failed }),
+        "{second:?}"
+    );
+    let lost = Event::InstanceLost { instance: InstanceId(1), retried: Vec::new(), failed: r(&[0]) };
+    assert_eq!(f.events(), vec![lost], "lost twice: failed, not retried again");
+    assert!(f.ledger.unanswered().is_empty());
 }

@@ -153,11 +153,15 @@ impl DynamicBatching {
         }
     }
 
-    /// The layout is fixed: a lost instance is replaced by a launch of the same unit.
-    fn lost(&mut self, instance: InstanceId, actions: &mut Vec<Action>) {
+    /// The layout is fixed: a lost instance is replaced by a launch of the same unit. The
+    /// requests of its batch that are `retried` go back to the front of their stage's queue.
+    fn lost(&mut self, instance: InstanceId, retried: &[RequestId], actions: &mut Vec<Action>) {
         self.idle.remove(&instance);
-        self.running.remove(&instance);
+        let ran = self.running.remove(&instance).unwrap_or_default();
         if let Some(slot) = self.instances.remove(&instance) {
+            for request in ran.into_iter().rev().filter(|r| retried.contains(&r.id)) {
+                self.queues[slot.stage].push_front(request);
+            }
             actions.push(Action::Launch { ticket: self.tickets.issue(), unit: slot.unit, server: None });
         }
     }
@@ -180,7 +184,7 @@ impl Policy for DynamicBatching {
             Event::Arrival(request) => self.admit(request, actions),
             Event::Cancelled { request } => self.cancelled(request),
             Event::BatchDone { instance, failed, .. } => self.batch_done(instance, failed),
-            Event::InstanceLost { instance, .. } => self.lost(instance, actions),
+            Event::InstanceLost { instance, retried, .. } => self.lost(instance, &retried, actions),
             Event::Tick | Event::LaunchFailed { .. } | Event::SequencesDone { .. } => {}
         }
         self.schedule(actions);

@@ -315,14 +315,20 @@ impl<S: Sizer> PipelinePolicy<S> {
 }
 
 impl<S: Sizer> PipelinePolicy<S> {
-    /// A replica's worker is gone: its batch failed (answered by the ledger), it leaves its
-    /// stage and its slot; the next control period launches the stage back to its target.
-    fn lost(&mut self, now: Time, instance: InstanceId, actions: &mut Vec<Action>) {
+    /// A replica's worker is gone: it leaves its stage and its slot (the next control period
+    /// launches the stage back to its target); the requests of its batch that are `retried`
+    /// go back to the front of the stage's queue, the others were answered by the ledger.
+    fn lost(&mut self, now: Time, instance: InstanceId, retried: &[RequestId], actions: &mut Vec<Action>) {
         let Some(stage) = self.stage_of(instance) else { return };
         let s = &mut self.stages[usize::from(stage)];
         if let Some(replica) = s.replicas.remove(&instance) {
-            for &(_, since) in &replica.running {
-                s.stats.finished(now, now.since(since));
+            for &(request, since) in replica.running.iter().rev() {
+                if retried.contains(&request) {
+                    s.queue.push_front((request, since));
+                    self.waiting.insert(request, stage);
+                } else {
+                    s.stats.finished(now, now.since(since));
+                }
             }
             self.cluster.release(replica.server, replica.key);
         }
@@ -363,7 +369,7 @@ impl<S: Sizer> Policy for PipelinePolicy<S> {
                 }
             }
             Event::BatchDone { instance, failed, .. } => self.batch_done(now, instance, failed, actions),
-            Event::InstanceLost { instance, .. } => self.lost(now, instance, actions),
+            Event::InstanceLost { instance, retried, .. } => self.lost(now, instance, &retried, actions),
             Event::Cancelled { request } => {
                 if let Some(stage) = self.waiting.remove(&request) {
                     self.stages[usize::from(stage)].queue.retain(|q| q.0 != request);

@@ -18,13 +18,11 @@ pub enum SeqError {
 }
 
 /// The next input of an encoder sequence: its tokens, or the hidden states its last stage
-/// handed on.
+/// handed on (kept while its batch runs, in case it must run again).
 #[derive(Debug)]
 pub(crate) enum Input {
     Tokens(Vec<u32>),
     Hidden(Vec<f32>),
-    /// In a batch now.
-    Taken,
 }
 
 #[derive(Debug)]

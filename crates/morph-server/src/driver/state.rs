@@ -197,8 +197,9 @@ impl State {
         self.apply(effects)
     }
 
-    /// The worker of `instance` is gone (`error` says how): the batch it ran (these requests)
-    /// is answered with the error, and the instance leaves.
+    /// The worker of `instance` is gone (`error` says how): the instance leaves; of the batch
+    /// it ran (these requests), those lost for the first time wait to run again, the others
+    /// are answered with the error.
     pub(crate) fn lost(
         &mut self,
         now: Time,
@@ -210,7 +211,11 @@ impl State {
         self.lost.insert(instance);
         let mut effects = Vec::new();
         self.ledger.instance_lost(now, instance, &mut effects);
-        self.apply(effects)
+        let outside = self.apply(effects);
+        for r in requests.iter().filter(|r| self.ledger.place(**r).is_some()) {
+            self.outputs.remove(r);
+        }
+        outside
     }
 
     /// A decoder worker's iteration report.
@@ -337,10 +342,11 @@ impl State {
                 for r in requests {
                     let Some(Job::Embed { input, enqueued, .. }) = self.jobs.get_mut(r) else { continue };
                     self.metrics.queue_seconds.observe((started - *enqueued).as_secs_f64());
-                    match std::mem::replace(input, Input::Taken) {
-                        Input::Tokens(ids) => tokens.push(ids),
-                        Input::Hidden(h) => hidden.push(h),
-                        Input::Taken => {}
+                    // A copy: the job keeps its input until the batch ends, to run it again if
+                    // the worker is lost.
+                    match input {
+                        Input::Tokens(ids) => tokens.push(ids.clone()),
+                        Input::Hidden(h) => hidden.push(h.clone()),
                     }
                 }
                 let rows = if hidden.is_empty() { Rows::Tokens(tokens) } else { Rows::Hidden(hidden) };

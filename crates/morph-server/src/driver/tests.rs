@@ -167,25 +167,35 @@ async fn a_refused_call_withdraws_a_batch_that_had_not_started() {
 }
 
 #[tokio::test]
-async fn a_lost_worker_answers_its_batch_once_with_the_error_leaves_and_is_replaced() {
+async fn a_lost_worker_leaves_and_is_replaced_and_its_batch_runs_once_more_then_fails() {
     let (mut state, _) = state_with(fifo());
     let (id, mut rx, outside) = state.submit(Time(1), vec![1, 2, 3]);
     let (requests, _) = run_of(outside);
     let lost = EngineError::Lost("worker process 7 connection lost mid-batch".into());
     let outside = state.lost(Time(2), InstanceId(0), &requests, lost.clone());
-    assert_eq!(rx.try_recv().expect("answered"), Err(SeqError::Engine(lost)));
-    let stopped = matches!(outside[0], Outside::Stop { park: false, .. });
-    assert!(stopped, "what is left of the worker is stopped, never parked: {outside:?}");
-    let launches: Vec<UnitSpec> = outside
+    assert!(rx.try_recv().is_err(), "not answered: it waits to run again");
+    assert!(matches!(outside[0], Outside::Stop { park: false, .. }), "never parked: {outside:?}");
+    let unit = UnitSpec::encoder(RuntimeSpec::dynamic(64, 8));
+    let tickets: Vec<_> = outside
         .iter()
         .filter_map(|o| match o {
-            Outside::Launch { unit, .. } => Some(*unit),
+            Outside::Launch { ticket, unit: u, .. } if *u == unit => Some(*ticket),
             _ => None,
         })
         .collect();
-    assert_eq!(launches, vec![UnitSpec::encoder(RuntimeSpec::dynamic(64, 8))], "the layout is restored");
+    assert_eq!(tickets.len(), 1, "the layout is restored: {outside:?}");
     assert_eq!(state.ledger().instances().count(), 0);
+
+    let profile = Profile::from_points("flat", [Point { batch: 1, len: 1, ms: 1.0 }]).expect("profile");
+    let worker = Launcher::emulated(Arc::new(profile), 2).start(unit).expect("worker");
+    let (replacement, outside) =
+        state.launched(Time(3), tickets[0], Ok((worker, morph_core::StartKind::Warm)));
+    let replacement = replacement.expect("up");
+    let (again, rows) = run_of(outside);
+    assert_eq!((again.clone(), rows), (vec![id], Rows::Tokens(vec![vec![1, 2, 3]])), "the same input again");
+    state.lost(Time(4), replacement, &again, lost.clone());
+    assert_eq!(rx.try_recv().expect("answered"), Err(SeqError::Engine(lost)), "lost twice: the error");
     assert!(state.ledger().unanswered().is_empty());
-    let again = state.batch_done(Time(3), InstanceId(0), &[id], Ok(vec![vec![1.0, 1.0]]));
-    assert!(again.is_empty(), "a late report of the lost instance changes nothing");
+    let late = state.batch_done(Time(5), InstanceId(0), &[id], Ok(vec![vec![1.0, 1.0]]));
+    assert!(late.is_empty(), "a late report of a lost instance changes nothing");
 }
