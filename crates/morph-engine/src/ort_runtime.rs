@@ -363,7 +363,7 @@ impl OrtRuntime {
             let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
             times.read += read.elapsed();
             let started = Instant::now();
-            sessions.push((plan, build_session(env, &bytes, unit_threads(unit), &[], Optimise::Off)?));
+            sessions.push((plan, build_session(env, bytes, unit_threads(unit), &[], Optimise::Off)?));
             times.session += started.elapsed();
         }
         let hands_on = unit.stage.is_some_and(|s| s.index + 1 < s.count);

@@ -70,6 +70,14 @@ impl Server {
         if config.instances == 0 {
             return Err(BuildError::Config("at least one instance is needed".into()));
         }
+        let pipelined = registry::PIPELINES.contains(&config.policy.as_str());
+        if config.workers.is_some() && !pipelined && config.policy != "dynamic-batching" {
+            let msg = format!(
+                "policy '{}' runs its instances as threads of the server; --workers process runs with dynamic-batching or a pipeline policy",
+                config.policy
+            );
+            return Err(BuildError::Config(msg));
+        }
         let (launcher, tokenizer, name, pooling) = match (&config.engine, &config.model) {
             (EngineKind::Decoder { gguf }, _) => {
                 let launcher = Launcher::decoder_from(gguf)?;
@@ -101,7 +109,6 @@ impl Server {
             }
             (_, None) => return Err(BuildError::Config("an encoder engine needs the model's files".into())),
         };
-        let pipelined = registry::PIPELINES.contains(&config.policy.as_str());
         let mut context = config.policy_context.clone();
         if pipelined && context.pipeline.is_none() {
             context = pipeline_context(&launcher, &config, context)?;
@@ -110,13 +117,6 @@ impl Server {
         let own_layout = policy.layout(config.instances).is_some();
         if config.runtimes.is_empty() && !own_layout {
             return Err(BuildError::Config("at least one runtime with one instance is needed".into()));
-        }
-        if config.workers.is_some() && own_layout && !pipelined {
-            let msg = format!(
-                "policy '{}' runs its instances as threads of the server; --workers process runs with dynamic-batching or a pipeline policy",
-                config.policy
-            );
-            return Err(BuildError::Config(msg));
         }
         if config.stages > 1 && own_layout && !pipelined {
             let msg = format!("policy '{}' lays out whole models; it cannot run --stages", config.policy);
