@@ -192,3 +192,39 @@ fn the_worker_streams_each_generation_as_if_it_ran_alone() {
     assert_eq!(reports.last().map(|r| r.empty), Some(true), "the batch ends empty");
     assert!(reports[..reports.len() - 1].iter().all(|r| !r.empty && !r.failed));
 }
+
+/// SmolLM2's 30 layers in 5 stages of 6, prefill only, hidden states handed from stage to
+/// stage: the last stage's next-token logits are the unsplit model's, so the greedy next token
+/// is the same, for two prompts in one batch.
+#[test]
+fn five_prefill_stages_give_the_unsplit_next_token() {
+    use morph_core::{ModelId, PlanId, RuntimeSpec, StageSpec};
+    use morph_engine::decoder::DecoderStage;
+    use morph_engine::{BatchInput, Engine};
+
+    let prompts = vec![chat("What is the capital of France?"), chat("Name a colour of the sky.")];
+    let runtime = RuntimeSpec::dynamic(256, 2);
+    let layers = model().0.config.layers as u16;
+    assert_eq!(layers, 30);
+    let mut rows: Option<Vec<Vec<f32>>> = None;
+    for k in 0..5 {
+        let stage = StageSpec::even(ModelId(0), k, 5, layers);
+        assert_eq!(stage.end_layer - stage.first_layer, 6);
+        let mut engine = DecoderStage::new(shared().clone(), runtime, stage);
+        let input = match &rows {
+            None => BatchInput::Tokens(&prompts),
+            Some(hidden) => BatchInput::Hidden(hidden),
+        };
+        rows = Some(engine.run(input, PlanId::PLAIN).expect("stage"));
+    }
+    let split = rows.expect("the last stage's logits");
+    let argmax = |v: &[f32]| v.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i).expect("logits");
+    for (prompt, logits) in prompts.iter().zip(&split) {
+        let mut cache = model().0.new_cache();
+        let whole = model().0.step(&mut [(prompt, &mut cache)]).expect("unsplit").remove(0);
+        assert_eq!(logits.len(), whole.len());
+        assert_eq!(argmax(logits), argmax(&whole), "the same greedy next token");
+        let worst = logits.iter().zip(&whole).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        assert!(worst < 1e-3, "logits within 1e-3 of the unsplit model's: {worst}");
+    }
+}

@@ -74,6 +74,10 @@ pub(crate) struct BenchArgs {
     /// Per-request timeout in seconds.
     #[arg(long, default_value_t = 60.0)]
     timeout: f64,
+    /// Latency SLO in ms: also report the share of requests answered within it and the goodput
+    /// (requests/s answered within it).
+    #[arg(long)]
+    slo_ms: Option<f64>,
     /// Bearer token, if the server was started with --api-key.
     #[arg(long, env = "MORPH_API_KEY", hide_env_values = true)]
     api_key: Option<String>,
@@ -94,6 +98,10 @@ struct RunReport {
     wall_s: f64,
     throughput_rps: f64,
     latency: LatencySummary,
+    p75_ms: f64,
+    /// With --slo-ms: the share of sent requests answered (200) within the SLO, and those per s.
+    within_slo: Option<f64>,
+    goodput_rps: Option<f64>,
 }
 
 struct Outcome {
@@ -250,6 +258,9 @@ async fn run_schedule(
         }
     }
     let ok = ok_latencies.len();
+    let in_slo = args.slo_ms.map(|slo| ok_latencies.iter().filter(|&&l| l <= slo).count() as f64);
+    let mut sorted = ok_latencies.clone();
+    sorted.sort_by(f64::total_cmp);
     RunReport {
         offered_rps: rate,
         sent: stream.len(),
@@ -259,19 +270,24 @@ async fn run_schedule(
         wall_s,
         throughput_rps: ok as f64 / wall_s,
         latency: LatencySummary::of(ok_latencies),
+        p75_ms: morph_core::stats::percentile(&sorted, 0.75),
+        within_slo: in_slo.map(|n| n / stream.len().max(1) as f64),
+        goodput_rps: in_slo.map(|n| n / wall_s),
     }
 }
 
 fn print_table(reports: &[RunReport]) {
     println!(
-        "{:>9} {:>7} {:>7} {:>7} {:>11} {:>9} {:>9} {:>9} {:>9}",
-        "offered/s", "sent", "ok", "errors", "throughput", "mean ms", "p50 ms", "p98 ms", "p99 ms"
+        "{:>9} {:>7} {:>7} {:>7} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9}",
+        "offered/s", "sent", "ok", "errors", "throughput", "mean ms", "p50 ms", "p75 ms", "p98 ms", "p99 ms", "in SLO", "goodput/s"
     );
     for r in reports {
         let l = &r.latency;
+        let share = r.within_slo.map_or_else(|| "-".into(), |s| format!("{:.1}%", s * 100.0));
+        let goodput = r.goodput_rps.map_or_else(|| "-".into(), |g| format!("{g:.2}"));
         println!(
-            "{:>9.1} {:>7} {:>7} {:>7} {:>11.2} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
-            r.offered_rps, r.sent, r.ok, r.errors, r.throughput_rps, l.mean_ms, l.p50_ms, l.p98_ms, l.p99_ms
+            "{:>9.1} {:>7} {:>7} {:>7} {:>11.2} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {share:>8} {goodput:>9}",
+            r.offered_rps, r.sent, r.ok, r.errors, r.throughput_rps, l.mean_ms, l.p50_ms, r.p75_ms, l.p98_ms, l.p99_ms
         );
         if !r.error_kinds.is_empty() {
             println!("          errors by status: {:?}", r.error_kinds);

@@ -153,7 +153,6 @@ impl Llama {
     /// feeds now (its prompt, or the token it sampled last), appended to its cache. Returns
     /// each sequence's next-token logits.
     pub fn step(&self, batch: &mut [(&[u32], &mut SequenceCache)]) -> Result<Vec<Vec<f32>>, EngineError> {
-        let total: usize = batch.iter().map(|(tokens, _)| tokens.len()).sum();
         if batch.is_empty() || batch.iter().any(|(t, _)| t.is_empty()) {
             return Err(EngineError::Inference("every sequence of a step needs a token".into()));
         }
@@ -161,7 +160,7 @@ impl Llama {
             return Err(EngineError::Inference(format!("sequence of {} tokens beyond the context", c.len)));
         }
         let ids: Vec<u32> = batch.iter().flat_map(|(t, _)| t.iter().copied()).collect();
-        let mut x = self.embed.forward(&Tensor::from_vec(ids, total, &Device::Cpu)?)?;
+        let mut x = self.embed_ids(&ids)?;
         for (i, layer) in self.layers.iter().enumerate() {
             x = self.layer(i, layer, &x, batch)?;
         }
@@ -172,9 +171,38 @@ impl Llama {
             last.push(offset - 1);
             cache.len += tokens.len();
         }
+        self.head_logits(&x, last)
+    }
+
+    /// The embeddings of `ids`, `[ids, hidden]`.
+    pub(crate) fn embed_ids(&self, ids: &[u32]) -> Result<Tensor, EngineError> {
+        Ok(self.embed.forward(&Tensor::from_vec(ids.to_vec(), ids.len(), &Device::Cpu)?)?)
+    }
+
+    /// Next-token logits at rows `last` of the hidden states `x`: final norm, then the head.
+    pub(crate) fn head_logits(&self, x: &Tensor, last: Vec<u32>) -> Result<Vec<Vec<f32>>, EngineError> {
         let last = x.index_select(&Tensor::new(last, &Device::Cpu)?, 0)?;
         let last = candle_nn::ops::rms_norm(&last, &self.norm, self.config.eps as f32)?;
         Ok(self.head.forward(&last)?.to_dtype(DType::F32)?.to_vec2::<f32>()?)
+    }
+
+    /// A prefill over `layers` only: `x` holds the sequences' positions back to back (`lens`
+    /// tokens each, from position 0), from the embeddings or an earlier range of layers.
+    pub(crate) fn prefill_layers(
+        &self,
+        layers: std::ops::Range<usize>,
+        mut x: Tensor,
+        lens: &[usize],
+    ) -> Result<Tensor, EngineError> {
+        let placeholders: Vec<Vec<u32>> = lens.iter().map(|&n| vec![0; n]).collect();
+        let mut caches: Vec<SequenceCache> = lens.iter().map(|_| self.new_cache()).collect();
+        let mut batch: Vec<(&[u32], &mut SequenceCache)> =
+            placeholders.iter().map(Vec::as_slice).zip(caches.iter_mut()).collect();
+        for i in layers {
+            let layer = self.layers.get(i).ok_or_else(|| EngineError::Inference(format!("no layer {i}")))?;
+            x = self.layer(i, layer, &x, &mut batch)?;
+        }
+        Ok(x)
     }
 
     fn layer(

@@ -1,0 +1,80 @@
+//! A decoder cut into pipeline stages of consecutive layers, prefill only: one forward pass
+//! per request, as QUART's functions run (SmolLM2-135M's 30 layers in 5 stages of 6). Stage 0
+//! embeds the prompt's tokens; every stage runs its layers over the whole prompt and hands the
+//! hidden states on; the last one returns the next-token logits at the prompt's last position.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use candle_core::{Device, Tensor};
+use morph_core::{PlanId, RuntimeSpec, StageSpec};
+
+use super::{GgufTokenizer, Llama};
+use crate::{BatchInput, Engine, EngineError, check_lengths};
+
+/// One stage of a decoder's prefill.
+#[derive(Debug)]
+pub struct DecoderStage {
+    model: Arc<(Llama, GgufTokenizer)>,
+    runtime: RuntimeSpec,
+    layers: Range<usize>,
+    last: bool,
+}
+
+impl DecoderStage {
+    pub fn new(model: Arc<(Llama, GgufTokenizer)>, runtime: RuntimeSpec, stage: StageSpec) -> Self {
+        let layers = usize::from(stage.first_layer)..usize::from(stage.end_layer);
+        let last = stage.end_layer as usize >= model.0.config.layers;
+        Self { model, runtime, layers, last }
+    }
+}
+
+impl Engine for DecoderStage {
+    fn runtime(&self) -> RuntimeSpec {
+        self.runtime
+    }
+
+    /// The hidden size: what every stage but the last hands on per token.
+    fn dim(&self) -> usize {
+        self.model.0.config.hidden
+    }
+
+    fn run(&mut self, input: BatchInput<'_>, plan: PlanId) -> Result<Vec<Vec<f32>>, EngineError> {
+        if plan != PlanId::PLAIN {
+            return Err(EngineError::Unsupported(format!("token plan {} on a decoder stage", plan.0)));
+        }
+        let llama = &self.model.0;
+        let hidden = llama.config.hidden;
+        let (x, lens) = match input {
+            BatchInput::Tokens(rows) if self.layers.start == 0 => {
+                let lens: Vec<usize> = rows.iter().map(Vec::len).collect();
+                let ids: Vec<u32> = rows.iter().flatten().copied().collect();
+                (llama.embed_ids(&ids)?, lens)
+            }
+            BatchInput::Hidden(rows) if self.layers.start > 0 => {
+                let lens: Vec<usize> = rows.iter().map(|r| r.len() / hidden).collect();
+                let flat: Vec<f32> = rows.iter().flatten().copied().collect();
+                let total = flat.len() / hidden;
+                (Tensor::from_vec(flat, (total, hidden), &Device::Cpu)?, lens)
+            }
+            _ => return Err(EngineError::Unsupported("this input on this decoder stage".into())),
+        };
+        check_lengths(self.runtime, &lens)?;
+        let x = llama.prefill_layers(self.layers.clone(), x, &lens)?;
+        let ends = lens.iter().scan(0u32, |end, &n| {
+            *end += n as u32;
+            Some(*end)
+        });
+        if self.last {
+            return llama.head_logits(&x, ends.map(|e| e - 1).collect());
+        }
+        let x = x.to_vec2::<f32>()?;
+        let mut rows = Vec::with_capacity(lens.len());
+        let mut at = 0;
+        for n in lens {
+            rows.push(x[at..at + n].concat());
+            at += n;
+        }
+        Ok(rows)
+    }
+}
