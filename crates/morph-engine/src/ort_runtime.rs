@@ -115,6 +115,19 @@ fn prepared_graph(dir: &Path, plan: PlanId) -> PathBuf {
     dir.join(format!("plan{}.ort", plan.0))
 }
 
+/// The prepared graph at `path`, mapped into memory for the rest of the process (a worker
+/// hosts one replica and runs on these bytes in place: its session reads the weights from
+/// them, so nothing is copied and the host cache's pages are shared, not duplicated).
+#[allow(unsafe_code)]
+fn map_prepared(path: &Path) -> std::io::Result<&'static [u8]> {
+    let file = std::fs::File::open(path)?;
+    // SAFETY: a mapping is undefined behaviour if the file changes under it. Prepared graphs
+    // are written once into a staging folder and renamed into the host cache; nothing writes
+    // them afterwards, and eviction unlinks them, which leaves an existing mapping intact.
+    let map = unsafe { memmap2::Mmap::map(&file) }?;
+    Ok(Box::leak(Box::new(map)))
+}
+
 /// How long starting an instance took, step by step: loading ONNX Runtime's library into the
 /// process, reading (weights from disk, or a prepared artefact from host memory), writing the
 /// graphs, and setting up the sessions.
@@ -357,10 +370,8 @@ impl OrtRuntime {
         for &plan in plans {
             let read = Instant::now();
             let path = prepared_graph(dir, plan);
-            let bytes = std::fs::read(&path)
+            let bytes = map_prepared(&path)
                 .map_err(|e| EngineError::Load(format!("prepared graph {}: {e}", path.display())))?;
-            // Kept for the life of the process: the session runs on these bytes in place.
-            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
             times.read += read.elapsed();
             let started = Instant::now();
             sessions.push((plan, build_session(env, bytes, unit_threads(unit), &[], Optimise::Off)?));
