@@ -278,6 +278,11 @@ async fn quart_sizes_live_stage_workers_and_adds_replicas_warm_under_load() {
     let served = serve(&[&flags[..], &["--instances", "6", "--stage-profile-len", "32"]].concat());
     let info = get_json(&served.url, "/info").await;
     assert_eq!(info["policy"]["policy"], "quart", "{info}");
+    assert_eq!(
+        info["policy"]["stage_times"].as_array().map(Vec::len),
+        Some(3),
+        "the stage times measured at start-up"
+    );
     assert_eq!(workers(&served.url).await.len(), 3, "one replica per stage to start");
     for stage in 0..3 {
         let series = format!("morph_policy_stage_target_delay_seconds{{stage=\"{stage}\"}}");

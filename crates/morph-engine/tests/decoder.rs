@@ -218,7 +218,8 @@ fn five_prefill_stages_give_the_unsplit_next_token() {
         rows = Some(engine.run(input, PlanId::PLAIN).expect("stage"));
     }
     let split = rows.expect("the last stage's logits");
-    let argmax = |v: &[f32]| v.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i).expect("logits");
+    let argmax =
+        |v: &[f32]| v.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i).expect("logits");
     for (prompt, logits) in prompts.iter().zip(&split) {
         let mut cache = model().0.new_cache();
         let whole = model().0.step(&mut [(prompt, &mut cache)]).expect("unsplit").remove(0);

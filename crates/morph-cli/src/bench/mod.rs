@@ -279,7 +279,18 @@ async fn run_schedule(
 fn print_table(reports: &[RunReport]) {
     println!(
         "{:>9} {:>7} {:>7} {:>7} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9}",
-        "offered/s", "sent", "ok", "errors", "throughput", "mean ms", "p50 ms", "p75 ms", "p98 ms", "p99 ms", "in SLO", "goodput/s"
+        "offered/s",
+        "sent",
+        "ok",
+        "errors",
+        "throughput",
+        "mean ms",
+        "p50 ms",
+        "p75 ms",
+        "p98 ms",
+        "p99 ms",
+        "in SLO",
+        "goodput/s"
     );
     for r in reports {
         let l = &r.latency;
@@ -287,7 +298,16 @@ fn print_table(reports: &[RunReport]) {
         let goodput = r.goodput_rps.map_or_else(|| "-".into(), |g| format!("{g:.2}"));
         println!(
             "{:>9.1} {:>7} {:>7} {:>7} {:>11.2} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {share:>8} {goodput:>9}",
-            r.offered_rps, r.sent, r.ok, r.errors, r.throughput_rps, l.mean_ms, l.p50_ms, r.p75_ms, l.p98_ms, l.p99_ms
+            r.offered_rps,
+            r.sent,
+            r.ok,
+            r.errors,
+            r.throughput_rps,
+            l.mean_ms,
+            l.p50_ms,
+            r.p75_ms,
+            l.p98_ms,
+            l.p99_ms
         );
         if !r.error_kinds.is_empty() {
             println!("          errors by status: {:?}", r.error_kinds);

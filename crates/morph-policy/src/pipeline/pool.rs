@@ -428,9 +428,18 @@ impl<S: Sizer> Policy for PipelinePolicy<S> {
     }
 
     fn describe(&self) -> serde_json::Value {
+        // QUART's s(C) per stage, and what it gives on 1, 2 and 4 threads (Fig. 3b).
+        let times: Vec<serde_json::Value> = self
+            .profile
+            .stages
+            .iter()
+            .map(|t| serde_json::json!({"a_ms": t.a_ms, "b_ms": t.b_ms, "ms_by_threads": [t.ms(1), t.ms(2), t.ms(4)]}))
+            .collect();
         serde_json::json!({
             "policy": self.name,
             "stages": self.stages.len(),
+            "stage_times": times,
+            "hop_ms": self.profile.hop_ms,
             "pool": self.config,
             "sizer": self.sizer.describe(),
         })
