@@ -1,6 +1,7 @@
 //! An engine that computes nothing: it sleeps for the latency its profile gives the padded
-//! batch shape, then returns placeholder unit vectors (or, on a pipeline stage that hands on,
-//! placeholder hidden states of each row's length). It lets the live server's control plane
+//! batch shape (the whole model's; a pipeline stage of `count` takes 1/`count` of it), then
+//! returns placeholder unit vectors (or, on a pipeline stage that hands on, placeholder hidden
+//! states of each row's length). It lets the live server's control plane
 //! run hundreds of instances on a two-core machine.
 
 use std::sync::Arc;
@@ -16,6 +17,8 @@ pub struct EmulatedRuntime {
     spec: RuntimeSpec,
     /// Hands hidden states on (a stage that is not its pipeline's last).
     hands_on: bool,
+    /// The share of the profile's latency a batch takes: 1, or 1/count for a stage of count.
+    share: f64,
     dim: usize,
 }
 
@@ -26,13 +29,14 @@ const SPIN: Duration = Duration::from_micros(150);
 impl EmulatedRuntime {
     pub fn new(profile: Arc<Profile>, unit: UnitSpec, dim: usize) -> Self {
         let hands_on = unit.stage.is_some_and(|s| !s.is_last());
-        Self { profile, spec: unit.runtime, hands_on, dim }
+        let share = unit.stage.map_or(1.0, |s| 1.0 / f64::from(s.count.max(1)));
+        Self { profile, spec: unit.runtime, hands_on, share, dim }
     }
 
     /// Time the profile gives a batch of `rows` sequences whose longest has `longest` tokens.
     pub fn batch_time(&self, longest: u32, rows: u32) -> Duration {
         let shape = self.spec.padded_shape(longest, rows);
-        Duration::from_nanos(self.profile.latency(shape))
+        Duration::from_nanos((self.profile.latency(shape) as f64 * self.share) as u64)
     }
 }
 
@@ -114,5 +118,6 @@ mod tests {
         assert_eq!(hidden.iter().map(Vec::len).collect::<Vec<_>>(), vec![6, 12], "tokens × hidden per row");
         let pooled = last.run(BatchInput::Hidden(&hidden), PlanId::PLAIN).unwrap();
         assert_eq!(pooled, vec![vec![1.0, 0.0, 0.0]; 2]);
+        assert_eq!(first.batch_time(16, 1), Duration::from_micros(50), "a stage of 2 takes half the model's time");
     }
 }

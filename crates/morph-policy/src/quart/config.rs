@@ -42,6 +42,10 @@ pub struct QuartConfig {
     pub compensator: bool,
     /// QUART as printed: Eq. 1, the PID's error sign, Eq. 7 unclamped.
     pub paper_literal: bool,
+    /// Morph's extension: a stage is sized for its arrival rate plus the requests queued at it
+    /// and before it, drained over this many seconds (a burst held upstream reaches every
+    /// later stage). 0: the arrival rate alone, as the paper sizes.
+    pub backlog_drain_s: f64,
     pub pool: PoolConfig,
 }
 
@@ -62,6 +66,7 @@ impl Default for QuartConfig {
             smoother: true,
             compensator: true,
             paper_literal: false,
+            backlog_drain_s: 1.0,
             pool: PoolConfig {
                 placement: PlacementRule::CacheAware,
                 host_cache: true,

@@ -50,7 +50,17 @@ impl Sizer for QuartSizer {
         let total: f64 = service.iter().sum();
         // T_target,i = SLO · s_i / Σ_j s_j (spec §1.4 [R]).
         let targets: Vec<f64> = service.iter().map(|s| slo * s / total.max(f64::MIN_POSITIVE)).collect();
-        let lambda: Vec<f64> = view.stages.iter().map(|s| s.stats.rate(view.now)).collect();
+        // λ_i, plus (our extension) the backlog at and before stage i over the drain horizon.
+        let backlog = view.stages.iter().scan(0usize, |queued, s| {
+            *queued += s.queued;
+            Some(*queued as f64)
+        });
+        let drain = |q: f64| match c.backlog_drain_s > 0.0 && !c.paper_literal {
+            true => q / c.backlog_drain_s,
+            false => 0.0,
+        };
+        let lambda: Vec<f64> =
+            view.stages.iter().zip(backlog).map(|(s, q)| s.stats.rate(view.now) + drain(q)).collect();
         let flows: Vec<StageFlow> = (0..n)
             .map(|i| StageFlow {
                 rho: lambda[i] * service[i] / f64::from(view.stages[i].replicas()),
