@@ -1,5 +1,5 @@
 //! SVG plots for `morph simulate --out`: latency CDF per run, queue length and instance count
-//! over time.
+//! over time, and a pipeline's replicas and queue per stage over time.
 
 use std::path::Path;
 
@@ -103,5 +103,35 @@ pub(crate) fn write(
         "instances holding a slot",
         &instances,
     )?;
+    for (n, row) in rows.iter().enumerate().filter(|(_, r)| !r.report.stage_series.is_empty()) {
+        for (gauge, what) in [("stage_replicas", "replicas"), ("stage_queue", "requests waiting")] {
+            let series = by_stage(&row.report.stage_series, gauge);
+            let title = format!("{scenario}: {what} per stage, {}", label(row));
+            lines(&dir.join(format!("{gauge}_{n}.svg")), &title, "time (s)", what, &series)?;
+        }
+    }
     Ok(())
+}
+
+/// `name{stage=k}` → (`name`, `k`).
+pub(crate) fn split_stage_gauge(key: &str) -> (&str, &str) {
+    let (name, rest) = key.split_once('{').unwrap_or((key, ""));
+    (name, rest.trim_start_matches("stage=").trim_end_matches('}'))
+}
+
+/// One line per stage of `gauge` over time.
+fn by_stage(series: &[(f64, String, f64)], gauge: &str) -> Vec<(String, Vec<(f64, f64)>)> {
+    let mut stages: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for (t, key, value) in series {
+        let (name, stage) = split_stage_gauge(key);
+        if name != gauge {
+            continue;
+        }
+        let label = format!("stage {stage}");
+        match stages.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, pts)) => pts.push((*t, *value)),
+            None => stages.push((label, vec![(*t, *value)])),
+        }
+    }
+    stages
 }

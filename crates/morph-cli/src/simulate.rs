@@ -28,8 +28,9 @@ pub(crate) struct SimulateArgs {
     #[arg(long)]
     json: bool,
     /// Write summary.csv, latency_cdf.csv, queue.csv, instances.csv (count over time),
-    /// utilisation.csv (per instance), latency_cdf.svg, queue.svg and instances.svg into this
-    /// directory.
+    /// utilisation.csv (per instance), stages.csv (a pipeline's per-stage queue, replicas, busy
+    /// replicas, CV and delay over time), latency_cdf.svg, queue.svg, instances.svg, and per run
+    /// of a pipeline policy stage_replicas_N.svg and stage_queue_N.svg into this directory.
     #[arg(long)]
     out: Option<PathBuf>,
 }
@@ -150,6 +151,7 @@ fn write_csvs(dir: &std::path::Path, rows: &[Row]) -> anyhow::Result<()> {
     let mut queue = String::from("policy,sweep,seed,time_s,queue\n");
     let mut utilisation = String::from("policy,sweep,seed,instance,utilisation\n");
     let mut instances = String::from("policy,sweep,seed,time_s,instances\n");
+    let mut stages = String::from("policy,sweep,seed,time_s,gauge,stage,value\n");
     for row in rows {
         let r = &row.report;
         let key = format!("{},{},{}", r.policy, sweep_label(row), row.seed);
@@ -170,7 +172,12 @@ fn write_csvs(dir: &std::path::Path, rows: &[Row]) -> anyhow::Result<()> {
         for (t, n) in &r.instances_over_time {
             let _ = writeln!(instances, "{key},{t},{n}");
         }
+        for (t, gauge, value) in &r.stage_series {
+            let (name, stage) = crate::plots::split_stage_gauge(gauge);
+            let _ = writeln!(stages, "{key},{t},{name},{stage},{value}");
+        }
     }
+    std::fs::write(dir.join("stages.csv"), stages)?;
     std::fs::write(dir.join("instances.csv"), instances)?;
     std::fs::write(dir.join("summary.csv"), summary)?;
     std::fs::write(dir.join("latency_cdf.csv"), cdf)?;

@@ -118,6 +118,10 @@ mod tests {
         assert_eq!(hidden.iter().map(Vec::len).collect::<Vec<_>>(), vec![6, 12], "tokens × hidden per row");
         let pooled = last.run(BatchInput::Hidden(&hidden), PlanId::PLAIN).unwrap();
         assert_eq!(pooled, vec![vec![1.0, 0.0, 0.0]; 2]);
-        assert_eq!(first.batch_time(16, 1), Duration::from_micros(50), "a stage of 2 takes half the model's time");
+        assert_eq!(
+            first.batch_time(16, 1),
+            Duration::from_micros(50),
+            "a stage of 2 takes half the model's time"
+        );
     }
 }

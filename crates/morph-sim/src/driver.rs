@@ -352,7 +352,7 @@ pub fn simulate(
                     }
                     ledger.tick(now, &mut effects);
                     if now >= warmup {
-                        world.rec.gauges(ledger.policy().gauges());
+                        world.rec.gauges(now, ledger.policy().gauges());
                     }
                 }
             }

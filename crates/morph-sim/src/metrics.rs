@@ -7,6 +7,10 @@ use serde::Serialize;
 
 /// Queue-length samples kept per run (for plots), evenly spaced over the arrivals' span.
 const QUEUE_SAMPLES: u64 = 200;
+
+/// Per-stage gauges kept over time (their means are kept for every gauge).
+pub const STAGE_SERIES: [&str; 5] =
+    ["stage_queue", "stage_replicas", "stage_busy", "stage_cv", "stage_observed_delay_seconds"];
 /// The shortest interval between queue samples (a stream of one request spans no time).
 const MIN_SAMPLE_INTERVAL: Nanos = 1_000_000;
 
@@ -28,6 +32,9 @@ pub(crate) struct Recorder {
     queue: Vec<(f64, usize)>,
     /// Sums and counts of the policy's gauges, sampled at its ticks after the warm-up.
     gauges: BTreeMap<String, (f64, usize)>,
+    /// The per-stage gauges over time, at most one sample per `sample_every`.
+    stage_series: Vec<(f64, String, f64)>,
+    next_stage_sample: Time,
     pub(crate) cold_starts: usize,
     pub(crate) warm_starts: usize,
     pub(crate) evictions: usize,
@@ -48,6 +55,8 @@ impl Recorder {
             next_sample: Time::ZERO,
             queue: Vec::new(),
             gauges: BTreeMap::new(),
+            stage_series: Vec::new(),
+            next_stage_sample: Time::ZERO,
             cold_starts: 0,
             warm_starts: 0,
             evictions: 0,
@@ -95,11 +104,19 @@ impl Recorder {
     }
 
     /// `warmup`: when measurement started (throughput counts from there).
-    /// One sample of the policy's gauges, each keyed `name{label=value,…}`.
-    pub(crate) fn gauges(&mut self, gauges: Vec<Gauge>) {
+    /// One sample of the policy's gauges at `now`, each keyed `name{label=value,…}`; the
+    /// per-stage ones of [`STAGE_SERIES`] are also kept over time.
+    pub(crate) fn gauges(&mut self, now: Time, gauges: Vec<Gauge>) {
+        let series_due = now >= self.next_stage_sample;
+        if series_due {
+            self.next_stage_sample = now + self.sample_every;
+        }
         for g in gauges {
             let labels: Vec<String> = g.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
             let key = if labels.is_empty() { g.name } else { format!("{}{{{}}}", g.name, labels.join(",")) };
+            if series_due && STAGE_SERIES.iter().any(|name| key.starts_with(&format!("{name}{{"))) {
+                self.stage_series.push((now.as_millis_f64() / 1e3, key.clone(), g.value));
+            }
             let entry = self.gauges.entry(key).or_insert((0.0, 0));
             entry.0 += g.value;
             entry.1 += 1;
@@ -151,6 +168,7 @@ impl Recorder {
             instances_over_time,
             queue_over_time: self.queue,
             gauge_means: self.gauges.into_iter().map(|(k, (sum, n))| (k, sum / n as f64)).collect(),
+            stage_series: self.stage_series,
             cold_starts: self.cold_starts,
             warm_starts: self.warm_starts,
             cache_evictions: self.evictions,
@@ -203,6 +221,10 @@ pub struct Report {
     /// The policy's gauges averaged over its ticks after the warm-up (per-stage queues,
     /// replicas, CVs, delays), keyed `name{label=value}`.
     pub gauge_means: BTreeMap<String, f64>,
+    /// `(seconds, gauge{stage=k}, value)` of the per-stage gauges over time (queue, replicas,
+    /// busy replicas, measured CV, observed delay), evenly sampled after the warm-up.
+    #[serde(skip)]
+    pub stage_series: Vec<(f64, String, f64)>,
     /// Launches that started from disk, and from parameters in host memory.
     pub cold_starts: usize,
     pub warm_starts: usize,

@@ -91,6 +91,21 @@ fn quart_scales_a_pipeline_up_and_answers_every_request_once() {
     // The slow middle stage (20 ms) needs the most replicas.
     let replicas = |s: u32| report.gauge_means[&format!("stage_replicas{{stage={s}}}")];
     assert!(replicas(1) > replicas(0) && replicas(1) > replicas(2), "{:?}", report.gauge_means);
+    // The per-stage series over time: every stage's replicas, in time order, peaking where
+    // the means say.
+    let middle: Vec<(f64, f64)> = report
+        .stage_series
+        .iter()
+        .filter(|(_, k, _)| k == "stage_replicas{stage=1}")
+        .map(|(t, _, v)| (*t, *v))
+        .collect();
+    assert!(middle.len() > 10, "{} samples", middle.len());
+    assert!(middle.windows(2).all(|w| w[0].0 < w[1].0), "time runs forward");
+    let peak = |s: u32| {
+        let key = format!("stage_replicas{{stage={s}}}");
+        report.stage_series.iter().filter(|(_, k, _)| *k == key).map(|e| e.2).fold(0.0, f64::max)
+    };
+    assert!(peak(1) >= peak(0) && peak(1) >= peak(2));
 }
 
 /// Launches from the host cache start warm; a policy without it (or QUART with it off) starts
