@@ -169,6 +169,9 @@ async fn stage_workers_give_the_unsplit_vectors_and_a_killed_one_comes_back_warm
     assert!(replaced.3 < cold_ms, "warm {} ms is faster than cold {cold_ms} ms", replaced.3);
     let (status, body) = embed(&split.url, &TEXTS).await;
     assert_eq!(status, 200, "{body}");
+    for (a, b) in vectors(&body).iter().zip(&expected) {
+        assert!(cosine(a, b) >= 0.99999, "through the warm-started stage: cosine {}", cosine(a, b));
+    }
     let info = get_json(&split.url, "/info").await;
     let cached = info["workers"]["host_cache"]["artefacts"].as_array().expect("artefacts").len();
     assert_eq!(cached, 3, "one prepared artefact per stage: {info}");
