@@ -9,18 +9,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 corpus=${1:-../shared/data/text/ag_news/train.csv}
 rates=${2:-10,20,30,40,50,60,80,100,120,140,160}
-cargo build --release -q -p morph-cli
-bin=target/release/morph
-tmp=$(mktemp -d)
-server=
-stop() { [ -n "$server" ] && kill -TERM "$server" 2>/dev/null && wait "$server" 2>/dev/null; server=; }
-trap 'stop; rm -rf "$tmp"' EXIT
+. experiments/live_server.sh
 for engine in ort candle; do
-  "$bin" serve --port 0 --engine "$engine" --runtime dynamic:512x32 --max-queue 4096 \
-    >"$tmp/serve.out" 2>"$tmp/serve.err" &
-  server=$!
-  for _ in $(seq 600); do grep -q listening "$tmp/serve.out" 2>/dev/null && break; sleep 0.1; done
-  url=$(sed -n 's/^morph listening on //p' "$tmp/serve.out")
+  serve --engine "$engine" --runtime dynamic:512x32 --max-queue 4096
   "$bin" bench --url "$url" --corpus "$corpus" --rate "$rates" --duration 8 --json >"$tmp/$engine.sweep.json"
   rate=$(python3 - "$tmp/$engine.sweep.json" <<'PY'
 import json, sys

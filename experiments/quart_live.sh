@@ -16,19 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
 secs=${2:-20}
-cargo build --release -q -p morph-cli
-bin=target/release/morph
-tmp=$(mktemp -d)
-server=
-stop() { [ -n "$server" ] && kill -TERM "$server" 2>/dev/null && wait "$server" 2>/dev/null; server=; }
-trap 'stop; rm -rf "$tmp"' EXIT
-serve() {
-  "$bin" serve --port 0 "$@" >"$tmp/serve.out" 2>"$tmp/serve.err" &
-  server=$!
-  for _ in $(seq 600); do grep -q listening "$tmp/serve.out" 2>/dev/null && break; sleep 0.1; done
-  url=$(sed -n 's/^morph listening on //p' "$tmp/serve.out")
-  [ -n "$url" ] || { cat "$tmp/serve.err" >&2; exit 1; }
-}
+. experiments/live_server.sh
 # Samples the policy's stage gauges every 0.25 s while the PID in $1 runs.
 sample() {
   while kill -0 "$1" 2>/dev/null; do
