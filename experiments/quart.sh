@@ -4,7 +4,10 @@
 #             QUART against INFless-, InferLine-, Cocktail-like and uniform scaling, as ratios
 #   ablations each mechanism removed, the paper's printed forms, gains and period (CV 4, 2 seeds)
 #   stages    Fig. 2a/2b analogue: measured arrival CV and queue per stage beside QNA's prediction
-#   experiments/quart.sh [cv|ablations|stages|all]
+#   fig8      Fig. 8a/8b analogue at input CV 4: latency quantiles and queue length per policy,
+#             with the CSVs and plots (latency CDF, queue over time, replicas and queue per stage)
+#             left in experiments/out/quart_fig8/
+#   experiments/quart.sh [cv|ablations|stages|fig8|all]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q -p morph-cli
@@ -70,5 +73,27 @@ for r in rows:
     for s in stages:
         key = lambda n: g.get(f"{n}{{stage={s}}}", float("nan"))
         print(f"{r['sweep'][1]:>8g} {s:>5} {key('stage_cv'):>12.3f} {key('stage_predicted_cv'):>8.3f} {key('stage_queue'):>11.2f}")
+PY
+fi
+
+if [ "$which" = fig8 ] || [ "$which" = all ]; then
+  echo "== Fig. 8 analogue at input CV 4 (scenarios/quart_cv_sweep_gpu.toml, cv = 4)"
+  out=experiments/out/quart_fig8
+  rm -rf "$out"
+  sed 's/^values = .*/values = [4.0]/' scenarios/quart_cv_sweep_gpu.toml >"$tmp/cv4.toml"
+  target/release/morph simulate --scenario "$tmp/cv4.toml" --out "$out" >/dev/null
+  python3 - "$out" <<'PY'
+import csv, sys
+out = sys.argv[1]
+cdf, queue = {}, {}
+for r in csv.DictReader(open(f"{out}/latency_cdf.csv")):
+    cdf.setdefault(r["policy"], {})[round(float(r["quantile"]), 3)] = float(r["latency_ms"])
+for r in csv.DictReader(open(f"{out}/queue.csv")):
+    queue.setdefault(r["policy"], []).append(float(r["queue"]))
+print(f"{'policy':<18} {'p50 ms':>8} {'p75 ms':>8} {'p90 ms':>8} {'p99 ms':>9} {'mean queue':>11} {'max queue':>10}")
+for p, q in cdf.items():
+    qs = queue.get(p, [0.0])
+    print(f"{p:<18} {q[0.5]:>8.1f} {q[0.75]:>8.1f} {q[0.9]:>8.1f} {q[0.99]:>9.1f} {sum(qs) / len(qs):>11.1f} {max(qs):>10.0f}")
+print(f"plots and CSVs: {out}/")
 PY
 fi
