@@ -50,7 +50,9 @@ pub(crate) struct ServeArgs {
     instances: usize,
     /// Cut the encoder into this many pipeline stages of consecutive layers, each with
     /// --instances instances of every --runtime, hidden states handed from stage to stage
-    /// (--engine ort or emulated; the dynamic-batching policy batches each stage).
+    /// (--engine ort or emulated; the dynamic-batching policy batches each stage). With --task
+    /// generate, the decoder's prefill is cut (SmolLM2: --stages 5, 6 layers each) and a
+    /// completion is its one next token (max_tokens 1).
     #[arg(long, default_value_t = 1)]
     stages: u16,
     /// Scheduling policy: dynamic-batching (TEI-like, one queue, batches by padded tokens; the
@@ -158,7 +160,9 @@ impl ServeArgs {
             _ => self.engine.real()?,
         };
         let generate = self.task == Task::Generate;
-        let policy = self.policy.unwrap_or_else(|| if generate { "fcfs" } else { "dynamic-batching" }.into());
+        let whole_decoder = generate && self.stages <= 1;
+        let policy =
+            self.policy.unwrap_or_else(|| if whole_decoder { "fcfs" } else { "dynamic-batching" }.into());
         let runtimes = match (self.runtimes.is_empty(), generate) {
             (false, _) => self.runtimes,
             (true, false) => vec![RuntimeSpec::dynamic(512, 32)],

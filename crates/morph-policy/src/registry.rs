@@ -69,6 +69,11 @@ pub fn build(name: &str, params: &serde_json::Value, ctx: &Context) -> Result<Bo
     Ok(Box::new(FleetPolicy::new(name, config, ServiceModel::new(profile, slo))))
 }
 
+/// Whether policy `name` schedules generations on whole decoders (FCFS, SSJF).
+pub fn runs_whole_decoders(name: &str) -> bool {
+    SsjfConfig::preset(name).is_some()
+}
+
 /// A pipeline policy: its sizer and pool settings from `params` over the sizer's defaults.
 fn build_pipeline(
     name: &str,

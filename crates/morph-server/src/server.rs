@@ -118,6 +118,14 @@ impl Server {
         if config.runtimes.is_empty() && !own_layout {
             return Err(BuildError::Config("at least one runtime with one instance is needed".into()));
         }
+        let decoder = matches!(config.engine, EngineKind::Decoder { .. });
+        if decoder && config.stages > 1 && registry::runs_whole_decoders(&config.policy) {
+            let msg = format!(
+                "policy '{}' runs whole decoders; a decoder's prefill stages are batched by dynamic-batching or a pipeline policy",
+                config.policy
+            );
+            return Err(BuildError::Config(msg));
+        }
         if config.stages > 1 && own_layout && !pipelined {
             let msg = format!("policy '{}' lays out whole models; it cannot run --stages", config.policy);
             return Err(BuildError::Config(msg));
@@ -150,6 +158,10 @@ impl Server {
             pooling,
             engine: config.engine.label().to_string(),
             max_input_len: layout.iter().map(|u| u.runtime.max_len).max().unwrap_or(0),
+            prefill_stages: match (&config.engine, layout.first().and_then(|u| u.stage)) {
+                (EngineKind::Decoder { .. }, Some(stage)) => stage.count,
+                _ => 0,
+            },
         };
         let state = AppState {
             driver,

@@ -150,3 +150,29 @@ async fn without_a_seed_calls_sample_afresh_and_a_seed_repeats() {
     assert_eq!(content(&a), content(&b), "the same seed samples the same text");
     server.stop().await;
 }
+
+/// SmolLM2's prefill in 5 stages of 6 layers, the stages batched by dynamic batching with
+/// hidden states handed on: a chat's one-token completion is the whole decoder's first token;
+/// more than one token is refused with a clear 422.
+#[tokio::test]
+async fn a_decoder_cut_into_prefill_stages_answers_the_whole_decoders_first_token() {
+    let question = "What is the capital of France?";
+    let whole = start(decoder("fcfs", json!({}))).await;
+    let (status, expected) = post(&whole.url, "/v1/chat/completions", &chat_body(question, 1)).await;
+    assert_eq!(status, 200, "{expected}");
+    whole.stop().await;
+
+    let params = json!({"max_batch_tokens": 16_384, "max_queue": 64});
+    let staged = start(morph_server::ServerConfig { stages: 5, ..decoder("dynamic-batching", params) }).await;
+    let metrics = client().get(format!("{}/metrics", staged.url)).send().await.expect("metrics");
+    let metrics = metrics.text().await.expect("metrics body");
+    assert!(metrics.contains("stage4of5:L24-30"), "{metrics}");
+    let (status, body) = post(&staged.url, "/v1/chat/completions", &chat_body(question, 1)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(content(&body), content(&expected), "{body} vs {expected}");
+    assert_eq!(body["usage"], expected["usage"]);
+    let (status, body) = post(&staged.url, "/v1/chat/completions", &chat_body(question, 5)).await;
+    assert_eq!(status, 422, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap_or_default().contains("one token"), "{body}");
+    staged.stop().await;
+}

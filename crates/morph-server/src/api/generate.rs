@@ -23,14 +23,14 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::embed::record;
-use super::validate;
 use super::{AppState, Body};
+use super::{prefill, validate};
 use crate::driver::Claim;
 use crate::error::ApiError;
 use crate::prediction::Predictions;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Format {
+pub(super) enum Format {
     Completion,
     Chat,
 }
@@ -43,17 +43,17 @@ pub(super) async fn chat_completions(State(state): State<AppState>, Body(body): 
     serve(state, &body, Format::Chat).await
 }
 
-struct Request {
-    prompt: Vec<u32>,
-    max_tokens: u32,
-    sampling: SamplingParams,
+pub(super) struct Request {
+    pub(super) prompt: Vec<u32>,
+    pub(super) max_tokens: u32,
+    pub(super) sampling: SamplingParams,
     stream: bool,
     /// Where its true output length is remembered when it finishes (with a predictor).
     truth: Option<Truth>,
 }
 
 /// A generation's predictor input, to cache its true output length under (SSJF §6).
-struct Truth {
+pub(super) struct Truth {
     predictions: Arc<Predictions>,
     text: String,
 }
@@ -66,6 +66,9 @@ impl Truth {
         }
     }
 }
+
+/// A generation under way: its request, the caller's claim, its events and the first of them.
+pub(super) type Started = (Request, Claim, UnboundedReceiver<GenEvent>, GenEvent);
 
 async fn serve(state: AppState, body: &[u8], format: Format) -> Response {
     let started = Instant::now();
@@ -148,11 +151,7 @@ async fn serve(state: AppState, body: &[u8], format: Format) -> Response {
 
 /// Validates and tokenizes the request, hands it to the driver and waits for its first event:
 /// a refusal or failure then is the call's error status.
-async fn start(
-    state: &AppState,
-    body: &[u8],
-    format: Format,
-) -> Result<(Request, Claim, UnboundedReceiver<GenEvent>, GenEvent), ApiError> {
+async fn start(state: &AppState, body: &[u8], format: Format) -> Result<Started, ApiError> {
     let generator = state
         .generator
         .clone()
@@ -177,6 +176,9 @@ async fn start(
         }
     };
     let mut request = parse(&body, &generator, text).await?;
+    if state.model.prefill_stages > 0 {
+        return prefill::next_token(state, &body, request, &generator).await;
+    }
     let predicted = match (&state.predictions, predictor_input) {
         (Some(predictions), Some(input)) => {
             request.truth = Some(Truth { predictions: predictions.clone(), text: input.clone() });

@@ -4,6 +4,7 @@ mod embed;
 mod generate;
 mod info;
 mod openai;
+mod prefill;
 mod tei;
 pub mod validate;
 
@@ -37,6 +38,9 @@ pub struct ServedModel {
     pub engine: String,
     /// The longest input any runtime accepts.
     pub max_input_len: u32,
+    /// A decoder cut into this many prefill stages: a completion is its one next token (0: a
+    /// whole decoder, or an encoder).
+    pub prefill_stages: u16,
 }
 
 #[derive(Debug, Clone)]

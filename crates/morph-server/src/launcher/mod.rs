@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use morph_core::{ModelId, PlanId, Profile, RuntimeSpec, StageSpec, UnitKind, UnitSpec};
-use morph_engine::decoder::{DecoderWorker, GgufTokenizer, Iterations, Llama};
+use morph_engine::decoder::{DecoderStage, DecoderWorker, GgufTokenizer, Iterations, Llama};
 use morph_engine::{
     CandleRuntime, EmulatedRuntime, Encoder, Engine, EngineError, EngineWorker, ModelFiles, OrtEncoder,
     Pooling,
@@ -193,9 +193,11 @@ impl Launcher {
                 )
             })?,
             Source::Emulated { .. } => usize::from(count),
-            Source::Candle(_) | Source::Decoder(_) => {
+            // A decoder's stages run its prefill only.
+            Source::Decoder(model) => model.0.config.layers,
+            Source::Candle(_) => {
                 return Err(EngineError::Unsupported(
-                    "pipeline stages need --engine ort (or emulated)".into(),
+                    "pipeline stages need --engine ort (or emulated, or a decoder's prefill)".into(),
                 ));
             }
         };
@@ -216,9 +218,12 @@ impl Launcher {
             Source::Candle(encoder) => Box::new(CandleRuntime::new(encoder.clone(), spec)?),
             Source::Ort(encoder, plans) => Box::new(encoder.instance(unit, plans)?),
             Source::Emulated { profile, dim } => Box::new(EmulatedRuntime::new(profile.clone(), unit, *dim)),
-            Source::Decoder(_) => {
-                return Err(EngineError::Load("a decoder runs generations, not encoder batches".into()));
-            }
+            Source::Decoder(model) => match unit.stage {
+                Some(stage) => Box::new(DecoderStage::new(model.clone(), spec, stage)),
+                None => {
+                    return Err(EngineError::Load("a decoder runs generations, not encoder batches".into()));
+                }
+            },
         })
     }
 
@@ -236,7 +241,10 @@ impl Launcher {
                 let worker = DecoderWorker::spawn(name, model.clone(), hook).map_err(spawn_err)?;
                 WorkerEngine::Decoder { worker, iterations: Some(rx) }
             }
-            (Source::Decoder(_), UnitKind::Encoder) | (_, UnitKind::Decoder) => {
+            (Source::Decoder(_), UnitKind::Encoder) if unit.stage.is_none() => {
+                return Err(EngineError::Unsupported(format!("a {:?} unit on this launcher", unit.kind)));
+            }
+            (_, UnitKind::Decoder) => {
                 return Err(EngineError::Unsupported(format!("a {:?} unit on this launcher", unit.kind)));
             }
             (_, UnitKind::Encoder) => match &self.processes {
