@@ -7,15 +7,24 @@
 //! rounds (cold, then warm, then hot) each in a fresh cache. The weights file is in the OS page
 //! cache after the first read, so "disk" here is a warm page cache: a truly cold disk is slower.
 //!
+//! Then a SmolLM2 prefill stage, which runs as a thread of the server (no worker process yet):
+//! cold is the GGUF read and expanded to f32, warm a stage over the weights already in memory;
+//! both to the end of a first batch (one 8-token prompt).
+//!
 //! `cargo bench -p morph-cli --bench worker_starts [-- --runs N]`
 
 use std::time::Duration;
 
-use morph_core::{ModelId, RuntimeSpec, StageSpec, UnitSpec};
+use std::sync::Arc;
+use std::time::Instant;
+
+use morph_core::{ModelId, PlanId, RuntimeSpec, StageSpec, UnitSpec};
 use morph_engine::Pooling;
+use morph_engine::decoder::{DecoderStage, Llama, fetch_default_decoder};
 use morph_engine::fetch::{ModelSource, Pip, fetch, morph_home};
 use morph_engine::measure::{cli_arg, median};
 use morph_engine::ort_library::onnxruntime_library;
+use morph_engine::{BatchInput, Engine};
 use morph_server::launcher::{ProcessConfig, ProcessLauncher, StartReport, WorkerModel};
 
 fn main() {
@@ -69,4 +78,32 @@ fn main() {
             println!("{label:<34} {:<5} {cells} {:>8.0}x", reports[0].kind.label(), cold / steps[0]);
         }
     }
+    decoder_stage(runs);
+}
+
+/// Cold and warm starts of SmolLM2's prefill stage 0 of 5 (with the embeddings), in this process.
+fn decoder_stage(runs: usize) {
+    let gguf = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("SmolLM2");
+    let stage = StageSpec::even(ModelId(0), 0, 5, 30);
+    let runtime = RuntimeSpec::dynamic(512, 1);
+    let prompt = vec![vec![1u32; 8]];
+    let first = |model: Arc<_>| {
+        let mut engine = DecoderStage::new(model, runtime, stage);
+        engine.run(BatchInput::Tokens(&prompt), PlanId::PLAIN).expect("first batch");
+    };
+    let (mut cold, mut warm) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let started = Instant::now();
+        let model = Arc::new(Llama::load(&gguf).expect("load"));
+        first(model.clone());
+        cold.push(started.elapsed().as_secs_f64() * 1e3);
+        let started = Instant::now();
+        first(model);
+        warm.push(started.elapsed().as_secs_f64() * 1e3);
+    }
+    let (cold, warm) = (median(cold), median(warm));
+    println!(
+        "SmolLM2 prefill stage 0 of 5 (a thread)  cold {cold:>9.1}  warm {warm:>9.1}  cold/warm {:.0}x",
+        cold / warm
+    );
 }
