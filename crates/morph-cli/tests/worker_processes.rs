@@ -3,7 +3,8 @@
 //! (SIGKILL) is replaced warm from the host cache (faster than its cold start) and its batch
 //! runs again there, every call answered once and right; a worker that stops answering is
 //! declared dead after the batch timeout, killed and replaced the same way; QUART sizes live
-//! stage workers; a worker in another network namespace serves over TCP.
+//! stage workers; a host cache over its budget evicts and launches still succeed; a worker in
+//! another network namespace serves over TCP.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -314,4 +315,31 @@ async fn quart_sizes_live_stage_workers_and_adds_replicas_warm_under_load() {
         "added replicas start from the host cache: {after:?}"
     );
     assert_eq!(metric(&served.url, "morph_policy_refusals_total").await, 0.0);
+}
+
+#[tokio::test]
+async fn a_host_cache_over_its_budget_evicts_and_every_launch_still_succeeds() {
+    // 20 MiB: stage 0's artefact (~60 MB, the embeddings) is never kept; stage 1's (~14 MB) is,
+    // until stage 2's pushes the cache over 85% and evicts it.
+    let served = serve(&["--stages", "3", "--workers", "process", "--host-cache-mb", "20"]);
+    let (status, body) = embed(&served.url, &TEXTS).await;
+    assert_eq!(status, 200, "{body}");
+    let cache = get_json(&served.url, "/info").await["workers"]["host_cache"].clone();
+    assert!(cache["bytes"].as_f64().expect("bytes") <= 0.85 * 20.0 * 1048576.0, "{cache}");
+    assert_eq!(cache["evictions"], 1, "{cache}");
+    let kept: Vec<&str> =
+        cache["artefacts"].as_array().expect("artefacts").iter().filter_map(|a| a["key"].as_str()).collect();
+    assert_eq!(kept.len(), 1, "{cache}");
+    assert!(kept[0].contains("stage2of3"), "{cache}");
+
+    let first = workers(&served.url).await[0].clone();
+    signal(first.1, "KILL");
+    let (status, body) = embed(&served.url, &TEXTS).await;
+    assert_eq!(status, 200, "{body}");
+    until("the replacement worker", async || {
+        workers(&served.url).await.iter().any(|w| w.0 == first.0 && w.1 != first.1)
+    })
+    .await;
+    let replaced = workers(&served.url).await.into_iter().find(|w| w.0 == first.0).expect("stage 0");
+    assert_eq!(replaced.2, "cold", "stage 0 was never cached, so its replacement starts from disk");
 }
