@@ -66,8 +66,12 @@ pub fn recv<T: DeserializeOwned>(stream: &mut impl Read) -> io::Result<T> {
     if len > MAX_FRAME {
         return Err(io::Error::new(io::ErrorKind::InvalidData, format!("a {len} byte frame")));
     }
-    let mut body = vec![0u8; len];
-    stream.read_exact(&mut body)?;
+    // Read as the bytes arrive: a header alone (a broken or hostile peer) allocates nothing big.
+    let mut body = Vec::new();
+    stream.take(len as u64).read_to_end(&mut body)?;
+    if body.len() < len {
+        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the stream ended inside a frame"));
+    }
     postcard::from_bytes(&body).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
@@ -94,5 +98,33 @@ mod tests {
         huge.extend([0; 8]);
         let err = recv::<ToWorker>(&mut huge.as_slice()).expect_err("too big");
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        let mut short = 1000u32.to_le_bytes().to_vec();
+        short.extend([0; 10]);
+        let err = recv::<ToWorker>(&mut short.as_slice()).expect_err("cut short");
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+    }
+
+    proptest::proptest! {
+        /// Whatever bytes arrive, `recv` answers a message or an error; it never panics.
+        #[test]
+        fn any_bytes_decode_or_fail_cleanly(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..256)) {
+            let mut framed = (bytes.len() as u32).to_le_bytes().to_vec();
+            framed.extend(&bytes);
+            let _ = recv::<ToWorker>(&mut framed.as_slice());
+            let _ = recv::<FromWorker>(&mut framed.as_slice());
+            let _ = recv::<FromWorker>(&mut bytes.as_slice());
+        }
+
+        /// Every batch a server can send arrives whole: same rows, same bits.
+        #[test]
+        fn batches_round_trip(
+            plan in proptest::num::i16::ANY,
+            rows in proptest::collection::vec(proptest::collection::vec(proptest::num::f32::NORMAL, 0..64), 0..8),
+        ) {
+            let run = ToWorker::Run { plan: PlanId(plan), rows: Rows::Hidden(rows) };
+            let mut buf = Vec::new();
+            send(&mut buf, &run).expect("send");
+            proptest::prop_assert_eq!(recv::<ToWorker>(&mut buf.as_slice()).expect("recv"), run);
+        }
     }
 }
