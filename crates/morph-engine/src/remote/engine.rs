@@ -49,11 +49,10 @@ impl RemoteEngine {
 
     fn handshake(
         listener: &Listener,
-        child: Option<&mut Child>,
+        mut child: Option<&mut Child>,
         deadline: Instant,
     ) -> Result<(Stream, Boot), EngineError> {
         let lost = |e: io::Error| EngineError::Lost(format!("worker did not start: {e}"));
-        let mut child = child;
         let exited = || match child.as_mut().map(|c| c.try_wait()) {
             Some(Ok(Some(status))) => Some(io::Error::other(format!("the worker exited ({status})"))),
             _ => None,

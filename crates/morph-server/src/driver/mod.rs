@@ -263,14 +263,12 @@ impl Driver {
     /// weights in host memory), a worker process says how it started. This deployment is one
     /// host, server 0; a launch placed elsewhere fails and says so.
     fn launch(self: Arc<Self>, ticket: Ticket, unit: UnitSpec, server: Option<ServerId>) {
-        let asked = Instant::now();
         let result = match server {
             Some(s) if s != ServerId(0) => {
                 Err(format!("no server {s}: this deployment is one host (server 0)"))
             }
             _ => self.launcher.start(unit).map_err(|e| e.to_string()).map(|worker| {
                 let kind = worker.start.as_ref().map_or(StartKind::Warm, |s| s.kind);
-                self.metrics.started(kind, asked.elapsed());
                 (worker, kind)
             }),
         };

@@ -243,6 +243,7 @@ impl State {
         let mut effects = Vec::new();
         let (id, stray) = match result {
             Ok((worker, start)) => {
+                self.metrics.started(start, std::time::Duration::from_nanos(took));
                 let launched = Launched { ticket, server: ServerId(0), start, took };
                 match self.ledger.launch_up(now, launched, &mut effects) {
                     Some(id) => {
