@@ -7,24 +7,20 @@
 //! rounds (cold, then warm, then hot) each in a fresh cache. The weights file is in the OS page
 //! cache after the first read, so "disk" here is a warm page cache: a truly cold disk is slower.
 //!
-//! Then a SmolLM2 prefill stage, which runs as a thread of the server (no worker process yet):
-//! cold is the GGUF read and expanded to f32, warm a stage over the weights already in memory;
-//! both to the end of a first batch (one 8-token prompt).
+//! Then SmolLM2 prefill stages (of 5): cold reads the stage's layers from the GGUF file and
+//! expands them to f32 (keeping those as safetensors, the prepared artefact: counted in
+//! "build"); warm maps and copies that artefact from /dev/shm.
 //!
 //! `cargo bench -p morph-cli --bench worker_starts [-- --runs N]`
 
 use std::time::Duration;
 
-use std::sync::Arc;
-use std::time::Instant;
-
-use morph_core::{ModelId, PlanId, RuntimeSpec, StageSpec, UnitSpec};
+use morph_core::{ModelId, RuntimeSpec, StageSpec, UnitSpec};
 use morph_engine::Pooling;
-use morph_engine::decoder::{DecoderStage, Llama, fetch_default_decoder};
+use morph_engine::decoder::fetch_default_decoder;
 use morph_engine::fetch::{ModelSource, Pip, fetch, morph_home};
 use morph_engine::measure::{cli_arg, median};
 use morph_engine::ort_library::onnxruntime_library;
-use morph_engine::{BatchInput, Engine};
 use morph_server::launcher::{ProcessConfig, ProcessLauncher, StartReport, WorkerModel};
 
 fn main() {
@@ -32,32 +28,32 @@ fn main() {
     let home = morph_home();
     let files = fetch(&ModelSource::Default, &home).expect("the default model");
     let library = onnxruntime_library(None, &home, &Pip::from_env()).expect("ONNX Runtime");
-    let launcher = || {
-        let config = ProcessConfig {
-            exe: env!("CARGO_BIN_EXE_morph").into(),
-            cache: Some(("/dev/shm".into(), 1 << 30)),
-            parked: 1,
-            start_timeout: Duration::from_secs(120),
-            batch_timeout: Duration::from_secs(60),
-        };
-        let (dir, library) = (files.dir.clone(), library.clone());
-        let model = WorkerModel { dir, library, pooling: Pooling::Mean, plans: Vec::new() };
-        ProcessLauncher::new(config, model).expect("launcher")
+    let gguf = fetch_default_decoder(&home, &Pip::from_env()).expect("SmolLM2");
+    let encoder = || WorkerModel::Encoder {
+        dir: files.dir.clone(),
+        library: library.clone(),
+        pooling: Pooling::Mean,
+        plans: Vec::new(),
     };
+    let decoder = || WorkerModel::DecoderStages { gguf: gguf.clone() };
     let runtime = RuntimeSpec::dynamic(512, 32);
     let stage = |k| UnitSpec::encoder(runtime).with_stage(StageSpec::even(ModelId(0), k, 3, 6));
-    let units = [
-        ("MiniLM stage 0 (embeddings, L0-2)", stage(0)),
-        ("MiniLM stage 1 (L2-4)", stage(1)),
-        ("MiniLM whole (L0-6)", UnitSpec::encoder(runtime)),
+    let decoder_stage = |k| UnitSpec::encoder(runtime).with_stage(StageSpec::even(ModelId(0), k, 5, 30));
+    let units: [(&str, UnitSpec, &dyn Fn() -> WorkerModel); 6] = [
+        ("MiniLM stage 0 (embeddings, L0-2)", stage(0), &encoder),
+        ("MiniLM stage 1 (L2-4)", stage(1), &encoder),
+        ("MiniLM whole (L0-6)", UnitSpec::encoder(runtime), &encoder),
+        ("SmolLM2 stage 0 (embeddings, L0-6)", decoder_stage(0), &decoder),
+        ("SmolLM2 stage 2 (L12-18)", decoder_stage(2), &decoder),
+        ("SmolLM2 stage 4 (L24-30, head)", decoder_stage(4), &decoder),
     ];
     println!("replica start, launch to first batch done: median of {runs} rounds (ms)");
     let head = ["total", "spawn", "library", "read", "build", "session", "first", "cold/this"];
     println!("{:<34} {:<5} {}", "unit", "kind", head.map(|h| format!("{h:>9}")).join(""));
-    for (label, unit) in units {
+    for (label, unit, model) in units {
         let mut kinds: [Vec<StartReport>; 3] = Default::default();
         for _ in 0..runs {
-            let l = launcher();
+            let l = ProcessLauncher::new(config(), model()).expect("launcher");
             let (worker, cold) = l.start(unit, "bench".into()).expect("cold start");
             drop(worker);
             let (worker, warm) = l.start(unit, "bench".into()).expect("warm start");
@@ -78,32 +74,15 @@ fn main() {
             println!("{label:<34} {:<5} {cells} {:>8.0}x", reports[0].kind.label(), cold / steps[0]);
         }
     }
-    decoder_stage(runs);
 }
 
-/// Cold and warm starts of SmolLM2's prefill stage 0 of 5 (with the embeddings), in this process.
-fn decoder_stage(runs: usize) {
-    let gguf = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("SmolLM2");
-    let stage = StageSpec::even(ModelId(0), 0, 5, 30);
-    let runtime = RuntimeSpec::dynamic(512, 1);
-    let prompt = vec![vec![1u32; 8]];
-    let first = |model: Arc<_>| {
-        let mut engine = DecoderStage::new(model, runtime, stage);
-        engine.run(BatchInput::Tokens(&prompt), PlanId::PLAIN).expect("first batch");
-    };
-    let (mut cold, mut warm) = (Vec::new(), Vec::new());
-    for _ in 0..runs {
-        let started = Instant::now();
-        let model = Arc::new(Llama::load(&gguf).expect("load"));
-        first(model.clone());
-        cold.push(started.elapsed().as_secs_f64() * 1e3);
-        let started = Instant::now();
-        first(model);
-        warm.push(started.elapsed().as_secs_f64() * 1e3);
+/// The launcher's settings: a 1 GiB host cache in /dev/shm, room to park one replica.
+fn config() -> ProcessConfig {
+    ProcessConfig {
+        exe: env!("CARGO_BIN_EXE_morph").into(),
+        cache: Some(("/dev/shm".into(), 1 << 30)),
+        parked: 1,
+        start_timeout: Duration::from_secs(120),
+        batch_timeout: Duration::from_secs(60),
     }
-    let (cold, warm) = (median(cold), median(warm));
-    println!(
-        "SmolLM2 prefill stage 0 of 5 (a thread)  cold {cold:>9.1}  warm {warm:>9.1}  cold/warm {:.0}x",
-        cold / warm
-    );
 }

@@ -10,18 +10,19 @@ use morph_server::launcher::ProcessConfig;
 pub(crate) enum WorkersArg {
     /// Every instance is a thread of the server, sharing one copy of the weights.
     Thread,
-    /// Every encoder replica is a `morph worker` process reached over a Unix socket, started
-    /// cold (weights from disk), warm (its prepared graphs from the host cache) or hot (a
-    /// parked replica); a crashed or silent worker fails its batch and is replaced.
+    /// Every encoder replica (or decoder prefill stage) is a `morph worker` process reached
+    /// over a Unix socket, started cold (weights from disk), warm (its prepared form from the
+    /// host cache) or hot (a parked replica); a crashed or silent worker fails its batch and is
+    /// replaced.
     Process,
 }
 
 #[derive(Debug, Clone, Args)]
 pub(crate) struct ProcessArgs {
-    /// Where instances run (process: needs --engine ort).
+    /// Where instances run (process: needs --engine ort, or --task generate with --stages).
     #[arg(long, value_enum, default_value = "thread")]
     workers: WorkersArg,
-    /// Host-memory budget of the prepared-graph cache in MiB (LRU eviction above 85%); 0
+    /// Host-memory budget of the prepared-artefact cache in MiB (LRU eviction above 85%); 0
     /// turns the cache off: every worker start is cold.
     #[arg(long, default_value_t = 1024)]
     host_cache_mb: u64,

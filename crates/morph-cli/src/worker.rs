@@ -1,18 +1,23 @@
-//! `morph worker`: one pipeline-stage replica (or whole model) in its own process. The server
-//! starts it; it connects back, builds its ONNX Runtime engine cold (weights from disk, graph
-//! written and optimised; with --prepare the optimised graph is kept as a prepared artefact) or
-//! warm (--prepared: the artefact from host memory, optimisation off), runs a first batch,
-//! reports how long each step took, then runs batches until the server stops it.
+//! `morph worker`: one pipeline-stage replica (or whole encoder) in its own process. The server
+//! starts it; it connects back, builds its engine, runs a first batch, reports how long each
+//! step took, then runs batches until the server stops it. An encoder (--model) runs ONNX
+//! Runtime, built cold (weights from disk, graph written and optimised; with --prepare the
+//! optimised graph is kept as a prepared artefact) or warm (--prepared: the artefact from host
+//! memory, optimisation off). A decoder's prefill stage (--gguf) is built cold (its layers read
+//! from the GGUF file and expanded to f32; --prepare keeps them as safetensors) or warm
+//! (--prepared: those f32 tensors from host memory).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
 use morph_core::{PlanId, UnitSpec};
 use morph_engine::checkpoint::Checkpoint;
+use morph_engine::decoder::{DecoderStage, Llama};
 use morph_engine::fetch::{ModelSource, fetch, morph_home};
-use morph_engine::ort_runtime::environment;
+use morph_engine::ort_runtime::{StartTimes, environment};
 use morph_engine::remote::{Built, Endpoint, serve_worker};
 use morph_engine::{EngineError, OrtEncoder, OrtRuntime, Pooling, Rows};
 
@@ -21,12 +26,15 @@ pub(crate) struct WorkerArgs {
     /// Where the server waits for this worker: unix:PATH or tcp:IP:PORT.
     #[arg(long)]
     connect: Endpoint,
-    /// The model's local directory (config.json, model.safetensors).
+    /// The encoder's local directory (config.json, model.safetensors).
+    #[arg(long, required_unless_present = "gguf", conflicts_with = "gguf")]
+    model: Option<PathBuf>,
+    /// The ONNX Runtime shared library (for an encoder).
+    #[arg(long, required_unless_present = "gguf")]
+    ort_library: Option<PathBuf>,
+    /// A decoder's GGUF file: the worker runs one prefill stage of it (the unit's layers).
     #[arg(long)]
-    model: PathBuf,
-    /// The ONNX Runtime shared library.
-    #[arg(long)]
-    ort_library: PathBuf,
+    gguf: Option<PathBuf>,
     /// The unit this replica runs, as JSON (runtime shape, pipeline stage, threads), as the
     /// server writes it.
     #[arg(long)]
@@ -51,13 +59,56 @@ pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<()> {
     plans.push(PlanId::PLAIN);
     plans.sort_unstable();
     plans.dedup();
-    serve_worker(&args.connect, || build(&args, unit, &plans))
-        .with_context(|| format!("worker for {unit} at {}", args.connect))
+    let build = || match (&args.gguf, &args.model, &args.ort_library) {
+        (Some(gguf), _, _) => build_decoder_stage(&args, gguf, unit),
+        (None, Some(model), Some(library)) => build_encoder(&args, model, library, unit, &plans),
+        _ => Err(EngineError::Load("a worker needs --gguf, or --model and --ort-library".into())),
+    };
+    serve_worker(&args.connect, build).with_context(|| format!("worker for {unit} at {}", args.connect))
 }
 
-fn build(args: &WorkerArgs, unit: UnitSpec, plans: &[PlanId]) -> Result<Built, EngineError> {
+/// The artefact folder a cold start keeps its prepared form in, made.
+fn prepare_folder(args: &WorkerArgs) -> Result<Option<&Path>, EngineError> {
+    let Some(dir) = &args.prepare else { return Ok(None) };
+    std::fs::create_dir_all(dir)
+        .map_err(|e| EngineError::Load(format!("prepared artefact folder {}: {e}", dir.display())))?;
+    Ok(Some(dir))
+}
+
+fn build_decoder_stage(args: &WorkerArgs, gguf: &Path, unit: UnitSpec) -> Result<Built, EngineError> {
+    let Some(stage) = unit.stage else {
+        return Err(EngineError::Unsupported(
+            "a decoder worker runs one prefill stage (a unit with a stage)".into(),
+        ));
+    };
+    let read = Instant::now();
+    let llama = match &args.prepared {
+        Some(dir) => Llama::load_prepared(dir)?,
+        None => Llama::load_stage(gguf, usize::from(stage.first_layer)..usize::from(stage.end_layer))?,
+    };
+    let read = read.elapsed();
+    let build = Instant::now();
+    if let Some(dir) = prepare_folder(args)? {
+        llama.save_prepared(dir)?;
+    }
+    let times = StartTimes { read, build: build.elapsed(), ..StartTimes::default() };
+    let first = match stage.index {
+        0 => Rows::Tokens(vec![vec![0, 0]]),
+        _ => Rows::Hidden(vec![vec![0.0; 2 * llama.config.hidden]]),
+    };
+    let engine = DecoderStage::new(Arc::new(llama), unit.runtime, stage);
+    Ok(Built { engine: Box::new(engine), prepared: args.prepared.is_some(), times, first })
+}
+
+fn build_encoder(
+    args: &WorkerArgs,
+    model: &Path,
+    library: &Path,
+    unit: UnitSpec,
+    plans: &[PlanId],
+) -> Result<Built, EngineError> {
     let load = |e: morph_engine::fetch::FetchError| EngineError::Load(e.to_string());
-    let files = fetch(&ModelSource::Local(args.model.clone()), &morph_home()).map_err(load)?;
+    let files = fetch(&ModelSource::Local(model.to_path_buf()), &morph_home()).map_err(load)?;
     let config = Checkpoint::config(&files)?;
     let first = match unit.stage {
         Some(stage) if stage.index > 0 => Rows::Hidden(vec![vec![0.0; 2 * config.hidden_size]]),
@@ -66,25 +117,21 @@ fn build(args: &WorkerArgs, unit: UnitSpec, plans: &[PlanId]) -> Result<Built, E
     let (engine, times, prepared) = match &args.prepared {
         Some(dir) => {
             let shape = (config.hidden_size, config.pad_token_id);
-            let (runtime, times) = OrtRuntime::load_prepared(&args.ort_library, dir, unit, plans, shape)?;
+            let (runtime, times) = OrtRuntime::load_prepared(library, dir, unit, plans, shape)?;
             (runtime, times, true)
         }
         None => {
-            if let Some(dir) = &args.prepare {
-                std::fs::create_dir_all(dir).map_err(|e| {
-                    EngineError::Load(format!("prepared artefact folder {}: {e}", dir.display()))
-                })?;
-            }
-            let library = Instant::now();
-            environment(&args.ort_library)?;
-            let library = library.elapsed();
+            let prepare = prepare_folder(args)?;
+            let started = Instant::now();
+            environment(library)?;
+            let library_time = started.elapsed();
             let read = Instant::now();
             let pooling = args.pooling.unwrap_or_else(|| Pooling::from_model_dir(&files.dir));
-            let encoder = OrtEncoder::load(&files, pooling, &args.ort_library)?;
+            let encoder = OrtEncoder::load(&files, pooling, library)?;
             let read = read.elapsed();
-            let (runtime, mut times) = encoder.compile(unit, plans, args.prepare.as_deref())?;
+            let (runtime, mut times) = encoder.compile(unit, plans, prepare)?;
             times.read = read;
-            times.library = library;
+            times.library = library_time;
             (runtime, times, false)
         }
     };

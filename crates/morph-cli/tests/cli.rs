@@ -138,6 +138,13 @@ fn misuse_gets_one_clear_line() {
     let out = morph().args(emulated).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("worker processes run ONNX Runtime"), "{err}");
+    let whole_decoders = ["serve", "--port", "0", "--task", "generate", "--workers", "process"];
+    let out = morph().args(whole_decoders).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("worker processes run a decoder's prefill stages"),
+        "{err}"
+    );
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let url = format!("http://{closed}");
     let out = morph().args(["bench", "--url", &url, "--corpus", "x.txt", "--rate", "1"]).output().unwrap();

