@@ -11,7 +11,10 @@
 #   bursty:   Fig. 6 analogue. The same pipeline under the Azure LLM 2023 conversation arrivals
 #             (../shared/data/traces, 25x faster: ~140 req/s with its bursts); they stand in for
 #             the paper's Azure Functions trace.
-#   experiments/quart_live.sh [stages|cv|bursty|all] [SECONDS]
+#   decoder:  SmolLM2-135M's prefill in 5 stages of 6 layers, every replica a worker process, 8
+#             slots, one greedy token per SST-2 sentence at 4 req/s, input CV 1 and 4: QUART and
+#             the baselines (INFless-like: whole-model prefill replicas), SLO 1 s.
+#   experiments/quart_live.sh [stages|cv|bursty|decoder|all] [SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -59,13 +62,13 @@ PY
   done
 fi
 
+# pipeline_runs LABEL SLO_MS BENCH_ARGS...: QUART and the four baselines in turn, each on a
+# fresh server of "${model[@]}", under the same request stream; one table per bench run.
 pipeline_runs() {
-  local label=$1; shift
-  printf '{"model":"flat-40ms","latency":{"1":{"1":40.0,"512":40.0}}}' >"$tmp/stage.json"
+  local label=$1 slo=$2; shift 2
   for policy in quart cocktail-like inferline-like infless-like uniform-pipeline; do
-    serve --engine emulated --profile "$tmp/stage.json" --emulated-dim 8 --stages 4 --instances 16 \
-      --runtime dynamic:512x1 --policy "$policy" --slo-ms 120
-    "$bin" bench --url "$url" --corpus "$corpus" --slo-ms 120 --json "$@" >"$tmp/$label.$policy.json"
+    serve "${model[@]}" --policy "$policy" --slo-ms "$slo"
+    "$bin" bench --url "$url" --corpus "$corpus" --slo-ms "$slo" --json "$@" >"$tmp/$label.$policy.json"
     stop
   done
   python3 - "$tmp" "$label" <<'PY'
@@ -84,9 +87,15 @@ for i in range(len(runs["quart"])):
 PY
 }
 
+printf '{"model":"flat-40ms","latency":{"1":{"1":40.0,"512":40.0}}}' >"$tmp/stage.json"
+model=(--engine emulated --profile "$tmp/stage.json" --emulated-dim 8 --stages 4 --instances 16 --runtime dynamic:512x1)
 if [ "$what" = cv ] || [ "$what" = all ]; then
-  pipeline_runs cv --rate 150 --cv 1,4 --duration "$secs"
+  pipeline_runs cv 120 --rate 150 --cv 1,4 --duration "$secs"
 fi
 if [ "$what" = bursty ] || [ "$what" = all ]; then
-  pipeline_runs bursty --trace ../shared/data/traces/azure_llm_2023_conv.csv --speedup 25 --duration "$secs"
+  pipeline_runs bursty 120 --trace ../shared/data/traces/azure_llm_2023_conv.csv --speedup 25 --duration "$secs"
+fi
+if [ "$what" = decoder ] || [ "$what" = all ]; then
+  model=(--task generate --stages 5 --workers process --instances 8 --runtime dynamic:256x1)
+  pipeline_runs decoder 1000 --endpoint prefill --rate 4 --cv 1,4 --duration "$secs"
 fi

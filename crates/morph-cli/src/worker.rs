@@ -32,7 +32,8 @@ pub(crate) struct WorkerArgs {
     /// The ONNX Runtime shared library (for an encoder).
     #[arg(long, required_unless_present = "gguf")]
     ort_library: Option<PathBuf>,
-    /// A decoder's GGUF file: the worker runs one prefill stage of it (the unit's layers).
+    /// A decoder's GGUF file: the worker runs the prefill of the unit's stage (or of the whole
+    /// model, for a unit without a stage).
     #[arg(long)]
     gguf: Option<PathBuf>,
     /// The unit this replica runs, as JSON (runtime shape, pipeline stage, threads), as the
@@ -76,15 +77,13 @@ fn prepare_folder(args: &WorkerArgs) -> Result<Option<&Path>, EngineError> {
 }
 
 fn build_decoder_stage(args: &WorkerArgs, gguf: &Path, unit: UnitSpec) -> Result<Built, EngineError> {
-    let Some(stage) = unit.stage else {
-        return Err(EngineError::Unsupported(
-            "a decoder worker runs one prefill stage (a unit with a stage)".into(),
-        ));
-    };
     let read = Instant::now();
-    let llama = match &args.prepared {
-        Some(dir) => Llama::load_prepared(dir)?,
-        None => Llama::load_stage(gguf, usize::from(stage.first_layer)..usize::from(stage.end_layer))?,
+    let llama = match (&args.prepared, unit.stage) {
+        (Some(dir), _) => Llama::load_prepared(dir)?,
+        (None, Some(stage)) => {
+            Llama::load_stage(gguf, usize::from(stage.first_layer)..usize::from(stage.end_layer))?
+        }
+        (None, None) => Llama::load(gguf)?.0,
     };
     let read = read.elapsed();
     let build = Instant::now();
@@ -92,11 +91,11 @@ fn build_decoder_stage(args: &WorkerArgs, gguf: &Path, unit: UnitSpec) -> Result
         llama.save_prepared(dir)?;
     }
     let times = StartTimes { read, build: build.elapsed(), ..StartTimes::default() };
-    let first = match stage.index {
+    let first = match unit.stage.map_or(0, |s| s.index) {
         0 => Rows::Tokens(vec![vec![0, 0]]),
         _ => Rows::Hidden(vec![vec![0.0; 2 * llama.config.hidden]]),
     };
-    let engine = DecoderStage::new(Arc::new(llama), unit.runtime, stage);
+    let engine = DecoderStage::new(Arc::new(llama), unit.runtime, unit.stage);
     Ok(Built { engine: Box::new(engine), prepared: args.prepared.is_some(), times, first })
 }
 

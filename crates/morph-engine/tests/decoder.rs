@@ -244,7 +244,7 @@ fn five_prefill_stages_give_the_unsplit_next_token() {
     use morph_engine::decoder::DecoderStage;
 
     let prompts = vec![chat("What is the capital of France?"), chat("Name a colour of the sky.")];
-    let split = five_stages(&prompts, |stage| DecoderStage::new(shared().clone(), runtime(), stage));
+    let split = five_stages(&prompts, |stage| DecoderStage::new(shared().clone(), runtime(), Some(stage)));
     assert_unsplit(&prompts, &split);
 }
 
@@ -268,7 +268,7 @@ fn stages_read_alone_and_from_prepared_artefacts_give_the_unsplit_next_token() {
         let dir = cache.path().join(stage.index.to_string());
         std::fs::create_dir(&dir).expect("artefact folder");
         alone.save_prepared(&dir).expect("saved");
-        DecoderStage::new(Arc::new(Llama::load_prepared(&dir).expect("prepared")), runtime(), stage)
+        DecoderStage::new(Arc::new(Llama::load_prepared(&dir).expect("prepared")), runtime(), Some(stage))
     });
     assert_unsplit(&prompts, &split);
     let middle = Llama::load_stage(&path, 12..18).expect("a middle stage");
@@ -277,7 +277,7 @@ fn stages_read_alone_and_from_prepared_artefacts_give_the_unsplit_next_token() {
     let mut stage = DecoderStage::new(
         Arc::new(middle),
         runtime(),
-        morph_core::StageSpec::even(morph_core::ModelId(0), 2, 5, 30),
+        Some(morph_core::StageSpec::even(morph_core::ModelId(0), 2, 5, 30)),
     );
     let err = stage
         .run(BatchInput::Tokens(&prompts), morph_core::PlanId::PLAIN)

@@ -166,10 +166,8 @@ impl Server {
             pooling,
             engine: config.engine.label().to_string(),
             max_input_len: layout.iter().map(|u| u.runtime.max_len).max().unwrap_or(0),
-            prefill_stages: match (&config.engine, layout.first().and_then(|u| u.stage)) {
-                (EngineKind::Decoder { .. }, Some(stage)) => stage.count,
-                _ => 0,
-            },
+            // A decoder served in stages answers prefills, also on a policy's whole-model replicas.
+            prefill_stages: if decoder && config.stages > 1 { config.stages } else { 0 },
         };
         let state = AppState {
             driver,

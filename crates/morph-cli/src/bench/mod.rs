@@ -27,6 +27,9 @@ pub(crate) enum Endpoint {
     Openai,
     /// POST /v1/chat/completions: recorded ShareGPT rounds (--lengths, --sharegpt), greedy.
     Chat,
+    /// POST /v1/completions of one greedy token per corpus text: a decoder's prefill, as
+    /// `morph serve --task generate --stages N` serves it.
+    Prefill,
 }
 
 #[derive(Debug, Args)]
@@ -64,8 +67,9 @@ pub(crate) struct BenchArgs {
     /// Seconds of arrivals per run (default 20, or the scenario's duration).
     #[arg(long)]
     duration: Option<f64>,
-    /// Which endpoint to load: embed (TEI format) or openai (/v1/embeddings) with corpus texts,
-    /// or chat (/v1/chat/completions) with the recorded ShareGPT rounds of --lengths/--sharegpt.
+    /// Which endpoint to load: embed (TEI format), openai (/v1/embeddings) or prefill (one
+    /// greedy token from /v1/completions) with corpus texts, or chat (/v1/chat/completions) with
+    /// the recorded ShareGPT rounds of --lengths/--sharegpt.
     #[arg(long, value_enum, default_value = "embed")]
     endpoint: Endpoint,
     /// Seed for arrival times and text choice (default 0, or the scenario's first seed).
@@ -121,7 +125,8 @@ type Schedule = (f64, Vec<(f64, serde_json::Value)>);
 fn embed_body(endpoint: Endpoint, text: &str) -> serde_json::Value {
     match endpoint {
         Endpoint::Openai => json!({"input": text, "truncate": true}),
-        _ => json!({"inputs": text, "truncate": true}),
+        Endpoint::Prefill => json!({"prompt": text, "max_tokens": 1, "temperature": 0}),
+        Endpoint::Embed | Endpoint::Chat => json!({"inputs": text, "truncate": true}),
     }
 }
 
@@ -218,6 +223,7 @@ async fn run_schedule(
         Endpoint::Embed => "/embed",
         Endpoint::Openai => "/v1/embeddings",
         Endpoint::Chat => "/v1/chat/completions",
+        Endpoint::Prefill => "/v1/completions",
     };
     let url = format!("{}{path}", args.url.trim_end_matches('/'));
     let start = tokio::time::Instant::now();

@@ -40,9 +40,11 @@ pub struct DecoderStage {
 }
 
 impl DecoderStage {
-    pub fn new(model: Arc<dyn StageWeights>, runtime: RuntimeSpec, stage: StageSpec) -> Self {
-        let layers = usize::from(stage.first_layer)..usize::from(stage.end_layer);
-        let last = stage.end_layer as usize >= model.llama().config.layers;
+    /// The prefill of `stage`'s layers, or of every layer (the whole model's prefill) with `None`.
+    pub fn new(model: Arc<dyn StageWeights>, runtime: RuntimeSpec, stage: Option<StageSpec>) -> Self {
+        let all = model.llama().config.layers;
+        let layers = stage.map_or(0..all, |s| usize::from(s.first_layer)..usize::from(s.end_layer));
+        let last = layers.end >= all;
         Self { model, runtime, layers, last }
     }
 }

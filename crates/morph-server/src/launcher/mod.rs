@@ -225,12 +225,11 @@ impl Launcher {
             Source::Candle(encoder) => Box::new(CandleRuntime::new(encoder.clone(), spec)?),
             Source::Ort(encoder, plans) => Box::new(encoder.instance(unit, plans)?),
             Source::Emulated { profile, dim } => Box::new(EmulatedRuntime::new(profile.clone(), unit, *dim)),
-            Source::Decoder(model) => match unit.stage {
-                Some(stage) => Box::new(DecoderStage::new(model.clone(), spec, stage)),
-                None => {
-                    return Err(EngineError::Load("a decoder runs generations, not encoder batches".into()));
-                }
-            },
+            Source::Decoder(model) if unit.kind == UnitKind::Decoder => {
+                return Err(EngineError::Load("a decoder runs generations, not encoder batches".into()));
+            }
+            // An encoder unit of a decoder is a prefill: of a stage, or (no stage) of the whole.
+            Source::Decoder(model) => Box::new(DecoderStage::new(model.clone(), spec, unit.stage)),
         })
     }
 
@@ -247,9 +246,6 @@ impl Launcher {
                 });
                 let worker = DecoderWorker::spawn(name, model.clone(), hook).map_err(spawn_err)?;
                 WorkerEngine::Decoder { worker, iterations: Some(rx) }
-            }
-            (Source::Decoder(_), UnitKind::Encoder) if unit.stage.is_none() => {
-                return Err(EngineError::Unsupported(format!("a {:?} unit on this launcher", unit.kind)));
             }
             (_, UnitKind::Decoder) => {
                 return Err(EngineError::Unsupported(format!("a {:?} unit on this launcher", unit.kind)));
