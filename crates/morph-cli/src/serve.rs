@@ -55,6 +55,11 @@ pub(crate) struct ServeArgs {
     /// completion is its one next token (max_tokens 1).
     #[arg(long, default_value_t = 1)]
     stages: u16,
+    /// With --task generate: the most prompt tokens a generation feeds per iteration (chunked
+    /// prefill: a long prompt shares iterations with the other streams' decode steps instead
+    /// of holding them for its whole prefill); 0 feeds each prompt whole.
+    #[arg(long, default_value_t = 256)]
+    prefill_chunk: usize,
     /// Scheduling policy: dynamic-batching (TEI-like, one queue, batches by padded tokens; the
     /// default for embed), or arlo (several fixed-shape runtimes, allocation from the observed
     /// lengths, multi-level dispatch), or one of Arlo's baselines st, dt, infaas, arlo-ilb,
@@ -171,7 +176,14 @@ impl ServeArgs {
         let (model, engine, predictor) = match generate {
             true => {
                 let predictor = self.predictor.config(&policy, || self.engine.real())?;
-                (None, EngineKind::Decoder { gguf: self.model.fetch_decoder()? }, predictor)
+                (
+                    None,
+                    EngineKind::Decoder {
+                        gguf: self.model.fetch_decoder()?,
+                        prefill_chunk: self.prefill_chunk,
+                    },
+                    predictor,
+                )
             }
             false => (Some(self.model.fetch()?), engine, PredictorConfig::None),
         };

@@ -108,6 +108,26 @@ fn continuous_batching_gives_the_tokens_of_each_sequence_alone() {
 /// reports each finished once and the batch empty at the end.
 #[test]
 fn the_worker_streams_each_generation_as_if_it_ran_alone() {
+    let reports = worker_streams_as_if_alone(0);
+    assert_eq!(reports[0].produced, 1, "a whole prompt samples in its first iteration");
+}
+
+/// Chunked prefill: prompts fed 8 tokens per iteration give the same tokens; the first
+/// generation samples nothing until its last chunk is fed.
+#[test]
+fn a_chunked_prefill_streams_the_same_tokens() {
+    let prompt = chat("What is the capital of France?").len();
+    let chunks = prompt.div_ceil(8);
+    assert!(chunks >= 2, "a prompt of {prompt} tokens takes several chunks");
+    let reports = worker_streams_as_if_alone(8);
+    let produced: Vec<usize> = reports.iter().map(|r| r.produced).collect();
+    assert!(produced[..chunks - 1].iter().all(|&p| p == 0), "{produced:?}");
+    assert_eq!(produced[chunks - 1], 1, "{produced:?}");
+}
+
+/// Runs two generations on a worker with `prefill_chunk`, checks each streams what it would
+/// alone, and returns the iteration reports.
+fn worker_streams_as_if_alone(prefill_chunk: usize) -> Vec<IterationReport> {
     let (llama, tok) = model();
     let prompts = [chat("What is the capital of France?"), chat("Name three colours.")];
     let limits = [10u32, 40];
@@ -125,7 +145,7 @@ fn the_worker_streams_each_generation_as_if_it_ran_alone() {
         let _ = hook_tx.send(report);
     });
     let worker = std::sync::Arc::new(
-        DecoderWorker::spawn("decoder-test".into(), shared().clone(), hook).expect("worker"),
+        DecoderWorker::spawn("decoder-test".into(), shared().clone(), prefill_chunk, hook).expect("worker"),
     );
     // The driver's part: answer each report that leaves generations waiting with a Resume.
     let driver = {
@@ -191,6 +211,7 @@ fn the_worker_streams_each_generation_as_if_it_ran_alone() {
     assert_eq!(finished, vec![0, 1], "a (10 tokens) finishes first, each once");
     assert_eq!(reports.last().map(|r| r.empty), Some(true), "the batch ends empty");
     assert!(reports[..reports.len() - 1].iter().all(|r| !r.empty && !r.failed));
+    reports
 }
 
 /// The last stage's output after SmolLM2's 30 layers ran in 5 stages of 6 (prefill only),

@@ -84,10 +84,10 @@ impl Server {
             return Err(BuildError::Config(msg));
         }
         let (launcher, tokenizer, name, pooling) = match (&config.engine, &config.model) {
-            (EngineKind::Decoder { gguf }, _) => {
+            (EngineKind::Decoder { gguf, prefill_chunk }, _) => {
                 let launcher = match &config.workers {
-                    None => Launcher::decoder_from(gguf)?,
-                    Some(workers) => Launcher::decoder_from(gguf)?
+                    None => Launcher::decoder_from(gguf, *prefill_chunk)?,
+                    Some(workers) => Launcher::decoder_from(gguf, *prefill_chunk)?
                         .with_processes(workers.clone(), WorkerModel::DecoderStages { gguf: gguf.clone() })?,
                 };
                 let name =

@@ -90,7 +90,7 @@ pub(crate) fn run(args: LengthsArgs) -> anyhow::Result<()> {
     let hook = Box::new(move |report: IterationReport| {
         let _ = finished_tx.send(report);
     });
-    let worker = DecoderWorker::spawn("lengths".into(), model.clone(), hook)?;
+    let worker = DecoderWorker::spawn("lengths".into(), model.clone(), 0, hook)?;
     let mut queue = pending.into_iter().enumerate();
     let mut running = HashMap::new();
     let (started, mut answered, mut tokens) = (Instant::now(), 0usize, 0usize);

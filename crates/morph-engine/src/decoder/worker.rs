@@ -2,6 +2,9 @@
 //! join between iterations ([`DecoderWorker::join`]); every iteration runs one [`Llama::step`]
 //! over all of them, samples each one's next token and streams it to its caller; a generation
 //! leaves at its end-of-sequence token, at `max_tokens`, or when stopped (its client left).
+//! A prompt is fed in chunks of at most `prefill_chunk` tokens, one chunk per iteration (chunked
+//! prefill), so a long prompt's prefill shares iterations with the others' decode steps instead
+//! of holding them all for its whole length; its first token is sampled after its last chunk.
 //! After every iteration the worker reports which generations left, and while others remain
 //! it waits for [`DecoderWorker::resume`] before the next (the seam's semantics: the policy
 //! answers each report before the next iteration starts).
@@ -91,7 +94,10 @@ pub struct DecoderWorker {
 struct Running {
     request: GenRequest,
     cache: SequenceCache,
+    /// What the next iteration feeds: a chunk of the prompt, or the last sampled token.
     feed: Vec<u32>,
+    /// Prompt tokens after `feed` not yet fed.
+    unfed: std::vec::IntoIter<u32>,
     produced: Vec<u32>,
     text: TextStream,
     sampler: Sampler,
@@ -123,13 +129,17 @@ impl TextStream {
 }
 
 impl DecoderWorker {
+    /// A worker feeding prompts `prefill_chunk` tokens per iteration at most (0: whole).
     pub fn spawn(
         name: String,
         model: Arc<(Llama, GgufTokenizer)>,
+        prefill_chunk: usize,
         on_iteration: IterationHook,
     ) -> std::io::Result<Self> {
         let (tx, rx) = channel();
-        let thread = std::thread::Builder::new().name(name).spawn(move || run(&model, &rx, on_iteration))?;
+        let chunk = if prefill_chunk == 0 { usize::MAX } else { prefill_chunk };
+        let thread =
+            std::thread::Builder::new().name(name).spawn(move || run(&model, chunk, &rx, on_iteration))?;
         Ok(Self { tx, thread: Some(thread) })
     }
 
@@ -190,7 +200,12 @@ impl Inbox {
     }
 }
 
-fn run(model: &(Llama, GgufTokenizer), rx: &Receiver<Command>, mut on_iteration: IterationHook) {
+fn run(
+    model: &(Llama, GgufTokenizer),
+    chunk: usize,
+    rx: &Receiver<Command>,
+    mut on_iteration: IterationHook,
+) {
     let (llama, tokenizer) = model;
     let mut running: Vec<Running> = Vec::new();
     let mut inbox = Inbox::default();
@@ -211,23 +226,25 @@ fn run(model: &(Llama, GgufTokenizer), rx: &Receiver<Command>, mut on_iteration:
             break;
         }
         inbox.resumed = false;
-        running.extend(inbox.joined.drain(..).map(|request| Running {
-            cache: llama.new_cache(),
-            feed: request.prompt.clone(),
-            produced: Vec::new(),
-            text: TextStream::default(),
-            sampler: Sampler::new(request.sampling),
-            request,
+        running.extend(inbox.joined.drain(..).map(|request| {
+            let mut unfed = request.prompt.clone().into_iter();
+            Running {
+                cache: llama.new_cache(),
+                feed: unfed.by_ref().take(chunk).collect(),
+                unfed,
+                produced: Vec::new(),
+                text: TextStream::default(),
+                sampler: Sampler::new(request.sampling),
+                request,
+            }
         }));
         // Sequences stopped before this iteration leave without computing in it.
         let mut left = take_cancelled(&mut running, &mut inbox.cancelled);
         let (mut failed, mut produced) = (false, 0);
         if !running.is_empty() {
-            let stepped = running.len();
-            let (finished, error) = iterate(llama, tokenizer, &mut running);
-            left.extend(finished);
-            failed = error;
-            produced = if error { 0 } else { stepped };
+            let step = iterate(llama, tokenizer, chunk, &mut running);
+            left.extend(step.finished);
+            (failed, produced) = (step.failed, step.sampled);
         }
         // Stops that arrived during the iteration end with it.
         inbox.drain(rx);
@@ -259,9 +276,19 @@ fn take_cancelled(running: &mut Vec<Running>, cancelled: &mut Vec<u64>) -> Vec<u
     out
 }
 
-/// One step over every running generation; returns the keys of those that finished, and
-/// whether the step failed (then every one of them finished with the error).
-fn iterate(llama: &Llama, tokenizer: &GgufTokenizer, running: &mut Vec<Running>) -> (Vec<u64>, bool) {
+/// What one step did.
+struct Step {
+    /// Keys of the generations that finished in it.
+    finished: Vec<u64>,
+    /// The step failed: every generation finished with the error.
+    failed: bool,
+    /// Tokens sampled (none for a generation still feeding its prompt).
+    sampled: usize,
+}
+
+/// One step over every running generation: each feeds its next prompt chunk or its last token;
+/// those whose prompt is all fed sample their next token.
+fn iterate(llama: &Llama, tokenizer: &GgufTokenizer, chunk: usize, running: &mut Vec<Running>) -> Step {
     let stepped = {
         let mut batch: Vec<(&[u32], &mut SequenceCache)> =
             running.iter_mut().map(|r| (r.feed.as_slice(), &mut r.cache)).collect();
@@ -277,12 +304,20 @@ fn iterate(llama: &Llama, tokenizer: &GgufTokenizer, running: &mut Vec<Running>)
                     r.request.key
                 })
                 .collect();
-            return (keys, true);
+            return Step { finished: keys, failed: true, sampled: 0 };
         }
     };
-    let mut finished = Vec::new();
+    let (mut finished, mut sampled) = (Vec::new(), 0);
     let mut kept = Vec::with_capacity(running.len());
     for (mut r, row) in running.drain(..).zip(logits) {
+        let rest: Vec<u32> = r.unfed.by_ref().take(chunk).collect();
+        if !rest.is_empty() {
+            // Still prefilling: this chunk's logits are not a prediction anybody asked for.
+            r.feed = rest;
+            kept.push(r);
+            continue;
+        }
+        sampled += 1;
         let next = r.sampler.sample(&row);
         let reason = if next == tokenizer.eos {
             Some(FinishReason::Stop)
@@ -309,5 +344,5 @@ fn iterate(llama: &Llama, tokenizer: &GgufTokenizer, running: &mut Vec<Running>)
         }
     }
     *running = kept;
-    (finished, false)
+    Step { finished, failed: false, sampled }
 }

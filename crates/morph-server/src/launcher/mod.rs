@@ -33,8 +33,9 @@ pub enum EngineKind {
     Ort { library: PathBuf, onnx: Option<PathBuf>, plans: Vec<PlanId> },
     /// Emulated instances taking their latency from a profile; vectors are placeholders.
     Emulated { profile: Arc<Profile>, dim: usize },
-    /// A decoder LM from a GGUF file, for generation: each instance a continuous batch.
-    Decoder { gguf: PathBuf },
+    /// A decoder LM from a GGUF file, for generation: each instance a continuous batch,
+    /// feeding prompts `prefill_chunk` tokens per iteration at most (0: whole prompts).
+    Decoder { gguf: PathBuf, prefill_chunk: usize },
 }
 
 impl EngineKind {
@@ -68,7 +69,8 @@ enum Source {
         profile: Arc<Profile>,
         dim: usize,
     },
-    Decoder(Arc<(Llama, GgufTokenizer)>),
+    /// The decoder, and the most prompt tokens a generation feeds per iteration (0: all).
+    Decoder(Arc<(Llama, GgufTokenizer)>, usize),
 }
 
 /// One running instance: the unit it runs and its worker.
@@ -106,7 +108,7 @@ impl Launcher {
                 Source::Ort(encoder, plans)
             }
             EngineKind::Emulated { profile, dim } => return Ok(Self::emulated(profile.clone(), *dim)),
-            EngineKind::Decoder { gguf } => return Self::decoder_from(gguf),
+            EngineKind::Decoder { gguf, prefill_chunk } => return Self::decoder_from(gguf, *prefill_chunk),
         };
         Ok(Self { source, started: AtomicU32::new(0), processes: None })
     }
@@ -116,10 +118,11 @@ impl Launcher {
         Self { source: Source::Emulated { profile, dim }, started: AtomicU32::new(0), processes: None }
     }
 
-    /// A launcher of decoder instances of the GGUF model at `gguf`.
-    pub fn decoder_from(gguf: &std::path::Path) -> Result<Self, EngineError> {
+    /// A launcher of decoder instances of the GGUF model at `gguf`, feeding prompts
+    /// `prefill_chunk` tokens per iteration at most (0: whole prompts).
+    pub fn decoder_from(gguf: &std::path::Path, prefill_chunk: usize) -> Result<Self, EngineError> {
         Ok(Self {
-            source: Source::Decoder(Arc::new(Llama::load(gguf)?)),
+            source: Source::Decoder(Arc::new(Llama::load(gguf)?), prefill_chunk),
             started: AtomicU32::new(0),
             processes: None,
         })
@@ -130,7 +133,7 @@ impl Launcher {
     pub fn with_processes(mut self, config: ProcessConfig, model: WorkerModel) -> Result<Self, EngineError> {
         let fits = match (&self.source, &model) {
             (Source::Ort(encoder, _), WorkerModel::Encoder { .. }) => encoder.layers().is_some(),
-            (Source::Decoder(_), WorkerModel::DecoderStages { .. }) => true,
+            (Source::Decoder(..), WorkerModel::DecoderStages { .. }) => true,
             _ => false,
         };
         if !fits {
@@ -170,14 +173,14 @@ impl Launcher {
             Source::Candle(encoder) => encoder.dim(),
             Source::Ort(encoder, _) => encoder.dim(),
             Source::Emulated { dim, .. } => *dim,
-            Source::Decoder(model) => model.0.config.hidden,
+            Source::Decoder(model, _) => model.0.config.hidden,
         }
     }
 
     /// The decoder and its tokenizer, when this launcher serves generation.
     pub fn decoder(&self) -> Option<&Arc<(Llama, GgufTokenizer)>> {
         match &self.source {
-            Source::Decoder(model) => Some(model),
+            Source::Decoder(model, _) => Some(model),
             _ => None,
         }
     }
@@ -185,7 +188,7 @@ impl Launcher {
     /// The unit an instance of `runtime` runs: a whole decoder or encoder, as this serves.
     pub fn unit(&self, runtime: RuntimeSpec) -> UnitSpec {
         match self.source {
-            Source::Decoder(_) => UnitSpec::decoder(runtime),
+            Source::Decoder(..) => UnitSpec::decoder(runtime),
             _ => UnitSpec::encoder(runtime),
         }
     }
@@ -201,7 +204,7 @@ impl Launcher {
             })?,
             Source::Emulated { .. } => usize::from(count),
             // A decoder's stages run its prefill only.
-            Source::Decoder(model) => model.0.config.layers,
+            Source::Decoder(model, _) => model.0.config.layers,
             Source::Candle(_) => {
                 return Err(EngineError::Unsupported(
                     "pipeline stages need --engine ort (or emulated, or a decoder's prefill)".into(),
@@ -225,11 +228,11 @@ impl Launcher {
             Source::Candle(encoder) => Box::new(CandleRuntime::new(encoder.clone(), spec)?),
             Source::Ort(encoder, plans) => Box::new(encoder.instance(unit, plans)?),
             Source::Emulated { profile, dim } => Box::new(EmulatedRuntime::new(profile.clone(), unit, *dim)),
-            Source::Decoder(model) if unit.kind == UnitKind::Decoder => {
+            Source::Decoder(..) if unit.kind == UnitKind::Decoder => {
                 return Err(EngineError::Load("a decoder runs generations, not encoder batches".into()));
             }
             // An encoder unit of a decoder is a prefill: of a stage, or (no stage) of the whole.
-            Source::Decoder(model) => Box::new(DecoderStage::new(model.clone(), spec, unit.stage)),
+            Source::Decoder(model, _) => Box::new(DecoderStage::new(model.clone(), spec, unit.stage)),
         })
     }
 
@@ -239,12 +242,12 @@ impl Launcher {
         let name = format!("morph-{}-{n}", unit.runtime);
         let spawn_err = |e: std::io::Error| EngineError::Load(e.to_string());
         let engine = match (&self.source, unit.kind) {
-            (Source::Decoder(model), UnitKind::Decoder) => {
+            (Source::Decoder(model, chunk), UnitKind::Decoder) => {
                 let (tx, rx) = unbounded_channel();
                 let hook = Box::new(move |report| {
                     let _ = tx.send(report);
                 });
-                let worker = DecoderWorker::spawn(name, model.clone(), hook).map_err(spawn_err)?;
+                let worker = DecoderWorker::spawn(name, model.clone(), *chunk, hook).map_err(spawn_err)?;
                 WorkerEngine::Decoder { worker, iterations: Some(rx) }
             }
             (_, UnitKind::Decoder) => {

