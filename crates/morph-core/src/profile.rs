@@ -38,6 +38,8 @@ pub enum ProfileError {
     Json { path: String, source: serde_json::Error },
     #[error("profile has no latency points")]
     Empty,
+    #[error("profile point at batch {batch}, length {len}: {why}")]
+    BadPoint { batch: u32, len: u32, why: &'static str },
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -115,6 +117,14 @@ impl Profile {
     ) -> Result<Self, ProfileError> {
         let mut by_batch: BTreeMap<u32, BTreeMap<u32, f64>> = BTreeMap::new();
         for Point { batch, len, ms } in points {
+            let why = match () {
+                _ if batch == 0 || len == 0 => Some("a batch and a length are at least 1"),
+                _ if !ms.is_finite() || ms < 0.0 => Some("the latency is not a finite number of ms ≥ 0"),
+                _ => None,
+            };
+            if let Some(why) = why {
+                return Err(ProfileError::BadPoint { batch, len, why });
+            }
             by_batch.entry(batch).or_default().insert(len, ms);
         }
         let rows: Vec<Row> = by_batch
@@ -286,5 +296,21 @@ mod tests {
             Err(ProfileError::Empty)
         ));
         assert!(matches!(Profile::from_json(r#"{"model":"x","latency":{}}"#), Err(ProfileError::Empty)));
+    }
+
+    /// Found by the `profile` fuzz target: a batch of 0 made every latency above the table
+    /// infinite (extrapolated in proportion to the batch); such points are refused by name.
+    #[test]
+    fn refuses_points_that_cannot_be_latencies() {
+        for (latency, batch, len) in
+            [(r#"{"0":{"8":12.7}}"#, 0, 8), (r#"{"1":{"0":1.0}}"#, 1, 0), (r#"{"2":{"8":-1.0}}"#, 2, 8)]
+        {
+            let text = format!(r#"{{"model":"x","latency":{latency}}}"#);
+            let err = Profile::from_json(&text).expect_err(&text);
+            assert!(
+                matches!(err, ProfileError::BadPoint { batch: b, len: l, .. } if (b, l) == (batch, len)),
+                "{err}"
+            );
+        }
     }
 }

@@ -120,10 +120,8 @@ impl Trace {
             if self.is_csv() { ("TIMESTAMP", TimeUnit::Datetime) } else { ("timestamp", TimeUnit::Ms) };
         let col = self.time_column.as_deref().unwrap_or(default_col);
         let mut times = match self.time_unit.unwrap_or(default_unit) {
-            TimeUnit::S => self.parsed(col, "a number of seconds", |v| v.parse().ok())?,
-            TimeUnit::Ms => {
-                self.parsed(col, "a number of ms", |v| v.parse::<f64>().ok().map(|ms| ms / 1e3))?
-            }
+            TimeUnit::S => self.parsed(col, "a number of seconds", finite)?,
+            TimeUnit::Ms => self.parsed(col, "a number of ms", |v| finite(v).map(|ms| ms / 1e3))?,
             TimeUnit::Datetime => self.parsed(col, "a date-time", datetime_seconds)?,
         };
         times.sort_by(f64::total_cmp);
@@ -147,6 +145,11 @@ impl Trace {
             v.parse::<f64>().ok().filter(|n| *n >= 0.0 && n.fract() == 0.0).map(|n| n as u32)
         })
     }
+}
+
+/// A finite number (Rust also reads "inf" and "NaN" as numbers, which no time is).
+fn finite(v: &str) -> Option<f64> {
+    v.parse::<f64>().ok().filter(|x| x.is_finite())
 }
 
 /// Seconds since 1970-01-01 of an ISO 8601 date-time without a zone (`T` or a space between
@@ -212,6 +215,42 @@ mod tests {
         assert!(err.contains("line 2 has no 'timestamp' (other rows do)"), "{err}");
         let (_dir, trace) = written("t.csv", "TIMESTAMP\n2023-11-16 18:00:00\n");
         assert!(trace.input_lengths().unwrap_err().to_string().contains("no column 'ContextTokens'"));
+        // Found by the trace_csv fuzz target's neighbour: Rust reads "inf" and "NaN" as numbers.
+        for bad in ["NaN", "inf", "-infinity"] {
+            let (_dir, trace) = written("t.jsonl", &format!("{{\"timestamp\": \"{bad}\"}}\n"));
+            let err = trace.times().unwrap_err().to_string();
+            assert!(err.contains(&format!("'{bad}' is not a number of ms")), "{err}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Any rows written as CSV (a quoted free-text column holding commas, quotes and line
+        /// breaks) or as JSONL read back as the same times (sorted) and lengths (in order).
+        #[test]
+        fn rows_read_back_as_written(
+            rows in proptest::collection::vec((0u32..4_000_000, 0u32..100_000, "[a-z ,\"\n]{0,12}"), 1..40)
+        ) {
+            let mut csv = String::from("\"TIMESTAMP\",note,ContextTokens\n");
+            let mut jsonl = String::new();
+            for (ms, len, note) in &rows {
+                let (secs, frac) = (ms / 1000, ms % 1000);
+                let stamp = format!("2023-11-{:02} {:02}:{:02}:{:02}.{frac:03}", 1 + secs / 86_400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
+                csv.push_str(&format!("{stamp},\"{}\",{len}\n", note.replace('"', "\"\"")));
+                jsonl.push_str(&format!("{{\"timestamp\": {ms}, \"input_length\": {len}}}\n"));
+            }
+            let mut want: Vec<f64> = rows.iter().map(|r| f64::from(r.0) / 1e3).collect();
+            want.sort_by(f64::total_cmp);
+            let lens: Vec<u32> = rows.iter().map(|r| r.1).collect();
+            for (name, text) in [("t.csv", &csv), ("t.jsonl", &jsonl)] {
+                let (_dir, trace) = written(name, text);
+                let times = trace.times().unwrap();
+                let start = times[0] - want[0];
+                for (got, want) in times.iter().zip(&want) {
+                    proptest::prop_assert!((got - start - want).abs() < 1e-6, "{name}: {got} vs {want}");
+                }
+                proptest::prop_assert_eq!(trace.input_lengths().unwrap(), lens.clone());
+            }
+        }
     }
 
     #[test]
