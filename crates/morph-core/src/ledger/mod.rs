@@ -11,6 +11,8 @@
 
 mod book;
 mod effect;
+#[cfg(test)]
+mod properties;
 pub mod rules;
 #[cfg(test)]
 mod tests;
