@@ -60,14 +60,19 @@ struct FetchArgs {
 }
 
 fn main() -> anyhow::Result<()> {
-    morph_engine::tuning::reexec_tuned();
+    let cli = Cli::parse();
+    // Offline tools that run candle take its process settings at once; `serve` decides by
+    // its engine, a worker inherits its server's.
+    if matches!(cli.command, Command::Profile(_) | Command::Train(_)) {
+        morph_engine::tuning::reexec_tuned();
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,ort=warn".into()),
         )
         .with_writer(std::io::stderr)
         .init();
-    match Cli::parse().command {
+    match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Worker(args) => worker::run(args),
         Command::Fetch(args) if args.task == serve::Task::Generate => {

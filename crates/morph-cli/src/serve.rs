@@ -229,6 +229,11 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         .parse()
         .with_context(|| format!("--host {} --port {} is not a socket address", args.host, args.port))?;
     let config = args.config()?;
+    // candle's process settings (tuning.rs) keep freed memory for speed; ONNX Runtime and
+    // emulated instances gain nothing from them, so only a candle server re-executes with them.
+    if matches!(config.engine, EngineKind::Candle | EngineKind::Decoder { .. }) {
+        morph_engine::tuning::reexec_tuned();
+    }
     let server = Server::build(config)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {

@@ -9,7 +9,9 @@
 //!   which reads `/proc/cpuinfo` (7% of b1·l8 time in a profile).
 //!
 //! Both are read by the C library or crates at start-up, so they are applied by re-executing
-//! the binary once with them in its environment (same PID; no unsafe code).
+//! the binary once with them in its environment (same PID; no unsafe code). Only processes
+//! that run candle take them: the malloc settings keep memory freed after a large batch, and
+//! ONNX Runtime (which has its own arena) gains nothing from them.
 
 use std::os::unix::process::CommandExt;
 
