@@ -94,8 +94,9 @@ pub struct Profile {
     rows: Vec<Row>,
 }
 
-/// Linear interpolation over ascending `(x, y)` points; clamped below, proportional above.
-fn interpolate(points: &[(u32, f64)], x: u32) -> f64 {
+/// Linear interpolation over ascending `(x, y)` points (at least one, `x` ≥ 1); clamped below,
+/// proportional above.
+pub fn interpolate(points: &[(u32, f64)], x: u32) -> f64 {
     let (first, last) = (points[0], points[points.len() - 1]);
     if x <= first.0 {
         return first.1;

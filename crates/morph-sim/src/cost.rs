@@ -16,9 +16,9 @@ pub trait CostModel {
     /// The time an encoder batch takes on `unit` under token plan `plan`.
     fn batch_time(&self, unit: &UnitSpec, plan: PlanId, batch: &[Job]) -> Nanos;
 
-    /// The time one iteration of generations takes: `running` sequences each produce a token,
-    /// `joined` of them start in it (their prompt is processed first).
-    fn step_time(&self, unit: &UnitSpec, running: usize, joined: usize) -> Nanos;
+    /// The time one iteration of generations takes: `running` sequences each produce a token;
+    /// those with prompts of `joined` tokens start in it (their prompts are processed first).
+    fn step_time(&self, unit: &UnitSpec, running: usize, joined: &[u32]) -> Nanos;
 }
 
 /// A latency profile, looked up at the padded shape the runtime runs, per pipeline stage and
@@ -59,56 +59,84 @@ impl CostModel for ProfileCost {
     }
 
     /// An encoder profile prices an iteration as a batch of `running` one-token sequences.
-    fn step_time(&self, unit: &UnitSpec, running: usize, _joined: usize) -> Nanos {
+    fn step_time(&self, unit: &UnitSpec, running: usize, _joined: &[u32]) -> Nanos {
         self.batch_time(unit, PlanId::PLAIN, &vec![Job { input_len: 1, output_len: 1 }; running.max(1)])
     }
 }
 
 /// SSJF's generation cost (§2, T = C + K·N): one iteration of `b` sequences takes `K(b)`, plus
-/// `C` when a sequence starts in it, so a generation of `N` tokens alone takes `C + K(1)·N`;
-/// priced as one encoder-style batch, `b` sequences whose longest output is `N` take `C + K(b)·N`. `K` is per token at each
-/// measured batch size, linear in between and proportional to `b` past the largest.
+/// the prefill `C` of the prompts that start in it; so a generation of `N` tokens alone takes
+/// `C + K(1)·N`, and priced as one encoder-style batch, `b` sequences whose longest output is
+/// `N` take `C + K(b)·N`. `K` is per token at each measured batch size, linear in between and
+/// proportional to `b` past the largest.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LinearGeneration {
-    c_ms: f64,
+    prefill: Prefill,
     /// (batch size, ms per output token), sorted by batch size.
     k_ms: Vec<(u32, f64)>,
 }
 
-impl LinearGeneration {
-    pub fn new(c_ms: f64, mut k_ms: Vec<(u32, f64)>) -> Result<Self, String> {
-        k_ms.sort_by_key(|p| p.0);
-        if k_ms.is_empty() || k_ms[0].0 == 0 || c_ms < 0.0 || k_ms.iter().any(|p| p.1 <= 0.0) {
-            return Err("linear generation cost needs C >= 0 and K > 0 at batch sizes >= 1".into());
+/// The prefill `C` of the prompts that start together: one pass over all their tokens.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Prefill {
+    /// The same whatever the prompts (the paper's constant C).
+    Constant(f64),
+    /// By the prompts' total tokens: measured (tokens, ms) points, linear in between, the
+    /// first below them and proportional past the last.
+    ByTokens(Vec<(u32, f64)>),
+}
+
+impl Prefill {
+    /// `C` in ms for prompts of `tokens` tokens in all.
+    pub fn ms(&self, tokens: u32) -> f64 {
+        match self {
+            Prefill::Constant(c) => *c,
+            Prefill::ByTokens(points) => morph_core::profile::interpolate(points, tokens.max(1)),
         }
-        Ok(Self { c_ms, k_ms })
+    }
+}
+
+impl LinearGeneration {
+    pub fn new(prefill: Prefill, mut k_ms: Vec<(u32, f64)>) -> Result<Self, String> {
+        k_ms.sort_by_key(|p| p.0);
+        let prefill_ok = match &prefill {
+            Prefill::Constant(c) => *c >= 0.0,
+            Prefill::ByTokens(points) => {
+                !points.is_empty() && points.iter().all(|p| p.0 >= 1 && p.1.is_finite() && p.1 >= 0.0)
+            }
+        };
+        if !prefill_ok || k_ms.is_empty() || k_ms[0].0 == 0 || k_ms.iter().any(|p| p.1 <= 0.0) {
+            return Err(
+                "linear generation cost needs C >= 0 (at prompt lengths >= 1) and K > 0 at batch sizes >= 1"
+                    .into(),
+            );
+        }
+        let prefill = match prefill {
+            Prefill::ByTokens(mut points) => {
+                points.sort_by_key(|p| p.0);
+                Prefill::ByTokens(points)
+            }
+            constant => constant,
+        };
+        Ok(Self { prefill, k_ms })
     }
 
     /// `K(b)` in ms per token.
     pub fn k_ms(&self, batch: usize) -> f64 {
-        let b = batch.max(1) as f64;
-        let (first, last) = (self.k_ms[0], self.k_ms[self.k_ms.len() - 1]);
-        if b <= f64::from(first.0) {
-            return first.1;
-        }
-        if b >= f64::from(last.0) {
-            return last.1 * b / f64::from(last.0);
-        }
-        let i = self.k_ms.iter().position(|p| f64::from(p.0) >= b).unwrap_or(self.k_ms.len() - 1);
-        let ((b0, k0), (b1, k1)) = (self.k_ms[i - 1], self.k_ms[i]);
-        k0 + (k1 - k0) * (b - f64::from(b0)) / f64::from(b1 - b0)
+        morph_core::profile::interpolate(&self.k_ms, u32::try_from(batch.max(1)).unwrap_or(u32::MAX))
     }
 }
 
 impl CostModel for LinearGeneration {
     fn batch_time(&self, _unit: &UnitSpec, _plan: PlanId, batch: &[Job]) -> Nanos {
         let longest = batch.iter().map(|j| j.output_len).max().unwrap_or(0);
+        let prompts = batch.iter().map(|j| j.input_len).sum();
         // SSJF Eq. (T = C + K·N), K at this batch size
-        ms_to_nanos(self.c_ms + self.k_ms(batch.len()) * f64::from(longest))
+        ms_to_nanos(self.prefill.ms(prompts) + self.k_ms(batch.len()) * f64::from(longest))
     }
 
-    fn step_time(&self, _unit: &UnitSpec, running: usize, joined: usize) -> Nanos {
-        let prefill = if joined > 0 { self.c_ms } else { 0.0 };
+    fn step_time(&self, _unit: &UnitSpec, running: usize, joined: &[u32]) -> Nanos {
+        let prefill = if joined.is_empty() { 0.0 } else { self.prefill.ms(joined.iter().sum()) };
         ms_to_nanos(prefill + self.k_ms(running))
     }
 }
@@ -124,7 +152,7 @@ impl CostModel for PipelineCost {
         ms_to_nanos(self.0.unit_ms(unit) * batch.len().max(1) as f64)
     }
 
-    fn step_time(&self, unit: &UnitSpec, running: usize, _joined: usize) -> Nanos {
+    fn step_time(&self, unit: &UnitSpec, running: usize, _joined: &[u32]) -> Nanos {
         ms_to_nanos(self.0.unit_ms(unit) * running.max(1) as f64)
     }
 }
@@ -197,7 +225,7 @@ mod tests {
 
     #[test]
     fn linear_generation_is_c_plus_k_times_the_longest_output() {
-        let cost = LinearGeneration::new(100.0, vec![(1, 10.0), (4, 16.0)]).unwrap();
+        let cost = LinearGeneration::new(Prefill::Constant(100.0), vec![(1, 10.0), (4, 16.0)]).unwrap();
         let rt = &UnitSpec::decoder(RuntimeSpec::dynamic(512, 4));
         let job = |out| Job { input_len: 20, output_len: out };
         let plain = PlanId::PLAIN;
@@ -205,8 +233,26 @@ mod tests {
         // b = 2: K halfway from 10 to 16 by a third: 12 ms per token; N = the longest, 30.
         assert_eq!(cost.batch_time(rt, plain, &[job(5), job(30)]), ms_to_nanos(100.0 + 12.0 * 30.0));
         assert_eq!(cost.k_ms(8), 32.0, "past the largest batch K grows in proportion");
-        assert_eq!(cost.step_time(rt, 4, 0), ms_to_nanos(16.0));
-        assert_eq!(cost.step_time(rt, 4, 1), ms_to_nanos(116.0));
-        assert!(LinearGeneration::new(1.0, vec![]).is_err());
+        assert_eq!(cost.step_time(rt, 4, &[]), ms_to_nanos(16.0));
+        assert_eq!(cost.step_time(rt, 4, &[20]), ms_to_nanos(116.0));
+        assert!(LinearGeneration::new(Prefill::Constant(1.0), vec![]).is_err());
+        assert!(LinearGeneration::new(Prefill::ByTokens(vec![(0, 1.0)]), vec![(1, 1.0)]).is_err());
+    }
+
+    /// The prefill by prompt tokens, against hand-computed values: C is measured at 100 and 500
+    /// tokens (50 and 250 ms); the prompts that start together are one pass over their tokens.
+    #[test]
+    fn prefill_grows_with_the_prompts_tokens() {
+        let prefill = Prefill::ByTokens(vec![(500, 250.0), (100, 50.0)]);
+        let cost = LinearGeneration::new(prefill, vec![(1, 10.0)]).unwrap();
+        let rt = &UnitSpec::decoder(RuntimeSpec::dynamic(2048, 4));
+        // 100 + 200 tokens: halfway from 100 to 500, so 150 ms; plus K(2) = 20 ms (proportional
+        // past batch 1).
+        assert_eq!(cost.step_time(rt, 2, &[100, 200]), ms_to_nanos(150.0 + 20.0));
+        assert_eq!(cost.step_time(rt, 1, &[40]), ms_to_nanos(50.0 + 10.0), "clamped below 100 tokens");
+        assert_eq!(cost.step_time(rt, 1, &[1000]), ms_to_nanos(500.0 + 10.0), "proportional past 500");
+        let job = |input_len, output_len| Job { input_len, output_len };
+        let batch = [job(250, 3), job(250, 5)];
+        assert_eq!(cost.batch_time(rt, PlanId::PLAIN, &batch), ms_to_nanos(250.0 + 20.0 * 5.0));
     }
 }

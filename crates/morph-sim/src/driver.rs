@@ -89,11 +89,11 @@ impl Instance {
 
     /// Starts the next iteration with every running and joined sequence; returns its time.
     fn start_step(&mut self, cost: &dyn CostModel, requests: &[SimRequest]) -> Nanos {
-        let joined = self.joining.len();
+        let joined: Vec<u32> = self.joining.iter().map(|r| requests[r.0 as usize].input_len).collect();
         let fresh = self.joining.drain(..).map(|r| (r, requests[r.0 as usize].output_len.max(1)));
         self.stepping.extend(fresh);
         self.step_pending = true;
-        cost.step_time(&self.unit, self.stepping.len(), joined)
+        cost.step_time(&self.unit, self.stepping.len(), &joined)
     }
 
     /// Ends the iteration: the sequences that produced their last token or were stopped.

@@ -20,6 +20,8 @@
 //! variants = ["stage1.json"]                      # profiles of a stage or token plan (their "stage"/"plan" keys)
 //! # or, for generation, SSJF's linear cost T = C + K·N (K in ms per token by batch size):
 //! # generation = { c_ms = 120, k_ms = { "1" = 45, "4" = 60 } }
+//! # with the prefill by the prompts' total tokens instead of a constant C:
+//! # generation = { prefill_ms = { "32" = 90, "512" = 1400 }, k_ms = { "1" = 45, "4" = 60 } }
 //! dynamic_penalty = 1.0
 //! instances = 10                                  # device slots, for policies that lay out their own
 //! runtimes = [{ runtime = "dynamic:512x8", instances = 10 }]   # for the others
@@ -56,7 +58,7 @@ use serde::{Deserialize, Serialize};
 
 use morph_policy::registry::Context;
 
-use crate::cost::{CostModel, LinearGeneration, PipelineCost, ProfileCost, Startup};
+use crate::cost::{CostModel, LinearGeneration, PipelineCost, Prefill, ProfileCost, Startup};
 use crate::driver::{SimOptions, simulate};
 use crate::metrics::Report;
 use crate::workload::{Arrivals, Lengths, Predictor, Workload, WorkloadError, corpus};
@@ -160,12 +162,27 @@ fn thousand() -> f64 {
     1000.0
 }
 
-/// `T = C + K·N`: `c_ms`, and `k_ms` per output token by batch size (keys are batch sizes).
+/// `T = C + K·N`: the prefill C, either `c_ms` (a constant) or `prefill_ms` (by the prompts'
+/// total tokens; keys are token counts), and `k_ms` per output token by batch size (keys are
+/// batch sizes).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GenerationCost {
-    pub c_ms: f64,
+    pub c_ms: Option<f64>,
+    pub prefill_ms: Option<std::collections::BTreeMap<String, f64>>,
     pub k_ms: std::collections::BTreeMap<String, f64>,
+}
+
+/// A table's keys as numbers: `key` names the table in the error.
+fn keyed(
+    table: &std::collections::BTreeMap<String, f64>,
+    key: &str,
+) -> Result<Vec<(u32, f64)>, ScenarioError> {
+    table
+        .iter()
+        .map(|(k, v)| k.trim().parse().map(|k| (k, *v)))
+        .collect::<Result<Vec<(u32, f64)>, _>>()
+        .map_err(|e| ScenarioError::Invalid(format!("cluster.generation.{key}: {e}")))
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -387,13 +404,16 @@ impl Scenario {
                     (Some(Arc::new(profile)), Box::new(cost))
                 }
                 (None, Some(g)) => {
-                    let k = g
-                        .k_ms
-                        .iter()
-                        .map(|(b, k)| b.parse().map(|b| (b, *k)))
-                        .collect::<Result<Vec<(u32, f64)>, _>>()
-                        .map_err(|e| ScenarioError::Invalid(format!("cluster.generation.k_ms: {e}")))?;
-                    let cost = LinearGeneration::new(g.c_ms, k).map_err(ScenarioError::Invalid)?;
+                    let prefill = match (g.c_ms, &g.prefill_ms) {
+                        (Some(c), None) => Prefill::Constant(c),
+                        (None, Some(table)) => Prefill::ByTokens(keyed(table, "prefill_ms")?),
+                        _ => {
+                            let msg = "cluster.generation needs exactly one of c_ms and prefill_ms";
+                            return Err(ScenarioError::Invalid(msg.into()));
+                        }
+                    };
+                    let cost = LinearGeneration::new(prefill, keyed(&g.k_ms, "k_ms")?)
+                        .map_err(ScenarioError::Invalid)?;
                     (None, Box::new(cost))
                 }
                 _ => {

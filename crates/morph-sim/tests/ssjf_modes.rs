@@ -4,7 +4,7 @@
 
 use morph_core::{RuntimeSpec, Time, UnitSpec};
 use morph_policy::registry::{Context, build};
-use morph_sim::cost::LinearGeneration;
+use morph_sim::cost::{LinearGeneration, Prefill};
 use morph_sim::driver::{SimOptions, simulate};
 use morph_sim::workload::{Predictor, SimRequest};
 use serde_json::json;
@@ -17,7 +17,7 @@ fn mean_jct(policy: &str, batching: serde_json::Value) -> f64 {
 }
 
 fn mean_jct_of(jobs: &[(u64, u32)], policy: &str, batching: serde_json::Value) -> f64 {
-    let cost = LinearGeneration::new(10.0, vec![(1, 1.0), (4, 1.0)]).expect("cost");
+    let cost = LinearGeneration::new(Prefill::Constant(10.0), vec![(1, 1.0), (4, 1.0)]).expect("cost");
     let requests: Vec<SimRequest> =
         jobs.iter().map(|&(ms, out)| SimRequest::new(Time(ms * 1_000_000), 16, out)).collect();
     let params = json!({ "batching": batching, "aging": null });
