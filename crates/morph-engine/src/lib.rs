@@ -53,6 +53,9 @@ pub enum EngineError {
     Lost(String),
     #[error("not supported by this instance: {0}")]
     Unsupported(String),
+    /// The input holds what the model cannot represent (a character its vocabulary lacks).
+    #[error("{0}")]
+    Unrepresentable(String),
 }
 
 impl From<candle_core::Error> for EngineError {

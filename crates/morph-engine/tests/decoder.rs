@@ -37,6 +37,9 @@ fn tokenizer_from_gguf_metadata() {
     assert_eq!(tok.decode(&ids).expect("decode"), text);
     let digits = tok.encode("2024").expect("encode");
     assert_eq!(digits.len(), 4, "digits are split one by one: {digits:?}");
+    // Found by the gguf_tokenizer fuzz target: BPE dropped characters the vocabulary lacks.
+    let err = tok.encode("Fra\0\0\0\u{14}").expect_err("U+0014 has no token");
+    assert!(err.to_string().contains("U+0014"), "{err}");
 }
 
 #[test]

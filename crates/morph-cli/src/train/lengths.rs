@@ -63,19 +63,23 @@ pub(crate) fn run(args: LengthsArgs) -> anyhow::Result<()> {
     let model = Arc::new(Llama::load(&args.model.fetch_decoder()?)?);
     let tokenizer = &model.1;
     let mut pending = Vec::new();
-    let mut skipped = 0;
+    let (mut skipped, mut unrepresentable) = (0, 0);
     for c in conversations.iter().skip(args.skip).take(args.conversations).filter(|c| !done.contains(&c.id)) {
         let round = c.sampled_round();
         let Some((history, prompt)) = c.round(round) else { continue };
-        match fitted_prompt(history, prompt, args.max_context, |text| tokenizer.encode(text))? {
-            Some((first_turn, ids)) => {
+        match fitted_prompt(history, prompt, args.max_context, |text| tokenizer.encode(text)) {
+            Ok(Some((first_turn, ids))) => {
                 pending.push(Pending { conversation: c.id.clone(), round, first_turn, prompt: ids })
             }
-            None => skipped += 1,
+            Ok(None) => skipped += 1,
+            Err(e) if matches!(e.downcast_ref(), Some(morph_engine::EngineError::Unrepresentable(_))) => {
+                unrepresentable += 1
+            }
+            Err(e) => return Err(e),
         }
     }
     println!(
-        "{} rounds to answer ({} already recorded, {skipped} longer than {} tokens skipped)",
+        "{} rounds to answer ({} already recorded, {skipped} longer than {} tokens and {unrepresentable} with characters the vocabulary lacks skipped)",
         pending.len(),
         done.len(),
         args.max_context

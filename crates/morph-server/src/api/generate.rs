@@ -164,18 +164,18 @@ async fn start(state: &AppState, body: &[u8], format: Format) -> Result<Started,
     }
     // The predictor's input is built only when there is a predictor to read it.
     let predicting = state.predictions.is_some();
-    let (text, predictor_input) = match format {
+    let (field, text, predictor_input) = match format {
         Format::Completion => {
             let prompt = validate::texts(&body, "prompt", 1)?.remove(0);
             let input = predicting.then(|| prompt.clone());
-            (prompt, input)
+            ("prompt", prompt, input)
         }
         Format::Chat => {
             let messages = messages(&body)?;
-            (chatml_prompt(&messages), predicting.then(|| predictor_input(&messages)))
+            ("messages", chatml_prompt(&messages), predicting.then(|| predictor_input(&messages)))
         }
     };
-    let mut request = parse(&body, &generator, text).await?;
+    let mut request = parse(&body, &generator, field, text).await?;
     if state.model.prefill_stages > 0 {
         return prefill::next_token(state, &body, request, &generator).await;
     }
@@ -196,9 +196,11 @@ async fn start(state: &AppState, body: &[u8], format: Format) -> Result<Started,
     }
 }
 
+/// The request's settings and `text` (from `field`) tokenized.
 async fn parse(
     body: &Map<String, Value>,
     generator: &Arc<(Llama, GgufTokenizer)>,
+    field: &str,
     text: String,
 ) -> Result<Request, ApiError> {
     let context = generator.0.config.context;
@@ -213,7 +215,10 @@ async fn parse(
     let prompt = tokio::task::spawn_blocking(move || model.1.encode(&text))
         .await
         .map_err(|e| ApiError::Engine(EngineError::Tokenize(e.to_string())))?
-        .map_err(ApiError::Engine)?;
+        .map_err(|e| match e {
+            EngineError::Unrepresentable(message) => ApiError::validation(field, message),
+            e => ApiError::Engine(e),
+        })?;
     if prompt.len() + max_tokens as usize > context {
         let message =
             format!("the prompt's {} tokens plus max_tokens exceed the context of {context}", prompt.len());
