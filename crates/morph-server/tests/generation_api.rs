@@ -100,6 +100,12 @@ async fn bad_requests_and_overload_get_clear_errors() {
         ("/v1/completions", json!({"prompt": "hi", "max_tokens": 0}), 422, "max_tokens: must be between 1"),
         ("/v1/completions", json!({"prompt": "hi", "max_tokens": 8192}), 422, "max_tokens"),
         ("/v1/completions", json!({"prompt": "hi", "temperature": -1}), 422, "temperature"),
+        (
+            "/v1/completions",
+            json!({"prompt": "a\u{14}b"}),
+            422,
+            "(U+0014) that this model's vocabulary has no token for",
+        ),
         ("/v1/completions", json!({"prompt": "hi", "model": "gpt-4"}), 404, "gpt-4"),
         ("/v1/embeddings", json!({"input": "hi"}), 404, "use /v1/completions"),
         ("/v1/completions", json!({"prompt": "hi", "max_tokens": 4}), 429, "queue is full"),
