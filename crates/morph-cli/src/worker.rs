@@ -1,4 +1,4 @@
-//! `morph worker`: one pipeline-stage replica (or whole encoder) in its own process. The server
+//! `morph worker`: one pipeline-stage replica (or whole model) in its own process. The server
 //! starts it; it connects back, builds its engine, runs a first batch, reports how long each
 //! step took, then runs batches until the server stops it. An encoder (--model) runs ONNX
 //! Runtime, built cold (weights from disk, graph written and optimised; with --prepare the
@@ -46,7 +46,8 @@ pub(crate) struct WorkerArgs {
     /// Pooling of the last stage (default: the model's own).
     #[arg(long)]
     pooling: Option<Pooling>,
-    /// Cold start that also saves the optimised graphs here (a prepared artefact).
+    /// Cold start that also saves the engine's ready-to-run form here (a prepared artefact: the
+    /// optimised graphs, or a decoder stage's f32 tensors).
     #[arg(long, conflicts_with = "prepared")]
     prepare: Option<PathBuf>,
     /// Warm start from the prepared artefact here.
