@@ -1,7 +1,7 @@
-//! SmolLM2's tokenizer from its GGUF metadata: any text encodes, and decodes back to itself
-//! unless it spells a control token (`<|im_start|>` and the like are read as those tokens, and
-//! decoding leaves control tokens out), or is refused for a character the vocabulary lacks;
-//! any token ids decode to text or a clear error.
+//! SmolLM2's tokenizer from its GGUF metadata: any text encodes to ids that decode back to it
+//! (`encode` checks this; text that spells a control token such as `<|im_start|>` or
+//! `<jupyter_script>` is read as that token), or is refused for a character the vocabulary
+//! lacks; any token ids decode to text or a clear error.
 #![no_main]
 
 use std::sync::OnceLock;
@@ -22,12 +22,11 @@ fn tokenizer() -> &'static GgufTokenizer {
 fuzz_target!(|data: &[u8]| {
     let tokenizer = tokenizer();
     if let Ok(text) = std::str::from_utf8(data) {
+        // `encode` itself checks that its ids decode back to the text (control tokens kept).
         match tokenizer.encode(text) {
             Ok(ids) => {
                 let decoded = tokenizer.decode(&ids).expect("its ids decode");
-                if !text.contains("<|") {
-                    assert_eq!(decoded, text);
-                }
+                assert!(decoded.len() <= text.len(), "decoding (control tokens left out) adds nothing");
             }
             Err(e) => assert!(matches!(e, EngineError::Unrepresentable(_)), "{e}"),
         }
