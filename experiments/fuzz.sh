@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer target in fuzz/ (cargo-fuzz, nightly toolchain) for SECONDS each, one
-# after another, seeded from fuzz/corpus/TARGET (kept in the repo; inputs the fuzzer finds go to
-# fuzz/work/, crashes to fuzz/artifacts/, both ignored by git). Prints one line per target:
+# after another, seeded from fuzz/corpus/TARGET (kept in the repo) and, for the scenario and
+# profile targets, the repo's own scenarios/ and profiles/; inputs the fuzzer finds go to
+# fuzz/work/, crashes to fuzz/artifacts/, both ignored by git. Prints one line per target:
 # runs, coverage, corpus size and whether it crashed.
 #   cargo install cargo-fuzz   # once
 #   experiments/fuzz.sh [SECONDS] [TARGET...]
@@ -14,7 +15,12 @@ targets=("$@")
 mkdir -p work logs
 for t in "${targets[@]}"; do
   mkdir -p "work/$t"
-  cargo +nightly fuzz run -O "$t" "work/$t" "corpus/$t" -- -max_total_time="$secs" -rss_limit_mb=4096 \
+  seeds=("corpus/$t")
+  case $t in
+    scenario) seeds+=(../scenarios) ;;
+    profile) seeds+=(../profiles) ;;
+  esac
+  cargo +nightly fuzz run -O "$t" "work/$t" "${seeds[@]}" -- -max_total_time="$secs" -rss_limit_mb=4096 \
     >"logs/$t.log" 2>&1
   rc=$?
   stats=$(grep -E '^#[0-9]+' "logs/$t.log" | tail -1 | sed 's/^\(#[0-9]*\)\s*\(\w*\)/\1 \2/')

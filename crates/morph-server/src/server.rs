@@ -85,9 +85,10 @@ impl Server {
         }
         let (launcher, tokenizer, name, pooling) = match (&config.engine, &config.model) {
             (EngineKind::Decoder { gguf, prefill_chunk }, _) => {
+                let launcher = Launcher::decoder_from(gguf, *prefill_chunk)?;
                 let launcher = match &config.workers {
-                    None => Launcher::decoder_from(gguf, *prefill_chunk)?,
-                    Some(workers) => Launcher::decoder_from(gguf, *prefill_chunk)?
+                    None => launcher,
+                    Some(workers) => launcher
                         .with_processes(workers.clone(), WorkerModel::DecoderStages { gguf: gguf.clone() })?,
                 };
                 let name =

@@ -30,7 +30,7 @@ use crate::error::ApiError;
 use crate::prediction::Predictions;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Format {
+enum Format {
     Completion,
     Chat,
 }
@@ -53,7 +53,7 @@ pub(super) struct Request {
 }
 
 /// A generation's predictor input, to cache its true output length under (SSJF §6).
-pub(super) struct Truth {
+struct Truth {
     predictions: Arc<Predictions>,
     text: String,
 }
