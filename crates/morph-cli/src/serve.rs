@@ -45,7 +45,7 @@ pub(crate) struct ServeArgs {
     #[arg(long = "runtime")]
     runtimes: Vec<RuntimeSpec>,
     /// Instances started for each --runtime; for policies that choose their own runtimes
-    /// (arlo, st, dt, infaas, arlo-ilb, arlo-ig), the total number of instances.
+    /// (arlo, arlo-paper, st, dt, infaas, arlo-ilb, arlo-ig), the total number of instances.
     #[arg(long, default_value_t = 1)]
     instances: usize,
     /// Cut the encoder into this many pipeline stages of consecutive layers, each with
@@ -61,9 +61,11 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value_t = 256)]
     prefill_chunk: usize,
     /// Scheduling policy: dynamic-batching (TEI-like, one queue, batches by padded tokens; the
-    /// default for embed), or arlo (several fixed-shape runtimes, allocation from the observed
-    /// lengths, multi-level dispatch), or one of Arlo's baselines st, dt, infaas, arlo-ilb,
-    /// arlo-ig (these need --profile and --slo-ms); for generate, fcfs (the default) or ssjf,
+    /// default for embed), or arlo (fixed-shape runtimes for the observed lengths under a
+    /// dynamic-shape longest one, allocation from those lengths, late binding: Morph's robust
+    /// form), arlo-paper (the paper's exact form: staircase runtimes, multi-level dispatch on
+    /// arrival), or one of Arlo's baselines st, dt, infaas, arlo-ilb, arlo-ig (these need
+    /// --profile and --slo-ms); for generate, fcfs (the default) or ssjf,
     /// with '{"batching": {"mode": "none" | "dynamic" | "continuous", ...}}' in --policy-params.
     #[arg(long)]
     policy: Option<String>,

@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use morph_policy::arlo::{RuntimeDemand, allocate};
+use morph_policy::arlo::{Floors, RuntimeDemand, allocate};
 
 /// Twitter-like demand over `k` runtimes with max lengths 512·(i+1)/k: most requests are short.
 /// Per-instance latency grows with the runtime's length and with load; the cluster runs at ~70%.
@@ -33,7 +33,7 @@ fn solve(instances: usize, k: usize) -> (f64, Vec<usize>) {
     let mut result = Vec::new();
     for _ in 0..5 {
         let start = Instant::now();
-        let a = allocate(instances, &runtimes).expect("feasible");
+        let a = allocate(instances, &runtimes, Floors::Eq3).expect("feasible");
         best = best.min(start.elapsed().as_secs_f64());
         result = a.instances;
     }

@@ -35,7 +35,7 @@
 //! label = "db-16k"                                  # optional: its name in reports
 //! max_batch_tokens = 16384                         # the policy's own parameters
 //! [[policies]]
-//! name = "arlo"                                    # arlo | arlo-ilb | arlo-ig | st | dt | infaas
+//! name = "arlo"                                    # arlo | arlo-paper | arlo-ilb | arlo-ig | st | dt | infaas
 //! scaling = { rule = "target-tracking" }
 //! [[policies]]
 //! name = "ssjf"                                    # ssjf | fcfs (generation)

@@ -14,6 +14,11 @@
 //! N_I ≥ 1                                              (Eq. 7)
 //! ```
 //!
+//! With [`Floors::Eq7`] the floors of Eq. 3 are dropped and only Eq. 7 holds: Morph's stable
+//! accounting (`super::reallocate`), where a runtime's capacity is what it serves at a target
+//! utilisation and the curves themselves price overload, so an overloaded cluster is still split
+//! by where demotion will push its demand instead of by scaled-down demands.
+//!
 //! Solver: a dynamic program over runtimes whose state is (instances used so far, carried demand
 //! R). The cost still to come never decreases when R grows (more carried demand means more
 //! load on every later runtime, and each L_i is non-decreasing), so a state with no more R and
@@ -36,6 +41,15 @@ impl std::fmt::Debug for RuntimeDemand<'_> {
     }
 }
 
+/// Which lower bounds on N_i hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Floors {
+    /// Eq. 3 and Eq. 7: N_i ≥ ⌊Q_i / M_i⌋, N_I ≥ 1 (the paper).
+    Eq3,
+    /// Eq. 7 only: N_I ≥ 1.
+    Eq7,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Allocation {
     /// N_i per runtime.
@@ -56,9 +70,12 @@ fn step(r: &RuntimeDemand, carried: f64, n: usize, last: bool) -> Option<(f64, f
     Some((rest, (r.latency)(served / n as f64) * served))
 }
 
-/// Eq. 3 and 7: the fewest instances runtime `i` may get.
-fn lower_bound(runtimes: &[RuntimeDemand], i: usize) -> usize {
-    let floor = (runtimes[i].demand / runtimes[i].capacity).floor() as usize;
+/// Eq. 3 (with [`Floors::Eq3`]) and Eq. 7: the fewest instances runtime `i` may get.
+fn lower_bound(runtimes: &[RuntimeDemand], i: usize, floors: Floors) -> usize {
+    let floor = match floors {
+        Floors::Eq3 => (runtimes[i].demand / runtimes[i].capacity).floor() as usize,
+        Floors::Eq7 => 0,
+    };
     if i + 1 == runtimes.len() { floor.max(1) } else { floor }
 }
 
@@ -82,14 +99,14 @@ fn pareto(mut states: Vec<State>) -> Vec<State> {
     front
 }
 
-/// The exact optimum of Eq. 1–7, or `None` if the constraints cannot all hold
+/// The exact optimum of Eq. 1–7 under `floors`, or `None` if the constraints cannot all hold
 /// (Σ ⌊Q_i/M_i⌋ > G, or no runtime).
-pub fn allocate(instances: usize, runtimes: &[RuntimeDemand]) -> Option<Allocation> {
+pub fn allocate(instances: usize, runtimes: &[RuntimeDemand], floors: Floors) -> Option<Allocation> {
     let k = runtimes.len();
     if k == 0 {
         return None;
     }
-    let bounds: Vec<usize> = (0..k).map(|i| lower_bound(runtimes, i)).collect();
+    let bounds: Vec<usize> = (0..k).map(|i| lower_bound(runtimes, i, floors)).collect();
     // suffix[i]: instances the runtimes from i on need at least.
     let mut suffix = vec![0; k + 1];
     for i in (0..k).rev() {
@@ -132,14 +149,20 @@ pub fn allocate(instances: usize, runtimes: &[RuntimeDemand]) -> Option<Allocati
     Some(Allocation { instances: counts, cost })
 }
 
-/// Eq. 1 for a given allocation, checking Eq. 2, 3 and 7; `None` if it violates them.
-pub fn objective(instances: usize, runtimes: &[RuntimeDemand], counts: &[usize]) -> Option<f64> {
+/// Eq. 1 for a given allocation, checking Eq. 2, 3 (under `floors`) and 7; `None` if it
+/// violates them.
+pub fn objective(
+    instances: usize,
+    runtimes: &[RuntimeDemand],
+    counts: &[usize],
+    floors: Floors,
+) -> Option<f64> {
     if counts.len() != runtimes.len() || counts.iter().sum::<usize>() != instances {
         return None;
     }
     let (mut carried, mut cost) = (0.0, 0.0);
     for (i, (r, &n)) in runtimes.iter().zip(counts).enumerate() {
-        if n < lower_bound(runtimes, i) {
+        if n < lower_bound(runtimes, i, floors) {
             return None;
         }
         let (rest, term) = step(r, carried, n, i + 1 == runtimes.len())?;
@@ -167,10 +190,10 @@ mod tests {
             .collect()
     }
 
-    fn brute_force(instances: usize, runtimes: &[RuntimeDemand]) -> Option<f64> {
+    fn brute_force(instances: usize, runtimes: &[RuntimeDemand], floors: Floors) -> Option<f64> {
         compositions(instances, runtimes.len())
             .iter()
-            .filter_map(|c| objective(instances, runtimes, c))
+            .filter_map(|c| objective(instances, runtimes, c, floors))
             .min_by(f64::total_cmp)
     }
 
@@ -206,8 +229,9 @@ mod tests {
                     latency: curves[i].as_ref(),
                 })
                 .collect();
-            let want = brute_force(g, &runtimes);
-            let got = allocate(g, &runtimes);
+            let floors = if case % 2 == 0 { Floors::Eq3 } else { Floors::Eq7 };
+            let want = brute_force(g, &runtimes, floors);
+            let got = allocate(g, &runtimes, floors);
             match (want, &got) {
                 (None, None) => {}
                 (Some(w), Some(a)) => {
@@ -215,7 +239,7 @@ mod tests {
                         (a.cost - w).abs() <= 1e-9 * w.max(1.0),
                         "case {case}: dp {a:?} vs brute force {w}"
                     );
-                    assert_eq!(objective(g, &runtimes, &a.instances), Some(a.cost), "case {case}");
+                    assert_eq!(objective(g, &runtimes, &a.instances, floors), Some(a.cost), "case {case}");
                     checked += 1;
                 }
                 _ => panic!("case {case}: dp {got:?} vs brute force {want:?}"),
@@ -228,8 +252,9 @@ mod tests {
     fn infeasible_when_the_lower_bounds_exceed_the_cluster() {
         let flat = |_: f64| 1.0;
         let r = |demand| RuntimeDemand { demand, capacity: 1.0, latency: &flat };
-        assert_eq!(allocate(3, &[r(2.0), r(2.0)]), None);
-        assert!(allocate(4, &[r(2.0), r(2.0)]).is_some());
-        assert_eq!(allocate(0, &[r(0.0)]), None, "Eq. 7: the longest runtime needs an instance");
+        assert_eq!(allocate(3, &[r(2.0), r(2.0)], Floors::Eq3), None);
+        assert!(allocate(4, &[r(2.0), r(2.0)], Floors::Eq3).is_some());
+        assert!(allocate(3, &[r(2.0), r(2.0)], Floors::Eq7).is_some(), "without Eq. 3, overload is priced");
+        assert_eq!(allocate(0, &[r(0.0)], Floors::Eq7), None, "Eq. 7: the longest runtime needs an instance");
     }
 }

@@ -11,6 +11,6 @@ pub mod replace;
 pub mod runtime_set;
 pub mod service;
 
-pub use allocate::{Allocation, RuntimeDemand, allocate};
+pub use allocate::{Allocation, Floors, RuntimeDemand, allocate};
 pub use dispatch::{DispatchParams, DispatchRule, MultiLevelQueue};
 pub use service::ServiceModel;

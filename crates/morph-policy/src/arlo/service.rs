@@ -8,6 +8,9 @@ use morph_core::{Nanos, PaddedShape, Profile, RuntimeSpec};
 /// Utilisation up to which L_i follows M/D/1; beyond it, L_i goes on as a straight line with
 /// the slope it has there (finite and non-decreasing, which the allocator needs).
 const RHO_KNEE: f64 = 0.95;
+/// The stable accounting's price of overload: SLOs of latency per unit of utilisation past the
+/// target.
+const OVERLOAD_SLOS: f64 = 1000.0;
 
 #[derive(Debug, Clone)]
 pub struct ServiceModel {
@@ -41,18 +44,44 @@ impl ServiceModel {
         (batches * f64::from(runtime.max_batch)).max(1.0) as u32
     }
 
+    /// ρ of an instance offered `load` requests per SLO period.
+    fn utilisation(&self, runtime: RuntimeSpec, load: f64) -> f64 {
+        load * self.service_ms(runtime) / f64::from(runtime.max_batch) / (self.slo as f64 / 1e6)
+    }
+
+    /// M/D/1 mean latency at utilisation ρ < 1 (Poisson arrivals, deterministic service s).
+    fn md1_ms(&self, runtime: RuntimeSpec, rho: f64) -> f64 {
+        let s = self.service_ms(runtime);
+        s + rho * s / (2.0 * (1.0 - rho))
+    }
+
     /// L_i(B): mean latency in ms of an instance offered B requests per SLO period, as an M/D/1
     /// queue (Poisson arrivals, deterministic service): s + ρ·s / (2(1 − ρ)), ρ = B·s/(SLO·batch).
     pub fn mean_latency_ms(&self, runtime: RuntimeSpec, load: f64) -> f64 {
-        let s = self.service_ms(runtime);
-        let per_request_ms = s / f64::from(runtime.max_batch);
-        let rho = load * per_request_ms / (self.slo as f64 / 1e6);
-        let md1 = |rho: f64| s + rho * s / (2.0 * (1.0 - rho));
+        let rho = self.utilisation(runtime, load);
         if rho <= RHO_KNEE {
-            md1(rho)
+            self.md1_ms(runtime, rho)
         } else {
-            let slope = s / (2.0 * (1.0 - RHO_KNEE).powi(2));
-            md1(RHO_KNEE) + slope * (rho - RHO_KNEE)
+            let slope = self.service_ms(runtime) / (2.0 * (1.0 - RHO_KNEE).powi(2));
+            self.md1_ms(runtime, RHO_KNEE) + slope * (rho - RHO_KNEE)
+        }
+    }
+
+    /// Morph's stable accounting: M_i at utilisation `u` < 1, the requests per SLO period one
+    /// instance serves while staying stable (fractional; the paper's M_i is at ρ = 1, floored).
+    pub fn stable_capacity(&self, runtime: RuntimeSpec, u: f64) -> f64 {
+        u * (self.slo as f64 / 1e6) / self.service_ms(runtime) * f64::from(runtime.max_batch)
+    }
+
+    /// Morph's stable accounting: L_i(B) as M/D/1 up to utilisation `u`; past it, each unit of
+    /// utilisation costs a thousand SLOs, so the allocator prefers any split that keeps every
+    /// runtime under `u` and, among those that cannot, the least overloaded.
+    pub fn stable_latency_ms(&self, runtime: RuntimeSpec, load: f64, u: f64) -> f64 {
+        let rho = self.utilisation(runtime, load);
+        if rho <= u {
+            self.md1_ms(runtime, rho)
+        } else {
+            self.md1_ms(runtime, u) + OVERLOAD_SLOS * (self.slo as f64 / 1e6) * (rho - u)
         }
     }
 }
@@ -78,5 +107,10 @@ mod tests {
         // Past the knee it keeps growing, finitely.
         let (a, b) = (m.mean_latency_ms(long, 9.9), m.mean_latency_ms(long, 20.0));
         assert!(a.is_finite() && b > a);
+        // Stable accounting at u = 0.8: 8 requests per SLO; M/D/1 up to it, then 1000 SLOs (of
+        // 100 ms) per unit of ρ: at ρ = 0.9, s + 0.8s/0.4 + 100 000 · 0.1.
+        assert!((m.stable_capacity(long, 0.8) - 8.0).abs() < 1e-12);
+        assert!((m.stable_latency_ms(long, 5.0, 0.8) - 15.0).abs() < 1e-12);
+        assert!((m.stable_latency_ms(long, 9.0, 0.8) - (30.0 + 10_000.0)).abs() < 1e-9);
     }
 }

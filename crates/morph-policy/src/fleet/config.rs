@@ -39,9 +39,25 @@ pub struct FleetConfig {
     pub period_s: f64,
     /// The first allocation, once some lengths are seen.
     pub first_allocation_s: f64,
-    /// Replacements in flight at once; 0: a tenth of the instances (at least one).
+    /// Replacements in flight at once; 0: `replace_share` of the instances (at least one).
     pub replace_batch: usize,
+    /// The share of the instances replaced at once when `replace_batch` is 0 (the paper: a tenth).
+    pub replace_share: f64,
+    /// Binding on arrival: the instance a request goes to when it arrives (Arlo's Algorithm 1
+    /// or an ablation); unused with `late_binding`.
     pub dispatch: DispatchRule,
+    /// Requests wait by length bound and an idle instance takes the oldest it fits (Morph's
+    /// robust Arlo, `super::waiting`), instead of binding to an instance on arrival by `dispatch`.
+    pub late_binding: bool,
+    /// The allocation's accounting: `None`, the paper's (M_i at ρ = 1, Eq. 3); a utilisation
+    /// `u`, Morph's stable accounting (M_i at ρ = u, overload carried to the longer runtimes
+    /// and priced; see `crate::arlo::reallocate::Accounting`).
+    pub stable_utilisation: Option<f64>,
+    /// The longest runtime is dynamic-shaped: the rare long inputs and the short ones demoted to
+    /// it pay their own length (with the dynamic penalty) instead of the longest padding; and
+    /// every instance starts on it (DT) until the first allocation has seen lengths, instead of
+    /// an even split over a runtime set chosen before any request.
+    pub dynamic_longest: bool,
     /// λ, α and L of Algorithm 1.
     pub lambda: f64,
     pub alpha: f64,
@@ -56,7 +72,7 @@ pub struct FleetConfig {
 }
 
 impl Default for FleetConfig {
-    /// Arlo with the paper's parameters.
+    /// Arlo as the paper describes it, with its parameters (preset `arlo-paper`).
     fn default() -> Self {
         let d = DispatchParams::default();
         Self {
@@ -69,7 +85,11 @@ impl Default for FleetConfig {
             period_s: 120.0,
             first_allocation_s: 10.0,
             replace_batch: 0,
+            replace_share: 0.1,
             dispatch: DispatchRule::Arlo,
+            late_binding: false,
+            stable_utilisation: None,
+            dynamic_longest: false,
             lambda: d.lambda,
             alpha: d.alpha,
             max_peek: d.max_peek,
@@ -82,25 +102,42 @@ impl Default for FleetConfig {
 }
 
 /// Names of the presets [`FleetConfig::preset`] knows.
-pub const PRESETS: [&str; 6] = ["arlo", "arlo-ilb", "arlo-ig", "st", "dt", "infaas"];
+pub const PRESETS: [&str; 7] = ["arlo", "arlo-paper", "arlo-ilb", "arlo-ig", "st", "dt", "infaas"];
 
 impl FleetConfig {
     /// The defaults of a named scheme, before the user's parameters are applied (scaling is off
     /// in all; Arlo's paper pairs itself with `target-tracking` and the baselines with `headroom`):
-    /// - `arlo`: staircase runtimes, periodic allocation, Algorithm 1;
-    /// - `arlo-ilb`, `arlo-ig`: Arlo with the ILB or IG dispatcher (Table 4 ablations);
+    /// - `arlo`: Morph's robust Arlo: the longest runtime dynamic-shaped, and every instance on
+    ///   it (DT) until the first allocation, which takes runtime bounds from the first second's
+    ///   lengths
+    ///   (`optimised`), periodic allocation with the stable accounting (every runtime under 90%
+    ///   busy, demotion's carry-over counted), reached half the fleet at a time, late binding (an
+    ///   idle instance takes the oldest request it fits), so it degrades gracefully at the edge
+    ///   of capacity;
+    /// - `arlo-paper`: the paper's exact form: staircase runtimes, periodic allocation,
+    ///   Algorithm 1 on arrival;
+    /// - `arlo-ilb`, `arlo-ig`: `arlo-paper` with the ILB or IG dispatcher (Table 4 ablations);
     /// - `st`: one static runtime at the longest length, load balanced;
     /// - `dt`: one dynamic-shape runtime, load balanced;
     /// - `infaas`: the staircase variants split evenly (no length-aware allocation), first-fit
     ///   dispatch.
     pub fn preset(name: &str) -> Option<Self> {
-        let arlo = Self::default();
+        let paper = Self::default();
         let baseline =
             |runtime_set, dispatch| Self { runtime_set, allocate: false, dispatch, ..Self::default() };
         Some(match name {
-            "arlo" => arlo,
-            "arlo-ilb" => Self { dispatch: DispatchRule::Ideal, ..arlo },
-            "arlo-ig" => Self { dispatch: DispatchRule::Greedy, ..arlo },
+            "arlo" => Self {
+                runtime_set: RuntimeSet::Optimised,
+                late_binding: true,
+                stable_utilisation: Some(0.9),
+                dynamic_longest: true,
+                first_allocation_s: 1.0,
+                replace_share: 0.5,
+                ..paper
+            },
+            "arlo-paper" => paper,
+            "arlo-ilb" => Self { dispatch: DispatchRule::Ideal, ..paper },
+            "arlo-ig" => Self { dispatch: DispatchRule::Greedy, ..paper },
             "st" => baseline(RuntimeSet::Explicit, DispatchRule::Greedy),
             "dt" => baseline(RuntimeSet::Dynamic, DispatchRule::Greedy),
             "infaas" => baseline(RuntimeSet::Staircase, DispatchRule::FirstFit),

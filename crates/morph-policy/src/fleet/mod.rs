@@ -4,6 +4,7 @@ pub mod config;
 mod instances;
 pub mod policy;
 pub mod scaling;
+mod waiting;
 
 pub use config::{FleetConfig, PRESETS, RuntimeSet};
 pub use policy::FleetPolicy;

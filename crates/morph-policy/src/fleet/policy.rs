@@ -15,8 +15,9 @@ use serde_json::json;
 use super::config::{FleetConfig, RuntimeSet};
 use super::instances::Instances;
 use super::scaling::{ScaleDecision, Scaler};
+use super::waiting::Waiting;
 use crate::arlo::ServiceModel;
-use crate::arlo::reallocate::{LengthWindow, target};
+use crate::arlo::reallocate::{Accounting, LengthWindow, target};
 use crate::arlo::replace::plan;
 use crate::arlo::runtime_set::{knee, optimised, staircase};
 use crate::arlo::{MultiLevelQueue, replace::Plan};
@@ -45,6 +46,8 @@ pub struct FleetPolicy {
     set: Vec<RuntimeSpec>,
     instances: Instances,
     queue: MultiLevelQueue,
+    /// With late binding: requests not yet on an instance, and the idle instances.
+    waiting: Waiting,
     scaler: Scaler,
     /// Launched, not up yet: (ticket, part of a replacement).
     starting: Vec<(Ticket, bool)>,
@@ -70,6 +73,23 @@ struct Counters {
     rejected: u64,
 }
 
+/// The runtimes of the given ascending max lengths: all fixed-shape, or with `dynamic_longest`
+/// the longest one dynamic-shaped.
+fn shaped(config: &FleetConfig, lens: &[u32]) -> Vec<RuntimeSpec> {
+    let batch = config.batch.max(1);
+    let last = lens.len().saturating_sub(1);
+    lens.iter()
+        .enumerate()
+        .map(|(i, &l)| {
+            if config.dynamic_longest && i == last {
+                RuntimeSpec::dynamic(l, batch)
+            } else {
+                RuntimeSpec::fixed(l, batch)
+            }
+        })
+        .collect()
+}
+
 fn secs(s: f64) -> Nanos {
     (s * 1e9) as Nanos
 }
@@ -81,18 +101,15 @@ impl FleetPolicy {
         let batch = config.batch.max(1);
         let set: Vec<RuntimeSpec> = match config.runtime_set {
             RuntimeSet::Dynamic => vec![RuntimeSpec::dynamic(max_len, batch)],
-            RuntimeSet::Explicit if config.max_lens.is_empty() => vec![RuntimeSpec::fixed(max_len, batch)],
+            RuntimeSet::Explicit if config.max_lens.is_empty() => shaped(&config, &[max_len]),
             RuntimeSet::Explicit => {
                 let mut lens = config.max_lens.clone();
                 lens.sort_unstable();
                 lens.dedup();
-                lens.into_iter().map(|l| RuntimeSpec::fixed(l, batch)).collect()
+                shaped(&config, &lens)
             }
             RuntimeSet::Staircase | RuntimeSet::Optimised => {
-                staircase(model.profile(), max_len, config.runtimes)
-                    .into_iter()
-                    .map(|l| RuntimeSpec::fixed(l, batch))
-                    .collect()
+                shaped(&config, &staircase(model.profile(), max_len, config.runtimes))
             }
         };
         let queue = MultiLevelQueue::with_rule(config.dispatch_params(), config.dispatch);
@@ -104,6 +121,7 @@ impl FleetPolicy {
             set,
             instances: Instances::default(),
             queue,
+            waiting: Waiting::default(),
             scaler,
             starting: Vec::new(),
             tickets: Tickets::default(),
@@ -132,39 +150,74 @@ impl FleetPolicy {
 
     fn arrival(&mut self, request: RequestInfo, actions: &mut Vec<Action>) {
         let reject = |reason| Action::Drop { request: request.id, reason };
-        if self.instances.queued() >= self.config.max_queue {
+        if self.queue_len() >= self.config.max_queue {
             self.counters.rejected += 1;
             actions.push(reject(DropReason::QueueFull { capacity: self.config.max_queue }));
             return;
         }
-        let Some(id) = self.queue.dispatch(request.input_len) else {
+        let ideal = self.set.iter().find(|r| r.fits(request.input_len)).map(|r| r.max_len);
+        let bound = if self.config.late_binding {
+            ideal.map(|bound| (bound, self.waiting.idle_fitting(request.input_len).map(|(_, id)| id)))
+        } else {
+            self.queue.dispatch(request.input_len).map(|id| (0, Some(id)))
+        };
+        let Some((bound, instance)) = bound else {
             self.counters.rejected += 1;
             let max_len = self.largest().max_len;
             actions.push(reject(DropReason::NoRuntimeFits { len: request.input_len, max_len }));
             return;
         };
         self.window.record(request.input_len);
+        let Some(id) = instance else {
+            self.waiting.push(bound, request);
+            return;
+        };
         let runtime = self.instances.map[&id].runtime;
-        let ideal = self.set.iter().find(|r| r.fits(request.input_len));
-        if ideal.is_some_and(|r| r.max_len < runtime.max_len) {
+        if ideal.is_some_and(|ideal| ideal < runtime.max_len) {
             self.counters.demoted += 1;
         }
         self.instances.enqueue(id, request);
         self.run_next(request.arrival, id, actions);
     }
 
-    fn run_next(&mut self, now: Time, id: InstanceId, actions: &mut Vec<Action>) {
-        if let Some(requests) = self.instances.start_next(id) {
-            self.started.insert(id, now);
-            actions.push(Action::Run { instance: id, requests, plan: BatchPlan::FINISH });
-        } else if self.draining.contains_key(&id) && self.instances.map.get(&id).is_some_and(|i| i.is_empty())
-        {
-            self.retire(id, actions);
+    /// With late binding, an instance with nothing bound to it takes the oldest waiting requests
+    /// it fits.
+    fn pull(&mut self, id: InstanceId) {
+        let Some(instance) = self.instances.map.get(&id) else { return };
+        if !self.config.late_binding || instance.draining || !instance.is_empty() {
+            return;
+        }
+        let runtime = instance.runtime;
+        if let Some((bound, batch)) = self.waiting.take(runtime.max_len, runtime.max_batch as usize) {
+            if bound < runtime.max_len {
+                self.counters.demoted += batch.len() as u64;
+            }
+            batch.into_iter().for_each(|r| self.instances.enqueue(id, r));
         }
     }
 
-    /// A queued request's client left: it leaves its instance's queue.
+    fn run_next(&mut self, now: Time, id: InstanceId, actions: &mut Vec<Action>) {
+        self.pull(id);
+        let Some(max_len) = self.instances.map.get(&id).map(|i| i.runtime.max_len) else { return };
+        if let Some(requests) = self.instances.start_next(id) {
+            self.waiting.set_busy(max_len, id);
+            self.started.insert(id, now);
+            actions.push(Action::Run { instance: id, requests, plan: BatchPlan::FINISH });
+            return;
+        }
+        let instance = &self.instances.map[&id];
+        if self.draining.contains_key(&id) && instance.is_empty() {
+            self.retire(id, actions);
+        } else if self.config.late_binding && instance.is_empty() && !instance.draining {
+            self.waiting.set_idle(max_len, id);
+        }
+    }
+
+    /// A queued request's client left: it leaves its queue.
     fn cancelled(&mut self, now: Time, request: RequestId, actions: &mut Vec<Action>) {
+        if self.waiting.unqueue(request) {
+            return;
+        }
         if let Some(id) = self.instances.unqueue(request) {
             self.queue.complete(id);
             self.run_next(now, id, actions);
@@ -186,6 +239,7 @@ impl FleetPolicy {
     fn drain(&mut self, id: InstanceId, after: AfterDrain, actions: &mut Vec<Action>) {
         let Some(instance) = self.instances.map.get_mut(&id) else { return };
         instance.draining = true;
+        self.waiting.set_busy(instance.runtime.max_len, id);
         self.queue.remove_instance(id);
         self.draining.insert(id, after);
         if instance.is_empty() {
@@ -229,7 +283,7 @@ impl FleetPolicy {
     fn advance_plan(&mut self, actions: &mut Vec<Action>) {
         let slots = self.instances.map.len() + self.starting.len();
         let batch = match self.config.replace_batch {
-            0 => slots.div_ceil(10).max(1),
+            0 => ((slots as f64 * self.config.replace_share).ceil() as usize).max(1),
             n => n,
         };
         while self.replacements_in_flight() < batch {
@@ -249,7 +303,11 @@ impl FleetPolicy {
         }
         let counts = self.window.per_runtime(&self.set);
         let g = self.instances.map.len();
-        let wanted = target(&self.model, &self.set, &counts, now.since(self.window_start), g);
+        let accounting = match self.config.stable_utilisation {
+            Some(utilisation) => Accounting::Stable { utilisation },
+            None => Accounting::Paper,
+        };
+        let wanted = target(&self.model, &self.set, &counts, now.since(self.window_start), g, accounting);
         let current: Vec<_> =
             self.instances.serving().map(|(id, i)| (id, i.runtime, i.outstanding())).collect();
         let steps: Plan = plan(&current, &wanted);
@@ -274,7 +332,7 @@ impl FleetPolicy {
         );
         let costs: Vec<f64> = sets.iter().map(|(_, c)| *c).collect();
         let k = knee(&costs, KNEE_GAIN);
-        self.set = sets[k - 1].0.iter().map(|l| RuntimeSpec::fixed(*l, batch)).collect();
+        self.set = shaped(&self.config, &sets[k - 1].0);
     }
 
     fn scale(&mut self, now: Time, actions: &mut Vec<Action>) {
@@ -318,13 +376,20 @@ impl FleetPolicy {
         Some(self.starting.remove(at).1)
     }
 
-    fn instance_up(&mut self, info: InstanceInfo, launch: Option<Launched>, actions: &mut Vec<Action>) {
+    fn instance_up(
+        &mut self,
+        now: Time,
+        info: InstanceInfo,
+        launch: Option<Launched>,
+        actions: &mut Vec<Action>,
+    ) {
         if launch.and_then(|l| self.take_starting(l.ticket)) == Some(false) {
             self.scaler.resized();
         }
         let runtime = info.unit.runtime;
         self.instances.add(info.id, runtime);
         self.queue.add_instance(info.id, runtime.max_len, self.model.capacity(runtime));
+        self.run_next(now, info.id, actions);
         self.advance_plan(actions);
     }
 }
@@ -336,7 +401,7 @@ impl Policy for FleetPolicy {
 
     fn on_event(&mut self, now: Time, event: Event, actions: &mut Vec<Action>) {
         match event {
-            Event::InstanceUp { instance, launch } => self.instance_up(instance, launch, actions),
+            Event::InstanceUp { instance, launch } => self.instance_up(now, instance, launch, actions),
             Event::LaunchFailed { ticket, .. } => {
                 self.take_starting(ticket);
             }
@@ -353,12 +418,17 @@ impl Policy for FleetPolicy {
     }
 
     fn queue_len(&self) -> usize {
-        self.instances.queued()
+        self.instances.queued() + self.waiting.queued()
     }
 
-    /// Even split over the runtime set; the remainder (and, with fewer slots than runtimes,
-    /// every slot) goes to the longest runtimes, so the largest always has one (Eq. 7).
+    /// With `dynamic_longest`, every slot on the longest runtime (DT until the first
+    /// allocation); otherwise an even split
+    /// over the runtime set, the remainder (and, with fewer slots than runtimes, every slot) to
+    /// the longest runtimes, so the largest always has one (Eq. 7).
     fn layout(&self, slots: usize) -> Option<Vec<UnitSpec>> {
+        if self.config.dynamic_longest {
+            return Some(vec![UnitSpec::encoder(self.largest()); slots]);
+        }
         let k = self.set.len();
         let (each, rest) = (slots / k, slots % k);
         let mut out = Vec::with_capacity(slots);
