@@ -1,6 +1,7 @@
 //! Arlo Algorithm 1 dispatch cost (Fig. 9 analog): a burst of 2,400 requests over 1,200
 //! instances of 8 runtimes (paper: 0.737 ms), and sustained dispatches per second on one core
-//! (goal ≥ 1,000,000).
+//! (goal ≥ 10,000,000, issue 19; with ordered sets per level it was 4.26 M/s and the burst
+//! 0.201 ms, with the bucket queue 19 M/s and 0.069 ms).
 //!
 //! `cargo bench -p morph-policy --bench arlo_dispatch`
 
@@ -62,7 +63,7 @@ fn main() {
     }
     let secs = start.elapsed().as_secs_f64();
     println!(
-        "sustained: {:.2} M dispatches/s on one core ({n} dispatches + completions in {secs:.2} s; goal >= 1 M/s)",
+        "sustained: {:.2} M dispatches/s on one core ({n} dispatches + completions in {secs:.2} s; goal >= 10 M/s)",
         n as f64 / secs / 1e6
     );
 }

@@ -87,12 +87,19 @@ struct State {
     parent: Option<(usize, usize, usize)>,
 }
 
-/// Keeps the states not dominated in (carried, cost).
-fn pareto(mut states: Vec<State>) -> Vec<State> {
+/// Keeps the states no other dominates. A carries R_A ≤ R_B at cost c_A; every request B carries
+/// beyond A is served later at no less than `idle`, the least idle latency L_j(0) of the runtimes
+/// still to come, and raises no other latency less than A's plan would (the carry recursion and
+/// each L_j are monotone), so B's best completion costs at least A's plus `idle`·(R_B − R_A):
+/// B is dominated if c_A + idle·R_A ≤ c_B + idle·R_B. (With `idle` = 0, the plain Pareto front.)
+fn pareto(mut states: Vec<State>, idle: f64) -> Vec<State> {
     states.sort_by(|a, b| a.carried.total_cmp(&b.carried).then(a.cost.total_cmp(&b.cost)));
     let mut front: Vec<State> = Vec::new();
+    let mut best = f64::INFINITY;
     for s in states {
-        if front.last().is_none_or(|f| s.cost < f.cost) {
+        let potential = s.cost + idle * s.carried;
+        if potential < best {
+            best = potential;
             front.push(s);
         }
     }
@@ -101,19 +108,132 @@ fn pareto(mut states: Vec<State>) -> Vec<State> {
 
 /// The exact optimum of Eq. 1–7 under `floors`, or `None` if the constraints cannot all hold
 /// (Σ ⌊Q_i/M_i⌋ > G, or no runtime).
+///
+/// First by Lagrangian relaxation of Eq. 2 (see [`relaxed`]): a minimiser of Σ L_i·C_i + μ·Σ N_i
+/// that uses exactly G instances is an optimum of Eq. 1–7, whatever the curves, as long as the
+/// relaxed problem was solved exactly (which needs each L_i convex as well as non-decreasing, as
+/// queueing curves are). When no μ gives exactly G (a duality gap), the exhaustive DP decides.
 pub fn allocate(instances: usize, runtimes: &[RuntimeDemand], floors: Floors) -> Option<Allocation> {
     let k = runtimes.len();
     if k == 0 {
         return None;
     }
     let bounds: Vec<usize> = (0..k).map(|i| lower_bound(runtimes, i, floors)).collect();
+    let least: usize = bounds.iter().sum();
+    if least > instances {
+        return None;
+    }
+    let counts =
+        by_relaxation(instances, runtimes, &bounds).or_else(|| exhaustive(instances, runtimes, &bounds))?;
+    let cost = objective(instances, runtimes, &counts, floors)?;
+    Some(Allocation { instances: counts, cost })
+}
+
+/// Bisection on μ for a relaxed optimum with Σ N_i = G.
+fn by_relaxation(instances: usize, runtimes: &[RuntimeDemand], bounds: &[usize]) -> Option<Vec<usize>> {
+    let used = |counts: &[usize]| counts.iter().sum::<usize>();
+    // μ = 0 wants every instance it may have; a large μ only the floors.
+    let (mut low, mut high) = (0.0_f64, 1.0_f64);
+    let at_low = relaxed(instances, runtimes, bounds, low)?;
+    if used(&at_low) <= instances {
+        return (used(&at_low) == instances).then_some(at_low);
+    }
+    while used(&relaxed(instances, runtimes, bounds, high)?) > instances {
+        high *= 4.0;
+        if !high.is_finite() {
+            return None;
+        }
+    }
+    for _ in 0..100 {
+        let mu = 0.5 * (low + high);
+        let counts = relaxed(instances, runtimes, bounds, mu)?;
+        match used(&counts).cmp(&instances) {
+            std::cmp::Ordering::Equal => return Some(counts),
+            std::cmp::Ordering::Greater => low = mu,
+            std::cmp::Ordering::Less => high = mu,
+        }
+        if high - low <= 1e-12 * high {
+            break;
+        }
+    }
+    None
+}
+
+/// A state of the relaxed DP: carried demand, cost plus μ per instance so far, and the choices.
+#[derive(Debug, Clone)]
+struct Relaxed {
+    carried: f64,
+    cost: f64,
+    counts: Vec<usize>,
+}
+
+/// The relaxed problem: min Σ L_i(B_i)·C_i + μ·Σ N_i under Eq. 3–7 with no total, each N_i at
+/// most G less the other runtimes' floors. A DP over runtimes whose state is only the carried
+/// demand R (Eq. 4), pruned as in [`pareto`]. From a state, N_i below ⌈(R + Q_i)/M_i⌉ saturates
+/// runtime i and carries the rest; at or above it nothing carries, and μ·N_i + (R + Q_i)·L_i((R +
+/// Q_i)/N_i) is convex in N_i, so its minimum is found by bisecting its differences.
+fn relaxed(instances: usize, runtimes: &[RuntimeDemand], bounds: &[usize], mu: f64) -> Option<Vec<usize>> {
+    let k = runtimes.len();
+    let least: usize = bounds.iter().sum();
+    let mut front = vec![Relaxed { carried: 0.0, cost: 0.0, counts: Vec::with_capacity(k) }];
+    for (i, r) in runtimes.iter().enumerate() {
+        let last = i + 1 == k;
+        let most = instances - (least - bounds[i]);
+        let mut next = Vec::new();
+        for s in &front {
+            let offered = s.carried + r.demand;
+            let push = |n: usize, next: &mut Vec<Relaxed>| {
+                if let Some((carried, term)) = step(r, s.carried, n, last) {
+                    let mut counts = s.counts.clone();
+                    counts.push(n);
+                    next.push(Relaxed { carried, cost: s.cost + term + mu * n as f64, counts });
+                }
+            };
+            // The fewest instances that carry nothing on (all of them for the last runtime).
+            let clear =
+                if last { bounds[i] } else { ((offered / r.capacity).ceil() as usize).max(bounds[i]) };
+            for n in bounds[i]..clear.min(most + 1) {
+                push(n, &mut next);
+            }
+            if clear > most {
+                continue;
+            }
+            let h = |n: usize| step(r, s.carried, n, last).map_or(f64::INFINITY, |(_, t)| t + mu * n as f64);
+            // The least n in [clear, most] with h(n + 1) ≥ h(n): the convex minimum.
+            let (mut lo, mut hi) = (clear, most);
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if h(mid + 1) >= h(mid) { hi = mid } else { lo = mid + 1 }
+            }
+            push(lo, &mut next);
+        }
+        let idle = runtimes[i + 1..].iter().map(|r| (r.latency)(0.0)).fold(f64::INFINITY, f64::min);
+        let idle = if idle.is_finite() { idle.max(0.0) } else { 0.0 };
+        next.sort_by(|a, b| {
+            a.carried
+                .total_cmp(&b.carried)
+                .then(a.cost.total_cmp(&b.cost))
+                .then(a.counts.iter().sum::<usize>().cmp(&b.counts.iter().sum::<usize>()))
+        });
+        let mut best = f64::INFINITY;
+        next.retain(|s| {
+            let potential = s.cost + idle * s.carried;
+            let keep = potential < best;
+            best = best.min(potential);
+            keep
+        });
+        front = next;
+    }
+    front.into_iter().min_by(|a, b| a.cost.total_cmp(&b.cost)).map(|s| s.counts)
+}
+
+/// The exhaustive DP over (instances used, carried demand R), Pareto fronts per count.
+fn exhaustive(instances: usize, runtimes: &[RuntimeDemand], bounds: &[usize]) -> Option<Vec<usize>> {
+    let k = runtimes.len();
     // suffix[i]: instances the runtimes from i on need at least.
     let mut suffix = vec![0; k + 1];
     for i in (0..k).rev() {
         suffix[i] = suffix[i + 1] + bounds[i];
-    }
-    if suffix[0] > instances {
-        return None;
     }
     // layers[i][g]: Pareto front after runtimes 0..i using g instances.
     let mut layers: Vec<Vec<Vec<State>>> = vec![vec![Vec::new(); instances + 1]; k + 1];
@@ -135,10 +255,12 @@ pub fn allocate(instances: usize, runtimes: &[RuntimeDemand], floors: Floors) ->
                 }
             }
         }
-        layers[i + 1] = next.into_iter().map(pareto).collect();
+        // The least idle latency of the runtimes after i prices what a state carries.
+        let idle = runtimes[i + 1..].iter().map(|r| (r.latency)(0.0)).fold(f64::INFINITY, f64::min);
+        let idle = if idle.is_finite() { idle.max(0.0) } else { 0.0 };
+        layers[i + 1] = next.into_iter().map(|front| pareto(front, idle)).collect();
     }
     let best = layers[k][instances].iter().enumerate().min_by(|a, b| a.1.cost.total_cmp(&b.1.cost))?;
-    let cost = best.1.cost;
     let mut counts = vec![0; k];
     let (mut g, mut at) = (instances, best.0);
     for i in (0..k).rev() {
@@ -146,7 +268,7 @@ pub fn allocate(instances: usize, runtimes: &[RuntimeDemand], floors: Floors) ->
         counts[i] = n;
         (g, at) = (used, parent_at);
     }
-    Some(Allocation { instances: counts, cost })
+    Some(counts)
 }
 
 /// Eq. 1 for a given allocation, checking Eq. 2, 3 (under `floors`) and 7; `None` if it
@@ -246,6 +368,49 @@ mod tests {
             }
         }
         assert!(checked > 300, "only {checked} feasible cases");
+    }
+
+    /// Cases too large for brute force: the relaxation, where it certifies, equals the exhaustive
+    /// DP; and on smooth queueing curves it certifies (no duality gap) in most cases.
+    #[test]
+    fn the_relaxation_equals_the_exhaustive_dp_where_it_answers() {
+        let mut rng = Lcg(11);
+        let mut certified = 0;
+        for case in 0..120 {
+            let k = 2 + case % 5;
+            let g = 20 + (case * 7) % 60;
+            let bases: Vec<f64> = (0..k).map(|i| 1.0 + i as f64 * (0.5 + rng.next())).collect();
+            let curves: Vec<Box<dyn Fn(f64) -> f64>> = bases
+                .iter()
+                .map(|&b| {
+                    Box::new(move |load: f64| b * (1.0 + 0.2 * load + 0.02 * load * load))
+                        as Box<dyn Fn(f64) -> f64>
+                })
+                .collect();
+            let runtimes: Vec<RuntimeDemand> = (0..k)
+                .map(|i| RuntimeDemand {
+                    demand: rng.next() * 4.0 * g as f64 / k as f64,
+                    capacity: 1.0 + rng.next() * 5.0,
+                    latency: curves[i].as_ref(),
+                })
+                .collect();
+            let floors = if case % 2 == 0 { Floors::Eq3 } else { Floors::Eq7 };
+            let bounds: Vec<usize> = (0..k).map(|i| lower_bound(&runtimes, i, floors)).collect();
+            if bounds.iter().sum::<usize>() > g {
+                continue;
+            }
+            let exact = exhaustive(g, &runtimes, &bounds).expect("feasible");
+            let exact_cost = objective(g, &runtimes, &exact, floors).unwrap();
+            if let Some(fast) = by_relaxation(g, &runtimes, &bounds) {
+                let cost = objective(g, &runtimes, &fast, floors).expect("a valid allocation");
+                assert!(
+                    (cost - exact_cost).abs() <= 1e-9 * exact_cost.max(1.0),
+                    "case {case}: {fast:?} vs {exact:?}"
+                );
+                certified += 1;
+            }
+        }
+        assert!(certified >= 60, "the relaxation certified only {certified} cases");
     }
 
     #[test]

@@ -3,12 +3,12 @@
 //! requests, least loaded at the head. A request walks at most `L` candidate levels that fit it,
 //! taking the first head whose congestion `P = N / M` is below a threshold `λ` that decays by
 //! `α` per level; if none qualifies it goes to the first candidate's head.
-//! Per dispatch: O(L) level lookups plus O(log(N/K)) to reorder the chosen level.
+//! Each level keeps its instances in buckets by outstanding requests (a bucket queue: loads are
+//! small integers), so a dispatch is O(L) level lookups plus O(1) to move the chosen instance
+//! up one bucket, and a completion O(1) to move it down.
 //!
 //! The same structure serves the baselines' rules ([`DispatchRule`]): the ablations ILB and IG
 //! (§5.2.4) and INFaaS-like first fit.
-
-use std::collections::{BTreeSet, HashMap};
 
 use morph_core::InstanceId;
 
@@ -52,14 +52,34 @@ struct Level {
     max_len: u32,
     /// M: the most outstanding requests an instance of this runtime serves within the SLO.
     capacity: u32,
-    /// (outstanding requests, instance): the head is the least loaded, ties by id.
-    instances: BTreeSet<(u32, InstanceId)>,
+    /// `buckets[n]`: the instances with n outstanding requests.
+    buckets: Vec<Vec<InstanceId>>,
+    /// The lowest n whose bucket is not empty (`buckets.len()` when the level has none).
+    min: usize,
+    len: usize,
 }
 
 impl Level {
-    fn head(&self) -> Option<(u32, InstanceId)> {
-        self.instances.first().copied()
+    fn new(max_len: u32, capacity: u32) -> Self {
+        Self { max_len, capacity: capacity.max(1), buckets: Vec::new(), min: 0, len: 0 }
     }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The least loaded instance and its outstanding requests.
+    fn head(&self) -> Option<(u32, InstanceId)> {
+        (self.len > 0).then(|| (self.min as u32, self.buckets[self.min][0]))
+    }
+}
+
+/// Where an instance is: its level, its outstanding requests, its place in that bucket.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    level: usize,
+    outstanding: u32,
+    at: usize,
 }
 
 #[derive(Debug, Default)]
@@ -68,8 +88,8 @@ pub struct MultiLevelQueue {
     rule: DispatchRule,
     /// Ascending `max_len`.
     levels: Vec<Level>,
-    /// Instance → (level index, outstanding requests).
-    where_is: HashMap<InstanceId, (usize, u32)>,
+    /// By instance id.
+    slots: Vec<Option<Slot>>,
 }
 
 impl MultiLevelQueue {
@@ -84,23 +104,55 @@ impl MultiLevelQueue {
     /// Adds an idle instance of the runtime with `max_len`, whose instances serve at most
     /// `capacity` outstanding requests within the SLO (M_i).
     pub fn add_instance(&mut self, id: InstanceId, max_len: u32, capacity: u32) {
+        self.remove_instance(id);
         let at = self.levels.partition_point(|l| l.max_len < max_len);
         if self.levels.get(at).is_none_or(|l| l.max_len != max_len) {
-            self.levels.insert(at, Level { max_len, capacity: capacity.max(1), instances: BTreeSet::new() });
-            for (level, _) in self.where_is.values_mut() {
-                if *level >= at {
-                    *level += 1;
+            self.levels.insert(at, Level::new(max_len, capacity));
+            for slot in self.slots.iter_mut().flatten() {
+                if slot.level >= at {
+                    slot.level += 1;
                 }
             }
         }
-        self.levels[at].instances.insert((0, id));
-        self.where_is.insert(id, (at, 0));
+        self.place(id, at, 0);
     }
 
     /// Stops dispatching to `id` (it is being retired or replaced); its level stays.
     pub fn remove_instance(&mut self, id: InstanceId) {
-        if let Some((level, n)) = self.where_is.remove(&id) {
-            self.levels[level].instances.remove(&(n, id));
+        if let Some(slot) = self.slots.get_mut(id.0 as usize).and_then(Option::take) {
+            self.unplace(id, slot);
+        }
+    }
+
+    /// Puts `id` in `level`'s bucket for `outstanding` requests.
+    fn place(&mut self, id: InstanceId, level: usize, outstanding: u32) {
+        let l = &mut self.levels[level];
+        let n = outstanding as usize;
+        if l.buckets.len() <= n {
+            l.buckets.resize_with(n + 1, Vec::new);
+        }
+        l.buckets[n].push(id);
+        l.min = if l.len == 0 { n } else { l.min.min(n) };
+        l.len += 1;
+        let i = id.0 as usize;
+        if self.slots.len() <= i {
+            self.slots.resize(i + 1, None);
+        }
+        self.slots[i] = Some(Slot { level, outstanding, at: l.buckets[n].len() - 1 });
+    }
+
+    /// Takes `id` out of its bucket (its slot is already taken or about to be rewritten).
+    fn unplace(&mut self, id: InstanceId, slot: Slot) {
+        let l = &mut self.levels[slot.level];
+        let bucket = &mut l.buckets[slot.outstanding as usize];
+        debug_assert_eq!(bucket[slot.at], id);
+        bucket.swap_remove(slot.at);
+        if let Some(moved) = bucket.get(slot.at) {
+            self.slots[moved.0 as usize].as_mut().expect("a placed instance").at = slot.at;
+        }
+        l.len -= 1;
+        while l.min < l.buckets.len() && l.buckets[l.min].is_empty() {
+            l.min += 1;
         }
     }
 
@@ -108,7 +160,7 @@ impl MultiLevelQueue {
     /// fits it (or the fitting ones have no instances).
     pub fn choose(&self, len: u32) -> Option<InstanceId> {
         let first = self.levels.partition_point(|l| l.max_len < len);
-        let mut candidates = self.levels[first..].iter().filter(|l| !l.instances.is_empty());
+        let mut candidates = self.levels[first..].iter().filter(|l| !l.is_empty());
         match self.rule {
             DispatchRule::Arlo => self.algorithm_1(candidates),
             DispatchRule::Ideal => candidates.next()?.head().map(|(_, id)| id),
@@ -157,15 +209,17 @@ impl MultiLevelQueue {
     }
 
     pub fn outstanding(&self, id: InstanceId) -> Option<u32> {
-        self.where_is.get(&id).map(|(_, n)| *n)
+        self.slot(id).map(|s| s.outstanding)
+    }
+
+    fn slot(&self, id: InstanceId) -> Option<Slot> {
+        self.slots.get(id.0 as usize).copied().flatten()
     }
 
     fn adjust(&mut self, id: InstanceId, delta: i32) {
-        let Some((level, n)) = self.where_is.get_mut(&id) else { return };
-        let set = &mut self.levels[*level].instances;
-        set.remove(&(*n, id));
-        *n = n.saturating_add_signed(delta);
-        set.insert((*n, id));
+        let Some(slot) = self.slot(id) else { return };
+        self.unplace(id, slot);
+        self.place(id, slot.level, slot.outstanding.saturating_add_signed(delta));
     }
 }
 
@@ -225,10 +279,20 @@ mod tests {
         for id in 0..3 {
             q.add_instance(InstanceId(id), 128, 100);
         }
-        let picks: Vec<u32> = (0..6).map(|_| q.dispatch(50).unwrap().0).collect();
-        assert_eq!(picks, vec![0, 1, 2, 0, 1, 2]);
+        // Each round of three takes every instance once.
+        for _ in 0..2 {
+            let mut round: Vec<u32> = (0..3).map(|_| q.dispatch(50).unwrap().0).collect();
+            round.sort_unstable();
+            assert_eq!(round, vec![0, 1, 2]);
+        }
         q.complete(InstanceId(1));
         assert_eq!(q.dispatch(50), Some(InstanceId(1)));
+        assert_eq!((q.outstanding(InstanceId(0)), q.outstanding(InstanceId(1))), (Some(2), Some(2)));
+        q.remove_instance(InstanceId(0));
+        assert_eq!(q.outstanding(InstanceId(0)), None);
+        let mut next = [q.dispatch(50).unwrap().0, q.dispatch(50).unwrap().0];
+        next.sort_unstable();
+        assert_eq!(next, [1, 2], "a removed instance takes no requests");
     }
 
     #[test]
