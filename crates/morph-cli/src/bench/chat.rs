@@ -33,8 +33,16 @@ pub(crate) struct ChatArgs {
     max_tokens: u32,
 }
 
+/// One recorded round as a request: its body and, for a trace the simulator replays, the
+/// decoder's prompt tokens and the recorded answer's length.
+pub(crate) struct ChatRequest {
+    pub(crate) body: Value,
+    pub(crate) prompt_tokens: u32,
+    pub(crate) output_len: u32,
+}
+
 impl ChatArgs {
-    pub(crate) fn bodies(&self) -> anyhow::Result<Vec<Value>> {
+    pub(crate) fn requests(&self) -> anyhow::Result<Vec<ChatRequest>> {
         let lengths = self.lengths.as_ref().context("--endpoint chat needs --lengths FILE")?;
         let sharegpt = self.sharegpt.as_ref().context("--endpoint chat needs --sharegpt FILE")?;
         let conversations = load_sharegpt(sharegpt)?;
@@ -44,11 +52,15 @@ impl ChatArgs {
             .iter()
             .zip(turns)
             .filter(|(r, _)| self.rounds == Rounds::All || split_of(&r.conversation) != Split::Train)
-            .map(|(_, (history, prompt))| {
+            .map(|(record, (history, prompt))| {
                 let mut messages: Vec<Value> =
                     history.iter().map(|m| json!({"role": m.role, "content": m.content})).collect();
                 messages.push(json!({"role": "user", "content": prompt}));
-                json!({"messages": messages, "max_tokens": self.max_tokens, "temperature": 0})
+                ChatRequest {
+                    body: json!({"messages": messages, "max_tokens": self.max_tokens, "temperature": 0}),
+                    prompt_tokens: record.prompt_tokens,
+                    output_len: record.output_len,
+                }
             })
             .collect())
     }

@@ -88,6 +88,11 @@ pub(crate) struct BenchArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// --endpoint chat: also write the first run's stream as a JSONL trace (`timestamp` ms,
+    /// `input_length` = the decoder's prompt tokens, `output_length` = the recorded answer's
+    /// tokens) that a `morph simulate` scenario replays, for sim-vs-live fidelity.
+    #[arg(long)]
+    trace_out: Option<PathBuf>,
 }
 
 /// One run's result.
@@ -145,13 +150,18 @@ fn schedules(args: &BenchArgs) -> anyhow::Result<Vec<Schedule>> {
         return Ok(vec![(requests.len() as f64 / duration, stream)]);
     }
     let (seed, duration) = (args.seed.unwrap_or(0), args.duration.unwrap_or(20.0));
+    let chats = match args.endpoint {
+        Endpoint::Chat => args.chat.requests()?,
+        _ => Vec::new(),
+    };
     let bodies: Vec<serde_json::Value> = match args.endpoint {
-        Endpoint::Chat => args.chat.bodies()?,
+        Endpoint::Chat => chats.iter().map(|c| c.body.clone()).collect(),
         endpoint => {
             let corpus = args.corpus.as_ref().context("--corpus or --scenario is needed")?;
             corpus::load(corpus)?.iter().map(|t| embed_body(endpoint, t)).collect()
         }
     };
+    anyhow::ensure!(args.trace_out.is_none() || !chats.is_empty(), "--trace-out needs --endpoint chat");
     anyhow::ensure!(!bodies.is_empty(), "no requests to send");
     let arrivals: Vec<Arrivals> = match (&args.trace, args.cv.is_empty()) {
         (Some(path), _) => vec![Arrivals::Trace { trace: Trace::new(path), speedup: args.speedup }],
@@ -162,11 +172,21 @@ fn schedules(args: &BenchArgs) -> anyhow::Result<Vec<Schedule>> {
     for a in arrivals {
         let times = a.generate(duration, &mut StdRng::seed_from_u64(seed))?;
         // A fixed stride through the corpus, offset by the seed: deterministic and well spread.
-        let stream = times
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (*t, bodies[(i.wrapping_mul(7919) + seed as usize) % bodies.len()].clone()))
-            .collect();
+        let pick = |i: usize| (i.wrapping_mul(7919) + seed as usize) % bodies.len();
+        let stream = times.iter().enumerate().map(|(i, t)| (*t, bodies[pick(i)].clone())).collect();
+        if let Some(path) = args.trace_out.as_ref().filter(|_| out.is_empty()) {
+            let rows: Vec<String> = times
+                .iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    let c = &chats[pick(i)];
+                    json!({"timestamp": t * 1e3, "input_length": c.prompt_tokens, "output_length": c.output_len})
+                        .to_string()
+                })
+                .collect();
+            std::fs::write(path, rows.join("\n") + "\n")
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
         out.push((a.mean_rate().unwrap_or(times.len() as f64 / duration), stream));
     }
     Ok(out)
