@@ -16,9 +16,17 @@ pub trait CostModel {
     /// The time an encoder batch takes on `unit` under token plan `plan`.
     fn batch_time(&self, unit: &UnitSpec, plan: PlanId, batch: &[Job]) -> Nanos;
 
-    /// The time one iteration of generations takes: `running` sequences each produce a token;
-    /// those with prompts of `joined` tokens start in it (their prompts are processed first).
-    fn step_time(&self, unit: &UnitSpec, running: usize, joined: &[u32]) -> Nanos;
+    /// The time one iteration of generations takes: `running` sequences each produce a token
+    /// or feed a chunk of their prompt; `fed` counts the prompt tokens it feeds.
+    fn step_time(&self, unit: &UnitSpec, running: usize, fed: Fed) -> Nanos;
+}
+
+/// Prompt tokens one iteration feeds, summed over its prompts: those fed in earlier iterations
+/// (chunked prefill) and those fed in it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Fed {
+    pub before: u32,
+    pub now: u32,
 }
 
 /// A latency profile, looked up at the padded shape the runtime runs, per pipeline stage and
@@ -59,7 +67,7 @@ impl CostModel for ProfileCost {
     }
 
     /// An encoder profile prices an iteration as a batch of `running` one-token sequences.
-    fn step_time(&self, unit: &UnitSpec, running: usize, _joined: &[u32]) -> Nanos {
+    fn step_time(&self, unit: &UnitSpec, running: usize, _fed: Fed) -> Nanos {
         self.batch_time(unit, PlanId::PLAIN, &vec![Job { input_len: 1, output_len: 1 }; running.max(1)])
     }
 }
@@ -135,8 +143,12 @@ impl CostModel for LinearGeneration {
         ms_to_nanos(self.prefill.ms(prompts) + self.k_ms(batch.len()) * f64::from(longest))
     }
 
-    fn step_time(&self, _unit: &UnitSpec, running: usize, joined: &[u32]) -> Nanos {
-        let prefill = if joined.is_empty() { 0.0 } else { self.prefill.ms(joined.iter().sum()) };
+    /// K(running) plus the prefill's share fed in this iteration: C(before + now) − C(before),
+    /// so the chunks of a prompt cost C(its tokens) in all, and a later chunk, which attends to
+    /// the ones before it, costs more than the first.
+    fn step_time(&self, _unit: &UnitSpec, running: usize, fed: Fed) -> Nanos {
+        let upto = |tokens: u32| if tokens == 0 { 0.0 } else { self.prefill.ms(tokens) };
+        let prefill = if fed.now == 0 { 0.0 } else { upto(fed.before + fed.now) - upto(fed.before) };
         ms_to_nanos(prefill + self.k_ms(running))
     }
 }
@@ -152,7 +164,7 @@ impl CostModel for PipelineCost {
         ms_to_nanos(self.0.unit_ms(unit) * batch.len().max(1) as f64)
     }
 
-    fn step_time(&self, unit: &UnitSpec, running: usize, _joined: &[u32]) -> Nanos {
+    fn step_time(&self, unit: &UnitSpec, running: usize, _fed: Fed) -> Nanos {
         ms_to_nanos(self.0.unit_ms(unit) * running.max(1) as f64)
     }
 }
@@ -233,8 +245,8 @@ mod tests {
         // b = 2: K halfway from 10 to 16 by a third: 12 ms per token; N = the longest, 30.
         assert_eq!(cost.batch_time(rt, plain, &[job(5), job(30)]), ms_to_nanos(100.0 + 12.0 * 30.0));
         assert_eq!(cost.k_ms(8), 32.0, "past the largest batch K grows in proportion");
-        assert_eq!(cost.step_time(rt, 4, &[]), ms_to_nanos(16.0));
-        assert_eq!(cost.step_time(rt, 4, &[20]), ms_to_nanos(116.0));
+        assert_eq!(cost.step_time(rt, 4, Fed::default()), ms_to_nanos(16.0));
+        assert_eq!(cost.step_time(rt, 4, Fed { before: 0, now: 20 }), ms_to_nanos(116.0));
         assert!(LinearGeneration::new(Prefill::Constant(1.0), vec![]).is_err());
         assert!(LinearGeneration::new(Prefill::ByTokens(vec![(0, 1.0)]), vec![(1, 1.0)]).is_err());
     }
@@ -248,9 +260,19 @@ mod tests {
         let rt = &UnitSpec::decoder(RuntimeSpec::dynamic(2048, 4));
         // 100 + 200 tokens: halfway from 100 to 500, so 150 ms; plus K(2) = 20 ms (proportional
         // past batch 1).
-        assert_eq!(cost.step_time(rt, 2, &[100, 200]), ms_to_nanos(150.0 + 20.0));
-        assert_eq!(cost.step_time(rt, 1, &[40]), ms_to_nanos(50.0 + 10.0), "clamped below 100 tokens");
-        assert_eq!(cost.step_time(rt, 1, &[1000]), ms_to_nanos(500.0 + 10.0), "proportional past 500");
+        let fresh = |now| Fed { before: 0, now };
+        assert_eq!(cost.step_time(rt, 2, fresh(300)), ms_to_nanos(150.0 + 20.0));
+        assert_eq!(cost.step_time(rt, 1, fresh(40)), ms_to_nanos(50.0 + 10.0), "clamped below 100 tokens");
+        assert_eq!(cost.step_time(rt, 1, fresh(1000)), ms_to_nanos(500.0 + 10.0), "proportional past 500");
+        // Chunked: 1,000 tokens as 256 + 256 + 256 + 232 cost C(1000) in all; the first chunk
+        // C(256) = 128 ms, the second C(512) − C(256) = 256 − 128 ms.
+        assert_eq!(cost.step_time(rt, 1, fresh(256)), ms_to_nanos(128.0 + 10.0));
+        assert_eq!(cost.step_time(rt, 1, Fed { before: 256, now: 256 }), ms_to_nanos(128.0 + 10.0));
+        let chunks: u64 = [(0, 256), (256, 256), (512, 256), (768, 232)]
+            .iter()
+            .map(|&(before, now)| cost.step_time(rt, 1, Fed { before, now }) - ms_to_nanos(10.0))
+            .sum();
+        assert!(chunks.abs_diff(ms_to_nanos(500.0)) <= 4, "{chunks}");
         let job = |input_len, output_len| Job { input_len, output_len };
         let batch = [job(250, 3), job(250, 5)];
         assert_eq!(cost.batch_time(rt, PlanId::PLAIN, &batch), ms_to_nanos(250.0 + 20.0 * 5.0));

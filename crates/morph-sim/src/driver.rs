@@ -14,7 +14,7 @@ use morph_core::{
     PipelineProfile, Policy, RequestId, ServerId, Servers, StartKind, Ticket, Time, UnitKind, UnitSpec,
 };
 
-use crate::cost::{CostModel, Job, Startup};
+use crate::cost::{CostModel, Fed, Job, Startup};
 use crate::event::{EventKind, EventQueue, SimEvent};
 use crate::hosts::{Hosts, startup_time};
 use crate::metrics::{Recorder, Report};
@@ -36,6 +36,10 @@ pub struct SimOptions {
     pub model_bytes: u64,
     /// The pipeline, for stages' shares of start-up time and parameters.
     pub pipeline: Option<Arc<PipelineProfile>>,
+    /// Chunked prefill, as the decoder runs it (`morph serve --prefill-chunk`): a prompt feeds
+    /// at most this many tokens per iteration and samples its first token in the iteration its
+    /// last chunk is fed; 0 feeds each prompt whole in its first iteration.
+    pub prefill_chunk: u32,
 }
 
 impl Default for SimOptions {
@@ -48,6 +52,7 @@ impl Default for SimOptions {
             cache_bytes: u64::MAX,
             model_bytes: 0,
             pipeline: None,
+            prefill_chunk: 0,
         }
     }
 }
@@ -59,13 +64,21 @@ impl SimOptions {
     }
 }
 
+/// A generation on an instance: its prompt tokens not fed yet and the tokens it has left to
+/// produce.
+struct Sequence {
+    id: RequestId,
+    unfed: u32,
+    left: u32,
+}
+
 /// A simulated instance: its unit and server, and the generations it is iterating.
 struct Instance {
     unit: UnitSpec,
     server: ServerId,
-    /// Sequences in the current iteration with the tokens each has left, and sequences that
-    /// joined during it (or a static batch's, before its first), for the next.
-    stepping: Vec<(RequestId, u32)>,
+    /// Sequences in the current iteration, and sequences that joined during it (or a static
+    /// batch's, before its first), for the next.
+    stepping: Vec<Sequence>,
     joining: Vec<RequestId>,
     /// Sequences whose client left: reported finished at the end of the current iteration.
     stopped: Vec<RequestId>,
@@ -87,13 +100,24 @@ impl Instance {
         }
     }
 
-    /// Starts the next iteration with every running and joined sequence; returns its time.
-    fn start_step(&mut self, cost: &dyn CostModel, requests: &[SimRequest]) -> Nanos {
-        let joined: Vec<u32> = self.joining.iter().map(|r| requests[r.0 as usize].input_len).collect();
-        let fresh = self.joining.drain(..).map(|r| (r, requests[r.0 as usize].output_len.max(1)));
+    /// Starts the next iteration with every running and joined sequence, each prompt feeding
+    /// its next chunk (of `chunk` tokens at most; 0: all of it); returns its time.
+    fn start_step(&mut self, cost: &dyn CostModel, requests: &[SimRequest], chunk: u32) -> Nanos {
+        let fresh = self.joining.drain(..).map(|id| {
+            let r = &requests[id.0 as usize];
+            Sequence { id, unfed: r.input_len, left: r.output_len.max(1) }
+        });
         self.stepping.extend(fresh);
+        let chunk = if chunk == 0 { u32::MAX } else { chunk };
+        let mut fed = Fed::default();
+        for s in self.stepping.iter_mut().filter(|s| s.unfed > 0) {
+            let n = s.unfed.min(chunk);
+            fed.before += requests[s.id.0 as usize].input_len - s.unfed;
+            fed.now += n;
+            s.unfed -= n;
+        }
         self.step_pending = true;
-        cost.step_time(&self.unit, self.stepping.len(), &joined)
+        cost.step_time(&self.unit, self.stepping.len(), fed)
     }
 
     /// Ends the iteration: the sequences that produced their last token or were stopped.
@@ -101,11 +125,14 @@ impl Instance {
         self.step_pending = false;
         let mut finished = Vec::new();
         let stopped = std::mem::take(&mut self.stopped);
-        self.stepping.retain_mut(|(r, left)| {
-            *left -= 1;
-            let done = *left == 0 || stopped.contains(r);
+        self.stepping.retain_mut(|s| {
+            // A sequence whose prompt is all fed sampled a token in this iteration.
+            if s.unfed == 0 {
+                s.left -= 1;
+            }
+            let done = s.left == 0 || stopped.contains(&s.id);
             if done {
-                finished.push(*r);
+                finished.push(s.id);
             }
             !done
         });
@@ -161,12 +188,12 @@ impl World<'_> {
 
     /// Starts the next iteration on `id` if it may start and has work.
     fn step(&mut self, now: Time, id: InstanceId) {
-        let (cost, requests) = (self.cost, self.requests);
+        let (cost, requests, chunk) = (self.cost, self.requests, self.options.prefill_chunk);
         let Some(inst) = self.instance(id) else { return };
         if inst.step_pending || inst.awaiting_resume || !inst.has_work() {
             return;
         }
-        let took = inst.start_step(cost, requests);
+        let took = inst.start_step(cost, requests, chunk);
         self.rec.busy(id.0 as usize, took);
         self.events.push(now + took, SimEvent::StepDone(id));
     }

@@ -20,7 +20,8 @@
 //! variants = ["stage1.json"]                      # profiles of a stage or token plan (their "stage"/"plan" keys)
 //! # or, for generation, SSJF's linear cost T = C + K·N (K in ms per token by batch size):
 //! # generation = { c_ms = 120, k_ms = { "1" = 45, "4" = 60 } }
-//! # with the prefill by the prompts' total tokens instead of a constant C:
+//! # with the prefill by the prompts' total tokens instead of a constant C, fed in chunks of
+//! # `prefill_chunk` tokens per iteration (default 256, as the decoder does; 0: whole prompts):
 //! # generation = { prefill_ms = { "32" = 90, "512" = 1400 }, k_ms = { "1" = 45, "4" = 60 } }
 //! dynamic_penalty = 1.0
 //! instances = 10                                  # device slots, for policies that lay out their own
@@ -171,6 +172,20 @@ pub struct GenerationCost {
     pub c_ms: Option<f64>,
     pub prefill_ms: Option<std::collections::BTreeMap<String, f64>>,
     pub k_ms: std::collections::BTreeMap<String, f64>,
+    /// Prompt tokens fed per iteration (chunked prefill); default with `prefill_ms` 256, the
+    /// decoder's own (`morph serve --prefill-chunk`), with `c_ms` 0: each prompt whole.
+    pub prefill_chunk: Option<u32>,
+}
+
+/// The decoder's default prefill chunk (`morph serve --prefill-chunk`).
+const PREFILL_CHUNK: u32 = 256;
+
+impl GenerationCost {
+    /// The prefill chunk: as given; else the decoder's default with a prefill priced by tokens,
+    /// and whole prompts with a constant C (which a prompt pays once, not per chunk).
+    fn chunk(&self) -> u32 {
+        self.prefill_chunk.unwrap_or(if self.prefill_ms.is_some() { PREFILL_CHUNK } else { 0 })
+    }
 }
 
 /// A table's keys as numbers: `key` names the table in the error.
@@ -350,6 +365,7 @@ impl Scenario {
             cache_bytes: servers.and_then(|s| s.cache_mb).map_or(defaults.cache_bytes, mb),
             model_bytes: self.cluster.pipeline.as_ref().map_or(0, |p| mb(p.model_mb)),
             pipeline,
+            prefill_chunk: self.cluster.generation.as_ref().map_or(0, GenerationCost::chunk),
         }
     }
 

@@ -73,3 +73,30 @@ fn continuous_batching() {
     assert_ms(mean_jct("fcfs", batching.clone()), (25.0 + 71.0 + 59.0 + 89.0 + 100.0) / 5.0, "FCFS");
     assert_ms(mean_jct("ssjf", batching), (25.0 + 71.0 + 105.0 + 44.0 + 84.0) / 5.0, "SJF");
 }
+
+/// Chunked prefill (the decoder's `--prefill-chunk`): C(t) = t ms, K = 1 ms. A (10-token
+/// prompt, 3 tokens) starts alone at 0: 1 + 10 → its first token at 11. B (400-token prompt,
+/// 1 token) arrives at 5 and joins at 11.
+/// - Whole prompts: 1 + 400 → 412, A's second token and B's only one (B's JCT 407); A's third
+///   at 413. Mean (413 + 407) / 2 = 410.
+/// - Chunks of 100, each priced C(before + 100) − C(before) = 100: A's tokens at 112 and 213
+///   (JCT 213) while B feeds; B alone feeds 300–400 by 415 and samples then (JCT 410). Mean
+///   (213 + 410) / 2 = 311.5.
+#[test]
+fn chunked_prefill_lets_running_sequences_go_on_between_a_long_prompts_chunks() {
+    let jct = |chunk: u32| {
+        let prefill = Prefill::ByTokens(vec![(1, 1.0), (1000, 1000.0)]);
+        let cost = LinearGeneration::new(prefill, vec![(1, 1.0), (4, 1.0)]).expect("cost");
+        let requests = [SimRequest::new(Time(0), 10, 3), SimRequest::new(Time(5_000_000), 400, 1)];
+        let params = json!({ "batching": {"mode": "continuous", "max_batch": 2}, "aging": null });
+        let policy = build("fcfs", &params, &Context::default()).expect("policy");
+        let told = Predictor::Oracle.tell(&requests, 4096);
+        let decoder = [UnitSpec::decoder(RuntimeSpec::dynamic(512, 4))];
+        let options = SimOptions { prefill_chunk: chunk, ..SimOptions::default() };
+        let report = simulate(policy, &decoder, &cost, &told, &options);
+        assert_eq!(report.completed, 2);
+        report.mean_latency_ms
+    };
+    assert_ms(jct(0), 410.0, "whole prompts");
+    assert_ms(jct(100), 311.5, "chunks of 100");
+}
