@@ -328,6 +328,18 @@ mod tests {
         }
     }
 
+    /// Latency curves base_i·(1 + a·load + c·load²): growing with the runtime's length (base_i)
+    /// and with load, as queueing curves do.
+    fn curves(rng: &mut Lcg, k: usize, a: f64, c: f64) -> Vec<Box<dyn Fn(f64) -> f64>> {
+        (0..k)
+            .map(|i| {
+                let base = 1.0 + i as f64 * (0.5 + rng.next());
+                Box::new(move |load: f64| base * (1.0 + a * load + c * load * load))
+                    as Box<dyn Fn(f64) -> f64>
+            })
+            .collect()
+    }
+
     #[test]
     fn equals_brute_force_on_small_instances() {
         let mut rng = Lcg(7);
@@ -335,15 +347,7 @@ mod tests {
         for case in 0..400 {
             let k = 1 + case % 4;
             let g = 1 + (case / 4) % 8;
-            // Latency grows with the runtime's length and with load (queueing-like).
-            let bases: Vec<f64> = (0..k).map(|i| 1.0 + i as f64 * (0.5 + rng.next())).collect();
-            let curves: Vec<Box<dyn Fn(f64) -> f64>> = bases
-                .iter()
-                .map(|&b| {
-                    Box::new(move |load: f64| b * (1.0 + 0.3 * load + 0.05 * load * load))
-                        as Box<dyn Fn(f64) -> f64>
-                })
-                .collect();
+            let curves = curves(&mut rng, k, 0.3, 0.05);
             let runtimes: Vec<RuntimeDemand> = (0..k)
                 .map(|i| RuntimeDemand {
                     demand: rng.next() * 6.0,
@@ -379,14 +383,7 @@ mod tests {
         for case in 0..120 {
             let k = 2 + case % 5;
             let g = 20 + (case * 7) % 60;
-            let bases: Vec<f64> = (0..k).map(|i| 1.0 + i as f64 * (0.5 + rng.next())).collect();
-            let curves: Vec<Box<dyn Fn(f64) -> f64>> = bases
-                .iter()
-                .map(|&b| {
-                    Box::new(move |load: f64| b * (1.0 + 0.2 * load + 0.02 * load * load))
-                        as Box<dyn Fn(f64) -> f64>
-                })
-                .collect();
+            let curves = curves(&mut rng, k, 0.2, 0.02);
             let runtimes: Vec<RuntimeDemand> = (0..k)
                 .map(|i| RuntimeDemand {
                     demand: rng.next() * 4.0 * g as f64 / k as f64,
