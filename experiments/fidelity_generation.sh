@@ -41,7 +41,7 @@ url=$(sed -n 's/^morph listening on //p' "$tmp/serve.out")
 [ -n "$url" ] || { cat "$tmp/serve.err"; exit 1; }
 "$bin" bench --url "$url" --endpoint chat --lengths "$lengths" --sharegpt "$sharegpt" --rate "$rate" \
   --duration "$duration" --timeout 3600 --json --trace-out "$tmp/stream.jsonl" >"$tmp/live.json"
-curl -s "$url/metrics" | grep -E '^morph_(time_to_first_token|time_per_output_token)_seconds_(sum|count)|^morph_generated_tokens_total' >"$tmp/tokens.txt"
+curl -s "$url/metrics" | grep -E '^morph_(time_to_first_token|time_per_output_token)_seconds_(sum|count)|^morph_generated_tokens_total|^morph_decode_iteration' >"$tmp/tokens.txt"
 kill -TERM "$server"; wait "$server" || true; server=""
 fi
 cat >"$tmp/scenario.toml" <<EOF
@@ -84,4 +84,12 @@ m = {k: float(v) for k, v in (l.split() for l in open(f"{d}/tokens.txt"))}
 ttft = m["morph_time_to_first_token_seconds_sum"] / m["morph_time_to_first_token_seconds_count"]
 tpot = m["morph_time_per_output_token_seconds_sum"] / m["morph_time_per_output_token_seconds_count"]
 print(f"live server: time to first token {ttft:.2f} s, time per output token {1e3 * tpot:.1f} ms on average")
+print("live decoder iterations (the serving path's K(b) and prefill steps):")
+print(f"{'sequences':>10} {'prefill':>8} {'count':>7} {'mean ms':>9}")
+for key, total in sorted(m.items()):
+    if key.startswith("morph_decode_iteration_seconds_sum"):
+        labels = key[key.index("{"):]
+        count = m["morph_decode_iteration_seconds_count" + labels]
+        seqs, prefill = (p.split("=")[1].strip('"') for p in labels.strip("{}").split(","))
+        print(f"{seqs:>10} {prefill:>8} {count:>7.0f} {1e3 * total / count:>9.1f}")
 PY

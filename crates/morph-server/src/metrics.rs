@@ -145,6 +145,9 @@ pub struct Metrics {
     start_nanos: [AtomicU64; 3],
     /// Worker processes that crashed or were declared dead.
     pub workers_lost: AtomicU64,
+    /// Decoder iterations by (sequences computed, whether a prompt chunk was fed): summed
+    /// seconds and count, the serving path's K(b) and prefill as a simulator prices them.
+    decode_iterations: Mutex<std::collections::BTreeMap<(usize, bool), (f64, u64)>>,
 }
 
 impl Default for Metrics {
@@ -172,11 +175,21 @@ impl Default for Metrics {
             starts: Default::default(),
             start_nanos: Default::default(),
             workers_lost: AtomicU64::new(0),
+            decode_iterations: Mutex::default(),
         }
     }
 }
 
 impl Metrics {
+    /// A decoder iteration of `sequences` generations took `seconds`.
+    pub fn decode_iteration(&self, sequences: usize, prefilling: bool, seconds: f64) {
+        if let Ok(mut m) = self.decode_iterations.lock() {
+            let entry = m.entry((sequences, prefilling)).or_default();
+            entry.0 += seconds;
+            entry.1 += 1;
+        }
+    }
+
     pub fn fail(&self, kind: FailureKind) {
         self.failures[kind as usize].fetch_add(1, Ordering::Relaxed);
     }
@@ -294,6 +307,16 @@ impl Metrics {
         family(&mut out, "morph_instance_start_seconds_total", "counter", help, took);
         let help = "Worker processes that crashed or were declared dead.";
         family(&mut out, "morph_workers_lost_total", "counter", help, one(load(&self.workers_lost)));
+        let iterations = self.decode_iterations.lock().map(|m| m.clone()).unwrap_or_default();
+        let label =
+            |(sequences, prefill): (usize, bool)| format!("sequences=\"{sequences}\",prefill=\"{prefill}\"");
+        let help =
+            "Decoder iterations: summed wall time by sequences computed and whether a prompt chunk was fed.";
+        let sums = iterations.iter().map(|(k, (sum, _))| (label(*k), *sum));
+        family(&mut out, "morph_decode_iteration_seconds_sum", "counter", help, sums);
+        let help = "Decoder iterations by sequences computed and whether a prompt chunk was fed.";
+        let counts = iterations.iter().map(|(k, (_, n))| (label(*k), *n as f64));
+        family(&mut out, "morph_decode_iteration_seconds_count", "counter", help, counts);
         let help = "Predictions answered from the length cache.";
         family(
             &mut out,
@@ -360,5 +383,18 @@ mod tests {
         assert!(out.contains("x_bucket{le=\"2\"} 2\n"));
         assert!(out.contains("x_bucket{le=\"+Inf\"} 3\n"));
         assert!(out.contains("x_sum 5\nx_count 3\n"));
+    }
+
+    #[test]
+    fn decode_iterations_sum_by_sequences_and_prefill() {
+        let m = Metrics::default();
+        m.decode_iteration(2, false, 0.5);
+        m.decode_iteration(2, false, 0.25);
+        m.decode_iteration(1, true, 0.125);
+        let out = m.render(&[], &[]);
+        let labels = "{sequences=\"2\",prefill=\"false\"}";
+        assert!(out.contains(&format!("morph_decode_iteration_seconds_sum{labels} 0.75\n")), "{out}");
+        assert!(out.contains(&format!("morph_decode_iteration_seconds_count{labels} 2\n")), "{out}");
+        assert!(out.contains("morph_decode_iteration_seconds_count{sequences=\"1\",prefill=\"true\"} 1\n"));
     }
 }

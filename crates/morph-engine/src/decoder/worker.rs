@@ -59,7 +59,7 @@ pub struct GenRequest {
 
 /// What one iteration did: the keys of the generations that left the batch in it (finished,
 /// or stopped), and whether the engine failed them all.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IterationReport {
     pub left: Vec<u64>,
     pub failed: bool,
@@ -67,6 +67,11 @@ pub struct IterationReport {
     pub produced: usize,
     /// No generation remains; otherwise the worker holds the next iteration until resumed.
     pub empty: bool,
+    /// The generations it computed, whether any of them fed a prompt chunk, and its wall time
+    /// (for the decode cost a simulator prices: K(b) and the prefill).
+    pub sequences: usize,
+    pub prefilling: bool,
+    pub seconds: f64,
 }
 
 /// Called after every iteration with its report.
@@ -241,17 +246,28 @@ fn run(
         // Sequences stopped before this iteration leave without computing in it.
         let mut left = take_cancelled(&mut running, &mut inbox.cancelled);
         let (mut failed, mut produced) = (false, 0);
+        let (sequences, prefilling) = (running.len(), running.iter().any(|r| r.produced.is_empty()));
+        let started = std::time::Instant::now();
         if !running.is_empty() {
             let step = iterate(llama, tokenizer, chunk, &mut running);
             left.extend(step.finished);
             (failed, produced) = (step.failed, step.sampled);
         }
+        let seconds = started.elapsed().as_secs_f64();
         // Stops that arrived during the iteration end with it.
         inbox.drain(rx);
         left.extend(take_cancelled(&mut running, &mut inbox.cancelled));
         inbox.cancelled.clear();
         waiting = !running.is_empty();
-        on_iteration(IterationReport { left, failed, produced, empty: !waiting });
+        on_iteration(IterationReport {
+            left,
+            failed,
+            produced,
+            empty: !waiting,
+            sequences,
+            prefilling,
+            seconds,
+        });
     }
     let unfinished = running.into_iter().map(|r| r.request).chain(inbox.joined);
     for request in unfinished {

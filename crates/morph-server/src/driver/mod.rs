@@ -210,6 +210,9 @@ impl Driver {
             let driver = Arc::clone(self);
             tokio::spawn(async move {
                 while let Some(report) = rx.recv().await {
+                    if report.sequences > 0 {
+                        driver.metrics.decode_iteration(report.sequences, report.prefilling, report.seconds);
+                    }
                     let outside = driver.lock().iteration(driver.now(), instance, report);
                     driver.carry_out(outside);
                 }
