@@ -87,23 +87,43 @@ struct State {
     parent: Option<(usize, usize, usize)>,
 }
 
+/// A DP state as [`pareto`] compares it: its carried demand R, its cost so far, and the
+/// instances it used (the last tie-break: fewer first).
+trait Carrying {
+    fn key(&self) -> (f64, f64, usize);
+}
+
+impl Carrying for State {
+    fn key(&self) -> (f64, f64, usize) {
+        (self.carried, self.cost, 0)
+    }
+}
+
 /// Keeps the states no other dominates. A carries R_A ≤ R_B at cost c_A; every request B carries
 /// beyond A is served later at no less than `idle`, the least idle latency L_j(0) of the runtimes
 /// still to come, and raises no other latency less than A's plan would (the carry recursion and
 /// each L_j are monotone), so B's best completion costs at least A's plus `idle`·(R_B − R_A):
 /// B is dominated if c_A + idle·R_A ≤ c_B + idle·R_B. (With `idle` = 0, the plain Pareto front.)
-fn pareto(mut states: Vec<State>, idle: f64) -> Vec<State> {
-    states.sort_by(|a, b| a.carried.total_cmp(&b.carried).then(a.cost.total_cmp(&b.cost)));
-    let mut front: Vec<State> = Vec::new();
+fn pareto<S: Carrying>(mut states: Vec<S>, idle: f64) -> Vec<S> {
+    states.sort_by(|a, b| {
+        let ((ra, ca, na), (rb, cb, nb)) = (a.key(), b.key());
+        ra.total_cmp(&rb).then(ca.total_cmp(&cb)).then(na.cmp(&nb))
+    });
     let mut best = f64::INFINITY;
-    for s in states {
-        let potential = s.cost + idle * s.carried;
-        if potential < best {
-            best = potential;
-            front.push(s);
-        }
-    }
-    front
+    states.retain(|s| {
+        let (carried, cost, _) = s.key();
+        let potential = cost + idle * carried;
+        let keep = potential < best;
+        best = best.min(potential);
+        keep
+    });
+    states
+}
+
+/// `idle` for [`pareto`] after runtime `i`: the least L_j(0) of the runtimes after it.
+fn idle_after(runtimes: &[RuntimeDemand], i: usize) -> f64 {
+    let idle = runtimes[i + 1..].iter().map(|r| (r.latency)(0.0)).fold(f64::INFINITY, f64::min);
+    if idle.is_finite() { idle.max(0.0) } else { 0.0 }
 }
 
 /// The exact optimum of Eq. 1–7 under `floors`, or `None` if the constraints cannot all hold
@@ -165,6 +185,13 @@ struct Relaxed {
     carried: f64,
     cost: f64,
     counts: Vec<usize>,
+    used: usize,
+}
+
+impl Carrying for Relaxed {
+    fn key(&self) -> (f64, f64, usize) {
+        (self.carried, self.cost, self.used)
+    }
 }
 
 /// The relaxed problem: min Σ L_i(B_i)·C_i + μ·Σ N_i under Eq. 3–7 with no total, each N_i at
@@ -175,7 +202,7 @@ struct Relaxed {
 fn relaxed(instances: usize, runtimes: &[RuntimeDemand], bounds: &[usize], mu: f64) -> Option<Vec<usize>> {
     let k = runtimes.len();
     let least: usize = bounds.iter().sum();
-    let mut front = vec![Relaxed { carried: 0.0, cost: 0.0, counts: Vec::with_capacity(k) }];
+    let mut front = vec![Relaxed { carried: 0.0, cost: 0.0, counts: Vec::with_capacity(k), used: 0 }];
     for (i, r) in runtimes.iter().enumerate() {
         let last = i + 1 == k;
         let most = instances - (least - bounds[i]);
@@ -186,7 +213,12 @@ fn relaxed(instances: usize, runtimes: &[RuntimeDemand], bounds: &[usize], mu: f
                 if let Some((carried, term)) = step(r, s.carried, n, last) {
                     let mut counts = s.counts.clone();
                     counts.push(n);
-                    next.push(Relaxed { carried, cost: s.cost + term + mu * n as f64, counts });
+                    next.push(Relaxed {
+                        carried,
+                        cost: s.cost + term + mu * n as f64,
+                        counts,
+                        used: s.used + n,
+                    });
                 }
             };
             // The fewest instances that carry nothing on (all of them for the last runtime).
@@ -207,22 +239,7 @@ fn relaxed(instances: usize, runtimes: &[RuntimeDemand], bounds: &[usize], mu: f
             }
             push(lo, &mut next);
         }
-        let idle = runtimes[i + 1..].iter().map(|r| (r.latency)(0.0)).fold(f64::INFINITY, f64::min);
-        let idle = if idle.is_finite() { idle.max(0.0) } else { 0.0 };
-        next.sort_by(|a, b| {
-            a.carried
-                .total_cmp(&b.carried)
-                .then(a.cost.total_cmp(&b.cost))
-                .then(a.counts.iter().sum::<usize>().cmp(&b.counts.iter().sum::<usize>()))
-        });
-        let mut best = f64::INFINITY;
-        next.retain(|s| {
-            let potential = s.cost + idle * s.carried;
-            let keep = potential < best;
-            best = best.min(potential);
-            keep
-        });
-        front = next;
+        front = pareto(next, idle_after(runtimes, i));
     }
     front.into_iter().min_by(|a, b| a.cost.total_cmp(&b.cost)).map(|s| s.counts)
 }
@@ -255,9 +272,7 @@ fn exhaustive(instances: usize, runtimes: &[RuntimeDemand], bounds: &[usize]) ->
                 }
             }
         }
-        // The least idle latency of the runtimes after i prices what a state carries.
-        let idle = runtimes[i + 1..].iter().map(|r| (r.latency)(0.0)).fold(f64::INFINITY, f64::min);
-        let idle = if idle.is_finite() { idle.max(0.0) } else { 0.0 };
+        let idle = idle_after(runtimes, i);
         layers[i + 1] = next.into_iter().map(|front| pareto(front, idle)).collect();
     }
     let best = layers[k][instances].iter().enumerate().min_by(|a, b| a.1.cost.total_cmp(&b.1.cost))?;

@@ -388,7 +388,10 @@ impl FleetPolicy {
         }
         let runtime = info.unit.runtime;
         self.instances.add(info.id, runtime);
-        self.queue.add_instance(info.id, runtime.max_len, self.model.capacity(runtime));
+        // Late binding never dispatches through the multi-level queue: its instances stay out.
+        if !self.config.late_binding {
+            self.queue.add_instance(info.id, runtime.max_len, self.model.capacity(runtime));
+        }
         self.run_next(now, info.id, actions);
         self.advance_plan(actions);
     }
@@ -422,9 +425,9 @@ impl Policy for FleetPolicy {
     }
 
     /// With `dynamic_longest`, every slot on the longest runtime (DT until the first
-    /// allocation); otherwise an even split
-    /// over the runtime set, the remainder (and, with fewer slots than runtimes, every slot) to
-    /// the longest runtimes, so the largest always has one (Eq. 7).
+    /// allocation); otherwise an even split over the runtime set, the remainder (and, with
+    /// fewer slots than runtimes, every slot) to the longest runtimes, so the largest always
+    /// has one (Eq. 7).
     fn layout(&self, slots: usize) -> Option<Vec<UnitSpec>> {
         if self.config.dynamic_longest {
             return Some(vec![UnitSpec::encoder(self.largest()); slots]);
