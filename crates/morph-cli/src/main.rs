@@ -8,6 +8,7 @@ mod predictor_args;
 mod process_args;
 mod profile;
 mod serve;
+mod serve_defaults;
 mod simulate;
 mod train;
 mod worker;

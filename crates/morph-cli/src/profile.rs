@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use morph_core::{PaddedShape, PlanId, RuntimeSpec, UnitSpec};
+use morph_core::{PaddedShape, PlanId, RuntimeSpec, ShapeKind, UnitSpec};
 use morph_engine::Pooling;
 use morph_engine::measure::{MeasurePlan, measure_profile};
 use morph_server::Launcher;
@@ -41,6 +41,17 @@ pub(crate) struct ProfileArgs {
     /// Measure this token plan (-K: K tokens merged per layer; --engine ort).
     #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
     plan: i16,
+    /// Measure dynamic-shaped runtimes fed full batches (what `dynamic:` runtimes serve)
+    /// instead of fixed runtimes of each point's shape.
+    #[arg(long)]
+    dynamic: bool,
+    /// Intra-op threads of the instance measured (default: every core).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    threads: Option<u16>,
+    /// Instances running the same shape side by side, each on its own thread, while they are
+    /// measured: what each costs in a layout of that many instances on this host.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    side_by_side: u16,
 }
 
 /// `K/N` as (K, N).
@@ -64,6 +75,10 @@ pub(crate) fn run(args: ProfileArgs) -> anyhow::Result<()> {
             Some((k, n)) => launcher.stage_units(spec, n)?.swap_remove(usize::from(k)),
             None => UnitSpec::encoder(spec),
         })
+        .map(|u| match args.threads {
+            Some(t) => u.with_threads(t),
+            None => u,
+        })
     };
     let plan = MeasurePlan {
         lens: args.lens,
@@ -72,6 +87,8 @@ pub(crate) fn run(args: ProfileArgs) -> anyhow::Result<()> {
         runs: args.runs,
         tokens: PlanId(args.plan),
         hidden: stage.filter(|(k, _)| *k > 0).map(|_| launcher.dim()),
+        kind: if args.dynamic { ShapeKind::Dynamic } else { ShapeKind::Fixed },
+        side_by_side: usize::from(args.side_by_side),
     };
     let bar = ProgressBar::new(plan.points() as u64);
     bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} points, {elapsed} {msg}")?);
@@ -89,10 +106,12 @@ pub(crate) fn run(args: ProfileArgs) -> anyhow::Result<()> {
     )?;
     bar.finish();
     profile.engine = Some(format!("{}-cpu", kind.label()));
-    profile.device = Some(format!("{} threads", std::thread::available_parallelism().map_or(1, |n| n.get())));
+    profile.device = Some(morph_engine::measure::host_device());
     profile.runs = Some(plan.runs);
     profile.stage = stage.map(|(k, _)| k);
     profile.plan = (args.plan != 0).then_some(args.plan);
+    profile.threads = args.threads;
+    profile.instances = Some(args.side_by_side);
     std::fs::write(&args.out, profile.to_json())?;
     println!(
         "{:>6} {}",

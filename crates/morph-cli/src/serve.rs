@@ -17,6 +17,7 @@ use crate::engine_args::{EngineArg, EngineArgs};
 use crate::model_args::ModelArgs;
 use crate::predictor_args::PredictorArgs;
 use crate::process_args::ProcessArgs;
+use crate::serve_defaults::serve_defaults;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Task {
@@ -40,14 +41,23 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_enum, default_value = "embed")]
     task: Task,
     /// Runtime shape, KIND:MAX_LENxMAX_BATCH; repeat for several. `fixed` pads every batch to
-    /// exactly that shape, `dynamic` pads to the longest sequence of the batch. Default:
-    /// dynamic:512x32 (embed), dynamic:2048x4 (generate: up to 4 sequences per batch).
+    /// exactly that shape, `dynamic` pads to the longest sequence of the batch. Default for
+    /// embed on ONNX Runtime with dynamic-batching: read off the engine's measured profile for
+    /// this host (shipped, or measured once on first start and cached in MORPH_HOME/profiles):
+    /// one instance per core or one on all cores, whichever serves more, with length buckets
+    /// (batches of similar lengths, rows per bucket that still buy throughput; see /info).
+    /// Otherwise dynamic:512x32 (embed), dynamic:2048x4 (generate: up to 4 sequences per batch).
     #[arg(long = "runtime")]
     runtimes: Vec<RuntimeSpec>,
     /// Instances started for each --runtime; for policies that choose their own runtimes
     /// (arlo, arlo-paper, st, dt, infaas, arlo-ilb, arlo-ig), the total number of instances.
-    #[arg(long, default_value_t = 1)]
-    instances: usize,
+    /// Default: 1, or the profile's layout (see --runtime).
+    #[arg(long)]
+    instances: Option<usize>,
+    /// Intra-op threads of each instance of --runtime. Default: every core, or the profile's
+    /// layout (see --runtime).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    threads: Option<u16>,
     /// Cut the encoder into this many pipeline stages of consecutive layers, each with
     /// --instances instances of every --runtime, hidden states handed from stage to stage
     /// (--engine ort or emulated; the dynamic-batching policy batches each stage). With --task
@@ -150,6 +160,16 @@ impl ServeArgs {
         Ok(())
     }
 
+    /// Whether the runtimes come from the engine's profile (see --runtime): an encoder on ONNX
+    /// Runtime, whole, in threads, batched by dynamic-batching, with no runtime given.
+    fn profiled_defaults(&self, policy: &str, engine: &EngineKind) -> bool {
+        self.runtimes.is_empty()
+            && self.stages <= 1
+            && policy == "dynamic-batching"
+            && self.workers.config().is_ok_and(|w| w.is_none())
+            && matches!(engine, EngineKind::Ort { .. })
+    }
+
     fn config(self) -> anyhow::Result<ServerConfig> {
         self.check()?;
         let profile = match &self.profile {
@@ -168,13 +188,10 @@ impl ServeArgs {
         };
         let generate = self.task == Task::Generate;
         let whole_decoder = generate && self.stages <= 1;
-        let policy =
-            self.policy.unwrap_or_else(|| if whole_decoder { "fcfs" } else { "dynamic-batching" }.into());
-        let runtimes = match (self.runtimes.is_empty(), generate) {
-            (false, _) => self.runtimes,
-            (true, false) => vec![RuntimeSpec::dynamic(512, 32)],
-            (true, true) => vec![RuntimeSpec::dynamic(2048, 4)],
-        };
+        let policy = self
+            .policy
+            .clone()
+            .unwrap_or_else(|| if whole_decoder { "fcfs" } else { "dynamic-batching" }.into());
         let (model, engine, predictor) = match generate {
             true => {
                 let predictor = self.predictor.config(&policy, || self.engine.real())?;
@@ -191,19 +208,44 @@ impl ServeArgs {
         };
         let mut policy_params: serde_json::Value = serde_json::from_str(&self.policy_params)
             .with_context(|| format!("--policy-params is not JSON: {}", self.policy_params))?;
+        let profiled = match &model {
+            Some(files) if self.profiled_defaults(&policy, &engine) => {
+                let d = serve_defaults(files, &engine, 512)?;
+                tracing::info!(
+                    runtime = %d.runtime, instances = d.instances, threads = d.threads, profile = %d.source,
+                    "runtimes from the engine's profile"
+                );
+                Some(d)
+            }
+            _ => None,
+        };
+        let (runtimes, instances, threads) = match (&profiled, generate) {
+            (Some(d), _) => {
+                (vec![d.runtime], self.instances.unwrap_or(d.instances), self.threads.or(Some(d.threads)))
+            }
+            (None, _) if !self.runtimes.is_empty() => {
+                (self.runtimes, self.instances.unwrap_or(1), self.threads)
+            }
+            (None, false) => (vec![RuntimeSpec::dynamic(512, 32)], self.instances.unwrap_or(1), self.threads),
+            (None, true) => (vec![RuntimeSpec::dynamic(2048, 4)], self.instances.unwrap_or(1), self.threads),
+        };
         if policy == "dynamic-batching"
             && let Some(params) = policy_params.as_object_mut()
         {
             params.entry("max_batch_tokens").or_insert(self.max_batch_tokens.into());
             params.entry("max_queue").or_insert(self.max_queue.into());
+            if let Some(d) = &profiled {
+                params.entry("buckets").or_insert(serde_json::to_value(&d.buckets)?);
+            }
         }
         Ok(ServerConfig {
             model,
             pooling: self.pooling,
             engine,
             runtimes,
-            instances: self.instances,
+            instances,
             stages: self.stages,
+            threads,
             policy,
             policy_params,
             policy_context: registry::Context {

@@ -8,6 +8,8 @@
 //!   "runs": 20,                      // optional: timed runs per point
 //!   "stage": 1,                      // optional: the pipeline stage measured (index)
 //!   "plan": -1,                      // optional: the token plan measured
+//!   "threads": 1,                    // optional: intra-op threads of the instance measured
+//!   "instances": 2,                  // optional: instances running side by side meanwhile
 //!   "latency": { "<batch>": { "<seq_len>": <median ms>, ... }, ... } }
 //! ```
 //! Keys are decimal strings (JSON objects need string keys). Unknown fields are ignored, so
@@ -55,6 +57,10 @@ struct ProfileFile {
     stage: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     plan: Option<i16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    threads: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    instances: Option<u16>,
     latency: BTreeMap<String, BTreeMap<String, f64>>,
 }
 
@@ -89,6 +95,10 @@ pub struct Profile {
     /// The pipeline stage (index) and token plan measured; `None`: the whole model, plain.
     pub stage: Option<u16>,
     pub plan: Option<i16>,
+    /// Intra-op threads of the instance measured, and how many instances ran side by side
+    /// (each on the same shape) while it was; `None`: not recorded.
+    pub threads: Option<u16>,
+    pub instances: Option<u16>,
     /// Points in the file skipped because their batch or length key is not a number.
     pub skipped: usize,
     rows: Vec<Row>,
@@ -143,6 +153,8 @@ impl Profile {
             runs: None,
             stage: None,
             plan: None,
+            threads: None,
+            instances: None,
             skipped: 0,
             rows,
         })
@@ -178,6 +190,8 @@ impl Profile {
         profile.runs = file.runs;
         profile.stage = file.stage;
         profile.plan = file.plan;
+        profile.threads = file.threads;
+        profile.instances = file.instances;
         Ok(profile)
     }
 
@@ -197,6 +211,8 @@ impl Profile {
             runs: self.runs,
             stage: self.stage,
             plan: self.plan,
+            threads: self.threads,
+            instances: self.instances,
             latency,
         };
         serde_json::to_string_pretty(&file).unwrap_or_default()

@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use morph_core::{PlanId, Point, Profile, RuntimeSpec};
+use morph_core::{PlanId, Point, Profile, RuntimeSpec, ShapeKind};
 
 use crate::{BatchInput, Engine, EngineError};
 
@@ -19,12 +19,29 @@ pub struct MeasurePlan {
     pub tokens: PlanId,
     /// For a pipeline stage past the first: its hidden size (batches are hidden states).
     pub hidden: Option<usize>,
+    /// Runtimes of exactly each point's shape (`Fixed`), or dynamic ones fed full batches.
+    pub kind: ShapeKind,
+    /// Instances running the same shape side by side, each on its own thread (what a layout
+    /// of several instances on one host costs each of them); 1: one alone.
+    pub side_by_side: usize,
 }
 
 impl MeasurePlan {
     pub fn points(&self) -> usize {
         self.lens.len() * self.batches.len()
     }
+}
+
+/// This host as profiles name it: the CPU's model name and the cores this process may use.
+pub fn host_device() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map_or(std::env::consts::ARCH, |(_, name)| name.trim());
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    format!("{model}, {cores} cores")
 }
 
 /// The value after `--NAME` on the command line, parsed; `default` when absent or unparsable
@@ -101,8 +118,35 @@ pub fn time_batch(
     Ok(median(times))
 }
 
-/// Measures every `(len, batch)` of the plan on a fixed runtime of exactly that shape built by
-/// `make`, calling `progress` after each point.
+/// The median batch latency of `engines` each running `input` at the same time, in ms.
+fn side_by_side(
+    engines: &mut [Box<dyn Engine>],
+    input: BatchInput<'_>,
+    plan: &MeasurePlan,
+) -> Result<f64, EngineError> {
+    let timed = |engine: &mut Box<dyn Engine>| -> Result<Vec<f64>, EngineError> {
+        for _ in 0..plan.warmup {
+            engine.run(input, plan.tokens)?;
+        }
+        (0..plan.runs.max(1))
+            .map(|_| {
+                let start = Instant::now();
+                engine.run(input, plan.tokens)?;
+                Ok(start.elapsed().as_secs_f64() * 1e3)
+            })
+            .collect()
+    };
+    let times: Vec<Result<Vec<f64>, EngineError>> = std::thread::scope(|s| {
+        let running: Vec<_> = engines.iter_mut().map(|e| s.spawn(move || timed(e))).collect();
+        running.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+    });
+    let times = times.into_iter().collect::<Result<Vec<_>, _>>()?;
+    Ok(median(times.concat()))
+}
+
+/// Measures every `(len, batch)` of the plan on runtimes of that shape built by `make` (the
+/// plan's `side_by_side` of them at once; the median over all their runs is kept), calling
+/// `progress` after each point.
 pub fn measure_profile(
     model: &str,
     plan: &MeasurePlan,
@@ -112,7 +156,12 @@ pub fn measure_profile(
     let mut points = Vec::with_capacity(plan.points());
     for &batch in &plan.batches {
         for &len in &plan.lens {
-            let mut engine = make(RuntimeSpec::fixed(len, batch))?;
+            let spec = match plan.kind {
+                ShapeKind::Fixed => RuntimeSpec::fixed(len, batch),
+                ShapeKind::Dynamic => RuntimeSpec::dynamic(len, batch),
+            };
+            let mut engines =
+                (0..plan.side_by_side.max(1)).map(|_| make(spec)).collect::<Result<Vec<_>, _>>()?;
             let tokens = synthetic_batch(len, batch);
             let hidden: Vec<Vec<f32>> = match plan.hidden {
                 Some(dim) => (0..batch).map(|_| vec![0.1; len as usize * dim]).collect(),
@@ -120,7 +169,7 @@ pub fn measure_profile(
             };
             let input =
                 if plan.hidden.is_some() { BatchInput::Hidden(&hidden) } else { BatchInput::Tokens(&tokens) };
-            let ms = time_batch(engine.as_mut(), input, plan.tokens, plan.warmup, plan.runs)?;
+            let ms = side_by_side(&mut engines, input, plan)?;
             progress(len, batch, ms);
             points.push(Point { batch, len, ms });
         }
@@ -166,6 +215,8 @@ mod tests {
             runs: 1,
             tokens: PlanId::PLAIN,
             hidden: None,
+            kind: ShapeKind::Fixed,
+            side_by_side: 1,
         };
         let (mut built, mut reported) = (Vec::new(), Vec::new());
         let measured = measure_profile(

@@ -4,10 +4,12 @@
 pub mod arlo;
 pub mod baselines;
 pub mod fleet;
+pub mod length_plan;
 pub mod pipeline;
 pub mod quart;
 pub mod registry;
 pub mod ssjf;
 
 pub use baselines::dynamic_batching::{DynamicBatching, DynamicBatchingConfig};
+pub use baselines::length_buckets::Bucket;
 pub use fleet::{FleetConfig, FleetPolicy};

@@ -52,6 +52,7 @@ pub fn build(name: &str, params: &serde_json::Value, ctx: &Context) -> Result<Bo
     let params_err = |source| PolicyError::Params { name: name.to_string(), source };
     if name == "dynamic-batching" {
         let config: DynamicBatchingConfig = serde_json::from_value(params.clone()).map_err(params_err)?;
+        config.check().map_err(|why| params_err(serde::de::Error::custom(why)))?;
         return Ok(Box::new(DynamicBatching::new(config)));
     }
     if let Some(preset) = SsjfConfig::preset(name) {

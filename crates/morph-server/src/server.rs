@@ -32,6 +32,9 @@ pub struct ServerConfig {
     pub instances: usize,
     /// Pipeline stages each runtime's encoder is cut into (1: the whole model).
     pub stages: u16,
+    /// Intra-op threads of each instance of `runtimes` (`None`: the engine's default, every
+    /// core).
+    pub threads: Option<u16>,
     /// The scheduling policy by name (see `morph_policy::registry`), its parameters (JSON
     /// object) and what it may take from the deployment (profile, SLO).
     pub policy: String,
@@ -150,7 +153,11 @@ impl Server {
                         n => units.extend(launcher.stage_units(*runtime, n)?),
                     }
                 }
-                units.into_iter().flat_map(|u| std::iter::repeat_n(u, config.instances)).collect()
+                let units = units.into_iter().map(|u| match config.threads {
+                    Some(t) => u.with_threads(t),
+                    None => u,
+                });
+                units.flat_map(|u| std::iter::repeat_n(u, config.instances)).collect()
             }
         };
         let workers = layout.iter().map(|u| launcher.start(*u)).collect::<Result<Vec<_>, _>>()?;

@@ -1,10 +1,13 @@
-//! TEI-like dynamic batching: one FIFO queue; whenever an instance is idle it takes the longest
-//! prefix of the queue that fits its runtime (length and rows) and a padded-token budget.
-//! This is the baseline every later policy is compared with. On a pipelined model every stage
-//! has its own FIFO: a batch of stage k hands its requests to stage k + 1's queue. Every batch
-//! runs under one fixed token plan (0: the plain model).
+//! Dynamic batching: whenever an instance is idle it takes a batch from the queue that fits its
+//! runtime (length and rows) and a padded-token budget. With no length buckets the queue is one
+//! FIFO and a batch its longest prefix that fits: TEI's batching, the baseline every later
+//! policy is compared with. With buckets (Morph's default, bounds and rows from the engine's
+//! profile: [`crate::length_plan`]) a batch holds inputs of one bucket, from the bucket whose
+//! head waited longest. On a pipelined model every stage has its own queue: a batch of stage
+//! k hands its requests to stage k + 1's. Every batch runs under one fixed token plan (0: the
+//! plain model).
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
 use morph_core::{
@@ -13,7 +16,9 @@ use morph_core::{
 };
 use serde_json::json;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+use super::length_buckets::{Bucket, BucketQueue};
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DynamicBatchingConfig {
     /// Most padded tokens (rows × padded length) in one batch; one request always fits.
@@ -22,11 +27,26 @@ pub struct DynamicBatchingConfig {
     pub max_queue: usize,
     /// The token plan of every batch (the instances must have it compiled).
     pub plan: PlanId,
+    /// Length buckets, ascending by `max_len`; empty: one FIFO.
+    pub buckets: Vec<Bucket>,
 }
 
 impl Default for DynamicBatchingConfig {
     fn default() -> Self {
-        Self { max_batch_tokens: 16_384, max_queue: 1_024, plan: PlanId::PLAIN }
+        Self { max_batch_tokens: 16_384, max_queue: 1_024, plan: PlanId::PLAIN, buckets: Vec::new() }
+    }
+}
+
+impl DynamicBatchingConfig {
+    /// Refuses buckets that do not ascend or batch no rows.
+    pub fn check(&self) -> Result<(), String> {
+        if let Some(b) = self.buckets.iter().find(|b| b.max_rows == 0) {
+            return Err(format!("bucket of max_len {} has max_rows 0", b.max_len));
+        }
+        if self.buckets.windows(2).any(|w| w[0].max_len >= w[1].max_len) {
+            return Err("buckets must ascend strictly by max_len".into());
+        }
+        Ok(())
     }
 }
 
@@ -41,8 +61,8 @@ struct Slot {
 #[derive(Debug)]
 pub struct DynamicBatching {
     config: DynamicBatchingConfig,
-    /// One FIFO per pipeline stage (one for a whole model).
-    queues: Vec<VecDeque<RequestInfo>>,
+    /// One queue per pipeline stage (one for a whole model).
+    queues: Vec<BucketQueue>,
     instances: BTreeMap<InstanceId, Slot>,
     /// Idle instances, ordered by id so that the one chosen is deterministic.
     idle: BTreeSet<InstanceId>,
@@ -55,8 +75,8 @@ pub struct DynamicBatching {
 impl DynamicBatching {
     pub fn new(config: DynamicBatchingConfig) -> Self {
         Self {
+            queues: vec![BucketQueue::new(&config.buckets)],
             config,
-            queues: vec![VecDeque::new()],
             instances: BTreeMap::new(),
             idle: BTreeSet::new(),
             running: BTreeMap::new(),
@@ -65,27 +85,8 @@ impl DynamicBatching {
         }
     }
 
-    /// Takes from the head of `stage`'s queue the batch that `runtime` runs next; empty if the
-    /// head does not fit it.
-    fn take_batch(&mut self, stage: usize, runtime: RuntimeSpec) -> Vec<RequestInfo> {
-        let queue = &mut self.queues[stage];
-        let mut batch = Vec::new();
-        let mut longest = 0;
-        while let Some(head) = queue.front() {
-            let rows = batch.len() as u32 + 1;
-            let padded = runtime.padded_shape(longest.max(head.input_len), rows);
-            let over_budget = !batch.is_empty() && padded.tokens() > self.config.max_batch_tokens;
-            if !runtime.fits(head.input_len) || rows > runtime.max_batch || over_budget {
-                break;
-            }
-            longest = longest.max(head.input_len);
-            batch.extend(queue.pop_front());
-        }
-        batch
-    }
-
     fn schedule(&mut self, actions: &mut Vec<Action>) {
-        if self.idle.is_empty() || self.queues.iter().all(VecDeque::is_empty) {
+        if self.idle.is_empty() || self.queues.iter().all(BucketQueue::is_empty) {
             return;
         }
         // Idle instances in id order, walked with a cursor (the set shrinks as batches start).
@@ -101,7 +102,7 @@ impl DynamicBatching {
             if self.queues[slot.stage].is_empty() {
                 continue;
             }
-            let batch = self.take_batch(slot.stage, slot.runtime);
+            let batch = self.queues[slot.stage].take_batch(slot.runtime, self.config.max_batch_tokens);
             if batch.is_empty() {
                 continue;
             }
@@ -135,7 +136,8 @@ impl DynamicBatching {
     fn instance_up(&mut self, InstanceInfo { id, unit, .. }: InstanceInfo) {
         let (stage, last) = unit.stage.map_or((0, true), |s| (usize::from(s.index), s.is_last()));
         if self.queues.len() <= stage {
-            self.queues.resize_with(stage + 1, VecDeque::new);
+            let buckets = &self.config.buckets;
+            self.queues.resize_with(stage + 1, || BucketQueue::new(buckets));
         }
         self.instances.insert(id, Slot { unit, runtime: unit.runtime, stage, last });
         self.idle.insert(id);
@@ -149,7 +151,9 @@ impl DynamicBatching {
         self.idle.insert(instance);
         let ran = self.running.remove(&instance).unwrap_or_default();
         if !slot.last && !failed {
-            self.queues[slot.stage + 1].extend(ran);
+            for request in ran {
+                self.queues[slot.stage + 1].push_back(request);
+            }
         }
     }
 
@@ -168,7 +172,7 @@ impl DynamicBatching {
 
     fn cancelled(&mut self, request: RequestId) {
         for queue in &mut self.queues {
-            queue.retain(|r| r.id != request);
+            queue.remove(request);
         }
     }
 }
@@ -191,7 +195,7 @@ impl Policy for DynamicBatching {
     }
 
     fn queue_len(&self) -> usize {
-        self.queues.iter().map(VecDeque::len).sum()
+        self.queues.iter().map(BucketQueue::len).sum()
     }
 
     fn gauges(&self) -> Vec<Gauge> {
@@ -209,6 +213,7 @@ impl Policy for DynamicBatching {
             "max_queue": self.config.max_queue,
             "plan": self.config.plan.0,
             "stages": self.queues.len(),
+            "buckets": self.config.buckets,
         })
     }
 }
@@ -221,7 +226,7 @@ mod tests {
 
     fn policy(max_batch_tokens: u64, max_queue: usize, runtimes: &[RuntimeSpec]) -> DynamicBatching {
         let mut p =
-            DynamicBatching::new(DynamicBatchingConfig { max_batch_tokens, max_queue, plan: PlanId::PLAIN });
+            DynamicBatching::new(DynamicBatchingConfig { max_batch_tokens, max_queue, ..Default::default() });
         for (i, runtime) in runtimes.iter().enumerate() {
             let unit = morph_core::UnitSpec::encoder(*runtime);
             let instance = InstanceInfo { id: InstanceId(i as u32), unit, server: ServerId(0) };
@@ -318,6 +323,40 @@ mod tests {
         );
         p.on_event(Time(4), Event::Cancelled { request: RequestId(9) }, &mut Vec::new());
         assert_eq!(p.queue_len(), 0);
+    }
+
+    #[test]
+    fn a_long_input_never_starves_under_a_stream_of_short_ones() {
+        let buckets = vec![Bucket { max_len: 16, max_rows: 4 }, Bucket { max_len: 512, max_rows: 1 }];
+        let config = DynamicBatchingConfig { buckets, ..Default::default() };
+        let mut p = DynamicBatching::new(config);
+        let unit = morph_core::UnitSpec::encoder(RuntimeSpec::dynamic(512, 4));
+        let instance = InstanceInfo { id: InstanceId(0), unit, server: ServerId(0) };
+        p.on_event(Time::ZERO, Event::InstanceUp { instance, launch: None }, &mut Vec::new());
+        arrive(&mut p, 1, 8); // runs at once; the instance is busy from here on
+        for id in 2..=5 {
+            arrive(&mut p, id, 8);
+        }
+        arrive(&mut p, 6, 300);
+        // Short inputs keep arriving, four per batch, forever; the long one must still run, and
+        // every batch before it must hold a request older than it.
+        let (mut next, mut long_ran) = (7, false);
+        for _ in 0..10 {
+            for _ in 0..4 {
+                arrive(&mut p, next, 8);
+                next += 1;
+            }
+            let mut out = Vec::new();
+            let done = Event::BatchDone { instance: InstanceId(0), requests: vec![], failed: false };
+            p.on_event(Time(next), done, &mut out);
+            let [Action::Run { requests, .. }] = out.as_slice() else { panic!("one batch: {out:?}") };
+            if requests.contains(&RequestId(6)) {
+                long_ran = true;
+                break;
+            }
+            assert!(requests.iter().any(|r| r.0 < 6), "a batch of only later arrivals overtook it: {requests:?}");
+        }
+        assert!(long_ran, "the 300-token request starved");
     }
 
     #[test]

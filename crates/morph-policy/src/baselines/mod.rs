@@ -4,4 +4,5 @@ pub mod cocktail;
 pub mod dynamic_batching;
 pub mod inferline;
 pub mod infless;
+pub mod length_buckets;
 pub mod uniform;

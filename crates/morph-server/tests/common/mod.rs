@@ -63,6 +63,7 @@ pub(crate) fn emulated(batch_ms: f64, runtime: RuntimeSpec, max_queue: usize) ->
         limits: Default::default(),
         workers: None,
         stage_profile_len: 64,
+        threads: None,
     }
 }
 

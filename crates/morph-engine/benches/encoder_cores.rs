@@ -1,0 +1,74 @@
+//! How to spend two cores on the encoder: one ONNX Runtime session with 2 intra-op threads, or
+//! two sessions with 1 thread each running batches side by side. Prints padded tokens/s of each
+//! over batch × length, and the ratio.
+//!
+//! `cargo bench -p morph-engine --bench encoder_cores [-- --seconds S --lens 16,32,... --batches 1,8,...]`
+
+use std::time::{Duration, Instant};
+
+use morph_core::{PlanId, RuntimeSpec, UnitSpec};
+use morph_engine::fetch::{Pip, fetch, morph_home};
+use morph_engine::measure::{cli_arg, synthetic_batch};
+use morph_engine::ort_library::onnxruntime_library;
+use morph_engine::{BatchInput, Engine, ModelSource, OrtEncoder, OrtRuntime, Pooling};
+
+/// Batches per second that `runtimes` complete together, each on its own thread, in `seconds`.
+fn batches_per_second(runtimes: Vec<OrtRuntime>, inputs: &[Vec<u32>], seconds: f64) -> f64 {
+    let deadline = Instant::now() + Duration::from_secs_f64(seconds);
+    let start = Instant::now();
+    let done: usize = std::thread::scope(|s| {
+        let handles: Vec<_> = runtimes
+            .into_iter()
+            .map(|mut rt| {
+                s.spawn(move || {
+                    let mut n = 0;
+                    while Instant::now() < deadline {
+                        rt.run(BatchInput::Tokens(inputs), PlanId::PLAIN).expect("batch");
+                        n += 1;
+                    }
+                    n
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("thread")).sum()
+    });
+    done as f64 / start.elapsed().as_secs_f64()
+}
+
+fn main() {
+    let seconds: f64 = cli_arg("--seconds", 2.0);
+    let lens: String = cli_arg("--lens", "16,32,64,128".to_string());
+    let batches: String = cli_arg("--batches", "1,4,8,16,32".to_string());
+    let parse = |s: &str| s.split(',').filter_map(|x| x.parse().ok()).collect::<Vec<u32>>();
+    let home = morph_home();
+    let files = fetch(&ModelSource::Default, &home).expect("fetching the default model");
+    let library = onnxruntime_library(None, &home, &Pip::from_env()).expect("fetching ONNX Runtime");
+    let ort = OrtEncoder::load(&files, Pooling::Mean, &library).expect("ONNX Runtime encoder");
+    println!(
+        "padded tokens/s, all-MiniLM-L6-v2 on ONNX Runtime, dynamic-shaped runtimes, {seconds} s per cell"
+    );
+    println!(
+        "{:>6} {:>6} {:>14} {:>14} {:>14} {:>8}",
+        "batch", "len", "1 x 2 threads", "2 x 1 thread", "1 x 1 thread", "2x1/1x2"
+    );
+    for &len in &parse(&lens) {
+        for &batch in &parse(&batches) {
+            let inputs = synthetic_batch(len, batch);
+            let spec = RuntimeSpec::dynamic(512, batch.max(32));
+            let unit = |threads| UnitSpec::encoder(spec).with_threads(threads);
+            let one = ort.instance(unit(2), &[PlanId::PLAIN]).expect("runtime");
+            let pair = vec![
+                ort.instance(unit(1), &[PlanId::PLAIN]).expect("runtime"),
+                ort.instance(unit(1), &[PlanId::PLAIN]).expect("runtime"),
+            ];
+            let single = ort
+                .instance(UnitSpec::encoder(RuntimeSpec::fixed(len, batch)).with_threads(1), &[PlanId::PLAIN])
+                .expect("runtime");
+            let tokens = f64::from(len * batch);
+            let a = batches_per_second(vec![one], &inputs, seconds) * tokens;
+            let b = batches_per_second(pair, &inputs, seconds) * tokens;
+            let c = batches_per_second(vec![single], &inputs, seconds) * tokens;
+            println!("{batch:>6} {len:>6} {a:>14.0} {b:>14.0} {c:>14.0} {:>7.2}x", b / a);
+        }
+    }
+}
