@@ -421,7 +421,7 @@ fn rss_mib(pid: u32) -> f64 {
 /// good (its CPU arena kept what the run took); such a batch now gives it back.
 #[tokio::test]
 async fn a_large_call_gives_its_memory_back() {
-    let served = serve_with(&["--engine", "ort"]);
+    let served = serve_with(&["--engine", "ort", "--runtime", "dynamic:512x32"]);
     let (status, body) = embed(&served.url, &["warm up"]).await;
     assert_eq!(status, 200, "{body}");
     let before = rss_mib(served.child.id());

@@ -1,6 +1,7 @@
 //! How to spend two cores on the encoder: one ONNX Runtime session with 2 intra-op threads, or
-//! two sessions with 1 thread each running batches side by side. Prints padded tokens/s of each
-//! over batch × length, and the ratio.
+//! two sessions with 1 thread each running batches side by side; and, on one thread, a
+//! dynamic-shaped runtime against a fixed one of exactly the batch's shape. Prints padded
+//! tokens/s of each over batch × length, and the ratios.
 //!
 //! `cargo bench -p morph-engine --bench encoder_cores [-- --seconds S --lens 16,32,... --batches 1,8,...]`
 
@@ -44,31 +45,29 @@ fn main() {
     let files = fetch(&ModelSource::Default, &home).expect("fetching the default model");
     let library = onnxruntime_library(None, &home, &Pip::from_env()).expect("fetching ONNX Runtime");
     let ort = OrtEncoder::load(&files, Pooling::Mean, &library).expect("ONNX Runtime encoder");
+    let instance = |spec, threads| {
+        ort.instance(UnitSpec::encoder(spec).with_threads(threads), &[PlanId::PLAIN]).expect("runtime")
+    };
+    println!("padded tokens/s, all-MiniLM-L6-v2 on ONNX Runtime, full batches, {seconds} s per cell");
     println!(
-        "padded tokens/s, all-MiniLM-L6-v2 on ONNX Runtime, dynamic-shaped runtimes, {seconds} s per cell"
-    );
-    println!(
-        "{:>6} {:>6} {:>14} {:>14} {:>14} {:>8}",
-        "batch", "len", "1 x 2 threads", "2 x 1 thread", "1 x 1 thread", "2x1/1x2"
+        "{:>6} {:>5} {:>12} {:>12} {:>8} {:>12} {:>12} {:>11}",
+        "batch", "len", "1x2 dynamic", "2x1 dynamic", "2x1/1x2", "1x1 dynamic", "1x1 fixed", "fixed/dyn"
     );
     for &len in &parse(&lens) {
         for &batch in &parse(&batches) {
             let inputs = synthetic_batch(len, batch);
-            let spec = RuntimeSpec::dynamic(512, batch.max(32));
-            let unit = |threads| UnitSpec::encoder(spec).with_threads(threads);
-            let one = ort.instance(unit(2), &[PlanId::PLAIN]).expect("runtime");
-            let pair = vec![
-                ort.instance(unit(1), &[PlanId::PLAIN]).expect("runtime"),
-                ort.instance(unit(1), &[PlanId::PLAIN]).expect("runtime"),
-            ];
-            let single = ort
-                .instance(UnitSpec::encoder(RuntimeSpec::fixed(len, batch)).with_threads(1), &[PlanId::PLAIN])
-                .expect("runtime");
+            let dynamic = RuntimeSpec::dynamic(512, batch);
             let tokens = f64::from(len * batch);
-            let a = batches_per_second(vec![one], &inputs, seconds) * tokens;
-            let b = batches_per_second(pair, &inputs, seconds) * tokens;
-            let c = batches_per_second(vec![single], &inputs, seconds) * tokens;
-            println!("{batch:>6} {len:>6} {a:>14.0} {b:>14.0} {c:>14.0} {:>7.2}x", b / a);
+            let rate = |runtimes| batches_per_second(runtimes, &inputs, seconds) * tokens;
+            let one = rate(vec![instance(dynamic, 2)]);
+            let pair = rate(vec![instance(dynamic, 1), instance(dynamic, 1)]);
+            let single = rate(vec![instance(dynamic, 1)]);
+            let fixed = rate(vec![instance(RuntimeSpec::fixed(len, batch), 1)]);
+            println!(
+                "{batch:>6} {len:>5} {one:>12.0} {pair:>12.0} {:>7.2}x {single:>12.0} {fixed:>12.0} {:>10.2}x",
+                pair / one,
+                fixed / single
+            );
         }
     }
 }

@@ -191,6 +191,26 @@ mod tests {
         assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
     }
 
+    /// Measures emulated engines of `truth`: the runtimes built, the points reported, the profile.
+    #[allow(clippy::type_complexity)]
+    fn measure_emulated(
+        truth: &Arc<Profile>,
+        plan: &MeasurePlan,
+    ) -> (Vec<RuntimeSpec>, Vec<(u32, u32, f64)>, Profile) {
+        let (mut built, mut reported) = (Vec::new(), Vec::new());
+        let measured = measure_profile(
+            "m",
+            plan,
+            &mut |spec| {
+                built.push(spec);
+                Ok(Box::new(EmulatedRuntime::new(truth.clone(), morph_core::UnitSpec::encoder(spec), 4)))
+            },
+            &mut |len, batch, ms| reported.push((len, batch, ms)),
+        )
+        .unwrap();
+        (built, reported, measured)
+    }
+
     #[test]
     fn measuring_an_emulated_engine_puts_each_point_in_its_cell() {
         // Structure, not speed (a loaded host oversleeps): each grid point is built at its own
@@ -218,17 +238,7 @@ mod tests {
             kind: ShapeKind::Fixed,
             side_by_side: 1,
         };
-        let (mut built, mut reported) = (Vec::new(), Vec::new());
-        let measured = measure_profile(
-            "m",
-            &plan,
-            &mut |spec| {
-                built.push(spec);
-                Ok(Box::new(EmulatedRuntime::new(truth.clone(), morph_core::UnitSpec::encoder(spec), 4)))
-            },
-            &mut |len, batch, ms| reported.push((len, batch, ms)),
-        )
-        .unwrap();
+        let (built, reported, measured) = measure_emulated(&truth, &plan);
         let grid = [(8, 1), (16, 1), (8, 2), (16, 2)];
         let shapes: Vec<RuntimeSpec> =
             grid.iter().map(|&(len, batch)| RuntimeSpec::fixed(len, batch)).collect();
@@ -240,5 +250,25 @@ mod tests {
             let want = truth.latency_ms(shape);
             assert!(ms >= want, "({len},{batch}): {ms} ms, profiled {want}");
         }
+    }
+
+    #[test]
+    fn side_by_side_builds_that_many_dynamic_instances_per_point() {
+        let truth = Arc::new(Profile::from_points("m", [Point { batch: 1, len: 8, ms: 0.5 }]).unwrap());
+        let plan = MeasurePlan {
+            lens: vec![8, 16],
+            batches: vec![2],
+            warmup: 0,
+            runs: 2,
+            tokens: PlanId::PLAIN,
+            hidden: None,
+            kind: ShapeKind::Dynamic,
+            side_by_side: 3,
+        };
+        let (built, _, measured) = measure_emulated(&truth, &plan);
+        let want: Vec<RuntimeSpec> =
+            [8, 8, 8, 16, 16, 16].iter().map(|&len| RuntimeSpec::dynamic(len, 2)).collect();
+        assert_eq!(built, want);
+        assert_eq!(measured.lengths(), vec![8, 16]);
     }
 }

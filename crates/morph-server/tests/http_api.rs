@@ -20,6 +20,21 @@ async fn onnx_runtime_embeddings_from_the_real_model_in_both_formats() {
     real_embeddings(ort(), "onnxruntime").await;
 }
 
+/// The reference vectors hold on the default layout: one single-threaded instance per core,
+/// batches shaped by length buckets (a short and a long input never share one).
+#[tokio::test]
+async fn onnx_runtime_embeddings_with_length_buckets_and_an_instance_per_core() {
+    let buckets = serde_json::json!([{"max_len": 10, "max_rows": 8}, {"max_len": 64, "max_rows": 2}]);
+    let config = ServerConfig {
+        runtimes: vec![RuntimeSpec::dynamic(512, 8)],
+        instances: 2,
+        threads: Some(1),
+        policy_params: serde_json::json!({ "max_queue": 64, "buckets": buckets }),
+        ..ort()
+    };
+    real_embeddings(config, "onnxruntime").await;
+}
+
 async fn real_embeddings(config: ServerConfig, engine: &str) {
     let server = start(config).await;
     let info: serde_json::Value = client()

@@ -6,7 +6,7 @@
 mod chat;
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
@@ -41,15 +41,16 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     url: String,
     /// Text corpus: .tsv (SST-2), .csv (AG News), .jsonl (ShareGPT), or one text per line
-    /// (required unless --scenario or --lengths gives the requests).
-    #[arg(long, required_unless_present_any = ["scenario", "lengths"])]
-    corpus: Option<PathBuf>,
+    /// (required unless --scenario or --lengths gives the requests). Repeat to mix corpora in
+    /// equal shares: request i takes a text from corpus i mod N.
+    #[arg(long = "corpus", required_unless_present_any = ["scenario", "lengths"])]
+    corpora: Vec<PathBuf>,
     #[command(flatten)]
     chat: chat::ChatArgs,
     /// Replay a `morph simulate` scenario's request stream (its workload, duration and first
     /// seed, or --seed) instead, with texts of exactly each request's token length, so that live
     /// and simulated runs see the same requests.
-    #[arg(long, conflicts_with_all = ["corpus", "trace"])]
+    #[arg(long, conflicts_with_all = ["corpora", "trace"])]
     scenario: Option<PathBuf>,
     /// Poisson arrival rates in requests/s, comma separated; one run per rate.
     #[arg(long, value_delimiter = ',', default_value = "10")]
@@ -111,6 +112,8 @@ struct RunReport {
     /// With --slo-ms: the share of sent requests answered (200) within the SLO, and those per s.
     within_slo: Option<f64>,
     goodput_rps: Option<f64>,
+    /// CPU this load generator used over the run, in cores (1.0: one core busy throughout).
+    client_cpu_cores: f64,
 }
 
 struct Outcome {
@@ -154,15 +157,19 @@ fn schedules(args: &BenchArgs) -> anyhow::Result<Vec<Schedule>> {
         Endpoint::Chat => args.chat.requests()?,
         _ => Vec::new(),
     };
-    let bodies: Vec<serde_json::Value> = match args.endpoint {
-        Endpoint::Chat => chats.iter().map(|c| c.body.clone()).collect(),
+    // One list of bodies per corpus (the chat rounds are one).
+    let bodies: Vec<Vec<serde_json::Value>> = match args.endpoint {
+        Endpoint::Chat => vec![chats.iter().map(|c| c.body.clone()).collect()],
         endpoint => {
-            let corpus = args.corpus.as_ref().context("--corpus or --scenario is needed")?;
-            corpus::load(corpus)?.iter().map(|t| embed_body(endpoint, t)).collect()
+            anyhow::ensure!(!args.corpora.is_empty(), "--corpus or --scenario is needed");
+            let load = |path: &PathBuf| -> anyhow::Result<Vec<serde_json::Value>> {
+                Ok(corpus::load(path)?.iter().map(|t| embed_body(endpoint, t)).collect())
+            };
+            args.corpora.iter().map(load).collect::<anyhow::Result<_>>()?
         }
     };
     anyhow::ensure!(args.trace_out.is_none() || !chats.is_empty(), "--trace-out needs --endpoint chat");
-    anyhow::ensure!(!bodies.is_empty(), "no requests to send");
+    anyhow::ensure!(bodies.iter().all(|b| !b.is_empty()), "no requests to send");
     let arrivals: Vec<Arrivals> = match (&args.trace, args.cv.is_empty()) {
         (Some(path), _) => vec![Arrivals::Trace { trace: Trace::new(path), speedup: args.speedup }],
         (None, true) => args.rate.iter().map(|&rate| Arrivals::Poisson { rate }).collect(),
@@ -171,15 +178,23 @@ fn schedules(args: &BenchArgs) -> anyhow::Result<Vec<Schedule>> {
     let mut out = Vec::new();
     for a in arrivals {
         let times = a.generate(duration, &mut StdRng::seed_from_u64(seed))?;
-        // A fixed stride through the corpus, offset by the seed: deterministic and well spread.
-        let pick = |i: usize| (i.wrapping_mul(7919) + seed as usize) % bodies.len();
-        let stream = times.iter().enumerate().map(|(i, t)| (*t, bodies[pick(i)].clone())).collect();
+        // Corpora in turn; a fixed stride through each, offset by the seed: deterministic and
+        // well spread.
+        let pick = |i: usize| {
+            let (corpus, turn) = (i % bodies.len(), i / bodies.len());
+            (corpus, (turn.wrapping_mul(7919) + seed as usize) % bodies[corpus].len())
+        };
+        let body = |i: usize| {
+            let (c, k) = pick(i);
+            bodies[c][k].clone()
+        };
+        let stream = times.iter().enumerate().map(|(i, t)| (*t, body(i))).collect();
         if let Some(path) = args.trace_out.as_ref().filter(|_| out.is_empty()) {
             let rows: Vec<String> = times
                 .iter()
                 .enumerate()
                 .map(|(i, t)| {
-                    let c = &chats[pick(i)];
+                    let c = &chats[pick(i).1];
                     json!({"timestamp": t * 1e3, "input_length": c.prompt_tokens, "output_length": c.output_len})
                         .to_string()
                 })
@@ -247,15 +262,18 @@ async fn run_schedule(
     };
     let url = format!("{}{path}", args.url.trim_end_matches('/'));
     let start = tokio::time::Instant::now();
+    let cpu = cpu_time::ProcessTime::now();
     let mut tasks = tokio::task::JoinSet::new();
     for (t, body) in stream {
-        tokio::time::sleep_until(start + Duration::from_secs_f64(*t)).await;
+        // Latency counts from the scheduled send time: a generator that falls behind shows up
+        // as latency, not as a lower offered load.
+        let scheduled = start + Duration::from_secs_f64(*t);
+        tokio::time::sleep_until(scheduled).await;
         let mut request = client.post(&url).json(body);
         if let Some(key) = &args.api_key {
             request = request.bearer_auth(key);
         }
         tasks.spawn(async move {
-            let sent = Instant::now();
             let status = match request.send().await {
                 Ok(resp) => {
                     let code = resp.status().as_u16();
@@ -264,7 +282,7 @@ async fn run_schedule(
                 }
                 Err(e) => Err(failure(&e)),
             };
-            Outcome { latency_ms: sent.elapsed().as_secs_f64() * 1e3, status }
+            Outcome { latency_ms: scheduled.elapsed().as_secs_f64() * 1e3, status }
         });
     }
     let mut outcomes = Vec::with_capacity(stream.len());
@@ -274,6 +292,7 @@ async fn run_schedule(
         }
     }
     let wall_s = start.elapsed().as_secs_f64();
+    let client_cpu_cores = cpu.elapsed().as_secs_f64() / wall_s;
     let mut error_kinds = std::collections::BTreeMap::new();
     let mut ok_latencies = Vec::new();
     for o in &outcomes {
@@ -299,12 +318,13 @@ async fn run_schedule(
         p75_ms: morph_core::stats::percentile(&sorted, 0.75),
         within_slo: in_slo.map(|n| n / stream.len().max(1) as f64),
         goodput_rps: in_slo.map(|n| n / wall_s),
+        client_cpu_cores,
     }
 }
 
 fn print_table(reports: &[RunReport]) {
     println!(
-        "{:>9} {:>7} {:>7} {:>7} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9}",
+        "{:>9} {:>7} {:>7} {:>7} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9} {:>10}",
         "offered/s",
         "sent",
         "ok",
@@ -316,14 +336,15 @@ fn print_table(reports: &[RunReport]) {
         "p98 ms",
         "p99 ms",
         "in SLO",
-        "goodput/s"
+        "goodput/s",
+        "client CPU"
     );
     for r in reports {
         let l = &r.latency;
         let share = r.within_slo.map_or_else(|| "-".into(), |s| format!("{:.1}%", s * 100.0));
         let goodput = r.goodput_rps.map_or_else(|| "-".into(), |g| format!("{g:.2}"));
         println!(
-            "{:>9.1} {:>7} {:>7} {:>7} {:>11.2} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {share:>8} {goodput:>9}",
+            "{:>9.1} {:>7} {:>7} {:>7} {:>11.2} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {share:>8} {goodput:>9} {:>9.0}%",
             r.offered_rps,
             r.sent,
             r.ok,
@@ -333,7 +354,8 @@ fn print_table(reports: &[RunReport]) {
             l.p50_ms,
             r.p75_ms,
             l.p98_ms,
-            l.p99_ms
+            l.p99_ms,
+            r.client_cpu_cores * 100.0
         );
         if !r.error_kinds.is_empty() {
             println!("          errors by status: {:?}", r.error_kinds);

@@ -354,7 +354,10 @@ mod tests {
                 long_ran = true;
                 break;
             }
-            assert!(requests.iter().any(|r| r.0 < 6), "a batch of only later arrivals overtook it: {requests:?}");
+            assert!(
+                requests.iter().any(|r| r.0 < 6),
+                "a batch of only later arrivals overtook it: {requests:?}"
+            );
         }
         assert!(long_ran, "the 300-token request starved");
     }

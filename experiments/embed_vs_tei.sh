@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Embedding serving: `morph serve` with no flags (runtimes, layout and length buckets from the
+# engine's profile) against the TEI-like baseline configuration (one instance on every core,
+# one FIFO, batches of at most 8 padded to their longest: `--runtime dynamic:512x8`), on the
+# same Poisson streams, one server after the other, the load generator on this machine.
+# Per corpus (SST-2 sentences, AG News title + description, and the 50/50 mix) and server:
+#   - a sweep of 15 s runs at rates rising by 15% from 40 req/s until two runs in a row have
+#     errors or p99 over 500 ms (one such run can be a pause of this shared host): the
+#     saturation throughput is the highest rate that had neither;
+#   - a run at 80% of it: p50 / p99;
+#   - runs at 1.25x and 1.5x it: the rate served past saturation (it must not fall);
+#   - the server's CPU (cores busy, from /proc) and the load generator's, at saturation.
+#   experiments/embed_vs_tei.sh [CORPORA: sst2,agnews,mix] [SECONDS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+corpora=${1:-sst2,agnews,mix}
+seconds=${2:-15}
+sst2=../shared/data/text/sst2/dev.tsv
+agnews=../shared/data/text/ag_news/train.csv
+. experiments/live_server.sh
+out=experiments/out/embed_vs_tei
+mkdir -p "$out"
+tick=$(getconf CLK_TCK)
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$server/stat"; }
+
+# run RATE FILE: one bench run at RATE, its JSON report with the server's CPU (cores) added.
+run() {
+  local before after
+  before=$(cpu_ticks)
+  "$bin" bench --url "$url" "${corpus_args[@]}" --rate "$1" --duration "$seconds" --json >"$tmp/run.json"
+  after=$(cpu_ticks)
+  python3 - "$tmp/run.json" "$before" "$after" "$tick" "$2" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))[0]
+r["server_cpu_cores"] = (int(sys.argv[3]) - int(sys.argv[2])) / int(sys.argv[4]) / r["wall_s"]
+with open(sys.argv[5], "a") as f:
+    f.write(json.dumps(r) + "\n")
+print(f'  {r["offered_rps"]:7.1f} req/s: served {r["throughput_rps"]:7.1f}, p99 {r["latency"]["p99_ms"]:8.1f} ms, errors {r["errors"]}, server CPU {100 * r["server_cpu_cores"]:.0f}%, client CPU {100 * r["client_cpu_cores"]:.0f}%')
+PY
+}
+
+kept_up() { python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])][-1]; sys.exit(0 if r["errors"] == 0 and r["latency"]["p99_ms"] < 500 else 1)' "$1"; }
+
+for corpus in ${corpora//,/ }; do
+  case $corpus in
+    sst2) corpus_args=(--corpus "$sst2") ;;
+    agnews) corpus_args=(--corpus "$agnews") ;;
+    mix) corpus_args=(--corpus "$sst2" --corpus "$agnews") ;;
+    *) echo "unknown corpus $corpus (sst2, agnews, mix)" >&2; exit 2 ;;
+  esac
+  for config in tei-like morph; do
+    case $config in
+      tei-like) serve --runtime dynamic:512x8 ;;
+      morph) serve ;;
+    esac
+    echo "$corpus / $config:"
+    sweep=$out/$corpus.$config.sweep.jsonl
+    rm -f "$sweep" "$out/$corpus.$config.points.jsonl"
+    rate=40
+    sat=0
+    misses=0
+    while [ "$misses" -lt 2 ]; do
+      run "$rate" "$sweep"
+      if kept_up "$sweep"; then sat=$rate; misses=0; else misses=$((misses + 1)); fi
+      rate=$(python3 -c "print(round($rate * 1.15, 1))")
+    done
+    [ "$sat" != 0 ] || { echo "  $config did not keep up at 40 req/s" >&2; stop; continue; }
+    for f in 0.8 1.25 1.5; do
+      run "$(python3 -c "print(round($sat * $f, 1))")" "$out/$corpus.$config.points.jsonl"
+    done
+    stop
+  done
+done
+
+python3 - "$out" "$corpora" <<'PY'
+import json, sys
+out, corpora = sys.argv[1], sys.argv[2].split(",")
+def rows(path):
+    try:
+        return [json.loads(l) for l in open(path)]
+    except FileNotFoundError:
+        return []
+print(f"\nembedding serving, same Poisson streams, {'15'} s runs; saturation = highest rate with no errors and p99 < 500 ms")
+print(f"{'corpus':<7} {'server':<9} {'sat req/s':>9} {'p50@80%':>8} {'p99@80%':>8} {'srv CPU':>8} {'cli CPU':>8} {'@1.25x':>7} {'@1.5x':>7}")
+sat = {}
+for c in corpora:
+    for s in ("tei-like", "morph"):
+        sweep = rows(f"{out}/{c}.{s}.sweep.jsonl")
+        ok = [r for r in sweep if r["errors"] == 0 and r["latency"]["p99_ms"] < 500]
+        if not ok:
+            continue
+        top = max(ok, key=lambda r: r["offered_rps"])
+        pts = rows(f"{out}/{c}.{s}.points.jsonl")
+        if len(pts) < 3:
+            continue
+        sat[(c, s)] = (top, pts)
+        p80, o125, o15 = pts
+        print(f"{c:<7} {s:<9} {top['offered_rps']:>9.1f} {p80['latency']['p50_ms']:>8.1f} {p80['latency']['p99_ms']:>8.1f} "
+              f"{100 * top['server_cpu_cores']:>7.0f}% {100 * top['client_cpu_cores']:>7.0f}% "
+              f"{o125['throughput_rps']:>7.1f} {o15['throughput_rps']:>7.1f}")
+print()
+for c in corpora:
+    if (c, "morph") in sat and (c, "tei-like") in sat:
+        (m, mp), (t, tp) = sat[(c, "morph")], sat[(c, "tei-like")]
+        served = [p["throughput_rps"] for p in mp[1:]]
+        print(f"{c}: morph / tei-like saturation {m['offered_rps'] / t['offered_rps']:.2f}x; p99 at 80%: morph {mp[0]['latency']['p99_ms']:.0f} ms, "
+              f"tei-like {tp[0]['latency']['p99_ms']:.0f} ms; morph served past saturation {min(served):.1f} req/s vs {m['throughput_rps']:.1f} at it")
+PY
