@@ -75,10 +75,7 @@ pub(crate) fn run(args: ProfileArgs) -> anyhow::Result<()> {
             Some((k, n)) => launcher.stage_units(spec, n)?.swap_remove(usize::from(k)),
             None => UnitSpec::encoder(spec),
         })
-        .map(|u| match args.threads {
-            Some(t) => u.with_threads(t),
-            None => u,
-        })
+        .map(|u| u.with_threads_if(args.threads))
     };
     let plan = MeasurePlan {
         lens: args.lens,

@@ -222,15 +222,18 @@ impl ServeArgs {
             }
             _ => None,
         };
-        let (runtimes, instances, threads) = match (&profiled, generate) {
-            (Some(d), _) => {
+        let (runtimes, instances, threads) = match &profiled {
+            Some(d) => {
                 (vec![d.runtime], self.instances.unwrap_or(d.instances), self.threads.or(Some(d.threads)))
             }
-            (None, _) if !self.runtimes.is_empty() => {
-                (self.runtimes, self.instances.unwrap_or(1), self.threads)
+            None => {
+                let runtimes = match (self.runtimes.is_empty(), generate) {
+                    (false, _) => self.runtimes,
+                    (true, false) => vec![RuntimeSpec::dynamic(512, 32)],
+                    (true, true) => vec![RuntimeSpec::dynamic(2048, 4)],
+                };
+                (runtimes, self.instances.unwrap_or(1), self.threads)
             }
-            (None, false) => (vec![RuntimeSpec::dynamic(512, 32)], self.instances.unwrap_or(1), self.threads),
-            (None, true) => (vec![RuntimeSpec::dynamic(2048, 4)], self.instances.unwrap_or(1), self.threads),
         };
         if policy == "dynamic-batching"
             && let Some(params) = policy_params.as_object_mut()

@@ -84,12 +84,13 @@ fn engine_label(engine: &EngineKind) -> String {
     format!("{}-cpu", engine.label())
 }
 
-/// A profile of `layout` for this model, engine and host: cached, shipped, or measured now.
+/// A profile of `layout` for this model, engine and host: cached, shipped, or measured now (on
+/// `launcher`, loaded the first time a layout needs measuring).
 fn layout_profile(
     files: &ModelFiles,
     engine: &EngineKind,
     layout: Layout,
-    measure: &mut dyn FnMut(Layout) -> anyhow::Result<Profile>,
+    launcher: &mut Option<Launcher>,
 ) -> anyhow::Result<(Profile, String)> {
     let device = host_device();
     let label = engine_label(engine);
@@ -114,7 +115,11 @@ fn layout_profile(
             return Ok((p, format!("shipped profiles/{name}")));
         }
     }
-    let mut p = measure(layout)?;
+    let launcher = match launcher {
+        Some(l) => l,
+        None => launcher.insert(Launcher::new(files, Pooling::from_model_dir(&files.dir), engine)?),
+    };
+    let mut p = measure(&files.name, launcher, layout)?;
     p.engine = Some(label);
     p.device = Some(device);
     std::fs::create_dir_all(cache_dir()).context("creating the profile cache")?;
@@ -128,8 +133,7 @@ fn cache_dir() -> PathBuf {
 
 /// Measures `layout` on the real engine: dynamic runtimes fed full batches, its instances side
 /// by side, with a progress bar on stderr.
-fn measure(files: &ModelFiles, engine: &EngineKind, layout: Layout) -> anyhow::Result<Profile> {
-    let launcher = Launcher::new(files, Pooling::from_model_dir(&files.dir), engine)?;
+fn measure(model: &str, launcher: &Launcher, layout: Layout) -> anyhow::Result<Profile> {
     let plan = MeasurePlan {
         lens: LENS.to_vec(),
         batches: BATCHES.to_vec(),
@@ -144,7 +148,7 @@ fn measure(files: &ModelFiles, engine: &EngineKind, layout: Layout) -> anyhow::R
     let what = format!("profiling {} x {} thread(s), once for this host", layout.instances, layout.threads);
     bar.set_style(ProgressStyle::with_template(&format!("{what} {{bar:30}} {{pos}}/{{len}} {{msg}}"))?);
     let mut profile = measure_profile(
-        &files.name,
+        model,
         &plan,
         &mut |spec| launcher.engine(UnitSpec::encoder(spec).with_threads(layout.threads)),
         &mut |len, batch, ms| {
@@ -167,10 +171,10 @@ pub(crate) fn serve_defaults(
     max_len: u32,
 ) -> anyhow::Result<ServeDefaults> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).min(64) as u16;
-    let mut measure_now = |layout| measure(files, engine, layout);
+    let mut launcher = None;
     let profiles = Layout::candidates(cores)
         .into_iter()
-        .map(|layout| layout_profile(files, engine, layout, &mut measure_now))
+        .map(|layout| layout_profile(files, engine, layout, &mut launcher))
         .collect::<anyhow::Result<Vec<_>>>()?;
     choose(profiles, max_len)
 }

@@ -80,6 +80,11 @@ impl UnitSpec {
         Self { threads: Some(threads), ..self }
     }
 
+    /// With `threads` when given, else as it is.
+    pub fn with_threads_if(self, threads: Option<u16>) -> Self {
+        Self { threads: threads.or(self.threads), ..self }
+    }
+
     /// The stage a request must have reached to run here (0 for a whole model).
     pub fn stage_index(&self) -> u16 {
         self.stage.map_or(0, |s| s.index)

@@ -106,16 +106,27 @@ pub fn time_batch(
     warmup: u32,
     runs: u32,
 ) -> Result<f64, EngineError> {
+    Ok(median(batch_times(engine, input, plan, warmup, runs)?))
+}
+
+/// The latency of each of `runs` batches under `plan` after `warmup` untimed ones, in ms.
+fn batch_times(
+    engine: &mut dyn Engine,
+    input: BatchInput<'_>,
+    plan: PlanId,
+    warmup: u32,
+    runs: u32,
+) -> Result<Vec<f64>, EngineError> {
     for _ in 0..warmup {
         engine.run(input, plan)?;
     }
-    let mut times = Vec::with_capacity(runs as usize);
-    for _ in 0..runs.max(1) {
-        let start = Instant::now();
-        engine.run(input, plan)?;
-        times.push(start.elapsed().as_secs_f64() * 1e3);
-    }
-    Ok(median(times))
+    (0..runs.max(1))
+        .map(|_| {
+            let start = Instant::now();
+            engine.run(input, plan)?;
+            Ok(start.elapsed().as_secs_f64() * 1e3)
+        })
+        .collect()
 }
 
 /// The median batch latency of `engines` each running `input` at the same time, in ms.
@@ -124,17 +135,8 @@ fn side_by_side(
     input: BatchInput<'_>,
     plan: &MeasurePlan,
 ) -> Result<f64, EngineError> {
-    let timed = |engine: &mut Box<dyn Engine>| -> Result<Vec<f64>, EngineError> {
-        for _ in 0..plan.warmup {
-            engine.run(input, plan.tokens)?;
-        }
-        (0..plan.runs.max(1))
-            .map(|_| {
-                let start = Instant::now();
-                engine.run(input, plan.tokens)?;
-                Ok(start.elapsed().as_secs_f64() * 1e3)
-            })
-            .collect()
+    let timed = |engine: &mut Box<dyn Engine>| {
+        batch_times(engine.as_mut(), input, plan.tokens, plan.warmup, plan.runs)
     };
     let times: Vec<Result<Vec<f64>, EngineError>> = std::thread::scope(|s| {
         let running: Vec<_> = engines.iter_mut().map(|e| s.spawn(move || timed(e))).collect();

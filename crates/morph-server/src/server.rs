@@ -153,10 +153,7 @@ impl Server {
                         n => units.extend(launcher.stage_units(*runtime, n)?),
                     }
                 }
-                let units = units.into_iter().map(|u| match config.threads {
-                    Some(t) => u.with_threads(t),
-                    None => u,
-                });
+                let units = units.into_iter().map(|u| u.with_threads_if(config.threads));
                 units.flat_map(|u| std::iter::repeat_n(u, config.instances)).collect()
             }
         };
