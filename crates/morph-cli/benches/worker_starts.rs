@@ -54,11 +54,11 @@ fn main() {
         let mut kinds: [Vec<StartReport>; 3] = Default::default();
         for _ in 0..runs {
             let l = ProcessLauncher::new(config(), model()).expect("launcher");
-            let (worker, cold) = l.start(unit, "bench".into()).expect("cold start");
+            let (worker, cold, _) = l.start(unit, None, "bench".into()).expect("cold start");
             drop(worker);
-            let (worker, warm) = l.start(unit, "bench".into()).expect("warm start");
-            assert!(l.park(unit, worker, warm.pid).is_none(), "room to park");
-            let (worker, hot) = l.start(unit, "bench".into()).expect("hot start");
+            let (worker, warm, here) = l.start(unit, None, "bench".into()).expect("warm start");
+            assert!(l.park(unit, here, worker, warm.pid).is_none(), "room to park");
+            let (worker, hot, _) = l.start(unit, None, "bench".into()).expect("hot start");
             drop(worker);
             l.shutdown();
             for (k, report) in [cold, warm, hot].into_iter().enumerate() {
@@ -84,5 +84,6 @@ fn config() -> ProcessConfig {
         parked: 1,
         start_timeout: Duration::from_secs(120),
         batch_timeout: Duration::from_secs(60),
+        remote: None,
     }
 }

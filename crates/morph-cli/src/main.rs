@@ -1,6 +1,7 @@
 //! `morph`: serve transformer models that adapt to the shape of each request.
 
 mod bench;
+mod cluster_args;
 mod engine_args;
 mod model_args;
 mod plots;
@@ -30,7 +31,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Start the HTTP server (fetches the default model on first run).
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Download the model (and, unless --engine candle, the ONNX Runtime library; with --task
     /// generate the decoder) into MORPH_HOME (default ~/.cache/morph) and print where they are.
     Fetch(FetchArgs),
@@ -74,7 +75,7 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     match cli.command {
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => serve::run(*args),
         Command::Worker(args) => worker::run(args),
         Command::Fetch(args) if args.task == serve::Task::Generate => {
             println!("{}", args.model.fetch_decoder()?.display());

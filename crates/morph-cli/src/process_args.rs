@@ -1,10 +1,12 @@
 //! `--workers process` and its settings for `morph serve`.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
+use morph_server::cluster::hosts::RemoteConfig;
 use morph_server::launcher::ProcessConfig;
+
+use crate::cluster_args::{ClusterArgs, HostCacheArgs};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum WorkersArg {
@@ -19,17 +21,22 @@ pub(crate) enum WorkersArg {
 
 #[derive(Debug, Clone, Args)]
 pub(crate) struct ProcessArgs {
-    /// Where instances run (process: needs --engine ort, or --task generate with --stages).
+    /// Where instances run (process: needs --engine ort, or --task generate with --stages;
+    /// --etcd implies it).
     #[arg(long, value_enum, default_value = "thread")]
     workers: WorkersArg,
-    /// Host-memory budget of the prepared-artefact cache in MiB (LRU eviction above 85%); 0
-    /// turns the cache off: every worker start is cold.
-    #[arg(long, default_value_t = 1024)]
-    host_cache_mb: u64,
-    /// Folder of the host cache; it should be a tmpfs (memory). Default: /dev/shm, else the
-    /// temporary folder.
-    #[arg(long)]
-    host_cache_dir: Option<PathBuf>,
+    #[command(flatten)]
+    cache: HostCacheArgs,
+    /// With --etcd: replicas run on the hosts whose agents (`morph worker --agent`) registered
+    /// there, none on this one.
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    /// With --etcd: hosts to wait for at start-up (serving the same model).
+    #[arg(long, default_value_t = 1)]
+    hosts: usize,
+    /// With --etcd: seconds to wait for them.
+    #[arg(long, default_value_t = 60.0)]
+    wait_hosts_s: f64,
     /// Retired worker processes kept loaded for hot starts.
     #[arg(long, default_value_t = 2)]
     parked: usize,
@@ -44,26 +51,33 @@ pub(crate) struct ProcessArgs {
 impl ProcessArgs {
     /// The worker-process settings, or `None` for threads.
     pub(crate) fn config(&self) -> anyhow::Result<Option<ProcessConfig>> {
-        if self.workers == WorkersArg::Thread {
+        let cluster = self.cluster.config()?;
+        if self.workers == WorkersArg::Thread && cluster.is_none() {
             return Ok(None);
         }
         for (flag, s) in [
             ("--worker-start-timeout-s", self.worker_start_timeout_s),
             ("--worker-batch-timeout-s", self.worker_batch_timeout_s),
+            ("--wait-hosts-s", self.wait_hosts_s),
         ] {
             anyhow::ensure!(s.is_finite() && s > 0.0, "{flag} must be a positive number of seconds, got {s}");
         }
-        let dir = self.host_cache_dir.clone().unwrap_or_else(|| {
-            let shm = PathBuf::from("/dev/shm");
-            if shm.is_dir() { shm } else { std::env::temp_dir() }
-        });
-        let cache = (self.host_cache_mb > 0).then_some((dir, self.host_cache_mb << 20));
+        let remote = match cluster {
+            Some(cluster) => {
+                anyhow::ensure!(self.hosts >= 1, "--hosts must be at least 1");
+                let advertise = self.cluster.advertise()?;
+                let wait = Duration::from_secs_f64(self.wait_hosts_s);
+                Some(RemoteConfig { cluster, advertise, hosts: self.hosts, wait })
+            }
+            None => None,
+        };
         Ok(Some(ProcessConfig {
             exe: std::env::current_exe()?,
-            cache,
+            cache: self.cache.cache(),
             parked: self.parked,
             start_timeout: Duration::from_secs_f64(self.worker_start_timeout_s),
             batch_timeout: Duration::from_secs_f64(self.worker_batch_timeout_s),
+            remote,
         }))
     }
 }

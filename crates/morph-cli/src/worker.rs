@@ -5,7 +5,11 @@
 //! optimised graph is kept as a prepared artefact) or warm (--prepared: the artefact from host
 //! memory, optimisation off). A decoder's prefill stage (--gguf) is built cold (its layers read
 //! from the GGUF file and expanded to f32; --prepare keeps them as safetensors) or warm
-//! (--prepared: those f32 tensors from host memory).
+//! (--prepared: those f32 tensors from host memory). With --etcd, a worker registers itself
+//! once up, under a lease it keeps alive while it runs.
+//!
+//! `morph worker --agent` is a host's agent instead: it registers the host in etcd and starts
+//! such workers on it when a server asks.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -16,21 +20,49 @@ use clap::Args;
 use morph_core::{PlanId, UnitSpec};
 use morph_engine::checkpoint::Checkpoint;
 use morph_engine::decoder::{DecoderStage, Llama};
+use morph_engine::fetch::Pip;
 use morph_engine::fetch::{ModelSource, fetch, morph_home};
+use morph_engine::ort_library::onnxruntime_library;
 use morph_engine::ort_runtime::{StartTimes, environment};
 use morph_engine::remote::{Built, Endpoint, serve_worker};
+use morph_engine::wire::Boot;
 use morph_engine::{EngineError, OrtEncoder, OrtRuntime, Pooling, Rows};
+use morph_server::cluster::agent::{Agent, AgentConfig};
+use morph_server::cluster::lease::Registration;
+use morph_server::cluster::{ClusterConfig, WorkerRecord};
+use morph_server::launcher::WorkerModel;
+use morph_server::launcher::spawn::Spawner;
+
+use crate::cluster_args::{ClusterArgs, HostCacheArgs};
 
 #[derive(Debug, Args)]
 pub(crate) struct WorkerArgs {
-    /// Where the server waits for this worker: unix:PATH or tcp:IP:PORT.
+    /// Run as this host's agent (one per host, needs --etcd and --advertise): register the
+    /// host, and start workers here when a server asks.
     #[arg(long)]
-    connect: Endpoint,
+    agent: bool,
+    /// The agent's port for servers' requests (0: any free port).
+    #[arg(long, default_value_t = 0, requires = "agent")]
+    port: u16,
+    /// Replicas this host may run at once (the agent's; default: its cores).
+    #[arg(long, requires = "agent")]
+    slots: Option<u16>,
+    /// The host's name in the cluster (default: the system's host name).
+    #[arg(long)]
+    host_name: Option<String>,
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    #[command(flatten)]
+    cache: HostCacheArgs,
+    /// Where the server waits for this worker: unix:PATH or tcp:IP:PORT.
+    #[arg(long, required_unless_present = "agent")]
+    connect: Option<Endpoint>,
     /// The encoder's local directory (config.json, model.safetensors).
     #[arg(long, required_unless_present = "gguf", conflicts_with = "gguf")]
     model: Option<PathBuf>,
-    /// The ONNX Runtime shared library (for an encoder).
-    #[arg(long, required_unless_present = "gguf")]
+    /// The ONNX Runtime shared library (for an encoder). An agent's default: $ORT_DYLIB_PATH,
+    /// else the copy in MORPH_HOME (fetched from PyPI on first use).
+    #[arg(long)]
     ort_library: Option<PathBuf>,
     /// A decoder's GGUF file: the worker runs the prefill of the unit's stage (or of the whole
     /// model, for a unit without a stage).
@@ -38,8 +70,8 @@ pub(crate) struct WorkerArgs {
     gguf: Option<PathBuf>,
     /// The unit this replica runs, as JSON (runtime shape, pipeline stage, threads), as the
     /// server writes it.
-    #[arg(long)]
-    unit: String,
+    #[arg(long, required_unless_present = "agent")]
+    unit: Option<String>,
     /// Token plans to compile besides the plain model, comma separated.
     #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     plans: Vec<i16>,
@@ -56,7 +88,13 @@ pub(crate) struct WorkerArgs {
 }
 
 pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<()> {
-    let unit: UnitSpec = serde_json::from_str(&args.unit).context("--unit")?;
+    if args.agent {
+        return run_agent(&args);
+    }
+    let (Some(unit), Some(connect)) = (&args.unit, &args.connect) else {
+        anyhow::bail!("a worker needs --unit and --connect (or --agent)");
+    };
+    let unit: UnitSpec = serde_json::from_str(unit).context("--unit")?;
     let mut plans: Vec<PlanId> = args.plans.iter().map(|p| PlanId(*p)).collect();
     plans.push(PlanId::PLAIN);
     plans.sort_unstable();
@@ -66,7 +104,79 @@ pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<()> {
         (None, Some(model), Some(library)) => build_encoder(&args, model, library, unit, &plans),
         _ => Err(EngineError::Load("a worker needs --gguf, or --model and --ort-library".into())),
     };
-    serve_worker(&args.connect, build).with_context(|| format!("worker for {unit} at {}", args.connect))
+    let cluster = args.cluster.config()?;
+    let register = |boot: &Boot| cluster.as_ref().map(|c| register(&args, c, unit, connect, boot));
+    serve_worker(connect, build, register).with_context(|| format!("worker for {unit} at {connect}"))
+}
+
+/// Registers this worker (up now) under a lease kept alive until the returned value is dropped;
+/// a failure is logged and the worker serves unregistered.
+fn register(
+    args: &WorkerArgs,
+    cluster: &ClusterConfig,
+    unit: UnitSpec,
+    connect: &Endpoint,
+    boot: &Boot,
+) -> Option<Registration> {
+    let host = host_name(args);
+    let record = WorkerRecord {
+        host: host.clone(),
+        pid: boot.pid,
+        model: worker_model(args).ok()?.name(),
+        unit,
+        address: args.cluster.advertise?,
+        server: connect.to_string(),
+    };
+    let value = serde_json::to_vec(&record).ok()?;
+    let key = cluster.worker_key(&host, boot.pid);
+    Registration::new(cluster.etcd(), key, value, cluster.lease_ttl)
+        .inspect_err(|e| tracing::warn!(error = %e, "registering the worker in etcd failed"))
+        .ok()
+}
+
+/// --host-name, else the system's host name.
+fn host_name(args: &WorkerArgs) -> String {
+    args.host_name.clone().unwrap_or_else(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map_or_else(|_| "host".into(), |s| s.trim().to_string())
+    })
+}
+
+/// The model this host's workers run, as the agent passes it on.
+fn worker_model(args: &WorkerArgs) -> anyhow::Result<WorkerModel> {
+    if let Some(gguf) = &args.gguf {
+        return Ok(WorkerModel::DecoderStages { gguf: gguf.clone() });
+    }
+    let dir = args.model.clone().context("--model or --gguf")?;
+    let library = match &args.ort_library {
+        Some(library) => library.clone(),
+        None => onnxruntime_library(None, &morph_home(), &Pip::from_env())?,
+    };
+    let pooling = args.pooling.unwrap_or_else(|| Pooling::from_model_dir(&dir));
+    Ok(WorkerModel::Encoder { dir, library, pooling, plans: Vec::new() })
+}
+
+/// `morph worker --agent`: registers the host and serves the agent's API until Ctrl-C/SIGTERM.
+fn run_agent(args: &WorkerArgs) -> anyhow::Result<()> {
+    let cluster = args.cluster.config()?.context("--agent needs --etcd (the cluster's registry)")?;
+    let address = args.cluster.advertise()?;
+    let slots = args.slots.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, |n| n.get().min(usize::from(u16::MAX)) as u16)
+    });
+    anyhow::ensure!(slots >= 1, "--slots must be at least 1");
+    let spawner = Spawner::new(std::env::current_exe()?, worker_model(args)?, args.cache.cache().as_ref())?;
+    let config = AgentConfig { cluster, name: host_name(args), address, slots };
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let bind = std::net::SocketAddr::new(address, args.port);
+        let listener =
+            tokio::net::TcpListener::bind(bind).await.with_context(|| format!("binding {bind}"))?;
+        let port = listener.local_addr()?.port();
+        let agent = tokio::task::spawn_blocking(move || Agent::register(config, spawner, port)).await??;
+        println!("morph agent listening on http://{}", listener.local_addr()?);
+        agent.run(listener, crate::serve::shutdown_signal()).await?;
+        Ok(())
+    })
 }
 
 /// The artefact folder a cold start keeps its prepared form in, made.

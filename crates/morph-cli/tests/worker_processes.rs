@@ -7,9 +7,12 @@
 //! another network namespace serves over TCP. SmolLM2's prefill in 5 stage worker processes
 //! answers the whole model's greedy next token, and a killed stage comes back warm.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use std::process::{Command, Stdio};
 use std::time::Duration;
+
+use common::*;
 
 use morph_core::{ModelId, PlanId, RuntimeSpec, StageSpec, UnitSpec};
 use morph_engine::fetch::{ModelSource, Pip, fetch, morph_home};
@@ -18,112 +21,6 @@ use morph_engine::pooling::cosine;
 use morph_engine::remote::{Endpoint, Listener, RemoteEngine};
 use morph_engine::{Engine, OrtEncoder, Pooling};
 use serde_json::{Value, json};
-
-/// A `morph serve` child, killed when dropped.
-struct Served {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Served {
-    /// SIGTERM: the server stops its workers and empties its host cache.
-    fn drop(&mut self) {
-        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
-        let _ = self.child.wait();
-    }
-}
-
-/// An encoder server on ONNX Runtime with `flags`.
-fn serve(flags: &[&str]) -> Served {
-    serve_with(&[&["--engine", "ort", "--runtime", "dynamic:128x4"], flags].concat())
-}
-
-fn serve_with(args: &[&str]) -> Served {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_morph"))
-        .args(["serve", "--port", "0"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starting morph serve");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("stdout line");
-    let url =
-        line.trim().strip_prefix("morph listening on ").unwrap_or_else(|| panic!("{line:?}")).to_string();
-    Served { child, url }
-}
-
-const TEXTS: [&str; 3] = [
-    "A man is eating food.",
-    "The quick brown fox jumps over the lazy dog, again and again, all afternoon.",
-    "Stages hand hidden states on, process to process.",
-];
-
-async fn embed(url: &str, texts: &[&str]) -> (u16, Value) {
-    let response = reqwest::Client::new()
-        .post(format!("{url}/v1/embeddings"))
-        .json(&json!({ "input": texts }))
-        .timeout(Duration::from_secs(120))
-        .send()
-        .await
-        .expect("an answer");
-    let status = response.status().as_u16();
-    (status, response.json().await.expect("JSON body"))
-}
-
-fn vectors(body: &Value) -> Vec<Vec<f32>> {
-    let data = body["data"].as_array().expect("data");
-    data.iter()
-        .map(|d| {
-            d["embedding"].as_array().expect("vector").iter().map(|x| x.as_f64().expect("f") as f32).collect()
-        })
-        .collect()
-}
-
-async fn get_json(url: &str, path: &str) -> Value {
-    reqwest::get(format!("{url}{path}")).await.expect("GET").json().await.expect("JSON")
-}
-
-async fn metric(url: &str, series: &str) -> f64 {
-    let text = reqwest::get(format!("{url}/metrics")).await.expect("metrics").text().await.expect("text");
-    let line = text.lines().find(|l| l.starts_with(series)).unwrap_or_else(|| panic!("{series} in {text}"));
-    line.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("a number")
-}
-
-/// The worker processes of the server, in instance order: (unit, pid, start kind, total ms).
-async fn workers(url: &str) -> Vec<(String, u32, String, f64)> {
-    let info = get_json(url, "/info").await;
-    assert_eq!(info["workers"]["kind"], "process", "{info}");
-    let instances = info["workers"]["instances"].as_array().expect("instances").clone();
-    instances
-        .iter()
-        .map(|w| {
-            let start = &w["start"];
-            let kind = start["kind"].as_str().expect("kind").to_string();
-            (
-                w["unit"].as_str().expect("unit").into(),
-                w["pid"].as_u64().expect("pid") as u32,
-                kind,
-                start["total_ms"].as_f64().expect("ms"),
-            )
-        })
-        .collect()
-}
-
-fn signal(pid: u32, name: &str) {
-    let status = Command::new("kill").args([&format!("-{name}"), &pid.to_string()]).status().expect("kill");
-    assert!(status.success(), "kill -{name} {pid}");
-}
-
-async fn until(what: &str, mut ready: impl AsyncFnMut() -> bool) {
-    for _ in 0..600 {
-        if ready().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
 
 #[tokio::test]
 async fn stage_workers_give_the_unsplit_vectors_and_a_killed_one_comes_back_warm_and_reruns_its_batch() {
@@ -203,39 +100,6 @@ async fn a_worker_that_stops_answering_is_declared_dead_after_the_batch_timeout(
     assert_eq!(status, 200, "{body}");
 }
 
-/// A network namespace with a veth pair to this one, removed when dropped.
-struct Netns {
-    name: String,
-}
-
-impl Netns {
-    fn new(name: &str, host: &str, peer: &str) -> Self {
-        let ip = |args: &[&str]| {
-            let out = Command::new("ip").args(args).output().expect("running ip");
-            assert!(out.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
-        };
-        let _ = Command::new("ip").args(["netns", "del", name]).output();
-        ip(&["netns", "add", name]);
-        let netns = Netns { name: name.into() };
-        let (outer, inner) = (format!("{name}-o"), format!("{name}-i"));
-        ip(&["link", "add", &outer, "type", "veth", "peer", "name", &inner]);
-        ip(&["link", "set", &inner, "netns", name]);
-        ip(&["addr", "add", &format!("{host}/30"), "dev", &outer]);
-        ip(&["link", "set", &outer, "up"]);
-        ip(&["netns", "exec", name, "ip", "addr", "add", &format!("{peer}/30"), "dev", &inner]);
-        ip(&["netns", "exec", name, "ip", "link", "set", &inner, "up"]);
-        ip(&["netns", "exec", name, "ip", "link", "set", "lo", "up"]);
-        netns
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["link", "del", &format!("{}-o", self.name)]).output();
-        let _ = Command::new("ip").args(["netns", "del", &self.name]).output();
-    }
-}
-
 #[test]
 fn a_worker_in_another_network_namespace_serves_a_stage_over_tcp() {
     let files = fetch(&ModelSource::Default, &morph_home()).expect("the default model");
@@ -268,9 +132,14 @@ fn a_worker_in_another_network_namespace_serves_a_stage_over_tcp() {
         .spawn()
         .expect("a worker in the namespace");
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    let mut remote =
-        RemoteEngine::accept(&listener, Some(child), stage.runtime, deadline, Duration::from_secs(60))
-            .expect("the worker connects across the namespaces");
+    let mut remote = RemoteEngine::accept(
+        &listener,
+        Some(Box::new(child)),
+        stage.runtime,
+        deadline,
+        Duration::from_secs(60),
+    )
+    .expect("the worker connects across the namespaces");
     assert_ne!(remote.pid(), std::process::id());
     let got = remote.run(morph_engine::BatchInput::Hidden(&hidden), PlanId::PLAIN).expect("remote run");
     assert_eq!(got.len(), expected.len());

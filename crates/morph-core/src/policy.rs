@@ -57,6 +57,10 @@ pub enum Event {
     /// A request the policy holds (queued, or between stages) was cancelled by its client and
     /// is gone: the policy must forget it.
     Cancelled { request: RequestId },
+    /// Server (host) `server` has `slots` device slots now: 0 when it left the deployment (its
+    /// instances are reported lost as their workers fail), its slots again when it came back;
+    /// a server numbered past those the policy knows joined after the start.
+    ServerSlots { server: ServerId, slots: u16 },
     /// A periodic tick, every [`Policy::tick_interval`].
     Tick,
 }

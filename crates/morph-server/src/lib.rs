@@ -2,6 +2,7 @@
 //! their own threads, and Prometheus metrics.
 
 pub mod api;
+pub mod cluster;
 pub mod connections;
 pub mod driver;
 pub mod error;

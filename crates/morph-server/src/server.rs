@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use morph_core::{RuntimeSpec, Servers};
+use morph_core::{RuntimeSpec, ServerId, Servers};
 use morph_engine::{EngineError, ModelFiles, Pooling, TextTokenizer};
 use morph_policy::registry::{self, Context};
 use tokio::net::TcpListener;
@@ -157,7 +157,12 @@ impl Server {
                 units.flat_map(|u| std::iter::repeat_n(u, config.instances)).collect()
             }
         };
-        let workers = layout.iter().map(|u| launcher.start(*u)).collect::<Result<Vec<_>, _>>()?;
+        let servers = initial_servers(layout.len(), launcher.servers().as_ref());
+        let workers = layout
+            .iter()
+            .zip(servers)
+            .map(|(u, server)| launcher.start(*u, server))
+            .collect::<Result<Vec<_>, _>>()?;
         let metrics = Arc::new(Metrics::default());
         for start in workers.iter().filter_map(|w| w.start.as_ref()) {
             metrics.started(start.kind, start.total());
@@ -212,10 +217,20 @@ impl Server {
                 }
             })
         });
+        let membership = self.state.driver.launcher().servers().map(|_| {
+            let driver = self.state.driver.clone();
+            tokio::spawn(async move {
+                let mut interval = tokio::time::interval(Duration::from_millis(100));
+                loop {
+                    interval.tick().await;
+                    driver.sync_servers();
+                }
+            })
+        });
         let app = router(self.state.clone());
         crate::connections::serve(listener, app, self.limits, shutdown).await;
-        if let Some(t) = ticker {
-            t.abort();
+        for task in [ticker, membership].into_iter().flatten() {
+            task.abort();
         }
         let workers = self.state.driver.take_workers();
         let launcher = self.state.driver.launcher();
@@ -244,5 +259,24 @@ fn pipeline_context(
     }
     let profile = stage_profile::measure(launcher, *runtime, config.stages, config.stage_profile_len)?;
     let slots = config.instances.max(usize::from(config.stages)).min(usize::from(u16::MAX)) as u16;
-    Ok(Context { pipeline: Some(Arc::new(profile)), servers: Some(Servers::new(1, slots)), ..context })
+    let servers = launcher.servers().unwrap_or_else(|| Servers::new(1, slots));
+    Ok(Context { pipeline: Some(Arc::new(profile)), servers: Some(servers), ..context })
+}
+
+/// Where the initial layout's `count` instances go: without a cluster, this host; with one,
+/// the hosts in turn, each up to its slots (and in turn again once every host is full).
+fn initial_servers(count: usize, servers: Option<&Servers>) -> Vec<Option<ServerId>> {
+    let Some(servers) = servers.filter(|s| !s.slots.is_empty()) else { return vec![None; count] };
+    let mut used = vec![0u16; servers.slots.len()];
+    let mut next = 0;
+    (0..count)
+        .map(|_| {
+            let n = used.len();
+            let free = (0..n).map(|k| (next + k) % n).find(|&s| used[s] < servers.slots[s]);
+            let s = free.unwrap_or(next % n);
+            used[s] += 1;
+            next = s + 1;
+            Some(ServerId(s as u16))
+        })
+        .collect()
 }

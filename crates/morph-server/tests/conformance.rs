@@ -192,7 +192,7 @@ fn simulated() -> (Vec<(Event, Vec<Action>)>, Vec<Outcome>) {
 async fn live() -> (Vec<(Event, Vec<Action>)>, Vec<Outcome>) {
     let (policy, log) = recorded();
     let launcher = Arc::new(Launcher::emulated(Arc::new(profile()), 4));
-    let workers = layout().into_iter().map(|u| launcher.start(u).expect("worker")).collect();
+    let workers = layout().into_iter().map(|u| launcher.start(u, None).expect("worker")).collect();
     let driver = Driver::new(policy, workers, launcher, Arc::new(Metrics::default()));
     driver.begin();
     let mut outcomes = Vec::new();

@@ -320,6 +320,11 @@ impl Ledger {
         self.tell(now, Event::Tick, effects);
     }
 
+    /// A server joined, left or came back with `slots` device slots.
+    pub fn server_slots(&mut self, now: Time, server: ServerId, slots: u16, effects: &mut Vec<Effect>) {
+        self.tell(now, Event::ServerSlots { server, slots }, effects);
+    }
+
     fn up(
         &mut self,
         now: Time,

@@ -1,7 +1,9 @@
 //! The server's side of one worker process: an [`Engine`] whose batches run in the worker. A
-//! worker that exits, closes its connection or answers nothing within the batch timeout is
-//! lost: it is killed, and the batch (and every later one) fails with [`EngineError::Lost`].
+//! worker that exits, closes its connection, answers nothing within the batch timeout or is
+//! cut off ([`Severer`]: its host is declared dead) is lost: it is killed, and the batch (and
+//! every later one) fails with [`EngineError::Lost`].
 
+use std::fmt;
 use std::io;
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -12,12 +14,56 @@ use super::endpoint::{Listener, Stream};
 use crate::wire::{self, Boot, FromWorker, ToWorker};
 use crate::{BatchInput, Engine, EngineError, Rows};
 
+/// The process behind a worker, as the side that asked for it can reach it: a child of this
+/// process, or one a host agent started on another host.
+pub trait WorkerProcess: Send + fmt::Debug {
+    /// How it ended, if it has exited (asked while waiting for it to connect).
+    fn exited(&mut self) -> Option<String>;
+    /// Kills it if it still runs; says how it ended.
+    fn kill(&mut self) -> String;
+    /// It was told to stop: waits up to `grace` for it to exit, then kills it.
+    fn stop(&mut self, grace: Duration);
+}
+
+impl WorkerProcess for Child {
+    fn exited(&mut self) -> Option<String> {
+        match self.try_wait() {
+            Ok(Some(status)) => Some(status.to_string()),
+            _ => None,
+        }
+    }
+
+    fn kill(&mut self) -> String {
+        let _ = Child::kill(self);
+        self.wait().map_or_else(|e| e.to_string(), |s| s.to_string())
+    }
+
+    fn stop(&mut self, grace: Duration) {
+        let deadline = Instant::now() + grace;
+        while matches!(self.try_wait(), Ok(None)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = WorkerProcess::kill(self);
+    }
+}
+
+/// Cuts a worker's connection from outside (its registration expired): the batch waiting on
+/// it fails at once as lost, instead of at the batch timeout.
+#[derive(Debug)]
+pub struct Severer(Stream);
+
+impl Severer {
+    pub fn sever(&self) {
+        self.0.shutdown();
+    }
+}
+
 /// One connected, started worker.
 #[derive(Debug)]
 pub struct RemoteEngine {
     stream: Option<Stream>,
-    /// The worker's process, when this side started it (a worker started elsewhere has none).
-    child: Option<Child>,
+    /// The worker's process, when this side asked for it.
+    process: Option<Box<dyn WorkerProcess>>,
     runtime: RuntimeSpec,
     boot: Boot,
     batch_timeout: Duration,
@@ -29,18 +75,17 @@ impl RemoteEngine {
     /// never connects is killed and its reason returned.
     pub fn accept(
         listener: &Listener,
-        mut child: Option<Child>,
+        mut process: Option<Box<dyn WorkerProcess>>,
         runtime: RuntimeSpec,
         deadline: Instant,
         batch_timeout: Duration,
     ) -> Result<Self, EngineError> {
-        let started = Self::handshake(listener, child.as_mut(), deadline);
+        let started = Self::handshake(listener, process.as_mut(), deadline);
         match started {
-            Ok((stream, boot)) => Ok(Self { stream: Some(stream), child, runtime, boot, batch_timeout }),
+            Ok((stream, boot)) => Ok(Self { stream: Some(stream), process, runtime, boot, batch_timeout }),
             Err(e) => {
-                if let Some(mut child) = child {
-                    let _ = child.kill();
-                    let _ = child.wait();
+                if let Some(mut process) = process {
+                    process.kill();
                 }
                 Err(e)
             }
@@ -49,13 +94,13 @@ impl RemoteEngine {
 
     fn handshake(
         listener: &Listener,
-        mut child: Option<&mut Child>,
+        mut process: Option<&mut Box<dyn WorkerProcess>>,
         deadline: Instant,
     ) -> Result<(Stream, Boot), EngineError> {
         let lost = |e: io::Error| EngineError::Lost(format!("worker did not start: {e}"));
-        let exited = || match child.as_mut().map(|c| c.try_wait()) {
-            Some(Ok(Some(status))) => Some(io::Error::other(format!("the worker exited ({status})"))),
-            _ => None,
+        let exited = || {
+            let status = process.as_mut()?.exited()?;
+            Some(io::Error::other(format!("the worker exited ({status})")))
         };
         let mut stream = listener.accept(deadline, exited).map_err(lost)?;
         let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
@@ -75,6 +120,11 @@ impl RemoteEngine {
     /// The worker's process id (as it reported it).
     pub fn pid(&self) -> u32 {
         self.boot.pid
+    }
+
+    /// A handle that cuts this worker's connection from another thread.
+    pub fn severer(&self) -> Option<Severer> {
+        self.stream.as_ref()?.try_clone().ok().map(Severer)
     }
 
     fn exchange(&mut self, plan: PlanId, rows: Rows) -> Result<Vec<Vec<f32>>, EngineError> {
@@ -98,10 +148,7 @@ impl RemoteEngine {
     /// The worker is gone or declared dead: kill it (if ours) and say why.
     fn lose(&mut self, why: String) -> EngineError {
         self.stream = None;
-        let status = self.child.as_mut().map(|child| {
-            let _ = child.kill();
-            child.wait().map_or_else(|e| e.to_string(), |s| s.to_string())
-        });
+        let status = self.process.as_mut().map(|p| p.kill());
         let pid = self.boot.pid;
         let status = status.map_or_else(String::new, |s| format!(", {s}"));
         EngineError::Lost(format!("worker process {pid} {why}{status}"))
@@ -132,13 +179,8 @@ impl Drop for RemoteEngine {
         if let Some(mut stream) = self.stream.take() {
             let _ = wire::send(&mut stream, &ToWorker::Stop);
         }
-        if let Some(mut child) = self.child.take() {
-            let deadline = Instant::now() + Duration::from_secs(1);
-            while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
+        if let Some(mut process) = self.process.take() {
+            process.stop(Duration::from_secs(1));
         }
     }
 }

@@ -9,5 +9,5 @@ mod engine;
 mod worker;
 
 pub use endpoint::{Endpoint, Listener, Stream};
-pub use engine::RemoteEngine;
+pub use engine::{RemoteEngine, Severer, WorkerProcess};
 pub use worker::{Built, serve_worker};

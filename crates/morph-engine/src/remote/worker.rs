@@ -19,11 +19,14 @@ pub struct Built {
     pub first: Rows,
 }
 
-/// Connects to `endpoint` and serves there with the engine `build` makes. Returns when the
-/// server says stop or closes the connection; a build failure is reported to the server too.
-pub fn serve_worker(
+/// Connects to `endpoint` and serves there with the engine `build` makes; `ready` is called
+/// once the server has been told the engine is up (and may keep what it returns, such as a
+/// registration, until the end). Returns when the server says stop or closes the connection; a
+/// build failure is reported to the server too.
+pub fn serve_worker<K>(
     endpoint: &Endpoint,
     build: impl FnOnce() -> Result<Built, EngineError>,
+    ready: impl FnOnce(&Boot) -> K,
 ) -> io::Result<()> {
     let mut stream = endpoint.connect()?;
     let mut built = match build() {
@@ -45,7 +48,8 @@ pub fn serve_worker(
         times: built.times,
         first_batch: first.elapsed(),
     };
-    wire::send(&mut stream, &FromWorker::Ready(boot))?;
+    wire::send(&mut stream, &FromWorker::Ready(boot.clone()))?;
+    let _kept = ready(&boot);
     loop {
         match wire::recv::<ToWorker>(&mut stream) {
             Ok(ToWorker::Run { plan, rows }) => {

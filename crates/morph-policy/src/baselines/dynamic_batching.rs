@@ -189,7 +189,10 @@ impl Policy for DynamicBatching {
             Event::Cancelled { request } => self.cancelled(request),
             Event::BatchDone { instance, failed, .. } => self.batch_done(instance, failed),
             Event::InstanceLost { instance, retried, .. } => self.lost(instance, &retried, actions),
-            Event::Tick | Event::LaunchFailed { .. } | Event::SequencesDone { .. } => {}
+            Event::Tick
+            | Event::LaunchFailed { .. }
+            | Event::SequencesDone { .. }
+            | Event::ServerSlots { .. } => {}
         }
         self.schedule(actions);
     }

@@ -417,6 +417,8 @@ impl Policy for FleetPolicy {
             // Never sent: the live server refuses worker processes for this policy (its
             // instances are threads of the server), and the simulator loses none.
             Event::InstanceLost { .. } => {}
+            // Its instances are placed by the driver, wherever there is room.
+            Event::ServerSlots { .. } => {}
         }
     }
 

@@ -49,6 +49,24 @@ impl ClusterView {
         self.capacity[s].saturating_sub(self.used[s])
     }
 
+    /// Device slots on every server together.
+    pub fn total_slots(&self) -> usize {
+        self.capacity.iter().map(|&c| usize::from(c)).sum()
+    }
+
+    /// `server` has `slots` now (0: it left); a server past the known ones joined.
+    pub fn set_slots(&mut self, server: ServerId, slots: u16) {
+        let s = usize::from(server.0);
+        if s >= self.capacity.len() {
+            let n = s + 1;
+            self.capacity.resize(n, 0);
+            self.used.resize(n, 0);
+            self.key_replicas.resize(n, 0);
+            self.loaded.resize(n, BTreeSet::new());
+        }
+        self.capacity[s] = slots;
+    }
+
     pub fn free_slots(&self) -> usize {
         (0..self.capacity.len()).map(|s| usize::from(self.free(s))).sum()
     }

@@ -63,7 +63,6 @@ pub struct PipelinePolicy<S> {
     name: String,
     config: PoolConfig,
     profile: PipelineProfile,
-    slots: usize,
     slo_s: f64,
     sizer: S,
     stages: Vec<Stage>,
@@ -115,7 +114,6 @@ impl<S: Sizer> PipelinePolicy<S> {
             .collect();
         Self {
             name: name.to_string(),
-            slots: servers.total_slots(),
             cluster: ClusterView::new(servers),
             slo_s: slo as f64 / 1e9,
             config,
@@ -256,7 +254,7 @@ impl<S: Sizer> PipelinePolicy<S> {
                     }
                 })
                 .collect(),
-            slots: self.slots,
+            slots: self.cluster.total_slots(),
             slo_s: self.slo_s,
         };
         let targets = self.sizer.size(&view);
@@ -381,6 +379,7 @@ impl<S: Sizer> Policy for PipelinePolicy<S> {
                     self.control(now, actions);
                 }
             }
+            Event::ServerSlots { server, slots } => self.cluster.set_slots(server, slots),
             Event::SequencesDone { .. } => {}
         }
     }

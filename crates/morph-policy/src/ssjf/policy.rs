@@ -209,7 +209,7 @@ impl Policy for SsjfPolicy {
                     slot.running = slot.running.saturating_sub(requests.len());
                 }
             }
-            Event::Tick => {}
+            Event::Tick | Event::ServerSlots { .. } => {}
         }
         self.schedule(now, actions);
     }

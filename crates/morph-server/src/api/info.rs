@@ -4,7 +4,10 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
+use morph_core::ServerId;
 use serde_json::{Value, json};
+
+use crate::cluster::hosts::RemoteHosts;
 
 use super::AppState;
 
@@ -40,21 +43,59 @@ pub(super) async fn info(State(state): State<AppState>) -> Json<Value> {
     }))
 }
 
-/// Worker processes: each instance's process and start, the parked ones, the host cache.
+/// Worker processes: each instance's process, server and start, the parked ones, the host
+/// cache; with a cluster, its hosts (QUART's servers) as registered in etcd.
 fn workers(state: &AppState) -> Value {
     let launcher = state.driver.launcher();
     let Some(processes) = launcher.processes() else { return json!({"kind": "thread"}) };
+    let remote = processes.remote();
+    let host = |server: ServerId| remote.and_then(|r| r.name(server));
     let instances: Vec<Value> = state
         .driver
         .worker_starts()
         .into_iter()
-        .map(|(id, unit, start)| json!({"instance": id.0, "unit": unit.to_string(), "pid": start.pid, "start": start}))
+        .map(|(id, unit, server, start)| {
+            json!({"instance": id.0, "unit": unit.to_string(), "server": server.0, "host": host(server), "pid": start.pid, "start": start})
+        })
         .collect();
     let parked: Vec<String> = processes.parked().iter().map(ToString::to_string).collect();
     let cache = processes.cache_state().map(|(contents, bytes, budget, evictions)| {
         json!({"artefacts": contents, "bytes": bytes, "budget_bytes": budget, "evictions": evictions})
     });
-    json!({"kind": "process", "instances": instances, "parked": parked, "host_cache": cache})
+    match remote {
+        None => json!({"kind": "process", "instances": instances, "parked": parked, "host_cache": cache}),
+        Some(remote) => {
+            json!({"kind": "process", "instances": instances, "parked": parked, "cluster": cluster(remote)})
+        }
+    }
+}
+
+/// The cluster's hosts by server number (slots 0: left), with their agents and caches.
+fn cluster(remote: &RemoteHosts) -> Value {
+    let membership = remote.membership();
+    let workers = membership.workers();
+    let hosts: Vec<Value> = remote
+        .servers()
+        .slots
+        .iter()
+        .enumerate()
+        .map(|(server, slots)| {
+            let name = remote.name(ServerId(server as u16)).unwrap_or_default();
+            let record = membership.host(&name);
+            let running = workers.iter().filter(|w| w.host == name).count();
+            json!({
+                "server": server,
+                "name": name,
+                "slots": slots,
+                "up": record.is_some(),
+                "agent": record.as_ref().map(|r| r.agent.clone()),
+                "workers": running,
+                "host_cache": record.map(|r| r.cache),
+            })
+        })
+        .collect();
+    let config = membership.config();
+    json!({"etcd": config.etcd, "name": config.cluster, "hosts": hosts})
 }
 
 pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse {

@@ -122,11 +122,13 @@ impl Driver {
     }
 
     /// The instances running as worker processes and how each started.
-    pub fn worker_starts(&self) -> Vec<(InstanceId, UnitSpec, crate::launcher::StartReport)> {
+    pub fn worker_starts(&self) -> Vec<(InstanceId, UnitSpec, ServerId, crate::launcher::StartReport)> {
         let mut state = self.lock();
-        let mut starts: Vec<_> =
-            state.workers_mut().filter_map(|(id, w)| w.start.clone().map(|s| (*id, w.unit, s))).collect();
-        starts.sort_by_key(|(id, _, _)| *id);
+        let mut starts: Vec<_> = state
+            .workers_mut()
+            .filter_map(|(id, w)| w.start.clone().map(|s| (*id, w.unit, w.server, s)))
+            .collect();
+        starts.sort_by_key(|(id, ..)| *id);
         starts
     }
 
@@ -188,6 +190,14 @@ impl Driver {
     pub fn cancel(self: &Arc<Self>, request: RequestId) {
         let outside = self.lock().cancel(self.now(), request);
         self.carry_out(outside);
+    }
+
+    /// Tells the policy of hosts that joined, left or came back since the last call.
+    pub fn sync_servers(self: &Arc<Self>) {
+        for (server, slots) in self.launcher.slot_changes() {
+            let outside = self.lock().server_slots(self.now(), server, slots);
+            self.carry_out(outside);
+        }
     }
 
     pub fn tick(self: &Arc<Self>) {
@@ -262,19 +272,13 @@ impl Driver {
         }
     }
 
-    /// Loads a new instance and reports it: a thread is a warm start (the launcher keeps the
-    /// weights in host memory), a worker process says how it started. This deployment is one
-    /// host, server 0; a launch placed elsewhere fails and says so.
+    /// Loads a new instance on `server` and reports it: a thread is a warm start (the launcher
+    /// keeps the weights in host memory), a worker process says how it started.
     fn launch(self: Arc<Self>, ticket: Ticket, unit: UnitSpec, server: Option<ServerId>) {
-        let result = match server {
-            Some(s) if s != ServerId(0) => {
-                Err(format!("no server {s}: this deployment is one host (server 0)"))
-            }
-            _ => self.launcher.start(unit).map_err(|e| e.to_string()).map(|worker| {
-                let kind = worker.start.as_ref().map_or(StartKind::Warm, |s| s.kind);
-                (worker, kind)
-            }),
-        };
+        let result = self.launcher.start(unit, server).map_err(|e| e.to_string()).map(|worker| {
+            let kind = worker.start.as_ref().map_or(StartKind::Warm, |s| s.kind);
+            (worker, kind)
+        });
         if let Err(e) = &result {
             tracing::error!(%unit, error = %e, "launching an instance failed");
         }

@@ -87,8 +87,8 @@ impl State {
     /// A worker of the initial layout, loaded and idle.
     pub(crate) fn add_worker(&mut self, now: Time, worker: Worker) -> (InstanceId, Vec<Outside>) {
         let mut effects = Vec::new();
-        let unit = worker.unit;
-        let id = self.ledger.add_instance(now, unit, ServerId(0), &mut effects);
+        let (unit, server) = (worker.unit, worker.server);
+        let id = self.ledger.add_instance(now, unit, server, &mut effects);
         self.workers.insert(id, worker);
         (id, self.apply(effects))
     }
@@ -232,6 +232,13 @@ impl State {
         self.apply(effects)
     }
 
+    /// A server (host) has `slots` device slots now.
+    pub(crate) fn server_slots(&mut self, now: Time, server: ServerId, slots: u16) -> Vec<Outside> {
+        let mut effects = Vec::new();
+        self.ledger.server_slots(now, server, slots, &mut effects);
+        self.apply(effects)
+    }
+
     /// A launch ended: its worker and how it started, or why it failed.
     pub(crate) fn launched(
         &mut self,
@@ -244,7 +251,7 @@ impl State {
         let (id, stray) = match result {
             Ok((worker, start)) => {
                 self.metrics.started(start, std::time::Duration::from_nanos(took));
-                let launched = Launched { ticket, server: ServerId(0), start, took };
+                let launched = Launched { ticket, server: worker.server, start, took };
                 match self.ledger.launch_up(now, launched, &mut effects) {
                     Some(id) => {
                         self.workers.insert(id, worker);

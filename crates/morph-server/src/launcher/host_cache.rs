@@ -25,7 +25,7 @@ struct Entry {
 }
 
 /// One cached artefact, for `/info`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CachedArtefact {
     pub key: String,
     pub bytes: u64,

@@ -7,14 +7,16 @@
 
 pub mod host_cache;
 pub mod process;
+pub mod spawn;
 
-pub use process::{ProcessConfig, ProcessLauncher, StartReport, WorkerModel};
+pub use process::{ProcessConfig, ProcessLauncher, StartReport};
+pub use spawn::WorkerModel;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use morph_core::{ModelId, PlanId, Profile, RuntimeSpec, StageSpec, UnitKind, UnitSpec};
+use morph_core::{ModelId, PlanId, Profile, RuntimeSpec, ServerId, Servers, StageSpec, UnitKind, UnitSpec};
 use morph_engine::decoder::{DecoderStage, DecoderWorker, GgufTokenizer, Iterations, Llama};
 use morph_engine::{
     CandleRuntime, EmulatedRuntime, Encoder, Engine, EngineError, EngineWorker, ModelFiles, OrtEncoder,
@@ -73,10 +75,11 @@ enum Source {
     Decoder(Arc<(Llama, GgufTokenizer)>, usize),
 }
 
-/// One running instance: the unit it runs and its worker.
+/// One running instance: the unit it runs, the server (host) it runs on and its worker.
 #[derive(Debug)]
 pub struct Worker {
     pub unit: UnitSpec,
+    pub server: ServerId,
     pub engine: WorkerEngine,
     /// How a worker process started (none for a thread of this process).
     pub start: Option<StartReport>,
@@ -153,9 +156,14 @@ impl Launcher {
     /// (`None`); anything else is handed back to be stopped.
     pub fn retire(&self, worker: Worker) -> Option<Worker> {
         match (&self.processes, worker) {
-            (Some(p), Worker { unit, engine: WorkerEngine::Encoder(engine), start: Some(start) }) => p
-                .park(unit, engine, start.pid)
-                .map(|engine| Worker { unit, engine: WorkerEngine::Encoder(engine), start: Some(start) }),
+            (Some(p), Worker { unit, server, engine: WorkerEngine::Encoder(engine), start: Some(start) }) => {
+                p.park(unit, server, engine, start.pid).map(|engine| Worker {
+                    unit,
+                    server,
+                    engine: WorkerEngine::Encoder(engine),
+                    start: Some(start),
+                })
+            }
             (_, worker) => Some(worker),
         }
     }
@@ -165,6 +173,16 @@ impl Launcher {
         if let Some(p) = &self.processes {
             p.shutdown();
         }
+    }
+
+    /// The hosts replicas run on, as QUART's servers, when they are found through etcd.
+    pub fn servers(&self) -> Option<Servers> {
+        Some(self.processes.as_ref()?.remote()?.servers())
+    }
+
+    /// Hosts that joined, left or came back since the last call: (server, slots now).
+    pub fn slot_changes(&self) -> Vec<(ServerId, u16)> {
+        self.processes.as_ref().and_then(ProcessLauncher::remote).map_or_else(Vec::new, |r| r.slot_changes())
     }
 
     /// Output dimension of every instance.
@@ -236,8 +254,12 @@ impl Launcher {
         })
     }
 
-    /// Starts one worker of `unit` on its own thread.
-    pub fn start(&self, unit: UnitSpec) -> Result<Worker, EngineError> {
+    /// Starts one worker of `unit` on its own thread, on `server` (`None`: wherever there is
+    /// room; without a cluster, this host is server 0 and the only one).
+    pub fn start(&self, unit: UnitSpec, server: Option<ServerId>) -> Result<Worker, EngineError> {
+        if let Some(s) = server.filter(|s| *s != ServerId(0) && self.processes.is_none()) {
+            return Err(EngineError::Load(format!("no server {s}: this deployment is one host (server 0)")));
+        }
         let n = self.started.fetch_add(1, Ordering::Relaxed);
         let name = format!("morph-{}-{n}", unit.runtime);
         let spawn_err = |e: std::io::Error| EngineError::Load(e.to_string());
@@ -255,14 +277,15 @@ impl Launcher {
             }
             (_, UnitKind::Encoder) => match &self.processes {
                 Some(processes) => {
-                    let (worker, report) = processes.start(unit, name)?;
-                    return Ok(Worker { unit, engine: WorkerEngine::Encoder(worker), start: Some(report) });
+                    let (worker, report, server) = processes.start(unit, server, name)?;
+                    let engine = WorkerEngine::Encoder(worker);
+                    return Ok(Worker { unit, server, engine, start: Some(report) });
                 }
                 None => {
                     WorkerEngine::Encoder(EngineWorker::spawn(name, self.engine(unit)?).map_err(spawn_err)?)
                 }
             },
         };
-        Ok(Worker { unit, engine, start: None })
+        Ok(Worker { unit, server: ServerId(0), engine, start: None })
     }
 }

@@ -1,0 +1,212 @@
+//! What the end-to-end tests of `morph` processes share: a server child, HTTP calls, signals,
+//! waiting, and network namespaces standing in for hosts.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+/// A `morph serve` child, killed when dropped.
+pub(crate) struct Served {
+    pub(crate) child: Child,
+    pub(crate) url: String,
+}
+
+impl Drop for Served {
+    /// SIGTERM: the server stops its workers and empties its host cache.
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let _ = self.child.wait();
+    }
+}
+
+/// An encoder server on ONNX Runtime with `flags`.
+pub(crate) fn serve(flags: &[&str]) -> Served {
+    serve_with(&[&["--engine", "ort", "--runtime", "dynamic:128x4"], flags].concat())
+}
+
+pub(crate) fn serve_with(args: &[&str]) -> Served {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_morph"));
+    cmd.args(["serve", "--port", "0"]).args(args);
+    Served::start(cmd)
+}
+
+impl Served {
+    /// Runs `cmd` (a `morph serve`) and waits for the address it prints once it listens.
+    pub(crate) fn start(mut cmd: Command) -> Served {
+        let mut child =
+            cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("starting morph serve");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("stdout line");
+        let url =
+            line.trim().strip_prefix("morph listening on ").unwrap_or_else(|| panic!("{line:?}")).to_string();
+        Served { child, url }
+    }
+}
+
+pub(crate) const TEXTS: [&str; 3] = [
+    "A man is eating food.",
+    "The quick brown fox jumps over the lazy dog, again and again, all afternoon.",
+    "Stages hand hidden states on, process to process.",
+];
+
+pub(crate) async fn embed(url: &str, texts: &[&str]) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .post(format!("{url}/v1/embeddings"))
+        .json(&json!({ "input": texts }))
+        .timeout(Duration::from_secs(120))
+        .send()
+        .await
+        .expect("an answer");
+    let status = response.status().as_u16();
+    (status, response.json().await.expect("JSON body"))
+}
+
+pub(crate) fn vectors(body: &Value) -> Vec<Vec<f32>> {
+    let data = body["data"].as_array().expect("data");
+    data.iter()
+        .map(|d| {
+            d["embedding"].as_array().expect("vector").iter().map(|x| x.as_f64().expect("f") as f32).collect()
+        })
+        .collect()
+}
+
+pub(crate) async fn get_json(url: &str, path: &str) -> Value {
+    reqwest::get(format!("{url}{path}")).await.expect("GET").json().await.expect("JSON")
+}
+
+pub(crate) async fn metric(url: &str, series: &str) -> f64 {
+    let text = reqwest::get(format!("{url}/metrics")).await.expect("metrics").text().await.expect("text");
+    let line = text.lines().find(|l| l.starts_with(series)).unwrap_or_else(|| panic!("{series} in {text}"));
+    line.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("a number")
+}
+
+/// The worker processes of the server, in instance order: (unit, pid, start kind, total ms).
+pub(crate) async fn workers(url: &str) -> Vec<(String, u32, String, f64)> {
+    let info = get_json(url, "/info").await;
+    assert_eq!(info["workers"]["kind"], "process", "{info}");
+    let instances = info["workers"]["instances"].as_array().expect("instances").clone();
+    instances
+        .iter()
+        .map(|w| {
+            let start = &w["start"];
+            let kind = start["kind"].as_str().expect("kind").to_string();
+            (
+                w["unit"].as_str().expect("unit").into(),
+                w["pid"].as_u64().expect("pid") as u32,
+                kind,
+                start["total_ms"].as_f64().expect("ms"),
+            )
+        })
+        .collect()
+}
+
+pub(crate) fn signal(pid: u32, name: &str) {
+    let status = Command::new("kill").args([&format!("-{name}"), &pid.to_string()]).status().expect("kill");
+    assert!(status.success(), "kill -{name} {pid}");
+}
+
+pub(crate) async fn until(what: &str, mut ready: impl AsyncFnMut() -> bool) {
+    for _ in 0..600 {
+        if ready().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// A network namespace standing in for a host, removed (with its links) when dropped.
+pub(crate) struct Netns {
+    pub(crate) name: String,
+}
+
+/// Runs `ip` with `args`; panics with its error if it fails.
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("running ip");
+    assert!(out.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+}
+
+/// veth names are at most 15 bytes: a process-unique stem and a counter.
+fn veth_names() -> (String, String) {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let stem = format!("mv{}x{n}", std::process::id() % 100_000);
+    (format!("{stem}a"), format!("{stem}b"))
+}
+
+impl Netns {
+    /// A namespace with loopback up (a stale one of the same name is removed first); `Err` with
+    /// `ip`'s words when namespaces cannot be made here (not root, no iproute2).
+    pub(crate) fn try_new(name: &str) -> Result<Self, String> {
+        let _ = Command::new("ip").args(["netns", "del", name]).output();
+        let out = Command::new("ip").args(["netns", "add", name]).output().map_err(|e| format!("ip: {e}"))?;
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+        }
+        let netns = Netns { name: name.into() };
+        ip(&["netns", "exec", name, "ip", "link", "set", "lo", "up"]);
+        Ok(netns)
+    }
+
+    /// A namespace joined to this process's one by a veth pair: `host` here, `peer` there (/30).
+    pub(crate) fn new(name: &str, host: &str, peer: &str) -> Self {
+        let netns = Self::try_new(name).unwrap_or_else(|e| panic!("ip netns add {name}: {e}"));
+        netns.link_here(host, peer);
+        netns
+    }
+
+    /// A veth pair between this process's namespace (`here`) and this one (`there`), a /30.
+    pub(crate) fn link_here(&self, here: &str, there: &str) {
+        let (outer, inner) = veth_names();
+        ip(&["link", "add", &outer, "type", "veth", "peer", "name", &inner]);
+        ip(&["addr", "add", &format!("{here}/30"), "dev", &outer]);
+        ip(&["link", "set", &outer, "up"]);
+        self.take(&inner, there);
+    }
+
+    /// A veth pair between this namespace (`here`) and `other` (`there`), a /30.
+    pub(crate) fn link(&self, here: &str, other: &Netns, there: &str) {
+        let (a, b) = veth_names();
+        ip(&["link", "add", &a, "type", "veth", "peer", "name", &b]);
+        self.take(&a, here);
+        other.take(&b, there);
+    }
+
+    /// Moves the link `dev` into this namespace with address `addr`/30, up.
+    fn take(&self, dev: &str, addr: &str) {
+        ip(&["link", "set", dev, "netns", &self.name]);
+        ip(&["netns", "exec", &self.name, "ip", "addr", "add", &format!("{addr}/30"), "dev", dev]);
+        ip(&["netns", "exec", &self.name, "ip", "link", "set", dev, "up"]);
+    }
+
+    /// Sends what has no nearer route through `via` (a neighbour on one of its links).
+    pub(crate) fn default_route(&self, via: &str) {
+        ip(&["netns", "exec", &self.name, "ip", "route", "add", "default", "via", via]);
+    }
+
+    /// `program` run inside this namespace.
+    pub(crate) fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.name]).arg(program);
+        cmd
+    }
+
+    /// Every process running in this namespace.
+    pub(crate) fn pids(&self) -> Vec<u32> {
+        let out = Command::new("ip").args(["netns", "pids", &self.name]).output().expect("ip netns pids");
+        String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| l.trim().parse().ok()).collect()
+    }
+}
+
+impl Drop for Netns {
+    /// Kills what still runs inside, then removes the namespace and its links.
+    fn drop(&mut self) {
+        for pid in self.pids() {
+            let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+        }
+        let _ = Command::new("ip").args(["netns", "del", &self.name]).output();
+    }
+}

@@ -1,0 +1,247 @@
+//! The server's side of remote hosts: replicas started by the host agents registered in etcd,
+//! connecting back over TCP. Hosts serving the server's model are QUART's servers, numbered in
+//! the order they were first seen (`ServerId(i)` is the i-th); one that leaves keeps its number
+//! with 0 slots until it comes back. Slot changes are queued for the policy
+//! ([`RemoteHosts::slot_changes`]). A worker whose registration goes away has its connection
+//! cut, so its batch is retried elsewhere at once.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use morph_core::{PlanId, ServerId, Servers, StartKind, UnitSpec};
+use morph_engine::EngineError;
+use morph_engine::remote::{Endpoint, Listener, RemoteEngine, Severer, WorkerProcess};
+
+use super::agent::{StartRequest, Started};
+use super::membership::{MemberChange, Membership};
+use super::{ClusterConfig, ClusterError};
+
+/// How the server joins a cluster.
+#[derive(Debug, Clone)]
+pub struct RemoteConfig {
+    pub cluster: ClusterConfig,
+    /// This server's address, as workers on other hosts reach it.
+    pub advertise: IpAddr,
+    /// Hosts to wait for at start-up, and for how long.
+    pub hosts: usize,
+    pub wait: Duration,
+}
+
+#[derive(Debug)]
+pub struct RemoteHosts {
+    membership: Membership,
+    shared: Arc<Shared>,
+    advertise: IpAddr,
+    http: ureq::Agent,
+}
+
+/// What the membership's thread updates.
+#[derive(Debug)]
+struct Shared {
+    model: String,
+    /// Hosts by server number: name and slots now (0 while gone).
+    table: Mutex<Vec<(String, u16)>>,
+    severers: Mutex<HashMap<(String, u32), Severer>>,
+    /// (server, slots now) for the policy, oldest first.
+    changes: Mutex<Vec<(ServerId, u16)>>,
+}
+
+impl Shared {
+    fn on_change(&self, change: MemberChange) {
+        match change {
+            MemberChange::HostUp(host) if host.model != self.model => {
+                tracing::warn!(host = %host.name, model = %host.model, "host serves another model; not used");
+            }
+            MemberChange::HostUp(host) => {
+                tracing::info!(host = %host.name, agent = %host.agent, slots = host.slots, "host joined");
+                self.set_slots(&host.name, host.slots);
+            }
+            MemberChange::HostGone(name) => {
+                tracing::warn!(host = %name, "host left the cluster (its agent's lease ended)");
+                self.set_slots(&name, 0);
+            }
+            MemberChange::WorkerGone { host, pid } => {
+                if let Some(severer) = lock(&self.severers).remove(&(host.clone(), pid)) {
+                    tracing::warn!(%host, pid, "worker's registration is gone: cutting its connection");
+                    severer.sever();
+                }
+            }
+        }
+    }
+
+    fn set_slots(&self, name: &str, slots: u16) {
+        let mut table = lock(&self.table);
+        let server = match table.iter().position(|(n, _)| n == name) {
+            Some(at) => {
+                table[at].1 = slots;
+                at
+            }
+            None if slots > 0 => {
+                table.push((name.to_string(), slots));
+                table.len() - 1
+            }
+            None => return,
+        };
+        lock(&self.changes).push((ServerId(server as u16), slots));
+    }
+}
+
+impl RemoteHosts {
+    /// Watches the registry and waits for `config.hosts` hosts serving `model`.
+    pub fn join(config: &RemoteConfig, model: &str) -> Result<Self, ClusterError> {
+        let shared = Arc::new(Shared {
+            model: model.to_string(),
+            table: Mutex::default(),
+            severers: Mutex::default(),
+            changes: Mutex::default(),
+        });
+        let on_change = {
+            let shared = shared.clone();
+            Box::new(move |change| shared.on_change(change))
+        };
+        let membership = Membership::start(config.cluster.clone(), on_change)?;
+        let deadline = Instant::now() + config.wait;
+        let ours = || lock(&shared.table).iter().filter(|(_, slots)| *slots > 0).count();
+        while ours() < config.hosts && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if ours() < config.hosts {
+            let hosts = membership.hosts();
+            let seen: Vec<String> = hosts.iter().map(|h| format!("{} ({})", h.name, h.model)).collect();
+            return Err(ClusterError::Agent(format!(
+                "{} host(s) serving {model} registered under {} at {} within {:?}, {} needed (seen: {seen:?}); start `morph worker --agent --etcd {}` on each host",
+                ours(),
+                config.cluster.prefix(),
+                config.cluster.etcd,
+                config.wait,
+                config.hosts,
+                config.cluster.etcd,
+            )));
+        }
+        let http = ureq::AgentBuilder::new().timeout(Duration::from_secs(10)).build();
+        Ok(Self { membership, shared, advertise: config.advertise, http })
+    }
+
+    /// The hosts as QUART's servers: slots each (0 for a host that left).
+    pub fn servers(&self) -> Servers {
+        Servers { slots: lock(&self.shared.table).iter().map(|(_, slots)| *slots).collect() }
+    }
+
+    /// Slot changes since the last call: hosts that joined, left or came back.
+    pub fn slot_changes(&self) -> Vec<(ServerId, u16)> {
+        std::mem::take(&mut *lock(&self.shared.changes))
+    }
+
+    pub fn membership(&self) -> &Membership {
+        &self.membership
+    }
+
+    /// The host of `server`.
+    pub fn name(&self, server: ServerId) -> Option<String> {
+        lock(&self.shared.table).get(usize::from(server.0)).map(|(name, _)| name.clone())
+    }
+
+    /// Starts a replica of `unit` on `server` through its host's agent and waits (until
+    /// `deadline`) for it to connect and report its engine built.
+    pub fn start(
+        &self,
+        unit: UnitSpec,
+        server: ServerId,
+        plans: &[PlanId],
+        deadline: Instant,
+        batch_timeout: Duration,
+    ) -> Result<(RemoteEngine, StartKind), EngineError> {
+        let name = self.name(server).ok_or_else(|| {
+            EngineError::Load(format!(
+                "no server {server}: the cluster has {} host(s)",
+                self.servers().slots.len()
+            ))
+        })?;
+        let host = self.membership.host(&name).ok_or_else(|| {
+            EngineError::Load(format!(
+                "host {name} (server {server}) has left the cluster: its agent's lease ended"
+            ))
+        })?;
+        let listener = Listener::bind(&Endpoint::Tcp(SocketAddr::new(self.advertise, 0)))
+            .map_err(|e| EngineError::Load(format!("listening for a worker on {}: {e}", self.advertise)))?;
+        let connect = listener.endpoint().map_err(|e| EngineError::Load(e.to_string()))?.to_string();
+        let request = StartRequest { unit, connect, plans: plans.iter().map(|p| p.0).collect() };
+        let url = format!("{}/v1/workers", host.agent);
+        let body = serde_json::to_string(&request).map_err(|e| EngineError::Load(e.to_string()))?;
+        let started: Started =
+            match self.http.post(&url).set("content-type", "application/json").send_string(&body) {
+                Ok(answer) => {
+                    let text = answer.into_string().map_err(|e| EngineError::Load(format!("{url}: {e}")))?;
+                    serde_json::from_str(&text)
+                        .map_err(|e| EngineError::Load(format!("{url}: {e}: {text}")))?
+                }
+                Err(ureq::Error::Status(code, answer)) => {
+                    let why = answer.into_string().unwrap_or_default();
+                    return Err(EngineError::Load(format!(
+                        "host {name} refused the replica ({code}): {why}"
+                    )));
+                }
+                Err(e) => return Err(EngineError::Load(format!("host {name}'s agent at {url}: {e}"))),
+            };
+        let process = AgentProcess { agent: host.agent.clone(), pid: started.pid, http: self.http.clone() };
+        let engine =
+            RemoteEngine::accept(&listener, Some(Box::new(process)), unit.runtime, deadline, batch_timeout)?;
+        if let Some(severer) = engine.severer() {
+            lock(&self.shared.severers).insert((name.clone(), started.pid), severer);
+        }
+        Ok((engine, started.kind))
+    }
+
+    /// The host with slots and the fewest registered workers per slot (for a launch that
+    /// names none).
+    pub fn least_loaded(&self) -> ServerId {
+        let workers = self.membership.workers();
+        let table = lock(&self.shared.table).clone();
+        let load = |(name, slots): &(String, u16)| {
+            let n = workers.iter().filter(|w| &w.host == name).count();
+            n as f64 / f64::from(*slots)
+        };
+        let open = table.iter().enumerate().filter(|(_, (_, slots))| *slots > 0);
+        let best = open.min_by(|a, b| load(a.1).total_cmp(&load(b.1))).map_or(0, |(at, _)| at);
+        ServerId(best as u16)
+    }
+}
+
+/// A worker process on another host, reached through that host's agent.
+#[derive(Debug)]
+struct AgentProcess {
+    agent: String,
+    pid: u32,
+    http: ureq::Agent,
+}
+
+impl AgentProcess {
+    fn stop_after(&self, grace: Duration) -> String {
+        let url = format!("{}/v1/workers/{}?grace_ms={}", self.agent, self.pid, grace.as_millis());
+        match self.http.delete(&url).timeout(Duration::from_secs(1)).call() {
+            Ok(_) => "stopped by its host's agent".into(),
+            Err(e) => format!("its host's agent did not answer ({e})"),
+        }
+    }
+}
+
+impl WorkerProcess for AgentProcess {
+    /// A remote worker that dies before connecting is caught by the start deadline.
+    fn exited(&mut self) -> Option<String> {
+        None
+    }
+
+    fn kill(&mut self) -> String {
+        self.stop_after(Duration::ZERO)
+    }
+
+    fn stop(&mut self, grace: Duration) {
+        self.stop_after(grace);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -1,0 +1,193 @@
+//! Starting `morph worker` processes on this host: the command line for a unit, and the choice
+//! between a warm start (the unit's prepared artefact is in this host's cache) and a cold one
+//! (from the weights; the artefact it prepares is staged, then taken into the cache once the
+//! worker is up). The server's launcher uses it for local replicas, a host agent for its host's.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use morph_core::{StartKind, UnitSpec};
+use morph_engine::remote::Endpoint;
+use morph_engine::{EngineError, Pooling};
+
+use super::host_cache::{CachedArtefact, HostCache};
+use morph_core::PlanId;
+
+/// What a worker process runs, besides its unit.
+#[derive(Debug, Clone)]
+pub enum WorkerModel {
+    /// The ONNX Runtime graphs Morph writes of the encoder in `dir`.
+    Encoder { dir: PathBuf, library: PathBuf, pooling: Pooling, plans: Vec<PlanId> },
+    /// Prefill stages of the decoder in a GGUF file.
+    DecoderStages { gguf: PathBuf },
+}
+
+impl WorkerModel {
+    /// The model's name: its folder's or file's.
+    pub fn name(&self) -> String {
+        let path = match self {
+            WorkerModel::Encoder { dir, .. } => dir,
+            WorkerModel::DecoderStages { gguf } => gguf,
+        };
+        let stem = path.file_stem().or_else(|| path.file_name());
+        stem.map_or_else(|| path.display().to_string(), |s| s.to_string_lossy().into_owned())
+    }
+}
+
+/// A started worker process, how it starts, and the artefact it prepares (if cold and cached).
+#[derive(Debug)]
+pub struct Spawned {
+    pub child: Child,
+    pub kind: StartKind,
+    pub staging: Option<Staging>,
+}
+
+/// Where a cold start prepares the artefact of `key`.
+#[derive(Debug)]
+pub struct Staging {
+    key: String,
+    dir: PathBuf,
+}
+
+/// Starts workers of one model on this host, with this host's cache.
+#[derive(Debug)]
+pub struct Spawner {
+    exe: PathBuf,
+    model: WorkerModel,
+    cache: Option<Mutex<HostCache>>,
+    spawned: AtomicU32,
+}
+
+impl Spawner {
+    /// Workers of `model` run by the binary `exe`; `cache`: the host cache's parent folder (a
+    /// tmpfs) and budget in bytes, `None` for none (every start cold).
+    pub fn new(exe: PathBuf, model: WorkerModel, cache: Option<&(PathBuf, u64)>) -> std::io::Result<Self> {
+        let cache = match cache {
+            Some((dir, budget)) => {
+                remove_orphaned_caches(dir);
+                let dir = dir.join(format!("{CACHE_PREFIX}{}", std::process::id()));
+                Some(Mutex::new(HostCache::new(dir, *budget)?))
+            }
+            None => None,
+        };
+        Ok(Self { exe, model, cache, spawned: AtomicU32::new(0) })
+    }
+
+    pub fn model(&self) -> &WorkerModel {
+        &self.model
+    }
+
+    /// Starts a worker of `unit` that connects to `endpoint`: warm if its artefact is cached,
+    /// else cold. `extra` is appended to its command line.
+    pub fn spawn(
+        &self,
+        unit: UnitSpec,
+        endpoint: &Endpoint,
+        extra: &[String],
+    ) -> Result<Spawned, EngineError> {
+        let n = self.spawned.fetch_add(1, Ordering::Relaxed);
+        let key = cache_key(unit);
+        let cached = self.cache.as_ref().and_then(|c| lock(c).get(&key));
+        let staging = match (&cached, &self.cache) {
+            (None, Some(cache)) => Some(Staging { dir: lock(cache).staging(&key, n), key }),
+            _ => None,
+        };
+        let mut cmd = self.command(unit, endpoint);
+        if let Some(dir) = &cached {
+            cmd.arg("--prepared").arg(dir);
+        }
+        if let Some(staging) = &staging {
+            cmd.arg("--prepare").arg(&staging.dir);
+        }
+        cmd.args(extra);
+        let child = cmd
+            .spawn()
+            .map_err(|e| EngineError::Load(format!("cannot start {} worker: {e}", self.exe.display())))?;
+        let kind = if cached.is_some() { StartKind::Warm } else { StartKind::Cold };
+        Ok(Spawned { child, kind, staging })
+    }
+
+    /// The worker that prepared `staging` is up: its artefact goes into the cache.
+    pub fn admit(&self, staging: Staging) {
+        if let Some(cache) = &self.cache {
+            lock(cache).admit(&staging.key, &staging.dir);
+        }
+    }
+
+    /// The worker that was to prepare `staging` failed: its leftovers are removed.
+    pub fn discard(&self, staging: Staging) {
+        let _ = std::fs::remove_dir_all(staging.dir);
+    }
+
+    fn command(&self, unit: UnitSpec, endpoint: &Endpoint) -> Command {
+        let mut cmd = Command::new(&self.exe);
+        let threads = unit.threads;
+        let unit = serde_json::to_string(&unit).unwrap_or_default();
+        cmd.arg("worker")
+            .arg(format!("--connect={endpoint}"))
+            .arg(format!("--unit={unit}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        match &self.model {
+            WorkerModel::Encoder { dir, library, pooling, plans } => {
+                cmd.arg("--model").arg(dir).arg("--ort-library").arg(library);
+                cmd.arg(format!("--pooling={pooling}"));
+                if !plans.is_empty() {
+                    let plans: Vec<String> = plans.iter().map(|p| p.0.to_string()).collect();
+                    cmd.arg(format!("--plans={}", plans.join(",")));
+                }
+            }
+            WorkerModel::DecoderStages { gguf } => {
+                cmd.arg("--gguf").arg(gguf);
+                // candle's kernels size their thread pool from rayon's variable.
+                if let Some(threads) = threads {
+                    cmd.env("RAYON_NUM_THREADS", threads.to_string());
+                }
+            }
+        }
+        cmd
+    }
+
+    /// The host cache: its artefacts, bytes held, budget and evictions so far.
+    pub fn cache_state(&self) -> Option<(Vec<CachedArtefact>, u64, u64, u64)> {
+        let cache = lock(self.cache.as_ref()?);
+        Some((cache.contents(), cache.bytes(), cache.budget(), cache.evictions()))
+    }
+
+    /// Empties the host cache: host memory is given back.
+    pub fn clear_cache(&self) {
+        if let Some(cache) = &self.cache {
+            lock(cache).clear();
+        }
+    }
+}
+
+/// A server's (or agent's) host cache folder is this and its process id.
+const CACHE_PREFIX: &str = "morph-cache-";
+
+/// Removes the host caches of processes that are gone (killed before they could clean up).
+fn remove_orphaned_caches(parent: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name();
+        let pid =
+            name.to_str().and_then(|n| n.strip_prefix(CACHE_PREFIX)).and_then(|p| p.parse::<u32>().ok());
+        if let Some(pid) = pid
+            && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+        {
+            tracing::info!(folder = %entry.path().display(), "removing the host cache of a process that is gone");
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// A unit's name as a file name.
+fn cache_key(unit: UnitSpec) -> String {
+    unit.to_string().chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect()
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
