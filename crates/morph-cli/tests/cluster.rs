@@ -278,6 +278,12 @@ async fn a_frozen_host_is_found_dead_by_its_lease_and_its_batch_runs_again_on_an
     let (status, body) = embed(&served.url, &TEXTS).await;
     assert_eq!(status, 200, "{body}");
     let expected = vectors(&body);
+    let info = get_json(&served.url, "/info").await;
+    for host in info["workers"]["cluster"]["hosts"].as_array().expect("hosts") {
+        let agent = host["agent"].as_str().expect("the agent's address");
+        let health = reqwest::get(format!("{agent}/health")).await.expect("the agent answers");
+        assert_eq!(health.status(), 200, "{agent}/health, the agent's probe");
+    }
 
     let frozen = placed.iter().find(|(h, _)| h == "b").expect("b's replica").1;
     signal(b.pid(), "STOP");
