@@ -31,7 +31,7 @@ pub struct RemoteConfig {
 
 #[derive(Debug)]
 pub struct RemoteHosts {
-    membership: Membership,
+    membership: Arc<Membership>,
     shared: Arc<Shared>,
     advertise: IpAddr,
     http: ureq::Agent,
@@ -101,7 +101,7 @@ impl RemoteHosts {
             let shared = shared.clone();
             Box::new(move |change| shared.on_change(change))
         };
-        let membership = Membership::start(config.cluster.clone(), on_change)?;
+        let membership = Arc::new(Membership::start(config.cluster.clone(), on_change)?);
         let deadline = Instant::now() + config.wait;
         let ours = || lock(&shared.table).iter().filter(|(_, slots)| *slots > 0).count();
         while ours() < config.hosts && Instant::now() < deadline {
@@ -170,21 +170,27 @@ impl RemoteHosts {
         let request = StartRequest { unit, connect, plans: plans.iter().map(|p| p.0).collect() };
         let url = format!("{}/v1/workers", host.agent);
         let body = serde_json::to_string(&request).map_err(|e| EngineError::Load(e.to_string()))?;
-        let started: Started =
-            match self.http.post(&url).set("content-type", "application/json").send_string(&body) {
-                Ok(answer) => {
-                    let text = answer.into_string().map_err(|e| EngineError::Load(format!("{url}: {e}")))?;
-                    serde_json::from_str(&text)
-                        .map_err(|e| EngineError::Load(format!("{url}: {e}: {text}")))?
-                }
-                Err(ureq::Error::Status(code, answer)) => {
-                    let why = answer.into_string().unwrap_or_default();
-                    return Err(EngineError::Load(format!(
-                        "host {name} refused the replica ({code}): {why}"
-                    )));
-                }
-                Err(e) => return Err(EngineError::Load(format!("host {name}'s agent at {url}: {e}"))),
-            };
+        let started: Started = match self
+            .http
+            .post(&url)
+            .set("content-type", "application/json")
+            .send_string(&body)
+        {
+            Ok(answer) => {
+                let text = answer.into_string().map_err(|e| EngineError::Load(format!("{url}: {e}")))?;
+                serde_json::from_str(&text).map_err(|e| EngineError::Load(format!("{url}: {e}: {text}")))?
+            }
+            Err(ureq::Error::Status(code, answer)) => {
+                let why = answer.into_string().unwrap_or_default();
+                return Err(EngineError::Load(format!("host {name} refused the replica ({code}): {why}")));
+            }
+            Err(e) => {
+                self.suspect(&name, host.slots);
+                return Err(EngineError::Load(format!(
+                    "host {name}'s agent at {url} is unreachable ({e}); no replica goes there until its registration is renewed or ends"
+                )));
+            }
+        };
         let process = AgentProcess { agent: host.agent.clone(), pid: started.pid, http: self.http.clone() };
         let engine =
             RemoteEngine::accept(&listener, Some(Box::new(process)), unit.runtime, deadline, batch_timeout)?;
@@ -192,6 +198,25 @@ impl RemoteHosts {
             lock(&self.shared.severers).insert((name.clone(), started.pid), severer);
         }
         Ok((engine, started.kind))
+    }
+
+    /// The agent of `name` did not answer: the host may be dead with its lease not yet ended.
+    /// Its slots go to 0 at once (so the policy stops placing replicas there) and come back
+    /// after one lease TTL and a half if it is still registered then (the agent was only slow).
+    fn suspect(&self, name: &str, slots: u16) {
+        self.shared.set_slots(name, 0);
+        let (shared, membership, name) = (self.shared.clone(), self.membership.clone(), name.to_string());
+        let wait = membership.config().lease_ttl.mul_f64(1.5);
+        let spawned = std::thread::Builder::new().name("morph-suspect".into()).spawn(move || {
+            std::thread::sleep(wait);
+            if membership.host(&name).is_some() {
+                tracing::info!(host = %name, "host still registered after its agent failed to answer: back in use");
+                shared.set_slots(&name, slots);
+            }
+        });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "cannot watch a suspect host");
+        }
     }
 
     /// The host with slots and the fewest registered workers per slot (for a launch that

@@ -281,6 +281,8 @@ impl Driver {
         });
         if let Err(e) = &result {
             tracing::error!(%unit, error = %e, "launching an instance failed");
+            // A host found unreachable has lost its slots: the policy hears it before the failure.
+            self.sync_servers();
         }
         let (id, outside) = self.lock().launched(self.now(), ticket, result);
         if let Some(id) = id {
