@@ -280,3 +280,28 @@ fn initial_servers(count: usize, servers: Option<&Servers>) -> Vec<Option<Server
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_initial_layout_goes_round_the_hosts_within_their_slots() {
+        let ids = |v: Vec<Option<ServerId>>| v.into_iter().map(|s| s.map(|s| s.0)).collect::<Vec<_>>();
+        assert_eq!(ids(initial_servers(3, None)), [None, None, None], "one host: the driver's own");
+        let two = Servers { slots: vec![2, 2] };
+        assert_eq!(ids(initial_servers(4, Some(&two))), [Some(0), Some(1), Some(0), Some(1)]);
+        let uneven = Servers { slots: vec![1, 0, 3] };
+        assert_eq!(
+            ids(initial_servers(4, Some(&uneven))),
+            [Some(0), Some(2), Some(2), Some(2)],
+            "a host with no slot gets none"
+        );
+        let small = Servers { slots: vec![1, 1] };
+        assert_eq!(
+            ids(initial_servers(3, Some(&small))),
+            [Some(0), Some(1), Some(0)],
+            "past every slot: in turn again"
+        );
+    }
+}

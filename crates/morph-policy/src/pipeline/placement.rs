@@ -178,4 +178,30 @@ mod tests {
             assert_ne!(view.place(PlacementRule::KlRandom, 0, true, 0), Some(ServerId(1)));
         }
     }
+
+    #[test]
+    fn a_server_that_leaves_gets_no_replica_and_one_that_joins_later_does() {
+        let mut view = ClusterView::new(&Servers::new(2, 2));
+        view.hold(ServerId(1), 3, true);
+        assert_eq!(view.place(PlacementRule::CacheAware, 3, true, 0), Some(ServerId(1)), "cached there");
+        view.set_slots(ServerId(1), 0);
+        for rule in [PlacementRule::CacheAware, PlacementRule::FirstFit, PlacementRule::KlRandom] {
+            assert_eq!(view.place(rule, 3, true, 0), Some(ServerId(0)), "{rule:?}: server 1 left");
+        }
+        assert_eq!(view.total_slots(), 2);
+        // Its replica's slot is given back as the replica is lost.
+        view.release(ServerId(1), true);
+        view.hold(ServerId(0), 0, false);
+        view.hold(ServerId(0), 1, false);
+        assert_eq!(view.place(PlacementRule::FirstFit, 2, false, 0), None, "the one server left is full");
+        view.set_slots(ServerId(3), 4);
+        assert_eq!(view.total_slots(), 6);
+        assert_eq!(
+            view.place(PlacementRule::FirstFit, 2, false, 0),
+            Some(ServerId(3)),
+            "a server that joined"
+        );
+        view.set_slots(ServerId(1), 2);
+        assert_eq!(view.place(PlacementRule::CacheAware, 3, true, 0), Some(ServerId(1)), "back, cached");
+    }
 }
