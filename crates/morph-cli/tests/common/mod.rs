@@ -121,6 +121,10 @@ pub(crate) async fn until(what: &str, mut ready: impl AsyncFnMut() -> bool) {
 /// A network namespace standing in for a host, removed (with its links) when dropped.
 pub(crate) struct Netns {
     pub(crate) name: String,
+    /// The ends of its links in this process's namespace: deleted with it (a namespace is
+    /// destroyed only once its last socket is gone, which can take a minute, and its links'
+    /// addresses would shadow those of the next test's until then).
+    outer: std::cell::RefCell<Vec<String>>,
 }
 
 /// Runs `ip` with `args`; panics with its error if it fails.
@@ -146,7 +150,7 @@ impl Netns {
         if !out.status.success() {
             return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
         }
-        let netns = Netns { name: name.into() };
+        let netns = Netns { name: name.into(), outer: Default::default() };
         ip(&["netns", "exec", name, "ip", "link", "set", "lo", "up"]);
         Ok(netns)
     }
@@ -165,6 +169,7 @@ impl Netns {
         ip(&["addr", "add", &format!("{here}/30"), "dev", &outer]);
         ip(&["link", "set", &outer, "up"]);
         self.take(&inner, there);
+        self.outer.borrow_mut().push(outer);
     }
 
     /// A veth pair between this namespace (`here`) and `other` (`there`), a /30.
@@ -206,6 +211,9 @@ impl Drop for Netns {
     fn drop(&mut self) {
         for pid in self.pids() {
             let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+        }
+        for dev in self.outer.borrow().iter() {
+            let _ = Command::new("ip").args(["link", "del", dev]).output();
         }
         let _ = Command::new("ip").args(["netns", "del", &self.name]).output();
     }

@@ -114,6 +114,11 @@ impl Ledger {
             .filter_map(|(i, s)| s.as_ref().map(|s| (InstanceId(i as u32), &s.unit)))
     }
 
+    /// Whether `instance` is up and runs nothing now.
+    pub fn is_idle(&self, instance: InstanceId) -> bool {
+        self.slot(instance).is_some_and(|slot| matches!(slot.work, Work::Idle))
+    }
+
     pub fn unit(&self, instance: InstanceId) -> Option<&UnitSpec> {
         self.slot(instance).map(|s| &s.unit)
     }

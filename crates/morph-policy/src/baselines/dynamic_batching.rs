@@ -12,7 +12,7 @@ use std::ops::Bound;
 
 use morph_core::{
     Action, BatchPlan, DropReason, Event, Gauge, InstanceId, InstanceInfo, PlanId, Policy, RequestId,
-    RequestInfo, RuntimeSpec, Then, Tickets, Time, UnitSpec,
+    RequestInfo, RuntimeSpec, Then, Tickets, Time, UnitSpec, time::ms_to_nanos,
 };
 use serde_json::json;
 
@@ -70,7 +70,15 @@ pub struct DynamicBatching {
     running: BTreeMap<InstanceId, Vec<RequestInfo>>,
     longest_runtime: u32,
     tickets: Tickets,
+    /// Replacements of lost instances whose launch failed, and when the last one failed: tried
+    /// again with the first event a second or more later (this policy has no ticks: a tick
+    /// would stretch every simulated run to the next one).
+    relaunch: Vec<UnitSpec>,
+    failed_at: Time,
 }
+
+/// How long after a failed replacement it is tried again, at the earliest.
+const RELAUNCH_AFTER_MS: f64 = 1_000.0;
 
 impl DynamicBatching {
     pub fn new(config: DynamicBatchingConfig) -> Self {
@@ -81,6 +89,8 @@ impl DynamicBatching {
             idle: BTreeSet::new(),
             running: BTreeMap::new(),
             tickets: Tickets::default(),
+            relaunch: Vec::new(),
+            failed_at: Time::ZERO,
             longest_runtime: 0,
         }
     }
@@ -182,17 +192,23 @@ impl Policy for DynamicBatching {
         "dynamic-batching"
     }
 
-    fn on_event(&mut self, _now: Time, event: Event, actions: &mut Vec<Action>) {
+    fn on_event(&mut self, now: Time, event: Event, actions: &mut Vec<Action>) {
+        if !self.relaunch.is_empty() && now >= self.failed_at + ms_to_nanos(RELAUNCH_AFTER_MS) {
+            for unit in std::mem::take(&mut self.relaunch) {
+                actions.push(Action::Launch { ticket: self.tickets.issue(), unit, server: None });
+            }
+        }
         match event {
             Event::InstanceUp { instance, .. } => self.instance_up(instance),
             Event::Arrival(request) => self.admit(request, actions),
             Event::Cancelled { request } => self.cancelled(request),
             Event::BatchDone { instance, failed, .. } => self.batch_done(instance, failed),
             Event::InstanceLost { instance, retried, .. } => self.lost(instance, &retried, actions),
-            Event::Tick
-            | Event::LaunchFailed { .. }
-            | Event::SequencesDone { .. }
-            | Event::ServerSlots { .. } => {}
+            Event::LaunchFailed { unit, .. } => {
+                self.relaunch.push(unit);
+                self.failed_at = now;
+            }
+            Event::Tick | Event::ServerSlots { .. } | Event::SequencesDone { .. } => {}
         }
         self.schedule(actions);
     }
@@ -381,5 +397,31 @@ mod tests {
                 reason: DropReason::NoRuntimeFits { len: 129, max_len: 128 }
             }]
         );
+    }
+
+    #[test]
+    fn a_lost_instance_is_replaced_and_a_failed_replacement_is_tried_again_a_second_later() {
+        let runtime = RuntimeSpec::dynamic(64, 4);
+        let mut p = policy(4096, 16, &[runtime, runtime]);
+        let mut out = Vec::new();
+        let lost = Event::InstanceLost { instance: InstanceId(1), retried: Vec::new(), failed: Vec::new() };
+        p.on_event(Time(5), lost, &mut out);
+        let [Action::Launch { ticket, unit, server: None }] = out.as_slice() else { panic!("{out:?}") };
+        assert_eq!(unit.runtime, runtime);
+        let failed = Event::LaunchFailed { ticket: *ticket, unit: *unit, reason: "host gone".into() };
+        out.clear();
+        let second = ms_to_nanos(RELAUNCH_AFTER_MS);
+        p.on_event(Time(6), failed, &mut out);
+        assert!(out.is_empty(), "not at once");
+        let cancelled = |r| Event::Cancelled { request: RequestId(r) };
+        p.on_event(Time(6 + second - 1), cancelled(90), &mut out);
+        assert!(out.is_empty(), "not within a second");
+        p.on_event(Time(6 + second), cancelled(91), &mut out);
+        let again =
+            matches!(out.as_slice(), [Action::Launch { unit: u, server: None, .. }] if u.runtime == runtime);
+        assert!(again, "{out:?}");
+        out.clear();
+        p.on_event(Time(6 + 3 * second), cancelled(92), &mut out);
+        assert!(out.is_empty(), "tried once per failure");
     }
 }

@@ -46,6 +46,8 @@ struct Shared {
     severers: Mutex<HashMap<(String, u32), Severer>>,
     /// (server, slots now) for the policy, oldest first.
     changes: Mutex<Vec<(ServerId, u16)>>,
+    /// Workers whose registration is gone, (server, pid), for the driver.
+    gone: Mutex<Vec<(ServerId, u32)>>,
 }
 
 impl Shared {
@@ -66,6 +68,10 @@ impl Shared {
                 if let Some(severer) = lock(&self.severers).remove(&(host.clone(), pid)) {
                     tracing::warn!(%host, pid, "worker's registration is gone: cutting its connection");
                     severer.sever();
+                    let server = lock(&self.table).iter().position(|(name, _)| *name == host);
+                    if let Some(server) = server {
+                        lock(&self.gone).push((ServerId(server as u16), pid));
+                    }
                 }
             }
         }
@@ -96,6 +102,7 @@ impl RemoteHosts {
             table: Mutex::default(),
             severers: Mutex::default(),
             changes: Mutex::default(),
+            gone: Mutex::default(),
         });
         let on_change = {
             let shared = shared.clone();
@@ -132,6 +139,11 @@ impl RemoteHosts {
     /// Slot changes since the last call: hosts that joined, left or came back.
     pub fn slot_changes(&self) -> Vec<(ServerId, u16)> {
         std::mem::take(&mut *lock(&self.shared.changes))
+    }
+
+    /// Workers whose registration went away since the last call: (server, pid).
+    pub fn gone_workers(&self) -> Vec<(ServerId, u32)> {
+        std::mem::take(&mut *lock(&self.shared.gone))
     }
 
     pub fn membership(&self) -> &Membership {
@@ -243,11 +255,19 @@ struct AgentProcess {
 }
 
 impl AgentProcess {
+    /// Asks the agent, on a thread of its own (an unreachable host must not hold up the batch
+    /// that failed), to kill the worker once `grace` is over.
     fn stop_after(&self, grace: Duration) -> String {
         let url = format!("{}/v1/workers/{}?grace_ms={}", self.agent, self.pid, grace.as_millis());
-        match self.http.delete(&url).timeout(Duration::from_secs(1)).call() {
-            Ok(_) => "stopped by its host's agent".into(),
-            Err(e) => format!("its host's agent did not answer ({e})"),
+        let http = self.http.clone();
+        let asked = std::thread::Builder::new().name("morph-stop".into()).spawn(move || {
+            if let Err(e) = http.delete(&url).timeout(Duration::from_secs(5)).call() {
+                tracing::warn!(%url, error = %e, "the host's agent did not take the stop");
+            }
+        });
+        match asked {
+            Ok(_) => "its host's agent is told to stop it".into(),
+            Err(e) => format!("its host's agent cannot be told ({e})"),
         }
     }
 }

@@ -192,10 +192,19 @@ impl Driver {
         self.carry_out(outside);
     }
 
-    /// Tells the policy of hosts that joined, left or came back since the last call.
+    /// Tells the policy of hosts that joined, left or came back since the last call, and of
+    /// idle instances whose worker's registration went away (a busy one fails its batch).
     pub fn sync_servers(self: &Arc<Self>) {
         for (server, slots) in self.launcher.slot_changes() {
             let outside = self.lock().server_slots(self.now(), server, slots);
+            self.carry_out(outside);
+        }
+        for (server, pid) in self.launcher.gone_workers() {
+            let outside = self.lock().worker_gone(self.now(), server, pid);
+            if !outside.is_empty() {
+                tracing::error!(%server, pid, "worker lost: its registration is gone");
+                self.metrics.workers_lost.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
             self.carry_out(outside);
         }
     }

@@ -218,6 +218,25 @@ impl State {
         outside
     }
 
+    /// The worker process `pid` on `server` is gone from the registry: if its instance is idle,
+    /// it is lost now (a busy one fails its batch on the cut connection and is lost then).
+    /// Nothing happens (no effects) if no idle instance has that worker.
+    pub(crate) fn worker_gone(&mut self, now: Time, server: ServerId, pid: u32) -> Vec<Outside> {
+        let instance = self.workers.iter().find_map(|(id, w)| {
+            let ours = w.server == server && w.start.as_ref().is_some_and(|s| s.pid == pid);
+            (ours && self.ledger.is_idle(*id)).then_some(*id)
+        });
+        match instance {
+            Some(id) => self.lost(
+                now,
+                id,
+                &[],
+                EngineError::Lost(format!("worker process {pid}'s registration is gone")),
+            ),
+            None => Vec::new(),
+        }
+    }
+
     /// A decoder worker's iteration report.
     pub(crate) fn iteration(
         &mut self,

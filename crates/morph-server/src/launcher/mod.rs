@@ -185,6 +185,11 @@ impl Launcher {
         self.processes.as_ref().and_then(ProcessLauncher::remote).map_or_else(Vec::new, |r| r.slot_changes())
     }
 
+    /// Worker processes whose registration went away since the last call: (server, pid).
+    pub fn gone_workers(&self) -> Vec<(ServerId, u32)> {
+        self.processes.as_ref().and_then(ProcessLauncher::remote).map_or_else(Vec::new, |r| r.gone_workers())
+    }
+
     /// Output dimension of every instance.
     pub fn dim(&self) -> usize {
         match &self.source {
