@@ -297,6 +297,8 @@ async fn a_frozen_host_is_found_dead_by_its_lease_and_its_batch_runs_again_on_an
     }
     assert_eq!(metric(&served.url, "morph_workers_lost_total").await, 1.0, "the frozen replica is lost once");
     until("host b down in /info", async || hosts(&served.url).await.contains(&("b".into(), 0, false))).await;
+    assert_eq!(metric(&served.url, "morph_cluster_host_up{host=\"b\"}").await, 0.0);
+    assert_eq!(metric(&served.url, "morph_cluster_host_slots{host=\"a\"}").await, 1.0);
     burst(&served.url, 6, &expected).await;
 
     // Thawed, the host registers again (its slot back for the policy); the cut-off worker sees

@@ -329,6 +329,32 @@ impl Metrics {
     }
 }
 
+/// The cluster's hosts as gauges labelled `host`: registered (1) or not, slots for the policy,
+/// worker processes registered.
+pub fn render_cluster(hosts: &[crate::cluster::hosts::HostState]) -> String {
+    let mut out = String::new();
+    let label = |h: &crate::cluster::hosts::HostState| format!("host=\"{}\"", h.name);
+    let up = hosts.iter().map(|h| (label(h), f64::from(u8::from(h.record.is_some()))));
+    family(&mut out, "morph_cluster_host_up", "gauge", "1 while the host's agent is registered in etcd.", up);
+    let slots = hosts.iter().map(|h| (label(h), f64::from(h.slots)));
+    family(
+        &mut out,
+        "morph_cluster_host_slots",
+        "gauge",
+        "Device slots the policy may use on the host.",
+        slots,
+    );
+    let workers = hosts.iter().map(|h| (label(h), h.workers as f64));
+    family(
+        &mut out,
+        "morph_cluster_host_workers",
+        "gauge",
+        "Worker processes registered on the host.",
+        workers,
+    );
+    out
+}
+
 /// One metric family: its HELP and TYPE lines, then each series `name{labels} value` (no
 /// braces when `labels` is empty).
 fn family(

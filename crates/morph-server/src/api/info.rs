@@ -72,35 +72,31 @@ fn workers(state: &AppState) -> Value {
 
 /// The cluster's hosts by server number (slots 0: left), with their agents and caches.
 fn cluster(remote: &RemoteHosts) -> Value {
-    let membership = remote.membership();
-    let workers = membership.workers();
     let hosts: Vec<Value> = remote
-        .servers()
-        .slots
-        .iter()
-        .enumerate()
-        .map(|(server, slots)| {
-            let name = remote.name(ServerId(server as u16)).unwrap_or_default();
-            let record = membership.host(&name);
-            let running = workers.iter().filter(|w| w.host == name).count();
+        .host_states()
+        .into_iter()
+        .map(|h| {
             json!({
-                "server": server,
-                "name": name,
-                "slots": slots,
-                "up": record.is_some(),
-                "agent": record.as_ref().map(|r| r.agent.clone()),
-                "workers": running,
-                "host_cache": record.map(|r| r.cache),
+                "server": h.server.0,
+                "name": h.name,
+                "slots": h.slots,
+                "up": h.record.is_some(),
+                "agent": h.record.as_ref().map(|r| r.agent.clone()),
+                "workers": h.workers,
+                "host_cache": h.record.map(|r| r.cache),
             })
         })
         .collect();
-    let config = membership.config();
+    let config = remote.membership().config();
     json!({"etcd": config.etcd, "name": config.cluster, "hosts": hosts})
 }
 
 pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     let instances: Vec<(String, usize)> =
         state.driver.instance_counts().iter().map(|(unit, n)| (unit.to_string(), *n)).collect();
-    let text = state.driver.metrics.render(&instances, &state.driver.policy_gauges());
+    let mut text = state.driver.metrics.render(&instances, &state.driver.policy_gauges());
+    if let Some(remote) = state.driver.launcher().processes().and_then(|p| p.remote()) {
+        text.push_str(&crate::metrics::render_cluster(&remote.host_states()));
+    }
     ([(CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }

@@ -16,7 +16,20 @@ use morph_engine::remote::{Endpoint, Listener, RemoteEngine, Severer, WorkerProc
 
 use super::agent::{StartRequest, Started};
 use super::membership::{MemberChange, Membership};
-use super::{ClusterConfig, ClusterError};
+use super::{ClusterConfig, ClusterError, HostRecord};
+
+/// One host as the server sees it now.
+#[derive(Debug, Clone)]
+pub struct HostState {
+    pub server: ServerId,
+    pub name: String,
+    /// Its slots for the policy (0: gone or suspect).
+    pub slots: u16,
+    /// Its registration, if its agent's lease is alive.
+    pub record: Option<HostRecord>,
+    /// Worker processes registered on it.
+    pub workers: usize,
+}
 
 /// How the server joins a cluster.
 #[derive(Debug, Clone)]
@@ -136,6 +149,23 @@ impl RemoteHosts {
         Servers { slots: lock(&self.shared.table).iter().map(|(_, slots)| *slots).collect() }
     }
 
+    /// Every host known, by server number.
+    pub fn host_states(&self) -> Vec<HostState> {
+        let workers = self.membership.workers();
+        let table = lock(&self.shared.table).clone();
+        table
+            .into_iter()
+            .enumerate()
+            .map(|(server, (name, slots))| HostState {
+                server: ServerId(server as u16),
+                record: self.membership.host(&name),
+                workers: workers.iter().filter(|w| w.host == name).count(),
+                name,
+                slots,
+            })
+            .collect()
+    }
+
     /// Slot changes since the last call: hosts that joined, left or came back.
     pub fn slot_changes(&self) -> Vec<(ServerId, u16)> {
         std::mem::take(&mut *lock(&self.shared.changes))
@@ -210,6 +240,20 @@ impl RemoteHosts {
             lock(&self.shared.severers).insert((name.clone(), started.pid), severer);
         }
         Ok((engine, started.kind))
+    }
+
+    /// Whether `server`'s agent answers its health probe within 300 ms; one that does not is
+    /// [suspect](Self::suspect) (a worker there was lost: the host is likely dead).
+    pub fn host_alive(&self, server: ServerId) -> bool {
+        let Some(name) = self.name(server) else { return false };
+        let Some(host) = self.membership.host(&name) else { return false };
+        let probe = ureq::AgentBuilder::new().timeout(Duration::from_millis(300)).build();
+        let alive = probe.get(&format!("{}/health", host.agent)).call().is_ok();
+        if !alive {
+            tracing::warn!(host = %name, "the host's agent does not answer: its replicas are lost");
+            self.suspect(&name, host.slots);
+        }
+        alive
     }
 
     /// The agent of `name` did not answer: the host may be dead with its lease not yet ended.

@@ -192,6 +192,15 @@ impl Driver {
         self.carry_out(outside);
     }
 
+    /// The server of `instance` if it runs on a cluster host whose agent no longer answers: the
+    /// host is dead, not only this worker.
+    async fn dead_host_of(self: Arc<Self>, instance: InstanceId) -> Option<ServerId> {
+        let server = self.lock().server_of(instance)?;
+        let launcher = self.launcher.clone();
+        let alive = tokio::task::spawn_blocking(move || launcher.host_alive(server)).await.ok()??;
+        (!alive).then_some(server)
+    }
+
     /// Tells the policy of hosts that joined, left or came back since the last call, and of
     /// idle instances whose worker's registration went away (a busy one fails its batch).
     pub fn sync_servers(self: &Arc<Self>) {
@@ -261,7 +270,17 @@ impl Driver {
                                     .metrics
                                     .workers_lost
                                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                                driver.lock().lost(driver.now(), instance, &requests, EngineError::Lost(why))
+                                let dead = driver.clone().dead_host_of(instance).await;
+                                let mut state = driver.lock();
+                                // The dead host's idle instances go first, so that the batch
+                                // run again does not meet one of them.
+                                let mut outside = match dead {
+                                    Some(server) => state.lose_idle_on(driver.now(), server),
+                                    None => Vec::new(),
+                                };
+                                let err = EngineError::Lost(why);
+                                outside.extend(state.lost(driver.now(), instance, &requests, err));
+                                outside
                             }
                             result => driver.lock().batch_done(driver.now(), instance, &requests, result),
                         };

@@ -218,6 +218,28 @@ impl State {
         outside
     }
 
+    /// The server (host) `instance`'s worker runs on.
+    pub(crate) fn server_of(&self, instance: InstanceId) -> Option<ServerId> {
+        self.workers.get(&instance).map(|w| w.server)
+    }
+
+    /// Every idle instance on `server` is lost (its host is dead); busy ones fail their batch
+    /// on their own.
+    pub(crate) fn lose_idle_on(&mut self, now: Time, server: ServerId) -> Vec<Outside> {
+        let idle: Vec<InstanceId> = self
+            .workers
+            .iter()
+            .filter(|(id, w)| w.server == server && self.ledger.is_idle(**id))
+            .map(|(id, _)| *id)
+            .collect();
+        let mut outside = Vec::new();
+        for id in idle {
+            let why = format!("its host (server {server}) is dead");
+            outside.extend(self.lost(now, id, &[], EngineError::Lost(why)));
+        }
+        outside
+    }
+
     /// The worker process `pid` on `server` is gone from the registry: if its instance is idle,
     /// it is lost now (a busy one fails its batch on the cut connection and is lost then).
     /// Nothing happens (no effects) if no idle instance has that worker.

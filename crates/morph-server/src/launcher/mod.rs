@@ -185,6 +185,12 @@ impl Launcher {
         self.processes.as_ref().and_then(ProcessLauncher::remote).map_or_else(Vec::new, |r| r.slot_changes())
     }
 
+    /// Whether the agent of `server`'s host answers (`None`: no cluster). A host that does not
+    /// loses its slots at once.
+    pub fn host_alive(&self, server: ServerId) -> Option<bool> {
+        Some(self.processes.as_ref()?.remote()?.host_alive(server))
+    }
+
     /// Worker processes whose registration went away since the last call: (server, pid).
     pub fn gone_workers(&self) -> Vec<(ServerId, u32)> {
         self.processes.as_ref().and_then(ProcessLauncher::remote).map_or_else(Vec::new, |r| r.gone_workers())
