@@ -1,6 +1,7 @@
 //! QUART and its baselines on simulated pipelines: QNA's CV propagation against a simulated
 //! two-stage tandem, scale-up from one replica per stage with every request answered once,
-//! cold versus warm starts from the host cache, and launches bounded by servers' slots.
+//! cold versus warm starts from the host cache, launches bounded by servers' slots, and
+//! replicas placed away from a server that left and on one that joined.
 
 use std::sync::Arc;
 
@@ -146,4 +147,55 @@ fn baselines_run_on_the_same_pipeline() {
         assert_eq!(whole, name == "infless-like", "{name}");
         assert_eq!(report.warm_starts, 0, "{name} has no host cache");
     }
+}
+
+/// The `Launch` actions' servers.
+fn launched_on(actions: &[morph_core::Action]) -> Vec<Option<morph_core::ServerId>> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            morph_core::Action::Launch { server, .. } => Some(*server),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A pipeline policy places no replica on a server that left (`Event::ServerSlots` to 0: its
+/// host's lease ended), keeps within the slots of those left, and uses a server that joined.
+#[test]
+fn replicas_avoid_a_server_that_left_and_go_to_one_that_joined() {
+    use morph_core::{Event, InstanceId, InstanceInfo, RequestId, RequestInfo, ServerId, Time};
+    let p = pipeline(&[100.0, 100.0]);
+    let ctx = Context {
+        slo: Some(ms_to_nanos(500.0)),
+        pipeline: Some(p.clone()),
+        servers: Some(Servers::new(2, 4)),
+        ..Context::default()
+    };
+    let mut policy = build("uniform-pipeline", &json!({}), &ctx).expect("a pipeline policy");
+    let layout = policy.layout(8).expect("its stages");
+    let mut actions = Vec::new();
+    for (i, unit) in layout.iter().enumerate() {
+        let instance = InstanceInfo { id: InstanceId(i as u32), unit: *unit, server: ServerId(1) };
+        policy.on_event(Time::ZERO, Event::InstanceUp { instance, launch: None }, &mut actions);
+    }
+    policy.on_event(Time::ZERO, Event::ServerSlots { server: ServerId(0), slots: 0 }, &mut actions);
+    // 400 arrivals in a second: the uniform rule wants more replicas of every stage than fit.
+    for k in 0..400u64 {
+        let at = Time(k * 2_500_000);
+        let info =
+            RequestInfo { id: RequestId(k), input_len: 64, arrival: at, generation: None, service: None };
+        policy.on_event(at, Event::Arrival(info), &mut actions);
+    }
+    actions.clear();
+    policy.on_event(Time(1_500_000_000), Event::Tick, &mut actions);
+    let placed = launched_on(&actions);
+    assert_eq!(placed, vec![Some(ServerId(1)); 2], "server 0 left: only server 1's 2 free slots");
+
+    policy.on_event(Time(1_600_000_000), Event::ServerSlots { server: ServerId(2), slots: 4 }, &mut actions);
+    actions.clear();
+    policy.on_event(Time(2_600_000_000), Event::Tick, &mut actions);
+    let placed = launched_on(&actions);
+    assert!(!placed.is_empty() && placed.len() <= 4, "{placed:?}");
+    assert!(placed.iter().all(|s| *s == Some(ServerId(2))), "the server that joined: {placed:?}");
 }
