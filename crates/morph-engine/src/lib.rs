@@ -56,6 +56,9 @@ pub enum EngineError {
     /// The input holds what the model cannot represent (a character its vocabulary lacks).
     #[error("{0}")]
     Unrepresentable(String),
+    /// The cluster could not be reached or a host could not take a replica (etcd, an agent).
+    #[error("cluster: {0}")]
+    Cluster(String),
 }
 
 impl From<candle_core::Error> for EngineError {

@@ -196,22 +196,23 @@ impl RemoteHosts {
         batch_timeout: Duration,
     ) -> Result<(RemoteEngine, StartKind), EngineError> {
         let name = self.name(server).ok_or_else(|| {
-            EngineError::Load(format!(
+            EngineError::Cluster(format!(
                 "no server {server}: the cluster has {} host(s)",
                 self.servers().slots.len()
             ))
         })?;
         let host = self.membership.host(&name).ok_or_else(|| {
-            EngineError::Load(format!(
+            EngineError::Cluster(format!(
                 "host {name} (server {server}) has left the cluster: its agent's lease ended"
             ))
         })?;
-        let listener = Listener::bind(&Endpoint::Tcp(SocketAddr::new(self.advertise, 0)))
-            .map_err(|e| EngineError::Load(format!("listening for a worker on {}: {e}", self.advertise)))?;
-        let connect = listener.endpoint().map_err(|e| EngineError::Load(e.to_string()))?.to_string();
+        let listener = Listener::bind(&Endpoint::Tcp(SocketAddr::new(self.advertise, 0))).map_err(|e| {
+            EngineError::Cluster(format!("listening for a worker on {}: {e}", self.advertise))
+        })?;
+        let connect = listener.endpoint().map_err(|e| EngineError::Cluster(e.to_string()))?.to_string();
         let request = StartRequest { unit, connect, plans: plans.iter().map(|p| p.0).collect() };
         let url = format!("{}/v1/workers", host.agent);
-        let body = serde_json::to_string(&request).map_err(|e| EngineError::Load(e.to_string()))?;
+        let body = serde_json::to_string(&request).map_err(|e| EngineError::Cluster(e.to_string()))?;
         let started: Started = match self
             .http
             .post(&url)
@@ -219,16 +220,17 @@ impl RemoteHosts {
             .send_string(&body)
         {
             Ok(answer) => {
-                let text = answer.into_string().map_err(|e| EngineError::Load(format!("{url}: {e}")))?;
-                serde_json::from_str(&text).map_err(|e| EngineError::Load(format!("{url}: {e}: {text}")))?
+                let text = answer.into_string().map_err(|e| EngineError::Cluster(format!("{url}: {e}")))?;
+                serde_json::from_str(&text)
+                    .map_err(|e| EngineError::Cluster(format!("{url}: {e}: {text}")))?
             }
             Err(ureq::Error::Status(code, answer)) => {
                 let why = answer.into_string().unwrap_or_default();
-                return Err(EngineError::Load(format!("host {name} refused the replica ({code}): {why}")));
+                return Err(EngineError::Cluster(format!("host {name} refused the replica ({code}): {why}")));
             }
             Err(e) => {
                 self.suspect(&name, host.slots);
-                return Err(EngineError::Load(format!(
+                return Err(EngineError::Cluster(format!(
                     "host {name}'s agent at {url} is unreachable ({e}); no replica goes there until its registration is renewed or ends"
                 )));
             }
