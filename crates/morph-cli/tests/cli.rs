@@ -158,6 +158,20 @@ fn misuse_gets_one_clear_line() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && err.contains(says), "{flags:?}: {err}");
     }
+    // A cluster: flags checked before anything loads; an etcd nobody answers at, said so.
+    let cluster = ["serve", "--port", "0", "--engine", "ort", "--runtime", "dynamic:64x4"];
+    for (flags, says) in [
+        (vec!["--etcd", &url], "--etcd needs --advertise IP"),
+        (vec!["--etcd", "10.0.0.1:2379", "--advertise", "127.0.0.1"], "expected etcd's client URL"),
+        (vec!["--etcd", &url, "--advertise", "127.0.0.1"], "cluster: etcd at"),
+    ] {
+        let out = morph().args(cluster).args(&flags).env_remove("RUST_BACKTRACE").output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(says), "{flags:?}: {err}");
+    }
+    let out = morph().args(["worker", "--agent", "--model", "x"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--agent needs --etcd"), "{err}");
 }
 
 #[test]
