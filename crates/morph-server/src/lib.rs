@@ -7,6 +7,7 @@ pub mod connections;
 pub mod driver;
 pub mod error;
 pub mod launcher;
+mod locking;
 pub mod metrics;
 pub mod prediction;
 pub mod server;

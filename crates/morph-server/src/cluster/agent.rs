@@ -24,6 +24,7 @@ use serde_json::json;
 use super::lease::Registration;
 use super::{ClusterConfig, ClusterError, HostRecord};
 use crate::launcher::spawn::{Spawner, Staging};
+use crate::locking::lock;
 
 /// Who the agent is.
 #[derive(Debug, Clone)]
@@ -226,8 +227,4 @@ async fn stop(State(agent): State<Arc<Agent>>, Path(pid): Path<u32>, Query(q): Q
 
 fn error(status: StatusCode, message: String) -> Response {
     (status, Json(json!({ "error": message }))).into_response()
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -17,6 +17,7 @@ use morph_engine::remote::{Endpoint, Listener, RemoteEngine, Severer, WorkerProc
 use super::agent::{StartRequest, Started};
 use super::membership::{MemberChange, Membership};
 use super::{ClusterConfig, ClusterError, HostRecord};
+use crate::locking::lock;
 
 /// One host as the server sees it now.
 #[derive(Debug, Clone)]
@@ -331,8 +332,4 @@ impl WorkerProcess for AgentProcess {
     fn stop(&mut self, grace: Duration) {
         self.stop_after(grace);
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }

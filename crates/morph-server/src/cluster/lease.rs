@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use super::ClusterError;
 use super::etcd::{Etcd, Lease};
+use crate::locking::lock;
 
 #[derive(Debug)]
 pub struct Registration {
@@ -106,8 +107,4 @@ impl Drop for Registration {
         }
         let _ = self.shared.etcd.revoke(*lock(&self.shared.lease));
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::etcd::{Change, Etcd};
 use super::{ClusterConfig, ClusterError, HostRecord, WorkerRecord};
+use crate::locking::lock;
 
 /// A change to the cluster's membership.
 #[derive(Debug, Clone, PartialEq)]
@@ -164,10 +165,6 @@ fn parse_key(prefix: &str, key: &str) -> Option<Key> {
     }
     let (host, pid) = rest.strip_prefix("workers/")?.rsplit_once('/')?;
     Some(Key::Worker(host.to_string(), pid.parse().ok()?))
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]

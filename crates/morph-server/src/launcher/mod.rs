@@ -268,7 +268,9 @@ impl Launcher {
     /// Starts one worker of `unit` on its own thread, on `server` (`None`: wherever there is
     /// room; without a cluster, this host is server 0 and the only one).
     pub fn start(&self, unit: UnitSpec, server: Option<ServerId>) -> Result<Worker, EngineError> {
-        if let Some(s) = server.filter(|s| *s != ServerId(0) && self.processes.is_none()) {
+        if let Some(s) = server.filter(|s| *s != ServerId(0))
+            && self.servers().is_none()
+        {
             return Err(EngineError::Load(format!("no server {s}: this deployment is one host (server 0)")));
         }
         let n = self.started.fetch_add(1, Ordering::Relaxed);

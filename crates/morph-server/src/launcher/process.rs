@@ -19,6 +19,7 @@ use morph_engine::{EngineError, EngineWorker};
 use super::host_cache::CachedArtefact;
 use super::spawn::{Spawner, WorkerModel};
 use crate::cluster::hosts::{RemoteConfig, RemoteHosts};
+use crate::locking::lock;
 
 /// How the server runs `morph worker` processes.
 #[derive(Debug, Clone)]
@@ -121,7 +122,7 @@ impl ProcessLauncher {
     }
 
     /// Starts a replica of `unit` on `server` (`None`: the least loaded; without a cluster,
-    /// this host, server 0): hot if one is parked there, else warm if its artefact is in that
+    /// this host, server 0, the only one [`super::Launcher::start`] lets through): hot if one is parked there, else warm if its artefact is in that
     /// host's cache, else cold. Returns its engine on its own thread, how the start went and
     /// the server it runs on.
     pub fn start(
@@ -132,11 +133,6 @@ impl ProcessLauncher {
     ) -> Result<(EngineWorker, StartReport, ServerId), EngineError> {
         let started = Instant::now();
         let server = match (&self.remote, server) {
-            (None, Some(s)) if s != ServerId(0) => {
-                return Err(EngineError::Load(format!(
-                    "no server {s}: this deployment is one host (server 0)"
-                )));
-            }
             (None, _) => ServerId(0),
             (Some(remote), None) => remote.least_loaded(),
             (Some(_), Some(s)) => s,
@@ -245,8 +241,4 @@ impl ProcessLauncher {
     pub fn parked(&self) -> Vec<UnitSpec> {
         lock(&self.parked).iter().map(|p| p.unit).collect()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }

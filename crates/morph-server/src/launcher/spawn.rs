@@ -13,6 +13,7 @@ use morph_engine::remote::Endpoint;
 use morph_engine::{EngineError, Pooling};
 
 use super::host_cache::{CachedArtefact, HostCache};
+use crate::locking::lock;
 use morph_core::PlanId;
 
 /// What a worker process runs, besides its unit.
@@ -186,8 +187,4 @@ fn remove_orphaned_caches(parent: &std::path::Path) {
 /// A unit's name as a file name.
 fn cache_key(unit: UnitSpec) -> String {
     unit.to_string().chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect()
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
