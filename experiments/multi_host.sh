@@ -12,6 +12,8 @@
 #      steady 30 req/s: time to find it dead (from the server's log), the slowest request sent
 #      around it, errors.
 #   sudo experiments/multi_host.sh [LEASE_TTL_S]
+# The servers' and first agent's logs land in experiments/out/multi_host/; KEEP=1 keeps the
+# scratch folder (every process's output).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ttl=${1:-2}

@@ -226,37 +226,31 @@ impl State {
     /// Every idle instance on `server` is lost (its host is dead); busy ones fail their batch
     /// on their own.
     pub(crate) fn lose_idle_on(&mut self, now: Time, server: ServerId) -> Vec<Outside> {
-        let idle: Vec<InstanceId> = self
-            .workers
-            .iter()
-            .filter(|(id, w)| w.server == server && self.ledger.is_idle(**id))
-            .map(|(id, _)| *id)
-            .collect();
-        let mut outside = Vec::new();
-        for id in idle {
-            let why = format!("its host (server {server}) is dead");
-            outside.extend(self.lost(now, id, &[], EngineError::Lost(why)));
-        }
-        outside
+        let why = format!("its host (server {server}) is dead");
+        self.lose_idle(now, |w| w.server == server, &why)
     }
 
     /// The worker process `pid` on `server` is gone from the registry: if its instance is idle,
     /// it is lost now (a busy one fails its batch on the cut connection and is lost then).
     /// Nothing happens (no effects) if no idle instance has that worker.
     pub(crate) fn worker_gone(&mut self, now: Time, server: ServerId, pid: u32) -> Vec<Outside> {
-        let instance = self.workers.iter().find_map(|(id, w)| {
-            let ours = w.server == server && w.start.as_ref().is_some_and(|s| s.pid == pid);
-            (ours && self.ledger.is_idle(*id)).then_some(*id)
-        });
-        match instance {
-            Some(id) => self.lost(
-                now,
-                id,
-                &[],
-                EngineError::Lost(format!("worker process {pid}'s registration is gone")),
-            ),
-            None => Vec::new(),
+        let ours = |w: &Worker| w.server == server && w.start.as_ref().is_some_and(|s| s.pid == pid);
+        self.lose_idle(now, ours, &format!("worker process {pid}'s registration is gone"))
+    }
+
+    /// The idle instances whose worker is `which` are lost now, for `why`.
+    fn lose_idle(&mut self, now: Time, which: impl Fn(&Worker) -> bool, why: &str) -> Vec<Outside> {
+        let idle: Vec<InstanceId> = self
+            .workers
+            .iter()
+            .filter(|(id, w)| which(w) && self.ledger.is_idle(**id))
+            .map(|(id, _)| *id)
+            .collect();
+        let mut outside = Vec::new();
+        for id in idle {
+            outside.extend(self.lost(now, id, &[], EngineError::Lost(why.to_string())));
         }
+        outside
     }
 
     /// A decoder worker's iteration report.
