@@ -9,6 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use morph_core::{Profile, RuntimeSpec, time::ms_to_nanos};
 use morph_engine::Pooling;
+use morph_engine::decoder::DecoderKernels;
 use morph_policy::registry;
 use morph_server::prediction::PredictorConfig;
 use morph_server::{ConnectionLimits, EngineKind, Server, ServerConfig};
@@ -70,6 +71,13 @@ pub(crate) struct ServeArgs {
     /// of holding them for its whole prefill); 0 feeds each prompt whole.
     #[arg(long, default_value_t = 256)]
     prefill_chunk: usize,
+    /// With --task generate: what runs the decoder's steps. `llama-cpp` (the default for a
+    /// whole decoder): llama.cpp's CPU kernels on the GGUF weights as shipped (quantized; each
+    /// step one batched call over every sequence, on --threads or every core). `candle`: the
+    /// weights expanded to f32 (the reference path; the default, and the only one, for the
+    /// prefill stages of --stages N).
+    #[arg(long, value_parser = clap::value_parser!(DecoderKernels))]
+    decoder_kernels: Option<DecoderKernels>,
     /// Scheduling policy: dynamic-batching (TEI-like, one queue, batches by padded tokens; the
     /// default for embed), or arlo (fixed-shape runtimes for the observed lengths under a
     /// dynamic-shape longest one, allocation from those lengths, late binding: Morph's robust
@@ -203,6 +211,10 @@ impl ServeArgs {
                     EngineKind::Decoder {
                         gguf: self.model.fetch_decoder()?,
                         prefill_chunk: self.prefill_chunk,
+                        kernels: self.decoder_kernels.unwrap_or(match whole_decoder {
+                            true => DecoderKernels::LlamaCpp,
+                            false => DecoderKernels::Candle,
+                        }),
                     },
                     predictor,
                 )

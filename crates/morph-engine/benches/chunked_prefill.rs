@@ -1,19 +1,20 @@
 //! What a long prompt does to the other streams of a continuous batch, with and without chunked
-//! prefill: three generations stream on SmolLM2-135M-Instruct (candle decoder), then a prompt
+//! prefill: three generations stream on SmolLM2-135M-Instruct (`--kernels llama-cpp`, the
+//! default, or `candle`), then a prompt
 //! of `--long` tokens joins. Without chunks its whole prefill is one iteration, and every other
 //! stream waits for it; with `--prefill-chunk N` it is fed N tokens per iteration beside their
 //! decode steps. Printed per chunk size: the long prompt's time to its first token, and the
 //! other streams' gaps between tokens from its join to that first token (one iteration each).
 //!
-//! `cargo bench -p morph-engine --bench chunked_prefill [-- --long 1024]`
+//! `cargo bench -p morph-engine --bench chunked_prefill [-- --long 1024 --kernels candle]`
 
 use std::sync::Arc;
 use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
 use morph_engine::decoder::{
-    DecoderWorker, GenEvent, GenRequest, GgufTokenizer, IterationReport, Llama, SamplingParams,
-    fetch_default_decoder,
+    DecodeBackend, DecoderKernels, DecoderWorker, GenEvent, GenRequest, GgufTokenizer, IterationReport,
+    Llama, SamplingParams, StepperShape, fetch_default_decoder, load_decoder,
 };
 use morph_engine::fetch::{Pip, morph_home};
 use morph_engine::measure::cli_arg;
@@ -23,8 +24,9 @@ fn main() {
     reexec_tuned();
     let long: usize = cli_arg("--long", 1024);
     let path = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
-    let model = Arc::new(Llama::load(&path).expect("loading SmolLM2"));
-    println!("3 streams decoding, then a {long}-token prompt joins (SmolLM2-135M, candle decoder)");
+    let kernels: DecoderKernels = cli_arg("--kernels", DecoderKernels::LlamaCpp);
+    let model = load_decoder(&path, kernels).expect("loading SmolLM2");
+    println!("3 streams decoding, then a {long}-token prompt joins (SmolLM2-135M, {})", model.1.label());
     println!(
         "{:>13} {:>15} {:>18} {:>19} {:>22}",
         "prefill chunk", "long TTFT ms", "others' max gap ms", "others' mean gap ms", "max gap vs unchunked"
@@ -39,12 +41,20 @@ fn main() {
 }
 
 /// `(long prompt's time to first token, others' max and mean gap)` in ms.
-fn run(model: &Arc<(Llama, GgufTokenizer)>, chunk: usize, long: usize) -> (f64, f64, f64) {
+fn run(
+    (model, backend): &(Arc<(Llama, GgufTokenizer)>, Arc<dyn DecodeBackend>),
+    chunk: usize,
+    long: usize,
+) -> (f64, f64, f64) {
     let (reports_tx, reports) = channel::<(Instant, IterationReport)>();
     let hook = Box::new(move |report| {
         let _ = reports_tx.send((Instant::now(), report));
     });
-    let worker = Arc::new(DecoderWorker::spawn("bench".into(), model.clone(), chunk, hook).expect("worker"));
+    const OTHERS_TOKENS: u32 = 4096;
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    let shape = StepperShape { sequences: 4, seq_tokens: long.max(16) + OTHERS_TOKENS as usize, threads };
+    let worker = DecoderWorker::spawn("bench".into(), model.clone(), backend.clone(), shape, chunk, hook);
+    let worker = Arc::new(worker.expect("worker"));
     let prompt = |len: usize, salt: u32| (0..len as u32).map(|i| 1000 + (i * 7919 + salt) % 40_000).collect();
     let request = |key, prompt, max_tokens| {
         let (events, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -52,7 +62,7 @@ fn run(model: &Arc<(Llama, GgufTokenizer)>, chunk: usize, long: usize) -> (f64, 
         (GenRequest { key, prompt, max_tokens, sampling, events }, rx)
     };
     let (others, _streams): (Vec<_>, Vec<_>) =
-        (0..3).map(|k| request(k, prompt(16, k as u32), 100_000)).unzip();
+        (0..3).map(|k| request(k, prompt(16, k as u32), OTHERS_TOKENS)).unzip();
     worker.join(others).expect("join");
     // Let the three streams run a few iterations (resuming each) before the long prompt joins.
     for _ in 0..4 {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use morph_core::{RuntimeSpec, ServerId, Servers};
+use morph_engine::decoder::DecoderKernels;
 use morph_engine::{EngineError, ModelFiles, Pooling, TextTokenizer};
 use morph_policy::registry::{self, Context};
 use tokio::net::TcpListener;
@@ -78,6 +79,12 @@ impl Server {
             let msg = "worker processes run a decoder's prefill stages (--stages N); whole decoders generate in threads of the server";
             return Err(BuildError::Config(msg.into()));
         }
+        if let EngineKind::Decoder { kernels: DecoderKernels::LlamaCpp, .. } = config.engine
+            && config.stages >= 2
+        {
+            let msg = "a decoder's prefill stages run on candle (--decoder-kernels candle), not llama.cpp";
+            return Err(BuildError::Config(msg.into()));
+        }
         let pipelined = registry::PIPELINES.contains(&config.policy.as_str());
         if config.workers.is_some() && !pipelined && config.policy != "dynamic-batching" {
             let msg = format!(
@@ -87,8 +94,8 @@ impl Server {
             return Err(BuildError::Config(msg));
         }
         let (launcher, tokenizer, name, pooling) = match (&config.engine, &config.model) {
-            (EngineKind::Decoder { gguf, prefill_chunk }, _) => {
-                let launcher = Launcher::decoder_from(gguf, *prefill_chunk)?;
+            (EngineKind::Decoder { gguf, prefill_chunk, kernels }, _) => {
+                let launcher = Launcher::decoder_from(gguf, *prefill_chunk, *kernels)?;
                 let launcher = match &config.workers {
                     None => launcher,
                     Some(workers) => launcher

@@ -6,14 +6,13 @@
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
 use morph_engine::decoder::{
-    DecoderWorker, FinishReason, GenEvent, GenRequest, IterationReport, Llama, Message, SamplingParams,
-    chatml_prompt,
+    DecoderKernels, DecoderWorker, FinishReason, GenEvent, GenRequest, IterationReport, Message,
+    SamplingParams, StepperShape, chatml_prompt, load_decoder,
 };
 use morph_engine::predictor::dataset::{LengthRecord, load_length_records, load_sharegpt};
 
@@ -42,6 +41,10 @@ pub(crate) struct LengthsArgs {
     /// Generations running at once.
     #[arg(long, default_value_t = 16)]
     batch: usize,
+    /// What runs the decoder's steps: llama-cpp (the GGUF weights as shipped, as `morph serve
+    /// --task generate` runs them) or candle (f32).
+    #[arg(long, default_value = "llama-cpp", value_parser = clap::value_parser!(DecoderKernels))]
+    decoder_kernels: DecoderKernels,
     /// JSONL file the lengths are appended to (conversations already in it are skipped).
     #[arg(long)]
     out: PathBuf,
@@ -60,7 +63,7 @@ pub(crate) fn run(args: LengthsArgs) -> anyhow::Result<()> {
         true => load_length_records(&args.out)?.into_iter().map(|r| r.conversation).collect(),
         false => HashSet::new(),
     };
-    let model = Arc::new(Llama::load(&args.model.fetch_decoder()?)?);
+    let (model, backend) = load_decoder(&args.model.fetch_decoder()?, args.decoder_kernels)?;
     let tokenizer = &model.1;
     let mut pending = Vec::new();
     let (mut skipped, mut unrepresentable) = (0, 0);
@@ -94,7 +97,11 @@ pub(crate) fn run(args: LengthsArgs) -> anyhow::Result<()> {
     let hook = Box::new(move |report: IterationReport| {
         let _ = finished_tx.send(report);
     });
-    let worker = DecoderWorker::spawn("lengths".into(), model.clone(), 0, hook)?;
+    let batch = args.batch.max(1);
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    let shape =
+        StepperShape { sequences: batch, seq_tokens: args.max_context + args.max_tokens as usize, threads };
+    let worker = DecoderWorker::spawn("lengths".into(), model.clone(), backend, shape, 0, hook)?;
     let mut queue = pending.into_iter().enumerate();
     let mut running = HashMap::new();
     let (started, mut answered, mut tokens) = (Instant::now(), 0usize, 0usize);
@@ -102,7 +109,7 @@ pub(crate) fn run(args: LengthsArgs) -> anyhow::Result<()> {
     let mut holding = false;
     loop {
         let mut joining = Vec::new();
-        while running.len() + joining.len() < args.batch.max(1) {
+        while running.len() + joining.len() < batch {
             let Some((key, p)) = queue.next() else { break };
             let (events, rx) = tokio::sync::mpsc::unbounded_channel();
             let sampling = SamplingParams::default();

@@ -1,13 +1,16 @@
-//! Decoder LMs for generation: a Llama-architecture model from a GGUF file (candle's quantized
-//! support) with per-sequence KV caches for continuous batching, the tokenizer from the GGUF
-//! metadata, ChatML prompts and sampling.
+//! Decoder LMs for generation: a Llama-architecture model from a GGUF file, run by llama.cpp's
+//! quantized kernels (the fast path) or candle in f32 (the reference path, and the one pipeline
+//! stages run), with per-sequence KV caches for continuous batching; the tokenizer from the
+//! GGUF metadata, ChatML prompts and sampling.
 
 pub mod chat;
 pub mod files;
 pub mod gguf_tokenizer;
 pub mod llama;
+pub mod llamacpp;
 pub mod sampling;
 pub mod stage;
+pub mod stepper;
 mod weights;
 pub mod worker;
 
@@ -15,8 +18,10 @@ pub use chat::{Message, chatml_prompt};
 pub use files::{DEFAULT_DECODER, fetch_default_decoder};
 pub use gguf_tokenizer::GgufTokenizer;
 pub use llama::{Llama, LlamaConfig, SequenceCache};
+pub use llamacpp::LlamaCppBackend;
 pub use sampling::{Sampler, SamplingParams};
 pub use stage::{DecoderStage, StageWeights};
+pub use stepper::{CandleBackend, DecodeBackend, DecoderKernels, Slot, Stepper, StepperShape, load_decoder};
 pub use worker::{
     DecoderWorker, FinishReason, GenEvent, GenRequest, IterationHook, IterationReport, Iterations,
 };

@@ -45,6 +45,17 @@ impl Llama {
         Ok((model, tokenizer))
     }
 
+    /// Reads the model's shape and its tokenizer from a GGUF file, and no weights: for a
+    /// backend that holds its own ([`super::LlamaCppBackend`]). It runs no step.
+    pub fn load_shape(path: &Path) -> Result<(Self, GgufTokenizer), EngineError> {
+        let (_, content) = open(path)?;
+        let config = config(&content)?;
+        let tokenizer = GgufTokenizer::from_gguf(&content)?;
+        let (cos, sin) = rope_tables(&config).map_err(load_err)?;
+        let model = Self { config, embed: None, layers: Vec::new(), first_layer: 0, head: None, cos, sin };
+        Ok((model, tokenizer))
+    }
+
     /// Reads one pipeline stage's `layers` from a GGUF file, and nothing it does not run.
     pub fn load_stage(path: &Path, layers: Range<usize>) -> Result<Self, EngineError> {
         let (mut file, content) = open(path)?;

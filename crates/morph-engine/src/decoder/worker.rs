@@ -1,6 +1,7 @@
 //! A decoder instance on its own OS thread, running its generations by iterations: generations
-//! join between iterations ([`DecoderWorker::join`]); every iteration runs one [`Llama::step`]
-//! over all of them, samples each one's next token and streams it to its caller; a generation
+//! join between iterations ([`DecoderWorker::join`]) and start once its [`Stepper`] has a free
+//! place (in join order); every iteration runs one
+//! [`Stepper::step`] over all of them, samples each one's next token and streams it to its caller; a generation
 //! leaves at its end-of-sequence token, at `max_tokens`, or when stopped (its client left).
 //! A prompt is fed in chunks of at most `prefill_chunk` tokens, one chunk per iteration (chunked
 //! prefill), so a long prompt's prefill shares iterations with the others' decode steps instead
@@ -9,13 +10,15 @@
 //! it waits for [`DecoderWorker::resume`] before the next (the seam's semantics: the policy
 //! answers each report before the next iteration starts).
 
+use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::mpsc::{Receiver, Sender, channel, sync_channel};
 use std::thread::JoinHandle;
 
 use super::gguf_tokenizer::GgufTokenizer;
-use super::llama::{Llama, SequenceCache};
+use super::llama::Llama;
 use super::sampling::{Sampler, SamplingParams};
+use super::stepper::{DecodeBackend, Slot, Stepper, StepperShape};
 use crate::EngineError;
 
 /// Why a generation ended.
@@ -98,7 +101,7 @@ pub struct DecoderWorker {
 
 struct Running {
     request: GenRequest,
-    cache: SequenceCache,
+    slot: Slot,
     /// What the next iteration feeds: a chunk of the prompt, or the last sampled token.
     feed: Vec<u32>,
     /// Prompt tokens after `feed` not yet fed.
@@ -134,17 +137,32 @@ impl TextStream {
 }
 
 impl DecoderWorker {
-    /// A worker feeding prompts `prefill_chunk` tokens per iteration at most (0: whole).
+    /// A worker running `backend`'s steps over at most `shape`'s sequences, feeding prompts
+    /// `prefill_chunk` tokens per iteration at most (0: whole); `model` gives the tokenizer.
     pub fn spawn(
         name: String,
         model: Arc<(Llama, GgufTokenizer)>,
+        backend: Arc<dyn DecodeBackend>,
+        shape: StepperShape,
         prefill_chunk: usize,
         on_iteration: IterationHook,
-    ) -> std::io::Result<Self> {
+    ) -> Result<Self, EngineError> {
         let (tx, rx) = channel();
+        let (ready_tx, ready_rx) = sync_channel(1);
         let chunk = if prefill_chunk == 0 { usize::MAX } else { prefill_chunk };
-        let thread =
-            std::thread::Builder::new().name(name).spawn(move || run(&model, chunk, &rx, on_iteration))?;
+        let thread = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || match backend.stepper(shape) {
+                Ok(stepper) => {
+                    let _ = ready_tx.send(Ok(()));
+                    run(stepper, &model.1, chunk, &rx, on_iteration);
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                }
+            })
+            .map_err(|e| EngineError::Load(e.to_string()))?;
+        ready_rx.recv().map_err(|_| EngineError::Stopped)??;
         Ok(Self { tx, thread: Some(thread) })
     }
 
@@ -206,20 +224,23 @@ impl Inbox {
 }
 
 fn run(
-    model: &(Llama, GgufTokenizer),
+    mut stepper: Box<dyn Stepper + '_>,
+    tokenizer: &GgufTokenizer,
     chunk: usize,
     rx: &Receiver<Command>,
     mut on_iteration: IterationHook,
 ) {
-    let (llama, tokenizer) = model;
     let mut running: Vec<Running> = Vec::new();
+    // Joined, waiting for room in the stepper (its sequences or KV cache), in join order.
+    let mut queued: VecDeque<GenRequest> = VecDeque::new();
     let mut inbox = Inbox::default();
     // Whether the last report is still unanswered (the worker holds the next iteration).
     let mut waiting = false;
     loop {
         // Idle: wait for work. Holding: wait for Resume. Otherwise take what was sent.
         while !inbox.shutdown
-            && ((running.is_empty() && inbox.joined.is_empty()) || (waiting && !inbox.resumed))
+            && ((running.is_empty() && queued.is_empty() && inbox.joined.is_empty())
+                || (waiting && !inbox.resumed))
         {
             match rx.recv() {
                 Ok(command) => inbox.take(command),
@@ -231,34 +252,24 @@ fn run(
             break;
         }
         inbox.resumed = false;
-        running.extend(inbox.joined.drain(..).map(|request| {
-            let mut unfed = request.prompt.clone().into_iter();
-            Running {
-                cache: llama.new_cache(),
-                feed: unfed.by_ref().take(chunk).collect(),
-                unfed,
-                produced: Vec::new(),
-                text: TextStream::default(),
-                sampler: Sampler::new(request.sampling),
-                request,
-            }
-        }));
+        queued.extend(inbox.joined.drain(..));
         // Sequences stopped before this iteration leave without computing in it.
-        let mut left = take_cancelled(&mut running, &mut inbox.cancelled);
+        let mut left = take_cancelled(stepper.as_mut(), &mut running, &mut queued, &mut inbox.cancelled);
+        left.extend(admit(stepper.as_mut(), chunk, &mut queued, &mut running));
         let (mut failed, mut produced) = (false, 0);
         let (sequences, prefilling) = (running.len(), running.iter().any(|r| r.produced.is_empty()));
         let started = std::time::Instant::now();
         if !running.is_empty() {
-            let step = iterate(llama, tokenizer, chunk, &mut running);
+            let step = iterate(stepper.as_mut(), tokenizer, chunk, &mut running);
             left.extend(step.finished);
             (failed, produced) = (step.failed, step.sampled);
         }
         let seconds = started.elapsed().as_secs_f64();
         // Stops that arrived during the iteration end with it.
         inbox.drain(rx);
-        left.extend(take_cancelled(&mut running, &mut inbox.cancelled));
+        left.extend(take_cancelled(stepper.as_mut(), &mut running, &mut queued, &mut inbox.cancelled));
         inbox.cancelled.clear();
-        waiting = !running.is_empty();
+        waiting = !running.is_empty() || !queued.is_empty();
         on_iteration(IterationReport {
             left,
             failed,
@@ -269,14 +280,19 @@ fn run(
             seconds,
         });
     }
-    let unfinished = running.into_iter().map(|r| r.request).chain(inbox.joined);
+    let unfinished = running.into_iter().map(|r| r.request).chain(queued).chain(inbox.joined);
     for request in unfinished {
         let _ = request.events.send(GenEvent::Failed(EngineError::Stopped));
     }
 }
 
-/// Takes the generations whose keys are in `cancelled` out of `running`; their keys.
-fn take_cancelled(running: &mut Vec<Running>, cancelled: &mut Vec<u64>) -> Vec<u64> {
+/// Takes the generations whose keys are in `cancelled` out of `running` and `queued`; their keys.
+fn take_cancelled(
+    stepper: &mut dyn Stepper,
+    running: &mut Vec<Running>,
+    queued: &mut VecDeque<GenRequest>,
+    cancelled: &mut Vec<u64>,
+) -> Vec<u64> {
     if cancelled.is_empty() {
         return Vec::new();
     }
@@ -284,12 +300,55 @@ fn take_cancelled(running: &mut Vec<Running>, cancelled: &mut Vec<u64>) -> Vec<u
     running.retain(|r| {
         let stop = cancelled.contains(&r.request.key);
         if stop {
+            stepper.close(r.slot);
             out.push(r.request.key);
+        }
+        !stop
+    });
+    queued.retain(|r| {
+        let stop = cancelled.contains(&r.key);
+        if stop {
+            out.push(r.key);
         }
         !stop
     });
     cancelled.retain(|k| !out.contains(k));
     out
+}
+
+/// Moves queued generations into `running` in join order while the stepper has a free place;
+/// one whose prompt plus `max_tokens` no place could ever hold fails at once (its key returned).
+fn admit(
+    stepper: &mut dyn Stepper,
+    chunk: usize,
+    queued: &mut VecDeque<GenRequest>,
+    running: &mut Vec<Running>,
+) -> Vec<u64> {
+    let mut failed = Vec::new();
+    while let Some(request) = queued.front() {
+        let slot = match stepper.open(request.prompt.len() + request.max_tokens as usize) {
+            Ok(Some(slot)) => slot,
+            Ok(None) => break,
+            Err(e) => {
+                let _ = request.events.send(GenEvent::Failed(e));
+                failed.push(request.key);
+                queued.pop_front();
+                continue;
+            }
+        };
+        let Some(request) = queued.pop_front() else { break };
+        let mut unfed = request.prompt.clone().into_iter();
+        running.push(Running {
+            slot,
+            feed: unfed.by_ref().take(chunk).collect(),
+            unfed,
+            produced: Vec::new(),
+            text: TextStream::default(),
+            sampler: Sampler::new(request.sampling),
+            request,
+        });
+    }
+    failed
 }
 
 /// What one step did.
@@ -304,18 +363,20 @@ struct Step {
 
 /// One step over every running generation: each feeds its next prompt chunk or its last token;
 /// those whose prompt is all fed sample their next token.
-fn iterate(llama: &Llama, tokenizer: &GgufTokenizer, chunk: usize, running: &mut Vec<Running>) -> Step {
-    let stepped = {
-        let mut batch: Vec<(&[u32], &mut SequenceCache)> =
-            running.iter_mut().map(|r| (r.feed.as_slice(), &mut r.cache)).collect();
-        llama.step(&mut batch)
-    };
-    let logits = match stepped {
+fn iterate(
+    stepper: &mut dyn Stepper,
+    tokenizer: &GgufTokenizer,
+    chunk: usize,
+    running: &mut Vec<Running>,
+) -> Step {
+    let batch: Vec<(Slot, &[u32])> = running.iter().map(|r| (r.slot, r.feed.as_slice())).collect();
+    let logits = match stepper.step(&batch) {
         Ok(logits) => logits,
         Err(e) => {
             let keys = running
                 .drain(..)
                 .map(|r| {
+                    stepper.close(r.slot);
                     let _ = r.request.events.send(GenEvent::Failed(e.clone()));
                     r.request.key
                 })
@@ -351,6 +412,7 @@ fn iterate(llama: &Llama, tokenizer: &GgufTokenizer, chunk: usize, running: &mut
                     completion_tokens: r.produced.len(),
                 };
                 let _ = r.request.events.send(done);
+                stepper.close(r.slot);
                 finished.push(r.request.key);
             }
             None => {

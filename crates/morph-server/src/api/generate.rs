@@ -175,7 +175,13 @@ async fn start(state: &AppState, body: &[u8], format: Format) -> Result<Started,
             ("messages", chatml_prompt(&messages), predicting.then(|| predictor_input(&messages)))
         }
     };
-    let mut request = parse(&body, &generator, field, text).await?;
+    // A whole decoder's sequence holds at most its runtime's length (its KV cache), a prefill the context.
+    let context = generator.0.config.context;
+    let holds = match state.model.prefill_stages {
+        0 => context.min(state.model.max_input_len as usize),
+        _ => context,
+    };
+    let mut request = parse(&body, &generator, holds, field, text).await?;
     if state.model.prefill_stages > 0 {
         return prefill::next_token(state, &body, request, &generator).await;
     }
@@ -196,10 +202,12 @@ async fn start(state: &AppState, body: &[u8], format: Format) -> Result<Started,
     }
 }
 
-/// The request's settings and `text` (from `field`) tokenized.
+/// The request's settings and `text` (from `field`) tokenized; its prompt plus `max_tokens`
+/// must fit in the `holds` tokens a sequence holds (a prompt alone too long is the policy's 413).
 async fn parse(
     body: &Map<String, Value>,
     generator: &Arc<(Llama, GgufTokenizer)>,
+    holds: usize,
     field: &str,
     text: String,
 ) -> Result<Request, ApiError> {
@@ -219,9 +227,11 @@ async fn parse(
             EngineError::Unrepresentable(message) => ApiError::validation(field, message),
             e => ApiError::Engine(e),
         })?;
-    if prompt.len() + max_tokens as usize > context {
-        let message =
-            format!("the prompt's {} tokens plus max_tokens exceed the context of {context}", prompt.len());
+    if prompt.len() < holds && prompt.len() + max_tokens as usize > holds {
+        let message = format!(
+            "the prompt's {} tokens plus max_tokens exceed the {holds} tokens a sequence holds here (the model's context of {context}, or the runtime's length: --runtime dynamic:LENxN)",
+            prompt.len()
+        );
         return Err(ApiError::validation("max_tokens", message));
     }
     Ok(Request {

