@@ -13,8 +13,8 @@ use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
 use morph_engine::decoder::{
-    DecodeBackend, DecoderKernels, DecoderWorker, GenEvent, GenRequest, GgufTokenizer, IterationReport,
-    Llama, SamplingParams, StepperShape, fetch_default_decoder, load_decoder,
+    DecoderKernels, DecoderWorker, GenEvent, GenRequest, IterationReport, LoadedDecoder, SamplingParams,
+    StepperShape, fetch_default_decoder, load_decoder,
 };
 use morph_engine::fetch::{Pip, morph_home};
 use morph_engine::measure::cli_arg;
@@ -41,11 +41,7 @@ fn main() {
 }
 
 /// `(long prompt's time to first token, others' max and mean gap)` in ms.
-fn run(
-    (model, backend): &(Arc<(Llama, GgufTokenizer)>, Arc<dyn DecodeBackend>),
-    chunk: usize,
-    long: usize,
-) -> (f64, f64, f64) {
+fn run((model, backend): &LoadedDecoder, chunk: usize, long: usize) -> (f64, f64, f64) {
     let (reports_tx, reports) = channel::<(Instant, IterationReport)>();
     let hook = Box::new(move |report| {
         let _ = reports_tx.send((Instant::now(), report));

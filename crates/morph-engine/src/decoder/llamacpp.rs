@@ -20,7 +20,7 @@ use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::token::LlamaToken;
 
-use super::stepper::{DecodeBackend, Slot, Stepper, StepperShape, free_slot, unopened};
+use super::stepper::{DecodeBackend, Slot, Stepper, StepperShape, open_slot, unopened};
 use crate::EngineError;
 
 /// Most tokens one `llama_decode` call takes; a step with more is split into several calls.
@@ -123,11 +123,7 @@ struct LlamaCppStepper<'a> {
 
 impl Stepper for LlamaCppStepper<'_> {
     fn open(&mut self, tokens: usize) -> Result<Option<Slot>, EngineError> {
-        let free = free_slot(&self.seqs, tokens, self.shape)?;
-        if let Some(slot) = free {
-            self.seqs[slot.0] = Some(Seq { pos: 0 });
-        }
-        Ok(free)
+        open_slot(&mut self.seqs, tokens, self.shape, || Seq { pos: 0 })
     }
 
     fn step(&mut self, batch: &[(Slot, &[u32])]) -> Result<Vec<Vec<f32>>, EngineError> {

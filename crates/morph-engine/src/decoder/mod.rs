@@ -21,7 +21,9 @@ pub use llama::{Llama, LlamaConfig, SequenceCache};
 pub use llamacpp::LlamaCppBackend;
 pub use sampling::{Sampler, SamplingParams};
 pub use stage::{DecoderStage, StageWeights};
-pub use stepper::{CandleBackend, DecodeBackend, DecoderKernels, Slot, Stepper, StepperShape, load_decoder};
+pub use stepper::{
+    CandleBackend, DecodeBackend, DecoderKernels, LoadedDecoder, Slot, Stepper, StepperShape, load_decoder,
+};
 pub use worker::{
     DecoderWorker, FinishReason, GenEvent, GenRequest, IterationHook, IterationReport, Iterations,
 };

@@ -113,11 +113,7 @@ struct CandleStepper<'a> {
 
 impl Stepper for CandleStepper<'_> {
     fn open(&mut self, tokens: usize) -> Result<Option<Slot>, EngineError> {
-        let free = free_slot(&self.caches, tokens, self.shape)?;
-        if let Some(slot) = free {
-            self.caches[slot.0] = Some(self.llama.new_cache());
-        }
-        Ok(free)
+        open_slot(&mut self.caches, tokens, self.shape, || self.llama.new_cache())
     }
 
     fn step(&mut self, batch: &[(Slot, &[u32])]) -> Result<Vec<Vec<f32>>, EngineError> {
@@ -138,12 +134,13 @@ impl Stepper for CandleStepper<'_> {
     }
 }
 
-/// The first free slot for a sequence of `tokens` (`None` while all are taken); an error if a
-/// sequence may never hold that many.
-pub(super) fn free_slot<T>(
-    slots: &[Option<T>],
+/// Fills the first free slot with `new()` for a sequence of `tokens` (`None` while all are
+/// taken); an error if a sequence may never hold that many.
+pub(super) fn open_slot<T>(
+    slots: &mut [Option<T>],
     tokens: usize,
     shape: StepperShape,
+    new: impl FnOnce() -> T,
 ) -> Result<Option<Slot>, EngineError> {
     if tokens > shape.seq_tokens {
         let held = shape.seq_tokens;
@@ -151,7 +148,9 @@ pub(super) fn free_slot<T>(
             "the prompt plus max_tokens ({tokens} tokens) exceed the {held} a sequence of this instance's KV cache holds"
         )));
     }
-    Ok(slots.iter().position(Option::is_none).map(Slot))
+    let Some(free) = slots.iter().position(Option::is_none) else { return Ok(None) };
+    slots[free] = Some(new());
+    Ok(Some(Slot(free)))
 }
 
 /// A step naming a slot that is not open (or twice).
