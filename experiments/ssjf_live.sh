@@ -30,7 +30,9 @@ for kind in fcfs ssjf oracle; do
     ssjf) args=(--policy ssjf --predictor builtin) ;;
     oracle) args=(--policy ssjf --predictor oracle --oracle-lengths "$lengths" --sharegpt "$sharegpt") ;;
   esac
-  "$bin" serve --task generate --port 0 "${args[@]}" --policy-params "$batching" >"$tmp/serve.out" 2>"$tmp/serve.err" &
+  # The recorded lengths (and the predictor trained on them) are candle's f32 answers; llama.cpp's
+  # quantized answers differ, so until they are recorded again the runs serve candle's path.
+  "$bin" serve --task generate --decoder-kernels candle --port 0 "${args[@]}" --policy-params "$batching" >"$tmp/serve.out" 2>"$tmp/serve.err" &
   server=$!
   for _ in $(seq 600); do grep -q listening "$tmp/serve.out" 2>/dev/null && break; sleep 0.1; done
   url=$(sed -n 's/^morph listening on //p' "$tmp/serve.out")
