@@ -26,7 +26,7 @@ fn main() {
     let path = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
     let kernels: DecoderKernels = cli_arg("--kernels", DecoderKernels::LlamaCpp);
     let model = load_decoder(&path, kernels).expect("loading SmolLM2");
-    println!("3 streams decoding, then a {long}-token prompt joins (SmolLM2-135M, {})", model.1.label());
+    println!("3 streams decoding, then a {long}-token prompt joins (SmolLM2-135M, {})", kernels.label());
     println!(
         "{:>13} {:>15} {:>18} {:>19} {:>22}",
         "prefill chunk", "long TTFT ms", "others' max gap ms", "others' mean gap ms", "max gap vs unchunked"

@@ -86,10 +86,6 @@ impl DecodeBackend for LlamaCppBackend {
             shape,
         }))
     }
-
-    fn label(&self) -> &'static str {
-        "llama.cpp-decoder"
-    }
 }
 
 fn too_many(shape: StepperShape) -> EngineError {

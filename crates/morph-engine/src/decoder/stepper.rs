@@ -20,6 +20,16 @@ pub enum DecoderKernels {
     Candle,
 }
 
+impl DecoderKernels {
+    /// The engine name `/info` shows for a decoder on these kernels.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::LlamaCpp => "llama.cpp-decoder",
+            Self::Candle => "candle-decoder",
+        }
+    }
+}
+
 impl std::str::FromStr for DecoderKernels {
     type Err = String;
 
@@ -84,9 +94,6 @@ pub trait Stepper {
 pub trait DecodeBackend: std::fmt::Debug + Send + Sync {
     /// A stepper for one worker thread (created on that thread).
     fn stepper(&self, shape: StepperShape) -> Result<Box<dyn Stepper + '_>, EngineError>;
-
-    /// The name `/info` shows for it.
-    fn label(&self) -> &'static str;
 }
 
 /// candle's f32 decoder (the quantized weights expanded when loaded): the reference path.
@@ -96,10 +103,6 @@ pub struct CandleBackend(pub Arc<(Llama, GgufTokenizer)>);
 impl DecodeBackend for CandleBackend {
     fn stepper(&self, shape: StepperShape) -> Result<Box<dyn Stepper + '_>, EngineError> {
         Ok(Box::new(CandleStepper { llama: &self.0.0, caches: vec![None; shape.sequences], shape }))
-    }
-
-    fn label(&self) -> &'static str {
-        "candle-decoder"
     }
 }
 

@@ -1,8 +1,8 @@
 //! A decoder instance on its own OS thread, running its generations by iterations: generations
 //! join between iterations ([`DecoderWorker::join`]) and start once its [`Stepper`] has a free
-//! place (in join order); every iteration runs one
-//! [`Stepper::step`] over all of them, samples each one's next token and streams it to its caller; a generation
-//! leaves at its end-of-sequence token, at `max_tokens`, or when stopped (its client left).
+//! place (in join order); every iteration runs one [`Stepper::step`] over all of them, samples
+//! each one's next token and streams it to its caller; a generation leaves at its
+//! end-of-sequence token, at `max_tokens`, or when stopped (its client left).
 //! A prompt is fed in chunks of at most `prefill_chunk` tokens, one chunk per iteration (chunked
 //! prefill), so a long prompt's prefill shares iterations with the others' decode steps instead
 //! of holding them all for its whole length; its first token is sampled after its last chunk.
@@ -231,7 +231,7 @@ fn run(
     mut on_iteration: IterationHook,
 ) {
     let mut running: Vec<Running> = Vec::new();
-    // Joined, waiting for room in the stepper (its sequences or KV cache), in join order.
+    // Joined, waiting for a free place in the stepper, in join order.
     let mut queued: VecDeque<GenRequest> = VecDeque::new();
     let mut inbox = Inbox::default();
     // Whether the last report is still unanswered (the worker holds the next iteration).

@@ -34,7 +34,7 @@ pub struct ServedModel {
     pub dim: usize,
     /// `None` for a decoder.
     pub pooling: Option<Pooling>,
-    /// `onnxruntime`, `candle`, `emulated` or `candle-decoder`.
+    /// `onnxruntime`, `candle`, `emulated`, `llama.cpp-decoder` or `candle-decoder`.
     pub engine: String,
     /// The longest input any runtime accepts.
     pub max_input_len: u32,

@@ -50,8 +50,7 @@ impl EngineKind {
             EngineKind::Candle => "candle",
             EngineKind::Ort { .. } => "onnxruntime",
             EngineKind::Emulated { .. } => "emulated",
-            EngineKind::Decoder { kernels: DecoderKernels::LlamaCpp, .. } => "llama.cpp-decoder",
-            EngineKind::Decoder { kernels: DecoderKernels::Candle, .. } => "candle-decoder",
+            EngineKind::Decoder { kernels, .. } => kernels.label(),
         }
     }
 }
