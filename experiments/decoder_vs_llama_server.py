@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""Generation serving side by side: `morph serve --task generate` against llama.cpp's own
+`llama-server`, one server at a time, the same client and prompts (issue 13's setup): the
+first user turns of ShareGPT conversations, greedy, `max_tokens` 128, streamed through
+`/v1/chat/completions`, with 1, 4 and 16 clients at once (each sends its next prompt when its
+answer ends). Each server gets as many sequences as clients (Morph: `--runtime
+dynamic:2048xN`; llama-server: `-np N -c N*2048`, 2,048 tokens a slot) and every core.
+
+Printed per stream count and server: aggregate output tokens/s, mean time to first token,
+mean time per output token, and Morph / llama-server. Bring your own llama-server (it is
+not a dependency of Morph): build it from llama.cpp's source, e.g.
+    cmake -S llama.cpp -B build -DLLAMA_CURL=OFF && cmake --build build --target llama-server
+then
+    experiments/decoder_vs_llama_server.py --llama-server build/bin/llama-server
+        [--streams 1,4,16] [--prompts 16] [--max-tokens 128] [--morph-args '...']
+Results are also written to experiments/out/decoder_vs_llama_server.json.
+"""
+import argparse
+import http.client
+import json
+import os
+import queue
+import shlex
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def first_turns(path, count, max_chars):
+    """The first user turn of the first `count` conversations whose turn is at most `max_chars`."""
+    prompts = []
+    with open(path) as f:
+        for line in f:
+            turns = json.loads(line)["turns"]
+            if turns and turns[0]["role"] == "user" and len(turns[0]["content"]) <= max_chars:
+                prompts.append(turns[0]["content"])
+            if len(prompts) == count:
+                break
+    return prompts
+
+
+class Server:
+    """A server process on 127.0.0.1:port, stopped by its pid."""
+
+    def __init__(self, argv, port, log):
+        self.port = port
+        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                sys.exit(f"{argv[0]} exited with {self.proc.returncode}; see {log.name}")
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+                conn.request("GET", "/health")
+                if conn.getresponse().status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        sys.exit(f"{argv[0]} did not become healthy; see {log.name}")
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def generate(port, text, max_tokens):
+    """One streamed greedy chat completion: (seconds to first token, seconds from first to
+    last token, completion tokens, prompt tokens)."""
+    body = json.dumps({
+        "messages": [{"role": "user", "content": text}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    })
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    start = time.perf_counter()
+    conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    if resp.status != 200:
+        raise RuntimeError(f"HTTP {resp.status}: {resp.read()[:300]!r}")
+    first = last = None
+    usage = None
+    for raw in resp:
+        line = raw.decode().strip()
+        if not line.startswith("data:") or line == "data: [DONE]":
+            continue
+        chunk = json.loads(line[5:])
+        if chunk.get("usage"):
+            usage = chunk["usage"]
+        if any(c.get("delta", {}).get("content") for c in chunk.get("choices", [])):
+            now = time.perf_counter()
+            first = first or now
+            last = now
+    conn.close()
+    if usage is None or first is None:
+        raise RuntimeError("the stream ended without tokens or usage")
+    return first - start, last - first, usage["completion_tokens"], usage["prompt_tokens"]
+
+
+def run(port, prompts, streams, max_tokens):
+    """All prompts, `streams` clients at once: tokens/s, mean TTFT ms, mean ms per output token."""
+    todo = queue.Queue()
+    for p in prompts:
+        todo.put(p)
+    results, errors = [], []
+
+    def client():
+        while True:
+            try:
+                text = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                results.append(generate(port, text, max_tokens))
+            except Exception as e:  # reported below; the run is then invalid
+                errors.append(str(e))
+
+    start = time.perf_counter()
+    threads = [threading.Thread(target=client) for _ in range(streams)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - start
+    if errors:
+        sys.exit(f"{len(errors)} requests failed, e.g. {errors[0]}")
+    tokens = sum(r[2] for r in results)
+    tpots = [r[1] / (r[2] - 1) for r in results if r[2] > 1]
+    return {
+        "tokens_per_s": tokens / wall,
+        "ttft_ms": 1e3 * sum(r[0] for r in results) / len(results),
+        "tpot_ms": 1e3 * sum(tpots) / max(1, len(tpots)),
+        "completion_tokens": tokens,
+        "prompt_tokens": sum(r[3] for r in results),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--llama-server", required=True, help="path to llama.cpp's llama-server")
+    ap.add_argument("--morph", default=os.path.join(ROOT, "target/release/morph"))
+    home = os.environ.get("MORPH_HOME", os.path.expanduser("~/.cache/morph"))
+    ap.add_argument("--gguf", default=os.path.join(
+        home, "models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--sharegpt", default=os.path.join(ROOT, "../shared/data/conversations/sharegpt.jsonl"))
+    ap.add_argument("--prompts", type=int, default=16)
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--streams", default="1,4,16")
+    ap.add_argument("--morph-args", default="", help="extra `morph serve` arguments")
+    ap.add_argument("--servers", default="morph,llama-server", help="which of the two to run")
+    args = ap.parse_args()
+
+    # About 4 characters a token: first turns that leave room for the answer in 2,048 tokens.
+    prompts = first_turns(args.sharegpt, args.prompts, 4000)
+    cores = os.cpu_count()
+    servers = {
+        "morph": lambda n, port: [args.morph, "serve", "--task", "generate", "--model", args.gguf,
+                                  "--port", str(port), "--runtime", f"dynamic:2048x{n}",
+                                  *shlex.split(args.morph_args)],
+        "llama-server": lambda n, port: [args.llama_server, "-m", args.gguf, "--host", "127.0.0.1",
+                                         "--port", str(port), "-np", str(n), "-c", str(2048 * n),
+                                         "-t", str(cores), "-tb", str(cores)],
+    }
+    os.makedirs(os.path.join(ROOT, "experiments/out"), exist_ok=True)
+    table = []
+    print(f"SmolLM2-135M-Instruct Q4_1, {len(prompts)} ShareGPT first turns, greedy, "
+          f"max_tokens {args.max_tokens}, streamed; {cores} cores")
+    print(f"{'streams':>7} {'server':>13} {'tokens/s':>9} {'TTFT ms':>8} {'ms/token':>9} "
+          f"{'out tok':>8} {'morph/llama-server':>19}")
+    for streams in [int(s) for s in args.streams.split(",")]:
+        row = {}
+        for name, argv in servers.items():
+            if name not in args.servers.split(","):
+                continue
+            port = free_port()
+            with open(os.path.join(ROOT, f"experiments/out/{name}.log"), "w") as log:
+                server = Server(argv(streams, port), port, log)
+                try:
+                    generate(port, prompts[0], 8)  # warm-up, not counted
+                    row[name] = run(port, prompts, streams, args.max_tokens)
+                finally:
+                    server.stop()
+        for name, r in row.items():
+            theirs = row.get("llama-server")
+            ratio = r["tokens_per_s"] / theirs["tokens_per_s"] if name == "morph" and theirs else None
+            print(f"{streams:>7} {name:>13} {r['tokens_per_s']:>9.1f} {r['ttft_ms']:>8.0f} "
+                  f"{r['tpot_ms']:>9.1f} {r['completion_tokens']:>8} "
+                  f"{'' if ratio is None else f'{ratio:.2f}x':>19}", flush=True)
+        table.append({"streams": streams, **row})
+    with open(os.path.join(ROOT, "experiments/out/decoder_vs_llama_server.json"), "w") as f:
+        json.dump(table, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
