@@ -4,7 +4,7 @@
 first user turns of ShareGPT conversations, greedy, `max_tokens` 128, streamed through
 `/v1/chat/completions`, with 1, 4 and 16 clients at once (each sends its next prompt when its
 answer ends). Each server gets as many sequences as clients (Morph: `--runtime
-dynamic:2048xN`; llama-server: `-np N -c N*2048`, 2,048 tokens a slot) and every core.
+dynamic:2048xN` and a continuous batch of N; llama-server: `-np N -c N*2048`, 2,048 tokens a slot) and every core.
 
 Printed per stream count and server: aggregate output tokens/s, mean time to first token,
 mean time per output token, and Morph / llama-server. Bring your own llama-server (it is
@@ -173,6 +173,9 @@ def main():
     servers = {
         "morph": lambda n, port: [args.morph, "serve", "--task", "generate", "--model", args.gguf,
                                   "--port", str(port), "--runtime", f"dynamic:2048x{n}",
+                                  # The policy's continuous batch defaults to 4 sequences.
+                                  "--policy-params",
+                                  json.dumps({"batching": {"mode": "continuous", "max_batch": n}}),
                                   *shlex.split(args.morph_args)],
         "llama-server": lambda n, port: [args.llama_server, "-m", args.gguf, "--host", "127.0.0.1",
                                          "--port", str(port), "-np", str(n), "-c", str(2048 * n),
