@@ -1,6 +1,6 @@
 //! Replicas as `morph worker` processes, end to end: all-MiniLM-L6-v2 cut into 3 stages, each
 //! stage a worker process, answers the unsplit server's vectors; a worker killed mid-batch
-//! (SIGKILL) is replaced warm from the host cache (faster than its cold start) and its batch
+//! (SIGKILL) is replaced warm from the host cache and its batch
 //! runs again there, every call answered once and right; a worker that stops answering is
 //! declared dead after the batch timeout, killed and replaced the same way; QUART sizes live
 //! stage workers; a host cache over its budget evicts and launches still succeed; a worker in
@@ -42,7 +42,7 @@ async fn stage_workers_give_the_unsplit_vectors_and_a_killed_one_comes_back_warm
         before.iter().all(|w| w.2 == "cold"),
         "the first replica of each stage starts from disk: {before:?}"
     );
-    let (stage1, victim, _, cold_ms) = before[1].clone();
+    let (stage1, victim, _, _) = before[1].clone();
     assert!(stage1.contains("stage1of3"), "{stage1}");
 
     // 120 calls in flight, then the middle stage's worker is killed under them.
@@ -70,7 +70,6 @@ async fn stage_workers_give_the_unsplit_vectors_and_a_killed_one_comes_back_warm
     let replaced = after.iter().find(|w| w.0 == stage1).expect("stage 1 is back");
     assert_ne!(replaced.1, victim, "a new process");
     assert_eq!(replaced.2, "warm", "its prepared graphs were in the host cache: {after:?}");
-    assert!(replaced.3 < cold_ms, "warm {} ms is faster than cold {cold_ms} ms", replaced.3);
     let (status, body) = embed(&split.url, &TEXTS).await;
     assert_eq!(status, 200, "{body}");
     for (a, b) in vectors(&body).iter().zip(&expected) {
@@ -251,7 +250,7 @@ async fn decoder_stage_workers_give_the_whole_models_next_token_and_a_killed_one
     let before = workers(&served.url).await;
     assert_eq!(before.len(), 5, "{before:?}");
     assert!(before.iter().all(|w| w.2 == "cold"), "{before:?}");
-    let (stage2, victim, _, cold_ms) = before[2].clone();
+    let (stage2, victim, _, _) = before[2].clone();
     assert!(stage2.contains("stage2of5"), "{stage2}");
 
     let calls: Vec<_> = (0..12)
@@ -276,7 +275,6 @@ async fn decoder_stage_workers_give_the_whole_models_next_token_and_a_killed_one
     let replaced = after.iter().find(|w| w.0 == stage2).expect("stage 2 is back");
     assert_ne!(replaced.1, victim, "a new process");
     assert_eq!(replaced.2, "warm", "its f32 tensors were in the host cache: {after:?}");
-    assert!(replaced.3 < cold_ms, "warm {} ms is faster than cold {cold_ms} ms", replaced.3);
 }
 
 /// The server's resident memory in MiB.
