@@ -5,9 +5,11 @@ pub mod arlo;
 pub mod baselines;
 pub mod fleet;
 pub mod length_plan;
+pub mod otas;
 pub mod pipeline;
 pub mod quart;
 pub mod registry;
+mod replacer;
 pub mod ssjf;
 
 pub use baselines::dynamic_batching::{DynamicBatching, DynamicBatchingConfig};

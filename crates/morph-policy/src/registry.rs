@@ -1,8 +1,9 @@
 //! Policies by name, with parameters from a scenario file or the command line.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use morph_core::{Nanos, PipelineProfile, Policy, Profile, Servers, time::ms_to_nanos};
+use morph_core::{Nanos, PipelineProfile, PlanId, Policy, Profile, Servers, time::ms_to_nanos};
 
 use crate::arlo::ServiceModel;
 use crate::baselines::cocktail::{CocktailConfig, CocktailSizer};
@@ -10,6 +11,7 @@ use crate::baselines::inferline::{InferlineConfig, InferlineSizer};
 use crate::baselines::infless::{InflessConfig, InflessSizer};
 use crate::baselines::uniform::{UniformConfig, UniformSizer};
 use crate::fleet::{FleetConfig, FleetPolicy, PRESETS};
+use crate::otas::{OTAS_POLICIES, OtasConfig, OtasPolicy, PlanEntry, PlanTable};
 use crate::pipeline::{PipelinePolicy, PoolConfig, Sizer};
 use crate::quart::{QuartConfig, QuartSizer};
 use crate::ssjf::{SsjfConfig, SsjfPolicy};
@@ -17,7 +19,9 @@ use crate::{DynamicBatching, DynamicBatchingConfig};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
-    #[error("unknown policy '{0}' (known: dynamic-batching, ssjf, fcfs, {PRESETS:?}, {PIPELINES:?})")]
+    #[error(
+        "unknown policy '{0}' (known: dynamic-batching, ssjf, fcfs, {PRESETS:?}, {PIPELINES:?}, {OTAS_POLICIES:?})"
+    )]
     Unknown(String),
     #[error("policy '{0}' needs a pipeline (a scenario's cluster.pipeline; `morph serve --stages N`)")]
     NeedsPipeline(String),
@@ -25,6 +29,10 @@ pub enum PolicyError {
     Params { name: String, source: serde_json::Error },
     #[error("policy '{0}' needs a latency profile (a scenario's cluster.profile, or --profile)")]
     NeedsProfile(String),
+    #[error(
+        "policy '{name}' plans with token plan {plan}, which has no latency profile (a profile naming \"plan\": {plan})"
+    )]
+    NeedsPlanProfile { name: String, plan: i16 },
     #[error("policy '{0}' needs an SLO (slo_ms in the scenario or the policy, or --slo-ms)")]
     NeedsSlo(String),
 }
@@ -40,6 +48,8 @@ pub struct Context {
     pub pipeline: Option<Arc<PipelineProfile>>,
     /// The hosts and their slots; default: one server with every slot.
     pub servers: Option<Servers>,
+    /// Latency profiles of token plans other than the plain model's (OTAS's γ).
+    pub plans: BTreeMap<PlanId, Arc<Profile>>,
 }
 
 /// The pipeline policies (QUART and its baselines, spec §2.5).
@@ -62,12 +72,35 @@ pub fn build(name: &str, params: &serde_json::Value, ctx: &Context) -> Result<Bo
     if PIPELINES.contains(&name) {
         return build_pipeline(name, params, ctx);
     }
+    if let Some(preset) = OtasConfig::preset(name) {
+        let config: OtasConfig = with_nested_params(preset, params).map_err(params_err)?;
+        config.check(name).map_err(|why| params_err(serde::de::Error::custom(why)))?;
+        let table = plan_table(name, &config, ctx)?;
+        return Ok(Box::new(OtasPolicy::new(name, config, table)));
+    }
     let preset = FleetConfig::preset(name).ok_or_else(|| PolicyError::Unknown(name.to_string()))?;
     let config: FleetConfig = with_params(preset, params).map_err(params_err)?;
     let profile = ctx.profile.clone().ok_or_else(|| PolicyError::NeedsProfile(name.to_string()))?;
     let slo =
         config.slo_ms.map(ms_to_nanos).or(ctx.slo).ok_or_else(|| PolicyError::NeedsSlo(name.to_string()))?;
     Ok(Box::new(FleetPolicy::new(name, config, ServiceModel::new(profile, slo))))
+}
+
+/// OTAS's plan list with each plan's latency profile (plan 0: the deployment's) and accuracy.
+fn plan_table(name: &str, config: &OtasConfig, ctx: &Context) -> Result<PlanTable, PolicyError> {
+    let entries = config.plans.iter().map(|&plan| {
+        let latency = match plan {
+            0 => ctx.profile.clone().or_else(|| ctx.plans.get(&PlanId(0)).cloned()),
+            _ => ctx.plans.get(&PlanId(plan)).cloned(),
+        };
+        let latency =
+            latency.ok_or_else(|| PolicyError::NeedsPlanProfile { name: name.to_string(), plan })?;
+        let accuracy = config.accuracy.get(&plan).cloned().unwrap_or_else(|| vec![1.0]);
+        Ok(PlanEntry { plan: PlanId(plan), latency, accuracy })
+    });
+    let entries = entries.collect::<Result<Vec<_>, PolicyError>>()?;
+    PlanTable::new(entries)
+        .map_err(|why| PolicyError::Params { name: name.to_string(), source: serde::de::Error::custom(why) })
 }
 
 /// Whether policy `name` schedules generations on whole decoders (FCFS, SSJF).

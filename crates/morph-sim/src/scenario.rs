@@ -49,6 +49,7 @@
 //! values = [500, 1000, 2000]
 //! ```
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -170,8 +171,8 @@ fn thousand() -> f64 {
 #[serde(deny_unknown_fields)]
 pub struct GenerationCost {
     pub c_ms: Option<f64>,
-    pub prefill_ms: Option<std::collections::BTreeMap<String, f64>>,
-    pub k_ms: std::collections::BTreeMap<String, f64>,
+    pub prefill_ms: Option<BTreeMap<String, f64>>,
+    pub k_ms: BTreeMap<String, f64>,
     /// Prompt tokens fed per iteration (chunked prefill); default with `prefill_ms` 256, the
     /// decoder's own (`morph serve --prefill-chunk`), with `c_ms` 0: each prompt whole.
     pub prefill_chunk: Option<u32>,
@@ -404,6 +405,7 @@ impl Scenario {
     /// `progress(done, total)` is called after each run.
     pub fn run(&self, progress: &mut dyn FnMut(usize, usize)) -> Result<Vec<Row>, ScenarioError> {
         let pipeline = self.cluster.pipeline.as_ref().map(PipelineSpec::profile).transpose()?.map(Arc::new);
+        let mut plans = BTreeMap::new();
         let (profile, cost): (Option<Arc<Profile>>, Box<dyn CostModel>) =
             match (&self.cluster.profile, &self.cluster.generation) {
                 (None, None) if pipeline.is_some() => {
@@ -415,6 +417,9 @@ impl Scenario {
                     for path in &self.cluster.variants {
                         let variant = Profile::load(path)?;
                         let key = (variant.stage.unwrap_or(0), PlanId(variant.plan.unwrap_or(0)));
+                        if variant.stage.is_none() {
+                            plans.insert(key.1, Arc::new(variant.clone()));
+                        }
                         cost = cost.with_variant(key.0, key.1, variant);
                     }
                     (Some(Arc::new(profile)), Box::new(cost))
@@ -438,7 +443,7 @@ impl Scenario {
                 }
             };
         let base = self.options(pipeline.clone());
-        let ctx = Context { profile, slo: base.slo, pipeline, servers: Some(base.servers.clone()) };
+        let ctx = Context { profile, slo: base.slo, pipeline, servers: Some(base.servers.clone()), plans };
         let points: Vec<Option<(SweepParam, f64)>> = match &self.sweep {
             Some(s) => s.values.iter().map(|v| Some((s.param, *v))).collect(),
             None => vec![None],

@@ -12,11 +12,12 @@ use std::ops::Bound;
 
 use morph_core::{
     Action, BatchPlan, DropReason, Event, Gauge, InstanceId, InstanceInfo, PlanId, Policy, RequestId,
-    RequestInfo, RuntimeSpec, Then, Tickets, Time, UnitSpec, time::ms_to_nanos,
+    RequestInfo, RuntimeSpec, Then, Time, UnitSpec,
 };
 use serde_json::json;
 
 use super::length_buckets::{Bucket, BucketQueue};
+use crate::replacer::Replacer;
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -69,16 +70,8 @@ pub struct DynamicBatching {
     /// What each busy instance runs (to hand on to the next stage).
     running: BTreeMap<InstanceId, Vec<RequestInfo>>,
     longest_runtime: u32,
-    tickets: Tickets,
-    /// Replacements of lost instances whose launch failed, and when the last one failed: tried
-    /// again with the first event a second or more later (this policy has no ticks: a tick
-    /// would stretch every simulated run to the next one).
-    relaunch: Vec<UnitSpec>,
-    failed_at: Time,
+    replacer: Replacer,
 }
-
-/// How long after a failed replacement it is tried again, at the earliest.
-const RELAUNCH_AFTER_MS: f64 = 1_000.0;
 
 impl DynamicBatching {
     pub fn new(config: DynamicBatchingConfig) -> Self {
@@ -88,9 +81,7 @@ impl DynamicBatching {
             instances: BTreeMap::new(),
             idle: BTreeSet::new(),
             running: BTreeMap::new(),
-            tickets: Tickets::default(),
-            relaunch: Vec::new(),
-            failed_at: Time::ZERO,
+            replacer: Replacer::default(),
             longest_runtime: 0,
         }
     }
@@ -176,7 +167,7 @@ impl DynamicBatching {
             for request in ran.into_iter().rev().filter(|r| retried.contains(&r.id)) {
                 self.queues[slot.stage].push_front(request);
             }
-            actions.push(Action::Launch { ticket: self.tickets.issue(), unit: slot.unit, server: None });
+            self.replacer.replace(slot.unit, actions);
         }
     }
 
@@ -193,21 +184,14 @@ impl Policy for DynamicBatching {
     }
 
     fn on_event(&mut self, now: Time, event: Event, actions: &mut Vec<Action>) {
-        if !self.relaunch.is_empty() && now >= self.failed_at + ms_to_nanos(RELAUNCH_AFTER_MS) {
-            for unit in std::mem::take(&mut self.relaunch) {
-                actions.push(Action::Launch { ticket: self.tickets.issue(), unit, server: None });
-            }
-        }
+        self.replacer.retry_due(now, actions);
         match event {
             Event::InstanceUp { instance, .. } => self.instance_up(instance),
             Event::Arrival(request) => self.admit(request, actions),
             Event::Cancelled { request } => self.cancelled(request),
             Event::BatchDone { instance, failed, .. } => self.batch_done(instance, failed),
             Event::InstanceLost { instance, retried, .. } => self.lost(instance, &retried, actions),
-            Event::LaunchFailed { unit, .. } => {
-                self.relaunch.push(unit);
-                self.failed_at = now;
-            }
+            Event::LaunchFailed { unit, .. } => self.replacer.launch_failed(now, unit),
             Event::Tick | Event::ServerSlots { .. } | Event::SequencesDone { .. } => {}
         }
         self.schedule(actions);
@@ -410,7 +394,7 @@ mod tests {
         assert_eq!(unit.runtime, runtime);
         let failed = Event::LaunchFailed { ticket: *ticket, unit: *unit, reason: "host gone".into() };
         out.clear();
-        let second = ms_to_nanos(RELAUNCH_AFTER_MS);
+        let second = morph_core::time::ms_to_nanos(crate::replacer::RELAUNCH_AFTER_MS);
         p.on_event(Time(6), failed, &mut out);
         assert!(out.is_empty(), "not at once");
         let cancelled = |r| Event::Cancelled { request: RequestId(r) };

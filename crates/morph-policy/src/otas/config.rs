@@ -1,0 +1,94 @@
+//! OTAS's parameters, with the paper's defaults (§V; spec §2.10), and the presets that run its
+//! baselines on the same code.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::batching::BatchingConfig;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OtasConfig {
+    /// L(γ): the token plans, fastest first and most accurate last. Each needs a latency profile
+    /// (plan 0: the deployment's; others: a profile naming that plan).
+    pub plans: Vec<i16>,
+    /// Accuracy per task index, by plan: `{"-4": [0.86, 0.89, 0.97], "0": [...]}` (the profiler's
+    /// profiling-split accuracy). A single-plan list may leave it out.
+    pub accuracy: BTreeMap<i16, Vec<f64>>,
+    /// Alg. 1's thresholds (δ, ε, η, μ).
+    pub batching: BatchingConfig,
+    /// β: with at most this many batches queued, Alg. 3 plans instead of the DP.
+    pub beta: usize,
+    /// The first milliseconds of service, planned by Alg. 3 only.
+    pub initial_ms: f64,
+    /// κ: Alg. 3 gives the most accurate plan to batches of mean utility above it.
+    pub kappa: f64,
+    /// The window the arrival rate q is counted over (spec A8).
+    pub rate_window_ms: f64,
+    /// The padded length at which each plan's throughput μ(γ) is read for f(q).
+    pub rate_len: u32,
+    /// Whether Alg. 2 may skip a batch (`false`: every batch runs, the PetS-like rule).
+    pub skip: bool,
+    /// Most requests waiting; arrivals beyond it are rejected with `QueueFull`.
+    pub max_queue: usize,
+    /// The utility of a request that brings none.
+    pub default_utility: f64,
+}
+
+impl Default for OtasConfig {
+    fn default() -> Self {
+        Self {
+            plans: vec![0],
+            accuracy: BTreeMap::new(),
+            batching: BatchingConfig::default(),
+            beta: 5,
+            initial_ms: 2_000.0,
+            kappa: 0.8,
+            rate_window_ms: 1_000.0,
+            rate_len: 32,
+            skip: true,
+            max_queue: 4_096,
+            default_utility: 1.0,
+        }
+    }
+}
+
+/// The OTAS policies by name: OTAS itself, OTAS planning only the plain model (its scheduling
+/// gain without the token gain), and PetS-like (one fixed plan, every batch runs; with
+/// `plans: [-3]` it is fixed ToMe, with `[2]` fixed prompts).
+pub const OTAS_POLICIES: [&str; 3] = ["otas", "otas-plain", "pets-like"];
+
+impl OtasConfig {
+    pub fn preset(name: &str) -> Option<Self> {
+        let otas = Self::default();
+        match name {
+            "otas" | "otas-plain" => Some(otas),
+            "pets-like" => Some(Self { skip: false, ..otas }),
+            _ => None,
+        }
+    }
+
+    /// Refuses what the policy cannot plan with, naming it.
+    pub fn check(&self, name: &str) -> Result<(), String> {
+        if self.plans.is_empty() {
+            return Err("plans is empty".into());
+        }
+        if name != "otas" && self.plans.len() != 1 {
+            return Err(format!("{name} runs one fixed plan; plans has {}", self.plans.len()));
+        }
+        if self.plans.len() > 1
+            && let Some(p) = self.plans.iter().find(|p| !self.accuracy.contains_key(p))
+        {
+            return Err(format!("plan {p} has no accuracy (the accuracy table, by plan)"));
+        }
+        let b = &self.batching;
+        if b.epsilon == 0 || b.delta_ms < 0.0 || b.eta_ms < 0.0 || b.mu < 0.0 {
+            return Err("batching needs epsilon ≥ 1 and non-negative delta_ms, eta_ms, mu".into());
+        }
+        if self.rate_window_ms <= 0.0 || self.rate_len == 0 {
+            return Err("rate_window_ms and rate_len must be positive".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,18 @@
+//! OTAS (Chen et al., "An Elastic Transformer Serving System via Token Adaptation"): one shared
+//! encoder serves many tasks; each batch runs under a token plan γ (prompt tokens for accuracy,
+//! token merging for speed), chosen to maximise the utility answered within deadlines. The
+//! implementation-ready reading is `shared/specs/otas.md`; one file per algorithm.
+
+pub mod batching;
+pub mod config;
+pub mod manual;
+pub mod plan;
+pub mod policy;
+pub mod profile;
+
+pub use config::{OTAS_POLICIES, OtasConfig};
+pub use policy::OtasPolicy;
+pub use profile::{PlanEntry, PlanTable};
+
+#[cfg(test)]
+mod tests;

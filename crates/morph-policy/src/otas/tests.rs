@@ -1,0 +1,162 @@
+//! The OTAS policy driven by hand-made events: eviction, admission, which rule plans, and the
+//! PetS-like preset.
+
+use std::sync::Arc;
+
+use morph_core::{
+    Action, DropReason, Event, InstanceId, InstanceInfo, PlanId, Policy, Profile, RequestId, RequestInfo,
+    RuntimeSpec, ServerId, ServiceClass, TaskId, Time, UnitSpec,
+};
+use serde_json::json;
+
+use crate::registry::{Context, build};
+
+/// A profile whose every batch takes `ms`.
+fn flat(plan: i16, ms: f64) -> Arc<Profile> {
+    let text = json!({ "model": "m", "plan": plan, "latency": {
+        "1": { "8": ms, "128": ms }, "64": { "8": ms, "128": ms } } });
+    Arc::new(Profile::from_json(&text.to_string()).expect("a profile"))
+}
+
+/// `name` over two plans: −2 (10 ms a batch, accuracy 0.8) and 2 (30 ms, 0.9).
+fn policy(name: &str, params: serde_json::Value) -> Box<dyn Policy> {
+    let mut ctx = Context::default();
+    ctx.plans.insert(PlanId(-2), flat(-2, 10.0));
+    ctx.plans.insert(PlanId(2), flat(2, 30.0));
+    ctx.profile = Some(flat(0, 20.0));
+    let mut p = build(name, &params, &ctx).expect("an OTAS policy");
+    let unit = UnitSpec::encoder(RuntimeSpec::dynamic(128, 64));
+    let up = Event::InstanceUp {
+        instance: InstanceInfo { id: InstanceId(0), unit, server: ServerId(0) },
+        launch: None,
+    };
+    p.on_event(Time::ZERO, up, &mut Vec::new());
+    p
+}
+
+fn two_plans() -> Box<dyn Policy> {
+    policy("otas", json!({ "plans": [-2, 2], "accuracy": { "-2": [0.8], "2": [0.9] } }))
+}
+
+fn ms(ms: f64) -> Time {
+    Time::from_millis_f64(ms)
+}
+
+fn arrival(id: u64, at_ms: f64, slo_ms: f64) -> Event {
+    let service =
+        ServiceClass { task: TaskId(0), deadline: Some(ms(at_ms + slo_ms)), utility_micros: 300_000 };
+    let info = RequestInfo {
+        id: RequestId(id),
+        input_len: 20,
+        arrival: ms(at_ms),
+        generation: None,
+        service: Some(service),
+    };
+    Event::Arrival(info)
+}
+
+fn done() -> Event {
+    Event::BatchDone { instance: InstanceId(0), requests: Vec::new(), failed: false }
+}
+
+/// The runs in `actions`: (requests, plan).
+fn runs(actions: &[Action]) -> Vec<(Vec<u64>, i16)> {
+    let run = |a: &Action| match a {
+        Action::Run { requests, plan, .. } => Some((requests.iter().map(|r| r.0).collect(), plan.tokens.0)),
+        _ => None,
+    };
+    actions.iter().filter_map(run).collect()
+}
+
+fn drops(actions: &[Action]) -> Vec<u64> {
+    let drop = |a: &Action| match a {
+        Action::Drop { request, reason: DropReason::DeadlineUnreachable { .. } } => Some(request.0),
+        _ => None,
+    };
+    actions.iter().filter_map(drop).collect()
+}
+
+#[test]
+fn a_doomed_request_is_evicted_once_and_the_rest_of_its_batch_runs() {
+    let mut p = two_plans();
+    let mut out = Vec::new();
+    p.on_event(ms(0.0), arrival(1, 0.0, 100.0), &mut out);
+    // Idle, a short queue, a low rate: Alg. 3 gives it the most accurate plan at once.
+    assert_eq!(runs(&out), [(vec![1], 2)]);
+    // While it runs, two arrive that batch together; request 2's deadline is 45 ms.
+    p.on_event(ms(5.0), arrival(2, 5.0, 40.0), &mut out);
+    p.on_event(ms(6.0), arrival(3, 6.0, 400.0), &mut out);
+    assert_eq!(p.queue_len(), 2);
+    out.clear();
+    // Free at 40 ms: 40 + 10 ≥ 45, so request 2 is evicted; request 3 runs.
+    p.on_event(ms(40.0), done(), &mut out);
+    assert_eq!(drops(&out), [2]);
+    assert_eq!(runs(&out).len(), 1);
+    assert_eq!(runs(&out)[0].0, [3]);
+    let mut later = Vec::new();
+    p.on_event(ms(80.0), done(), &mut later);
+    p.on_event(ms(2_000.0), done(), &mut later);
+    assert!(drops(&later).is_empty() && runs(&later).is_empty(), "answered once: {later:?}");
+    assert_eq!(p.queue_len(), 0);
+}
+
+#[test]
+fn a_deadline_impossible_at_arrival_is_refused_at_once_and_names_it() {
+    let mut p = two_plans();
+    let mut out = Vec::new();
+    p.on_event(ms(0.0), arrival(1, 0.0, 5.0), &mut out);
+    assert_eq!(drops(&out), [1]);
+    let Action::Drop { reason, .. } = &out[0] else { unreachable!() };
+    assert!(reason.to_string().contains("deadline (5) ms"), "{reason}");
+    assert!(runs(&out).is_empty());
+}
+
+/// Eight single-request batches queued behind a busy engine, after the initial stage: the DP
+/// plans them. With room to spare the first gets the accurate plan; when only the fast plan
+/// lets every batch meet its deadline, the first gets the fast plan.
+#[test]
+fn past_the_initial_stage_a_long_queue_is_planned_by_the_dp() {
+    for (slack_ms, expect) in [(10_000.0, 2), (0.0, -2)] {
+        let mut p = two_plans();
+        let mut out = Vec::new();
+        p.on_event(ms(0.0), arrival(100, 0.0, 100_000.0), &mut out);
+        assert_eq!(runs(&out).len(), 1);
+        // Arrivals 600 ms apart (> δ) open their own batches; batch k's deadline is
+        // 5 s + 10 (k + 1) + 5 ms, plus the slack.
+        for k in 0..8u64 {
+            let at = 600.0 * k as f64;
+            let deadline = 5_000.0 + 10.0 * (k + 1) as f64 + 5.0 + slack_ms;
+            p.on_event(ms(at), arrival(k, at, deadline - at), &mut out);
+        }
+        out.clear();
+        p.on_event(ms(5_000.0), done(), &mut out);
+        assert_eq!(runs(&out), [(vec![0], expect)], "slack {slack_ms} ms");
+        let dp = p
+            .gauges()
+            .iter()
+            .any(|g| g.name == "otas_decisions_total" && g.labels[0].1 == "dp" && g.value == 1.0);
+        assert!(dp, "{:?}", p.gauges());
+    }
+}
+
+#[test]
+fn pets_like_runs_its_one_plan_and_never_skips() {
+    let mut p = policy("pets-like", json!({}));
+    let mut out = Vec::new();
+    p.on_event(ms(0.0), arrival(1, 0.0, 1_000.0), &mut out);
+    assert_eq!(runs(&out), [(vec![1], 0)]);
+    assert!(build("pets-like", &json!({ "plans": [-2, 2] }), &Context::default()).is_err());
+    let fixed = policy("pets-like", json!({ "plans": [-2] }));
+    assert_eq!(fixed.describe()["config"]["plans"], json!([-2]));
+}
+
+#[test]
+fn a_plan_without_a_profile_or_an_accuracy_is_a_clear_error() {
+    let ctx = Context { profile: Some(flat(0, 20.0)), ..Context::default() };
+    let err = build("otas", &json!({ "plans": [-3, 0], "accuracy": { "-3": [0.8], "0": [0.9] } }), &ctx)
+        .err()
+        .expect("no profile for plan -3");
+    assert!(err.to_string().contains("token plan -3"), "{err}");
+    let err = build("otas", &json!({ "plans": [-3, 0] }), &ctx).err().expect("no accuracy");
+    assert!(err.to_string().contains("plan -3 has no accuracy"), "{err}");
+}
