@@ -54,6 +54,7 @@ pub(crate) fn run(args: SimulateArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
         print!("{}", table(&scenario.name, &rows));
+        print!("{}", utility_table(&rows));
     }
     if let Some(dir) = args.out {
         write_csvs(&dir, &rows).with_context(|| format!("writing CSVs into {}", dir.display()))?;
@@ -116,6 +117,65 @@ fn table(name: &str, rows: &[Row]) -> String {
             r.throughput_rps,
             r.goodput_rps,
             r.mean_utilisation * 100.0
+        );
+    }
+    out
+}
+
+/// OTAS's account of each run with query types: utility earned, against the first policy of the
+/// same sweep point and seed, outcome types, accuracy of served batches, plans' shares of batches.
+fn utility_table(rows: &[Row]) -> String {
+    let mut out = String::new();
+    let w = rows.iter().map(|r| r.report.policy.chars().count()).max().unwrap_or(0).max(6);
+    let mut first: Vec<(String, u64, f64)> = Vec::new();
+    for row in rows {
+        let Some(u) = &row.utility else { continue };
+        if out.is_empty() {
+            let _ = writeln!(
+                out,
+                "\n{:<w$} {:<16} {:>5} {:>10} {:>9} {:>8} {:>7} {:>7} {:>7} {:>7} {:>9}  plans (share of batches)",
+                "policy",
+                "sweep",
+                "seed",
+                "utility",
+                "of max",
+                "vs first",
+                "type 1",
+                "type 2",
+                "type 3",
+                "type 4",
+                "batch acc"
+            );
+        }
+        let key = (sweep_label(row), row.seed);
+        let base = match first.iter().find(|(s, seed, _)| (s, *seed) == (&key.0, key.1)) {
+            Some((_, _, u)) => *u,
+            None => {
+                first.push((key.0.clone(), key.1, u.utility));
+                u.utility
+            }
+        };
+        let batches = u.batches_by_plan.values().sum::<usize>().max(1) as f64;
+        let plans: Vec<String> = u
+            .batches_by_plan
+            .iter()
+            .map(|(p, n)| format!("{p}:{:.0}%", *n as f64 * 100.0 / batches))
+            .collect();
+        let _ = writeln!(
+            out,
+            "{:<w$} {:<16} {:>5} {:>10.1} {:>9} {:>7.3}× {:>7} {:>7} {:>7} {:>7} {:>9}  {}",
+            row.report.policy,
+            key.0,
+            row.seed,
+            u.utility,
+            percent(u.utility / u.attainable),
+            u.utility / base.max(f64::MIN_POSITIVE),
+            percent(u.types[0]),
+            percent(u.types[1]),
+            percent(u.types[2]),
+            percent(u.types[3]),
+            percent(u.mean_batch_accuracy),
+            plans.join(" ")
         );
     }
     out

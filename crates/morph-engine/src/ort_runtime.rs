@@ -20,6 +20,7 @@ use crate::onnx::{
     ATTENTION_MASK, GraphOutput, GraphSpec, HIDDEN_IN, HIDDEN_OUT, INPUT_IDS, POOLED, encoder_graph,
 };
 use crate::pooling::Pooling;
+use crate::token_plan::TokenPlan;
 use crate::{BatchInput, Engine, EngineError, check_lengths};
 
 /// Input of graphs that embed two segments (user files; Morph's graphs embed one).
@@ -263,8 +264,9 @@ impl OrtEncoder {
     }
 
     /// Compiles one instance of `unit` (a layer range when it is a pipeline stage, with its
-    /// thread count) with a session per token plan in `plans`: 0 the plain model, −k merging
-    /// k tokens per layer (ToMe, OTAS's γ < 0). Prompt plans (γ > 0) need trained prompts.
+    /// thread count) with a session per token plan in `plans` (numbered as
+    /// [`crate::token_plan`] says: 0 plain, ToMe merging, early exits). Prompt plans (γ > 0)
+    /// need trained prompts.
     pub fn instance(&self, unit: UnitSpec, plans: &[PlanId]) -> Result<OrtRuntime, EngineError> {
         self.compile(unit, plans, None).map(|(runtime, _)| runtime)
     }
@@ -289,10 +291,15 @@ impl OrtEncoder {
         let mut sessions = Vec::with_capacity(plans.len());
         let (mut io, mut takes_hidden) = (None, false);
         for &plan in plans {
-            let merge = match plan.0 {
-                0 => 0,
-                p if p < 0 => p.unsigned_abs() as usize,
-                p => {
+            let layers = self.layers().unwrap_or(0);
+            let (merge, exit) = match TokenPlan::of(plan, layers)? {
+                TokenPlan::Plain => (0, None),
+                TokenPlan::Merge(r) => (r, None),
+                TokenPlan::Exit(_) if unit.stage.is_some() => {
+                    return Err(EngineError::Unsupported("an exit plan on a pipeline stage".into()));
+                }
+                TokenPlan::Exit(k) => (0, Some(k)),
+                TokenPlan::Prompt(p) => {
                     return Err(EngineError::Unsupported(format!(
                         "token plan {p}: prompt plans need trained prompts"
                     )));
@@ -304,10 +311,10 @@ impl OrtEncoder {
                 Source::Written { checkpoint, pooling } => {
                     let built = Instant::now();
                     let layers = checkpoint.config.num_hidden_layers;
-                    let range = unit
-                        .stage
-                        .map_or(0..layers, |s| usize::from(s.first_layer)..usize::from(s.end_layer));
-                    let hands_on = range.end < layers;
+                    let range = unit.stage.map_or(0..exit.unwrap_or(layers), |s| {
+                        usize::from(s.first_layer)..usize::from(s.end_layer)
+                    });
+                    let hands_on = range.end < layers && exit.is_none();
                     takes_hidden = range.start > 0;
                     let output = if hands_on { GraphOutput::Hidden } else { GraphOutput::Pooled(*pooling) };
                     let shape = fixed.then_some((spec.max_batch, spec.max_len));
@@ -319,7 +326,7 @@ impl OrtEncoder {
                     times.session += started.elapsed();
                     (session, Io::written(hands_on))
                 }
-                Source::File { .. } if merge > 0 || unit.stage.is_some() => {
+                Source::File { .. } if plan != PlanId::PLAIN || unit.stage.is_some() => {
                     return Err(EngineError::Unsupported(
                         "token plans and pipeline stages need the graph Morph writes, not --onnx".into(),
                     ));

@@ -309,3 +309,42 @@ fn token_merging_ignores_padding_and_stays_close_to_the_full_model() {
     let too_many = GraphSpec { merge: len, ..GraphSpec::pooled(Some((1, len as u32)), Pooling::Mean, 6) };
     assert!(encoder_graph(&checkpoint, &too_many).is_err());
 }
+
+/// An exit plan (−104: pooled after 4 of the 6 layers) is the mean of the hidden states that a
+/// stage of layers 0..4 hands on; an exit past the last layer is refused. Merging 4 tokens a
+/// layer on a dynamic batch of 4- and 5-token rows clamps (ToMe's r ≤ (n − 1) / 2) instead of
+/// failing.
+#[test]
+fn an_exit_plan_pools_its_layers_and_merging_clamps_on_short_rows() {
+    let m = models();
+    let runtime = RuntimeSpec::dynamic(128, 4);
+    let inputs = vec![random_ids(40, 31), random_ids(7, 32)];
+    let exit = PlanId(-104);
+    let pooled = m
+        .ort
+        .instance(UnitSpec::encoder(runtime), &[exit])
+        .expect("exit plan")
+        .run(BatchInput::Tokens(&inputs), exit);
+    let pooled = pooled.expect("exit after 4 layers");
+    let stage = StageSpec { model: ModelId(0), index: 0, count: 2, first_layer: 0, end_layer: 4 };
+    let mut first =
+        m.ort.instance(UnitSpec::encoder(runtime).with_stage(stage), &[PlanId::PLAIN]).expect("stage");
+    let hidden = first.run(BatchInput::Tokens(&inputs), PlanId::PLAIN).expect("layers 0..4");
+    let means: Vec<Vec<f32>> = hidden
+        .iter()
+        .map(|h| {
+            let n = h.len() / 384;
+            (0..384).map(|d| (0..n).map(|t| h[t * 384 + d]).sum::<f32>() / n as f32).collect()
+        })
+        .collect();
+    assert_close(&pooled, &means, "exit after 4 layers = mean of layer 4's states");
+    let whole = m.ort.runtime(runtime).expect("whole").embed(&inputs).expect("whole");
+    assert!(cosine(&pooled[0], &whole[0]) < 0.999, "two fewer layers change the vector");
+    assert!(m.ort.instance(UnitSpec::encoder(runtime), &[PlanId(-106)]).is_err(), "6 layers: exits 1 to 5");
+
+    let short = vec![random_ids(5, 33), random_ids(4, 34)];
+    let mut merging = m.ort.instance(UnitSpec::encoder(runtime), &[PlanId(-4)]).expect("merging");
+    let vectors =
+        merging.run(BatchInput::Tokens(&short), PlanId(-4)).expect("a short batch merges what it can");
+    assert!(vectors.iter().flatten().all(|x| x.is_finite()));
+}

@@ -33,6 +33,10 @@ pub enum PolicyError {
         "policy '{name}' plans with token plan {plan}, which has no latency profile (a profile naming \"plan\": {plan})"
     )]
     NeedsPlanProfile { name: String, plan: i16 },
+    #[error(
+        "policy '{name}' plans with token plan {plan}, which has no accuracy (the policy's accuracy table, or a profile's accuracy.json)"
+    )]
+    NeedsAccuracy { name: String, plan: i16 },
     #[error("policy '{0}' needs an SLO (slo_ms in the scenario or the policy, or --slo-ms)")]
     NeedsSlo(String),
 }
@@ -50,6 +54,8 @@ pub struct Context {
     pub servers: Option<Servers>,
     /// Latency profiles of token plans other than the plain model's (OTAS's γ).
     pub plans: BTreeMap<PlanId, Arc<Profile>>,
+    /// Accuracy per task (by task index) under each token plan, from the profiler.
+    pub accuracy: BTreeMap<PlanId, Vec<f64>>,
 }
 
 /// The pipeline policies (QUART and its baselines, spec §2.5).
@@ -95,7 +101,12 @@ fn plan_table(name: &str, config: &OtasConfig, ctx: &Context) -> Result<PlanTabl
         };
         let latency =
             latency.ok_or_else(|| PolicyError::NeedsPlanProfile { name: name.to_string(), plan })?;
-        let accuracy = config.accuracy.get(&plan).cloned().unwrap_or_else(|| vec![1.0]);
+        let accuracy = match (config.accuracy.get(&plan), ctx.accuracy.get(&PlanId(plan))) {
+            (Some(given), _) | (None, Some(given)) => given.clone(),
+            // One plan: its accuracy scales every choice alike.
+            (None, None) if config.plans.len() == 1 => vec![1.0],
+            (None, None) => return Err(PolicyError::NeedsAccuracy { name: name.to_string(), plan }),
+        };
         Ok(PlanEntry { plan: PlanId(plan), latency, accuracy })
     });
     let entries = entries.collect::<Result<Vec<_>, PolicyError>>()?;

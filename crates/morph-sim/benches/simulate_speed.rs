@@ -20,6 +20,7 @@ fn run(profile: &Profile, rate: f64, seconds: f64, instances: usize) {
         lengths: Lengths::Twitter { max: 512 },
         outputs: None,
         patience_s: None,
+        service: None,
     };
     let started = Instant::now();
     let requests = workload.generate(seconds, 1).expect("workload");

@@ -17,7 +17,7 @@ use morph_core::{
 use crate::cost::{CostModel, Fed, Job, Startup};
 use crate::event::{EventKind, EventQueue, SimEvent};
 use crate::hosts::{Hosts, startup_time};
-use crate::metrics::{Recorder, Report};
+use crate::metrics::{Recorder, Report, ServedBatch};
 use crate::workload::SimRequest;
 
 /// How a run is measured, where instances run and how they start.
@@ -216,6 +216,10 @@ impl World<'_> {
                         .collect();
                     let took = cost.batch_time(&inst.unit, plan.tokens, &jobs);
                     self.rec.busy(instance.0 as usize, took);
+                    if batch.first().is_some_and(|r| requests[r.0 as usize].service.is_some()) {
+                        let requests = batch.iter().map(|r| r.0 as u32).collect();
+                        self.rec.served.push(ServedBatch { plan: plan.tokens, end: now + took, requests });
+                    }
                     self.events.push(now + took, SimEvent::BatchDone(instance));
                 }
                 Effect::Join { instance, requests } => {
@@ -334,7 +338,7 @@ pub fn simulate(
             now = r.arrival;
             let generation =
                 (r.output_len > 0).then_some(Generation { max_tokens: r.max_tokens, predicted: r.predicted });
-            let new = NewRequest { input_len: r.input_len, generation, service: None };
+            let new = NewRequest { input_len: r.input_len, generation, service: r.service };
             let id = ledger.arrive(now, new, &mut effects);
             debug_assert_eq!(id.0, next_arrival as u64, "ledger ids follow the stream");
             if let Some(after) = r.cancel_after {

@@ -9,6 +9,7 @@ mod hosts;
 pub mod metrics;
 pub mod scenario;
 mod scenario_check;
+pub mod utility;
 pub mod workload;
 
 pub use cost::{CostModel, PipelineCost, ProfileCost};

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use morph_core::{Gauge, Nanos, Outcome, Policy, Time, stats::percentile, time::nanos_to_ms};
+use morph_core::{Gauge, Nanos, Outcome, PlanId, Policy, Time, stats::percentile, time::nanos_to_ms};
 use serde::Serialize;
 
 /// Queue-length samples kept per run (for plots), evenly spaced over the arrivals' span.
@@ -38,6 +38,18 @@ pub(crate) struct Recorder {
     pub(crate) cold_starts: usize,
     pub(crate) warm_starts: usize,
     pub(crate) evictions: usize,
+    /// Batches of requests with a service class (OTAS): their plan, end and requests.
+    pub(crate) served: Vec<ServedBatch>,
+}
+
+/// A batch of requests with service classes, as it ran.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServedBatch {
+    pub plan: PlanId,
+    /// When it ended (its requests were answered then).
+    pub end: Time,
+    /// Request indices in the stream.
+    pub requests: Vec<u32>,
 }
 
 impl Recorder {
@@ -60,6 +72,7 @@ impl Recorder {
             cold_starts: 0,
             warm_starts: 0,
             evictions: 0,
+            served: Vec::new(),
         }
     }
 
@@ -173,6 +186,7 @@ impl Recorder {
             warm_starts: self.warm_starts,
             cache_evictions: self.evictions,
             latencies_ms: ms,
+            served: self.served,
         }
     }
 }
@@ -235,4 +249,7 @@ pub struct Report {
     pub latencies_ms: Vec<f64>,
     /// The policy's own account of itself at the end of the run ([`morph_core::Policy::describe`]).
     pub policy_state: serde_json::Value,
+    /// Batches of requests with service classes, in start order.
+    #[serde(skip)]
+    pub served: Vec<ServedBatch>,
 }

@@ -63,6 +63,7 @@ use morph_policy::registry::Context;
 use crate::cost::{CostModel, LinearGeneration, PipelineCost, Prefill, ProfileCost, Startup};
 use crate::driver::{SimOptions, simulate};
 use crate::metrics::Report;
+use crate::utility::{UtilityReport, evaluate};
 use crate::workload::{Arrivals, Lengths, Predictor, Workload, WorkloadError, corpus};
 
 #[derive(Debug, thiserror::Error)]
@@ -265,6 +266,9 @@ pub struct Row {
     pub seed: u64,
     #[serde(flatten)]
     pub report: Report,
+    /// OTAS's utility account, for a workload with query types.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub utility: Option<UtilityReport>,
 }
 
 impl Scenario {
@@ -280,6 +284,9 @@ impl Scenario {
         let dir = path.parent().unwrap_or(Path::new("."));
         scenario.resolve_paths(dir);
         scenario.load_predictions()?;
+        if let Some(mix) = &mut scenario.workload.service {
+            mix.load()?;
+        }
         if let Lengths::Corpus { path } = &scenario.workload.lengths {
             let values = corpus::load(path)?
                 .iter()
@@ -306,6 +313,11 @@ impl Scenario {
                 Lengths::Corpus { path } if path.is_relative() => *path = dir.join(&*path),
                 _ => {}
             }
+        }
+        if let Some(mix) = &mut self.workload.service
+            && mix.profile.is_relative()
+        {
+            mix.profile = dir.join(&mix.profile);
         }
         for spec in &mut self.policies {
             if let Predictor::Recorded { path, .. } = &mut spec.predictor
@@ -443,7 +455,10 @@ impl Scenario {
                 }
             };
         let base = self.options(pipeline.clone());
-        let ctx = Context { profile, slo: base.slo, pipeline, servers: Some(base.servers.clone()), plans };
+        let table = self.workload.service.as_ref().and_then(|m| m.table.clone());
+        let accuracy = table.as_ref().map(|t| t.profiling.clone()).unwrap_or_default();
+        let servers = Some(base.servers.clone());
+        let ctx = Context { profile, slo: base.slo, pipeline, servers, plans, accuracy };
         let points: Vec<Option<(SweepParam, f64)>> = match &self.sweep {
             Some(s) => s.values.iter().map(|v| Some((s.param, *v))).collect(),
             None => vec![None],
@@ -475,7 +490,9 @@ impl Scenario {
                         report.policy = label.clone();
                     }
                     report.policy.push_str(&spec.predictor.label());
-                    rows.push(Row { sweep: point, seed, report });
+                    let utility =
+                        table.as_ref().map(|t| evaluate(&told, &report, t, morph_core::Time(options.warmup)));
+                    rows.push(Row { sweep: point, seed, report, utility });
                     progress(rows.len(), total);
                 }
             }

@@ -47,6 +47,17 @@ fn arrivals(arrivals: &Arrivals) -> Result<(), ScenarioError> {
             }
             positive("workload.arrivals.dwell_s", *dwell_s)
         }
+        Arrivals::Walk { low, high, step } => {
+            positive("workload.arrivals.low", *low)?;
+            positive("workload.arrivals.high", *high)?;
+            if high < low || !(step.is_finite() && *step >= 0.0) {
+                return bad(
+                    "workload.arrivals",
+                    format!("walk needs low ≤ high and step ≥ 0, got {low}, {high}, {step}"),
+                );
+            }
+            Ok(())
+        }
         Arrivals::Trace { speedup, .. } => positive("workload.arrivals.speedup", *speedup),
     }
 }

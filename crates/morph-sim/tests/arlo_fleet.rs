@@ -44,6 +44,7 @@ fn allocation_moves_instances_to_the_runtimes_the_lengths_need() {
         lengths: Lengths::Uniform { min: 1, max: 60 },
         outputs: None,
         patience_s: None,
+        service: None,
     };
     let arlo = policy("arlo-paper", json!({"first_allocation_s": 2.0, "period_s": 5.0}));
     let r = run(arlo, 8, workload, 12.0, 500_000_000);
@@ -68,6 +69,7 @@ fn target_tracking_scales_out_under_load_and_in_when_calm() {
         lengths: Lengths::Fixed { len: 500 },
         outputs: None,
         patience_s: None,
+        service: None,
     };
     let params = json!({"runtime_set": "explicit", "max_lens": [512], "allocate": false,
         "scaling": {"rule": "target-tracking", "scale_in_period_s": 5.0, "window_s": 2.0}});
@@ -103,6 +105,7 @@ fn near_saturation_on_short_texts_the_robust_form_keeps_the_slo_and_the_papers_d
         lengths: Lengths::Empirical { values: (5..=60).chain(66..=70).collect() },
         outputs: None,
         patience_s: None,
+        service: None,
     }
     .generate(20.0, 1)
     .expect("a workload");

@@ -28,6 +28,7 @@ fn gamma(rate: f64, cv: f64, seconds: f64, seed: u64) -> Vec<morph_sim::SimReque
         lengths: Lengths::Fixed { len: 64 },
         outputs: None,
         patience_s: None,
+        service: None,
     };
     workload.generate(seconds, seed).expect("gamma arrivals")
 }

@@ -31,6 +31,7 @@ fn md1_mean_wait_matches_pollaczek_khinchine() {
         lengths: Lengths::Fixed { len: 16 },
         outputs: None,
         patience_s: None,
+        service: None,
     };
     let requests = workload.generate(8_000.0, 42).unwrap();
     assert!(requests.len() > 390_000);
@@ -66,6 +67,7 @@ fn pooled_servers_wait_less_at_the_same_load() {
         lengths: Lengths::Fixed { len: 16 },
         outputs: None,
         patience_s: None,
+        service: None,
     };
     let requests = workload.generate(1_000.0, 3).unwrap();
     let report = simulate(

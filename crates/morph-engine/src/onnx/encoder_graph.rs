@@ -75,9 +75,6 @@ pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph,
     if spec.layers.start >= spec.layers.end || spec.layers.end > cfg.num_hidden_layers {
         return bad(format!("layers {:?} outside 0..{}", spec.layers, cfg.num_hidden_layers));
     }
-    if matches!(spec.output, GraphOutput::Pooled(_)) && spec.layers.end != cfg.num_hidden_layers {
-        return bad("a pooled output needs the range to end at the last layer".into());
-    }
     if cfg.hidden_act != "gelu" {
         return bad(format!("hidden_act '{}' is not supported (only 'gelu')", cfg.hidden_act));
     }

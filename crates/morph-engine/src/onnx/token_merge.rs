@@ -1,6 +1,6 @@
 //! Token merging between attention and feed-forward (ToMe's bipartite soft matching, as OTAS
 //! places it), written into the encoder graph: every shape stays static for a fixed runtime,
-//! `r` tokens fewer after each layer.
+//! `r` tokens fewer after each layer (fewer where a short dynamic batch has no more to give).
 
 use super::encoder_graph::{MASKED, Writer};
 use super::proto::Attr;
@@ -10,7 +10,8 @@ impl Writer<'_> {
     /// `[batch, n]`: even positions (set A, `[CLS]` first) each pick their most similar odd
     /// position (set B) by key cosine; the `r` best-matched A tokens are added into their B
     /// partner, size-weighted, and the rest of A is kept in order. Padding (size 0) never
-    /// outranks a real match, and merging it adds nothing. Returns `n − r` tokens and sizes.
+    /// outranks a real match, and merging it adds nothing. Returns `n − min(r, |A| − 1)`
+    /// tokens and sizes.
     pub(super) fn merge_tokens(&mut self, x: &str, sizes: &str, keys: &str, r: usize) -> (String, String) {
         let (axis1, axis2) = (self.g.i64s(&[1]), self.g.i64s(&[2]));
         let norm =
@@ -46,7 +47,12 @@ impl Writer<'_> {
         let count = self.g.op("Shape", &[&best], vec![("start", Attr::Int(1)), ("end", Attr::Int(2))]);
         let [_, order] =
             self.g.op_n("TopK", &[&best, &count], vec![("axis", Attr::Int(1)), ("largest", Attr::Int(1))]);
-        let (zero, rr, end) = (self.g.i64s(&[0]), self.g.i64s(&[r as i64]), self.g.i64s(&[i64::MAX]));
+        // ToMe's clamp, r ≤ (n − 1) / 2 = |A| − 1: [CLS] is never merged and a short (dynamic)
+        // sequence keeps at least two tokens, however many layers merge.
+        let (zero, one_i, end) = (self.g.i64s(&[0]), self.g.i64s(&[1]), self.g.i64s(&[i64::MAX]));
+        let most = self.g.op("Sub", &[&count, &one_i], vec![]);
+        let r_const = self.g.i64s(&[r as i64]);
+        let rr = self.g.op("Min", &[&r_const, &most], vec![]);
         let src = self.g.op("Slice", &[&order, &zero, &rr, &axis1], vec![]);
         let kept = self.g.op("Slice", &[&order, &rr, &end, &axis1], vec![]);
         let kept_count = self.g.op("Shape", &[&kept], vec![("start", Attr::Int(1)), ("end", Attr::Int(2))]);

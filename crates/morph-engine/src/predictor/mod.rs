@@ -11,5 +11,5 @@ pub mod train;
 pub use cache::LengthCache;
 pub use evaluate::{Scores, score};
 pub use head::{Buckets, HeadMeta, LengthHead, Objective};
-pub use model::{LengthPredictor, embed_prompts, stack};
+pub use model::{LengthPredictor, embed_ids, embed_prompts, stack};
 pub use train::{TrainConfig, train};

@@ -8,7 +8,9 @@ use candle_core::{Device, Tensor};
 use super::dataset::keep_last;
 use super::head::{HeadMeta, LengthHead};
 use crate::pooling::l2_normalize;
-use crate::{Engine, EngineError, TextTokenizer};
+use morph_core::PlanId;
+
+use crate::{BatchInput, Engine, EngineError, TextTokenizer};
 
 /// The longest prompt suffix the encoder reads (§3.1).
 pub const PROMPT_TOKENS: usize = 512;
@@ -21,8 +23,8 @@ pub const PROMPT_TOKENS: usize = 512;
 pub const BUILTIN_WEIGHTS: &[u8] = include_bytes!("../../predictor/head.safetensors");
 pub const BUILTIN_META: &str = include_str!("../../predictor/predictor.json");
 
-/// Pooled, normalised vectors of `texts`, each cut to its last [`PROMPT_TOKENS`] tokens, run in
-/// batches of the encoder's `max_batch`, shortest first (little padding); returned in order.
+/// Pooled, normalised vectors of `texts`, each cut to its last [`PROMPT_TOKENS`] tokens, on the
+/// plain model; returned in order.
 pub fn embed_prompts(
     tokenizer: &TextTokenizer,
     encoder: &mut dyn Engine,
@@ -32,12 +34,22 @@ pub fn embed_prompts(
         .iter()
         .map(|t| tokenizer.encode(t.as_ref()).map(|ids| keep_last(&ids, PROMPT_TOKENS)))
         .collect::<Result<_, _>>()?;
+    embed_ids(encoder, &ids, PlanId::PLAIN)
+}
+
+/// Pooled, normalised vectors of token-id rows under token plan `plan`, run in batches of the
+/// encoder's `max_batch`, shortest first (little padding); returned in order.
+pub fn embed_ids(
+    encoder: &mut dyn Engine,
+    ids: &[Vec<u32>],
+    plan: PlanId,
+) -> Result<Vec<Vec<f32>>, EngineError> {
     let mut order: Vec<usize> = (0..ids.len()).collect();
     order.sort_by_key(|&i| ids[i].len());
     let mut vectors = vec![Vec::new(); ids.len()];
     for chunk in order.chunks(encoder.runtime().max_batch.max(1) as usize) {
         let batch: Vec<Vec<u32>> = chunk.iter().map(|&i| ids[i].clone()).collect();
-        for (&i, mut v) in chunk.iter().zip(encoder.embed(&batch)?) {
+        for (&i, mut v) in chunk.iter().zip(encoder.run(BatchInput::Tokens(&batch), plan)?) {
             l2_normalize(&mut v);
             vectors[i] = v;
         }

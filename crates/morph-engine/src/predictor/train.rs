@@ -1,29 +1,11 @@
-//! Training the head in Rust: candle autograd, AdamW, shuffled minibatches over precomputed
-//! pooled vectors (the encoder stays frozen).
+//! Training the length head on precomputed pooled vectors.
 
-use candle_core::{Device, Tensor};
-use candle_nn::{AdamW, Optimizer, ParamsAdamW, VarMap};
-use rand::SeedableRng;
-use rand::rngs::StdRng;
-use rand::seq::SliceRandom;
+use candle_core::Tensor;
+use candle_nn::VarMap;
 
 use super::head::LengthHead;
 use crate::EngineError;
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct TrainConfig {
-    pub epochs: usize,
-    pub lr: f64,
-    pub batch: usize,
-    /// Shuffling order.
-    pub seed: u64,
-}
-
-impl Default for TrainConfig {
-    fn default() -> Self {
-        Self { epochs: 40, lr: 1e-3, batch: 32, seed: 0 }
-    }
-}
+pub use crate::fit::TrainConfig;
 
 /// Trains `head` (its parameters in `vars`) on pooled vectors `x` `[n, dim]` and true output
 /// `lengths`; returns the mean training loss of each epoch.
@@ -34,30 +16,18 @@ pub fn train(
     lengths: &[u32],
     config: &TrainConfig,
 ) -> Result<Vec<f32>, EngineError> {
-    let params = ParamsAdamW { lr: config.lr, weight_decay: 0.01, ..ParamsAdamW::default() };
-    let mut optimizer = AdamW::new(vars.all_vars(), params)?;
-    let mut rng = StdRng::seed_from_u64(config.seed);
-    let mut order: Vec<u32> = (0..lengths.len() as u32).collect();
-    let mut losses = Vec::with_capacity(config.epochs);
-    for _ in 0..config.epochs {
-        order.shuffle(&mut rng);
-        let mut total = 0.0;
-        for chunk in order.chunks(config.batch.max(1)) {
-            let index = Tensor::new(chunk, &Device::Cpu)?;
-            let batch_lengths: Vec<u32> = chunk.iter().map(|&i| lengths[i as usize]).collect();
-            let loss = head.loss(&head.forward(&x.index_select(&index, 0)?)?, &batch_lengths)?;
-            optimizer.backward_step(&loss)?;
-            total += loss.to_scalar::<f32>()? * chunk.len() as f32;
-        }
-        losses.push(total / lengths.len().max(1) as f32);
-    }
-    Ok(losses)
+    let loss = |rows: &Tensor, chunk: &[u32]| {
+        let batch_lengths: Vec<u32> = chunk.iter().map(|&i| lengths[i as usize]).collect();
+        head.loss(&head.forward(&x.index_select(rows, 0)?)?, &batch_lengths)
+    };
+    crate::fit::fit(vars, lengths.len(), config, loss, |_| Ok(false))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::predictor::head::{Buckets, Objective};
+    use candle_core::Device;
 
     /// 256 fixed 16-dimensional vectors whose output length follows their first coordinate.
     fn fixed_set() -> (Tensor, Vec<u32>) {

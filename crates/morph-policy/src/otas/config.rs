@@ -13,8 +13,9 @@ pub struct OtasConfig {
     /// L(γ): the token plans, fastest first and most accurate last. Each needs a latency profile
     /// (plan 0: the deployment's; others: a profile naming that plan).
     pub plans: Vec<i16>,
-    /// Accuracy per task index, by plan: `{"-4": [0.86, 0.89, 0.97], "0": [...]}` (the profiler's
-    /// profiling-split accuracy). A single-plan list may leave it out.
+    /// Accuracy per task index, by plan: `{"-4": [0.86, 0.89, 0.97], "0": [...]}`; a plan left
+    /// out takes the deployment's profile (`morph train adapt`'s accuracy.json). A single-plan
+    /// list needs none.
     pub accuracy: BTreeMap<i16, Vec<f64>>,
     /// Alg. 1's thresholds (δ, ε, η, μ).
     pub batching: BatchingConfig,
@@ -76,11 +77,6 @@ impl OtasConfig {
         }
         if name != "otas" && self.plans.len() != 1 {
             return Err(format!("{name} runs one fixed plan; plans has {}", self.plans.len()));
-        }
-        if self.plans.len() > 1
-            && let Some(p) = self.plans.iter().find(|p| !self.accuracy.contains_key(p))
-        {
-            return Err(format!("plan {p} has no accuracy (the accuracy table, by plan)"));
         }
         let b = &self.batching;
         if b.epsilon == 0 || b.delta_ms < 0.0 || b.eta_ms < 0.0 || b.mu < 0.0 {

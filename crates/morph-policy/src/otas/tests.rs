@@ -157,6 +157,8 @@ fn a_plan_without_a_profile_or_an_accuracy_is_a_clear_error() {
         .err()
         .expect("no profile for plan -3");
     assert!(err.to_string().contains("token plan -3"), "{err}");
+    let mut ctx = ctx;
+    ctx.plans.insert(PlanId(-3), flat(-3, 10.0));
     let err = build("otas", &json!({ "plans": [-3, 0] }), &ctx).err().expect("no accuracy");
-    assert!(err.to_string().contains("plan -3 has no accuracy"), "{err}");
+    assert!(err.to_string().contains("token plan -3, which has no accuracy"), "{err}");
 }

@@ -18,6 +18,10 @@ pub enum Arrivals {
     /// Markov-modulated Poisson: state i has `rates[i]`; each state lasts an exponential time
     /// with mean `dwell_s`, then moves to the next state (cyclically).
     Mmpp { rates: Vec<f64>, dwell_s: f64 },
+    /// A per-second rate that walks at random between `low` and `high`, starting halfway:
+    /// each second it moves by a uniform step of at most `step` (reflected at the bounds);
+    /// Poisson within each second (OTAS's fluctuating synthetic load, §V).
+    Walk { low: f64, high: f64, step: f64 },
     /// The timestamps of a trace, divided by `speedup`.
     Trace {
         #[serde(flatten)]
@@ -45,6 +49,7 @@ impl Arrivals {
         match self {
             Arrivals::Poisson { rate } | Arrivals::Gamma { rate, .. } => Some(*rate),
             Arrivals::Mmpp { rates, .. } => Some(rates.iter().sum::<f64>() / rates.len().max(1) as f64),
+            Arrivals::Walk { low, high, .. } => Some((low + high) / 2.0),
             Arrivals::Trace { .. } => None,
         }
     }
@@ -56,6 +61,9 @@ impl Arrivals {
             Arrivals::Gamma { rate, cv } => Arrivals::Gamma { rate: rate * factor, cv },
             Arrivals::Mmpp { rates, dwell_s } => {
                 Arrivals::Mmpp { rates: rates.iter().map(|r| r * factor).collect(), dwell_s }
+            }
+            Arrivals::Walk { low, high, step } => {
+                Arrivals::Walk { low: low * factor, high: high * factor, step: step * factor }
             }
             Arrivals::Trace { trace, speedup } => Arrivals::Trace { trace, speedup: speedup * factor },
         }
@@ -96,6 +104,33 @@ impl Arrivals {
                     }
                     t = end;
                     state = (state + 1) % rates.len();
+                }
+            }
+            Arrivals::Walk { low, high, step } => {
+                let (low, high) = (positive("low", *low)?, positive("high", *high)?);
+                if high < low || !(step.is_finite() && *step >= 0.0) {
+                    return Err(WorkloadError::Invalid(format!(
+                        "walk needs low ≤ high and step ≥ 0 ({low}, {high}, {step})"
+                    )));
+                }
+                let mut rate = (low + high) / 2.0;
+                let mut second = 0.0;
+                while second < duration {
+                    let gap = Exp::new(rate).map_err(|e| WorkloadError::Invalid(e.to_string()))?;
+                    let end = (second + 1.0).min(duration);
+                    let mut t = second;
+                    loop {
+                        t += gap.sample(rng);
+                        if t >= end {
+                            break;
+                        }
+                        out.push(t);
+                    }
+                    rate += rng.random_range(-1.0..=1.0) * step;
+                    rate = if rate > high { 2.0 * high - rate } else { rate };
+                    rate = if rate < low { 2.0 * low - rate } else { rate };
+                    rate = rate.clamp(low, high);
+                    second = end;
                 }
             }
             Arrivals::Trace { trace, speedup } => {
@@ -153,6 +188,22 @@ mod tests {
         let (rate, cv) = gaps(&Arrivals::Mmpp { rates: vec![50.0, 350.0], dwell_s: 5.0 }, 400.0);
         assert!((rate / 200.0 - 1.0).abs() < 0.25, "{rate}");
         assert!(cv > 1.2, "cv {cv}");
+    }
+
+    #[test]
+    fn a_walk_stays_within_its_bounds_and_fluctuates() {
+        let walk = Arrivals::Walk { low: 50.0, high: 180.0, step: 20.0 };
+        let times = walk.generate(600.0, &mut StdRng::seed_from_u64(5)).unwrap();
+        let mut per_second = vec![0usize; 600];
+        for t in &times {
+            per_second[*t as usize] += 1;
+        }
+        let mean = times.len() as f64 / 600.0;
+        assert!((60.0..170.0).contains(&mean), "{mean}");
+        // Poisson counts around a rate in [50, 180]: no second far outside it, and both halves
+        // of the range visited.
+        assert!(per_second.iter().all(|&n| (20..240).contains(&n)), "{per_second:?}");
+        assert!(per_second.iter().any(|&n| n < 80) && per_second.iter().any(|&n| n > 150));
     }
 
     #[test]

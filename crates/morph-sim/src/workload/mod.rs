@@ -5,15 +5,17 @@ mod arrivals;
 pub mod corpus;
 mod lengths;
 mod predictor;
+mod service;
 mod trace;
 
 pub use arrivals::Arrivals;
 pub use lengths::Lengths;
-use morph_core::{Nanos, Time, time::ms_to_nanos};
+use morph_core::{Nanos, ServiceClass, Time, time::ms_to_nanos};
 pub use predictor::Predictor;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use serde::Deserialize;
+pub use service::{Correctness, QueryType, ServiceMix};
 pub use trace::{TimeUnit, Trace, datetime_seconds};
 
 #[derive(Debug, thiserror::Error)]
@@ -34,13 +36,26 @@ pub struct SimRequest {
     pub predicted: Option<u32>,
     /// Its client gives up this long after arrival, if not answered by then.
     pub cancel_after: Option<Nanos>,
+    /// Task, deadline and utility (OTAS query types), and the profiled example of its task it
+    /// stands for.
+    pub service: Option<ServiceClass>,
+    pub example: u32,
 }
 
 impl SimRequest {
     /// A request arriving at `arrival` with `input_len` tokens, generating `output_len` (0: an
     /// encoder request) and capped at that, with no prediction and a patient client.
     pub fn new(arrival: Time, input_len: u32, output_len: u32) -> Self {
-        Self { arrival, input_len, output_len, max_tokens: output_len, predicted: None, cancel_after: None }
+        Self {
+            arrival,
+            input_len,
+            output_len,
+            max_tokens: output_len,
+            predicted: None,
+            cancel_after: None,
+            service: None,
+            example: 0,
+        }
     }
 }
 
@@ -58,6 +73,10 @@ pub struct Workload {
     /// running); none: clients wait for their answer.
     #[serde(default)]
     pub patience_s: Option<f64>,
+    /// Query types with deadlines and utilities (OTAS); each request's length then comes from
+    /// the profiled example it draws, not from `lengths`.
+    #[serde(default)]
+    pub service: Option<ServiceMix>,
 }
 
 impl Workload {
@@ -73,14 +92,18 @@ impl Workload {
             Some(outputs) => outputs.generate(times.len(), &mut length_rng)?,
             None => vec![0; times.len()],
         };
-        Ok(times
+        let mut requests: Vec<SimRequest> = times
             .into_iter()
             .zip(lengths.into_iter().zip(outputs))
             .map(|(t, (input_len, output_len))| SimRequest {
                 cancel_after: self.patience_s.map(|s| ms_to_nanos(s * 1e3)),
                 ..SimRequest::new(Time::from_millis_f64(t * 1e3), input_len, output_len)
             })
-            .collect())
+            .collect();
+        if let Some(mix) = &self.service {
+            mix.assign(&mut requests, &mut StdRng::seed_from_u64(seed ^ 0x5EED_0F_5E41_1CE5))?;
+        }
+        Ok(requests)
     }
 }
 
@@ -95,6 +118,7 @@ mod tests {
             lengths: Lengths::Twitter { max: 512 },
             outputs: None,
             patience_s: None,
+            service: None,
         };
         let a = w.generate(10.0, 1).unwrap();
         assert_eq!(a, w.generate(10.0, 1).unwrap());

@@ -1,0 +1,237 @@
+//! `morph train adapt`: OTAS's tasks on the shared encoder. For every token plan (the plain
+//! model and each of `--plans`) it embeds the three tasks' texts under that plan, trains a
+//! classification head per task where the plan pools its own features (the plain model, early
+//! exits; merging reuses the plain model's heads), and measures each task's accuracy on the
+//! profiling and test splits. Writes the heads (`--out`) and the profile the policy and the
+//! simulator read (`--profile-out`: accuracy.json, and correctness/<task>.jsonl with one line
+//! per test example: its length and whether each plan got it right).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
+use candle_core::Tensor;
+use clap::Args;
+use morph_core::{PlanId, RuntimeSpec, UnitSpec};
+use morph_engine::predictor::{TrainConfig, embed_ids, stack};
+use morph_engine::tasks::data::{Example, Task, TaskData, load};
+use morph_engine::tasks::head::{ClassifierHead, train_head};
+use morph_engine::token_plan::TokenPlan;
+use morph_engine::tokenize::truncate;
+use morph_engine::{Engine, Pooling, TextTokenizer};
+use morph_server::Launcher;
+use serde_json::json;
+
+use crate::engine_args::EngineArgs;
+use crate::model_args::ModelArgs;
+
+#[derive(Debug, Args)]
+pub(crate) struct AdaptArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// `--plans` lists the token plans profiled besides the plain model, e.g.
+    /// --plans=-104,-105,-1,-2 (exits after 4 and 5 layers, merging 1 and 2 tokens a layer).
+    #[command(flatten)]
+    engine: EngineArgs,
+    /// The labelled text folder holding sst2/, ag_news/ and sms_spam/, e.g. ../shared/data/text.
+    #[arg(long)]
+    data: PathBuf,
+    /// Longest input in tokens; longer texts are cut (keeping the final [SEP]).
+    #[arg(long, default_value_t = 128)]
+    max_len: u32,
+    /// Most training epochs (training stops earlier when validation accuracy stalls).
+    #[arg(long, default_value_t = 50)]
+    epochs: usize,
+    #[arg(long, default_value_t = 0.002)]
+    lr: f64,
+    /// Use at most this many examples of each split of each task (a quick run).
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Directory for the heads: heads.safetensors and tasks.json.
+    #[arg(long)]
+    out: PathBuf,
+    /// Directory for the profile: accuracy.json and correctness/<task>.jsonl.
+    #[arg(long)]
+    profile_out: Option<PathBuf>,
+}
+
+/// A task's splits as token ids and labels.
+struct Encoded {
+    task: Task,
+    train: (Vec<Vec<u32>>, Vec<u32>),
+    profiling: (Vec<Vec<u32>>, Vec<u32>),
+    test: (Vec<Vec<u32>>, Vec<u32>),
+}
+
+/// What one (task, plan) measured.
+struct Measured {
+    profiling: f64,
+    test: f64,
+    /// Per test example: whether the plan got it right.
+    correct: Vec<bool>,
+}
+
+pub(crate) fn run(args: AdaptArgs) -> anyhow::Result<()> {
+    let files = args.model.fetch()?;
+    let tokenizer = TextTokenizer::load(&files.tokenizer)?;
+    let launcher = Launcher::new(&files, Pooling::from_model_dir(&files.dir), &args.engine.real()?)?;
+    let mut engine = launcher.engine(UnitSpec::encoder(RuntimeSpec::dynamic(args.max_len, 32)))?;
+    let mut plans = vec![PlanId::PLAIN];
+    plans.extend(args.engine.plans.iter().map(|&p| PlanId(p)).filter(|p| *p != PlanId::PLAIN));
+
+    let encode = |examples: &[Example]| -> anyhow::Result<(Vec<Vec<u32>>, Vec<u32>)> {
+        let rows = examples.iter().take(args.limit.unwrap_or(usize::MAX));
+        let mut ids = Vec::new();
+        let mut labels = Vec::new();
+        for e in rows {
+            let mut row = tokenizer.encode(&e.text)?;
+            truncate(&mut row, args.max_len as usize);
+            ids.push(row);
+            labels.push(e.label as u32);
+        }
+        Ok((ids, labels))
+    };
+    let mut tasks = Vec::new();
+    for task in Task::ALL {
+        let TaskData { train, profiling, test, .. } = load(task, &args.data)?;
+        tasks.push(Encoded {
+            task,
+            train: encode(&train)?,
+            profiling: encode(&profiling)?,
+            test: encode(&test)?,
+        });
+    }
+    for t in &tasks {
+        println!(
+            "{}: train {} / profiling {} / test {}",
+            t.task.name(),
+            t.train.0.len(),
+            t.profiling.0.len(),
+            t.test.0.len()
+        );
+    }
+
+    let config = TrainConfig { epochs: args.epochs, lr: args.lr, batch: 32, seed: 0 };
+    let mut weights: HashMap<String, Tensor> = HashMap::new();
+    let mut plain_heads: BTreeMap<Task, ClassifierHead> = BTreeMap::new();
+    let mut heads_meta = BTreeMap::new();
+    let mut measured: BTreeMap<(PlanId, Task), Measured> = BTreeMap::new();
+    println!(
+        "{:>6} {:<10} {:>8} {:>10} {:>8} {:>8}",
+        "plan", "task", "epochs", "profiling", "test", "embed s"
+    );
+    for &plan in &plans {
+        let own = plan == PlanId::PLAIN || TokenPlan::of(plan, usize::MAX)?.own_heads();
+        for t in &tasks {
+            let started = Instant::now();
+            let embed = |engine: &mut dyn Engine, ids: &[Vec<u32>]| -> anyhow::Result<Tensor> {
+                Ok(stack(&embed_ids(engine, ids, plan)?)?)
+            };
+            let profiling_x = embed(engine.as_mut(), &t.profiling.0)?;
+            let test_x = embed(engine.as_mut(), &t.test.0)?;
+            let mut epochs = 0;
+            let trained;
+            let head = if own {
+                // A tenth of the training split validates (early stopping), not the profiling split.
+                let x = embed(engine.as_mut(), &t.train.0)?;
+                let n = t.train.1.len();
+                let n_val = (n / 10).max(1);
+                let fit = (x.narrow(0, n_val, n - n_val)?, &t.train.1[n_val..]);
+                let val = (x.narrow(0, 0, n_val)?, &t.train.1[..n_val]);
+                let prefix = format!("{}.{}", t.task.name(), plan.0);
+                let classes = t.task.classes().len();
+                let result = train_head(&prefix, (&fit.0, fit.1), (&val.0, val.1), classes, &config)?;
+                epochs = result.losses.len();
+                weights.extend(result.weights);
+                heads_meta.insert(prefix, json!({ "epochs": epochs, "val_accuracy": result.val_accuracy }));
+                trained = result.head;
+                &trained
+            } else {
+                plain_heads.get(&t.task).context("the plain model's heads are trained first")?
+            };
+            let profiling = head.accuracy(&profiling_x, &t.profiling.1)?;
+            let predicted = head.predict(&test_x)?;
+            let correct: Vec<bool> =
+                predicted.iter().zip(&t.test.1).map(|(p, &l)| p.label == l as usize).collect();
+            let test = correct.iter().filter(|&&c| c).count() as f64 / correct.len().max(1) as f64;
+            println!(
+                "{:>6} {:<10} {:>8} {:>10.4} {:>8.4} {:>8.1}",
+                plan.0,
+                t.task.name(),
+                epochs,
+                profiling,
+                test,
+                started.elapsed().as_secs_f64()
+            );
+            measured.insert((plan, t.task), Measured { profiling, test, correct });
+            if plan == PlanId::PLAIN {
+                let vb = candle_nn::VarBuilder::from_tensors(
+                    weights.clone(),
+                    candle_core::DType::F32,
+                    &candle_core::Device::Cpu,
+                );
+                let head = ClassifierHead::new(
+                    vb.pp(format!("{}.0", t.task.name())),
+                    engine.dim(),
+                    t.task.classes().len(),
+                )?;
+                plain_heads.insert(t.task, head);
+            }
+        }
+    }
+
+    std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
+    candle_core::safetensors::save(&weights, args.out.join("heads.safetensors"))?;
+    let task_list: Vec<_> =
+        tasks.iter().map(|t| json!({ "name": t.task.name(), "classes": t.task.classes() })).collect();
+    let meta = json!({
+        "encoder": files.dir.file_name().map(|n| n.to_string_lossy().to_string()),
+        "dim": engine.dim(),
+        "max_len": args.max_len,
+        "tasks": task_list,
+        "heads": heads_meta,
+        "made_by": "morph train adapt",
+    });
+    std::fs::write(args.out.join("tasks.json"), serde_json::to_string_pretty(&meta)? + "\n")?;
+    println!("wrote {}", args.out.display());
+    if let Some(dir) = &args.profile_out {
+        write_profile(dir, &plans, &tasks, &measured)?;
+        println!("wrote {}", dir.display());
+    }
+    Ok(())
+}
+
+/// accuracy.json (by split, plan and task) and correctness/<task>.jsonl.
+fn write_profile(
+    dir: &std::path::Path,
+    plans: &[PlanId],
+    tasks: &[Encoded],
+    measured: &BTreeMap<(PlanId, Task), Measured>,
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir.join("correctness"))?;
+    let by_split = |pick: fn(&Measured) -> f64| -> BTreeMap<String, Vec<f64>> {
+        plans
+            .iter()
+            .map(|p| (p.0.to_string(), tasks.iter().map(|t| pick(&measured[&(*p, t.task)])).collect()))
+            .collect()
+    };
+    let accuracy = json!({
+        "plans": plans.iter().map(|p| p.0).collect::<Vec<_>>(),
+        "tasks": tasks.iter().map(|t| t.task.name()).collect::<Vec<_>>(),
+        "profiling": by_split(|m| m.profiling),
+        "test": by_split(|m| m.test),
+    });
+    std::fs::write(dir.join("accuracy.json"), serde_json::to_string_pretty(&accuracy)? + "\n")?;
+    for t in tasks {
+        let mut lines = String::new();
+        for (i, ids) in t.test.0.iter().enumerate() {
+            let correct: Vec<u8> =
+                plans.iter().map(|p| u8::from(measured[&(*p, t.task)].correct[i])).collect();
+            lines.push_str(&json!({ "len": ids.len(), "correct": correct }).to_string());
+            lines.push('\n');
+        }
+        std::fs::write(dir.join("correctness").join(format!("{}.jsonl", t.task.name())), lines)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,5 @@
+//! Classification tasks on a shared encoder (OTAS): their data, their heads, and the accuracy
+//! of each task under each token plan.
+
+pub mod data;
+pub mod head;
