@@ -18,7 +18,12 @@ fn json(s: &Scenario) -> String {
 
 #[test]
 fn same_seed_identical_json_other_seed_different() {
-    for name in ["twitter_stable_gpu.toml", "twitter_bursty_gpu.toml", "azure_arrivals_cpu.toml"] {
+    for name in [
+        "twitter_stable_gpu.toml",
+        "twitter_bursty_gpu.toml",
+        "azure_arrivals_cpu.toml",
+        "otas_synthetic_cpu.toml",
+    ] {
         let mut s = shipped(name);
         s.seeds = vec![7];
         let first = json(&s);

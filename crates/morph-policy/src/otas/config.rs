@@ -35,6 +35,18 @@ pub struct OtasConfig {
     pub max_queue: usize,
     /// The utility of a request that brings none.
     pub default_utility: f64,
+    /// INFaaS-like model switching instead of per-batch plans (the baseline); `None` for OTAS.
+    pub switching: Option<Switching>,
+}
+
+/// INFaaS-like switching among model variants (spec §2.12): one plan serves every batch, the
+/// most accurate whose throughput exceeds the arrival rate; a new choice is taken once it has
+/// held for `hold_ms`, and taking it blocks the engine for `cost_ms` (loading the variant).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Switching {
+    pub hold_ms: f64,
+    pub cost_ms: f64,
 }
 
 impl Default for OtasConfig {
@@ -51,14 +63,21 @@ impl Default for OtasConfig {
             skip: true,
             max_queue: 4_096,
             default_utility: 1.0,
+            switching: None,
         }
     }
 }
 
 /// The OTAS policies by name: OTAS itself, OTAS planning only the plain model (its scheduling
-/// gain without the token gain), and PetS-like (one fixed plan, every batch runs; with
-/// `plans: [-3]` it is fixed ToMe, with `[2]` fixed prompts).
-pub const OTAS_POLICIES: [&str; 3] = ["otas", "otas-plain", "pets-like"];
+/// gain without the token gain), PetS-like (one fixed plan, every batch runs; with
+/// `plans: [-3]` it is fixed ToMe, with `[2]` fixed prompts), and INFaaS-like (MiniLM cut to
+/// 3, 4 and 6 layers as model variants, switched by load).
+pub const OTAS_POLICIES: [&str; 4] = ["otas", "otas-plain", "pets-like", "infaas-like"];
+
+/// What INFaaS-like pays to switch variants: loading one from disk on this 2-core host, measured
+/// as the wall time of a fresh `morph profile --plan P` of one tiny batch (process, ONNX
+/// Runtime, weights, graph, session): 0.44–0.67 s for 3, 4 and 6 layers.
+const SWITCH_COST_MS: f64 = 500.0;
 
 impl OtasConfig {
     pub fn preset(name: &str) -> Option<Self> {
@@ -66,6 +85,12 @@ impl OtasConfig {
         match name {
             "otas" | "otas-plain" => Some(otas),
             "pets-like" => Some(Self { skip: false, ..otas }),
+            "infaas-like" => Some(Self {
+                plans: vec![-103, -104, 0],
+                skip: false,
+                switching: Some(Switching { hold_ms: 1_000.0, cost_ms: SWITCH_COST_MS }),
+                ..otas
+            }),
             _ => None,
         }
     }
@@ -75,7 +100,7 @@ impl OtasConfig {
         if self.plans.is_empty() {
             return Err("plans is empty".into());
         }
-        if name != "otas" && self.plans.len() != 1 {
+        if !matches!(name, "otas" | "infaas-like") && self.plans.len() != 1 {
             return Err(format!("{name} runs one fixed plan; plans has {}", self.plans.len()));
         }
         let b = &self.batching;

@@ -17,7 +17,7 @@ use morph_core::{
 use serde_json::json;
 
 use super::batching::{self, Batch, Member};
-use super::config::OtasConfig;
+use super::config::{OtasConfig, Switching};
 use super::manual;
 use super::plan::{self, BatchCosts, Choice};
 use super::profile::PlanTable;
@@ -31,6 +31,9 @@ struct Counts {
     by_dp: u64,
     by_rule: u64,
 }
+
+/// How often an INFaaS-like policy looks again while a switch is under way.
+const SWITCH_TICK_MS: f64 = 10.0;
 
 #[derive(Debug)]
 pub struct OtasPolicy {
@@ -49,6 +52,11 @@ pub struct OtasPolicy {
     started: Option<Time>,
     replacer: Replacer,
     counts: Counts,
+    /// INFaaS-like switching: the plan in use, a different choice and since when it has held,
+    /// and the end of the switch under way.
+    current: usize,
+    candidate: Option<(usize, Time)>,
+    blocked_until: Time,
 }
 
 impl OtasPolicy {
@@ -57,7 +65,6 @@ impl OtasPolicy {
         Self {
             name: name.to_string(),
             config,
-            table,
             queue: Vec::new(),
             instances: BTreeMap::new(),
             idle: BTreeSet::new(),
@@ -66,6 +73,10 @@ impl OtasPolicy {
             started: None,
             replacer: Replacer::default(),
             counts: Counts::default(),
+            current: table.len() - 1,
+            candidate: None,
+            blocked_until: Time::ZERO,
+            table,
         }
     }
 
@@ -172,13 +183,14 @@ impl OtasPolicy {
         let started = *self.started.get_or_insert(now);
         let initial = now.since(started) < ms_to_nanos(self.config.initial_ms);
         // Alg. 2 line 2: short queue or initial stage → Alg. 3.
-        let choices = if costs.len() <= self.config.beta || initial {
+        let choices = if let Some(switching) = self.config.switching {
+            let rated = self.rated(now);
+            let plan = self.switch(now, rated, switching);
+            vec![Some(plan); costs.len()]
+        } else if costs.len() <= self.config.beta || initial {
             self.counts.by_rule += 1;
-            let q = self.rate(now);
-            let rows = self.config.batching.epsilon.min(self.rows()) as u32;
-            let mu: Vec<f64> =
-                (0..self.table.len()).map(|l| self.table.throughput(l, rows, self.config.rate_len)).collect();
-            manual::allocate(now, &costs, manual::rate_plan(q, &mu), self.config.kappa)
+            let rated = self.rated(now);
+            manual::allocate(now, &costs, rated, self.config.kappa)
         } else {
             self.counts.by_dp += 1;
             plan::plan(now, &costs, self.config.skip)
@@ -186,13 +198,44 @@ impl OtasPolicy {
         (order, choices)
     }
 
+    /// f(q): the most accurate plan whose throughput exceeds the current arrival rate.
+    fn rated(&mut self, now: Time) -> usize {
+        let q = self.rate(now);
+        let rows = self.config.batching.epsilon.min(self.rows()) as u32;
+        let mu: Vec<f64> =
+            (0..self.table.len()).map(|l| self.table.throughput(l, rows, self.config.rate_len)).collect();
+        manual::rate_plan(q, &mu)
+    }
+
+    /// INFaaS-like: keeps the plan in use until another choice has held for `hold_ms`, then
+    /// switches to it, blocking the engine for `cost_ms`.
+    fn switch(&mut self, now: Time, rated: usize, switching: Switching) -> usize {
+        match self.candidate {
+            _ if rated == self.current => self.candidate = None,
+            Some((plan, since)) if plan == rated && now.since(since) >= ms_to_nanos(switching.hold_ms) => {
+                self.current = rated;
+                self.candidate = None;
+                self.blocked_until = now + ms_to_nanos(switching.cost_ms);
+            }
+            Some((plan, _)) if plan == rated => {}
+            _ => self.candidate = Some((rated, now)),
+        }
+        self.current
+    }
+
     fn schedule(&mut self, now: Time, actions: &mut Vec<Action>) {
         while let Some(&instance) = self.idle.first() {
+            if now < self.blocked_until {
+                return; // switching variants: the engine is loading
+            }
             self.evict(now, actions);
             if self.queue.is_empty() {
                 return;
             }
             let (order, choices) = self.decide(now);
+            if now < self.blocked_until {
+                return; // a switch has just begun
+            }
             // The first batch in deadline order that the plan runs; none: wait for the next event.
             let Some((b, l)) = order.iter().zip(&choices).find_map(|(&b, c)| c.map(|l| (b, l))) else {
                 return;
@@ -270,6 +313,11 @@ impl Policy for OtasPolicy {
 
     fn queue_len(&self) -> usize {
         self.queue.iter().map(|b| b.members.len()).sum()
+    }
+
+    /// Switching needs a wake-up when a switch ends; OTAS itself runs on events alone.
+    fn tick_interval(&self) -> Option<morph_core::Nanos> {
+        self.config.switching.map(|_| ms_to_nanos(SWITCH_TICK_MS))
     }
 
     fn gauges(&self) -> Vec<Gauge> {

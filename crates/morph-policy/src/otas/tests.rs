@@ -162,3 +162,37 @@ fn a_plan_without_a_profile_or_an_accuracy_is_a_clear_error() {
     let err = build("otas", &json!({ "plans": [-3, 0] }), &ctx).err().expect("no accuracy");
     assert!(err.to_string().contains("token plan -3, which has no accuracy"), "{err}");
 }
+
+/// INFaaS-like: the most accurate variant while the rate is low; a faster one once the rate
+/// has stayed above the accurate one's throughput for the hold time, after a switch during
+/// which nothing runs.
+#[test]
+fn infaas_like_switches_to_a_faster_variant_after_the_hold_and_pays_the_switch() {
+    let mut ctx = Context::default();
+    ctx.plans.insert(PlanId(-2), flat(-2, 100.0));
+    ctx.plans.insert(PlanId(2), flat(2, 3_000.0)); // 64 rows in 3 s: about 21 req/s
+    let params = json!({ "plans": [-2, 2], "accuracy": { "-2": [0.8], "2": [0.9] },
+        "switching": { "hold_ms": 1000.0, "cost_ms": 250.0 } });
+    let mut p = build("infaas-like", &params, &ctx).expect("infaas-like");
+    let unit = UnitSpec::encoder(RuntimeSpec::dynamic(128, 64));
+    let up = Event::InstanceUp {
+        instance: InstanceInfo { id: InstanceId(0), unit, server: ServerId(0) },
+        launch: None,
+    };
+    p.on_event(Time::ZERO, up, &mut Vec::new());
+    let mut plans = Vec::new();
+    // 100 req/s for 7 s, the engine free again at 3 s and 6 s, ticks every 10 ms.
+    for step in 0..=700u64 {
+        let at = step as f64 * 10.0;
+        let mut out = Vec::new();
+        p.on_event(ms(at), arrival(step, at, 100_000.0), &mut out);
+        if step == 300 || step == 600 {
+            p.on_event(ms(at), done(), &mut out);
+        }
+        p.on_event(ms(at), Event::Tick, &mut out);
+        plans.extend(runs(&out).into_iter().map(|(_, plan)| (at, plan)));
+    }
+    // The accurate variant at 0 and 3 s (the faster choice first seen at 3 s has not held a
+    // second yet); at 6 s it has, so the switch starts and the next batch runs 250 ms later.
+    assert_eq!(plans, [(0.0, 2), (3_000.0, 2), (6_250.0, -2)]);
+}

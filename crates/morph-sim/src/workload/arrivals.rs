@@ -1,6 +1,7 @@
 //! Arrival processes. Each yields offsets in seconds from the start, ascending, below `duration`.
 
-use rand::Rng;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp, Gamma};
 use serde::Deserialize;
 
@@ -18,7 +19,8 @@ pub enum Arrivals {
     /// Markov-modulated Poisson: state i has `rates[i]`; each state lasts an exponential time
     /// with mean `dwell_s`, then moves to the next state (cyclically).
     Mmpp { rates: Vec<f64>, dwell_s: f64 },
-    /// A per-second rate that walks at random between `low` and `high`, starting halfway:
+    /// A per-second rate that walks at random between `low` and `high`, starting halfway (its
+    /// nominal mean; a rate sweep scales all three):
     /// each second it moves by a uniform step of at most `step` (reflected at the bounds);
     /// Poisson within each second (OTAS's fluctuating synthetic load, §V).
     Walk { low: f64, high: f64, step: f64 },
@@ -113,6 +115,9 @@ impl Arrivals {
                         "walk needs low ≤ high and step ≥ 0 ({low}, {high}, {step})"
                     )));
                 }
+                // The walk draws from its own stream, so a scaled walk (a rate sweep) follows the
+                // same path, scaled, whatever the Poisson draws within each second.
+                let mut walk = StdRng::seed_from_u64(rng.random());
                 let mut rate = (low + high) / 2.0;
                 let mut second = 0.0;
                 while second < duration {
@@ -126,7 +131,7 @@ impl Arrivals {
                         }
                         out.push(t);
                     }
-                    rate += rng.random_range(-1.0..=1.0) * step;
+                    rate += walk.random_range(-1.0..=1.0) * step;
                     rate = if rate > high { 2.0 * high - rate } else { rate };
                     rate = if rate < low { 2.0 * low - rate } else { rate };
                     rate = rate.clamp(low, high);

@@ -101,7 +101,7 @@ impl Workload {
             })
             .collect();
         if let Some(mix) = &self.service {
-            mix.assign(&mut requests, &mut StdRng::seed_from_u64(seed ^ 0x5EED_0F_5E41_1CE5))?;
+            mix.assign(&mut requests, &mut StdRng::seed_from_u64(seed ^ 0x005E_ED0F_5E41_1CE5))?;
         }
         Ok(requests)
     }
