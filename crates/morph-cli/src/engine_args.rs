@@ -38,8 +38,9 @@ pub(crate) struct EngineArgs {
     #[arg(long)]
     pub(crate) onnx: Option<PathBuf>,
     /// Token plans every ONNX Runtime instance compiles besides the plain model (plan 0), comma
-    /// separated: -K merges K tokens per layer (token merging, OTAS's gamma < 0), e.g.
-    /// --plans=-1,-2. A policy picks a batch's plan (dynamic-batching: '{"plan": -1}').
+    /// separated: -K merges K tokens per layer (token merging, OTAS's gamma < 0), -10K exits
+    /// after K layers (Morph's own), e.g. --plans=-1,-2,-103. A policy picks a batch's plan
+    /// (dynamic-batching: '{"plan": -1}').
     #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     pub(crate) plans: Vec<i16>,
 }
