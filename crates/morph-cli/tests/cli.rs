@@ -301,3 +301,52 @@ fn train_predictor_writes_a_head_and_an_ablation_table() {
         );
     }
 }
+
+/// `morph train adapt` on 40 examples of each split of each task, for the plain model and an
+/// exit after 1 layer: it trains heads for both, writes them, and writes the profile the
+/// simulator reads (the plans in order, and one correctness line per test example).
+#[test]
+fn train_adapt_writes_heads_and_a_profile_per_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/text");
+    let (out, profile) = (dir.path().join("tasks"), dir.path().join("profile"));
+    let run = morph()
+        .args([
+            "train",
+            "adapt",
+            "--engine",
+            "ort",
+            "--plans=-101",
+            "--limit",
+            "40",
+            "--epochs",
+            "5",
+            "--data",
+            data,
+        ])
+        .arg("--out")
+        .arg(&out)
+        .arg("--profile-out")
+        .arg(&profile)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{stdout}{}", String::from_utf8_lossy(&run.stderr));
+    assert!(out.join("heads.safetensors").is_file(), "{stdout}");
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("tasks.json")).unwrap()).unwrap();
+    for head in ["sst2.0", "ag_news.0", "sms_spam.0", "sst2.-101", "ag_news.-101", "sms_spam.-101"] {
+        assert!(meta["heads"][head]["epochs"].as_u64().is_some_and(|e| (1..=5).contains(&e)), "{meta}");
+    }
+    let accuracy: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(profile.join("accuracy.json")).unwrap()).unwrap();
+    assert_eq!(accuracy["plans"], serde_json::json!([0, -101]));
+    assert_eq!(accuracy["tasks"], serde_json::json!(["sst2", "ag_news", "sms_spam"]));
+    for task in ["sst2", "ag_news", "sms_spam"] {
+        let lines =
+            std::fs::read_to_string(profile.join("correctness").join(format!("{task}.jsonl"))).unwrap();
+        assert_eq!(lines.lines().count(), 40, "{task}");
+        let first: serde_json::Value = serde_json::from_str(lines.lines().next().unwrap()).unwrap();
+        assert_eq!(first["correct"].as_array().map(Vec::len), Some(2), "{first}");
+    }
+}
