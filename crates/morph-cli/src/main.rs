@@ -4,6 +4,7 @@ mod bench;
 mod cluster_args;
 mod engine_args;
 mod model_args;
+mod plan_profiles;
 mod plots;
 mod predictor_args;
 mod process_args;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use morph_core::{Profile, RuntimeSpec, time::ms_to_nanos};
+use morph_core::{PlanId, Profile, RuntimeSpec, time::ms_to_nanos};
 use morph_engine::Pooling;
 use morph_engine::decoder::DecoderKernels;
 use morph_policy::registry;
@@ -111,6 +111,11 @@ pub(crate) struct ServeArgs {
     /// fleet policies plan with.
     #[arg(long)]
     profile: Option<PathBuf>,
+    /// OTAS policies (otas, otas-plain, pets-like, infaas-like): the folder with each token
+    /// plan's latency profile (latency_*.json) and accuracy (accuracy.json), e.g. profiles/otas;
+    /// the instances must compile those plans (--plans).
+    #[arg(long)]
+    plan_profiles: Option<PathBuf>,
     /// Output size of emulated instances.
     #[arg(long, default_value_t = 384)]
     emulated_dim: usize,
@@ -256,6 +261,10 @@ impl ServeArgs {
                 params.entry("buckets").or_insert(serde_json::to_value(&d.buckets)?);
             }
         }
+        let (plans, accuracy) = match &self.plan_profiles {
+            Some(dir) => crate::plan_profiles::load(dir)?,
+            None => Default::default(),
+        };
         Ok(ServerConfig {
             model,
             pooling: self.pooling,
@@ -267,8 +276,10 @@ impl ServeArgs {
             policy,
             policy_params,
             policy_context: registry::Context {
-                profile,
+                profile: profile.or_else(|| plans.get(&PlanId::PLAIN).cloned()),
                 slo: self.slo_ms.map(ms_to_nanos),
+                plans,
+                accuracy,
                 ..Default::default()
             },
             api_key: self.api_key,

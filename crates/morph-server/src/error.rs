@@ -30,6 +30,8 @@ pub enum ApiError {
     PromptTooLong { len: u32, max_len: u32 },
     #[error("model '{asked}' is not served here; this server serves '{served}'")]
     UnknownModel { asked: String, served: String },
+    #[error("task '{asked}' is not served here; the tasks served: {served}")]
+    UnknownTask { asked: String, served: String },
     #[error("overloaded: {0}")]
     Overloaded(DropReason),
     #[error("given up: {0}")]
@@ -54,7 +56,7 @@ impl ApiError {
             ApiError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             ApiError::Validation { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::TooLong { .. } | ApiError::PromptTooLong { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::UnknownModel { .. } => StatusCode::NOT_FOUND,
+            ApiError::UnknownModel { .. } | ApiError::UnknownTask { .. } => StatusCode::NOT_FOUND,
             ApiError::Overloaded(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::DeadlineUnreachable(_) => StatusCode::GATEWAY_TIMEOUT,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
@@ -71,6 +73,7 @@ impl ApiError {
             ApiError::BodyTimeout { .. } => FailureKind::BodyTimeout,
             ApiError::TooLong { .. } | ApiError::PromptTooLong { .. } => FailureKind::TooLong,
             ApiError::UnknownModel { .. } => FailureKind::UnknownModel,
+            ApiError::UnknownTask { .. } => FailureKind::UnknownTask,
             ApiError::Overloaded(_) => FailureKind::Overloaded,
             ApiError::DeadlineUnreachable(_) => FailureKind::Deadline,
             ApiError::Unauthorized => FailureKind::Unauthorized,

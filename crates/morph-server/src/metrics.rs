@@ -58,6 +58,7 @@ pub enum FailureKind {
     TooLong,
     Overloaded,
     UnknownModel,
+    UnknownTask,
     Unauthorized,
     Deadline,
     WrongEndpoint,
@@ -65,13 +66,14 @@ pub enum FailureKind {
 }
 
 impl FailureKind {
-    const ALL: [FailureKind; 10] = [
+    const ALL: [FailureKind; 11] = [
         FailureKind::Validation,
         FailureKind::BodyTooLarge,
         FailureKind::BodyTimeout,
         FailureKind::TooLong,
         FailureKind::Overloaded,
         FailureKind::UnknownModel,
+        FailureKind::UnknownTask,
         FailureKind::Unauthorized,
         FailureKind::Deadline,
         FailureKind::WrongEndpoint,
@@ -86,6 +88,7 @@ impl FailureKind {
             FailureKind::TooLong => "too_long",
             FailureKind::Overloaded => "overloaded",
             FailureKind::UnknownModel => "unknown_model",
+            FailureKind::UnknownTask => "unknown_task",
             FailureKind::Unauthorized => "unauthorized",
             FailureKind::Deadline => "deadline",
             FailureKind::WrongEndpoint => "wrong_endpoint",

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use morph_core::{RuntimeSpec, ServerId, Servers};
 use morph_engine::decoder::DecoderKernels;
+use morph_engine::tasks::served::TaskHeads;
 use morph_engine::{EngineError, ModelFiles, Pooling, TextTokenizer};
 use morph_policy::registry::{self, Context};
 use tokio::net::TcpListener;
@@ -186,11 +187,21 @@ impl Server {
             // A decoder served in stages answers prefills, also on a policy's whole-model replicas.
             prefill_stages: if decoder && config.stages > 1 { config.stages } else { 0 },
         };
+        // The task heads read all-MiniLM-L6-v2's vectors: served with that encoder only.
+        let heads = match (&tokenizer, TaskHeads::builtin()) {
+            (Some(_), Ok(heads)) if heads.encoder() == model.name && !decoder => Some(Arc::new(heads)),
+            (_, Err(e)) => {
+                tracing::warn!(error = %e, "the task heads could not be loaded; /v1/classify serves no task");
+                None
+            }
+            _ => None,
+        };
         let state = AppState {
             driver,
             tokenizer,
             generator,
             predictions,
+            heads,
             model: Arc::new(model),
             api_key: config.api_key.map(Arc::from),
             max_client_batch: config.max_client_batch,

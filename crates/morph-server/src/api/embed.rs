@@ -7,8 +7,10 @@ use morph_engine::EngineError;
 use morph_engine::pooling::l2_normalize;
 use morph_engine::tokenize::truncate;
 
+use morph_core::{Nanos, TaskId};
+
 use super::AppState;
-use crate::driver::SeqError;
+use crate::driver::{Pooled, SeqError};
 use crate::error::ApiError;
 
 /// Vectors for one call, and its token count (for `usage`).
@@ -65,6 +67,23 @@ pub(super) async fn embed_texts(
     cut: bool,
     normalize: bool,
 ) -> Result<Embedded, ApiError> {
+    let (pooled, tokens) = pool_texts(state, texts, field, cut, None).await?;
+    let mut vectors: Vec<Vec<f32>> = pooled.into_iter().map(|p| p.vector).collect();
+    if normalize {
+        vectors.iter_mut().for_each(|v| l2_normalize(v));
+    }
+    Ok(Embedded { vectors, tokens })
+}
+
+/// The pooled outputs of `texts` (already validated non-empty) with the plan each ran under,
+/// and their token count; `service` (task, SLO, utility) is every text's.
+pub(super) async fn pool_texts(
+    state: &AppState,
+    texts: Vec<String>,
+    field: &str,
+    cut: bool,
+    service: Option<(TaskId, Option<Nanos>, f64)>,
+) -> Result<(Vec<Pooled>, usize), ApiError> {
     let sequences = tokenize(state, texts, field, cut).await?;
     let tokens = sequences.iter().map(Vec::len).sum();
     let metrics = &state.driver.metrics;
@@ -74,23 +93,19 @@ pub(super) async fn embed_texts(
     for ids in &sequences {
         metrics.input_length.observe(ids.len() as f64);
     }
-    let submitted = state.driver.submit_call(sequences)?;
-    let mut vectors = Vec::with_capacity(submitted.len());
+    let submitted = state.driver.submit_call(sequences, service)?;
+    let mut pooled = Vec::with_capacity(submitted.len());
     for (claim, rx) in submitted {
         let result = rx.await;
         claim.answered();
-        let mut v = match result {
-            Ok(Ok(v)) => v,
+        pooled.push(match result {
+            Ok(Ok(p)) => p,
             Ok(Err(SeqError::Dropped(reason))) => return Err(reason.into()),
             Ok(Err(SeqError::Engine(e))) => return Err(ApiError::Engine(e)),
             Err(_) => return Err(ApiError::Engine(EngineError::Stopped)),
-        };
-        if normalize {
-            l2_normalize(&mut v);
-        }
-        vectors.push(v);
+        });
     }
-    Ok(Embedded { vectors, tokens })
+    Ok((pooled, tokens))
 }
 
 /// Counts a call and its outcome in the metrics.

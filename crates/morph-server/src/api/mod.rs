@@ -1,5 +1,6 @@
 //! HTTP API: routes, shared state, and the embedding path common to both embedding formats.
 
+mod classify;
 mod embed;
 mod generate;
 mod info;
@@ -19,6 +20,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use morph_engine::decoder::{GgufTokenizer, Llama};
+use morph_engine::tasks::served::TaskHeads;
 use morph_engine::{Pooling, TextTokenizer};
 
 use subtle::ConstantTimeEq;
@@ -52,6 +54,8 @@ pub struct AppState {
     pub generator: Option<Arc<(Llama, GgufTokenizer)>>,
     /// Predicted output lengths for the scheduler (generation servers with a predictor).
     pub predictions: Option<Arc<Predictions>>,
+    /// OTAS's task heads (`/v1/classify`), on a server of the encoder they read.
+    pub heads: Option<Arc<TaskHeads>>,
     pub model: Arc<ServedModel>,
     pub api_key: Option<Arc<str>>,
     /// Most inputs in one call.
@@ -93,6 +97,7 @@ pub fn router(state: AppState) -> Router {
     let protected = Router::new()
         .route("/v1/embeddings", post(openai::embeddings))
         .route("/embed", post(tei::embed))
+        .route("/v1/classify", post(classify::classify))
         .route("/v1/completions", post(generate::completions))
         .route("/v1/chat/completions", post(generate::chat_completions))
         .route("/info", get(info::info))

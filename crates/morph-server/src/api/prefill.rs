@@ -30,7 +30,7 @@ pub(super) async fn next_token(
     let prompt_tokens = request.prompt.len();
     let (claim, rx) = state.driver.submit(request.prompt.clone());
     let logits = match rx.await {
-        Ok(Ok(logits)) => logits,
+        Ok(Ok(pooled)) => pooled.vector,
         Ok(Err(SeqError::Dropped(reason))) => return Err(ApiError::generation_dropped(reason)),
         Ok(Err(SeqError::Engine(e))) => return Err(ApiError::Engine(e)),
         Err(_) => return Err(ApiError::Engine(EngineError::Stopped)),

@@ -3,13 +3,20 @@
 
 use std::time::Instant;
 
-use morph_core::DropReason;
+use morph_core::{DropReason, PlanId};
 use morph_engine::EngineError;
 use morph_engine::decoder::{GenEvent, GenRequest};
 use tokio::sync::oneshot;
 
 /// What an encoder sequence's caller gets back.
-pub type SeqResult = Result<Vec<f32>, SeqError>;
+pub type SeqResult = Result<Pooled, SeqError>;
+
+/// An encoder sequence's output and the token plan its batch ran under.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pooled {
+    pub vector: Vec<f32>,
+    pub plan: PlanId,
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum SeqError {
@@ -31,12 +38,11 @@ pub(crate) enum Job {
         input: Input,
         reply: oneshot::Sender<SeqResult>,
         enqueued: Instant,
+        /// The plan of the batch it last started in.
+        plan: PlanId,
     },
     /// `None` once handed to a decoder worker (which answers its caller itself).
-    Generate {
-        request: Option<GenRequest>,
-        enqueued: Instant,
-    },
+    Generate { request: Option<GenRequest>, enqueued: Instant },
 }
 
 impl Job {

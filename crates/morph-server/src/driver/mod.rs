@@ -14,14 +14,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use morph_core::{
-    DropReason, Gauge, Generation, InstanceId, Policy, RequestId, ServerId, StartKind, Ticket, Time, UnitSpec,
+    DropReason, Gauge, Generation, InstanceId, Nanos, Policy, RequestId, ServerId, ServiceClass, StartKind,
+    TaskId, Ticket, Time, UnitSpec,
 };
 use morph_engine::EngineError;
 use morph_engine::decoder::{GenEvent, Iterations, SamplingParams};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::oneshot;
 
-pub use job::{SeqError, SeqResult};
+pub use job::{Pooled, SeqError, SeqResult};
 use state::{Outside, State};
 
 use crate::launcher::{Launcher, Worker, WorkerEngine};
@@ -155,19 +156,28 @@ impl Driver {
 
     /// Hands one tokenized sequence to the policy; the receiver yields its vector or why not.
     pub fn submit(self: &Arc<Self>, ids: Vec<u32>) -> (Claim, oneshot::Receiver<SeqResult>) {
-        let (id, rx, outside) = self.lock().submit(self.now(), ids);
+        let (id, rx, outside) = self.lock().submit(self.now(), ids, None);
         self.carry_out(outside);
         (self.claim(id), rx)
     }
 
     /// Hands a call's tokenized sequences to the policy together: all are admitted (each
     /// receiver yields its vector or why not), or none is and the call gets the reason.
+    /// `service` (task, deadline, utility) is every sequence's, for policies that weigh them;
+    /// a deadline is `slo` after now.
     #[allow(clippy::type_complexity)]
     pub fn submit_call(
         self: &Arc<Self>,
         inputs: Vec<Vec<u32>>,
+        service: Option<(TaskId, Option<Nanos>, f64)>,
     ) -> Result<Vec<(Claim, oneshot::Receiver<SeqResult>)>, DropReason> {
-        let (admitted, outside) = self.lock().submit_call(self.now(), inputs);
+        let now = self.now();
+        let service = service.map(|(task, slo, utility)| ServiceClass {
+            task,
+            deadline: slo.map(|slo| now + slo),
+            utility_micros: (utility * 1e6).round().clamp(0.0, f64::from(u32::MAX)) as u32,
+        });
+        let (admitted, outside) = self.lock().submit_call(now, inputs, service);
         self.carry_out(outside);
         Ok(admitted?.into_iter().map(|(id, rx)| (self.claim(id), rx)).collect())
     }

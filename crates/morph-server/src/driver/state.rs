@@ -9,14 +9,14 @@ use std::time::Instant;
 
 use morph_core::{
     DropReason, Effect, Generation, InstanceId, Launched, Ledger, NewRequest, OnViolation, Outcome, PlanId,
-    Policy, RequestId, ServerId, StartKind, Ticket, Time, UnitKind, UnitSpec,
+    Policy, RequestId, ServerId, ServiceClass, StartKind, Ticket, Time, UnitKind, UnitSpec,
 };
 use morph_engine::decoder::{GenEvent, GenRequest, IterationReport, SamplingParams};
 use morph_engine::{EngineError, EngineHandle, Rows};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 use tokio::sync::oneshot;
 
-use super::job::{Input, Job, SeqError, SeqResult};
+use super::job::{Input, Job, Pooled, SeqError, SeqResult};
 use crate::launcher::{Worker, WorkerEngine};
 use crate::metrics::{CancelKind, Metrics};
 
@@ -93,15 +93,18 @@ impl State {
         (id, self.apply(effects))
     }
 
-    /// Admits one tokenized encoder sequence; the receiver yields its vector or why not.
+    /// Admits one tokenized encoder sequence (of a service class, for policies that weigh
+    /// them); the receiver yields its vector or why not.
     pub(crate) fn submit(
         &mut self,
         now: Time,
         ids: Vec<u32>,
+        service: Option<ServiceClass>,
     ) -> (RequestId, oneshot::Receiver<SeqResult>, Vec<Outside>) {
         let (reply, rx) = oneshot::channel();
-        let new = NewRequest { input_len: ids.len() as u32, generation: None, service: None };
-        let job = Job::Embed { input: Input::Tokens(ids), reply, enqueued: Instant::now() };
+        let new = NewRequest { input_len: ids.len() as u32, generation: None, service };
+        let job =
+            Job::Embed { input: Input::Tokens(ids), reply, enqueued: Instant::now(), plan: PlanId::PLAIN };
         let (id, outside) = self.admit(now, new, |_| job);
         (id, rx, outside)
     }
@@ -114,11 +117,12 @@ impl State {
         &mut self,
         now: Time,
         inputs: Vec<Vec<u32>>,
+        service: Option<ServiceClass>,
     ) -> (Result<Vec<(RequestId, oneshot::Receiver<SeqResult>)>, DropReason>, Vec<Outside>) {
         let mut admitted = Vec::with_capacity(inputs.len());
         let mut outside = Vec::new();
         for ids in inputs {
-            let (id, mut rx, more) = self.submit(now, ids);
+            let (id, mut rx, more) = self.submit(now, ids, service);
             outside.extend(more);
             if let Ok(Err(SeqError::Dropped(reason))) = rx.try_recv() {
                 let withdrawn: Vec<RequestId> = admitted.iter().map(|(id, _)| *id).collect();
@@ -383,8 +387,11 @@ impl State {
                 let mut tokens = Vec::new();
                 let mut hidden = Vec::new();
                 for r in requests {
-                    let Some(Job::Embed { input, enqueued, .. }) = self.jobs.get_mut(r) else { continue };
+                    let Some(Job::Embed { input, enqueued, plan: ran, .. }) = self.jobs.get_mut(r) else {
+                        continue;
+                    };
                     self.metrics.queue_seconds.observe((started - *enqueued).as_secs_f64());
+                    *ran = plan;
                     // A copy: the job keeps its input until the batch ends, to run it again if
                     // the worker is lost.
                     match input {
@@ -435,8 +442,9 @@ impl State {
         let output = self.outputs.remove(&request);
         let Some(job) = self.jobs.remove(&request) else { return };
         match (outcome, job) {
-            (Outcome::Done | Outcome::Failed, Job::Embed { reply, .. }) => {
+            (Outcome::Done | Outcome::Failed, Job::Embed { reply, plan, .. }) => {
                 let result = output.unwrap_or(Err(EngineError::Stopped)).map_err(SeqError::Engine);
+                let result = result.map(|vector| Pooled { vector, plan });
                 let _ = reply.send(result);
             }
             // A generation was answered by its decoder worker; a cancelled request has no one

@@ -3,11 +3,13 @@
 
 use std::sync::Arc;
 
-use morph_core::{Action, BatchPlan, Event, InstanceId, Point, Policy, Profile, RuntimeSpec, Time, UnitSpec};
+use morph_core::{
+    Action, BatchPlan, Event, InstanceId, PlanId, Point, Policy, Profile, RuntimeSpec, Time, UnitSpec,
+};
 use morph_engine::{EngineError, Rows};
 use morph_policy::{DynamicBatching, DynamicBatchingConfig};
 
-use super::job::SeqError;
+use super::job::{Pooled, SeqError};
 use super::state::{Outside, State};
 use crate::launcher::Launcher;
 use crate::metrics::{CancelKind, Metrics};
@@ -46,21 +48,21 @@ fn run_of(outside: Vec<Outside>) -> (Vec<morph_core::RequestId>, Rows) {
 #[tokio::test]
 async fn a_finished_batch_answers_each_caller_with_its_vector() {
     let (mut state, _) = state_with(fifo());
-    let (id, mut rx, outside) = state.submit(Time(1), vec![1, 2, 3]);
+    let (id, mut rx, outside) = state.submit(Time(1), vec![1, 2, 3], None);
     let (requests, rows) = run_of(outside);
     assert_eq!((requests, rows), (vec![id], Rows::Tokens(vec![vec![1, 2, 3]])));
     assert!(rx.try_recv().is_err(), "not answered before the batch ends");
     let outside = state.batch_done(Time(2), InstanceId(0), &[id], Ok(vec![vec![0.5, 0.5]]));
     assert!(outside.is_empty());
-    assert_eq!(rx.try_recv().expect("answered"), Ok(vec![0.5, 0.5]));
+    assert_eq!(rx.try_recv().expect("answered"), Ok(Pooled { vector: vec![0.5, 0.5], plan: PlanId::PLAIN }));
     assert!(state.ledger().unanswered().is_empty());
 }
 
 #[tokio::test]
 async fn a_failed_batch_answers_each_caller_with_the_engine_error() {
     let (mut state, _) = state_with(fifo());
-    let (a, mut rx_a, _) = state.submit(Time(1), vec![1]);
-    let (b, mut rx_b, _) = state.submit(Time(1), vec![2]);
+    let (a, mut rx_a, _) = state.submit(Time(1), vec![1], None);
+    let (b, mut rx_b, _) = state.submit(Time(1), vec![2], None);
     state.batch_done(Time(2), InstanceId(0), &[a], Err(EngineError::Inference("boom".into())));
     let error = Err(SeqError::Engine(EngineError::Inference("boom".into())));
     assert_eq!(rx_a.try_recv().expect("a answered"), error);
@@ -71,8 +73,8 @@ async fn a_failed_batch_answers_each_caller_with_the_engine_error() {
 #[tokio::test]
 async fn a_queued_request_whose_caller_left_leaves_the_queue_and_is_counted() {
     let (mut state, metrics) = state_with(fifo());
-    let (a, _rx_a, _) = state.submit(Time(1), vec![1]);
-    let (b, mut rx_b, outside) = state.submit(Time(1), vec![2]);
+    let (a, _rx_a, _) = state.submit(Time(1), vec![1], None);
+    let (b, mut rx_b, outside) = state.submit(Time(1), vec![2], None);
     assert!(outside.is_empty(), "b waits behind a");
     assert_eq!(state.policy().queue_len(), 1);
     assert!(state.cancel(Time(2), b).is_empty());
@@ -84,7 +86,7 @@ async fn a_queued_request_whose_caller_left_leaves_the_queue_and_is_counted() {
     assert!(outside.is_empty());
     assert!(state.ledger().unanswered().is_empty());
     // A running embedding whose caller leaves is computed and discarded.
-    let (c, mut rx_c, outside) = state.submit(Time(4), vec![3]);
+    let (c, mut rx_c, outside) = state.submit(Time(4), vec![3], None);
     run_of(outside);
     state.cancel(Time(5), c);
     assert_eq!(metrics.cancellations(CancelKind::Discarded), 1);
@@ -120,7 +122,7 @@ impl Policy for Broken {
 #[tokio::test]
 async fn a_refused_action_answers_its_request_with_an_error_and_is_counted() {
     let (mut state, metrics) = state_with(Box::new(Broken));
-    let (_, mut rx, outside) = state.submit(Time(1), vec![1]);
+    let (_, mut rx, outside) = state.submit(Time(1), vec![1], None);
     assert!(outside.is_empty());
     assert!(matches!(rx.try_recv(), Ok(Err(SeqError::Engine(EngineError::Inference(_))))));
     assert!(metrics.render(&[], &[]).contains("morph_policy_refusals_total 1"));
@@ -131,12 +133,12 @@ async fn a_call_is_admitted_whole_or_refused_whole_before_any_of_it_runs() {
     let small_queue = DynamicBatchingConfig { max_batch_tokens: 1 << 20, max_queue: 2, ..Default::default() };
     let (mut state, metrics) = state_with(Box::new(DynamicBatching::new(small_queue)));
     // An idle server takes a call of three: one runs at once, two wait.
-    let (admitted, outside) = state.submit_call(Time(1), vec![vec![1], vec![2], vec![3]]);
+    let (admitted, outside) = state.submit_call(Time(1), vec![vec![1], vec![2], vec![3]], None);
     let admitted = admitted.expect("admitted whole");
     let (first, _) = run_of(outside);
     assert_eq!((admitted.len(), state.policy().queue_len()), (3, 2));
     // A second call while the queue is full: refused whole, nothing of it left behind.
-    let (refused, outside) = state.submit_call(Time(2), vec![vec![4], vec![5]]);
+    let (refused, outside) = state.submit_call(Time(2), vec![vec![4], vec![5]], None);
     assert_eq!(refused.err(), Some(morph_core::DropReason::QueueFull { capacity: 2 }));
     assert!(outside.is_empty());
     assert_eq!(state.policy().queue_len(), 2);
@@ -158,18 +160,18 @@ async fn a_refused_call_withdraws_a_batch_that_had_not_started() {
     let (mut state, _) = state_with(Box::new(DynamicBatching::new(small_queue)));
     // The first input starts a batch on the idle instance, the second waits, the third finds
     // the queue full: the started batch is withdrawn before it runs and the instance is idle.
-    let (refused, outside) = state.submit_call(Time(1), vec![vec![1], vec![2], vec![3]]);
+    let (refused, outside) = state.submit_call(Time(1), vec![vec![1], vec![2], vec![3]], None);
     assert_eq!(refused.err(), Some(morph_core::DropReason::QueueFull { capacity: 1 }));
     assert!(outside.is_empty(), "nothing left to run: {outside:?}");
     assert!(state.ledger().unanswered().is_empty());
-    let (_, _, outside) = state.submit(Time(2), vec![4]);
+    let (_, _, outside) = state.submit(Time(2), vec![4], None);
     run_of(outside);
 }
 
 #[tokio::test]
 async fn a_lost_worker_leaves_and_is_replaced_and_its_batch_runs_once_more_then_fails() {
     let (mut state, _) = state_with(fifo());
-    let (id, mut rx, outside) = state.submit(Time(1), vec![1, 2, 3]);
+    let (id, mut rx, outside) = state.submit(Time(1), vec![1, 2, 3], None);
     let (requests, _) = run_of(outside);
     let lost = EngineError::Lost("worker process 7 connection lost mid-batch".into());
     let outside = state.lost(Time(2), InstanceId(0), &requests, lost.clone());
