@@ -63,6 +63,46 @@ async fn otas_classifies_under_its_plans_and_refuses_unknown_tasks_and_impossibl
     let (status, body) = classify(url, json!({ "input": "no task" })).await;
     assert_eq!(status, 422, "{body}");
 
+    // TEI's /predict shape: labels with scores, best first; a list of them per input of an array.
+    let predict = |body: Value| async move {
+        let response =
+            reqwest::Client::new().post(format!("{url}/predict")).json(&body).send().await.expect("answer");
+        (response.status().as_u16(), response.json::<Value>().await.expect("JSON body"))
+    };
+    let (status, body) =
+        predict(json!({ "task": "sms_spam", "inputs": "WINNER!! Claim your free prize now, text 80082" }))
+            .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body[0]["label"], "spam", "{body}");
+    assert!(body[0]["score"].as_f64() > body[1]["score"].as_f64(), "{body}");
+    let (status, body) = predict(json!({ "task": "sst2", "inputs": texts })).await;
+    assert_eq!(
+        (status, body[0][0]["label"].clone(), body[1][0]["label"].clone()),
+        (200, json!("positive"), json!("negative")),
+        "{body}"
+    );
+
     let metrics = reqwest::get(format!("{url}/metrics")).await.expect("metrics").text().await.expect("text");
     assert!(metrics.contains("morph_policy_otas_batches_total"), "{metrics}");
+
+    // A second of the shipped scenario's query types, replayed and scored by `morph bench`.
+    let scenario = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/otas_synthetic_cpu.toml");
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/text");
+    let bench = std::process::Command::new(env!("CARGO_BIN_EXE_morph"))
+        .args(["bench", "--url", url, "--endpoint", "classify", "--scenario", scenario, "--data", data])
+        .args(["--duration", "1", "--json"])
+        .output()
+        .expect("morph bench");
+    assert!(bench.status.success(), "{}", String::from_utf8_lossy(&bench.stderr));
+    let reports: Value = serde_json::from_slice(&bench.stdout).expect("bench JSON");
+    let report = &reports[0];
+    let sent = report["sent"].as_u64().expect("sent");
+    assert!(sent > 10, "{report}");
+    let c = &report["classify"];
+    let types: f64 = c["types"].as_array().expect("types").iter().map(|t| t.as_f64().unwrap_or(0.0)).sum();
+    assert!((types - 1.0).abs() < 1e-9, "{report}");
+    let answered: u64 =
+        c["plans"].as_object().expect("plans").values().map(|n| n.as_u64().unwrap_or(0)).sum();
+    assert_eq!(answered, report["ok"].as_u64().expect("ok"), "{report}");
+    assert!(c["utility"].as_f64() <= c["attainable"].as_f64(), "{report}");
 }

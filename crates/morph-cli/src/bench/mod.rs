@@ -4,6 +4,7 @@
 //! ShareGPT conversations whose answers `morph train lengths` recorded (see [`chat`]).
 
 mod chat;
+mod classify;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -30,6 +31,10 @@ pub(crate) enum Endpoint {
     /// POST /v1/completions of one greedy token per corpus text: a decoder's prefill, as
     /// `morph serve --task generate --stages N` serves it.
     Prefill,
+    /// POST /v1/classify: a --scenario's query types (`workload.service`: task, SLO, utility)
+    /// with the texts of the profiled test examples (--data), scored for utility earned and
+    /// OTAS's outcome types.
+    Classify,
 }
 
 #[derive(Debug, Args)]
@@ -73,6 +78,10 @@ pub(crate) struct BenchArgs {
     /// the recorded ShareGPT rounds of --lengths/--sharegpt.
     #[arg(long, value_enum, default_value = "embed")]
     endpoint: Endpoint,
+    /// --endpoint classify: the labelled text folder the profile was made from (the test
+    /// examples' texts), e.g. ../shared/data/text.
+    #[arg(long)]
+    data: Option<PathBuf>,
     /// Seed for arrival times and text choice (default 0, or the scenario's first seed).
     #[arg(long)]
     seed: Option<u64>,
@@ -114,11 +123,17 @@ struct RunReport {
     goodput_rps: Option<f64>,
     /// CPU this load generator used over the run, in cores (1.0: one core busy throughout).
     client_cpu_cores: f64,
+    /// --endpoint classify: utility earned and outcome types.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    classify: Option<classify::ClassifyReport>,
 }
 
 struct Outcome {
+    index: usize,
     latency_ms: f64,
     status: Result<u16, &'static str>,
+    /// The answer's JSON (--endpoint classify).
+    body: Option<serde_json::Value>,
 }
 
 /// A text that BERT-style tokenizers turn into exactly `tokens` ids: `[CLS]`, one id per
@@ -134,24 +149,34 @@ fn embed_body(endpoint: Endpoint, text: &str) -> serde_json::Value {
     match endpoint {
         Endpoint::Openai => json!({"input": text, "truncate": true}),
         Endpoint::Prefill => json!({"prompt": text, "max_tokens": 1, "temperature": 0}),
-        Endpoint::Embed | Endpoint::Chat => json!({"inputs": text, "truncate": true}),
+        Endpoint::Embed | Endpoint::Chat | Endpoint::Classify => json!({"inputs": text, "truncate": true}),
     }
 }
 
-fn schedules(args: &BenchArgs) -> anyhow::Result<Vec<Schedule>> {
+/// The runs to send, and for --endpoint classify what each request's answer is scored against.
+type Plan = (Vec<Schedule>, Option<Vec<classify::Expected>>);
+
+fn schedules(args: &BenchArgs) -> anyhow::Result<Plan> {
     if let Some(path) = &args.scenario {
         let scenario = args.model.load_scenario(path)?;
         let seed = args.seed.or(scenario.seeds.first().copied()).unwrap_or(0);
         let duration = args.duration.unwrap_or(scenario.duration_s);
         let requests = scenario.workload.generate(duration, seed)?;
-        let stream = requests
-            .iter()
-            .map(|r| {
-                (r.arrival.as_millis_f64() / 1e3, embed_body(args.endpoint, &text_of_tokens(r.input_len)))
-            })
-            .collect();
-        return Ok(vec![(requests.len() as f64 / duration, stream)]);
+        let offsets = requests.iter().map(|r| r.arrival.as_millis_f64() / 1e3);
+        let rate = requests.len() as f64 / duration;
+        if args.endpoint == Endpoint::Classify {
+            let data =
+                args.data.as_deref().context("--endpoint classify needs --data (the labelled texts)")?;
+            let tasks =
+                scenario.workload.service.as_ref().and_then(|m| m.table.as_ref()).map(|t| t.tasks.clone());
+            let tasks = tasks.context("--endpoint classify needs a scenario with workload.service")?;
+            let (bodies, expected) = classify::bodies(&requests, &tasks, data)?;
+            return Ok((vec![(rate, offsets.zip(bodies).collect())], Some(expected)));
+        }
+        let bodies = requests.iter().map(|r| embed_body(args.endpoint, &text_of_tokens(r.input_len)));
+        return Ok((vec![(rate, offsets.zip(bodies).collect())], None));
     }
+    anyhow::ensure!(args.endpoint != Endpoint::Classify, "--endpoint classify needs --scenario");
     let (seed, duration) = (args.seed.unwrap_or(0), args.duration.unwrap_or(20.0));
     let chats = match args.endpoint {
         Endpoint::Chat => args.chat.requests()?,
@@ -204,7 +229,7 @@ fn schedules(args: &BenchArgs) -> anyhow::Result<Vec<Schedule>> {
         }
         out.push((a.mean_rate().unwrap_or(times.len() as f64 / duration), stream));
     }
-    Ok(out)
+    Ok((out, None))
 }
 
 pub(crate) fn run(args: BenchArgs) -> anyhow::Result<()> {
@@ -215,11 +240,16 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(reachable(&client, &args.url))?;
     let mut reports = Vec::new();
-    for (rate, stream) in schedules(&args)? {
+    let (runs, expected) = schedules(&args)?;
+    for (rate, stream) in runs {
         if stream.is_empty() {
             bail!("no arrivals at rate {rate} in the run's duration");
         }
-        reports.push(runtime.block_on(run_schedule(&args, &client, rate, &stream)));
+        let mut report = runtime.block_on(run_schedule(&args, &client, rate, &stream, expected.is_some()));
+        if let (Some(expected), Some(answers)) = (&expected, report.1) {
+            report.0.classify = Some(classify::score(expected, &answers));
+        }
+        reports.push(report.0);
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&reports)?);
@@ -248,23 +278,29 @@ fn failure(e: &reqwest::Error) -> &'static str {
     }
 }
 
+/// Each request's answer by stream index: latency, status and (when kept) its JSON.
+type Answers = Vec<(f64, Result<u16, &'static str>, Option<serde_json::Value>)>;
+
+/// Sends `stream` open-loop; with `keep` the answers' bodies come back too, by stream index.
 async fn run_schedule(
     args: &BenchArgs,
     client: &reqwest::Client,
     rate: f64,
     stream: &[(f64, serde_json::Value)],
-) -> RunReport {
+    keep: bool,
+) -> (RunReport, Option<Answers>) {
     let path = match args.endpoint {
         Endpoint::Embed => "/embed",
         Endpoint::Openai => "/v1/embeddings",
         Endpoint::Chat => "/v1/chat/completions",
         Endpoint::Prefill => "/v1/completions",
+        Endpoint::Classify => "/v1/classify",
     };
     let url = format!("{}{path}", args.url.trim_end_matches('/'));
     let start = tokio::time::Instant::now();
     let cpu = cpu_time::ProcessTime::now();
     let mut tasks = tokio::task::JoinSet::new();
-    for (t, body) in stream {
+    for (index, (t, body)) in stream.iter().enumerate() {
         // Latency counts from the scheduled send time: a generator that falls behind shows up
         // as latency, not as a lower offered load.
         let scheduled = start + Duration::from_secs_f64(*t);
@@ -274,15 +310,15 @@ async fn run_schedule(
             request = request.bearer_auth(key);
         }
         tasks.spawn(async move {
-            let status = match request.send().await {
+            let (status, body) = match request.send().await {
                 Ok(resp) => {
                     let code = resp.status().as_u16();
-                    let _ = resp.bytes().await;
-                    Ok(code)
+                    let bytes = resp.bytes().await.unwrap_or_default();
+                    (Ok(code), keep.then(|| serde_json::from_slice(&bytes).ok()).flatten())
                 }
-                Err(e) => Err(failure(&e)),
+                Err(e) => (Err(failure(&e)), None),
             };
-            Outcome { latency_ms: scheduled.elapsed().as_secs_f64() * 1e3, status }
+            Outcome { index, latency_ms: scheduled.elapsed().as_secs_f64() * 1e3, status, body }
         });
     }
     let mut outcomes = Vec::with_capacity(stream.len());
@@ -306,7 +342,14 @@ async fn run_schedule(
     let in_slo = args.slo_ms.map(|slo| ok_latencies.iter().filter(|&&l| l <= slo).count() as f64);
     let mut sorted = ok_latencies.clone();
     sorted.sort_by(f64::total_cmp);
-    RunReport {
+    let answers = keep.then(|| {
+        let mut by_index: Answers = vec![(0.0, Err("unanswered"), None); stream.len()];
+        for o in &outcomes {
+            by_index[o.index] = (o.latency_ms, o.status, o.body.clone());
+        }
+        by_index
+    });
+    let report = RunReport {
         offered_rps: rate,
         sent: stream.len(),
         ok,
@@ -319,7 +362,9 @@ async fn run_schedule(
         within_slo: in_slo.map(|n| n / stream.len().max(1) as f64),
         goodput_rps: in_slo.map(|n| n / wall_s),
         client_cpu_cores,
-    }
+        classify: None,
+    };
+    (report, answers)
 }
 
 fn print_table(reports: &[RunReport]) {
@@ -359,6 +404,16 @@ fn print_table(reports: &[RunReport]) {
         );
         if !r.error_kinds.is_empty() {
             println!("          errors by status: {:?}", r.error_kinds);
+        }
+        if let Some(c) = &r.classify {
+            let [t1, t2, t3, t4] = c.types.map(|t| t * 100.0);
+            println!(
+                "          utility {:.2} of {:.2} ({:.1}%); types 1–4: {t1:.1}% {t2:.1}% {t3:.1}% {t4:.1}%; answers by plan {:?}",
+                c.utility,
+                c.attainable,
+                c.utility * 100.0 / c.attainable.max(f64::MIN_POSITIVE),
+                c.plans
+            );
         }
     }
 }

@@ -98,6 +98,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/embeddings", post(openai::embeddings))
         .route("/embed", post(tei::embed))
         .route("/v1/classify", post(classify::classify))
+        .route("/predict", post(classify::predict))
         .route("/v1/completions", post(generate::completions))
         .route("/v1/chat/completions", post(generate::chat_completions))
         .route("/info", get(info::info))

@@ -1,0 +1,96 @@
+//! `morph bench --endpoint classify --scenario FILE --data DIR`: OTAS live. The scenario's
+//! request stream (its query types: task, SLO, utility, and the profiled test example each
+//! request stands for) is sent to `POST /v1/classify` with that example's text, so the answers
+//! can be scored as the simulator scores the same stream: utility earned (u_r for a correct
+//! answer within its SLO) and the outcome types 1–4.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Context;
+use morph_engine::tasks::data::{Task, load};
+use morph_sim::workload::SimRequest;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// What a request's answer is scored against.
+#[derive(Debug, Clone)]
+pub(super) struct Expected {
+    label: String,
+    slo_ms: f64,
+    utility: f64,
+}
+
+/// The utility account of one live run.
+#[derive(Debug, Serialize)]
+pub(super) struct ClassifyReport {
+    pub utility: f64,
+    pub attainable: f64,
+    /// Shares: 1 correct within the SLO, 2 wrong within it, 3 answered late, 4 refused or
+    /// evicted (504) or failed.
+    pub types: [f64; 4],
+    /// Answers per token plan.
+    pub plans: BTreeMap<i64, usize>,
+}
+
+/// The bodies of `requests` (a scenario's stream with query types) for `/v1/classify`, with
+/// what each answer should be; texts are the profiled test examples, from `data`.
+pub(super) fn bodies(
+    requests: &[SimRequest],
+    task_names: &[String],
+    data: &Path,
+) -> anyhow::Result<(Vec<Value>, Vec<Expected>)> {
+    let mut tests = Vec::new();
+    for name in task_names {
+        let task =
+            Task::ALL.into_iter().find(|t| t.name() == name).with_context(|| format!("task '{name}'"))?;
+        tests.push((task, load(task, data)?.test));
+    }
+    let mut bodies = Vec::with_capacity(requests.len());
+    let mut expected = Vec::with_capacity(requests.len());
+    for r in requests {
+        let service = r.service.context("--endpoint classify needs a scenario with workload.service")?;
+        let (task, examples) = &tests[usize::from(service.task.0)];
+        let example = examples.get(r.example as usize).context("an example beyond the test split")?;
+        let slo_ms =
+            service.deadline.map_or(f64::INFINITY, |d| d.as_millis_f64() - r.arrival.as_millis_f64());
+        let utility = f64::from(service.utility_micros) / 1e6;
+        let body = json!({ "task": task.name(), "input": example.text, "slo_ms": slo_ms, "utility": utility, "truncate": true });
+        bodies.push(body);
+        expected.push(Expected { label: task.classes()[example.label].to_string(), slo_ms, utility });
+    }
+    Ok((bodies, expected))
+}
+
+/// Scores each request's answer (`(latency ms, status, body)` by stream index).
+pub(super) fn score(
+    expected: &[Expected],
+    answers: &[(f64, Result<u16, &str>, Option<Value>)],
+) -> ClassifyReport {
+    let (mut utility, mut counts, mut plans) = (0.0, [0usize; 4], BTreeMap::new());
+    for (want, (latency_ms, status, body)) in expected.iter().zip(answers) {
+        let answer = body.as_ref().map(|b| &b["data"][0]);
+        let kind = match (status, answer) {
+            (Ok(200), Some(a)) => {
+                *plans.entry(a["plan"].as_i64().unwrap_or(0)).or_insert(0) += 1;
+                match (*latency_ms < want.slo_ms, a["label"].as_str() == Some(want.label.as_str())) {
+                    (true, true) => 0,
+                    (true, false) => 1,
+                    (false, _) => 2,
+                }
+            }
+            _ => 3,
+        };
+        counts[kind] += 1;
+        if kind == 0 {
+            utility += want.utility;
+        }
+    }
+    let total = counts.iter().sum::<usize>().max(1) as f64;
+    ClassifyReport {
+        utility,
+        attainable: expected.iter().map(|e| e.utility).sum(),
+        types: counts.map(|c| c as f64 / total),
+        plans,
+    }
+}
