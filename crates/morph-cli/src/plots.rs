@@ -1,5 +1,6 @@
 //! SVG plots for `morph simulate --out`: latency CDF per run, queue length and instance count
-//! over time, and a pipeline's replicas and queue per stage over time.
+//! over time, a pipeline's replicas and queue per stage over time, and OTAS's utility earned
+//! over time (the paper's Fig. 9 and 10).
 
 use std::path::Path;
 
@@ -103,6 +104,12 @@ pub(crate) fn write(
         "instances holding a slot",
         &instances,
     )?;
+    let utility: Vec<(String, Vec<(f64, f64)>)> =
+        rows.iter().filter_map(|row| Some((label(row), row.utility.as_ref()?.over_time.clone()))).collect();
+    if !utility.is_empty() {
+        let title = format!("{scenario}: utility earned (correct answers within their SLO)");
+        lines(&dir.join("utility.svg"), &title, "time (s)", "utility", &utility)?;
+    }
     for (n, row) in rows.iter().enumerate().filter(|(_, r)| !r.report.stage_series.is_empty()) {
         for (gauge, what) in [("stage_replicas", "replicas"), ("stage_queue", "requests waiting")] {
             let series = by_stage(&row.report.stage_series, gauge);

@@ -29,8 +29,9 @@ pub(crate) struct SimulateArgs {
     json: bool,
     /// Write summary.csv, latency_cdf.csv, queue.csv, instances.csv (count over time),
     /// utilisation.csv (per instance), stages.csv (a pipeline's per-stage queue, replicas, busy
-    /// replicas, CV and delay over time), latency_cdf.svg, queue.svg, instances.svg, and per run
-    /// of a pipeline policy stage_replicas_N.svg and stage_queue_N.svg into this directory.
+    /// replicas, CV and delay over time), latency_cdf.svg, queue.svg, instances.svg, per run
+    /// of a pipeline policy stage_replicas_N.svg and stage_queue_N.svg, and for a workload with
+    /// query types utility.csv and utility.svg (utility earned over time) into this directory.
     #[arg(long)]
     out: Option<PathBuf>,
 }
@@ -212,6 +213,7 @@ fn write_csvs(dir: &std::path::Path, rows: &[Row]) -> anyhow::Result<()> {
     let mut utilisation = String::from("policy,sweep,seed,instance,utilisation\n");
     let mut instances = String::from("policy,sweep,seed,time_s,instances\n");
     let mut stages = String::from("policy,sweep,seed,time_s,gauge,stage,value\n");
+    let mut utility = String::from("policy,sweep,seed,time_s,utility_earned\n");
     for row in rows {
         let r = &row.report;
         let key = format!("{},{},{}", r.policy, sweep_label(row), row.seed);
@@ -236,6 +238,12 @@ fn write_csvs(dir: &std::path::Path, rows: &[Row]) -> anyhow::Result<()> {
             let (name, stage) = crate::plots::split_stage_gauge(gauge);
             let _ = writeln!(stages, "{key},{t},{name},{stage},{value}");
         }
+        for (t, earned) in row.utility.iter().flat_map(|u| &u.over_time) {
+            let _ = writeln!(utility, "{key},{t},{earned}");
+        }
+    }
+    if rows.iter().any(|r| r.utility.is_some()) {
+        std::fs::write(dir.join("utility.csv"), utility)?;
     }
     std::fs::write(dir.join("stages.csv"), stages)?;
     std::fs::write(dir.join("instances.csv"), instances)?;

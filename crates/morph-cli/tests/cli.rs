@@ -350,3 +350,28 @@ fn train_adapt_writes_heads_and_a_profile_per_plan() {
         assert_eq!(first["correct"].as_array().map(Vec::len), Some(2), "{first}");
     }
 }
+
+/// `morph simulate --out` on an OTAS scenario writes the utility earned over time per run
+/// (utility.csv, utility.svg) and prints the utility account beside the latency table.
+#[test]
+fn simulate_writes_utility_over_time_for_query_types() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/otas_synthetic_cpu.toml");
+    let out = dir.path().join("out");
+    let run = morph()
+        .args(["simulate", "--scenario", scenario, "--duration", "30", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{stdout}{}", String::from_utf8_lossy(&run.stderr));
+    assert!(stdout.contains("type 1") && stdout.contains("otas (pareto)"), "{stdout}");
+    let csv = std::fs::read_to_string(out.join("utility.csv")).unwrap();
+    assert!(csv.starts_with("policy,sweep,seed,time_s,utility_earned\n"), "{csv}");
+    // Three 10-second bins for each of the scenario's 8 policies, the earned utility never falling.
+    assert_eq!(csv.lines().count(), 1 + 3 * 8, "{csv}");
+    let earned: Vec<f64> =
+        csv.lines().skip(1).map(|l| l.rsplit(',').next().unwrap().parse().unwrap()).collect();
+    assert!(earned.chunks(3).all(|c| c[0] <= c[1] && c[1] <= c[2]), "{csv}");
+    assert!(std::fs::read_to_string(out.join("utility.svg")).unwrap().contains("<svg"));
+}
