@@ -131,8 +131,7 @@ pub(crate) fn run(args: AdaptArgs) -> anyhow::Result<()> {
             let profiling_x = embed(engine.as_mut(), &t.profiling.0)?;
             let test_x = embed(engine.as_mut(), &t.test.0)?;
             let mut epochs = 0;
-            let trained;
-            let head = if own {
+            let trained = if own {
                 // A tenth of the training split validates (early stopping), not the profiling split.
                 let x = embed(engine.as_mut(), &t.train.0)?;
                 let n = t.train.1.len();
@@ -145,10 +144,13 @@ pub(crate) fn run(args: AdaptArgs) -> anyhow::Result<()> {
                 epochs = result.losses.len();
                 weights.extend(result.weights);
                 heads_meta.insert(prefix, json!({ "epochs": epochs, "val_accuracy": result.val_accuracy }));
-                trained = result.head;
-                &trained
+                Some(result.head)
             } else {
-                plain_heads.get(&t.task).context("the plain model's heads are trained first")?
+                None
+            };
+            let head = match &trained {
+                Some(head) => head,
+                None => plain_heads.get(&t.task).context("the plain model's heads are trained first")?,
             };
             let profiling = head.accuracy(&profiling_x, &t.profiling.1)?;
             let predicted = head.predict(&test_x)?;
@@ -165,17 +167,8 @@ pub(crate) fn run(args: AdaptArgs) -> anyhow::Result<()> {
                 started.elapsed().as_secs_f64()
             );
             measured.insert((plan, t.task), Measured { profiling, test, correct });
-            if plan == PlanId::PLAIN {
-                let vb = candle_nn::VarBuilder::from_tensors(
-                    weights.clone(),
-                    candle_core::DType::F32,
-                    &candle_core::Device::Cpu,
-                );
-                let head = ClassifierHead::new(
-                    vb.pp(format!("{}.0", t.task.name())),
-                    engine.dim(),
-                    t.task.classes().len(),
-                )?;
+            // Merging plans reuse the plain model's heads (ToMe is training-free).
+            if let (PlanId::PLAIN, Some(head)) = (plan, trained) {
                 plain_heads.insert(t.task, head);
             }
         }

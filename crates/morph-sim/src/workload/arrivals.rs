@@ -77,13 +77,13 @@ impl Arrivals {
             Arrivals::Poisson { rate } => {
                 let gap =
                     Exp::new(positive("rate", *rate)?).map_err(|e| WorkloadError::Invalid(e.to_string()))?;
-                fill(&mut out, duration, || gap.sample(rng));
+                fill(&mut out, 0.0, duration, || gap.sample(rng));
             }
             Arrivals::Gamma { rate, cv } => {
                 let shape = 1.0 / positive("cv", *cv)?.powi(2);
                 let scale = 1.0 / (positive("rate", *rate)? * shape);
                 let gap = Gamma::new(shape, scale).map_err(|e| WorkloadError::Invalid(e.to_string()))?;
-                fill(&mut out, duration, || gap.sample(rng));
+                fill(&mut out, 0.0, duration, || gap.sample(rng));
             }
             Arrivals::Mmpp { rates, dwell_s } => {
                 if rates.is_empty() {
@@ -96,14 +96,7 @@ impl Arrivals {
                     let end = (t + dwell.sample(rng)).min(duration);
                     let gap = Exp::new(positive("rate", rates[state])?)
                         .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
-                    let mut s = t;
-                    loop {
-                        s += gap.sample(rng);
-                        if s >= end {
-                            break;
-                        }
-                        out.push(s);
-                    }
+                    fill(&mut out, t, end, || gap.sample(rng));
                     t = end;
                     state = (state + 1) % rates.len();
                 }
@@ -123,14 +116,7 @@ impl Arrivals {
                 while second < duration {
                     let gap = Exp::new(rate).map_err(|e| WorkloadError::Invalid(e.to_string()))?;
                     let end = (second + 1.0).min(duration);
-                    let mut t = second;
-                    loop {
-                        t += gap.sample(rng);
-                        if t >= end {
-                            break;
-                        }
-                        out.push(t);
-                    }
+                    fill(&mut out, second, end, || gap.sample(rng));
                     rate += walk.random_range(-1.0..=1.0) * step;
                     rate = if rate > high { 2.0 * high - rate } else { rate };
                     rate = if rate < low { 2.0 * low - rate } else { rate };
@@ -149,11 +135,12 @@ impl Arrivals {
     }
 }
 
-fn fill(out: &mut Vec<f64>, duration: f64, mut gap: impl FnMut() -> f64) {
-    let mut t = 0.0;
+/// Arrivals from `from` until `until`, each `gap()` after the last.
+fn fill(out: &mut Vec<f64>, from: f64, until: f64, mut gap: impl FnMut() -> f64) {
+    let mut t = from;
     loop {
         t += gap();
-        if t >= duration {
+        if t >= until {
             return;
         }
         out.push(t);
