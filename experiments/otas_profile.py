@@ -21,9 +21,14 @@ tasks, plans = acc["tasks"], acc["plans"]
 def name(plan):
     if plan == 0:
         return "plain"
+    if plan <= -1000:
+        code = -plan - 1000
+        return f"prune {code % 100}% after {code // 100}"
     if plan <= -100:
         return f"exit after {-plan - 100}"
-    return f"ToMe r={-plan}" if plan < 0 else f"prompts {plan}"
+    if plan > 100:
+        return f"prompts {plan - 100} (replace)"
+    return f"ToMe r={-plan}" if plan < 0 else f"prompts {plan} (additive)"
 
 
 def latency(plan):

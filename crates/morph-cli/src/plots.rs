@@ -109,6 +109,12 @@ pub(crate) fn write(
     if !utility.is_empty() {
         let title = format!("{scenario}: utility earned (correct answers within their SLO)");
         lines(&dir.join("utility.svg"), &title, "time (s)", "utility", &utility)?;
+        let accuracy: Vec<(String, Vec<(f64, f64)>)> = rows
+            .iter()
+            .filter_map(|row| Some((label(row), row.utility.as_ref()?.accuracy_over_time.clone())))
+            .collect();
+        let title = format!("{scenario}: accuracy of the batches served");
+        lines(&dir.join("accuracy.svg"), &title, "time (s)", "accuracy", &accuracy)?;
     }
     for (n, row) in rows.iter().enumerate().filter(|(_, r)| !r.report.stage_series.is_empty()) {
         for (gauge, what) in [("stage_replicas", "replicas"), ("stage_queue", "requests waiting")] {

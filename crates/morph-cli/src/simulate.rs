@@ -31,7 +31,8 @@ pub(crate) struct SimulateArgs {
     /// utilisation.csv (per instance), stages.csv (a pipeline's per-stage queue, replicas, busy
     /// replicas, CV and delay over time), latency_cdf.svg, queue.svg, instances.svg, per run
     /// of a pipeline policy stage_replicas_N.svg and stage_queue_N.svg, and for a workload with
-    /// query types utility.csv and utility.svg (utility earned over time) into this directory.
+    /// query types utility.csv and utility.svg (utility earned over time) and accuracy.csv and
+    /// accuracy.svg (the accuracy of the batches served, OTAS Fig. 11) into this directory.
     #[arg(long)]
     out: Option<PathBuf>,
 }
@@ -214,6 +215,7 @@ fn write_csvs(dir: &std::path::Path, rows: &[Row]) -> anyhow::Result<()> {
     let mut instances = String::from("policy,sweep,seed,time_s,instances\n");
     let mut stages = String::from("policy,sweep,seed,time_s,gauge,stage,value\n");
     let mut utility = String::from("policy,sweep,seed,time_s,utility_earned\n");
+    let mut accuracy = String::from("policy,sweep,seed,time_s,served_batch_accuracy\n");
     for row in rows {
         let r = &row.report;
         let key = format!("{},{},{}", r.policy, sweep_label(row), row.seed);
@@ -241,9 +243,13 @@ fn write_csvs(dir: &std::path::Path, rows: &[Row]) -> anyhow::Result<()> {
         for (t, earned) in row.utility.iter().flat_map(|u| &u.over_time) {
             let _ = writeln!(utility, "{key},{t},{earned}");
         }
+        for (t, a) in row.utility.iter().flat_map(|u| &u.accuracy_over_time) {
+            let _ = writeln!(accuracy, "{key},{t},{a}");
+        }
     }
     if rows.iter().any(|r| r.utility.is_some()) {
         std::fs::write(dir.join("utility.csv"), utility)?;
+        std::fs::write(dir.join("accuracy.csv"), accuracy)?;
     }
     std::fs::write(dir.join("stages.csv"), stages)?;
     std::fs::write(dir.join("instances.csv"), instances)?;

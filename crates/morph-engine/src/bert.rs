@@ -11,6 +11,7 @@ use candle_nn::{Embedding, LayerNorm, Linear, VarBuilder};
 use serde::Deserialize;
 
 use crate::kernels;
+use crate::token_plan::PromptMode;
 
 /// Mirrors the fields of Hugging Face's `config.json` that the forward pass needs.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -194,15 +195,66 @@ impl BertModel {
     /// `ids`, `mask`: `[batch, len]` (u32 ids; mask 1 for real tokens, 0 for padding).
     /// Returns hidden states `[batch, len, hidden]`.
     pub fn forward(&self, ids: &Tensor, mask: &Tensor) -> Result<Tensor> {
-        let (b, l) = ids.dims2()?;
         let keep = mask.to_dtype(DType::F32)?;
-        let bias = ((keep - 1.0)? * -MASKED)?.reshape((b, 1, 1, l))?;
+        let bias = attention_bias(&keep)?;
         let mut x = self.embeddings.forward(ids)?;
         for layer in &self.layers {
             x = layer.forward(&x, &bias, self.kernels)?;
         }
         Ok(x)
     }
+
+    /// [`BertModel::forward`] with deep prompts (OTAS γ > 0): before every layer l the tokens
+    /// `prompts[.., l]` (`[batch or 1, layers, p, hidden]`) go in after `[CLS]`, on top of the
+    /// earlier layers' (`Additive`) or in their place (`Replace`, from the second layer on).
+    /// Returns the hidden states and the pooling mask over them: prompts attend and are
+    /// attended to but are not pooled, so a sentence's vector stays a mean of its own tokens.
+    pub fn forward_prompted(
+        &self,
+        ids: &Tensor,
+        mask: &Tensor,
+        prompts: &Tensor,
+        mode: PromptMode,
+    ) -> Result<(Tensor, Tensor)> {
+        let (b, _) = ids.dims2()?;
+        let (_, layers, p, h) = prompts.dims4()?;
+        if layers != self.layers.len() {
+            candle_core::bail!("prompts for {layers} layers on a {}-layer encoder", self.layers.len());
+        }
+        let prompts = prompts.broadcast_as((b, layers, p, h))?;
+        let mut keep = mask.to_dtype(DType::F32)?;
+        let mut pool = keep.clone();
+        let (ones, zeros) = (
+            Tensor::ones((b, p), DType::F32, &self.device)?,
+            Tensor::zeros((b, p), DType::F32, &self.device)?,
+        );
+        let mut x = self.embeddings.forward(ids)?;
+        for (l, layer) in self.layers.iter().enumerate() {
+            let inserted = prompts.narrow(1, l, 1)?.squeeze(1)?;
+            if mode == PromptMode::Additive || l == 0 {
+                x = after_first(&x, &inserted, 0)?;
+                keep = after_first(&keep, &ones, 0)?;
+                pool = after_first(&pool, &zeros, 0)?;
+            } else {
+                x = after_first(&x, &inserted, p)?;
+            }
+            x = layer.forward(&x, &attention_bias(&keep)?, self.kernels)?;
+        }
+        Ok((x, pool))
+    }
+}
+
+/// The additive attention bias `[batch, 1, 1, len]` of a float mask `[batch, len]`.
+fn attention_bias(keep: &Tensor) -> Result<Tensor> {
+    let (b, l) = keep.dims2()?;
+    ((keep - 1.0)? * -MASKED)?.reshape((b, 1, 1, l))
+}
+
+/// `inserted` placed after the first position of `seq` (axis 1), in place of the `replaced`
+/// positions that followed it.
+fn after_first(seq: &Tensor, inserted: &Tensor, replaced: usize) -> Result<Tensor> {
+    let len = seq.dim(1)?;
+    Tensor::cat(&[&seq.narrow(1, 0, 1)?, inserted, &seq.narrow(1, 1 + replaced, len - 1 - replaced)?], 1)
 }
 
 /// Sum over the sequence axis of `[batch, len, hidden]` weighted by `mask` `[batch, len]`.

@@ -11,6 +11,7 @@ use crate::bert::{BertModel, Kernels};
 use crate::checkpoint::Checkpoint;
 use crate::fetch::ModelFiles;
 use crate::pooling::Pooling;
+use crate::token_plan::PromptMode;
 use crate::{BatchInput, Engine, EngineError, check_batch, plain_tokens};
 
 /// Weights plus pooling: everything needed to turn padded id tensors into vectors.
@@ -46,6 +47,32 @@ impl Encoder {
     /// `rows` rows (rows beyond the inputs are all padding). This is the hook for heads: a
     /// classifier or regressor (SSJF's length predictor, OTAS's task heads) applies to this.
     pub fn pooled(&self, inputs: &[Vec<u32>], len: usize, rows: usize) -> Result<Tensor, EngineError> {
+        let (ids, mask) = self.padded(inputs, len, rows)?;
+        let hidden = self.model.forward(&ids, &mask)?;
+        Ok(self.pooling.apply(&hidden, &mask)?.narrow(0, 0, inputs.len())?)
+    }
+
+    /// [`Encoder::pooled`] with deep prompts `[1 or rows, layers, p, hidden]` inserted as
+    /// `mode` says ([`BertModel::forward_prompted`]); differentiable in the prompts when the
+    /// encoder runs candle's own kernels.
+    pub fn pooled_prompted(
+        &self,
+        inputs: &[Vec<u32>],
+        len: usize,
+        prompts: &Tensor,
+        mode: PromptMode,
+    ) -> Result<Tensor, EngineError> {
+        let (ids, mask) = self.padded(inputs, len, inputs.len())?;
+        let (hidden, pooled) = self.model.forward_prompted(&ids, &mask, prompts, mode)?;
+        Ok(self.pooling.apply(&hidden, &pooled)?)
+    }
+
+    pub fn model(&self) -> &BertModel {
+        &self.model
+    }
+
+    /// `inputs` as `[rows, len]` ids (padded) and their 1/0 mask.
+    fn padded(&self, inputs: &[Vec<u32>], len: usize, rows: usize) -> Result<(Tensor, Tensor), EngineError> {
         let pad = self.model.config.pad_token_id;
         let mut ids = vec![pad; rows * len];
         let mut mask = vec![0u32; rows * len];
@@ -54,10 +81,7 @@ impl Encoder {
             mask[r * len..r * len + seq.len()].fill(1);
         }
         let device = self.model.device();
-        let ids = Tensor::from_vec(ids, (rows, len), device)?;
-        let mask = Tensor::from_vec(mask, (rows, len), device)?;
-        let hidden = self.model.forward(&ids, &mask)?;
-        Ok(self.pooling.apply(&hidden, &mask)?.narrow(0, 0, inputs.len())?)
+        Ok((Tensor::from_vec(ids, (rows, len), device)?, Tensor::from_vec(mask, (rows, len), device)?))
     }
 
     /// [`Encoder::pooled`] as one `Vec<f32>` per input.

@@ -63,8 +63,8 @@ impl Engine for EmulatedRuntime {
     fn run(&mut self, input: BatchInput<'_>, _plan: PlanId) -> Result<Vec<Vec<f32>>, EngineError> {
         let start = Instant::now();
         let lens: Vec<usize> = match input {
-            BatchInput::Tokens(rows) => rows.iter().map(Vec::len).collect(),
             BatchInput::Hidden(rows) => rows.iter().map(|r| r.len() / self.dim.max(1)).collect(),
+            tokens => tokens.tokens().unwrap_or_default().iter().map(Vec::len).collect(),
         };
         let longest = check_lengths(self.spec, &lens)?;
         wait_until(start + self.batch_time(longest, lens.len() as u32));

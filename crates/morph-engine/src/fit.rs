@@ -1,6 +1,8 @@
 //! Training a small head in Rust: candle autograd, AdamW, shuffled minibatches over
 //! precomputed pooled vectors (the encoder stays frozen).
 
+use std::collections::HashMap;
+
 use candle_core::{Device, Tensor};
 use candle_nn::{AdamW, Optimizer, ParamsAdamW, VarMap};
 use rand::SeedableRng;
@@ -56,4 +58,44 @@ pub fn fit(
         }
     }
     Ok(losses)
+}
+
+/// Early stopping on a validation score: remembers the parameters of the best epoch so far and
+/// says when `patience` epochs have passed without a better one.
+#[derive(Debug)]
+pub struct KeepBest {
+    pub best: f64,
+    pub weights: HashMap<String, Tensor>,
+    since_best: usize,
+    patience: usize,
+}
+
+impl KeepBest {
+    pub fn new(vars: &VarMap, patience: usize) -> Result<Self, EngineError> {
+        Ok(Self { best: f64::NEG_INFINITY, weights: snapshot(vars)?, since_best: 0, patience })
+    }
+
+    /// Records an epoch's validation `score`; whether training should stop.
+    pub fn observe(&mut self, vars: &VarMap, score: f64) -> Result<bool, EngineError> {
+        if score > self.best {
+            (self.best, self.weights, self.since_best) = (score, snapshot(vars)?, 0);
+        } else {
+            self.since_best += 1;
+        }
+        Ok(self.since_best >= self.patience)
+    }
+
+    /// Puts the best epoch's values back into `vars`.
+    pub fn restore(&self, vars: &VarMap) -> Result<(), EngineError> {
+        for (name, var) in vars.data().lock().expect("the parameters").iter() {
+            var.set(&self.weights[name])?;
+        }
+        Ok(())
+    }
+}
+
+/// Copies of the parameters' current values, by name.
+fn snapshot(vars: &VarMap) -> Result<HashMap<String, Tensor>, EngineError> {
+    let data = vars.data().lock().expect("the parameters");
+    data.iter().map(|(name, var)| Ok((name.clone(), var.as_tensor().copy()?))).collect()
 }

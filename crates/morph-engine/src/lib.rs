@@ -36,7 +36,7 @@ pub use pooling::Pooling;
 pub use tokenize::TextTokenizer;
 pub use worker::{EngineHandle, EngineWorker};
 
-use morph_core::{PlanId, RuntimeSpec};
+use morph_core::{PlanId, RuntimeSpec, TaskId};
 
 /// Engine failures. `Clone` so one failure can be reported to every request of a batch.
 #[derive(Debug, Clone, PartialEq, thiserror::Error, serde::Serialize, serde::Deserialize)]
@@ -70,18 +70,31 @@ impl From<candle_core::Error> for EngineError {
     }
 }
 
-/// A batch's rows: token ids (a whole model, or a pipeline's first stage), or the hidden
-/// states a previous stage handed on (per row `tokens × hidden` floats, row-major).
+/// A batch's rows: token ids (a whole model, or a pipeline's first stage), token ids with each
+/// row's task (a prompt plan gathers each row's prompts by it), or the hidden states a previous
+/// stage handed on (per row `tokens × hidden` floats, row-major).
 #[derive(Debug, Clone, Copy)]
 pub enum BatchInput<'a> {
     Tokens(&'a [Vec<u32>]),
+    Tasked(&'a [Vec<u32>], &'a [TaskId]),
     Hidden(&'a [Vec<f32>]),
+}
+
+impl<'a> BatchInput<'a> {
+    /// The token ids, tasked or not.
+    pub fn tokens(self) -> Option<&'a [Vec<u32>]> {
+        match self {
+            BatchInput::Tokens(rows) | BatchInput::Tasked(rows, _) => Some(rows),
+            BatchInput::Hidden(_) => None,
+        }
+    }
 }
 
 /// A batch's rows, owned (to send to a worker thread or process).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Rows {
     Tokens(Vec<Vec<u32>>),
+    Tasked(Vec<Vec<u32>>, Vec<TaskId>),
     Hidden(Vec<Vec<f32>>),
 }
 
@@ -89,7 +102,18 @@ impl Rows {
     pub fn as_input(&self) -> BatchInput<'_> {
         match self {
             Rows::Tokens(rows) => BatchInput::Tokens(rows),
+            Rows::Tasked(rows, tasks) => BatchInput::Tasked(rows, tasks),
             Rows::Hidden(rows) => BatchInput::Hidden(rows),
+        }
+    }
+}
+
+impl From<BatchInput<'_>> for Rows {
+    fn from(input: BatchInput<'_>) -> Self {
+        match input {
+            BatchInput::Tokens(rows) => Rows::Tokens(rows.to_vec()),
+            BatchInput::Tasked(rows, tasks) => Rows::Tasked(rows.to_vec(), tasks.to_vec()),
+            BatchInput::Hidden(rows) => Rows::Hidden(rows.to_vec()),
         }
     }
 }
@@ -115,10 +139,10 @@ pub trait Engine: Send {
 /// The token ids of a batch a whole, plain model runs; an error naming what this instance
 /// lacks otherwise.
 pub fn plain_tokens(input: BatchInput<'_>, plan: PlanId) -> Result<&[Vec<u32>], EngineError> {
-    match input {
-        BatchInput::Tokens(rows) if plan == PlanId::PLAIN => Ok(rows),
-        BatchInput::Tokens(_) => Err(EngineError::Unsupported(format!("token plan {}", plan.0))),
-        BatchInput::Hidden(_) => Err(EngineError::Unsupported("hidden states from a previous stage".into())),
+    match input.tokens() {
+        Some(rows) if plan == PlanId::PLAIN => Ok(rows),
+        Some(_) => Err(EngineError::Unsupported(format!("token plan {}", plan.0))),
+        None => Err(EngineError::Unsupported("hidden states from a previous stage".into())),
     }
 }
 

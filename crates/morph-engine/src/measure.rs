@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use morph_core::{PlanId, Point, Profile, RuntimeSpec, ShapeKind};
+use morph_core::{PlanId, Point, Profile, RuntimeSpec, ShapeKind, TaskId};
 
 use crate::{BatchInput, Engine, EngineError};
 
@@ -169,8 +169,13 @@ pub fn measure_profile(
                 Some(dim) => (0..batch).map(|_| vec![0.1; len as usize * dim]).collect(),
                 None => Vec::new(),
             };
-            let input =
-                if plan.hidden.is_some() { BatchInput::Hidden(&hidden) } else { BatchInput::Tokens(&tokens) };
+            // Rows tagged with the first task: a prompt plan needs one, other plans ignore it.
+            let tasks = vec![TaskId(0); tokens.len()];
+            let input = if plan.hidden.is_some() {
+                BatchInput::Hidden(&hidden)
+            } else {
+                BatchInput::Tasked(&tokens, &tasks)
+            };
             let ms = side_by_side(&mut engines, input, plan)?;
             progress(len, batch, ms);
             points.push(Point { batch, len, ms });

@@ -5,7 +5,7 @@
 //! user's ONNX file with its free dimensions pinned to the runtime's shape.
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use morph_core::{PlanId, RuntimeSpec, ShapeKind, UnitSpec};
@@ -17,9 +17,11 @@ use ort::value::Tensor;
 use crate::checkpoint::Checkpoint;
 use crate::fetch::ModelFiles;
 use crate::onnx::{
-    ATTENTION_MASK, GraphOutput, GraphSpec, HIDDEN_IN, HIDDEN_OUT, INPUT_IDS, POOLED, encoder_graph,
+    ATTENTION_MASK, GraphOutput, GraphSpec, HIDDEN_IN, HIDDEN_OUT, INPUT_IDS, POOLED, PROMPT_IN,
+    encoder_graph,
 };
 use crate::pooling::Pooling;
+use crate::tasks::prompts::{BUILTIN_ENCODER, TaskPrompts};
 use crate::token_plan::TokenPlan;
 use crate::{BatchInput, Engine, EngineError, check_lengths};
 
@@ -190,6 +192,8 @@ pub struct OrtEncoder {
     pad: u32,
     max_positions: usize,
     env: &'static Environment,
+    /// The trained prompts prompt plans take (Morph's own, for the model they were trained on).
+    prompts: Option<Arc<TaskPrompts>>,
 }
 
 impl OrtEncoder {
@@ -199,7 +203,13 @@ impl OrtEncoder {
         let checkpoint = Checkpoint::load(files)?;
         let cfg = &checkpoint.config;
         let (dim, pad, max_positions) = (cfg.hidden_size, cfg.pad_token_id, cfg.max_position_embeddings);
-        Ok(Self { source: Source::Written { checkpoint, pooling }, dim, pad, max_positions, env })
+        let prompts = files
+            .dir
+            .file_name()
+            .is_some_and(|n| n == BUILTIN_ENCODER)
+            .then(TaskPrompts::builtin)
+            .transpose()?;
+        Ok(Self { source: Source::Written { checkpoint, pooling }, dim, pad, max_positions, env, prompts })
     }
 
     /// Loads a user's ONNX file (inputs `input_ids`, `attention_mask`, optionally
@@ -243,7 +253,8 @@ impl OrtEncoder {
         let io = Io { token_types: input(TOKEN_TYPE_IDS).is_some(), output };
         let (batch, sequence) = (free(0), free(1));
         let source = Source::File { bytes, io, batch, sequence };
-        Ok(Self { source, dim, pad: cfg.pad_token_id, max_positions: cfg.max_position_embeddings, env })
+        let max_positions = cfg.max_position_embeddings;
+        Ok(Self { source, dim, pad: cfg.pad_token_id, max_positions, env, prompts: None })
     }
 
     pub fn dim(&self) -> usize {
@@ -292,18 +303,29 @@ impl OrtEncoder {
         let (mut io, mut takes_hidden) = (None, false);
         for &plan in plans {
             let layers = self.layers().unwrap_or(0);
-            let (merge, exit) = match TokenPlan::of(plan, layers)? {
-                TokenPlan::Plain => (0, None),
-                TokenPlan::Merge(r) => (r, None),
+            let (merge, exit, deep_prompts, prune) = match TokenPlan::of(plan, layers)? {
+                TokenPlan::Plain => (0, None, None, None),
+                TokenPlan::Merge(r) => (r, None, None, None),
+                TokenPlan::Prune { .. } if unit.stage.is_some() => {
+                    return Err(EngineError::Unsupported("a pruning plan on a pipeline stage".into()));
+                }
+                TokenPlan::Prune { after, percent } => (0, None, None, Some((after, percent))),
                 TokenPlan::Exit(_) if unit.stage.is_some() => {
                     return Err(EngineError::Unsupported("an exit plan on a pipeline stage".into()));
                 }
-                TokenPlan::Exit(k) => (0, Some(k)),
-                TokenPlan::Prompt(p) => {
-                    return Err(EngineError::Unsupported(format!(
-                        "token plan {p}: prompt plans need trained prompts"
-                    )));
+                TokenPlan::Exit(k) => (0, Some(k), None, None),
+                TokenPlan::Prompt(..) if unit.stage.is_some() => {
+                    return Err(EngineError::Unsupported("a prompt plan on a pipeline stage".into()));
                 }
+                TokenPlan::Prompt(p, mode) => match &self.prompts {
+                    Some(prompts) if prompts.has_plan(plan) => (0, None, Some((p, mode)), None),
+                    _ => {
+                        return Err(EngineError::Unsupported(format!(
+                            "token plan {}: no trained prompts for it (Morph ships prompts for {BUILTIN_ENCODER})",
+                            plan.0
+                        )));
+                    }
+                },
             };
             let save_to = prepare.map(|dir| prepared_graph(dir, plan));
             let optimise = Optimise::All { save_to: save_to.as_deref() };
@@ -318,7 +340,15 @@ impl OrtEncoder {
                     takes_hidden = range.start > 0;
                     let output = if hands_on { GraphOutput::Hidden } else { GraphOutput::Pooled(*pooling) };
                     let shape = fixed.then_some((spec.max_batch, spec.max_len));
-                    let graph_spec = GraphSpec { shape, layers: range, prompt: Vec::new(), merge, output };
+                    let graph_spec = GraphSpec {
+                        shape,
+                        layers: range,
+                        prompt: Vec::new(),
+                        merge,
+                        deep_prompts,
+                        prune,
+                        output,
+                    };
                     let bytes = encoder_graph(checkpoint, &graph_spec)?.to_model_bytes();
                     times.build += built.elapsed();
                     let started = Instant::now();
@@ -347,7 +377,8 @@ impl OrtEncoder {
             sessions.push((plan, session));
         }
         let io = io.ok_or_else(|| EngineError::Load("an instance needs at least one token plan".into()))?;
-        Ok((OrtRuntime { sessions, spec, dim: self.dim, pad: self.pad, io, takes_hidden }, times))
+        let prompts = self.prompts.clone();
+        Ok((OrtRuntime { sessions, spec, dim: self.dim, pad: self.pad, io, takes_hidden, prompts }, times))
     }
 
     /// Padding token id of the model.
@@ -397,7 +428,11 @@ impl OrtRuntime {
         let hands_on = unit.stage.is_some_and(|s| s.index + 1 < s.count);
         let takes_hidden = unit.stage.is_some_and(|s| s.index > 0);
         let io = Io::written(hands_on);
-        Ok((OrtRuntime { sessions, spec: unit.runtime, dim, pad, io, takes_hidden }, times))
+        // Prompt plans were compiled for the model Morph's prompts were trained on.
+        let prompted =
+            plans.iter().any(|p| matches!(TokenPlan::of(*p, usize::MAX), Ok(TokenPlan::Prompt(..))));
+        let prompts = if prompted { Some(TaskPrompts::builtin()?) } else { None };
+        Ok((OrtRuntime { sessions, spec: unit.runtime, dim, pad, io, takes_hidden, prompts }, times))
     }
 }
 
@@ -416,6 +451,7 @@ pub struct OrtRuntime {
     io: Io,
     /// A pipeline stage past the first: it takes hidden states, not token ids.
     takes_hidden: bool,
+    prompts: Option<Arc<TaskPrompts>>,
 }
 
 impl Engine for OrtRuntime {
@@ -430,8 +466,8 @@ impl Engine for OrtRuntime {
     fn run(&mut self, input: BatchInput<'_>, plan: PlanId) -> Result<Vec<Vec<f32>>, EngineError> {
         let dim = self.dim;
         let lens: Vec<usize> = match input {
-            BatchInput::Tokens(rows) => rows.iter().map(Vec::len).collect(),
             BatchInput::Hidden(rows) => rows.iter().map(|r| r.len() / dim).collect(),
+            tokens => tokens.tokens().unwrap_or_default().iter().map(Vec::len).collect(),
         };
         let longest = check_lengths(self.spec, &lens)?;
         let shape = self.spec.padded_shape(longest, lens.len() as u32);
@@ -444,7 +480,7 @@ impl Engine for OrtRuntime {
             |what, data: Vec<i64>| Tensor::from_array(([rows, len], data)).map_err(ort_err(what));
         let mut feed = ort::inputs![ATTENTION_MASK => ids_tensor("mask", mask.clone())?];
         match (input, self.takes_hidden) {
-            (BatchInput::Tokens(inputs), false) => {
+            (BatchInput::Tokens(inputs) | BatchInput::Tasked(inputs, _), false) => {
                 let (ids, _) = padded_ids(inputs, rows, len, self.pad);
                 feed.push((INPUT_IDS.into(), ids_tensor("input ids", ids)?.into()));
                 if self.io.token_types {
@@ -463,7 +499,7 @@ impl Engine for OrtRuntime {
                     Tensor::from_array(([rows, len, dim], hidden)).map_err(ort_err("hidden states"))?;
                 feed.push((HIDDEN_IN.into(), tensor.into()));
             }
-            (BatchInput::Tokens(_), true) => {
+            (BatchInput::Tokens(_) | BatchInput::Tasked(..), true) => {
                 return Err(EngineError::Unsupported("token ids on a pipeline stage past the first".into()));
             }
             (BatchInput::Hidden(_), false) => {
@@ -474,6 +510,15 @@ impl Engine for OrtRuntime {
             Some((_, session)) => session,
             None => return Err(EngineError::Unsupported(format!("token plan {} on this instance", plan.0))),
         };
+        if session.inputs().iter().any(|i| i.name() == PROMPT_IN) {
+            let (BatchInput::Tasked(_, tasks), Some(prompts)) = (input, &self.prompts) else {
+                return Err(EngineError::Unsupported(format!("token plan {} needs each row's task", plan.0)));
+            };
+            let values = prompts.gather(plan, tasks, rows)?;
+            let (layers, p) = prompts.get(tasks[0], plan)?.dims3().map(|(l, p, _)| (l, p))?;
+            let tensor = Tensor::from_array(([rows, layers, p, dim], values)).map_err(ort_err("prompts"))?;
+            feed.push((PROMPT_IN.into(), tensor.into()));
+        }
         let shrink = shrink_after(rows * len)?;
         let outputs = match &shrink {
             Some(options) => session.run_with_options(feed, options),

@@ -2,9 +2,12 @@
 //! all-MiniLM-L6-v2 weights. Both the model and the ONNX Runtime library come through Morph's
 //! own fetch (cached in MORPH_HOME).
 
+mod common;
+
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
+use common::random_ids;
 use morph_core::{ModelId, PlanId, RuntimeSpec, StageSpec, UnitSpec};
 use morph_engine::checkpoint::Checkpoint;
 use morph_engine::fetch::{Pip, fetch, morph_home};
@@ -47,18 +50,6 @@ fn models() -> &'static Models {
 
 fn candle(spec: RuntimeSpec) -> CandleRuntime {
     CandleRuntime::new(models().candle.clone(), spec).expect("candle runtime")
-}
-
-/// Token ids drawn from a fixed-seed generator: [CLS], `len − 2` ids from the vocabulary, [SEP].
-fn random_ids(len: usize, seed: u64) -> Vec<u32> {
-    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-    let mut ids = vec![101];
-    for _ in 0..len - 2 {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        ids.push(1000 + ((state >> 33) % 29_000) as u32);
-    }
-    ids.push(102);
-    ids
 }
 
 fn assert_close(a: &[Vec<f32>], b: &[Vec<f32>], what: &str) {
@@ -136,7 +127,15 @@ fn user_onnx_files_are_served_with_their_free_dimensions_pinned() {
     let inputs = vec![random_ids(40, 3), random_ids(9, 4)];
     let want = m.ort.runtime(RuntimeSpec::dynamic(512, 4)).expect("written").embed(&inputs).expect("written");
     for output in [GraphOutput::Pooled(Pooling::Mean), GraphOutput::Hidden] {
-        let spec = GraphSpec { shape: None, layers: 0..6, prompt: Vec::new(), merge: 0, output };
+        let spec = GraphSpec {
+            shape: None,
+            layers: 0..6,
+            prompt: Vec::new(),
+            merge: 0,
+            deep_prompts: None,
+            prune: None,
+            output,
+        };
         let path = dir.path().join("model.onnx");
         std::fs::write(&path, encoder_graph(&checkpoint, &spec).expect("graph").to_model_bytes())
             .expect("write");
@@ -170,6 +169,8 @@ fn two_pipeline_stages_compose_to_the_whole_model() {
             layers,
             prompt: Vec::new(),
             merge: 0,
+            deep_prompts: None,
+            prune: None,
             output,
         };
         session(env, &encoder_graph(&checkpoint, &spec).expect("graph").to_model_bytes(), 2, &[])
@@ -227,7 +228,6 @@ fn three_stage_instances_hand_on_to_the_unsplit_vectors_and_plans_pick_their_gra
     assert_close(&plain, &whole, "plan 0 is the plain model");
     let c = cosine(&merged[0], &plain[0]);
     assert!((0.9..0.99999).contains(&c), "plan −1 merges: cosine {c}");
-    assert!(m.ort.instance(UnitSpec::encoder(runtime), &[PlanId(2)]).is_err(), "no trained prompts yet");
 }
 
 /// Prompt vectors equal to the word embeddings of two tokens give the same vectors as those two
@@ -246,6 +246,8 @@ fn prompt_tokens_act_as_inserted_input_embeddings() {
             layers: 0..6,
             prompt,
             merge: 0,
+            deep_prompts: None,
+            prune: None,
             output: GraphOutput::Pooled(Pooling::Mean),
         };
         let bytes = encoder_graph(&checkpoint, &spec).expect("graph").to_model_bytes();
@@ -279,6 +281,8 @@ fn token_merging_ignores_padding_and_stays_close_to_the_full_model() {
             layers: 0..6,
             prompt: Vec::new(),
             merge,
+            deep_prompts: None,
+            prune: None,
             output: GraphOutput::Pooled(Pooling::Mean),
         };
         let bytes = encoder_graph(&checkpoint, &spec).expect("graph").to_model_bytes();
@@ -347,4 +351,22 @@ fn an_exit_plan_pools_its_layers_and_merging_clamps_on_short_rows() {
     let vectors =
         merging.run(BatchInput::Tokens(&short), PlanId(-4)).expect("a short batch merges what it can");
     assert!(vectors.iter().flatten().all(|x| x.is_finite()));
+}
+
+/// Pruning half the tokens once after layer 2 (−1250): a long row loses tokens and its vector
+/// moves; a short row inside the same padded batch gives up only padding (ranked first to go),
+/// so its vector is the plain model's.
+#[test]
+fn pruning_once_drops_padding_first_and_then_the_least_attended_tokens() {
+    let m = models();
+    let runtime = RuntimeSpec::dynamic(128, 4);
+    let prune = PlanId(-1250);
+    let mut rt = m.ort.instance(UnitSpec::encoder(runtime), &[PlanId::PLAIN, prune]).expect("pruning plan");
+    let inputs = vec![random_ids(40, 41), random_ids(7, 42)];
+    let pruned = rt.run(BatchInput::Tokens(&inputs), prune).expect("pruned");
+    let plain = rt.run(BatchInput::Tokens(&inputs), PlanId::PLAIN).expect("plain");
+    let c = cosine(&pruned[0], &plain[0]);
+    assert!((0.7..0.999).contains(&c), "40 tokens cut to 20 after layer 2: cosine {c}");
+    assert_close(&pruned[1..], &plain[1..], "a 7-token row padded to 40 keeps its tokens");
+    assert!(m.ort.instance(UnitSpec::encoder(runtime), &[PlanId(-1650)]).is_err(), "after the last layer");
 }

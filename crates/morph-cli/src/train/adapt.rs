@@ -4,7 +4,8 @@
 //! exits; merging reuses the plain model's heads), and measures each task's accuracy on the
 //! profiling and test splits. Writes the heads (`--out`) and the profile the policy and the
 //! simulator read (`--profile-out`: accuracy.json, and correctness/<task>.jsonl with one line
-//! per test example: its length and whether each plan got it right).
+//! per test example: its length and whether each plan got it right). Prompt plans train their
+//! prompts with their heads (`prompts.safetensors` beside the heads).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -23,6 +24,7 @@ use morph_engine::{Engine, Pooling, TextTokenizer};
 use morph_server::Launcher;
 use serde_json::json;
 
+use super::adapt_prompts::{self, PromptEncoders};
 use crate::engine_args::EngineArgs;
 use crate::model_args::ModelArgs;
 
@@ -48,6 +50,18 @@ pub(crate) struct AdaptArgs {
     /// Use at most this many examples of each split of each task (a quick run).
     #[arg(long)]
     limit: Option<usize>,
+    /// Train a prompt plan's prompts on at most this many training examples per task (a tenth
+    /// of them validating): backward passes through the encoder cost ~100× a head's epoch.
+    #[arg(long, default_value_t = 2000)]
+    prompt_examples: usize,
+    /// Most epochs of a prompt plan's training (early stopping after 3 without a better
+    /// validation accuracy).
+    #[arg(long, default_value_t = 50)]
+    prompt_epochs: usize,
+    /// Train heads of their own for merging and pruning plans too, on their features (the
+    /// spec's per-γ-head ablation; by default they reuse the plain model's heads).
+    #[arg(long)]
+    own_heads: bool,
     /// Directory for the heads: heads.safetensors and tasks.json.
     #[arg(long)]
     out: PathBuf,
@@ -57,28 +71,37 @@ pub(crate) struct AdaptArgs {
 }
 
 /// A task's splits as token ids and labels.
-struct Encoded {
-    task: Task,
-    train: (Vec<Vec<u32>>, Vec<u32>),
-    profiling: (Vec<Vec<u32>>, Vec<u32>),
-    test: (Vec<Vec<u32>>, Vec<u32>),
+pub(super) struct Encoded {
+    pub task: Task,
+    pub train: (Vec<Vec<u32>>, Vec<u32>),
+    pub profiling: (Vec<Vec<u32>>, Vec<u32>),
+    pub test: (Vec<Vec<u32>>, Vec<u32>),
 }
 
 /// What one (task, plan) measured.
-struct Measured {
-    profiling: f64,
-    test: f64,
+pub(super) struct Measured {
+    pub profiling: f64,
+    pub test: f64,
     /// Per test example: whether the plan got it right.
-    correct: Vec<bool>,
+    pub correct: Vec<bool>,
 }
 
-pub(crate) fn run(args: AdaptArgs) -> anyhow::Result<()> {
+pub(crate) fn run(mut args: AdaptArgs) -> anyhow::Result<()> {
     let files = args.model.fetch()?;
     let tokenizer = TextTokenizer::load(&files.tokenizer)?;
-    let launcher = Launcher::new(&files, Pooling::from_model_dir(&files.dir), &args.engine.real()?)?;
-    let mut engine = launcher.engine(UnitSpec::encoder(RuntimeSpec::dynamic(args.max_len, 32)))?;
+    let pooling = Pooling::from_model_dir(&files.dir);
     let mut plans = vec![PlanId::PLAIN];
     plans.extend(args.engine.plans.iter().map(|&p| PlanId(p)).filter(|p| *p != PlanId::PLAIN));
+    let prompted = |p: &i16| matches!(TokenPlan::of(PlanId(*p), usize::MAX), Ok(TokenPlan::Prompt(..)));
+    // Prompt plans are trained here, on candle; ONNX Runtime runs the others.
+    let prompt_encoders = if args.engine.plans.iter().any(prompted) {
+        Some(PromptEncoders::load(&files, pooling)?)
+    } else {
+        None
+    };
+    args.engine.plans.retain(|p| !prompted(p));
+    let launcher = Launcher::new(&files, pooling, &args.engine.real()?)?;
+    let mut engine = launcher.engine(UnitSpec::encoder(RuntimeSpec::dynamic(args.max_len, 32)))?;
 
     let encode = |examples: &[Example]| -> anyhow::Result<(Vec<Vec<u32>>, Vec<u32>)> {
         let rows = examples.iter().take(args.limit.unwrap_or(usize::MAX));
@@ -116,15 +139,30 @@ pub(crate) fn run(args: AdaptArgs) -> anyhow::Result<()> {
     let mut weights: HashMap<String, Tensor> = HashMap::new();
     let mut plain_heads: BTreeMap<Task, ClassifierHead> = BTreeMap::new();
     let mut heads_meta = BTreeMap::new();
+    let mut prompts = HashMap::new();
     let mut measured: BTreeMap<(PlanId, Task), Measured> = BTreeMap::new();
-    println!(
-        "{:>6} {:<10} {:>8} {:>10} {:>8} {:>8}",
-        "plan", "task", "epochs", "profiling", "test", "embed s"
-    );
+    println!("{:>6} {:<10} {:>8} {:>10} {:>8} {:>8}", "plan", "task", "epochs", "profiling", "test", "s");
     for &plan in &plans {
-        let own = plan == PlanId::PLAIN || TokenPlan::of(plan, usize::MAX)?.own_heads();
+        let token_plan = TokenPlan::of(plan, usize::MAX)?;
+        let own = plan == PlanId::PLAIN || token_plan.own_heads() || args.own_heads;
         for t in &tasks {
             let started = Instant::now();
+            if let (TokenPlan::Prompt(p, mode), Some(encoders)) = (token_plan, &prompt_encoders) {
+                let run = adapt_prompts::train_task(
+                    encoders,
+                    (plan, p, mode),
+                    t,
+                    args.prompt_examples,
+                    &TrainConfig { epochs: args.prompt_epochs, ..config },
+                    &mut weights,
+                    &mut prompts,
+                    &mut heads_meta,
+                )?;
+                let m = &run.measured;
+                print_row(plan, t.task, run.epochs, (m.profiling, m.test), started);
+                measured.insert((plan, t.task), run.measured);
+                continue;
+            }
             let embed = |engine: &mut dyn Engine, ids: &[Vec<u32>]| -> anyhow::Result<Tensor> {
                 Ok(stack(&embed_ids(engine, ids, plan)?)?)
             };
@@ -157,15 +195,7 @@ pub(crate) fn run(args: AdaptArgs) -> anyhow::Result<()> {
             let correct: Vec<bool> =
                 predicted.iter().zip(&t.test.1).map(|(p, &l)| p.label == l as usize).collect();
             let test = correct.iter().filter(|&&c| c).count() as f64 / correct.len().max(1) as f64;
-            println!(
-                "{:>6} {:<10} {:>8} {:>10.4} {:>8.4} {:>8.1}",
-                plan.0,
-                t.task.name(),
-                epochs,
-                profiling,
-                test,
-                started.elapsed().as_secs_f64()
-            );
+            print_row(plan, t.task, epochs, (profiling, test), started);
             measured.insert((plan, t.task), Measured { profiling, test, correct });
             // Merging plans reuse the plain model's heads (ToMe is training-free).
             if let (PlanId::PLAIN, Some(head)) = (plan, trained) {
@@ -175,7 +205,11 @@ pub(crate) fn run(args: AdaptArgs) -> anyhow::Result<()> {
     }
 
     std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
-    candle_core::safetensors::save(&weights, args.out.join("heads.safetensors"))?;
+    for (file, trained) in [("heads.safetensors", &mut weights), ("prompts.safetensors", &mut prompts)] {
+        let path = args.out.join(file);
+        keep_untrained(&path, trained)?;
+        candle_core::safetensors::save(trained, path)?;
+    }
     let task_list: Vec<_> =
         tasks.iter().map(|t| json!({ "name": t.task.name(), "classes": t.task.classes() })).collect();
     let meta = json!({
@@ -189,10 +223,74 @@ pub(crate) fn run(args: AdaptArgs) -> anyhow::Result<()> {
     std::fs::write(args.out.join("tasks.json"), serde_json::to_string_pretty(&meta)? + "\n")?;
     println!("wrote {}", args.out.display());
     if let Some(dir) = &args.profile_out {
+        keep_unprofiled(dir, &mut plans, &tasks, &mut measured)?;
         write_profile(dir, &plans, &tasks, &measured)?;
         println!("wrote {}", dir.display());
     }
     Ok(())
+}
+
+/// Adds to `trained` the tensors a file already at `path` holds that this run did not train, so
+/// a run with a few plans adds them to the heads and prompts already there.
+fn keep_untrained(path: &std::path::Path, trained: &mut HashMap<String, Tensor>) -> anyhow::Result<()> {
+    if path.exists() {
+        for (name, t) in candle_core::safetensors::load(path, &candle_core::Device::Cpu)? {
+            trained.entry(name).or_insert(t);
+        }
+    }
+    Ok(())
+}
+
+/// Adds to `plans` and `measured` the plans a profile already in `dir` holds that this run did
+/// not measure (same tasks, same test examples), so a run with a few plans extends it.
+fn keep_unprofiled(
+    dir: &std::path::Path,
+    plans: &mut Vec<PlanId>,
+    tasks: &[Encoded],
+    measured: &mut BTreeMap<(PlanId, Task), Measured>,
+) -> anyhow::Result<()> {
+    let Ok(text) = std::fs::read_to_string(dir.join("accuracy.json")) else { return Ok(()) };
+    let old: serde_json::Value = serde_json::from_str(&text)?;
+    let names: Vec<&str> = tasks.iter().map(|t| t.task.name()).collect();
+    anyhow::ensure!(old["tasks"] == json!(names), "{}: other tasks than {names:?}", dir.display());
+    let old_plans: Vec<PlanId> =
+        serde_json::from_value::<Vec<i16>>(old["plans"].clone())?.into_iter().map(PlanId).collect();
+    let kept: Vec<(usize, PlanId)> =
+        old_plans.iter().copied().enumerate().filter(|(_, p)| !plans.contains(p)).collect();
+    for (k, t) in tasks.iter().enumerate() {
+        let lines =
+            std::fs::read_to_string(dir.join("correctness").join(format!("{}.jsonl", t.task.name())))?;
+        let rows: Vec<serde_json::Value> =
+            lines.lines().map(serde_json::from_str).collect::<Result<_, _>>()?;
+        let same =
+            rows.len() == t.test.0.len() && rows.iter().zip(&t.test.0).all(|(r, ids)| r["len"] == ids.len());
+        anyhow::ensure!(same, "{}: its test examples are not this run's", dir.display());
+        for &(i, plan) in &kept {
+            let correct = rows.iter().map(|r| r["correct"][i] == 1).collect();
+            let split = |name: &str| old[name][plan.0.to_string()][k].as_f64().unwrap_or(f64::NAN);
+            measured.insert(
+                (plan, t.task),
+                Measured { profiling: split("profiling"), test: split("test"), correct },
+            );
+        }
+    }
+    let merged: Vec<PlanId> = old_plans.into_iter().filter(|p| kept.iter().any(|(_, k)| k == p)).collect();
+    plans.splice(1..1, merged);
+    Ok(())
+}
+
+/// One line of the table: a (plan, task)'s epochs, accuracies and seconds.
+fn print_row(plan: PlanId, task: Task, epochs: usize, (profiling, test): (f64, f64), started: Instant) {
+    let seconds = started.elapsed().as_secs_f64();
+    println!(
+        "{:>6} {:<10} {:>8} {:>10.4} {:>8.4} {:>8.1}",
+        plan.0,
+        task.name(),
+        epochs,
+        profiling,
+        test,
+        seconds
+    );
 }
 
 /// accuracy.json (by split, plan and task) and correctness/<task>.jsonl.

@@ -1,6 +1,7 @@
 //! `morph train`: the models Morph uses to schedule.
 
 mod adapt;
+mod adapt_prompts;
 mod lengths;
 mod predictor;
 

@@ -65,13 +65,13 @@ impl Engine for DecoderStage {
         }
         let llama = self.model.llama();
         let hidden = llama.config.hidden;
-        let (x, lens) = match input {
-            BatchInput::Tokens(rows) if self.layers.start == 0 => {
+        let (x, lens) = match (input, input.tokens()) {
+            (_, Some(rows)) if self.layers.start == 0 => {
                 let lens: Vec<usize> = rows.iter().map(Vec::len).collect();
                 let ids: Vec<u32> = rows.iter().flatten().copied().collect();
                 (llama.embed_ids(&ids)?, lens)
             }
-            BatchInput::Hidden(rows) if self.layers.start > 0 => {
+            (BatchInput::Hidden(rows), _) if self.layers.start > 0 => {
                 let lens: Vec<usize> = rows.iter().map(|r| r.len() / hidden).collect();
                 let flat: Vec<f32> = rows.iter().flatten().copied().collect();
                 let total = flat.len() / hidden;

@@ -18,6 +18,7 @@ use super::proto::{Attr, DataType, Dim, Graph, ValueInfo};
 use crate::EngineError;
 use crate::checkpoint::Checkpoint;
 use crate::pooling::Pooling;
+use crate::token_plan::PromptMode;
 
 /// Token ids `[batch, len]`, int64 (graphs starting at layer 0).
 pub const INPUT_IDS: &str = "input_ids";
@@ -25,6 +26,8 @@ pub const INPUT_IDS: &str = "input_ids";
 pub const ATTENTION_MASK: &str = "attention_mask";
 /// Hidden states `[batch, len, hidden]` coming in (graphs starting past layer 0).
 pub const HIDDEN_IN: &str = "hidden_in";
+/// Each row's deep prompts `[batch, layers, p, hidden]` ([`GraphSpec::deep_prompts`]).
+pub const PROMPT_IN: &str = "prompt_in";
 /// Hidden states `[batch, len, hidden]` going out ([`GraphOutput::Hidden`]).
 pub const HIDDEN_OUT: &str = "last_hidden_state";
 /// Pooled vectors `[batch, hidden]`, unnormalised ([`GraphOutput::Pooled`]); named as in
@@ -58,13 +61,31 @@ pub struct GraphSpec {
     /// size-weighted mean, attention then weighs a token by log(size) (ToMe's proportional
     /// attention) and mean pooling by size. Needs a pooled output.
     pub merge: usize,
+    /// Deep prompts (OTAS γ > 0): `p` tokens per layer taken from the graph input
+    /// [`PROMPT_IN`], each row its own (so one session serves a batch mixing tasks), inserted
+    /// after `[CLS]` before every layer as the mode says (see
+    /// [`crate::bert::BertModel::forward_prompted`], which this computes). Prompts are not
+    /// pooled. Needs the whole model and a pooled output.
+    pub deep_prompts: Option<(usize, PromptMode)>,
+    /// Pruning once (Morph's own): `(k, percent)` drops that share of the tokens after layer k
+    /// of the range, keeping those its attention looked at most. Needs a pooled output.
+    pub prune: Option<(usize, u8)>,
     pub output: GraphOutput,
 }
 
 impl GraphSpec {
     /// The whole model, pooled, at one shape.
     pub fn pooled(shape: Option<(u32, u32)>, pooling: Pooling, layers: usize) -> Self {
-        Self { shape, layers: 0..layers, prompt: Vec::new(), merge: 0, output: GraphOutput::Pooled(pooling) }
+        let output = GraphOutput::Pooled(pooling);
+        Self {
+            shape,
+            layers: 0..layers,
+            prompt: Vec::new(),
+            merge: 0,
+            deep_prompts: None,
+            prune: None,
+            output,
+        }
     }
 }
 
@@ -80,6 +101,29 @@ pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph,
     }
     if spec.merge > 0 && !matches!(spec.output, GraphOutput::Pooled(_)) {
         return bad("token merging needs a pooled output".into());
+    }
+    if let Some((p, _)) = spec.deep_prompts
+        && (p == 0
+            || spec.merge > 0
+            || !spec.prompt.is_empty()
+            || spec.layers != (0..cfg.num_hidden_layers)
+            || !matches!(spec.output, GraphOutput::Pooled(_)))
+    {
+        return bad(
+            "deep prompts need p > 0, the whole model, a pooled output, and no other adaptation".into()
+        );
+    }
+    if let Some((k, percent)) = spec.prune
+        && (k == 0
+            || k >= spec.layers.len()
+            || !(1..100).contains(&percent)
+            || spec.merge > 0
+            || spec.deep_prompts.is_some()
+            || !matches!(spec.output, GraphOutput::Pooled(_)))
+    {
+        return bad(format!(
+            "pruning {percent}% after layer {k}: needs 0 < k < layers, 1..99%, a pooled output, and no other adaptation"
+        ));
     }
     let prompted = spec.prompt.len();
     if prompted > 0 && spec.layers.start != 0 {
@@ -130,11 +174,32 @@ pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph,
     };
     // Token sizes: 1 for a real token, 0 for padding, what a merged token absorbed.
     let mut sizes = mask;
+    // What pooling weighs: the sizes, less any prompts.
+    let mut pooled_weights = None;
     let mut bias = g.attention_bias(&sizes, false);
+    if let Some((p, _)) = spec.deep_prompts {
+        let (layers, p) = (Dim::Fixed(spec.layers.len() as i64), Dim::Fixed(p as i64));
+        g.g.input(tensor(PROMPT_IN, DataType::Float, &[&batch, &layers, &p, &hidden]));
+    }
     for layer in spec.layers.clone() {
-        (x, sizes) = g.layer(layer, &x, &sizes, &bias, spec.merge)?;
+        if let Some((p, mode)) = spec.deep_prompts {
+            let replaced = if mode == PromptMode::Replace && layer > 0 { p } else { 0 };
+            let weights = pooled_weights.take().unwrap_or_else(|| sizes.clone());
+            let inserted = g.insert_prompts(layer, p, replaced, &x, &sizes, &weights)?;
+            (x, sizes) = (inserted.0, inserted.1);
+            pooled_weights = Some(inserted.2);
+            bias = g.attention_bias(&sizes, false);
+        }
+        let probs;
+        (x, sizes, probs) = g.layer(layer, &x, &sizes, &bias, spec.merge)?;
         if spec.merge > 0 {
             bias = g.attention_bias(&sizes, true);
+        }
+        if let Some((k, percent)) = spec.prune
+            && layer + 1 == spec.layers.start + k
+        {
+            (x, sizes) = g.prune_tokens(&x, &sizes, &probs, percent);
+            bias = g.attention_bias(&sizes, false);
         }
     }
     match spec.output {
@@ -143,7 +208,7 @@ pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph,
             g.g.output(tensor(HIDDEN_OUT, DataType::Float, &[&batch, &inner, &hidden]));
         }
         GraphOutput::Pooled(pooling) => {
-            let pooled = g.pool(pooling, &x, &sizes);
+            let pooled = g.pool(pooling, &x, pooled_weights.as_deref().unwrap_or(&sizes));
             g.g.name_output(&pooled, POOLED);
             g.g.output(tensor(POOLED, DataType::Float, &[&batch, &hidden]));
         }
@@ -264,14 +329,53 @@ impl Writer<'_> {
 
     /// `inserted` placed between the first position of `seq` and the rest (axis 1).
     fn after_first(&mut self, seq: &str, inserted: &str) -> String {
+        self.replace_after_first(seq, inserted, 0)
+    }
+
+    /// `inserted` placed after the first position of `seq` (axis 1), in place of the
+    /// `replaced` positions that followed it.
+    fn replace_after_first(&mut self, seq: &str, inserted: &str, replaced: usize) -> String {
         let (zero, one, end) = (self.g.i64s(&[0]), self.g.i64s(&[1]), self.g.i64s(&[i64::MAX]));
         let first = self.g.op("Slice", &[seq, &zero, &one, &one], vec![]);
-        let rest = self.g.op("Slice", &[seq, &one, &end, &one], vec![]);
+        let from = self.g.i64s(&[1 + replaced as i64]);
+        let rest = self.g.op("Slice", &[seq, &from, &end, &one], vec![]);
         self.g.op("Concat", &[&first, inserted, &rest], vec![("axis", Attr::Int(1))])
     }
 
+    /// Layer `layer`'s `p` prompts from [`PROMPT_IN`] put after `[CLS]` in place of `replaced`
+    /// earlier ones: the hidden states, the token sizes (prompts count 1) and the pooling
+    /// weights (prompts count 0) after it.
+    fn insert_prompts(
+        &mut self,
+        layer: usize,
+        p: usize,
+        replaced: usize,
+        x: &str,
+        sizes: &str,
+        pooled: &str,
+    ) -> Result<(String, String, String), EngineError> {
+        let index = self.g.i64s(&[layer as i64]);
+        let gathered = self.g.op("Gather", &[PROMPT_IN, &index], vec![("axis", Attr::Int(1))]);
+        let axis = self.g.i64s(&[1]);
+        let prompts = self.g.op("Squeeze", &[&gathered, &axis], vec![]);
+        let x = self.replace_after_first(x, &prompts, replaced);
+        if replaced > 0 {
+            return Ok((x, sizes.to_string(), pooled.to_string()));
+        }
+        let batch = self.g.op("Shape", &[PROMPT_IN], vec![("start", Attr::Int(0)), ("end", Attr::Int(1))]);
+        let mut row = |name: &str, value: f32| {
+            let t = self.g.f32s(&format!("{name}.{layer}"), &[1, p], vec![value; p]);
+            self.broadcast_rows(&t, &batch, &[p as i64])
+        };
+        let (ones, zeros) = (row("prompt_sizes", 1.0), row("prompt_pooling", 0.0));
+        let sizes = self.after_first(sizes, &ones);
+        let pooled = self.after_first(pooled, &zeros);
+        Ok((x, sizes, pooled))
+    }
+
     /// One encoder layer: self-attention and feed-forward, each with a residual and a norm,
-    /// with `merge` tokens merged in between. Returns the hidden states and token sizes.
+    /// with `merge` tokens merged in between. Returns the hidden states, the token sizes and
+    /// the attention probabilities.
     fn layer(
         &mut self,
         i: usize,
@@ -279,7 +383,7 @@ impl Writer<'_> {
         sizes: &str,
         bias: &str,
         merge: usize,
-    ) -> Result<(String, String), EngineError> {
+    ) -> Result<(String, String, String), EngineError> {
         let cfg = &self.ckpt.config;
         let (h, heads) = (cfg.hidden_size, cfg.num_attention_heads);
         let d = h / heads;
@@ -319,7 +423,7 @@ impl Writer<'_> {
         let inner = self.gelu(&inner);
         let out = self.linear(&inner, &format!("{p}.output.dense"), 1.0)?;
         let out = self.g.op("Add", &[&out, &x], vec![]);
-        Ok((self.layer_norm(&out, &format!("{p}.output.LayerNorm"))?, sizes))
+        Ok((self.layer_norm(&out, &format!("{p}.output.LayerNorm"))?, sizes, probs))
     }
 
     /// `x · ½ · (1 + erf(x / √2))`, the pattern ONNX Runtime fuses into one Gelu kernel.

@@ -5,7 +5,9 @@ mod builder;
 mod encoder_graph;
 pub mod proto;
 mod token_merge;
+mod token_prune;
 
 pub use encoder_graph::{
-    ATTENTION_MASK, GraphOutput, GraphSpec, HIDDEN_IN, HIDDEN_OUT, INPUT_IDS, POOLED, encoder_graph,
+    ATTENTION_MASK, GraphOutput, GraphSpec, HIDDEN_IN, HIDDEN_OUT, INPUT_IDS, POOLED, PROMPT_IN,
+    encoder_graph,
 };

@@ -114,7 +114,7 @@ impl Writer<'_> {
     }
 
     /// `t` `[batch, n]` with its first column set to `value`.
-    fn first_replaced(&mut self, t: &str, value: f32) -> String {
+    pub(super) fn first_replaced(&mut self, t: &str, value: f32) -> String {
         let (zero, one, end, axis) =
             (self.g.i64s(&[0]), self.g.i64s(&[1]), self.g.i64s(&[i64::MAX]), self.g.i64s(&[1]));
         let first = self.g.op("Slice", &[t, &zero, &one, &axis], vec![]);
@@ -128,7 +128,7 @@ impl Writer<'_> {
 
     /// Row indices `[batch, k]` spread over the hidden axis, `[batch, k, hidden]`, as
     /// GatherElements and ScatterElements take them.
-    fn rows_index(&mut self, index: &str, hidden: i64) -> String {
+    pub(super) fn rows_index(&mut self, index: &str, hidden: i64) -> String {
         let axis2 = self.g.i64s(&[2]);
         let index3 = self.g.op("Unsqueeze", &[index, &axis2], vec![]);
         let shape = self.g.op("Shape", &[index], vec![]);

@@ -165,11 +165,7 @@ impl Engine for RemoteEngine {
     }
 
     fn run(&mut self, input: BatchInput<'_>, plan: PlanId) -> Result<Vec<Vec<f32>>, EngineError> {
-        let rows = match input {
-            BatchInput::Tokens(rows) => Rows::Tokens(rows.to_vec()),
-            BatchInput::Hidden(rows) => Rows::Hidden(rows.to_vec()),
-        };
-        self.exchange(plan, rows)
+        self.exchange(plan, Rows::from(input))
     }
 }
 

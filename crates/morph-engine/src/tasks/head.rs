@@ -9,7 +9,7 @@ use candle_core::{D, DType, Device, Tensor};
 use candle_nn::{Linear, Module, VarBuilder, VarMap, linear};
 
 use crate::EngineError;
-use crate::fit::{TrainConfig, fit};
+use crate::fit::{KeepBest, TrainConfig, fit};
 
 /// Epochs without a better validation accuracy before training stops.
 const PATIENCE: usize = 10;
@@ -89,27 +89,11 @@ pub fn train_head(
             &targets.index_select(rows, 0)?,
         )
     };
-    let (mut best, mut best_weights, mut since_best) = (-1.0, snapshot(&vars)?, 0);
-    let after_epoch = |_| {
-        let accuracy = head.accuracy(val_x, val_labels)?;
-        if accuracy > best {
-            (best, best_weights, since_best) = (accuracy, snapshot(&vars)?, 0);
-        } else {
-            since_best += 1;
-        }
-        Ok(since_best >= PATIENCE)
-    };
+    let mut best = KeepBest::new(&vars, PATIENCE)?;
+    let after_epoch = |_| best.observe(&vars, head.accuracy(val_x, val_labels)?);
     let losses = fit(&vars, labels.len(), config, loss, after_epoch)?;
-    for (name, var) in vars.data().lock().expect("the head's parameters").iter() {
-        var.set(&best_weights[name])?;
-    }
-    Ok(Trained { weights: best_weights, head, losses, val_accuracy: best })
-}
-
-/// Copies of the parameters' current values, by name.
-fn snapshot(vars: &VarMap) -> Result<HashMap<String, Tensor>, EngineError> {
-    let data = vars.data().lock().expect("the head's parameters");
-    data.iter().map(|(name, var)| Ok((name.clone(), var.as_tensor().copy()?))).collect()
+    best.restore(&vars)?;
+    Ok(Trained { weights: best.weights, head, losses, val_accuracy: best.best })
 }
 
 #[cfg(test)]

@@ -3,4 +3,6 @@
 
 pub mod data;
 pub mod head;
+pub mod prompt_train;
+pub mod prompts;
 pub mod served;

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use morph_core::{
     DropReason, Effect, Generation, InstanceId, Launched, Ledger, NewRequest, OnViolation, Outcome, PlanId,
-    Policy, RequestId, ServerId, ServiceClass, StartKind, Ticket, Time, UnitKind, UnitSpec,
+    Policy, RequestId, ServerId, ServiceClass, StartKind, TaskId, Ticket, Time, UnitKind, UnitSpec,
 };
 use morph_engine::decoder::{GenEvent, GenRequest, IterationReport, SamplingParams};
 use morph_engine::{EngineError, EngineHandle, Rows};
@@ -399,7 +399,17 @@ impl State {
                         Input::Hidden(h) => hidden.push(h.clone()),
                     }
                 }
-                let rows = if hidden.is_empty() { Rows::Tokens(tokens) } else { Rows::Hidden(hidden) };
+                // Rows that all name a task go tagged with it: a prompt plan takes each row's
+                // task's prompts.
+                let tasks: Option<Vec<TaskId>> = requests
+                    .iter()
+                    .map(|r| self.ledger.request(*r).and_then(|i| i.service).map(|s| s.task))
+                    .collect();
+                let rows = match (hidden.is_empty(), tasks) {
+                    (false, _) => Rows::Hidden(hidden),
+                    (true, Some(tasks)) if tasks.len() == tokens.len() => Rows::Tasked(tokens, tasks),
+                    (true, _) => Rows::Tokens(tokens),
+                };
                 let longest =
                     requests.iter().filter_map(|r| self.ledger.request(*r)).map(|i| i.input_len).max();
                 let requests = requests.to_vec();

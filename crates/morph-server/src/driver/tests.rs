@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use morph_core::{
-    Action, BatchPlan, Event, InstanceId, PlanId, Point, Policy, Profile, RuntimeSpec, Time, UnitSpec,
+    Action, BatchPlan, Event, InstanceId, PlanId, Point, Policy, Profile, RuntimeSpec, ServiceClass, TaskId,
+    Time, UnitSpec,
 };
 use morph_engine::{EngineError, Rows};
 use morph_policy::{DynamicBatching, DynamicBatchingConfig};
@@ -43,6 +44,16 @@ fn run_of(outside: Vec<Outside>) -> (Vec<morph_core::RequestId>, Rows) {
         Some(Outside::Run { requests, rows, .. }) => (requests, rows),
         other => panic!("expected a batch to run, got {other:?}"),
     }
+}
+
+/// A batch whose requests all name a task goes out tagged with each row's task (a prompt plan
+/// takes each row's prompts by it); one without tasks goes out as plain token rows.
+#[tokio::test]
+async fn rows_carry_their_tasks_when_every_request_names_one() {
+    let (mut state, _) = state_with(fifo());
+    let service = ServiceClass { task: TaskId(2), deadline: None, utility_micros: 1_000_000 };
+    let (id, _rx, outside) = state.submit(Time(1), vec![1, 2, 3], Some(service));
+    assert_eq!(run_of(outside), (vec![id], Rows::Tasked(vec![vec![1, 2, 3]], vec![TaskId(2)])));
 }
 
 #[tokio::test]
