@@ -19,22 +19,28 @@ async fn classify(url: &str, body: Value) -> (u16, Value) {
     (response.status().as_u16(), response.json().await.expect("JSON body"))
 }
 
-#[tokio::test]
-async fn otas_classifies_under_its_plans_and_refuses_unknown_tasks_and_impossible_deadlines() {
+/// `morph serve` on ONNX Runtime compiling `plans`, scheduled by `policy` with `params`, priced by
+/// the plan profiles in `profiles/otas`.
+fn serve_plans(plans: &str, policy: &str, params: &str) -> Served {
     let profiles = concat!(env!("CARGO_MANIFEST_DIR"), "/../../profiles/otas");
-    let served = serve_with(&[
+    serve_with(&[
         "--engine",
         "ort",
         "--runtime",
         "dynamic:128x32",
-        "--plans=-101,-103",
+        plans,
         "--policy",
-        "otas",
+        policy,
         "--policy-params",
-        r#"{"plans": [-101, -103]}"#,
+        params,
         "--plan-profiles",
         profiles,
-    ]);
+    ])
+}
+
+#[tokio::test]
+async fn otas_classifies_under_its_plans_and_refuses_unknown_tasks_and_impossible_deadlines() {
+    let served = serve_plans("--plans=-101,-103", "otas", r#"{"plans": [-101, -103]}"#);
     let url = &served.url;
 
     let texts = ["a wonderful, moving and beautifully acted film", "a dull, lifeless and boring mess"];
@@ -105,4 +111,27 @@ async fn otas_classifies_under_its_plans_and_refuses_unknown_tasks_and_impossibl
         c["plans"].as_object().expect("plans").values().map(|n| n.as_u64().unwrap_or(0)).sum();
     assert_eq!(answered, report["ok"].as_u64().expect("ok"), "{report}");
     assert!(c["utility"].as_f64() <= c["attainable"].as_f64(), "{report}");
+}
+
+/// A prompt plan served live: every batch runs plan 2 (two trained prompts per layer, the
+/// paper's fixed-prompt baseline), calls of three tasks are sent at once, and each
+/// row takes its own task's prompts and head.
+#[tokio::test]
+async fn fixed_prompts_serve_a_batch_mixing_tasks_with_each_tasks_prompts() {
+    let served = serve_plans("--plans=2", "pets-like", r#"{"plans": [2]}"#);
+    let url = &served.url;
+    let call = |task: &str, text: &str| {
+        classify(url, json!({ "task": task, "input": [text, text], "slo_ms": 30000 }))
+    };
+    let (sst2, ag, sms) = tokio::join!(
+        call("sst2", "a wonderful, moving and beautifully acted film"),
+        call("ag_news", "The central bank raised interest rates as stocks fell on Wall Street."),
+        call("sms_spam", "WINNER!! Claim your free prize now, text 80082"),
+    );
+    for ((status, body), want) in [(sst2, "positive"), (ag, "business"), (sms, "spam")] {
+        assert_eq!(status, 200, "{body}");
+        for d in body["data"].as_array().expect("data") {
+            assert_eq!((d["label"].as_str(), d["plan"].as_i64()), (Some(want), Some(2)), "{body}");
+        }
+    }
 }

@@ -352,7 +352,8 @@ fn train_adapt_writes_heads_and_a_profile_per_plan() {
 }
 
 /// `morph simulate --out` on an OTAS scenario writes the utility earned over time per run
-/// (utility.csv, utility.svg) and prints the utility account beside the latency table.
+/// (utility.csv, utility.svg), the accuracy of the batches served (accuracy.csv, accuracy.svg),
+/// and prints the utility account beside the latency table.
 #[test]
 fn simulate_writes_utility_over_time_for_query_types() {
     let dir = tempfile::tempdir().unwrap();
@@ -374,4 +375,10 @@ fn simulate_writes_utility_over_time_for_query_types() {
         csv.lines().skip(1).map(|l| l.rsplit(',').next().unwrap().parse().unwrap()).collect();
     assert!(earned.chunks(3).all(|c| c[0] <= c[1] && c[1] <= c[2]), "{csv}");
     assert!(std::fs::read_to_string(out.join("utility.svg")).unwrap().contains("<svg"));
+    // And the accuracy of the batches served, per bin (Fig. 11).
+    let accuracy = std::fs::read_to_string(out.join("accuracy.csv")).unwrap();
+    let values: Vec<f64> =
+        accuracy.lines().skip(1).map(|l| l.rsplit(',').next().unwrap().parse().unwrap()).collect();
+    assert!(!values.is_empty() && values.iter().all(|a| (0.0..=1.0).contains(a)), "{accuracy}");
+    assert!(std::fs::read_to_string(out.join("accuracy.svg")).unwrap().contains("<svg"));
 }

@@ -29,6 +29,9 @@ pub struct UtilityReport {
     /// `(seconds, utility earned up to then)`, per bin of arrivals.
     #[serde(skip)]
     pub over_time: Vec<(f64, f64)>,
+    /// The mean accuracy of the batches that ended in each bin (OTAS Fig. 11), `(bin end s, accuracy)`.
+    #[serde(skip)]
+    pub accuracy_over_time: Vec<(f64, f64)>,
 }
 
 /// The utility account of `report`, a run of `requests` (arrivals before `warmup` not counted).
@@ -41,6 +44,8 @@ pub fn evaluate(
     let mut ran: HashMap<u32, (morph_core::PlanId, Time)> = HashMap::new();
     let mut batches_by_plan = BTreeMap::new();
     let mut batch_accuracy = Vec::with_capacity(report.served.len());
+    // Per bin: the sum of its batches' accuracies and their count.
+    let mut accuracy_bins: Vec<(f64, usize)> = Vec::new();
     for b in &report.served {
         *batches_by_plan.entry(b.plan.0).or_default() += 1;
         let mut right = 0;
@@ -51,8 +56,21 @@ pub fn evaluate(
                 right += usize::from(table.correct(s.task, req.example, b.plan));
             }
         }
-        batch_accuracy.push(right as f64 / b.requests.len().max(1) as f64);
+        let accuracy = right as f64 / b.requests.len().max(1) as f64;
+        batch_accuracy.push(accuracy);
+        let bin = (b.end.as_millis_f64() / 1e3 / BIN_S) as usize;
+        if accuracy_bins.len() <= bin {
+            accuracy_bins.resize(bin + 1, (0.0, 0));
+        }
+        accuracy_bins[bin].0 += accuracy;
+        accuracy_bins[bin].1 += 1;
     }
+    let accuracy_over_time = accuracy_bins
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, n))| *n > 0)
+        .map(|(k, (sum, n))| ((k + 1) as f64 * BIN_S, sum / *n as f64))
+        .collect();
     let (mut utility, mut attainable, mut counts) = (0.0, 0.0, [0usize; 4]);
     let mut bins: Vec<f64> = Vec::new();
     for (i, req) in requests.iter().enumerate().filter(|(_, r)| r.arrival >= warmup) {
@@ -94,5 +112,6 @@ pub fn evaluate(
         batches_by_plan,
         mean_batch_accuracy: batch_accuracy.iter().sum::<f64>() / batch_accuracy.len().max(1) as f64,
         over_time,
+        accuracy_over_time,
     }
 }
