@@ -369,8 +369,8 @@ fn simulate_writes_utility_over_time_for_query_types() {
     assert!(stdout.contains("type 1") && stdout.contains("otas (pareto)"), "{stdout}");
     let csv = std::fs::read_to_string(out.join("utility.csv")).unwrap();
     assert!(csv.starts_with("policy,sweep,seed,time_s,utility_earned\n"), "{csv}");
-    // Three 10-second bins for each of the scenario's 8 policies, the earned utility never falling.
-    assert_eq!(csv.lines().count(), 1 + 3 * 8, "{csv}");
+    // Three 10-second bins for each of the scenario's 9 policies, the earned utility never falling.
+    assert_eq!(csv.lines().count(), 1 + 3 * 9, "{csv}");
     let earned: Vec<f64> =
         csv.lines().skip(1).map(|l| l.rsplit(',').next().unwrap().parse().unwrap()).collect();
     assert!(earned.chunks(3).all(|c| c[0] <= c[1] && c[1] <= c[2]), "{csv}");

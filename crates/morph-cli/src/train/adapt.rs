@@ -137,14 +137,24 @@ pub(crate) fn run(mut args: AdaptArgs) -> anyhow::Result<()> {
 
     let config = TrainConfig { epochs: args.epochs, lr: args.lr, batch: 32, seed: 0 };
     let mut weights: HashMap<String, Tensor> = HashMap::new();
-    let mut plain_heads: BTreeMap<Task, ClassifierHead> = BTreeMap::new();
-    let mut heads_meta = BTreeMap::new();
+    // A run adding plans to heads already in `--out` keeps their plain heads (training again
+    // would draw other initial weights, and the profile's merging plans were measured with them).
+    let (mut plain_heads, saved) = saved_plain_heads(&args.out.join("heads.safetensors"), &tasks)?;
+    let saved_plain = !plain_heads.is_empty();
+    weights.extend(saved);
+    // What training said of each head: kept for the heads in `--out` this run does not train.
+    let mut heads_meta: BTreeMap<String, serde_json::Value> =
+        std::fs::read_to_string(args.out.join("tasks.json"))
+            .ok()
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+            .and_then(|meta| serde_json::from_value(meta["heads"].clone()).ok())
+            .unwrap_or_default();
     let mut prompts = HashMap::new();
     let mut measured: BTreeMap<(PlanId, Task), Measured> = BTreeMap::new();
     println!("{:>6} {:<10} {:>8} {:>10} {:>8} {:>8}", "plan", "task", "epochs", "profiling", "test", "s");
     for &plan in &plans {
         let token_plan = TokenPlan::of(plan, usize::MAX)?;
-        let own = plan == PlanId::PLAIN || token_plan.own_heads() || args.own_heads;
+        let own = if plan == PlanId::PLAIN { !saved_plain } else { token_plan.own_heads() || args.own_heads };
         for t in &tasks {
             let started = Instant::now();
             if let (TokenPlan::Prompt(p, mode), Some(encoders)) = (token_plan, &prompt_encoders) {
@@ -228,6 +238,36 @@ pub(crate) fn run(mut args: AdaptArgs) -> anyhow::Result<()> {
         println!("wrote {}", dir.display());
     }
     Ok(())
+}
+
+/// Plain heads by task, and their tensors by name.
+type PlainHeads = (BTreeMap<Task, ClassifierHead>, HashMap<String, Tensor>);
+
+/// The plain model's head of every task in the heads file at `path`, and their tensors; none if
+/// it lacks one.
+fn saved_plain_heads(path: &std::path::Path, tasks: &[Encoded]) -> anyhow::Result<PlainHeads> {
+    let none = (BTreeMap::new(), HashMap::new());
+    if !path.exists() {
+        return Ok(none);
+    }
+    let tensors = candle_core::safetensors::load(path, &candle_core::Device::Cpu)?;
+    let vb = candle_nn::VarBuilder::from_tensors(
+        tensors.clone(),
+        candle_core::DType::F32,
+        &candle_core::Device::Cpu,
+    );
+    let (mut heads, mut saved) = (BTreeMap::new(), HashMap::new());
+    for t in tasks {
+        let prefix = format!("{}.{}", t.task.name(), PlanId::PLAIN.0);
+        for part in ["weight", "bias"] {
+            let name = format!("{prefix}.{part}");
+            let Some(tensor) = tensors.get(&name) else { return Ok(none) };
+            saved.insert(name, tensor.clone());
+        }
+        let dim = saved[&format!("{prefix}.weight")].dim(1)?;
+        heads.insert(t.task, ClassifierHead::new(vb.pp(&prefix), dim, t.task.classes().len())?);
+    }
+    Ok((heads, saved))
 }
 
 /// Adds to `trained` the tensors a file already at `path` holds that this run did not train, so
