@@ -13,11 +13,11 @@ shift || true
 scenarios=("${@:-scenarios/otas_maf_like_cpu.toml scenarios/otas_synthetic_cpu.toml}")
 morph=./target/release/morph
 data=../shared/data/text
-plans='-101,-103,-104,-105'
+plans='-101,-103,-104,-105,102,2'
 for scenario in ${scenarios[@]}; do
   for policy in otas pets-like; do
     params='{}'
-    [ "$policy" = otas ] && params='{"plans": [-101, -103, -104, -105], "rate_len": 96}'
+    [ "$policy" = otas ] && params='{"plans": [-101, -103, -104, -105, 102, 2], "rate_len": 96}'
     $morph serve --port 0 --engine ort --runtime dynamic:128x32 --plans=$plans --policy $policy \
       --policy-params "$params" --plan-profiles profiles/otas > /tmp/otas_live_serve.out 2>/dev/null &
     server=$!
