@@ -1,7 +1,7 @@
 //! Deep prompt plans (OTAS γ > 0) on the real all-MiniLM-L6-v2: the ONNX graph with prompts as a
 //! per-row input computes what the candle encoder computes, in both modes; a batch mixing tasks
 //! equals each task's own batch; the prompts Morph ships are served by plan; and training
-//! prompts through the frozen encoder lowers its loss. The model and ONNX Runtime come through
+//! prompts through the frozen encoder lowers its loss, the same way every time. The model and ONNX Runtime come through
 //! Morph's own fetch (cached in MORPH_HOME); the labelled text is `../shared/data/text`.
 
 mod common;
@@ -164,6 +164,11 @@ fn prompt_training_lowers_its_loss_on_a_small_fixed_set() {
             .expect("training");
     let losses = &trained.losses;
     assert!(losses.last().expect("epochs") < &losses[0], "losses {losses:?}");
+    // Seeded prompts, a zero head and a seeded minibatch order: trained again, the same run.
+    let again =
+        train_prompts(&m.candle, &spec, (&train_ids, &train_labels), (&val_ids, &val_labels), &config)
+            .expect("training again");
+    assert_eq!(&again.losses, losses);
     assert_eq!(trained.prompts.dims(), &[6, 2, 384]);
     assert!(trained.weights.contains_key("sst2.2.weight"));
 }

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use candle_core::{D, DType, Device, Tensor};
-use candle_nn::{Linear, Module, VarBuilder, VarMap, linear};
+use candle_nn::{Linear, Module, VarBuilder, VarMap};
 
 use crate::EngineError;
 use crate::fit::{KeepBest, TrainConfig, fit};
@@ -27,9 +27,13 @@ pub struct Prediction {
 }
 
 impl ClassifierHead {
-    /// A head of `classes` outputs over `dim`-wide vectors whose weights `vb` holds or creates.
+    /// A head of `classes` outputs over `dim`-wide vectors whose weights `vb` holds, or creates
+    /// at zero: a linear softmax classifier trains from zero to the same optimum, and training
+    /// (minibatch order seeded) gives the same head every time.
     pub fn new(vb: VarBuilder, dim: usize, classes: usize) -> Result<Self, EngineError> {
-        Ok(Self { linear: linear(dim, classes, vb)? })
+        let weight = vb.get_with_hints((classes, dim), "weight", candle_nn::init::ZERO)?;
+        let bias = vb.get_with_hints(classes, "bias", candle_nn::init::ZERO)?;
+        Ok(Self { linear: Linear::new(weight, Some(bias)) })
     }
 
     pub fn logits(&self, x: &Tensor) -> candle_core::Result<Tensor> {
@@ -136,5 +140,10 @@ mod tests {
         let p = t.head.predict(&val_x.narrow(0, 0, 2).unwrap()).unwrap();
         assert!((p[0].scores.iter().sum::<f32>() - 1.0).abs() < 1e-4);
         assert!(t.weights.contains_key("t.0.weight"));
+        // Trained again, the same head.
+        let again = train_head("t.0", (&x, &labels), (&val_x, &val_labels), 3, &config).unwrap();
+        assert_eq!(again.losses, t.losses);
+        let values = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        assert_eq!(values(&again.weights["t.0.weight"]), values(&t.weights["t.0.weight"]));
     }
 }

@@ -8,6 +8,8 @@ use std::collections::HashMap;
 
 use candle_core::{DType, Device, Tensor, Var};
 use candle_nn::{VarBuilder, VarMap};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 
 use super::head::{ClassifierHead, Prediction};
 use crate::EngineError;
@@ -60,9 +62,11 @@ pub fn train_prompts(
     }
     let cfg = &encoder.model().config;
     let (layers, h) = (cfg.num_hidden_layers, cfg.hidden_size);
-    // VPT's Xavier-uniform bound for a [p, hidden] prompt.
+    // VPT's Xavier-uniform bound for a [p, hidden] prompt, drawn from the config's seed.
     let bound = (6.0 / (spec.p + h) as f32).sqrt();
-    let prompts = Var::rand(-bound, bound, (layers, spec.p, h), &Device::Cpu)?;
+    let mut rng = StdRng::seed_from_u64(config.seed);
+    let values: Vec<f32> = (0..layers * spec.p * h).map(|_| rng.random_range(-bound..bound)).collect();
+    let prompts = Var::from_tensor(&Tensor::from_vec(values, (layers, spec.p, h), &Device::Cpu)?)?;
     let mut vars = VarMap::new();
     vars.data().lock().expect("the parameters").insert("prompts".into(), prompts.clone());
     let head = ClassifierHead::new(
