@@ -514,8 +514,7 @@ impl Engine for OrtRuntime {
             let (BatchInput::Tasked(_, tasks), Some(prompts)) = (input, &self.prompts) else {
                 return Err(EngineError::Unsupported(format!("token plan {} needs each row's task", plan.0)));
             };
-            let values = prompts.gather(plan, tasks, rows)?;
-            let (layers, p) = prompts.get(tasks[0], plan)?.dims3().map(|(l, p, _)| (l, p))?;
+            let (values, layers, p) = prompts.gather(plan, tasks, rows)?;
             let tensor = Tensor::from_array(([rows, layers, p, dim], values)).map_err(ort_err("prompts"))?;
             feed.push((PROMPT_IN.into(), tensor.into()));
         }

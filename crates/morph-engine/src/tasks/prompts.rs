@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
-use candle_core::{Device, Tensor};
+use candle_core::Device;
 use morph_core::{PlanId, TaskId};
 
 use crate::EngineError;
@@ -18,8 +18,16 @@ pub const BUILTIN_ENCODER: &str = "all-MiniLM-L6-v2";
 
 #[derive(Debug, Default)]
 pub struct TaskPrompts {
-    /// `(task, plan)` → `[layers, p, hidden]`.
-    prompts: HashMap<(TaskId, PlanId), Tensor>,
+    /// `(task, plan)` → its prompts, flat as a batch's graph input takes them.
+    prompts: HashMap<(TaskId, PlanId), Prompts>,
+}
+
+/// One task's prompts under one plan: `[layers, p, hidden]` values, row-major.
+#[derive(Debug)]
+struct Prompts {
+    layers: usize,
+    p: usize,
+    values: Vec<f32>,
 }
 
 /// The name a prompt tensor is saved under.
@@ -53,14 +61,15 @@ impl TaskPrompts {
             let Some((task, plan)) = parsed else {
                 return Err(EngineError::Load(format!("prompts '{name}' name no served task and plan")));
             };
-            tensor.dims3()?;
-            prompts.insert((TaskId(task as u16), PlanId(plan)), tensor);
+            let (layers, p, _) = tensor.dims3()?;
+            let values = tensor.flatten_all()?.to_vec1::<f32>()?;
+            prompts.insert((TaskId(task as u16), PlanId(plan)), Prompts { layers, p, values });
         }
         Ok(Self { prompts })
     }
 
-    /// Task `task`'s prompts under `plan`, `[layers, p, hidden]`.
-    pub fn get(&self, task: TaskId, plan: PlanId) -> Result<&Tensor, EngineError> {
+    /// Task `task`'s prompts under `plan`.
+    fn get(&self, task: TaskId, plan: PlanId) -> Result<&Prompts, EngineError> {
         self.prompts.get(&(task, plan)).ok_or_else(|| {
             EngineError::Unsupported(format!("no trained prompts for task {} under plan {}", task.0, plan.0))
         })
@@ -71,16 +80,22 @@ impl TaskPrompts {
         self.prompts.keys().any(|(_, p)| *p == plan)
     }
 
-    /// The prompts of each of `rows` rows laid out `[rows, layers, p, hidden]`, row-major: row
-    /// r takes `tasks[r]`'s (rows past `tasks`, padding, take the first row's).
-    pub fn gather(&self, plan: PlanId, tasks: &[TaskId], rows: usize) -> Result<Vec<f32>, EngineError> {
+    /// The prompts of each of `rows` rows laid out `[rows, layers, p, hidden]`, row-major (row
+    /// r takes `tasks[r]`'s; rows past `tasks`, padding, take the first row's), with `layers`
+    /// and `p`.
+    pub fn gather(
+        &self,
+        plan: PlanId,
+        tasks: &[TaskId],
+        rows: usize,
+    ) -> Result<(Vec<f32>, usize, usize), EngineError> {
         let first =
             tasks.first().ok_or_else(|| EngineError::Unsupported("a prompt plan needs tasks".into()))?;
-        let mut out = Vec::new();
+        let shape = self.get(*first, plan)?;
+        let mut out = Vec::with_capacity(rows * shape.values.len());
         for r in 0..rows {
-            let t = self.get(*tasks.get(r).unwrap_or(first), plan)?;
-            out.extend(t.flatten_all()?.to_vec1::<f32>()?);
+            out.extend_from_slice(&self.get(*tasks.get(r).unwrap_or(first), plan)?.values);
         }
-        Ok(out)
+        Ok((out, shape.layers, shape.p))
     }
 }

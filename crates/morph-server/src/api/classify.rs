@@ -12,8 +12,6 @@
 //! A task the server lacks is a 404 naming the tasks served; a deadline that cannot be met is a
 //! 504 naming it.
 
-use std::time::Instant;
-
 use axum::Json;
 use axum::extract::State;
 use morph_core::TaskId;
@@ -21,7 +19,7 @@ use morph_core::time::ms_to_nanos;
 use morph_engine::tasks::served::{Classified, TaskHeads};
 use serde_json::{Map, Value, json};
 
-use super::embed::{pool_texts, record};
+use super::embed::{pool_texts, recorded};
 use super::validate;
 use super::{AppState, Body};
 use crate::error::ApiError;
@@ -30,20 +28,14 @@ pub(super) async fn classify(
     State(state): State<AppState>,
     Body(body): Body,
 ) -> Result<Json<Value>, ApiError> {
-    let started = Instant::now();
-    let result = classify_body(&state, &body).await;
-    record(&state, started, &result);
-    result
+    recorded(&state, classify_body(&state, &body)).await
 }
 
 pub(super) async fn predict(
     State(state): State<AppState>,
     Body(body): Body,
 ) -> Result<Json<Value>, ApiError> {
-    let started = Instant::now();
-    let result = predict_body(&state, &body).await;
-    record(&state, started, &result);
-    result
+    recorded(&state, predict_body(&state, &body)).await
 }
 
 async fn classify_body(state: &AppState, body: &[u8]) -> Result<Json<Value>, ApiError> {

@@ -108,6 +108,17 @@ pub(super) async fn pool_texts(
     Ok((pooled, tokens))
 }
 
+/// Runs a call's `work`, counting it and its outcome in the metrics.
+pub(super) async fn recorded<T>(
+    state: &AppState,
+    work: impl std::future::Future<Output = Result<T, ApiError>>,
+) -> Result<T, ApiError> {
+    let started = Instant::now();
+    let result = work.await;
+    record(state, started, &result);
+    result
+}
+
 /// Counts a call and its outcome in the metrics.
 pub(super) fn record<T>(state: &AppState, started: Instant, result: &Result<T, ApiError>) {
     let metrics = &state.driver.metrics;

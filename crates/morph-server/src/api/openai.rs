@@ -1,13 +1,11 @@
 //! `POST /v1/embeddings` in the OpenAI format. `input` is a string or an array of strings;
 //! vectors are always L2-normalised. Morph extension: `"truncate": true` cuts long inputs.
 
-use std::time::Instant;
-
 use axum::Json;
 use axum::extract::State;
 use serde_json::{Value, json};
 
-use super::embed::{embed_texts, record};
+use super::embed::{embed_texts, recorded};
 use super::validate;
 use super::{AppState, Body};
 use crate::error::ApiError;
@@ -16,10 +14,7 @@ pub(super) async fn embeddings(
     State(state): State<AppState>,
     Body(body): Body,
 ) -> Result<Json<Value>, ApiError> {
-    let started = Instant::now();
-    let result = handle(&state, &body).await;
-    record(&state, started, &result);
-    result
+    recorded(&state, handle(&state, &body)).await
 }
 
 async fn handle(state: &AppState, body: &[u8]) -> Result<Json<Value>, ApiError> {

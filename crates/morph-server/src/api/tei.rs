@@ -1,12 +1,10 @@
 //! `POST /embed` in the text-embeddings-inference format: `inputs` (string or array),
 //! `normalize` (default true), `truncate` (default false). Returns an array of vectors.
 
-use std::time::Instant;
-
 use axum::Json;
 use axum::extract::State;
 
-use super::embed::{embed_texts, record};
+use super::embed::{embed_texts, recorded};
 use super::validate;
 use super::{AppState, Body};
 use crate::error::ApiError;
@@ -15,10 +13,7 @@ pub(super) async fn embed(
     State(state): State<AppState>,
     Body(body): Body,
 ) -> Result<Json<Vec<Vec<f32>>>, ApiError> {
-    let started = Instant::now();
-    let result = handle(&state, &body).await;
-    record(&state, started, &result);
-    result
+    recorded(&state, handle(&state, &body)).await
 }
 
 async fn handle(state: &AppState, body: &[u8]) -> Result<Json<Vec<Vec<f32>>>, ApiError> {
