@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# SSJF live on SmolLM2-135M-Instruct (one decoder instance; continuous batching of 4, or no
-# batching, or dynamic batching of 4 with a 500 ms wait): FCFS,
-# SSJF with the built-in predictor, and oracle SJF (the recorded true lengths) on the same
-# open-loop stream of held-out ShareGPT rounds (`morph bench --endpoint chat`, greedy, 256
-# tokens at most, as recorded by `morph train lengths`). Prints mean JCT, throughput, their
-# ratios to FCFS, and the predictor's overhead (mean wait for a prediction) against mean JCT.
+# SSJF live on SmolLM2-135M-Instruct (one decoder instance on llama.cpp's kernels, as `morph
+# serve --task generate` runs it; continuous batching of 4, or no batching, or dynamic batching
+# of 4 with a 500 ms wait): FCFS, SSJF with the built-in predictor, and oracle SJF (the recorded
+# true lengths) on the same open-loop stream of held-out ShareGPT rounds (`morph bench --endpoint
+# chat`, greedy, 256 tokens at most, as recorded by `morph train lengths --rounds heldout`; the
+# stream takes each recorded round at most once while RATE x SECONDS stays within the 364
+# rounds). Prints mean JCT, throughput, their ratios to FCFS, and the predictor's overhead
+# (mean wait for a prediction) against mean JCT.
 #   experiments/ssjf_live.sh [RATES (comma separated, req/s)] [SECONDS of arrivals per run]
 #                            [continuous|none|dynamic]
 set -euo pipefail
@@ -17,7 +19,7 @@ case ${3:-continuous} in
   dynamic) batching='{"batching": {"mode": "dynamic", "max_batch": 4, "wait_ms": 500}}' ;;
   *) echo "batching mode: continuous, none or dynamic" >&2; exit 2 ;;
 esac
-lengths=datasets/smollm2_sharegpt_lengths.jsonl
+lengths=datasets/smollm2_llamacpp_heldout_lengths.jsonl
 sharegpt=../shared/data/conversations/sharegpt.jsonl
 cargo build --release -q -p morph-cli
 bin=target/release/morph
@@ -30,9 +32,7 @@ for kind in fcfs ssjf oracle; do
     ssjf) args=(--policy ssjf --predictor builtin) ;;
     oracle) args=(--policy ssjf --predictor oracle --oracle-lengths "$lengths" --sharegpt "$sharegpt") ;;
   esac
-  # The recorded lengths (and the predictor trained on them) are candle's f32 answers; llama.cpp's
-  # quantized answers differ, so until they are recorded again the runs serve candle's path.
-  "$bin" serve --task generate --decoder-kernels candle --port 0 "${args[@]}" --policy-params "$batching" >"$tmp/serve.out" 2>"$tmp/serve.err" &
+  "$bin" serve --task generate --port 0 "${args[@]}" --policy-params "$batching" >"$tmp/serve.out" 2>"$tmp/serve.err" &
   server=$!
   for _ in $(seq 600); do grep -q listening "$tmp/serve.out" 2>/dev/null && break; sleep 0.1; done
   url=$(sed -n 's/^morph listening on //p' "$tmp/serve.out")

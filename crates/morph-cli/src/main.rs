@@ -9,6 +9,7 @@ mod plots;
 mod predictor_args;
 mod process_args;
 mod profile;
+mod rounds_arg;
 mod serve;
 mod serve_defaults;
 mod simulate;

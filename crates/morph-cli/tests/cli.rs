@@ -228,35 +228,83 @@ fn a_missing_onnx_runtime_library_is_one_clear_line() {
     assert!(!out.status.success() && err.contains("--onnx runs on ONNX Runtime"), "{err}");
 }
 
-/// Three ShareGPT conversations (one with two rounds), in the file's form.
+/// Three ShareGPT conversations (one with two rounds), in the file's form; "c7" is in the
+/// predictor's test split, the others in its training split.
 const SHAREGPT: &str = r#"{"id": "c1", "turns": [{"role": "user", "content": "What is 2 + 2?"}]}
 {"id": "c2", "turns": [{"role": "user", "content": "Name a colour."}, {"role": "assistant", "content": "Blue."}, {"role": "user", "content": "Another one?"}]}
-{"id": "c3", "turns": [{"role": "user", "content": "Say hello."}]}"#;
+{"id": "c7", "turns": [{"role": "user", "content": "Say hello."}]}"#;
+
+fn read_jsonl(path: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
 
 /// `morph train lengths` answers one round per conversation with SmolLM2, appends each length,
-/// and a second run finds nothing left to answer.
+/// and resumes: a run limited to the held-out rounds answers "c7" alone, the next run the
+/// other two, and a third finds nothing left to answer.
 #[test]
 fn train_lengths_records_the_decoders_answers_and_resumes() {
     let dir = tempfile::tempdir().unwrap();
     let sharegpt = dir.path().join("sharegpt.jsonl");
     std::fs::write(&sharegpt, SHAREGPT).unwrap();
     let out = dir.path().join("lengths.jsonl");
-    let run = || {
-        let args = ["train", "lengths", "--max-tokens", "6", "--batch", "2", "--sharegpt"];
-        morph().args(args).arg(&sharegpt).arg("--out").arg(&out).output().unwrap()
+    let run = |rounds: &str| {
+        let args =
+            ["train", "lengths", "--max-tokens", "6", "--batch", "2", "--rounds", rounds, "--sharegpt"];
+        let out = morph().args(args).arg(&sharegpt).arg("--out").arg(&out).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    let first = run();
-    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
-    let records: Vec<serde_json::Value> =
-        std::fs::read_to_string(&out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    run("heldout");
+    let heldout = read_jsonl(&out);
+    assert_eq!(heldout.len(), 1, "{heldout:?}");
+    assert_eq!(heldout[0]["conversation"], "c7");
+    assert!(run("all").contains("2 rounds to answer (1 already recorded"));
+    let records = read_jsonl(&out);
     assert_eq!(records.len(), 3, "{records:?}");
     for r in &records {
         let len = r["output_len"].as_u64().unwrap();
         assert!((1..=6).contains(&len), "{r}");
         assert_eq!(r["finish"] == "length", len == 6, "{r}");
     }
-    let second = run();
-    assert!(String::from_utf8_lossy(&second.stdout).contains("0 rounds to answer (3 already recorded"));
+    assert!(run("all").contains("0 rounds to answer (3 already recorded"));
+}
+
+/// `morph train predictor --test-lengths` trains on its --data and scores on that file's
+/// test-split rounds alone (here the one round of "c7").
+#[test]
+fn train_predictor_scores_on_another_files_test_rounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let lmsys = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/traces/lmsys_llama_05.jsonl");
+    let text = std::fs::read_to_string(lmsys).expect("the shared LMSYS trace is needed here");
+    let data = dir.path().join("lmsys30.jsonl");
+    std::fs::write(&data, text.lines().take(30).collect::<Vec<_>>().join("\n")).unwrap();
+    let sharegpt = dir.path().join("sharegpt.jsonl");
+    std::fs::write(&sharegpt, SHAREGPT).unwrap();
+    let lengths = dir.path().join("lengths.jsonl");
+    let record = |id: &str, len: u32| {
+        format!(
+            r#"{{"conversation":"{id}","round":1,"first_turn":0,"prompt_tokens":9,"output_len":{len},"finish":"stop"}}"#
+        )
+    };
+    std::fs::write(&lengths, [record("c1", 40), record("c7", 12)].join("\n")).unwrap();
+    let predictions = dir.path().join("predictions.jsonl");
+    let run = morph()
+        .args(["train", "predictor", "--epochs", "1", "--objectives", "regression-l1", "--data"])
+        .arg(&data)
+        .arg("--sharegpt")
+        .arg(&sharegpt)
+        .arg("--test-lengths")
+        .arg(&lengths)
+        .arg("--predictions")
+        .arg(&predictions)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{stdout}{}", String::from_utf8_lossy(&run.stderr));
+    assert!(stdout.contains(" / test 1 prompts"), "{stdout}");
+    let rows = read_jsonl(&predictions);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!((rows[0]["conversation"].as_str(), rows[0]["output_len"].as_u64()), (Some("c7"), Some(12)));
 }
 
 /// `morph train predictor` on 60 LMSYS prompts: embeds them, trains every objective, prints the
@@ -288,11 +336,7 @@ fn train_predictor_writes_a_head_and_an_ablation_table() {
     let meta: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("predictor.json")).unwrap()).unwrap();
     assert_eq!(meta["objective"], "regression-l1");
-    let rows: Vec<serde_json::Value> = std::fs::read_to_string(&predictions)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let rows = read_jsonl(&predictions);
     assert!(!rows.is_empty());
     for row in rows {
         assert!(

@@ -6,16 +6,11 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use clap::{Args, ValueEnum};
-use morph_engine::predictor::dataset::{Split, load_length_records, load_sharegpt, recorded_turns, split_of};
+use clap::Args;
+use morph_engine::predictor::dataset::{load_length_records, load_sharegpt, recorded_turns};
 use serde_json::{Value, json};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum Rounds {
-    /// The validation and test splits (by conversation), which the predictor never saw.
-    Heldout,
-    All,
-}
+use crate::rounds_arg::Rounds;
 
 #[derive(Debug, Args)]
 pub(crate) struct ChatArgs {
@@ -51,7 +46,7 @@ impl ChatArgs {
         Ok(records
             .iter()
             .zip(turns)
-            .filter(|(r, _)| self.rounds == Rounds::All || split_of(&r.conversation) != Split::Train)
+            .filter(|(r, _)| self.rounds.includes(&r.conversation))
             .map(|(record, (history, prompt))| {
                 let mut messages: Vec<Value> =
                     history.iter().map(|m| json!({"role": m.role, "content": m.content})).collect();

@@ -17,6 +17,7 @@ use morph_engine::decoder::{
 use morph_engine::predictor::dataset::{LengthRecord, load_length_records, load_sharegpt};
 
 use crate::model_args::ModelArgs;
+use crate::rounds_arg::Rounds;
 
 #[derive(Debug, Args)]
 pub(crate) struct LengthsArgs {
@@ -31,6 +32,10 @@ pub(crate) struct LengthsArgs {
     /// Conversations to pass over first (several runs can share a file's conversations out).
     #[arg(long, default_value_t = 0)]
     skip: usize,
+    /// Which of those conversations to answer: all, or only the held-out ones (validation and
+    /// test splits), which is what `morph bench --endpoint chat` sends by default.
+    #[arg(long, value_enum, default_value = "all")]
+    rounds: Rounds,
     /// Prompts are cut to this many decoder tokens by dropping their oldest turns; a round
     /// whose own prompt is longer is skipped.
     #[arg(long, default_value_t = 1024)]
@@ -67,7 +72,12 @@ pub(crate) fn run(args: LengthsArgs) -> anyhow::Result<()> {
     let tokenizer = &model.1;
     let mut pending = Vec::new();
     let (mut skipped, mut unrepresentable) = (0, 0);
-    for c in conversations.iter().skip(args.skip).take(args.conversations).filter(|c| !done.contains(&c.id)) {
+    for c in conversations
+        .iter()
+        .skip(args.skip)
+        .take(args.conversations)
+        .filter(|c| args.rounds.includes(&c.id) && !done.contains(&c.id))
+    {
         let round = c.sampled_round();
         let Some((history, prompt)) = c.round(round) else { continue };
         match fitted_prompt(history, prompt, args.max_context, |text| tokenizer.encode(text)) {

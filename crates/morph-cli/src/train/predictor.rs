@@ -42,6 +42,10 @@ pub(crate) struct PredictorArgs {
     /// The ShareGPT conversations --lengths was recorded from.
     #[arg(long)]
     sharegpt: Option<PathBuf>,
+    /// Score on this file's test-split rounds instead (lengths recorded like --lengths, e.g. by
+    /// another decoder path: how well a head trained on one path's answers predicts another's).
+    #[arg(long)]
+    test_lengths: Option<PathBuf>,
     /// Objectives to train (comma separated); the first is written to --out.
     #[arg(
         long,
@@ -73,11 +77,26 @@ pub(crate) fn run(args: PredictorArgs) -> anyhow::Result<()> {
     for path in &args.data {
         examples.extend(load_lmsys(path)?);
     }
+    let sharegpt = || -> anyhow::Result<_> {
+        let path = args
+            .sharegpt
+            .as_ref()
+            .context("--lengths and --test-lengths need --sharegpt (the prompts' text)")?;
+        Ok(load_sharegpt(path)?)
+    };
     if let Some(lengths) = &args.lengths {
-        let sharegpt = args.sharegpt.as_ref().context("--lengths needs --sharegpt (the prompts' text)")?;
-        examples.extend(sharegpt_examples(&load_sharegpt(sharegpt)?, &load_length_records(lengths)?)?);
+        examples.extend(sharegpt_examples(&sharegpt()?, &load_length_records(lengths)?)?);
     }
     anyhow::ensure!(!examples.is_empty(), "no examples: give --data and/or --lengths with --sharegpt");
+    // Examples from `tested_from` on are --test-lengths' rounds, scored in place of the others'.
+    let tested_from = match &args.test_lengths {
+        Some(lengths) => {
+            let own = examples.len();
+            examples.extend(sharegpt_examples(&sharegpt()?, &load_length_records(lengths)?)?);
+            own
+        }
+        None => 0,
+    };
     let files = args.model.fetch()?;
     let tokenizer = TextTokenizer::load(&files.tokenizer)?;
     let launcher = Launcher::new(&files, Pooling::from_model_dir(&files.dir), &args.engine.real()?)?;
@@ -94,8 +113,12 @@ pub(crate) fn run(args: PredictorArgs) -> anyhow::Result<()> {
     );
 
     let pick = |split: Split| -> anyhow::Result<(Vec<usize>, Tensor, Vec<u32>)> {
-        let rows: Vec<usize> =
-            (0..examples.len()).filter(|&i| split_of(&examples[i].conversation) == split).collect();
+        let candidates = match (split, tested_from) {
+            (_, 0) => 0..examples.len(),
+            (Split::Test, from) => from..examples.len(),
+            (_, from) => 0..from,
+        };
+        let rows: Vec<usize> = candidates.filter(|&i| split_of(&examples[i].conversation) == split).collect();
         let x = stack(&rows.iter().map(|&i| vectors[i].clone()).collect::<Vec<_>>())?;
         let y = rows.iter().map(|&i| examples[i].output_len).collect();
         Ok((rows, x, y))
