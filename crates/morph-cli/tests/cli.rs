@@ -235,11 +235,8 @@ const SHAREGPT: &str = r#"{"id": "c1", "turns": [{"role": "user", "content": "Wh
 {"id": "c7", "turns": [{"role": "user", "content": "Say hello."}]}"#;
 
 fn read_jsonl(path: &std::path::Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("a JSON line"))
-        .collect()
+    let text = std::fs::read_to_string(path).expect("a JSONL file");
+    text.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect()
 }
 
 /// `morph train lengths` answers one round per conversation with SmolLM2, appends each length,
