@@ -20,7 +20,8 @@ pub(crate) struct PredictorArgs {
     /// (--oracle-lengths with --sharegpt), the oracle SJF baseline for experiments.
     #[arg(long, default_value = "auto")]
     predictor: String,
-    /// With --predictor oracle: the recorded lengths (e.g. datasets/smollm2_sharegpt_lengths.jsonl).
+    /// With --predictor oracle: the recorded lengths (e.g. datasets/smollm2_llamacpp_heldout_lengths.jsonl,
+    /// the served llama.cpp path's answers to the rounds `morph bench --endpoint chat` sends).
     #[arg(long)]
     oracle_lengths: Option<PathBuf>,
     /// With --predictor oracle: the ShareGPT conversations those lengths answer.
