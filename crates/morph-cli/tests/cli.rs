@@ -270,15 +270,21 @@ fn train_lengths_records_the_decoders_answers_and_resumes() {
     assert!(run("all").contains("0 rounds to answer (3 already recorded"));
 }
 
+/// The shared LMSYS trace's first `n` prompts, written into `dir`.
+fn lmsys_prompts(dir: &std::path::Path, n: usize) -> std::path::PathBuf {
+    let lmsys = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/traces/lmsys_llama_05.jsonl");
+    let text = std::fs::read_to_string(lmsys).expect("the shared LMSYS trace is needed here");
+    let data = dir.join(format!("lmsys{n}.jsonl"));
+    std::fs::write(&data, text.lines().take(n).collect::<Vec<_>>().join("\n")).expect("writing the prompts");
+    data
+}
+
 /// `morph train predictor --test-lengths` trains on its --data and scores on that file's
 /// test-split rounds alone (here the one round of "c7").
 #[test]
 fn train_predictor_scores_on_another_files_test_rounds() {
     let dir = tempfile::tempdir().unwrap();
-    let lmsys = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/traces/lmsys_llama_05.jsonl");
-    let text = std::fs::read_to_string(lmsys).expect("the shared LMSYS trace is needed here");
-    let data = dir.path().join("lmsys30.jsonl");
-    std::fs::write(&data, text.lines().take(30).collect::<Vec<_>>().join("\n")).unwrap();
+    let data = lmsys_prompts(dir.path(), 30);
     let sharegpt = dir.path().join("sharegpt.jsonl");
     std::fs::write(&sharegpt, SHAREGPT).unwrap();
     let lengths = dir.path().join("lengths.jsonl");
@@ -313,10 +319,7 @@ fn train_predictor_scores_on_another_files_test_rounds() {
 #[test]
 fn train_predictor_writes_a_head_and_an_ablation_table() {
     let dir = tempfile::tempdir().unwrap();
-    let lmsys = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/traces/lmsys_llama_05.jsonl");
-    let text = std::fs::read_to_string(lmsys).expect("the shared LMSYS trace is needed here");
-    let data = dir.path().join("lmsys60.jsonl");
-    std::fs::write(&data, text.lines().take(60).collect::<Vec<_>>().join("\n")).unwrap();
+    let data = lmsys_prompts(dir.path(), 60);
     let out = dir.path().join("predictor");
     let predictions = dir.path().join("predictions.jsonl");
     let run = morph()
