@@ -95,15 +95,18 @@ fn alone(kernels: DecoderKernels, prompt: &[u32], n: usize) -> (Vec<u32>, Vec<Ve
 
 /// Several sequences `(joins at step, prompt, forced)` in one continuous batch on `kernels`:
 /// each joins at its step, feeds its prompt, then its forced tokens one per step, and leaves
-/// after its last; each one's logits per step.
+/// after its last; each one's logits per step. A step lists its rows latest joiner first, so
+/// the rows' order is not their slots' order.
 fn forced_together(kernels: DecoderKernels, seqs: &[(usize, Vec<u32>, Vec<u32>)]) -> Vec<Vec<Vec<f32>>> {
     let mut stepper = stepper(kernels);
     let mut slots: Vec<Option<Slot>> = vec![None; seqs.len()];
     let mut logits: Vec<Vec<Vec<f32>>> = vec![Vec::new(); seqs.len()];
     let mut step = 0;
     while logits.iter().zip(seqs).any(|(l, s)| l.len() <= s.2.len()) {
-        let active: Vec<usize> =
-            (0..seqs.len()).filter(|&i| seqs[i].0 <= step && logits[i].len() <= seqs[i].2.len()).collect();
+        let active: Vec<usize> = (0..seqs.len())
+            .rev()
+            .filter(|&i| seqs[i].0 <= step && logits[i].len() <= seqs[i].2.len())
+            .collect();
         let mut batch = Vec::new();
         for &i in &active {
             let (_, prompt, forced) = &seqs[i];
