@@ -2,16 +2,25 @@
 //! vendored source) run the GGUF weights as shipped (Q4_1 with 8-bit activations for SmolLM2),
 //! on every thread of the instance. Morph keeps the scheduling: a [`Stepper`] here is one
 //! llama.cpp context holding the instance's sequences (one llama.cpp sequence id, and one KV
-//! stream, per slot), and a step is one `llama_decode` over every sequence's tokens (decode
-//! tokens and prompt chunks alike), so the weights are read once per micro-batch for the whole
-//! batch. A KV stream per sequence keeps a sequence's numbers independent of what shares its
-//! steps (continuous batching gives exactly the tokens of each sequence alone), which the
-//! recorded output lengths that SSJF's oracle and predictor learn from rely on.
+//! stream, per slot), and a step is one `llama_decode` over every decoding sequence's token,
+//! so the weights are read once per step for the whole batch; each prompt chunk runs in a call
+//! of its own. Both choices keep a sequence's numbers independent of what shares its steps
+//! (continuous batching gives exactly the tokens of each sequence alone), which the recorded
+//! output lengths that SSJF's oracle and predictor learn from rely on. In a call shared with
+//! decode tokens, llama.cpp would cut a prompt chunk so that its first token shares a
+//! micro-batch with them, and that token's attention would run in another kernel than alone.
+//!
+//! The limit of that exactness: once a sequence's KV stream spans 512 cells, llama.cpp's flash
+//! attention runs its decode step alone in a kernel that splits the cache across threads, and
+//! batched with others in one that does not; its logits then move with what shares its steps
+//! (by up to 0.9 on a 631-token prompt). Flash attention off makes them exact at every length,
+//! but costs 14–20% of the tokens/s (`decoder_speed`: 67.9 / 76.2 / 89.8 at 1 / 4 / 16 streams
+//! against 78.7 / 93.5 / 113.5), so it stays on.
 //!
 //! With a stream per sequence, llama.cpp cuts a batch into micro-batches that each hold
-//! consecutive sequence ids, in batch order, with as many tokens of each: the tokens go in
-//! sequence-id order, or four decoding sequences in join order can cost up to four passes
-//! over the weights where one does (at 4 streams on 2 cores, 41 ms a step against 31 ms).
+//! consecutive sequence ids, in batch order: the decode tokens go in sequence-id order, or
+//! four sequences in join order can cost up to four passes over the weights where one does
+//! (at 4 streams on 2 cores, 41 ms a step against 31 ms).
 
 use std::num::NonZeroU32;
 use std::path::Path;
@@ -128,21 +137,29 @@ impl Stepper for LlamaCppStepper<'_> {
     }
 
     fn step(&mut self, batch: &[(Slot, &[u32])]) -> Result<Vec<Vec<f32>>, EngineError> {
-        // Every row's tokens in one batch, in sequence-id order (see the module on why).
+        // The decode tokens (one per sequence) go in one call, in sequence-id order; each
+        // prompt chunk in a call of its own (see the module on both).
         let mut order: Vec<usize> = (0..batch.len()).collect();
         order.sort_by_key(|&row| batch[row].0.0);
-        let mut fed = Vec::new();
+        let mut decoding = Vec::new();
+        let mut calls = Vec::new();
         for row in order {
             let (slot, feed) = batch[row];
             let seq = self.seqs.get_mut(slot.0).and_then(Option::as_mut).ok_or_else(|| unopened(slot))?;
+            let mut tokens = Vec::with_capacity(feed.len());
             for (i, &id) in feed.iter().enumerate() {
                 let token = LlamaToken(i32::try_from(id).map_err(|_| bad_token(id))?);
-                fed.push(Fed { row, seq: slot.0 as i32, pos: seq.pos, token, last: i + 1 == feed.len() });
+                tokens.push(Fed { row, seq: slot.0 as i32, pos: seq.pos, token, last: i + 1 == feed.len() });
                 seq.pos += 1;
             }
+            match tokens.len() {
+                1 => decoding.extend(tokens),
+                _ => calls.push(tokens),
+            }
         }
+        calls.push(decoding);
         let mut logits = vec![Vec::new(); batch.len()];
-        for call in fed.chunks(CALL_TOKENS) {
+        for call in calls.iter().flat_map(|c| c.chunks(CALL_TOKENS)).filter(|c| !c.is_empty()) {
             self.batch.clear();
             for t in call {
                 self.batch.add(t.token, t.pos, &[t.seq], t.last).map_err(inference)?;
