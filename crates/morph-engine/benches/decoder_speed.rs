@@ -4,8 +4,9 @@
 //! (128) each, run through a [`DecoderWorker`] (Morph's own iteration loop) with 1, 4 and 16
 //! streams at once (a new prompt joins as one finishes). Printed per path and stream count:
 //! aggregate output tokens/s, mean time to first token, mean time per output token; then the
-//! ratio llama.cpp / candle, and llama.cpp against the `llama-server` figures that issue 13
-//! measured on this machine (101 and 140 tokens/s at 1 and 4 streams, 25 ms per token at 4).
+//! ratio llama.cpp / candle, and each path's tokens/s against its own at 1 stream (what batching
+//! gains). `experiments/decoder_vs_llama_server.py` puts the served path beside llama.cpp's own
+//! `llama-server`.
 //!
 //! `cargo bench -p morph-engine --bench decoder_speed [-- --prompts 16 --max-tokens 128
 //! --sharegpt ../shared/data/conversations/sharegpt.jsonl --candle-streams 4]`
@@ -23,9 +24,6 @@ use morph_engine::fetch::{Pip, morph_home};
 use morph_engine::measure::cli_arg;
 use morph_engine::predictor::dataset::load_sharegpt;
 use morph_engine::tuning::reexec_tuned;
-
-/// `llama-server` (Q4_1, 4 slots) on this machine, from issue 13: tokens/s at 1 and 4 streams.
-const LLAMA_SERVER: [(usize, f64); 2] = [(1, 101.0), (4, 140.0)];
 
 struct Run {
     tokens_per_s: f64,
@@ -59,28 +57,27 @@ fn main() {
         prompts.len()
     );
     println!(
-        "{:>8} {:>18} {:>10} {:>9} {:>12} {:>14}",
-        "streams", "path", "tokens/s", "TTFT ms", "ms/token", "llama.cpp/candle"
+        "{:>8} {:>18} {:>10} {:>9} {:>12} {:>12} {:>16}",
+        "streams", "path", "tokens/s", "TTFT ms", "ms/token", "vs 1 stream", "llama.cpp/candle"
     );
+    // Each path's tokens/s at 1 stream.
+    let mut single: HashMap<&str, f64> = HashMap::new();
     for streams in [1usize, 4, 16] {
         let ours = run(&fast, &prompts, streams, max_tokens);
         let base = (streams <= candle_streams).then(|| run(&reference, &prompts, streams, max_tokens));
         for (label, r) in [("llama.cpp", Some(&ours)), ("candle (f32)", base.as_ref())] {
             let Some(r) = r else { continue };
+            let alone = *single.entry(label).or_insert(r.tokens_per_s);
             let ratio = match (&base, label) {
                 (Some(b), "llama.cpp") => format!("{:.2}x", r.tokens_per_s / b.tokens_per_s),
                 _ => String::new(),
             };
             println!(
-                "{streams:>8} {label:>18} {:>10.1} {:>9.0} {:>12.1} {ratio:>14}",
-                r.tokens_per_s, r.ttft_ms, r.tpot_ms
-            );
-        }
-        if let Some((_, theirs)) = LLAMA_SERVER.iter().find(|(s, _)| *s == streams) {
-            println!(
-                "{streams:>8} {:>18} {theirs:>10.1}   (llama.cpp path: {:.2}x)",
-                "llama-server",
-                ours.tokens_per_s / theirs
+                "{streams:>8} {label:>18} {:>10.1} {:>9.0} {:>12.1} {:>11.2}x {ratio:>16}",
+                r.tokens_per_s,
+                r.ttft_ms,
+                r.tpot_ms,
+                r.tokens_per_s / alone
             );
         }
     }
