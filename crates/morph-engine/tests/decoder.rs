@@ -10,7 +10,7 @@ use morph_engine::decoder::sampling::argmax;
 use morph_engine::decoder::{
     CandleBackend, DecodeBackend, DecoderKernels, DecoderWorker, FinishReason, GenEvent, GenRequest,
     GgufTokenizer, IterationReport, Llama, LlamaCppBackend, Message, Sampler, SamplingParams, Slot, Stepper,
-    StepperShape, chatml_prompt, fetch_default_decoder,
+    StepperShape, chatml_prompt, fetch_default_decoder, pieces,
 };
 use morph_engine::fetch::{Pip, morph_home};
 
@@ -75,11 +75,30 @@ fn backend(kernels: DecoderKernels) -> &'static Arc<dyn DecodeBackend> {
 }
 
 /// Greedy tokens of `prompt` alone on `kernels` (until eos or `n`), and the logits of each
-/// step (the same as teacher forcing it on its own answer).
+/// step from its prompt's last piece on (the same as teacher forcing it on its own answer).
 fn alone(kernels: DecoderKernels, prompt: &[u32], n: usize) -> (Vec<u32>, Vec<Vec<f32>>) {
     let mut stepper = stepper(kernels);
-    let slot = stepper.open(prompt.len() + n).expect("fits").expect("a free place");
-    let (mut out, mut steps, mut feed) = (Vec::new(), Vec::new(), prompt.to_vec());
+    let opened =
+        stepper.open(prompt, &starts(prompt), prompt.len() + n).expect("fits").expect("a free place");
+    assert_eq!(opened.cached, 0, "a fresh stepper holds nothing");
+    greedy(stepper.as_mut(), opened.slot, prompt, 0, n)
+}
+
+/// Greedy tokens of the sequence in `slot` (until eos or `n`) after feeding `prompt`'s pieces
+/// from `from` on, one per step as the worker does; the logits of each step from the last piece on.
+fn greedy(
+    stepper: &mut dyn Stepper,
+    slot: Slot,
+    prompt: &[u32],
+    from: usize,
+    n: usize,
+) -> (Vec<u32>, Vec<Vec<f32>>) {
+    let mut feeds = prompt_pieces(prompt, from);
+    let mut feed = feeds.pop().expect("a prompt");
+    for piece in feeds {
+        stepper.step(&[(slot, &piece)]).expect("step");
+    }
+    let (mut out, mut steps) = (Vec::new(), Vec::new());
     while out.len() < n {
         let logits = stepper.step(&[(slot, &feed)]).expect("step").remove(0);
         let next = argmax(&logits);
@@ -93,36 +112,55 @@ fn alone(kernels: DecoderKernels, prompt: &[u32], n: usize) -> (Vec<u32>, Vec<Ve
     (out, steps)
 }
 
+/// The turn starts of `prompt` (where a kept cache may end).
+fn starts(prompt: &[u32]) -> Vec<usize> {
+    pieces::turn_starts(prompt, model().1.turn_start)
+}
+
+/// `prompt`'s pieces from `from` on, as a worker feeding whole prompts feeds them.
+fn prompt_pieces(prompt: &[u32], from: usize) -> Vec<Vec<u32>> {
+    pieces::pieces(prompt, from, model().1.turn_start, usize::MAX)
+        .into_iter()
+        .map(|r| prompt[r].to_vec())
+        .collect()
+}
+
 /// Several sequences `(joins at step, prompt, forced)` in one continuous batch on `kernels`:
-/// each joins at its step, feeds its prompt, then its forced tokens one per step, and leaves
-/// after its last; each one's logits per step. A step lists its rows latest joiner first, so
-/// the rows' order is not their slots' order.
+/// each joins at its step, feeds its prompt's pieces, then its forced tokens one per step, and
+/// leaves after its last; each one's logits per step from its last piece on. A step lists its
+/// rows latest joiner first, so the rows' order is not their slots' order.
 fn forced_together(kernels: DecoderKernels, seqs: &[(usize, Vec<u32>, Vec<u32>)]) -> Vec<Vec<Vec<f32>>> {
     let mut stepper = stepper(kernels);
+    let feeds: Vec<Vec<Vec<u32>>> = seqs
+        .iter()
+        .map(|(_, prompt, forced)| {
+            prompt_pieces(prompt, 0).into_iter().chain(forced.iter().map(|&t| vec![t])).collect()
+        })
+        .collect();
     let mut slots: Vec<Option<Slot>> = vec![None; seqs.len()];
+    let mut fed = vec![0; seqs.len()];
     let mut logits: Vec<Vec<Vec<f32>>> = vec![Vec::new(); seqs.len()];
     let mut step = 0;
-    while logits.iter().zip(seqs).any(|(l, s)| l.len() <= s.2.len()) {
-        let active: Vec<usize> = (0..seqs.len())
-            .rev()
-            .filter(|&i| seqs[i].0 <= step && logits[i].len() <= seqs[i].2.len())
-            .collect();
+    while fed.iter().zip(&feeds).any(|(&k, f)| k < f.len()) {
+        let active: Vec<usize> =
+            (0..seqs.len()).rev().filter(|&i| seqs[i].0 <= step && fed[i] < feeds[i].len()).collect();
         let mut batch = Vec::new();
         for &i in &active {
             let (_, prompt, forced) = &seqs[i];
             let slot = *slots[i].get_or_insert_with(|| {
-                stepper.open(prompt.len() + forced.len()).expect("fits").expect("a place")
+                let tokens = prompt.len() + forced.len();
+                stepper.open(prompt, &starts(prompt), tokens).expect("fits").expect("a place").slot
             });
-            let feed = match logits[i].len() {
-                0 => prompt.as_slice(),
-                k => &forced[k - 1..k],
-            };
-            batch.push((slot, feed));
+            batch.push((slot, feeds[i][fed[i]].as_slice()));
         }
         if !batch.is_empty() {
             for (&i, row) in active.iter().zip(stepper.step(&batch).expect("step")) {
-                logits[i].push(row);
-                if logits[i].len() > seqs[i].2.len() {
+                fed[i] += 1;
+                // From the prompt's last piece on.
+                if fed[i] + seqs[i].2.len() >= feeds[i].len() {
+                    logits[i].push(row);
+                }
+                if fed[i] == feeds[i].len() {
                     stepper.close(slots[i].expect("open"));
                 }
             }
@@ -172,6 +210,51 @@ fn continuous_batching_gives_the_tokens_of_each_sequence_alone() {
     }
 }
 
+/// A prompt that starts like one a closed sequence left in a place reuses that cache up to its
+/// last turn start within the earlier prompt, and gets the logits it gets on a fresh stepper
+/// bit for bit: a conversation's next round (all but the last round's reply prompt), another
+/// first turn (the system message), the same prompt again (all but its reply prompt). candle
+/// keeps no closed cache.
+#[test]
+fn a_prompt_reuses_what_a_closed_sequence_left_up_to_a_turn_start_with_the_same_logits() {
+    let n = 12;
+    let tok = &model().1;
+    let first = chat(&format!("Summarise this: {}", "the river rose and the town moved uphill. ".repeat(12)));
+    let (answer, _) = alone(DecoderKernels::LlamaCpp, &first, n);
+    let follow =
+        tok.encode("<|im_end|>\n<|im_start|>user\nShorter, please.<|im_end|>\n<|im_start|>assistant\n");
+    let second: Vec<u32> = first.iter().chain(&answer).chain(&follow.expect("tokenize")).copied().collect();
+    let other = chat("Name three colours.");
+    let reply_prompt = |p: &[u32]| *starts(p).last().expect("turns");
+    let system = starts(&other)[1];
+    assert!(first.len() >= 128 && system >= 20, "{} tokens, system message {system}", first.len());
+
+    let mut kept = stepper(DecoderKernels::LlamaCpp);
+    let round = kept.open(&first, &starts(&first), first.len() + n).expect("fits").expect("a place");
+    assert_eq!(round.cached, 0);
+    greedy(kept.as_mut(), round.slot, &first, 0, n);
+    kept.close(round.slot);
+    for (prompt, want_cached) in
+        [(&second, reply_prompt(&first)), (&other, system), (&other, reply_prompt(&other))]
+    {
+        let opened = kept.open(prompt, &starts(prompt), prompt.len() + n).expect("fits").expect("a place");
+        assert_eq!(opened.slot, round.slot, "the place holding the prompt's start");
+        assert_eq!(opened.cached, want_cached, "of {} tokens", prompt.len());
+        let reused = greedy(kept.as_mut(), opened.slot, prompt, opened.cached, n);
+        assert_eq!(reused, alone(DecoderKernels::LlamaCpp, prompt, n), "bit for bit");
+        kept.close(opened.slot);
+    }
+
+    let mut candle = stepper(DecoderKernels::Candle);
+    let a = candle.open(&other, &starts(&other), other.len() + 1).expect("fits").expect("a place");
+    candle.step(&[(a.slot, &other)]).expect("step");
+    candle.close(a.slot);
+    assert_eq!(
+        candle.open(&other, &starts(&other), other.len() + 1).expect("fits").expect("a place").cached,
+        0
+    );
+}
+
 /// llama.cpp (Q4_1 weights, 8-bit activations) picks candle's f32 greedy token wherever
 /// candle's choice is clear (its two best logits 1.0 apart or more): teacher-forced along
 /// candle's answers to fixed prompts, so one flip on a near-tie does not derail the rest.
@@ -199,24 +282,31 @@ fn llama_cpp_gives_the_reference_tokens_where_the_choice_is_clear() {
 /// The worker thread: a second generation joins while the first is streaming; each streams the
 /// tokens it would get alone, ends with the right reason and counts, and the iteration hook
 /// reports each finished once and the batch empty at the end (on candle, whose batches give
-/// exactly the tokens alone; llama.cpp's agreement is the two tests above).
+/// exactly the tokens alone; llama.cpp's agreement is the two tests above). A whole prompt
+/// is fed one turn per iteration: the first samples after its last turn.
 #[test]
 fn the_worker_streams_each_generation_as_if_it_ran_alone() {
     let reports = worker_streams_as_if_alone(DecoderKernels::Candle, 0);
-    assert_eq!(reports[0].produced, 1, "a whole prompt samples in its first iteration");
+    assert_first_sample_after_pieces(&reports, usize::MAX);
 }
 
 /// Chunked prefill: prompts fed 8 tokens per iteration give the same tokens; the first
 /// generation samples nothing until its last chunk is fed.
 #[test]
 fn a_chunked_prefill_streams_the_same_tokens() {
-    let prompt = chat("What is the capital of France?").len();
-    let chunks = prompt.div_ceil(8);
-    assert!(chunks >= 2, "a prompt of {prompt} tokens takes several chunks");
     let reports = worker_streams_as_if_alone(DecoderKernels::Candle, 8);
+    assert_first_sample_after_pieces(&reports, 8);
+}
+
+/// The first generation's prompt (`worker_streams_as_if_alone`'s) takes one iteration per piece
+/// of at most `chunk` tokens within a turn, sampling nothing until the last.
+fn assert_first_sample_after_pieces(reports: &[IterationReport], chunk: usize) {
+    let prompt = chat("What is the capital of France?");
+    let n = pieces::pieces(&prompt, 0, model().1.turn_start, chunk).len();
+    assert!(n >= 3, "a prompt of {} tokens in {n} pieces: system, user, reply prompt at least", prompt.len());
     let produced: Vec<usize> = reports.iter().map(|r| r.produced).collect();
-    assert!(produced[..chunks - 1].iter().all(|&p| p == 0), "{produced:?}");
-    assert_eq!(produced[chunks - 1], 1, "{produced:?}");
+    assert!(produced[..n - 1].iter().all(|&p| p == 0), "{produced:?}");
+    assert_eq!(produced[n - 1], 1, "{produced:?}");
 }
 
 /// A worker of `kernels` over `shape`, its reports sent back.
@@ -316,7 +406,12 @@ fn worker_streams_as_if_alone(kernels: DecoderKernels, prefill_chunk: usize) -> 
             .collect();
         assert_eq!(text, tok.decode(want).expect("decode"));
         let reason = if want.len() == limit as usize { FinishReason::Length } else { FinishReason::Stop };
-        let done = GenEvent::Done { reason, prompt_tokens: prompt.len(), completion_tokens: want.len() };
+        let done = GenEvent::Done {
+            reason,
+            prompt_tokens: prompt.len(),
+            cached_tokens: 0,
+            completion_tokens: want.len(),
+        };
         assert_eq!(events.last(), Some(&done));
     }
     // The hook runs after the iteration that sent the last Done: wait for the empty batch.

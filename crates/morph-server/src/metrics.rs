@@ -129,6 +129,9 @@ pub struct Metrics {
     refused: AtomicU64,
     /// Generation: tokens the decoders sampled (for every generation, its caller there or not).
     pub generated_tokens: AtomicU64,
+    /// Generation: prompt tokens of answered generations, and those a kept cache held.
+    pub prompt_tokens: AtomicU64,
+    pub cached_prompt_tokens: AtomicU64,
     pub queue_size: AtomicI64,
     pub batch_size: Histogram,
     pub batch_padded_tokens: Histogram,
@@ -161,6 +164,8 @@ impl Default for Metrics {
             cancellations: Default::default(),
             refused: AtomicU64::new(0),
             generated_tokens: AtomicU64::new(0),
+            prompt_tokens: AtomicU64::new(0),
+            cached_prompt_tokens: AtomicU64::new(0),
             queue_size: AtomicI64::new(0),
             batch_size: Histogram::new(SIZES),
             batch_padded_tokens: Histogram::new(&[
@@ -256,6 +261,16 @@ impl Metrics {
         family(&mut out, "morph_policy_refusals_total", "counter", help, one(load(&self.refused)));
         let help = "Tokens the decoders sampled.";
         family(&mut out, "morph_generated_tokens_total", "counter", help, one(load(&self.generated_tokens)));
+        let help = "Prompt tokens of answered generations.";
+        family(&mut out, "morph_prompt_tokens_total", "counter", help, one(load(&self.prompt_tokens)));
+        let help = "Of those, prompt tokens a closed sequence's kept KV cache held (not computed again).";
+        family(
+            &mut out,
+            "morph_prompt_tokens_cached_total",
+            "counter",
+            help,
+            one(load(&self.cached_prompt_tokens)),
+        );
         for gauge in policy {
             let _ = writeln!(out, "{} {}", series(gauge), gauge.value);
         }

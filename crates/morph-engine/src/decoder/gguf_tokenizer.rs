@@ -15,11 +15,16 @@ use crate::EngineError;
 /// `tokenizer.ggml.token_type` of control tokens (`<|im_start|>`, `<|endoftext|>`, …).
 const CONTROL: i32 = 3;
 
+/// Where a message starts in the ChatML prompts Morph writes ([`super::chatml_prompt`]).
+const TURN_START: &str = "<|im_start|>";
+
 #[derive(Debug, Clone)]
 pub struct GgufTokenizer {
     inner: Tokenizer,
     /// End of sequence: generation stops here.
     pub eos: u32,
+    /// The chat template's turn-start token (`<|im_start|>`), where a prompt's pieces start.
+    pub turn_start: Option<u32>,
 }
 
 fn load_err(detail: impl std::fmt::Display) -> EngineError {
@@ -68,7 +73,8 @@ impl GgufTokenizer {
             .map(|(s, _)| AddedToken::from(s.clone(), true))
             .collect();
         inner.add_special_tokens(&control);
-        Ok(Self { inner, eos: int(content, "tokenizer.ggml.eos_token_id")? })
+        let turn_start = inner.token_to_id(TURN_START);
+        Ok(Self { inner, eos: int(content, "tokenizer.ggml.eos_token_id")?, turn_start })
     }
 
     /// Token ids of `text`; control tokens written in it (`<|im_start|>`) become their ids. A

@@ -21,7 +21,16 @@
 //! consecutive sequence ids, in batch order: the decode tokens go in sequence-id order, or
 //! four sequences in join order can cost up to four passes over the weights where one does
 //! (at 4 streams on 2 cores, 41 ms a step against 31 ms).
+//!
+//! A closed sequence's KV stream is kept: a later prompt that starts the same way (the chat
+//! template's system message, a conversation's earlier rounds) opens in the free stream that
+//! holds the most of it and skips to the last turn start within what that stream's own prompt
+//! computed. Fed in [`super::pieces`], the rest runs in the same calls as when the prompt is fed
+//! whole, so the logits are the same bit for bit (llama-server's prompt cache skips to the
+//! longest common prefix, which moves them: llama.cpp's tiled flash attention rounds by tiles
+//! of 64 query rows counted from a call's first row).
 
+use std::cmp::Reverse;
 use std::num::NonZeroU32;
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
@@ -34,7 +43,7 @@ use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::token::LlamaToken;
 
-use super::stepper::{DecodeBackend, Slot, Stepper, StepperShape, open_slot, unopened};
+use super::stepper::{DecodeBackend, Opened, Slot, Stepper, StepperShape, fits, unopened};
 use crate::EngineError;
 
 /// Most tokens one `llama_decode` call takes; a step with more is split into several calls.
@@ -96,7 +105,7 @@ impl DecodeBackend for LlamaCppBackend {
         Ok(Box::new(LlamaCppStepper {
             ctx,
             batch: LlamaBatch::new(CALL_TOKENS, 1),
-            seqs: vec![None; shape.sequences],
+            streams: vec![Stream::default(); shape.sequences],
             shape,
         }))
     }
@@ -117,23 +126,55 @@ struct Fed {
     last: bool,
 }
 
-/// An open sequence: its next position.
-#[derive(Debug, Clone, Copy)]
-struct Seq {
-    pos: i32,
+/// One KV stream (= llama.cpp sequence id): the tokens it holds from position 0, of which the
+/// first `prompt` were its last sequence's prompt; kept after that sequence closes.
+#[derive(Debug, Clone, Default)]
+struct Stream {
+    held: Vec<u32>,
+    prompt: usize,
+    open: bool,
+}
+
+impl Stream {
+    /// How many of `prompt`'s first tokens this stream holds as the prompt's own pieces would
+    /// compute them: up to the last of the prompt's turn `starts` within what it holds of it and
+    /// within its own prompt (the tokens it generated were computed a row at a time). Never the
+    /// whole prompt: its last token is fed, for its logits.
+    fn reusable(&self, prompt: &[u32], starts: &[usize]) -> usize {
+        let common = self.held.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+        let limit = common.min(self.prompt).min(prompt.len().saturating_sub(1));
+        starts.iter().copied().filter(|&s| s <= limit).max().unwrap_or(0)
+    }
 }
 
 struct LlamaCppStepper<'a> {
     ctx: LlamaContext<'a>,
     batch: LlamaBatch<'static>,
     /// By slot (= llama.cpp sequence id).
-    seqs: Vec<Option<Seq>>,
+    streams: Vec<Stream>,
     shape: StepperShape,
 }
 
 impl Stepper for LlamaCppStepper<'_> {
-    fn open(&mut self, tokens: usize) -> Result<Option<Slot>, EngineError> {
-        open_slot(&mut self.seqs, tokens, self.shape, || Seq { pos: 0 })
+    fn open(
+        &mut self,
+        prompt: &[u32],
+        starts: &[usize],
+        tokens: usize,
+    ) -> Result<Option<Opened>, EngineError> {
+        fits(tokens, self.shape)?;
+        // The free stream that holds the most of the prompt; the lowest on a tie, which keeps
+        // the open ones' ids consecutive.
+        let free = self.streams.iter().enumerate().filter(|(_, s)| !s.open);
+        let best =
+            free.map(|(i, s)| (i, s.reusable(prompt, starts))).min_by_key(|&(i, kept)| (Reverse(kept), i));
+        let Some((slot, cached)) = best else { return Ok(None) };
+        // Removing a stream's tail cannot fail (only a partial removal of a recurrent model can).
+        let _ = self.ctx.clear_kv_cache_seq(Some(slot as u32), Some(cached as u32), None);
+        let stream = &mut self.streams[slot];
+        stream.held.truncate(cached);
+        (stream.prompt, stream.open) = (prompt.len(), true);
+        Ok(Some(Opened { slot: Slot(slot), cached }))
     }
 
     fn step(&mut self, batch: &[(Slot, &[u32])]) -> Result<Vec<Vec<f32>>, EngineError> {
@@ -145,12 +186,12 @@ impl Stepper for LlamaCppStepper<'_> {
         let mut calls = Vec::new();
         for row in order {
             let (slot, feed) = batch[row];
-            let seq = self.seqs.get_mut(slot.0).and_then(Option::as_mut).ok_or_else(|| unopened(slot))?;
+            let stream = self.streams.get(slot.0).filter(|s| s.open).ok_or_else(|| unopened(slot))?;
             let mut tokens = Vec::with_capacity(feed.len());
             for (i, &id) in feed.iter().enumerate() {
                 let token = LlamaToken(i32::try_from(id).map_err(|_| bad_token(id))?);
-                tokens.push(Fed { row, seq: slot.0 as i32, pos: seq.pos, token, last: i + 1 == feed.len() });
-                seq.pos += 1;
+                let pos = (stream.held.len() + i) as i32;
+                tokens.push(Fed { row, seq: slot.0 as i32, pos, token, last: i + 1 == feed.len() });
             }
             match tokens.len() {
                 1 => decoding.extend(tokens),
@@ -158,7 +199,30 @@ impl Stepper for LlamaCppStepper<'_> {
             }
         }
         calls.push(decoding);
-        let mut logits = vec![Vec::new(); batch.len()];
+        let logits = self.decode(batch.len(), &calls);
+        if logits.is_err() {
+            // What a failed call left in the streams is unknown: no prompt may reuse any of it.
+            self.streams.iter_mut().for_each(|s| s.held.clear());
+        } else {
+            for &(slot, feed) in batch {
+                self.streams[slot.0].held.extend_from_slice(feed);
+            }
+        }
+        logits
+    }
+
+    fn close(&mut self, slot: Slot) {
+        if let Some(stream) = self.streams.get_mut(slot.0) {
+            stream.open = false;
+        }
+    }
+}
+
+impl LlamaCppStepper<'_> {
+    /// Runs each of `calls` (a step's tokens) in `llama_decode` calls of at most [`CALL_TOKENS`];
+    /// the logits of each of the step's `rows`.
+    fn decode(&mut self, rows: usize, calls: &[Vec<Fed>]) -> Result<Vec<Vec<f32>>, EngineError> {
+        let mut logits = vec![Vec::new(); rows];
         for call in calls.iter().flat_map(|c| c.chunks(CALL_TOKENS)).filter(|c| !c.is_empty()) {
             self.batch.clear();
             for t in call {
@@ -170,13 +234,6 @@ impl Stepper for LlamaCppStepper<'_> {
             }
         }
         Ok(logits)
-    }
-
-    fn close(&mut self, slot: Slot) {
-        if self.seqs.get_mut(slot.0).and_then(Option::take).is_some() {
-            // Removing a whole sequence cannot fail (only a partial removal of a recurrent model can).
-            let _ = self.ctx.clear_kv_cache_seq(Some(slot.0 as u32), None, None);
-        }
     }
 }
 

@@ -8,6 +8,7 @@ pub mod files;
 pub mod gguf_tokenizer;
 pub mod llama;
 pub mod llamacpp;
+pub mod pieces;
 pub mod sampling;
 pub mod stage;
 pub mod stepper;
@@ -22,7 +23,8 @@ pub use llamacpp::LlamaCppBackend;
 pub use sampling::{Sampler, SamplingParams};
 pub use stage::{DecoderStage, StageWeights};
 pub use stepper::{
-    CandleBackend, DecodeBackend, DecoderKernels, LoadedDecoder, Slot, Stepper, StepperShape, load_decoder,
+    CandleBackend, DecodeBackend, DecoderKernels, LoadedDecoder, Opened, Slot, Stepper, StepperShape,
+    load_decoder,
 };
 pub use worker::{
     DecoderWorker, FinishReason, GenEvent, GenRequest, IterationHook, IterationReport, Iterations,

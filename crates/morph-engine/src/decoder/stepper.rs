@@ -74,19 +74,35 @@ pub struct StepperShape {
     pub threads: usize,
 }
 
+/// A place given to a sequence, and how many of its prompt's first tokens that place's cache
+/// holds already (left there by a sequence that closed in it): the caller feeds the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Opened {
+    pub slot: Slot,
+    pub cached: usize,
+}
+
 /// One instance's sequences and their KV caches, driven by one worker thread.
 pub trait Stepper {
-    /// A place for a sequence that will hold at most `tokens` tokens (prompt plus output):
-    /// `None` while every place is taken (one frees when a sequence closes), an error when no
-    /// place could ever hold that many.
-    fn open(&mut self, tokens: usize) -> Result<Option<Slot>, EngineError>;
+    /// A place for a sequence starting with `prompt` that will hold at most `tokens` tokens
+    /// (prompt plus output), whose caller feeds the prompt in [`super::pieces`]: `cached` is 0
+    /// or one of `starts` (the prompt's turn starts), from where the pieces give the numbers the
+    /// whole prompt gets. `None` while every place is taken (one frees when a sequence closes),
+    /// an error when no place could ever hold that many.
+    fn open(
+        &mut self,
+        prompt: &[u32],
+        starts: &[usize],
+        tokens: usize,
+    ) -> Result<Option<Opened>, EngineError>;
 
     /// One forward step: `batch[i].1` are the tokens sequence `batch[i].0` feeds now (a prompt
     /// chunk, or the token it sampled last), appended to its cache. Each sequence's
     /// next-token logits.
     fn step(&mut self, batch: &[(Slot, &[u32])]) -> Result<Vec<Vec<f32>>, EngineError>;
 
-    /// Frees the sequence's place and its cache.
+    /// Frees the sequence's place (a stepper may keep its cache for a later prompt that starts
+    /// the same way).
     fn close(&mut self, slot: Slot);
 }
 
@@ -115,8 +131,16 @@ struct CandleStepper<'a> {
 }
 
 impl Stepper for CandleStepper<'_> {
-    fn open(&mut self, tokens: usize) -> Result<Option<Slot>, EngineError> {
-        open_slot(&mut self.caches, tokens, self.shape, || self.llama.new_cache())
+    fn open(
+        &mut self,
+        _prompt: &[u32],
+        _starts: &[usize],
+        tokens: usize,
+    ) -> Result<Option<Opened>, EngineError> {
+        fits(tokens, self.shape)?;
+        let Some(free) = self.caches.iter().position(Option::is_none) else { return Ok(None) };
+        self.caches[free] = Some(self.llama.new_cache());
+        Ok(Some(Opened { slot: Slot(free), cached: 0 }))
     }
 
     fn step(&mut self, batch: &[(Slot, &[u32])]) -> Result<Vec<Vec<f32>>, EngineError> {
@@ -137,23 +161,15 @@ impl Stepper for CandleStepper<'_> {
     }
 }
 
-/// Fills the first free slot with `new()` for a sequence of `tokens` (`None` while all are
-/// taken); an error if a sequence may never hold that many.
-pub(super) fn open_slot<T>(
-    slots: &mut [Option<T>],
-    tokens: usize,
-    shape: StepperShape,
-    new: impl FnOnce() -> T,
-) -> Result<Option<Slot>, EngineError> {
+/// An error if a sequence of `tokens` (prompt plus output) could never fit one of `shape`'s places.
+pub(super) fn fits(tokens: usize, shape: StepperShape) -> Result<(), EngineError> {
     if tokens > shape.seq_tokens {
         let held = shape.seq_tokens;
         return Err(EngineError::Unsupported(format!(
             "the prompt plus max_tokens ({tokens} tokens) exceed the {held} a sequence of this instance's KV cache holds"
         )));
     }
-    let Some(free) = slots.iter().position(Option::is_none) else { return Ok(None) };
-    slots[free] = Some(new());
-    Ok(Some(Slot(free)))
+    Ok(())
 }
 
 /// A step naming a slot that is not open (or twice).

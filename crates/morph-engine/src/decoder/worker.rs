@@ -3,9 +3,11 @@
 //! place (in join order); every iteration runs one [`Stepper::step`] over all of them, samples
 //! each one's next token and streams it to its caller; a generation leaves at its
 //! end-of-sequence token, at `max_tokens`, or when stopped (its client left).
-//! A prompt is fed in chunks of at most `prefill_chunk` tokens, one chunk per iteration (chunked
-//! prefill), so a long prompt's prefill shares iterations with the others' decode steps instead
-//! of holding them all for its whole length; its first token is sampled after its last chunk.
+//! A prompt is fed in [`super::pieces`] of at most `prefill_chunk` tokens that start at each turn
+//! of the chat, one piece per iteration (chunked prefill), so a long prompt's prefill shares
+//! iterations with the others' decode steps instead of holding them all for its whole length;
+//! its first token is sampled after its last piece. Feeding starts where the stepper's kept
+//! cache of the prompt ends ([`super::stepper::Opened`]).
 //! After every iteration the worker reports which generations left, and while others remain
 //! it waits for [`DecoderWorker::resume`] before the next (the seam's semantics: the policy
 //! answers each report before the next iteration starts).
@@ -17,6 +19,7 @@ use std::thread::JoinHandle;
 
 use super::gguf_tokenizer::GgufTokenizer;
 use super::llama::Llama;
+use super::pieces::{next_piece, turn_starts};
 use super::sampling::{Sampler, SamplingParams};
 use super::stepper::{DecodeBackend, Slot, Stepper, StepperShape};
 use crate::EngineError;
@@ -42,6 +45,8 @@ pub enum GenEvent {
     Done {
         reason: FinishReason,
         prompt_tokens: usize,
+        /// Of the prompt's tokens, those a closed sequence's kept cache held (not computed again).
+        cached_tokens: usize,
         completion_tokens: usize,
     },
     Failed(EngineError),
@@ -102,10 +107,12 @@ pub struct DecoderWorker {
 struct Running {
     request: GenRequest,
     slot: Slot,
-    /// What the next iteration feeds: a chunk of the prompt, or the last sampled token.
+    /// What the next iteration feeds: a piece of the prompt, or the last sampled token.
     feed: Vec<u32>,
-    /// Prompt tokens after `feed` not yet fed.
-    unfed: std::vec::IntoIter<u32>,
+    /// Prompt tokens fed, `feed` included.
+    fed: usize,
+    /// Prompt tokens the stepper's kept cache held when it opened.
+    cached: usize,
     produced: Vec<u32>,
     text: TextStream,
     sampler: Sampler,
@@ -255,7 +262,7 @@ fn run(
         queued.extend(inbox.joined.drain(..));
         // Sequences stopped before this iteration leave without computing in it.
         let mut left = take_cancelled(stepper.as_mut(), &mut running, &mut queued, &mut inbox.cancelled);
-        left.extend(admit(stepper.as_mut(), chunk, &mut queued, &mut running));
+        left.extend(admit(stepper.as_mut(), tokenizer.turn_start, chunk, &mut queued, &mut running));
         let (mut failed, mut produced) = (false, 0);
         let (sequences, prefilling) = (running.len(), running.iter().any(|r| r.produced.is_empty()));
         let started = std::time::Instant::now();
@@ -320,14 +327,20 @@ fn take_cancelled(
 /// one whose prompt plus `max_tokens` no place could ever hold fails at once (its key returned).
 fn admit(
     stepper: &mut dyn Stepper,
+    turn_start: Option<u32>,
     chunk: usize,
     queued: &mut VecDeque<GenRequest>,
     running: &mut Vec<Running>,
 ) -> Vec<u64> {
     let mut failed = Vec::new();
     while let Some(request) = queued.front() {
-        let slot = match stepper.open(request.prompt.len() + request.max_tokens as usize) {
-            Ok(Some(slot)) => slot,
+        let starts = turn_starts(&request.prompt, turn_start);
+        let opened = match stepper.open(
+            &request.prompt,
+            &starts,
+            request.prompt.len() + request.max_tokens as usize,
+        ) {
+            Ok(Some(opened)) => opened,
             Ok(None) => break,
             Err(e) => {
                 let _ = request.events.send(GenEvent::Failed(e));
@@ -337,11 +350,12 @@ fn admit(
             }
         };
         let Some(request) = queued.pop_front() else { break };
-        let mut unfed = request.prompt.clone().into_iter();
+        let piece = next_piece(&request.prompt, opened.cached, turn_start, chunk);
         running.push(Running {
-            slot,
-            feed: unfed.by_ref().take(chunk).collect(),
-            unfed,
+            slot: opened.slot,
+            feed: request.prompt[piece.clone()].to_vec(),
+            fed: piece.end,
+            cached: opened.cached,
             produced: Vec::new(),
             text: TextStream::default(),
             sampler: Sampler::new(request.sampling),
@@ -387,10 +401,10 @@ fn iterate(
     let (mut finished, mut sampled) = (Vec::new(), 0);
     let mut kept = Vec::with_capacity(running.len());
     for (mut r, row) in running.drain(..).zip(logits) {
-        let rest: Vec<u32> = r.unfed.by_ref().take(chunk).collect();
-        if !rest.is_empty() {
-            // Still prefilling: this chunk's logits are not a prediction anybody asked for.
-            r.feed = rest;
+        if r.fed < r.request.prompt.len() {
+            // Still prefilling: this piece's logits are not a prediction anybody asked for.
+            let piece = next_piece(&r.request.prompt, r.fed, tokenizer.turn_start, chunk);
+            (r.feed, r.fed) = (r.request.prompt[piece.clone()].to_vec(), piece.end);
             kept.push(r);
             continue;
         }
@@ -409,6 +423,7 @@ fn iterate(
                 let done = GenEvent::Done {
                     reason,
                     prompt_tokens: r.request.prompt.len(),
+                    cached_tokens: r.cached,
                     completion_tokens: r.produced.len(),
                 };
                 let _ = r.request.events.send(done);

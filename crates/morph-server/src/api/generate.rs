@@ -98,10 +98,10 @@ async fn serve(state: AppState, body: &[u8], format: Format) -> Response {
                     };
                     let (data, done) = match &event {
                         GenEvent::Token { text, .. } => (reply.chunk(text, None, None).to_string(), false),
-                        GenEvent::Done { reason, prompt_tokens, completion_tokens } => {
+                        GenEvent::Done { reason, prompt_tokens, cached_tokens, completion_tokens } => {
                             observe_tpot(&metrics, first_at, *completion_tokens);
                             Truth::learn(&mut truth, *completion_tokens);
-                            let usage = usage(*prompt_tokens, *completion_tokens);
+                            let usage = usage(&metrics, *prompt_tokens, *cached_tokens, *completion_tokens);
                             (reply.chunk("", Some(*reason), Some(usage)).to_string(), true)
                         }
                         GenEvent::Failed(e) => {
@@ -131,10 +131,11 @@ async fn serve(state: AppState, body: &[u8], format: Format) -> Response {
     let result = loop {
         match event {
             GenEvent::Token { text: piece, .. } => text.push_str(&piece),
-            GenEvent::Done { reason, prompt_tokens, completion_tokens } => {
+            GenEvent::Done { reason, prompt_tokens, cached_tokens, completion_tokens } => {
                 observe_tpot(&metrics, first_at, completion_tokens);
                 Truth::learn(&mut request.truth, completion_tokens);
-                break Ok(reply.whole(&text, reason, usage(prompt_tokens, completion_tokens)));
+                let usage = usage(&metrics, prompt_tokens, cached_tokens, completion_tokens);
+                break Ok(reply.whole(&text, reason, usage));
             }
             GenEvent::Failed(e) => break Err(ApiError::Engine(e)),
             GenEvent::Dropped(r) => break Err(ApiError::generation_dropped(r)),
@@ -274,8 +275,23 @@ fn predictor_input(messages: &[Message]) -> String {
     }
 }
 
-fn usage(prompt_tokens: usize, completion_tokens: usize) -> Value {
-    json!({"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens})
+/// The OpenAI `usage` object (`cached_tokens`: prompt tokens a kept cache held), counted into
+/// the prompt-token metrics.
+fn usage(
+    metrics: &crate::metrics::Metrics,
+    prompt_tokens: usize,
+    cached_tokens: usize,
+    completion_tokens: usize,
+) -> Value {
+    use std::sync::atomic::Ordering::Relaxed;
+    metrics.prompt_tokens.fetch_add(prompt_tokens as u64, Relaxed);
+    metrics.cached_prompt_tokens.fetch_add(cached_tokens as u64, Relaxed);
+    json!({
+        "prompt_tokens": prompt_tokens,
+        "prompt_tokens_details": {"cached_tokens": cached_tokens},
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    })
 }
 
 fn observe_tpot(metrics: &crate::metrics::Metrics, first_at: Instant, completion_tokens: usize) {

@@ -44,7 +44,7 @@ pub(super) async fn next_token(
             (Some(GenEvent::Token { id: token, text }), FinishReason::Length, 1)
         }
     };
-    let done = GenEvent::Done { reason, prompt_tokens, completion_tokens };
+    let done = GenEvent::Done { reason, prompt_tokens, cached_tokens: 0, completion_tokens };
     let first = match first {
         Some(first) => {
             let _ = events.send(done);
