@@ -7,7 +7,8 @@ answer ends). Each server gets as many sequences as clients (Morph: `--runtime
 dynamic:2048xN` and a continuous batch of N; llama-server: `-np N -c N*2048`, 2,048 tokens a slot) and every core.
 
 Printed per stream count and server: aggregate output tokens/s, mean time to first token,
-mean time per output token, and Morph / llama-server. Bring your own llama-server (it is
+mean time per output token, the share of prompt tokens the server reports as cached
+(`usage.prompt_tokens_details.cached_tokens`), and Morph / llama-server. Bring your own llama-server (it is
 not a dependency of Morph): build it from llama.cpp's source, e.g.
     cmake -S llama.cpp -B build -DLLAMA_CURL=OFF && cmake --build build --target llama-server
 then
@@ -81,7 +82,7 @@ class Server:
 
 def generate(port, text, max_tokens):
     """One streamed greedy chat completion: (seconds to first token, seconds from first to
-    last token, completion tokens, prompt tokens)."""
+    last token, completion tokens, prompt tokens, prompt tokens the server had cached)."""
     body = json.dumps({
         "messages": [{"role": "user", "content": text}],
         "max_tokens": max_tokens,
@@ -111,7 +112,8 @@ def generate(port, text, max_tokens):
     conn.close()
     if usage is None or first is None:
         raise RuntimeError("the stream ended without tokens or usage")
-    return first - start, last - first, usage["completion_tokens"], usage["prompt_tokens"]
+    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+    return first - start, last - first, usage["completion_tokens"], usage["prompt_tokens"], cached
 
 
 def run(port, prompts, streams, max_tokens):
@@ -149,6 +151,7 @@ def run(port, prompts, streams, max_tokens):
         "tpot_ms": 1e3 * sum(tpots) / max(1, len(tpots)),
         "completion_tokens": tokens,
         "prompt_tokens": sum(r[3] for r in results),
+        "cached_tokens": sum(r[4] for r in results),
     }
 
 
@@ -186,7 +189,7 @@ def main():
     print(f"SmolLM2-135M-Instruct Q4_1, {len(prompts)} ShareGPT first turns, greedy, "
           f"max_tokens {args.max_tokens}, streamed; {cores} cores")
     print(f"{'streams':>7} {'server':>13} {'tokens/s':>9} {'TTFT ms':>8} {'ms/token':>9} "
-          f"{'out tok':>8} {'morph/llama-server':>19}")
+          f"{'out tok':>8} {'cached':>7} {'morph/llama-server':>19}")
     for streams in [int(s) for s in args.streams.split(",")]:
         row = {}
         for name, argv in servers.items():
@@ -205,6 +208,7 @@ def main():
             ratio = r["tokens_per_s"] / theirs["tokens_per_s"] if name == "morph" and theirs else None
             print(f"{streams:>7} {name:>13} {r['tokens_per_s']:>9.1f} {r['ttft_ms']:>8.0f} "
                   f"{r['tpot_ms']:>9.1f} {r['completion_tokens']:>8} "
+                  f"{r['cached_tokens'] / max(1, r['prompt_tokens']):>7.0%} "
                   f"{'' if ratio is None else f'{ratio:.2f}x':>19}", flush=True)
         table.append({"streams": streams, **row})
     with open(os.path.join(ROOT, "experiments/out/decoder_vs_llama_server.json"), "w") as f:

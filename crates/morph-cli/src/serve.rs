@@ -68,7 +68,9 @@ pub(crate) struct ServeArgs {
     stages: u16,
     /// With --task generate: the most prompt tokens a generation feeds per iteration (chunked
     /// prefill: a long prompt shares iterations with the other streams' decode steps instead
-    /// of holding them for its whole prefill); 0 feeds each prompt whole.
+    /// of holding them for its whole prefill); 0: no limit. Each chat turn starts a new piece,
+    /// so that a later prompt starting the same way reuses the KV cache a finished one left
+    /// (llama.cpp kernels), with the same numbers as computed afresh.
     #[arg(long, default_value_t = 256)]
     prefill_chunk: usize,
     /// With --task generate: what runs the decoder's steps. `llama-cpp` (the default for a
