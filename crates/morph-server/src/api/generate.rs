@@ -99,9 +99,15 @@ async fn serve(state: AppState, body: &[u8], format: Format) -> Response {
                     let (data, done) = match &event {
                         GenEvent::Token { text, .. } => (reply.chunk(text, None, None).to_string(), false),
                         GenEvent::Done { reason, prompt_tokens, cached_tokens, completion_tokens } => {
-                            observe_tpot(&metrics, first_at, *completion_tokens);
+                            observe_done(
+                                &metrics,
+                                first_at,
+                                *prompt_tokens,
+                                *cached_tokens,
+                                *completion_tokens,
+                            );
                             Truth::learn(&mut truth, *completion_tokens);
-                            let usage = usage(&metrics, *prompt_tokens, *cached_tokens, *completion_tokens);
+                            let usage = usage(*prompt_tokens, *cached_tokens, *completion_tokens);
                             (reply.chunk("", Some(*reason), Some(usage)).to_string(), true)
                         }
                         GenEvent::Failed(e) => {
@@ -132,9 +138,9 @@ async fn serve(state: AppState, body: &[u8], format: Format) -> Response {
         match event {
             GenEvent::Token { text: piece, .. } => text.push_str(&piece),
             GenEvent::Done { reason, prompt_tokens, cached_tokens, completion_tokens } => {
-                observe_tpot(&metrics, first_at, completion_tokens);
+                observe_done(&metrics, first_at, prompt_tokens, cached_tokens, completion_tokens);
                 Truth::learn(&mut request.truth, completion_tokens);
-                let usage = usage(&metrics, prompt_tokens, cached_tokens, completion_tokens);
+                let usage = usage(prompt_tokens, cached_tokens, completion_tokens);
                 break Ok(reply.whole(&text, reason, usage));
             }
             GenEvent::Failed(e) => break Err(ApiError::Engine(e)),
@@ -275,17 +281,8 @@ fn predictor_input(messages: &[Message]) -> String {
     }
 }
 
-/// The OpenAI `usage` object (`cached_tokens`: prompt tokens a kept cache held), counted into
-/// the prompt-token metrics.
-fn usage(
-    metrics: &crate::metrics::Metrics,
-    prompt_tokens: usize,
-    cached_tokens: usize,
-    completion_tokens: usize,
-) -> Value {
-    use std::sync::atomic::Ordering::Relaxed;
-    metrics.prompt_tokens.fetch_add(prompt_tokens as u64, Relaxed);
-    metrics.cached_prompt_tokens.fetch_add(cached_tokens as u64, Relaxed);
+/// The OpenAI `usage` object (`cached_tokens`: prompt tokens a kept cache held).
+fn usage(prompt_tokens: usize, cached_tokens: usize, completion_tokens: usize) -> Value {
     json!({
         "prompt_tokens": prompt_tokens,
         "prompt_tokens_details": {"cached_tokens": cached_tokens},
@@ -294,7 +291,18 @@ fn usage(
     })
 }
 
-fn observe_tpot(metrics: &crate::metrics::Metrics, first_at: Instant, completion_tokens: usize) {
+/// A finished generation's metrics: its prompt tokens (and those cached), and its time per output
+/// token after the first (at `first_at`).
+fn observe_done(
+    metrics: &crate::metrics::Metrics,
+    first_at: Instant,
+    prompt_tokens: usize,
+    cached_tokens: usize,
+    completion_tokens: usize,
+) {
+    use std::sync::atomic::Ordering::Relaxed;
+    metrics.prompt_tokens.fetch_add(prompt_tokens as u64, Relaxed);
+    metrics.cached_prompt_tokens.fetch_add(cached_tokens as u64, Relaxed);
     if completion_tokens > 1 {
         let per_token = first_at.elapsed().as_secs_f64() / (completion_tokens - 1) as f64;
         metrics.time_per_output_token_seconds.observe(per_token);
