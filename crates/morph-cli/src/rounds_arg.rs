@@ -8,11 +8,17 @@ use morph_engine::predictor::dataset::{Split, split_of};
 pub(crate) enum Rounds {
     /// The validation and test splits (by conversation), which the predictor never saw.
     Heldout,
+    /// The training split only (what `morph train predictor` learns from).
+    Train,
     All,
 }
 
 impl Rounds {
     pub(crate) fn includes(self, conversation: &str) -> bool {
-        self == Rounds::All || split_of(conversation) != Split::Train
+        match self {
+            Rounds::All => true,
+            Rounds::Heldout => split_of(conversation) != Split::Train,
+            Rounds::Train => split_of(conversation) == Split::Train,
+        }
     }
 }

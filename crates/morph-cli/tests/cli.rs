@@ -240,8 +240,8 @@ fn read_jsonl(path: &std::path::Path) -> Vec<serde_json::Value> {
 }
 
 /// `morph train lengths` answers one round per conversation with SmolLM2, appends each length,
-/// and resumes: a run limited to the held-out rounds answers "c7" alone, the next run the
-/// other two, and a third finds nothing left to answer.
+/// and resumes: a run limited to the held-out rounds answers "c7" alone, one limited to the
+/// training split the other two, and a run over all finds nothing left to answer.
 #[test]
 fn train_lengths_records_the_decoders_answers_and_resumes() {
     let dir = tempfile::tempdir().unwrap();
@@ -259,7 +259,7 @@ fn train_lengths_records_the_decoders_answers_and_resumes() {
     let heldout = read_jsonl(&out);
     assert_eq!(heldout.len(), 1, "{heldout:?}");
     assert_eq!(heldout[0]["conversation"], "c7");
-    assert!(run("all").contains("2 rounds to answer (1 already recorded"));
+    assert!(run("train").contains("2 rounds to answer (1 already recorded"));
     let records = read_jsonl(&out);
     assert_eq!(records.len(), 3, "{records:?}");
     for r in &records {

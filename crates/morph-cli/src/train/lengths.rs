@@ -32,8 +32,9 @@ pub(crate) struct LengthsArgs {
     /// Conversations to pass over first (several runs can share a file's conversations out).
     #[arg(long, default_value_t = 0)]
     skip: usize,
-    /// Which of those conversations to answer: all, or only the held-out ones (validation and
-    /// test splits), which is what `morph bench --endpoint chat` sends by default.
+    /// Which of those conversations to answer: all, only the held-out ones (validation and
+    /// test splits), which is what `morph bench --endpoint chat` sends by default, or only the
+    /// training split.
     #[arg(long, value_enum, default_value = "all")]
     rounds: Rounds,
     /// Prompts are cut to this many decoder tokens by dropping their oldest turns; a round
