@@ -15,11 +15,11 @@ use crate::{BatchInput, Engine, EngineError, TextTokenizer};
 /// The longest prompt suffix the encoder reads (§3.1).
 pub const PROMPT_TOKENS: usize = 512;
 
-/// The head trained on SmolLM2-135M-Instruct's own output lengths over all-MiniLM-L6-v2: what
-/// `morph serve --task generate` predicts with unless told otherwise. Made by `morph train
-/// predictor --lengths datasets/smollm2_sharegpt_lengths.jsonl --sharegpt
-/// ../shared/data/conversations/sharegpt.jsonl --out crates/morph-engine/predictor` (adding
-/// LMSYS's Llama lengths raised its test MAE on SmolLM2's answers from 70.7 to 79.3 tokens).
+/// The head trained on SmolLM2-135M-Instruct's own output lengths on the served llama.cpp path
+/// over all-MiniLM-L6-v2: what `morph serve --task generate` predicts with unless told
+/// otherwise. Made by `experiments/ssjf_llamacpp_predictor.sh --out crates/morph-engine/predictor`
+/// (trained on datasets/smollm2_llamacpp_train_lengths.jsonl, scored on the held-out recording's
+/// test rounds).
 pub const BUILTIN_WEIGHTS: &[u8] = include_bytes!("../../predictor/head.safetensors");
 pub const BUILTIN_META: &str = include_str!("../../predictor/predictor.json");
 
