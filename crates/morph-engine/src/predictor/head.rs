@@ -1,5 +1,5 @@
-//! SSJF's proxy model head (§3.1): a two-layer MLP on a frozen encoder's pooled vector, with
-//! the paper's objectives: regression of the output length with L1 (the default) or MSE loss,
+//! SSJF's proxy model head (§3.1): a linear layer on a frozen encoder's pooled vector, or a
+//! two-layer MLP (a hidden layer of `hidden` ReLU units), with the paper's objectives: regression of the output length with L1 (the default) or MSE loss,
 //! 5-class classification over percentile buckets with cross-entropy, ordinal classification
 //! (four "longer than bucket k" logits with binary cross-entropy), and binary (short or long,
 //! split at the median length).
@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::EngineError;
 
-/// Width of the hidden layer.
-pub const HIDDEN: usize = 128;
+/// Width of the hidden layer of heads saved before the width was recorded.
+const SAVED_HIDDEN: usize = 128;
 /// Regression targets are output lengths divided by this (keeps the loss near 1).
 const LENGTH_SCALE: f64 = 100.0;
 
@@ -45,12 +45,19 @@ impl Objective {
 
 /// The length buckets: four boundaries (the 20th…80th percentiles of the training lengths), a
 /// representative length per bucket (its middle, the 10th…90th percentiles) used to turn a
-/// class into a length, and the median length (the binary split).
+/// class into a length, the median length (the binary split), and the longest (no regression
+/// predicts past it: the answers it learned from stopped there, at the recording's cap).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Buckets {
     pub bounds: [u32; 4],
     pub medians: [u32; 5],
     pub median: u32,
+    #[serde(default = "no_longest")]
+    pub longest: u32,
+}
+
+fn no_longest() -> u32 {
+    u32::MAX
 }
 
 impl Buckets {
@@ -60,7 +67,7 @@ impl Buckets {
         let at = |q: f64| sorted[((sorted.len() - 1) as f64 * q).round() as usize];
         let bounds = [at(0.2), at(0.4), at(0.6), at(0.8)];
         let medians = [at(0.1), at(0.3), at(0.5), at(0.7), at(0.9)];
-        Self { bounds, medians, median: at(0.5) }
+        Self { bounds, medians, median: at(0.5), longest: sorted.last().copied().unwrap_or(u32::MAX) }
     }
 
     /// The bucket of a length: how many boundaries it exceeds.
@@ -79,7 +86,8 @@ fn bce_with_logits(z: &Tensor, y: &Tensor) -> candle_core::Result<Tensor> {
 /// The head and what it was trained for.
 #[derive(Debug)]
 pub struct LengthHead {
-    hidden: Linear,
+    /// The hidden layer; none for a linear head.
+    hidden: Option<Linear>,
     out: Linear,
     pub objective: Objective,
     pub buckets: Buckets,
@@ -94,6 +102,9 @@ pub struct HeadMeta {
     pub encoder: String,
     /// Width of those vectors.
     pub dim: usize,
+    /// ReLU units in the hidden layer; 0 for a linear head.
+    #[serde(default = "saved_hidden")]
+    pub hidden: usize,
     /// Its scores on the test split.
     pub scores: super::Scores,
     /// ln(predicted / true) on the test split: mean and standard deviation (the simulator's
@@ -102,40 +113,49 @@ pub struct HeadMeta {
     pub error_sigma: f64,
 }
 
+fn saved_hidden() -> usize {
+    SAVED_HIDDEN
+}
+
 impl LengthHead {
-    /// A freshly initialised head whose parameters live in `vars`.
+    /// A freshly initialised head (`hidden` ReLU units, 0 for linear) whose parameters live in
+    /// `vars`.
     pub fn new(
         vars: &VarMap,
         dim: usize,
+        hidden: usize,
         objective: Objective,
         buckets: Buckets,
     ) -> Result<Self, EngineError> {
-        Self::build(VarBuilder::from_varmap(vars, DType::F32, &Device::Cpu), dim, objective, buckets)
+        Self::build(VarBuilder::from_varmap(vars, DType::F32, &Device::Cpu), dim, hidden, objective, buckets)
     }
 
     /// A trained head from its saved weights (safetensors bytes) and description.
     pub fn from_saved(weights: &[u8], meta: &HeadMeta) -> Result<Self, EngineError> {
         let vb = VarBuilder::from_slice_safetensors(weights, DType::F32, &Device::Cpu)?;
-        Self::build(vb, meta.dim, meta.objective, meta.buckets.clone())
+        Self::build(vb, meta.dim, meta.hidden, meta.objective, meta.buckets.clone())
     }
 
     fn build(
         vb: VarBuilder,
         dim: usize,
+        hidden: usize,
         objective: Objective,
         buckets: Buckets,
     ) -> Result<Self, EngineError> {
-        Ok(Self {
-            hidden: linear(dim, HIDDEN, vb.pp("hidden"))?,
-            out: linear(HIDDEN, objective.outputs(), vb.pp("out"))?,
-            objective,
-            buckets,
-        })
+        let (hidden, out_in) = match hidden {
+            0 => (None, dim),
+            units => (Some(linear(dim, units, vb.pp("hidden"))?), units),
+        };
+        Ok(Self { hidden, out: linear(out_in, objective.outputs(), vb.pp("out"))?, objective, buckets })
     }
 
     /// Raw outputs `[n, outputs]` for pooled vectors `[n, dim]`.
     pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        self.out.forward(&self.hidden.forward(x)?.relu()?)
+        match &self.hidden {
+            Some(hidden) => self.out.forward(&hidden.forward(x)?.relu()?),
+            None => self.out.forward(x),
+        }
     }
 
     /// The training loss of `outputs` against true lengths.
@@ -180,7 +200,7 @@ impl LengthHead {
                 .squeeze(1)?
                 .to_vec1::<f32>()?
                 .into_iter()
-                .map(|v| (f64::from(v) * LENGTH_SCALE).round().max(1.0) as u32)
+                .map(|v| ((f64::from(v) * LENGTH_SCALE).round().max(1.0) as u32).min(self.buckets.longest))
                 .collect(),
             Objective::Classification => {
                 out.argmax(D::Minus1)?.to_vec1::<u32>()?.into_iter().map(|c| median(c as usize)).collect()

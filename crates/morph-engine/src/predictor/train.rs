@@ -42,15 +42,37 @@ mod tests {
     }
 
     #[test]
-    fn training_lowers_the_loss_for_every_objective() {
+    fn training_lowers_the_loss_for_every_objective_linear_or_not() {
         let (x, lengths) = fixed_set();
-        for objective in Objective::ALL {
+        for (objective, hidden) in Objective::ALL.into_iter().flat_map(|o| [(o, 0), (o, 32)]) {
             let vars = VarMap::new();
-            let head = LengthHead::new(&vars, 16, objective, Buckets::from_lengths(&lengths)).unwrap();
+            let head =
+                LengthHead::new(&vars, 16, hidden, objective, Buckets::from_lengths(&lengths)).unwrap();
             let config = TrainConfig { epochs: 30, lr: 1e-2, ..TrainConfig::default() };
             let losses = train(&vars, &head, &x, &lengths, &config).unwrap();
             let (first, last) = (losses[0], losses[losses.len() - 1]);
-            assert!(last < 0.7 * first, "{objective:?}: loss {first} -> {last}");
+            assert!(last < 0.7 * first, "{objective:?} with {hidden} hidden units: loss {first} -> {last}");
         }
+    }
+
+    /// A regression head does not predict past the longest length it learned from: a vector far
+    /// beyond the training ones (first coordinate 10, where the lengths grow with it) gets that
+    /// length, a training vector less.
+    #[test]
+    fn regression_stops_at_the_longest_training_length() {
+        let (x, lengths) = fixed_set();
+        let buckets = Buckets::from_lengths(&lengths);
+        let longest = *lengths.iter().max().unwrap();
+        assert_eq!(buckets.longest, longest);
+        let vars = VarMap::new();
+        let head = LengthHead::new(&vars, 16, 0, Objective::RegressionMse, buckets).unwrap();
+        train(&vars, &head, &x, &lengths, &TrainConfig { epochs: 30, lr: 1e-2, ..TrainConfig::default() })
+            .unwrap();
+        let mut far = vec![0f32; 16];
+        far[0] = 10.0;
+        let probe = Tensor::from_vec(far, (1, 16), &Device::Cpu).unwrap();
+        assert_eq!(head.predict(&probe).unwrap(), vec![longest]);
+        let first_row = x.narrow(0, 0, 1).unwrap();
+        assert!(head.predict(&first_row).unwrap()[0] < longest);
     }
 }
