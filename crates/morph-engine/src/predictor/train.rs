@@ -2,13 +2,16 @@
 
 use candle_core::Tensor;
 use candle_nn::VarMap;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 
 use super::head::LengthHead;
 use crate::EngineError;
 pub use crate::fit::TrainConfig;
 
 /// Trains `head` (its parameters in `vars`) on pooled vectors `x` `[n, dim]` and true output
-/// `lengths`; returns the mean training loss of each epoch.
+/// `lengths`, from parameters drawn with `config.seed` (so a head is a function of its data and
+/// seed); returns the mean training loss of each epoch.
 pub fn train(
     vars: &VarMap,
     head: &LengthHead,
@@ -16,11 +19,30 @@ pub fn train(
     lengths: &[u32],
     config: &TrainConfig,
 ) -> Result<Vec<f32>, EngineError> {
+    redraw(vars, config.seed)?;
     let loss = |rows: &Tensor, chunk: &[u32]| {
         let batch_lengths: Vec<u32> = chunk.iter().map(|&i| lengths[i as usize]).collect();
         head.loss(&head.forward(&x.index_select(rows, 0)?)?, &batch_lengths)
     };
     crate::fit::fit(vars, lengths.len(), config, loss, |_| Ok(false))
+}
+
+/// Draws every parameter in `vars` anew, uniform in ±1/√(its layer's input width), in name
+/// order from `seed` (candle's CPU generator, which made them, cannot be seeded).
+fn redraw(vars: &VarMap, seed: u64) -> Result<(), EngineError> {
+    let data = vars.data().lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut names: Vec<&String> = data.keys().collect();
+    names.sort();
+    let mut rng = StdRng::seed_from_u64(seed);
+    for name in names {
+        let var = &data[name];
+        let layer = name.rsplit_once('.').map_or(name.as_str(), |(layer, _)| layer);
+        let fan_in = data.get(&format!("{layer}.weight")).and_then(|w| w.dims().last().copied()).unwrap_or(1);
+        let bound = 1.0 / (fan_in.max(1) as f32).sqrt();
+        let values: Vec<f32> = (0..var.elem_count()).map(|_| rng.random_range(-bound..bound)).collect();
+        var.set(&Tensor::from_vec(values, var.shape(), var.device())?)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -53,6 +75,23 @@ mod tests {
             let (first, last) = (losses[0], losses[losses.len() - 1]);
             assert!(last < 0.7 * first, "{objective:?} with {hidden} hidden units: loss {first} -> {last}");
         }
+    }
+
+    /// The same data and seed give the same head; another seed another.
+    #[test]
+    fn a_head_is_a_function_of_its_data_and_seed() {
+        let (x, lengths) = fixed_set();
+        let predict = |seed: u64| {
+            let vars = VarMap::new();
+            let head =
+                LengthHead::new(&vars, 16, 8, Objective::RegressionL1, Buckets::from_lengths(&lengths))
+                    .unwrap();
+            let config = TrainConfig { epochs: 3, lr: 1e-2, seed, ..TrainConfig::default() };
+            train(&vars, &head, &x, &lengths, &config).unwrap();
+            head.forward(&x).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap()
+        };
+        assert_eq!(predict(1), predict(1));
+        assert_ne!(predict(1), predict(2));
     }
 
     /// A regression head does not predict past the longest length it learned from: a vector far
