@@ -315,7 +315,8 @@ fn train_predictor_scores_on_another_files_test_rounds() {
 }
 
 /// `morph train predictor` on 60 LMSYS prompts: embeds them, trains every objective, prints the
-/// ablation table, writes the first objective's head and the test split's predictions.
+/// ablation table (with Spearman's ρ), writes the first objective's head (linear, with the
+/// longest training length it stops at) and the test split's predictions.
 #[test]
 fn train_predictor_writes_a_head_and_an_ablation_table() {
     let dir = tempfile::tempdir().unwrap();
@@ -340,6 +341,9 @@ fn train_predictor_writes_a_head_and_an_ablation_table() {
     let meta: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("predictor.json")).unwrap()).unwrap();
     assert_eq!(meta["objective"], "regression-l1");
+    assert_eq!(meta["hidden"], 0, "the default head is linear: {meta}");
+    assert!(meta["buckets"]["longest"].as_u64().is_some_and(|l| l > 0), "{meta}");
+    assert!(stdout.contains("Spearman"), "{stdout}");
     let rows = read_jsonl(&predictions);
     assert!(!rows.is_empty());
     for row in rows {
