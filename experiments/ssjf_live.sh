@@ -6,9 +6,12 @@
 # chat`, greedy, 256 tokens at most, as recorded by `morph train lengths --rounds heldout`; the
 # stream takes each recorded round at most once while RATE x SECONDS stays within the 364
 # rounds). Prints mean JCT, throughput, their ratios to FCFS, and the predictor's overhead
-# (mean wait for a prediction) against mean JCT.
+# (mean wait for a prediction) against mean JCT. Each policy's requests, one line each (send
+# time, latency, status, usage: `morph bench --requests-out`), and the stream it sent (prompt
+# and recorded answer lengths by index: `--trace-out`) stay in experiments/out/ssjf_live/.
 #   experiments/ssjf_live.sh [RATES (comma separated, req/s)] [SECONDS of arrivals per run]
-#                            [continuous|none|dynamic]
+#                            [continuous|none|dynamic] [POLICIES (default "fcfs ssjf oracle";
+#                            fcfs first: the ratios are to it)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rates=${1:-0.2}
@@ -24,9 +27,12 @@ sharegpt=../shared/data/conversations/sharegpt.jsonl
 cargo build --release -q -p morph-cli
 bin=target/release/morph
 tmp=$(mktemp -d)
+out=experiments/out/ssjf_live
+mkdir -p "$out"
 server=""
 trap '[ -n "$server" ] && kill -TERM $server 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
-for kind in fcfs ssjf oracle; do
+policies=${4:-fcfs ssjf oracle}
+for kind in $policies; do
   case $kind in
     fcfs) args=(--policy fcfs --predictor none) ;;
     ssjf) args=(--policy ssjf --predictor builtin) ;;
@@ -38,20 +44,21 @@ for kind in fcfs ssjf oracle; do
   url=$(sed -n 's/^morph listening on //p' "$tmp/serve.out")
   [ -n "$url" ] || { cat "$tmp/serve.err"; exit 1; }
   "$bin" bench --url "$url" --endpoint chat --lengths "$lengths" --sharegpt "$sharegpt" \
-    --rate "$rates" --duration "$duration" --timeout 3600 --json >"$tmp/$kind.json"
+    --rate "$rates" --duration "$duration" --timeout 3600 --json \
+    --requests-out "$out/$kind.requests.jsonl" --trace-out "$out/$kind.trace.jsonl" >"$tmp/$kind.json"
   curl -s "$url/metrics" | sed -n 's/^morph_prediction_seconds_\(sum\|count\) //p' | paste -sd' ' >"$tmp/$kind.pred"
   kill -TERM "$server"; wait "$server" || true; server=""
 done
-python3 - "$tmp" <<'PY'
+python3 - "$tmp" $policies <<'PY'
 import json, sys
 d = sys.argv[1]
-runs = {k: json.load(open(f"{d}/{k}.json")) for k in ("fcfs", "ssjf", "oracle")}
+runs = {k: json.load(open(f"{d}/{k}.json")) for k in sys.argv[2:]}
 pred = {}
 for k in runs:
     parts = open(f"{d}/{k}.pred").read().split()
     pred[k] = (float(parts[0]) / max(float(parts[1]), 1) * 1e3) if len(parts) == 2 else 0.0
 print(f"{'rate/s':>7} {'policy':<7} {'sent':>5} {'err':>4} {'mean JCT s':>11} {'p50 s':>7} {'p99 s':>7} {'thr req/s':>10} {'JCT/fcfs':>9} {'thr/fcfs':>9} {'pred ms':>8} {'pred/JCT':>9}")
-for i, base in enumerate(runs["fcfs"]):
+for i, base in enumerate(next(iter(runs.values()))):
     for k, rs in runs.items():
         r = rs[i]
         lat = r["latency"]

@@ -40,9 +40,12 @@ fn serve_bench_and_stop() {
         .expect("starting morph serve");
     let url = listening_url(&mut server);
 
+    let requests_out = dir.path().join("requests.jsonl");
     let bench = morph()
         .args(["bench", "--url", &url, "--rate", "20,40", "--duration", "1", "--json", "--corpus"])
         .arg(&corpus)
+        .arg("--requests-out")
+        .arg(&requests_out)
         .output()
         .expect("running morph bench");
     assert!(bench.status.success(), "{}", String::from_utf8_lossy(&bench.stderr));
@@ -53,6 +56,22 @@ fn serve_bench_and_stop() {
         assert!(r["sent"].as_u64().unwrap() > 5, "{r}");
         assert_eq!(r["errors"], 0, "{r}");
         assert!(r["latency"]["p99_ms"].as_f64().unwrap() >= 2.0, "{r}");
+    }
+    // --requests-out: a line per request sent, each run's in send order, answered 200.
+    let lines = read_jsonl(&requests_out);
+    let sent: u64 = reports.iter().map(|r| r["sent"].as_u64().unwrap()).sum();
+    assert_eq!(lines.len() as u64, sent);
+    for (rate, report) in [20.0, 40.0].iter().zip(reports) {
+        let run: Vec<&serde_json::Value> = lines.iter().filter(|l| l["rate"] == *rate).collect();
+        assert_eq!(run.len() as u64, report["sent"].as_u64().unwrap(), "rate {rate}");
+        for (i, pair) in run.windows(2).enumerate() {
+            assert_eq!(pair[1]["index"], i + 1);
+            assert!(pair[0]["send_s"].as_f64() <= pair[1]["send_s"].as_f64(), "{pair:?}");
+        }
+        assert!(
+            run.iter().all(|l| l["status"] == 200 && l["latency_ms"].as_f64().unwrap() >= 2.0),
+            "{run:?}"
+        );
     }
 
     // The same server replays a scenario's stream (texts of exactly each request's length).

@@ -103,6 +103,11 @@ pub(crate) struct BenchArgs {
     /// tokens) that a `morph simulate` scenario replays, for sim-vs-live fidelity.
     #[arg(long)]
     trace_out: Option<PathBuf>,
+    /// Write one JSONL line per request sent (every run, in order): `rate`, `index`, `send_s`,
+    /// `latency_ms`, `status` and the answer's `usage` where it has one (a chat's prompt,
+    /// cached and completion tokens): what a mean hides, request by request.
+    #[arg(long)]
+    requests_out: Option<PathBuf>,
 }
 
 /// One run's result.
@@ -240,16 +245,25 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(reachable(&client, &args.url))?;
     let mut reports = Vec::new();
+    let mut lines = Vec::new();
     let (runs, expected) = schedules(&args)?;
+    let keep = expected.is_some() || args.requests_out.is_some();
     for (rate, stream) in runs {
         if stream.is_empty() {
             bail!("no arrivals at rate {rate} in the run's duration");
         }
-        let mut report = runtime.block_on(run_schedule(&args, &client, rate, &stream, expected.is_some()));
-        if let (Some(expected), Some(answers)) = (&expected, report.1) {
-            report.0.classify = Some(classify::score(expected, &answers));
+        let (mut report, answers) = runtime.block_on(run_schedule(&args, &client, rate, &stream, keep));
+        if let Some(answers) = &answers {
+            lines.extend(request_lines(rate, &stream, answers));
         }
-        reports.push(report.0);
+        if let (Some(expected), Some(answers)) = (&expected, answers) {
+            report.classify = Some(classify::score(expected, &answers));
+        }
+        reports.push(report);
+    }
+    if let Some(path) = &args.requests_out {
+        std::fs::write(path, lines.join("\n") + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&reports)?);
@@ -257,6 +271,24 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<()> {
         print_table(&reports);
     }
     Ok(())
+}
+
+/// One `--requests-out` line per request of a run.
+fn request_lines(rate: f64, stream: &[(f64, serde_json::Value)], answers: &Answers) -> Vec<String> {
+    stream
+        .iter()
+        .zip(answers)
+        .enumerate()
+        .map(|(index, ((send_s, _), (latency_ms, status, body)))| {
+            let status = match status {
+                Ok(code) => json!(code),
+                Err(why) => json!(why),
+            };
+            let usage = body.as_ref().and_then(|b| b.get("usage")).cloned();
+            json!({"rate": rate, "index": index, "send_s": send_s, "latency_ms": latency_ms, "status": status, "usage": usage})
+                .to_string()
+        })
+        .collect()
 }
 
 /// Fails with one clear line when nothing answers at `url` (before any load is sent).
