@@ -38,7 +38,8 @@ fn default_eps() -> f64 {
     1e-12
 }
 
-/// Which implementation of GELU and softmax the forward pass uses.
+/// Which implementation of GELU and softmax the forward pass uses. Either way, a pass that
+/// autograd tracks (training through the encoder) runs ops with a backward pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Kernels {
     /// Morph's vectorisable kernels ([`crate::kernels`]).
@@ -51,16 +52,32 @@ pub enum Kernels {
 impl Kernels {
     fn gelu_erf(self, xs: &Tensor) -> Result<Tensor> {
         match self {
-            Kernels::Morph => kernels::gelu_erf(xs),
-            Kernels::Candle => xs.gelu_erf(),
+            Kernels::Morph if !xs.track_op() => kernels::gelu_erf(xs),
+            _ => xs.gelu_erf(),
         }
     }
 
+    /// Softmax over the last axis. Morph's kernel and candle's fused one have no backward pass,
+    /// so while autograd tracks `xs` (training through the encoder) it is candle's softmax in
+    /// differentiable ops (with them, queries and keys got no gradient).
     fn softmax_last_dim(self, xs: &Tensor) -> Result<Tensor> {
         match self {
+            _ if xs.track_op() => candle_nn::ops::softmax(xs, D::Minus1),
             Kernels::Morph => kernels::softmax_last_dim(xs),
             Kernels::Candle => candle_nn::ops::softmax_last_dim(xs),
         }
+    }
+}
+
+/// A layer norm that autograd runs through: candle's fused op (which has no backward pass, so
+/// the gradient stopped at every layer's norm) unless `xs` or the norm's weights are tracked
+/// (training through the encoder), then the same formula in differentiable ops.
+fn layer_norm_forward(norm: &LayerNorm, eps: f64, xs: &Tensor) -> Result<Tensor> {
+    match norm.bias() {
+        Some(bias) if xs.track_op() || norm.weight().track_op() || bias.track_op() => {
+            candle_nn::ops::layer_norm_slow(xs, norm.weight(), bias, eps as f32)
+        }
+        _ => norm.forward(xs),
     }
 }
 
@@ -112,6 +129,7 @@ struct Layer {
     ffn_in: Linear,
     ffn_out: Linear,
     ffn_norm: LayerNorm,
+    eps: f64,
     heads: usize,
 }
 
@@ -136,6 +154,7 @@ impl Layer {
             ffn_in: linear(h, cfg.intermediate_size, vb.pp("intermediate.dense"))?,
             ffn_out: linear(cfg.intermediate_size, h, vb.pp("output.dense"))?,
             ffn_norm: layer_norm(h, eps, vb.pp("output.LayerNorm"))?,
+            eps,
             heads: cfg.num_attention_heads,
         })
     }
@@ -153,9 +172,9 @@ impl Layer {
         let scores = (q.matmul(&k.t()?)? * scale)?.broadcast_add(bias)?;
         let probs = kernels.softmax_last_dim(&scores)?;
         let context = probs.matmul(&v)?.transpose(1, 2)?.reshape((b, l, h))?;
-        let x = self.attn_norm.forward(&(self.attn_out.forward(&context)? + x)?)?;
+        let x = layer_norm_forward(&self.attn_norm, self.eps, &(self.attn_out.forward(&context)? + x)?)?;
         let inner = kernels.gelu_erf(&self.ffn_in.forward(&x)?)?;
-        self.ffn_norm.forward(&(self.ffn_out.forward(&inner)? + x)?)
+        layer_norm_forward(&self.ffn_norm, self.eps, &(self.ffn_out.forward(&inner)? + x)?)
     }
 }
 
@@ -195,10 +214,14 @@ impl BertModel {
     /// `ids`, `mask`: `[batch, len]` (u32 ids; mask 1 for real tokens, 0 for padding).
     /// Returns hidden states `[batch, len, hidden]`.
     pub fn forward(&self, ids: &Tensor, mask: &Tensor) -> Result<Tensor> {
-        let keep = mask.to_dtype(DType::F32)?;
-        let bias = attention_bias(&keep)?;
+        self.forward_first(ids, mask, self.layers.len())
+    }
+
+    /// [`BertModel::forward`] through the embeddings and only the first `layers` layers.
+    pub fn forward_first(&self, ids: &Tensor, mask: &Tensor, layers: usize) -> Result<Tensor> {
+        let bias = attention_bias(&mask.to_dtype(DType::F32)?)?;
         let mut x = self.embeddings.forward(ids)?;
-        for layer in &self.layers {
+        for layer in self.layers.iter().take(layers) {
             x = layer.forward(&x, &bias, self.kernels)?;
         }
         Ok(x)
@@ -244,6 +267,41 @@ impl BertModel {
     }
 }
 
+/// The encoder's layers from `from` on, by themselves: they take the hidden states the layers
+/// below gave ([`BertModel::forward_first`]). Loaded from a `VarBuilder` over trainable
+/// variables, they are what fine-tuning the top of an encoder trains (on candle's kernels,
+/// which autograd runs through).
+pub struct TopLayers {
+    layers: Vec<Layer>,
+}
+
+impl std::fmt::Debug for TopLayers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TopLayers").field("layers", &self.layers.len()).finish()
+    }
+}
+
+impl TopLayers {
+    /// Layers `from..` of an encoder of `cfg`, named as in its checkpoint.
+    pub fn load(vb: VarBuilder, cfg: &BertConfig, from: usize) -> Result<Self> {
+        let layers = (from..cfg.num_hidden_layers)
+            .map(|i| Layer::load(vb.pp(format!("encoder.layer.{i}")), cfg))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self { layers })
+    }
+
+    /// `x`: `[batch, len, hidden]` from the layer below, `mask`: `[batch, len]` → the last
+    /// hidden states.
+    pub fn forward(&self, x: &Tensor, mask: &Tensor) -> Result<Tensor> {
+        let bias = attention_bias(&mask.to_dtype(DType::F32)?)?;
+        let mut x = x.clone();
+        for layer in &self.layers {
+            x = layer.forward(&x, &bias, Kernels::Candle)?;
+        }
+        Ok(x)
+    }
+}
+
 /// The additive attention bias `[batch, 1, 1, len]` of a float mask `[batch, len]`.
 fn attention_bias(keep: &Tensor) -> Result<Tensor> {
     let (b, l) = keep.dims2()?;
@@ -261,4 +319,68 @@ fn after_first(seq: &Tensor, inserted: &Tensor, replaced: usize) -> Result<Tenso
 pub(crate) fn masked_sum(hidden: &Tensor, mask: &Tensor) -> Result<Tensor> {
     let m = mask.to_dtype(hidden.dtype())?.unsqueeze(D::Minus1)?;
     hidden.broadcast_mul(&m)?.sum(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Var;
+    use candle_nn::VarMap;
+
+    fn tiny() -> BertConfig {
+        BertConfig {
+            vocab_size: 10,
+            hidden_size: 8,
+            num_hidden_layers: 2,
+            num_attention_heads: 2,
+            intermediate_size: 16,
+            hidden_act: "gelu".into(),
+            max_position_embeddings: 16,
+            layer_norm_eps: 1e-12,
+            pad_token_id: 0,
+        }
+    }
+
+    /// Fixed values in ±0.5 for a tensor of `shape`; `salt` varies them between tensors.
+    fn fixed(shape: &candle_core::Shape, salt: usize) -> Tensor {
+        let values: Vec<f32> =
+            (0..shape.elem_count()).map(|k| ((k * 7 + salt * 13) as f32 * 0.37).sin() * 0.5).collect();
+        Tensor::from_vec(values, shape, &Device::Cpu).unwrap()
+    }
+
+    /// Training through the encoder: a loss on the top layers' output reaches the input and the
+    /// weights of every layer, norms included. (It used to stop at candle's fused layer norm,
+    /// which has no backward pass: nothing below a layer's last norm got a gradient.)
+    #[test]
+    fn gradients_flow_through_the_layers_to_their_weights_and_input() {
+        let cfg = tiny();
+        let vars = VarMap::new();
+        let vb = VarBuilder::from_varmap(&vars, DType::F32, &Device::Cpu);
+        TopLayers::load(vb.clone(), &cfg, 0).unwrap();
+        let mut names: Vec<String> = vars.data().lock().unwrap().keys().cloned().collect();
+        names.sort();
+        for (salt, name) in names.iter().enumerate() {
+            let var = vars.data().lock().unwrap()[name].clone();
+            var.set(&fixed(var.shape(), salt)).unwrap();
+        }
+        let top = TopLayers::load(vb, &cfg, 0).unwrap();
+        let input = Var::from_tensor(&fixed(&(2, 3, 8).into(), 99)).unwrap();
+        let mask = Tensor::new(&[[1u32, 1, 1], [1, 1, 0]], &Device::Cpu).unwrap();
+        let loss = top.forward(input.as_tensor(), &mask).unwrap().sqr().unwrap().sum_all().unwrap();
+        let grads = loss.backward().unwrap();
+        let reached = |var: &Var| {
+            grads
+                .get(var)
+                .is_some_and(|g| g.abs().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap() > 0.0)
+        };
+        assert!(reached(&input), "the input");
+        for layer in 0..2 {
+            for part in
+                ["attention.self.query.weight", "attention.output.LayerNorm.weight", "output.LayerNorm.bias"]
+            {
+                let name = format!("encoder.layer.{layer}.{part}");
+                assert!(reached(&vars.data().lock().unwrap()[&name]), "{name}");
+            }
+        }
+    }
 }

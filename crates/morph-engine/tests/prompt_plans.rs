@@ -170,5 +170,16 @@ fn prompt_training_lowers_its_loss_on_a_small_fixed_set() {
             .expect("training again");
     assert_eq!(&again.losses, losses);
     assert_eq!(trained.prompts.dims(), &[6, 2, 384]);
+    // The prompts learned (not only the head): no epoch leaves them as drawn.
+    let drawn = train_prompts(
+        &m.candle,
+        &spec,
+        (&train_ids, &train_labels),
+        (&val_ids, &val_labels),
+        &TrainConfig { epochs: 0, ..config },
+    )
+    .expect("no training");
+    let moved = (&trained.prompts - &drawn.prompts).unwrap().abs().unwrap().max_all().unwrap();
+    assert!(moved.to_scalar::<f32>().unwrap() > 1e-4, "the prompts never moved from their draw");
     assert!(trained.weights.contains_key("sst2.2.weight"));
 }
