@@ -7,6 +7,7 @@ use clap::Args;
 use morph_engine::ModelSource;
 use morph_engine::fetch::{fetch, morph_home};
 use morph_engine::predictor::dataset::{load_length_records, load_sharegpt, sharegpt_examples};
+use morph_engine::predictor::model::TUNED_ENCODER;
 use morph_server::EngineKind;
 use morph_server::prediction::PredictorConfig;
 
@@ -16,7 +17,7 @@ pub(crate) struct PredictorArgs {
     /// built-in predictor with --policy ssjf, none otherwise; `none`: ssjf orders by max_tokens;
     /// `builtin`: the head trained on SmolLM2-135M-Instruct's own output lengths, over
     /// all-MiniLM-L6-v2 (fetched) on --engine; a directory written by `morph train predictor
-    /// --out DIR`; `oracle`: the true lengths recorded by `morph train lengths`
+    /// --out DIR` (with its encoder, if it tuned one); `oracle`: the true lengths recorded by `morph train lengths`
     /// (--oracle-lengths with --sharegpt), the oracle SJF baseline for experiments.
     #[arg(long, default_value = "auto")]
     predictor: String,
@@ -37,8 +38,12 @@ impl PredictorArgs {
         engine: impl FnOnce() -> anyhow::Result<EngineKind>,
     ) -> anyhow::Result<PredictorConfig> {
         let model = |head: Option<PathBuf>| -> anyhow::Result<PredictorConfig> {
-            let encoder =
-                fetch(&ModelSource::Default, &morph_home()).context("fetching the predictor's encoder")?;
+            // A head trained with the encoder's top layers carries that encoder.
+            let source = match head.as_ref().map(|dir| dir.join(TUNED_ENCODER)).filter(|dir| dir.is_dir()) {
+                Some(tuned) => ModelSource::Local(tuned),
+                None => ModelSource::Default,
+            };
+            let encoder = fetch(&source, &morph_home()).context("fetching the predictor's encoder")?;
             Ok(PredictorConfig::Model { encoder, engine: engine()?, head })
         };
         match self.predictor.as_str() {

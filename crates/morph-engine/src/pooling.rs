@@ -90,6 +90,12 @@ pub fn l2_normalize(v: &mut [f32]) {
     }
 }
 
+/// Each row of `x` `[n, dim]` scaled to unit L2 norm, in tensor ops (differentiable).
+pub fn l2_normalize_rows(x: &Tensor) -> Result<Tensor> {
+    let norm = x.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
+    x.broadcast_div(&norm)
+}
+
 pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
     let na = a.iter().map(|x| x * x).sum::<f32>().sqrt();

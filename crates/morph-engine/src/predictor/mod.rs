@@ -7,9 +7,10 @@ pub mod evaluate;
 pub mod head;
 pub mod model;
 pub mod train;
+pub mod tune;
 
 pub use cache::LengthCache;
 pub use evaluate::{Scores, score};
 pub use head::{Buckets, HeadMeta, LengthHead, Objective};
-pub use model::{LengthPredictor, embed_ids, embed_prompts, stack};
+pub use model::{LengthPredictor, embed_ids, embed_prompts, prompt_ids, stack};
 pub use train::{TrainConfig, train};

@@ -15,6 +15,11 @@ use crate::{BatchInput, Engine, EngineError, TextTokenizer};
 /// The longest prompt suffix the encoder reads (§3.1).
 pub const PROMPT_TOKENS: usize = 512;
 
+/// The subdirectory of a saved predictor that holds its encoder, when its top layers were
+/// tuned with the head (`morph train predictor --tune-layers`); otherwise the head reads the
+/// default encoder.
+pub const TUNED_ENCODER: &str = "encoder";
+
 /// The head trained on SmolLM2-135M-Instruct's own output lengths on the served llama.cpp path
 /// over all-MiniLM-L6-v2: what `morph serve --task generate` predicts with unless told
 /// otherwise. Made by `experiments/ssjf_llamacpp_predictor.sh --out crates/morph-engine/predictor`
@@ -30,11 +35,15 @@ pub fn embed_prompts(
     encoder: &mut dyn Engine,
     texts: &[impl AsRef<str>],
 ) -> Result<Vec<Vec<f32>>, EngineError> {
-    let ids: Vec<Vec<u32>> = texts
-        .iter()
-        .map(|t| tokenizer.encode(t.as_ref()).map(|ids| keep_last(&ids, PROMPT_TOKENS)))
-        .collect::<Result<_, _>>()?;
-    embed_ids(encoder, &ids, PlanId::PLAIN)
+    embed_ids(encoder, &prompt_ids(tokenizer, texts)?, PlanId::PLAIN)
+}
+
+/// The token ids the encoder reads of each of `texts`: its last [`PROMPT_TOKENS`] tokens.
+pub fn prompt_ids(
+    tokenizer: &TextTokenizer,
+    texts: &[impl AsRef<str>],
+) -> Result<Vec<Vec<u32>>, EngineError> {
+    texts.iter().map(|t| tokenizer.encode(t.as_ref()).map(|ids| keep_last(&ids, PROMPT_TOKENS))).collect()
 }
 
 /// Pooled, normalised vectors of token-id rows under token plan `plan`, run in batches of the

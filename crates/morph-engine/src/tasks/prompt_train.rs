@@ -16,6 +16,7 @@ use crate::EngineError;
 use crate::bert::Kernels;
 use crate::candle_runtime::Encoder;
 use crate::fit::{KeepBest, TrainConfig, fit};
+use crate::pooling::l2_normalize_rows;
 use crate::token_plan::PromptMode;
 
 /// Epochs without a better validation accuracy before training stops.
@@ -102,8 +103,7 @@ fn pooled(
 ) -> Result<Tensor, EngineError> {
     let len = ids.iter().map(Vec::len).max().unwrap_or(1);
     let x = encoder.pooled_prompted(ids, len, &prompts.unsqueeze(0)?, mode)?;
-    let norm = x.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
-    Ok(x.broadcast_div(&norm)?)
+    Ok(l2_normalize_rows(&x)?)
 }
 
 /// The head's predictions for `ids` under `prompts` (no gradient), in order.
