@@ -24,7 +24,7 @@ const LENGTHS: [u32; 8] = [40, 5, 250, 8, 256, 3, 240, 2];
 
 /// Each encoder's pooled, L2-normalised vectors of `ids`.
 fn served(encoder: &Encoder, ids: &[Vec<u32>]) -> Vec<Vec<f32>> {
-    let len = ids.iter().map(Vec::len).max().unwrap();
+    let len = ids.iter().map(Vec::len).max().expect("prompts");
     let mut vectors = encoder.embed_padded(ids, len, ids.len()).expect("embedding");
     vectors.iter_mut().for_each(|v| morph_engine::pooling::l2_normalize(v));
     vectors
