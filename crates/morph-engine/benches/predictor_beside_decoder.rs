@@ -95,16 +95,20 @@ fn main() {
         });
         let base = *alone.get_or_insert(decoded.tokens_per_s());
         let busy: f64 = latencies.iter().sum();
+        let (predict_ms, share) = match latencies.len() {
+            0 => ("-".to_string(), "-".to_string()),
+            n => {
+                (format!("{:.0}", busy / n as f64), format!("{:.1}%", busy / (decoded.seconds * 1e3) * 100.0))
+            }
+        };
         let label = threads.map_or("none (decoder alone)".to_string(), |t| format!("{t} thread(s), sharing"));
         println!(
-            "{label:<22} {:>9.1} {:>8.2}x {:>8.0} {:>9.1} {:>12} {:>11.0} {:>13.1}%",
+            "{label:<22} {:>9.1} {:>8.2}x {:>8.0} {:>9.1} {:>12} {predict_ms:>11} {share:>14}",
             decoded.tokens_per_s(),
             decoded.tokens_per_s() / base,
             decoded.ttft_ms,
             decoded.tpot_ms,
             latencies.len(),
-            busy / latencies.len().max(1) as f64,
-            busy / (decoded.seconds * 1e3) * 100.0
         );
     }
 }

@@ -229,10 +229,11 @@ pub(crate) fn run(args: PredictorArgs) -> anyhow::Result<()> {
             let encoder = match &tuned {
                 Some((top, checkpoint)) => {
                     top.save_encoder(checkpoint, &files, &out.join(TUNED_ENCODER))?;
-                    format!(
-                        "{} with its top {} layers tuned ({TUNED_ENCODER}/)",
-                        files.name, args.tune_layers
-                    )
+                    let layers = match args.tune_layers {
+                        1 => "layer".to_string(),
+                        k => format!("{k} layers"),
+                    };
+                    format!("{} with its top {layers} tuned ({TUNED_ENCODER}/)", files.name)
                 }
                 None => files.name.clone(),
             };
