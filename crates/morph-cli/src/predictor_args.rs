@@ -17,8 +17,9 @@ pub(crate) struct PredictorArgs {
     /// built-in predictor with --policy ssjf, none otherwise; `none`: ssjf orders by max_tokens;
     /// `builtin`: the head trained on SmolLM2-135M-Instruct's own output lengths, over
     /// all-MiniLM-L6-v2 (fetched) on --engine; a directory written by `morph train predictor
-    /// --out DIR` (with its encoder, if it tuned one); `oracle`: the true lengths recorded by `morph train lengths`
-    /// (--oracle-lengths with --sharegpt), the oracle SJF baseline for experiments.
+    /// --out DIR` (with its encoder, if it tuned one); `oracle`: the true lengths recorded by
+    /// `morph train lengths` (--oracle-lengths with --sharegpt), the oracle SJF baseline for
+    /// experiments.
     #[arg(long, default_value = "auto")]
     predictor: String,
     /// With --predictor oracle: the recorded lengths (e.g. datasets/smollm2_llamacpp_heldout_lengths.jsonl,

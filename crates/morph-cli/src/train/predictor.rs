@@ -19,17 +19,16 @@ use morph_engine::checkpoint::Checkpoint;
 use morph_engine::predictor::dataset::{
     Example, Split, load_length_records, load_lmsys, load_sharegpt, sharegpt_examples, split_of,
 };
-use morph_engine::predictor::model::PROMPT_TOKENS;
+use morph_engine::predictor::model::{PROMPT_TOKENS, TUNED_ENCODER};
 use morph_engine::predictor::tune::TunedTop;
 use morph_engine::predictor::{
-    Buckets, HeadMeta, LengthHead, Objective, TrainConfig, embed_ids, prompt_ids, score, stack, train,
+    Buckets, HeadMeta, LengthHead, Objective, Scores, TrainConfig, embed_ids, prompt_ids, score, stack, train,
 };
 use morph_engine::{Pooling, TextTokenizer};
 use morph_server::Launcher;
 
 use crate::engine_args::EngineArgs;
 use crate::model_args::ModelArgs;
-use morph_engine::predictor::model::TUNED_ENCODER;
 
 #[derive(Debug, Args)]
 pub(crate) struct PredictorArgs {
@@ -176,17 +175,7 @@ pub(crate) fn run(args: PredictorArgs) -> anyhow::Result<()> {
         let predicted = head.predict(&test_x)?;
         let s = score(&buckets, &predicted, &test_y);
         let name = serde_json::to_value(objective)?.as_str().unwrap_or_default().to_string();
-        println!(
-            "{name:<16} {:>10.3} {:>9.3} {:>9.1} {:>9.3} {:>11.4}",
-            s.accuracy,
-            s.macro_f1,
-            s.mae_tokens,
-            s.spearman,
-            losses.last().copied().unwrap_or(f32::NAN)
-        );
-        for (row, p) in table.iter_mut().zip(&predicted) {
-            row[name.as_str()] = (*p).into();
-        }
+        report(&name, &s, &losses, &predicted, &mut table);
         if k > 0 {
             continue;
         }
@@ -203,18 +192,7 @@ pub(crate) fn run(args: PredictorArgs) -> anyhow::Result<()> {
                 let losses = top.train(&vars, &head, &states(&train_rows)?, &train_y, &config)?;
                 let predicted = top.predict(&head, &states(&test_rows)?)?;
                 let s = score(&buckets, &predicted, &test_y);
-                let tuned_name = format!("{name} +top {layers}");
-                println!(
-                    "{tuned_name:<16} {:>10.3} {:>9.3} {:>9.1} {:>9.3} {:>11.4}",
-                    s.accuracy,
-                    s.macro_f1,
-                    s.mae_tokens,
-                    s.spearman,
-                    losses.last().copied().unwrap_or(f32::NAN)
-                );
-                for (row, p) in table.iter_mut().zip(&predicted) {
-                    row[tuned_name.as_str()] = (*p).into();
-                }
+                report(&format!("{name} +top {layers}"), &s, &losses, &predicted, &mut table);
                 (s, predicted, Some((top, checkpoint)))
             }
         };
@@ -260,6 +238,22 @@ pub(crate) fn run(args: PredictorArgs) -> anyhow::Result<()> {
         println!("wrote the test split's predictions to {}", path.display());
     }
     Ok(())
+}
+
+/// A Table 2 row: `name`'s scores and final training loss; its predictions become the test
+/// table's column `name`.
+fn report(name: &str, s: &Scores, losses: &[f32], predicted: &[u32], table: &mut [serde_json::Value]) {
+    println!(
+        "{name:<16} {:>10.3} {:>9.3} {:>9.1} {:>9.3} {:>11.4}",
+        s.accuracy,
+        s.macro_f1,
+        s.mae_tokens,
+        s.spearman,
+        losses.last().copied().unwrap_or(f32::NAN)
+    );
+    for (row, p) in table.iter_mut().zip(predicted) {
+        row[name] = (*p).into();
+    }
 }
 
 /// The first objective's scores on the test split by data source and by conversation round
