@@ -7,11 +7,13 @@
 # stream takes each recorded round at most once while RATE x SECONDS stays within the 364
 # rounds). Prints mean JCT, throughput, their ratios to the first policy's, the predictor's
 # overhead (mean wait for a prediction) against mean JCT, and how fast the decoder ran in that
-# run: mean ms of a decode iteration of 4 sequences (no prompt chunk), and seconds the decoder
-# computed. Policy `fcfs-pred` is FCFS with the built-in predictor running but unused: what
-# its encoder costs the decoder, apart from SSJF's order. Each policy's requests, one line each
-# (send time, latency, status, usage: `morph bench --requests-out`), and the stream it sent
-# (prompt and recorded answer lengths by index: `--trace-out`) stay in experiments/out/ssjf_live/.
+# run: mean ms of a decode iteration of 4 sequences (no prompt chunk), the mean tokens their KV
+# caches held (a step's cost grows with them: `cargo bench -p morph-engine --bench
+# decoder_latency` prices it), and seconds the decoder computed. Policy `fcfs-pred` is FCFS with
+# the built-in predictor running but unused: what its encoder costs the decoder, apart from
+# SSJF's order. Each policy's requests, one line each (send time, latency, status, usage: `morph
+# bench --requests-out`), and the stream it sent (prompt and recorded answer lengths by index:
+# `--trace-out`) stay in experiments/out/ssjf_live/.
 #   experiments/ssjf_live.sh [RATES (comma separated, req/s)] [SECONDS of arrivals per run]
 #                            [continuous|none|dynamic] [POLICIES (default "fcfs ssjf oracle";
 #                            also fcfs-pred; the first is the one the ratios are to)]
@@ -69,10 +71,13 @@ def metric(k, name, labels=None):
 def mean_ms(k, name, labels=None):
     return metric(k, name + "_sum", labels) / max(metric(k, name + "_count", labels), 1) * 1e3
 pred = {k: mean_ms(k, "morph_prediction_seconds") for k in runs}
-step4 = {k: mean_ms(k, "morph_decode_iteration_seconds", 'sequences="4",prefill="false"') for k in runs}
+four = 'sequences="4",prefill="false"'
+step4 = {k: mean_ms(k, "morph_decode_iteration_seconds", four) for k in runs}
+ctx4 = {k: metric(k, "morph_decode_iteration_context_tokens_total", four)
+        / max(metric(k, "morph_decode_iteration_seconds_count", four), 1) for k in runs}
 busy = {k: metric(k, "morph_decode_iteration_seconds_sum") for k in runs}
 first = sys.argv[2]
-print(f"{'rate/s':>7} {'policy':<9} {'sent':>5} {'err':>4} {'mean JCT s':>11} {'p50 s':>7} {'p99 s':>7} {'thr req/s':>10} {'JCT/'+first:>11} {'thr/'+first:>11} {'pred ms':>8} {'pred/JCT':>9} {'step@4 ms':>10} {'decoding s':>11}")
+print(f"{'rate/s':>7} {'policy':<9} {'sent':>5} {'err':>4} {'mean JCT s':>11} {'p50 s':>7} {'p99 s':>7} {'thr req/s':>10} {'JCT/'+first:>11} {'thr/'+first:>11} {'pred ms':>8} {'pred/JCT':>9} {'step@4 ms':>10} {'ctx@4':>6} {'decoding s':>11}")
 for i, base in enumerate(next(iter(runs.values()))):
     for k, rs in runs.items():
         r = rs[i]
@@ -80,7 +85,8 @@ for i, base in enumerate(next(iter(runs.values()))):
         jct = lat["mean_ms"] / 1e3
         print(f"{r['offered_rps']:>7.2f} {k:<9} {r['sent']:>5} {r['errors']:>4} {jct:>11.1f} {lat['p50_ms']/1e3:>7.1f} {lat['p99_ms']/1e3:>7.1f} "
               f"{r['throughput_rps']:>10.3f} {lat['mean_ms']/base['latency']['mean_ms']:>11.2f} {r['throughput_rps']/base['throughput_rps']:>11.2f} "
-              f"{pred[k]:>8.1f} {pred[k]/lat['mean_ms']*100 if lat['mean_ms'] else 0:>8.2f}% {step4[k]:>10.1f} {busy[k]:>11.0f}")
+              f"{pred[k]:>8.1f} {pred[k]/lat['mean_ms']*100 if lat['mean_ms'] else 0:>8.2f}% {step4[k]:>10.1f} {ctx4[k]:>6.0f} {busy[k]:>11.0f}")
 print("(oracle: 'pred ms' is the lookup of the recorded length; ssjf, fcfs-pred: the predictor's encoder and head;")
-print(" pred ms, step@4 ms and decoding s are over all rates of a policy)")
+print(" ctx@4: mean tokens in the KV caches of a step of 4; pred ms, step@4 ms, ctx@4 and decoding s are over all rates")
+print(" of a policy)")
 PY

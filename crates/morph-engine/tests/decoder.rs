@@ -299,14 +299,21 @@ fn a_chunked_prefill_streams_the_same_tokens() {
 }
 
 /// The first generation's prompt (`worker_streams_as_if_alone`'s) takes one iteration per piece
-/// of at most `chunk` tokens within a turn, sampling nothing until the last.
+/// of at most `chunk` tokens within a turn, sampling nothing until the last; each report's
+/// context is what its cache holds after it (the pieces fed, then one more token each step).
 fn assert_first_sample_after_pieces(reports: &[IterationReport], chunk: usize) {
     let prompt = chat("What is the capital of France?");
-    let n = pieces::pieces(&prompt, 0, model().1.turn_start, chunk).len();
+    let pieces = pieces::pieces(&prompt, 0, model().1.turn_start, chunk);
+    let n = pieces.len();
     assert!(n >= 3, "a prompt of {} tokens in {n} pieces: system, user, reply prompt at least", prompt.len());
     let produced: Vec<usize> = reports.iter().map(|r| r.produced).collect();
     assert!(produced[..n - 1].iter().all(|&p| p == 0), "{produced:?}");
     assert_eq!(produced[n - 1], 1, "{produced:?}");
+    // The second generation joins after the first streamed 3 tokens: these ran the first alone.
+    let context: Vec<usize> = reports[..n + 2].iter().map(|r| r.context).collect();
+    let mut want: Vec<usize> = pieces.iter().map(|p| p.end).collect();
+    want.extend([prompt.len() + 1, prompt.len() + 2]);
+    assert_eq!(context, want);
 }
 
 /// A worker of `kernels` over `shape`, its reports sent back.

@@ -151,9 +151,18 @@ pub struct Metrics {
     start_nanos: [AtomicU64; 3],
     /// Worker processes that crashed or were declared dead.
     pub workers_lost: AtomicU64,
-    /// Decoder iterations by (sequences computed, whether a prompt chunk was fed): summed
-    /// seconds and count, the serving path's K(b) and prefill as a simulator prices them.
-    decode_iterations: Mutex<std::collections::BTreeMap<(usize, bool), (f64, u64)>>,
+    /// Decoder iterations by (sequences computed, whether a prompt chunk was fed): the serving
+    /// path's K(b) and prefill as a simulator prices them.
+    decode_iterations: Mutex<std::collections::BTreeMap<(usize, bool), IterationSums>>,
+}
+
+/// One kind of decoder iteration, summed.
+#[derive(Debug, Clone, Copy, Default)]
+struct IterationSums {
+    seconds: f64,
+    count: u64,
+    /// Tokens in the computed sequences' caches after each iteration.
+    context: u64,
 }
 
 impl Default for Metrics {
@@ -189,12 +198,14 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// A decoder iteration of `sequences` generations took `seconds`.
-    pub fn decode_iteration(&self, sequences: usize, prefilling: bool, seconds: f64) {
+    /// A decoder iteration of `sequences` generations took `seconds`, their caches holding
+    /// `context` tokens after it.
+    pub fn decode_iteration(&self, sequences: usize, prefilling: bool, seconds: f64, context: usize) {
         if let Ok(mut m) = self.decode_iterations.lock() {
             let entry = m.entry((sequences, prefilling)).or_default();
-            entry.0 += seconds;
-            entry.1 += 1;
+            entry.seconds += seconds;
+            entry.count += 1;
+            entry.context += context as u64;
         }
     }
 
@@ -330,11 +341,14 @@ impl Metrics {
             |(sequences, prefill): (usize, bool)| format!("sequences=\"{sequences}\",prefill=\"{prefill}\"");
         let help =
             "Decoder iterations: summed wall time by sequences computed and whether a prompt chunk was fed.";
-        let sums = iterations.iter().map(|(k, (sum, _))| (label(*k), *sum));
+        let sums = iterations.iter().map(|(k, s)| (label(*k), s.seconds));
         family(&mut out, "morph_decode_iteration_seconds_sum", "counter", help, sums);
         let help = "Decoder iterations by sequences computed and whether a prompt chunk was fed.";
-        let counts = iterations.iter().map(|(k, (_, n))| (label(*k), *n as f64));
+        let counts = iterations.iter().map(|(k, s)| (label(*k), s.count as f64));
         family(&mut out, "morph_decode_iteration_seconds_count", "counter", help, counts);
+        let help = "Decoder iterations: tokens in the computed sequences' KV caches after each, summed.";
+        let context = iterations.iter().map(|(k, s)| (label(*k), s.context as f64));
+        family(&mut out, "morph_decode_iteration_context_tokens_total", "counter", help, context);
         let help = "Predictions answered from the length cache.";
         family(
             &mut out,
@@ -432,13 +446,14 @@ mod tests {
     #[test]
     fn decode_iterations_sum_by_sequences_and_prefill() {
         let m = Metrics::default();
-        m.decode_iteration(2, false, 0.5);
-        m.decode_iteration(2, false, 0.25);
-        m.decode_iteration(1, true, 0.125);
+        m.decode_iteration(2, false, 0.5, 300);
+        m.decode_iteration(2, false, 0.25, 302);
+        m.decode_iteration(1, true, 0.125, 64);
         let out = m.render(&[], &[]);
         let labels = "{sequences=\"2\",prefill=\"false\"}";
         assert!(out.contains(&format!("morph_decode_iteration_seconds_sum{labels} 0.75\n")), "{out}");
         assert!(out.contains(&format!("morph_decode_iteration_seconds_count{labels} 2\n")), "{out}");
         assert!(out.contains("morph_decode_iteration_seconds_count{sequences=\"1\",prefill=\"true\"} 1\n"));
+        assert!(out.contains(&format!("morph_decode_iteration_context_tokens_total{labels} 602\n")), "{out}");
     }
 }

@@ -80,6 +80,9 @@ pub struct IterationReport {
     pub sequences: usize,
     pub prefilling: bool,
     pub seconds: f64,
+    /// Tokens the computed generations' caches hold after it, summed: what their attention
+    /// read (a step's cost grows with it as well as with `sequences`).
+    pub context: usize,
 }
 
 /// Called after every iteration with its report.
@@ -265,6 +268,7 @@ fn run(
         left.extend(admit(stepper.as_mut(), tokenizer.turn_start, chunk, &mut queued, &mut running));
         let (mut failed, mut produced) = (false, 0);
         let (sequences, prefilling) = (running.len(), running.iter().any(|r| r.produced.is_empty()));
+        let context = running.iter().map(|r| r.fed + r.produced.len()).sum();
         let started = std::time::Instant::now();
         if !running.is_empty() {
             let step = iterate(stepper.as_mut(), tokenizer, chunk, &mut running);
@@ -285,6 +289,7 @@ fn run(
             sequences,
             prefilling,
             seconds,
+            context,
         });
     }
     let unfinished = running.into_iter().map(|r| r.request).chain(queued).chain(inbox.joined);

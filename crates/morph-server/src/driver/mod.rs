@@ -249,7 +249,8 @@ impl Driver {
             tokio::spawn(async move {
                 while let Some(report) = rx.recv().await {
                     if report.sequences > 0 {
-                        driver.metrics.decode_iteration(report.sequences, report.prefilling, report.seconds);
+                        let r = &report;
+                        driver.metrics.decode_iteration(r.sequences, r.prefilling, r.seconds, r.context);
                     }
                     let outside = driver.lock().iteration(driver.now(), instance, report);
                     driver.carry_out(outside);
