@@ -1,61 +1,120 @@
-//! The decoder's cost model, measured: SmolLM2-135M-Instruct on the candle decoder, prefill
-//! time by prompt length (one sequence) and decode-step time by batch size (each sequence at
-//! `--context` tokens), median of `--runs`. The step times are SSJF's K(b), ms per output token
-//! at batch size b, and a prefill is its C: `cluster.generation` in a scenario.
+//! The decoder's cost model, measured: SmolLM2-135M-Instruct through a [`Stepper`] (what a
+//! decoder worker drives) on `--kernels` (llama-cpp, as served, or candle), median of `--runs`:
+//! - prefill time by prompt length (one sequence): SSJF's C, `prefill_ms` in a scenario;
+//! - decode-step time by batch size, each sequence at `--context` tokens: SSJF's K(b), `k_ms`;
+//! - decode-step time of 4 sequences by the tokens each holds: how much a step's cost grows
+//!   with its context (attention reads every cached token), which K(b) alone does not price;
+//!   fitted as ms per cached token past `--context` (least squares through the step of 4 at
+//!   `--context`): a scenario's `k_context` and `context_ms_per_token`.
 //!
-//! `cargo bench -p morph-engine --bench decoder_latency [-- --runs N --context T]`
+//! `cargo bench -p morph-engine --bench decoder_latency [-- --kernels llama-cpp|candle --runs N
+//! --context T]`
 
-use morph_engine::decoder::{Llama, fetch_default_decoder};
+use morph_engine::decoder::{
+    DecoderKernels, Slot, Stepper, StepperShape, fetch_default_decoder, load_decoder,
+};
 use morph_engine::fetch::{Pip, morph_home};
 use morph_engine::measure::{cli_arg, median};
 use morph_engine::tuning::reexec_tuned;
 
+/// Longest context the last table reaches, per sequence.
+const LONGEST: usize = 1024;
+/// A prompt is fed in pieces of at most this many tokens, as the served worker does.
+const PIECE: usize = 256;
+
+/// `len` token ids that are not special tokens.
+fn prompt(len: usize, seed: usize) -> Vec<u32> {
+    (0..len).map(|i| 1000 + ((i + seed * 131) as u32 * 7919) % 40_000).collect()
+}
+
+/// Milliseconds `f` took.
 fn ms(f: impl FnOnce()) -> f64 {
     let t = std::time::Instant::now();
     f();
     t.elapsed().as_secs_f64() * 1e3
 }
 
+/// Opens `batch` sequences of `context` prompt tokens each and prefills them.
+fn open_prefilled(stepper: &mut dyn Stepper, batch: usize, context: usize, runs: usize) -> Vec<Slot> {
+    (0..batch)
+        .map(|s| {
+            let ids = prompt(context, s);
+            let opened = stepper.open(&ids, &[], context + runs + 1).expect("open").expect("a free place");
+            for piece in ids.chunks(PIECE) {
+                stepper.step(&[(opened.slot, piece)]).expect("prefill");
+            }
+            opened.slot
+        })
+        .collect()
+}
+
+/// Median ms of a decode step of `batch` sequences holding `context` tokens each.
+fn step_ms(stepper: &mut dyn Stepper, batch: usize, context: usize, runs: usize) -> f64 {
+    let slots = open_prefilled(stepper, batch, context, runs);
+    let token = [504u32];
+    let step: Vec<(Slot, &[u32])> = slots.iter().map(|&s| (s, &token[..])).collect();
+    let times = (0..runs).map(|_| ms(|| drop(stepper.step(&step).expect("decode step")))).collect();
+    for slot in slots {
+        stepper.close(slot);
+    }
+    median(times)
+}
+
 fn main() {
     reexec_tuned();
+    let kernels: DecoderKernels = cli_arg("--kernels", DecoderKernels::LlamaCpp);
     let runs: usize = cli_arg("--runs", 5);
     let context: usize = cli_arg("--context", 128);
     let path = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
-    let (llama, _) = Llama::load(&path).expect("loading SmolLM2");
-    let prompt = |len: usize| (0..len).map(|i| 1000 + (i as u32 * 7919) % 40_000).collect::<Vec<u32>>();
+    let (_, backend) = load_decoder(&path, kernels).expect("loading SmolLM2");
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    let shape = StepperShape { sequences: 16, seq_tokens: LONGEST.max(context) + runs + 1, threads };
+    let mut stepper = backend.stepper(shape).expect("stepper");
 
-    println!("SmolLM2-135M-Instruct, candle decoder (f32), median of {runs} runs");
+    println!("SmolLM2-135M-Instruct, {}, {threads} threads, median of {runs} runs", kernels.label());
     println!("{:>14} {:>10}", "prefill len", "ms");
     for len in [32usize, 128, 512, 1024] {
-        let times: Vec<f64> = (0..runs)
-            .map(|_| {
-                let mut cache = llama.new_cache();
-                let ids = prompt(len);
-                ms(|| {
-                    llama.step(&mut [(&ids, &mut cache)]).expect("prefill");
-                })
+        let times = (0..runs)
+            .map(|run| {
+                // A fresh prompt each run: a kept cache must not skip any of it.
+                let ids = prompt(len, 100 + run);
+                let opened = stepper.open(&ids, &[], len).expect("open").expect("a free place");
+                let took = ms(|| {
+                    for piece in ids.chunks(PIECE) {
+                        stepper.step(&[(opened.slot, piece)]).expect("prefill");
+                    }
+                });
+                stepper.close(opened.slot);
+                took
             })
             .collect();
         println!("{len:>14} {:>10.1}", median(times));
     }
-    println!("\n{:>14} {:>10} {:>14}", "decode batch", "ms/step", "ms/token/seq");
+    println!(
+        "\n{:>14} {:>10} {:>14}   (each sequence at {context} tokens)",
+        "decode batch", "ms/step", "ms/token/seq"
+    );
+    let mut k4 = 0.0;
     for batch in [1usize, 2, 4, 8, 16] {
-        let mut caches: Vec<_> = (0..batch)
-            .map(|_| {
-                let mut cache = llama.new_cache();
-                llama.step(&mut [(&prompt(context), &mut cache)]).expect("prefill");
-                cache
-            })
-            .collect();
-        let times: Vec<f64> = (0..runs)
-            .map(|_| {
-                let mut step: Vec<(&[u32], &mut _)> = caches.iter_mut().map(|c| (&[504u32][..], c)).collect();
-                ms(|| {
-                    llama.step(&mut step).expect("decode step");
-                })
-            })
-            .collect();
-        let step = median(times);
+        let step = step_ms(stepper.as_mut(), batch, context, runs);
+        if batch == 4 {
+            k4 = step;
+        }
         println!("{batch:>14} {step:>10.1} {:>14.1}", step / batch as f64);
+    }
+    println!("\n{:>14} {:>10} {:>14}   (a decode step of 4 sequences)", "tokens each", "ms/step", "vs at 64");
+    let (mut first, mut sxy, mut sxx) = (None, 0.0, 0.0);
+    for each in [64usize, 128, 256, 384, 512, 768, LONGEST] {
+        let step = step_ms(stepper.as_mut(), 4, each, runs);
+        let base = *first.get_or_insert(step);
+        println!("{each:>14} {step:>10.1} {:>13.2}x", step / base);
+        if each > context {
+            // Tokens past `context` in all 4 caches, against the step's time past K(4).
+            let x = 4.0 * (each - context) as f64;
+            (sxy, sxx) = (sxy + x * (step - k4), sxx + x * x);
+        }
+    }
+    if sxx > 0.0 {
+        println!("\nfitted: k_context = {context}, context_ms_per_token = {:.5}", sxy / sxx);
     }
 }
