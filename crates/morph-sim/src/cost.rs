@@ -17,8 +17,9 @@ pub trait CostModel {
     fn batch_time(&self, unit: &UnitSpec, plan: PlanId, batch: &[Job]) -> Nanos;
 
     /// The time one iteration of generations takes: `running` sequences each produce a token
-    /// or feed a chunk of their prompt; `fed` counts the prompt tokens it feeds.
-    fn step_time(&self, unit: &UnitSpec, running: usize, fed: Fed) -> Nanos;
+    /// or feed a chunk of their prompt; `fed` counts the prompt tokens it feeds, `decoding` the
+    /// sequences that only decode in it.
+    fn step_time(&self, unit: &UnitSpec, running: usize, fed: Fed, decoding: Decoding) -> Nanos;
 }
 
 /// Prompt tokens one iteration feeds, summed over its prompts: those fed in earlier iterations
@@ -27,6 +28,14 @@ pub trait CostModel {
 pub struct Fed {
     pub before: u32,
     pub now: u32,
+}
+
+/// The sequences of one iteration whose prompts were all fed before it: how many, and the
+/// tokens their KV caches hold after it, summed (what their attention reads).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Decoding {
+    pub sequences: usize,
+    pub context: u32,
 }
 
 /// A latency profile, looked up at the padded shape the runtime runs, per pipeline stage and
@@ -67,7 +76,7 @@ impl CostModel for ProfileCost {
     }
 
     /// An encoder profile prices an iteration as a batch of `running` one-token sequences.
-    fn step_time(&self, unit: &UnitSpec, running: usize, _fed: Fed) -> Nanos {
+    fn step_time(&self, unit: &UnitSpec, running: usize, _fed: Fed, _decoding: Decoding) -> Nanos {
         self.batch_time(unit, PlanId::PLAIN, &vec![Job { input_len: 1, output_len: 1 }; running.max(1)])
     }
 }
@@ -76,12 +85,32 @@ impl CostModel for ProfileCost {
 /// the prefill `C` of the prompts that start in it; so a generation of `N` tokens alone takes
 /// `C + K(1)·N`, and priced as one encoder-style batch, `b` sequences whose longest output is
 /// `N` take `C + K(b)·N`. `K` is per token at each measured batch size, linear in between and
-/// proportional to `b` past the largest.
+/// proportional to `b` past the largest. Beyond the paper, a decode step may also pay for the
+/// tokens its sequences attend to ([`ContextCost`]), which `K(b)` measured at one context
+/// length leaves out.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LinearGeneration {
     prefill: Prefill,
     /// (batch size, ms per output token), sorted by batch size.
     k_ms: Vec<(u32, f64)>,
+    context: ContextCost,
+}
+
+/// What a decode step's cached tokens add to `K(b)`: `ms_per_token` for each token beyond
+/// `measured_at` per sequence (the context `K(b)` was measured at), summed over the step's
+/// decoding sequences. The default adds nothing (the paper's model).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ContextCost {
+    pub measured_at: u32,
+    pub ms_per_token: f64,
+}
+
+impl ContextCost {
+    /// Extra ms of a step for its `decoding` sequences.
+    fn ms(&self, decoding: Decoding) -> f64 {
+        let beyond = f64::from(decoding.context) - decoding.sequences as f64 * f64::from(self.measured_at);
+        self.ms_per_token * beyond.max(0.0)
+    }
 }
 
 /// The prefill `C` of the prompts that start together: one pass over all their tokens.
@@ -126,7 +155,15 @@ impl LinearGeneration {
             }
             constant => constant,
         };
-        Ok(Self { prefill, k_ms })
+        Ok(Self { prefill, k_ms, context: ContextCost::default() })
+    }
+
+    /// Prices each decode step's cached tokens too.
+    pub fn with_context(self, context: ContextCost) -> Result<Self, String> {
+        if !(context.ms_per_token.is_finite() && context.ms_per_token >= 0.0) {
+            return Err("a decode step's ms per cached token must be >= 0".into());
+        }
+        Ok(Self { context, ..self })
     }
 
     /// `K(b)` in ms per token.
@@ -145,11 +182,12 @@ impl CostModel for LinearGeneration {
 
     /// K(running) plus the prefill's share fed in this iteration: C(before + now) − C(before),
     /// so the chunks of a prompt cost C(its tokens) in all, and a later chunk, which attends to
-    /// the ones before it, costs more than the first.
-    fn step_time(&self, _unit: &UnitSpec, running: usize, fed: Fed) -> Nanos {
+    /// the ones before it, costs more than the first; plus what the decoding sequences' cached
+    /// tokens add.
+    fn step_time(&self, _unit: &UnitSpec, running: usize, fed: Fed, decoding: Decoding) -> Nanos {
         let upto = |tokens: u32| if tokens == 0 { 0.0 } else { self.prefill.ms(tokens) };
         let prefill = if fed.now == 0 { 0.0 } else { upto(fed.before + fed.now) - upto(fed.before) };
-        ms_to_nanos(prefill + self.k_ms(running))
+        ms_to_nanos(prefill + self.k_ms(running) + self.context.ms(decoding))
     }
 }
 
@@ -164,7 +202,7 @@ impl CostModel for PipelineCost {
         ms_to_nanos(self.0.unit_ms(unit) * batch.len().max(1) as f64)
     }
 
-    fn step_time(&self, unit: &UnitSpec, running: usize, _fed: Fed) -> Nanos {
+    fn step_time(&self, unit: &UnitSpec, running: usize, _fed: Fed, _decoding: Decoding) -> Nanos {
         ms_to_nanos(self.0.unit_ms(unit) * running.max(1) as f64)
     }
 }
@@ -245,8 +283,11 @@ mod tests {
         // b = 2: K halfway from 10 to 16 by a third: 12 ms per token; N = the longest, 30.
         assert_eq!(cost.batch_time(rt, plain, &[job(5), job(30)]), ms_to_nanos(100.0 + 12.0 * 30.0));
         assert_eq!(cost.k_ms(8), 32.0, "past the largest batch K grows in proportion");
-        assert_eq!(cost.step_time(rt, 4, Fed::default()), ms_to_nanos(16.0));
-        assert_eq!(cost.step_time(rt, 4, Fed { before: 0, now: 20 }), ms_to_nanos(116.0));
+        assert_eq!(cost.step_time(rt, 4, Fed::default(), Decoding::default()), ms_to_nanos(16.0));
+        assert_eq!(
+            cost.step_time(rt, 4, Fed { before: 0, now: 20 }, Decoding::default()),
+            ms_to_nanos(116.0)
+        );
         assert!(LinearGeneration::new(Prefill::Constant(1.0), vec![]).is_err());
         assert!(LinearGeneration::new(Prefill::ByTokens(vec![(0, 1.0)]), vec![(1, 1.0)]).is_err());
     }
@@ -261,20 +302,57 @@ mod tests {
         // 100 + 200 tokens: halfway from 100 to 500, so 150 ms; plus K(2) = 20 ms (proportional
         // past batch 1).
         let fresh = |now| Fed { before: 0, now };
-        assert_eq!(cost.step_time(rt, 2, fresh(300)), ms_to_nanos(150.0 + 20.0));
-        assert_eq!(cost.step_time(rt, 1, fresh(40)), ms_to_nanos(50.0 + 10.0), "clamped below 100 tokens");
-        assert_eq!(cost.step_time(rt, 1, fresh(1000)), ms_to_nanos(500.0 + 10.0), "proportional past 500");
+        let none = Decoding::default();
+        assert_eq!(cost.step_time(rt, 2, fresh(300), none), ms_to_nanos(150.0 + 20.0));
+        assert_eq!(
+            cost.step_time(rt, 1, fresh(40), none),
+            ms_to_nanos(50.0 + 10.0),
+            "clamped below 100 tokens"
+        );
+        assert_eq!(
+            cost.step_time(rt, 1, fresh(1000), none),
+            ms_to_nanos(500.0 + 10.0),
+            "proportional past 500"
+        );
         // Chunked: 1,000 tokens as 256 + 256 + 256 + 232 cost C(1000) in all; the first chunk
         // C(256) = 128 ms, the second C(512) − C(256) = 256 − 128 ms.
-        assert_eq!(cost.step_time(rt, 1, fresh(256)), ms_to_nanos(128.0 + 10.0));
-        assert_eq!(cost.step_time(rt, 1, Fed { before: 256, now: 256 }), ms_to_nanos(128.0 + 10.0));
+        assert_eq!(cost.step_time(rt, 1, fresh(256), none), ms_to_nanos(128.0 + 10.0));
+        assert_eq!(cost.step_time(rt, 1, Fed { before: 256, now: 256 }, none), ms_to_nanos(128.0 + 10.0));
         let chunks: u64 = [(0, 256), (256, 256), (512, 256), (768, 232)]
             .iter()
-            .map(|&(before, now)| cost.step_time(rt, 1, Fed { before, now }) - ms_to_nanos(10.0))
+            .map(|&(before, now)| cost.step_time(rt, 1, Fed { before, now }, none) - ms_to_nanos(10.0))
             .sum();
         assert!(chunks.abs_diff(ms_to_nanos(500.0)) <= 4, "{chunks}");
         let job = |input_len, output_len| Job { input_len, output_len };
         let batch = [job(250, 3), job(250, 5)];
         assert_eq!(cost.batch_time(rt, PlanId::PLAIN, &batch), ms_to_nanos(250.0 + 20.0 * 5.0));
+    }
+
+    /// A decode step pays `ms_per_token` for each cached token beyond `measured_at` per
+    /// decoding sequence, and nothing for contexts shorter than that.
+    #[test]
+    fn a_decode_step_pays_for_its_context_beyond_where_k_was_measured() {
+        let context = ContextCost { measured_at: 128, ms_per_token: 0.01 };
+        let cost = LinearGeneration::new(Prefill::Constant(100.0), vec![(1, 10.0), (4, 16.0)])
+            .unwrap()
+            .with_context(context)
+            .unwrap();
+        let rt = &UnitSpec::decoder(RuntimeSpec::dynamic(2048, 4));
+        let step = |running, fed, sequences, context| {
+            cost.step_time(rt, running, fed, Decoding { sequences, context })
+        };
+        let none = Fed::default();
+        assert_eq!(step(4, none, 4, 4 * 128), ms_to_nanos(16.0), "at the measured context: K(4)");
+        assert_eq!(step(4, none, 4, 4 * 100), ms_to_nanos(16.0), "shorter contexts cost no less");
+        // 4 × 628 tokens: 4 × 500 beyond the measured 128, at 0.01 ms each.
+        assert_eq!(step(4, none, 4, 4 * 628), ms_to_nanos(16.0 + 20.0));
+        // One of the 4 feeds its prompt (C = 100 ms); the other 3 decode at 1,128 tokens each.
+        assert_eq!(step(4, Fed { before: 0, now: 50 }, 3, 3 * 1128), ms_to_nanos(100.0 + 16.0 + 30.0));
+        let plain = LinearGeneration::new(Prefill::Constant(100.0), vec![(1, 10.0), (4, 16.0)]).unwrap();
+        assert_eq!(
+            plain.step_time(rt, 4, none, Decoding { sequences: 4, context: 4 * 628 }),
+            ms_to_nanos(16.0)
+        );
+        assert!(plain.clone().with_context(ContextCost { measured_at: 0, ms_per_token: -1.0 }).is_err());
     }
 }

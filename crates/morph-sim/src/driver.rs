@@ -14,7 +14,7 @@ use morph_core::{
     PipelineProfile, Policy, RequestId, ServerId, Servers, StartKind, Ticket, Time, UnitKind, UnitSpec,
 };
 
-use crate::cost::{CostModel, Fed, Job, Startup};
+use crate::cost::{CostModel, Decoding, Fed, Job, Startup};
 use crate::event::{EventKind, EventQueue, SimEvent};
 use crate::hosts::{Hosts, startup_time};
 use crate::metrics::{Recorder, Report, ServedBatch};
@@ -109,15 +109,23 @@ impl Instance {
         });
         self.stepping.extend(fresh);
         let chunk = if chunk == 0 { u32::MAX } else { chunk };
-        let mut fed = Fed::default();
-        for s in self.stepping.iter_mut().filter(|s| s.unfed > 0) {
+        let (mut fed, mut decoding) = (Fed::default(), Decoding::default());
+        for s in &mut self.stepping {
+            let r = &requests[s.id.0 as usize];
+            if s.unfed == 0 {
+                // Its prompt and the tokens it produced, the last of which it feeds now.
+                let produced = r.output_len.max(1) - s.left;
+                decoding.sequences += 1;
+                decoding.context += r.input_len + produced;
+                continue;
+            }
             let n = s.unfed.min(chunk);
-            fed.before += requests[s.id.0 as usize].input_len - s.unfed;
+            fed.before += r.input_len - s.unfed;
             fed.now += n;
             s.unfed -= n;
         }
         self.step_pending = true;
-        cost.step_time(&self.unit, self.stepping.len(), fed)
+        cost.step_time(&self.unit, self.stepping.len(), fed, decoding)
     }
 
     /// Ends the iteration: the sequences that produced their last token or were stopped.

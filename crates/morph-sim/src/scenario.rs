@@ -23,6 +23,8 @@
 //! # with the prefill by the prompts' total tokens instead of a constant C, fed in chunks of
 //! # `prefill_chunk` tokens per iteration (default 256, as the decoder does; 0: whole prompts):
 //! # generation = { prefill_ms = { "32" = 90, "512" = 1400 }, k_ms = { "1" = 45, "4" = 60 } }
+//! # and a decode step's cached tokens priced (ms per token past k_context per sequence):
+//! # generation = { …, k_context = 128, context_ms_per_token = 0.0075 }
 //! dynamic_penalty = 1.0
 //! instances = 10                                  # device slots, for policies that lay out their own
 //! runtimes = [{ runtime = "dynamic:512x8", instances = 10 }]   # for the others
@@ -60,7 +62,7 @@ use serde::{Deserialize, Serialize};
 
 use morph_policy::registry::Context;
 
-use crate::cost::{CostModel, LinearGeneration, PipelineCost, Prefill, ProfileCost, Startup};
+use crate::cost::{ContextCost, CostModel, LinearGeneration, PipelineCost, Prefill, ProfileCost, Startup};
 use crate::driver::{SimOptions, simulate};
 use crate::metrics::Report;
 use crate::utility::{UtilityReport, evaluate};
@@ -167,13 +169,19 @@ fn thousand() -> f64 {
 
 /// `T = C + K·N`: the prefill C, either `c_ms` (a constant) or `prefill_ms` (by the prompts'
 /// total tokens; keys are token counts), and `k_ms` per output token by batch size (keys are
-/// batch sizes).
+/// batch sizes); optionally what a decode step's cached tokens add (`context_ms_per_token` for
+/// each beyond `k_context` per sequence, the context `k_ms` was measured at; `cargo bench -p
+/// morph-engine --bench decoder_latency` measures both).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GenerationCost {
     pub c_ms: Option<f64>,
     pub prefill_ms: Option<BTreeMap<String, f64>>,
     pub k_ms: BTreeMap<String, f64>,
+    #[serde(default)]
+    pub k_context: u32,
+    #[serde(default)]
+    pub context_ms_per_token: f64,
     /// Prompt tokens fed per iteration (chunked prefill); default with `prefill_ms` 256, the
     /// decoder's own (`morph serve --prefill-chunk`), with `c_ms` 0: each prompt whole.
     pub prefill_chunk: Option<u32>,
@@ -445,7 +453,10 @@ impl Scenario {
                             return Err(ScenarioError::Invalid(msg.into()));
                         }
                     };
+                    let context =
+                        ContextCost { measured_at: g.k_context, ms_per_token: g.context_ms_per_token };
                     let cost = LinearGeneration::new(prefill, keyed(&g.k_ms, "k_ms")?)
+                        .and_then(|c| c.with_context(context))
                         .map_err(ScenarioError::Invalid)?;
                     (None, Box::new(cost))
                 }

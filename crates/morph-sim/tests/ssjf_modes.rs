@@ -4,7 +4,7 @@
 
 use morph_core::{RuntimeSpec, Time, UnitSpec};
 use morph_policy::registry::{Context, build};
-use morph_sim::cost::{LinearGeneration, Prefill};
+use morph_sim::cost::{ContextCost, LinearGeneration, Prefill};
 use morph_sim::driver::{SimOptions, simulate};
 use morph_sim::workload::{Predictor, SimRequest};
 use serde_json::json;
@@ -99,4 +99,29 @@ fn chunked_prefill_lets_running_sequences_go_on_between_a_long_prompts_chunks() 
     };
     assert_ms(jct(0), 410.0, "whole prompts");
     assert_ms(jct(100), 311.5, "chunks of 100");
+}
+
+/// A decode step's context priced (0.01 ms per cached token past 100 per sequence; C = 10 ms,
+/// K = 1 ms). Continuous batch of 2: A (100-token prompt, 3 tokens) and B (300, 2) both at 0.
+/// A starts alone: C + K = 11, its first token. B joins: C + K(2) = 11, plus A's step at 101
+/// tokens, 1 past 100: 0.01 → 22.01, A's second token and B's first. Both decode at 102 + 301
+/// tokens, 203 past 2 × 100: 1 + 2.03 → 25.04, the last of each. Without the context term: 23.
+#[test]
+fn decode_steps_pay_for_the_tokens_their_sequences_hold() {
+    let jct = |ms_per_token: f64| {
+        let context = ContextCost { measured_at: 100, ms_per_token };
+        let cost = LinearGeneration::new(Prefill::Constant(10.0), vec![(1, 1.0), (4, 1.0)])
+            .and_then(|c| c.with_context(context))
+            .expect("cost");
+        let requests = [SimRequest::new(Time(0), 100, 3), SimRequest::new(Time(0), 300, 2)];
+        let params = json!({ "batching": {"mode": "continuous", "max_batch": 2}, "aging": null });
+        let policy = build("fcfs", &params, &Context::default()).expect("policy");
+        let told = Predictor::Oracle.tell(&requests, 4096);
+        let decoder = [UnitSpec::decoder(RuntimeSpec::dynamic(512, 4))];
+        let report = simulate(policy, &decoder, &cost, &told, &SimOptions::default());
+        assert_eq!(report.completed, 2);
+        report.mean_latency_ms
+    };
+    assert_ms(jct(0.0), 23.0, "the paper's K(b) alone");
+    assert_ms(jct(0.01), 25.04, "with the context priced");
 }
