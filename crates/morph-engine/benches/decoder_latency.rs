@@ -17,8 +17,10 @@ use morph_engine::fetch::{Pip, morph_home};
 use morph_engine::measure::{cli_arg, median};
 use morph_engine::tuning::reexec_tuned;
 
-/// Longest context the last table reaches, per sequence.
+/// Longest context the table by context reaches, per sequence.
 const LONGEST: usize = 1024;
+/// Most tokens one sequence holds here (the mixed table's longest is 1,792).
+const SEQ_TOKENS: usize = 2048;
 /// A prompt is fed in pieces of at most this many tokens, as the served worker does.
 const PIECE: usize = 256;
 
@@ -34,10 +36,12 @@ fn ms(f: impl FnOnce()) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }
 
-/// Opens `batch` sequences of `context` prompt tokens each and prefills them.
-fn open_prefilled(stepper: &mut dyn Stepper, batch: usize, context: usize, runs: usize) -> Vec<Slot> {
-    (0..batch)
-        .map(|s| {
+/// Opens a sequence of `context` prompt tokens for each of `contexts` and prefills it.
+fn open_prefilled(stepper: &mut dyn Stepper, contexts: &[usize], runs: usize) -> Vec<Slot> {
+    contexts
+        .iter()
+        .enumerate()
+        .map(|(s, &context)| {
             let ids = prompt(context, s);
             let opened = stepper.open(&ids, &[], context + runs + 1).expect("open").expect("a free place");
             for piece in ids.chunks(PIECE) {
@@ -48,9 +52,9 @@ fn open_prefilled(stepper: &mut dyn Stepper, batch: usize, context: usize, runs:
         .collect()
 }
 
-/// Median ms of a decode step of `batch` sequences holding `context` tokens each.
-fn step_ms(stepper: &mut dyn Stepper, batch: usize, context: usize, runs: usize) -> f64 {
-    let slots = open_prefilled(stepper, batch, context, runs);
+/// Median ms of a decode step of sequences holding `contexts` tokens.
+fn step_ms(stepper: &mut dyn Stepper, contexts: &[usize], runs: usize) -> f64 {
+    let slots = open_prefilled(stepper, contexts, runs);
     let token = [504u32];
     let step: Vec<(Slot, &[u32])> = slots.iter().map(|&s| (s, &token[..])).collect();
     let times = (0..runs).map(|_| ms(|| drop(stepper.step(&step).expect("decode step")))).collect();
@@ -68,7 +72,7 @@ fn main() {
     let path = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
     let (_, backend) = load_decoder(&path, kernels).expect("loading SmolLM2");
     let threads = std::thread::available_parallelism().map_or(1, usize::from);
-    let shape = StepperShape { sequences: 16, seq_tokens: LONGEST.max(context) + runs + 1, threads };
+    let shape = StepperShape { sequences: 16, seq_tokens: SEQ_TOKENS.max(context) + runs + 1, threads };
     let mut stepper = backend.stepper(shape).expect("stepper");
 
     println!("SmolLM2-135M-Instruct, {}, {threads} threads, median of {runs} runs", kernels.label());
@@ -96,7 +100,7 @@ fn main() {
     );
     let mut k4 = 0.0;
     for batch in [1usize, 2, 4, 8, 16] {
-        let step = step_ms(stepper.as_mut(), batch, context, runs);
+        let step = step_ms(stepper.as_mut(), &vec![context; batch], runs);
         if batch == 4 {
             k4 = step;
         }
@@ -105,7 +109,7 @@ fn main() {
     println!("\n{:>14} {:>10} {:>14}   (a decode step of 4 sequences)", "tokens each", "ms/step", "vs at 64");
     let (mut first, mut sxy, mut sxx) = (None, 0.0, 0.0);
     for each in [64usize, 128, 256, 384, 512, 768, LONGEST] {
-        let step = step_ms(stepper.as_mut(), 4, each, runs);
+        let step = step_ms(stepper.as_mut(), &[each; 4], runs);
         let base = *first.get_or_insert(step);
         println!("{each:>14} {step:>10.1} {:>13.2}x", step / base);
         if each > context {
@@ -116,5 +120,10 @@ fn main() {
     }
     if sxx > 0.0 {
         println!("\nfitted: k_context = {context}, context_ms_per_token = {:.5}", sxy / sxx);
+    }
+    println!("\n{:>22} {:>10}   (a decode step of 4, the same tokens in all)", "tokens each", "ms/step");
+    for contexts in [[512, 512, 512, 512], [896, 384, 384, 384], [1280, 256, 256, 256], [1792, 128, 64, 64]] {
+        let step = step_ms(stepper.as_mut(), &contexts, runs);
+        println!("{:>22} {step:>10.1}", format!("{contexts:?}"));
     }
 }

@@ -2,10 +2,12 @@
 //! --task generate --predictor builtin` runs them: 4 streams decode ShareGPT first turns
 //! (llama.cpp's kernels, greedy, `--max-tokens` each, as `decoder_speed` runs them) while a
 //! thread predicts the output length of one prompt every `--every-ms` (MiniLM on ONNX Runtime,
-//! 2 intra-op threads as served or 1, under the built-in head). Prints decode tokens/s against
-//! the decoder alone, the predictions' count and mean latency, and the encoder's share of the
-//! run's wall time: if sharing cost the decoder only that share, "vs alone" would be about
-//! 1 − share.
+//! 2 intra-op threads as served or 1, under the built-in head; at normal priority as served, or
+//! at nice 19 to see whether priority keeps the decoder's cores for it). Prints decode
+//! tokens/s against the decoder alone, the predictions' count and mean latency, and the
+//! encoder's share of the run's wall time (its latency over the wall time; at nice 19 the
+//! latency includes waiting for a free core): if sharing cost the decoder only that share, "vs
+//! alone" would be about 1 − share.
 //!
 //! `cargo bench -p morph-engine --bench predictor_beside_decoder [-- --prompts 32 --max-tokens
 //! 128 --every-ms 500 --sharegpt ../shared/data/conversations/sharegpt.jsonl]`
@@ -27,6 +29,12 @@ use streams::{Run, first_turns, run};
 
 #[path = "common/streams.rs"]
 mod streams;
+
+/// Lowers the calling thread, and the threads it starts afterwards, to nice 19 (on Linux
+/// PRIO_PROCESS with a thread's id sets that one thread's nice value).
+fn yield_cores() -> std::io::Result<()> {
+    rustix::process::setpriority_process(Some(rustix::thread::gettid()), 19).map_err(std::io::Error::from)
+}
 
 fn main() {
     let prompts: usize = cli_arg("--prompts", 32);
@@ -68,13 +76,21 @@ fn main() {
         "encoder share"
     );
     let mut alone = None;
-    // ONNX Runtime threads of the predictor's encoder (none: the decoder alone).
-    for threads in [None, Some(2), Some(1)] {
+    // ONNX Runtime threads of the predictor's encoder (none: the decoder alone), and whether
+    // it yields the cores.
+    for (threads, yields) in
+        [(None, false), (Some(2), false), (Some(1), false), (Some(2), true), (Some(1), true)]
+    {
         let stop = AtomicBool::new(false);
         let (decoded, latencies): (Run, Vec<f64>) = std::thread::scope(|s| {
             let predicting = threads.map(|threads| {
-                let (stop, texts, mut predictor) = (&stop, &texts, predictor(threads));
+                let (stop, texts, predictor) = (&stop, &texts, &predictor);
                 s.spawn(move || {
+                    if yields {
+                        yield_cores().expect("nice 19");
+                    }
+                    // Made here, so that its ONNX Runtime threads inherit this thread's priority.
+                    let mut predictor = predictor(threads);
                     let (mut latencies, mut next) = (Vec::new(), Instant::now());
                     for text in texts.iter().cycle() {
                         std::thread::sleep(next.saturating_duration_since(Instant::now()));
@@ -101,7 +117,11 @@ fn main() {
                 (format!("{:.0}", busy / n as f64), format!("{:.1}%", busy / (decoded.seconds * 1e3) * 100.0))
             }
         };
-        let label = threads.map_or("none (decoder alone)".to_string(), |t| format!("{t} thread(s), sharing"));
+        let label = match (threads, yields) {
+            (None, _) => "none (decoder alone)".to_string(),
+            (Some(t), false) => format!("{t} thread(s), sharing"),
+            (Some(t), true) => format!("{t} thread(s), nice 19"),
+        };
         println!(
             "{label:<22} {:>9.1} {:>8.2}x {:>8.0} {:>9.1} {:>12} {predict_ms:>11} {share:>14}",
             decoded.tokens_per_s(),
