@@ -36,20 +36,22 @@ fn ms(f: impl FnOnce()) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }
 
-/// Opens a sequence of `context` prompt tokens for each of `contexts` and prefills it.
+/// Opens a sequence for `ids` that will hold `tokens` at most, and feeds `ids` in pieces.
+fn prefill(stepper: &mut dyn Stepper, ids: &[u32], tokens: usize) -> Slot {
+    let opened = stepper.open(ids, &[], tokens).expect("open").expect("a free place");
+    for piece in ids.chunks(PIECE) {
+        stepper.step(&[(opened.slot, piece)]).expect("prefill");
+    }
+    opened.slot
+}
+
+/// Opens and prefills a sequence of `context` prompt tokens for each of `contexts`.
 fn open_prefilled(stepper: &mut dyn Stepper, contexts: &[usize], runs: usize) -> Vec<Slot> {
-    contexts
-        .iter()
-        .enumerate()
-        .map(|(s, &context)| {
-            let ids = prompt(context, s);
-            let opened = stepper.open(&ids, &[], context + runs + 1).expect("open").expect("a free place");
-            for piece in ids.chunks(PIECE) {
-                stepper.step(&[(opened.slot, piece)]).expect("prefill");
-            }
-            opened.slot
-        })
-        .collect()
+    let mut slots = Vec::with_capacity(contexts.len());
+    for (s, &context) in contexts.iter().enumerate() {
+        slots.push(prefill(stepper, &prompt(context, s), context + runs + 1));
+    }
+    slots
 }
 
 /// Median ms of a decode step of sequences holding `contexts` tokens.
@@ -82,13 +84,9 @@ fn main() {
             .map(|run| {
                 // A fresh prompt each run: a kept cache must not skip any of it.
                 let ids = prompt(len, 100 + run);
-                let opened = stepper.open(&ids, &[], len).expect("open").expect("a free place");
-                let took = ms(|| {
-                    for piece in ids.chunks(PIECE) {
-                        stepper.step(&[(opened.slot, piece)]).expect("prefill");
-                    }
-                });
-                stepper.close(opened.slot);
+                let mut slot = None;
+                let took = ms(|| slot = Some(prefill(stepper.as_mut(), &ids, len)));
+                stepper.close(slot.expect("prefilled"));
                 took
             })
             .collect();
