@@ -12,11 +12,11 @@ out=""
 [ "${2:-}" = "--out" ] && out=${3:?"--out needs a directory"}
 cargo build --release -q -p morph-cli
 declare -A files=(
-  [fig6]="scenarios/arlo_fig6_gpu.toml"
-  [fig10]="scenarios/arlo_fig10_90_gpu.toml scenarios/arlo_fig10_300_gpu.toml"
-  [fig11]="scenarios/arlo_fig11_runtimes_gpu.toml"
-  [table4]="scenarios/arlo_table4_dispatch_gpu.toml"
-  [fig8]="scenarios/arlo_fig8_autoscale_gpu.toml"
+  [fig6]="assets/scenarios/arlo_fig6_gpu.toml"
+  [fig10]="assets/scenarios/arlo_fig10_90_gpu.toml assets/scenarios/arlo_fig10_300_gpu.toml"
+  [fig11]="assets/scenarios/arlo_fig11_runtimes_gpu.toml"
+  [table4]="assets/scenarios/arlo_table4_dispatch_gpu.toml"
+  [fig8]="assets/scenarios/arlo_fig8_autoscale_gpu.toml"
 )
 names=(fig6 fig10 fig11 table4 fig8)
 [ "$which" != all ] && names=("$which")

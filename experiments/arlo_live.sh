@@ -7,7 +7,7 @@
 # they are candle instances of the default model (keep --instances within the cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scenario=${1:-scenarios/arlo_live_emulated.toml}
+scenario=${1:-assets/scenarios/arlo_live_emulated.toml}
 real=${2:-}
 cargo build --release -q -p morph-cli
 bin=target/release/morph

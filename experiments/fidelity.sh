@@ -6,7 +6,7 @@
 # The server is configured from the scenario: its profile, first runtime group and first policy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scenario=${1:-scenarios/fidelity_cpu.toml}
+scenario=${1:-assets/scenarios/fidelity_cpu.toml}
 read -r profile runtime instances tokens queue < <(python3 - "$scenario" <<'PY'
 import os, sys, tomllib
 s = tomllib.load(open(sys.argv[1], "rb"))

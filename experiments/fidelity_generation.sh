@@ -4,7 +4,7 @@
 # `morph serve --task generate` (SmolLM2-135M, oracle SJF, so both sides order alike) and
 # replayed by `morph simulate` from the trace `morph bench --trace-out` wrote: the same arrival
 # times, prompt tokens and output tokens, priced by the generation cost model (prefill by prompt
-# tokens, K(b) per decode step; see `cargo bench -p morph-engine --bench decoder_latency`).
+# tokens, K(b) per decode step; see `cargo bench -p morph-benches --bench decoder_latency`).
 #   experiments/fidelity_generation.sh [RATE req/s] [SECONDS of arrivals] [continuous|none|dynamic]
 #                                      [GENERATION (the scenario's cluster.generation table)]
 # The stream, the live results and the live server's token timings stay in
@@ -24,7 +24,7 @@ case $mode in
   dynamic) batching='{"batching": {"mode": "dynamic", "max_batch": 4, "wait_ms": 500}}'; toml='{ mode = "dynamic", max_batch = 4, wait_ms = 500 }' ;;
   *) echo "batching mode: continuous, none or dynamic" >&2; exit 2 ;;
 esac
-lengths=datasets/smollm2_sharegpt_lengths.jsonl
+lengths=assets/datasets/smollm2_sharegpt_lengths.jsonl
 sharegpt=../shared/data/conversations/sharegpt.jsonl
 cargo build --release -q -p morph-cli
 bin=target/release/morph

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer target in fuzz/ (cargo-fuzz, nightly toolchain) for SECONDS each, one
 # after another, seeded from fuzz/corpus/TARGET (kept in the repo) and, for the scenario and
-# profile targets, the repo's own scenarios/ and profiles/; inputs the fuzzer finds go to
+# profile targets, the repo's own assets/scenarios/ and assets/profiles/; inputs the fuzzer finds go to
 # fuzz/work/, crashes to fuzz/artifacts/, both ignored by git. Prints one line per target:
 # runs, coverage, corpus size and whether it crashed.
 #   cargo install cargo-fuzz   # once
@@ -17,8 +17,8 @@ for t in "${targets[@]}"; do
   mkdir -p "work/$t"
   seeds=("corpus/$t")
   case $t in
-    scenario) seeds+=(../scenarios) ;;
-    profile) seeds+=(../profiles) ;;
+    scenario) seeds+=(../assets/scenarios) ;;
+    profile) seeds+=(../assets/profiles) ;;
   esac
   cargo +nightly fuzz run -O "$t" "work/$t" "${seeds[@]}" -- -max_total_time="$secs" -rss_limit_mb=4096 \
     >"logs/$t.log" 2>&1

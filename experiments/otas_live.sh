@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-120}
 shift || true
-scenarios=("${@:-scenarios/otas_maf_like_cpu.toml scenarios/otas_synthetic_cpu.toml}")
+scenarios=("${@:-assets/scenarios/otas_maf_like_cpu.toml assets/scenarios/otas_synthetic_cpu.toml}")
 morph=./target/release/morph
 data=../shared/data/text
 plans='-101,-103,-104,-105,102,2'
@@ -19,7 +19,7 @@ for scenario in ${scenarios[@]}; do
     params='{}'
     [ "$policy" = otas ] && params='{"plans": [-101, -103, -104, -105, 102, 2], "rate_len": 96}'
     $morph serve --port 0 --engine ort --runtime dynamic:128x32 --plans=$plans --policy $policy \
-      --policy-params "$params" --plan-profiles profiles/otas > /tmp/otas_live_serve.out 2>/dev/null &
+      --policy-params "$params" --plan-profiles assets/profiles/otas > /tmp/otas_live_serve.out 2>/dev/null &
     server=$!
     for _ in $(seq 100); do grep -q listening /tmp/otas_live_serve.out 2>/dev/null && break; sleep 0.2; done
     url=$(sed -n 's/^morph listening on //p' /tmp/otas_live_serve.out)

@@ -1,19 +1,19 @@
 #!/usr/bin/env python3
 """OTAS's profile of Morph's token plans (issue 15; the paper's Fig. 4 and Fig. 7), from what
-`morph train adapt --profile-out profiles/otas` and `morph profile --dynamic --plan P` wrote:
+`morph train adapt --profile-out assets/profiles/otas` and `morph profile --dynamic --plan P` wrote:
 
 - accuracy per task and plan on the profiling and the test split (Fig. 4a);
 - throughput per plan at batch 32 (Fig. 4b), and by batch size at 32 tokens (Fig. 7);
 - the Pareto set (mean profiling accuracy over the tasks against latency at 32 x 64), which is
   the plan list OTAS runs with, beside the paper's own list (ToMe merging below the plain model).
 
-Usage: python3 experiments/otas_profile.py [profiles/otas]
+Usage: python3 experiments/otas_profile.py [assets/profiles/otas]
 """
 import json
 import pathlib
 import sys
 
-root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "profiles/otas")
+root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "assets/profiles/otas")
 acc = json.loads((root / "accuracy.json").read_text())
 tasks, plans = acc["tasks"], acc["plans"]
 

@@ -17,8 +17,8 @@ trap 'rm -rf "$tmp"' EXIT
 sim() { target/release/morph simulate --scenario "$1" --json >"$tmp/rows.json"; }
 
 if [ "$which" = cv ] || [ "$which" = all ]; then
-  echo "== by input CV (scenarios/quart_cv_sweep_gpu.toml)"
-  sim scenarios/quart_cv_sweep_gpu.toml
+  echo "== by input CV (assets/scenarios/quart_cv_sweep_gpu.toml)"
+  sim assets/scenarios/quart_cv_sweep_gpu.toml
   python3 - "$tmp/rows.json" <<'PY'
 import json, sys
 rows = json.load(open(sys.argv[1]))
@@ -43,8 +43,8 @@ PY
 fi
 
 if [ "$which" = ablations ] || [ "$which" = all ]; then
-  echo "== ablations at input CV 4 (scenarios/quart_ablations_gpu.toml; mean over seeds)"
-  sim scenarios/quart_ablations_gpu.toml
+  echo "== ablations at input CV 4 (assets/scenarios/quart_ablations_gpu.toml; mean over seeds)"
+  sim assets/scenarios/quart_ablations_gpu.toml
   python3 - "$tmp/rows.json" <<'PY'
 import json, sys
 rows = json.load(open(sys.argv[1]))
@@ -61,8 +61,8 @@ PY
 fi
 
 if [ "$which" = stages ] || [ "$which" = all ]; then
-  echo "== per stage, one replica each (scenarios/quart_stage_cv_gpu.toml)"
-  sim scenarios/quart_stage_cv_gpu.toml
+  echo "== per stage, one replica each (assets/scenarios/quart_stage_cv_gpu.toml)"
+  sim assets/scenarios/quart_stage_cv_gpu.toml
   python3 - "$tmp/rows.json" <<'PY'
 import json, sys
 rows = json.load(open(sys.argv[1]))
@@ -77,10 +77,10 @@ PY
 fi
 
 if [ "$which" = fig8 ] || [ "$which" = all ]; then
-  echo "== Fig. 8 analogue at input CV 4 (scenarios/quart_cv_sweep_gpu.toml, cv = 4)"
+  echo "== Fig. 8 analogue at input CV 4 (assets/scenarios/quart_cv_sweep_gpu.toml, cv = 4)"
   out=experiments/out/quart_fig8
   rm -rf "$out"
-  sed 's/^values = .*/values = [4.0]/' scenarios/quart_cv_sweep_gpu.toml >"$tmp/cv4.toml"
+  sed 's/^values = .*/values = [4.0]/' assets/scenarios/quart_cv_sweep_gpu.toml >"$tmp/cv4.toml"
   target/release/morph simulate --scenario "$tmp/cv4.toml" --out "$out" >/dev/null
   python3 - "$out" <<'PY'
 import csv, sys

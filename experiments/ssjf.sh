@@ -29,9 +29,9 @@ PY
 }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-[ "$which" = rate ] || [ "$which" = all ] && { echo "== by request rate"; run scenarios/ssjf_lmsys_cpu.toml; }
-[ "$which" = cv ] || [ "$which" = all ] && { echo "== by burstiness (gamma CV)"; run scenarios/ssjf_lmsys_burstiness_cpu.toml; }
-[ "$which" = batch ] || [ "$which" = all ] && { echo "== by batch size"; run scenarios/ssjf_lmsys_batch_size_cpu.toml; }
-[ "$which" = azure ] || [ "$which" = all ] && { echo "== Azure conversation trace, by rate"; run scenarios/ssjf_azure_conv_cpu.toml; }
-[ "$which" = creation ] || [ "$which" = all ] && { echo "== creation trace, by rate"; run scenarios/ssjf_creation_cpu.toml; }
+[ "$which" = rate ] || [ "$which" = all ] && { echo "== by request rate"; run assets/scenarios/ssjf_lmsys_cpu.toml; }
+[ "$which" = cv ] || [ "$which" = all ] && { echo "== by burstiness (gamma CV)"; run assets/scenarios/ssjf_lmsys_burstiness_cpu.toml; }
+[ "$which" = batch ] || [ "$which" = all ] && { echo "== by batch size"; run assets/scenarios/ssjf_lmsys_batch_size_cpu.toml; }
+[ "$which" = azure ] || [ "$which" = all ] && { echo "== Azure conversation trace, by rate"; run assets/scenarios/ssjf_azure_conv_cpu.toml; }
+[ "$which" = creation ] || [ "$which" = all ] && { echo "== creation trace, by rate"; run assets/scenarios/ssjf_creation_cpu.toml; }
 exit 0

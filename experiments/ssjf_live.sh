@@ -8,7 +8,7 @@
 # rounds). Prints mean JCT, throughput, their ratios to the first policy's, the predictor's
 # overhead (mean wait for a prediction) against mean JCT, and how fast the decoder ran in that
 # run: mean ms of a decode iteration of 4 sequences (no prompt chunk), the mean tokens their KV
-# caches held (a step's cost grows with them: `cargo bench -p morph-engine --bench
+# caches held (a step's cost grows with them: `cargo bench -p morph-benches --bench
 # decoder_latency` prices it), and seconds the decoder computed. Policy `fcfs-pred` is FCFS with
 # the built-in predictor running but unused: what its encoder costs the decoder, apart from
 # SSJF's order. Each policy's requests, one line each (send time, latency, status, usage: `morph
@@ -27,7 +27,7 @@ case ${3:-continuous} in
   dynamic) batching='{"batching": {"mode": "dynamic", "max_batch": 4, "wait_ms": 500}}' ;;
   *) echo "batching mode: continuous, none or dynamic" >&2; exit 2 ;;
 esac
-lengths=datasets/smollm2_llamacpp_heldout_lengths.jsonl
+lengths=assets/datasets/smollm2_llamacpp_heldout_lengths.jsonl
 sharegpt=../shared/data/conversations/sharegpt.jsonl
 cargo build --release -q -p morph-cli
 bin=target/release/morph

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# How much one live SSJF run can say (scenarios/ssjf_live_spread_cpu.toml): simulates the live
+# How much one live SSJF run can say (assets/scenarios/ssjf_live_spread_cpu.toml): simulates the live
 # setting of `ssjf_live.sh 0.27 760 continuous` on 40 arrival streams, each policy on the same
 # stream, and prints the spread across streams of FCFS's mean JCT and of each policy's mean JCT
 # over FCFS's (median, 10th and 90th percentiles, extremes) with the median p99.
@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 cargo build --release -q -p morph-cli
 runs=$(mktemp)
 trap 'rm -f "$runs"' EXIT
-target/release/morph simulate --scenario scenarios/ssjf_live_spread_cpu.toml --json >"$runs"
+target/release/morph simulate --scenario assets/scenarios/ssjf_live_spread_cpu.toml --json >"$runs"
 python3 - "$runs" <<'PY'
 import json, statistics, sys
 runs = {}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SSJF by conversation round (Fig. 9's JCT side) in simulation: for each round k, a workload of
-# the round-k ShareGPT prompts that SmolLM2 answered (`datasets/smollm2_sharegpt_lengths.jsonl`:
+# the round-k ShareGPT prompts that SmolLM2 answered (`assets/datasets/smollm2_sharegpt_lengths.jsonl`:
 # its prompt tokens and recorded output lengths), Poisson arrivals at 80% of one instance's
 # capacity for that round's mean output (continuous batching of 4, the measured linear cost);
 # FCFS, SSJF with the predictor's measured error (lognormal MU SIGMA; default: the built-in
@@ -16,7 +16,7 @@ trap 'rm -rf "$tmp"' EXIT
 python3 - "$tmp" "$mu" "$sigma" <<'PY'
 import json, sys
 tmp, mu, sigma = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
-rows = [json.loads(l) for l in open("datasets/smollm2_sharegpt_lengths.jsonl")]
+rows = [json.loads(l) for l in open("assets/datasets/smollm2_sharegpt_lengths.jsonl")]
 for k in sorted({r["round"] for r in rows}):
     mine = [r for r in rows if r["round"] == k]
     with open(f"{tmp}/round{k}.jsonl", "w") as f:

@@ -7,9 +7,10 @@
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use morph_engine::decoder::{GgufTokenizer, Llama, fetch_default_decoder};
+use morph_decoder::{GgufTokenizer, Llama};
+use morph_fetch::fetch_default_decoder;
 use morph_engine::EngineError;
-use morph_engine::fetch::{Pip, morph_home};
+use morph_fetch::{Pip, morph_home};
 
 fn tokenizer() -> &'static GgufTokenizer {
     static TOKENIZER: OnceLock<GgufTokenizer> = OnceLock::new();

@@ -15,12 +15,13 @@
 
 use std::time::Duration;
 
+use morph_benches::cli_arg;
 use morph_core::{ModelId, RuntimeSpec, StageSpec, UnitSpec};
-use morph_engine::Pooling;
-use morph_engine::decoder::fetch_default_decoder;
-use morph_engine::fetch::{ModelSource, Pip, fetch, morph_home};
-use morph_engine::measure::{cli_arg, median};
-use morph_engine::ort_library::onnxruntime_library;
+use morph_encoder::Pooling;
+use morph_engine::timing::median;
+use morph_fetch::fetch_default_decoder;
+use morph_fetch::onnxruntime_library;
+use morph_fetch::{ModelSource, Pip, fetch, morph_home};
 use morph_server::launcher::{ProcessConfig, ProcessLauncher, StartReport, WorkerModel};
 
 fn main() {

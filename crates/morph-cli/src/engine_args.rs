@@ -3,10 +3,10 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
+use morph_backend::EngineKind;
 use morph_core::PlanId;
-use morph_engine::fetch::{Pip, morph_home};
-use morph_engine::ort_library::onnxruntime_library;
-use morph_server::EngineKind;
+use morph_fetch::onnxruntime_library;
+use morph_fetch::{Pip, morph_home};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum EngineArg {

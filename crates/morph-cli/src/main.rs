@@ -86,7 +86,7 @@ fn main() -> anyhow::Result<()> {
         Command::Fetch(args) => {
             let files = args.model.fetch()?;
             println!("{}", files.dir.display());
-            if let morph_server::EngineKind::Ort { library, .. } = args.engine.real()? {
+            if let morph_backend::EngineKind::Ort { library, .. } = args.engine.real()? {
                 println!("{}", library.display());
             }
             Ok(())

@@ -4,9 +4,10 @@ use std::cell::RefCell;
 use std::path::Path;
 
 use clap::Args;
-use morph_engine::decoder::fetch_default_decoder;
-use morph_engine::fetch::{Pip, fetch, morph_home};
-use morph_engine::{ModelFiles, ModelSource, TextTokenizer};
+use morph_encoder::TextTokenizer;
+use morph_fetch::fetch_default_decoder;
+use morph_fetch::{ModelFiles, ModelSource};
+use morph_fetch::{Pip, fetch, morph_home};
 use morph_sim::Scenario;
 
 #[derive(Debug, Clone, Args)]

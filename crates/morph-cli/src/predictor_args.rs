@@ -4,12 +4,14 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use morph_engine::ModelSource;
-use morph_engine::fetch::{fetch, morph_home};
-use morph_engine::predictor::dataset::{load_length_records, load_sharegpt, sharegpt_examples};
-use morph_engine::predictor::model::TUNED_ENCODER;
-use morph_server::EngineKind;
+use morph_backend::EngineKind;
+use morph_encoder::predictor::model::TUNED_ENCODER;
+use morph_fetch::ModelSource;
+use morph_fetch::{fetch, morph_home};
 use morph_server::prediction::PredictorConfig;
+use morph_train::predictor::{
+    dataset::load_length_records, dataset::load_sharegpt, dataset::sharegpt_examples,
+};
 
 #[derive(Debug, Args)]
 pub(crate) struct PredictorArgs {
@@ -22,7 +24,7 @@ pub(crate) struct PredictorArgs {
     /// experiments.
     #[arg(long, default_value = "auto")]
     predictor: String,
-    /// With --predictor oracle: the recorded lengths (e.g. datasets/smollm2_llamacpp_heldout_lengths.jsonl,
+    /// With --predictor oracle: the recorded lengths (e.g. assets/datasets/smollm2_llamacpp_heldout_lengths.jsonl,
     /// the served llama.cpp path's answers to the rounds `morph bench --endpoint chat` sends).
     #[arg(long)]
     oracle_lengths: Option<PathBuf>,

@@ -5,10 +5,10 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use morph_backend::Backend;
 use morph_core::{PaddedShape, PlanId, RuntimeSpec, ShapeKind, UnitSpec};
-use morph_engine::Pooling;
-use morph_engine::measure::{MeasurePlan, measure_profile};
-use morph_server::Launcher;
+use morph_encoder::Pooling;
+use morph_train::profile::{MeasurePlan, measure_profile};
 
 use crate::engine_args::EngineArgs;
 use crate::model_args::ModelArgs;
@@ -67,12 +67,12 @@ pub(crate) fn run(args: ProfileArgs) -> anyhow::Result<()> {
     let mut engine = args.engine.clone();
     engine.plans.push(args.plan);
     let kind = engine.real()?;
-    let launcher = Launcher::new(&files, Pooling::from_model_dir(&files.dir), &kind)?;
+    let backend = Backend::load(&files, Pooling::from_model_dir(&files.dir), &kind)?;
     let stage = args.stage.as_deref().map(parse_stage).transpose()?;
     // The unit measured at each shape: the whole model, or stage K of N.
     let unit = |spec: RuntimeSpec| -> anyhow::Result<UnitSpec> {
         Ok(match stage {
-            Some((k, n)) => launcher.stage_units(spec, n)?.swap_remove(usize::from(k)),
+            Some((k, n)) => backend.stage_units(spec, n)?.swap_remove(usize::from(k)),
             None => UnitSpec::encoder(spec),
         })
         .map(|u| u.with_threads_if(args.threads))
@@ -83,7 +83,7 @@ pub(crate) fn run(args: ProfileArgs) -> anyhow::Result<()> {
         warmup: args.warmup,
         runs: args.runs,
         tokens: PlanId(args.plan),
-        hidden: stage.filter(|(k, _)| *k > 0).map(|_| launcher.dim()),
+        hidden: stage.filter(|(k, _)| *k > 0).map(|_| backend.dim()),
         kind: if args.dynamic { ShapeKind::Dynamic } else { ShapeKind::Fixed },
         side_by_side: usize::from(args.side_by_side),
     };
@@ -94,7 +94,7 @@ pub(crate) fn run(args: ProfileArgs) -> anyhow::Result<()> {
         &plan,
         &mut |spec| {
             let unit = unit(spec).map_err(|e| morph_engine::EngineError::Unsupported(e.to_string()))?;
-            launcher.engine(unit)
+            backend.engine(unit)
         },
         &mut |len, batch, ms| {
             bar.set_message(format!("b{batch} l{len}: {ms:.2} ms"));
@@ -103,7 +103,7 @@ pub(crate) fn run(args: ProfileArgs) -> anyhow::Result<()> {
     )?;
     bar.finish();
     profile.engine = Some(format!("{}-cpu", kind.label()));
-    profile.device = Some(morph_engine::measure::host_device());
+    profile.device = Some(morph_engine::timing::host_device());
     profile.runs = Some(plan.runs);
     profile.stage = stage.map(|(k, _)| k);
     profile.plan = (args.plan != 0).then_some(args.plan);

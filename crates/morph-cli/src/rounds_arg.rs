@@ -2,7 +2,7 @@
 //! conversation-level split.
 
 use clap::ValueEnum;
-use morph_engine::predictor::dataset::{Split, split_of};
+use morph_train::predictor::{dataset::Split, dataset::split_of};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Rounds {

@@ -7,12 +7,13 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use morph_backend::EngineKind;
 use morph_core::{PlanId, Profile, RuntimeSpec, time::ms_to_nanos};
-use morph_engine::Pooling;
-use morph_engine::decoder::DecoderKernels;
+use morph_decoder::DecoderKernels;
+use morph_encoder::Pooling;
 use morph_policy::registry;
 use morph_server::prediction::PredictorConfig;
-use morph_server::{ConnectionLimits, EngineKind, Server, ServerConfig};
+use morph_server::{ConnectionLimits, Server, ServerConfig};
 
 use crate::engine_args::{EngineArg, EngineArgs};
 use crate::model_args::ModelArgs;
@@ -114,7 +115,7 @@ pub(crate) struct ServeArgs {
     #[arg(long)]
     profile: Option<PathBuf>,
     /// OTAS policies (otas, otas-plain, pets-like, infaas-like): the folder with each token
-    /// plan's latency profile (latency_*.json) and accuracy (accuracy.json), e.g. profiles/otas;
+    /// plan's latency profile (latency_*.json) and accuracy (accuracy.json), e.g. assets/profiles/otas;
     /// the instances must compile those plans (--plans).
     #[arg(long)]
     plan_profiles: Option<PathBuf>,

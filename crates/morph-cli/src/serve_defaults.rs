@@ -4,25 +4,24 @@
 //! side by side; the faster one serves, with length buckets and rows per bucket from its
 //! profile (`morph_policy::length_plan`). Profiles come from `MORPH_HOME/profiles/` (measured
 //! on a first start, with a progress bar), or ship with Morph for the host they were measured
-//! on (`profiles/` in the repository).
+//! on (`assets/profiles/` in the repository).
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
+use morph_backend::{Backend, EngineKind};
 use morph_core::{PlanId, Profile, RuntimeSpec, ShapeKind, UnitSpec};
-use morph_engine::fetch::ModelFiles;
-use morph_engine::measure::{MeasurePlan, host_device, measure_profile};
-use morph_engine::{EngineError, Pooling};
+use morph_encoder::Pooling;
+use morph_engine::EngineError;
+use morph_engine::timing::host_device;
+use morph_fetch::ModelFiles;
 use morph_policy::Bucket;
 use morph_policy::length_plan::{layout_rate, length_plan};
-use morph_server::{EngineKind, Launcher};
+use morph_train::profile::{MeasurePlan, measure_profile};
 
 /// Profiles measured on the hosts Morph is developed on: (file name, JSON).
-const SHIPPED: [(&str, &str); 2] = [
-    ("minilm_ort_cpu_2core_1x2.json", include_str!("../../../profiles/minilm_ort_cpu_2core_1x2.json")),
-    ("minilm_ort_cpu_2core_2x1.json", include_str!("../../../profiles/minilm_ort_cpu_2core_2x1.json")),
-];
+const SHIPPED: [(&str, &str); 2] = morph_assets::SERVE_PROFILES;
 
 /// The grid a first start measures: lengths up to the model's 512, batches up to 16.
 const LENS: [u32; 7] = [8, 16, 32, 64, 128, 256, 512];
@@ -85,12 +84,12 @@ fn engine_label(engine: &EngineKind) -> String {
 }
 
 /// A profile of `layout` for this model, engine and host: cached, shipped, or measured now (on
-/// `launcher`, loaded the first time a layout needs measuring).
+/// `backend`, loaded the first time a layout needs measuring).
 fn layout_profile(
     files: &ModelFiles,
     engine: &EngineKind,
     layout: Layout,
-    launcher: &mut Option<Launcher>,
+    backend: &mut Option<Backend>,
 ) -> anyhow::Result<(Profile, String)> {
     let device = host_device();
     let label = engine_label(engine);
@@ -112,14 +111,14 @@ fn layout_profile(
         if let Ok(p) = Profile::from_json(json)
             && fits(&p)
         {
-            return Ok((p, format!("shipped profiles/{name}")));
+            return Ok((p, format!("shipped assets/profiles/{name}")));
         }
     }
-    let launcher = match launcher {
+    let backend = match backend {
         Some(l) => l,
-        None => launcher.insert(Launcher::new(files, Pooling::from_model_dir(&files.dir), engine)?),
+        None => backend.insert(Backend::load(files, Pooling::from_model_dir(&files.dir), engine)?),
     };
-    let mut p = measure(&files.name, launcher, layout)?;
+    let mut p = measure(&files.name, backend, layout)?;
     p.engine = Some(label);
     p.device = Some(device);
     std::fs::create_dir_all(cache_dir()).context("creating the profile cache")?;
@@ -128,12 +127,12 @@ fn layout_profile(
 }
 
 fn cache_dir() -> PathBuf {
-    morph_engine::fetch::morph_home().join("profiles")
+    morph_fetch::morph_home().join("profiles")
 }
 
 /// Measures `layout` on the real engine: dynamic runtimes fed full batches, its instances side
 /// by side, with a progress bar on stderr.
-fn measure(model: &str, launcher: &Launcher, layout: Layout) -> anyhow::Result<Profile> {
+fn measure(model: &str, backend: &Backend, layout: Layout) -> anyhow::Result<Profile> {
     let plan = MeasurePlan {
         lens: LENS.to_vec(),
         batches: BATCHES.to_vec(),
@@ -150,7 +149,7 @@ fn measure(model: &str, launcher: &Launcher, layout: Layout) -> anyhow::Result<P
     let mut profile = measure_profile(
         model,
         &plan,
-        &mut |spec| launcher.engine(UnitSpec::encoder(spec).with_threads(layout.threads)),
+        &mut |spec| backend.engine(UnitSpec::encoder(spec).with_threads(layout.threads)),
         &mut |len, batch, ms| {
             bar.set_message(format!("b{batch} l{len}: {ms:.1} ms"));
             bar.inc(1);
@@ -171,10 +170,10 @@ pub(crate) fn serve_defaults(
     max_len: u32,
 ) -> anyhow::Result<ServeDefaults> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).min(64) as u16;
-    let mut launcher = None;
+    let mut backend = None;
     let profiles = Layout::candidates(cores)
         .into_iter()
-        .map(|layout| layout_profile(files, engine, layout, &mut launcher))
+        .map(|layout| layout_profile(files, engine, layout, &mut backend))
         .collect::<anyhow::Result<Vec<_>>>()?;
     choose(profiles, max_len)
 }

@@ -18,15 +18,17 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Args;
 use morph_core::{PlanId, UnitSpec};
-use morph_engine::checkpoint::Checkpoint;
-use morph_engine::decoder::{DecoderStage, Llama};
-use morph_engine::fetch::Pip;
-use morph_engine::fetch::{ModelSource, fetch, morph_home};
-use morph_engine::ort_library::onnxruntime_library;
-use morph_engine::ort_runtime::{StartTimes, environment};
+use morph_decoder::{DecoderStage, Llama};
+use morph_encoder::checkpoint::Checkpoint;
+use morph_encoder::ort_runtime::environment;
+use morph_encoder::{OrtEncoder, OrtRuntime, Pooling};
+use morph_engine::StartTimes;
 use morph_engine::remote::{Built, Endpoint, serve_worker};
 use morph_engine::wire::Boot;
-use morph_engine::{EngineError, OrtEncoder, OrtRuntime, Pooling, Rows};
+use morph_engine::{EngineError, Rows};
+use morph_fetch::Pip;
+use morph_fetch::onnxruntime_library;
+use morph_fetch::{ModelSource, fetch, morph_home};
 use morph_server::cluster::agent::{Agent, AgentConfig};
 use morph_server::cluster::lease::Registration;
 use morph_server::cluster::{ClusterConfig, WorkerRecord};
@@ -217,7 +219,7 @@ fn build_encoder(
     unit: UnitSpec,
     plans: &[PlanId],
 ) -> Result<Built, EngineError> {
-    let load = |e: morph_engine::fetch::FetchError| EngineError::Load(e.to_string());
+    let load = |e: morph_fetch::FetchError| EngineError::Load(e.to_string());
     let files = fetch(&ModelSource::Local(model.to_path_buf()), &morph_home()).map_err(load)?;
     let config = Checkpoint::config(&files)?;
     let first = match unit.stage {

@@ -1,5 +1,5 @@
 //! OTAS's tasks served live: `morph serve --policy otas` on all-MiniLM-L6-v2 (ONNX Runtime, the
-//! heads Morph ships, the plan profiles in `profiles/otas`), called over HTTP.
+//! heads Morph ships, the plan profiles in `assets/profiles/otas`), called over HTTP.
 
 mod common;
 
@@ -20,9 +20,10 @@ async fn classify(url: &str, body: Value) -> (u16, Value) {
 }
 
 /// `morph serve` on ONNX Runtime compiling `plans`, scheduled by `policy` with `params`, priced by
-/// the plan profiles in `profiles/otas`.
+/// the plan profiles in `assets/profiles/otas`.
 fn serve_plans(plans: &str, policy: &str, params: &str) -> Served {
-    let profiles = concat!(env!("CARGO_MANIFEST_DIR"), "/../../profiles/otas");
+    let profiles = morph_assets::path("profiles/otas");
+    let profiles = profiles.to_str().expect("a UTF-8 path");
     serve_with(&[
         "--engine",
         "ort",
@@ -92,10 +93,13 @@ async fn otas_classifies_under_its_plans_and_refuses_unknown_tasks_and_impossibl
     assert!(metrics.contains("morph_policy_otas_batches_total"), "{metrics}");
 
     // A second of the shipped scenario's query types, replayed and scored by `morph bench`.
-    let scenario = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/otas_synthetic_cpu.toml");
-    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/text");
+    let scenario = morph_assets::path("scenarios/otas_synthetic_cpu.toml");
+    let data = morph_assets::shared_data().join("text");
     let bench = std::process::Command::new(env!("CARGO_BIN_EXE_morph"))
-        .args(["bench", "--url", url, "--endpoint", "classify", "--scenario", scenario, "--data", data])
+        .args(["bench", "--url", url, "--endpoint", "classify", "--scenario"])
+        .arg(scenario)
+        .arg("--data")
+        .arg(data)
         .args(["--duration", "1", "--json"])
         .output()
         .expect("morph bench");

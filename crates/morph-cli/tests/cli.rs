@@ -137,7 +137,8 @@ fn misuse_gets_one_clear_line() {
     let out = morph().args(["serve", "--runtime", "fixed:128"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("is not KIND:MAX_LENxMAX_BATCH"), "{err}");
-    let profile = concat!(env!("CARGO_MANIFEST_DIR"), "/../../profiles/minilm_candle_cpu_2core.json");
+    let profile = morph_assets::path("profiles/minilm_candle_cpu_2core.json");
+    let profile = profile.to_str().expect("a UTF-8 path");
     let fleet = ["serve", "--port", "0", "--engine", "emulated", "--profile", profile, "--policy"];
     let out = morph().args(fleet).arg("arlo").env_remove("RUST_BACKTRACE").output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -291,7 +292,7 @@ fn train_lengths_records_the_decoders_answers_and_resumes() {
 
 /// The shared LMSYS trace's first `n` prompts, written into `dir`.
 fn lmsys_prompts(dir: &std::path::Path, n: usize) -> std::path::PathBuf {
-    let lmsys = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/traces/lmsys_llama_05.jsonl");
+    let lmsys = morph_assets::shared_data().join("traces/lmsys_llama_05.jsonl");
     let text = std::fs::read_to_string(lmsys).expect("the shared LMSYS trace is needed here");
     let data = dir.join(format!("lmsys{n}.jsonl"));
     std::fs::write(&data, text.lines().take(n).collect::<Vec<_>>().join("\n")).expect("writing the prompts");
@@ -379,7 +380,7 @@ fn train_predictor_writes_a_head_and_an_ablation_table() {
 #[test]
 fn train_adapt_writes_heads_and_a_profile_per_plan() {
     let dir = tempfile::tempdir().unwrap();
-    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/text");
+    let data = morph_assets::shared_data().join("text");
     let (out, profile) = (dir.path().join("tasks"), dir.path().join("profile"));
     let run = morph()
         .args([
@@ -393,8 +394,8 @@ fn train_adapt_writes_heads_and_a_profile_per_plan() {
             "--epochs",
             "5",
             "--data",
-            data,
         ])
+        .arg(&data)
         .arg("--out")
         .arg(&out)
         .arg("--profile-out")
@@ -428,10 +429,12 @@ fn train_adapt_writes_heads_and_a_profile_per_plan() {
 #[test]
 fn simulate_writes_utility_over_time_for_query_types() {
     let dir = tempfile::tempdir().unwrap();
-    let scenario = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/otas_synthetic_cpu.toml");
+    let scenario = morph_assets::path("scenarios/otas_synthetic_cpu.toml");
     let out = dir.path().join("out");
     let run = morph()
-        .args(["simulate", "--scenario", scenario, "--duration", "30", "--out"])
+        .args(["simulate", "--scenario"])
+        .arg(&scenario)
+        .args(["--duration", "30", "--out"])
         .arg(&out)
         .output()
         .unwrap();

@@ -14,9 +14,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
-use morph_engine::fetch::{ModelSource, Pip, fetch, morph_home};
-use morph_engine::ort_library::onnxruntime_library;
-use morph_engine::pooling::cosine;
+use morph_encoder::pooling::cosine;
+use morph_fetch::onnxruntime_library;
+use morph_fetch::{ModelSource, Pip, fetch, morph_home};
 use morph_server::cluster::lease::Registration;
 use morph_server::cluster::membership::{MemberChange, Membership};
 use morph_server::cluster::{ClusterConfig, WorkerRecord};

@@ -15,11 +15,12 @@ use std::time::Duration;
 use common::*;
 
 use morph_core::{ModelId, PlanId, RuntimeSpec, StageSpec, UnitSpec};
-use morph_engine::fetch::{ModelSource, Pip, fetch, morph_home};
-use morph_engine::ort_library::onnxruntime_library;
-use morph_engine::pooling::cosine;
+use morph_encoder::pooling::cosine;
+use morph_encoder::{OrtEncoder, Pooling};
+use morph_engine::Engine;
 use morph_engine::remote::{Endpoint, Listener, RemoteEngine};
-use morph_engine::{Engine, OrtEncoder, Pooling};
+use morph_fetch::onnxruntime_library;
+use morph_fetch::{ModelSource, Pip, fetch, morph_home};
 use serde_json::{Value, json};
 
 #[tokio::test]
@@ -234,7 +235,8 @@ async fn next_token(url: &str, prompt: &str) -> (u16, String) {
 
 #[tokio::test]
 async fn decoder_stage_workers_give_the_whole_models_next_token_and_a_killed_one_comes_back_warm() {
-    use morph_engine::decoder::{Llama, fetch_default_decoder};
+    use morph_decoder::Llama;
+    use morph_fetch::fetch_default_decoder;
 
     const PROMPT: &str = "The capital of France is";
     let gguf = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("SmolLM2");

@@ -3,6 +3,8 @@
 //! server and the simulator both apply a policy's actions. No async runtime and no tensor
 //! library live here.
 
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
 pub mod instance;
 pub mod ledger;
 pub mod pipeline;

@@ -1,40 +1,23 @@
-//! Morph's engines. An [`Engine`] is one instance of a runtime: it runs a batch of token
+//! Morph's engine contract. An [`Engine`] is one instance of a runtime: it runs a batch of token
 //! sequences (or, for a later pipeline stage, the hidden states the previous stage handed on)
 //! at the runtime's padded shape under a token plan, and returns one vector per sequence.
-//! [`CandleRuntime`] computes with candle on the CPU; [`OrtRuntime`] runs a graph Morph writes
-//! itself ([`onnx`]) on ONNX Runtime; [`EmulatedRuntime`] takes its time from a latency profile
-//! instead. Either runs on its own OS thread behind an [`EngineWorker`].
+//! Engines that compute are in `morph-encoder` (ONNX Runtime graphs Morph writes, candle) and
+//! `morph-decoder` (prefill stages of a decoder); [`EmulatedRuntime`] takes its time from a
+//! latency profile instead. Any of them runs on its own OS thread behind an [`EngineThread`],
+//! or in a `morph worker` process reached through [`remote`].
 
-pub mod bert;
-pub mod candle_runtime;
-pub mod checkpoint;
-pub mod decoder;
 pub mod emulated;
-pub mod fetch;
-pub mod fit;
-pub mod kernels;
 mod mapped;
-pub mod measure;
-pub mod onnx;
-pub mod ort_library;
-pub mod ort_runtime;
-pub mod pooling;
-pub mod predictor;
 pub mod remote;
-pub mod tasks;
-pub mod token_plan;
-pub mod tokenize;
+pub mod thread;
+pub mod timing;
 pub mod tuning;
 pub mod wire;
-pub mod worker;
 
-pub use candle_runtime::{CandleRuntime, Encoder};
 pub use emulated::EmulatedRuntime;
-pub use fetch::{ModelFiles, ModelSource};
-pub use ort_runtime::{OrtEncoder, OrtRuntime};
-pub use pooling::Pooling;
-pub use tokenize::TextTokenizer;
-pub use worker::{EngineHandle, EngineWorker};
+pub use mapped::map_prepared;
+pub use thread::{EngineHandle, EngineThread};
+pub use wire::StartTimes;
 
 use morph_core::{PlanId, RuntimeSpec, TaskId};
 
@@ -64,6 +47,7 @@ pub enum EngineError {
     Cluster(String),
 }
 
+#[cfg(feature = "candle")]
 impl From<candle_core::Error> for EngineError {
     fn from(e: candle_core::Error) -> Self {
         EngineError::Inference(e.to_string())

@@ -1,5 +1,5 @@
 //! Process settings that speed up the candle CPU engine, measured on a 2-core host
-//! (`cargo bench -p morph-engine --bench engine_latency` prints both side by side):
+//! (`cargo bench -p morph-benches --bench engine_latency` prints both side by side):
 //!
 //! - glibc malloc keeps freed memory instead of returning it to the kernel
 //!   (`mmap_threshold`, `trim_threshold`, `top_pad`): candle allocates a fresh buffer per

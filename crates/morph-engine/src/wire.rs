@@ -3,16 +3,27 @@
 //! with postcard (a compact serde format: a batch's floats travel as their 4 bytes each).
 
 use std::io::{self, Read, Write};
+use std::time::Duration;
 
 use morph_core::PlanId;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::ort_runtime::StartTimes;
 use crate::{EngineError, Rows};
 
 /// The largest frame either side accepts (a batch of hidden states is megabytes, not more).
 pub const MAX_FRAME: usize = 1 << 30;
+
+/// How long starting an instance took, step by step: loading ONNX Runtime's library into the
+/// process, reading (weights from disk, or a prepared artefact from host memory), writing the
+/// graphs, and setting up the sessions.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct StartTimes {
+    pub library: Duration,
+    pub read: Duration,
+    pub build: Duration,
+    pub session: Duration,
+}
 
 /// What the server asks of a worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,16 +1,14 @@
 //! The emulated engine charges a real profile's latency, and the profile reader loads the GPU
 //! table in shared/data.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use morph_core::{PaddedShape, PlanId, Profile, RuntimeSpec};
-use morph_engine::measure::{synthetic_batch, time_batch};
+use morph_engine::timing::{synthetic_batch, time_batch};
 use morph_engine::{BatchInput, EmulatedRuntime};
 
 fn gpu_table() -> Profile {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data/profiles/distilbert_trt_gpu_bs1-64_seq1-512.json");
+    let path = morph_assets::shared_data().join("profiles/distilbert_trt_gpu_bs1-64_seq1-512.json");
     Profile::load(&path).unwrap_or_else(|e| panic!("the shared GPU table is needed here: {e}"))
 }
 

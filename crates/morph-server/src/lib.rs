@@ -15,5 +15,5 @@ pub mod stage_profile;
 
 pub use connections::ConnectionLimits;
 pub use error::ApiError;
-pub use launcher::{EngineKind, Launcher, Worker, WorkerEngine};
+pub use launcher::{Instance, InstanceEngine, Launcher};
 pub use server::{BuildError, Server, ServerConfig};

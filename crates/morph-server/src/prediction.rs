@@ -12,13 +12,15 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use morph_core::{RuntimeSpec, UnitSpec};
-use morph_engine::predictor::model::PROMPT_TOKENS;
-use morph_engine::predictor::{LengthCache, LengthPredictor};
-use morph_engine::{EngineError, ModelFiles, Pooling, TextTokenizer};
+use morph_encoder::predictor::model::PROMPT_TOKENS;
+use morph_encoder::predictor::{LengthCache, LengthPredictor};
+use morph_encoder::{Pooling, TextTokenizer};
+use morph_engine::EngineError;
+use morph_fetch::ModelFiles;
 use tokio::sync::oneshot;
 
-use crate::launcher::{EngineKind, Launcher};
 use crate::metrics::Metrics;
+use morph_backend::{Backend, EngineKind};
 
 /// Prompts predicted in one encoder pass at most.
 const MAX_BATCH: usize = 32;
@@ -43,8 +45,8 @@ impl PredictorConfig {
         let (model, cache) = match self {
             PredictorConfig::None => return Ok(None),
             PredictorConfig::Model { encoder, engine, head } => {
-                let launcher = Launcher::new(encoder, Pooling::from_model_dir(&encoder.dir), engine)?;
-                let runtime = launcher.engine(UnitSpec::encoder(RuntimeSpec::dynamic(
+                let backend = Backend::load(encoder, Pooling::from_model_dir(&encoder.dir), engine)?;
+                let runtime = backend.engine(UnitSpec::encoder(RuntimeSpec::dynamic(
                     PROMPT_TOKENS as u32,
                     MAX_BATCH as u32,
                 )))?;

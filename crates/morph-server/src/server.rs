@@ -6,19 +6,22 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use morph_core::{RuntimeSpec, ServerId, Servers};
-use morph_engine::decoder::DecoderKernels;
-use morph_engine::tasks::served::TaskHeads;
-use morph_engine::{EngineError, ModelFiles, Pooling, TextTokenizer};
+use morph_decoder::DecoderKernels;
+use morph_encoder::tasks::served::TaskHeads;
+use morph_encoder::{Pooling, TextTokenizer};
+use morph_engine::EngineError;
+use morph_fetch::ModelFiles;
 use morph_policy::registry::{self, Context};
 use tokio::net::TcpListener;
 
 use crate::api::{AppState, ServedModel, router};
 use crate::connections::ConnectionLimits;
 use crate::driver::Driver;
-use crate::launcher::{EngineKind, Launcher, ProcessConfig, WorkerModel};
+use crate::launcher::{Launcher, ProcessConfig, WorkerModel};
 use crate::metrics::Metrics;
 use crate::prediction::PredictorConfig;
 use crate::stage_profile;
+use morph_backend::{Backend, EngineKind};
 
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -96,7 +99,7 @@ impl Server {
         }
         let (launcher, tokenizer, name, pooling) = match (&config.engine, &config.model) {
             (EngineKind::Decoder { gguf, prefill_chunk, kernels }, _) => {
-                let launcher = Launcher::decoder_from(gguf, *prefill_chunk, *kernels)?;
+                let launcher = Launcher::new(Backend::decoder(gguf, *prefill_chunk, *kernels)?);
                 let launcher = match &config.workers {
                     None => launcher,
                     Some(workers) => launcher
@@ -110,7 +113,7 @@ impl Server {
                 let pooling = config.pooling.unwrap_or_else(|| Pooling::from_model_dir(&files.dir));
                 let tokenizer = Arc::new(TextTokenizer::load(&files.tokenizer)?);
                 let launcher = match (&config.workers, engine) {
-                    (None, _) => Launcher::new(files, pooling, engine)?,
+                    (None, _) => Launcher::new(Backend::load(files, pooling, engine)?),
                     (Some(workers), EngineKind::Ort { library, plans, .. }) => {
                         let model = WorkerModel::Encoder {
                             dir: files.dir.clone(),
@@ -118,7 +121,8 @@ impl Server {
                             pooling,
                             plans: plans.clone(),
                         };
-                        Launcher::new(files, pooling, engine)?.with_processes(workers.clone(), model)?
+                        Launcher::new(Backend::load(files, pooling, engine)?)
+                            .with_processes(workers.clone(), model)?
                     }
                     (Some(_), other) => {
                         let msg =
@@ -157,8 +161,8 @@ impl Server {
                 let mut units = Vec::new();
                 for runtime in &config.runtimes {
                     match config.stages {
-                        0 | 1 => units.push(launcher.unit(*runtime)),
-                        n => units.extend(launcher.stage_units(*runtime, n)?),
+                        0 | 1 => units.push(launcher.backend().unit(*runtime)),
+                        n => units.extend(launcher.backend().stage_units(*runtime, n)?),
                     }
                 }
                 let units = units.into_iter().map(|u| u.with_threads_if(config.threads));
@@ -177,10 +181,10 @@ impl Server {
         }
         let predictions = config.predictor.start(metrics.clone())?.map(Arc::new);
         let driver = Driver::new(policy, workers, launcher.clone(), metrics);
-        let generator = launcher.decoder().cloned();
+        let generator = launcher.backend().decoder_model().cloned();
         let model = ServedModel {
             name,
-            dim: launcher.dim(),
+            dim: launcher.backend().dim(),
             pooling,
             engine: config.engine.label().to_string(),
             max_input_len: layout.iter().map(|u| u.runtime.max_len).max().unwrap_or(0),
@@ -250,7 +254,7 @@ impl Server {
         for task in [ticker, membership].into_iter().flatten() {
             task.abort();
         }
-        let workers = self.state.driver.take_workers();
+        let workers = self.state.driver.take_instances();
         let launcher = self.state.driver.launcher();
         let stopped = move || {
             drop(workers);

@@ -2,10 +2,10 @@
 //! server starts: each stage's engine, on 1 and on 2 threads, runs one request of `len` tokens
 //! (stage 0 token ids, later stages hidden states), and the medians are fitted to QUART's
 //! s(C) = a + b/C. Hops are left at 0 ms: one request's hand-off costs 0.04–0.23 ms on the
-//! worker transport (`cargo bench -p morph-engine --bench wire_hop`), far below a stage.
+//! worker transport (`cargo bench -p morph-benches --bench wire_hop`), far below a stage.
 
 use morph_core::{PipelineProfile, PlanId, RuntimeSpec, StageTime};
-use morph_engine::measure::time_batch;
+use morph_engine::timing::time_batch;
 use morph_engine::{BatchInput, EngineError};
 
 use crate::launcher::Launcher;
@@ -20,10 +20,10 @@ pub fn measure(
     stages: u16,
     len: u32,
 ) -> Result<PipelineProfile, EngineError> {
-    let units = launcher.stage_units(runtime, stages)?;
+    let units = launcher.backend().stage_units(runtime, stages)?;
     let len = len.clamp(1, runtime.max_len) as usize;
     let tokens = vec![vec![101u32; len]];
-    let hidden = vec![vec![0.0f32; len * launcher.dim()]];
+    let hidden = vec![vec![0.0f32; len * launcher.backend().dim()]];
     let mut times = Vec::with_capacity(units.len());
     let mut layers = 0;
     for unit in &units {
@@ -32,7 +32,7 @@ pub fn measure(
         let input = if stage.index == 0 { BatchInput::Tokens(&tokens) } else { BatchInput::Hidden(&hidden) };
         let mut points = Vec::with_capacity(THREADS.len());
         for threads in THREADS {
-            let mut engine = launcher.engine(unit.with_threads(threads))?;
+            let mut engine = launcher.backend().engine(unit.with_threads(threads))?;
             points.push((threads, time_batch(engine.as_mut(), input, PlanId::PLAIN, 2, 7)?));
         }
         let time =

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{client, emulated, post, start};
+use morph_backend::EngineKind;
 use morph_core::{Point, Profile, RuntimeSpec, time::ms_to_nanos};
 use morph_policy::registry::Context;
-use morph_server::EngineKind;
 use serde_json::json;
 
 async fn info(url: &str) -> serde_json::Value {

@@ -6,6 +6,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use morph_backend::Backend;
 use morph_core::Point;
 use morph_core::{
     Action, BatchPlan, DropReason, Event, InstanceId, ModelId, Outcome, PlanId, Policy, Profile, RequestId,
@@ -191,7 +192,7 @@ fn simulated() -> (Vec<(Event, Vec<Action>)>, Vec<Outcome>) {
 
 async fn live() -> (Vec<(Event, Vec<Action>)>, Vec<Outcome>) {
     let (policy, log) = recorded();
-    let launcher = Arc::new(Launcher::emulated(Arc::new(profile()), 4));
+    let launcher = Arc::new(Launcher::new(Backend::emulated(Arc::new(profile()), 4)));
     let workers = layout().into_iter().map(|u| launcher.start(u, None).expect("worker")).collect();
     let driver = Driver::new(policy, workers, launcher, Arc::new(Metrics::default()));
     driver.begin();
@@ -212,7 +213,7 @@ async fn live() -> (Vec<(Event, Vec<Action>)>, Vec<Outcome>) {
             Err(SeqError::Engine(e)) => panic!("engine error {e}"),
         });
     }
-    let workers = driver.take_workers();
+    let workers = driver.take_instances();
     tokio::task::spawn_blocking(move || drop(workers)).await.expect("stopping workers");
     let log = log.lock().expect("log").clone();
     (log, outcomes)

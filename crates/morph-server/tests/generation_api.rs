@@ -5,7 +5,7 @@
 mod common;
 
 use common::{client, decoder, decoder_on, post, start};
-use morph_engine::decoder::DecoderKernels;
+use morph_decoder::DecoderKernels;
 use serde_json::json;
 
 fn chat_body(question: &str, max_tokens: u32) -> String {

@@ -5,9 +5,10 @@
 mod common;
 
 use common::{ort, post, start};
+use morph_backend::EngineKind;
 use morph_core::{PlanId, RuntimeSpec};
-use morph_engine::pooling::cosine;
-use morph_server::{EngineKind, ServerConfig};
+use morph_encoder::pooling::cosine;
+use morph_server::ServerConfig;
 use serde_json::json;
 
 const TEXTS: [&str; 3] = [

@@ -7,10 +7,10 @@ mod common;
 use std::time::Duration;
 
 use common::{client, decoder, post, start};
-use morph_engine::ModelSource;
-use morph_engine::fetch::{Pip, fetch, morph_home};
-use morph_engine::ort_library::onnxruntime_library;
-use morph_server::EngineKind;
+use morph_backend::EngineKind;
+use morph_fetch::ModelSource;
+use morph_fetch::onnxruntime_library;
+use morph_fetch::{Pip, fetch, morph_home};
 use morph_server::prediction::PredictorConfig;
 use serde_json::json;
 

@@ -4,7 +4,6 @@
 //!
 //! `cargo bench -p morph-sim --bench simulate_speed`
 
-use std::path::PathBuf;
 use std::time::Instant;
 
 use morph_core::{Profile, RuntimeSpec, UnitSpec, time::ms_to_nanos};
@@ -55,8 +54,7 @@ fn run(profile: &Profile, rate: f64, seconds: f64, instances: usize) {
 }
 
 fn main() {
-    let table = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data/profiles/distilbert_trt_gpu_bs1-64_seq1-512.json");
+    let table = morph_assets::shared_data().join("profiles/distilbert_trt_gpu_bs1-64_seq1-512.json");
     let profile = Profile::load(&table).expect("the shared GPU table");
     println!(
         "{:>10} {:>9} {:>11} {:>11} {:>9} {:>11} {:>8} {:>9}",

@@ -1,6 +1,6 @@
 //! Scenario files (TOML): a workload, a cluster, an SLO, the policies to compare, seeds, and
 //! optionally a sweep. Every policy runs on the identical request stream. See
-//! `scenarios/*.toml` in the repository for examples.
+//! `assets/scenarios/*.toml` in the repository for examples.
 //!
 //! ```toml
 //! name = "twitter-stable"
@@ -16,7 +16,7 @@
 //! outputs = { kind = "trace", path = "...", input_column = "GeneratedTokens" }  # generation only
 //! patience_s = 2.0                                # optional: clients give up after this (cancelled)
 //! [cluster]
-//! profile = "../../shared/data/profiles/distilbert_trt_gpu_bs1-64_seq1-512.json"  # relative to this file
+//! profile = "../../../shared/data/profiles/distilbert_trt_gpu_bs1-64_seq1-512.json"  # relative to this file
 //! variants = ["stage1.json"]                      # profiles of a stage or token plan (their "stage"/"plan" keys)
 //! # or, for generation, SSJF's linear cost T = C + K·N (K in ms per token by batch size):
 //! # generation = { c_ms = 120, k_ms = { "1" = 45, "4" = 60 } }

@@ -83,11 +83,8 @@ fn target_tracking_scales_out_under_load_and_in_when_calm() {
 
 /// The Arlo authors' GPU table (DistilBERT, TensorRT), from `../shared/data`.
 fn gpu_table() -> Profile {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/data/profiles/distilbert_trt_gpu_bs1-64_seq1-512.json"
-    );
-    Profile::load(std::path::Path::new(path)).expect("the shared GPU table")
+    let path = morph_assets::shared_data().join("profiles/distilbert_trt_gpu_bs1-64_seq1-512.json");
+    Profile::load(&path).expect("the shared GPU table")
 }
 
 #[test]

@@ -8,8 +8,7 @@ fn corpus_lengths_are_tokenized_at_load() {
     let dir = std::env::temp_dir().join(format!("morph-sim-corpus-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("texts.txt"), "one two three\nfour five\n").unwrap();
-    let profile =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../profiles/minilm_candle_cpu_2core.json");
+    let profile = morph_assets::path("profiles/minilm_candle_cpu_2core.json");
     std::fs::write(
         dir.join("s.toml"),
         format!(

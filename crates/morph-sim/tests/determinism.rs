@@ -1,11 +1,9 @@
 //! Same scenario and seed → byte-identical JSON; another seed → another stream.
 
-use std::path::PathBuf;
-
 use morph_sim::Scenario;
 
 fn shipped(name: &str) -> Scenario {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scenarios").join(name);
+    let path = morph_assets::path("scenarios").join(name);
     let mut s =
         Scenario::load(&path, &|t| Ok(t.split_whitespace().count() as u32 + 2)).expect("shipped scenario");
     s.duration_s = 5.0;

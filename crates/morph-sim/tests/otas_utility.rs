@@ -1,7 +1,7 @@
 //! OTAS in the simulator: the utility account by hand on four requests, and the shipped
-//! scenario on the profiles measured for Morph (`profiles/otas`).
+//! scenario on the profiles measured for Morph (`assets/profiles/otas`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use morph_core::{Profile, RuntimeSpec, ServiceClass, TaskId, Time, UnitSpec};
@@ -67,7 +67,7 @@ fn utility_and_outcome_types_by_hand() {
 }
 
 fn shipped() -> Scenario {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/otas_synthetic_cpu.toml");
+    let path = morph_assets::path("scenarios/otas_synthetic_cpu.toml");
     let mut s = Scenario::load(&path, &|t| Ok(t.split_whitespace().count() as u32 + 2)).expect("scenario");
     s.duration_s = 60.0;
     s

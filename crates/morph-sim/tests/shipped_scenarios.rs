@@ -1,11 +1,11 @@
-//! Every scenario in `scenarios/` loads (its values pass the checks, its traces and recorded
+//! Every scenario in `assets/scenarios/` loads (its values pass the checks, its traces and recorded
 //! predictions read without a bad row) and its workload generates. Reads `../shared` traces.
 
 use morph_sim::Scenario;
 
 #[test]
 fn every_shipped_scenario_loads_and_generates_its_workload() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    let dir = morph_assets::path("scenarios");
     let words = |text: &str| Ok(text.split_whitespace().count() as u32 + 2);
     let mut loaded = 0;
     for entry in std::fs::read_dir(&dir).expect("scenarios/") {

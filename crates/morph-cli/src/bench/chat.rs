@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use morph_engine::predictor::dataset::{load_length_records, load_sharegpt, recorded_turns};
+use morph_train::predictor::{dataset::load_length_records, dataset::load_sharegpt, dataset::recorded_turns};
 use serde_json::{Value, json};
 
 use crate::rounds_arg::Rounds;

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Context;
-use morph_engine::tasks::data::{Task, load};
 use morph_sim::workload::SimRequest;
+use morph_train::tasks::{data::Task, data::load};
 use serde::Serialize;
 use serde_json::{Value, json};
 

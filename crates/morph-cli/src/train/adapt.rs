@@ -14,14 +14,17 @@ use std::time::Instant;
 use anyhow::Context;
 use candle_core::Tensor;
 use clap::Args;
+use morph_backend::Backend;
 use morph_core::{PlanId, RuntimeSpec, UnitSpec};
-use morph_engine::predictor::{TrainConfig, embed_ids, stack};
-use morph_engine::tasks::data::{Example, Task, TaskData, load};
-use morph_engine::tasks::head::{ClassifierHead, train_head};
-use morph_engine::token_plan::TokenPlan;
-use morph_engine::tokenize::truncate;
-use morph_engine::{Engine, Pooling, TextTokenizer};
-use morph_server::Launcher;
+use morph_encoder::predictor::{embed_ids, stack};
+use morph_encoder::tasks::head::ClassifierHead;
+use morph_encoder::token_plan::TokenPlan;
+use morph_encoder::tokenize::truncate;
+use morph_encoder::{Pooling, TextTokenizer};
+use morph_engine::Engine;
+use morph_train::TrainConfig;
+use morph_train::tasks::head_train::train_head;
+use morph_train::tasks::{data::Example, data::Task, data::TaskData, data::load};
 use serde_json::json;
 
 use super::adapt_prompts::{self, PromptEncoders};
@@ -100,8 +103,8 @@ pub(crate) fn run(mut args: AdaptArgs) -> anyhow::Result<()> {
         None
     };
     args.engine.plans.retain(|p| !prompted(p));
-    let launcher = Launcher::new(&files, pooling, &args.engine.real()?)?;
-    let mut engine = launcher.engine(UnitSpec::encoder(RuntimeSpec::dynamic(args.max_len, 32)))?;
+    let backend = Backend::load(&files, pooling, &args.engine.real()?)?;
+    let mut engine = backend.engine(UnitSpec::encoder(RuntimeSpec::dynamic(args.max_len, 32)))?;
 
     let encode = |examples: &[Example]| -> anyhow::Result<(Vec<Vec<u32>>, Vec<u32>)> {
         let rows = examples.iter().take(args.limit.unwrap_or(usize::MAX));

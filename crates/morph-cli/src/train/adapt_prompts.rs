@@ -7,12 +7,15 @@ use std::collections::{BTreeMap, HashMap};
 
 use candle_core::Tensor;
 use morph_core::PlanId;
-use morph_engine::bert::Kernels;
-use morph_engine::predictor::TrainConfig;
-use morph_engine::tasks::prompt_train::{PromptSpec, accuracy, predict, train_prompts};
-use morph_engine::tasks::prompts::prompt_name;
-use morph_engine::token_plan::PromptMode;
-use morph_engine::{Encoder, ModelFiles, Pooling};
+use morph_encoder::bert::Kernels;
+use morph_encoder::tasks::prompts::prompt_name;
+use morph_encoder::token_plan::PromptMode;
+use morph_encoder::{Encoder, Pooling};
+use morph_fetch::ModelFiles;
+use morph_train::TrainConfig;
+use morph_train::tasks::{
+    prompt_train::PromptSpec, prompt_train::accuracy, prompt_train::predict, prompt_train::train_prompts,
+};
 use serde_json::json;
 
 use super::adapt::{Encoded, Measured};

@@ -10,11 +10,11 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
-use morph_engine::decoder::{
-    DecoderKernels, DecoderWorker, FinishReason, GenEvent, GenRequest, IterationReport, Message,
+use morph_decoder::{
+    DecoderKernels, DecoderThread, FinishReason, GenEvent, GenRequest, IterationReport, Message,
     SamplingParams, StepperShape, chatml_prompt, load_decoder,
 };
-use morph_engine::predictor::dataset::{LengthRecord, load_length_records, load_sharegpt};
+use morph_train::predictor::{dataset::LengthRecord, dataset::load_length_records, dataset::load_sharegpt};
 
 use crate::model_args::ModelArgs;
 use crate::rounds_arg::Rounds;
@@ -112,7 +112,7 @@ pub(crate) fn run(args: LengthsArgs) -> anyhow::Result<()> {
     let threads = std::thread::available_parallelism().map_or(1, usize::from);
     let shape =
         StepperShape { sequences: batch, seq_tokens: args.max_context + args.max_tokens as usize, threads };
-    let worker = DecoderWorker::spawn("lengths".into(), model.clone(), backend, shape, 0, hook)?;
+    let worker = DecoderThread::spawn("lengths".into(), model.clone(), backend, shape, 0, hook)?;
     let mut queue = pending.into_iter().enumerate();
     let mut running = HashMap::new();
     let (started, mut answered, mut tokens) = (Instant::now(), 0usize, 0usize);

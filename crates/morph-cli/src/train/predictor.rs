@@ -14,18 +14,22 @@ use anyhow::Context;
 use candle_core::Tensor;
 use candle_nn::VarMap;
 use clap::Args;
+use morph_backend::Backend;
 use morph_core::{RuntimeSpec, UnitSpec};
-use morph_engine::checkpoint::Checkpoint;
-use morph_engine::predictor::dataset::{
-    Example, Split, load_length_records, load_lmsys, load_sharegpt, sharegpt_examples, split_of,
+use morph_encoder::checkpoint::Checkpoint;
+use morph_encoder::predictor::head::Scores;
+use morph_encoder::predictor::{Buckets, HeadMeta, LengthHead, Objective, embed_ids, prompt_ids, stack};
+use morph_encoder::predictor::{model::PROMPT_TOKENS, model::TUNED_ENCODER};
+use morph_encoder::{Pooling, TextTokenizer};
+use morph_train::predictor::tune::TunedTop;
+use morph_train::predictor::{
+    dataset::Example, dataset::Split, dataset::load_length_records, dataset::load_lmsys,
+    dataset::load_sharegpt, dataset::sharegpt_examples, dataset::split_of,
 };
-use morph_engine::predictor::model::{PROMPT_TOKENS, TUNED_ENCODER};
-use morph_engine::predictor::tune::TunedTop;
-use morph_engine::predictor::{
-    Buckets, HeadMeta, LengthHead, Objective, Scores, TrainConfig, embed_ids, prompt_ids, score, stack, train,
+use morph_train::{
+    TrainConfig,
+    predictor::{score, train},
 };
-use morph_engine::{Pooling, TextTokenizer};
-use morph_server::Launcher;
 
 use crate::engine_args::EngineArgs;
 use crate::model_args::ModelArgs;
@@ -41,7 +45,7 @@ pub(crate) struct PredictorArgs {
     #[arg(long)]
     data: Vec<PathBuf>,
     /// Output lengths of the served decoder recorded by `morph train lengths`, e.g.
-    /// datasets/smollm2_sharegpt_lengths.jsonl (needs --sharegpt for the prompts' text).
+    /// assets/datasets/smollm2_sharegpt_lengths.jsonl (needs --sharegpt for the prompts' text).
     #[arg(long)]
     lengths: Option<PathBuf>,
     /// The ShareGPT conversations --lengths was recorded from.
@@ -122,8 +126,8 @@ pub(crate) fn run(args: PredictorArgs) -> anyhow::Result<()> {
     };
     let files = args.model.fetch()?;
     let tokenizer = TextTokenizer::load(&files.tokenizer)?;
-    let launcher = Launcher::new(&files, Pooling::from_model_dir(&files.dir), &args.engine.real()?)?;
-    let mut engine = launcher.engine(UnitSpec::encoder(RuntimeSpec::dynamic(PROMPT_TOKENS as u32, 32)))?;
+    let backend = Backend::load(&files, Pooling::from_model_dir(&files.dir), &args.engine.real()?)?;
+    let mut engine = backend.engine(UnitSpec::encoder(RuntimeSpec::dynamic(PROMPT_TOKENS as u32, 32)))?;
 
     let started = Instant::now();
     let texts: Vec<&str> = examples.iter().map(|e| e.prompt.as_str()).collect();

@@ -5,7 +5,7 @@ use std::io;
 use std::time::Instant;
 
 use super::endpoint::Endpoint;
-use crate::ort_runtime::StartTimes;
+use crate::wire::StartTimes;
 use crate::wire::{self, Boot, FromWorker, ToWorker};
 use crate::{Engine, EngineError, Rows};
 

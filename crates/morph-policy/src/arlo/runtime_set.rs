@@ -145,14 +145,10 @@ mod tests {
 
     #[test]
     fn the_gpu_table_has_a_64_token_staircase() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../../shared/data/profiles/distilbert_trt_gpu_bs1-64_seq1-512.json"
-        );
-        let gpu = Profile::load(std::path::Path::new(path)).expect("the shared GPU table");
+        let path = morph_assets::shared_data().join("profiles/distilbert_trt_gpu_bs1-64_seq1-512.json");
+        let gpu = Profile::load(&path).expect("the shared GPU table");
         assert_eq!(staircase_width(&gpu), Some(64));
-        let cpu = concat!(env!("CARGO_MANIFEST_DIR"), "/../../profiles/minilm_candle_cpu_2core.json");
-        let cpu = Profile::load(std::path::Path::new(cpu)).unwrap();
+        let cpu = Profile::load(&morph_assets::path("profiles/minilm_candle_cpu_2core.json")).unwrap();
         assert_eq!(staircase_width(&cpu), None, "the CPU curve is smooth");
     }
 

@@ -16,7 +16,7 @@ use axum::Json;
 use axum::extract::State;
 use morph_core::TaskId;
 use morph_core::time::ms_to_nanos;
-use morph_engine::tasks::served::{Classified, TaskHeads};
+use morph_encoder::tasks::{served::Classified, served::TaskHeads};
 use serde_json::{Map, Value, json};
 
 use super::embed::{pool_texts, recorded};

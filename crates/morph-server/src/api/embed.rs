@@ -3,9 +3,9 @@
 
 use std::time::Instant;
 
+use morph_encoder::pooling::l2_normalize;
+use morph_encoder::tokenize::truncate;
 use morph_engine::EngineError;
-use morph_engine::pooling::l2_normalize;
-use morph_engine::tokenize::truncate;
 
 use morph_core::{Nanos, TaskId};
 

@@ -14,11 +14,9 @@ use axum::extract::State;
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
+use morph_decoder::{FinishReason, GenEvent, GgufTokenizer, Llama, Message, SamplingParams, chatml_prompt};
+use morph_encoder::predictor::predictor_text;
 use morph_engine::EngineError;
-use morph_engine::decoder::{
-    FinishReason, GenEvent, GgufTokenizer, Llama, Message, SamplingParams, chatml_prompt,
-};
-use morph_engine::predictor::dataset::predictor_text;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -276,7 +274,7 @@ fn messages(body: &Map<String, Value>) -> Result<Vec<Message>, ApiError> {
 fn predictor_input(messages: &[Message]) -> String {
     let turns: Vec<Message> = messages.iter().filter(|m| m.role != "system").cloned().collect();
     match turns.split_last() {
-        Some((last, history)) => predictor_text(history, &last.content),
+        Some((last, history)) => predictor_text(history.iter().map(|m| m.content.as_str()), &last.content),
         None => String::new(),
     }
 }

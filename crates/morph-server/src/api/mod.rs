@@ -19,9 +19,9 @@ use axum::http::header::AUTHORIZATION;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use morph_engine::decoder::{GgufTokenizer, Llama};
-use morph_engine::tasks::served::TaskHeads;
-use morph_engine::{Pooling, TextTokenizer};
+use morph_decoder::{GgufTokenizer, Llama};
+use morph_encoder::tasks::served::TaskHeads;
+use morph_encoder::{Pooling, TextTokenizer};
 
 use subtle::ConstantTimeEq;
 

@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
+use morph_decoder::{FinishReason, GenEvent, GgufTokenizer, Llama, Sampler};
 use morph_engine::EngineError;
-use morph_engine::decoder::{FinishReason, GenEvent, GgufTokenizer, Llama, Sampler};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc::unbounded_channel;
 

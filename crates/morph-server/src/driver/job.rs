@@ -4,8 +4,8 @@
 use std::time::Instant;
 
 use morph_core::{DropReason, PlanId};
+use morph_decoder::{GenEvent, GenRequest};
 use morph_engine::EngineError;
-use morph_engine::decoder::{GenEvent, GenRequest};
 use tokio::sync::oneshot;
 
 /// What an encoder sequence's caller gets back.

@@ -17,15 +17,15 @@ use morph_core::{
     DropReason, Gauge, Generation, InstanceId, Nanos, Policy, RequestId, ServerId, ServiceClass, StartKind,
     TaskId, Ticket, Time, UnitSpec,
 };
+use morph_decoder::{GenEvent, Iterations, SamplingParams};
 use morph_engine::EngineError;
-use morph_engine::decoder::{GenEvent, Iterations, SamplingParams};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::oneshot;
 
 pub use job::{Pooled, SeqError, SeqResult};
 use state::{Outside, State};
 
-use crate::launcher::{Launcher, Worker, WorkerEngine};
+use crate::launcher::{Instance, InstanceEngine, Launcher};
 use crate::metrics::Metrics;
 
 /// Shared by every HTTP handler and batch task.
@@ -77,14 +77,14 @@ impl Driver {
     /// Registers every worker with the policy (all are loaded and idle).
     pub fn new(
         policy: Box<dyn Policy>,
-        workers: Vec<Worker>,
+        workers: Vec<Instance>,
         launcher: Arc<Launcher>,
         metrics: Arc<Metrics>,
     ) -> Arc<Self> {
         let mut state = State::new(policy, metrics.clone());
         let mut pending = Vec::new();
         for worker in workers {
-            pending.extend(state.add_worker(Time::ZERO, worker).1);
+            pending.extend(state.add_instance(Time::ZERO, worker).1);
         }
         let pending = Mutex::new(pending);
         Arc::new(Self { state: Mutex::new(state), pending, launcher, epoch: Instant::now(), metrics })
@@ -126,7 +126,7 @@ impl Driver {
     pub fn worker_starts(&self) -> Vec<(InstanceId, UnitSpec, ServerId, crate::launcher::StartReport)> {
         let mut state = self.lock();
         let mut starts: Vec<_> = state
-            .workers_mut()
+            .instances_mut()
             .filter_map(|(id, w)| w.start.clone().map(|s| (*id, w.unit, w.server, s)))
             .collect();
         starts.sort_by_key(|(id, ..)| *id);
@@ -138,8 +138,8 @@ impl Driver {
     }
 
     /// Takes every worker out, for the caller to stop them (at shutdown).
-    pub fn take_workers(&self) -> Vec<Worker> {
-        self.lock().take_workers()
+    pub fn take_instances(&self) -> Vec<Instance> {
+        self.lock().take_instances()
     }
 
     fn now(&self) -> Time {
@@ -238,10 +238,10 @@ impl Driver {
     pub fn forward_iterations(self: &Arc<Self>) {
         let pending: Vec<(InstanceId, Iterations)> = self
             .lock()
-            .workers_mut()
+            .instances_mut()
             .filter_map(|(id, w)| match &mut w.engine {
-                WorkerEngine::Decoder { iterations, .. } => iterations.take().map(|rx| (*id, rx)),
-                WorkerEngine::Encoder(_) => None,
+                InstanceEngine::Decoder { iterations, .. } => iterations.take().map(|rx| (*id, rx)),
+                InstanceEngine::Encoder(_) => None,
             })
             .collect();
         for (instance, mut rx) in pending {

@@ -11,13 +11,13 @@ use morph_core::{
     DropReason, Effect, Generation, InstanceId, Launched, Ledger, NewRequest, OnViolation, Outcome, PlanId,
     Policy, RequestId, ServerId, ServiceClass, StartKind, TaskId, Ticket, Time, UnitKind, UnitSpec,
 };
-use morph_engine::decoder::{GenEvent, GenRequest, IterationReport, SamplingParams};
+use morph_decoder::{GenEvent, GenRequest, IterationReport, SamplingParams};
 use morph_engine::{EngineError, EngineHandle, Rows};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 use tokio::sync::oneshot;
 
 use super::job::{Input, Job, Pooled, SeqError, SeqResult};
-use crate::launcher::{Worker, WorkerEngine};
+use crate::launcher::{Instance, InstanceEngine};
 use crate::metrics::{CancelKind, Metrics};
 
 /// Work the state leaves to its caller, to do outside the lock.
@@ -37,14 +37,14 @@ pub(crate) enum Outside {
     Launch { ticket: Ticket, unit: UnitSpec, server: Option<ServerId> },
     /// Stop this worker (joining its thread), or, when `park`, hand it to the launcher, which
     /// may keep it loaded for a hot start.
-    Stop { worker: Box<Worker>, park: bool },
+    Stop { worker: Box<Instance>, park: bool },
 }
 
 #[derive(Debug)]
 pub(crate) struct State {
     ledger: Ledger,
     jobs: HashMap<RequestId, Job>,
-    workers: HashMap<InstanceId, Worker>,
+    instances: HashMap<InstanceId, Instance>,
     /// Finished encoder batches' outputs, until their `Answer` or `Forward`.
     outputs: HashMap<RequestId, Result<Vec<f32>, EngineError>>,
     /// When each pending launch was asked for.
@@ -59,7 +59,7 @@ impl State {
         Self {
             ledger: Ledger::new(policy, OnViolation::Refuse),
             jobs: HashMap::new(),
-            workers: HashMap::new(),
+            instances: HashMap::new(),
             outputs: HashMap::new(),
             launches: HashMap::new(),
             lost: HashSet::new(),
@@ -75,21 +75,21 @@ impl State {
         &self.ledger
     }
 
-    pub(crate) fn workers_mut(&mut self) -> impl Iterator<Item = (&InstanceId, &mut Worker)> {
-        self.workers.iter_mut()
+    pub(crate) fn instances_mut(&mut self) -> impl Iterator<Item = (&InstanceId, &mut Instance)> {
+        self.instances.iter_mut()
     }
 
     /// Takes every worker out, for the caller to stop them (at shutdown).
-    pub(crate) fn take_workers(&mut self) -> Vec<Worker> {
-        self.workers.drain().map(|(_, w)| w).collect()
+    pub(crate) fn take_instances(&mut self) -> Vec<Instance> {
+        self.instances.drain().map(|(_, w)| w).collect()
     }
 
     /// A worker of the initial layout, loaded and idle.
-    pub(crate) fn add_worker(&mut self, now: Time, worker: Worker) -> (InstanceId, Vec<Outside>) {
+    pub(crate) fn add_instance(&mut self, now: Time, worker: Instance) -> (InstanceId, Vec<Outside>) {
         let mut effects = Vec::new();
         let (unit, server) = (worker.unit, worker.server);
         let id = self.ledger.add_instance(now, unit, server, &mut effects);
-        self.workers.insert(id, worker);
+        self.instances.insert(id, worker);
         (id, self.apply(effects))
     }
 
@@ -224,7 +224,7 @@ impl State {
 
     /// The server (host) `instance`'s worker runs on.
     pub(crate) fn server_of(&self, instance: InstanceId) -> Option<ServerId> {
-        self.workers.get(&instance).map(|w| w.server)
+        self.instances.get(&instance).map(|w| w.server)
     }
 
     /// Every idle instance on `server` is lost (its host is dead); busy ones fail their batch
@@ -238,14 +238,14 @@ impl State {
     /// it is lost now (a busy one fails its batch on the cut connection and is lost then).
     /// Nothing happens (no effects) if no idle instance has that worker.
     pub(crate) fn worker_gone(&mut self, now: Time, server: ServerId, pid: u32) -> Vec<Outside> {
-        let ours = |w: &Worker| w.server == server && w.start.as_ref().is_some_and(|s| s.pid == pid);
+        let ours = |w: &Instance| w.server == server && w.start.as_ref().is_some_and(|s| s.pid == pid);
         self.lose_idle(now, ours, &format!("worker process {pid}'s registration is gone"))
     }
 
     /// The idle instances whose worker is `which` are lost now, for `why`.
-    fn lose_idle(&mut self, now: Time, which: impl Fn(&Worker) -> bool, why: &str) -> Vec<Outside> {
+    fn lose_idle(&mut self, now: Time, which: impl Fn(&Instance) -> bool, why: &str) -> Vec<Outside> {
         let idle: Vec<InstanceId> = self
-            .workers
+            .instances
             .iter()
             .filter(|(id, w)| which(w) && self.ledger.is_idle(**id))
             .map(|(id, _)| *id)
@@ -283,7 +283,7 @@ impl State {
         &mut self,
         now: Time,
         ticket: Ticket,
-        result: Result<(Worker, StartKind), String>,
+        result: Result<(Instance, StartKind), String>,
     ) -> (Option<InstanceId>, Vec<Outside>) {
         let took = self.launches.remove(&ticket).map_or(0, |t| t.elapsed().as_nanos() as u64);
         let mut effects = Vec::new();
@@ -293,7 +293,7 @@ impl State {
                 let launched = Launched { ticket, server: worker.server, start, took };
                 match self.ledger.launch_up(now, launched, &mut effects) {
                     Some(id) => {
-                        self.workers.insert(id, worker);
+                        self.instances.insert(id, worker);
                         (Some(id), None)
                     }
                     // No launch had that ticket: the worker has no place.
@@ -356,7 +356,7 @@ impl State {
                 }
                 Effect::Retire { instance } => {
                     let park = !self.lost.remove(&instance);
-                    let worker = self.workers.remove(&instance);
+                    let worker = self.instances.remove(&instance);
                     outside.extend(worker.map(|w| Outside::Stop { worker: Box::new(w), park }));
                 }
                 Effect::Answer { request, outcome } => self.answer(request, outcome),
@@ -382,8 +382,8 @@ impl State {
     /// to a decoder worker's batch (static or continuous alike; the ledger keeps them apart).
     fn start(&mut self, instance: InstanceId, requests: &[RequestId], plan: PlanId) -> Option<Outside> {
         let started = Instant::now();
-        match self.workers.get(&instance).map(|w| &w.engine) {
-            Some(WorkerEngine::Encoder(worker)) => {
+        match self.instances.get(&instance).map(|w| &w.engine) {
+            Some(InstanceEngine::Encoder(worker)) => {
                 let mut tokens = Vec::new();
                 let mut hidden = Vec::new();
                 for r in requests {
@@ -416,7 +416,7 @@ impl State {
                 let longest = longest.unwrap_or(0);
                 Some(Outside::Run { instance, handle: worker.handle(), requests, rows, plan, longest })
             }
-            Some(WorkerEngine::Decoder { worker, .. }) => {
+            Some(InstanceEngine::Decoder { thread: worker, .. }) => {
                 let mut generations = Vec::with_capacity(requests.len());
                 for r in requests {
                     if let Some(Job::Generate { request, enqueued }) = self.jobs.get_mut(r)
@@ -438,9 +438,10 @@ impl State {
     fn decoder(
         &self,
         instance: InstanceId,
-        send: impl FnOnce(&morph_engine::decoder::DecoderWorker) -> Result<(), EngineError>,
+        send: impl FnOnce(&morph_decoder::DecoderThread) -> Result<(), EngineError>,
     ) {
-        if let Some(WorkerEngine::Decoder { worker, .. }) = self.workers.get(&instance).map(|w| &w.engine)
+        if let Some(InstanceEngine::Decoder { thread: worker, .. }) =
+            self.instances.get(&instance).map(|w| &w.engine)
             && let Err(e) = send(worker)
         {
             tracing::error!(%instance, error = %e, "decoder instance stopped");

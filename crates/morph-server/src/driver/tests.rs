@@ -14,6 +14,7 @@ use super::job::{Pooled, SeqError};
 use super::state::{Outside, State};
 use crate::launcher::Launcher;
 use crate::metrics::{CancelKind, Metrics};
+use morph_backend::Backend;
 
 fn state_with(policy: Box<dyn Policy>) -> (State, Arc<Metrics>) {
     let metrics = Arc::new(Metrics::default());
@@ -23,9 +24,9 @@ fn state_with(policy: Box<dyn Policy>) -> (State, Arc<Metrics>) {
         [Point { batch: 1, len: 1, ms: 1.0 }, Point { batch: 8, len: 64, ms: 1.0 }],
     )
     .expect("profile");
-    let launcher = Launcher::emulated(Arc::new(profile), 2);
+    let launcher = Launcher::new(Backend::emulated(Arc::new(profile), 2));
     let worker = launcher.start(UnitSpec::encoder(RuntimeSpec::dynamic(64, 8)), None).expect("worker");
-    let (id, outside) = state.add_worker(Time::ZERO, worker);
+    let (id, outside) = state.add_instance(Time::ZERO, worker);
     assert_eq!((id, outside.len()), (InstanceId(0), 0));
     (state, metrics)
 }
@@ -200,7 +201,7 @@ async fn a_lost_worker_leaves_and_is_replaced_and_its_batch_runs_once_more_then_
     assert_eq!(state.ledger().instances().count(), 0);
 
     let profile = Profile::from_points("flat", [Point { batch: 1, len: 1, ms: 1.0 }]).expect("profile");
-    let worker = Launcher::emulated(Arc::new(profile), 2).start(unit, None).expect("worker");
+    let worker = Launcher::new(Backend::emulated(Arc::new(profile), 2)).start(unit, None).expect("worker");
     let (replacement, outside) =
         state.launched(Time(3), tickets[0], Ok((worker, morph_core::StartKind::Warm)));
     let replacement = replacement.expect("up");

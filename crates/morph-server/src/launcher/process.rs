@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use morph_core::{PlanId, ServerId, StartKind, UnitSpec};
 use morph_engine::remote::{Endpoint, Listener, RemoteEngine};
 use morph_engine::wire::Boot;
-use morph_engine::{EngineError, EngineWorker};
+use morph_engine::{EngineError, EngineThread};
 
 use super::host_cache::CachedArtefact;
 use super::spawn::{Spawner, WorkerModel};
@@ -76,7 +76,7 @@ impl StartReport {
     /// A parked replica put back in service after `total`.
     fn hot(total: Duration, pid: u32) -> Self {
         let zero = Duration::ZERO;
-        let times = morph_engine::ort_runtime::StartTimes::default();
+        let times = morph_engine::StartTimes::default();
         let boot = Boot { pid, dim: 0, prepared: true, times, first_batch: zero };
         Self::new(StartKind::Hot, total, &boot)
     }
@@ -102,7 +102,7 @@ pub struct ProcessLauncher {
 struct Parked {
     unit: UnitSpec,
     server: ServerId,
-    worker: EngineWorker,
+    worker: EngineThread,
     pid: u32,
 }
 
@@ -130,7 +130,7 @@ impl ProcessLauncher {
         unit: UnitSpec,
         server: Option<ServerId>,
         name: String,
-    ) -> Result<(EngineWorker, StartReport, ServerId), EngineError> {
+    ) -> Result<(EngineThread, StartReport, ServerId), EngineError> {
         let started = Instant::now();
         let server = match (&self.remote, server) {
             (None, _) => ServerId(0),
@@ -147,7 +147,7 @@ impl ProcessLauncher {
         };
         let report = StartReport::new(kind, started.elapsed(), engine.boot());
         let pid = engine.pid();
-        let worker = EngineWorker::spawn(name, Box::new(engine))
+        let worker = EngineThread::spawn(name, Box::new(engine))
             .map_err(|e| EngineError::Load(format!("worker {pid} thread: {e}")))?;
         Ok((worker, report, server))
     }
@@ -207,9 +207,9 @@ impl ProcessLauncher {
         &self,
         unit: UnitSpec,
         server: ServerId,
-        worker: EngineWorker,
+        worker: EngineThread,
         pid: u32,
-    ) -> Option<EngineWorker> {
+    ) -> Option<EngineThread> {
         let mut parked = lock(&self.parked);
         if parked.len() >= self.config.parked {
             return Some(worker);
@@ -218,7 +218,7 @@ impl ProcessLauncher {
         None
     }
 
-    fn unpark(&self, unit: UnitSpec, server: ServerId) -> Option<(EngineWorker, u32)> {
+    fn unpark(&self, unit: UnitSpec, server: ServerId) -> Option<(EngineThread, u32)> {
         let mut parked = lock(&self.parked);
         let at = parked.iter().position(|p| p.unit == unit && p.server == server)?;
         let p = parked.swap_remove(at);

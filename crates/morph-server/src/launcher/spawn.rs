@@ -9,8 +9,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use morph_core::{StartKind, UnitSpec};
+use morph_encoder::Pooling;
+use morph_engine::EngineError;
 use morph_engine::remote::Endpoint;
-use morph_engine::{EngineError, Pooling};
 
 use super::host_cache::{CachedArtefact, HostCache};
 use crate::locking::lock;

@@ -7,12 +7,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use morph_backend::EngineKind;
 use morph_core::{Point, Profile, RuntimeSpec};
-use morph_engine::ModelSource;
-use morph_engine::decoder::{DecoderKernels, fetch_default_decoder};
-use morph_engine::fetch::{Pip, fetch, morph_home};
-use morph_engine::ort_library::onnxruntime_library;
-use morph_server::{EngineKind, Server, ServerConfig};
+use morph_decoder::DecoderKernels;
+use morph_fetch::ModelSource;
+use morph_fetch::fetch_default_decoder;
+use morph_fetch::onnxruntime_library;
+use morph_fetch::{Pip, fetch, morph_home};
+use morph_server::{Server, ServerConfig};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 

@@ -166,7 +166,7 @@ mod tests {
     use super::*;
 
     fn shared(name: &str) -> Trace {
-        Trace::new(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/traces").join(name))
+        Trace::new(morph_assets::shared_data().join("traces").join(name))
     }
 
     #[test]

@@ -1,0 +1,136 @@
+//! A loaded backend: the model's weights held once in host memory (the host-memory parameter
+//! cache), and the engines of any unit built from them.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use morph_core::{ModelId, PlanId, Profile, RuntimeSpec, StageSpec, UnitKind, UnitSpec};
+use morph_decoder::{DecodeBackend, DecoderKernels, DecoderStage, GgufTokenizer, Llama, load_decoder};
+use morph_encoder::{CandleRuntime, Encoder, OrtEncoder, Pooling};
+use morph_engine::{EmulatedRuntime, Engine, EngineError};
+use morph_fetch::ModelFiles;
+
+use crate::EngineKind;
+
+/// The loaded model and how its engines compute. Candle instances share its weights, ONNX
+/// Runtime instances are compiled from them.
+#[derive(Debug)]
+pub enum Backend {
+    Candle(Arc<Encoder>),
+    /// The encoder and the token plans every instance compiles.
+    Ort(OrtEncoder, Vec<PlanId>),
+    Emulated {
+        profile: Arc<Profile>,
+        dim: usize,
+    },
+    /// The decoder (its shape and tokenizer; its weights too on candle), what runs its
+    /// generations' steps, and the most prompt tokens a generation feeds per iteration (0: all).
+    Decoder(Arc<(Llama, GgufTokenizer)>, Arc<dyn DecodeBackend>, usize),
+}
+
+impl Backend {
+    /// Loads `kind`'s backend: an encoder from `files` pooled by `pooling`, emulated
+    /// instances, or a decoder from its GGUF file (`files` unused).
+    pub fn load(files: &ModelFiles, pooling: Pooling, kind: &EngineKind) -> Result<Self, EngineError> {
+        Ok(match kind {
+            EngineKind::Candle => Backend::Candle(Arc::new(Encoder::load(files, pooling)?)),
+            EngineKind::Ort { library, onnx, plans } => {
+                let encoder = match onnx {
+                    None => OrtEncoder::load(files, pooling, library)?,
+                    Some(onnx) => OrtEncoder::load_file(files, onnx, pooling, library)?,
+                };
+                let mut plans = plans.clone();
+                plans.push(PlanId::PLAIN);
+                plans.sort_unstable();
+                plans.dedup();
+                Backend::Ort(encoder, plans)
+            }
+            EngineKind::Emulated { profile, dim } => Self::emulated(profile.clone(), *dim),
+            EngineKind::Decoder { gguf, prefill_chunk, kernels } => {
+                Self::decoder(gguf, *prefill_chunk, *kernels)?
+            }
+        })
+    }
+
+    /// Emulated instances that sleep for `profile`'s latency.
+    pub fn emulated(profile: Arc<Profile>, dim: usize) -> Self {
+        Backend::Emulated { profile, dim }
+    }
+
+    /// Instances of the GGUF model at `gguf`, feeding prompts `prefill_chunk` tokens per
+    /// iteration at most (0: whole prompts), stepped by `kernels`.
+    pub fn decoder(gguf: &Path, prefill_chunk: usize, kernels: DecoderKernels) -> Result<Self, EngineError> {
+        let (model, backend) = load_decoder(gguf, kernels)?;
+        Ok(Backend::Decoder(model, backend, prefill_chunk))
+    }
+
+    /// Output dimension of every instance.
+    pub fn dim(&self) -> usize {
+        match self {
+            Backend::Candle(encoder) => encoder.dim(),
+            Backend::Ort(encoder, _) => encoder.dim(),
+            Backend::Emulated { dim, .. } => *dim,
+            Backend::Decoder(model, ..) => model.0.config.hidden,
+        }
+    }
+
+    /// The decoder and its tokenizer, when this backend generates.
+    pub fn decoder_model(&self) -> Option<&Arc<(Llama, GgufTokenizer)>> {
+        match self {
+            Backend::Decoder(model, ..) => Some(model),
+            _ => None,
+        }
+    }
+
+    /// The unit an instance of `runtime` runs: a whole decoder or encoder, as this serves.
+    pub fn unit(&self, runtime: RuntimeSpec) -> UnitSpec {
+        match self {
+            Backend::Decoder(..) => UnitSpec::decoder(runtime),
+            _ => UnitSpec::encoder(runtime),
+        }
+    }
+
+    /// The units of the model cut into `count` pipeline stages of consecutive layers, as even
+    /// as the layer count allows (emulated instances: one nominal layer per stage).
+    pub fn stage_units(&self, runtime: RuntimeSpec, count: u16) -> Result<Vec<UnitSpec>, EngineError> {
+        let layers = match self {
+            Backend::Ort(encoder, _) => encoder.layers().ok_or_else(|| {
+                EngineError::Unsupported(
+                    "pipeline stages of a user's ONNX file (Morph's own graphs only)".into(),
+                )
+            })?,
+            Backend::Emulated { .. } => usize::from(count),
+            // A decoder's stages run its prefill only.
+            Backend::Decoder(model, ..) => model.0.config.layers,
+            Backend::Candle(_) => {
+                return Err(EngineError::Unsupported(
+                    "pipeline stages need --engine ort (or emulated, or a decoder's prefill)".into(),
+                ));
+            }
+        };
+        if count == 0 || usize::from(count) > layers {
+            return Err(EngineError::Unsupported(format!("{count} stages of a {layers}-layer model")));
+        }
+        let stage = |k| StageSpec::even(ModelId(0), k, count, layers as u16);
+        Ok((0..count).map(|k| UnitSpec::encoder(runtime).with_stage(stage(k))).collect())
+    }
+
+    /// One engine instance of an encoder `unit` (a whole model, a pipeline stage, or a
+    /// decoder's prefill), not yet on a thread.
+    pub fn engine(&self, unit: UnitSpec) -> Result<Box<dyn Engine>, EngineError> {
+        let spec = unit.runtime;
+        Ok(match self {
+            Backend::Candle(_) if unit.stage.is_some() => {
+                return Err(EngineError::Unsupported("pipeline stages on candle".into()));
+            }
+            Backend::Candle(encoder) => Box::new(CandleRuntime::new(encoder.clone(), spec)?),
+            Backend::Ort(encoder, plans) => Box::new(encoder.instance(unit, plans)?),
+            Backend::Emulated { profile, dim } => Box::new(EmulatedRuntime::new(profile.clone(), unit, *dim)),
+            Backend::Decoder(..) if unit.kind == UnitKind::Decoder => {
+                return Err(EngineError::Load("a decoder runs generations, not encoder batches".into()));
+            }
+            // An encoder unit of a decoder is a prefill: of a stage, or (no stage) of the whole.
+            Backend::Decoder(model, ..) => Box::new(DecoderStage::new(model.clone(), spec, unit.stage)),
+        })
+    }
+}

@@ -1,0 +1,35 @@
+//! The `--engine` choice: what computes the batches.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use morph_core::{PlanId, Profile};
+use morph_decoder::DecoderKernels;
+
+/// What computes the batches.
+#[derive(Debug, Clone)]
+pub enum EngineKind {
+    /// The candle encoder on the CPU.
+    Candle,
+    /// ONNX Runtime sessions of the graph Morph writes for each instance's unit (a runtime
+    /// shape, a layer range), one per token plan in `plans` (the plain model always), or of
+    /// the user's ONNX file `onnx` with its free dimensions pinned.
+    Ort { library: PathBuf, onnx: Option<PathBuf>, plans: Vec<PlanId> },
+    /// Emulated instances taking their latency from a profile; vectors are placeholders.
+    Emulated { profile: Arc<Profile>, dim: usize },
+    /// A decoder LM from a GGUF file, for generation: each instance a continuous batch,
+    /// feeding prompts `prefill_chunk` tokens per iteration at most (0: whole prompts), its
+    /// steps run by `kernels`.
+    Decoder { gguf: PathBuf, prefill_chunk: usize, kernels: DecoderKernels },
+}
+
+impl EngineKind {
+    pub fn label(&self) -> &'static str {
+        match self {
+            EngineKind::Candle => "candle",
+            EngineKind::Ort { .. } => "onnxruntime",
+            EngineKind::Emulated { .. } => "emulated",
+            EngineKind::Decoder { kernels, .. } => kernels.label(),
+        }
+    }
+}

@@ -1,0 +1,10 @@
+//! What computes a deployment's batches, chosen once ([`EngineKind`], the `--engine` flag) and
+//! loaded once ([`Backend`]): the weights stay in host memory, and every instance the server,
+//! `morph profile` or `morph train` starts is built from them ([`Backend::engine`]), so a new
+//! runtime starts without reading them from disk again.
+
+mod backend;
+mod kind;
+
+pub use backend::Backend;
+pub use kind::EngineKind;

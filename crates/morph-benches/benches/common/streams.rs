@@ -1,0 +1,120 @@
+//! One worker of a decoder running a list of prompts, a fixed number at a time, as the
+//! decoder benchmarks drive it: tokens/s, time to first token and time per output token.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::mpsc::channel;
+use std::time::{Duration, Instant};
+
+use morph_decoder::{
+    DecoderThread, GenEvent, GenRequest, GgufTokenizer, LoadedDecoder, Message, SamplingParams, StepperShape,
+    chatml_prompt,
+};
+use morph_train::predictor::dataset::load_sharegpt;
+
+/// What a run measured.
+pub(crate) struct Run {
+    /// Output tokens of every stream together.
+    pub(crate) tokens: usize,
+    pub(crate) ttft_ms: f64,
+    pub(crate) tpot_ms: f64,
+    /// The run's wall time.
+    pub(crate) seconds: f64,
+}
+
+impl Run {
+    /// Output tokens of every stream together per second of the run.
+    pub(crate) fn tokens_per_s(&self) -> f64 {
+        self.tokens as f64 / self.seconds
+    }
+}
+
+/// The first user turns of the ShareGPT conversations in `sharegpt` as ChatML prompts of at
+/// most 1,024 tokens, `n` of them.
+pub(crate) fn first_turns(tokenizer: &GgufTokenizer, sharegpt: &Path, n: usize) -> Vec<Vec<u32>> {
+    let conversations = load_sharegpt(sharegpt).unwrap_or_else(|e| panic!("{e} (pass --sharegpt FILE)"));
+    conversations
+        .iter()
+        .filter_map(|c| c.round(1))
+        .filter_map(|(_, text)| tokenizer.encode(&chatml_prompt(&[Message::new("user", text)])).ok())
+        .filter(|ids| ids.len() <= 1024)
+        .take(n)
+        .collect()
+}
+
+/// All `prompts` through one worker of `decoder`, `streams` at a time.
+pub(crate) fn run(
+    (model, backend): &LoadedDecoder,
+    prompts: &[Vec<u32>],
+    streams: usize,
+    max_tokens: u32,
+) -> Run {
+    let (reports_tx, reports) = channel();
+    let hook = Box::new(move |report| {
+        let _ = reports_tx.send(report);
+    });
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
+    let shape = StepperShape { sequences: streams, seq_tokens: longest + max_tokens as usize, threads };
+    let worker = DecoderThread::spawn("bench".into(), model.clone(), backend.clone(), shape, 256, hook)
+        .expect("worker");
+    let mut queue = prompts.iter().enumerate();
+    // Per running generation: its events, when it joined, when its first and last tokens came, and how many.
+    let mut running = HashMap::new();
+    let (mut ttfts, mut tpots, mut tokens) = (Vec::new(), Vec::new(), 0usize);
+    let started = Instant::now();
+    let mut holding = false;
+    loop {
+        let mut joining = Vec::new();
+        while running.len() < streams {
+            let Some((key, prompt)) = queue.next() else { break };
+            let (events, rx) = tokio::sync::mpsc::unbounded_channel();
+            let sampling = SamplingParams::default();
+            joining.push(GenRequest {
+                key: key as u64,
+                prompt: prompt.clone(),
+                max_tokens,
+                sampling,
+                events,
+            });
+            running.insert(key as u64, (rx, Instant::now(), None::<Instant>, Instant::now(), 0usize));
+        }
+        if !joining.is_empty() {
+            worker.join(joining).expect("join");
+        }
+        if holding {
+            worker.resume().expect("resume");
+        }
+        if running.is_empty() {
+            break;
+        }
+        let report = reports.recv_timeout(Duration::from_secs(600)).expect("an iteration");
+        let now = Instant::now();
+        holding = !report.empty;
+        for (rx, _, first, last, count) in running.values_mut() {
+            while let Ok(event) = rx.try_recv() {
+                match event {
+                    GenEvent::Token { .. } => {
+                        first.get_or_insert(now);
+                        *last = now;
+                        *count += 1;
+                    }
+                    GenEvent::Failed(e) => panic!("a generation failed: {e}"),
+                    _ => {}
+                }
+            }
+        }
+        for key in report.left {
+            let (_, joined, first, last, count) = running.remove(&key).expect("a running generation");
+            let first = first.expect("a first token");
+            ttfts.push((first - joined).as_secs_f64() * 1e3);
+            if count > 1 {
+                tpots.push((last - first).as_secs_f64() * 1e3 / (count - 1) as f64);
+            }
+            tokens += count;
+        }
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let seconds = started.elapsed().as_secs_f64();
+    Run { tokens, seconds, ttft_ms: mean(&ttfts), tpot_ms: mean(&tpots) }
+}

@@ -1,0 +1,128 @@
+//! The decoder's cost model, measured: SmolLM2-135M-Instruct through a [`Stepper`] (what a
+//! decoder worker drives) on `--kernels` (llama-cpp, as served, or candle), median of `--runs`:
+//! - prefill time by prompt length (one sequence): SSJF's C, `prefill_ms` in a scenario;
+//! - decode-step time by batch size, each sequence at `--context` tokens: SSJF's K(b), `k_ms`;
+//! - decode-step time of 4 sequences by the tokens each holds: how much a step's cost grows
+//!   with its context (attention reads every cached token), which K(b) alone does not price;
+//!   fitted as ms per cached token past `--context` (least squares through the step of 4 at
+//!   `--context`): a scenario's `k_context` and `context_ms_per_token`.
+//!
+//! `cargo bench -p morph-benches --bench decoder_latency [-- --kernels llama-cpp|candle --runs N
+//! --context T]`
+
+use morph_decoder::{DecoderKernels, Slot, Stepper, StepperShape, load_decoder};
+
+use morph_benches::cli_arg;
+use morph_engine::timing::median;
+use morph_engine::tuning::reexec_tuned;
+use morph_fetch::fetch_default_decoder;
+use morph_fetch::{Pip, morph_home};
+
+/// Longest context the table by context reaches, per sequence.
+const LONGEST: usize = 1024;
+/// Most tokens one sequence holds here (the mixed table's longest is 1,792).
+const SEQ_TOKENS: usize = 2048;
+/// A prompt is fed in pieces of at most this many tokens, as the served worker does.
+const PIECE: usize = 256;
+
+/// `len` token ids that are not special tokens.
+fn prompt(len: usize, seed: usize) -> Vec<u32> {
+    (0..len).map(|i| 1000 + ((i + seed * 131) as u32 * 7919) % 40_000).collect()
+}
+
+/// Milliseconds `f` took.
+fn ms(f: impl FnOnce()) -> f64 {
+    let t = std::time::Instant::now();
+    f();
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+/// Opens a sequence for `ids` that will hold `tokens` at most, and feeds `ids` in pieces.
+fn prefill(stepper: &mut dyn Stepper, ids: &[u32], tokens: usize) -> Slot {
+    let opened = stepper.open(ids, &[], tokens).expect("open").expect("a free place");
+    for piece in ids.chunks(PIECE) {
+        stepper.step(&[(opened.slot, piece)]).expect("prefill");
+    }
+    opened.slot
+}
+
+/// Opens and prefills a sequence of `context` prompt tokens for each of `contexts`.
+fn open_prefilled(stepper: &mut dyn Stepper, contexts: &[usize], runs: usize) -> Vec<Slot> {
+    let mut slots = Vec::with_capacity(contexts.len());
+    for (s, &context) in contexts.iter().enumerate() {
+        slots.push(prefill(stepper, &prompt(context, s), context + runs + 1));
+    }
+    slots
+}
+
+/// Median ms of a decode step of sequences holding `contexts` tokens.
+fn step_ms(stepper: &mut dyn Stepper, contexts: &[usize], runs: usize) -> f64 {
+    let slots = open_prefilled(stepper, contexts, runs);
+    let token = [504u32];
+    let step: Vec<(Slot, &[u32])> = slots.iter().map(|&s| (s, &token[..])).collect();
+    let times = (0..runs).map(|_| ms(|| drop(stepper.step(&step).expect("decode step")))).collect();
+    for slot in slots {
+        stepper.close(slot);
+    }
+    median(times)
+}
+
+fn main() {
+    reexec_tuned();
+    let kernels: DecoderKernels = cli_arg("--kernels", DecoderKernels::LlamaCpp);
+    let runs: usize = cli_arg("--runs", 5);
+    let context: usize = cli_arg("--context", 128);
+    let path = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
+    let (_, backend) = load_decoder(&path, kernels).expect("loading SmolLM2");
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    let shape = StepperShape { sequences: 16, seq_tokens: SEQ_TOKENS.max(context) + runs + 1, threads };
+    let mut stepper = backend.stepper(shape).expect("stepper");
+
+    println!("SmolLM2-135M-Instruct, {}, {threads} threads, median of {runs} runs", kernels.label());
+    println!("{:>14} {:>10}", "prefill len", "ms");
+    for len in [32usize, 128, 512, 1024] {
+        let times = (0..runs)
+            .map(|run| {
+                // A fresh prompt each run: a kept cache must not skip any of it.
+                let ids = prompt(len, 100 + run);
+                let mut slot = None;
+                let took = ms(|| slot = Some(prefill(stepper.as_mut(), &ids, len)));
+                stepper.close(slot.expect("prefilled"));
+                took
+            })
+            .collect();
+        println!("{len:>14} {:>10.1}", median(times));
+    }
+    println!(
+        "\n{:>14} {:>10} {:>14}   (each sequence at {context} tokens)",
+        "decode batch", "ms/step", "ms/token/seq"
+    );
+    let mut k4 = 0.0;
+    for batch in [1usize, 2, 4, 8, 16] {
+        let step = step_ms(stepper.as_mut(), &vec![context; batch], runs);
+        if batch == 4 {
+            k4 = step;
+        }
+        println!("{batch:>14} {step:>10.1} {:>14.1}", step / batch as f64);
+    }
+    println!("\n{:>14} {:>10} {:>14}   (a decode step of 4 sequences)", "tokens each", "ms/step", "vs at 64");
+    let (mut first, mut sxy, mut sxx) = (None, 0.0, 0.0);
+    for each in [64usize, 128, 256, 384, 512, 768, LONGEST] {
+        let step = step_ms(stepper.as_mut(), &[each; 4], runs);
+        let base = *first.get_or_insert(step);
+        println!("{each:>14} {step:>10.1} {:>13.2}x", step / base);
+        if each > context {
+            // Tokens past `context` in all 4 caches, against the step's time past K(4).
+            let x = 4.0 * (each - context) as f64;
+            (sxy, sxx) = (sxy + x * (step - k4), sxx + x * x);
+        }
+    }
+    if sxx > 0.0 {
+        println!("\nfitted: k_context = {context}, context_ms_per_token = {:.5}", sxy / sxx);
+    }
+    println!("\n{:>22} {:>10}   (a decode step of 4, the same tokens in all)", "tokens each", "ms/step");
+    for contexts in [[512, 512, 512, 512], [896, 384, 384, 384], [1280, 256, 256, 256], [1792, 128, 64, 64]] {
+        let step = step_ms(stepper.as_mut(), &contexts, runs);
+        println!("{:>22} {step:>10.1}", format!("{contexts:?}"));
+    }
+}

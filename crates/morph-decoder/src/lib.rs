@@ -1,0 +1,29 @@
+//! Decoder LMs for generation: a Llama-architecture model from a GGUF file, run by llama.cpp's
+//! quantized kernels (the fast path) or candle in f32 (the reference path, and the one pipeline
+//! stages run), with per-sequence KV caches for continuous batching; the tokenizer from the
+//! GGUF metadata, ChatML prompts and sampling.
+
+pub mod chat;
+pub mod gguf_tokenizer;
+pub mod llama;
+pub mod llamacpp;
+pub mod pieces;
+pub mod sampling;
+pub mod stage;
+pub mod stepper;
+pub mod thread;
+mod weights;
+
+pub use chat::{Message, chatml_prompt};
+pub use gguf_tokenizer::GgufTokenizer;
+pub use llama::{Llama, LlamaConfig, SequenceCache};
+pub use llamacpp::LlamaCppBackend;
+pub use sampling::{Sampler, SamplingParams};
+pub use stage::{DecoderStage, StageWeights};
+pub use stepper::{
+    CandleBackend, DecodeBackend, DecoderKernels, LoadedDecoder, Opened, Slot, Stepper, StepperShape,
+    load_decoder,
+};
+pub use thread::{
+    DecoderThread, FinishReason, GenEvent, GenRequest, IterationHook, IterationReport, Iterations,
+};

@@ -1,0 +1,246 @@
+//! The fast decoder path: llama.cpp's CPU kernels (through `llama-cpp-2`, built from its
+//! vendored source) run the GGUF weights as shipped (Q4_1 with 8-bit activations for SmolLM2),
+//! on every thread of the instance. Morph keeps the scheduling: a [`Stepper`] here is one
+//! llama.cpp context holding the instance's sequences (one llama.cpp sequence id, and one KV
+//! stream, per slot), and a step is one `llama_decode` over every decoding sequence's token,
+//! so the weights are read once per step for the whole batch; each prompt chunk runs in a call
+//! of its own. Both choices keep a sequence's numbers independent of what shares its steps
+//! (continuous batching gives exactly the tokens of each sequence alone), which the recorded
+//! output lengths that SSJF's oracle and predictor learn from rely on. In a call shared with
+//! decode tokens, llama.cpp would cut a prompt chunk so that its first token shares a
+//! micro-batch with them, and that token's attention would run in another kernel than alone.
+//!
+//! The limit of that exactness: once a sequence's KV stream spans 512 cells, llama.cpp's flash
+//! attention runs its decode step alone in a kernel that splits the cache across threads, and
+//! batched with others in one that does not; its logits then move with what shares its steps
+//! (by up to 0.9 on a 631-token prompt). Flash attention off makes them exact at every length,
+//! but costs 14–20% of the tokens/s (`decoder_speed`: 67.9 / 76.2 / 89.8 at 1 / 4 / 16 streams
+//! against 78.7 / 93.5 / 113.5), so it stays on.
+//!
+//! With a stream per sequence, llama.cpp cuts a batch into micro-batches that each hold
+//! consecutive sequence ids, in batch order: the decode tokens go in sequence-id order, or
+//! four sequences in join order can cost up to four passes over the weights where one does
+//! (at 4 streams on 2 cores, 41 ms a step against 31 ms).
+//!
+//! A closed sequence's KV stream is kept: a later prompt that starts the same way (the chat
+//! template's system message, a conversation's earlier rounds) opens in the free stream that
+//! holds the most of it and skips to the last turn start within what that stream's own prompt
+//! computed. Fed in [`super::pieces`], the rest runs in the same calls as when the prompt is fed
+//! whole, so the logits are the same bit for bit (llama-server's prompt cache skips to the
+//! longest common prefix, which moves them: llama.cpp's tiled flash attention rounds by tiles
+//! of 64 query rows counted from a call's first row).
+
+use std::cmp::Reverse;
+use std::num::NonZeroU32;
+use std::path::Path;
+use std::sync::{Mutex, OnceLock};
+
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::LlamaModel;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::token::LlamaToken;
+
+use crate::stepper::{DecodeBackend, Opened, Slot, Stepper, StepperShape, fits, unopened};
+use morph_engine::EngineError;
+
+/// Most tokens one `llama_decode` call takes; a step with more is split into several calls.
+const CALL_TOKENS: usize = 512;
+
+fn backend() -> Result<&'static LlamaBackend, EngineError> {
+    static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
+    let backend = BACKEND.get_or_init(|| {
+        let mut backend = LlamaBackend::init().map_err(|e| e.to_string())?;
+        backend.void_logs();
+        Ok(backend)
+    });
+    backend.as_ref().map_err(|e| EngineError::Load(format!("llama.cpp: {e}")))
+}
+
+/// A GGUF decoder loaded by llama.cpp (weights memory-mapped, kept quantized).
+pub struct LlamaCppBackend {
+    model: LlamaModel,
+    /// llama.cpp builds one context at a time per model (it adjusts the model while it does).
+    building: Mutex<()>,
+}
+
+impl std::fmt::Debug for LlamaCppBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlamaCppBackend").field("layers", &self.model.n_layer()).finish_non_exhaustive()
+    }
+}
+
+impl LlamaCppBackend {
+    pub fn load(path: &Path) -> Result<Self, EngineError> {
+        let model = LlamaModel::load_from_file(backend()?, path, &LlamaModelParams::default())
+            .map_err(|e| EngineError::Load(format!("llama.cpp could not load {}: {e}", path.display())))?;
+        Ok(Self { model, building: Mutex::new(()) })
+    }
+}
+
+impl DecodeBackend for LlamaCppBackend {
+    fn stepper(&self, shape: StepperShape) -> Result<Box<dyn Stepper + '_>, EngineError> {
+        let sequences = u32::try_from(shape.sequences).map_err(|_| too_many(shape))?;
+        let threads = i32::try_from(shape.threads.max(1)).map_err(|_| too_many(shape))?;
+        let kv = shape.sequences.checked_mul(shape.seq_tokens).and_then(|n| u32::try_from(n).ok());
+        let kv = kv.and_then(NonZeroU32::new).ok_or_else(|| too_many(shape))?;
+        let params = LlamaContextParams::default()
+            .with_n_ctx(Some(kv))
+            // A KV stream per sequence (`seq_tokens` each), so that a sequence's attention never
+            // spans another's cells: with one shared pool its logits moved by up to 1.2 with
+            // what shared its steps; this way they are the same bit for bit.
+            .with_kv_unified(false)
+            .with_n_seq_max(sequences)
+            .with_n_batch(CALL_TOKENS as u32)
+            .with_n_threads(threads)
+            .with_n_threads_batch(threads);
+
+        let ctx = {
+            let _one_at_a_time = self.building.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            self.model.new_context(backend()?, params)
+        }
+        .map_err(|e| EngineError::Load(format!("llama.cpp context for {shape:?}: {e}")))?;
+        Ok(Box::new(LlamaCppStepper {
+            ctx,
+            batch: LlamaBatch::new(CALL_TOKENS, 1),
+            streams: vec![Stream::default(); shape.sequences],
+            shape,
+        }))
+    }
+}
+
+fn too_many(shape: StepperShape) -> EngineError {
+    EngineError::Load(format!("a llama.cpp decoder of {shape:?} does not fit its integer limits"))
+}
+
+/// A token fed in a step: its sequence's row in the step, llama.cpp sequence id and position,
+/// and whether it is the row's last (whose logits are the row's).
+#[derive(Debug, Clone, Copy)]
+struct Fed {
+    row: usize,
+    seq: i32,
+    pos: i32,
+    token: LlamaToken,
+    last: bool,
+}
+
+/// One KV stream (= llama.cpp sequence id): the tokens it holds from position 0, of which the
+/// first `prompt` were its last sequence's prompt; kept after that sequence closes.
+#[derive(Debug, Clone, Default)]
+struct Stream {
+    held: Vec<u32>,
+    prompt: usize,
+    open: bool,
+}
+
+impl Stream {
+    /// How many of `prompt`'s first tokens this stream holds as the prompt's own pieces would
+    /// compute them: up to the last of the prompt's turn `starts` within what it holds of it and
+    /// within its own prompt (the tokens it generated were computed a row at a time). Never the
+    /// whole prompt: its last token is fed, for its logits.
+    fn reusable(&self, prompt: &[u32], starts: &[usize]) -> usize {
+        let common = self.held.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+        let limit = common.min(self.prompt).min(prompt.len().saturating_sub(1));
+        starts.iter().copied().filter(|&s| s <= limit).max().unwrap_or(0)
+    }
+}
+
+struct LlamaCppStepper<'a> {
+    ctx: LlamaContext<'a>,
+    batch: LlamaBatch<'static>,
+    /// By slot (= llama.cpp sequence id).
+    streams: Vec<Stream>,
+    shape: StepperShape,
+}
+
+impl Stepper for LlamaCppStepper<'_> {
+    fn open(
+        &mut self,
+        prompt: &[u32],
+        starts: &[usize],
+        tokens: usize,
+    ) -> Result<Option<Opened>, EngineError> {
+        fits(tokens, self.shape)?;
+        // The free stream that holds the most of the prompt; the lowest on a tie, which keeps
+        // the open ones' ids consecutive.
+        let free = self.streams.iter().enumerate().filter(|(_, s)| !s.open);
+        let best =
+            free.map(|(i, s)| (i, s.reusable(prompt, starts))).min_by_key(|&(i, kept)| (Reverse(kept), i));
+        let Some((slot, cached)) = best else { return Ok(None) };
+        // Removing a stream's tail cannot fail (only a partial removal of a recurrent model can).
+        let _ = self.ctx.clear_kv_cache_seq(Some(slot as u32), Some(cached as u32), None);
+        let stream = &mut self.streams[slot];
+        stream.held.truncate(cached);
+        (stream.prompt, stream.open) = (prompt.len(), true);
+        Ok(Some(Opened { slot: Slot(slot), cached }))
+    }
+
+    fn step(&mut self, batch: &[(Slot, &[u32])]) -> Result<Vec<Vec<f32>>, EngineError> {
+        // The decode tokens (one per sequence) go in one call, in sequence-id order; each
+        // prompt chunk in a call of its own (see the module on both).
+        let mut order: Vec<usize> = (0..batch.len()).collect();
+        order.sort_by_key(|&row| batch[row].0.0);
+        let mut decoding = Vec::new();
+        let mut calls = Vec::new();
+        for row in order {
+            let (slot, feed) = batch[row];
+            let stream = self.streams.get(slot.0).filter(|s| s.open).ok_or_else(|| unopened(slot))?;
+            let mut tokens = Vec::with_capacity(feed.len());
+            for (i, &id) in feed.iter().enumerate() {
+                let token = LlamaToken(i32::try_from(id).map_err(|_| bad_token(id))?);
+                let pos = (stream.held.len() + i) as i32;
+                tokens.push(Fed { row, seq: slot.0 as i32, pos, token, last: i + 1 == feed.len() });
+            }
+            match tokens.len() {
+                1 => decoding.extend(tokens),
+                _ => calls.push(tokens),
+            }
+        }
+        calls.push(decoding);
+        let logits = self.decode(batch.len(), &calls);
+        if logits.is_err() {
+            // What a failed call left in the streams is unknown: no prompt may reuse any of it.
+            self.streams.iter_mut().for_each(|s| s.held.clear());
+        } else {
+            for &(slot, feed) in batch {
+                self.streams[slot.0].held.extend_from_slice(feed);
+            }
+        }
+        logits
+    }
+
+    fn close(&mut self, slot: Slot) {
+        if let Some(stream) = self.streams.get_mut(slot.0) {
+            stream.open = false;
+        }
+    }
+}
+
+impl LlamaCppStepper<'_> {
+    /// Runs each of `calls` (a step's tokens) in `llama_decode` calls of at most [`CALL_TOKENS`];
+    /// the logits of each of the step's `rows`.
+    fn decode(&mut self, rows: usize, calls: &[Vec<Fed>]) -> Result<Vec<Vec<f32>>, EngineError> {
+        let mut logits = vec![Vec::new(); rows];
+        for call in calls.iter().flat_map(|c| c.chunks(CALL_TOKENS)).filter(|c| !c.is_empty()) {
+            self.batch.clear();
+            for t in call {
+                self.batch.add(t.token, t.pos, &[t.seq], t.last).map_err(inference)?;
+            }
+            self.ctx.decode(&mut self.batch).map_err(inference)?;
+            for (i, t) in call.iter().enumerate().filter(|(_, t)| t.last) {
+                logits[t.row] = self.ctx.get_logits_ith(i as i32).to_vec();
+            }
+        }
+        Ok(logits)
+    }
+}
+
+fn inference(e: impl std::fmt::Display) -> EngineError {
+    EngineError::Inference(format!("llama.cpp: {e}"))
+}
+
+fn bad_token(id: u32) -> EngineError {
+    EngineError::Inference(format!("token id {id} is beyond llama.cpp's range"))
+}

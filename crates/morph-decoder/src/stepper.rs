@@ -1,0 +1,178 @@
+//! The seam between a decoder worker's scheduling and the kernels that run its steps: a
+//! [`DecodeBackend`] (weights shared by every instance) hands each worker thread a [`Stepper`]
+//! (that instance's sequences and their KV caches). Two backends: candle's f32 path
+//! ([`CandleBackend`], the reference) and llama.cpp's quantized kernels
+//! ([`super::llamacpp::LlamaCppBackend`], the fast one).
+
+use std::sync::Arc;
+
+use crate::gguf_tokenizer::GgufTokenizer;
+use crate::llama::{Llama, SequenceCache};
+use morph_engine::EngineError;
+
+/// What runs a decoder's steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecoderKernels {
+    /// llama.cpp's CPU kernels on the GGUF weights as shipped (quantized): the fast path.
+    LlamaCpp,
+    /// candle with the weights expanded to f32: the reference path, and what a decoder's
+    /// prefill stages run on.
+    Candle,
+}
+
+impl DecoderKernels {
+    /// The engine name `/info` shows for a decoder on these kernels.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::LlamaCpp => "llama.cpp-decoder",
+            Self::Candle => "candle-decoder",
+        }
+    }
+}
+
+impl std::str::FromStr for DecoderKernels {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "llama-cpp" => Ok(Self::LlamaCpp),
+            "candle" => Ok(Self::Candle),
+            other => Err(format!("'{other}' is not llama-cpp or candle")),
+        }
+    }
+}
+
+/// A decoder as loaded: its shape and tokenizer (and, on candle, its weights), and the backend
+/// that runs its steps.
+pub type LoadedDecoder = (Arc<(Llama, GgufTokenizer)>, Arc<dyn DecodeBackend>);
+
+/// The decoder at `gguf` for `kernels`.
+pub fn load_decoder(gguf: &std::path::Path, kernels: DecoderKernels) -> Result<LoadedDecoder, EngineError> {
+    Ok(match kernels {
+        DecoderKernels::LlamaCpp => {
+            (Arc::new(Llama::load_shape(gguf)?), Arc::new(super::LlamaCppBackend::load(gguf)?))
+        }
+        DecoderKernels::Candle => {
+            let model = Arc::new(Llama::load(gguf)?);
+            (model.clone(), Arc::new(CandleBackend(model)))
+        }
+    })
+}
+
+/// A sequence's place in a [`Stepper`], from [`Stepper::open`] until [`Stepper::close`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot(pub usize);
+
+/// What one instance's stepper is sized for: its KV cache holds `sequences × seq_tokens` tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepperShape {
+    /// Most sequences at once.
+    pub sequences: usize,
+    /// Most tokens one sequence holds (its prompt plus its output).
+    pub seq_tokens: usize,
+    /// Threads of its kernels.
+    pub threads: usize,
+}
+
+/// A place given to a sequence, and how many of its prompt's first tokens that place's cache
+/// holds already (left there by a sequence that closed in it): the caller feeds the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Opened {
+    pub slot: Slot,
+    pub cached: usize,
+}
+
+/// One instance's sequences and their KV caches, driven by one worker thread.
+pub trait Stepper {
+    /// A place for a sequence starting with `prompt` that will hold at most `tokens` tokens
+    /// (prompt plus output), whose caller feeds the prompt in [`super::pieces`]: `cached` is 0
+    /// or one of `starts` (the prompt's turn starts), from where the pieces give the numbers the
+    /// whole prompt gets. `None` while every place is taken (one frees when a sequence closes),
+    /// an error when no place could ever hold that many.
+    fn open(
+        &mut self,
+        prompt: &[u32],
+        starts: &[usize],
+        tokens: usize,
+    ) -> Result<Option<Opened>, EngineError>;
+
+    /// One forward step: `batch[i].1` are the tokens sequence `batch[i].0` feeds now (a prompt
+    /// chunk, or the token it sampled last), appended to its cache. Each sequence's
+    /// next-token logits.
+    fn step(&mut self, batch: &[(Slot, &[u32])]) -> Result<Vec<Vec<f32>>, EngineError>;
+
+    /// Frees the sequence's place (a stepper may keep its cache for a later prompt that starts
+    /// the same way).
+    fn close(&mut self, slot: Slot);
+}
+
+/// Weights shared by every instance, each running its own [`Stepper`].
+pub trait DecodeBackend: std::fmt::Debug + Send + Sync {
+    /// A stepper for one worker thread (created on that thread).
+    fn stepper(&self, shape: StepperShape) -> Result<Box<dyn Stepper + '_>, EngineError>;
+}
+
+/// candle's f32 decoder (the quantized weights expanded when loaded): the reference path.
+#[derive(Debug, Clone)]
+pub struct CandleBackend(pub Arc<(Llama, GgufTokenizer)>);
+
+impl DecodeBackend for CandleBackend {
+    fn stepper(&self, shape: StepperShape) -> Result<Box<dyn Stepper + '_>, EngineError> {
+        Ok(Box::new(CandleStepper { llama: &self.0.0, caches: vec![None; shape.sequences], shape }))
+    }
+}
+
+/// Per-sequence caches as candle tensors; attention runs per sequence.
+struct CandleStepper<'a> {
+    llama: &'a Llama,
+    /// By slot: the sequence's cache; `None` while the slot is free.
+    caches: Vec<Option<SequenceCache>>,
+    shape: StepperShape,
+}
+
+impl Stepper for CandleStepper<'_> {
+    fn open(
+        &mut self,
+        _prompt: &[u32],
+        _starts: &[usize],
+        tokens: usize,
+    ) -> Result<Option<Opened>, EngineError> {
+        fits(tokens, self.shape)?;
+        let Some(free) = self.caches.iter().position(Option::is_none) else { return Ok(None) };
+        self.caches[free] = Some(self.llama.new_cache());
+        Ok(Some(Opened { slot: Slot(free), cached: 0 }))
+    }
+
+    fn step(&mut self, batch: &[(Slot, &[u32])]) -> Result<Vec<Vec<f32>>, EngineError> {
+        let mut caches: Vec<Option<&mut SequenceCache>> =
+            self.caches.iter_mut().map(Option::as_mut).collect();
+        let mut rows = Vec::with_capacity(batch.len());
+        for &(slot, tokens) in batch {
+            let cache = caches.get_mut(slot.0).and_then(Option::take).ok_or_else(|| unopened(slot))?;
+            rows.push((tokens, cache));
+        }
+        self.llama.step(&mut rows)
+    }
+
+    fn close(&mut self, slot: Slot) {
+        if let Some(cache) = self.caches.get_mut(slot.0) {
+            *cache = None;
+        }
+    }
+}
+
+/// An error if a sequence of `tokens` (prompt plus output) could never fit one of `shape`'s places.
+pub(super) fn fits(tokens: usize, shape: StepperShape) -> Result<(), EngineError> {
+    if tokens > shape.seq_tokens {
+        let held = shape.seq_tokens;
+        return Err(EngineError::Unsupported(format!(
+            "the prompt plus max_tokens ({tokens} tokens) exceed the {held} a sequence of this instance's KV cache holds"
+        )));
+    }
+    Ok(())
+}
+
+/// A step naming a slot that is not open (or twice).
+pub(super) fn unopened(slot: Slot) -> EngineError {
+    EngineError::Inference(format!("decoder slot {} is not open (or is in a step twice)", slot.0))
+}

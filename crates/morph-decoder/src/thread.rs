@@ -1,0 +1,446 @@
+//! A decoder instance on its own OS thread, running its generations by iterations: generations
+//! join between iterations ([`DecoderThread::join`]) and start once its [`Stepper`] has a free
+//! place (in join order); every iteration runs one [`Stepper::step`] over all of them, samples
+//! each one's next token and streams it to its caller; a generation leaves at its
+//! end-of-sequence token, at `max_tokens`, or when stopped (its client left).
+//! A prompt is fed in [`super::pieces`] of at most `prefill_chunk` tokens that start at each turn
+//! of the chat, one piece per iteration (chunked prefill), so a long prompt's prefill shares
+//! iterations with the others' decode steps instead of holding them all for its whole length;
+//! its first token is sampled after its last piece. Feeding starts where the stepper's kept
+//! cache of the prompt ends ([`super::stepper::Opened`]).
+//! After every iteration the worker reports which generations left, and while others remain
+//! it waits for [`DecoderThread::resume`] before the next (the seam's semantics: the policy
+//! answers each report before the next iteration starts).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, Sender, channel, sync_channel};
+use std::thread::JoinHandle;
+
+use crate::gguf_tokenizer::GgufTokenizer;
+use crate::llama::Llama;
+use crate::pieces::{next_piece, turn_starts};
+use crate::sampling::{Sampler, SamplingParams};
+use crate::stepper::{DecodeBackend, Slot, Stepper, StepperShape};
+use morph_engine::EngineError;
+
+/// Why a generation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishReason {
+    /// The model produced its end-of-sequence token.
+    Stop,
+    /// `max_tokens` were produced.
+    Length,
+}
+
+/// What a generation's caller receives, in order: its tokens as they are sampled, then one
+/// `Done` or `Failed`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GenEvent {
+    /// A token and the text it adds (empty while it completes only part of a character).
+    Token {
+        id: u32,
+        text: String,
+    },
+    Done {
+        reason: FinishReason,
+        prompt_tokens: usize,
+        /// Of the prompt's tokens, those a closed sequence's kept cache held (not computed again).
+        cached_tokens: usize,
+        completion_tokens: usize,
+    },
+    Failed(EngineError),
+    /// The scheduler gave up on it before it ran (the driver sends this, not the worker).
+    Dropped(morph_core::DropReason),
+}
+
+/// One generation handed to the worker.
+#[derive(Debug)]
+pub struct GenRequest {
+    /// The caller's key for it, reported back when it finishes.
+    pub key: u64,
+    pub prompt: Vec<u32>,
+    pub max_tokens: u32,
+    pub sampling: SamplingParams,
+    pub events: tokio::sync::mpsc::UnboundedSender<GenEvent>,
+}
+
+/// What one iteration did: the keys of the generations that left the batch in it (finished,
+/// or stopped), and whether the engine failed them all.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IterationReport {
+    pub left: Vec<u64>,
+    pub failed: bool,
+    /// Tokens sampled in it (one per generation that ran and did not fail).
+    pub produced: usize,
+    /// No generation remains; otherwise the worker holds the next iteration until resumed.
+    pub empty: bool,
+    /// The generations it computed, whether any of them fed a prompt chunk, and its wall time
+    /// (for the decode cost a simulator prices: K(b) and the prefill).
+    pub sequences: usize,
+    pub prefilling: bool,
+    pub seconds: f64,
+    /// Tokens the computed generations' caches hold after it, summed: what their attention
+    /// read (a step's cost grows with it as well as with `sequences`).
+    pub context: usize,
+}
+
+/// Called after every iteration with its report.
+pub type IterationHook = Box<dyn FnMut(IterationReport) + Send>;
+
+/// An [`IterationHook`]'s reports, as a driver receives them.
+pub type Iterations = tokio::sync::mpsc::UnboundedReceiver<IterationReport>;
+
+enum Command {
+    Join(Vec<GenRequest>),
+    /// The last report was answered: the next iteration may start.
+    Resume,
+    /// Take this generation out at the end of the current (or next) iteration, unanswered.
+    Cancel(u64),
+    Shutdown,
+}
+
+/// Handle to the worker thread; dropping it stops the thread (running generations fail).
+#[derive(Debug)]
+pub struct DecoderThread {
+    tx: Sender<Command>,
+    thread: Option<JoinHandle<()>>,
+}
+
+struct Running {
+    request: GenRequest,
+    slot: Slot,
+    /// What the next iteration feeds: a piece of the prompt, or the last sampled token.
+    feed: Vec<u32>,
+    /// Prompt tokens fed, `feed` included.
+    fed: usize,
+    /// Prompt tokens the stepper's kept cache held when it opened.
+    cached: usize,
+    produced: Vec<u32>,
+    text: TextStream,
+    sampler: Sampler,
+}
+
+/// Turns a growing token list into text pieces, decoding only a short window each time: the
+/// tokens since the last piece that ended on a whole character (`prefix..`), against the same
+/// window without the new tokens (`prefix..read`).
+#[derive(Debug, Default)]
+struct TextStream {
+    prefix: usize,
+    read: usize,
+}
+
+impl TextStream {
+    /// The text `tokens` adds since the last call; empty while it ends inside a character.
+    fn next(&mut self, tokenizer: &GgufTokenizer, tokens: &[u32]) -> String {
+        let before = tokenizer.decode(&tokens[self.prefix..self.read]).unwrap_or_default();
+        let now = tokenizer.decode(&tokens[self.prefix..]).unwrap_or_default();
+        match now.get(before.len()..) {
+            Some(fresh) if !now.ends_with('\u{FFFD}') && now.len() > before.len() => {
+                let fresh = fresh.to_string();
+                (self.prefix, self.read) = (self.read, tokens.len());
+                fresh
+            }
+            _ => String::new(),
+        }
+    }
+}
+
+impl DecoderThread {
+    /// A worker running `backend`'s steps over at most `shape`'s sequences, feeding prompts
+    /// `prefill_chunk` tokens per iteration at most (0: whole); `model` gives the tokenizer.
+    pub fn spawn(
+        name: String,
+        model: Arc<(Llama, GgufTokenizer)>,
+        backend: Arc<dyn DecodeBackend>,
+        shape: StepperShape,
+        prefill_chunk: usize,
+        on_iteration: IterationHook,
+    ) -> Result<Self, EngineError> {
+        let (tx, rx) = channel();
+        let (ready_tx, ready_rx) = sync_channel(1);
+        let chunk = if prefill_chunk == 0 { usize::MAX } else { prefill_chunk };
+        let thread = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || match backend.stepper(shape) {
+                Ok(stepper) => {
+                    let _ = ready_tx.send(Ok(()));
+                    run(stepper, &model.1, chunk, &rx, on_iteration);
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                }
+            })
+            .map_err(|e| EngineError::Load(e.to_string()))?;
+        ready_rx.recv().map_err(|_| EngineError::Stopped)??;
+        Ok(Self { tx, thread: Some(thread) })
+    }
+
+    /// Adds generations to the batch; they start at the next iteration.
+    pub fn join(&self, requests: Vec<GenRequest>) -> Result<(), EngineError> {
+        self.send(Command::Join(requests))
+    }
+
+    /// Lets the next iteration start (after the last report was answered).
+    pub fn resume(&self) -> Result<(), EngineError> {
+        self.send(Command::Resume)
+    }
+
+    /// Stops generation `key` (its client left): it leaves at the end of the iteration running
+    /// now, or of the next if none is, and is reported among that iteration's left ones.
+    pub fn cancel(&self, key: u64) -> Result<(), EngineError> {
+        self.send(Command::Cancel(key))
+    }
+
+    fn send(&self, command: Command) -> Result<(), EngineError> {
+        self.tx.send(command).map_err(|_| EngineError::Stopped)
+    }
+}
+
+impl Drop for DecoderThread {
+    fn drop(&mut self) {
+        let _ = self.tx.send(Command::Shutdown);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The worker's commands, applied between iterations.
+#[derive(Default)]
+struct Inbox {
+    joined: Vec<GenRequest>,
+    cancelled: Vec<u64>,
+    resumed: bool,
+    shutdown: bool,
+}
+
+impl Inbox {
+    fn take(&mut self, command: Command) {
+        match command {
+            Command::Join(requests) => self.joined.extend(requests),
+            Command::Resume => self.resumed = true,
+            Command::Cancel(key) => self.cancelled.push(key),
+            Command::Shutdown => self.shutdown = true,
+        }
+    }
+
+    /// Everything sent so far, without waiting.
+    fn drain(&mut self, rx: &Receiver<Command>) {
+        while let Ok(command) = rx.try_recv() {
+            self.take(command);
+        }
+    }
+}
+
+fn run(
+    mut stepper: Box<dyn Stepper + '_>,
+    tokenizer: &GgufTokenizer,
+    chunk: usize,
+    rx: &Receiver<Command>,
+    mut on_iteration: IterationHook,
+) {
+    let mut running: Vec<Running> = Vec::new();
+    // Joined, waiting for a free place in the stepper, in join order.
+    let mut queued: VecDeque<GenRequest> = VecDeque::new();
+    let mut inbox = Inbox::default();
+    // Whether the last report is still unanswered (the worker holds the next iteration).
+    let mut waiting = false;
+    loop {
+        // Idle: wait for work. Holding: wait for Resume. Otherwise take what was sent.
+        while !inbox.shutdown
+            && ((running.is_empty() && queued.is_empty() && inbox.joined.is_empty())
+                || (waiting && !inbox.resumed))
+        {
+            match rx.recv() {
+                Ok(command) => inbox.take(command),
+                Err(_) => inbox.shutdown = true,
+            }
+        }
+        inbox.drain(rx);
+        if inbox.shutdown {
+            break;
+        }
+        inbox.resumed = false;
+        queued.extend(inbox.joined.drain(..));
+        // Sequences stopped before this iteration leave without computing in it.
+        let mut left = take_cancelled(stepper.as_mut(), &mut running, &mut queued, &mut inbox.cancelled);
+        left.extend(admit(stepper.as_mut(), tokenizer.turn_start, chunk, &mut queued, &mut running));
+        let (mut failed, mut produced) = (false, 0);
+        let (sequences, prefilling) = (running.len(), running.iter().any(|r| r.produced.is_empty()));
+        let context = running.iter().map(|r| r.fed + r.produced.len()).sum();
+        let started = std::time::Instant::now();
+        if !running.is_empty() {
+            let step = iterate(stepper.as_mut(), tokenizer, chunk, &mut running);
+            left.extend(step.finished);
+            (failed, produced) = (step.failed, step.sampled);
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        // Stops that arrived during the iteration end with it.
+        inbox.drain(rx);
+        left.extend(take_cancelled(stepper.as_mut(), &mut running, &mut queued, &mut inbox.cancelled));
+        inbox.cancelled.clear();
+        waiting = !running.is_empty() || !queued.is_empty();
+        on_iteration(IterationReport {
+            left,
+            failed,
+            produced,
+            empty: !waiting,
+            sequences,
+            prefilling,
+            seconds,
+            context,
+        });
+    }
+    let unfinished = running.into_iter().map(|r| r.request).chain(queued).chain(inbox.joined);
+    for request in unfinished {
+        let _ = request.events.send(GenEvent::Failed(EngineError::Stopped));
+    }
+}
+
+/// Takes the generations whose keys are in `cancelled` out of `running` and `queued`; their keys.
+fn take_cancelled(
+    stepper: &mut dyn Stepper,
+    running: &mut Vec<Running>,
+    queued: &mut VecDeque<GenRequest>,
+    cancelled: &mut Vec<u64>,
+) -> Vec<u64> {
+    if cancelled.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    running.retain(|r| {
+        let stop = cancelled.contains(&r.request.key);
+        if stop {
+            stepper.close(r.slot);
+            out.push(r.request.key);
+        }
+        !stop
+    });
+    queued.retain(|r| {
+        let stop = cancelled.contains(&r.key);
+        if stop {
+            out.push(r.key);
+        }
+        !stop
+    });
+    cancelled.retain(|k| !out.contains(k));
+    out
+}
+
+/// Moves queued generations into `running` in join order while the stepper has a free place;
+/// one whose prompt plus `max_tokens` no place could ever hold fails at once (its key returned).
+fn admit(
+    stepper: &mut dyn Stepper,
+    turn_start: Option<u32>,
+    chunk: usize,
+    queued: &mut VecDeque<GenRequest>,
+    running: &mut Vec<Running>,
+) -> Vec<u64> {
+    let mut failed = Vec::new();
+    while let Some(request) = queued.front() {
+        let starts = turn_starts(&request.prompt, turn_start);
+        let opened = match stepper.open(
+            &request.prompt,
+            &starts,
+            request.prompt.len() + request.max_tokens as usize,
+        ) {
+            Ok(Some(opened)) => opened,
+            Ok(None) => break,
+            Err(e) => {
+                let _ = request.events.send(GenEvent::Failed(e));
+                failed.push(request.key);
+                queued.pop_front();
+                continue;
+            }
+        };
+        let Some(request) = queued.pop_front() else { break };
+        let piece = next_piece(&request.prompt, opened.cached, turn_start, chunk);
+        running.push(Running {
+            slot: opened.slot,
+            feed: request.prompt[piece.clone()].to_vec(),
+            fed: piece.end,
+            cached: opened.cached,
+            produced: Vec::new(),
+            text: TextStream::default(),
+            sampler: Sampler::new(request.sampling),
+            request,
+        });
+    }
+    failed
+}
+
+/// What one step did.
+struct Step {
+    /// Keys of the generations that finished in it.
+    finished: Vec<u64>,
+    /// The step failed: every generation finished with the error.
+    failed: bool,
+    /// Tokens sampled (none for a generation still feeding its prompt).
+    sampled: usize,
+}
+
+/// One step over every running generation: each feeds its next prompt chunk or its last token;
+/// those whose prompt is all fed sample their next token.
+fn iterate(
+    stepper: &mut dyn Stepper,
+    tokenizer: &GgufTokenizer,
+    chunk: usize,
+    running: &mut Vec<Running>,
+) -> Step {
+    let batch: Vec<(Slot, &[u32])> = running.iter().map(|r| (r.slot, r.feed.as_slice())).collect();
+    let logits = match stepper.step(&batch) {
+        Ok(logits) => logits,
+        Err(e) => {
+            let keys = running
+                .drain(..)
+                .map(|r| {
+                    stepper.close(r.slot);
+                    let _ = r.request.events.send(GenEvent::Failed(e.clone()));
+                    r.request.key
+                })
+                .collect();
+            return Step { finished: keys, failed: true, sampled: 0 };
+        }
+    };
+    let (mut finished, mut sampled) = (Vec::new(), 0);
+    let mut kept = Vec::with_capacity(running.len());
+    for (mut r, row) in running.drain(..).zip(logits) {
+        if r.fed < r.request.prompt.len() {
+            // Still prefilling: this piece's logits are not a prediction anybody asked for.
+            let piece = next_piece(&r.request.prompt, r.fed, tokenizer.turn_start, chunk);
+            (r.feed, r.fed) = (r.request.prompt[piece.clone()].to_vec(), piece.end);
+            kept.push(r);
+            continue;
+        }
+        sampled += 1;
+        let next = r.sampler.sample(&row);
+        let reason = if next == tokenizer.eos {
+            Some(FinishReason::Stop)
+        } else {
+            r.produced.push(next);
+            let fresh = r.text.next(tokenizer, &r.produced);
+            let _ = r.request.events.send(GenEvent::Token { id: next, text: fresh });
+            (r.produced.len() >= r.request.max_tokens as usize).then_some(FinishReason::Length)
+        };
+        match reason {
+            Some(reason) => {
+                let done = GenEvent::Done {
+                    reason,
+                    prompt_tokens: r.request.prompt.len(),
+                    cached_tokens: r.cached,
+                    completion_tokens: r.produced.len(),
+                };
+                let _ = r.request.events.send(done);
+                stepper.close(r.slot);
+                finished.push(r.request.key);
+            }
+            None => {
+                r.feed = vec![next];
+                kept.push(r);
+            }
+        }
+    }
+    *running = kept;
+    Step { finished, failed: false, sampled }
+}

@@ -1,0 +1,23 @@
+//! BERT-family encoders as Morph serves them. [`OrtRuntime`] runs the ONNX graph Morph writes
+//! itself ([`onnx`]) for each instance's runtime shape, pipeline stage and token plans on ONNX
+//! Runtime (the default); [`CandleRuntime`] computes with candle on the CPU ([`bert`]).
+//! Around them: the checkpoint they load, pooling, tokenizing, and what is served on top of an
+//! encoder: OTAS's task heads and prompts ([`tasks`]) and SSJF's length predictor
+//! ([`predictor`]).
+
+pub mod bert;
+pub mod candle_runtime;
+pub mod checkpoint;
+pub mod kernels;
+pub mod onnx;
+pub mod ort_runtime;
+pub mod pooling;
+pub mod predictor;
+pub mod tasks;
+pub mod token_plan;
+pub mod tokenize;
+
+pub use candle_runtime::{CandleRuntime, Encoder};
+pub use ort_runtime::{OrtEncoder, OrtRuntime};
+pub use pooling::Pooling;
+pub use tokenize::TextTokenizer;

@@ -1,0 +1,463 @@
+//! The ONNX graph of a BERT-family encoder, written from its checkpoint: embeddings, masked
+//! multi-head self-attention, erf-GELU feed-forward, post-layer norms, pooling. It computes
+//! what [`crate::bert::BertModel`] computes, in the op patterns ONNX Runtime's optimiser
+//! fuses (GELU, LayerNormalization, MatMul + bias).
+//!
+//! A [`GraphSpec`] chooses the shape (every dimension fixed, or free), the layer range (a
+//! pipeline stage: a graph that does not start at layer 0 takes hidden states in, one that
+//! does not end at the last layer hands hidden states out), trained prompt tokens inserted
+//! after `[CLS]`, token merging between attention and feed-forward in every layer (ToMe's
+//! bipartite soft matching, as OTAS places it), and the output.
+
+use std::ops::Range;
+
+use candle_core::Tensor;
+
+use super::builder::Builder;
+use super::proto::{Attr, DataType, Dim, Graph, ValueInfo};
+use crate::checkpoint::Checkpoint;
+use crate::pooling::Pooling;
+use crate::token_plan::PromptMode;
+use morph_engine::EngineError;
+
+/// Token ids `[batch, len]`, int64 (graphs starting at layer 0).
+pub const INPUT_IDS: &str = "input_ids";
+/// 1 for real tokens, 0 for padding, `[batch, len]`, int64 (every graph).
+pub const ATTENTION_MASK: &str = "attention_mask";
+/// Hidden states `[batch, len, hidden]` coming in (graphs starting past layer 0).
+pub const HIDDEN_IN: &str = "hidden_in";
+/// Each row's deep prompts `[batch, layers, p, hidden]` ([`GraphSpec::deep_prompts`]).
+pub const PROMPT_IN: &str = "prompt_in";
+/// Hidden states `[batch, len, hidden]` going out ([`GraphOutput::Hidden`]).
+pub const HIDDEN_OUT: &str = "last_hidden_state";
+/// Pooled vectors `[batch, hidden]`, unnormalised ([`GraphOutput::Pooled`]); named as in
+/// sentence-transformers' ONNX exports.
+pub const POOLED: &str = "sentence_embedding";
+
+/// Additive attention bias of a padded key (as in the candle encoder).
+pub(super) const MASKED: f32 = -1e9;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GraphOutput {
+    /// One vector per sequence (needs the graph to end at the last layer).
+    Pooled(Pooling),
+    /// The hidden states after the last layer of the range.
+    Hidden,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct GraphSpec {
+    /// `(batch, len)` with every dimension fixed, or `None` for free `batch` and `sequence`.
+    pub shape: Option<(u32, u32)>,
+    /// Encoder layers computed, `0..num_hidden_layers` for the whole model.
+    pub layers: Range<usize>,
+    /// Prompt tokens: input embeddings (`hidden` floats each) inserted after `[CLS]`, before
+    /// position embeddings are added; they take part in attention and mean pooling. The
+    /// sequence the layers see is `len + prompt.len()` long (stages past layer 0 take that
+    /// length and its mask).
+    pub prompt: Vec<Vec<f32>>,
+    /// Tokens merged per layer (OTAS's γ < 0): after each layer's attention the `merge` most
+    /// similar pairs (cosine of keys, alternate tokens matched, `[CLS]` kept) become their
+    /// size-weighted mean, attention then weighs a token by log(size) (ToMe's proportional
+    /// attention) and mean pooling by size. Needs a pooled output.
+    pub merge: usize,
+    /// Deep prompts (OTAS γ > 0): `p` tokens per layer taken from the graph input
+    /// [`PROMPT_IN`], each row its own (so one session serves a batch mixing tasks), inserted
+    /// after `[CLS]` before every layer as the mode says (see
+    /// [`crate::bert::BertModel::forward_prompted`], which this computes). Prompts are not
+    /// pooled. Needs the whole model and a pooled output.
+    pub deep_prompts: Option<(usize, PromptMode)>,
+    /// Pruning once (Morph's own): `(k, percent)` drops that share of the tokens after layer k
+    /// of the range, keeping those its attention looked at most. Needs a pooled output.
+    pub prune: Option<(usize, u8)>,
+    pub output: GraphOutput,
+}
+
+impl GraphSpec {
+    /// The whole model, pooled, at one shape.
+    pub fn pooled(shape: Option<(u32, u32)>, pooling: Pooling, layers: usize) -> Self {
+        let output = GraphOutput::Pooled(pooling);
+        Self {
+            shape,
+            layers: 0..layers,
+            prompt: Vec::new(),
+            merge: 0,
+            deep_prompts: None,
+            prune: None,
+            output,
+        }
+    }
+}
+
+/// Writes the graph `spec` describes for `checkpoint`.
+pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph, EngineError> {
+    let cfg = &checkpoint.config;
+    let bad = |detail: String| Err(EngineError::Load(format!("ONNX graph: {detail}")));
+    if spec.layers.start >= spec.layers.end || spec.layers.end > cfg.num_hidden_layers {
+        return bad(format!("layers {:?} outside 0..{}", spec.layers, cfg.num_hidden_layers));
+    }
+    if cfg.hidden_act != "gelu" {
+        return bad(format!("hidden_act '{}' is not supported (only 'gelu')", cfg.hidden_act));
+    }
+    if spec.merge > 0 && !matches!(spec.output, GraphOutput::Pooled(_)) {
+        return bad("token merging needs a pooled output".into());
+    }
+    if let Some((p, _)) = spec.deep_prompts
+        && (p == 0
+            || spec.merge > 0
+            || !spec.prompt.is_empty()
+            || spec.layers != (0..cfg.num_hidden_layers)
+            || !matches!(spec.output, GraphOutput::Pooled(_)))
+    {
+        return bad(
+            "deep prompts need p > 0, the whole model, a pooled output, and no other adaptation".into()
+        );
+    }
+    if let Some((k, percent)) = spec.prune
+        && (k == 0
+            || k >= spec.layers.len()
+            || !(1..100).contains(&percent)
+            || spec.merge > 0
+            || spec.deep_prompts.is_some()
+            || !matches!(spec.output, GraphOutput::Pooled(_)))
+    {
+        return bad(format!(
+            "pruning {percent}% after layer {k}: needs 0 < k < layers, 1..99%, a pooled output, and no other adaptation"
+        ));
+    }
+    let prompted = spec.prompt.len();
+    if prompted > 0 && spec.layers.start != 0 {
+        return bad("prompt tokens are inserted by the embeddings (layers from 0)".into());
+    }
+    if spec.prompt.iter().any(|v| v.len() != cfg.hidden_size) {
+        return bad(format!("prompt vectors must have {} values", cfg.hidden_size));
+    }
+    if let Some((_, len)) = spec.shape
+        && len as usize + prompted > cfg.max_position_embeddings
+    {
+        return bad(format!(
+            "length {len} + {prompted} prompt tokens beyond {}",
+            cfg.max_position_embeddings
+        ));
+    }
+    let (batch, len, inner) = match spec.shape {
+        Some((b, l)) => {
+            (Dim::Fixed(b.into()), Dim::Fixed(l.into()), Dim::Fixed(i64::from(l) + prompted as i64))
+        }
+        None if prompted > 0 => (Dim::Free("batch"), Dim::Free("sequence"), Dim::Free("prompted_sequence")),
+        None => (Dim::Free("batch"), Dim::Free("sequence"), Dim::Free("sequence")),
+    };
+    if let Some((_, len)) = spec.shape {
+        let mut tokens = len as usize + prompted;
+        for _ in spec.layers.clone().filter(|_| spec.merge > 0) {
+            if spec.merge + 1 > tokens.div_ceil(2) {
+                return bad(format!("cannot merge {} of {tokens} tokens in one layer", spec.merge));
+            }
+            tokens -= spec.merge;
+        }
+    }
+    let hidden = Dim::Fixed(cfg.hidden_size as i64);
+    let mut g = Writer { g: Builder::new("morph-encoder"), ckpt: checkpoint };
+    let tensor = |name: &str, elem, dims: &[&Dim]| ValueInfo {
+        name: name.to_string(),
+        elem,
+        dims: dims.iter().map(|d| (*d).clone()).collect(),
+    };
+    g.g.input(tensor(ATTENTION_MASK, DataType::Int64, &[&batch, &len]));
+    let mask = g.g.op("Cast", &[ATTENTION_MASK], vec![("to", Attr::Int(DataType::Float as i64))]);
+    let (mut x, mask) = if spec.layers.start == 0 {
+        g.g.input(tensor(INPUT_IDS, DataType::Int64, &[&batch, &len]));
+        g.embeddings(&spec.prompt, mask)?
+    } else {
+        g.g.input(tensor(HIDDEN_IN, DataType::Float, &[&batch, &len, &hidden]));
+        (HIDDEN_IN.to_string(), mask)
+    };
+    // Token sizes: 1 for a real token, 0 for padding, what a merged token absorbed.
+    let mut sizes = mask;
+    // What pooling weighs: the sizes, less any prompts.
+    let mut pooled_weights = None;
+    let mut bias = g.attention_bias(&sizes, false);
+    if let Some((p, _)) = spec.deep_prompts {
+        let (layers, p) = (Dim::Fixed(spec.layers.len() as i64), Dim::Fixed(p as i64));
+        g.g.input(tensor(PROMPT_IN, DataType::Float, &[&batch, &layers, &p, &hidden]));
+    }
+    for layer in spec.layers.clone() {
+        if let Some((p, mode)) = spec.deep_prompts {
+            let replaced = if mode == PromptMode::Replace && layer > 0 { p } else { 0 };
+            let weights = pooled_weights.take().unwrap_or_else(|| sizes.clone());
+            let inserted = g.insert_prompts(layer, p, replaced, &x, &sizes, &weights)?;
+            (x, sizes) = (inserted.0, inserted.1);
+            pooled_weights = Some(inserted.2);
+            bias = g.attention_bias(&sizes, false);
+        }
+        let probs;
+        (x, sizes, probs) = g.layer(layer, &x, &sizes, &bias, spec.merge)?;
+        if spec.merge > 0 {
+            bias = g.attention_bias(&sizes, true);
+        }
+        if let Some((k, percent)) = spec.prune
+            && layer + 1 == spec.layers.start + k
+        {
+            (x, sizes) = g.prune_tokens(&x, &sizes, &probs, percent);
+            bias = g.attention_bias(&sizes, false);
+        }
+    }
+    match spec.output {
+        GraphOutput::Hidden => {
+            g.g.name_output(&x, HIDDEN_OUT);
+            g.g.output(tensor(HIDDEN_OUT, DataType::Float, &[&batch, &inner, &hidden]));
+        }
+        GraphOutput::Pooled(pooling) => {
+            let pooled = g.pool(pooling, &x, pooled_weights.as_deref().unwrap_or(&sizes));
+            g.g.name_output(&pooled, POOLED);
+            g.g.output(tensor(POOLED, DataType::Float, &[&batch, &hidden]));
+        }
+    }
+    Ok(g.g.finish())
+}
+
+pub(super) struct Writer<'a> {
+    pub(super) g: Builder,
+    pub(super) ckpt: &'a Checkpoint,
+}
+
+/// A tensor's values, row-major.
+fn values(t: &Tensor) -> Result<Vec<f32>, EngineError> {
+    Ok(t.to_dtype(candle_core::DType::F32)?.flatten_all()?.to_vec1::<f32>()?)
+}
+
+impl Writer<'_> {
+    fn weight(&mut self, name: &str) -> Result<String, EngineError> {
+        let t = self.ckpt.get(name)?;
+        let dims = t.dims().to_vec();
+        let data = values(t)?;
+        Ok(self.g.f32s(name, &dims, data))
+    }
+
+    /// `x · Wᵀ + b` for the Hugging Face `Linear` at `prefix` (weight `[out, in]`), with the
+    /// weight and bias multiplied by `scale`.
+    fn linear(&mut self, x: &str, prefix: &str, scale: f64) -> Result<String, EngineError> {
+        let w = self.ckpt.get(&format!("{prefix}.weight"))?;
+        let b = self.ckpt.get(&format!("{prefix}.bias"))?;
+        let wt = (w.t()?.contiguous()? * scale)?;
+        let dims = wt.dims().to_vec();
+        let wt = self.g.f32s(&format!("{prefix}.weight"), &dims, values(&wt)?);
+        let b = self.g.f32s(&format!("{prefix}.bias"), &[b.dims1()?], values(&(b * scale)?)?);
+        let xw = self.g.op("MatMul", &[x, &wt], vec![]);
+        Ok(self.g.op("Add", &[&xw, &b], vec![]))
+    }
+
+    /// The query, key and value projections at `prefix` as one `[hidden, 3·hidden]` matmul;
+    /// the query part is multiplied by `query_scale`.
+    fn qkv(&mut self, x: &str, prefix: &str, query_scale: f64) -> Result<String, EngineError> {
+        let mut weights = Vec::new();
+        let mut biases = Vec::new();
+        for (part, scale) in [("query", query_scale), ("key", 1.0), ("value", 1.0)] {
+            weights.push((self.ckpt.get(&format!("{prefix}.{part}.weight"))? * scale)?);
+            biases.push((self.ckpt.get(&format!("{prefix}.{part}.bias"))? * scale)?);
+        }
+        let w = Tensor::cat(&weights, 0)?.t()?.contiguous()?;
+        let b = Tensor::cat(&biases, 0)?;
+        let dims = w.dims().to_vec();
+        let w = self.g.f32s(&format!("{prefix}.qkv.weight"), &dims, values(&w)?);
+        let b = self.g.f32s(&format!("{prefix}.qkv.bias"), &[b.dims1()?], values(&b)?);
+        let xw = self.g.op("MatMul", &[x, &w], vec![]);
+        Ok(self.g.op("Add", &[&xw, &b], vec![]))
+    }
+
+    fn layer_norm(&mut self, x: &str, prefix: &str) -> Result<String, EngineError> {
+        let w = self.weight(&format!("{prefix}.weight"))?;
+        let b = self.weight(&format!("{prefix}.bias"))?;
+        let attrs =
+            vec![("axis", Attr::Int(-1)), ("epsilon", Attr::Float(self.ckpt.config.layer_norm_eps as f32))];
+        Ok(self.g.op("LayerNormalization", &[x, &w, &b], attrs))
+    }
+
+    /// The additive attention bias `[batch, 1, 1, len]` of token `sizes`: −1e9 for padding
+    /// (size 0), else 0, plus log(size) when `proportional` (ToMe: a merged token counts as
+    /// the tokens it holds).
+    fn attention_bias(&mut self, sizes: &str, proportional: bool) -> String {
+        let one = self.g.scalar(1.0);
+        let real = self.g.op("Min", &[sizes, &one], vec![]);
+        let shifted = self.g.op("Sub", &[&real, &one], vec![]);
+        let big = self.g.scalar(-MASKED);
+        let mut bias = self.g.op("Mul", &[&shifted, &big], vec![]);
+        if proportional {
+            let at_least_one = self.g.op("Max", &[sizes, &one], vec![]);
+            let log = self.g.op("Log", &[&at_least_one], vec![]);
+            bias = self.g.op("Add", &[&bias, &log], vec![]);
+        }
+        let axes = self.g.i64s(&[1, 2]);
+        self.g.op("Unsqueeze", &[&bias, &axes], vec![])
+    }
+
+    /// Word embeddings (with the prompt vectors after `[CLS]`) plus position embeddings (token
+    /// type 0 folded in), layer-normed; returns them and the float mask over the same tokens.
+    fn embeddings(&mut self, prompt: &[Vec<f32>], mask: String) -> Result<(String, String), EngineError> {
+        let word = self.weight("embeddings.word_embeddings.weight")?;
+        let mut tokens = self.g.op("Gather", &[&word, INPUT_IDS], vec![("axis", Attr::Int(0))]);
+        let mut mask = mask;
+        if !prompt.is_empty() {
+            let (p, h) = (prompt.len(), self.ckpt.config.hidden_size);
+            let batch =
+                self.g.op("Shape", &[INPUT_IDS], vec![("start", Attr::Int(0)), ("end", Attr::Int(1))]);
+            let vectors = self.g.f32s("prompt", &[1, p, h], prompt.concat());
+            let vectors = self.broadcast_rows(&vectors, &batch, &[p as i64, h as i64]);
+            tokens = self.after_first(&tokens, &vectors);
+            let ones = self.g.f32s("prompt_mask", &[1, p], vec![1.0; p]);
+            let ones = self.broadcast_rows(&ones, &batch, &[p as i64]);
+            mask = self.after_first(&mask, &ones);
+        }
+        let len = self.g.op("Shape", &[&tokens], vec![("start", Attr::Int(1)), ("end", Attr::Int(2))]);
+        let positions = self.ckpt.get("embeddings.position_embeddings.weight")?;
+        let types = self.ckpt.get("embeddings.token_type_embeddings.weight")?;
+        let table = positions.broadcast_add(&types.get(0)?)?;
+        let dims = table.dims().to_vec();
+        let table = self.g.f32s("embeddings.position_and_type", &dims, values(&table)?);
+        let zero = self.g.i64s(&[0]);
+        let rows = self.g.op("Slice", &[&table, &zero, &len, &zero], vec![]);
+        let sum = self.g.op("Add", &[&tokens, &rows], vec![]);
+        Ok((self.layer_norm(&sum, "embeddings.LayerNorm")?, mask))
+    }
+
+    /// `t` (leading dimension 1) repeated to `batch` rows: shape `[batch, rest...]`.
+    fn broadcast_rows(&mut self, t: &str, batch: &str, rest: &[i64]) -> String {
+        let rest = self.g.i64s(rest);
+        let shape = self.g.op("Concat", &[batch, &rest], vec![("axis", Attr::Int(0))]);
+        self.g.op("Expand", &[t, &shape], vec![])
+    }
+
+    /// `inserted` placed between the first position of `seq` and the rest (axis 1).
+    fn after_first(&mut self, seq: &str, inserted: &str) -> String {
+        self.replace_after_first(seq, inserted, 0)
+    }
+
+    /// `inserted` placed after the first position of `seq` (axis 1), in place of the
+    /// `replaced` positions that followed it.
+    fn replace_after_first(&mut self, seq: &str, inserted: &str, replaced: usize) -> String {
+        let (zero, one, end) = (self.g.i64s(&[0]), self.g.i64s(&[1]), self.g.i64s(&[i64::MAX]));
+        let first = self.g.op("Slice", &[seq, &zero, &one, &one], vec![]);
+        let from = self.g.i64s(&[1 + replaced as i64]);
+        let rest = self.g.op("Slice", &[seq, &from, &end, &one], vec![]);
+        self.g.op("Concat", &[&first, inserted, &rest], vec![("axis", Attr::Int(1))])
+    }
+
+    /// Layer `layer`'s `p` prompts from [`PROMPT_IN`] put after `[CLS]` in place of `replaced`
+    /// earlier ones: the hidden states, the token sizes (prompts count 1) and the pooling
+    /// weights (prompts count 0) after it.
+    fn insert_prompts(
+        &mut self,
+        layer: usize,
+        p: usize,
+        replaced: usize,
+        x: &str,
+        sizes: &str,
+        pooled: &str,
+    ) -> Result<(String, String, String), EngineError> {
+        let index = self.g.i64s(&[layer as i64]);
+        let gathered = self.g.op("Gather", &[PROMPT_IN, &index], vec![("axis", Attr::Int(1))]);
+        let axis = self.g.i64s(&[1]);
+        let prompts = self.g.op("Squeeze", &[&gathered, &axis], vec![]);
+        let x = self.replace_after_first(x, &prompts, replaced);
+        if replaced > 0 {
+            return Ok((x, sizes.to_string(), pooled.to_string()));
+        }
+        let batch = self.g.op("Shape", &[PROMPT_IN], vec![("start", Attr::Int(0)), ("end", Attr::Int(1))]);
+        let mut row = |name: &str, value: f32| {
+            let t = self.g.f32s(&format!("{name}.{layer}"), &[1, p], vec![value; p]);
+            self.broadcast_rows(&t, &batch, &[p as i64])
+        };
+        let (ones, zeros) = (row("prompt_sizes", 1.0), row("prompt_pooling", 0.0));
+        let sizes = self.after_first(sizes, &ones);
+        let pooled = self.after_first(pooled, &zeros);
+        Ok((x, sizes, pooled))
+    }
+
+    /// One encoder layer: self-attention and feed-forward, each with a residual and a norm,
+    /// with `merge` tokens merged in between. Returns the hidden states, the token sizes and
+    /// the attention probabilities.
+    fn layer(
+        &mut self,
+        i: usize,
+        x: &str,
+        sizes: &str,
+        bias: &str,
+        merge: usize,
+    ) -> Result<(String, String, String), EngineError> {
+        let cfg = &self.ckpt.config;
+        let (h, heads) = (cfg.hidden_size, cfg.num_attention_heads);
+        let d = h / heads;
+        let p = format!("encoder.layer.{i}");
+        // softmax(Q·Kᵀ/√d + bias)·V with one projection matmul for Q, K and V; the 1/√d is
+        // folded into the query weights.
+        let qkv = self.qkv(x, &format!("{p}.attention.self"), 1.0 / (d as f64).sqrt())?;
+        let split = self.g.i64s(&[0, 0, heads as i64, d as i64]);
+        let mut heads_of = |part: i64, perm: [i64; 4]| {
+            let (start, end, axis) =
+                (self.g.i64s(&[part * h as i64]), self.g.i64s(&[(part + 1) * h as i64]), self.g.i64s(&[2]));
+            let t = self.g.op("Slice", &[&qkv, &start, &end, &axis], vec![]);
+            let r = self.g.op("Reshape", &[&t, &split], vec![]);
+            self.g.op("Transpose", &[&r], vec![("perm", Attr::Ints(perm.to_vec()))])
+        };
+        let q = heads_of(0, [0, 2, 1, 3]);
+        let k = heads_of(1, [0, 2, 3, 1]);
+        let v = heads_of(2, [0, 2, 1, 3]);
+        let scores = self.g.op("MatMul", &[&q, &k], vec![]);
+        let scores = self.g.op("Add", &[&scores, bias], vec![]);
+        let probs = self.g.op("Softmax", &[&scores], vec![("axis", Attr::Int(-1))]);
+        let context = self.g.op("MatMul", &[&probs, &v], vec![]);
+        let context = self.g.op("Transpose", &[&context], vec![("perm", Attr::Ints(vec![0, 2, 1, 3]))]);
+        let joined = self.g.i64s(&[0, 0, h as i64]);
+        let context = self.g.op("Reshape", &[&context, &joined], vec![]);
+        let attn = self.linear(&context, &format!("{p}.attention.output.dense"), 1.0)?;
+        let x = self.g.op("Add", &[&attn, x], vec![]);
+        let mut x = self.layer_norm(&x, &format!("{p}.attention.output.LayerNorm"))?;
+        let mut sizes = sizes.to_string();
+        if merge > 0 {
+            let (start, end, axis) =
+                (self.g.i64s(&[h as i64]), self.g.i64s(&[2 * h as i64]), self.g.i64s(&[2]));
+            let keys = self.g.op("Slice", &[&qkv, &start, &end, &axis], vec![]);
+            (x, sizes) = self.merge_tokens(&x, &sizes, &keys, merge);
+        }
+        let inner = self.linear(&x, &format!("{p}.intermediate.dense"), 1.0)?;
+        let inner = self.gelu(&inner);
+        let out = self.linear(&inner, &format!("{p}.output.dense"), 1.0)?;
+        let out = self.g.op("Add", &[&out, &x], vec![]);
+        Ok((self.layer_norm(&out, &format!("{p}.output.LayerNorm"))?, sizes, probs))
+    }
+
+    /// `x · ½ · (1 + erf(x / √2))`, the pattern ONNX Runtime fuses into one Gelu kernel.
+    fn gelu(&mut self, x: &str) -> String {
+        let sqrt2 = self.g.scalar(std::f32::consts::SQRT_2);
+        let one = self.g.scalar(1.0);
+        let half = self.g.scalar(0.5);
+        let scaled = self.g.op("Div", &[x, &sqrt2], vec![]);
+        let erf = self.g.op("Erf", &[&scaled], vec![]);
+        let shifted = self.g.op("Add", &[&erf, &one], vec![]);
+        let times_x = self.g.op("Mul", &[x, &shifted], vec![]);
+        self.g.op("Mul", &[&times_x, &half], vec![])
+    }
+
+    /// `[batch, len, hidden]` → `[batch, hidden]`; `mask` is the float mask `[batch, len]`.
+    fn pool(&mut self, pooling: Pooling, x: &str, mask: &str) -> String {
+        match pooling {
+            Pooling::Cls => {
+                let first = self.g.i64s(&[0]);
+                let cls = self.g.op("Gather", &[x, &first], vec![("axis", Attr::Int(1))]);
+                let axis = self.g.i64s(&[1]);
+                self.g.op("Squeeze", &[&cls, &axis], vec![])
+            }
+            Pooling::Mean => {
+                let last = self.g.i64s(&[2]);
+                let weights = self.g.op("Unsqueeze", &[mask, &last], vec![]);
+                let masked = self.g.op("Mul", &[x, &weights], vec![]);
+                let seq = self.g.i64s(&[1]);
+                let sum = self.g.op("ReduceSum", &[&masked, &seq], vec![("keepdims", Attr::Int(0))]);
+                let count = self.g.op("ReduceSum", &[mask, &seq], vec![("keepdims", Attr::Int(1))]);
+                let one = self.g.scalar(1.0);
+                let count = self.g.op("Max", &[&count, &one], vec![]);
+                self.g.op("Div", &[&sum, &count], vec![])
+            }
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! Text to token ids, with the tokenizer's own padding and truncation turned off.
+//!
+//! The tokenizer.json shipped with sentence-transformers models pads and truncates to 128:
+//! padding would silently corrupt mean pooling (pad tokens counted as content) and truncation
+//! would hide oversize inputs. Morph pads per runtime with an attention mask and truncates only
+//! when a request asks for it.
+
+use std::path::Path;
+
+use morph_engine::EngineError;
+
+#[derive(Debug, Clone)]
+pub struct TextTokenizer {
+    inner: tokenizers::Tokenizer,
+}
+
+impl TextTokenizer {
+    pub fn load(path: &Path) -> Result<Self, EngineError> {
+        let mut inner = tokenizers::Tokenizer::from_file(path)
+            .map_err(|e| EngineError::Load(format!("tokenizer {}: {e}", path.display())))?;
+        inner.with_padding(None);
+        inner
+            .with_truncation(None)
+            .map_err(|e| EngineError::Load(format!("tokenizer {}: {e}", path.display())))?;
+        Ok(Self { inner })
+    }
+
+    /// Token ids with the model's special tokens (`[CLS] ... [SEP]` for BERT).
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, EngineError> {
+        self.inner
+            .encode(text, true)
+            .map(|e| e.get_ids().to_vec())
+            .map_err(|e| EngineError::Tokenize(e.to_string()))
+    }
+}
+
+/// Cuts `ids` to `max_len` tokens, keeping the final special token (`[SEP]`) at the end.
+pub fn truncate(ids: &mut Vec<u32>, max_len: usize) {
+    if ids.len() > max_len && max_len > 0 {
+        let last = ids[ids.len() - 1];
+        ids.truncate(max_len);
+        ids[max_len - 1] = last;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::truncate;
+
+    #[test]
+    fn truncation_keeps_the_closing_token() {
+        let mut ids = vec![101, 1, 2, 3, 4, 102];
+        truncate(&mut ids, 4);
+        assert_eq!(ids, vec![101, 1, 2, 102]);
+        let mut short = vec![101, 102];
+        truncate(&mut short, 4);
+        assert_eq!(short, vec![101, 102]);
+    }
+}

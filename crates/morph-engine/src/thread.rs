@@ -1,0 +1,116 @@
+//! An engine on its own OS thread, reached through a cloneable async [`EngineHandle`].
+//! Commands travel over a channel with a oneshot reply each; dropping the [`EngineThread`]
+//! finishes the queued batches and joins the thread.
+
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+
+use morph_core::{PlanId, RuntimeSpec};
+use tokio::sync::oneshot;
+
+use crate::{Engine, EngineError, Rows};
+
+type Reply = oneshot::Sender<Result<Vec<Vec<f32>>, EngineError>>;
+
+enum Command {
+    Run { rows: Rows, plan: PlanId, reply: Reply },
+    Stop,
+}
+
+/// Owns the engine thread.
+#[derive(Debug)]
+pub struct EngineThread {
+    handle: EngineHandle,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Sends batches to a worker; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct EngineHandle {
+    tx: mpsc::Sender<Command>,
+    runtime: RuntimeSpec,
+}
+
+impl EngineThread {
+    /// Moves `engine` onto a new thread named `name`.
+    pub fn spawn(name: String, mut engine: Box<dyn Engine>) -> std::io::Result<Self> {
+        let (tx, rx) = mpsc::channel::<Command>();
+        let handle = EngineHandle { tx, runtime: engine.runtime() };
+        let thread = std::thread::Builder::new().name(name).spawn(move || {
+            while let Ok(Command::Run { rows, plan, reply }) = rx.recv() {
+                // The requester may have gone away; its result is simply dropped.
+                let _ = reply.send(engine.run(rows.as_input(), plan).and_then(finite));
+            }
+        })?;
+        Ok(Self { handle, thread: Some(thread) })
+    }
+
+    pub fn handle(&self) -> EngineHandle {
+        self.handle.clone()
+    }
+}
+
+impl Drop for EngineThread {
+    fn drop(&mut self) {
+        let _ = self.handle.tx.send(Command::Stop);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A batch's outputs, unless any value is NaN or infinite (never answered as a vector).
+fn finite(vectors: Vec<Vec<f32>>) -> Result<Vec<Vec<f32>>, EngineError> {
+    match vectors.iter().flatten().all(|v| v.is_finite()) {
+        true => Ok(vectors),
+        false => Err(EngineError::Inference("the model produced NaN or infinite values".into())),
+    }
+}
+
+impl EngineHandle {
+    pub fn runtime(&self) -> RuntimeSpec {
+        self.runtime
+    }
+
+    /// Runs one batch on the worker thread under token plan `plan`.
+    pub async fn run(&self, rows: Rows, plan: PlanId) -> Result<Vec<Vec<f32>>, EngineError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx.send(Command::Run { rows, plan, reply }).map_err(|_| EngineError::Stopped)?;
+        rx.await.map_err(|_| EngineError::Stopped)?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use morph_core::{Point, Profile};
+
+    use super::*;
+    use crate::EmulatedRuntime;
+
+    #[tokio::test]
+    async fn runs_batches_on_its_thread_and_stops_on_drop() {
+        let profile = Arc::new(Profile::from_points("m", [Point { batch: 1, len: 8, ms: 1.0 }]).unwrap());
+        let engine =
+            EmulatedRuntime::new(profile, morph_core::UnitSpec::encoder(RuntimeSpec::dynamic(8, 2)), 4);
+        let worker = EngineThread::spawn("test".into(), Box::new(engine)).unwrap();
+        let handle = worker.handle();
+        let tokens = |rows| Rows::Tokens(rows);
+        assert_eq!(handle.run(tokens(vec![vec![1, 2]]), PlanId::PLAIN).await.unwrap().len(), 1);
+        let too_long = handle.run(tokens(vec![vec![1; 9]]), PlanId::PLAIN).await;
+        assert!(matches!(too_long, Err(EngineError::Shape { .. })));
+        drop(worker);
+        assert_eq!(handle.run(tokens(vec![vec![1]]), PlanId::PLAIN).await, Err(EngineError::Stopped));
+    }
+
+    #[test]
+    fn non_finite_outputs_are_an_error_not_a_vector() {
+        assert_eq!(finite(vec![vec![1.0, -2.0]]), Ok(vec![vec![1.0, -2.0]]));
+        for bad in [f32::NAN, f32::INFINITY] {
+            assert!(
+                matches!(finite(vec![vec![1.0], vec![bad]]), Err(EngineError::Inference(m)) if m.contains("NaN"))
+            );
+        }
+    }
+}
