@@ -16,11 +16,11 @@ impl fmt::Display for InstanceId {
     }
 }
 
-/// A host of device slots (QUART's server). A single-host deployment has only server 0.
+/// A host of device slots (QUART's server). A single-host deployment has only host 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
-pub struct ServerId(pub u16);
+pub struct HostId(pub u16);
 
-impl fmt::Display for ServerId {
+impl fmt::Display for HostId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0)
     }
@@ -30,6 +30,6 @@ impl fmt::Display for ServerId {
 pub struct InstanceInfo {
     pub id: InstanceId,
     pub unit: UnitSpec,
-    /// The server it runs on.
-    pub server: ServerId,
+    /// The host it runs on.
+    pub host: HostId,
 }

@@ -16,9 +16,9 @@ pub mod stats;
 pub mod time;
 pub mod unit;
 
-pub use instance::{InstanceId, InstanceInfo, ServerId};
+pub use instance::{HostId, InstanceId, InstanceInfo};
 pub use ledger::{Effect, Ledger, NewRequest, OnViolation, Outcome};
-pub use pipeline::{PipelineProfile, Servers, StageTime};
+pub use pipeline::{HostSlots, PipelineProfile, StageTime};
 pub use policy::{Action, BatchPlan, DropReason, Event, Gauge, PlanId, Policy, Then};
 pub use profile::{Point, Profile, ProfileError};
 pub use request::{Generation, RequestId, RequestInfo, ServiceClass, TaskId};

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::instance::ServerId;
+use crate::instance::HostId;
 use crate::runtime::RuntimeSpec;
 use crate::unit::{ModelId, StageSpec, UnitSpec};
 
@@ -95,19 +95,19 @@ impl PipelineProfile {
     }
 }
 
-/// The hosts a deployment runs on: device slots per server.
+/// The hosts a deployment runs on: device slots per host.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Servers {
+pub struct HostSlots {
     pub slots: Vec<u16>,
 }
 
-impl Servers {
+impl HostSlots {
     pub fn new(count: u16, slots_each: u16) -> Self {
         Self { slots: vec![slots_each; usize::from(count)] }
     }
 
-    pub fn ids(&self) -> impl Iterator<Item = ServerId> + '_ {
-        (0..self.slots.len() as u16).map(ServerId)
+    pub fn ids(&self) -> impl Iterator<Item = HostId> + '_ {
+        (0..self.slots.len() as u16).map(HostId)
     }
 
     pub fn total_slots(&self) -> usize {

@@ -25,7 +25,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::instance::{InstanceId, InstanceInfo, ServerId};
+use crate::instance::{HostId, InstanceId, InstanceInfo};
 use crate::request::{RequestId, RequestInfo};
 use crate::time::{Nanos, Time};
 use crate::unit::{Launched, Ticket, UnitSpec};
@@ -57,10 +57,10 @@ pub enum Event {
     /// A request the policy holds (queued, or between stages) was cancelled by its client and
     /// is gone: the policy must forget it.
     Cancelled { request: RequestId },
-    /// Server (host) `server` has `slots` device slots now: 0 when it left the deployment (its
+    /// Host `host` has `slots` device slots now: 0 when it left the deployment (its
     /// instances are reported lost as their workers fail), its slots again when it came back;
-    /// a server numbered past those the policy knows joined after the start.
-    ServerSlots { server: ServerId, slots: u16 },
+    /// a host numbered past those the policy knows joined after the start.
+    SlotsChanged { host: HostId, slots: u16 },
     /// A periodic tick, every [`Policy::tick_interval`].
     Tick,
 }
@@ -126,10 +126,10 @@ pub enum Action {
     /// Give up on a request waiting with the policy; it is answered with `reason`.
     Drop { request: RequestId, reason: DropReason },
     /// Start a new instance of `unit` (scale out, or the new half of a replacement) on
-    /// `server` (`None`: wherever the driver finds a free slot). It occupies a device slot at
+    /// `host` (`None`: wherever the driver finds a free slot). It occupies a device slot at
     /// once and is reported by [`Event::InstanceUp`] with `ticket` once loaded, or by
-    /// [`Event::LaunchFailed`] (also when the server has no free slot).
-    Launch { ticket: Ticket, unit: UnitSpec, server: Option<ServerId> },
+    /// [`Event::LaunchFailed`] (also when the host has no free slot).
+    Launch { ticket: Ticket, unit: UnitSpec, host: Option<HostId> },
     /// Stop an idle instance and free its slot (scale in, or the old half of a replacement).
     Retire { instance: InstanceId },
 }

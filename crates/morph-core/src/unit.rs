@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::instance::ServerId;
+use crate::instance::HostId;
 use crate::runtime::RuntimeSpec;
 use crate::time::Nanos;
 
@@ -147,7 +147,7 @@ impl StartKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Launched {
     pub ticket: Ticket,
-    pub server: ServerId,
+    pub host: HostId,
     pub start: StartKind,
     pub took: Nanos,
 }

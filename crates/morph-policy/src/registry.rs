@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use morph_core::{Nanos, PipelineProfile, PlanId, Policy, Profile, Servers, time::ms_to_nanos};
+use morph_core::{HostSlots, Nanos, PipelineProfile, PlanId, Policy, Profile, time::ms_to_nanos};
 
 use crate::arlo::ServiceModel;
 use crate::baselines::cocktail::{CocktailConfig, CocktailSizer};
@@ -50,8 +50,8 @@ pub struct Context {
     pub slo: Option<Nanos>,
     /// A pipelined model's stage times, for pipeline policies.
     pub pipeline: Option<Arc<PipelineProfile>>,
-    /// The hosts and their slots; default: one server with every slot.
-    pub servers: Option<Servers>,
+    /// The hosts and their slots; default: one host with every slot.
+    pub hosts: Option<HostSlots>,
     /// Latency profiles of token plans other than the plain model's (OTAS's γ).
     pub plans: BTreeMap<PlanId, Arc<Profile>>,
     /// Accuracy per task (by task index) under each token plan, from the profiler.
@@ -128,9 +128,9 @@ fn build_pipeline(
     let params_err = |source| PolicyError::Params { name: name.to_string(), source };
     let pipeline = ctx.pipeline.clone().ok_or_else(|| PolicyError::NeedsPipeline(name.to_string()))?;
     let slo = ctx.slo.ok_or_else(|| PolicyError::NeedsSlo(name.to_string()))?;
-    let servers = ctx.servers.clone().unwrap_or_else(|| Servers::new(1, u16::MAX));
+    let hosts = ctx.hosts.clone().unwrap_or_else(|| HostSlots::new(1, u16::MAX));
 
-    let on = |pool: PoolConfig, slo: Nanos| (name, pool, (*pipeline).clone(), servers.clone(), slo);
+    let on = |pool: PoolConfig, slo: Nanos| (name, pool, (*pipeline).clone(), hosts.clone(), slo);
     Ok(match name {
         "quart" => {
             let c: QuartConfig = with_nested_params(QuartConfig::default(), params).map_err(params_err)?;
@@ -160,12 +160,12 @@ fn build_pipeline(
     })
 }
 
-/// A pipeline policy named `name` with `pool` settings on `pipeline` and `servers` under `slo`.
+/// A pipeline policy named `name` with `pool` settings on `pipeline` and `hosts` under `slo`.
 fn boxed<S: Sizer + 'static>(
-    (name, pool, pipeline, servers, slo): (&str, PoolConfig, PipelineProfile, Servers, Nanos),
+    (name, pool, pipeline, hosts, slo): (&str, PoolConfig, PipelineProfile, HostSlots, Nanos),
     sizer: S,
 ) -> Box<dyn Policy> {
-    Box::new(PipelinePolicy::new(name, pool, pipeline, &servers, slo, sizer))
+    Box::new(PipelinePolicy::new(name, pool, pipeline, &hosts, slo, sizer))
 }
 
 /// `preset` with the fields of `params` replacing its own (a nested table replaces the preset's

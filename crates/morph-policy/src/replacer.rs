@@ -19,7 +19,7 @@ pub(crate) struct Replacer {
 impl Replacer {
     /// Launches a replacement for a lost instance of `unit`.
     pub(crate) fn replace(&mut self, unit: UnitSpec, actions: &mut Vec<Action>) {
-        actions.push(Action::Launch { ticket: self.tickets.issue(), unit, server: None });
+        actions.push(Action::Launch { ticket: self.tickets.issue(), unit, host: None });
     }
 
     /// Notes a failed launch of `unit`, to be tried again.

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use morph_core::{RuntimeSpec, ServerId, Servers};
+use morph_core::{HostId, HostSlots, RuntimeSpec};
 use morph_decoder::DecoderKernels;
 use morph_encoder::tasks::served::TaskHeads;
 use morph_encoder::{Pooling, TextTokenizer};
@@ -169,11 +169,11 @@ impl Server {
                 units.flat_map(|u| std::iter::repeat_n(u, config.instances)).collect()
             }
         };
-        let servers = initial_servers(layout.len(), launcher.servers().as_ref());
+        let hosts = initial_hosts(layout.len(), launcher.hosts().as_ref());
         let workers = layout
             .iter()
-            .zip(servers)
-            .map(|(u, server)| launcher.start(*u, server))
+            .zip(hosts)
+            .map(|(u, host)| launcher.start(*u, host))
             .collect::<Result<Vec<_>, _>>()?;
         let metrics = Arc::new(Metrics::default());
         for start in workers.iter().filter_map(|w| w.start.as_ref()) {
@@ -239,7 +239,7 @@ impl Server {
                 }
             })
         });
-        let membership = self.state.driver.launcher().servers().map(|_| {
+        let membership = self.state.driver.launcher().hosts().map(|_| {
             let driver = self.state.driver.clone();
             tokio::spawn(async move {
                 let mut interval = tokio::time::interval(Duration::from_millis(100));
@@ -281,24 +281,24 @@ fn pipeline_context(
     }
     let profile = stage_profile::measure(launcher, *runtime, config.stages, config.stage_profile_len)?;
     let slots = config.instances.max(usize::from(config.stages)).min(usize::from(u16::MAX)) as u16;
-    let servers = launcher.servers().unwrap_or_else(|| Servers::new(1, slots));
-    Ok(Context { pipeline: Some(Arc::new(profile)), servers: Some(servers), ..context })
+    let hosts = launcher.hosts().unwrap_or_else(|| HostSlots::new(1, slots));
+    Ok(Context { pipeline: Some(Arc::new(profile)), hosts: Some(hosts), ..context })
 }
 
 /// Where the initial layout's `count` instances go: without a cluster, this host; with one,
 /// the hosts in turn, each up to its slots (and in turn again once every host is full).
-fn initial_servers(count: usize, servers: Option<&Servers>) -> Vec<Option<ServerId>> {
-    let Some(servers) = servers.filter(|s| !s.slots.is_empty()) else { return vec![None; count] };
-    let mut used = vec![0u16; servers.slots.len()];
+fn initial_hosts(count: usize, hosts: Option<&HostSlots>) -> Vec<Option<HostId>> {
+    let Some(hosts) = hosts.filter(|s| !s.slots.is_empty()) else { return vec![None; count] };
+    let mut used = vec![0u16; hosts.slots.len()];
     let mut next = 0;
     (0..count)
         .map(|_| {
             let n = used.len();
-            let free = (0..n).map(|k| (next + k) % n).find(|&s| used[s] < servers.slots[s]);
+            let free = (0..n).map(|k| (next + k) % n).find(|&s| used[s] < hosts.slots[s]);
             let s = free.unwrap_or(next % n);
             used[s] += 1;
             next = s + 1;
-            Some(ServerId(s as u16))
+            Some(HostId(s as u16))
         })
         .collect()
 }
@@ -309,19 +309,19 @@ mod tests {
 
     #[test]
     fn the_initial_layout_goes_round_the_hosts_within_their_slots() {
-        let ids = |v: Vec<Option<ServerId>>| v.into_iter().map(|s| s.map(|s| s.0)).collect::<Vec<_>>();
-        assert_eq!(ids(initial_servers(3, None)), [None, None, None], "one host: the driver's own");
-        let two = Servers { slots: vec![2, 2] };
-        assert_eq!(ids(initial_servers(4, Some(&two))), [Some(0), Some(1), Some(0), Some(1)]);
-        let uneven = Servers { slots: vec![1, 0, 3] };
+        let ids = |v: Vec<Option<HostId>>| v.into_iter().map(|s| s.map(|s| s.0)).collect::<Vec<_>>();
+        assert_eq!(ids(initial_hosts(3, None)), [None, None, None], "one host: the driver's own");
+        let two = HostSlots { slots: vec![2, 2] };
+        assert_eq!(ids(initial_hosts(4, Some(&two))), [Some(0), Some(1), Some(0), Some(1)]);
+        let uneven = HostSlots { slots: vec![1, 0, 3] };
         assert_eq!(
-            ids(initial_servers(4, Some(&uneven))),
+            ids(initial_hosts(4, Some(&uneven))),
             [Some(0), Some(2), Some(2), Some(2)],
             "a host with no slot gets none"
         );
-        let small = Servers { slots: vec![1, 1] };
+        let small = HostSlots { slots: vec![1, 1] };
         assert_eq!(
-            ids(initial_servers(3, Some(&small))),
+            ids(initial_hosts(3, Some(&small))),
             [Some(0), Some(1), Some(0)],
             "past every slot: in turn again"
         );

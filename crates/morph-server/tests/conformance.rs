@@ -88,11 +88,7 @@ impl Policy for Script {
                 }),
                 SCALE => {
                     self.held.push(r);
-                    actions.push(Action::Launch {
-                        ticket: self.tickets.issue(),
-                        unit: whole(),
-                        server: None,
-                    });
+                    actions.push(Action::Launch { ticket: self.tickets.issue(), unit: whole(), host: None });
                 }
                 _ => self.held.push(r),
             },

@@ -208,7 +208,7 @@ impl CostModel for PipelineCost {
 }
 
 /// How long a launched whole model takes to come up: `cold` from disk, `warm` when its
-/// parameters are still cached in its server's host memory (QUART's parameter cache; Arlo's
+/// parameters are still cached in its host's memory (QUART's parameter cache; Arlo's
 /// replacement "usually lasts approximately 1 second"). A pipeline stage takes its share.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Startup {

@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use morph_core::{
-    Effect, Generation, InstanceId, Launched, Ledger, Nanos, NewRequest, OnViolation, Outcome,
-    PipelineProfile, Policy, RequestId, ServerId, Servers, StartKind, Ticket, Time, UnitKind, UnitSpec,
+    Effect, Generation, HostId, HostSlots, InstanceId, Launched, Ledger, Nanos, NewRequest, OnViolation,
+    Outcome, PipelineProfile, Policy, RequestId, StartKind, Ticket, Time, UnitKind, UnitSpec,
 };
 
 use crate::cost::{CostModel, Decoding, Fed, Job, Startup};
@@ -29,9 +29,9 @@ pub struct SimOptions {
     pub warmup: Nanos,
     /// The whole model's start-up times; a pipeline stage takes its share of the layers.
     pub startup: Startup,
-    /// Device slots per server (default: one server with room for every instance).
-    pub servers: Servers,
-    /// Host memory per server for cached parameters, and the whole model's parameters.
+    /// Device slots per host (default: one host with room for every instance).
+    pub hosts: HostSlots,
+    /// Memory per host for cached parameters, and the whole model's parameters.
     pub cache_bytes: u64,
     pub model_bytes: u64,
     /// The pipeline, for stages' shares of start-up time and parameters.
@@ -48,7 +48,7 @@ impl Default for SimOptions {
             slo: None,
             warmup: 0,
             startup: Startup::default(),
-            servers: Servers::new(1, u16::MAX),
+            hosts: HostSlots::new(1, u16::MAX),
             cache_bytes: u64::MAX,
             model_bytes: 0,
             pipeline: None,
@@ -72,10 +72,10 @@ struct Sequence {
     left: u32,
 }
 
-/// A simulated instance: its unit and server, and the generations it is iterating.
+/// A simulated instance: its unit and host, and the generations it is iterating.
 struct Instance {
     unit: UnitSpec,
-    server: ServerId,
+    host: HostId,
     /// Sequences in the current iteration, and sequences that joined during it (or a static
     /// batch's, before its first), for the next.
     stepping: Vec<Sequence>,
@@ -88,10 +88,10 @@ struct Instance {
 }
 
 impl Instance {
-    fn new(unit: UnitSpec, server: ServerId) -> Self {
+    fn new(unit: UnitSpec, host: HostId) -> Self {
         Self {
             unit,
-            server,
+            host,
             stepping: Vec::new(),
             joining: Vec::new(),
             stopped: Vec::new(),
@@ -169,7 +169,7 @@ struct World<'a> {
     /// Indexed by instance id (the ledger hands them out in order).
     instances: Vec<Option<Instance>>,
     /// Launches in flight: what, where, how each will start and how long it takes.
-    launching: HashMap<Ticket, (UnitSpec, ServerId, StartKind, Nanos)>,
+    launching: HashMap<Ticket, (UnitSpec, HostId, StartKind, Nanos)>,
     /// Launches refused for want of a slot, with why.
     refused: HashMap<Ticket, String>,
     hosts: Hosts,
@@ -247,13 +247,13 @@ impl World<'_> {
                         inst.stopped.push(request);
                     }
                 }
-                Effect::Launch { ticket, unit, server } => {
-                    match self.hosts.take(server) {
-                        Ok(server) => {
-                            let warm = self.hosts.start(server, &unit, self.host_cache);
+                Effect::Launch { ticket, unit, host } => {
+                    match self.hosts.take(host) {
+                        Ok(host) => {
+                            let warm = self.hosts.start(host, &unit, self.host_cache);
                             let start = if warm { StartKind::Warm } else { StartKind::Cold };
                             let took = startup_time(&self.options.startup, warm, self.options.share(&unit));
-                            self.launching.insert(ticket, (unit, server, start, took));
+                            self.launching.insert(ticket, (unit, host, start, took));
                             self.events.push(now + took, SimEvent::InstanceUp(ticket));
                         }
                         Err(reason) => {
@@ -267,7 +267,7 @@ impl World<'_> {
                     if let Some(slot) = self.instances.get_mut(instance.0 as usize)
                         && let Some(gone) = slot.take()
                     {
-                        self.hosts.free(gone.server);
+                        self.hosts.free(gone.host);
                     }
                     self.rec.slots(now, ledger.slots());
                 }
@@ -311,7 +311,7 @@ pub fn simulate(
         instances: Vec::with_capacity(cluster.len()),
         launching: HashMap::new(),
         refused: HashMap::new(),
-        hosts: Hosts::new(&options.servers, options.cache_bytes),
+        hosts: Hosts::new(&options.hosts, options.cache_bytes),
         host_cache: policy.host_cache(),
         events: EventQueue::default(),
         rec: Recorder::new(cluster.len(), horizon, measured),
@@ -319,10 +319,10 @@ pub fn simulate(
     let mut ledger = Ledger::new(policy, OnViolation::Panic);
     let mut effects = Vec::new();
     for unit in cluster {
-        let server = world.hosts.take(None).expect("the servers hold the initial layout");
-        world.hosts.loaded(server, unit, world.bytes(unit), Time::ZERO);
-        world.instances.push(Some(Instance::new(*unit, server)));
-        ledger.add_instance(Time::ZERO, *unit, server, &mut effects);
+        let host = world.hosts.take(None).expect("the hosts hold the initial layout");
+        world.hosts.loaded(host, unit, world.bytes(unit), Time::ZERO);
+        world.instances.push(Some(Instance::new(*unit, host)));
+        ledger.add_instance(Time::ZERO, *unit, host, &mut effects);
     }
     world.rec.slots(Time::ZERO, ledger.slots());
     world.carry_out(Time::ZERO, &ledger, &mut effects);
@@ -364,13 +364,13 @@ pub fn simulate(
                 }
                 SimEvent::BatchDone(id) => ledger.batch_done(now, id, false, &mut effects),
                 SimEvent::InstanceUp(ticket) => {
-                    let Some((unit, server, start, took)) = world.launching.remove(&ticket) else { continue };
-                    let launched = Launched { ticket, server, start, took };
+                    let Some((unit, host, start, took)) = world.launching.remove(&ticket) else { continue };
+                    let launched = Launched { ticket, host, start, took };
                     // The policy may retire it at once: that effect is carried out below.
                     if let Some(id) = ledger.launch_up(now, launched, &mut effects) {
                         debug_assert_eq!(id.0 as usize, world.instances.len());
-                        world.hosts.loaded(server, &unit, world.bytes(&unit), now);
-                        world.instances.push(Some(Instance::new(unit, server)));
+                        world.hosts.loaded(host, &unit, world.bytes(&unit), now);
+                        world.instances.push(Some(Instance::new(unit, host)));
                     }
                 }
                 SimEvent::LaunchFailed(ticket) => {

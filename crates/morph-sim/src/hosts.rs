@@ -1,16 +1,16 @@
-//! The simulated hosts: device slots per server, and each server's host-memory parameter cache
+//! The simulated hosts: device slots per host, and each host's memory parameter cache
 //! (QUART's KeysManager, §6.1): parameters of every unit loaded there stay in memory, evicted
 //! least recently used once they pass 85% of the budget. A launch whose unit is cached on its
-//! server starts warm; otherwise cold.
+//! host starts warm; otherwise cold.
 
-use morph_core::{Nanos, ServerId, Servers, Time, UnitSpec};
+use morph_core::{HostId, HostSlots, Nanos, Time, UnitSpec};
 
 use crate::cost::Startup;
 
 /// QUART §6.1: the watchdog evicts above 85% memory use.
 const EVICT_ABOVE: f64 = 0.85;
 
-/// A server's slots and cache.
+/// A host's slots and cache.
 #[derive(Debug)]
 struct Host {
     slots: u16,
@@ -34,41 +34,38 @@ pub(crate) struct Hosts {
 }
 
 impl Hosts {
-    pub(crate) fn new(servers: &Servers, cache_bytes: u64) -> Self {
-        let hosts = servers.slots.iter().map(|&slots| Host { slots, used: 0, cache: Vec::new() }).collect();
+    pub(crate) fn new(hosts: &HostSlots, cache_bytes: u64) -> Self {
+        let hosts = hosts.slots.iter().map(|&slots| Host { slots, used: 0, cache: Vec::new() }).collect();
         Self { hosts, cache_bytes, cold: 0, warm: 0, evicted: 0 }
     }
 
-    /// Takes a slot on `want` (or the first server with one free); why not, if none is free.
-    pub(crate) fn take(&mut self, want: Option<ServerId>) -> Result<ServerId, String> {
+    /// Takes a slot on `want` (or the first host with one free); why not, if none is free.
+    pub(crate) fn take(&mut self, want: Option<HostId>) -> Result<HostId, String> {
         let index = match want {
             Some(s) => {
-                let host = self.hosts.get(usize::from(s.0)).ok_or_else(|| format!("no server {s}"))?;
+                let host = self.hosts.get(usize::from(s.0)).ok_or_else(|| format!("no host {s}"))?;
                 if host.used >= host.slots {
-                    return Err(format!(
-                        "server {s} has no free slot ({} of {} used)",
-                        host.used, host.slots
-                    ));
+                    return Err(format!("host {s} has no free slot ({} of {} used)", host.used, host.slots));
                 }
                 usize::from(s.0)
             }
-            None => self.hosts.iter().position(|h| h.used < h.slots).ok_or("no server has a free slot")?,
+            None => self.hosts.iter().position(|h| h.used < h.slots).ok_or("no host has a free slot")?,
         };
         self.hosts[index].used += 1;
-        Ok(ServerId(index as u16))
+        Ok(HostId(index as u16))
     }
 
-    pub(crate) fn free(&mut self, server: ServerId) {
-        if let Some(h) = self.hosts.get_mut(usize::from(server.0)) {
+    pub(crate) fn free(&mut self, host: HostId) {
+        if let Some(h) = self.hosts.get_mut(usize::from(host.0)) {
             h.used = h.used.saturating_sub(1);
         }
     }
 
-    /// Whether `unit`'s parameters are in `server`'s host memory (a warm start); counts it.
-    pub(crate) fn start(&mut self, server: ServerId, unit: &UnitSpec, cache_on: bool) -> bool {
+    /// Whether `unit`'s parameters are in `host`'s host memory (a warm start); counts it.
+    pub(crate) fn start(&mut self, host: HostId, unit: &UnitSpec, cache_on: bool) -> bool {
         let k = key(unit);
-        let warm = cache_on
-            && self.hosts.get(usize::from(server.0)).is_some_and(|h| h.cache.iter().any(|e| e.0 == k));
+        let warm =
+            cache_on && self.hosts.get(usize::from(host.0)).is_some_and(|h| h.cache.iter().any(|e| e.0 == k));
         if warm {
             self.warm += 1
         } else {
@@ -77,10 +74,10 @@ impl Hosts {
         warm
     }
 
-    /// `unit` was loaded on `server` at `now`: its parameters stay cached (LRU above 85%).
-    pub(crate) fn loaded(&mut self, server: ServerId, unit: &UnitSpec, bytes: u64, now: Time) {
+    /// `unit` was loaded on `host` at `now`: its parameters stay cached (LRU above 85%).
+    pub(crate) fn loaded(&mut self, host: HostId, unit: &UnitSpec, bytes: u64, now: Time) {
         let budget = self.cache_bytes;
-        let Some(h) = self.hosts.get_mut(usize::from(server.0)) else { return };
+        let Some(h) = self.hosts.get_mut(usize::from(host.0)) else { return };
         let k = key(unit);
         h.cache.retain(|e| e.0 != k);
         h.cache.push((k, bytes, now));

@@ -29,10 +29,10 @@
 //! instances = 10                                  # device slots, for policies that lay out their own
 //! runtimes = [{ runtime = "dynamic:512x8", instances = 10 }]   # for the others
 //! startup_ms = 1000                               # a launched instance's load time (cold)
-//! warm_startup_ms = 1000                          # … when its parameters are cached on its server
-//! # or, for a pipelined model (QUART), stage times instead of a profile, and servers:
+//! warm_startup_ms = 1000                          # … when its parameters are cached on its host
+//! # or, for a pipelined model (QUART), stage times instead of a profile, and hosts:
 //! # pipeline = { layers = 48, stage_ms = [17.1, …], serial_fraction = 0.7, hop_ms = 1, model_mb = 43000 }
-//! # servers = { count = 12, slots = 4, cache_mb = 1048576 }
+//! # hosts = { count = 12, slots = 4, cache_mb = 1048576 }
 //! [[policies]]
 //! name = "dynamic-batching"
 //! label = "db-16k"                                  # optional: its name in reports
@@ -56,7 +56,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use morph_core::{
-    PipelineProfile, PlanId, Profile, RuntimeSpec, Servers, StageTime, UnitSpec, time::ms_to_nanos,
+    HostSlots, PipelineProfile, PlanId, Profile, RuntimeSpec, StageTime, UnitSpec, time::ms_to_nanos,
 };
 use serde::{Deserialize, Serialize};
 
@@ -113,8 +113,10 @@ pub struct Cluster {
     pub warm_startup_ms: Option<f64>,
     /// A model cut into stages (QUART), priced by its stage times instead of a profile.
     pub pipeline: Option<PipelineSpec>,
-    /// Servers with device slots and host memory; default: one server with every slot.
-    pub servers: Option<ServerSpec>,
+    /// Hosts (QUART's servers) with device slots and memory; default: one host with every slot.
+    /// `servers`, its earlier name, is read too.
+    #[serde(alias = "servers")]
+    pub hosts: Option<HostSpec>,
 }
 
 /// `[cluster.pipeline]`: stage times of one request at one thread, how much of them more
@@ -140,11 +142,11 @@ fn pipeline_runtime() -> String {
     "fixed:128x1".into()
 }
 
-/// `[cluster.servers]`: `count` servers of `slots` device slots and `cache_mb` of host memory
-/// for cached parameters each.
+/// `[cluster.hosts]`: `count` hosts (QUART's servers) of `slots` device slots and `cache_mb` of
+/// memory for cached parameters each.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ServerSpec {
+pub struct HostSpec {
     pub count: u16,
     pub slots: u16,
     pub cache_mb: Option<f64>,
@@ -364,8 +366,8 @@ impl Scenario {
             };
             cluster.extend(std::iter::repeat_n(unit, instances_override.unwrap_or(group.instances)));
         }
-        let servers = self.cluster.servers.as_ref().map(|s| usize::from(s.count) * usize::from(s.slots));
-        let slots = instances_override.or(self.cluster.instances).or(servers).unwrap_or(cluster.len());
+        let hosts = self.cluster.hosts.as_ref().map(|s| usize::from(s.count) * usize::from(s.slots));
+        let slots = instances_override.or(self.cluster.instances).or(hosts).unwrap_or(cluster.len());
         if slots == 0 {
             return Err(ScenarioError::Invalid("the cluster has no instances".into()));
         }
@@ -377,13 +379,13 @@ impl Scenario {
         let warm = self.cluster.warm_startup_ms.map_or(cold, ms_to_nanos);
         let mb = |mb: f64| (mb * 1e6).round() as u64;
         let defaults = SimOptions::default();
-        let servers = self.cluster.servers.as_ref();
+        let hosts = self.cluster.hosts.as_ref();
         SimOptions {
             slo: self.slo_ms.map(ms_to_nanos),
             warmup: ms_to_nanos(self.warmup_s * 1e3),
             startup: Startup { cold, warm },
-            servers: servers.map_or(defaults.servers, |s| Servers::new(s.count, s.slots)),
-            cache_bytes: servers.and_then(|s| s.cache_mb).map_or(defaults.cache_bytes, mb),
+            hosts: hosts.map_or(defaults.hosts, |s| HostSlots::new(s.count, s.slots)),
+            cache_bytes: hosts.and_then(|s| s.cache_mb).map_or(defaults.cache_bytes, mb),
             model_bytes: self.cluster.pipeline.as_ref().map_or(0, |p| mb(p.model_mb)),
             pipeline,
             prefill_chunk: self.cluster.generation.as_ref().map_or(0, GenerationCost::chunk),
@@ -468,8 +470,8 @@ impl Scenario {
         let base = self.options(pipeline.clone());
         let table = self.workload.service.as_ref().and_then(|m| m.table.clone());
         let accuracy = table.as_ref().map(|t| t.profiling.clone()).unwrap_or_default();
-        let servers = Some(base.servers.clone());
-        let ctx = Context { profile, slo: base.slo, pipeline, servers, plans, accuracy };
+        let hosts = Some(base.hosts.clone());
+        let ctx = Context { profile, slo: base.slo, pipeline, hosts, plans, accuracy };
         let points: Vec<Option<(SweepParam, f64)>> = match &self.sweep {
             Some(s) => s.values.iter().map(|v| Some((s.param, *v))).collect(),
             None => vec![None],

@@ -88,12 +88,12 @@ fn pipeline(c: &crate::scenario::Cluster) -> Result<(), ScenarioError> {
             return bad("cluster.pipeline", "hop_ms and model_mb must be zero or more".into());
         }
     }
-    if let Some(servers) = &c.servers {
-        if servers.count == 0 || servers.slots == 0 {
-            return bad("cluster.servers", "needs at least one server with one slot".into());
+    if let Some(hosts) = &c.hosts {
+        if hosts.count == 0 || hosts.slots == 0 {
+            return bad("cluster.hosts", "needs at least one host with one slot".into());
         }
-        if let Some(mb) = servers.cache_mb {
-            positive("cluster.servers.cache_mb", mb)?;
+        if let Some(mb) = hosts.cache_mb {
+            positive("cluster.hosts.cache_mb", mb)?;
         }
     }
     Ok(())
@@ -237,7 +237,7 @@ mod tests {
             (
                 "profile = \"p.json\"",
                 "profile = \"p.json\"\nservers = { count = 0, slots = 4 }",
-                "cluster.servers",
+                "cluster.hosts",
             ),
         ] {
             let got = error(from, to).unwrap_or_else(|| panic!("{to} was accepted"));

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use morph_core::{Outcome, PipelineProfile, Policy, RuntimeSpec, Servers, StageTime, time::ms_to_nanos};
+use morph_core::{HostSlots, Outcome, PipelineProfile, Policy, RuntimeSpec, StageTime, time::ms_to_nanos};
 use morph_policy::quart::qna::departure_cv2;
 use morph_policy::registry::{Context, build};
 use morph_sim::cost::Startup;
@@ -37,7 +37,7 @@ fn run(
     name: &str,
     params: serde_json::Value,
     p: &Arc<PipelineProfile>,
-    servers: Servers,
+    hosts: HostSlots,
     rate: f64,
     cv: f64,
 ) -> Report {
@@ -45,15 +45,15 @@ fn run(
     let ctx = Context {
         slo: Some(slo),
         pipeline: Some(p.clone()),
-        servers: Some(servers.clone()),
+        hosts: Some(hosts.clone()),
         ..Context::default()
     };
     let policy: Box<dyn Policy> = build(name, &params, &ctx).expect("a pipeline policy");
-    let layout = policy.layout(servers.total_slots()).expect("pipelines lay out their stages");
+    let layout = policy.layout(hosts.total_slots()).expect("pipelines lay out their stages");
     let options = SimOptions {
         slo: Some(slo),
         startup: Startup { cold: ms_to_nanos(8000.0), warm: ms_to_nanos(800.0) },
-        servers,
+        hosts,
         cache_bytes: 1 << 40,
         model_bytes: 1 << 30,
         pipeline: Some(p.clone()),
@@ -70,7 +70,7 @@ fn qna_predicts_the_cv_the_second_stage_of_a_tandem_sees() {
     let p = pipeline(&[8.0, 8.0]);
     // 1 thread: 8 ms per request; λ = 100/s gives ρ = 0.8.
     let fixed = json!({ "r_max": 1, "pool": { "history_s": 10.0, "cv_window": 5000 } });
-    let report = run("uniform-pipeline", fixed, &p, Servers::new(1, 2), 100.0, 2.0);
+    let report = run("uniform-pipeline", fixed, &p, HostSlots::new(1, 2), 100.0, 2.0);
     let cv = |stage: u32| report.gauge_means[&format!("stage_cv{{stage={stage}}}")];
     let predicted = departure_cv2(cv(0).powi(2), 0.0, 0.8, 1).sqrt();
     assert!((cv(0) - 2.0).abs() < 0.4, "ingress CV {}", cv(0));
@@ -84,12 +84,12 @@ fn qna_predicts_the_cv_the_second_stage_of_a_tandem_sees() {
 #[test]
 fn quart_scales_a_pipeline_up_and_answers_every_request_once() {
     let p = pipeline(&[10.0, 20.0, 10.0]);
-    let servers = Servers::new(4, 4);
-    let report = run("quart", json!({}), &p, servers.clone(), 120.0, 1.0);
+    let hosts = HostSlots::new(4, 4);
+    let report = run("quart", json!({}), &p, hosts.clone(), 120.0, 1.0);
     assert_eq!(report.completed, report.requests);
     assert!(report.outcomes.iter().all(|o| matches!(o, Some(Outcome::Done))));
     let peak = report.instances_over_time.iter().map(|p| p.1).max().unwrap();
-    assert!(peak > 3 && peak <= servers.total_slots(), "peak {peak}");
+    assert!(peak > 3 && peak <= hosts.total_slots(), "peak {peak}");
     // The slow middle stage (20 ms) needs the most replicas.
     let replicas = |s: u32| report.gauge_means[&format!("stage_replicas{{stage={s}}}")];
     assert!(replicas(1) > replicas(0) && replicas(1) > replicas(2), "{:?}", report.gauge_means);
@@ -116,12 +116,12 @@ fn quart_scales_a_pipeline_up_and_answers_every_request_once() {
 fn the_host_cache_makes_relaunches_warm() {
     let p = pipeline(&[10.0, 10.0]);
     let on =
-        run("quart", json!({ "pool": { "scale_down_delay_s": 2.0 } }), &p, Servers::new(1, 16), 150.0, 4.0);
+        run("quart", json!({ "pool": { "scale_down_delay_s": 2.0 } }), &p, HostSlots::new(1, 16), 150.0, 4.0);
     let off = run(
         "quart",
         json!({ "pool": { "scale_down_delay_s": 2.0, "host_cache": false } }),
         &p,
-        Servers::new(1, 16),
+        HostSlots::new(1, 16),
         150.0,
         4.0,
     );
@@ -142,7 +142,7 @@ fn the_host_cache_makes_relaunches_warm() {
 fn baselines_run_on_the_same_pipeline() {
     let p = pipeline(&[10.0, 10.0]);
     for name in ["infless-like", "inferline-like", "cocktail-like", "uniform-pipeline"] {
-        let report = run(name, json!({}), &p, Servers::new(2, 8), 80.0, 1.0);
+        let report = run(name, json!({}), &p, HostSlots::new(2, 8), 80.0, 1.0);
         assert_eq!(report.completed, report.requests, "{name}");
         let whole = report.policy_state["pool"]["whole_model"].as_bool().unwrap();
         assert_eq!(whole, name == "infless-like", "{name}");
@@ -151,11 +151,11 @@ fn baselines_run_on_the_same_pipeline() {
 }
 
 /// The `Launch` actions' servers.
-fn launched_on(actions: &[morph_core::Action]) -> Vec<Option<morph_core::ServerId>> {
+fn launched_on(actions: &[morph_core::Action]) -> Vec<Option<morph_core::HostId>> {
     actions
         .iter()
         .filter_map(|a| match a {
-            morph_core::Action::Launch { server, .. } => Some(*server),
+            morph_core::Action::Launch { host, .. } => Some(*host),
             _ => None,
         })
         .collect()
@@ -165,22 +165,22 @@ fn launched_on(actions: &[morph_core::Action]) -> Vec<Option<morph_core::ServerI
 /// host's lease ended), keeps within the slots of those left, and uses a server that joined.
 #[test]
 fn replicas_avoid_a_server_that_left_and_go_to_one_that_joined() {
-    use morph_core::{Event, InstanceId, InstanceInfo, RequestId, RequestInfo, ServerId, Time};
+    use morph_core::{Event, HostId, InstanceId, InstanceInfo, RequestId, RequestInfo, Time};
     let p = pipeline(&[100.0, 100.0]);
     let ctx = Context {
         slo: Some(ms_to_nanos(500.0)),
         pipeline: Some(p.clone()),
-        servers: Some(Servers::new(2, 4)),
+        hosts: Some(HostSlots::new(2, 4)),
         ..Context::default()
     };
     let mut policy = build("uniform-pipeline", &json!({}), &ctx).expect("a pipeline policy");
     let layout = policy.layout(8).expect("its stages");
     let mut actions = Vec::new();
     for (i, unit) in layout.iter().enumerate() {
-        let instance = InstanceInfo { id: InstanceId(i as u32), unit: *unit, server: ServerId(1) };
+        let instance = InstanceInfo { id: InstanceId(i as u32), unit: *unit, host: HostId(1) };
         policy.on_event(Time::ZERO, Event::InstanceUp { instance, launch: None }, &mut actions);
     }
-    policy.on_event(Time::ZERO, Event::ServerSlots { server: ServerId(0), slots: 0 }, &mut actions);
+    policy.on_event(Time::ZERO, Event::SlotsChanged { host: HostId(0), slots: 0 }, &mut actions);
     // 400 arrivals in a second: the uniform rule wants more replicas of every stage than fit.
     for k in 0..400u64 {
         let at = Time(k * 2_500_000);
@@ -191,12 +191,12 @@ fn replicas_avoid_a_server_that_left_and_go_to_one_that_joined() {
     actions.clear();
     policy.on_event(Time(1_500_000_000), Event::Tick, &mut actions);
     let placed = launched_on(&actions);
-    assert_eq!(placed, vec![Some(ServerId(1)); 2], "server 0 left: only server 1's 2 free slots");
+    assert_eq!(placed, vec![Some(HostId(1)); 2], "server 0 left: only server 1's 2 free slots");
 
-    policy.on_event(Time(1_600_000_000), Event::ServerSlots { server: ServerId(2), slots: 4 }, &mut actions);
+    policy.on_event(Time(1_600_000_000), Event::SlotsChanged { host: HostId(2), slots: 4 }, &mut actions);
     actions.clear();
     policy.on_event(Time(2_600_000_000), Event::Tick, &mut actions);
     let placed = launched_on(&actions);
     assert!(!placed.is_empty() && placed.len() <= 4, "{placed:?}");
-    assert!(placed.iter().all(|s| *s == Some(ServerId(2))), "the server that joined: {placed:?}");
+    assert!(placed.iter().all(|s| *s == Some(HostId(2))), "the server that joined: {placed:?}");
 }

@@ -1,7 +1,7 @@
 //! What the ledger asks a driver to do. Every request admitted ends with exactly one
 //! [`Effect::Answer`].
 
-use crate::instance::{InstanceId, ServerId};
+use crate::instance::{HostId, InstanceId};
 use crate::policy::{BatchPlan, DropReason};
 use crate::request::RequestId;
 use crate::unit::{Ticket, UnitSpec};
@@ -21,8 +21,8 @@ pub enum Effect {
     /// Stop this running generation at the end of the current iteration (its client left);
     /// the driver reports it among that iteration's finished sequences.
     Stop { instance: InstanceId, request: RequestId },
-    /// Start `unit` on `server` (`None`: the driver picks one with a free slot).
-    Launch { ticket: Ticket, unit: UnitSpec, server: Option<ServerId> },
+    /// Start `unit` on `host` (`None`: the driver picks one with a free slot).
+    Launch { ticket: Ticket, unit: UnitSpec, host: Option<HostId> },
     /// Stop the instance and free its slot; it holds no work.
     Retire { instance: InstanceId },
     /// The request is over: deliver its output, its error, or nothing (cancelled).

@@ -23,7 +23,7 @@ pub use book::Place;
 pub use effect::{Effect, Outcome};
 pub use rules::Violation;
 
-use crate::instance::{InstanceId, InstanceInfo, ServerId};
+use crate::instance::{HostId, InstanceId, InstanceInfo};
 use crate::policy::{Action, BatchPlan, Event, Policy, Then};
 use crate::request::{Generation, RequestId, RequestInfo, ServiceClass};
 use crate::time::Time;
@@ -148,15 +148,15 @@ impl Ledger {
         self.refused
     }
 
-    /// An instance of the initial layout on `server`, loaded and idle.
+    /// An instance of the initial layout on `host`, loaded and idle.
     pub fn add_instance(
         &mut self,
         now: Time,
         unit: UnitSpec,
-        server: ServerId,
+        host: HostId,
         effects: &mut Vec<Effect>,
     ) -> InstanceId {
-        self.up(now, unit, server, None, effects)
+        self.up(now, unit, host, None, effects)
     }
 
     /// The launch `launched.ticket` is up; `None` if no launch has that ticket (a driver bug).
@@ -167,7 +167,7 @@ impl Ledger {
         effects: &mut Vec<Effect>,
     ) -> Option<InstanceId> {
         let unit = self.launches.remove(&launched.ticket)?;
-        Some(self.up(now, unit, launched.server, Some(launched), effects))
+        Some(self.up(now, unit, launched.host, Some(launched), effects))
     }
 
     pub fn launch_failed(&mut self, now: Time, ticket: Ticket, reason: String, effects: &mut Vec<Effect>) {
@@ -325,22 +325,22 @@ impl Ledger {
         self.tell(now, Event::Tick, effects);
     }
 
-    /// A server joined, left or came back with `slots` device slots.
-    pub fn server_slots(&mut self, now: Time, server: ServerId, slots: u16, effects: &mut Vec<Effect>) {
-        self.tell(now, Event::ServerSlots { server, slots }, effects);
+    /// A host joined, left or came back with `slots` device slots.
+    pub fn slots_changed(&mut self, now: Time, host: HostId, slots: u16, effects: &mut Vec<Effect>) {
+        self.tell(now, Event::SlotsChanged { host, slots }, effects);
     }
 
     fn up(
         &mut self,
         now: Time,
         unit: UnitSpec,
-        server: ServerId,
+        host: HostId,
         launch: Option<Launched>,
         effects: &mut Vec<Effect>,
     ) -> InstanceId {
         let id = InstanceId(self.instances.len() as u32);
         self.instances.push(Some(Slot { unit, work: Work::Idle }));
-        let instance = InstanceInfo { id, unit, server };
+        let instance = InstanceInfo { id, unit, host };
         self.tell(now, Event::InstanceUp { instance, launch }, effects);
         id
     }
@@ -424,12 +424,12 @@ impl Ledger {
                 self.book.remove(request);
                 effects.push(Effect::Answer { request, outcome: Outcome::Dropped(reason.clone()) });
             }
-            Action::Launch { ticket, unit, server } => {
+            Action::Launch { ticket, unit, host } => {
                 if self.launches.contains_key(ticket) {
                     return Err(Violation::TicketInUse { ticket: *ticket });
                 }
                 self.launches.insert(*ticket, *unit);
-                effects.push(Effect::Launch { ticket: *ticket, unit: *unit, server: *server });
+                effects.push(Effect::Launch { ticket: *ticket, unit: *unit, host: *host });
             }
             Action::Retire { instance } => {
                 let instance = *instance;

@@ -100,7 +100,7 @@ proptest! {
         let stage = |k| UnitSpec::encoder(runtime).with_stage(StageSpec::even(ModelId(0), k, 2, 6));
         // Whole encoders and both stages of a two-stage cut.
         for unit in [UnitSpec::encoder(runtime), stage(0), stage(1), stage(0), UnitSpec::encoder(runtime)] {
-            ledger.add_instance(Time::ZERO, unit, ServerId(0), &mut Vec::new());
+            ledger.add_instance(Time::ZERO, unit, HostId(0), &mut Vec::new());
         }
         let mut arrived = Vec::new();
         let mut answers: HashMap<RequestId, usize> = HashMap::new();

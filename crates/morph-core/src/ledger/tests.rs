@@ -62,7 +62,7 @@ impl Fixture {
         let puppet = Puppet::default();
         let mut ledger = Ledger::new(Box::new(puppet.clone()), OnViolation::Refuse);
         for unit in units {
-            ledger.add_instance(Time::ZERO, *unit, ServerId(0), &mut Vec::new());
+            ledger.add_instance(Time::ZERO, *unit, HostId(0), &mut Vec::new());
         }
         Self { ledger, puppet }
     }
@@ -270,15 +270,15 @@ fn only_idle_instances_are_retired() {
 #[test]
 fn a_ticket_still_pending_is_not_reused_and_ups_are_matched_by_ticket() {
     let mut f = Fixture::new(&[]);
-    let launch = |unit| Action::Launch { ticket: Ticket(1), unit, server: None };
+    let launch = |unit| Action::Launch { ticket: Ticket(1), unit, host: None };
     f.on_tick(vec![launch(encoder())]);
     assert_eq!(refused(&f.on_tick(vec![launch(decoder())])), Violation::TicketInUse { ticket: Ticket(1) });
     assert_eq!(f.ledger.slots(), 1);
     f.events();
-    let up = Launched { ticket: Ticket(1), server: ServerId(2), start: StartKind::Warm, took: 5 };
+    let up = Launched { ticket: Ticket(1), host: HostId(2), start: StartKind::Warm, took: 5 };
     let id = f.ledger.launch_up(Time(3), up, &mut Vec::new());
     assert_eq!(id, Some(InstanceId(0)));
-    let info = InstanceInfo { id: InstanceId(0), unit: encoder(), server: ServerId(2) };
+    let info = InstanceInfo { id: InstanceId(0), unit: encoder(), host: HostId(2) };
     assert_eq!(f.events(), vec![Event::InstanceUp { instance: info, launch: Some(up) }]);
     assert_eq!(f.ledger.launch_up(Time(4), up, &mut Vec::new()), None, "a ticket comes up once");
 }

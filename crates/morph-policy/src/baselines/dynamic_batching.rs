@@ -192,7 +192,7 @@ impl Policy for DynamicBatching {
             Event::BatchDone { instance, failed, .. } => self.batch_done(instance, failed),
             Event::InstanceLost { instance, retried, .. } => self.lost(instance, &retried, actions),
             Event::LaunchFailed { unit, .. } => self.replacer.launch_failed(now, unit),
-            Event::Tick | Event::ServerSlots { .. } | Event::SequencesDone { .. } => {}
+            Event::Tick | Event::SlotsChanged { .. } | Event::SequencesDone { .. } => {}
         }
         self.schedule(actions);
     }
@@ -223,7 +223,7 @@ impl Policy for DynamicBatching {
 
 #[cfg(test)]
 mod tests {
-    use morph_core::{RequestId, ServerId};
+    use morph_core::{HostId, RequestId};
 
     use super::*;
 
@@ -232,7 +232,7 @@ mod tests {
             DynamicBatching::new(DynamicBatchingConfig { max_batch_tokens, max_queue, ..Default::default() });
         for (i, runtime) in runtimes.iter().enumerate() {
             let unit = morph_core::UnitSpec::encoder(*runtime);
-            let instance = InstanceInfo { id: InstanceId(i as u32), unit, server: ServerId(0) };
+            let instance = InstanceInfo { id: InstanceId(i as u32), unit, host: HostId(0) };
             p.on_event(Time::ZERO, Event::InstanceUp { instance, launch: None }, &mut Vec::new());
         }
         p
@@ -304,7 +304,7 @@ mod tests {
         for index in 0..2u16 {
             let stage = StageSpec::even(ModelId(0), index, 2, 6);
             let unit = UnitSpec::encoder(RuntimeSpec::dynamic(64, 4)).with_stage(stage);
-            let instance = InstanceInfo { id: InstanceId(u32::from(index)), unit, server: ServerId(0) };
+            let instance = InstanceInfo { id: InstanceId(u32::from(index)), unit, host: HostId(0) };
             p.on_event(Time::ZERO, Event::InstanceUp { instance, launch: None }, &mut Vec::new());
         }
         let first = BatchPlan { tokens: PlanId(-1), then: Then::NextStage };
@@ -334,7 +334,7 @@ mod tests {
         let config = DynamicBatchingConfig { buckets, ..Default::default() };
         let mut p = DynamicBatching::new(config);
         let unit = morph_core::UnitSpec::encoder(RuntimeSpec::dynamic(512, 4));
-        let instance = InstanceInfo { id: InstanceId(0), unit, server: ServerId(0) };
+        let instance = InstanceInfo { id: InstanceId(0), unit, host: HostId(0) };
         p.on_event(Time::ZERO, Event::InstanceUp { instance, launch: None }, &mut Vec::new());
         arrive(&mut p, 1, 8); // runs at once; the instance is busy from here on
         for id in 2..=5 {
@@ -390,7 +390,7 @@ mod tests {
         let mut out = Vec::new();
         let lost = Event::InstanceLost { instance: InstanceId(1), retried: Vec::new(), failed: Vec::new() };
         p.on_event(Time(5), lost, &mut out);
-        let [Action::Launch { ticket, unit, server: None }] = out.as_slice() else { panic!("{out:?}") };
+        let [Action::Launch { ticket, unit, host: None }] = out.as_slice() else { panic!("{out:?}") };
         assert_eq!(unit.runtime, runtime);
         let failed = Event::LaunchFailed { ticket: *ticket, unit: *unit, reason: "host gone".into() };
         out.clear();
@@ -402,7 +402,7 @@ mod tests {
         assert!(out.is_empty(), "not within a second");
         p.on_event(Time(6 + second), cancelled(91), &mut out);
         let again =
-            matches!(out.as_slice(), [Action::Launch { unit: u, server: None, .. }] if u.runtime == runtime);
+            matches!(out.as_slice(), [Action::Launch { unit: u, host: None, .. }] if u.runtime == runtime);
         assert!(again, "{out:?}");
         out.clear();
         p.on_event(Time(6 + 3 * second), cancelled(92), &mut out);

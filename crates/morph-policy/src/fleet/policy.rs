@@ -259,7 +259,7 @@ impl FleetPolicy {
     fn launch(&mut self, runtime: RuntimeSpec, replacing: bool, actions: &mut Vec<Action>) {
         let ticket = self.tickets.issue();
         self.starting.push((ticket, replacing));
-        actions.push(Action::Launch { ticket, unit: UnitSpec::encoder(runtime), server: None });
+        actions.push(Action::Launch { ticket, unit: UnitSpec::encoder(runtime), host: None });
     }
 
     /// Whether `id` may be taken out of service: never the last serving instance of the largest
@@ -418,7 +418,7 @@ impl Policy for FleetPolicy {
             // instances are threads of the server), and the simulator loses none.
             Event::InstanceLost { .. } => {}
             // Its instances are placed by the driver, wherever there is room.
-            Event::ServerSlots { .. } => {}
+            Event::SlotsChanged { .. } => {}
         }
     }
 

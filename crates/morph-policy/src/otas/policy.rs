@@ -306,7 +306,7 @@ impl Policy for OtasPolicy {
             }
             Event::InstanceLost { instance, retried, .. } => self.lost(instance, &retried, actions),
             Event::LaunchFailed { unit, .. } => self.replacer.launch_failed(now, unit),
-            Event::Tick | Event::ServerSlots { .. } | Event::SequencesDone { .. } => {}
+            Event::Tick | Event::SlotsChanged { .. } | Event::SequencesDone { .. } => {}
         }
         self.schedule(now, actions);
     }

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use morph_core::{
-    Action, DropReason, Event, InstanceId, InstanceInfo, PlanId, Policy, Profile, RequestId, RequestInfo,
-    RuntimeSpec, ServerId, ServiceClass, TaskId, Time, UnitSpec,
+    Action, DropReason, Event, HostId, InstanceId, InstanceInfo, PlanId, Policy, Profile, RequestId,
+    RequestInfo, RuntimeSpec, ServiceClass, TaskId, Time, UnitSpec,
 };
 use serde_json::json;
 
@@ -27,7 +27,7 @@ fn policy(name: &str, params: serde_json::Value) -> Box<dyn Policy> {
     let mut p = build(name, &params, &ctx).expect("an OTAS policy");
     let unit = UnitSpec::encoder(RuntimeSpec::dynamic(128, 64));
     let up = Event::InstanceUp {
-        instance: InstanceInfo { id: InstanceId(0), unit, server: ServerId(0) },
+        instance: InstanceInfo { id: InstanceId(0), unit, host: HostId(0) },
         launch: None,
     };
     p.on_event(Time::ZERO, up, &mut Vec::new());
@@ -176,7 +176,7 @@ fn infaas_like_switches_to_a_faster_variant_after_the_hold_and_pays_the_switch()
     let mut p = build("infaas-like", &params, &ctx).expect("infaas-like");
     let unit = UnitSpec::encoder(RuntimeSpec::dynamic(128, 64));
     let up = Event::InstanceUp {
-        instance: InstanceInfo { id: InstanceId(0), unit, server: ServerId(0) },
+        instance: InstanceInfo { id: InstanceId(0), unit, host: HostId(0) },
         launch: None,
     };
     p.on_event(Time::ZERO, up, &mut Vec::new());

@@ -1,43 +1,43 @@
-//! Where a new replica goes (QUART §6.2): servers × slots, with what the policy knows of each
-//! server (slots held, key-stage replicas, stages whose parameters it has loaded, so its host
+//! Where a new replica goes (QUART §6.2): hosts (the paper's hosts) × slots, with what the
+//! policy knows of each host (slots held, key-stage replicas, stages whose parameters it has loaded, so its host
 //! cache may hold them).
 
 use std::collections::BTreeSet;
 
-use morph_core::{ServerId, Servers};
+use morph_core::{HostId, HostSlots};
 use serde::{Deserialize, Serialize};
 
 /// The placement rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PlacementRule {
-    /// The first server with a free slot.
+    /// The first host with a free slot.
     FirstFit,
     /// QUART's rule made deterministic (spec §1.8 [R]): key stages cache-aware and dispersed,
     /// the rest best-fit away from key stages, `reserve` slots kept free next to key stages.
     CacheAware,
-    /// The paper-literal ablation: a server drawn with probability ∝ its free slots (the
+    /// The paper-literal ablation: a host drawn with probability ∝ its free slots (the
     /// minimiser of Eq. 8's KL to uniform, sampled as the authors' code does).
     KlRandom,
 }
 
-/// What the policy knows of every server.
+/// What the policy knows of every host.
 #[derive(Debug, Clone)]
 pub struct ClusterView {
     capacity: Vec<u16>,
     used: Vec<u16>,
     key_replicas: Vec<u16>,
-    /// Stages (by index) loaded on each server at some point.
+    /// Stages (by index) loaded on each host at some point.
     loaded: Vec<BTreeSet<u16>>,
     /// xorshift state for `KlRandom`.
     rng: u64,
 }
 
 impl ClusterView {
-    pub fn new(servers: &Servers) -> Self {
-        let n = servers.slots.len();
+    pub fn new(hosts: &HostSlots) -> Self {
+        let n = hosts.slots.len();
         Self {
-            capacity: servers.slots.clone(),
+            capacity: hosts.slots.clone(),
             used: vec![0; n],
             key_replicas: vec![0; n],
             loaded: vec![BTreeSet::new(); n],
@@ -49,14 +49,14 @@ impl ClusterView {
         self.capacity[s].saturating_sub(self.used[s])
     }
 
-    /// Device slots on every server together.
+    /// Device slots on every host together.
     pub fn total_slots(&self) -> usize {
         self.capacity.iter().map(|&c| usize::from(c)).sum()
     }
 
-    /// `server` has `slots` now (0: it left); a server past the known ones joined.
-    pub fn set_slots(&mut self, server: ServerId, slots: u16) {
-        let s = usize::from(server.0);
+    /// `host` has `slots` now (0: it left); a host past the known ones joined.
+    pub fn set_slots(&mut self, host: HostId, slots: u16) {
+        let s = usize::from(host.0);
         if s >= self.capacity.len() {
             let n = s + 1;
             self.capacity.resize(n, 0);
@@ -71,9 +71,9 @@ impl ClusterView {
         (0..self.capacity.len()).map(|s| usize::from(self.free(s))).sum()
     }
 
-    /// A replica of `stage` holds a slot on `server` (launching or up).
-    pub fn hold(&mut self, server: ServerId, stage: u16, key: bool) {
-        let s = usize::from(server.0);
+    /// A replica of `stage` holds a slot on `host` (launching or up).
+    pub fn hold(&mut self, host: HostId, stage: u16, key: bool) {
+        let s = usize::from(host.0);
         if s >= self.capacity.len() {
             return;
         }
@@ -82,16 +82,16 @@ impl ClusterView {
         self.loaded[s].insert(stage);
     }
 
-    pub fn release(&mut self, server: ServerId, key: bool) {
-        let s = usize::from(server.0);
+    pub fn release(&mut self, host: HostId, key: bool) {
+        let s = usize::from(host.0);
         if s < self.capacity.len() {
             self.used[s] = self.used[s].saturating_sub(1);
             self.key_replicas[s] = self.key_replicas[s].saturating_sub(u16::from(key));
         }
     }
 
-    /// The server for a new replica of `stage` under `rule`; `None` when no slot is free.
-    pub fn place(&mut self, rule: PlacementRule, stage: u16, key: bool, reserve: u16) -> Option<ServerId> {
+    /// The host for a new replica of `stage` under `rule`; `None` when no slot is free.
+    pub fn place(&mut self, rule: PlacementRule, stage: u16, key: bool, reserve: u16) -> Option<HostId> {
         let open: Vec<usize> = (0..self.capacity.len()).filter(|&s| self.free(s) > 0).collect();
         let chosen = match rule {
             PlacementRule::FirstFit => open.first().copied(),
@@ -112,7 +112,7 @@ impl ClusterView {
                     .or_else(|| open.iter().copied().min_by_key(best))
             }
         };
-        chosen.map(|s| ServerId(s as u16))
+        chosen.map(|s| HostId(s as u16))
     }
 
     fn draw(&mut self, open: &[usize]) -> Option<usize> {
@@ -141,67 +141,63 @@ mod tests {
 
     #[test]
     fn key_stages_go_where_they_are_cached_then_spread_and_the_rest_fill_tightly() {
-        let mut view = ClusterView::new(&Servers::new(3, 4));
-        // Server 0 holds two plain replicas, server 1 one key replica of stage 5.
-        view.hold(ServerId(0), 1, false);
-        view.hold(ServerId(0), 2, false);
-        view.hold(ServerId(1), 5, true);
-        // A key replica of stage 5: server 1 has it cached.
-        assert_eq!(view.place(PlacementRule::CacheAware, 5, true, 1), Some(ServerId(1)));
-        // A key replica of an uncached stage: the server with no key replicas and most room.
-        assert_eq!(view.place(PlacementRule::CacheAware, 7, true, 1), Some(ServerId(2)));
-        // A plain replica: best fit on the fullest server without key stages.
-        assert_eq!(view.place(PlacementRule::CacheAware, 3, false, 1), Some(ServerId(0)));
-        assert_eq!(view.place(PlacementRule::FirstFit, 3, false, 1), Some(ServerId(0)));
+        let mut view = ClusterView::new(&HostSlots::new(3, 4));
+        // Host 0 holds two plain replicas, host 1 one key replica of stage 5.
+        view.hold(HostId(0), 1, false);
+        view.hold(HostId(0), 2, false);
+        view.hold(HostId(1), 5, true);
+        // A key replica of stage 5: host 1 has it cached.
+        assert_eq!(view.place(PlacementRule::CacheAware, 5, true, 1), Some(HostId(1)));
+        // A key replica of an uncached stage: the host with no key replicas and most room.
+        assert_eq!(view.place(PlacementRule::CacheAware, 7, true, 1), Some(HostId(2)));
+        // A plain replica: best fit on the fullest host without key stages.
+        assert_eq!(view.place(PlacementRule::CacheAware, 3, false, 1), Some(HostId(0)));
+        assert_eq!(view.place(PlacementRule::FirstFit, 3, false, 1), Some(HostId(0)));
     }
 
     #[test]
     fn plain_replicas_leave_the_reserve_next_to_key_stages_while_they_can() {
-        let mut view = ClusterView::new(&Servers::new(2, 2));
-        view.hold(ServerId(0), 0, true);
-        view.hold(ServerId(1), 1, false);
-        // Server 0 has one free slot, the reserve: the plain replica takes server 1.
-        assert_eq!(view.place(PlacementRule::CacheAware, 2, false, 1), Some(ServerId(1)));
-        view.hold(ServerId(1), 2, false);
+        let mut view = ClusterView::new(&HostSlots::new(2, 2));
+        view.hold(HostId(0), 0, true);
+        view.hold(HostId(1), 1, false);
+        // Host 0 has one free slot, the reserve: the plain replica takes host 1.
+        assert_eq!(view.place(PlacementRule::CacheAware, 2, false, 1), Some(HostId(1)));
+        view.hold(HostId(1), 2, false);
         // Only the reserve is left: it is used rather than refusing.
-        assert_eq!(view.place(PlacementRule::CacheAware, 2, false, 1), Some(ServerId(0)));
-        view.hold(ServerId(0), 2, false);
+        assert_eq!(view.place(PlacementRule::CacheAware, 2, false, 1), Some(HostId(0)));
+        view.hold(HostId(0), 2, false);
         assert_eq!(view.place(PlacementRule::CacheAware, 2, false, 1), None);
         assert_eq!(view.free_slots(), 0);
     }
 
     #[test]
     fn kl_random_draws_only_servers_with_room() {
-        let mut view = ClusterView::new(&Servers::new(3, 1));
-        view.hold(ServerId(1), 0, false);
+        let mut view = ClusterView::new(&HostSlots::new(3, 1));
+        view.hold(HostId(1), 0, false);
         for _ in 0..50 {
-            assert_ne!(view.place(PlacementRule::KlRandom, 0, true, 0), Some(ServerId(1)));
+            assert_ne!(view.place(PlacementRule::KlRandom, 0, true, 0), Some(HostId(1)));
         }
     }
 
     #[test]
     fn a_server_that_leaves_gets_no_replica_and_one_that_joins_later_does() {
-        let mut view = ClusterView::new(&Servers::new(2, 2));
-        view.hold(ServerId(1), 3, true);
-        assert_eq!(view.place(PlacementRule::CacheAware, 3, true, 0), Some(ServerId(1)), "cached there");
-        view.set_slots(ServerId(1), 0);
+        let mut view = ClusterView::new(&HostSlots::new(2, 2));
+        view.hold(HostId(1), 3, true);
+        assert_eq!(view.place(PlacementRule::CacheAware, 3, true, 0), Some(HostId(1)), "cached there");
+        view.set_slots(HostId(1), 0);
         for rule in [PlacementRule::CacheAware, PlacementRule::FirstFit, PlacementRule::KlRandom] {
-            assert_eq!(view.place(rule, 3, true, 0), Some(ServerId(0)), "{rule:?}: server 1 left");
+            assert_eq!(view.place(rule, 3, true, 0), Some(HostId(0)), "{rule:?}: host 1 left");
         }
         assert_eq!(view.total_slots(), 2);
         // Its replica's slot is given back as the replica is lost.
-        view.release(ServerId(1), true);
-        view.hold(ServerId(0), 0, false);
-        view.hold(ServerId(0), 1, false);
-        assert_eq!(view.place(PlacementRule::FirstFit, 2, false, 0), None, "the one server left is full");
-        view.set_slots(ServerId(3), 4);
+        view.release(HostId(1), true);
+        view.hold(HostId(0), 0, false);
+        view.hold(HostId(0), 1, false);
+        assert_eq!(view.place(PlacementRule::FirstFit, 2, false, 0), None, "the one host left is full");
+        view.set_slots(HostId(3), 4);
         assert_eq!(view.total_slots(), 6);
-        assert_eq!(
-            view.place(PlacementRule::FirstFit, 2, false, 0),
-            Some(ServerId(3)),
-            "a server that joined"
-        );
-        view.set_slots(ServerId(1), 2);
-        assert_eq!(view.place(PlacementRule::CacheAware, 3, true, 0), Some(ServerId(1)), "back, cached");
+        assert_eq!(view.place(PlacementRule::FirstFit, 2, false, 0), Some(HostId(3)), "a host that joined");
+        view.set_slots(HostId(1), 2);
+        assert_eq!(view.place(PlacementRule::CacheAware, 3, true, 0), Some(HostId(1)), "back, cached");
     }
 }

@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use morph_core::{
-    Action, BatchPlan, DropReason, Event, Gauge, InstanceId, InstanceInfo, Nanos, PipelineProfile, Policy,
-    RequestId, ServerId, Servers, StageTime, Ticket, Tickets, Time, UnitSpec, time::ms_to_nanos,
+    Action, BatchPlan, DropReason, Event, Gauge, HostId, HostSlots, InstanceId, InstanceInfo, Nanos,
+    PipelineProfile, Policy, RequestId, StageTime, Ticket, Tickets, Time, UnitSpec, time::ms_to_nanos,
 };
 
 use super::placement::ClusterView;
@@ -17,7 +17,7 @@ use super::{PoolConfig, PoolView, Sizer, StageTarget, StageView};
 #[derive(Debug)]
 struct Replica {
     threads: u16,
-    server: ServerId,
+    host: HostId,
     key: bool,
     /// The batch it runs: each request with the time it reached the stage.
     running: Vec<(RequestId, Time)>,
@@ -26,7 +26,7 @@ struct Replica {
 #[derive(Debug)]
 struct Starting {
     threads: u16,
-    server: ServerId,
+    host: HostId,
     key: bool,
 }
 
@@ -78,7 +78,7 @@ impl<S: Sizer> PipelinePolicy<S> {
         name: &str,
         config: PoolConfig,
         profile: PipelineProfile,
-        servers: &Servers,
+        hosts: &HostSlots,
         slo: Nanos,
         sizer: S,
     ) -> Self {
@@ -114,7 +114,7 @@ impl<S: Sizer> PipelinePolicy<S> {
             .collect();
         Self {
             name: name.to_string(),
-            cluster: ClusterView::new(servers),
+            cluster: ClusterView::new(hosts),
             slo_s: slo as f64 / 1e9,
             config,
             profile,
@@ -175,17 +175,17 @@ impl<S: Sizer> PipelinePolicy<S> {
         let target = self.stages[i].target;
         let (up, starting) = self.stages[i].fresh();
         for _ in up + starting..target.replicas {
-            let Some(server) =
+            let Some(host) =
                 self.cluster.place(self.config.placement, stage, target.key, self.config.reserve)
             else {
                 break;
             };
-            self.cluster.hold(server, stage, target.key);
+            self.cluster.hold(host, stage, target.key);
             let ticket = self.tickets.issue();
             let unit = self.unit(stage, target.threads);
-            let start = Starting { threads: target.threads, server, key: target.key };
+            let start = Starting { threads: target.threads, host, key: target.key };
             self.stages[i].starting.insert(ticket, start);
-            actions.push(Action::Launch { ticket, unit, server: Some(server) });
+            actions.push(Action::Launch { ticket, unit, host: Some(host) });
         }
     }
 
@@ -208,7 +208,7 @@ impl<S: Sizer> PipelinePolicy<S> {
                 break;
             };
             let replica = self.stages[i].replicas.remove(&id).expect("just found");
-            self.cluster.release(replica.server, replica.key);
+            self.cluster.release(replica.host, replica.key);
             actions.push(Action::Retire { instance: id });
             retired = true;
         }
@@ -279,12 +279,12 @@ impl<S: Sizer> PipelinePolicy<S> {
         let key = match launched.and_then(|t| s.starting.remove(&t)) {
             Some(start) => start.key,
             None => {
-                self.cluster.hold(info.server, stage, false);
+                self.cluster.hold(info.host, stage, false);
                 false
             }
         };
         let threads = info.unit.threads.unwrap_or(1);
-        s.replicas.insert(info.id, Replica { threads, server: info.server, key, running: Vec::new() });
+        s.replicas.insert(info.id, Replica { threads, host: info.host, key, running: Vec::new() });
         // The initial layout comes up one replica at a time: launching for a stage whose first
         // replica is about to register would start a replica nobody asked for.
         let laying_out = launched.is_none() && self.stages.iter().any(|s| s.replicas.is_empty());
@@ -328,7 +328,7 @@ impl<S: Sizer> PipelinePolicy<S> {
                     s.stats.finished(now, now.since(since));
                 }
             }
-            self.cluster.release(replica.server, replica.key);
+            self.cluster.release(replica.host, replica.key);
         }
         self.dispatch(stage, actions);
     }
@@ -347,7 +347,7 @@ impl<S: Sizer> Policy for PipelinePolicy<S> {
             Event::LaunchFailed { ticket, .. } => {
                 for s in &mut self.stages {
                     if let Some(start) = s.starting.remove(&ticket) {
-                        self.cluster.release(start.server, start.key);
+                        self.cluster.release(start.host, start.key);
                     }
                 }
             }
@@ -379,7 +379,7 @@ impl<S: Sizer> Policy for PipelinePolicy<S> {
                     self.control(now, actions);
                 }
             }
-            Event::ServerSlots { server, slots } => self.cluster.set_slots(server, slots),
+            Event::SlotsChanged { host, slots } => self.cluster.set_slots(host, slots),
             Event::SequencesDone { .. } => {}
         }
     }

@@ -209,7 +209,7 @@ impl Policy for SsjfPolicy {
                     slot.running = slot.running.saturating_sub(requests.len());
                 }
             }
-            Event::Tick | Event::ServerSlots { .. } => {}
+            Event::Tick | Event::SlotsChanged { .. } => {}
         }
         self.schedule(now, actions);
     }

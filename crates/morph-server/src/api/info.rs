@@ -4,7 +4,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
-use morph_core::ServerId;
+use morph_core::HostId;
 use serde_json::{Value, json};
 
 use crate::cluster::hosts::RemoteHosts;
@@ -49,13 +49,13 @@ fn workers(state: &AppState) -> Value {
     let launcher = state.driver.launcher();
     let Some(processes) = launcher.processes() else { return json!({"kind": "thread"}) };
     let remote = processes.remote();
-    let host = |server: ServerId| remote.and_then(|r| r.name(server));
+    let host = |id: HostId| remote.and_then(|r| r.name(id));
     let instances: Vec<Value> = state
         .driver
         .worker_starts()
         .into_iter()
-        .map(|(id, unit, server, start)| {
-            json!({"instance": id.0, "unit": unit.to_string(), "server": server.0, "host": host(server), "pid": start.pid, "start": start})
+        .map(|(id, unit, host_id, start)| {
+            json!({"instance": id.0, "unit": unit.to_string(), "server": host_id.0, "host": host(host_id), "pid": start.pid, "start": start})
         })
         .collect();
     let parked: Vec<String> = processes.parked().iter().map(ToString::to_string).collect();
@@ -77,7 +77,7 @@ fn cluster(remote: &RemoteHosts) -> Value {
         .into_iter()
         .map(|h| {
             json!({
-                "server": h.server.0,
+                "server": h.id.0,
                 "name": h.name,
                 "slots": h.slots,
                 "up": h.record.is_some(),

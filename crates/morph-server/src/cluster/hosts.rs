@@ -10,7 +10,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use morph_core::{PlanId, ServerId, Servers, StartKind, UnitSpec};
+use morph_core::{HostId, HostSlots, PlanId, StartKind, UnitSpec};
 use morph_engine::EngineError;
 use morph_engine::remote::{Endpoint, Listener, RemoteEngine, Severer, WorkerProcess};
 
@@ -22,7 +22,7 @@ use crate::locking::lock;
 /// One host as the server sees it now.
 #[derive(Debug, Clone)]
 pub struct HostState {
-    pub server: ServerId,
+    pub id: HostId,
     pub name: String,
     /// Its slots for the policy (0: gone or suspect).
     pub slots: u16,
@@ -55,13 +55,13 @@ pub struct RemoteHosts {
 #[derive(Debug)]
 struct Shared {
     model: String,
-    /// Hosts by server number: name and slots now (0 while gone).
+    /// Hosts by number: name and slots now (0 while gone).
     table: Mutex<Vec<(String, u16)>>,
     severers: Mutex<HashMap<(String, u32), Severer>>,
-    /// (server, slots now) for the policy, oldest first.
-    changes: Mutex<Vec<(ServerId, u16)>>,
-    /// Workers whose registration is gone, (server, pid), for the driver.
-    gone: Mutex<Vec<(ServerId, u32)>>,
+    /// (host, slots now) for the policy, oldest first.
+    changes: Mutex<Vec<(HostId, u16)>>,
+    /// Workers whose registration is gone, (host, pid), for the driver.
+    gone: Mutex<Vec<(HostId, u32)>>,
 }
 
 impl Shared {
@@ -82,9 +82,9 @@ impl Shared {
                 if let Some(severer) = lock(&self.severers).remove(&(host.clone(), pid)) {
                     tracing::warn!(%host, pid, "worker's registration is gone: cutting its connection");
                     severer.sever();
-                    let server = lock(&self.table).iter().position(|(name, _)| *name == host);
-                    if let Some(server) = server {
-                        lock(&self.gone).push((ServerId(server as u16), pid));
+                    let index = lock(&self.table).iter().position(|(name, _)| *name == host);
+                    if let Some(index) = index {
+                        lock(&self.gone).push((HostId(index as u16), pid));
                     }
                 }
             }
@@ -93,7 +93,7 @@ impl Shared {
 
     fn set_slots(&self, name: &str, slots: u16) {
         let mut table = lock(&self.table);
-        let server = match table.iter().position(|(n, _)| n == name) {
+        let index = match table.iter().position(|(n, _)| n == name) {
             Some(at) => {
                 table[at].1 = slots;
                 at
@@ -104,7 +104,7 @@ impl Shared {
             }
             None => return,
         };
-        lock(&self.changes).push((ServerId(server as u16), slots));
+        lock(&self.changes).push((HostId(index as u16), slots));
     }
 }
 
@@ -146,19 +146,19 @@ impl RemoteHosts {
     }
 
     /// The hosts as QUART's servers: slots each (0 for a host that left).
-    pub fn servers(&self) -> Servers {
-        Servers { slots: lock(&self.shared.table).iter().map(|(_, slots)| *slots).collect() }
+    pub fn host_slots(&self) -> HostSlots {
+        HostSlots { slots: lock(&self.shared.table).iter().map(|(_, slots)| *slots).collect() }
     }
 
-    /// Every host known, by server number.
+    /// Every host known, by number.
     pub fn host_states(&self) -> Vec<HostState> {
         let workers = self.membership.workers();
         let table = lock(&self.shared.table).clone();
         table
             .into_iter()
             .enumerate()
-            .map(|(server, (name, slots))| HostState {
-                server: ServerId(server as u16),
+            .map(|(index, (name, slots))| HostState {
+                id: HostId(index as u16),
                 record: self.membership.host(&name),
                 workers: workers.iter().filter(|w| w.host == name).count(),
                 name,
@@ -168,12 +168,12 @@ impl RemoteHosts {
     }
 
     /// Slot changes since the last call: hosts that joined, left or came back.
-    pub fn slot_changes(&self) -> Vec<(ServerId, u16)> {
+    pub fn slot_changes(&self) -> Vec<(HostId, u16)> {
         std::mem::take(&mut *lock(&self.shared.changes))
     }
 
-    /// Workers whose registration went away since the last call: (server, pid).
-    pub fn gone_workers(&self) -> Vec<(ServerId, u32)> {
+    /// Workers whose registration went away since the last call: (host, pid).
+    pub fn gone_workers(&self) -> Vec<(HostId, u32)> {
         std::mem::take(&mut *lock(&self.shared.gone))
     }
 
@@ -182,8 +182,8 @@ impl RemoteHosts {
     }
 
     /// The host of `server`.
-    pub fn name(&self, server: ServerId) -> Option<String> {
-        lock(&self.shared.table).get(usize::from(server.0)).map(|(name, _)| name.clone())
+    pub fn name(&self, host: HostId) -> Option<String> {
+        lock(&self.shared.table).get(usize::from(host.0)).map(|(name, _)| name.clone())
     }
 
     /// Starts a replica of `unit` on `server` through its host's agent and waits (until
@@ -191,20 +191,20 @@ impl RemoteHosts {
     pub fn start(
         &self,
         unit: UnitSpec,
-        server: ServerId,
+        host: HostId,
         plans: &[PlanId],
         deadline: Instant,
         batch_timeout: Duration,
     ) -> Result<(RemoteEngine, StartKind), EngineError> {
-        let name = self.name(server).ok_or_else(|| {
+        let name = self.name(host).ok_or_else(|| {
             EngineError::Cluster(format!(
-                "no server {server}: the cluster has {} host(s)",
-                self.servers().slots.len()
+                "no host {host}: the cluster has {} host(s)",
+                self.host_slots().slots.len()
             ))
         })?;
         let host = self.membership.host(&name).ok_or_else(|| {
             EngineError::Cluster(format!(
-                "host {name} (server {server}) has left the cluster: its agent's lease ended"
+                "host {name} (host {host}) has left the cluster: its agent's lease ended"
             ))
         })?;
         let listener = Listener::bind(&Endpoint::Tcp(SocketAddr::new(self.advertise, 0))).map_err(|e| {
@@ -247,8 +247,8 @@ impl RemoteHosts {
 
     /// Whether `server`'s agent answers its health probe within 300 ms; one that does not is
     /// [suspect](Self::suspect) (a worker there was lost: the host is likely dead).
-    pub fn host_alive(&self, server: ServerId) -> bool {
-        let Some(name) = self.name(server) else { return false };
+    pub fn host_alive(&self, host: HostId) -> bool {
+        let Some(name) = self.name(host) else { return false };
         let Some(host) = self.membership.host(&name) else { return false };
         let probe = ureq::AgentBuilder::new().timeout(Duration::from_millis(300)).build();
         let alive = probe.get(&format!("{}/health", host.agent)).call().is_ok();
@@ -280,7 +280,7 @@ impl RemoteHosts {
 
     /// The host with slots and the fewest registered workers per slot (for a launch that
     /// names none).
-    pub fn least_loaded(&self) -> ServerId {
+    pub fn least_loaded(&self) -> HostId {
         let workers = self.membership.workers();
         let table = lock(&self.shared.table).clone();
         let load = |(name, slots): &(String, u16)| {
@@ -289,7 +289,7 @@ impl RemoteHosts {
         };
         let open = table.iter().enumerate().filter(|(_, (_, slots))| *slots > 0);
         let best = open.min_by(|a, b| load(a.1).total_cmp(&load(b.1))).map_or(0, |(at, _)| at);
-        ServerId(best as u16)
+        HostId(best as u16)
     }
 }
 

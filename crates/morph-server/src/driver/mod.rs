@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use morph_core::{
-    DropReason, Gauge, Generation, InstanceId, Nanos, Policy, RequestId, ServerId, ServiceClass, StartKind,
+    DropReason, Gauge, Generation, HostId, InstanceId, Nanos, Policy, RequestId, ServiceClass, StartKind,
     TaskId, Ticket, Time, UnitSpec,
 };
 use morph_decoder::{GenEvent, Iterations, SamplingParams};
@@ -123,11 +123,11 @@ impl Driver {
     }
 
     /// The instances running as worker processes and how each started.
-    pub fn worker_starts(&self) -> Vec<(InstanceId, UnitSpec, ServerId, crate::launcher::StartReport)> {
+    pub fn worker_starts(&self) -> Vec<(InstanceId, UnitSpec, HostId, crate::launcher::StartReport)> {
         let mut state = self.lock();
         let mut starts: Vec<_> = state
             .instances_mut()
-            .filter_map(|(id, w)| w.start.clone().map(|s| (*id, w.unit, w.server, s)))
+            .filter_map(|(id, w)| w.start.clone().map(|s| (*id, w.unit, w.host, s)))
             .collect();
         starts.sort_by_key(|(id, ..)| *id);
         starts
@@ -204,24 +204,24 @@ impl Driver {
 
     /// The server of `instance` if it runs on a cluster host whose agent no longer answers: the
     /// host is dead, not only this worker.
-    async fn dead_host_of(self: Arc<Self>, instance: InstanceId) -> Option<ServerId> {
-        let server = self.lock().server_of(instance)?;
+    async fn dead_host_of(self: Arc<Self>, instance: InstanceId) -> Option<HostId> {
+        let host = self.lock().server_of(instance)?;
         let launcher = self.launcher.clone();
-        let alive = tokio::task::spawn_blocking(move || launcher.host_alive(server)).await.ok()??;
-        (!alive).then_some(server)
+        let alive = tokio::task::spawn_blocking(move || launcher.host_alive(host)).await.ok()??;
+        (!alive).then_some(host)
     }
 
     /// Tells the policy of hosts that joined, left or came back since the last call, and of
     /// idle instances whose worker's registration went away (a busy one fails its batch).
     pub fn sync_servers(self: &Arc<Self>) {
-        for (server, slots) in self.launcher.slot_changes() {
-            let outside = self.lock().server_slots(self.now(), server, slots);
+        for (host, slots) in self.launcher.slot_changes() {
+            let outside = self.lock().slots_changed(self.now(), host, slots);
             self.carry_out(outside);
         }
-        for (server, pid) in self.launcher.gone_workers() {
-            let outside = self.lock().worker_gone(self.now(), server, pid);
+        for (host, pid) in self.launcher.gone_workers() {
+            let outside = self.lock().worker_gone(self.now(), host, pid);
             if !outside.is_empty() {
-                tracing::error!(%server, pid, "worker lost: its registration is gone");
+                tracing::error!(%host, pid, "worker lost: its registration is gone");
                 self.metrics.workers_lost.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
             self.carry_out(outside);
@@ -286,7 +286,7 @@ impl Driver {
                                 // The dead host's idle instances go first, so that the batch
                                 // run again does not meet one of them.
                                 let mut outside = match dead {
-                                    Some(server) => state.lose_idle_on(driver.now(), server),
+                                    Some(host) => state.lose_idle_on(driver.now(), host),
                                     None => Vec::new(),
                                 };
                                 let err = EngineError::Lost(why);
@@ -298,8 +298,8 @@ impl Driver {
                         driver.carry_out(outside);
                     });
                 }
-                Outside::Launch { ticket, unit, server } => {
-                    tokio::task::spawn_blocking(move || driver.launch(ticket, unit, server));
+                Outside::Launch { ticket, unit, host } => {
+                    tokio::task::spawn_blocking(move || driver.launch(ticket, unit, host));
                 }
                 Outside::Stop { worker, park: true } => {
                     tokio::task::spawn_blocking(move || drop(driver.launcher.retire(*worker)));
@@ -313,8 +313,8 @@ impl Driver {
 
     /// Loads a new instance on `server` and reports it: a thread is a warm start (the launcher
     /// keeps the weights in host memory), a worker process says how it started.
-    fn launch(self: Arc<Self>, ticket: Ticket, unit: UnitSpec, server: Option<ServerId>) {
-        let result = self.launcher.start(unit, server).map_err(|e| e.to_string()).map(|worker| {
+    fn launch(self: Arc<Self>, ticket: Ticket, unit: UnitSpec, host: Option<HostId>) {
+        let result = self.launcher.start(unit, host).map_err(|e| e.to_string()).map(|worker| {
             let kind = worker.start.as_ref().map_or(StartKind::Warm, |s| s.kind);
             (worker, kind)
         });

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use morph_core::{
-    DropReason, Effect, Generation, InstanceId, Launched, Ledger, NewRequest, OnViolation, Outcome, PlanId,
-    Policy, RequestId, ServerId, ServiceClass, StartKind, TaskId, Ticket, Time, UnitKind, UnitSpec,
+    DropReason, Effect, Generation, HostId, InstanceId, Launched, Ledger, NewRequest, OnViolation, Outcome,
+    PlanId, Policy, RequestId, ServiceClass, StartKind, TaskId, Ticket, Time, UnitKind, UnitSpec,
 };
 use morph_decoder::{GenEvent, GenRequest, IterationReport, SamplingParams};
 use morph_engine::{EngineError, EngineHandle, Rows};
@@ -34,7 +34,7 @@ pub(crate) enum Outside {
         longest: u32,
     },
     /// Start a worker for `unit`, then report it with [`State::launched`].
-    Launch { ticket: Ticket, unit: UnitSpec, server: Option<ServerId> },
+    Launch { ticket: Ticket, unit: UnitSpec, host: Option<HostId> },
     /// Stop this worker (joining its thread), or, when `park`, hand it to the launcher, which
     /// may keep it loaded for a hot start.
     Stop { worker: Box<Instance>, park: bool },
@@ -87,8 +87,8 @@ impl State {
     /// A worker of the initial layout, loaded and idle.
     pub(crate) fn add_instance(&mut self, now: Time, worker: Instance) -> (InstanceId, Vec<Outside>) {
         let mut effects = Vec::new();
-        let (unit, server) = (worker.unit, worker.server);
-        let id = self.ledger.add_instance(now, unit, server, &mut effects);
+        let (unit, host) = (worker.unit, worker.host);
+        let id = self.ledger.add_instance(now, unit, host, &mut effects);
         self.instances.insert(id, worker);
         (id, self.apply(effects))
     }
@@ -222,23 +222,23 @@ impl State {
         outside
     }
 
-    /// The server (host) `instance`'s worker runs on.
-    pub(crate) fn server_of(&self, instance: InstanceId) -> Option<ServerId> {
-        self.instances.get(&instance).map(|w| w.server)
+    /// The host `instance` runs on.
+    pub(crate) fn server_of(&self, instance: InstanceId) -> Option<HostId> {
+        self.instances.get(&instance).map(|w| w.host)
     }
 
     /// Every idle instance on `server` is lost (its host is dead); busy ones fail their batch
     /// on their own.
-    pub(crate) fn lose_idle_on(&mut self, now: Time, server: ServerId) -> Vec<Outside> {
-        let why = format!("its host (server {server}) is dead");
-        self.lose_idle(now, |w| w.server == server, &why)
+    pub(crate) fn lose_idle_on(&mut self, now: Time, host: HostId) -> Vec<Outside> {
+        let why = format!("its host (host {host}) is dead");
+        self.lose_idle(now, |w| w.host == host, &why)
     }
 
     /// The worker process `pid` on `server` is gone from the registry: if its instance is idle,
     /// it is lost now (a busy one fails its batch on the cut connection and is lost then).
     /// Nothing happens (no effects) if no idle instance has that worker.
-    pub(crate) fn worker_gone(&mut self, now: Time, server: ServerId, pid: u32) -> Vec<Outside> {
-        let ours = |w: &Instance| w.server == server && w.start.as_ref().is_some_and(|s| s.pid == pid);
+    pub(crate) fn worker_gone(&mut self, now: Time, host: HostId, pid: u32) -> Vec<Outside> {
+        let ours = |w: &Instance| w.host == host && w.start.as_ref().is_some_and(|s| s.pid == pid);
         self.lose_idle(now, ours, &format!("worker process {pid}'s registration is gone"))
     }
 
@@ -271,10 +271,10 @@ impl State {
         self.apply(effects)
     }
 
-    /// A server (host) has `slots` device slots now.
-    pub(crate) fn server_slots(&mut self, now: Time, server: ServerId, slots: u16) -> Vec<Outside> {
+    /// A host has `slots` device slots now.
+    pub(crate) fn slots_changed(&mut self, now: Time, host: HostId, slots: u16) -> Vec<Outside> {
         let mut effects = Vec::new();
-        self.ledger.server_slots(now, server, slots, &mut effects);
+        self.ledger.slots_changed(now, host, slots, &mut effects);
         self.apply(effects)
     }
 
@@ -290,7 +290,7 @@ impl State {
         let (id, stray) = match result {
             Ok((worker, start)) => {
                 self.metrics.started(start, std::time::Duration::from_nanos(took));
-                let launched = Launched { ticket, server: worker.server, start, took };
+                let launched = Launched { ticket, host: worker.host, start, took };
                 match self.ledger.launch_up(now, launched, &mut effects) {
                     Some(id) => {
                         self.instances.insert(id, worker);
@@ -350,9 +350,9 @@ impl State {
                 }
                 Effect::Resume { instance } => self.decoder(instance, |d| d.resume()),
                 Effect::Stop { instance, request } => self.decoder(instance, |d| d.cancel(request.0)),
-                Effect::Launch { ticket, unit, server } => {
+                Effect::Launch { ticket, unit, host } => {
                     self.launches.insert(ticket, Instant::now());
-                    outside.push(Outside::Launch { ticket, unit, server });
+                    outside.push(Outside::Launch { ticket, unit, host });
                 }
                 Effect::Retire { instance } => {
                     let park = !self.lost.remove(&instance);

@@ -15,7 +15,7 @@ pub use spawn::WorkerModel;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use morph_backend::Backend;
-use morph_core::{ServerId, Servers, UnitKind, UnitSpec};
+use morph_core::{HostId, HostSlots, UnitKind, UnitSpec};
 use morph_decoder::{DecoderThread, Iterations, StepperShape};
 use morph_engine::{EngineError, EngineThread};
 use tokio::sync::mpsc::unbounded_channel;
@@ -31,11 +31,11 @@ pub struct Launcher {
     processes: Option<ProcessLauncher>,
 }
 
-/// One running instance: the unit it runs, the server (host) it runs on and its worker.
+/// One running instance: the unit it runs, the host it runs on and what runs it.
 #[derive(Debug)]
 pub struct Instance {
     pub unit: UnitSpec,
-    pub server: ServerId,
+    pub host: HostId,
     pub engine: InstanceEngine,
     /// How a worker process started (none for a thread of this process).
     pub start: Option<StartReport>,
@@ -89,10 +89,10 @@ impl Launcher {
         match (&self.processes, worker) {
             (
                 Some(p),
-                Instance { unit, server, engine: InstanceEngine::Encoder(engine), start: Some(start) },
-            ) => p.park(unit, server, engine, start.pid).map(|engine| Instance {
+                Instance { unit, host, engine: InstanceEngine::Encoder(engine), start: Some(start) },
+            ) => p.park(unit, host, engine, start.pid).map(|engine| Instance {
                 unit,
-                server,
+                host,
                 engine: InstanceEngine::Encoder(engine),
                 start: Some(start),
             }),
@@ -108,33 +108,33 @@ impl Launcher {
     }
 
     /// The hosts replicas run on, as QUART's servers, when they are found through etcd.
-    pub fn servers(&self) -> Option<Servers> {
-        Some(self.processes.as_ref()?.remote()?.servers())
+    pub fn hosts(&self) -> Option<HostSlots> {
+        Some(self.processes.as_ref()?.remote()?.host_slots())
     }
 
-    /// Hosts that joined, left or came back since the last call: (server, slots now).
-    pub fn slot_changes(&self) -> Vec<(ServerId, u16)> {
+    /// Hosts that joined, left or came back since the last call: (host, slots now).
+    pub fn slot_changes(&self) -> Vec<(HostId, u16)> {
         self.processes.as_ref().and_then(ProcessLauncher::remote).map_or_else(Vec::new, |r| r.slot_changes())
     }
 
     /// Whether the agent of `server`'s host answers (`None`: no cluster). A host that does not
     /// loses its slots at once.
-    pub fn host_alive(&self, server: ServerId) -> Option<bool> {
-        Some(self.processes.as_ref()?.remote()?.host_alive(server))
+    pub fn host_alive(&self, host: HostId) -> Option<bool> {
+        Some(self.processes.as_ref()?.remote()?.host_alive(host))
     }
 
-    /// Instance processes whose registration went away since the last call: (server, pid).
-    pub fn gone_workers(&self) -> Vec<(ServerId, u32)> {
+    /// Worker processes whose registration went away since the last call: (host, pid).
+    pub fn gone_workers(&self) -> Vec<(HostId, u32)> {
         self.processes.as_ref().and_then(ProcessLauncher::remote).map_or_else(Vec::new, |r| r.gone_workers())
     }
 
     /// Starts one worker of `unit` on its own thread, on `server` (`None`: wherever there is
     /// room; without a cluster, this host is server 0 and the only one).
-    pub fn start(&self, unit: UnitSpec, server: Option<ServerId>) -> Result<Instance, EngineError> {
-        if let Some(s) = server.filter(|s| *s != ServerId(0))
-            && self.servers().is_none()
+    pub fn start(&self, unit: UnitSpec, host: Option<HostId>) -> Result<Instance, EngineError> {
+        if let Some(s) = host.filter(|s| *s != HostId(0))
+            && self.hosts().is_none()
         {
-            return Err(EngineError::Load(format!("no server {s}: this deployment is one host (server 0)")));
+            return Err(EngineError::Load(format!("no host {s}: this deployment is one host (host 0)")));
         }
         let n = self.started.fetch_add(1, Ordering::Relaxed);
         let name = format!("morph-{}-{n}", unit.runtime);
@@ -154,16 +154,16 @@ impl Launcher {
             }
             (_, UnitKind::Encoder) => match &self.processes {
                 Some(processes) => {
-                    let (worker, report, server) = processes.start(unit, server, name)?;
+                    let (worker, report, host) = processes.start(unit, host, name)?;
                     let engine = InstanceEngine::Encoder(worker);
-                    return Ok(Instance { unit, server, engine, start: Some(report) });
+                    return Ok(Instance { unit, host, engine, start: Some(report) });
                 }
                 None => InstanceEngine::Encoder(
                     EngineThread::spawn(name, self.backend.engine(unit)?).map_err(spawn_err)?,
                 ),
             },
         };
-        Ok(Instance { unit, server: ServerId(0), engine, start: None })
+        Ok(Instance { unit, host: HostId(0), engine, start: None })
     }
 }
 

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use morph_core::{PlanId, ServerId, StartKind, UnitSpec};
+use morph_core::{HostId, PlanId, StartKind, UnitSpec};
 use morph_engine::remote::{Endpoint, Listener, RemoteEngine};
 use morph_engine::wire::Boot;
 use morph_engine::{EngineError, EngineThread};
@@ -101,7 +101,7 @@ pub struct ProcessLauncher {
 #[derive(Debug)]
 struct Parked {
     unit: UnitSpec,
-    server: ServerId,
+    host: HostId,
     worker: EngineThread,
     pid: u32,
 }
@@ -128,28 +128,28 @@ impl ProcessLauncher {
     pub fn start(
         &self,
         unit: UnitSpec,
-        server: Option<ServerId>,
+        host: Option<HostId>,
         name: String,
-    ) -> Result<(EngineThread, StartReport, ServerId), EngineError> {
+    ) -> Result<(EngineThread, StartReport, HostId), EngineError> {
         let started = Instant::now();
-        let server = match (&self.remote, server) {
-            (None, _) => ServerId(0),
+        let host = match (&self.remote, host) {
+            (None, _) => HostId(0),
             (Some(remote), None) => remote.least_loaded(),
             (Some(_), Some(s)) => s,
         };
-        if let Some((worker, pid)) = self.unpark(unit, server) {
-            return Ok((worker, StartReport::hot(started.elapsed(), pid), server));
+        if let Some((worker, pid)) = self.unpark(unit, host) {
+            return Ok((worker, StartReport::hot(started.elapsed(), pid), host));
         }
         let deadline = started + self.config.start_timeout;
         let (engine, kind) = match &self.remote {
-            Some(remote) => remote.start(unit, server, self.plans(), deadline, self.config.batch_timeout)?,
+            Some(remote) => remote.start(unit, host, self.plans(), deadline, self.config.batch_timeout)?,
             None => self.start_here(unit, deadline)?,
         };
         let report = StartReport::new(kind, started.elapsed(), engine.boot());
         let pid = engine.pid();
         let worker = EngineThread::spawn(name, Box::new(engine))
             .map_err(|e| EngineError::Load(format!("worker {pid} thread: {e}")))?;
-        Ok((worker, report, server))
+        Ok((worker, report, host))
     }
 
     /// A worker process on this host, reached over a Unix socket.
@@ -203,24 +203,18 @@ impl ProcessLauncher {
 
     /// Keeps a retired replica loaded for a later hot start, if there is room; gives it back
     /// (to be stopped) if not.
-    pub fn park(
-        &self,
-        unit: UnitSpec,
-        server: ServerId,
-        worker: EngineThread,
-        pid: u32,
-    ) -> Option<EngineThread> {
+    pub fn park(&self, unit: UnitSpec, host: HostId, worker: EngineThread, pid: u32) -> Option<EngineThread> {
         let mut parked = lock(&self.parked);
         if parked.len() >= self.config.parked {
             return Some(worker);
         }
-        parked.push(Parked { unit, server, worker, pid });
+        parked.push(Parked { unit, host, worker, pid });
         None
     }
 
-    fn unpark(&self, unit: UnitSpec, server: ServerId) -> Option<(EngineThread, u32)> {
+    fn unpark(&self, unit: UnitSpec, host: HostId) -> Option<(EngineThread, u32)> {
         let mut parked = lock(&self.parked);
-        let at = parked.iter().position(|p| p.unit == unit && p.server == server)?;
+        let at = parked.iter().position(|p| p.unit == unit && p.host == host)?;
         let p = parked.swap_remove(at);
         Some((p.worker, p.pid))
     }
