@@ -91,10 +91,10 @@ pub(crate) struct ServeArgs {
     #[arg(long)]
     policy: Option<String>,
     /// The policy's parameters as a JSON object, e.g. '{"period_s": 60, "scaling": {"rule":
-    /// "target-tracking"}}' (see `morph_policy::fleet::FleetConfig`).
+    /// "target-tracking"}}' (see `morph_policy::arlo::ArloConfig`).
     #[arg(long, default_value = "{}")]
     policy_params: String,
-    /// Latency SLO in ms for the fleet policies (capacity per instance, autoscaling targets)
+    /// Latency SLO in ms for Arlo and its baselines (capacity per instance, autoscaling targets)
     /// and the pipeline policies (split over the stages in proportion to their times).
     #[arg(long)]
     slo_ms: Option<f64>,
@@ -110,8 +110,8 @@ pub(crate) struct ServeArgs {
     predictor: PredictorArgs,
     #[command(flatten)]
     workers: ProcessArgs,
-    /// Latency profile (JSON, see `morph profile`): what emulated instances take, and what the
-    /// fleet policies plan with.
+    /// Latency profile (JSON, see `morph profile`): what emulated instances take, and what Arlo
+    /// and its baselines plan with.
     #[arg(long)]
     profile: Option<PathBuf>,
     /// OTAS policies (otas, otas-plain, pets-like, infaas-like): the folder with each token

@@ -2,7 +2,7 @@
 //! engine's measured profile. Two layouts of the cores are compared, one instance on all of
 //! them and one single-threaded instance per core, each measured with its instances running
 //! side by side; the faster one serves, with length buckets and rows per bucket from its
-//! profile (`morph_policy::length_plan`). Profiles come from `MORPH_HOME/profiles/` (measured
+//! profile (`morph_policy::batching::plan`). Profiles come from `MORPH_HOME/profiles/` (measured
 //! on a first start, with a progress bar), or ship with Morph for the host they were measured
 //! on (`assets/profiles/` in the repository).
 
@@ -17,7 +17,7 @@ use morph_engine::EngineError;
 use morph_engine::timing::host_device;
 use morph_fetch::ModelFiles;
 use morph_policy::Bucket;
-use morph_policy::length_plan::{layout_rate, length_plan};
+use morph_policy::batching::plan::{layout_rate, length_plan};
 use morph_train::profile::{MeasurePlan, measure_profile};
 
 /// Profiles measured on the hosts Morph is developed on: (file name, JSON).

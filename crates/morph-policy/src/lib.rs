@@ -1,10 +1,16 @@
 //! Morph's scheduling policies. Each is a pure [`morph_core::Policy`]: the live server and the
-//! simulator drive the same objects.
+//! simulator drive the same objects. [`registry`] names them all and builds them.
+//!
+//! | module | policy |
+//! |---|---|
+//! | [`batching`] | Morph's default: dynamic batching in length buckets read off the engine's profile (TEI's single FIFO without buckets) |
+//! | [`arlo`] | Arlo's fixed-shape runtimes, allocator and multi-level dispatch, and Arlo's baselines |
+//! | [`ssjf`] | SSJF: shortest-predicted-first generation (FCFS its baseline) |
+//! | [`pipeline`], [`quart`] | pipelines of stages with their own replicas; QUART's sizer and its baselines |
+//! | [`otas`] | OTAS: per-batch token plans chosen for utility within deadlines, and its baselines |
 
 pub mod arlo;
-pub mod baselines;
-pub mod fleet;
-pub mod length_plan;
+pub mod batching;
 pub mod otas;
 pub mod pipeline;
 pub mod quart;
@@ -12,6 +18,6 @@ pub mod registry;
 mod replacer;
 pub mod ssjf;
 
-pub use baselines::dynamic_batching::{DynamicBatching, DynamicBatchingConfig};
-pub use baselines::length_buckets::Bucket;
-pub use fleet::{FleetConfig, FleetPolicy};
+pub use arlo::{ArloConfig, ArloPolicy};
+pub use batching::buckets::Bucket;
+pub use batching::{DynamicBatching, DynamicBatchingConfig};

@@ -6,13 +6,13 @@ use std::sync::Arc;
 use morph_core::{HostSlots, Nanos, PipelineProfile, PlanId, Policy, Profile, time::ms_to_nanos};
 
 use crate::arlo::ServiceModel;
-use crate::baselines::cocktail::{CocktailConfig, CocktailSizer};
-use crate::baselines::inferline::{InferlineConfig, InferlineSizer};
-use crate::baselines::infless::{InflessConfig, InflessSizer};
-use crate::baselines::uniform::{UniformConfig, UniformSizer};
-use crate::fleet::{FleetConfig, FleetPolicy, PRESETS};
+use crate::arlo::{ArloConfig, ArloPolicy, PRESETS};
 use crate::otas::{OTAS_POLICIES, OtasConfig, OtasPolicy, PlanEntry, PlanTable};
 use crate::pipeline::{PipelinePolicy, PoolConfig, Sizer};
+use crate::quart::baselines::cocktail::{CocktailConfig, CocktailSizer};
+use crate::quart::baselines::inferline::{InferlineConfig, InferlineSizer};
+use crate::quart::baselines::infless::{InflessConfig, InflessSizer};
+use crate::quart::baselines::uniform::{UniformConfig, UniformSizer};
 use crate::quart::{QuartConfig, QuartSizer};
 use crate::ssjf::{SsjfConfig, SsjfPolicy};
 use crate::{DynamicBatching, DynamicBatchingConfig};
@@ -84,12 +84,12 @@ pub fn build(name: &str, params: &serde_json::Value, ctx: &Context) -> Result<Bo
         let table = plan_table(name, &config, ctx)?;
         return Ok(Box::new(OtasPolicy::new(name, config, table)));
     }
-    let preset = FleetConfig::preset(name).ok_or_else(|| PolicyError::Unknown(name.to_string()))?;
-    let config: FleetConfig = with_params(preset, params).map_err(params_err)?;
+    let preset = ArloConfig::preset(name).ok_or_else(|| PolicyError::Unknown(name.to_string()))?;
+    let config: ArloConfig = with_params(preset, params).map_err(params_err)?;
     let profile = ctx.profile.clone().ok_or_else(|| PolicyError::NeedsProfile(name.to_string()))?;
     let slo =
         config.slo_ms.map(ms_to_nanos).or(ctx.slo).ok_or_else(|| PolicyError::NeedsSlo(name.to_string()))?;
-    Ok(Box::new(FleetPolicy::new(name, config, ServiceModel::new(profile, slo))))
+    Ok(Box::new(ArloPolicy::new(name, config, ServiceModel::new(profile, slo))))
 }
 
 /// OTAS's plan list with each plan's latency profile (plan 0: the deployment's) and accuracy.

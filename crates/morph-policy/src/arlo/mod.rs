@@ -1,16 +1,24 @@
 //! Arlo (ICPP '24, `shared/papers/arlo.txt`): polymorphing runtimes. Its parts: the runtime set
 //! (§3.3), the Runtime Scheduler's allocation (§3.3, Eq. 1–7, solved exactly) and its periodic
 //! step, instance replacement (§4) and the Request Scheduler's multi-level queue (§3.4,
-//! Algorithm 1). The policy that runs them is [`crate::fleet::FleetPolicy`] (preset `arlo`),
-//! which also runs the baselines.
+//! Algorithm 1). [`ArloPolicy`] runs them over fixed-shape instances with per-instance queues
+//! (preset `arlo`), and runs the paper's baselines as presets too (`st`, `dt`, `infaas`).
 
 pub mod allocate;
+pub mod config;
 pub mod dispatch;
+mod instances;
+pub mod policy;
 pub mod reallocate;
 pub mod replace;
 pub mod runtime_set;
+pub mod scaling;
 pub mod service;
+mod waiting;
 
 pub use allocate::{Allocation, Floors, RuntimeDemand, allocate};
+pub use config::{ArloConfig, PRESETS, RuntimeSet};
 pub use dispatch::{DispatchParams, DispatchRule, MultiLevelQueue};
+pub use policy::ArloPolicy;
+pub use scaling::{ScalingConfig, ScalingRule};
 pub use service::ServiceModel;

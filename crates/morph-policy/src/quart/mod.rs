@@ -4,6 +4,7 @@
 //! parameters are cached. One file per mechanism; [`QuartSizer`] runs them in the paper's order
 //! inside the shared [`crate::pipeline::PipelinePolicy`].
 
+pub mod baselines;
 pub mod compensator;
 pub mod config;
 pub mod corrector;

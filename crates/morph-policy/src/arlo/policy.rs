@@ -12,7 +12,7 @@ use morph_core::{
 };
 use serde_json::json;
 
-use super::config::{FleetConfig, RuntimeSet};
+use super::config::{ArloConfig, RuntimeSet};
 use super::instances::Instances;
 use super::scaling::{ScaleDecision, Scaler};
 use super::waiting::Waiting;
@@ -38,9 +38,9 @@ enum AfterDrain {
 }
 
 #[derive(Debug)]
-pub struct FleetPolicy {
+pub struct ArloPolicy {
     name: String,
-    config: FleetConfig,
+    config: ArloConfig,
     model: ServiceModel,
     /// Runtimes in ascending max length.
     set: Vec<RuntimeSpec>,
@@ -75,7 +75,7 @@ struct Counters {
 
 /// The runtimes of the given ascending max lengths: all fixed-shape, or with `dynamic_longest`
 /// the longest one dynamic-shaped.
-fn shaped(config: &FleetConfig, lens: &[u32]) -> Vec<RuntimeSpec> {
+fn shaped(config: &ArloConfig, lens: &[u32]) -> Vec<RuntimeSpec> {
     let batch = config.batch.max(1);
     let last = lens.len().saturating_sub(1);
     lens.iter()
@@ -94,9 +94,9 @@ fn secs(s: f64) -> Nanos {
     (s * 1e9) as Nanos
 }
 
-impl FleetPolicy {
+impl ArloPolicy {
     /// `model` gives service times from the profile at the policy's SLO.
-    pub fn new(name: impl Into<String>, config: FleetConfig, model: ServiceModel) -> Self {
+    pub fn new(name: impl Into<String>, config: ArloConfig, model: ServiceModel) -> Self {
         let max_len = config.max_len.unwrap_or_else(|| model.profile().max_len().next_multiple_of(8)).max(1);
         let batch = config.batch.max(1);
         let set: Vec<RuntimeSpec> = match config.runtime_set {
@@ -397,7 +397,7 @@ impl FleetPolicy {
     }
 }
 
-impl Policy for FleetPolicy {
+impl Policy for ArloPolicy {
     fn name(&self) -> &str {
         &self.name
     }

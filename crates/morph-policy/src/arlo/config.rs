@@ -1,4 +1,4 @@
-//! The parameters of a [`super::FleetPolicy`], with the presets that make it Arlo or one of
+//! The parameters of a [`super::ArloPolicy`], with the presets that make it Arlo or one of
 //! Arlo's baselines (§5 "Compared schemes", §5.2.4).
 
 use serde::{Deserialize, Serialize};
@@ -22,7 +22,7 @@ pub enum RuntimeSet {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct FleetConfig {
+pub struct ArloConfig {
     pub runtime_set: RuntimeSet,
     /// Runtimes for `explicit`; ignored otherwise.
     pub max_lens: Vec<u32>,
@@ -71,7 +71,7 @@ pub struct FleetConfig {
     pub tick_s: f64,
 }
 
-impl Default for FleetConfig {
+impl Default for ArloConfig {
     /// Arlo as the paper describes it, with its parameters (preset `arlo-paper`).
     fn default() -> Self {
         let d = DispatchParams::default();
@@ -101,10 +101,10 @@ impl Default for FleetConfig {
     }
 }
 
-/// Names of the presets [`FleetConfig::preset`] knows.
+/// Names of the presets [`ArloConfig::preset`] knows.
 pub const PRESETS: [&str; 7] = ["arlo", "arlo-paper", "arlo-ilb", "arlo-ig", "st", "dt", "infaas"];
 
-impl FleetConfig {
+impl ArloConfig {
     /// The defaults of a named scheme, before the user's parameters are applied (scaling is off
     /// in all; Arlo's paper pairs itself with `target-tracking` and the baselines with `headroom`):
     /// - `arlo`: Morph's robust Arlo: the longest runtime dynamic-shaped, and every instance on

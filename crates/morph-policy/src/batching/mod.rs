@@ -1,9 +1,9 @@
-//! Dynamic batching: whenever an instance is idle it takes a batch from the queue that fits its
-//! runtime (length and rows) and a padded-token budget. With no length buckets the queue is one
-//! FIFO and a batch its longest prefix that fits: TEI's batching, the baseline every later
-//! policy is compared with. With buckets (Morph's default, bounds and rows from the engine's
-//! profile: [`crate::length_plan`]) a batch holds inputs of one bucket, from the bucket whose
-//! head waited longest. On a pipelined model every stage has its own queue: a batch of stage
+//! Morph's default policy, dynamic batching: whenever an instance is idle it takes a batch from
+//! the queue that fits its runtime (length and rows) and a padded-token budget. With no length
+//! buckets the queue is one FIFO and a batch its longest prefix that fits: TEI's batching, the
+//! baseline every later policy is compared with. With buckets (Morph's default, bounds and rows
+//! from the engine's profile: [`plan`]) a batch holds inputs of one bucket ([`buckets`]), from
+//! the bucket whose head waited longest. On a pipelined model every stage has its own queue: a batch of stage
 //! k hands its requests to stage k + 1's. Every batch runs under one fixed token plan (0: the
 //! plain model).
 
@@ -16,8 +16,11 @@ use morph_core::{
 };
 use serde_json::json;
 
-use super::length_buckets::{Bucket, BucketQueue};
+pub mod buckets;
+pub mod plan;
+
 use crate::replacer::Replacer;
+use buckets::{Bucket, BucketQueue};
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
