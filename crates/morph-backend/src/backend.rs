@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use morph_core::{ModelId, PlanId, Profile, RuntimeSpec, StageSpec, UnitKind, UnitSpec};
+use morph_core::{LatencyProfile, ModelId, PlanId, RuntimeSpec, StageSpec, UnitKind, UnitSpec};
 use morph_decoder::{DecodeBackend, DecoderKernels, DecoderStage, GgufTokenizer, Llama, load_decoder};
 use morph_encoder::{CandleRuntime, Encoder, OrtEncoder, Pooling};
 use morph_engine::{EmulatedRuntime, Engine, EngineError};
@@ -20,7 +20,7 @@ pub enum Backend {
     /// The encoder and the token plans every instance compiles.
     Ort(OrtEncoder, Vec<PlanId>),
     Emulated {
-        profile: Arc<Profile>,
+        profile: Arc<LatencyProfile>,
         dim: usize,
     },
     /// The decoder (its shape and tokenizer; its weights too on candle), what runs its
@@ -53,7 +53,7 @@ impl Backend {
     }
 
     /// Emulated instances that sleep for `profile`'s latency.
-    pub fn emulated(profile: Arc<Profile>, dim: usize) -> Self {
+    pub fn emulated(profile: Arc<LatencyProfile>, dim: usize) -> Self {
         Backend::Emulated { profile, dim }
     }
 

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use morph_core::{PlanId, Profile};
+use morph_core::{LatencyProfile, PlanId};
 use morph_decoder::DecoderKernels;
 
 /// What computes the batches.
@@ -16,7 +16,7 @@ pub enum EngineKind {
     /// the user's ONNX file `onnx` with its free dimensions pinned.
     Ort { library: PathBuf, onnx: Option<PathBuf>, plans: Vec<PlanId> },
     /// Emulated instances taking their latency from a profile; vectors are placeholders.
-    Emulated { profile: Arc<Profile>, dim: usize },
+    Emulated { profile: Arc<LatencyProfile>, dim: usize },
     /// A decoder LM from a GGUF file, for generation: each instance a continuous batch,
     /// feeding prompts `prefill_chunk` tokens per iteration at most (0: whole prompts), its
     /// steps run by `kernels`.

@@ -8,9 +8,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
-use morph_core::{PlanId, Profile};
+use morph_core::{LatencyProfile, PlanId};
 
-pub(crate) type PlanProfiles = (BTreeMap<PlanId, Arc<Profile>>, BTreeMap<PlanId, Vec<f64>>);
+pub(crate) type PlanProfiles = (BTreeMap<PlanId, Arc<LatencyProfile>>, BTreeMap<PlanId, Vec<f64>>);
 
 pub(crate) fn load(dir: &Path) -> anyhow::Result<PlanProfiles> {
     let mut latency = BTreeMap::new();
@@ -19,7 +19,7 @@ pub(crate) fn load(dir: &Path) -> anyhow::Result<PlanProfiles> {
         let path = entry?.path();
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
         if name.starts_with("latency_") && name.ends_with(".json") {
-            let profile = Profile::load(&path)?;
+            let profile = LatencyProfile::load(&path)?;
             latency.insert(PlanId(profile.plan.unwrap_or(0)), Arc::new(profile));
         }
     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use morph_backend::EngineKind;
-use morph_core::{PlanId, Profile, RuntimeSpec, time::ms_to_nanos};
+use morph_core::{LatencyProfile, PlanId, RuntimeSpec, time::ms_to_nanos};
 use morph_decoder::DecoderKernels;
 use morph_encoder::Pooling;
 use morph_policy::registry;
@@ -192,7 +192,7 @@ impl ServeArgs {
     fn config(self) -> anyhow::Result<ServerConfig> {
         self.check()?;
         let profile = match &self.profile {
-            Some(path) => Some(Arc::new(Profile::load(path)?)),
+            Some(path) => Some(Arc::new(LatencyProfile::load(path)?)),
             None => None,
         };
         let engine = match (self.engine.engine, &profile) {
@@ -289,7 +289,7 @@ impl ServeArgs {
             max_client_batch: self.max_client_batch,
             predictor,
             workers: self.workers.config()?,
-            stage_profile_len: self.stage_profile_len,
+            stage_timing_len: self.stage_profile_len,
             limits: ConnectionLimits {
                 header_timeout: Duration::from_secs_f64(self.header_timeout_s),
                 body_timeout: Duration::from_secs_f64(self.body_timeout_s),

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use morph_backend::{Backend, EngineKind};
-use morph_core::{PlanId, Profile, RuntimeSpec, ShapeKind, UnitSpec};
+use morph_core::{LatencyProfile, PlanId, RuntimeSpec, ShapeKind, UnitSpec};
 use morph_encoder::Pooling;
 use morph_engine::EngineError;
 use morph_engine::timing::host_device;
@@ -55,13 +55,13 @@ impl Layout {
         out
     }
 
-    fn matches(self, p: &Profile) -> bool {
+    fn matches(self, p: &LatencyProfile) -> bool {
         p.instances == Some(self.instances) && p.threads == Some(self.threads)
     }
 }
 
 /// The layout that serves more, with its buckets, from one profile per candidate layout.
-fn choose(profiles: Vec<(Profile, String)>, max_len: u32) -> anyhow::Result<ServeDefaults> {
+fn choose(profiles: Vec<(LatencyProfile, String)>, max_len: u32) -> anyhow::Result<ServeDefaults> {
     let rated = profiles.into_iter().map(|(p, source)| {
         let instances = p.instances.unwrap_or(1);
         (layout_rate(&p, u32::from(instances)), p, source)
@@ -90,10 +90,10 @@ fn layout_profile(
     engine: &EngineKind,
     layout: Layout,
     backend: &mut Option<Backend>,
-) -> anyhow::Result<(Profile, String)> {
+) -> anyhow::Result<(LatencyProfile, String)> {
     let device = host_device();
     let label = engine_label(engine);
-    let fits = |p: &Profile| {
+    let fits = |p: &LatencyProfile| {
         p.model == files.name
             && p.engine.as_deref() == Some(label.as_str())
             && p.device.as_deref() == Some(device.as_str())
@@ -102,13 +102,13 @@ fn layout_profile(
     let slug: String = device.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
     let cached = cache_dir()
         .join(format!("{}-{label}-{slug}-{}x{}.json", files.name, layout.instances, layout.threads));
-    if let Ok(p) = Profile::load(&cached)
+    if let Ok(p) = LatencyProfile::load(&cached)
         && fits(&p)
     {
         return Ok((p, cached.display().to_string()));
     }
     for (name, json) in SHIPPED {
-        if let Ok(p) = Profile::from_json(json)
+        if let Ok(p) = LatencyProfile::from_json(json)
             && fits(&p)
         {
             return Ok((p, format!("shipped assets/profiles/{name}")));
@@ -132,7 +132,7 @@ fn cache_dir() -> PathBuf {
 
 /// Measures `layout` on the real engine: dynamic runtimes fed full batches, its instances side
 /// by side, with a progress bar on stderr.
-fn measure(model: &str, backend: &Backend, layout: Layout) -> anyhow::Result<Profile> {
+fn measure(model: &str, backend: &Backend, layout: Layout) -> anyhow::Result<LatencyProfile> {
     let plan = MeasurePlan {
         lens: LENS.to_vec(),
         batches: BATCHES.to_vec(),
@@ -185,7 +185,7 @@ mod tests {
     #[test]
     fn the_shipped_profiles_choose_one_instance_per_core_with_short_buckets_first() {
         let profiles =
-            SHIPPED.map(|(name, json)| (Profile::from_json(json).unwrap(), name.to_string())).to_vec();
+            SHIPPED.map(|(name, json)| (LatencyProfile::from_json(json).unwrap(), name.to_string())).to_vec();
         let d = choose(profiles, 512).unwrap();
         assert_eq!((d.instances, d.threads), (2, 1), "{d:?}");
         assert_eq!(d.runtime.max_len, 512);

@@ -6,10 +6,10 @@
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
 pub mod instance;
+pub mod latency_profile;
 pub mod ledger;
 pub mod pipeline;
 pub mod policy;
-pub mod profile;
 pub mod request;
 pub mod runtime;
 pub mod stats;
@@ -17,10 +17,10 @@ pub mod time;
 pub mod unit;
 
 pub use instance::{HostId, InstanceId, InstanceInfo};
+pub use latency_profile::{LatencyProfile, Point, ProfileError};
 pub use ledger::{Effect, Ledger, NewRequest, OnViolation, Outcome};
-pub use pipeline::{HostSlots, PipelineProfile, StageTime};
+pub use pipeline::{HostSlots, StageTime, StageTimes};
 pub use policy::{Action, BatchPlan, DropReason, Event, Gauge, PlanId, Policy, Then};
-pub use profile::{Point, Profile, ProfileError};
 pub use request::{Generation, RequestId, RequestInfo, ServiceClass, TaskId};
 pub use runtime::{PaddedShape, RuntimeSpec, ShapeKind};
 pub use stats::LatencySummary;

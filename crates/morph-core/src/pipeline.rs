@@ -50,7 +50,7 @@ impl StageTime {
 
 /// A model cut into stages that each run one request at a time, with the hop cost between them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PipelineProfile {
+pub struct StageTimes {
     /// The shape each stage runs (its max length and batch).
     pub runtime: RuntimeSpec,
     /// Layers of the whole model, cut evenly into `stages.len()` stages.
@@ -60,7 +60,7 @@ pub struct PipelineProfile {
     pub hop_ms: f64,
 }
 
-impl PipelineProfile {
+impl StageTimes {
     pub fn stage_count(&self) -> u16 {
         self.stages.len() as u16
     }
@@ -132,7 +132,7 @@ mod tests {
 
     #[test]
     fn units_cost_their_stage_plus_the_hop_in_and_the_whole_costs_every_stage() {
-        let p = PipelineProfile {
+        let p = StageTimes {
             runtime: RuntimeSpec::fixed(128, 1),
             layers: 6,
             stages: vec![StageTime::amdahl(3.0, 0.0); 3],

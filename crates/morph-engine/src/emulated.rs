@@ -7,13 +7,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use morph_core::{PlanId, Profile, RuntimeSpec, UnitSpec};
+use morph_core::{LatencyProfile, PlanId, RuntimeSpec, UnitSpec};
 
 use crate::{BatchInput, Engine, EngineError, check_lengths};
 
 #[derive(Debug, Clone)]
 pub struct EmulatedRuntime {
-    profile: Arc<Profile>,
+    profile: Arc<LatencyProfile>,
     spec: RuntimeSpec,
     /// Hands hidden states on (a stage that is not its pipeline's last).
     hands_on: bool,
@@ -27,7 +27,7 @@ pub struct EmulatedRuntime {
 const SPIN: Duration = Duration::from_micros(150);
 
 impl EmulatedRuntime {
-    pub fn new(profile: Arc<Profile>, unit: UnitSpec, dim: usize) -> Self {
+    pub fn new(profile: Arc<LatencyProfile>, unit: UnitSpec, dim: usize) -> Self {
         let hands_on = unit.stage.is_some_and(|s| !s.is_last());
         let share = unit.stage.map_or(1.0, |s| 1.0 / f64::from(s.count.max(1)));
         Self { profile, spec: unit.runtime, hands_on, share, dim }
@@ -86,7 +86,7 @@ mod tests {
 
     #[test]
     fn sleeps_for_the_profiled_time_of_the_padded_shape() {
-        let profile = Profile::from_points(
+        let profile = LatencyProfile::from_points(
             "m",
             [
                 Point { batch: 1, len: 16, ms: 4.0 },
@@ -109,7 +109,8 @@ mod tests {
 
     #[test]
     fn a_stage_that_hands_on_returns_hidden_states_and_takes_them_in() {
-        let profile = Arc::new(Profile::from_points("m", [Point { batch: 1, len: 16, ms: 0.1 }]).unwrap());
+        let profile =
+            Arc::new(LatencyProfile::from_points("m", [Point { batch: 1, len: 16, ms: 0.1 }]).unwrap());
         let stage = |index| morph_core::StageSpec::even(morph_core::ModelId(0), index, 2, 6);
         let unit = UnitSpec::encoder(RuntimeSpec::dynamic(16, 2));
         let mut first = EmulatedRuntime::new(profile.clone(), unit.with_stage(stage(0)), 3);

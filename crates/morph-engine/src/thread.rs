@@ -84,14 +84,15 @@ impl EngineHandle {
 mod tests {
     use std::sync::Arc;
 
-    use morph_core::{Point, Profile};
+    use morph_core::{LatencyProfile, Point};
 
     use super::*;
     use crate::EmulatedRuntime;
 
     #[tokio::test]
     async fn runs_batches_on_its_thread_and_stops_on_drop() {
-        let profile = Arc::new(Profile::from_points("m", [Point { batch: 1, len: 8, ms: 1.0 }]).unwrap());
+        let profile =
+            Arc::new(LatencyProfile::from_points("m", [Point { batch: 1, len: 8, ms: 1.0 }]).unwrap());
         let engine =
             EmulatedRuntime::new(profile, morph_core::UnitSpec::encoder(RuntimeSpec::dynamic(8, 2)), 4);
         let worker = EngineThread::spawn("test".into(), Box::new(engine)).unwrap();

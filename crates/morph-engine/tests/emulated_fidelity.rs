@@ -3,13 +3,13 @@
 
 use std::sync::Arc;
 
-use morph_core::{PaddedShape, PlanId, Profile, RuntimeSpec};
+use morph_core::{LatencyProfile, PaddedShape, PlanId, RuntimeSpec};
 use morph_engine::timing::{synthetic_batch, time_batch};
 use morph_engine::{BatchInput, EmulatedRuntime};
 
-fn gpu_table() -> Profile {
+fn gpu_table() -> LatencyProfile {
     let path = morph_assets::shared_data().join("profiles/distilbert_trt_gpu_bs1-64_seq1-512.json");
-    Profile::load(&path).unwrap_or_else(|e| panic!("the shared GPU table is needed here: {e}"))
+    LatencyProfile::load(&path).unwrap_or_else(|e| panic!("the shared GPU table is needed here: {e}"))
 }
 
 #[test]

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use morph_core::{HostSlots, Nanos, PipelineProfile, PlanId, Policy, Profile, time::ms_to_nanos};
+use morph_core::{HostSlots, LatencyProfile, Nanos, PlanId, Policy, StageTimes, time::ms_to_nanos};
 
 use crate::arlo::ServiceModel;
 use crate::arlo::{ArloConfig, ArloPolicy, PRESETS};
@@ -45,15 +45,15 @@ pub enum PolicyError {
 #[derive(Debug, Clone, Default)]
 pub struct Context {
     /// The instances' latency profile.
-    pub profile: Option<Arc<Profile>>,
+    pub profile: Option<Arc<LatencyProfile>>,
     /// The deployment's latency SLO.
     pub slo: Option<Nanos>,
     /// A pipelined model's stage times, for pipeline policies.
-    pub pipeline: Option<Arc<PipelineProfile>>,
+    pub pipeline: Option<Arc<StageTimes>>,
     /// The hosts and their slots; default: one host with every slot.
     pub hosts: Option<HostSlots>,
     /// Latency profiles of token plans other than the plain model's (OTAS's γ).
-    pub plans: BTreeMap<PlanId, Arc<Profile>>,
+    pub plans: BTreeMap<PlanId, Arc<LatencyProfile>>,
     /// Accuracy per task (by task index) under each token plan, from the profiler.
     pub accuracy: BTreeMap<PlanId, Vec<f64>>,
 }
@@ -162,7 +162,7 @@ fn build_pipeline(
 
 /// A pipeline policy named `name` with `pool` settings on `pipeline` and `hosts` under `slo`.
 fn boxed<S: Sizer + 'static>(
-    (name, pool, pipeline, hosts, slo): (&str, PoolConfig, PipelineProfile, HostSlots, Nanos),
+    (name, pool, pipeline, hosts, slo): (&str, PoolConfig, StageTimes, HostSlots, Nanos),
     sizer: S,
 ) -> Box<dyn Policy> {
     Box::new(PipelinePolicy::new(name, pool, pipeline, &hosts, slo, sizer))
@@ -226,7 +226,7 @@ mod tests {
         ));
         assert!(matches!(build("arlo", &json!({}), &none), Err(PolicyError::NeedsProfile(_))));
         let profile = Arc::new(
-            Profile::from_points(
+            LatencyProfile::from_points(
                 "m",
                 [Point { batch: 1, len: 64, ms: 1.0 }, Point { batch: 1, len: 512, ms: 4.0 }],
             )
@@ -253,7 +253,7 @@ mod tests {
             build("quart", &json!({}), &Context { slo, ..Context::default() }),
             Err(PolicyError::NeedsPipeline(_))
         ));
-        let pipeline = Arc::new(morph_core::PipelineProfile {
+        let pipeline = Arc::new(morph_core::StageTimes {
             runtime: morph_core::RuntimeSpec::fixed(128, 1),
             layers: 4,
             stages: vec![morph_core::StageTime::amdahl(2.0, 1.0); 2],

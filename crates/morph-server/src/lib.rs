@@ -11,7 +11,7 @@ mod locking;
 pub mod metrics;
 pub mod prediction;
 pub mod server;
-pub mod stage_profile;
+pub mod stage_timing;
 
 pub use connections::ConnectionLimits;
 pub use error::ApiError;

@@ -20,7 +20,7 @@ use crate::driver::Driver;
 use crate::launcher::{Launcher, ProcessConfig, WorkerModel};
 use crate::metrics::Metrics;
 use crate::prediction::PredictorConfig;
-use crate::stage_profile;
+use crate::stage_timing;
 use morph_backend::{Backend, EngineKind};
 
 #[derive(Debug, Clone)]
@@ -54,7 +54,7 @@ pub struct ServerConfig {
     /// Encoder replicas as `morph worker` processes (`None`: threads of this process).
     pub workers: Option<ProcessConfig>,
     /// Pipeline policies: the tokens of the one request each stage is timed on at start-up.
-    pub stage_profile_len: u32,
+    pub stage_timing_len: u32,
 }
 
 #[derive(Debug)]
@@ -279,7 +279,7 @@ fn pipeline_context(
         let msg = format!("policy '{}' sizes pipeline stages: give --stages N (N >= 2)", config.policy);
         return Err(BuildError::Config(msg));
     }
-    let profile = stage_profile::measure(launcher, *runtime, config.stages, config.stage_profile_len)?;
+    let profile = stage_timing::measure(launcher, *runtime, config.stages, config.stage_timing_len)?;
     let slots = config.instances.max(usize::from(config.stages)).min(usize::from(u16::MAX)) as u16;
     let hosts = launcher.hosts().unwrap_or_else(|| HostSlots::new(1, slots));
     Ok(Context { pipeline: Some(Arc::new(profile)), hosts: Some(hosts), ..context })

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{client, emulated, post, start};
 use morph_backend::EngineKind;
-use morph_core::{Point, Profile, RuntimeSpec, time::ms_to_nanos};
+use morph_core::{LatencyProfile, Point, RuntimeSpec, time::ms_to_nanos};
 use morph_policy::registry::Context;
 use serde_json::json;
 
@@ -23,7 +23,7 @@ async fn arlo_reallocates_and_replaces_instances_while_serving() {
     let mut config = emulated(2.0, RuntimeSpec::fixed(512, 1), 64);
     // Latency grows with length (1 ms at 1 token, 8 ms at 512), so short runtimes are worth it.
     let profile = Arc::new(
-        Profile::from_points(
+        LatencyProfile::from_points(
             "slope",
             [Point { batch: 1, len: 1, ms: 1.0 }, Point { batch: 1, len: 512, ms: 8.0 }],
         )

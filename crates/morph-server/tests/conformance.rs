@@ -9,8 +9,8 @@ use std::time::Duration;
 use morph_backend::Backend;
 use morph_core::Point;
 use morph_core::{
-    Action, BatchPlan, DropReason, Event, InstanceId, ModelId, Outcome, PlanId, Policy, Profile, RequestId,
-    RequestInfo, RuntimeSpec, StageSpec, Then, Tickets, Time, UnitSpec,
+    Action, BatchPlan, DropReason, Event, InstanceId, LatencyProfile, ModelId, Outcome, PlanId, Policy,
+    RequestId, RequestInfo, RuntimeSpec, StageSpec, Then, Tickets, Time, UnitSpec,
 };
 use morph_server::Launcher;
 use morph_server::driver::{Driver, SeqError};
@@ -151,8 +151,8 @@ fn recorded() -> (Box<dyn Policy>, Log) {
     (Box::new(Recorded { inner: Script::default(), log: log.clone() }), log)
 }
 
-fn profile() -> Profile {
-    Profile::from_points(
+fn profile() -> LatencyProfile {
+    LatencyProfile::from_points(
         "flat",
         [
             Point { batch: 1, len: 1, ms: 5.0 },

@@ -6,13 +6,13 @@
 
 use std::time::Instant;
 
-use morph_core::{Profile, RuntimeSpec, UnitSpec, time::ms_to_nanos};
+use morph_core::{LatencyProfile, RuntimeSpec, UnitSpec, time::ms_to_nanos};
 use morph_policy::{DynamicBatching, DynamicBatchingConfig};
 use morph_sim::workload::{Arrivals, Lengths};
 use morph_sim::{ProfileCost, SimOptions, Workload, simulate};
 
 /// Simulates `seconds` of Poisson arrivals at `rate` over `instances`; prints one table row.
-fn run(profile: &Profile, rate: f64, seconds: f64, instances: usize) {
+fn run(profile: &LatencyProfile, rate: f64, seconds: f64, instances: usize) {
     let cost = ProfileCost::new(profile.clone(), 1.0);
     let workload = Workload {
         arrivals: Arrivals::Poisson { rate },
@@ -55,7 +55,7 @@ fn run(profile: &Profile, rate: f64, seconds: f64, instances: usize) {
 
 fn main() {
     let table = morph_assets::shared_data().join("profiles/distilbert_trt_gpu_bs1-64_seq1-512.json");
-    let profile = Profile::load(&table).expect("the shared GPU table");
+    let profile = LatencyProfile::load(&table).expect("the shared GPU table");
     println!(
         "{:>10} {:>9} {:>11} {:>11} {:>9} {:>11} {:>8} {:>9}",
         "requests", "instances", "generate s", "simulate s", "total s", "M req/s", "mean ms", "util"

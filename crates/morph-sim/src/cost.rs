@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use morph_core::{Nanos, PipelineProfile, PlanId, Profile, ShapeKind, UnitSpec, time::ms_to_nanos};
+use morph_core::{LatencyProfile, Nanos, PlanId, ShapeKind, StageTimes, UnitSpec, time::ms_to_nanos};
 
 /// One sequence of a batch: its input length, and the tokens it generates (0 for an encoder).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,19 +44,19 @@ pub struct Decoding {
 /// measured 1.22–3.56× for TensorRT; 1.0 means none).
 #[derive(Debug, Clone)]
 pub struct ProfileCost {
-    profile: Profile,
+    profile: LatencyProfile,
     /// By (stage index, plan).
-    variants: BTreeMap<(u16, PlanId), Profile>,
+    variants: BTreeMap<(u16, PlanId), LatencyProfile>,
     dynamic_penalty: f64,
 }
 
 impl ProfileCost {
-    pub fn new(profile: Profile, dynamic_penalty: f64) -> Self {
+    pub fn new(profile: LatencyProfile, dynamic_penalty: f64) -> Self {
         Self { profile, variants: BTreeMap::new(), dynamic_penalty }
     }
 
     /// Prices batches of pipeline stage `stage` (0 for a whole model) under `plan` by `profile`.
-    pub fn with_variant(mut self, stage: u16, plan: PlanId, profile: Profile) -> Self {
+    pub fn with_variant(mut self, stage: u16, plan: PlanId, profile: LatencyProfile) -> Self {
         self.variants.insert((stage, plan), profile);
         self
     }
@@ -128,7 +128,7 @@ impl Prefill {
     pub fn ms(&self, tokens: u32) -> f64 {
         match self {
             Prefill::Constant(c) => *c,
-            Prefill::ByTokens(points) => morph_core::profile::interpolate(points, tokens.max(1)),
+            Prefill::ByTokens(points) => morph_core::latency_profile::interpolate(points, tokens.max(1)),
         }
     }
 }
@@ -168,7 +168,7 @@ impl LinearGeneration {
 
     /// `K(b)` in ms per token.
     pub fn k_ms(&self, batch: usize) -> f64 {
-        morph_core::profile::interpolate(&self.k_ms, u32::try_from(batch.max(1)).unwrap_or(u32::MAX))
+        morph_core::latency_profile::interpolate(&self.k_ms, u32::try_from(batch.max(1)).unwrap_or(u32::MAX))
     }
 }
 
@@ -195,7 +195,7 @@ impl CostModel for LinearGeneration {
 /// times one request's time with the hop in (stages serve one request at a time, spec §1.9);
 /// a whole-model unit takes every stage's time.
 #[derive(Debug, Clone)]
-pub struct PipelineCost(pub Arc<PipelineProfile>);
+pub struct PipelineCost(pub Arc<StageTimes>);
 
 impl CostModel for PipelineCost {
     fn batch_time(&self, unit: &UnitSpec, _plan: PlanId, batch: &[Job]) -> Nanos {
@@ -230,7 +230,7 @@ mod tests {
 
     #[test]
     fn fixed_runtimes_pay_their_shape_dynamic_ones_the_batch_and_penalty() {
-        let p = Profile::from_points(
+        let p = LatencyProfile::from_points(
             "m",
             [
                 Point { batch: 1, len: 16, ms: 1.0 },
@@ -252,9 +252,9 @@ mod tests {
 
     #[test]
     fn a_stage_or_plan_with_its_own_profile_is_priced_by_it() {
-        let whole = Profile::from_points("m", [Point { batch: 1, len: 16, ms: 6.0 }]).unwrap();
-        let merged = Profile::from_points("m", [Point { batch: 1, len: 16, ms: 4.0 }]).unwrap();
-        let stage1 = Profile::from_points("m", [Point { batch: 1, len: 16, ms: 2.0 }]).unwrap();
+        let whole = LatencyProfile::from_points("m", [Point { batch: 1, len: 16, ms: 6.0 }]).unwrap();
+        let merged = LatencyProfile::from_points("m", [Point { batch: 1, len: 16, ms: 4.0 }]).unwrap();
+        let stage1 = LatencyProfile::from_points("m", [Point { batch: 1, len: 16, ms: 2.0 }]).unwrap();
         let cost = ProfileCost::new(whole, 1.0).with_variant(0, PlanId(-2), merged).with_variant(
             1,
             PlanId::PLAIN,

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use morph_core::{
     Effect, Generation, HostId, HostSlots, InstanceId, Launched, Ledger, Nanos, NewRequest, OnViolation,
-    Outcome, PipelineProfile, Policy, RequestId, StartKind, Ticket, Time, UnitKind, UnitSpec,
+    Outcome, Policy, RequestId, StageTimes, StartKind, Ticket, Time, UnitKind, UnitSpec,
 };
 
 use crate::cost::{CostModel, Decoding, Fed, Job, Startup};
@@ -35,7 +35,7 @@ pub struct SimOptions {
     pub cache_bytes: u64,
     pub model_bytes: u64,
     /// The pipeline, for stages' shares of start-up time and parameters.
-    pub pipeline: Option<Arc<PipelineProfile>>,
+    pub pipeline: Option<Arc<StageTimes>>,
     /// Chunked prefill, as the decoder runs it (`morph serve --prefill-chunk`): a prompt feeds
     /// at most this many tokens per iteration and samples its first token in the iteration its
     /// last chunk is fed; 0 feeds each prompt whole in its first iteration.
@@ -407,7 +407,7 @@ pub fn simulate(
 
 #[cfg(test)]
 mod tests {
-    use morph_core::{Point, Profile, RuntimeSpec};
+    use morph_core::{LatencyProfile, Point, RuntimeSpec};
     use morph_policy::{DynamicBatching, DynamicBatchingConfig};
 
     use super::*;
@@ -416,7 +416,7 @@ mod tests {
     /// `ms` per batch whatever its length and size (up to 4 rows).
     fn flat(ms: f64) -> ProfileCost {
         ProfileCost::new(
-            Profile::from_points(
+            LatencyProfile::from_points(
                 "flat",
                 [
                     Point { batch: 1, len: 1, ms },

@@ -56,7 +56,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use morph_core::{
-    HostSlots, PipelineProfile, PlanId, Profile, RuntimeSpec, StageTime, UnitSpec, time::ms_to_nanos,
+    HostSlots, LatencyProfile, PlanId, RuntimeSpec, StageTime, StageTimes, UnitSpec, time::ms_to_nanos,
 };
 use serde::{Deserialize, Serialize};
 
@@ -79,7 +79,7 @@ pub enum ScenarioError {
     #[error(transparent)]
     Workload(#[from] WorkloadError),
     #[error(transparent)]
-    Profile(#[from] morph_core::ProfileError),
+    LatencyProfile(#[from] morph_core::ProfileError),
     #[error(transparent)]
     Policy(#[from] morph_policy::registry::PolicyError),
 }
@@ -153,11 +153,11 @@ pub struct HostSpec {
 }
 
 impl PipelineSpec {
-    pub fn profile(&self) -> Result<PipelineProfile, ScenarioError> {
+    pub fn profile(&self) -> Result<StageTimes, ScenarioError> {
         let runtime: RuntimeSpec =
             self.runtime.parse().map_err(|e| ScenarioError::Invalid(format!("{e}")))?;
         let stages = self.stage_ms.iter().map(|&ms| StageTime::amdahl(ms, self.serial_fraction)).collect();
-        Ok(PipelineProfile { runtime, layers: self.layers, stages, hop_ms: self.hop_ms })
+        Ok(StageTimes { runtime, layers: self.layers, stages, hop_ms: self.hop_ms })
     }
 }
 
@@ -374,7 +374,7 @@ impl Scenario {
         Ok((cluster, slots))
     }
 
-    fn options(&self, pipeline: Option<Arc<PipelineProfile>>) -> SimOptions {
+    fn options(&self, pipeline: Option<Arc<StageTimes>>) -> SimOptions {
         let cold = ms_to_nanos(self.cluster.startup_ms);
         let warm = self.cluster.warm_startup_ms.map_or(cold, ms_to_nanos);
         let mb = |mb: f64| (mb * 1e6).round() as u64;
@@ -428,16 +428,16 @@ impl Scenario {
     pub fn run(&self, progress: &mut dyn FnMut(usize, usize)) -> Result<Vec<Row>, ScenarioError> {
         let pipeline = self.cluster.pipeline.as_ref().map(PipelineSpec::profile).transpose()?.map(Arc::new);
         let mut plans = BTreeMap::new();
-        let (profile, cost): (Option<Arc<Profile>>, Box<dyn CostModel>) =
+        let (profile, cost): (Option<Arc<LatencyProfile>>, Box<dyn CostModel>) =
             match (&self.cluster.profile, &self.cluster.generation) {
                 (None, None) if pipeline.is_some() => {
                     (None, Box::new(PipelineCost(pipeline.clone().expect("checked"))))
                 }
                 (Some(path), None) => {
-                    let profile = Profile::load(path)?;
+                    let profile = LatencyProfile::load(path)?;
                     let mut cost = ProfileCost::new(profile.clone(), self.cluster.dynamic_penalty);
                     for path in &self.cluster.variants {
-                        let variant = Profile::load(path)?;
+                        let variant = LatencyProfile::load(path)?;
                         let key = (variant.stage.unwrap_or(0), PlanId(variant.plan.unwrap_or(0)));
                         if variant.stage.is_none() {
                             plans.insert(key.1, Arc::new(variant.clone()));

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use morph_core::{Nanos, Point, Policy, Profile, time::ms_to_nanos};
+use morph_core::{LatencyProfile, Nanos, Point, Policy, time::ms_to_nanos};
 use morph_policy::registry::{Context, build};
 use morph_sim::cost::Startup;
 use morph_sim::workload::{Arrivals, Lengths};
@@ -12,9 +12,9 @@ use morph_sim::{ProfileCost, Report, SimOptions, Workload, simulate};
 use serde_json::json;
 
 /// A 64-token staircase: 1 ms up to 64 tokens, +0.5 ms per step, profiled to 512.
-fn stairs() -> Profile {
+fn stairs() -> LatencyProfile {
     let points = (0..32).map(|i| Point { batch: 1, len: 1 + i * 16, ms: 1.0 + 0.5 * f64::from(i * 16 / 64) });
-    Profile::from_points("stairs", points.chain([Point { batch: 1, len: 512, ms: 4.5 }]))
+    LatencyProfile::from_points("stairs", points.chain([Point { batch: 1, len: 512, ms: 4.5 }]))
         .expect("a valid profile")
 }
 
@@ -82,9 +82,9 @@ fn target_tracking_scales_out_under_load_and_in_when_calm() {
 }
 
 /// The Arlo authors' GPU table (DistilBERT, TensorRT), from `../shared/data`.
-fn gpu_table() -> Profile {
+fn gpu_table() -> LatencyProfile {
     let path = morph_assets::shared_data().join("profiles/distilbert_trt_gpu_bs1-64_seq1-512.json");
-    Profile::load(&path).expect("the shared GPU table")
+    LatencyProfile::load(&path).expect("the shared GPU table")
 }
 
 #[test]

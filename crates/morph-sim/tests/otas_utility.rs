@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use morph_core::{Profile, RuntimeSpec, ServiceClass, TaskId, Time, UnitSpec};
+use morph_core::{LatencyProfile, RuntimeSpec, ServiceClass, TaskId, Time, UnitSpec};
 use morph_policy::registry::{Context, build};
 use morph_sim::utility::evaluate;
 use morph_sim::workload::Correctness;
@@ -12,9 +12,9 @@ use morph_sim::{ProfileCost, Scenario, SimOptions, SimRequest, simulate};
 use serde_json::json;
 
 /// A profile in which every batch takes 100 ms.
-fn flat() -> Profile {
+fn flat() -> LatencyProfile {
     let text = json!({ "model": "m", "latency": { "1": { "8": 100.0, "128": 100.0 }, "64": { "8": 100.0, "128": 100.0 } } });
-    Profile::from_json(&text.to_string()).expect("profile")
+    LatencyProfile::from_json(&text.to_string()).expect("profile")
 }
 
 fn write_profile(dir: &Path) {

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use morph_core::{HostSlots, Outcome, PipelineProfile, Policy, RuntimeSpec, StageTime, time::ms_to_nanos};
+use morph_core::{HostSlots, Outcome, Policy, RuntimeSpec, StageTime, StageTimes, time::ms_to_nanos};
 use morph_policy::quart::qna::departure_cv2;
 use morph_policy::registry::{Context, build};
 use morph_sim::cost::Startup;
@@ -13,8 +13,8 @@ use morph_sim::workload::{Arrivals, Lengths};
 use morph_sim::{PipelineCost, Report, SimOptions, Workload, simulate};
 use serde_json::json;
 
-fn pipeline(stage_ms: &[f64]) -> Arc<PipelineProfile> {
-    Arc::new(PipelineProfile {
+fn pipeline(stage_ms: &[f64]) -> Arc<StageTimes> {
+    Arc::new(StageTimes {
         runtime: RuntimeSpec::fixed(128, 1),
         layers: 8,
         stages: stage_ms.iter().map(|&ms| StageTime::amdahl(ms, 0.5)).collect(),
@@ -36,7 +36,7 @@ fn gamma(rate: f64, cv: f64, seconds: f64, seed: u64) -> Vec<morph_sim::SimReque
 fn run(
     name: &str,
     params: serde_json::Value,
-    p: &Arc<PipelineProfile>,
+    p: &Arc<StageTimes>,
     hosts: HostSlots,
     rate: f64,
     cv: f64,

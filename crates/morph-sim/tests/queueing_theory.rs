@@ -1,6 +1,6 @@
 //! The simulator against textbook queueing results.
 
-use morph_core::{Point, Policy, Profile, RuntimeSpec, UnitSpec, time::ms_to_nanos};
+use morph_core::{LatencyProfile, Point, Policy, RuntimeSpec, UnitSpec, time::ms_to_nanos};
 use morph_policy::registry::{Context, build};
 use morph_policy::{DynamicBatching, DynamicBatchingConfig};
 use morph_sim::cost::{LinearGeneration, Prefill};
@@ -22,7 +22,7 @@ fn fifo() -> Box<dyn Policy> {
 fn md1_mean_wait_matches_pollaczek_khinchine() {
     let d_ms = 10.0;
     let cost = ProfileCost::new(
-        Profile::from_points(
+        LatencyProfile::from_points(
             "D",
             [Point { batch: 1, len: 1, ms: d_ms }, Point { batch: 1, len: 512, ms: d_ms }],
         )
@@ -58,7 +58,7 @@ fn md1_mean_wait_matches_pollaczek_khinchine() {
 #[test]
 fn pooled_servers_wait_less_at_the_same_load() {
     let cost = ProfileCost::new(
-        Profile::from_points(
+        LatencyProfile::from_points(
             "D",
             [Point { batch: 1, len: 1, ms: 10.0 }, Point { batch: 1, len: 512, ms: 10.0 }],
         )

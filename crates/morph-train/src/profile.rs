@@ -1,7 +1,7 @@
 //! Latency profiles (`morph profile`, and `morph serve`'s first start on a new host): an
 //! engine's median batch latency over a grid of shapes.
 
-use morph_core::{PlanId, Point, Profile, RuntimeSpec, ShapeKind, TaskId};
+use morph_core::{LatencyProfile, PlanId, Point, RuntimeSpec, ShapeKind, TaskId};
 use morph_engine::timing::{batch_times, median, synthetic_batch};
 use morph_engine::{BatchInput, Engine, EngineError};
 
@@ -56,7 +56,7 @@ pub fn measure_profile(
     plan: &MeasurePlan,
     make: &mut dyn FnMut(RuntimeSpec) -> Result<Box<dyn Engine>, EngineError>,
     progress: &mut dyn FnMut(u32, u32, f64),
-) -> Result<Profile, EngineError> {
+) -> Result<LatencyProfile, EngineError> {
     let mut points = Vec::with_capacity(plan.points());
     for &batch in &plan.batches {
         for &len in &plan.lens {
@@ -83,7 +83,7 @@ pub fn measure_profile(
             points.push(Point { batch, len, ms });
         }
     }
-    Profile::from_points(model, points).map_err(|e| EngineError::Inference(e.to_string()))
+    LatencyProfile::from_points(model, points).map_err(|e| EngineError::Inference(e.to_string()))
 }
 
 #[cfg(test)]
@@ -97,9 +97,9 @@ mod tests {
     /// Measures emulated engines of `truth`: the runtimes built, the points reported, the profile.
     #[allow(clippy::type_complexity)]
     fn measure_emulated(
-        truth: &Arc<Profile>,
+        truth: &Arc<LatencyProfile>,
         plan: &MeasurePlan,
-    ) -> (Vec<RuntimeSpec>, Vec<(u32, u32, f64)>, Profile) {
+    ) -> (Vec<RuntimeSpec>, Vec<(u32, u32, f64)>, LatencyProfile) {
         let (mut built, mut reported) = (Vec::new(), Vec::new());
         let measured = measure_profile(
             "m",
@@ -120,7 +120,7 @@ mod tests {
         // shape, in order, reported once, and filed in its own cell; an emulated batch never
         // takes less than its profile says.
         let truth = Arc::new(
-            Profile::from_points(
+            LatencyProfile::from_points(
                 "m",
                 [
                     Point { batch: 1, len: 8, ms: 1.0 },
@@ -157,7 +157,8 @@ mod tests {
 
     #[test]
     fn side_by_side_builds_that_many_dynamic_instances_per_point() {
-        let truth = Arc::new(Profile::from_points("m", [Point { batch: 1, len: 8, ms: 0.5 }]).unwrap());
+        let truth =
+            Arc::new(LatencyProfile::from_points("m", [Point { batch: 1, len: 8, ms: 0.5 }]).unwrap());
         let plan = MeasurePlan {
             lens: vec![8, 16],
             batches: vec![2],

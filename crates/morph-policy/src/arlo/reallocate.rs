@@ -106,12 +106,12 @@ pub fn target(
 mod tests {
     use std::sync::Arc;
 
-    use morph_core::{Point, Profile};
+    use morph_core::{LatencyProfile, Point};
 
     use super::*;
 
     fn model() -> ServiceModel {
-        let p = Profile::from_points(
+        let p = LatencyProfile::from_points(
             "m",
             [Point { batch: 1, len: 64, ms: 1.0 }, Point { batch: 1, len: 512, ms: 4.0 }],
         )

@@ -6,7 +6,7 @@
 //! - [`optimised`]: bucket bounds chosen by a DP over a length histogram that minimises the
 //!   expected service time, for every k; [`knee`] picks k where the gain flattens.
 
-use morph_core::{PaddedShape, Profile};
+use morph_core::{LatencyProfile, PaddedShape};
 
 /// A latency rise of at least this much between neighbouring profiled lengths is a step; less
 /// is flat (the paper: "within each 64 length step, the latency change is tiny, usually less
@@ -21,7 +21,7 @@ const WIDTH_SHARE: f64 = 0.6;
 /// two (≥ 8) at whose multiples most of the rise happens, when most neighbouring profiled
 /// points are flat. Measured tables are noisy (the GPU table also rises at 16 and 80), so the
 /// width is the one carrying most of the rise rather than the gcd of every step.
-pub fn staircase_width(profile: &Profile) -> Option<u32> {
+pub fn staircase_width(profile: &LatencyProfile) -> Option<u32> {
     let lens = profile.lengths();
     let mut steps: Vec<(u32, f64)> = Vec::new();
     let mut flats = 0;
@@ -54,7 +54,7 @@ pub fn staircase_width(profile: &Profile) -> Option<u32> {
 
 /// The paper's rule: runtimes at w, 2w, …, up to `max_len`, where w is the staircase width, or
 /// `max_len / fallback` when the profile has no staircase.
-pub fn staircase(profile: &Profile, max_len: u32, fallback: u32) -> Vec<u32> {
+pub fn staircase(profile: &LatencyProfile, max_len: u32, fallback: u32) -> Vec<u32> {
     let width = staircase_width(profile).unwrap_or_else(|| max_len.div_ceil(fallback.max(1)));
     let mut lens: Vec<u32> = (1..).map(|k| k * width).take_while(|l| *l < max_len).collect();
     lens.push(max_len);
@@ -135,20 +135,20 @@ mod tests {
     use morph_core::Point;
 
     /// A staircase: flat within 64-token steps, +20% at each.
-    fn stairs() -> Profile {
+    fn stairs() -> LatencyProfile {
         let points = (0..32).map(|i| {
             let len = 1 + i * 16;
             Point { batch: 1, len, ms: 1.0 + 0.2 * f64::from((len - 1) / 64) }
         });
-        Profile::from_points("stairs", points).unwrap()
+        LatencyProfile::from_points("stairs", points).unwrap()
     }
 
     #[test]
     fn the_gpu_table_has_a_64_token_staircase() {
         let path = morph_assets::shared_data().join("profiles/distilbert_trt_gpu_bs1-64_seq1-512.json");
-        let gpu = Profile::load(&path).expect("the shared GPU table");
+        let gpu = LatencyProfile::load(&path).expect("the shared GPU table");
         assert_eq!(staircase_width(&gpu), Some(64));
-        let cpu = Profile::load(&morph_assets::path("profiles/minilm_candle_cpu_2core.json")).unwrap();
+        let cpu = LatencyProfile::load(&morph_assets::path("profiles/minilm_candle_cpu_2core.json")).unwrap();
         assert_eq!(staircase_width(&cpu), None, "the CPU curve is smooth");
     }
 
@@ -158,7 +158,7 @@ mod tests {
         assert_eq!(staircase(&stairs(), 512, 8), vec![64, 128, 192, 256, 320, 384, 448, 512]);
         // A smooth curve (every point rises): no staircase, eight even runtimes.
         let points = (0..8).map(|i| Point { batch: 1, len: 8 << i, ms: f64::from(1 << i) });
-        let smooth = Profile::from_points("smooth", points).unwrap();
+        let smooth = LatencyProfile::from_points("smooth", points).unwrap();
         assert_eq!(staircase_width(&smooth), None);
         assert_eq!(staircase(&smooth, 512, 4), vec![128, 256, 384, 512]);
     }

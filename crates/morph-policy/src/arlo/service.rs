@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use morph_core::{Nanos, PaddedShape, Profile, RuntimeSpec};
+use morph_core::{LatencyProfile, Nanos, PaddedShape, RuntimeSpec};
 
 /// Utilisation up to which L_i follows M/D/1; beyond it, L_i goes on as a straight line with
 /// the slope it has there (finite and non-decreasing, which the allocator needs).
@@ -14,12 +14,12 @@ const OVERLOAD_SLOS: f64 = 1000.0;
 
 #[derive(Debug, Clone)]
 pub struct ServiceModel {
-    profile: Arc<Profile>,
+    profile: Arc<LatencyProfile>,
     slo: Nanos,
 }
 
 impl ServiceModel {
-    pub fn new(profile: Arc<Profile>, slo: Nanos) -> Self {
+    pub fn new(profile: Arc<LatencyProfile>, slo: Nanos) -> Self {
         Self { profile, slo: slo.max(1) }
     }
 
@@ -27,7 +27,7 @@ impl ServiceModel {
         self.slo
     }
 
-    pub fn profile(&self) -> &Profile {
+    pub fn profile(&self) -> &LatencyProfile {
         &self.profile
     }
 
@@ -93,7 +93,7 @@ mod tests {
 
     #[test]
     fn capacity_and_latency_from_the_profile() {
-        let p = Profile::from_points(
+        let p = LatencyProfile::from_points(
             "m",
             [Point { batch: 1, len: 64, ms: 2.0 }, Point { batch: 1, len: 512, ms: 10.0 }],
         )

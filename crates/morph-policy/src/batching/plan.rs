@@ -2,7 +2,7 @@
 //! buckets whose padding costs little, rows per bucket that still buy throughput, and which
 //! layout of the cores (one instance on all of them, or one per core) serves more.
 
-use morph_core::{PaddedShape, Profile};
+use morph_core::{LatencyProfile, PaddedShape};
 
 use crate::Bucket;
 
@@ -22,13 +22,13 @@ pub struct LengthPlan {
     pub max_rows: u32,
 }
 
-fn latency(profile: &Profile, batch: u32, len: u32) -> f64 {
+fn latency(profile: &LatencyProfile, batch: u32, len: u32) -> f64 {
     profile.latency_ms(PaddedShape { batch, len })
 }
 
 /// The rows a batch of `len`-token inputs is worth: the fewest of the profile's batch sizes
 /// that serve within [`MIN_GAIN`] of the best rate (sequences per second) at that length.
-pub fn rows_worth(profile: &Profile, len: u32) -> u32 {
+pub fn rows_worth(profile: &LatencyProfile, len: u32) -> u32 {
     let rate = |b: u32| f64::from(b) / latency(profile, b, len);
     let best = profile.batches().map(rate).fold(0.0, f64::max);
     profile.batches().find(|&b| rate(b) >= best * (1.0 - MIN_GAIN)).unwrap_or(1)
@@ -37,7 +37,7 @@ pub fn rows_worth(profile: &Profile, len: u32) -> u32 {
 /// Buckets up to `max_len`: each starts past the last bound, takes the rows worth batching at
 /// its shortest input, and reaches as far as a batch padded to its bound costs at most
 /// (1 + [`PAD_COST`]) × that batch at its shortest input.
-pub fn length_plan(profile: &Profile, max_len: u32) -> LengthPlan {
+pub fn length_plan(profile: &LatencyProfile, max_len: u32) -> LengthPlan {
     let mut buckets = Vec::new();
     let mut shortest = 1;
     while shortest <= max_len {
@@ -55,7 +55,7 @@ pub fn length_plan(profile: &Profile, max_len: u32) -> LengthPlan {
 /// Sequences per second the host serves with `instances` instances of the layout `profile`
 /// measured (each instance's latency taken with the others running), mean over a few lengths
 /// at the rows worth batching there.
-pub fn layout_rate(profile: &Profile, instances: u32) -> f64 {
+pub fn layout_rate(profile: &LatencyProfile, instances: u32) -> f64 {
     let rates = COMPARED_LENS.map(|len| {
         let rows = rows_worth(profile, len);
         f64::from(instances * rows) * 1e3 / latency(profile, rows, len)
@@ -70,14 +70,14 @@ mod tests {
     use super::*;
 
     /// latency = fixed + per_token × tokens, with a per-call overhead shrinking per row.
-    fn linear(fixed: f64, per_token: f64) -> Profile {
+    fn linear(fixed: f64, per_token: f64) -> LatencyProfile {
         let mut points = Vec::new();
         for batch in [1, 2, 4, 8, 16] {
             for len in [8, 16, 32, 64, 128, 256, 512] {
                 points.push(Point { batch, len, ms: fixed + per_token * f64::from(batch * len) });
             }
         }
-        Profile::from_points("m", points).unwrap()
+        LatencyProfile::from_points("m", points).unwrap()
     }
 
     #[test]

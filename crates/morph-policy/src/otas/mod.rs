@@ -7,12 +7,12 @@ pub mod batching;
 pub mod config;
 pub mod manual;
 pub mod plan;
+pub mod plan_table;
 pub mod policy;
-pub mod profile;
 
 pub use config::{OTAS_POLICIES, OtasConfig};
+pub use plan_table::{PlanEntry, PlanTable};
 pub use policy::OtasPolicy;
-pub use profile::{PlanEntry, PlanTable};
 
 #[cfg(test)]
 mod tests;

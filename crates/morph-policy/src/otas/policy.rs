@@ -20,7 +20,7 @@ use super::batching::{self, Batch, Member};
 use super::config::{OtasConfig, Switching};
 use super::manual;
 use super::plan::{self, BatchCosts, Choice};
-use super::profile::PlanTable;
+use super::plan_table::PlanTable;
 use crate::replacer::Replacer;
 
 /// What the policy counts, for its gauges.

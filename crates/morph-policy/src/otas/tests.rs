@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use morph_core::{
-    Action, DropReason, Event, HostId, InstanceId, InstanceInfo, PlanId, Policy, Profile, RequestId,
+    Action, DropReason, Event, HostId, InstanceId, InstanceInfo, LatencyProfile, PlanId, Policy, RequestId,
     RequestInfo, RuntimeSpec, ServiceClass, TaskId, Time, UnitSpec,
 };
 use serde_json::json;
@@ -12,10 +12,10 @@ use serde_json::json;
 use crate::registry::{Context, build};
 
 /// A profile whose every batch takes `ms`.
-fn flat(plan: i16, ms: f64) -> Arc<Profile> {
+fn flat(plan: i16, ms: f64) -> Arc<LatencyProfile> {
     let text = json!({ "model": "m", "plan": plan, "latency": {
         "1": { "8": ms, "128": ms }, "64": { "8": ms, "128": ms } } });
-    Arc::new(Profile::from_json(&text.to_string()).expect("a profile"))
+    Arc::new(LatencyProfile::from_json(&text.to_string()).expect("a profile"))
 }
 
 /// `name` over two plans: −2 (10 ms a batch, accuracy 0.8) and 2 (30 ms, 0.9).

@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use morph_core::{
-    Action, BatchPlan, DropReason, Event, Gauge, HostId, HostSlots, InstanceId, InstanceInfo, Nanos,
-    PipelineProfile, Policy, RequestId, StageTime, Ticket, Tickets, Time, UnitSpec, time::ms_to_nanos,
+    Action, BatchPlan, DropReason, Event, Gauge, HostId, HostSlots, InstanceId, InstanceInfo, Nanos, Policy,
+    RequestId, StageTime, StageTimes, Ticket, Tickets, Time, UnitSpec, time::ms_to_nanos,
 };
 
 use super::placement::ClusterView;
@@ -62,7 +62,7 @@ impl Stage {
 pub struct PipelinePolicy<S> {
     name: String,
     config: PoolConfig,
-    profile: PipelineProfile,
+    profile: StageTimes,
     slo_s: f64,
     sizer: S,
     stages: Vec<Stage>,
@@ -77,7 +77,7 @@ impl<S: Sizer> PipelinePolicy<S> {
     pub fn new(
         name: &str,
         config: PoolConfig,
-        profile: PipelineProfile,
+        profile: StageTimes,
         hosts: &HostSlots,
         slo: Nanos,
         sizer: S,

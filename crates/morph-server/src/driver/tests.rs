@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use morph_core::{
-    Action, BatchPlan, Event, InstanceId, PlanId, Point, Policy, Profile, RuntimeSpec, ServiceClass, TaskId,
-    Time, UnitSpec,
+    Action, BatchPlan, Event, InstanceId, LatencyProfile, PlanId, Point, Policy, RuntimeSpec, ServiceClass,
+    TaskId, Time, UnitSpec,
 };
 use morph_engine::{EngineError, Rows};
 use morph_policy::{DynamicBatching, DynamicBatchingConfig};
@@ -19,7 +19,7 @@ use morph_backend::Backend;
 fn state_with(policy: Box<dyn Policy>) -> (State, Arc<Metrics>) {
     let metrics = Arc::new(Metrics::default());
     let mut state = State::new(policy, metrics.clone());
-    let profile = Profile::from_points(
+    let profile = LatencyProfile::from_points(
         "flat",
         [Point { batch: 1, len: 1, ms: 1.0 }, Point { batch: 8, len: 64, ms: 1.0 }],
     )
@@ -200,7 +200,8 @@ async fn a_lost_worker_leaves_and_is_replaced_and_its_batch_runs_once_more_then_
     assert_eq!(tickets.len(), 1, "the layout is restored: {outside:?}");
     assert_eq!(state.ledger().instances().count(), 0);
 
-    let profile = Profile::from_points("flat", [Point { batch: 1, len: 1, ms: 1.0 }]).expect("profile");
+    let profile =
+        LatencyProfile::from_points("flat", [Point { batch: 1, len: 1, ms: 1.0 }]).expect("profile");
     let worker = Launcher::new(Backend::emulated(Arc::new(profile), 2)).start(unit, None).expect("worker");
     let (replacement, outside) =
         state.launched(Time(3), tickets[0], Ok((worker, morph_core::StartKind::Warm)));

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use morph_backend::EngineKind;
-use morph_core::{Point, Profile, RuntimeSpec};
+use morph_core::{LatencyProfile, Point, RuntimeSpec};
 use morph_decoder::DecoderKernels;
 use morph_fetch::ModelSource;
 use morph_fetch::fetch_default_decoder;
@@ -43,7 +43,7 @@ impl TestServer {
 /// A server config on the default model's tokenizer with emulated instances that take
 /// `batch_ms` per batch whatever its shape.
 pub(crate) fn emulated(batch_ms: f64, runtime: RuntimeSpec, max_queue: usize) -> ServerConfig {
-    let profile = Profile::from_points(
+    let profile = LatencyProfile::from_points(
         "flat",
         [Point { batch: 1, len: 1, ms: batch_ms }, Point { batch: 1, len: 512, ms: batch_ms }],
     )
@@ -64,7 +64,7 @@ pub(crate) fn emulated(batch_ms: f64, runtime: RuntimeSpec, max_queue: usize) ->
         predictor: Default::default(),
         limits: Default::default(),
         workers: None,
-        stage_profile_len: 64,
+        stage_timing_len: 64,
         threads: None,
     }
 }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use morph_core::{Nanos, PaddedShape, PlanId, Profile, RuntimeSpec};
+use morph_core::{LatencyProfile, Nanos, PaddedShape, PlanId, RuntimeSpec};
 
 use super::batching::Batch;
 
@@ -12,7 +12,7 @@ use super::batching::Batch;
 pub struct PlanEntry {
     pub plan: PlanId,
     /// Latency of a whole batch by rows and padded length (spec A4: measured, not per-sample).
-    pub latency: Arc<Profile>,
+    pub latency: Arc<LatencyProfile>,
     /// Accuracy per task (by task index) on the profiling split.
     pub accuracy: Vec<f64>,
 }

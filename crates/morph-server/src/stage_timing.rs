@@ -4,7 +4,7 @@
 //! s(C) = a + b/C. Hops are left at 0 ms: one request's hand-off costs 0.04–0.23 ms on the
 //! worker transport (`cargo bench -p morph-benches --bench wire_hop`), far below a stage.
 
-use morph_core::{PipelineProfile, PlanId, RuntimeSpec, StageTime};
+use morph_core::{PlanId, RuntimeSpec, StageTime, StageTimes};
 use morph_engine::timing::time_batch;
 use morph_engine::{BatchInput, EngineError};
 
@@ -19,7 +19,7 @@ pub fn measure(
     runtime: RuntimeSpec,
     stages: u16,
     len: u32,
-) -> Result<PipelineProfile, EngineError> {
+) -> Result<StageTimes, EngineError> {
     let units = launcher.backend().stage_units(runtime, stages)?;
     let len = len.clamp(1, runtime.max_len) as usize;
     let tokens = vec![vec![101u32; len]];
@@ -40,5 +40,5 @@ pub fn measure(
         tracing::info!(stage = stage.index, ?points, a_ms = time.a_ms, b_ms = time.b_ms, "stage profiled");
         times.push(time);
     }
-    Ok(PipelineProfile { runtime, layers, stages: times, hop_ms: 0.0 })
+    Ok(StageTimes { runtime, layers, stages: times, hop_ms: 0.0 })
 }

@@ -15,7 +15,7 @@
 //! Keys are decimal strings (JSON objects need string keys). Unknown fields are ignored, so
 //! `"batchsize": "1-64"` and `"seq_len": "1-512"` in the GPU table are accepted; points whose
 //! key is not a number (the GPU table has one `""` entry) are skipped and counted in
-//! [`Profile::skipped`].
+//! [`LatencyProfile::skipped`].
 //!
 //! A profile without `stage` and `plan` is the whole, plain model's; the simulator prices a
 //! stage's or a plan's batches by the profile that names them, where one is given.
@@ -85,9 +85,9 @@ pub struct Point {
     pub ms: f64,
 }
 
-/// A latency table, queried with [`Profile::latency_ms`].
+/// A latency table, queried with [`LatencyProfile::latency_ms`].
 #[derive(Debug, Clone, PartialEq)]
-pub struct Profile {
+pub struct LatencyProfile {
     pub model: String,
     pub engine: Option<String>,
     pub device: Option<String>,
@@ -120,7 +120,7 @@ pub fn interpolate(points: &[(u32, f64)], x: u32) -> f64 {
     y0 + (y1 - y0) * f64::from(x - x0) / f64::from(x1 - x0)
 }
 
-impl Profile {
+impl LatencyProfile {
     /// Builds a profile from measured points.
     pub fn from_points(
         model: impl Into<String>,
@@ -259,9 +259,9 @@ impl Profile {
 mod tests {
     use super::*;
 
-    fn grid() -> Profile {
+    fn grid() -> LatencyProfile {
         let points = [(1, 8, 1.0), (1, 16, 2.0), (1, 32, 6.0), (4, 8, 3.0), (4, 16, 5.0), (4, 32, 9.0)];
-        Profile::from_points("m", points.map(|(batch, len, ms)| Point { batch, len, ms })).unwrap()
+        LatencyProfile::from_points("m", points.map(|(batch, len, ms)| Point { batch, len, ms })).unwrap()
     }
 
     #[test]
@@ -292,27 +292,31 @@ mod tests {
     fn json_round_trip_and_foreign_fields() {
         let text = r#"{"model":"x","batchsize":"1-2","seq_len":"1-5",
             "latency":{"1":{"1":1.5,"5":2.5},"2":{"1":2.0,"5":4.0}}}"#;
-        let p = Profile::from_json(text).unwrap();
+        let p = LatencyProfile::from_json(text).unwrap();
         assert_eq!(p.latency_ms(PaddedShape { len: 3, batch: 1 }), 2.0);
         assert_eq!(p.batches().collect::<Vec<_>>(), vec![1, 2]);
-        assert_eq!(Profile::from_json(&p.to_json()).unwrap(), p);
+        assert_eq!(LatencyProfile::from_json(&p.to_json()).unwrap(), p);
         assert_eq!((p.stage, p.plan), (None, None));
         let keyed =
-            Profile::from_json(r#"{"model":"x","stage":1,"plan":-2,"latency":{"1":{"1":1.0}}}"#).unwrap();
+            LatencyProfile::from_json(r#"{"model":"x","stage":1,"plan":-2,"latency":{"1":{"1":1.0}}}"#)
+                .unwrap();
         assert_eq!((keyed.stage, keyed.plan), (Some(1), Some(-2)));
-        assert_eq!(Profile::from_json(&keyed.to_json()).unwrap(), keyed);
+        assert_eq!(LatencyProfile::from_json(&keyed.to_json()).unwrap(), keyed);
     }
 
     #[test]
     fn skips_bad_keys_and_rejects_empty_tables() {
-        let p = Profile::from_json(r#"{"model":"x","latency":{"a":{"1":1.0},"1":{"":9.0,"4":2.0}}}"#);
+        let p = LatencyProfile::from_json(r#"{"model":"x","latency":{"a":{"1":1.0},"1":{"":9.0,"4":2.0}}}"#);
         let p = p.unwrap();
         assert_eq!((p.skipped, p.latency_ms(PaddedShape { len: 4, batch: 1 })), (2, 2.0));
         assert!(matches!(
-            Profile::from_json(r#"{"model":"x","latency":{"a":{"1":1.0}}}"#),
+            LatencyProfile::from_json(r#"{"model":"x","latency":{"a":{"1":1.0}}}"#),
             Err(ProfileError::Empty)
         ));
-        assert!(matches!(Profile::from_json(r#"{"model":"x","latency":{}}"#), Err(ProfileError::Empty)));
+        assert!(matches!(
+            LatencyProfile::from_json(r#"{"model":"x","latency":{}}"#),
+            Err(ProfileError::Empty)
+        ));
     }
 
     /// Found by the `profile` fuzz target: a batch of 0 made every latency above the table
@@ -323,7 +327,7 @@ mod tests {
             [(r#"{"0":{"8":12.7}}"#, 0, 8), (r#"{"1":{"0":1.0}}"#, 1, 0), (r#"{"2":{"8":-1.0}}"#, 2, 8)]
         {
             let text = format!(r#"{{"model":"x","latency":{latency}}}"#);
-            let err = Profile::from_json(&text).expect_err(&text);
+            let err = LatencyProfile::from_json(&text).expect_err(&text);
             assert!(
                 matches!(err, ProfileError::BadPoint { batch: b, len: l, .. } if (b, l) == (batch, len)),
                 "{err}"
