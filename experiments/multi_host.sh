@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Morph on three hosts: network namespaces joined by veth pairs (needs root) stand in for a
-# server host (etcd and `morph serve`) and two worker hosts (`morph worker --agent` each); the
+# server host (etcd and `morph serve`) and two worker hosts (`morph agent` each); the
 # model is all-MiniLM-L6-v2 cut into 2 pipeline stages, one replica of each stage per host.
 # Measured:
 #   1. time from starting the agents to the first request served on them, and each replica's
@@ -67,7 +67,7 @@ pipeline=(--engine ort --runtime dynamic:128x8 --stages 2 --instances 2 --thread
 cluster=(--etcd $etcd --cluster bench --advertise $adv --hosts 2 --lease-ttl-s "$ttl" --wait-hosts-s 120)
 
 agent() { # NS NAME IP (not a job of this shell: killed with its namespace's processes)
-  (ip netns exec "$1" "$bin" worker --agent --etcd $etcd --cluster bench --host-name "$2" --advertise "$3" \
+  (ip netns exec "$1" "$bin" agent --etcd $etcd --cluster bench --host-name "$2" --advertise "$3" \
     --slots 2 --model "$model" --lease-ttl-s "$ttl" >"$tmp/agent-$2.out" 2>"$tmp/agent-$2.err" &)
 }
 server_pid=

@@ -1,5 +1,5 @@
-//! Flags shared by `morph serve` and `morph worker` for a cluster found through etcd, and for
-//! a host's cache of prepared artefacts.
+//! Flags shared by `morph serve`, `morph worker` and `morph agent` for a cluster found through
+//! etcd, and for a host's cache of prepared artefacts.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -77,4 +77,12 @@ impl HostCacheArgs {
         });
         (self.host_cache_mb > 0).then_some((dir, self.host_cache_mb << 20))
     }
+}
+
+/// `name` (--host-name), else the system's host name.
+pub(crate) fn host_name(name: Option<&str>) -> String {
+    name.map(str::to_string).unwrap_or_else(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map_or_else(|_| "host".into(), |s| s.trim().to_string())
+    })
 }

@@ -1,5 +1,6 @@
 //! `morph`: serve transformer models that adapt to the shape of each request.
 
+mod agent;
 mod bench;
 mod cluster_args;
 mod engine_args;
@@ -15,6 +16,7 @@ mod serve_defaults;
 mod simulate;
 mod train;
 mod worker;
+mod worker_model_args;
 
 use clap::{Parser, Subcommand};
 
@@ -46,9 +48,12 @@ enum Command {
     /// Train models Morph uses to schedule (SSJF's output-length predictor).
     #[command(subcommand)]
     Train(train::TrainCommand),
-    /// Host one replica in this process (started by `morph serve --workers process`, not by
-    /// hand): connects back to the server and runs the batches it sends.
+    /// Host one replica in this process (started by `morph serve --workers process` or an
+    /// agent, not by hand): connects back to the server and runs the batches it sends.
     Worker(worker::WorkerArgs),
+    /// Run this host's agent (one per host, needs --etcd and --advertise): register the host,
+    /// and start workers here when a server asks.
+    Agent(agent::AgentArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -79,6 +84,7 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve::run(*args),
         Command::Worker(args) => worker::run(args),
+        Command::Agent(args) => agent::run(args),
         Command::Fetch(args) if args.task == serve::Task::Generate => {
             println!("{}", args.model.fetch_decoder()?.display());
             Ok(())

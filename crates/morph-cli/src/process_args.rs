@@ -27,7 +27,7 @@ pub(crate) struct ProcessArgs {
     workers: WorkersArg,
     #[command(flatten)]
     cache: HostCacheArgs,
-    /// With --etcd: replicas run on the hosts whose agents (`morph worker --agent`) registered
+    /// With --etcd: replicas run on the hosts whose agents (`morph agent`) registered
     /// there, none on this one.
     #[command(flatten)]
     cluster: ClusterArgs,

@@ -6,10 +6,8 @@
 //! memory, optimisation off). A decoder's prefill stage (--gguf) is built cold (its layers read
 //! from the GGUF file and expanded to f32; --prepare keeps them as safetensors) or warm
 //! (--prepared: those f32 tensors from host memory). With --etcd, a worker registers itself
-//! once up, under a lease it keeps alive while it runs.
-//!
-//! `morph worker --agent` is a host's agent instead: it registers the host in etcd and starts
-//! such workers on it when a server asks.
+//! once up, under a lease it keeps alive while it runs. A host's agent (`morph agent`) starts
+//! workers the same way when a server asks.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -23,63 +21,35 @@ use morph_encoder::checkpoint::Checkpoint;
 use morph_encoder::ort_runtime::environment;
 use morph_encoder::{OrtEncoder, OrtRuntime, Pooling};
 use morph_engine::StartTimes;
-use morph_engine::remote::{Built, Endpoint, serve_worker};
+use morph_engine::remote::{Built, Endpoint, serve_engine};
 use morph_engine::wire::Boot;
 use morph_engine::{EngineError, Rows};
-use morph_fetch::Pip;
-use morph_fetch::onnxruntime_library;
 use morph_fetch::{ModelSource, fetch, morph_home};
-use morph_server::cluster::agent::{Agent, AgentConfig};
 use morph_server::cluster::lease::Registration;
 use morph_server::cluster::{ClusterConfig, WorkerRecord};
-use morph_server::launcher::WorkerModel;
-use morph_server::launcher::spawn::Spawner;
 
-use crate::cluster_args::{ClusterArgs, HostCacheArgs};
+use crate::cluster_args::{ClusterArgs, host_name};
+use crate::worker_model_args::WorkerModelArgs;
 
 #[derive(Debug, Args)]
 pub(crate) struct WorkerArgs {
-    /// Run as this host's agent (one per host, needs --etcd and --advertise): register the
-    /// host, and start workers here when a server asks.
-    #[arg(long)]
-    agent: bool,
-    /// The agent's port for servers' requests (0: any free port).
-    #[arg(long, default_value_t = 0, requires = "agent")]
-    port: u16,
-    /// Replicas this host may run at once (the agent's; default: its cores).
-    #[arg(long, requires = "agent")]
-    slots: Option<u16>,
     /// The host's name in the cluster (default: the system's host name).
     #[arg(long)]
     host_name: Option<String>,
     #[command(flatten)]
     cluster: ClusterArgs,
-    #[command(flatten)]
-    cache: HostCacheArgs,
     /// Where the server waits for this worker: unix:PATH or tcp:IP:PORT.
-    #[arg(long, required_unless_present = "agent")]
-    connect: Option<Endpoint>,
-    /// The encoder's local directory (config.json, model.safetensors).
-    #[arg(long, required_unless_present = "gguf", conflicts_with = "gguf")]
-    model: Option<PathBuf>,
-    /// The ONNX Runtime shared library (for an encoder). An agent's default: $ORT_DYLIB_PATH,
-    /// else the copy in MORPH_HOME (fetched from PyPI on first use).
     #[arg(long)]
-    ort_library: Option<PathBuf>,
-    /// A decoder's GGUF file: the worker runs the prefill of the unit's stage (or of the whole
-    /// model, for a unit without a stage).
-    #[arg(long)]
-    gguf: Option<PathBuf>,
+    connect: Endpoint,
+    #[command(flatten)]
+    model: WorkerModelArgs,
     /// The unit this replica runs, as JSON (runtime shape, pipeline stage, threads), as the
     /// server writes it.
-    #[arg(long, required_unless_present = "agent")]
-    unit: Option<String>,
+    #[arg(long)]
+    unit: String,
     /// Token plans to compile besides the plain model, comma separated.
     #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     plans: Vec<i16>,
-    /// Pooling of the last stage (default: the model's own).
-    #[arg(long)]
-    pooling: Option<Pooling>,
     /// Cold start that also saves the engine's ready-to-run form here (a prepared artefact: the
     /// optimised graphs, or a decoder stage's f32 tensors).
     #[arg(long, conflicts_with = "prepared")]
@@ -90,25 +60,20 @@ pub(crate) struct WorkerArgs {
 }
 
 pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<()> {
-    if args.agent {
-        return run_agent(&args);
-    }
-    let (Some(unit), Some(connect)) = (&args.unit, &args.connect) else {
-        anyhow::bail!("a worker needs --unit and --connect (or --agent)");
-    };
-    let unit: UnitSpec = serde_json::from_str(unit).context("--unit")?;
+    let connect = &args.connect;
+    let unit: UnitSpec = serde_json::from_str(&args.unit).context("--unit")?;
     let mut plans: Vec<PlanId> = args.plans.iter().map(|p| PlanId(*p)).collect();
     plans.push(PlanId::PLAIN);
     plans.sort_unstable();
     plans.dedup();
-    let build = || match (&args.gguf, &args.model, &args.ort_library) {
+    let build = || match (&args.model.gguf, &args.model.model, &args.model.ort_library) {
         (Some(gguf), _, _) => build_decoder_stage(&args, gguf, unit),
         (None, Some(model), Some(library)) => build_encoder(&args, model, library, unit, &plans),
         _ => Err(EngineError::Load("a worker needs --gguf, or --model and --ort-library".into())),
     };
     let cluster = args.cluster.config()?;
     let register = |boot: &Boot| cluster.as_ref().map(|c| register(&args, c, unit, connect, boot));
-    serve_worker(connect, build, register).with_context(|| format!("worker for {unit} at {connect}"))
+    serve_engine(connect, build, register).with_context(|| format!("worker for {unit} at {connect}"))
 }
 
 /// Registers this worker (up now) under a lease kept alive until the returned value is dropped;
@@ -120,11 +85,11 @@ fn register(
     connect: &Endpoint,
     boot: &Boot,
 ) -> Option<Registration> {
-    let host = host_name(args);
+    let host = host_name(args.host_name.as_deref());
     let record = WorkerRecord {
         host: host.clone(),
         pid: boot.pid,
-        model: worker_model(args).ok()?.name(),
+        model: args.model.worker_model().ok()?.name(),
         unit,
         address: args.cluster.advertise?,
         server: connect.to_string(),
@@ -134,51 +99,6 @@ fn register(
     Registration::new(cluster.etcd(), key, value, cluster.lease_ttl)
         .inspect_err(|e| tracing::warn!(error = %e, "registering the worker in etcd failed"))
         .ok()
-}
-
-/// --host-name, else the system's host name.
-fn host_name(args: &WorkerArgs) -> String {
-    args.host_name.clone().unwrap_or_else(|| {
-        std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map_or_else(|_| "host".into(), |s| s.trim().to_string())
-    })
-}
-
-/// The model this host's workers run, as the agent passes it on.
-fn worker_model(args: &WorkerArgs) -> anyhow::Result<WorkerModel> {
-    if let Some(gguf) = &args.gguf {
-        return Ok(WorkerModel::DecoderStages { gguf: gguf.clone() });
-    }
-    let dir = args.model.clone().context("--model or --gguf")?;
-    let library = match &args.ort_library {
-        Some(library) => library.clone(),
-        None => onnxruntime_library(None, &morph_home(), &Pip::from_env())?,
-    };
-    let pooling = args.pooling.unwrap_or_else(|| Pooling::from_model_dir(&dir));
-    Ok(WorkerModel::Encoder { dir, library, pooling, plans: Vec::new() })
-}
-
-/// `morph worker --agent`: registers the host and serves the agent's API until Ctrl-C/SIGTERM.
-fn run_agent(args: &WorkerArgs) -> anyhow::Result<()> {
-    let cluster = args.cluster.config()?.context("--agent needs --etcd (the cluster's registry)")?;
-    let address = args.cluster.advertise()?;
-    let slots = args.slots.unwrap_or_else(|| {
-        std::thread::available_parallelism().map_or(1, |n| n.get().min(usize::from(u16::MAX)) as u16)
-    });
-    anyhow::ensure!(slots >= 1, "--slots must be at least 1");
-    let spawner = Spawner::new(std::env::current_exe()?, worker_model(args)?, args.cache.cache().as_ref())?;
-    let config = AgentConfig { cluster, name: host_name(args), address, slots };
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(async move {
-        let bind = std::net::SocketAddr::new(address, args.port);
-        let listener =
-            tokio::net::TcpListener::bind(bind).await.with_context(|| format!("binding {bind}"))?;
-        let port = listener.local_addr()?.port();
-        let agent = tokio::task::spawn_blocking(move || Agent::register(config, spawner, port)).await??;
-        println!("morph agent listening on http://{}", listener.local_addr()?);
-        agent.run(listener, crate::serve::shutdown_signal()).await?;
-        Ok(())
-    })
 }
 
 /// The artefact folder a cold start keeps its prepared form in, made.
@@ -238,7 +158,7 @@ fn build_encoder(
             environment(library)?;
             let library_time = started.elapsed();
             let read = Instant::now();
-            let pooling = args.pooling.unwrap_or_else(|| Pooling::from_model_dir(&files.dir));
+            let pooling = args.model.pooling.unwrap_or_else(|| Pooling::from_model_dir(&files.dir));
             let encoder = OrtEncoder::load(&files, pooling, library)?;
             let read = read.elapsed();
             let (runtime, mut times) = encoder.compile(unit, plans, prepare)?;

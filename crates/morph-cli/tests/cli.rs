@@ -189,9 +189,9 @@ fn misuse_gets_one_clear_line() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && err.contains(says), "{flags:?}: {err}");
     }
-    let out = morph().args(["worker", "--agent", "--model", "x"]).output().unwrap();
+    let out = morph().args(["agent", "--model", "x"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("--agent needs --etcd"), "{err}");
+    assert!(!out.status.success() && err.contains("an agent needs --etcd"), "{err}");
 }
 
 #[test]

@@ -113,7 +113,7 @@ fn agent(netns: Option<&Netns>, etcd: &str, name: &str, advertise: &str, slots: 
         Some(ns) => ns.command(morph),
         None => Command::new(morph),
     };
-    cmd.args(["worker", "--agent", "--etcd", etcd, "--cluster", "test", "--host-name", name])
+    cmd.args(["agent", "--etcd", etcd, "--cluster", "test", "--host-name", name])
         .args(["--advertise", advertise, "--slots", &slots.to_string(), "--lease-ttl-s", "2"])
         .arg("--model")
         .arg(dir)

@@ -97,7 +97,7 @@ fn every_morph_command_line_in_the_manifests_parses_and_probes_hit_health() {
                 String::from_utf8_lossy(&out.stderr)
             );
             checked += 1;
-            let serves = args.first().is_some_and(|a| a == "serve") || args.iter().any(|a| a == "--agent");
+            let serves = args.first().is_some_and(|a| a == "serve" || a == "agent");
             if serves {
                 let port = container["ports"][0]["containerPort"].as_u64().expect("a port");
                 assert!(args.iter().any(|a| a == &format!("--port={port}")), "{args:?} listens on {port}");

@@ -4,6 +4,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::host::HostId;
 use crate::unit::UnitSpec;
 
 /// Assigned by the ledger when an instance comes up, in order, never reused.
@@ -11,16 +12,6 @@ use crate::unit::UnitSpec;
 pub struct InstanceId(pub u32);
 
 impl fmt::Display for InstanceId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
-
-/// A host of device slots (QUART's server). A single-host deployment has only host 0.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
-pub struct HostId(pub u16);
-
-impl fmt::Display for HostId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0)
     }

@@ -5,6 +5,7 @@
 
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
+pub mod host;
 pub mod instance;
 pub mod latency_profile;
 pub mod ledger;
@@ -16,10 +17,11 @@ pub mod stats;
 pub mod time;
 pub mod unit;
 
-pub use instance::{HostId, InstanceId, InstanceInfo};
+pub use host::{HostId, HostSlots};
+pub use instance::{InstanceId, InstanceInfo};
 pub use latency_profile::{LatencyProfile, Point, ProfileError};
 pub use ledger::{Effect, Ledger, NewRequest, OnViolation, Outcome};
-pub use pipeline::{HostSlots, StageTime, StageTimes};
+pub use pipeline::{StageTime, StageTimes};
 pub use policy::{Action, BatchPlan, DropReason, Event, Gauge, PlanId, Policy, Then};
 pub use request::{Generation, RequestId, RequestInfo, ServiceClass, TaskId};
 pub use runtime::{PaddedShape, RuntimeSpec, ShapeKind};

@@ -4,7 +4,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::instance::HostId;
 use crate::runtime::RuntimeSpec;
 use crate::unit::{ModelId, StageSpec, UnitSpec};
 
@@ -92,26 +91,6 @@ impl StageTimes {
     /// The share of the model's layers `unit` holds (1 for the whole model).
     pub fn layer_share(&self, unit: &UnitSpec) -> f64 {
         unit.stage.map_or(1.0, |s| f64::from(s.end_layer - s.first_layer) / f64::from(self.layers.max(1)))
-    }
-}
-
-/// The hosts a deployment runs on: device slots per host.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HostSlots {
-    pub slots: Vec<u16>,
-}
-
-impl HostSlots {
-    pub fn new(count: u16, slots_each: u16) -> Self {
-        Self { slots: vec![slots_each; usize::from(count)] }
-    }
-
-    pub fn ids(&self) -> impl Iterator<Item = HostId> + '_ {
-        (0..self.slots.len() as u16).map(HostId)
-    }
-
-    pub fn total_slots(&self) -> usize {
-        self.slots.iter().map(|&s| usize::from(s)).sum()
     }
 }
 

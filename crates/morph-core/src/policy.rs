@@ -25,7 +25,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::instance::{HostId, InstanceId, InstanceInfo};
+use crate::host::HostId;
+use crate::instance::{InstanceId, InstanceInfo};
 use crate::request::{RequestId, RequestInfo};
 use crate::time::{Nanos, Time};
 use crate::unit::{Launched, Ticket, UnitSpec};

@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::instance::HostId;
+use crate::host::HostId;
 use crate::runtime::RuntimeSpec;
 use crate::time::Nanos;
 

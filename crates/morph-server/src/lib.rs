@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod connections;
 pub mod driver;
 pub mod error;
+pub mod host;
 pub mod launcher;
 mod locking;
 pub mod metrics;

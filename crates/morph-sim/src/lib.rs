@@ -8,7 +8,6 @@ pub mod event;
 mod hosts;
 pub mod metrics;
 pub mod scenario;
-mod scenario_check;
 pub mod utility;
 pub mod workload;
 

@@ -28,6 +28,7 @@ use morph_train::tasks::{data::Example, data::Task, data::TaskData, data::load};
 use serde_json::json;
 
 use super::adapt_prompts::{self, PromptEncoders};
+use super::adapt_task::{Encoded, Measured};
 use crate::engine_args::EngineArgs;
 use crate::model_args::ModelArgs;
 
@@ -71,22 +72,6 @@ pub(crate) struct AdaptArgs {
     /// Directory for the profile: accuracy.json and correctness/<task>.jsonl.
     #[arg(long)]
     profile_out: Option<PathBuf>,
-}
-
-/// A task's splits as token ids and labels.
-pub(super) struct Encoded {
-    pub task: Task,
-    pub train: (Vec<Vec<u32>>, Vec<u32>),
-    pub profiling: (Vec<Vec<u32>>, Vec<u32>),
-    pub test: (Vec<Vec<u32>>, Vec<u32>),
-}
-
-/// What one (task, plan) measured.
-pub(super) struct Measured {
-    pub profiling: f64,
-    pub test: f64,
-    /// Per test example: whether the plan got it right.
-    pub correct: Vec<bool>,
 }
 
 pub(crate) fn run(mut args: AdaptArgs) -> anyhow::Result<()> {

@@ -18,7 +18,7 @@ use morph_train::tasks::{
 };
 use serde_json::json;
 
-use super::adapt::{Encoded, Measured};
+use super::adapt_task::{Encoded, Measured};
 
 /// The encoder twice: on candle's kernels to train through, on Morph's to measure.
 pub(super) struct PromptEncoders {

@@ -2,6 +2,7 @@
 
 mod adapt;
 mod adapt_prompts;
+mod adapt_task;
 mod lengths;
 mod predictor;
 

@@ -1,7 +1,8 @@
 //! What the ledger asks a driver to do. Every request admitted ends with exactly one
 //! [`Effect::Answer`].
 
-use crate::instance::{HostId, InstanceId};
+use crate::host::HostId;
+use crate::instance::InstanceId;
 use crate::policy::{BatchPlan, DropReason};
 use crate::request::RequestId;
 use crate::unit::{Ticket, UnitSpec};

@@ -23,7 +23,8 @@ pub use book::Place;
 pub use effect::{Effect, Outcome};
 pub use rules::Violation;
 
-use crate::instance::{HostId, InstanceId, InstanceInfo};
+use crate::host::HostId;
+use crate::instance::{InstanceId, InstanceInfo};
 use crate::policy::{Action, BatchPlan, Event, Policy, Then};
 use crate::request::{Generation, RequestId, RequestInfo, ServiceClass};
 use crate::time::Time;

@@ -2,12 +2,12 @@
 //! talks to the server over the framed transport of [`crate::wire`], on a Unix socket or TCP
 //! ([`Endpoint`]), so a worker may live on another host. [`RemoteEngine`] is the server's side
 //! (an [`crate::Engine`] like any other, so it runs behind an [`crate::EngineThread`]);
-//! [`serve_worker`] is the worker's.
+//! [`serve_engine`] is the worker's.
 
 mod endpoint;
 mod engine;
-mod worker;
+mod serve;
 
 pub use endpoint::{Endpoint, Listener, Stream};
 pub use engine::{RemoteEngine, Severer, WorkerProcess};
-pub use worker::{Built, serve_worker};
+pub use serve::{Built, serve_engine};

@@ -1,4 +1,4 @@
-//! The host agent (`morph worker --agent`): one per host. It registers the host in etcd (its
+//! The host agent (`morph agent`): one per host. It registers the host in etcd (its
 //! address, slots, model and host cache) and starts `morph worker` processes there when a
 //! server asks: `POST /v1/workers` with the unit and the server endpoint the worker connects
 //! to, answered with its pid and start kind (warm from this host's cache, or cold). `DELETE
@@ -23,7 +23,7 @@ use serde_json::json;
 
 use super::lease::Registration;
 use super::{ClusterConfig, ClusterError, HostRecord};
-use crate::launcher::spawn::{Spawner, Staging};
+use crate::host::spawn::{Spawner, Staging};
 use crate::locking::lock;
 
 /// Who the agent is.

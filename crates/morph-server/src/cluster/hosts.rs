@@ -132,7 +132,7 @@ impl RemoteHosts {
             let hosts = membership.hosts();
             let seen: Vec<String> = hosts.iter().map(|h| format!("{} ({})", h.name, h.model)).collect();
             return Err(ClusterError::Agent(format!(
-                "{} host(s) serving {model} registered under {} at {} within {:?}, {} needed (seen: {seen:?}); start `morph worker --agent --etcd {}` on each host",
+                "{} host(s) serving {model} registered under {} at {} within {:?}, {} needed (seen: {seen:?}); start `morph agent --etcd {}` on each host",
                 ours(),
                 config.cluster.prefix(),
                 config.cluster.etcd,

@@ -1,6 +1,6 @@
 //! Morph past one machine. Hosts and workers find each other through etcd:
 //!
-//! - a **host agent** (`morph worker --agent`, one per host) registers its host under a lease
+//! - a **host agent** (`morph agent`, one per host) registers its host under a lease
 //!   it keeps alive, `/morph/{cluster}/hosts/{host}`: its agent's address, its device slots, the
 //!   model it serves and its host cache's contents; the server asks it to start replicas there
 //!   ([`agent`]);
@@ -25,7 +25,7 @@ use std::time::Duration;
 use morph_core::UnitSpec;
 use serde::{Deserialize, Serialize};
 
-use crate::launcher::host_cache::CachedArtefact;
+use crate::host::cache::CachedArtefact;
 
 /// How a process reaches the cluster's registry.
 #[derive(Debug, Clone, PartialEq, Eq)]

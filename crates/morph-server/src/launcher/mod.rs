@@ -5,12 +5,10 @@
 //! replicas and a decoder's prefill stages are `morph worker` processes ([`process`]) started
 //! cold, warm or hot.
 
-pub mod host_cache;
 pub mod process;
-pub mod spawn;
 
+pub use crate::host::WorkerModel;
 pub use process::{ProcessConfig, ProcessLauncher, StartReport};
-pub use spawn::WorkerModel;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 

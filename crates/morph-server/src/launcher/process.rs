@@ -16,9 +16,9 @@ use morph_engine::remote::{Endpoint, Listener, RemoteEngine};
 use morph_engine::wire::Boot;
 use morph_engine::{EngineError, EngineThread};
 
-use super::host_cache::CachedArtefact;
-use super::spawn::{Spawner, WorkerModel};
 use crate::cluster::hosts::{RemoteConfig, RemoteHosts};
+use crate::host::cache::CachedArtefact;
+use crate::host::{Spawner, WorkerModel};
 use crate::locking::lock;
 
 /// How the server runs `morph worker` processes.

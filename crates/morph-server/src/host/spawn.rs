@@ -13,7 +13,7 @@ use morph_encoder::Pooling;
 use morph_engine::EngineError;
 use morph_engine::remote::Endpoint;
 
-use super::host_cache::{CachedArtefact, HostCache};
+use super::cache::{CachedArtefact, HostCache};
 use crate::locking::lock;
 use morph_core::PlanId;
 

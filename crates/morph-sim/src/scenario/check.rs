@@ -2,7 +2,7 @@
 //! key, before anything runs (an infinite duration, an empty seed list or a zero instance count
 //! would otherwise loop, measure nothing or be quietly coerced).
 
-use crate::scenario::{Scenario, ScenarioError};
+use super::spec::{Cluster, Scenario, ScenarioError};
 use crate::workload::{Arrivals, Lengths};
 
 fn bad(key: &str, why: String) -> Result<(), ScenarioError> {
@@ -62,7 +62,7 @@ fn arrivals(arrivals: &Arrivals) -> Result<(), ScenarioError> {
     }
 }
 
-fn pipeline(c: &crate::scenario::Cluster) -> Result<(), ScenarioError> {
+fn pipeline(c: &Cluster) -> Result<(), ScenarioError> {
     if let Some(p) = &c.pipeline {
         if c.profile.is_some() || c.generation.is_some() {
             return bad(

@@ -23,7 +23,7 @@ pub struct Built {
 /// once the server has been told the engine is up (and may keep what it returns, such as a
 /// registration, until the end). Returns when the server says stop or closes the connection; a
 /// build failure is reported to the server too.
-pub fn serve_worker<K>(
+pub fn serve_engine<K>(
     endpoint: &Endpoint,
     build: impl FnOnce() -> Result<Built, EngineError>,
     ready: impl FnOnce(&Boot) -> K,

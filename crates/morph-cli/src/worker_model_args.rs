@@ -1,0 +1,43 @@
+//! What a host's worker processes run: `morph worker` and `morph agent` take the same flags.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+use morph_encoder::Pooling;
+use morph_fetch::{Pip, morph_home, onnxruntime_library};
+use morph_server::launcher::WorkerModel;
+
+#[derive(Debug, Args)]
+pub(crate) struct WorkerModelArgs {
+    /// The encoder's local directory (config.json, model.safetensors).
+    #[arg(long, required_unless_present = "gguf", conflicts_with = "gguf")]
+    pub(crate) model: Option<PathBuf>,
+    /// The ONNX Runtime shared library (for an encoder). An agent's default: $ORT_DYLIB_PATH,
+    /// else the copy in MORPH_HOME (fetched from PyPI on first use).
+    #[arg(long)]
+    pub(crate) ort_library: Option<PathBuf>,
+    /// A decoder's GGUF file: a worker runs the prefill of its unit's stage (or of the whole
+    /// model, for a unit without a stage).
+    #[arg(long)]
+    pub(crate) gguf: Option<PathBuf>,
+    /// Pooling of the last stage (default: the model's own).
+    #[arg(long)]
+    pub(crate) pooling: Option<Pooling>,
+}
+
+impl WorkerModelArgs {
+    /// The model the workers run.
+    pub(crate) fn worker_model(&self) -> anyhow::Result<WorkerModel> {
+        if let Some(gguf) = &self.gguf {
+            return Ok(WorkerModel::DecoderStages { gguf: gguf.clone() });
+        }
+        let dir = self.model.clone().context("--model or --gguf")?;
+        let library = match &self.ort_library {
+            Some(library) => library.clone(),
+            None => onnxruntime_library(None, &morph_home(), &Pip::from_env())?,
+        };
+        let pooling = self.pooling.unwrap_or_else(|| Pooling::from_model_dir(&dir));
+        Ok(WorkerModel::Encoder { dir, library, pooling, plans: Vec::new() })
+    }
+}
