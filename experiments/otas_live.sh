@@ -13,11 +13,11 @@ shift || true
 scenarios=("${@:-assets/scenarios/otas_maf_like_cpu.toml assets/scenarios/otas_synthetic_cpu.toml}")
 morph=./target/release/morph
 data=../shared/data/text
-plans='-101,-103,-104,-105,102,2'
+plans='exit:1,exit:3,exit:4,exit:5,prompt-replace:2,prompt:2'
 for scenario in ${scenarios[@]}; do
   for policy in otas pets-like; do
     params='{}'
-    [ "$policy" = otas ] && params='{"plans": [-101, -103, -104, -105, 102, 2], "rate_len": 96}'
+    [ "$policy" = otas ] && params='{"plans": ["exit:1", "exit:3", "exit:4", "exit:5", "prompt-replace:2", "prompt:2"], "rate_len": 96}'
     $morph serve --port 0 --engine ort --runtime dynamic:128x32 --plans=$plans --policy $policy \
       --policy-params "$params" --plan-profiles assets/profiles/otas > /tmp/otas_live_serve.out 2>/dev/null &
     server=$!

@@ -19,28 +19,29 @@ tasks, plans = acc["tasks"], acc["plans"]
 
 
 def name(plan):
-    if plan == 0:
-        return "plain"
-    if plan <= -1000:
-        code = -plan - 1000
-        return f"prune {code % 100}% after {code // 100}"
-    if plan <= -100:
-        return f"exit after {-plan - 100}"
-    if plan > 100:
-        return f"prompts {plan - 100} (replace)"
-    return f"ToMe r={-plan}" if plan < 0 else f"prompts {plan} (additive)"
+    kind, _, n = plan.partition(":")
+    if kind == "prune":
+        after, pct = n.split("@")
+        return f"prune {pct}% after {after}"
+    return {
+        "plain": "plain",
+        "exit": f"exit after {n}",
+        "merge": f"ToMe r={n}",
+        "prompt": f"prompts {n} (additive)",
+        "prompt-replace": f"prompts {n} (replace)",
+    }[kind]
 
 
 def latency(plan):
-    path = root / (f"latency_m{-plan}.json" if plan < 0 else f"latency_{plan}.json")
+    path = root / f"latency_{plan}.json"
     return json.loads(path.read_text())["latency"] if path.exists() else None
 
 
 print("Accuracy by task and plan (profiling split / test split)\n")
-print("| plan | id | " + " | ".join(tasks) + " | mean profiling | mean test |")
-print("|---|---:|" + "---:|" * (len(tasks) + 2))
+print("| plan | form | " + " | ".join(tasks) + " | mean profiling | mean test |")
+print("|---|---|" + "---:|" * (len(tasks) + 2))
 for p in plans:
-    prof, test = acc["profiling"][str(p)], acc["test"][str(p)]
+    prof, test = acc["profiling"][p], acc["test"][p]
     cells = " | ".join(f"{a:.3f} / {b:.3f}" for a, b in zip(prof, test))
     print(f"| {name(p)} | {p} | {cells} | {sum(prof) / len(prof):.4f} | {sum(test) / len(test):.4f} |")
 
@@ -48,7 +49,7 @@ print("\nThroughput (requests/s) at batch 32 by padded length, and by batch size
 lengths, batches = ["16", "32", "64", "128"], ["1", "4", "8", "16", "32"]
 print("| plan | " + " | ".join(f"32x{n}" for n in lengths) + " | " + " | ".join(f"{b}x32" for b in batches) + " | vs plain at 32x64 |")
 print("|---|" + "---:|" * (len(lengths) + len(batches) + 1))
-plain = latency(0)
+plain = latency("plain")
 rows = []
 for p in plans:
     lat = latency(p)
@@ -58,7 +59,7 @@ for p in plans:
     by_batch = [int(b) * 1000 / lat[b]["32"] for b in batches]
     speed = plain["32"]["64"] / lat["32"]["64"]
     print(f"| {name(p)} | " + " | ".join(f"{x:.0f}" for x in by_len + by_batch) + f" | {speed:.2f}x |")
-    mean_prof = sum(acc["profiling"][str(p)]) / len(tasks)
+    mean_prof = sum(acc["profiling"][p]) / len(tasks)
     rows.append((lat["32"]["64"], mean_prof, p))
 
 pareto = []
@@ -67,4 +68,4 @@ for ms, a, p in sorted(rows):
         pareto.append((ms, a, p))
 print("\nPareto set (fastest first: no plan is both faster and more accurate on the profiling split):")
 print("  " + ", ".join(f"{p} ({name(p)}: {ms:.0f} ms at 32x64, {a:.4f})" for ms, a, p in pareto))
-print("The paper's list on this model: ToMe merging and the plain model: " + ", ".join(str(p) for p in sorted(plans) if -100 < p <= 0))
+print("The paper's list on this model: ToMe merging and the plain model: " + ", ".join(p for p in plans if p == "plain" or p.startswith("merge:")))

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use morph_core::{LatencyProfile, ModelId, PlanId, RuntimeSpec, StageSpec, UnitKind, UnitSpec};
+use morph_core::{LatencyProfile, ModelId, RuntimeSpec, StageSpec, TokenPlan, UnitKind, UnitSpec};
 use morph_decoder::{DecodeBackend, DecoderKernels, DecoderStage, GgufTokenizer, Llama, load_decoder};
 use morph_encoder::{CandleRuntime, Encoder, OrtEncoder, Pooling};
 use morph_engine::{EmulatedRuntime, Engine, EngineError};
@@ -18,7 +18,7 @@ use crate::EngineKind;
 pub enum Backend {
     Candle(Arc<Encoder>),
     /// The encoder and the token plans every instance compiles.
-    Ort(OrtEncoder, Vec<PlanId>),
+    Ort(OrtEncoder, Vec<TokenPlan>),
     Emulated {
         profile: Arc<LatencyProfile>,
         dim: usize,
@@ -40,7 +40,7 @@ impl Backend {
                     Some(onnx) => OrtEncoder::load_file(files, onnx, pooling, library)?,
                 };
                 let mut plans = plans.clone();
-                plans.push(PlanId::PLAIN);
+                plans.push(TokenPlan::Plain);
                 plans.sort_unstable();
                 plans.dedup();
                 Backend::Ort(encoder, plans)

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use morph_core::{LatencyProfile, PlanId};
+use morph_core::{LatencyProfile, TokenPlan};
 use morph_decoder::DecoderKernels;
 
 /// What computes the batches.
@@ -14,7 +14,7 @@ pub enum EngineKind {
     /// ONNX Runtime sessions of the graph Morph writes for each instance's unit (a runtime
     /// shape, a layer range), one per token plan in `plans` (the plain model always), or of
     /// the user's ONNX file `onnx` with its free dimensions pinned.
-    Ort { library: PathBuf, onnx: Option<PathBuf>, plans: Vec<PlanId> },
+    Ort { library: PathBuf, onnx: Option<PathBuf>, plans: Vec<TokenPlan> },
     /// Emulated instances taking their latency from a profile; vectors are placeholders.
     Emulated { profile: Arc<LatencyProfile>, dim: usize },
     /// A decoder LM from a GGUF file, for generation: each instance a continuous batch,

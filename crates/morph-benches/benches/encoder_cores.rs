@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use morph_benches::cli_arg;
-use morph_core::{PlanId, RuntimeSpec, UnitSpec};
+use morph_core::{RuntimeSpec, TokenPlan, UnitSpec};
 use morph_encoder::{OrtEncoder, OrtRuntime, Pooling};
 use morph_engine::timing::synthetic_batch;
 use morph_engine::{BatchInput, Engine};
@@ -27,7 +27,7 @@ fn batches_per_second(runtimes: Vec<OrtRuntime>, inputs: &[Vec<u32>], seconds: f
                 s.spawn(move || {
                     let mut n = 0;
                     while Instant::now() < deadline {
-                        rt.run(BatchInput::Tokens(inputs), PlanId::PLAIN).expect("batch");
+                        rt.run(BatchInput::Tokens(inputs), TokenPlan::Plain).expect("batch");
                         n += 1;
                     }
                     n
@@ -49,7 +49,7 @@ fn main() {
     let library = onnxruntime_library(None, &home, &Pip::from_env()).expect("fetching ONNX Runtime");
     let ort = OrtEncoder::load(&files, Pooling::Mean, &library).expect("ONNX Runtime encoder");
     let instance = |spec, threads| {
-        ort.instance(UnitSpec::encoder(spec).with_threads(threads), &[PlanId::PLAIN]).expect("runtime")
+        ort.instance(UnitSpec::encoder(spec).with_threads(threads), &[TokenPlan::Plain]).expect("runtime")
     };
     println!("padded tokens/s, all-MiniLM-L6-v2 on ONNX Runtime, full batches, {seconds} s per cell");
     println!(

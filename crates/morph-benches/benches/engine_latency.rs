@@ -11,7 +11,7 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 
 use morph_benches::{cli_arg, side_by_side_header, side_by_side_row};
-use morph_core::{PlanId, RuntimeSpec};
+use morph_core::{RuntimeSpec, TokenPlan};
 use morph_encoder::bert::Kernels;
 use morph_encoder::{CandleRuntime, Encoder, Pooling};
 use morph_engine::BatchInput;
@@ -31,7 +31,7 @@ struct Bench {
 impl Bench {
     fn time(&self, spec: RuntimeSpec, inputs: &[Vec<u32>]) -> f64 {
         let mut rt = CandleRuntime::new(self.encoder.clone(), spec).expect("runtime");
-        time_batch(&mut rt, BatchInput::Tokens(inputs), PlanId::PLAIN, 2, self.runs).expect("batch")
+        time_batch(&mut rt, BatchInput::Tokens(inputs), TokenPlan::Plain, 2, self.runs).expect("batch")
     }
 }
 

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use morph_benches::{cli_arg, side_by_side_header, side_by_side_row};
-use morph_core::{PlanId, RuntimeSpec, UnitSpec};
+use morph_core::{RuntimeSpec, TokenPlan, UnitSpec};
 use morph_encoder::pooling::cosine;
 use morph_encoder::{CandleRuntime, Encoder, OrtEncoder, Pooling};
 use morph_engine::timing::{median, synthetic_batch, time_batch};
@@ -45,8 +45,8 @@ fn main() {
             let (mut c, mut o) = (Vec::new(), Vec::new());
             for _ in 0..rounds {
                 let input = BatchInput::Tokens(&inputs);
-                c.push(time_batch(&mut theirs, input, PlanId::PLAIN, 2, runs).expect("candle batch"));
-                o.push(time_batch(&mut ours, input, PlanId::PLAIN, 2, runs).expect("ONNX batch"));
+                c.push(time_batch(&mut theirs, input, TokenPlan::Plain, 2, runs).expect("candle batch"));
+                o.push(time_batch(&mut ours, input, TokenPlan::Plain, 2, runs).expect("ONNX batch"));
             }
             cells.push((median(c), median(o)));
         }
@@ -58,12 +58,11 @@ fn main() {
     let mut full = ort.runtime(spec).expect("ONNX runtime");
     let reference = full.embed(&inputs).expect("ONNX batch");
     let base =
-        time_batch(&mut full, BatchInput::Tokens(&inputs), PlanId::PLAIN, 2, runs).expect("ONNX batch");
+        time_batch(&mut full, BatchInput::Tokens(&inputs), TokenPlan::Plain, 2, runs).expect("ONNX batch");
     println!("\ntoken merging, fixed:128x8, 8 sequences of 64..120 tokens");
     println!("{:>14} {:>10} {:>10} {:>12}", "merged/layer", "ms", "speed-up", "min cosine");
-    for merge in [0i16, 4, 8, 16] {
-        // Token plan −r merges r tokens per layer.
-        let plan = PlanId(-merge);
+    for merge in [0, 4, 8, 16] {
+        let plan = if merge == 0 { TokenPlan::Plain } else { TokenPlan::Merge(merge) };
         let mut rt = ort.instance(UnitSpec::encoder(spec), &[plan]).expect("merging runtime");
         let ms = time_batch(&mut rt, BatchInput::Tokens(&inputs), plan, 2, runs).expect("merging batch");
         let got = rt.run(BatchInput::Tokens(&inputs), plan).expect("merging batch");

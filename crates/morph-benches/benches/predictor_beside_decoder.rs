@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use morph_benches::cli_arg;
-use morph_core::{PlanId, RuntimeSpec, UnitSpec};
+use morph_core::{RuntimeSpec, TokenPlan, UnitSpec};
 use morph_decoder::{DecoderKernels, load_decoder};
 use morph_encoder::predictor::LengthPredictor;
 use morph_encoder::predictor::model::PROMPT_TOKENS;
@@ -55,7 +55,7 @@ fn main() {
     let encoder = OrtEncoder::load(&files, Pooling::from_model_dir(&files.dir), &library).expect("encoder");
     let predictor = |threads| {
         let unit = UnitSpec::encoder(RuntimeSpec::dynamic(PROMPT_TOKENS as u32, 32)).with_threads(threads);
-        let runtime = encoder.instance(unit, &[PlanId::PLAIN]).expect("an encoder instance");
+        let runtime = encoder.instance(unit, &[TokenPlan::Plain]).expect("an encoder instance");
         let tokenizer = TextTokenizer::load(&files.tokenizer).expect("tokenizer");
         LengthPredictor::new(tokenizer, Box::new(runtime), None).expect("the built-in head")
     };

@@ -9,7 +9,7 @@
 use std::time::Instant;
 
 use morph_benches::cli_arg;
-use morph_core::PlanId;
+use morph_core::TokenPlan;
 use morph_engine::remote::{Endpoint, Listener, Stream};
 use morph_engine::timing::median;
 use morph_engine::wire::{self, FromWorker, ToWorker};
@@ -37,7 +37,8 @@ fn hop_ms(listener: &Listener, rows: usize, tokens: usize, runs: usize) -> f64 {
     let mut times = Vec::with_capacity(runs);
     for _ in 0..runs + 2 {
         let started = Instant::now();
-        wire::send(&mut stream, &ToWorker::Run { plan: PlanId::PLAIN, rows: batch.clone() }).expect("send");
+        wire::send(&mut stream, &ToWorker::Run { plan: TokenPlan::Plain, rows: batch.clone() })
+            .expect("send");
         let FromWorker::Done(Ok(back)) = wire::recv::<FromWorker>(&mut stream).expect("recv") else {
             panic!("the peer answered something else")
         };

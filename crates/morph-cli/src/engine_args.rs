@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use morph_backend::EngineKind;
-use morph_core::PlanId;
+use morph_core::TokenPlan;
 use morph_fetch::onnxruntime_library;
 use morph_fetch::{Pip, morph_home};
 
@@ -37,12 +37,14 @@ pub(crate) struct EngineArgs {
     /// model (--model) still gives the tokenizer and config.json.
     #[arg(long)]
     pub(crate) onnx: Option<PathBuf>,
-    /// Token plans every ONNX Runtime instance compiles besides the plain model (plan 0), comma
-    /// separated: -K merges K tokens per layer (token merging, OTAS's gamma < 0), -10K exits
-    /// after K layers (Morph's own), e.g. --plans=-1,-2,-103. A policy picks a batch's plan
-    /// (dynamic-batching: '{"plan": -1}').
+    /// Token plans every ONNX Runtime instance compiles besides the plain model, comma
+    /// separated: merge:R merges R tokens per layer (token merging, OTAS's gamma < 0), exit:K
+    /// exits after K layers, prune:K@PCT drops PCT% of the tokens after K layers, prompt:P and
+    /// prompt-replace:P add P trained prompt tokens per layer (OTAS's gamma > 0); e.g.
+    /// --plans merge:1,merge:2,exit:3. A policy picks a batch's plan (dynamic-batching:
+    /// '{"plan": "merge:1"}').
     #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
-    pub(crate) plans: Vec<i16>,
+    pub(crate) plans: Vec<TokenPlan>,
 }
 
 impl EngineArgs {
@@ -50,7 +52,7 @@ impl EngineArgs {
     pub(crate) fn real(&self) -> anyhow::Result<EngineKind> {
         let library = || onnxruntime_library(self.ort_library.as_deref(), &morph_home(), &Pip::from_env());
         let onnx = self.onnx.clone();
-        let plans: Vec<PlanId> = self.plans.iter().map(|p| PlanId(*p)).collect();
+        let plans = self.plans.clone();
         if !plans.is_empty() && self.engine == EngineArg::Candle {
             anyhow::bail!("--plans compiles ONNX Runtime graphs; drop --engine candle");
         }

@@ -8,9 +8,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
-use morph_core::{LatencyProfile, PlanId};
+use morph_core::{LatencyProfile, PlanAccuracy, TokenPlan};
 
-pub(crate) type PlanProfiles = (BTreeMap<PlanId, Arc<LatencyProfile>>, BTreeMap<PlanId, Vec<f64>>);
+pub(crate) type PlanProfiles = (BTreeMap<TokenPlan, Arc<LatencyProfile>>, BTreeMap<TokenPlan, Vec<f64>>);
 
 pub(crate) fn load(dir: &Path) -> anyhow::Result<PlanProfiles> {
     let mut latency = BTreeMap::new();
@@ -20,17 +20,10 @@ pub(crate) fn load(dir: &Path) -> anyhow::Result<PlanProfiles> {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
         if name.starts_with("latency_") && name.ends_with(".json") {
             let profile = LatencyProfile::load(&path)?;
-            latency.insert(PlanId(profile.plan.unwrap_or(0)), Arc::new(profile));
+            latency.insert(profile.plan.unwrap_or_default(), Arc::new(profile));
         }
     }
-    let path = dir.join("accuracy.json");
-    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    let file: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("{}", path.display()))?;
-    let profiling: BTreeMap<i16, Vec<f64>> =
-        serde_json::from_value(file["profiling"].clone()).with_context(|| {
-            format!("{}: \"profiling\" maps each plan to its accuracy per task", path.display())
-        })?;
+    let accuracy = PlanAccuracy::load(dir)?;
     anyhow::ensure!(!latency.is_empty(), "{}: no latency_*.json profiles", dir.display());
-    Ok((latency, profiling.into_iter().map(|(p, a)| (PlanId(p), a)).collect()))
+    Ok((latency, accuracy.profiling))
 }

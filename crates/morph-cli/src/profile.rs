@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use morph_backend::Backend;
-use morph_core::{PaddedShape, PlanId, RuntimeSpec, ShapeKind, UnitSpec};
+use morph_core::{PaddedShape, RuntimeSpec, ShapeKind, TokenPlan, UnitSpec};
 use morph_encoder::Pooling;
 use morph_train::profile::{MeasurePlan, measure_profile};
 
@@ -38,9 +38,9 @@ pub(crate) struct ProfileArgs {
     /// (--engine ort); a stage past the first is fed hidden states.
     #[arg(long)]
     stage: Option<String>,
-    /// Measure this token plan (-K: K tokens merged per layer; --engine ort).
-    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
-    plan: i16,
+    /// Measure this token plan (e.g. merge:2, exit:1; see --plans; --engine ort).
+    #[arg(long, default_value_t = TokenPlan::Plain, allow_hyphen_values = true)]
+    plan: TokenPlan,
     /// Measure dynamic-shaped runtimes fed full batches (what `dynamic:` runtimes serve)
     /// instead of fixed runtimes of each point's shape.
     #[arg(long)]
@@ -82,7 +82,7 @@ pub(crate) fn run(args: ProfileArgs) -> anyhow::Result<()> {
         batches: args.batches,
         warmup: args.warmup,
         runs: args.runs,
-        tokens: PlanId(args.plan),
+        tokens: args.plan,
         hidden: stage.filter(|(k, _)| *k > 0).map(|_| backend.dim()),
         kind: if args.dynamic { ShapeKind::Dynamic } else { ShapeKind::Fixed },
         side_by_side: usize::from(args.side_by_side),
@@ -106,7 +106,7 @@ pub(crate) fn run(args: ProfileArgs) -> anyhow::Result<()> {
     profile.device = Some(morph_engine::timing::host_device());
     profile.runs = Some(plan.runs);
     profile.stage = stage.map(|(k, _)| k);
-    profile.plan = (args.plan != 0).then_some(args.plan);
+    profile.plan = (args.plan != TokenPlan::Plain).then_some(args.plan);
     profile.threads = args.threads;
     profile.instances = Some(args.side_by_side);
     std::fs::write(&args.out, profile.to_json())?;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use morph_backend::EngineKind;
-use morph_core::{LatencyProfile, PlanId, RuntimeSpec, time::ms_to_nanos};
+use morph_core::{LatencyProfile, RuntimeSpec, TokenPlan, time::ms_to_nanos};
 use morph_decoder::DecoderKernels;
 use morph_encoder::Pooling;
 use morph_policy::registry;
@@ -279,7 +279,7 @@ impl ServeArgs {
             policy,
             policy_params,
             policy_context: registry::Context {
-                profile: profile.or_else(|| plans.get(&PlanId::PLAIN).cloned()),
+                profile: profile.or_else(|| plans.get(&TokenPlan::Plain).cloned()),
                 slo: self.slo_ms.map(ms_to_nanos),
                 plans,
                 accuracy,

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use morph_backend::{Backend, EngineKind};
-use morph_core::{LatencyProfile, PlanId, RuntimeSpec, ShapeKind, UnitSpec};
+use morph_core::{LatencyProfile, RuntimeSpec, ShapeKind, TokenPlan, UnitSpec};
 use morph_encoder::Pooling;
 use morph_engine::EngineError;
 use morph_engine::timing::host_device;
@@ -138,7 +138,7 @@ fn measure(model: &str, backend: &Backend, layout: Layout) -> anyhow::Result<Lat
         batches: BATCHES.to_vec(),
         warmup: 1,
         runs: 5,
-        tokens: PlanId::PLAIN,
+        tokens: TokenPlan::Plain,
         hidden: None,
         kind: ShapeKind::Dynamic,
         side_by_side: usize::from(layout.instances),

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
-use morph_core::{PlanId, UnitSpec};
+use morph_core::{TokenPlan, UnitSpec};
 use morph_decoder::{DecoderStage, Llama};
 use morph_encoder::checkpoint::Checkpoint;
 use morph_encoder::ort_runtime::environment;
@@ -47,9 +47,9 @@ pub(crate) struct WorkerArgs {
     /// server writes it.
     #[arg(long)]
     unit: String,
-    /// Token plans to compile besides the plain model, comma separated.
+    /// Token plans to compile besides the plain model, comma separated (as `morph serve --plans`).
     #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
-    plans: Vec<i16>,
+    plans: Vec<TokenPlan>,
     /// Cold start that also saves the engine's ready-to-run form here (a prepared artefact: the
     /// optimised graphs, or a decoder stage's f32 tensors).
     #[arg(long, conflicts_with = "prepared")]
@@ -62,8 +62,8 @@ pub(crate) struct WorkerArgs {
 pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<()> {
     let connect = &args.connect;
     let unit: UnitSpec = serde_json::from_str(&args.unit).context("--unit")?;
-    let mut plans: Vec<PlanId> = args.plans.iter().map(|p| PlanId(*p)).collect();
-    plans.push(PlanId::PLAIN);
+    let mut plans = args.plans.clone();
+    plans.push(TokenPlan::Plain);
     plans.sort_unstable();
     plans.dedup();
     let build = || match (&args.model.gguf, &args.model.model, &args.model.ort_library) {
@@ -137,7 +137,7 @@ fn build_encoder(
     model: &Path,
     library: &Path,
     unit: UnitSpec,
-    plans: &[PlanId],
+    plans: &[TokenPlan],
 ) -> Result<Built, EngineError> {
     let load = |e: morph_fetch::FetchError| EngineError::Load(e.to_string());
     let files = fetch(&ModelSource::Local(model.to_path_buf()), &morph_home()).map_err(load)?;

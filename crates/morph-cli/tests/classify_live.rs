@@ -41,7 +41,7 @@ fn serve_plans(plans: &str, policy: &str, params: &str) -> Served {
 
 #[tokio::test]
 async fn otas_classifies_under_its_plans_and_refuses_unknown_tasks_and_impossible_deadlines() {
-    let served = serve_plans("--plans=-101,-103", "otas", r#"{"plans": [-101, -103]}"#);
+    let served = serve_plans("--plans=exit:1,exit:3", "otas", r#"{"plans": ["exit:1", "exit:3"]}"#);
     let url = &served.url;
 
     let texts = ["a wonderful, moving and beautifully acted film", "a dull, lifeless and boring mess"];
@@ -52,7 +52,7 @@ async fn otas_classifies_under_its_plans_and_refuses_unknown_tasks_and_impossibl
     let labels: Vec<&str> = data.iter().map(|d| d["label"].as_str().expect("label")).collect();
     assert_eq!(labels, ["positive", "negative"], "{body}");
     for d in data {
-        assert!([-101, -103].contains(&d["plan"].as_i64().expect("plan")), "{d}");
+        assert!(["exit:1", "exit:3"].contains(&d["plan"].as_str().expect("plan")), "{d}");
         let total: f64 =
             d["scores"].as_object().expect("scores").values().map(|s| s.as_f64().unwrap_or(0.0)).sum();
         assert!((total - 1.0).abs() < 1e-4, "{d}");
@@ -122,7 +122,7 @@ async fn otas_classifies_under_its_plans_and_refuses_unknown_tasks_and_impossibl
 /// row takes its own task's prompts and head.
 #[tokio::test]
 async fn fixed_prompts_serve_a_batch_mixing_tasks_with_each_tasks_prompts() {
-    let served = serve_plans("--plans=2", "pets-like", r#"{"plans": [2]}"#);
+    let served = serve_plans("--plans=prompt:2", "pets-like", r#"{"plans": ["prompt:2"]}"#);
     let url = &served.url;
     let call = |task: &str, text: &str| {
         classify(url, json!({ "task": task, "input": [text, text], "slo_ms": 30000 }))
@@ -135,7 +135,7 @@ async fn fixed_prompts_serve_a_batch_mixing_tasks_with_each_tasks_prompts() {
     for ((status, body), want) in [(sst2, "positive"), (ag, "business"), (sms, "spam")] {
         assert_eq!(status, 200, "{body}");
         for d in body["data"].as_array().expect("data") {
-            assert_eq!((d["label"].as_str(), d["plan"].as_i64()), (Some(want), Some(2)), "{body}");
+            assert_eq!((d["label"].as_str(), d["plan"].as_str()), (Some(want), Some("prompt:2")), "{body}");
         }
     }
 }

@@ -388,7 +388,7 @@ fn train_adapt_writes_heads_and_a_profile_per_plan() {
             "adapt",
             "--engine",
             "ort",
-            "--plans=-101",
+            "--plans=exit:1",
             "--limit",
             "40",
             "--epochs",
@@ -407,12 +407,14 @@ fn train_adapt_writes_heads_and_a_profile_per_plan() {
     assert!(out.join("heads.safetensors").is_file(), "{stdout}");
     let meta: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("tasks.json")).unwrap()).unwrap();
-    for head in ["sst2.0", "ag_news.0", "sms_spam.0", "sst2.-101", "ag_news.-101", "sms_spam.-101"] {
+    for head in
+        ["sst2.plain", "ag_news.plain", "sms_spam.plain", "sst2.exit:1", "ag_news.exit:1", "sms_spam.exit:1"]
+    {
         assert!(meta["heads"][head]["epochs"].as_u64().is_some_and(|e| (1..=5).contains(&e)), "{meta}");
     }
     let accuracy: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(profile.join("accuracy.json")).unwrap()).unwrap();
-    assert_eq!(accuracy["plans"], serde_json::json!([0, -101]));
+    assert_eq!(accuracy["plans"], serde_json::json!(["plain", "exit:1"]));
     assert_eq!(accuracy["tasks"], serde_json::json!(["sst2", "ag_news", "sms_spam"]));
     for task in ["sst2", "ag_news", "sms_spam"] {
         let lines =

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use common::*;
 
-use morph_core::{ModelId, PlanId, RuntimeSpec, StageSpec, UnitSpec};
+use morph_core::{ModelId, RuntimeSpec, StageSpec, TokenPlan, UnitSpec};
 use morph_encoder::pooling::cosine;
 use morph_encoder::{OrtEncoder, Pooling};
 use morph_engine::Engine;
@@ -109,9 +109,9 @@ fn a_worker_in_another_network_namespace_serves_a_stage_over_tcp() {
     let hidden = vec![vec![0.25f32; 5 * 384], vec![-0.5f32; 3 * 384]];
     let local = OrtEncoder::load(&files, Pooling::Mean, &library).expect("encoder");
     let expected = local
-        .instance(stage, &[PlanId::PLAIN])
+        .instance(stage, &[TokenPlan::Plain])
         .expect("stage")
-        .run(morph_engine::BatchInput::Hidden(&hidden), PlanId::PLAIN)
+        .run(morph_engine::BatchInput::Hidden(&hidden), TokenPlan::Plain)
         .expect("local run");
 
     let name = format!("morphw{}", std::process::id() % 100_000);
@@ -141,7 +141,7 @@ fn a_worker_in_another_network_namespace_serves_a_stage_over_tcp() {
     )
     .expect("the worker connects across the namespaces");
     assert_ne!(remote.pid(), std::process::id());
-    let got = remote.run(morph_engine::BatchInput::Hidden(&hidden), PlanId::PLAIN).expect("remote run");
+    let got = remote.run(morph_engine::BatchInput::Hidden(&hidden), TokenPlan::Plain).expect("remote run");
     assert_eq!(got.len(), expected.len());
     for (a, b) in got.iter().zip(&expected) {
         assert_eq!(a.len(), b.len());

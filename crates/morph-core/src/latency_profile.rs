@@ -7,7 +7,7 @@
 //!   "device": "2 cores ...",         // optional
 //!   "runs": 20,                      // optional: timed runs per point
 //!   "stage": 1,                      // optional: the pipeline stage measured (index)
-//!   "plan": -1,                      // optional: the token plan measured
+//!   "plan": "merge:1",               // optional: the token plan measured
 //!   "threads": 1,                    // optional: intra-op threads of the instance measured
 //!   "instances": 2,                  // optional: instances running side by side meanwhile
 //!   "latency": { "<batch>": { "<seq_len>": <median ms>, ... }, ... } }
@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::runtime::PaddedShape;
 use crate::time::{Nanos, ms_to_nanos};
+use crate::token_plan::TokenPlan;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
@@ -56,7 +57,7 @@ struct ProfileFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     stage: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    plan: Option<i16>,
+    plan: Option<TokenPlan>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     threads: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -94,7 +95,7 @@ pub struct LatencyProfile {
     pub runs: Option<u32>,
     /// The pipeline stage (index) and token plan measured; `None`: the whole model, plain.
     pub stage: Option<u16>,
-    pub plan: Option<i16>,
+    pub plan: Option<TokenPlan>,
     /// Intra-op threads of the instance measured, and how many instances ran side by side
     /// (each on the same shape) while it was; `None`: not recorded.
     pub threads: Option<u16>,
@@ -300,7 +301,12 @@ mod tests {
         let keyed =
             LatencyProfile::from_json(r#"{"model":"x","stage":1,"plan":-2,"latency":{"1":{"1":1.0}}}"#)
                 .unwrap();
-        assert_eq!((keyed.stage, keyed.plan), (Some(1), Some(-2)));
+        assert_eq!(
+            (keyed.stage, keyed.plan),
+            (Some(1), Some(TokenPlan::Merge(2))),
+            "an old file's numeric plan"
+        );
+        assert!(keyed.to_json().contains(r#""plan": "merge:2""#), "{}", keyed.to_json());
         assert_eq!(LatencyProfile::from_json(&keyed.to_json()).unwrap(), keyed);
     }
 

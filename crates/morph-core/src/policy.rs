@@ -29,6 +29,7 @@ use crate::host::HostId;
 use crate::instance::{InstanceId, InstanceInfo};
 use crate::request::{RequestId, RequestInfo};
 use crate::time::{Nanos, Time};
+use crate::token_plan::TokenPlan;
 use crate::unit::{Launched, Ticket, UnitSpec};
 
 /// Something that happened, reported by the driver.
@@ -78,15 +79,6 @@ pub enum DropReason {
     DeadlineUnreachable { within: Nanos },
 }
 
-/// A token plan (OTAS's γ): 0 runs the plain model; the engine's plan table gives the others
-/// their meaning (prompt tokens for accuracy above 0, token merging for speed below).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
-pub struct PlanId(pub i16);
-
-impl PlanId {
-    pub const PLAIN: PlanId = PlanId(0);
-}
-
 /// What follows a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub enum Then {
@@ -101,16 +93,16 @@ pub enum Then {
 /// How a batch runs: its token plan and what follows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub struct BatchPlan {
-    pub tokens: PlanId,
+    pub tokens: TokenPlan,
     pub then: Then,
 }
 
 impl BatchPlan {
     /// The plain model, answered at the end: what every batch was before plans.
-    pub const FINISH: BatchPlan = BatchPlan { tokens: PlanId::PLAIN, then: Then::Finish };
+    pub const FINISH: BatchPlan = BatchPlan { tokens: TokenPlan::Plain, then: Then::Finish };
 
     pub fn next_stage() -> Self {
-        Self { tokens: PlanId::PLAIN, then: Then::NextStage }
+        Self { tokens: TokenPlan::Plain, then: Then::NextStage }
     }
 }
 

@@ -7,7 +7,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use candle_core::{Device, Tensor};
-use morph_core::{PlanId, RuntimeSpec, StageSpec};
+use morph_core::{RuntimeSpec, StageSpec, TokenPlan};
 
 use crate::{GgufTokenizer, Llama};
 use morph_engine::{BatchInput, Engine, EngineError, check_lengths};
@@ -59,9 +59,9 @@ impl Engine for DecoderStage {
         self.model.llama().config.hidden
     }
 
-    fn run(&mut self, input: BatchInput<'_>, plan: PlanId) -> Result<Vec<Vec<f32>>, EngineError> {
-        if plan != PlanId::PLAIN {
-            return Err(EngineError::Unsupported(format!("token plan {} on a decoder stage", plan.0)));
+    fn run(&mut self, input: BatchInput<'_>, plan: TokenPlan) -> Result<Vec<Vec<f32>>, EngineError> {
+        if plan != TokenPlan::Plain {
+            return Err(EngineError::Unsupported(format!("token plan {plan} on a decoder stage")));
         }
         let llama = self.model.llama();
         let hidden = llama.config.hidden;

@@ -469,7 +469,7 @@ fn five_stages(
     prompts: &[Vec<u32>],
     mut engine: impl FnMut(morph_core::StageSpec) -> morph_decoder::DecoderStage,
 ) -> Vec<Vec<f32>> {
-    use morph_core::{ModelId, PlanId, StageSpec};
+    use morph_core::{ModelId, StageSpec, TokenPlan};
     use morph_engine::{BatchInput, Engine};
 
     let layers = model().0.config.layers as u16;
@@ -482,7 +482,7 @@ fn five_stages(
             None => BatchInput::Tokens(prompts),
             Some(hidden) => BatchInput::Hidden(hidden),
         };
-        rows = Some(engine(stage).run(input, PlanId::PLAIN).expect("stage"));
+        rows = Some(engine(stage).run(input, TokenPlan::Plain).expect("stage"));
     }
     rows.expect("the last stage's logits")
 }
@@ -550,7 +550,7 @@ fn stages_read_alone_and_from_prepared_artefacts_give_the_unsplit_next_token() {
         Some(morph_core::StageSpec::even(morph_core::ModelId(0), 2, 5, 30)),
     );
     let err = stage
-        .run(BatchInput::Tokens(&prompts), morph_core::PlanId::PLAIN)
+        .run(BatchInput::Tokens(&prompts), morph_core::TokenPlan::Plain)
         .expect_err("tokens need the embeddings");
     assert!(err.to_string().contains("input"), "{err}");
 }

@@ -11,7 +11,7 @@ use candle_nn::{Embedding, LayerNorm, Linear, VarBuilder};
 use serde::Deserialize;
 
 use crate::kernels;
-use crate::token_plan::PromptMode;
+use morph_core::PromptMode;
 
 /// Mirrors the fields of Hugging Face's `config.json` that the forward pass needs.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

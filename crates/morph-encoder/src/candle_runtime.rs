@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use morph_core::{PlanId, RuntimeSpec};
+use morph_core::{RuntimeSpec, TokenPlan};
 
 use crate::bert::{BertModel, Kernels};
 use crate::checkpoint::Checkpoint;
 use crate::pooling::Pooling;
-use crate::token_plan::PromptMode;
+use morph_core::PromptMode;
 use morph_engine::{BatchInput, Engine, EngineError, check_batch, plain_tokens};
 use morph_fetch::ModelFiles;
 
@@ -123,7 +123,7 @@ impl Engine for CandleRuntime {
         self.encoder.dim()
     }
 
-    fn run(&mut self, input: BatchInput<'_>, plan: PlanId) -> Result<Vec<Vec<f32>>, EngineError> {
+    fn run(&mut self, input: BatchInput<'_>, plan: TokenPlan) -> Result<Vec<Vec<f32>>, EngineError> {
         let inputs = plain_tokens(input, plan)?;
         let longest = check_batch(self.spec, inputs)?;
         let shape = self.spec.padded_shape(longest, inputs.len() as u32);

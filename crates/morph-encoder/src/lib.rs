@@ -14,7 +14,6 @@ pub mod ort_runtime;
 pub mod pooling;
 pub mod predictor;
 pub mod tasks;
-pub mod token_plan;
 pub mod tokenize;
 
 pub use candle_runtime::{CandleRuntime, Encoder};

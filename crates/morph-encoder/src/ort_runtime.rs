@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use morph_core::{PlanId, RuntimeSpec, ShapeKind, UnitSpec};
+use morph_core::{RuntimeSpec, ShapeKind, TokenPlan, UnitSpec};
 use ort::environment::Environment;
 use ort::session::Session;
 use ort::session::builder::GraphOptimizationLevel;
@@ -21,7 +21,6 @@ use crate::onnx::{
 };
 use crate::pooling::Pooling;
 use crate::tasks::{prompts::BUILTIN_ENCODER, prompts::TaskPrompts};
-use crate::token_plan::TokenPlan;
 use morph_engine::{BatchInput, Engine, EngineError, StartTimes, check_lengths};
 use morph_fetch::ModelFiles;
 
@@ -130,8 +129,8 @@ fn shrink_after(tokens: usize) -> Result<Option<ort::session::RunOptions>, Engin
 }
 
 /// Where a prepared artefact keeps token plan `plan`'s optimised graph.
-fn prepared_graph(dir: &Path, plan: PlanId) -> PathBuf {
-    dir.join(format!("plan{}.ort", plan.0))
+fn prepared_graph(dir: &Path, plan: TokenPlan) -> PathBuf {
+    dir.join(format!("plan-{plan}.ort"))
 }
 
 /// The prepared graph at `path`, mapped into memory for the rest of the process (a worker
@@ -260,14 +259,14 @@ impl OrtEncoder {
 
     /// Compiles one instance of `spec`: the whole model, plain, on every core.
     pub fn runtime(&self, spec: RuntimeSpec) -> Result<OrtRuntime, EngineError> {
-        self.instance(UnitSpec::encoder(spec), &[PlanId::PLAIN])
+        self.instance(UnitSpec::encoder(spec), &[TokenPlan::Plain])
     }
 
     /// Compiles one instance of `unit` (a layer range when it is a pipeline stage, with its
     /// thread count) with a session per token plan in `plans` (numbered as
     /// [`crate::token_plan`] says: 0 plain, ToMe merging, early exits). Prompt plans (γ > 0)
     /// need trained prompts.
-    pub fn instance(&self, unit: UnitSpec, plans: &[PlanId]) -> Result<OrtRuntime, EngineError> {
+    pub fn instance(&self, unit: UnitSpec, plans: &[TokenPlan]) -> Result<OrtRuntime, EngineError> {
         self.compile(unit, plans, None).map(|(runtime, _)| runtime)
     }
 
@@ -277,7 +276,7 @@ impl OrtEncoder {
     pub fn compile(
         &self,
         unit: UnitSpec,
-        plans: &[PlanId],
+        plans: &[TokenPlan],
         prepare: Option<&Path>,
     ) -> Result<(OrtRuntime, StartTimes), EngineError> {
         let spec = unit.runtime;
@@ -292,7 +291,10 @@ impl OrtEncoder {
         let (mut io, mut takes_hidden) = (None, false);
         for &plan in plans {
             let layers = self.layers().unwrap_or(0);
-            let (merge, exit, deep_prompts, prune) = match TokenPlan::of(plan, layers)? {
+            let (merge, exit, deep_prompts, prune) = match plan
+                .check_depth(layers)
+                .map_err(|e| EngineError::Unsupported(e.to_string()))?
+            {
                 TokenPlan::Plain => (0, None, None, None),
                 TokenPlan::Merge(r) => (r, None, None, None),
                 TokenPlan::Prune { .. } if unit.stage.is_some() => {
@@ -310,8 +312,7 @@ impl OrtEncoder {
                     Some(prompts) if prompts.has_plan(plan) => (0, None, Some((p, mode)), None),
                     _ => {
                         return Err(EngineError::Unsupported(format!(
-                            "token plan {}: no trained prompts for it (Morph ships prompts for {BUILTIN_ENCODER})",
-                            plan.0
+                            "token plan {plan}: no trained prompts for it (Morph ships prompts for {BUILTIN_ENCODER})"
                         )));
                     }
                 },
@@ -345,7 +346,7 @@ impl OrtEncoder {
                     times.session += started.elapsed();
                     (session, Io::written(hands_on))
                 }
-                Source::File { .. } if plan != PlanId::PLAIN || unit.stage.is_some() => {
+                Source::File { .. } if plan != TokenPlan::Plain || unit.stage.is_some() => {
                     return Err(EngineError::Unsupported(
                         "token plans and pipeline stages need the graph Morph writes, not --onnx".into(),
                     ));
@@ -397,7 +398,7 @@ impl OrtRuntime {
         library: &Path,
         dir: &Path,
         unit: UnitSpec,
-        plans: &[PlanId],
+        plans: &[TokenPlan],
         (dim, pad): (usize, u32),
     ) -> Result<(OrtRuntime, StartTimes), EngineError> {
         let loaded = Instant::now();
@@ -418,8 +419,7 @@ impl OrtRuntime {
         let takes_hidden = unit.stage.is_some_and(|s| s.index > 0);
         let io = Io::written(hands_on);
         // Prompt plans were compiled for the model Morph's prompts were trained on.
-        let prompted =
-            plans.iter().any(|p| matches!(TokenPlan::of(*p, usize::MAX), Ok(TokenPlan::Prompt(..))));
+        let prompted = plans.iter().any(|p| matches!(p, TokenPlan::Prompt(..)));
         let prompts = if prompted { Some(TaskPrompts::builtin()?) } else { None };
         Ok((OrtRuntime { sessions, spec: unit.runtime, dim, pad, io, takes_hidden, prompts }, times))
     }
@@ -433,7 +433,7 @@ fn last_dim(t: &ort::value::ValueType) -> Option<usize> {
 /// One instance of a unit: an ONNX Runtime session per token plan.
 #[derive(Debug)]
 pub struct OrtRuntime {
-    sessions: Vec<(PlanId, Session)>,
+    sessions: Vec<(TokenPlan, Session)>,
     spec: RuntimeSpec,
     dim: usize,
     pad: u32,
@@ -452,7 +452,7 @@ impl Engine for OrtRuntime {
         self.dim
     }
 
-    fn run(&mut self, input: BatchInput<'_>, plan: PlanId) -> Result<Vec<Vec<f32>>, EngineError> {
+    fn run(&mut self, input: BatchInput<'_>, plan: TokenPlan) -> Result<Vec<Vec<f32>>, EngineError> {
         let dim = self.dim;
         let lens: Vec<usize> = match input {
             BatchInput::Hidden(rows) => rows.iter().map(|r| r.len() / dim).collect(),
@@ -497,11 +497,11 @@ impl Engine for OrtRuntime {
         }
         let session = match self.sessions.iter_mut().find(|(p, _)| *p == plan) {
             Some((_, session)) => session,
-            None => return Err(EngineError::Unsupported(format!("token plan {} on this instance", plan.0))),
+            None => return Err(EngineError::Unsupported(format!("token plan {plan} on this instance"))),
         };
         if session.inputs().iter().any(|i| i.name() == PROMPT_IN) {
             let (BatchInput::Tasked(_, tasks), Some(prompts)) = (input, &self.prompts) else {
-                return Err(EngineError::Unsupported(format!("token plan {} needs each row's task", plan.0)));
+                return Err(EngineError::Unsupported(format!("token plan {plan} needs each row's task")));
             };
             let (values, layers, p) = prompts.gather(plan, tasks, rows)?;
             let tensor = Tensor::from_array(([rows, layers, p, dim], values)).map_err(ort_err("prompts"))?;

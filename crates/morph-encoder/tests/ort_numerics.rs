@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use morph_core::fixtures::random_ids;
-use morph_core::{ModelId, PlanId, RuntimeSpec, StageSpec, UnitSpec};
+use morph_core::{ModelId, RuntimeSpec, StageSpec, TokenPlan, UnitSpec};
 use morph_encoder::checkpoint::Checkpoint;
 use morph_encoder::onnx::{
     ATTENTION_MASK, GraphOutput, GraphSpec, HIDDEN_IN, HIDDEN_OUT, INPUT_IDS, POOLED, encoder_graph,
@@ -202,27 +202,33 @@ fn three_stage_instances_hand_on_to_the_unsplit_vectors_and_plans_pick_their_gra
     let stage = |index: u16| {
         let s = StageSpec::even(ModelId(0), index, 3, 6);
         m.ort
-            .instance(UnitSpec::encoder(runtime).with_stage(s).with_threads(1), &[PlanId::PLAIN])
+            .instance(UnitSpec::encoder(runtime).with_stage(s).with_threads(1), &[TokenPlan::Plain])
             .expect("stage")
     };
     let inputs = vec![random_ids(60, 21), random_ids(9, 22), random_ids(33, 23)];
     let (mut s0, mut s1, mut s2) = (stage(0), stage(1), stage(2));
-    let h0 = s0.run(BatchInput::Tokens(&inputs), PlanId::PLAIN).expect("stage 0");
+    let h0 = s0.run(BatchInput::Tokens(&inputs), TokenPlan::Plain).expect("stage 0");
     assert_eq!(h0.iter().map(|h| h.len() / 384).collect::<Vec<_>>(), vec![60, 9, 33], "each row's tokens");
-    let h1 = s1.run(BatchInput::Hidden(&h0), PlanId::PLAIN).expect("stage 1");
-    let pooled = s2.run(BatchInput::Hidden(&h1), PlanId::PLAIN).expect("stage 2");
+    let h1 = s1.run(BatchInput::Hidden(&h0), TokenPlan::Plain).expect("stage 1");
+    let pooled = s2.run(BatchInput::Hidden(&h1), TokenPlan::Plain).expect("stage 2");
     let whole = m.ort.runtime(runtime).expect("whole").embed(&inputs).expect("whole");
     for (a, b) in pooled.iter().zip(&whole) {
         assert!(cosine(a, b) >= 0.99999, "split vs unsplit: cosine {}", cosine(a, b));
     }
-    assert!(matches!(s1.run(BatchInput::Tokens(&inputs), PlanId::PLAIN), Err(EngineError::Unsupported(_))));
-    assert!(matches!(s0.run(BatchInput::Tokens(&inputs), PlanId(-1)), Err(EngineError::Unsupported(_))));
+    assert!(matches!(
+        s1.run(BatchInput::Tokens(&inputs), TokenPlan::Plain),
+        Err(EngineError::Unsupported(_))
+    ));
+    assert!(matches!(
+        s0.run(BatchInput::Tokens(&inputs), TokenPlan::Merge(1)),
+        Err(EngineError::Unsupported(_))
+    ));
 
-    let plans = [PlanId::PLAIN, PlanId(-1)];
+    let plans = [TokenPlan::Plain, TokenPlan::Merge(1)];
     let mut both = m.ort.instance(UnitSpec::encoder(runtime), &plans).expect("plain and merging sessions");
-    let plain = both.run(BatchInput::Tokens(&inputs), PlanId::PLAIN).expect("plain");
-    let merged = both.run(BatchInput::Tokens(&inputs), PlanId(-1)).expect("merged");
-    assert_close(&plain, &whole, "plan 0 is the plain model");
+    let plain = both.run(BatchInput::Tokens(&inputs), TokenPlan::Plain).expect("plain");
+    let merged = both.run(BatchInput::Tokens(&inputs), TokenPlan::Merge(1)).expect("merged");
+    assert_close(&plain, &whole, "the plain plan is the plain model");
     let c = cosine(&merged[0], &plain[0]);
     assert!((0.9..0.99999).contains(&c), "plan −1 merges: cosine {c}");
 }
@@ -320,7 +326,7 @@ fn an_exit_plan_pools_its_layers_and_merging_clamps_on_short_rows() {
     let m = models();
     let runtime = RuntimeSpec::dynamic(128, 4);
     let inputs = vec![random_ids(40, 31), random_ids(7, 32)];
-    let exit = PlanId(-104);
+    let exit = TokenPlan::Exit(4);
     let pooled = m
         .ort
         .instance(UnitSpec::encoder(runtime), &[exit])
@@ -329,8 +335,8 @@ fn an_exit_plan_pools_its_layers_and_merging_clamps_on_short_rows() {
     let pooled = pooled.expect("exit after 4 layers");
     let stage = StageSpec { model: ModelId(0), index: 0, count: 2, first_layer: 0, end_layer: 4 };
     let mut first =
-        m.ort.instance(UnitSpec::encoder(runtime).with_stage(stage), &[PlanId::PLAIN]).expect("stage");
-    let hidden = first.run(BatchInput::Tokens(&inputs), PlanId::PLAIN).expect("layers 0..4");
+        m.ort.instance(UnitSpec::encoder(runtime).with_stage(stage), &[TokenPlan::Plain]).expect("stage");
+    let hidden = first.run(BatchInput::Tokens(&inputs), TokenPlan::Plain).expect("layers 0..4");
     let means: Vec<Vec<f32>> = hidden
         .iter()
         .map(|h| {
@@ -341,12 +347,16 @@ fn an_exit_plan_pools_its_layers_and_merging_clamps_on_short_rows() {
     assert_close(&pooled, &means, "exit after 4 layers = mean of layer 4's states");
     let whole = m.ort.runtime(runtime).expect("whole").embed(&inputs).expect("whole");
     assert!(cosine(&pooled[0], &whole[0]) < 0.999, "two fewer layers change the vector");
-    assert!(m.ort.instance(UnitSpec::encoder(runtime), &[PlanId(-106)]).is_err(), "6 layers: exits 1 to 5");
+    assert!(
+        m.ort.instance(UnitSpec::encoder(runtime), &[TokenPlan::Exit(6)]).is_err(),
+        "6 layers: exits 1 to 5"
+    );
 
     let short = vec![random_ids(5, 33), random_ids(4, 34)];
-    let mut merging = m.ort.instance(UnitSpec::encoder(runtime), &[PlanId(-4)]).expect("merging");
-    let vectors =
-        merging.run(BatchInput::Tokens(&short), PlanId(-4)).expect("a short batch merges what it can");
+    let mut merging = m.ort.instance(UnitSpec::encoder(runtime), &[TokenPlan::Merge(4)]).expect("merging");
+    let vectors = merging
+        .run(BatchInput::Tokens(&short), TokenPlan::Merge(4))
+        .expect("a short batch merges what it can");
     assert!(vectors.iter().flatten().all(|x| x.is_finite()));
 }
 
@@ -357,13 +367,17 @@ fn an_exit_plan_pools_its_layers_and_merging_clamps_on_short_rows() {
 fn pruning_once_drops_padding_first_and_then_the_least_attended_tokens() {
     let m = models();
     let runtime = RuntimeSpec::dynamic(128, 4);
-    let prune = PlanId(-1250);
-    let mut rt = m.ort.instance(UnitSpec::encoder(runtime), &[PlanId::PLAIN, prune]).expect("pruning plan");
+    let prune = TokenPlan::Prune { after: 2, percent: 50 };
+    let mut rt =
+        m.ort.instance(UnitSpec::encoder(runtime), &[TokenPlan::Plain, prune]).expect("pruning plan");
     let inputs = vec![random_ids(40, 41), random_ids(7, 42)];
     let pruned = rt.run(BatchInput::Tokens(&inputs), prune).expect("pruned");
-    let plain = rt.run(BatchInput::Tokens(&inputs), PlanId::PLAIN).expect("plain");
+    let plain = rt.run(BatchInput::Tokens(&inputs), TokenPlan::Plain).expect("plain");
     let c = cosine(&pruned[0], &plain[0]);
     assert!((0.7..0.999).contains(&c), "40 tokens cut to 20 after layer 2: cosine {c}");
     assert_close(&pruned[1..], &plain[1..], "a 7-token row padded to 40 keeps its tokens");
-    assert!(m.ort.instance(UnitSpec::encoder(runtime), &[PlanId(-1650)]).is_err(), "after the last layer");
+    assert!(
+        m.ort.instance(UnitSpec::encoder(runtime), &[TokenPlan::Prune { after: 6, percent: 50 }]).is_err(),
+        "after the last layer"
+    );
 }

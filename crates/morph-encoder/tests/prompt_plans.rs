@@ -7,14 +7,14 @@
 use std::sync::OnceLock;
 
 use candle_core::{Device, Tensor};
+use morph_core::PromptMode;
 use morph_core::fixtures::random_ids;
-use morph_core::{PlanId, RuntimeSpec, TaskId, UnitSpec};
+use morph_core::{RuntimeSpec, TaskId, TokenPlan, UnitSpec};
 use morph_encoder::bert::Kernels;
 use morph_encoder::checkpoint::Checkpoint;
 use morph_encoder::onnx::{ATTENTION_MASK, GraphSpec, INPUT_IDS, POOLED, PROMPT_IN, encoder_graph};
 use morph_encoder::ort_runtime::{environment, padded_ids, session};
 use morph_encoder::pooling::cosine;
-use morph_encoder::token_plan::PromptMode;
 use morph_encoder::{Encoder, OrtEncoder, Pooling, TextTokenizer};
 use morph_engine::{BatchInput, Engine, EngineError};
 use morph_fetch::ModelFiles;
@@ -118,21 +118,24 @@ fn the_shipped_prompts_are_served_by_plan_for_a_batch_mixing_tasks() {
             .map(|t| tokenizer.encode(t).expect("tokenize"))
             .collect();
     let tasks = [TaskId(0), TaskId(1), TaskId(2)];
-    for plan in [PlanId(2), PlanId(102)] {
+    for plan in [TokenPlan::Prompt(2, PromptMode::Additive), TokenPlan::Prompt(2, PromptMode::Replace)] {
         let mut rt = ort
-            .instance(UnitSpec::encoder(RuntimeSpec::dynamic(128, 4)), &[PlanId::PLAIN, plan])
+            .instance(UnitSpec::encoder(RuntimeSpec::dynamic(128, 4)), &[TokenPlan::Plain, plan])
             .expect("instance");
         let mixed = rt.run(BatchInput::Tasked(&inputs, &tasks), plan).expect("mixed batch");
         for (r, row) in inputs.iter().enumerate() {
             let alone =
                 rt.run(BatchInput::Tasked(std::slice::from_ref(row), &tasks[r..=r]), plan).expect("alone");
-            assert_close(&mixed[r], &alone[0], &format!("plan {}, row {r}", plan.0));
+            assert_close(&mixed[r], &alone[0], &format!("plan {plan}, row {r}"));
         }
-        let plain = rt.run(BatchInput::Tokens(&inputs), PlanId::PLAIN).expect("plain");
-        assert!(cosine(&mixed[0], &plain[0]) < 0.9999, "plan {} must differ from the plain model", plan.0);
+        let plain = rt.run(BatchInput::Tokens(&inputs), TokenPlan::Plain).expect("plain");
+        assert!(cosine(&mixed[0], &plain[0]) < 0.9999, "plan {plan} must differ from the plain model");
         let untasked = rt.run(BatchInput::Tokens(&inputs), plan);
         assert!(matches!(untasked, Err(EngineError::Unsupported(_))), "a prompt plan needs each row's task");
     }
-    let untrained = ort.instance(UnitSpec::encoder(RuntimeSpec::dynamic(128, 4)), &[PlanId(7)]);
+    let untrained = ort.instance(
+        UnitSpec::encoder(RuntimeSpec::dynamic(128, 4)),
+        &[TokenPlan::Prompt(7, PromptMode::Additive)],
+    );
     assert!(matches!(untrained, Err(EngineError::Unsupported(_))), "no prompts trained for p = 7");
 }

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use morph_core::{LatencyProfile, PlanId, RuntimeSpec, UnitSpec};
+use morph_core::{LatencyProfile, RuntimeSpec, TokenPlan, UnitSpec};
 
 use crate::{BatchInput, Engine, EngineError, check_lengths};
 
@@ -60,7 +60,7 @@ impl Engine for EmulatedRuntime {
     }
 
     /// Every plan costs what the plain model does.
-    fn run(&mut self, input: BatchInput<'_>, _plan: PlanId) -> Result<Vec<Vec<f32>>, EngineError> {
+    fn run(&mut self, input: BatchInput<'_>, _plan: TokenPlan) -> Result<Vec<Vec<f32>>, EngineError> {
         let start = Instant::now();
         let lens: Vec<usize> = match input {
             BatchInput::Hidden(rows) => rows.iter().map(|r| r.len() / self.dim.max(1)).collect(),
@@ -115,9 +115,10 @@ mod tests {
         let unit = UnitSpec::encoder(RuntimeSpec::dynamic(16, 2));
         let mut first = EmulatedRuntime::new(profile.clone(), unit.with_stage(stage(0)), 3);
         let mut last = EmulatedRuntime::new(profile, unit.with_stage(stage(1)), 3);
-        let hidden = first.run(BatchInput::Tokens(&[vec![1, 2], vec![1, 2, 3, 4]]), PlanId::PLAIN).unwrap();
+        let hidden =
+            first.run(BatchInput::Tokens(&[vec![1, 2], vec![1, 2, 3, 4]]), TokenPlan::Plain).unwrap();
         assert_eq!(hidden.iter().map(Vec::len).collect::<Vec<_>>(), vec![6, 12], "tokens × hidden per row");
-        let pooled = last.run(BatchInput::Hidden(&hidden), PlanId::PLAIN).unwrap();
+        let pooled = last.run(BatchInput::Hidden(&hidden), TokenPlan::Plain).unwrap();
         assert_eq!(pooled, vec![vec![1.0, 0.0, 0.0]; 2]);
         assert_eq!(
             first.batch_time(16, 1),

@@ -19,7 +19,7 @@ pub use mapped::map_prepared;
 pub use thread::{EngineHandle, EngineThread};
 pub use wire::StartTimes;
 
-use morph_core::{PlanId, RuntimeSpec, TaskId};
+use morph_core::{RuntimeSpec, TaskId, TokenPlan};
 
 /// Engine failures. `Clone` so one failure can be reported to every request of a batch.
 #[derive(Debug, Clone, PartialEq, thiserror::Error, serde::Serialize, serde::Deserialize)]
@@ -112,20 +112,20 @@ pub trait Engine: Send {
     /// Runs `input` (each row at most `runtime().max_len` tokens, at most `max_batch` rows) as
     /// one batch under token plan `plan`; returns one vector per row, in order: its pooled,
     /// unnormalised vector, or, on a stage that hands on to a next one, its hidden states.
-    fn run(&mut self, input: BatchInput<'_>, plan: PlanId) -> Result<Vec<Vec<f32>>, EngineError>;
+    fn run(&mut self, input: BatchInput<'_>, plan: TokenPlan) -> Result<Vec<Vec<f32>>, EngineError>;
 
     /// The pooled vectors of a batch of token ids on the plain model.
     fn embed(&mut self, inputs: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, EngineError> {
-        self.run(BatchInput::Tokens(inputs), PlanId::PLAIN)
+        self.run(BatchInput::Tokens(inputs), TokenPlan::Plain)
     }
 }
 
 /// The token ids of a batch a whole, plain model runs; an error naming what this instance
 /// lacks otherwise.
-pub fn plain_tokens(input: BatchInput<'_>, plan: PlanId) -> Result<&[Vec<u32>], EngineError> {
+pub fn plain_tokens(input: BatchInput<'_>, plan: TokenPlan) -> Result<&[Vec<u32>], EngineError> {
     match input.tokens() {
-        Some(rows) if plan == PlanId::PLAIN => Ok(rows),
-        Some(_) => Err(EngineError::Unsupported(format!("token plan {}", plan.0))),
+        Some(rows) if plan == TokenPlan::Plain => Ok(rows),
+        Some(_) => Err(EngineError::Unsupported(format!("token plan {plan}"))),
         None => Err(EngineError::Unsupported("hidden states from a previous stage".into())),
     }
 }

@@ -5,7 +5,7 @@
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
-use morph_core::{PlanId, RuntimeSpec};
+use morph_core::{RuntimeSpec, TokenPlan};
 use tokio::sync::oneshot;
 
 use crate::{Engine, EngineError, Rows};
@@ -13,7 +13,7 @@ use crate::{Engine, EngineError, Rows};
 type Reply = oneshot::Sender<Result<Vec<Vec<f32>>, EngineError>>;
 
 enum Command {
-    Run { rows: Rows, plan: PlanId, reply: Reply },
+    Run { rows: Rows, plan: TokenPlan, reply: Reply },
     Stop,
 }
 
@@ -73,7 +73,7 @@ impl EngineHandle {
     }
 
     /// Runs one batch on the worker thread under token plan `plan`.
-    pub async fn run(&self, rows: Rows, plan: PlanId) -> Result<Vec<Vec<f32>>, EngineError> {
+    pub async fn run(&self, rows: Rows, plan: TokenPlan) -> Result<Vec<Vec<f32>>, EngineError> {
         let (reply, rx) = oneshot::channel();
         self.tx.send(Command::Run { rows, plan, reply }).map_err(|_| EngineError::Stopped)?;
         rx.await.map_err(|_| EngineError::Stopped)?
@@ -98,11 +98,11 @@ mod tests {
         let worker = EngineThread::spawn("test".into(), Box::new(engine)).unwrap();
         let handle = worker.handle();
         let tokens = |rows| Rows::Tokens(rows);
-        assert_eq!(handle.run(tokens(vec![vec![1, 2]]), PlanId::PLAIN).await.unwrap().len(), 1);
-        let too_long = handle.run(tokens(vec![vec![1; 9]]), PlanId::PLAIN).await;
+        assert_eq!(handle.run(tokens(vec![vec![1, 2]]), TokenPlan::Plain).await.unwrap().len(), 1);
+        let too_long = handle.run(tokens(vec![vec![1; 9]]), TokenPlan::Plain).await;
         assert!(matches!(too_long, Err(EngineError::Shape { .. })));
         drop(worker);
-        assert_eq!(handle.run(tokens(vec![vec![1]]), PlanId::PLAIN).await, Err(EngineError::Stopped));
+        assert_eq!(handle.run(tokens(vec![vec![1]]), TokenPlan::Plain).await, Err(EngineError::Stopped));
     }
 
     #[test]

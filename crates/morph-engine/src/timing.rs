@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use morph_core::PlanId;
+use morph_core::TokenPlan;
 
 use crate::{BatchInput, Engine, EngineError};
 
@@ -47,7 +47,7 @@ pub fn synthetic_batch(len: u32, rows: u32) -> Vec<Vec<u32>> {
 pub fn time_batch(
     engine: &mut dyn Engine,
     input: BatchInput<'_>,
-    plan: PlanId,
+    plan: TokenPlan,
     warmup: u32,
     runs: u32,
 ) -> Result<f64, EngineError> {
@@ -58,7 +58,7 @@ pub fn time_batch(
 pub fn batch_times(
     engine: &mut dyn Engine,
     input: BatchInput<'_>,
-    plan: PlanId,
+    plan: TokenPlan,
     warmup: u32,
     runs: u32,
 ) -> Result<Vec<f64>, EngineError> {

@@ -5,7 +5,7 @@
 use std::io::{self, Read, Write};
 use std::time::Duration;
 
-use morph_core::PlanId;
+use morph_core::TokenPlan;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -29,7 +29,7 @@ pub struct StartTimes {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ToWorker {
     /// Run one batch under token plan `plan`; answered by one [`FromWorker::Done`].
-    Run { plan: PlanId, rows: Rows },
+    Run { plan: TokenPlan, rows: Rows },
     /// Finish: the worker exits.
     Stop,
 }
@@ -89,10 +89,12 @@ pub fn recv<T: DeserializeOwned>(stream: &mut impl Read) -> io::Result<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use morph_core::PromptMode;
 
     #[test]
     fn messages_survive_a_round_trip_and_oversize_frames_are_refused() {
-        let run = ToWorker::Run { plan: PlanId(-2), rows: Rows::Hidden(vec![vec![1.5, -0.0, f32::MIN]]) };
+        let run =
+            ToWorker::Run { plan: TokenPlan::Merge(2), rows: Rows::Hidden(vec![vec![1.5, -0.0, f32::MIN]]) };
         let mut buf = Vec::new();
         send(&mut buf, &run).expect("send");
         send(&mut buf, &FromWorker::Done(Err(EngineError::Stopped))).expect("send");
@@ -129,10 +131,18 @@ mod tests {
         /// Every batch a server can send arrives whole: same rows, same bits.
         #[test]
         fn batches_round_trip(
-            plan in proptest::num::i16::ANY,
+            (kind, count, percent) in (0u8..6, 1usize..10_000, 1u8..100),
             rows in proptest::collection::vec(proptest::collection::vec(proptest::num::f32::NORMAL, 0..64), 0..8),
         ) {
-            let run = ToWorker::Run { plan: PlanId(plan), rows: Rows::Hidden(rows) };
+            let plan = match kind {
+                0 => TokenPlan::Plain,
+                1 => TokenPlan::Merge(count),
+                2 => TokenPlan::Exit(count),
+                3 => TokenPlan::Prune { after: count, percent },
+                4 => TokenPlan::Prompt(count, PromptMode::Additive),
+                _ => TokenPlan::Prompt(count, PromptMode::Replace),
+            };
+            let run = ToWorker::Run { plan, rows: Rows::Hidden(rows) };
             let mut buf = Vec::new();
             send(&mut buf, &run).expect("send");
             proptest::prop_assert_eq!(recv::<ToWorker>(&mut buf.as_slice()).expect("recv"), run);

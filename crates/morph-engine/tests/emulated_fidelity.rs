@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use morph_core::{LatencyProfile, PaddedShape, PlanId, RuntimeSpec};
+use morph_core::{LatencyProfile, PaddedShape, RuntimeSpec, TokenPlan};
 use morph_engine::timing::{synthetic_batch, time_batch};
 use morph_engine::{BatchInput, EmulatedRuntime};
 
@@ -46,8 +46,9 @@ fn emulated_batches_take_the_profiles_latency() {
             want,
             "b{batch} l{len}: a fixed runtime pads"
         );
-        let got = time_batch(&mut engine, BatchInput::Tokens(&synthetic_batch(len, 1)), PlanId::PLAIN, 0, 3)
-            .unwrap();
+        let got =
+            time_batch(&mut engine, BatchInput::Tokens(&synthetic_batch(len, 1)), TokenPlan::Plain, 0, 3)
+                .unwrap();
         assert!(got * 1e6 >= want as f64, "b{batch} l{len}: {got:.3} ms is shorter than the profile's");
     }
 }

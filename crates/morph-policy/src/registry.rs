@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use morph_core::{HostSlots, LatencyProfile, Nanos, PlanId, Policy, StageTimes, time::ms_to_nanos};
+use morph_core::{HostSlots, LatencyProfile, Nanos, Policy, StageTimes, TokenPlan, time::ms_to_nanos};
 
 use crate::arlo::ServiceModel;
 use crate::arlo::{ArloConfig, ArloPolicy, PRESETS};
@@ -32,11 +32,11 @@ pub enum PolicyError {
     #[error(
         "policy '{name}' plans with token plan {plan}, which has no latency profile (a profile naming \"plan\": {plan})"
     )]
-    NeedsPlanProfile { name: String, plan: i16 },
+    NeedsPlanProfile { name: String, plan: TokenPlan },
     #[error(
         "policy '{name}' plans with token plan {plan}, which has no accuracy (the policy's accuracy table, or a profile's accuracy.json)"
     )]
-    NeedsAccuracy { name: String, plan: i16 },
+    NeedsAccuracy { name: String, plan: TokenPlan },
     #[error("policy '{0}' needs an SLO (slo_ms in the scenario or the policy, or --slo-ms)")]
     NeedsSlo(String),
 }
@@ -53,9 +53,9 @@ pub struct Context {
     /// The hosts and their slots; default: one host with every slot.
     pub hosts: Option<HostSlots>,
     /// Latency profiles of token plans other than the plain model's (OTAS's γ).
-    pub plans: BTreeMap<PlanId, Arc<LatencyProfile>>,
+    pub plans: BTreeMap<TokenPlan, Arc<LatencyProfile>>,
     /// Accuracy per task (by task index) under each token plan, from the profiler.
-    pub accuracy: BTreeMap<PlanId, Vec<f64>>,
+    pub accuracy: BTreeMap<TokenPlan, Vec<f64>>,
 }
 
 /// The pipeline policies (QUART and its baselines, spec §2.5).
@@ -92,22 +92,22 @@ pub fn build(name: &str, params: &serde_json::Value, ctx: &Context) -> Result<Bo
     Ok(Box::new(ArloPolicy::new(name, config, ServiceModel::new(profile, slo))))
 }
 
-/// OTAS's plan list with each plan's latency profile (plan 0: the deployment's) and accuracy.
+/// OTAS's plan list with each plan's latency profile (`plain`: the deployment's) and accuracy.
 fn plan_table(name: &str, config: &OtasConfig, ctx: &Context) -> Result<PlanTable, PolicyError> {
     let entries = config.plans.iter().map(|&plan| {
         let latency = match plan {
-            0 => ctx.profile.clone().or_else(|| ctx.plans.get(&PlanId(0)).cloned()),
-            _ => ctx.plans.get(&PlanId(plan)).cloned(),
+            TokenPlan::Plain => ctx.profile.clone().or_else(|| ctx.plans.get(&TokenPlan::Plain).cloned()),
+            _ => ctx.plans.get(&plan).cloned(),
         };
         let latency =
             latency.ok_or_else(|| PolicyError::NeedsPlanProfile { name: name.to_string(), plan })?;
-        let accuracy = match (config.accuracy.get(&plan), ctx.accuracy.get(&PlanId(plan))) {
+        let accuracy = match (config.accuracy.get(&plan), ctx.accuracy.get(&plan)) {
             (Some(given), _) | (None, Some(given)) => given.clone(),
             // One plan: its accuracy scales every choice alike.
             (None, None) if config.plans.len() == 1 => vec![1.0],
             (None, None) => return Err(PolicyError::NeedsAccuracy { name: name.to_string(), plan }),
         };
-        Ok(PlanEntry { plan: PlanId(plan), latency, accuracy })
+        Ok(PlanEntry { plan, latency, accuracy })
     });
     let entries = entries.collect::<Result<Vec<_>, PolicyError>>()?;
     PlanTable::new(entries)

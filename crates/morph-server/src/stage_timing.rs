@@ -4,7 +4,7 @@
 //! s(C) = a + b/C. Hops are left at 0 ms: one request's hand-off costs 0.04–0.23 ms on the
 //! worker transport (`cargo bench -p morph-benches --bench wire_hop`), far below a stage.
 
-use morph_core::{PlanId, RuntimeSpec, StageTime, StageTimes};
+use morph_core::{RuntimeSpec, StageTime, StageTimes, TokenPlan};
 use morph_engine::timing::time_batch;
 use morph_engine::{BatchInput, EngineError};
 
@@ -33,7 +33,7 @@ pub fn measure(
         let mut points = Vec::with_capacity(THREADS.len());
         for threads in THREADS {
             let mut engine = launcher.backend().engine(unit.with_threads(threads))?;
-            points.push((threads, time_batch(engine.as_mut(), input, PlanId::PLAIN, 2, 7)?));
+            points.push((threads, time_batch(engine.as_mut(), input, TokenPlan::Plain, 2, 7)?));
         }
         let time =
             StageTime::fit(&points).ok_or_else(|| EngineError::Load(format!("stage times {points:?}")))?;

@@ -9,8 +9,8 @@ use std::time::Duration;
 use morph_backend::Backend;
 use morph_core::Point;
 use morph_core::{
-    Action, BatchPlan, DropReason, Event, InstanceId, LatencyProfile, ModelId, Outcome, PlanId, Policy,
-    RequestId, RequestInfo, RuntimeSpec, StageSpec, Then, Tickets, Time, UnitSpec,
+    Action, BatchPlan, DropReason, Event, InstanceId, LatencyProfile, ModelId, Outcome, Policy, RequestId,
+    RequestInfo, RuntimeSpec, StageSpec, Then, Tickets, Time, TokenPlan, UnitSpec,
 };
 use morph_server::Launcher;
 use morph_server::driver::{Driver, SeqError};
@@ -93,7 +93,7 @@ impl Policy for Script {
                 _ => self.held.push(r),
             },
             Event::BatchDone { instance, requests, failed: false } if Some(instance) == self.stages[0] => {
-                let plan = BatchPlan { tokens: PlanId(-1), then: Then::Finish };
+                let plan = BatchPlan { tokens: TokenPlan::Merge(1), then: Then::Finish };
                 let next = self.stages[1].expect("stage 1");
                 actions.push(Action::Run { instance: next, requests, plan });
             }
@@ -231,7 +231,7 @@ async fn one_script_through_both_drivers_gives_the_same_decisions_and_outcomes()
     let actions: Vec<&Action> = sim_log.iter().flat_map(|(_, a)| a).collect();
     let has = |f: &dyn Fn(&Action) -> bool| actions.iter().any(|a| f(a));
     assert!(has(&|a| matches!(a, Action::Run { plan, .. } if plan.then == Then::NextStage)));
-    assert!(has(&|a| matches!(a, Action::Run { plan, .. } if plan.tokens == PlanId(-1))));
+    assert!(has(&|a| matches!(a, Action::Run { plan, .. } if plan.tokens == TokenPlan::Merge(1))));
     assert!(has(&|a| matches!(a, Action::Launch { .. })) && has(&|a| matches!(a, Action::Retire { .. })));
     assert!(has(&|a| matches!(a, Action::Drop { .. })));
     assert!(sim_log.iter().any(|(e, _)| matches!(e, Event::Cancelled { .. })));

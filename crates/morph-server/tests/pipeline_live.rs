@@ -6,7 +6,7 @@ mod common;
 
 use common::{ort, post, start};
 use morph_backend::EngineKind;
-use morph_core::{PlanId, RuntimeSpec};
+use morph_core::{RuntimeSpec, TokenPlan};
 use morph_encoder::pooling::cosine;
 use morph_server::ServerConfig;
 use serde_json::json;
@@ -50,7 +50,7 @@ async fn three_stages_served_live_give_the_unsplit_vectors_and_a_plan_is_served_
 
     let merged = |config: ServerConfig| {
         let EngineKind::Ort { library, onnx, .. } = config.engine else { panic!("ort") };
-        let engine = EngineKind::Ort { library, onnx, plans: vec![PlanId(-1)] };
+        let engine = EngineKind::Ort { library, onnx, plans: vec![TokenPlan::Merge(1)] };
         let params = json!({"plan": -1, "max_batch_tokens": 16384, "max_queue": 64});
         ServerConfig { engine, policy_params: params, ..config }
     };

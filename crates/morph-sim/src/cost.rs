@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use morph_core::{LatencyProfile, Nanos, PlanId, ShapeKind, StageTimes, UnitSpec, time::ms_to_nanos};
+use morph_core::{LatencyProfile, Nanos, ShapeKind, StageTimes, TokenPlan, UnitSpec, time::ms_to_nanos};
 
 /// One sequence of a batch: its input length, and the tokens it generates (0 for an encoder).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,7 +14,7 @@ pub struct Job {
 
 pub trait CostModel {
     /// The time an encoder batch takes on `unit` under token plan `plan`.
-    fn batch_time(&self, unit: &UnitSpec, plan: PlanId, batch: &[Job]) -> Nanos;
+    fn batch_time(&self, unit: &UnitSpec, plan: TokenPlan, batch: &[Job]) -> Nanos;
 
     /// The time one iteration of generations takes: `running` sequences each produce a token
     /// or feed a chunk of their prompt; `fed` counts the prompt tokens it feeds, `decoding` the
@@ -46,7 +46,7 @@ pub struct Decoding {
 pub struct ProfileCost {
     profile: LatencyProfile,
     /// By (stage index, plan).
-    variants: BTreeMap<(u16, PlanId), LatencyProfile>,
+    variants: BTreeMap<(u16, TokenPlan), LatencyProfile>,
     dynamic_penalty: f64,
 }
 
@@ -56,14 +56,14 @@ impl ProfileCost {
     }
 
     /// Prices batches of pipeline stage `stage` (0 for a whole model) under `plan` by `profile`.
-    pub fn with_variant(mut self, stage: u16, plan: PlanId, profile: LatencyProfile) -> Self {
+    pub fn with_variant(mut self, stage: u16, plan: TokenPlan, profile: LatencyProfile) -> Self {
         self.variants.insert((stage, plan), profile);
         self
     }
 }
 
 impl CostModel for ProfileCost {
-    fn batch_time(&self, unit: &UnitSpec, plan: PlanId, batch: &[Job]) -> Nanos {
+    fn batch_time(&self, unit: &UnitSpec, plan: TokenPlan, batch: &[Job]) -> Nanos {
         let runtime = unit.runtime;
         let longest = batch.iter().map(|j| j.input_len).max().unwrap_or(1);
         let shape = runtime.padded_shape(longest, batch.len() as u32);
@@ -77,7 +77,7 @@ impl CostModel for ProfileCost {
 
     /// An encoder profile prices an iteration as a batch of `running` one-token sequences.
     fn step_time(&self, unit: &UnitSpec, running: usize, _fed: Fed, _decoding: Decoding) -> Nanos {
-        self.batch_time(unit, PlanId::PLAIN, &vec![Job { input_len: 1, output_len: 1 }; running.max(1)])
+        self.batch_time(unit, TokenPlan::Plain, &vec![Job { input_len: 1, output_len: 1 }; running.max(1)])
     }
 }
 
@@ -173,7 +173,7 @@ impl LinearGeneration {
 }
 
 impl CostModel for LinearGeneration {
-    fn batch_time(&self, _unit: &UnitSpec, _plan: PlanId, batch: &[Job]) -> Nanos {
+    fn batch_time(&self, _unit: &UnitSpec, _plan: TokenPlan, batch: &[Job]) -> Nanos {
         let longest = batch.iter().map(|j| j.output_len).max().unwrap_or(0);
         let prompts = batch.iter().map(|j| j.input_len).sum();
         // SSJF Eq. (T = C + K·N), K at this batch size
@@ -198,7 +198,7 @@ impl CostModel for LinearGeneration {
 pub struct PipelineCost(pub Arc<StageTimes>);
 
 impl CostModel for PipelineCost {
-    fn batch_time(&self, unit: &UnitSpec, _plan: PlanId, batch: &[Job]) -> Nanos {
+    fn batch_time(&self, unit: &UnitSpec, _plan: TokenPlan, batch: &[Job]) -> Nanos {
         ms_to_nanos(self.0.unit_ms(unit) * batch.len().max(1) as f64)
     }
 
@@ -243,7 +243,7 @@ mod tests {
         let cost = ProfileCost::new(p, 1.5);
         let jobs = |len| [Job { input_len: len, output_len: 0 }];
         let unit = |r| UnitSpec::encoder(r);
-        let plain = PlanId::PLAIN;
+        let plain = TokenPlan::Plain;
         assert_eq!(cost.batch_time(&unit(RuntimeSpec::fixed(64, 4)), plain, &jobs(10)), 8_000_000);
         assert_eq!(cost.batch_time(&unit(RuntimeSpec::dynamic(64, 4)), plain, &jobs(16)), 1_500_000);
         // batch 1, len 40: halfway between 1 ms and 2 ms, times 1.5
@@ -255,19 +255,19 @@ mod tests {
         let whole = LatencyProfile::from_points("m", [Point { batch: 1, len: 16, ms: 6.0 }]).unwrap();
         let merged = LatencyProfile::from_points("m", [Point { batch: 1, len: 16, ms: 4.0 }]).unwrap();
         let stage1 = LatencyProfile::from_points("m", [Point { batch: 1, len: 16, ms: 2.0 }]).unwrap();
-        let cost = ProfileCost::new(whole, 1.0).with_variant(0, PlanId(-2), merged).with_variant(
+        let cost = ProfileCost::new(whole, 1.0).with_variant(0, TokenPlan::Merge(2), merged).with_variant(
             1,
-            PlanId::PLAIN,
+            TokenPlan::Plain,
             stage1,
         );
         let job = [Job { input_len: 16, output_len: 0 }];
         let unit = UnitSpec::encoder(RuntimeSpec::fixed(16, 1));
         let stage = |index| morph_core::StageSpec::even(morph_core::ModelId(0), index, 3, 6);
-        assert_eq!(cost.batch_time(&unit, PlanId::PLAIN, &job), 6_000_000);
-        assert_eq!(cost.batch_time(&unit, PlanId(-2), &job), 4_000_000);
-        assert_eq!(cost.batch_time(&unit.with_stage(stage(1)), PlanId::PLAIN, &job), 2_000_000);
+        assert_eq!(cost.batch_time(&unit, TokenPlan::Plain, &job), 6_000_000);
+        assert_eq!(cost.batch_time(&unit, TokenPlan::Merge(2), &job), 4_000_000);
+        assert_eq!(cost.batch_time(&unit.with_stage(stage(1)), TokenPlan::Plain, &job), 2_000_000);
         assert_eq!(
-            cost.batch_time(&unit.with_stage(stage(2)), PlanId::PLAIN, &job),
+            cost.batch_time(&unit.with_stage(stage(2)), TokenPlan::Plain, &job),
             6_000_000,
             "unmeasured: whole"
         );
@@ -278,7 +278,7 @@ mod tests {
         let cost = LinearGeneration::new(Prefill::Constant(100.0), vec![(1, 10.0), (4, 16.0)]).unwrap();
         let rt = &UnitSpec::decoder(RuntimeSpec::dynamic(512, 4));
         let job = |out| Job { input_len: 20, output_len: out };
-        let plain = PlanId::PLAIN;
+        let plain = TokenPlan::Plain;
         assert_eq!(cost.batch_time(rt, plain, &[job(50)]), ms_to_nanos(100.0 + 10.0 * 50.0));
         // b = 2: K halfway from 10 to 16 by a third: 12 ms per token; N = the longest, 30.
         assert_eq!(cost.batch_time(rt, plain, &[job(5), job(30)]), ms_to_nanos(100.0 + 12.0 * 30.0));
@@ -325,7 +325,7 @@ mod tests {
         assert!(chunks.abs_diff(ms_to_nanos(500.0)) <= 4, "{chunks}");
         let job = |input_len, output_len| Job { input_len, output_len };
         let batch = [job(250, 3), job(250, 5)];
-        assert_eq!(cost.batch_time(rt, PlanId::PLAIN, &batch), ms_to_nanos(250.0 + 20.0 * 5.0));
+        assert_eq!(cost.batch_time(rt, TokenPlan::Plain, &batch), ms_to_nanos(250.0 + 20.0 * 5.0));
     }
 
     /// A decode step pays `ms_per_token` for each cached token beyond `measured_at` per

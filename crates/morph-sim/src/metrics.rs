@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use morph_core::{Gauge, Nanos, Outcome, PlanId, Policy, Time, stats::percentile, time::nanos_to_ms};
+use morph_core::{Gauge, Nanos, Outcome, Policy, Time, TokenPlan, stats::percentile, time::nanos_to_ms};
 use serde::Serialize;
 
 /// Queue-length samples kept per run (for plots), evenly spaced over the arrivals' span.
@@ -45,7 +45,7 @@ pub(crate) struct Recorder {
 /// A batch of requests with service classes, as it ran.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServedBatch {
-    pub plan: PlanId,
+    pub plan: TokenPlan,
     /// When it ended (its requests were answered then).
     pub end: Time,
     /// Request indices in the stream.

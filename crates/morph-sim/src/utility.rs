@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use morph_core::{Outcome, Time};
+use morph_core::{Outcome, Time, TokenPlan};
 use serde::Serialize;
 
 use crate::metrics::Report;
@@ -23,7 +23,7 @@ pub struct UtilityReport {
     /// late, 4 evicted or refused before running.
     pub types: [f64; 4],
     /// Batches per plan.
-    pub batches_by_plan: BTreeMap<i16, usize>,
+    pub batches_by_plan: BTreeMap<TokenPlan, usize>,
     /// Mean over served batches of the share of their requests answered correctly (Fig. 11).
     pub mean_batch_accuracy: f64,
     /// `(seconds, utility earned up to then)`, per bin of arrivals.
@@ -41,13 +41,13 @@ pub fn evaluate(
     table: &Correctness,
     warmup: Time,
 ) -> UtilityReport {
-    let mut ran: HashMap<u32, (morph_core::PlanId, Time)> = HashMap::new();
+    let mut ran: HashMap<u32, (morph_core::TokenPlan, Time)> = HashMap::new();
     let mut batches_by_plan = BTreeMap::new();
     let mut batch_accuracy = Vec::with_capacity(report.served.len());
     // Per bin: the sum of its batches' accuracies and their count.
     let mut accuracy_bins: Vec<(f64, usize)> = Vec::new();
     for b in &report.served {
-        *batches_by_plan.entry(b.plan.0).or_default() += 1;
+        *batches_by_plan.entry(b.plan).or_default() += 1;
         let mut right = 0;
         for &r in &b.requests {
             ran.insert(r, (b.plan, b.end));

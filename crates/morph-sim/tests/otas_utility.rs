@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use morph_core::{LatencyProfile, RuntimeSpec, ServiceClass, TaskId, Time, UnitSpec};
+use morph_core::{LatencyProfile, RuntimeSpec, ServiceClass, TaskId, Time, TokenPlan, UnitSpec};
 use morph_policy::registry::{Context, build};
 use morph_sim::utility::evaluate;
 use morph_sim::workload::Correctness;
@@ -19,8 +19,7 @@ fn flat() -> LatencyProfile {
 
 fn write_profile(dir: &Path) {
     std::fs::create_dir_all(dir.join("correctness")).expect("profile folder");
-    let accuracy =
-        json!({ "plans": [0], "tasks": ["t"], "profiling": { "0": [0.5] }, "test": { "0": [0.66] } });
+    let accuracy = json!({ "plans": ["plain"], "tasks": ["t"], "profiling": { "plain": [0.5] }, "test": { "plain": [0.66] } });
     std::fs::write(dir.join("accuracy.json"), accuracy.to_string()).expect("accuracy.json");
     let lines =
         ["{\"len\":10,\"correct\":[1]}", "{\"len\":10,\"correct\":[0]}", "{\"len\":12,\"correct\":[1]}"];
@@ -62,7 +61,7 @@ fn utility_and_outcome_types_by_hand() {
     assert_eq!(u.utility, 1.0);
     assert_eq!(u.attainable, 1.875);
     assert_eq!(u.types, [0.25, 0.25, 0.0, 0.5]);
-    assert_eq!(u.batches_by_plan.get(&0), Some(&2));
+    assert_eq!(u.batches_by_plan.get(&TokenPlan::Plain), Some(&2));
     assert_eq!(u.mean_batch_accuracy, 0.5);
 }
 

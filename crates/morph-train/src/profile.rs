@@ -1,7 +1,7 @@
 //! Latency profiles (`morph profile`, and `morph serve`'s first start on a new host): an
 //! engine's median batch latency over a grid of shapes.
 
-use morph_core::{LatencyProfile, PlanId, Point, RuntimeSpec, ShapeKind, TaskId};
+use morph_core::{LatencyProfile, Point, RuntimeSpec, ShapeKind, TaskId, TokenPlan};
 use morph_engine::timing::{batch_times, median, synthetic_batch};
 use morph_engine::{BatchInput, Engine, EngineError};
 
@@ -15,7 +15,7 @@ pub struct MeasurePlan {
     /// Timed runs; the median is kept.
     pub runs: u32,
     /// The token plan every batch runs under.
-    pub tokens: PlanId,
+    pub tokens: TokenPlan,
     /// For a pipeline stage past the first: its hidden size (batches are hidden states).
     pub hidden: Option<usize>,
     /// Runtimes of exactly each point's shape (`Fixed`), or dynamic ones fed full batches.
@@ -136,7 +136,7 @@ mod tests {
             batches: vec![1, 2],
             warmup: 0,
             runs: 1,
-            tokens: PlanId::PLAIN,
+            tokens: TokenPlan::Plain,
             hidden: None,
             kind: ShapeKind::Fixed,
             side_by_side: 1,
@@ -164,7 +164,7 @@ mod tests {
             batches: vec![2],
             warmup: 0,
             runs: 2,
-            tokens: PlanId::PLAIN,
+            tokens: TokenPlan::Plain,
             hidden: None,
             kind: ShapeKind::Dynamic,
             side_by_side: 3,

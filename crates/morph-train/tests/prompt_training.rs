@@ -2,8 +2,8 @@
 //! way every time, and moves the prompts themselves. The model comes through Morph's own fetch
 //! (cached in MORPH_HOME); the labelled text is `../shared/data/text`.
 
+use morph_core::PromptMode;
 use morph_encoder::bert::Kernels;
-use morph_encoder::token_plan::PromptMode;
 use morph_encoder::{Encoder, Pooling, TextTokenizer};
 use morph_fetch::{ModelSource, fetch, morph_home};
 use morph_train::TrainConfig;

@@ -15,17 +15,16 @@ use anyhow::Context;
 use candle_core::Tensor;
 use clap::Args;
 use morph_backend::Backend;
-use morph_core::{PlanId, RuntimeSpec, UnitSpec};
+use morph_core::{CorrectnessLine, PlanAccuracy, RuntimeSpec, TokenPlan, UnitSpec};
 use morph_encoder::predictor::{embed_ids, stack};
 use morph_encoder::tasks::head::ClassifierHead;
-use morph_encoder::token_plan::TokenPlan;
+use morph_encoder::tasks::served::{HeadTraining, TaskMeta, TasksFile};
 use morph_encoder::tokenize::truncate;
 use morph_encoder::{Pooling, TextTokenizer};
 use morph_engine::Engine;
 use morph_train::TrainConfig;
 use morph_train::tasks::head_train::train_head;
 use morph_train::tasks::{data::Example, data::Task, data::TaskData, data::load};
-use serde_json::json;
 
 use super::adapt_prompts::{self, PromptEncoders};
 use super::adapt_task::{Encoded, Measured};
@@ -37,7 +36,7 @@ pub(crate) struct AdaptArgs {
     #[command(flatten)]
     model: ModelArgs,
     /// `--plans` lists the token plans profiled besides the plain model, e.g.
-    /// --plans=-104,-105,-1,-2 (exits after 4 and 5 layers, merging 1 and 2 tokens a layer).
+    /// --plans exit:4,exit:5,merge:1,merge:2 (exits after 4 and 5 layers, merging 1 and 2 tokens a layer).
     #[command(flatten)]
     engine: EngineArgs,
     /// The labelled text folder holding sst2/, ag_news/ and sms_spam/, e.g. ../shared/data/text.
@@ -78,9 +77,9 @@ pub(crate) fn run(mut args: AdaptArgs) -> anyhow::Result<()> {
     let files = args.model.fetch()?;
     let tokenizer = TextTokenizer::load(&files.tokenizer)?;
     let pooling = Pooling::from_model_dir(&files.dir);
-    let mut plans = vec![PlanId::PLAIN];
-    plans.extend(args.engine.plans.iter().map(|&p| PlanId(p)).filter(|p| *p != PlanId::PLAIN));
-    let prompted = |p: &i16| matches!(TokenPlan::of(PlanId(*p), usize::MAX), Ok(TokenPlan::Prompt(..)));
+    let mut plans = vec![TokenPlan::Plain];
+    plans.extend(args.engine.plans.iter().copied().filter(|p| *p != TokenPlan::Plain));
+    let prompted = |p: &TokenPlan| matches!(p, TokenPlan::Prompt(..));
     // Prompt plans are trained here, on candle; ONNX Runtime runs the others.
     let prompt_encoders = if args.engine.plans.iter().any(prompted) {
         Some(PromptEncoders::load(&files, pooling)?)
@@ -131,21 +130,19 @@ pub(crate) fn run(mut args: AdaptArgs) -> anyhow::Result<()> {
     let saved_plain = !plain_heads.is_empty();
     weights.extend(saved);
     // What training said of each head: kept for the heads in `--out` this run does not train.
-    let mut heads_meta: BTreeMap<String, serde_json::Value> =
-        std::fs::read_to_string(args.out.join("tasks.json"))
-            .ok()
-            .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
-            .and_then(|meta| serde_json::from_value(meta["heads"].clone()).ok())
-            .unwrap_or_default();
+    let mut heads_meta: BTreeMap<String, HeadTraining> = std::fs::read_to_string(args.out.join("tasks.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<TasksFile>(&text).ok())
+        .map(|meta| meta.heads)
+        .unwrap_or_default();
     let mut prompts = HashMap::new();
-    let mut measured: BTreeMap<(PlanId, Task), Measured> = BTreeMap::new();
+    let mut measured: BTreeMap<(TokenPlan, Task), Measured> = BTreeMap::new();
     println!("{:>6} {:<10} {:>8} {:>10} {:>8} {:>8}", "plan", "task", "epochs", "profiling", "test", "s");
     for &plan in &plans {
-        let token_plan = TokenPlan::of(plan, usize::MAX)?;
-        let own = if plan == PlanId::PLAIN { !saved_plain } else { token_plan.own_heads() || args.own_heads };
+        let own = if plan == TokenPlan::Plain { !saved_plain } else { plan.own_heads() || args.own_heads };
         for t in &tasks {
             let started = Instant::now();
-            if let (TokenPlan::Prompt(p, mode), Some(encoders)) = (token_plan, &prompt_encoders) {
+            if let (TokenPlan::Prompt(p, mode), Some(encoders)) = (plan, &prompt_encoders) {
                 let run = adapt_prompts::train_task(
                     encoders,
                     (plan, p, mode),
@@ -174,12 +171,20 @@ pub(crate) fn run(mut args: AdaptArgs) -> anyhow::Result<()> {
                 let n_val = (n / 10).max(1);
                 let fit = (x.narrow(0, n_val, n - n_val)?, &t.train.1[n_val..]);
                 let val = (x.narrow(0, 0, n_val)?, &t.train.1[..n_val]);
-                let prefix = format!("{}.{}", t.task.name(), plan.0);
+                let prefix = format!("{}.{plan}", t.task.name());
                 let classes = t.task.classes().len();
                 let result = train_head(&prefix, (&fit.0, fit.1), (&val.0, val.1), classes, &config)?;
                 epochs = result.losses.len();
                 weights.extend(result.weights);
-                heads_meta.insert(prefix, json!({ "epochs": epochs, "val_accuracy": result.val_accuracy }));
+                heads_meta.insert(
+                    prefix,
+                    HeadTraining {
+                        epochs,
+                        val_accuracy: result.val_accuracy,
+                        train_examples: None,
+                        losses: None,
+                    },
+                );
                 Some(result.head)
             } else {
                 None
@@ -196,7 +201,7 @@ pub(crate) fn run(mut args: AdaptArgs) -> anyhow::Result<()> {
             print_row(plan, t.task, epochs, (profiling, test), started);
             measured.insert((plan, t.task), Measured { profiling, test, correct });
             // Merging plans reuse the plain model's heads (ToMe is training-free).
-            if let (PlanId::PLAIN, Some(head)) = (plan, trained) {
+            if let (TokenPlan::Plain, Some(head)) = (plan, trained) {
                 plain_heads.insert(t.task, head);
             }
         }
@@ -208,16 +213,24 @@ pub(crate) fn run(mut args: AdaptArgs) -> anyhow::Result<()> {
         keep_untrained(&path, trained)?;
         candle_core::safetensors::save(trained, path)?;
     }
-    let task_list: Vec<_> =
-        tasks.iter().map(|t| json!({ "name": t.task.name(), "classes": t.task.classes() })).collect();
-    let meta = json!({
-        "encoder": files.dir.file_name().map(|n| n.to_string_lossy().to_string()),
-        "dim": engine.dim(),
-        "max_len": args.max_len,
-        "tasks": task_list,
-        "heads": heads_meta,
-        "made_by": "morph train adapt",
-    });
+    let task_list = tasks
+        .iter()
+        .map(|t| TaskMeta {
+            name: t.task.name().into(),
+            classes: t.task.classes().iter().map(|c| c.to_string()).collect(),
+        })
+        .collect();
+    let meta = TasksFile {
+        encoder: files
+            .dir
+            .file_name()
+            .map_or_else(|| files.name.clone(), |n| n.to_string_lossy().into_owned()),
+        dim: engine.dim(),
+        max_len: Some(args.max_len),
+        tasks: task_list,
+        heads: heads_meta,
+        made_by: Some("morph train adapt".into()),
+    };
     std::fs::write(args.out.join("tasks.json"), serde_json::to_string_pretty(&meta)? + "\n")?;
     println!("wrote {}", args.out.display());
     if let Some(dir) = &args.profile_out {
@@ -246,7 +259,7 @@ fn saved_plain_heads(path: &std::path::Path, tasks: &[Encoded]) -> anyhow::Resul
     );
     let (mut heads, mut saved) = (BTreeMap::new(), HashMap::new());
     for t in tasks {
-        let prefix = format!("{}.{}", t.task.name(), PlanId::PLAIN.0);
+        let prefix = format!("{}.{}", t.task.name(), TokenPlan::Plain);
         for part in ["weight", "bias"] {
             let name = format!("{prefix}.{part}");
             let Some(tensor) = tensors.get(&name) else { return Ok(none) };
@@ -273,46 +286,43 @@ fn keep_untrained(path: &std::path::Path, trained: &mut HashMap<String, Tensor>)
 /// not measure (same tasks, same test examples), so a run with a few plans extends it.
 fn keep_unprofiled(
     dir: &std::path::Path,
-    plans: &mut Vec<PlanId>,
+    plans: &mut Vec<TokenPlan>,
     tasks: &[Encoded],
-    measured: &mut BTreeMap<(PlanId, Task), Measured>,
+    measured: &mut BTreeMap<(TokenPlan, Task), Measured>,
 ) -> anyhow::Result<()> {
-    let Ok(text) = std::fs::read_to_string(dir.join("accuracy.json")) else { return Ok(()) };
-    let old: serde_json::Value = serde_json::from_str(&text)?;
+    let Ok(old) = PlanAccuracy::load(dir) else { return Ok(()) };
     let names: Vec<&str> = tasks.iter().map(|t| t.task.name()).collect();
-    anyhow::ensure!(old["tasks"] == json!(names), "{}: other tasks than {names:?}", dir.display());
-    let old_plans: Vec<PlanId> =
-        serde_json::from_value::<Vec<i16>>(old["plans"].clone())?.into_iter().map(PlanId).collect();
-    let kept: Vec<(usize, PlanId)> =
+    anyhow::ensure!(old.tasks == names, "{}: other tasks than {names:?}", dir.display());
+    let old_plans = old.plans.clone();
+    let kept: Vec<(usize, TokenPlan)> =
         old_plans.iter().copied().enumerate().filter(|(_, p)| !plans.contains(p)).collect();
     for (k, t) in tasks.iter().enumerate() {
-        let lines =
-            std::fs::read_to_string(dir.join("correctness").join(format!("{}.jsonl", t.task.name())))?;
-        let rows: Vec<serde_json::Value> =
-            lines.lines().map(serde_json::from_str).collect::<Result<_, _>>()?;
-        let same =
-            rows.len() == t.test.0.len() && rows.iter().zip(&t.test.0).all(|(r, ids)| r["len"] == ids.len());
+        let rows = old.load_correctness(dir, t.task.name())?;
+        let same = rows.len() == t.test.0.len()
+            && rows.iter().zip(&t.test.0).all(|(r, ids)| r.len as usize == ids.len());
         anyhow::ensure!(same, "{}: its test examples are not this run's", dir.display());
         for &(i, plan) in &kept {
-            let correct = rows.iter().map(|r| r["correct"][i] == 1).collect();
-            let split = |name: &str| old[name][plan.0.to_string()][k].as_f64().unwrap_or(f64::NAN);
+            let correct = rows.iter().map(|r| r.correct[i] == 1).collect();
+            let split = |split: &BTreeMap<TokenPlan, Vec<f64>>| {
+                split.get(&plan).and_then(|a| a.get(k)).copied().unwrap_or(f64::NAN)
+            };
             measured.insert(
                 (plan, t.task),
-                Measured { profiling: split("profiling"), test: split("test"), correct },
+                Measured { profiling: split(&old.profiling), test: split(&old.test), correct },
             );
         }
     }
-    let merged: Vec<PlanId> = old_plans.into_iter().filter(|p| kept.iter().any(|(_, k)| k == p)).collect();
+    let merged: Vec<TokenPlan> = old_plans.into_iter().filter(|p| kept.iter().any(|(_, k)| k == p)).collect();
     plans.splice(1..1, merged);
     Ok(())
 }
 
 /// One line of the table: a (plan, task)'s epochs, accuracies and seconds.
-fn print_row(plan: PlanId, task: Task, epochs: usize, (profiling, test): (f64, f64), started: Instant) {
+fn print_row(plan: TokenPlan, task: Task, epochs: usize, (profiling, test): (f64, f64), started: Instant) {
     let seconds = started.elapsed().as_secs_f64();
     println!(
         "{:>6} {:<10} {:>8} {:>10.4} {:>8.4} {:>8.1}",
-        plan.0,
+        plan.to_string(),
         task.name(),
         epochs,
         profiling,
@@ -324,33 +334,29 @@ fn print_row(plan: PlanId, task: Task, epochs: usize, (profiling, test): (f64, f
 /// accuracy.json (by split, plan and task) and correctness/<task>.jsonl.
 fn write_profile(
     dir: &std::path::Path,
-    plans: &[PlanId],
+    plans: &[TokenPlan],
     tasks: &[Encoded],
-    measured: &BTreeMap<(PlanId, Task), Measured>,
+    measured: &BTreeMap<(TokenPlan, Task), Measured>,
 ) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir.join("correctness"))?;
-    let by_split = |pick: fn(&Measured) -> f64| -> BTreeMap<String, Vec<f64>> {
-        plans
-            .iter()
-            .map(|p| (p.0.to_string(), tasks.iter().map(|t| pick(&measured[&(*p, t.task)])).collect()))
-            .collect()
+    let by_split = |pick: fn(&Measured) -> f64| -> BTreeMap<TokenPlan, Vec<f64>> {
+        plans.iter().map(|p| (*p, tasks.iter().map(|t| pick(&measured[&(*p, t.task)])).collect())).collect()
     };
-    let accuracy = json!({
-        "plans": plans.iter().map(|p| p.0).collect::<Vec<_>>(),
-        "tasks": tasks.iter().map(|t| t.task.name()).collect::<Vec<_>>(),
-        "profiling": by_split(|m| m.profiling),
-        "test": by_split(|m| m.test),
-    });
-    std::fs::write(dir.join("accuracy.json"), serde_json::to_string_pretty(&accuracy)? + "\n")?;
+    std::fs::create_dir_all(dir)?;
+    let accuracy = PlanAccuracy {
+        plans: plans.to_vec(),
+        tasks: tasks.iter().map(|t| t.task.name().to_string()).collect(),
+        profiling: by_split(|m| m.profiling),
+        test: by_split(|m| m.test),
+    };
+    accuracy.save(dir)?;
     for t in tasks {
-        let mut lines = String::new();
-        for (i, ids) in t.test.0.iter().enumerate() {
-            let correct: Vec<u8> =
-                plans.iter().map(|p| u8::from(measured[&(*p, t.task)].correct[i])).collect();
-            lines.push_str(&json!({ "len": ids.len(), "correct": correct }).to_string());
-            lines.push('\n');
-        }
-        std::fs::write(dir.join("correctness").join(format!("{}.jsonl", t.task.name())), lines)?;
+        let lines: Vec<CorrectnessLine> = (0..t.test.0.len())
+            .map(|i| CorrectnessLine {
+                len: t.test.0[i].len() as u32,
+                correct: plans.iter().map(|p| u8::from(measured[&(*p, t.task)].correct[i])).collect(),
+            })
+            .collect();
+        PlanAccuracy::save_correctness(dir, t.task.name(), &lines)?;
     }
     Ok(())
 }

@@ -6,17 +6,17 @@
 use std::collections::{BTreeMap, HashMap};
 
 use candle_core::Tensor;
-use morph_core::PlanId;
+use morph_core::PromptMode;
+use morph_core::TokenPlan;
 use morph_encoder::bert::Kernels;
 use morph_encoder::tasks::prompts::prompt_name;
-use morph_encoder::token_plan::PromptMode;
+use morph_encoder::tasks::served::HeadTraining;
 use morph_encoder::{Encoder, Pooling};
 use morph_fetch::ModelFiles;
 use morph_train::TrainConfig;
 use morph_train::tasks::{
     prompt_train::PromptSpec, prompt_train::accuracy, prompt_train::predict, prompt_train::train_prompts,
 };
-use serde_json::json;
 
 use super::adapt_task::{Encoded, Measured};
 
@@ -47,13 +47,13 @@ pub(super) struct PromptRun {
 #[allow(clippy::too_many_arguments)]
 pub(super) fn train_task(
     encoders: &PromptEncoders,
-    (plan, p, mode): (PlanId, usize, PromptMode),
+    (plan, p, mode): (TokenPlan, usize, PromptMode),
     t: &Encoded,
     examples: usize,
     config: &TrainConfig,
     weights: &mut HashMap<String, Tensor>,
     prompts: &mut HashMap<String, Tensor>,
-    meta: &mut BTreeMap<String, serde_json::Value>,
+    meta: &mut BTreeMap<String, HeadTraining>,
 ) -> anyhow::Result<PromptRun> {
     let name = t.task.name();
     let plain = format!("{name}.0");
@@ -61,7 +61,7 @@ pub(super) fn train_task(
         .into_iter()
         .map(|part| weights.get(&format!("{plain}.{part}")).map(|w| (part, w.clone())))
         .collect::<Option<HashMap<_, _>>>();
-    let prefix = format!("{name}.{}", plan.0);
+    let prefix = format!("{name}.{plan}");
     let n = t.train.1.len().min(examples);
     let n_val = (n / 10).max(1);
     let spec = PromptSpec { prefix: &prefix, p, mode, classes: t.task.classes().len(), start_head };
@@ -76,7 +76,12 @@ pub(super) fn train_task(
     let epochs = trained.losses.len();
     meta.insert(
         prefix,
-        json!({ "epochs": epochs, "val_accuracy": trained.val_accuracy, "train_examples": n - n_val, "losses": trained.losses }),
+        HeadTraining {
+            epochs,
+            val_accuracy: trained.val_accuracy,
+            train_examples: Some(n - n_val),
+            losses: Some(trained.losses),
+        },
     );
     weights.extend(trained.weights);
     prompts.insert(prompt_name(name, plan), trained.prompts);

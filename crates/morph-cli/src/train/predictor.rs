@@ -132,7 +132,7 @@ pub(crate) fn run(args: PredictorArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let texts: Vec<&str> = examples.iter().map(|e| e.prompt.as_str()).collect();
     let ids = prompt_ids(&tokenizer, &texts)?;
-    let vectors = embed_ids(engine.as_mut(), &ids, morph_core::PlanId::PLAIN)?;
+    let vectors = embed_ids(engine.as_mut(), &ids, morph_core::TokenPlan::Plain)?;
     let embed_ms = started.elapsed().as_secs_f64() * 1e3;
     println!(
         "embedded {} prompts in batches of up to 32: {:.2} ms per prompt",

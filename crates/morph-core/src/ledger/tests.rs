@@ -4,8 +4,9 @@
 use std::sync::{Arc, Mutex};
 
 use super::*;
-use crate::policy::{DropReason, PlanId};
+use crate::policy::DropReason;
 use crate::runtime::RuntimeSpec;
+use crate::token_plan::TokenPlan;
 use crate::unit::{ModelId, StageSpec, StartKind};
 
 /// A policy that answers the next event with the actions it is given, and logs every event.
@@ -416,7 +417,7 @@ fn a_continuous_batch_resumes_after_the_policy_answered_with_its_joins() {
 fn a_static_batch_of_generations_answers_each_and_ends_with_its_longest() {
     let mut f = Fixture::new(&[decoder()]);
     f.waiting(GENERATE, 2);
-    let plan = BatchPlan { tokens: PlanId(-2), then: Then::Finish };
+    let plan = BatchPlan { tokens: TokenPlan::Merge(2), then: Then::Finish };
     f.on_tick(vec![Action::Run { instance: InstanceId(0), requests: r(&[0, 1]), plan }]);
     f.events();
     let mut effects = Vec::new();

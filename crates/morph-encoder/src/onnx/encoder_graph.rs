@@ -17,7 +17,7 @@ use super::builder::Builder;
 use super::proto::{Attr, DataType, Dim, Graph, ValueInfo};
 use crate::checkpoint::Checkpoint;
 use crate::pooling::Pooling;
-use crate::token_plan::PromptMode;
+use morph_core::PromptMode;
 use morph_engine::EngineError;
 
 /// Token ids `[batch, len]`, int64 (graphs starting at layer 0).

@@ -8,7 +8,7 @@ use candle_core::{Device, Tensor};
 use super::head::{HeadMeta, LengthHead};
 use super::prompt::keep_last;
 use crate::pooling::l2_normalize;
-use morph_core::PlanId;
+use morph_core::TokenPlan;
 
 use morph_engine::{BatchInput, Engine, EngineError};
 
@@ -37,7 +37,7 @@ pub fn embed_prompts(
     encoder: &mut dyn Engine,
     texts: &[impl AsRef<str>],
 ) -> Result<Vec<Vec<f32>>, EngineError> {
-    embed_ids(encoder, &prompt_ids(tokenizer, texts)?, PlanId::PLAIN)
+    embed_ids(encoder, &prompt_ids(tokenizer, texts)?, TokenPlan::Plain)
 }
 
 /// The token ids the encoder reads of each of `texts`: its last [`PROMPT_TOKENS`] tokens.
@@ -53,7 +53,7 @@ pub fn prompt_ids(
 pub fn embed_ids(
     encoder: &mut dyn Engine,
     ids: &[Vec<u32>],
-    plan: PlanId,
+    plan: TokenPlan,
 ) -> Result<Vec<Vec<f32>>, EngineError> {
     let mut order: Vec<usize> = (0..ids.len()).collect();
     order.sort_by_key(|&i| ids[i].len());

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use candle_core::Device;
-use morph_core::{PlanId, TaskId};
+use morph_core::{TaskId, TokenPlan};
 
 use morph_engine::EngineError;
 
@@ -19,7 +19,7 @@ pub const BUILTIN_ENCODER: &str = "all-MiniLM-L6-v2";
 #[derive(Debug, Default)]
 pub struct TaskPrompts {
     /// `(task, plan)` → its prompts, flat as a batch's graph input takes them.
-    prompts: HashMap<(TaskId, PlanId), Prompts>,
+    prompts: HashMap<(TaskId, TokenPlan), Prompts>,
 }
 
 /// One task's prompts under one plan: `[layers, p, hidden]` values, row-major.
@@ -31,8 +31,8 @@ struct Prompts {
 }
 
 /// The name a prompt tensor is saved under.
-pub fn prompt_name(task: &str, plan: PlanId) -> String {
-    format!("{task}.{}.prompts", plan.0)
+pub fn prompt_name(task: &str, plan: TokenPlan) -> String {
+    format!("{task}.{plan}.prompts")
 }
 
 impl TaskPrompts {
@@ -57,26 +57,26 @@ impl TaskPrompts {
             let parsed = name
                 .strip_suffix(".prompts")
                 .and_then(|n| n.rsplit_once('.'))
-                .and_then(|(t, p)| Some((tasks.iter().position(|k| *k == t)?, p.parse::<i16>().ok()?)));
+                .and_then(|(t, p)| Some((tasks.iter().position(|k| *k == t)?, p.parse::<TokenPlan>().ok()?)));
             let Some((task, plan)) = parsed else {
                 return Err(EngineError::Load(format!("prompts '{name}' name no served task and plan")));
             };
             let (layers, p, _) = tensor.dims3()?;
             let values = tensor.flatten_all()?.to_vec1::<f32>()?;
-            prompts.insert((TaskId(task as u16), PlanId(plan)), Prompts { layers, p, values });
+            prompts.insert((TaskId(task as u16), plan), Prompts { layers, p, values });
         }
         Ok(Self { prompts })
     }
 
     /// Task `task`'s prompts under `plan`.
-    fn get(&self, task: TaskId, plan: PlanId) -> Result<&Prompts, EngineError> {
+    fn get(&self, task: TaskId, plan: TokenPlan) -> Result<&Prompts, EngineError> {
         self.prompts.get(&(task, plan)).ok_or_else(|| {
-            EngineError::Unsupported(format!("no trained prompts for task {} under plan {}", task.0, plan.0))
+            EngineError::Unsupported(format!("no trained prompts for task {} under plan {plan}", task.0))
         })
     }
 
     /// Whether some task has prompts for `plan`.
-    pub fn has_plan(&self, plan: PlanId) -> bool {
+    pub fn has_plan(&self, plan: TokenPlan) -> bool {
         self.prompts.keys().any(|(_, p)| *p == plan)
     }
 
@@ -85,7 +85,7 @@ impl TaskPrompts {
     /// and `p`.
     pub fn gather(
         &self,
-        plan: PlanId,
+        plan: TokenPlan,
         tasks: &[TaskId],
         rows: usize,
     ) -> Result<(Vec<f32>, usize, usize), EngineError> {

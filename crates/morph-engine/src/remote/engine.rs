@@ -8,7 +8,7 @@ use std::io;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use morph_core::{PlanId, RuntimeSpec};
+use morph_core::{RuntimeSpec, TokenPlan};
 
 use super::endpoint::{Listener, Stream};
 use crate::wire::{self, Boot, FromWorker, ToWorker};
@@ -127,7 +127,7 @@ impl RemoteEngine {
         self.stream.as_ref()?.try_clone().ok().map(Severer)
     }
 
-    fn exchange(&mut self, plan: PlanId, rows: Rows) -> Result<Vec<Vec<f32>>, EngineError> {
+    fn exchange(&mut self, plan: TokenPlan, rows: Rows) -> Result<Vec<Vec<f32>>, EngineError> {
         let Some(stream) = self.stream.as_mut() else {
             return Err(EngineError::Lost("the worker was lost earlier".into()));
         };
@@ -164,7 +164,7 @@ impl Engine for RemoteEngine {
         self.boot.dim
     }
 
-    fn run(&mut self, input: BatchInput<'_>, plan: PlanId) -> Result<Vec<Vec<f32>>, EngineError> {
+    fn run(&mut self, input: BatchInput<'_>, plan: TokenPlan) -> Result<Vec<Vec<f32>>, EngineError> {
         self.exchange(plan, Rows::from(input))
     }
 }

@@ -37,7 +37,7 @@ pub fn serve_engine<K>(
         }
     };
     let first = Instant::now();
-    if let Err(e) = built.engine.run(built.first.as_input(), morph_core::PlanId::PLAIN) {
+    if let Err(e) = built.engine.run(built.first.as_input(), morph_core::TokenPlan::Plain) {
         wire::send(&mut stream, &FromWorker::Failed(e.clone()))?;
         return Err(io::Error::other(e));
     }

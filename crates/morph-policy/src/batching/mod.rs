@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
 use morph_core::{
-    Action, BatchPlan, DropReason, Event, Gauge, InstanceId, InstanceInfo, PlanId, Policy, RequestId,
-    RequestInfo, RuntimeSpec, Then, Time, UnitSpec,
+    Action, BatchPlan, DropReason, Event, Gauge, InstanceId, InstanceInfo, Policy, RequestId, RequestInfo,
+    RuntimeSpec, Then, Time, TokenPlan, UnitSpec,
 };
 use serde_json::json;
 
@@ -30,14 +30,14 @@ pub struct DynamicBatchingConfig {
     /// Most sequences waiting; arrivals beyond it are rejected with `QueueFull`.
     pub max_queue: usize,
     /// The token plan of every batch (the instances must have it compiled).
-    pub plan: PlanId,
+    pub plan: TokenPlan,
     /// Length buckets, ascending by `max_len`; empty: one FIFO.
     pub buckets: Vec<Bucket>,
 }
 
 impl Default for DynamicBatchingConfig {
     fn default() -> Self {
-        Self { max_batch_tokens: 16_384, max_queue: 1_024, plan: PlanId::PLAIN, buckets: Vec::new() }
+        Self { max_batch_tokens: 16_384, max_queue: 1_024, plan: TokenPlan::Plain, buckets: Vec::new() }
     }
 }
 
@@ -217,7 +217,7 @@ impl Policy for DynamicBatching {
             "name": self.name(),
             "max_batch_tokens": self.config.max_batch_tokens,
             "max_queue": self.config.max_queue,
-            "plan": self.config.plan.0,
+            "plan": self.config.plan,
             "stages": self.queues.len(),
             "buckets": self.config.buckets,
         })
@@ -303,14 +303,15 @@ mod tests {
     #[test]
     fn a_pipeline_hands_each_batch_to_the_next_stage_queue() {
         use morph_core::{ModelId, StageSpec, UnitSpec};
-        let mut p = DynamicBatching::new(DynamicBatchingConfig { plan: PlanId(-1), ..Default::default() });
+        let mut p =
+            DynamicBatching::new(DynamicBatchingConfig { plan: TokenPlan::Merge(1), ..Default::default() });
         for index in 0..2u16 {
             let stage = StageSpec::even(ModelId(0), index, 2, 6);
             let unit = UnitSpec::encoder(RuntimeSpec::dynamic(64, 4)).with_stage(stage);
             let instance = InstanceInfo { id: InstanceId(u32::from(index)), unit, host: HostId(0) };
             p.on_event(Time::ZERO, Event::InstanceUp { instance, launch: None }, &mut Vec::new());
         }
-        let first = BatchPlan { tokens: PlanId(-1), then: Then::NextStage };
+        let first = BatchPlan { tokens: TokenPlan::Merge(1), then: Then::NextStage };
         assert_eq!(
             arrive(&mut p, 1, 10),
             vec![Action::Run { instance: InstanceId(0), requests: vec![RequestId(1)], plan: first }]
@@ -319,7 +320,7 @@ mod tests {
         let mut out = Vec::new();
         let done = Event::BatchDone { instance: InstanceId(0), requests: vec![RequestId(1)], failed: false };
         p.on_event(Time(3), done, &mut out);
-        let last = BatchPlan { tokens: PlanId(-1), then: Then::Finish };
+        let last = BatchPlan { tokens: TokenPlan::Merge(1), then: Then::Finish };
         assert_eq!(
             out,
             vec![

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use morph_core::TokenPlan;
 use serde::{Deserialize, Serialize};
 
 use super::batching::BatchingConfig;
@@ -11,12 +12,12 @@ use super::batching::BatchingConfig;
 #[serde(default, deny_unknown_fields)]
 pub struct OtasConfig {
     /// L(γ): the token plans, fastest first and most accurate last. Each needs a latency profile
-    /// (plan 0: the deployment's; others: a profile naming that plan).
-    pub plans: Vec<i16>,
-    /// Accuracy per task index, by plan: `{"-4": [0.86, 0.89, 0.97], "0": [...]}`; a plan left
-    /// out takes the deployment's profile (`morph train adapt`'s accuracy.json). A single-plan
-    /// list needs none.
-    pub accuracy: BTreeMap<i16, Vec<f64>>,
+    /// (`plain`: the deployment's; others: a profile naming that plan).
+    pub plans: Vec<TokenPlan>,
+    /// Accuracy per task index, by plan: `{"merge:4": [0.86, 0.89, 0.97], "plain": [...]}`; a
+    /// plan left out takes the deployment's profile (`morph train adapt`'s accuracy.json). A
+    /// single-plan list needs none.
+    pub accuracy: BTreeMap<TokenPlan, Vec<f64>>,
     /// Alg. 1's thresholds (δ, ε, η, μ).
     pub batching: BatchingConfig,
     /// β: with at most this many batches queued, Alg. 3 plans instead of the DP.
@@ -52,7 +53,7 @@ pub struct Switching {
 impl Default for OtasConfig {
     fn default() -> Self {
         Self {
-            plans: vec![0],
+            plans: vec![TokenPlan::Plain],
             accuracy: BTreeMap::new(),
             batching: BatchingConfig::default(),
             beta: 5,
@@ -70,8 +71,8 @@ impl Default for OtasConfig {
 
 /// The OTAS policies by name: OTAS itself, OTAS planning only the plain model (its scheduling
 /// gain without the token gain), PetS-like (one fixed plan, every batch runs; with
-/// `plans: [-3]` it is fixed ToMe, with `[2]` fixed prompts), and INFaaS-like (MiniLM cut to
-/// 3, 4 and 6 layers as model variants, switched by load).
+/// `plans: ["merge:3"]` it is fixed ToMe, with `["prompt:2"]` fixed prompts), and INFaaS-like
+/// (MiniLM cut to 3, 4 and 6 layers as model variants, switched by load).
 pub const OTAS_POLICIES: [&str; 4] = ["otas", "otas-plain", "pets-like", "infaas-like"];
 
 /// What INFaaS-like pays to switch variants: loading one from disk on this 2-core host, measured
@@ -86,7 +87,7 @@ impl OtasConfig {
             "otas" | "otas-plain" => Some(otas),
             "pets-like" => Some(Self { skip: false, ..otas }),
             "infaas-like" => Some(Self {
-                plans: vec![-103, -104, 0],
+                plans: vec![TokenPlan::Exit(3), TokenPlan::Exit(4), TokenPlan::Plain],
                 skip: false,
                 switching: Some(Switching { hold_ms: 1_000.0, cost_ms: SWITCH_COST_MS }),
                 ..otas

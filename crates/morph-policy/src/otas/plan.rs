@@ -130,7 +130,7 @@ mod tests {
     #[test]
     fn the_dp_trades_accuracy_on_one_batch_for_a_second_batch_in_time() {
         // Alone, batch 1 would take plan 1 (0.9). Then batch 2 (deadline 40) misses: 20 + 25.
-        // With plan 0 on batch 1 (10 ms) batch 2 fits at plan 0: 0.8 + 0.8 > 0.9.
+        // With plan index 0 on batch 1 (10 ms) batch 2 fits at plan index 0: 0.8 + 0.8 > 0.9.
         let b = [batch(30, &[(10, 0.8), (20, 0.9)]), batch(40, &[(25, 0.8), (35, 0.85)])];
         assert_eq!(plan(Time::ZERO, &b, true), [Some(0), Some(0)]);
         assert_eq!(value(Time::ZERO, &b, &[Some(0), Some(0)]).0, 1.6);

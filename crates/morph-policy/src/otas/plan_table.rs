@@ -3,14 +3,14 @@
 
 use std::sync::Arc;
 
-use morph_core::{LatencyProfile, Nanos, PaddedShape, PlanId, RuntimeSpec};
+use morph_core::{LatencyProfile, Nanos, PaddedShape, RuntimeSpec, TokenPlan};
 
 use super::batching::Batch;
 
 /// One plan of L(γ).
 #[derive(Debug, Clone)]
 pub struct PlanEntry {
-    pub plan: PlanId,
+    pub plan: TokenPlan,
     /// Latency of a whole batch by rows and padded length (spec A4: measured, not per-sample).
     pub latency: Arc<LatencyProfile>,
     /// Accuracy per task (by task index) on the profiling split.
@@ -30,7 +30,7 @@ impl PlanTable {
             return Err("the plan list is empty".into());
         }
         if let Some(p) = plans.iter().find(|p| p.accuracy.iter().any(|a| !(0.0..=1.0).contains(a))) {
-            return Err(format!("plan {}: accuracies must lie in [0, 1]", p.plan.0));
+            return Err(format!("plan {}: accuracies must lie in [0, 1]", p.plan));
         }
         Ok(Self { plans })
     }
@@ -44,7 +44,7 @@ impl PlanTable {
         self.plans.is_empty()
     }
 
-    pub fn plan(&self, index: usize) -> PlanId {
+    pub fn plan(&self, index: usize) -> TokenPlan {
         self.plans[index].plan
     }
 

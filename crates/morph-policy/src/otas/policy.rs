@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use morph_core::time::ms_to_nanos;
 use morph_core::{
-    Action, BatchPlan, DropReason, Event, Gauge, InstanceId, InstanceInfo, PlanId, Policy, RequestId,
-    RequestInfo, RuntimeSpec, Time, UnitSpec,
+    Action, BatchPlan, DropReason, Event, Gauge, InstanceId, InstanceInfo, Policy, RequestId, RequestInfo,
+    RuntimeSpec, Time, TokenPlan, UnitSpec,
 };
 use serde_json::json;
 
@@ -26,7 +26,7 @@ use crate::replacer::Replacer;
 /// What the policy counts, for its gauges.
 #[derive(Debug, Default)]
 struct Counts {
-    batches: BTreeMap<PlanId, u64>,
+    batches: BTreeMap<TokenPlan, u64>,
     evicted: u64,
     by_dp: u64,
     by_rule: u64,
@@ -329,7 +329,7 @@ impl Policy for OtasPolicy {
             Gauge::new("otas_decisions_total", c.by_rule as f64).label("rule", "rate"),
         ];
         for (plan, n) in &c.batches {
-            gauges.push(Gauge::new("otas_batches_total", *n as f64).label("plan", plan.0.to_string()));
+            gauges.push(Gauge::new("otas_batches_total", *n as f64).label("plan", plan.to_string()));
         }
         gauges
     }

@@ -4,26 +4,29 @@
 use std::sync::Arc;
 
 use morph_core::{
-    Action, DropReason, Event, HostId, InstanceId, InstanceInfo, LatencyProfile, PlanId, Policy, RequestId,
-    RequestInfo, RuntimeSpec, ServiceClass, TaskId, Time, UnitSpec,
+    Action, DropReason, Event, HostId, InstanceId, InstanceInfo, LatencyProfile, Policy, PromptMode,
+    RequestId, RequestInfo, RuntimeSpec, ServiceClass, TaskId, Time, TokenPlan, UnitSpec,
 };
 use serde_json::json;
 
 use crate::registry::{Context, build};
 
+const MERGE_2: TokenPlan = TokenPlan::Merge(2);
+const PROMPT_2: TokenPlan = TokenPlan::Prompt(2, PromptMode::Additive);
+
 /// A profile whose every batch takes `ms`.
-fn flat(plan: i16, ms: f64) -> Arc<LatencyProfile> {
+fn flat(plan: TokenPlan, ms: f64) -> Arc<LatencyProfile> {
     let text = json!({ "model": "m", "plan": plan, "latency": {
         "1": { "8": ms, "128": ms }, "64": { "8": ms, "128": ms } } });
     Arc::new(LatencyProfile::from_json(&text.to_string()).expect("a profile"))
 }
 
-/// `name` over two plans: −2 (10 ms a batch, accuracy 0.8) and 2 (30 ms, 0.9).
+/// `name` over two plans: merge:2 (10 ms a batch, accuracy 0.8) and prompt:2 (30 ms, 0.9).
 fn policy(name: &str, params: serde_json::Value) -> Box<dyn Policy> {
     let mut ctx = Context::default();
-    ctx.plans.insert(PlanId(-2), flat(-2, 10.0));
-    ctx.plans.insert(PlanId(2), flat(2, 30.0));
-    ctx.profile = Some(flat(0, 20.0));
+    ctx.plans.insert(MERGE_2, flat(MERGE_2, 10.0));
+    ctx.plans.insert(PROMPT_2, flat(PROMPT_2, 30.0));
+    ctx.profile = Some(flat(TokenPlan::Plain, 20.0));
     let mut p = build(name, &params, &ctx).expect("an OTAS policy");
     let unit = UnitSpec::encoder(RuntimeSpec::dynamic(128, 64));
     let up = Event::InstanceUp {
@@ -35,7 +38,10 @@ fn policy(name: &str, params: serde_json::Value) -> Box<dyn Policy> {
 }
 
 fn two_plans() -> Box<dyn Policy> {
-    policy("otas", json!({ "plans": [-2, 2], "accuracy": { "-2": [0.8], "2": [0.9] } }))
+    policy(
+        "otas",
+        json!({ "plans": ["merge:2", "prompt:2"], "accuracy": { "merge:2": [0.8], "prompt:2": [0.9] } }),
+    )
 }
 
 fn ms(ms: f64) -> Time {
@@ -60,9 +66,9 @@ fn done() -> Event {
 }
 
 /// The runs in `actions`: (requests, plan).
-fn runs(actions: &[Action]) -> Vec<(Vec<u64>, i16)> {
+fn runs(actions: &[Action]) -> Vec<(Vec<u64>, TokenPlan)> {
     let run = |a: &Action| match a {
-        Action::Run { requests, plan, .. } => Some((requests.iter().map(|r| r.0).collect(), plan.tokens.0)),
+        Action::Run { requests, plan, .. } => Some((requests.iter().map(|r| r.0).collect(), plan.tokens)),
         _ => None,
     };
     actions.iter().filter_map(run).collect()
@@ -82,7 +88,7 @@ fn a_doomed_request_is_evicted_once_and_the_rest_of_its_batch_runs() {
     let mut out = Vec::new();
     p.on_event(ms(0.0), arrival(1, 0.0, 100.0), &mut out);
     // Idle, a short queue, a low rate: Alg. 3 gives it the most accurate plan at once.
-    assert_eq!(runs(&out), [(vec![1], 2)]);
+    assert_eq!(runs(&out), [(vec![1], PROMPT_2)]);
     // While it runs, two arrive that batch together; request 2's deadline is 45 ms.
     p.on_event(ms(5.0), arrival(2, 5.0, 40.0), &mut out);
     p.on_event(ms(6.0), arrival(3, 6.0, 400.0), &mut out);
@@ -116,7 +122,7 @@ fn a_deadline_impossible_at_arrival_is_refused_at_once_and_names_it() {
 /// lets every batch meet its deadline, the first gets the fast plan.
 #[test]
 fn past_the_initial_stage_a_long_queue_is_planned_by_the_dp() {
-    for (slack_ms, expect) in [(10_000.0, 2), (0.0, -2)] {
+    for (slack_ms, expect) in [(10_000.0, PROMPT_2), (0.0, MERGE_2)] {
         let mut p = two_plans();
         let mut out = Vec::new();
         p.on_event(ms(0.0), arrival(100, 0.0, 100_000.0), &mut out);
@@ -144,23 +150,27 @@ fn pets_like_runs_its_one_plan_and_never_skips() {
     let mut p = policy("pets-like", json!({}));
     let mut out = Vec::new();
     p.on_event(ms(0.0), arrival(1, 0.0, 1_000.0), &mut out);
-    assert_eq!(runs(&out), [(vec![1], 0)]);
-    assert!(build("pets-like", &json!({ "plans": [-2, 2] }), &Context::default()).is_err());
-    let fixed = policy("pets-like", json!({ "plans": [-2] }));
-    assert_eq!(fixed.describe()["config"]["plans"], json!([-2]));
+    assert_eq!(runs(&out), [(vec![1], TokenPlan::Plain)]);
+    assert!(build("pets-like", &json!({ "plans": ["merge:2", "prompt:2"] }), &Context::default()).is_err());
+    let fixed = policy("pets-like", json!({ "plans": ["merge:2"] }));
+    assert_eq!(fixed.describe()["config"]["plans"], json!(["merge:2"]));
 }
 
 #[test]
 fn a_plan_without_a_profile_or_an_accuracy_is_a_clear_error() {
-    let ctx = Context { profile: Some(flat(0, 20.0)), ..Context::default() };
-    let err = build("otas", &json!({ "plans": [-3, 0], "accuracy": { "-3": [0.8], "0": [0.9] } }), &ctx)
-        .err()
-        .expect("no profile for plan -3");
-    assert!(err.to_string().contains("token plan -3"), "{err}");
+    let ctx = Context { profile: Some(flat(TokenPlan::Plain, 20.0)), ..Context::default() };
+    let err = build(
+        "otas",
+        &json!({ "plans": ["merge:3", "plain"], "accuracy": { "merge:3": [0.8], "plain": [0.9] } }),
+        &ctx,
+    )
+    .err()
+    .expect("no profile for plan merge:3");
+    assert!(err.to_string().contains("token plan merge:3"), "{err}");
     let mut ctx = ctx;
-    ctx.plans.insert(PlanId(-3), flat(-3, 10.0));
-    let err = build("otas", &json!({ "plans": [-3, 0] }), &ctx).err().expect("no accuracy");
-    assert!(err.to_string().contains("token plan -3, which has no accuracy"), "{err}");
+    ctx.plans.insert(TokenPlan::Merge(3), flat(TokenPlan::Merge(3), 10.0));
+    let err = build("otas", &json!({ "plans": ["merge:3", "plain"] }), &ctx).err().expect("no accuracy");
+    assert!(err.to_string().contains("token plan merge:3, which has no accuracy"), "{err}");
 }
 
 /// INFaaS-like: the most accurate variant while the rate is low; a faster one once the rate
@@ -169,9 +179,9 @@ fn a_plan_without_a_profile_or_an_accuracy_is_a_clear_error() {
 #[test]
 fn infaas_like_switches_to_a_faster_variant_after_the_hold_and_pays_the_switch() {
     let mut ctx = Context::default();
-    ctx.plans.insert(PlanId(-2), flat(-2, 100.0));
-    ctx.plans.insert(PlanId(2), flat(2, 3_000.0)); // 64 rows in 3 s: about 21 req/s
-    let params = json!({ "plans": [-2, 2], "accuracy": { "-2": [0.8], "2": [0.9] },
+    ctx.plans.insert(MERGE_2, flat(MERGE_2, 100.0));
+    ctx.plans.insert(PROMPT_2, flat(PROMPT_2, 3_000.0)); // 64 rows in 3 s: about 21 req/s
+    let params = json!({ "plans": ["merge:2", "prompt:2"], "accuracy": { "merge:2": [0.8], "prompt:2": [0.9] },
         "switching": { "hold_ms": 1000.0, "cost_ms": 250.0 } });
     let mut p = build("infaas-like", &params, &ctx).expect("infaas-like");
     let unit = UnitSpec::encoder(RuntimeSpec::dynamic(128, 64));
@@ -194,5 +204,5 @@ fn infaas_like_switches_to_a_faster_variant_after_the_hold_and_pays_the_switch()
     }
     // The accurate variant at 0 and 3 s (the faster choice first seen at 3 s has not held a
     // second yet); at 6 s it has, so the switch starts and the next batch runs 250 ms later.
-    assert_eq!(plans, [(0.0, 2), (3_000.0, 2), (6_250.0, -2)]);
+    assert_eq!(plans, [(0.0, PROMPT_2), (3_000.0, PROMPT_2), (6_250.0, MERGE_2)]);
 }

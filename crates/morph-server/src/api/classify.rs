@@ -14,8 +14,8 @@
 
 use axum::Json;
 use axum::extract::State;
-use morph_core::TaskId;
 use morph_core::time::ms_to_nanos;
+use morph_core::{TaskId, TokenPlan};
 use morph_encoder::tasks::{served::Classified, served::TaskHeads};
 use serde_json::{Map, Value, json};
 
@@ -83,7 +83,7 @@ async fn answer(
     state: &AppState,
     body: &Map<String, Value>,
     field: &str,
-) -> Result<(String, Vec<(Classified, i16)>, usize), ApiError> {
+) -> Result<(String, Vec<(Classified, TokenPlan)>, usize), ApiError> {
     let asked = validate::optional_string(body, "task")?
         .ok_or_else(|| ApiError::validation("task", "is required"))?;
     let (heads, task) = served_task(state.heads.as_deref(), asked)?;
@@ -95,7 +95,7 @@ async fn answer(
     let (pooled, tokens) = pool_texts(state, texts, field, cut, service).await?;
     let answers = pooled
         .iter()
-        .map(|p| heads.classify(task, p.plan, &p.vector).map(|a| (a, p.plan.0)).map_err(ApiError::Engine))
+        .map(|p| heads.classify(task, p.plan, &p.vector).map(|a| (a, p.plan)).map_err(ApiError::Engine))
         .collect::<Result<Vec<_>, _>>()?;
     Ok((asked.to_string(), answers, tokens))
 }

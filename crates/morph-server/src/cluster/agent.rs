@@ -16,7 +16,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Router, serve};
-use morph_core::{StartKind, UnitSpec};
+use morph_core::{StartKind, TokenPlan, UnitSpec};
 use morph_engine::remote::Endpoint;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -46,7 +46,7 @@ pub struct StartRequest {
     pub connect: String,
     /// Token plans to compile besides the plain model.
     #[serde(default)]
-    pub plans: Vec<i16>,
+    pub plans: Vec<TokenPlan>,
 }
 
 /// A worker started.

@@ -10,7 +10,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use morph_core::{HostId, HostSlots, PlanId, StartKind, UnitSpec};
+use morph_core::{HostId, HostSlots, StartKind, TokenPlan, UnitSpec};
 use morph_engine::EngineError;
 use morph_engine::remote::{Endpoint, Listener, RemoteEngine, Severer, WorkerProcess};
 
@@ -192,7 +192,7 @@ impl RemoteHosts {
         &self,
         unit: UnitSpec,
         host: HostId,
-        plans: &[PlanId],
+        plans: &[TokenPlan],
         deadline: Instant,
         batch_timeout: Duration,
     ) -> Result<(RemoteEngine, StartKind), EngineError> {
@@ -211,7 +211,7 @@ impl RemoteHosts {
             EngineError::Cluster(format!("listening for a worker on {}: {e}", self.advertise))
         })?;
         let connect = listener.endpoint().map_err(|e| EngineError::Cluster(e.to_string()))?.to_string();
-        let request = StartRequest { unit, connect, plans: plans.iter().map(|p| p.0).collect() };
+        let request = StartRequest { unit, connect, plans: plans.to_vec() };
         let url = format!("{}/v1/workers", host.agent);
         let body = serde_json::to_string(&request).map_err(|e| EngineError::Cluster(e.to_string()))?;
         let started: Started = match self

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use morph_core::{DropReason, PlanId};
+use morph_core::{DropReason, TokenPlan};
 use morph_decoder::{GenEvent, GenRequest};
 use morph_engine::EngineError;
 use tokio::sync::oneshot;
@@ -15,7 +15,7 @@ pub type SeqResult = Result<Pooled, SeqError>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pooled {
     pub vector: Vec<f32>,
-    pub plan: PlanId,
+    pub plan: TokenPlan,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -39,7 +39,7 @@ pub(crate) enum Job {
         reply: oneshot::Sender<SeqResult>,
         enqueued: Instant,
         /// The plan of the batch it last started in.
-        plan: PlanId,
+        plan: TokenPlan,
     },
     /// `None` once handed to a decoder worker (which answers its caller itself).
     Generate { request: Option<GenRequest>, enqueued: Instant },

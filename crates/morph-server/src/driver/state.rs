@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use morph_core::{
     DropReason, Effect, Generation, HostId, InstanceId, Launched, Ledger, NewRequest, OnViolation, Outcome,
-    PlanId, Policy, RequestId, ServiceClass, StartKind, TaskId, Ticket, Time, UnitKind, UnitSpec,
+    Policy, RequestId, ServiceClass, StartKind, TaskId, Ticket, Time, TokenPlan, UnitKind, UnitSpec,
 };
 use morph_decoder::{GenEvent, GenRequest, IterationReport, SamplingParams};
 use morph_engine::{EngineError, EngineHandle, Rows};
@@ -30,7 +30,7 @@ pub(crate) enum Outside {
         handle: EngineHandle,
         requests: Vec<RequestId>,
         rows: Rows,
-        plan: PlanId,
+        plan: TokenPlan,
         longest: u32,
     },
     /// Start a worker for `unit`, then report it with [`State::launched`].
@@ -104,7 +104,7 @@ impl State {
         let (reply, rx) = oneshot::channel();
         let new = NewRequest { input_len: ids.len() as u32, generation: None, service };
         let job =
-            Job::Embed { input: Input::Tokens(ids), reply, enqueued: Instant::now(), plan: PlanId::PLAIN };
+            Job::Embed { input: Input::Tokens(ids), reply, enqueued: Instant::now(), plan: TokenPlan::Plain };
         let (id, outside) = self.admit(now, new, |_| job);
         (id, rx, outside)
     }
@@ -346,7 +346,7 @@ impl State {
                     outside.extend(self.start(instance, &requests, plan.tokens));
                 }
                 Effect::Join { instance, requests } => {
-                    self.start(instance, &requests, PlanId::PLAIN);
+                    self.start(instance, &requests, TokenPlan::Plain);
                 }
                 Effect::Resume { instance } => self.decoder(instance, |d| d.resume()),
                 Effect::Stop { instance, request } => self.decoder(instance, |d| d.cancel(request.0)),
@@ -380,7 +380,7 @@ impl State {
 
     /// Hands a batch to its instance: an encoder batch to run outside the lock, or generations
     /// to a decoder worker's batch (static or continuous alike; the ledger keeps them apart).
-    fn start(&mut self, instance: InstanceId, requests: &[RequestId], plan: PlanId) -> Option<Outside> {
+    fn start(&mut self, instance: InstanceId, requests: &[RequestId], plan: TokenPlan) -> Option<Outside> {
         let started = Instant::now();
         match self.instances.get(&instance).map(|w| &w.engine) {
             Some(InstanceEngine::Encoder(worker)) => {

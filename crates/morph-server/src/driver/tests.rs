@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use morph_core::{
-    Action, BatchPlan, Event, InstanceId, LatencyProfile, PlanId, Point, Policy, RuntimeSpec, ServiceClass,
-    TaskId, Time, UnitSpec,
+    Action, BatchPlan, Event, InstanceId, LatencyProfile, Point, Policy, RuntimeSpec, ServiceClass, TaskId,
+    Time, TokenPlan, UnitSpec,
 };
 use morph_engine::{EngineError, Rows};
 use morph_policy::{DynamicBatching, DynamicBatchingConfig};
@@ -66,7 +66,10 @@ async fn a_finished_batch_answers_each_caller_with_its_vector() {
     assert!(rx.try_recv().is_err(), "not answered before the batch ends");
     let outside = state.batch_done(Time(2), InstanceId(0), &[id], Ok(vec![vec![0.5, 0.5]]));
     assert!(outside.is_empty());
-    assert_eq!(rx.try_recv().expect("answered"), Ok(Pooled { vector: vec![0.5, 0.5], plan: PlanId::PLAIN }));
+    assert_eq!(
+        rx.try_recv().expect("answered"),
+        Ok(Pooled { vector: vec![0.5, 0.5], plan: TokenPlan::Plain })
+    );
     assert!(state.ledger().unanswered().is_empty());
 }
 

@@ -15,13 +15,13 @@ use morph_engine::remote::Endpoint;
 
 use super::cache::{CachedArtefact, HostCache};
 use crate::locking::lock;
-use morph_core::PlanId;
+use morph_core::TokenPlan;
 
 /// What a worker process runs, besides its unit.
 #[derive(Debug, Clone)]
 pub enum WorkerModel {
     /// The ONNX Runtime graphs Morph writes of the encoder in `dir`.
-    Encoder { dir: PathBuf, library: PathBuf, pooling: Pooling, plans: Vec<PlanId> },
+    Encoder { dir: PathBuf, library: PathBuf, pooling: Pooling, plans: Vec<TokenPlan> },
     /// Prefill stages of the decoder in a GGUF file.
     DecoderStages { gguf: PathBuf },
 }
@@ -137,7 +137,7 @@ impl Spawner {
                 cmd.arg("--model").arg(dir).arg("--ort-library").arg(library);
                 cmd.arg(format!("--pooling={pooling}"));
                 if !plans.is_empty() {
-                    let plans: Vec<String> = plans.iter().map(|p| p.0.to_string()).collect();
+                    let plans: Vec<String> = plans.iter().map(TokenPlan::to_string).collect();
                     cmd.arg(format!("--plans={}", plans.join(",")));
                 }
             }

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use morph_core::{HostId, PlanId, StartKind, UnitSpec};
+use morph_core::{HostId, StartKind, TokenPlan, UnitSpec};
 use morph_engine::remote::{Endpoint, Listener, RemoteEngine};
 use morph_engine::wire::Boot;
 use morph_engine::{EngineError, EngineThread};
@@ -189,7 +189,7 @@ impl ProcessLauncher {
         self.sockets_made.fetch_add(1, Ordering::Relaxed)
     }
 
-    fn plans(&self) -> &[PlanId] {
+    fn plans(&self) -> &[TokenPlan] {
         match self.spawner.model() {
             WorkerModel::Encoder { plans, .. } => plans,
             WorkerModel::DecoderStages { .. } => &[],

@@ -63,7 +63,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use morph_core::{HostSlots, LatencyProfile, PlanId, RuntimeSpec, StageTimes, UnitSpec, time::ms_to_nanos};
+use morph_core::{HostSlots, LatencyProfile, RuntimeSpec, StageTimes, UnitSpec, time::ms_to_nanos};
 
 use morph_policy::registry::Context;
 
@@ -229,7 +229,7 @@ impl Scenario {
                     let mut cost = ProfileCost::new(profile.clone(), self.cluster.dynamic_penalty);
                     for path in &self.cluster.variants {
                         let variant = LatencyProfile::load(path)?;
-                        let key = (variant.stage.unwrap_or(0), PlanId(variant.plan.unwrap_or(0)));
+                        let key = (variant.stage.unwrap_or(0), variant.plan.unwrap_or_default());
                         if variant.stage.is_none() {
                             plans.insert(key.1, Arc::new(variant.clone()));
                         }

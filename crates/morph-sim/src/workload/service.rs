@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use morph_core::{PlanId, ServiceClass, TaskId, Time, time::ms_to_nanos};
+use morph_core::{AccuracyFileError, PlanAccuracy, ServiceClass, TaskId, Time, TokenPlan, time::ms_to_nanos};
 use rand::Rng;
 use serde::Deserialize;
 
@@ -40,75 +40,36 @@ pub struct ServiceMix {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Correctness {
     pub tasks: Vec<String>,
-    pub plans: Vec<PlanId>,
+    pub plans: Vec<TokenPlan>,
     /// Per task: (length, correct per plan in `plans` order).
     pub examples: Vec<Vec<(u32, Vec<bool>)>>,
     /// Accuracy per task on the profiling split, by plan: what a policy plans with.
-    pub profiling: BTreeMap<PlanId, Vec<f64>>,
-}
-
-#[derive(Deserialize)]
-struct AccuracyFile {
-    plans: Vec<i16>,
-    tasks: Vec<String>,
-    profiling: BTreeMap<i16, Vec<f64>>,
-}
-
-#[derive(Deserialize)]
-struct Line {
-    len: u32,
-    correct: Vec<u8>,
+    pub profiling: BTreeMap<TokenPlan, Vec<f64>>,
 }
 
 impl Correctness {
     pub fn load(dir: &Path) -> Result<Self, WorkloadError> {
-        let read = |path: PathBuf| {
-            std::fs::read_to_string(&path)
-                .map_err(|e| WorkloadError::Invalid(format!("{}: {e}", path.display())))
-        };
-        let file: AccuracyFile = serde_json::from_str(&read(dir.join("accuracy.json"))?)
-            .map_err(|e| WorkloadError::Invalid(format!("{}/accuracy.json: {e}", dir.display())))?;
+        let invalid = |e: AccuracyFileError| WorkloadError::Invalid(e.to_string());
+        let file = PlanAccuracy::load(dir).map_err(invalid)?;
         let mut examples = Vec::new();
         for task in &file.tasks {
-            let path = dir.join("correctness").join(format!("{task}.jsonl"));
-            let lines = read(path.clone())?
-                .lines()
-                .filter(|l| !l.trim().is_empty())
-                .map(|l| {
-                    let line: Line = serde_json::from_str(l)
-                        .map_err(|e| WorkloadError::Invalid(format!("{}: {e}", path.display())))?;
-                    if line.correct.len() != file.plans.len() {
-                        let msg = format!(
-                            "{}: a line has {} plans, accuracy.json {}",
-                            path.display(),
-                            line.correct.len(),
-                            file.plans.len()
-                        );
-                        return Err(WorkloadError::Invalid(msg));
-                    }
-                    Ok((line.len, line.correct.iter().map(|&c| c == 1).collect()))
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            examples.push(lines);
+            let lines = file.load_correctness(dir, task).map_err(invalid)?;
+            examples.push(
+                lines.into_iter().map(|l| (l.len, l.correct.iter().map(|&c| c == 1).collect())).collect(),
+            );
         }
-        let profiling = file.profiling.into_iter().map(|(p, a)| (PlanId(p), a)).collect();
-        Ok(Self {
-            tasks: file.tasks,
-            plans: file.plans.into_iter().map(PlanId).collect(),
-            examples,
-            profiling,
-        })
+        Ok(Self { tasks: file.tasks, plans: file.plans, examples, profiling: file.profiling })
     }
 
     /// Whether example `example` of `task` is classified correctly under `plan` (a plan the
     /// profile lacks counts as wrong).
-    pub fn correct(&self, task: TaskId, example: u32, plan: PlanId) -> bool {
+    pub fn correct(&self, task: TaskId, example: u32, plan: TokenPlan) -> bool {
         let Some(p) = self.plans.iter().position(|&q| q == plan) else { return false };
         self.examples[usize::from(task.0)][example as usize].1[p]
     }
 
     /// Mean accuracy per plan and task over the examples (the test split's accuracy table).
-    pub fn accuracy(&self) -> BTreeMap<PlanId, Vec<f64>> {
+    pub fn accuracy(&self) -> BTreeMap<TokenPlan, Vec<f64>> {
         let mean = |rows: &Vec<(u32, Vec<bool>)>, p: usize| {
             rows.iter().filter(|r| r.1[p]).count() as f64 / rows.len().max(1) as f64
         };

@@ -12,11 +12,11 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::fit::{KeepBest, TrainConfig, fit};
+use morph_core::PromptMode;
 use morph_encoder::bert::Kernels;
 use morph_encoder::candle_runtime::Encoder;
 use morph_encoder::pooling::l2_normalize_rows;
 use morph_encoder::tasks::head::{ClassifierHead, Prediction};
-use morph_encoder::token_plan::PromptMode;
 use morph_engine::EngineError;
 
 /// Epochs without a better validation accuracy before training stops.
