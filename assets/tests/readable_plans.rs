@@ -17,7 +17,10 @@ fn files(dir: &Path, ext: &str) -> Vec<std::path::PathBuf> {
 }
 
 fn readable(value: &serde_json::Value, what: &str) {
-    assert!(value.as_str().is_some_and(|s| s.parse::<i64>().is_err()), "{what}: plan {value} is not readable");
+    assert!(
+        value.as_str().is_some_and(|s| s.parse::<i64>().is_err()),
+        "{what}: plan {value} is not readable"
+    );
 }
 
 #[test]

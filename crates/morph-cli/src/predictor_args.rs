@@ -8,6 +8,7 @@ use morph_backend::EngineKind;
 use morph_encoder::predictor::model::TUNED_ENCODER;
 use morph_fetch::ModelSource;
 use morph_fetch::{fetch, morph_home};
+use morph_policy::registry::PolicyKind;
 use morph_server::prediction::PredictorConfig;
 use morph_train::predictor::{
     dataset::load_length_records, dataset::load_sharegpt, dataset::sharegpt_examples,
@@ -37,7 +38,7 @@ impl PredictorArgs {
     /// The predictor for a server with `policy`, its encoder run on `engine`.
     pub(crate) fn config(
         &self,
-        policy: &str,
+        policy: &PolicyKind,
         engine: impl FnOnce() -> anyhow::Result<EngineKind>,
     ) -> anyhow::Result<PredictorConfig> {
         let model = |head: Option<PathBuf>| -> anyhow::Result<PredictorConfig> {
@@ -50,7 +51,7 @@ impl PredictorArgs {
             Ok(PredictorConfig::Model { encoder, engine: engine()?, head })
         };
         match self.predictor.as_str() {
-            "auto" if policy == "ssjf" => model(None),
+            "auto" if policy.needs.predictions => model(None),
             "auto" | "none" => Ok(PredictorConfig::None),
             "builtin" => model(None),
             "oracle" => {

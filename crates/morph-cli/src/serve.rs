@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use clap::builder::{PossibleValue, PossibleValuesParser};
 use morph_backend::EngineKind;
 use morph_core::{LatencyProfile, RuntimeSpec, TokenPlan, time::ms_to_nanos};
 use morph_decoder::DecoderKernels;
 use morph_encoder::Pooling;
-use morph_policy::registry;
+use morph_policy::registry::{self, Family, POLICIES, PolicyKind};
 use morph_server::prediction::PredictorConfig;
 use morph_server::{ConnectionLimits, Server, ServerConfig};
 
@@ -81,14 +82,10 @@ pub(crate) struct ServeArgs {
     /// prefill stages of --stages N).
     #[arg(long, value_parser = clap::value_parser!(DecoderKernels))]
     decoder_kernels: Option<DecoderKernels>,
-    /// Scheduling policy: dynamic-batching (TEI-like, one queue, batches by padded tokens; the
-    /// default for embed), or arlo (fixed-shape runtimes for the observed lengths under a
-    /// dynamic-shape longest one, allocation from those lengths, late binding: Morph's robust
-    /// form), arlo-paper (the paper's exact form: staircase runtimes, multi-level dispatch on
-    /// arrival), or one of Arlo's baselines st, dt, infaas, arlo-ilb, arlo-ig (these need
-    /// --profile and --slo-ms); for generate, fcfs (the default) or ssjf,
-    /// with '{"batching": {"mode": "none" | "dynamic" | "continuous", ...}}' in --policy-params.
-    #[arg(long)]
+    /// Scheduling policy (default: dynamic-batching to embed, fcfs to generate); its
+    /// parameters go in --policy-params, e.g. '{"batching": {"mode": "none" | "dynamic" |
+    /// "continuous", ...}}' for ssjf and fcfs.
+    #[arg(long, value_parser = policy_names())]
     policy: Option<String>,
     /// The policy's parameters as a JSON object, e.g. '{"period_s": 60, "scaling": {"rule":
     /// "target-tracking"}}' (see `morph_policy::arlo::ArloConfig`).
@@ -181,10 +178,10 @@ impl ServeArgs {
 
     /// Whether the runtimes come from the engine's profile (see --runtime): an encoder on ONNX
     /// Runtime, whole, in threads, batched by dynamic-batching, with no runtime given.
-    fn profiled_defaults(&self, policy: &str, engine: &EngineKind) -> bool {
+    fn profiled_defaults(&self, policy: &PolicyKind, engine: &EngineKind) -> bool {
         self.runtimes.is_empty()
             && self.stages <= 1
-            && policy == "dynamic-batching"
+            && policy.family == Family::Batching
             && self.workers.config().is_ok_and(|w| w.is_none())
             && matches!(engine, EngineKind::Ort { .. })
     }
@@ -207,13 +204,12 @@ impl ServeArgs {
         };
         let generate = self.task == Task::Generate;
         let whole_decoder = generate && self.stages <= 1;
-        let policy = self
-            .policy
-            .clone()
-            .unwrap_or_else(|| if whole_decoder { "fcfs" } else { "dynamic-batching" }.into());
+        let policy =
+            self.policy.as_deref().unwrap_or(if whole_decoder { "fcfs" } else { "dynamic-batching" });
+        let policy = PolicyKind::find(policy)?;
         let (model, engine, predictor) = match generate {
             true => {
-                let predictor = self.predictor.config(&policy, || self.engine.real())?;
+                let predictor = self.predictor.config(policy, || self.engine.real())?;
                 (
                     None,
                     EngineKind::Decoder {
@@ -232,7 +228,7 @@ impl ServeArgs {
         let mut policy_params: serde_json::Value = serde_json::from_str(&self.policy_params)
             .with_context(|| format!("--policy-params is not JSON: {}", self.policy_params))?;
         let profiled = match &model {
-            Some(files) if self.profiled_defaults(&policy, &engine) => {
+            Some(files) if self.profiled_defaults(policy, &engine) => {
                 let d = serve_defaults(files, &engine, 512)?;
                 tracing::info!(
                     runtime = %d.runtime, instances = d.instances, threads = d.threads, profile = %d.source,
@@ -255,7 +251,7 @@ impl ServeArgs {
                 (runtimes, self.instances.unwrap_or(1), self.threads)
             }
         };
-        if policy == "dynamic-batching"
+        if policy.family == Family::Batching
             && let Some(params) = policy_params.as_object_mut()
         {
             params.entry("max_batch_tokens").or_insert(self.max_batch_tokens.into());
@@ -276,7 +272,7 @@ impl ServeArgs {
             instances,
             stages: self.stages,
             threads,
-            policy,
+            policy: policy.name.to_string(),
             policy_params,
             policy_context: registry::Context {
                 profile: profile.or_else(|| plans.get(&TokenPlan::Plain).cloned()),
@@ -341,4 +337,9 @@ pub(crate) async fn shutdown_signal() {
         () = term => {},
     }
     tracing::info!("shutting down: draining in-flight requests");
+}
+
+/// Every policy's name, with its one-line summary for `--help`.
+fn policy_names() -> PossibleValuesParser {
+    PossibleValuesParser::new(POLICIES.iter().map(|p| PossibleValue::new(p.name).help(p.summary)))
 }

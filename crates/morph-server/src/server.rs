@@ -11,7 +11,7 @@ use morph_encoder::tasks::served::TaskHeads;
 use morph_encoder::{Pooling, TextTokenizer};
 use morph_engine::EngineError;
 use morph_fetch::ModelFiles;
-use morph_policy::registry::{self, Context};
+use morph_policy::registry::{self, Context, Family, PolicyKind};
 use tokio::net::TcpListener;
 
 use crate::api::{AppState, ServedModel, router};
@@ -89,8 +89,9 @@ impl Server {
             let msg = "a decoder's prefill stages run on candle (--decoder-kernels candle), not llama.cpp";
             return Err(BuildError::Config(msg.into()));
         }
-        let pipelined = registry::PIPELINES.contains(&config.policy.as_str());
-        if config.workers.is_some() && !pipelined && config.policy != "dynamic-batching" {
+        let kind = PolicyKind::find(&config.policy)?;
+        let pipelined = kind.needs.stages;
+        if config.workers.is_some() && !kind.runs_in_worker_processes() {
             let msg = format!(
                 "policy '{}' runs its instances as threads of the server; --workers process runs with dynamic-batching or a pipeline policy",
                 config.policy
@@ -138,12 +139,12 @@ impl Server {
         if pipelined && context.pipeline.is_none() {
             context = pipeline_context(&launcher, &config, context)?;
         }
-        let policy = registry::build(&config.policy, &config.policy_params, &context)?;
+        let policy = kind.build(&config.policy_params, &context)?;
         let own_layout = policy.layout(config.instances).is_some();
         if config.runtimes.is_empty() && !own_layout {
             return Err(BuildError::Config("at least one runtime with one instance is needed".into()));
         }
-        if decoder && config.stages > 1 && registry::runs_whole_decoders(&config.policy) {
+        if decoder && config.stages > 1 && kind.family == Family::Generation {
             let msg = format!(
                 "policy '{}' runs whole decoders; a decoder's prefill stages are batched by dynamic-batching or a pipeline policy",
                 config.policy

@@ -101,11 +101,9 @@ impl Default for ArloConfig {
     }
 }
 
-/// Names of the presets [`ArloConfig::preset`] knows.
-pub const PRESETS: [&str; 7] = ["arlo", "arlo-paper", "arlo-ilb", "arlo-ig", "st", "dt", "infaas"];
-
 impl ArloConfig {
-    /// The defaults of a named scheme, before the user's parameters are applied (scaling is off
+    /// The defaults of a named scheme (the registry's Arlo family), before the user's parameters
+    /// are applied (scaling is off
     /// in all; Arlo's paper pairs itself with `target-tracking` and the baselines with `headroom`):
     /// - `arlo`: Morph's robust Arlo: the longest runtime dynamic-shaped, and every instance on
     ///   it (DT) until the first allocation, which takes runtime bounds from the first second's

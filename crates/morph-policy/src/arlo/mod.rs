@@ -17,7 +17,7 @@ pub mod service;
 mod waiting;
 
 pub use allocate::{Allocation, Floors, RuntimeDemand, allocate};
-pub use config::{ArloConfig, PRESETS, RuntimeSet};
+pub use config::{ArloConfig, RuntimeSet};
 pub use dispatch::{DispatchParams, DispatchRule, MultiLevelQueue};
 pub use policy::ArloPolicy;
 pub use scaling::{ScalingConfig, ScalingRule};

@@ -69,18 +69,17 @@ impl Default for OtasConfig {
     }
 }
 
-/// The OTAS policies by name: OTAS itself, OTAS planning only the plain model (its scheduling
-/// gain without the token gain), PetS-like (one fixed plan, every batch runs; with
-/// `plans: ["merge:3"]` it is fixed ToMe, with `["prompt:2"]` fixed prompts), and INFaaS-like
-/// (MiniLM cut to 3, 4 and 6 layers as model variants, switched by load).
-pub const OTAS_POLICIES: [&str; 4] = ["otas", "otas-plain", "pets-like", "infaas-like"];
-
 /// What INFaaS-like pays to switch variants: loading one from disk on this 2-core host, measured
 /// as the wall time of a fresh `morph profile --plan P` of one tiny batch (process, ONNX
 /// Runtime, weights, graph, session): 0.44–0.67 s for 3, 4 and 6 layers.
 const SWITCH_COST_MS: f64 = 500.0;
 
 impl OtasConfig {
+    /// The OTAS policies by name (the registry's token-plan family): OTAS itself, OTAS planning
+    /// only the plain model (its scheduling gain without the token gain), PetS-like (one fixed
+    /// plan, every batch runs; with `plans: ["merge:3"]` it is fixed ToMe, with `["prompt:2"]`
+    /// fixed prompts), and INFaaS-like (MiniLM cut to 3, 4 and 6 layers as model variants,
+    /// switched by load).
     pub fn preset(name: &str) -> Option<Self> {
         let otas = Self::default();
         match name {

@@ -10,7 +10,7 @@ pub mod plan;
 pub mod plan_table;
 pub mod policy;
 
-pub use config::{OTAS_POLICIES, OtasConfig};
+pub use config::OtasConfig;
 pub use plan_table::{PlanEntry, PlanTable};
 pub use policy::OtasPolicy;
 
