@@ -1,12 +1,12 @@
 //! API errors and their single mapping to HTTP status codes. Every error body is
 //! `{"error": {"message": "...", "type": "..."}}` (the OpenAI shape) on every endpoint.
 
+use crate::api::responses::{ErrorDetail, ErrorResponse};
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use morph_core::DropReason;
 use morph_engine::EngineError;
-use serde_json::json;
 
 use crate::metrics::FailureKind;
 
@@ -108,7 +108,7 @@ impl From<DropReason> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({"error": {"message": self.to_string(), "type": self.kind().label()}});
-        (self.status(), Json(body)).into_response()
+        let error = ErrorDetail { message: self.to_string(), kind: Some(self.kind().label()) };
+        (self.status(), Json(ErrorResponse { error })).into_response()
     }
 }

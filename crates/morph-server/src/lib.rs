@@ -2,11 +2,14 @@
 //! their own threads, and Prometheus metrics.
 
 pub mod api;
+mod build;
 pub mod cluster;
+pub mod config;
 pub mod connections;
 pub mod driver;
 pub mod error;
 pub mod host;
+pub mod infer;
 pub mod launcher;
 mod locking;
 pub mod metrics;
@@ -14,7 +17,8 @@ pub mod prediction;
 pub mod server;
 pub mod stage_timing;
 
+pub use config::{BuildError, ServerConfig};
 pub use connections::ConnectionLimits;
 pub use error::ApiError;
 pub use launcher::{Instance, InstanceEngine, Launcher};
-pub use server::{BuildError, Server, ServerConfig};
+pub use server::Server;

@@ -14,102 +14,65 @@
 
 use axum::Json;
 use axum::extract::State;
-use morph_core::time::ms_to_nanos;
-use morph_core::{TaskId, TokenPlan};
-use morph_encoder::tasks::{served::Classified, served::TaskHeads};
-use serde_json::{Map, Value, json};
 
-use super::embed::{pool_texts, recorded};
-use super::validate;
-use super::{AppState, Body};
+use super::requests::{ClassifyRequest, PredictRequest};
+use super::responses::{Classification, ClassifyResponse, LabelScore, PredictResponse, Usage};
+use super::{AppState, Body, parse, recorded, validate};
 use crate::error::ApiError;
 
 pub(super) async fn classify(
     State(state): State<AppState>,
     Body(body): Body,
-) -> Result<Json<Value>, ApiError> {
-    recorded(&state, classify_body(&state, &body)).await
+) -> Result<Json<ClassifyResponse>, ApiError> {
+    recorded(&state, async {
+        let embedder = state.embedder()?;
+        let request: ClassifyRequest = parse(&body)?;
+        let call = validate::classify(request, state.max_client_batch)?;
+        let task = call.task.clone();
+        let out = embedder.classify(call).await?;
+        let data = out
+            .answers
+            .into_iter()
+            .enumerate()
+            .map(|(index, (answer, plan))| Classification {
+                index,
+                label: answer.label,
+                scores: answer.scores.into_iter().collect(),
+                plan,
+            })
+            .collect();
+        Ok(Json(ClassifyResponse {
+            object: "list",
+            task,
+            model: state.model.name.clone(),
+            data,
+            usage: Usage::of(out.tokens),
+        }))
+    })
+    .await
 }
 
 pub(super) async fn predict(
     State(state): State<AppState>,
     Body(body): Body,
-) -> Result<Json<Value>, ApiError> {
-    recorded(&state, predict_body(&state, &body)).await
-}
-
-async fn classify_body(state: &AppState, body: &[u8]) -> Result<Json<Value>, ApiError> {
-    let body = validate::object(body)?;
-    let (asked, answers, tokens) = answer(state, &body, "input").await?;
-    let data: Vec<Value> = answers
-        .into_iter()
-        .enumerate()
-        .map(|(index, (answer, plan))| {
-            let scores: Map<String, Value> = answer.scores.into_iter().map(|(c, s)| (c, json!(s))).collect();
-            json!({ "index": index, "label": answer.label, "scores": scores, "plan": plan })
-        })
-        .collect();
-    Ok(Json(json!({
-        "object": "list",
-        "task": asked,
-        "model": state.model.name,
-        "data": data,
-        "usage": { "prompt_tokens": tokens, "total_tokens": tokens },
-    })))
-}
-
-async fn predict_body(state: &AppState, body: &[u8]) -> Result<Json<Value>, ApiError> {
-    let body = validate::object(body)?;
-    let single = matches!(body.get("inputs"), Some(Value::String(_)));
-    let (_, answers, _) = answer(state, &body, "inputs").await?;
-    let ranked: Vec<Value> = answers
-        .into_iter()
-        .map(|(mut answer, _)| {
-            answer.scores.sort_by(|a, b| b.1.total_cmp(&a.1));
-            json!(
-                answer
-                    .scores
-                    .into_iter()
-                    .map(|(label, score)| json!({ "label": label, "score": score }))
-                    .collect::<Vec<_>>()
-            )
-        })
-        .collect();
-    Ok(Json(if single { ranked.into_iter().next().unwrap_or(Value::Null) } else { json!(ranked) }))
-}
-
-/// The task asked for, each input's answer with the plan its batch ran, and the call's tokens.
-async fn answer(
-    state: &AppState,
-    body: &Map<String, Value>,
-    field: &str,
-) -> Result<(String, Vec<(Classified, TokenPlan)>, usize), ApiError> {
-    let asked = validate::optional_string(body, "task")?
-        .ok_or_else(|| ApiError::validation("task", "is required"))?;
-    let (heads, task) = served_task(state.heads.as_deref(), asked)?;
-    let texts = validate::texts(body, field, state.max_client_batch)?;
-    let slo = validate::optional_number_in(body, "slo_ms", 0.0, 86_400_000.0)?.map(ms_to_nanos);
-    let utility = validate::number_in(body, "utility", 1.0, 0.0, 1e6)?;
-    let cut = validate::bool_or(body, "truncate", false)?;
-    let service = Some((TaskId(task as u16), slo, utility));
-    let (pooled, tokens) = pool_texts(state, texts, field, cut, service).await?;
-    let answers = pooled
-        .iter()
-        .map(|p| heads.classify(task, p.plan, &p.vector).map(|a| (a, p.plan)).map_err(ApiError::Engine))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok((asked.to_string(), answers, tokens))
-}
-
-/// The heads and the index of task `asked`, or a 404 naming the tasks served.
-fn served_task<'a>(heads: Option<&'a TaskHeads>, asked: &str) -> Result<(&'a TaskHeads, usize), ApiError> {
-    match heads {
-        Some(h) => h.find(asked).map(|task| (h, task)).ok_or_else(|| ApiError::UnknownTask {
-            asked: asked.to_string(),
-            served: h.tasks().iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", "),
-        }),
-        None => Err(ApiError::UnknownTask {
-            asked: asked.to_string(),
-            served: "none (the task heads read all-MiniLM-L6-v2, not this server's model)".into(),
-        }),
-    }
+) -> Result<Json<PredictResponse>, ApiError> {
+    recorded(&state, async {
+        let embedder = state.embedder()?;
+        let request: PredictRequest = parse(&body)?;
+        let single = matches!(request.inputs, Some(super::fields::Texts::One(_)));
+        let out = embedder.classify(validate::predict(request, state.max_client_batch)?).await?;
+        let mut ranked: Vec<Vec<LabelScore>> = out
+            .answers
+            .into_iter()
+            .map(|(mut answer, _)| {
+                answer.scores.sort_by(|a, b| b.1.total_cmp(&a.1));
+                answer.scores.into_iter().map(|(label, score)| LabelScore { label, score }).collect()
+            })
+            .collect();
+        Ok(Json(match single {
+            true => PredictResponse::One(ranked.remove(0)),
+            false => PredictResponse::Many(ranked),
+        }))
+    })
+    .await
 }

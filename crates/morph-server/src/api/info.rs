@@ -4,91 +4,200 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
-use morph_core::HostId;
-use serde_json::{Value, json};
+use morph_core::{HostId, ShapeKind, StageSpec};
+use morph_encoder::Pooling;
+use serde::Serialize;
 
+use super::responses::Health;
+use super::{AppState, Served};
 use crate::cluster::hosts::RemoteHosts;
+use crate::host::cache::CachedArtefact;
+use crate::launcher::StartReport;
 
-use super::AppState;
-
-pub(super) async fn health() -> Json<Value> {
-    Json(json!({"status": "ok"}))
+pub(super) async fn health() -> Json<Health> {
+    Json(Health { status: "ok" })
 }
 
-pub(super) async fn info(State(state): State<AppState>) -> Json<Value> {
+/// `GET /info`: the model, its runtimes and instances, the policy and how instances run.
+#[derive(Debug, Serialize)]
+pub(super) struct Info {
+    model: String,
+    dim: usize,
+    pooling: Option<Pooling>,
+    engine: String,
+    max_input_length: u32,
+    max_client_batch: usize,
+    runtimes: Vec<RuntimeInfo>,
+    /// The policy's own description (its name and configuration).
+    policy: serde_json::Value,
+    workers: Workers,
+    /// The length predictor, on a generation server with one.
+    predictor: Option<serde_json::Value>,
+    uptime_s: f64,
+    version: &'static str,
+}
+
+/// A unit and its instances.
+#[derive(Debug, Serialize)]
+struct RuntimeInfo {
+    runtime: String,
+    kind: ShapeKind,
+    max_len: u32,
+    max_batch: u32,
+    unit: String,
+    stage: Option<StageSpec>,
+    threads: Option<u16>,
+    instances: usize,
+}
+
+/// How instances run: threads of this server, or `morph worker` processes (on this host, with
+/// its host cache; or on the cluster's hosts).
+#[derive(Debug, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+enum Workers {
+    Thread,
+    Process {
+        instances: Vec<WorkerInfo>,
+        parked: Vec<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        host_cache: Option<Option<CacheInfo>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cluster: Option<ClusterInfo>,
+    },
+}
+
+/// One worker process: its instance, unit, host and how it started.
+#[derive(Debug, Serialize)]
+struct WorkerInfo {
+    instance: u32,
+    unit: String,
+    /// The host's number (QUART's server).
+    server: u16,
+    /// The host's name, in a cluster.
+    host: Option<String>,
+    pid: u32,
+    start: StartReport,
+}
+
+/// A host cache of prepared artefacts.
+#[derive(Debug, Serialize)]
+struct CacheInfo {
+    artefacts: Vec<CachedArtefact>,
+    bytes: u64,
+    budget_bytes: u64,
+    evictions: u64,
+}
+
+/// The cluster found through etcd, and its hosts by number (slots 0: left).
+#[derive(Debug, Serialize)]
+struct ClusterInfo {
+    etcd: String,
+    name: String,
+    hosts: Vec<HostInfo>,
+}
+
+#[derive(Debug, Serialize)]
+struct HostInfo {
+    server: u16,
+    name: String,
+    slots: u16,
+    up: bool,
+    agent: Option<String>,
+    workers: usize,
+    host_cache: Option<Vec<CachedArtefact>>,
+}
+
+pub(super) async fn info(State(state): State<AppState>) -> Json<Info> {
     let m = &state.model;
-    let runtimes: Vec<Value> = state
+    let runtimes = state
         .driver
         .instance_counts()
         .iter()
         .map(|(unit, count)| {
             let r = unit.runtime;
-            json!({"runtime": r.to_string(), "kind": r.kind, "max_len": r.max_len, "max_batch": r.max_batch,
-                "unit": unit.to_string(), "stage": unit.stage, "threads": unit.threads, "instances": count})
+            RuntimeInfo {
+                runtime: r.to_string(),
+                kind: r.kind,
+                max_len: r.max_len,
+                max_batch: r.max_batch,
+                unit: unit.to_string(),
+                stage: unit.stage,
+                threads: unit.threads,
+                instances: *count,
+            }
         })
         .collect();
-    Json(json!({
-        "model": m.name,
-        "dim": m.dim,
-        "pooling": m.pooling,
-        "engine": m.engine,
-        "max_input_length": m.max_input_len,
-        "max_client_batch": state.max_client_batch,
-        "runtimes": runtimes,
-        "policy": state.driver.policy_description(),
-        "workers": workers(&state),
-        "predictor": state.predictions.as_ref().map(|p| p.describe()),
-        "uptime_s": state.started.elapsed().as_secs_f64(),
-        "version": env!("CARGO_PKG_VERSION"),
-    }))
+    let predictor = match &state.served {
+        Served::Generation(generator) => generator.predictor(),
+        Served::Embeddings(_) => None,
+    };
+    Json(Info {
+        model: m.name.clone(),
+        dim: m.dim,
+        pooling: m.pooling,
+        engine: m.engine.clone(),
+        max_input_length: m.max_input_len,
+        max_client_batch: state.max_client_batch,
+        runtimes,
+        policy: state.driver.policy_description(),
+        workers: workers(&state),
+        predictor,
+        uptime_s: state.started.elapsed().as_secs_f64(),
+        version: env!("CARGO_PKG_VERSION"),
+    })
 }
 
-/// Worker processes: each instance's process, server and start, the parked ones, the host
-/// cache; with a cluster, its hosts (QUART's servers) as registered in etcd.
-fn workers(state: &AppState) -> Value {
+fn workers(state: &AppState) -> Workers {
     let launcher = state.driver.launcher();
-    let Some(processes) = launcher.processes() else { return json!({"kind": "thread"}) };
+    let Some(processes) = launcher.processes() else { return Workers::Thread };
     let remote = processes.remote();
     let host = |id: HostId| remote.and_then(|r| r.name(id));
-    let instances: Vec<Value> = state
+    let instances = state
         .driver
         .worker_starts()
         .into_iter()
-        .map(|(id, unit, host_id, start)| {
-            json!({"instance": id.0, "unit": unit.to_string(), "server": host_id.0, "host": host(host_id), "pid": start.pid, "start": start})
+        .map(|(id, unit, host_id, start)| WorkerInfo {
+            instance: id.0,
+            unit: unit.to_string(),
+            server: host_id.0,
+            host: host(host_id),
+            pid: start.pid,
+            start,
         })
         .collect();
-    let parked: Vec<String> = processes.parked().iter().map(ToString::to_string).collect();
-    let cache = processes.cache_state().map(|(contents, bytes, budget, evictions)| {
-        json!({"artefacts": contents, "bytes": bytes, "budget_bytes": budget, "evictions": evictions})
-    });
+    let parked = processes.parked().iter().map(ToString::to_string).collect();
+    let cache = || {
+        processes.cache_state().map(|(artefacts, bytes, budget_bytes, evictions)| CacheInfo {
+            artefacts,
+            bytes,
+            budget_bytes,
+            evictions,
+        })
+    };
     match remote {
-        None => json!({"kind": "process", "instances": instances, "parked": parked, "host_cache": cache}),
+        None => Workers::Process { instances, parked, host_cache: Some(cache()), cluster: None },
         Some(remote) => {
-            json!({"kind": "process", "instances": instances, "parked": parked, "cluster": cluster(remote)})
+            Workers::Process { instances, parked, host_cache: None, cluster: Some(cluster(remote)) }
         }
     }
 }
 
-/// The cluster's hosts by server number (slots 0: left), with their agents and caches.
-fn cluster(remote: &RemoteHosts) -> Value {
-    let hosts: Vec<Value> = remote
+fn cluster(remote: &RemoteHosts) -> ClusterInfo {
+    let hosts = remote
         .host_states()
         .into_iter()
-        .map(|h| {
-            json!({
-                "server": h.id.0,
-                "name": h.name,
-                "slots": h.slots,
-                "up": h.record.is_some(),
-                "agent": h.record.as_ref().map(|r| r.agent.clone()),
-                "workers": h.workers,
-                "host_cache": h.record.map(|r| r.cache),
-            })
+        .map(|h| HostInfo {
+            server: h.id.0,
+            up: h.record.is_some(),
+            agent: h.record.as_ref().map(|r| r.agent.clone()),
+            host_cache: h.record.map(|r| r.cache),
+            name: h.name,
+            slots: h.slots,
+            workers: h.workers,
         })
         .collect();
     let config = remote.membership().config();
-    json!({"etcd": config.etcd, "name": config.cluster, "hosts": hosts})
+    ClusterInfo { etcd: config.etcd.clone(), name: config.cluster.clone(), hosts }
 }
 
 pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse {

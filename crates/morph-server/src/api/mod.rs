@@ -1,15 +1,20 @@
-//! HTTP API: routes, shared state, and the embedding path common to both embedding formats.
+//! The HTTP edge: routes, the body every call reads, the API key, and what each call records in
+//! the metrics. Each route parses its body into its request type ([`requests`]), checks it into
+//! a `Valid*` value ([`validate`]), hands that to the work behind it ([`crate::infer`]) and
+//! answers with its response type ([`responses`]).
 
 mod classify;
-mod embed;
+mod embeddings;
+pub mod fields;
 mod generate;
 mod info;
-mod openai;
-mod prefill;
-mod tei;
+mod reply;
+pub mod requests;
+pub(crate) mod responses;
+mod state;
+mod stream;
 pub mod validate;
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use axum::Router;
@@ -19,51 +24,12 @@ use axum::http::header::AUTHORIZATION;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use morph_decoder::{GgufTokenizer, Llama};
-use morph_encoder::tasks::served::TaskHeads;
-use morph_encoder::{Pooling, TextTokenizer};
-
 use subtle::ConstantTimeEq;
 
-use crate::driver::Driver;
+pub use fields::parse;
+pub use state::{AppState, Served, ServedModel};
+
 use crate::error::ApiError;
-use crate::prediction::Predictions;
-
-/// What `/info` reports about the deployment.
-#[derive(Debug, Clone)]
-pub struct ServedModel {
-    pub name: String,
-    pub dim: usize,
-    /// `None` for a decoder.
-    pub pooling: Option<Pooling>,
-    /// `onnxruntime`, `candle`, `emulated`, `llama.cpp-decoder` or `candle-decoder`.
-    pub engine: String,
-    /// The longest input any runtime accepts.
-    pub max_input_len: u32,
-    /// A decoder cut into this many prefill stages: a completion is its one next token (0: a
-    /// whole decoder, or an encoder).
-    pub prefill_stages: u16,
-}
-
-#[derive(Debug, Clone)]
-pub struct AppState {
-    pub driver: Arc<Driver>,
-    /// The encoder's tokenizer (embedding servers).
-    pub tokenizer: Option<Arc<TextTokenizer>>,
-    /// The decoder and its tokenizer (generation servers).
-    pub generator: Option<Arc<(Llama, GgufTokenizer)>>,
-    /// Predicted output lengths for the scheduler (generation servers with a predictor).
-    pub predictions: Option<Arc<Predictions>>,
-    /// OTAS's task heads (`/v1/classify`), on a server of the encoder they read.
-    pub heads: Option<Arc<TaskHeads>>,
-    pub model: Arc<ServedModel>,
-    pub api_key: Option<Arc<str>>,
-    /// Most inputs in one call.
-    pub max_client_batch: usize,
-    /// The longest a client may take to send a request's body.
-    pub body_timeout: std::time::Duration,
-    pub started: Instant,
-}
 
 /// The largest request body read, in bytes.
 pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
@@ -87,7 +53,7 @@ impl FromRequest<AppState> for Body {
                 ApiError::MalformedJson(format!("the body could not be read: {}", rejection.body_text()))
             }
         };
-        embed::record::<()>(state, Instant::now(), &Err(error.clone()));
+        record::<()>(state, Instant::now(), &Err(error.clone()));
         Err(error.into_response())
     }
 }
@@ -95,8 +61,8 @@ impl FromRequest<AppState> for Body {
 /// `/health` and `/metrics` stay open; every other route needs the API key when one is set.
 pub fn router(state: AppState) -> Router {
     let protected = Router::new()
-        .route("/v1/embeddings", post(openai::embeddings))
-        .route("/embed", post(tei::embed))
+        .route("/v1/embeddings", post(embeddings::openai))
+        .route("/embed", post(embeddings::tei))
         .route("/v1/classify", post(classify::classify))
         .route("/predict", post(classify::predict))
         .route("/v1/completions", post(generate::completions))
@@ -117,9 +83,30 @@ async fn require_key(State(state): State<AppState>, request: Request, next: Next
         let given = given.and_then(|v| v.strip_prefix("Bearer ")).unwrap_or_default();
         // Compared in constant time (for keys of equal length), so timing does not leak it.
         if !bool::from(given.as_bytes().ct_eq(key.as_bytes())) {
-            embed::record::<()>(&state, Instant::now(), &Err(ApiError::Unauthorized));
+            record::<()>(&state, Instant::now(), &Err(ApiError::Unauthorized));
             return ApiError::Unauthorized.into_response();
         }
     }
     next.run(request).await
+}
+
+/// Runs a call's `work`, counting it and its outcome in the metrics.
+pub(super) async fn recorded<T>(
+    state: &AppState,
+    work: impl std::future::Future<Output = Result<T, ApiError>>,
+) -> Result<T, ApiError> {
+    let started = Instant::now();
+    let result = work.await;
+    record(state, started, &result);
+    result
+}
+
+/// Counts a call and its outcome in the metrics.
+pub(super) fn record<T>(state: &AppState, started: Instant, result: &Result<T, ApiError>) {
+    let metrics = &state.driver.metrics;
+    metrics.requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    match result {
+        Ok(_) => metrics.request_seconds.observe(started.elapsed().as_secs_f64()),
+        Err(e) => metrics.fail(e.kind()),
+    }
 }

@@ -44,6 +44,26 @@ impl std::fmt::Debug for Driver {
     }
 }
 
+/// What a call asks of every input it sends: its task, its deadline after arrival and what an
+/// answer in time is worth (OTAS's service class, before it has an arrival time).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CallClass {
+    pub task: TaskId,
+    pub slo: Option<Nanos>,
+    pub utility: f64,
+}
+
+impl CallClass {
+    /// The service class of an input that arrived at `now`.
+    fn at(self, now: Time) -> ServiceClass {
+        ServiceClass {
+            task: self.task,
+            deadline: self.slo.map(|slo| now + slo),
+            utility_micros: (self.utility * 1e6).round().clamp(0.0, f64::from(u32::MAX)) as u32,
+        }
+    }
+}
+
 /// A caller's hold on an admitted request: dropped before [`Claim::answered`], it cancels the
 /// request (a queued one leaves the queue, a running generation stops, a running embedding is
 /// discarded).
@@ -163,20 +183,15 @@ impl Driver {
 
     /// Hands a call's tokenized sequences to the policy together: all are admitted (each
     /// receiver yields its vector or why not), or none is and the call gets the reason.
-    /// `service` (task, deadline, utility) is every sequence's, for policies that weigh them;
-    /// a deadline is `slo` after now.
+    /// `class` is every sequence's, for policies that weigh them.
     #[allow(clippy::type_complexity)]
     pub fn submit_call(
         self: &Arc<Self>,
         inputs: Vec<Vec<u32>>,
-        service: Option<(TaskId, Option<Nanos>, f64)>,
+        class: Option<CallClass>,
     ) -> Result<Vec<(Claim, oneshot::Receiver<SeqResult>)>, DropReason> {
         let now = self.now();
-        let service = service.map(|(task, slo, utility)| ServiceClass {
-            task,
-            deadline: slo.map(|slo| now + slo),
-            utility_micros: (utility * 1e6).round().clamp(0.0, f64::from(u32::MAX)) as u32,
-        });
+        let service = class.map(|c| c.at(now));
         let (admitted, outside) = self.lock().submit_call(now, inputs, service);
         self.carry_out(outside);
         Ok(admitted?.into_iter().map(|(id, rx)| (self.claim(id), rx)).collect())

@@ -1,0 +1,150 @@
+//! The answer of each route, as serialized: one type per shape.
+
+use std::collections::BTreeMap;
+
+use morph_core::TokenPlan;
+use serde::Serialize;
+
+/// `{"error": {"message", "type"}}`, the OpenAI shape, on every route.
+#[derive(Debug, Serialize)]
+pub(crate) struct ErrorResponse {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct ErrorDetail {
+    pub message: String,
+    /// Absent in an error event of a stream.
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<&'static str>,
+}
+
+/// Token counts of an embedding or classification call.
+#[derive(Debug, Serialize)]
+pub(crate) struct Usage {
+    pub prompt_tokens: usize,
+    pub total_tokens: usize,
+}
+
+impl Usage {
+    pub(crate) fn of(tokens: usize) -> Self {
+        Self { prompt_tokens: tokens, total_tokens: tokens }
+    }
+}
+
+/// `POST /v1/embeddings`.
+#[derive(Debug, Serialize)]
+pub(crate) struct EmbeddingsResponse {
+    pub object: &'static str,
+    pub data: Vec<Embedding>,
+    pub model: String,
+    pub usage: Usage,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct Embedding {
+    pub object: &'static str,
+    pub index: usize,
+    pub embedding: Vec<f32>,
+}
+
+/// `POST /embed`: one vector per input.
+pub(crate) type EmbedResponse = Vec<Vec<f32>>;
+
+/// `POST /v1/classify`.
+#[derive(Debug, Serialize)]
+pub(crate) struct ClassifyResponse {
+    pub object: &'static str,
+    pub task: String,
+    pub model: String,
+    pub data: Vec<Classification>,
+    pub usage: Usage,
+}
+
+/// One input's answer: its label, every class's score, and the token plan its batch ran.
+#[derive(Debug, Serialize)]
+pub(crate) struct Classification {
+    pub index: usize,
+    pub label: String,
+    pub scores: BTreeMap<String, f32>,
+    pub plan: TokenPlan,
+}
+
+/// `POST /predict`: per input, every class's score best first; one list for a single input.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub(crate) enum PredictResponse {
+    One(Vec<LabelScore>),
+    Many(Vec<Vec<LabelScore>>),
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct LabelScore {
+    pub label: String,
+    pub score: f32,
+}
+
+/// Token counts of a generation (`cached_tokens`: prompt tokens a kept KV cache held).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub(crate) struct GenerationUsage {
+    pub prompt_tokens: usize,
+    pub prompt_tokens_details: CachedTokens,
+    pub completion_tokens: usize,
+    pub total_tokens: usize,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub(crate) struct CachedTokens {
+    pub cached_tokens: usize,
+}
+
+impl GenerationUsage {
+    pub(crate) fn new(prompt_tokens: usize, cached_tokens: usize, completion_tokens: usize) -> Self {
+        Self {
+            prompt_tokens,
+            prompt_tokens_details: CachedTokens { cached_tokens },
+            completion_tokens,
+            total_tokens: prompt_tokens + completion_tokens,
+        }
+    }
+}
+
+/// A whole completion (`object` "text_completion" or "chat.completion") or one chunk of a stream
+/// ("text_completion" or "chat.completion.chunk").
+#[derive(Debug, Serialize)]
+pub(crate) struct CompletionResponse {
+    pub id: String,
+    pub object: &'static str,
+    pub created: u64,
+    pub model: String,
+    pub choices: [Choice; 1],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<GenerationUsage>,
+}
+
+/// The one choice of a completion, in the shape of its format.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub(crate) enum Choice {
+    Text { index: usize, text: String, logprobs: Option<()>, finish_reason: Option<&'static str> },
+    TextChunk { index: usize, text: String, finish_reason: Option<&'static str> },
+    Message { index: usize, message: ChatText, finish_reason: Option<&'static str> },
+    Delta { index: usize, delta: ChatDelta, finish_reason: Option<&'static str> },
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct ChatText {
+    pub role: &'static str,
+    pub content: String,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct ChatDelta {
+    pub content: String,
+}
+
+/// `GET /health`.
+#[derive(Debug, Serialize)]
+pub(crate) struct Health {
+    pub status: &'static str,
+}

@@ -1,0 +1,68 @@
+//! What every handler shares: the driver, what the server serves (an encoder or a decoder), the
+//! model's description, and the edge's settings.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use morph_encoder::Pooling;
+
+use crate::driver::Driver;
+use crate::error::ApiError;
+use crate::infer::{Embedder, Generator};
+
+/// What `/info` reports about the deployment.
+#[derive(Debug, Clone)]
+pub struct ServedModel {
+    pub name: String,
+    pub dim: usize,
+    /// `None` for a decoder.
+    pub pooling: Option<Pooling>,
+    /// `onnxruntime`, `candle`, `emulated`, `llama.cpp-decoder` or `candle-decoder`.
+    pub engine: String,
+    /// The longest input any runtime accepts.
+    pub max_input_len: u32,
+}
+
+/// The server's one serving mode.
+#[derive(Debug, Clone)]
+pub enum Served {
+    /// An encoder: embeddings, and OTAS's tasks where the heads read its vectors.
+    Embeddings(Arc<Embedder>),
+    /// A decoder: completions.
+    Generation(Arc<Generator>),
+}
+
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub driver: Arc<Driver>,
+    pub served: Served,
+    pub model: Arc<ServedModel>,
+    pub api_key: Option<Arc<str>>,
+    /// Most inputs in one call.
+    pub max_client_batch: usize,
+    /// The longest a client may take to send a request's body.
+    pub body_timeout: Duration,
+    pub started: Instant,
+}
+
+impl AppState {
+    /// The encoder, or a 404 saying what this server serves instead.
+    pub(crate) fn embedder(&self) -> Result<&Embedder, ApiError> {
+        match &self.served {
+            Served::Embeddings(embedder) => Ok(embedder),
+            Served::Generation(_) => Err(ApiError::WrongEndpoint {
+                served: "text generation: use /v1/completions or /v1/chat/completions",
+            }),
+        }
+    }
+
+    /// The decoder, or a 404 saying what this server serves instead.
+    pub(crate) fn generator(&self) -> Result<&Generator, ApiError> {
+        match &self.served {
+            Served::Generation(generator) => Ok(generator),
+            Served::Embeddings(_) => {
+                Err(ApiError::WrongEndpoint { served: "embeddings: use /v1/embeddings or /embed" })
+            }
+        }
+    }
+}

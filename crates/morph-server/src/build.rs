@@ -1,0 +1,217 @@
+//! The steps of [`crate::Server::build`]: the configuration checked against what the policy
+//! needs (read from the policy registry), the model loaded and its launcher made, the initial
+//! layout, and the task heads an encoder serves.
+
+use std::sync::Arc;
+
+use morph_backend::{Backend, EngineKind};
+use morph_core::{HostId, HostSlots, Policy, UnitSpec};
+use morph_decoder::DecoderKernels;
+use morph_encoder::tasks::served::TaskHeads;
+use morph_encoder::{Pooling, TextTokenizer};
+use morph_policy::registry::{Context, Family, PolicyKind};
+
+use crate::config::{BuildError, ServerConfig};
+use crate::launcher::{Launcher, WorkerModel};
+use crate::stage_timing;
+
+/// A configuration error, one line.
+fn config_error(message: impl Into<String>) -> BuildError {
+    BuildError::Config(message.into())
+}
+
+/// Refuses what the policy, the engine and the flags cannot run together, naming the flag.
+pub(crate) fn check(config: &ServerConfig, kind: &PolicyKind) -> Result<(), BuildError> {
+    if config.instances == 0 {
+        return Err(config_error("at least one instance is needed"));
+    }
+    let decoder = matches!(config.engine, EngineKind::Decoder { .. });
+    if decoder && config.workers.is_some() && config.stages < 2 {
+        return Err(config_error(
+            "worker processes run a decoder's prefill stages (--stages N); whole decoders generate in threads of the server",
+        ));
+    }
+    if let EngineKind::Decoder { kernels: DecoderKernels::LlamaCpp, .. } = config.engine
+        && config.stages >= 2
+    {
+        return Err(config_error(
+            "a decoder's prefill stages run on candle (--decoder-kernels candle), not llama.cpp",
+        ));
+    }
+    if config.workers.is_some() && !kind.runs_in_worker_processes() {
+        return Err(config_error(format!(
+            "policy '{}' runs its instances as threads of the server; --workers process runs with dynamic-batching or a pipeline policy",
+            kind.name
+        )));
+    }
+    if decoder && config.stages > 1 && kind.family == Family::Generation {
+        return Err(config_error(format!(
+            "policy '{}' runs whole decoders; a decoder's prefill stages are batched by dynamic-batching or a pipeline policy",
+            kind.name
+        )));
+    }
+    Ok(())
+}
+
+/// The model as loaded: its launcher, and for an encoder its tokenizer and pooling.
+#[derive(Debug)]
+pub(crate) struct Loaded {
+    pub launcher: Launcher,
+    pub tokenizer: Option<Arc<TextTokenizer>>,
+    pub name: String,
+    pub pooling: Option<Pooling>,
+}
+
+/// Loads the model and makes its launcher (with worker processes when configured).
+pub(crate) fn load(config: &ServerConfig) -> Result<Loaded, BuildError> {
+    match (&config.engine, &config.model) {
+        (EngineKind::Decoder { gguf, prefill_chunk, kernels }, _) => {
+            let launcher = Launcher::new(Backend::decoder(gguf, *prefill_chunk, *kernels)?);
+            let launcher = match &config.workers {
+                None => launcher,
+                Some(workers) => launcher
+                    .with_processes(workers.clone(), WorkerModel::DecoderStages { gguf: gguf.clone() })?,
+            };
+            let name =
+                gguf.file_stem().map_or_else(|| "decoder".into(), |s| s.to_string_lossy().into_owned());
+            Ok(Loaded { launcher, tokenizer: None, name, pooling: None })
+        }
+        (engine, Some(files)) => {
+            let pooling = config.pooling.unwrap_or_else(|| Pooling::from_model_dir(&files.dir));
+            let tokenizer = Arc::new(TextTokenizer::load(&files.tokenizer)?);
+            let launcher = match (&config.workers, engine) {
+                (None, _) => Launcher::new(Backend::load(files, pooling, engine)?),
+                (Some(workers), EngineKind::Ort { library, plans, .. }) => {
+                    let model = WorkerModel::Encoder {
+                        dir: files.dir.clone(),
+                        library: library.clone(),
+                        pooling,
+                        plans: plans.clone(),
+                    };
+                    Launcher::new(Backend::load(files, pooling, engine)?)
+                        .with_processes(workers.clone(), model)?
+                }
+                (Some(_), other) => {
+                    return Err(config_error(format!(
+                        "worker processes run ONNX Runtime, not the {} engine",
+                        other.label()
+                    )));
+                }
+            };
+            Ok(Loaded {
+                launcher,
+                tokenizer: Some(tokenizer),
+                name: files.name.clone(),
+                pooling: Some(pooling),
+            })
+        }
+        (_, None) => Err(config_error("an encoder engine needs the model's files")),
+    }
+}
+
+/// The units of the initial instances: the policy's own layout, else every runtime (or its
+/// stages) `--instances` times.
+pub(crate) fn layout(
+    config: &ServerConfig,
+    kind: &PolicyKind,
+    policy: &dyn Policy,
+    launcher: &Launcher,
+) -> Result<Vec<UnitSpec>, BuildError> {
+    if let Some(layout) = policy.layout(config.instances) {
+        if config.stages > 1 && !kind.needs.stages {
+            return Err(config_error(format!(
+                "policy '{}' lays out whole models; it cannot run --stages",
+                kind.name
+            )));
+        }
+        return Ok(layout);
+    }
+    if config.runtimes.is_empty() {
+        return Err(config_error("at least one runtime with one instance is needed"));
+    }
+    let mut units = Vec::new();
+    for runtime in &config.runtimes {
+        match config.stages {
+            0 | 1 => units.push(launcher.backend().unit(*runtime)),
+            n => units.extend(launcher.backend().stage_units(*runtime, n)?),
+        }
+    }
+    let units = units.into_iter().map(|u| u.with_threads_if(config.threads));
+    Ok(units.flat_map(|u| std::iter::repeat_n(u, config.instances)).collect())
+}
+
+/// OTAS's task heads, served with the encoder they read (all-MiniLM-L6-v2) only.
+pub(crate) fn task_heads(model: &str) -> Option<Arc<TaskHeads>> {
+    match TaskHeads::builtin() {
+        Ok(heads) if heads.encoder() == model => Some(Arc::new(heads)),
+        Ok(_) => None,
+        Err(e) => {
+            tracing::warn!(error = %e, "the task heads could not be loaded; /v1/classify serves no task");
+            None
+        }
+    }
+}
+
+/// A pipeline policy's context on this one host: the stages' times measured now (unless the
+/// caller gave them), and `--instances` slots to place replicas in.
+pub(crate) fn pipeline_context(
+    launcher: &Launcher,
+    config: &ServerConfig,
+    context: Context,
+) -> Result<Context, BuildError> {
+    let [runtime] = config.runtimes.as_slice() else {
+        let msg = format!("policy '{}' runs one pipeline: give exactly one --runtime", config.policy);
+        return Err(BuildError::Config(msg));
+    };
+    if config.stages < 2 {
+        let msg = format!("policy '{}' sizes pipeline stages: give --stages N (N >= 2)", config.policy);
+        return Err(BuildError::Config(msg));
+    }
+    let profile = stage_timing::measure(launcher, *runtime, config.stages, config.stage_timing_len)?;
+    let slots = config.instances.max(usize::from(config.stages)).min(usize::from(u16::MAX)) as u16;
+    let hosts = launcher.hosts().unwrap_or_else(|| HostSlots::new(1, slots));
+    Ok(Context { pipeline: Some(Arc::new(profile)), hosts: Some(hosts), ..context })
+}
+
+/// Where the initial layout's `count` instances go: without a cluster, this host; with one,
+/// the hosts in turn, each up to its slots (and in turn again once every host is full).
+pub(crate) fn initial_hosts(count: usize, hosts: Option<&HostSlots>) -> Vec<Option<HostId>> {
+    let Some(hosts) = hosts.filter(|s| !s.slots.is_empty()) else { return vec![None; count] };
+    let mut used = vec![0u16; hosts.slots.len()];
+    let mut next = 0;
+    (0..count)
+        .map(|_| {
+            let n = used.len();
+            let free = (0..n).map(|k| (next + k) % n).find(|&s| used[s] < hosts.slots[s]);
+            let s = free.unwrap_or(next % n);
+            used[s] += 1;
+            next = s + 1;
+            Some(HostId(s as u16))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_initial_layout_goes_round_the_hosts_within_their_slots() {
+        let ids = |v: Vec<Option<HostId>>| v.into_iter().map(|s| s.map(|s| s.0)).collect::<Vec<_>>();
+        assert_eq!(ids(initial_hosts(3, None)), [None, None, None], "one host: the driver's own");
+        let two = HostSlots { slots: vec![2, 2] };
+        assert_eq!(ids(initial_hosts(4, Some(&two))), [Some(0), Some(1), Some(0), Some(1)]);
+        let uneven = HostSlots { slots: vec![1, 0, 3] };
+        assert_eq!(
+            ids(initial_hosts(4, Some(&uneven))),
+            [Some(0), Some(2), Some(2), Some(2)],
+            "a host with no slot gets none"
+        );
+        let small = HostSlots { slots: vec![1, 1] };
+        assert_eq!(
+            ids(initial_hosts(3, Some(&small))),
+            [Some(0), Some(1), Some(0)],
+            "past every slot: in turn again"
+        );
+    }
+}

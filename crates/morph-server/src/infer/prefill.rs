@@ -1,0 +1,55 @@
+//! A completion on a decoder cut into prefill stages (QUART's functions: one forward pass per
+//! request): the prompt runs through the stages as one sequence of the encoder path, the last
+//! stage's next-token logits are sampled once, and the call gets that one token, in the same
+//! formats (and stream) as a whole decoder's completion.
+
+use morph_decoder::{FinishReason, GenEvent, Sampler};
+use morph_engine::EngineError;
+use tokio::sync::mpsc::unbounded_channel;
+
+use super::generate::{Generation, Generator};
+use super::valid::ValidGeneration;
+use crate::driver::SeqError;
+use crate::error::ApiError;
+
+impl Generator {
+    /// Runs `prompt` through the stages and answers its one next token.
+    pub(super) async fn next_token(
+        &self,
+        call: &ValidGeneration,
+        prompt: Vec<u32>,
+    ) -> Result<Generation, ApiError> {
+        if call.max_tokens_given && call.max_tokens != 1 {
+            let message =
+                "this server runs the decoder's prefill in stages: it answers one token (max_tokens 1)";
+            return Err(ApiError::validation("max_tokens", message));
+        }
+        let prompt_tokens = prompt.len();
+        let (claim, rx) = self.driver.submit(prompt);
+        let logits = match rx.await {
+            Ok(Ok(pooled)) => pooled.vector,
+            Ok(Err(SeqError::Dropped(reason))) => return Err(ApiError::generation_dropped(reason)),
+            Ok(Err(SeqError::Engine(e))) => return Err(ApiError::Engine(e)),
+            Err(_) => return Err(ApiError::Engine(EngineError::Stopped)),
+        };
+        let tokenizer = &self.model.1;
+        let token = Sampler::new(call.sampling).sample(&logits);
+        let (events, rx) = unbounded_channel();
+        let (first, reason, completion_tokens) = match token == tokenizer.eos {
+            true => (None, FinishReason::Stop, 0),
+            false => {
+                let text = tokenizer.decode(&[token]).map_err(ApiError::Engine)?;
+                (Some(GenEvent::Token { id: token, text }), FinishReason::Length, 1)
+            }
+        };
+        let done = GenEvent::Done { reason, prompt_tokens, cached_tokens: 0, completion_tokens };
+        let first = match first {
+            Some(first) => {
+                let _ = events.send(done);
+                first
+            }
+            None => done,
+        };
+        Ok(Generation { claim, events: rx, first, truth: None })
+    }
+}
