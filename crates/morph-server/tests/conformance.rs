@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use morph_backend::Backend;
-use morph_core::Point;
+use morph_core::fixtures::flat_profile;
 use morph_core::{
     Action, BatchPlan, DropReason, Event, InstanceId, LatencyProfile, ModelId, Outcome, Policy, RequestId,
     RequestInfo, RuntimeSpec, StageSpec, Then, Tickets, Time, TokenPlan, UnitSpec,
@@ -152,16 +152,7 @@ fn recorded() -> (Box<dyn Policy>, Log) {
 }
 
 fn profile() -> LatencyProfile {
-    LatencyProfile::from_points(
-        "flat",
-        [
-            Point { batch: 1, len: 1, ms: 5.0 },
-            Point { batch: 1, len: 64, ms: 5.0 },
-            Point { batch: 4, len: 1, ms: 5.0 },
-            Point { batch: 4, len: 64, ms: 5.0 },
-        ],
-    )
-    .expect("profile")
+    flat_profile(5.0, 4)
 }
 
 /// The scenario's requests, one per second (each step settles before the next).

@@ -407,7 +407,8 @@ pub fn simulate(
 
 #[cfg(test)]
 mod tests {
-    use morph_core::{LatencyProfile, Point, RuntimeSpec};
+    use morph_core::RuntimeSpec;
+    use morph_core::fixtures::flat_profile;
     use morph_policy::{DynamicBatching, DynamicBatchingConfig};
 
     use super::*;
@@ -415,19 +416,7 @@ mod tests {
 
     /// `ms` per batch whatever its length and size (up to 4 rows).
     fn flat(ms: f64) -> ProfileCost {
-        ProfileCost::new(
-            LatencyProfile::from_points(
-                "flat",
-                [
-                    Point { batch: 1, len: 1, ms },
-                    Point { batch: 1, len: 512, ms },
-                    Point { batch: 4, len: 1, ms },
-                    Point { batch: 4, len: 512, ms },
-                ],
-            )
-            .unwrap(),
-            1.0,
-        )
+        ProfileCost::new(flat_profile(ms, 4), 1.0)
     }
 
     fn fifo() -> Box<dyn Policy> {

@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use morph_core::fixtures::flat_profile;
 use morph_core::{LatencyProfile, RuntimeSpec, ServiceClass, TaskId, Time, TokenPlan, UnitSpec};
 use morph_policy::registry::{Context, build};
 use morph_sim::utility::evaluate;
@@ -13,8 +14,7 @@ use serde_json::json;
 
 /// A profile in which every batch takes 100 ms.
 fn flat() -> LatencyProfile {
-    let text = json!({ "model": "m", "latency": { "1": { "8": 100.0, "128": 100.0 }, "64": { "8": 100.0, "128": 100.0 } } });
-    LatencyProfile::from_json(&text.to_string()).expect("profile")
+    flat_profile(100.0, 64)
 }
 
 fn write_profile(dir: &Path) {

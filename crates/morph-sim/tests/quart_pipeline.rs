@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use morph_core::fixtures::request;
 use morph_core::{HostSlots, Outcome, Policy, RuntimeSpec, StageTime, StageTimes, time::ms_to_nanos};
 use morph_policy::quart::qna::departure_cv2;
 use morph_policy::registry::{Context, build};
@@ -165,7 +166,7 @@ fn launched_on(actions: &[morph_core::Action]) -> Vec<Option<morph_core::HostId>
 /// host's lease ended), keeps within the slots of those left, and uses a server that joined.
 #[test]
 fn replicas_avoid_a_server_that_left_and_go_to_one_that_joined() {
-    use morph_core::{Event, HostId, InstanceId, InstanceInfo, RequestId, RequestInfo, Time};
+    use morph_core::{Event, HostId, InstanceId, InstanceInfo, Time};
     let p = pipeline(&[100.0, 100.0]);
     let ctx = Context {
         slo: Some(ms_to_nanos(500.0)),
@@ -184,9 +185,7 @@ fn replicas_avoid_a_server_that_left_and_go_to_one_that_joined() {
     // 400 arrivals in a second: the uniform rule wants more replicas of every stage than fit.
     for k in 0..400u64 {
         let at = Time(k * 2_500_000);
-        let info =
-            RequestInfo { id: RequestId(k), input_len: 64, arrival: at, generation: None, service: None };
-        policy.on_event(at, Event::Arrival(info), &mut actions);
+        policy.on_event(at, Event::Arrival(request(k, 64, at)), &mut actions);
     }
     actions.clear();
     policy.on_event(Time(1_500_000_000), Event::Tick, &mut actions);

@@ -1,6 +1,7 @@
 //! The simulator against textbook queueing results.
 
-use morph_core::{LatencyProfile, Point, Policy, RuntimeSpec, UnitSpec, time::ms_to_nanos};
+use morph_core::fixtures::flat_profile;
+use morph_core::{Policy, RuntimeSpec, UnitSpec, time::ms_to_nanos};
 use morph_policy::registry::{Context, build};
 use morph_policy::{DynamicBatching, DynamicBatchingConfig};
 use morph_sim::cost::{LinearGeneration, Prefill};
@@ -21,14 +22,7 @@ fn fifo() -> Box<dyn Policy> {
 #[test]
 fn md1_mean_wait_matches_pollaczek_khinchine() {
     let d_ms = 10.0;
-    let cost = ProfileCost::new(
-        LatencyProfile::from_points(
-            "D",
-            [Point { batch: 1, len: 1, ms: d_ms }, Point { batch: 1, len: 512, ms: d_ms }],
-        )
-        .unwrap(),
-        1.0,
-    );
+    let cost = ProfileCost::new(flat_profile(d_ms, 1), 1.0);
     let workload = Workload {
         arrivals: Arrivals::Poisson { rate: 50.0 },
         lengths: Lengths::Fixed { len: 16 },
@@ -57,14 +51,7 @@ fn md1_mean_wait_matches_pollaczek_khinchine() {
 /// than M/D/1's (pooling), and utilisation is still ρ.
 #[test]
 fn pooled_servers_wait_less_at_the_same_load() {
-    let cost = ProfileCost::new(
-        LatencyProfile::from_points(
-            "D",
-            [Point { batch: 1, len: 1, ms: 10.0 }, Point { batch: 1, len: 512, ms: 10.0 }],
-        )
-        .unwrap(),
-        1.0,
-    );
+    let cost = ProfileCost::new(flat_profile(10.0, 1), 1.0);
     let workload = Workload {
         arrivals: Arrivals::Poisson { rate: 200.0 },
         lengths: Lengths::Fixed { len: 16 },

@@ -3,35 +3,14 @@
 //! lost), every admitted request is answered exactly once, and until then it is unanswered.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 
 use proptest::prelude::*;
 
 use super::*;
+use crate::fixtures::Puppet;
 use crate::policy::{BatchPlan, DropReason};
 use crate::runtime::RuntimeSpec;
 use crate::unit::{ModelId, StageSpec};
-
-/// A policy that answers each event with the actions the test scripted for it.
-#[derive(Default, Clone)]
-struct Scripted {
-    next: Arc<Mutex<Vec<Action>>>,
-}
-
-impl Policy for Scripted {
-    fn name(&self) -> &str {
-        "scripted"
-    }
-    fn on_event(&mut self, _now: Time, _event: Event, actions: &mut Vec<Action>) {
-        actions.append(&mut self.next.lock().unwrap_or_else(|e| e.into_inner()));
-    }
-    fn queue_len(&self) -> usize {
-        0
-    }
-    fn describe(&self) -> serde_json::Value {
-        serde_json::Value::Null
-    }
-}
 
 /// What the policy may do: request and instance numbers are drawn from small ranges, so that
 /// some name requests that are running, answered or unknown, and instances that are busy,
@@ -94,7 +73,7 @@ proptest! {
     fn every_request_is_answered_exactly_once(
         script in proptest::collection::vec((step(), proptest::collection::vec(act(), 0..4)), 1..60)
     ) {
-        let policy = Scripted::default();
+        let policy = Puppet::default();
         let mut ledger = Ledger::new(Box::new(policy.clone()), OnViolation::Refuse);
         let runtime = RuntimeSpec::dynamic(64, 2);
         let stage = |k| UnitSpec::encoder(runtime).with_stage(StageSpec::even(ModelId(0), k, 2, 6));

@@ -1,36 +1,12 @@
 //! One test per ledger rule (each forbidden action is refused) and the semantics of hand-off,
 //! cancellation and iteration reports.
 
-use std::sync::{Arc, Mutex};
-
 use super::*;
+use crate::fixtures::Puppet;
 use crate::policy::DropReason;
 use crate::runtime::RuntimeSpec;
 use crate::token_plan::TokenPlan;
 use crate::unit::{ModelId, StageSpec, StartKind};
-
-/// A policy that answers the next event with the actions it is given, and logs every event.
-#[derive(Default, Clone)]
-struct Puppet {
-    next: Arc<Mutex<Vec<Action>>>,
-    seen: Arc<Mutex<Vec<Event>>>,
-}
-
-impl Policy for Puppet {
-    fn name(&self) -> &str {
-        "puppet"
-    }
-    fn on_event(&mut self, _now: Time, event: Event, actions: &mut Vec<Action>) {
-        self.seen.lock().unwrap().push(event);
-        actions.append(&mut self.next.lock().unwrap());
-    }
-    fn queue_len(&self) -> usize {
-        0
-    }
-    fn describe(&self) -> serde_json::Value {
-        serde_json::Value::Null
-    }
-}
 
 struct Fixture {
     ledger: Ledger,

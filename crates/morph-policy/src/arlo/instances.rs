@@ -92,11 +92,12 @@ impl Instances {
 #[cfg(test)]
 mod tests {
     use morph_core::Time;
+    use morph_core::fixtures::request;
 
     use super::*;
 
     fn req(id: u64) -> RequestInfo {
-        RequestInfo { id: RequestId(id), input_len: 10, arrival: Time(id), generation: None, service: None }
+        request(id, 10, Time(id))
     }
 
     #[test]

@@ -75,17 +75,12 @@ impl Waiting {
 #[cfg(test)]
 mod tests {
     use morph_core::Time;
+    use morph_core::fixtures::request;
 
     use super::*;
 
     fn req(id: u64, len: u32, arrival: u64) -> RequestInfo {
-        RequestInfo {
-            id: RequestId(id),
-            input_len: len,
-            arrival: Time(arrival),
-            generation: None,
-            service: None,
-        }
+        request(id, len, Time(arrival))
     }
 
     fn ids(batch: Option<(u32, Vec<RequestInfo>)>) -> Vec<u64> {

@@ -104,7 +104,7 @@ mod tests {
     use super::*;
 
     fn request(id: u64, input_len: u32) -> RequestInfo {
-        RequestInfo { id: RequestId(id), input_len, arrival: Time(id), generation: None, service: None }
+        morph_core::fixtures::request(id, input_len, Time(id))
     }
 
     fn ids(batch: &[RequestInfo]) -> Vec<u64> {

@@ -243,14 +243,7 @@ mod tests {
 
     fn arrive(p: &mut DynamicBatching, id: u64, len: u32) -> Vec<Action> {
         let mut out = Vec::new();
-        let info = RequestInfo {
-            id: RequestId(id),
-            input_len: len,
-            arrival: Time(id),
-            generation: None,
-            service: None,
-        };
-        p.on_event(Time(id), Event::Arrival(info), &mut out);
+        p.on_event(Time(id), Event::Arrival(morph_core::fixtures::request(id, len, Time(id))), &mut out);
         out
     }
 

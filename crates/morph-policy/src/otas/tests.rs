@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
+use morph_core::fixtures::{flat_profile, request};
 use morph_core::{
     Action, DropReason, Event, HostId, InstanceId, InstanceInfo, LatencyProfile, Policy, PromptMode,
-    RequestId, RequestInfo, RuntimeSpec, ServiceClass, TaskId, Time, TokenPlan, UnitSpec,
+    RequestInfo, RuntimeSpec, ServiceClass, TaskId, Time, TokenPlan, UnitSpec,
 };
 use serde_json::json;
 
@@ -16,9 +17,9 @@ const PROMPT_2: TokenPlan = TokenPlan::Prompt(2, PromptMode::Additive);
 
 /// A profile whose every batch takes `ms`.
 fn flat(plan: TokenPlan, ms: f64) -> Arc<LatencyProfile> {
-    let text = json!({ "model": "m", "plan": plan, "latency": {
-        "1": { "8": ms, "128": ms }, "64": { "8": ms, "128": ms } } });
-    Arc::new(LatencyProfile::from_json(&text.to_string()).expect("a profile"))
+    let mut profile = flat_profile(ms, 64);
+    profile.plan = Some(plan);
+    Arc::new(profile)
 }
 
 /// `name` over two plans: merge:2 (10 ms a batch, accuracy 0.8) and prompt:2 (30 ms, 0.9).
@@ -51,14 +52,7 @@ fn ms(ms: f64) -> Time {
 fn arrival(id: u64, at_ms: f64, slo_ms: f64) -> Event {
     let service =
         ServiceClass { task: TaskId(0), deadline: Some(ms(at_ms + slo_ms)), utility_micros: 300_000 };
-    let info = RequestInfo {
-        id: RequestId(id),
-        input_len: 20,
-        arrival: ms(at_ms),
-        generation: None,
-        service: Some(service),
-    };
-    Event::Arrival(info)
+    Event::Arrival(RequestInfo { service: Some(service), ..request(id, 20, ms(at_ms)) })
 }
 
 fn done() -> Event {

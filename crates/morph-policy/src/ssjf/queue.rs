@@ -109,17 +109,13 @@ impl JobQueue {
 #[cfg(test)]
 mod tests {
     use morph_core::Generation;
+    use morph_core::fixtures::request;
 
     use super::*;
 
     fn req(id: u64, arrival_ms: u64, predicted: u32) -> RequestInfo {
-        RequestInfo {
-            id: RequestId(id),
-            input_len: 10,
-            arrival: Time(arrival_ms * 1_000_000),
-            generation: Some(Generation { max_tokens: 512, predicted: Some(predicted) }),
-            service: None,
-        }
+        let generation = Some(Generation { max_tokens: 512, predicted: Some(predicted) });
+        RequestInfo { generation, ..request(id, 10, Time(arrival_ms * 1_000_000)) }
     }
 
     fn drain(q: &mut JobQueue, now_ms: u64) -> Vec<u64> {

@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
+use morph_core::fixtures::flat_profile;
 use morph_core::{
-    Action, BatchPlan, Event, InstanceId, LatencyProfile, Point, Policy, RuntimeSpec, ServiceClass, TaskId,
-    Time, TokenPlan, UnitSpec,
+    Action, BatchPlan, Event, InstanceId, Policy, RuntimeSpec, ServiceClass, TaskId, Time, TokenPlan,
+    UnitSpec,
 };
 use morph_engine::{EngineError, Rows};
 use morph_policy::{DynamicBatching, DynamicBatchingConfig};
@@ -19,11 +20,7 @@ use morph_backend::Backend;
 fn state_with(policy: Box<dyn Policy>) -> (State, Arc<Metrics>) {
     let metrics = Arc::new(Metrics::default());
     let mut state = State::new(policy, metrics.clone());
-    let profile = LatencyProfile::from_points(
-        "flat",
-        [Point { batch: 1, len: 1, ms: 1.0 }, Point { batch: 8, len: 64, ms: 1.0 }],
-    )
-    .expect("profile");
+    let profile = flat_profile(1.0, 8);
     let launcher = Launcher::new(Backend::emulated(Arc::new(profile), 2));
     let worker = launcher.start(UnitSpec::encoder(RuntimeSpec::dynamic(64, 8)), None).expect("worker");
     let (id, outside) = state.add_instance(Time::ZERO, worker);
@@ -203,8 +200,7 @@ async fn a_lost_worker_leaves_and_is_replaced_and_its_batch_runs_once_more_then_
     assert_eq!(tickets.len(), 1, "the layout is restored: {outside:?}");
     assert_eq!(state.ledger().instances().count(), 0);
 
-    let profile =
-        LatencyProfile::from_points("flat", [Point { batch: 1, len: 1, ms: 1.0 }]).expect("profile");
+    let profile = flat_profile(1.0, 1);
     let worker = Launcher::new(Backend::emulated(Arc::new(profile), 2)).start(unit, None).expect("worker");
     let (replacement, outside) =
         state.launched(Time(3), tickets[0], Ok((worker, morph_core::StartKind::Warm)));

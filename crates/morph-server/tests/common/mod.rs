@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use morph_backend::EngineKind;
-use morph_core::{LatencyProfile, Point, RuntimeSpec};
+use morph_core::RuntimeSpec;
+use morph_core::fixtures::flat_profile;
 use morph_decoder::DecoderKernels;
 use morph_fetch::ModelSource;
 use morph_fetch::fetch_default_decoder;
@@ -41,13 +42,9 @@ impl TestServer {
 }
 
 /// A server config on the default model's tokenizer with emulated instances that take
-/// `batch_ms` per batch whatever its shape.
+/// `batch_ms` per row of a batch, whatever its length.
 pub(crate) fn emulated(batch_ms: f64, runtime: RuntimeSpec, max_queue: usize) -> ServerConfig {
-    let profile = LatencyProfile::from_points(
-        "flat",
-        [Point { batch: 1, len: 1, ms: batch_ms }, Point { batch: 1, len: 512, ms: batch_ms }],
-    )
-    .unwrap();
+    let profile = flat_profile(batch_ms, 1);
     let files = fetch(&ModelSource::Default, &morph_home()).expect("fetching the default model");
     ServerConfig {
         model: Some(files),
