@@ -8,7 +8,7 @@
 //! iterations with the others' decode steps instead of holding them all for its whole length;
 //! its first token is sampled after its last piece. Feeding starts where the stepper's kept
 //! cache of the prompt ends ([`super::stepper::Opened`]).
-//! After every iteration the worker reports which generations left, and while others remain
+//! After every iteration the thread reports which generations left, and while others remain
 //! it waits for [`DecoderThread::resume`] before the next (the seam's semantics: the policy
 //! answers each report before the next iteration starts).
 
@@ -50,11 +50,11 @@ pub enum GenEvent {
         completion_tokens: usize,
     },
     Failed(EngineError),
-    /// The scheduler gave up on it before it ran (the driver sends this, not the worker).
+    /// The scheduler gave up on it before it ran (the driver sends this, not the thread).
     Dropped(morph_core::DropReason),
 }
 
-/// One generation handed to the worker.
+/// One generation handed to the thread.
 #[derive(Debug)]
 pub struct GenRequest {
     /// The caller's key for it, reported back when it finishes.
@@ -73,7 +73,7 @@ pub struct IterationReport {
     pub failed: bool,
     /// Tokens sampled in it (one per generation that ran and did not fail).
     pub produced: usize,
-    /// No generation remains; otherwise the worker holds the next iteration until resumed.
+    /// No generation remains; otherwise the thread holds the next iteration until resumed.
     pub empty: bool,
     /// The generations it computed, whether any of them fed a prompt chunk, and its wall time
     /// (for the decode cost a simulator prices: K(b) and the prefill).
@@ -100,7 +100,7 @@ enum Command {
     Shutdown,
 }
 
-/// Handle to the worker thread; dropping it stops the thread (running generations fail).
+/// Handle to the thread; dropping it stops the thread (running generations fail).
 #[derive(Debug)]
 pub struct DecoderThread {
     tx: Sender<Command>,
@@ -147,7 +147,7 @@ impl TextStream {
 }
 
 impl DecoderThread {
-    /// A worker running `backend`'s steps over at most `shape`'s sequences, feeding prompts
+    /// A thread running `backend`'s steps over at most `shape`'s sequences, feeding prompts
     /// `prefill_chunk` tokens per iteration at most (0: whole); `model` gives the tokenizer.
     pub fn spawn(
         name: String,
@@ -206,7 +206,7 @@ impl Drop for DecoderThread {
     }
 }
 
-/// The worker's commands, applied between iterations.
+/// The thread's commands, applied between iterations.
 #[derive(Default)]
 struct Inbox {
     joined: Vec<GenRequest>,
@@ -244,7 +244,7 @@ fn run(
     // Joined, waiting for a free place in the stepper, in join order.
     let mut queued: VecDeque<GenRequest> = VecDeque::new();
     let mut inbox = Inbox::default();
-    // Whether the last report is still unanswered (the worker holds the next iteration).
+    // Whether the last report is still unanswered (the thread holds the next iteration).
     let mut waiting = false;
     loop {
         // Idle: wait for work. Holding: wait for Resume. Otherwise take what was sent.

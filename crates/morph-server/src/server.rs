@@ -123,7 +123,7 @@ impl Server {
                 let mut interval = tokio::time::interval(Duration::from_millis(100));
                 loop {
                     interval.tick().await;
-                    driver.sync_servers();
+                    driver.sync_hosts();
                 }
             })
         });

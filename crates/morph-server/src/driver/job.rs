@@ -41,7 +41,7 @@ pub(crate) enum Job {
         /// The plan of the batch it last started in.
         plan: TokenPlan,
     },
-    /// `None` once handed to a decoder worker (which answers its caller itself).
+    /// `None` once handed to a decoder thread (which answers its caller itself).
     Generate { request: Option<GenRequest>, enqueued: Instant },
 }
 

@@ -1,7 +1,7 @@
-//! The live driver: the [`State`] (ledger, policy, jobs, workers) behind one lock, told in real
+//! The live driver: the [`State`] (ledger, policy, jobs, instances) behind one lock, told in real
 //! time about arrivals, finished batches, decoder iterations, launches and clients that left.
 //! What the state leaves to do outside the lock runs here: encoder batches on tokio tasks that
-//! await the engine worker, launches on blocking threads, retired workers stopped off the async
+//! await the engine thread, launches on blocking threads, retired instances stopped off the async
 //! threads. Each admitted request comes with a [`Claim`]: dropping it before the answer (the
 //! HTTP client went away) cancels the request.
 
@@ -94,7 +94,7 @@ impl Drop for Claim {
 }
 
 impl Driver {
-    /// Registers every worker with the policy (all are loaded and idle).
+    /// Registers every instance with the policy (all are loaded and idle).
     pub fn new(
         policy: Box<dyn Policy>,
         workers: Vec<Instance>,
@@ -110,7 +110,7 @@ impl Driver {
         Arc::new(Self { state: Mutex::new(state), pending, launcher, epoch: Instant::now(), metrics })
     }
 
-    /// Starts what the policy asked for while the initial workers registered (launches, say).
+    /// Starts what the policy asked for while the initial instances registered (launches, say).
     /// Call from within the runtime, once, when the server starts.
     pub fn begin(self: &Arc<Self>) {
         let pending = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
@@ -157,7 +157,7 @@ impl Driver {
         self.launcher.clone()
     }
 
-    /// Takes every worker out, for the caller to stop them (at shutdown).
+    /// Takes every instance out, for the caller to stop them (at shutdown).
     pub fn take_instances(&self) -> Vec<Instance> {
         self.lock().take_instances()
     }
@@ -227,8 +227,8 @@ impl Driver {
     }
 
     /// Tells the policy of hosts that joined, left or came back since the last call, and of
-    /// idle instances whose worker's registration went away (a busy one fails its batch).
-    pub fn sync_servers(self: &Arc<Self>) {
+    /// idle instances whose worker process's registration went away (a busy one fails its batch).
+    pub fn sync_hosts(self: &Arc<Self>) {
         for (host, slots) in self.launcher.slot_changes() {
             let outside = self.lock().slots_changed(self.now(), host, slots);
             self.carry_out(outside);
@@ -275,7 +275,7 @@ impl Driver {
     }
 
     /// Starts what the state left to do: batches on tokio tasks, launches on blocking
-    /// threads, retired workers stopped (joining their threads) off the async ones.
+    /// threads, retired instances stopped (joining their threads) off the async ones.
     fn carry_out(self: &Arc<Self>, outside: Vec<Outside>) {
         for work in outside {
             let driver = Arc::clone(self);
@@ -336,7 +336,7 @@ impl Driver {
         if let Err(e) = &result {
             tracing::error!(%unit, error = %e, "launching an instance failed");
             // A host found unreachable has lost its slots: the policy hears it before the failure.
-            self.sync_servers();
+            self.sync_hosts();
         }
         let (id, outside) = self.lock().launched(self.now(), ticket, result);
         if let Some(id) = id {

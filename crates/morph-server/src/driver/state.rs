@@ -1,5 +1,5 @@
 //! The live driver's state, a plain struct (no locks, no tasks): the [`Ledger`] with the
-//! policy, the jobs it places (their inputs and reply channels), the workers, and the outputs
+//! policy, the jobs it places (their inputs and reply channels), the instances, and the outputs
 //! of finished batches until the ledger says where they go. Every method takes `now` and
 //! returns the [`Outside`] work to start once the caller has released its lock.
 
@@ -23,7 +23,7 @@ use crate::metrics::{CancelKind, Metrics};
 /// Work the state leaves to its caller, to do outside the lock.
 #[derive(Debug)]
 pub(crate) enum Outside {
-    /// Run this batch on the encoder worker, then report it with [`State::batch_done`].
+    /// Run this batch on the engine thread, then report it with [`State::batch_done`].
     /// `longest`: the batch's longest sequence in tokens (hidden rows included).
     Run {
         instance: InstanceId,
@@ -33,9 +33,9 @@ pub(crate) enum Outside {
         plan: TokenPlan,
         longest: u32,
     },
-    /// Start a worker for `unit`, then report it with [`State::launched`].
+    /// Start an instance of `unit`, then report it with [`State::launched`].
     Launch { ticket: Ticket, unit: UnitSpec, host: Option<HostId> },
-    /// Stop this worker (joining its thread), or, when `park`, hand it to the launcher, which
+    /// Stop this instance (joining its thread), or, when `park`, hand it to the launcher, which
     /// may keep it loaded for a hot start.
     Stop { worker: Box<Instance>, park: bool },
 }
@@ -79,12 +79,12 @@ impl State {
         self.instances.iter_mut()
     }
 
-    /// Takes every worker out, for the caller to stop them (at shutdown).
+    /// Takes every instance out, for the caller to stop them (at shutdown).
     pub(crate) fn take_instances(&mut self) -> Vec<Instance> {
         self.instances.drain().map(|(_, w)| w).collect()
     }
 
-    /// A worker of the initial layout, loaded and idle.
+    /// An instance of the initial layout, loaded and idle.
     pub(crate) fn add_instance(&mut self, now: Time, worker: Instance) -> (InstanceId, Vec<Outside>) {
         let mut effects = Vec::new();
         let (unit, host) = (worker.unit, worker.host);
@@ -201,7 +201,7 @@ impl State {
         self.apply(effects)
     }
 
-    /// The worker of `instance` is gone (`error` says how): the instance leaves; of the batch
+    /// What runs `instance` is gone (`error` says how): the instance leaves; of the batch
     /// it ran (these requests), those lost for the first time wait to run again, the others
     /// are answered with the error.
     pub(crate) fn lost(
@@ -234,7 +234,7 @@ impl State {
         self.lose_idle(now, |w| w.host == host, &why)
     }
 
-    /// The worker process `pid` on `server` is gone from the registry: if its instance is idle,
+    /// The worker process `pid` on `host` is gone from the registry: if its instance is idle,
     /// it is lost now (a busy one fails its batch on the cut connection and is lost then).
     /// Nothing happens (no effects) if no idle instance has that worker.
     pub(crate) fn worker_gone(&mut self, now: Time, host: HostId, pid: u32) -> Vec<Outside> {
@@ -257,7 +257,7 @@ impl State {
         outside
     }
 
-    /// A decoder worker's iteration report.
+    /// A decoder thread's iteration report.
     pub(crate) fn iteration(
         &mut self,
         now: Time,
@@ -278,7 +278,7 @@ impl State {
         self.apply(effects)
     }
 
-    /// A launch ended: its worker and how it started, or why it failed.
+    /// A launch ended: its instance and how it started, or why it failed.
     pub(crate) fn launched(
         &mut self,
         now: Time,
@@ -296,7 +296,7 @@ impl State {
                         self.instances.insert(id, worker);
                         (Some(id), None)
                     }
-                    // No launch had that ticket: the worker has no place.
+                    // No launch had that ticket: the instance has no place.
                     None => (None, Some(Outside::Stop { worker: Box::new(worker), park: true })),
                 }
             }
@@ -379,7 +379,7 @@ impl State {
     }
 
     /// Hands a batch to its instance: an encoder batch to run outside the lock, or generations
-    /// to a decoder worker's batch (static or continuous alike; the ledger keeps them apart).
+    /// to a decoder thread's batch (static or continuous alike; the ledger keeps them apart).
     fn start(&mut self, instance: InstanceId, requests: &[RequestId], plan: TokenPlan) -> Option<Outside> {
         let started = Instant::now();
         match self.instances.get(&instance).map(|w| &w.engine) {
@@ -393,7 +393,7 @@ impl State {
                     self.metrics.queue_seconds.observe((started - *enqueued).as_secs_f64());
                     *ran = plan;
                     // A copy: the job keeps its input until the batch ends, to run it again if
-                    // the worker is lost.
+                    // what runs it is lost.
                     match input {
                         Input::Tokens(ids) => tokens.push(ids.clone()),
                         Input::Hidden(h) => hidden.push(h.clone()),
@@ -458,7 +458,7 @@ impl State {
                 let result = result.map(|vector| Pooled { vector, plan });
                 let _ = reply.send(result);
             }
-            // A generation was answered by its decoder worker; a cancelled request has no one
+            // A generation was answered by its decoder thread; a cancelled request has no one
             // to answer.
             (Outcome::Done | Outcome::Failed | Outcome::Cancelled, _) => {}
             (Outcome::Dropped(reason), job) => job.fail(SeqError::Dropped(reason)),

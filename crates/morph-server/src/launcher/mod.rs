@@ -1,9 +1,9 @@
-//! The launcher: loads the model once and starts workers, one per instance (one unit), at
-//! start-up and whenever the policy launches one: encoder engine workers, or decoder workers
-//! running generations by iterations. In-process workers are threads and share the weights
-//! kept in host memory (a launch after start-up is warm); with [`ProcessConfig`], encoder
-//! replicas and a decoder's prefill stages are `morph worker` processes ([`process`]) started
-//! cold, warm or hot.
+//! The launcher: starts instances (one unit each) of the model its [`Backend`] holds, at
+//! start-up and whenever the policy launches one: an engine on its own thread
+//! ([`EngineThread`]), or a decoder running generations by iterations ([`DecoderThread`]).
+//! Threads share the weights kept in host memory (a launch after start-up is warm); with
+//! [`ProcessConfig`], encoder replicas and a decoder's prefill stages are `morph worker`
+//! processes ([`process`]) started cold, warm or hot.
 
 pub mod process;
 
@@ -18,9 +18,8 @@ use morph_decoder::{DecoderThread, Iterations, StepperShape};
 use morph_engine::{EngineError, EngineThread};
 use tokio::sync::mpsc::unbounded_channel;
 
-/// Starts workers of any runtime. The weights are loaded once and kept (the host-memory
-/// parameter cache: a new runtime starts without reading them from disk again); candle
-/// instances share them, ONNX Runtime instances are compiled from them.
+/// Starts instances of any runtime of its backend, as threads of this process or as worker
+/// processes.
 #[derive(Debug)]
 pub struct Launcher {
     backend: Backend,
@@ -81,7 +80,7 @@ impl Launcher {
         self.processes.as_ref()
     }
 
-    /// Takes a retired worker back: a worker process may be parked for a later hot start
+    /// Takes a retired instance back: a worker process may be parked for a later hot start
     /// (`None`); anything else is handed back to be stopped.
     pub fn retire(&self, worker: Instance) -> Option<Instance> {
         match (&self.processes, worker) {
@@ -98,7 +97,7 @@ impl Launcher {
         }
     }
 
-    /// Stops parked workers and gives the host cache's memory back (at shutdown).
+    /// Stops parked worker processes and gives the host cache's memory back (at shutdown).
     pub fn shutdown(&self) {
         if let Some(p) = &self.processes {
             p.shutdown();
@@ -115,7 +114,7 @@ impl Launcher {
         self.processes.as_ref().and_then(ProcessLauncher::remote).map_or_else(Vec::new, |r| r.slot_changes())
     }
 
-    /// Whether the agent of `server`'s host answers (`None`: no cluster). A host that does not
+    /// Whether the agent of `host` answers (`None`: no cluster). A host that does not
     /// loses its slots at once.
     pub fn host_alive(&self, host: HostId) -> Option<bool> {
         Some(self.processes.as_ref()?.remote()?.host_alive(host))
@@ -126,8 +125,8 @@ impl Launcher {
         self.processes.as_ref().and_then(ProcessLauncher::remote).map_or_else(Vec::new, |r| r.gone_workers())
     }
 
-    /// Starts one worker of `unit` on its own thread, on `server` (`None`: wherever there is
-    /// room; without a cluster, this host is server 0 and the only one).
+    /// Starts one instance of `unit` on its own thread, on `host` (`None`: wherever there is
+    /// room; without a cluster, this host is host 0 and the only one).
     pub fn start(&self, unit: UnitSpec, host: Option<HostId>) -> Result<Instance, EngineError> {
         if let Some(s) = host.filter(|s| *s != HostId(0))
             && self.hosts().is_none()
