@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# QUART live, on this machine (see README, "QUART").
+# QUART live, on this machine (see docs/quart.md).
 #   stages:   Fig. 2a/2b analogue. all-MiniLM-L6-v2 in 3 stages, each stage one worker process
 #             (QUART held at one replica, one thread), Gamma arrivals at input CV 0.1 / 1 / 4:
 #             per stage the measured inter-arrival CV beside QNA's prediction, and the mean queue

@@ -1,5 +1,5 @@
 //! The decoder's cost model, measured: SmolLM2-135M-Instruct through a [`Stepper`] (what a
-//! decoder worker drives) on `--kernels` (llama-cpp, as served, or candle), median of `--runs`:
+//! decoder thread drives) on `--kernels` (llama-cpp, as served, or candle), median of `--runs`:
 //! - prefill time by prompt length (one sequence): SSJF's C, `prefill_ms` in a scenario;
 //! - decode-step time by batch size, each sequence at `--context` tokens: SSJF's K(b), `k_ms`;
 //! - decode-step time of 4 sequences by the tokens each holds: how much a step's cost grows

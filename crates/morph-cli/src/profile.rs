@@ -19,7 +19,7 @@ pub(crate) struct ProfileArgs {
     model: ModelArgs,
     #[command(flatten)]
     engine: EngineArgs,
-    /// Where to write the profile (schema: see morph_core::profile).
+    /// Where to write the profile (schema: see morph_core::latency_profile).
     #[arg(long)]
     out: PathBuf,
     /// Sequence lengths to measure, comma separated.

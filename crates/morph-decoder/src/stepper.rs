@@ -1,4 +1,4 @@
-//! The seam between a decoder worker's scheduling and the kernels that run its steps: a
+//! The seam between a decoder thread's scheduling and the kernels that run its steps: a
 //! [`DecodeBackend`] (weights shared by every instance) hands each worker thread a [`Stepper`]
 //! (that instance's sequences and their KV caches). Two backends: candle's f32 path
 //! ([`CandleBackend`], the reference) and llama.cpp's quantized kernels

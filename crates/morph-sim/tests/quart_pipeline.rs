@@ -162,8 +162,8 @@ fn launched_on(actions: &[morph_core::Action]) -> Vec<Option<morph_core::HostId>
         .collect()
 }
 
-/// A pipeline policy places no replica on a server that left (`Event::ServerSlots` to 0: its
-/// host's lease ended), keeps within the slots of those left, and uses a server that joined.
+/// A pipeline policy places no replica on a host that left (`Event::SlotsChanged` to 0: its
+/// host's lease ended), keeps within the slots of those left, and uses a host that joined.
 #[test]
 fn replicas_avoid_a_server_that_left_and_go_to_one_that_joined() {
     use morph_core::{Event, HostId, InstanceId, InstanceInfo, Time};
