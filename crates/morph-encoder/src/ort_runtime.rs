@@ -263,9 +263,8 @@ impl OrtEncoder {
     }
 
     /// Compiles one instance of `unit` (a layer range when it is a pipeline stage, with its
-    /// thread count) with a session per token plan in `plans` (numbered as
-    /// [`crate::token_plan`] says: 0 plain, ToMe merging, early exits). Prompt plans (γ > 0)
-    /// need trained prompts.
+    /// thread count) with a session per token plan in `plans` ([`morph_core::TokenPlan`]: plain,
+    /// ToMe merging, early exits, pruning, prompts). Prompt plans (γ > 0) need trained prompts.
     pub fn instance(&self, unit: UnitSpec, plans: &[TokenPlan]) -> Result<OrtRuntime, EngineError> {
         self.compile(unit, plans, None).map(|(runtime, _)| runtime)
     }

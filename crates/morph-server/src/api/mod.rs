@@ -1,7 +1,7 @@
 //! The HTTP edge: routes, the body every call reads, the API key, and what each call records in
 //! the metrics. Each route parses its body into its request type ([`requests`]), checks it into
 //! a `Valid*` value ([`validate`]), hands that to the work behind it ([`crate::infer`]) and
-//! answers with its response type ([`responses`]).
+//! answers with its response type (`responses`).
 
 mod classify;
 mod embeddings;

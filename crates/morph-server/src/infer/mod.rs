@@ -1,6 +1,6 @@
 //! The work behind the HTTP routes, free of HTTP: tokenizing, admission through the driver,
 //! waiting for the engines, OTAS's task heads and SSJF's length predictions. A handler checks
-//! its request into a `Valid*` value ([`valid`]) and hands it to the [`Embedder`] or the
+//! its request into a `Valid*` value ([`ValidEmbed`], [`ValidClassify`], [`ValidGeneration`]) and hands it to the [`Embedder`] or the
 //! [`Generator`] of its server.
 
 mod classify;
