@@ -57,7 +57,7 @@ fn run((model, backend): &LoadedDecoder, chunk: usize, long: usize) -> (f64, f64
     let request = |key, prompt, max_tokens| {
         let (events, rx) = tokio::sync::mpsc::unbounded_channel();
         let sampling = SamplingParams { temperature: 0.0, ..SamplingParams::default() };
-        (GenRequest { key, prompt, max_tokens, sampling, events }, rx)
+        (GenRequest { key, prompt, max_tokens, sampling, stop: Vec::new(), events }, rx)
     };
     let (others, _streams): (Vec<_>, Vec<_>) =
         (0..3).map(|k| request(k, prompt(16, k as u32), OTHERS_TOKENS)).unzip();

@@ -22,6 +22,12 @@ use crate::predictor_args::PredictorArgs;
 use crate::process_args::ProcessArgs;
 use crate::serve_defaults::serve_defaults;
 
+/// Most of one call's inputs in the queue at once (see --max-client-batch).
+const MAX_CALL_WAVE: usize = 128;
+/// --max-queue's defaults (see its help).
+const EMBED_MAX_QUEUE: usize = 256;
+const GENERATE_MAX_QUEUE: usize = 16;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Task {
     Embed,
@@ -125,15 +131,23 @@ pub(crate) struct ServeArgs {
     /// dynamic-batching: most padded tokens (rows x padded length) in one batch.
     #[arg(long, default_value_t = 16_384)]
     max_batch_tokens: u64,
-    /// dynamic-batching: most sequences waiting; beyond it calls get 429 at once. 256 is 1–3 s
-    /// of work for MiniLM on 2 cores: overload is shed early, and the waiting calls stay well
-    /// under --max-connections (when connections run out first, new ones wait to be accepted
-    /// and the engines idle between waves instead of serving).
-    #[arg(long, default_value_t = 256)]
-    max_queue: usize,
-    /// Most inputs in one call.
-    #[arg(long, default_value_t = 32)]
+    /// dynamic-batching, ssjf and fcfs: most sequences waiting; beyond it calls get 429 (with
+    /// Retry-After) at once. Default for embed 256, 1–3 s of work for MiniLM on 2 cores:
+    /// overload is shed early, and the waiting calls stay well under --max-connections (when
+    /// connections run out first, new ones wait to be accepted and the engines idle between
+    /// waves instead of serving). Default for generate 16 (see docs/operations.md).
+    #[arg(long)]
+    max_queue: Option<usize>,
+    /// Most inputs in one call (embeddings, classification) or prompts (completions); OpenAI's
+    /// limit by default. A call larger than --max-queue allows goes to the queue in waves (of
+    /// half of --max-queue, at most 128), each once the last is answered: on an idle server it
+    /// is served whole, on a loaded one it may get 429 part-way.
+    #[arg(long, default_value_t = 2048)]
     max_client_batch: usize,
+    /// The model's name in the API (the `model` field, /v1/models); default: the model's own
+    /// (see GET /v1/models).
+    #[arg(long)]
+    served_model_name: Option<String>,
     /// Seconds a client may take to send a request's head (also the most a kept-alive
     /// connection may sit idle between requests); then the connection is closed.
     #[arg(long, default_value_t = 10.0)]
@@ -156,14 +170,8 @@ pub(crate) struct ServeArgs {
 impl ServeArgs {
     /// Flags that contradict each other are refused before anything loads.
     fn check(&self) -> anyhow::Result<()> {
-        anyhow::ensure!(self.max_queue > 0, "--max-queue must be at least 1");
+        anyhow::ensure!(self.max_queue != Some(0), "--max-queue must be at least 1");
         anyhow::ensure!(self.max_client_batch > 0, "--max-client-batch must be at least 1");
-        anyhow::ensure!(
-            self.max_client_batch <= self.max_queue,
-            "--max-client-batch {} is above --max-queue {}: a call that large could never be admitted",
-            self.max_client_batch,
-            self.max_queue
-        );
         anyhow::ensure!(self.stages > 0, "--stages must be at least 1");
         anyhow::ensure!(self.max_connections > 0, "--max-connections must be at least 1");
         for (flag, s) in [
@@ -251,11 +259,17 @@ impl ServeArgs {
                 (runtimes, self.instances.unwrap_or(1), self.threads)
             }
         };
+        let max_queue = self.max_queue.unwrap_or(if generate { GENERATE_MAX_QUEUE } else { EMBED_MAX_QUEUE });
+        if policy.family == Family::Generation
+            && let Some(params) = policy_params.as_object_mut()
+        {
+            params.entry("max_queue").or_insert(max_queue.into());
+        }
         if policy.family == Family::Batching
             && let Some(params) = policy_params.as_object_mut()
         {
             params.entry("max_batch_tokens").or_insert(self.max_batch_tokens.into());
-            params.entry("max_queue").or_insert(self.max_queue.into());
+            params.entry("max_queue").or_insert(max_queue.into());
             if let Some(d) = &profiled {
                 params.entry("buckets").or_insert(serde_json::to_value(&d.buckets)?);
             }
@@ -282,7 +296,9 @@ impl ServeArgs {
                 ..Default::default()
             },
             api_key: self.api_key,
+            served_model_name: self.served_model_name,
             max_client_batch: self.max_client_batch,
+            call_wave: (max_queue / 2).clamp(1, MAX_CALL_WAVE),
             predictor,
             workers: self.workers.config()?,
             stage_timing_len: self.stage_profile_len,

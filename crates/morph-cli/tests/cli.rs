@@ -171,8 +171,8 @@ fn misuse_gets_one_clear_line() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("connection refused"), "{err}");
     for (flags, says) in [
-        (["--max-queue", "0", "--max-client-batch", "1"], "--max-queue must be at least 1"),
-        (["--max-queue", "32", "--max-client-batch", "64"], "--max-client-batch 64 is above --max-queue 32"),
+        (["--max-queue", "0"], "--max-queue must be at least 1"),
+        (["--max-client-batch", "0"], "--max-client-batch must be at least 1"),
     ] {
         let out = morph().args(["serve", "--port", "0"]).args(flags).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);

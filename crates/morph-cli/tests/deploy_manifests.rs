@@ -97,13 +97,20 @@ fn every_morph_command_line_in_the_manifests_parses_and_probes_hit_health() {
                 String::from_utf8_lossy(&out.stderr)
             );
             checked += 1;
-            let serves = args.first().is_some_and(|a| a == "serve" || a == "agent");
-            if serves {
+            // The server's probes: started and ready on /ready, live on /live; the agent's on /health.
+            let probes: &[(&str, &str)] = match args.first().map(String::as_str) {
+                Some("serve") => {
+                    &[("startupProbe", "/ready"), ("readinessProbe", "/ready"), ("livenessProbe", "/live")]
+                }
+                Some("agent") => &[("readinessProbe", "/health"), ("livenessProbe", "/health")],
+                _ => &[],
+            };
+            if !probes.is_empty() {
                 let port = container["ports"][0]["containerPort"].as_u64().expect("a port");
                 assert!(args.iter().any(|a| a == &format!("--port={port}")), "{args:?} listens on {port}");
-                for probe in ["readinessProbe", "livenessProbe"] {
+                for (probe, path) in probes {
                     assert_eq!(
-                        container[probe]["httpGet"]["path"], "/health",
+                        container[*probe]["httpGet"]["path"], *path,
                         "{probe} of {}",
                         container["name"]
                     );

@@ -4,7 +4,7 @@
 //! runs again there, every call answered once and right; a worker that stops answering is
 //! declared dead after the batch timeout, killed and replaced the same way; QUART sizes live
 //! stage workers; a host cache over its budget evicts and launches still succeed; a worker in
-//! another network namespace serves over TCP. SmolLM2's prefill in 5 stage worker processes
+//! another network namespace serves over TCP; readiness is 503 while every worker is dead. SmolLM2's prefill in 5 stage worker processes
 //! answers the whole model's greedy next token, and a killed stage comes back warm.
 
 mod common;
@@ -79,6 +79,30 @@ async fn stage_workers_give_the_unsplit_vectors_and_a_killed_one_comes_back_warm
     let info = get_json(&split.url, "/info").await;
     let cached = info["workers"]["host_cache"]["artefacts"].as_array().expect("artefacts").len();
     assert_eq!(cached, 3, "one prepared artefact per stage: {info}");
+}
+
+async fn ready(url: &str) -> u16 {
+    reqwest::get(format!("{url}/ready")).await.expect("GET /ready").status().as_u16()
+}
+
+/// Readiness follows the workers: 503 once the only worker is killed (its exit seen in the
+/// process table, with no call to find it), 200 again once the policy replaced it (cold: no
+/// host cache, no parked worker), and the replacement serves.
+#[tokio::test]
+async fn readiness_goes_503_when_every_worker_is_dead_and_back_when_one_is_replaced() {
+    let served = serve(&["--workers", "process", "--host-cache-mb", "0", "--parked", "0"]);
+    assert_eq!(ready(&served.url).await, 200);
+    let (_, victim, _, _) = workers(&served.url).await[0].clone();
+    signal(victim, "KILL");
+    until("readiness to say 503", async || ready(&served.url).await == 503).await;
+    until("readiness to come back", async || ready(&served.url).await == 200).await;
+    let after = workers(&served.url).await;
+    assert!(after.len() == 1 && after[0].1 != victim, "a new worker: {after:?}");
+    assert_eq!(metric(&served.url, "morph_workers_lost_total").await, 1.0);
+    let (status, body) = embed(&served.url, &TEXTS).await;
+    assert_eq!(status, 200, "{body}");
+    let live = reqwest::get(format!("{}/live", served.url)).await.expect("GET /live");
+    assert_eq!(live.status().as_u16(), 200);
 }
 
 #[tokio::test]

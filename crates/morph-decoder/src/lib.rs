@@ -11,6 +11,7 @@ pub mod pieces;
 pub mod sampling;
 pub mod stage;
 pub mod stepper;
+pub mod stop;
 pub mod thread;
 mod weights;
 
@@ -24,6 +25,7 @@ pub use stepper::{
     CandleBackend, DecodeBackend, DecoderKernels, LoadedDecoder, Opened, Slot, Stepper, StepperShape,
     load_decoder,
 };
+pub use stop::{Scanned, StopScan};
 pub use thread::{
     DecoderThread, FinishReason, GenEvent, GenRequest, IterationHook, IterationReport, Iterations,
 };

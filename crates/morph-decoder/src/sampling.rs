@@ -1,29 +1,55 @@
-//! Choosing the next token from logits: greedy (temperature 0), or sampled from the
-//! temperature-scaled distribution cut to its top-p nucleus, with a seeded generator.
+//! Choosing the next token from logits with llama.cpp's sampler chain (the one llama-server
+//! runs): repetition penalties over the tokens produced so far, then top-k, top-p and min-p
+//! cuts, the temperature, and a seeded draw; greedy (the largest logit after the penalties) at
+//! temperature 0.
 
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
+use llama_cpp_2::token::data::LlamaTokenData;
+use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use serde::{Deserialize, Serialize};
 
+/// How a generation's tokens are drawn (the OpenAI API's sampling fields).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SamplingParams {
     /// 0 is greedy decoding.
     pub temperature: f32,
     /// Keep the most likely tokens whose probabilities sum to at least this (1 keeps all).
     pub top_p: f32,
+    /// Keep only the this many most likely tokens (0 keeps all).
+    pub top_k: u32,
+    /// Drop tokens less likely than this fraction of the most likely one (0 keeps all).
+    pub min_p: f32,
+    /// Subtracted from the logit of every token already produced (OpenAI's `presence_penalty`).
+    pub presence_penalty: f32,
+    /// Subtracted from a token's logit once per time it was produced (`frequency_penalty`).
+    pub frequency_penalty: f32,
     pub seed: u64,
 }
 
 impl Default for SamplingParams {
     fn default() -> Self {
-        Self { temperature: 0.0, top_p: 1.0, seed: 0 }
+        Self {
+            temperature: 0.0,
+            top_p: 1.0,
+            top_k: 0,
+            min_p: 0.0,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
+            seed: 0,
+        }
     }
 }
 
-#[derive(Debug, Clone)]
+/// Tokens back that the repetition penalties look at (llama.cpp's default window).
+const PENALTY_WINDOW: i32 = 64;
+
+/// One generation's sampler: llama.cpp's chain for its parameters, built at the first draw
+/// (the penalties need the vocabulary's size), remembering the tokens it drew.
+#[derive(Debug)]
 pub struct Sampler {
     params: SamplingParams,
-    rng: StdRng,
+    chain: Option<LlamaSampler>,
 }
 
 /// The index of the largest logit (the first of equals).
@@ -39,63 +65,92 @@ pub fn argmax(logits: &[f32]) -> u32 {
 
 impl Sampler {
     pub fn new(params: SamplingParams) -> Self {
-        Self { params, rng: StdRng::seed_from_u64(params.seed) }
+        Self { params, chain: None }
     }
 
+    /// Draws the next token from `logits` (one per vocabulary entry) and remembers it.
     pub fn sample(&mut self, logits: &[f32]) -> u32 {
-        if self.params.temperature <= 0.0 {
-            return argmax(logits);
-        }
-        let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mut probs: Vec<(u32, f32)> = logits
-            .iter()
-            .enumerate()
-            .map(|(i, &l)| (i as u32, ((l - max) / self.params.temperature).exp()))
-            .collect();
-        probs.sort_by(|a, b| b.1.total_cmp(&a.1));
-        let total: f32 = probs.iter().map(|p| p.1).sum();
-        let mut kept = 0.0;
-        let mut cut = probs.len();
-        for (i, p) in probs.iter().enumerate() {
-            kept += p.1 / total;
-            if kept >= self.params.top_p {
-                cut = i + 1;
-                break;
-            }
-        }
-        let nucleus = &probs[..cut];
-        let mass: f32 = nucleus.iter().map(|p| p.1).sum();
-        let mut draw = self.rng.random::<f32>() * mass;
-        for &(id, p) in nucleus {
-            if draw < p {
-                return id;
-            }
-            draw -= p;
-        }
-        nucleus[nucleus.len() - 1].0
+        let params = self.params;
+        let chain = self.chain.get_or_insert_with(|| chain(params, logits.len()));
+        let mut candidates = LlamaTokenDataArray::from_iter(
+            logits
+                .iter()
+                .enumerate()
+                .map(|(i, &logit)| LlamaTokenData::new(LlamaToken(i as i32), logit, 0.0)),
+            false,
+        );
+        candidates.apply_sampler(chain);
+        // Every stage keeps at least one candidate and the chain ends in a draw, so one is
+        // selected; the largest logit is the answer should llama.cpp ever not choose.
+        let token = candidates.selected_token().map_or_else(|| argmax(logits), |t| t.0 as u32);
+        chain.accept(LlamaToken(token as i32));
+        token
     }
+}
+
+/// llama.cpp's chain for `params` over a vocabulary of `vocab` tokens, in llama-server's order.
+fn chain(params: SamplingParams, vocab: usize) -> LlamaSampler {
+    let penalties = LlamaSampler::penalties(
+        vocab as i32,
+        PENALTY_WINDOW,
+        1.0,
+        params.frequency_penalty,
+        params.presence_penalty,
+    );
+    if params.temperature <= 0.0 {
+        return LlamaSampler::chain_simple([penalties, LlamaSampler::greedy()]);
+    }
+    let mut stages = vec![penalties];
+    if params.top_k > 0 {
+        stages.push(LlamaSampler::top_k(params.top_k as i32));
+    }
+    stages.push(LlamaSampler::top_p(params.top_p, 1));
+    if params.min_p > 0.0 {
+        stages.push(LlamaSampler::min_p(params.min_p, 1));
+    }
+    stages.push(LlamaSampler::temp(params.temperature));
+    // llama.cpp's seeds are 32 bits: both halves of ours count.
+    stages.push(LlamaSampler::dist((params.seed ^ (params.seed >> 32)) as u32));
+    LlamaSampler::chain_simple(stages)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn draws(params: SamplingParams, logits: &[f32], n: usize) -> Vec<u32> {
+        let mut s = Sampler::new(params);
+        (0..n).map(|_| s.sample(logits)).collect()
+    }
+
     #[test]
     fn greedy_takes_the_largest_and_top_p_cuts_the_tail() {
         let logits = [0.1, 3.0, 2.9, -5.0];
         assert_eq!(Sampler::new(SamplingParams::default()).sample(&logits), 1);
+        let sampled = SamplingParams { temperature: 1.0, ..SamplingParams::default() };
         // top_p small: only the most likely token is left, whatever the seed.
         for seed in 0..20 {
-            let mut s = Sampler::new(SamplingParams { temperature: 1.0, top_p: 0.1, seed });
-            assert_eq!(s.sample(&logits), 1);
+            assert_eq!(draws(SamplingParams { top_p: 0.1, seed, ..sampled }, &logits, 1), [1]);
         }
         // With the whole distribution both likely tokens come up, the same way for one seed.
-        let draws = |seed| {
-            let mut s = Sampler::new(SamplingParams { temperature: 1.0, top_p: 1.0, seed });
-            (0..200).map(|_| s.sample(&logits)).collect::<Vec<_>>()
-        };
-        let a = draws(7);
-        assert_eq!(a, draws(7));
+        let a = draws(SamplingParams { seed: 7, ..sampled }, &logits, 200);
+        assert_eq!(a, draws(SamplingParams { seed: 7, ..sampled }, &logits, 200));
         assert!(a.contains(&1) && a.contains(&2) && !a.contains(&3));
+        // top_k 1 and min_p near 1 keep only the most likely token.
+        assert!(draws(SamplingParams { top_k: 1, ..sampled }, &logits, 50).iter().all(|&t| t == 1));
+        assert!(draws(SamplingParams { min_p: 0.99, ..sampled }, &logits, 50).iter().all(|&t| t == 1));
+    }
+
+    #[test]
+    fn penalties_steer_greedy_decoding_away_from_tokens_already_drawn() {
+        let logits = [0.0, 3.0, 2.5, 2.2];
+        assert_eq!(draws(SamplingParams::default(), &logits, 3), [1, 1, 1]);
+        // Presence: once drawn, a token loses 1 whatever its count: 1 (3.0 → 2.0) gives way to 2,
+        // then 2 (2.5 → 1.5) to 3 (2.2).
+        let presence = SamplingParams { presence_penalty: 1.0, ..SamplingParams::default() };
+        assert_eq!(draws(presence, &logits, 3), [1, 2, 3]);
+        // Frequency: 0.3 per time drawn, so token 1 (3.0, 2.7, 2.4) gives way to 2 (2.5) at the third draw.
+        let frequency = SamplingParams { frequency_penalty: 0.3, ..SamplingParams::default() };
+        assert_eq!(draws(frequency, &logits, 3), [1, 1, 2]);
     }
 }

@@ -2,7 +2,8 @@
 //! join between iterations ([`DecoderThread::join`]) and start once its [`Stepper`] has a free
 //! place (in join order); every iteration runs one [`Stepper::step`] over all of them, samples
 //! each one's next token and streams it to its caller; a generation leaves at its
-//! end-of-sequence token, at `max_tokens`, or when stopped (its client left).
+//! end-of-sequence token, at `max_tokens`, at one of its stop strings ([`super::stop`]), or when
+//! stopped (its client left).
 //! A prompt is fed in [`super::pieces`] of at most `prefill_chunk` tokens that start at each turn
 //! of the chat, one piece per iteration (chunked prefill), so a long prompt's prefill shares
 //! iterations with the others' decode steps instead of holding them all for its whole length;
@@ -22,12 +23,13 @@ use crate::llama::Llama;
 use crate::pieces::{next_piece, turn_starts};
 use crate::sampling::{Sampler, SamplingParams};
 use crate::stepper::{DecodeBackend, Slot, Stepper, StepperShape};
+use crate::stop::{Scanned, StopScan};
 use morph_engine::EngineError;
 
 /// Why a generation ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FinishReason {
-    /// The model produced its end-of-sequence token.
+    /// The model produced its end-of-sequence token, or the text reached a stop string.
     Stop,
     /// `max_tokens` were produced.
     Length,
@@ -44,6 +46,8 @@ pub enum GenEvent {
     },
     Done {
         reason: FinishReason,
+        /// Text held back while it could have begun a stop string, given out at the end.
+        tail: String,
         prompt_tokens: usize,
         /// Of the prompt's tokens, those a closed sequence's kept cache held (not computed again).
         cached_tokens: usize,
@@ -62,6 +66,8 @@ pub struct GenRequest {
     pub prompt: Vec<u32>,
     pub max_tokens: u32,
     pub sampling: SamplingParams,
+    /// The generation ends where its text reaches one of these (cut before it).
+    pub stop: Vec<String>,
     pub events: tokio::sync::mpsc::UnboundedSender<GenEvent>,
 }
 
@@ -118,6 +124,7 @@ struct Running {
     cached: usize,
     produced: Vec<u32>,
     text: TextStream,
+    stop: StopScan,
     sampler: Sampler,
 }
 
@@ -364,6 +371,7 @@ fn admit(
             produced: Vec::new(),
             text: TextStream::default(),
             sampler: Sampler::new(request.sampling),
+            stop: StopScan::new(request.stop.clone()),
             request,
         });
     }
@@ -420,13 +428,21 @@ fn iterate(
         } else {
             r.produced.push(next);
             let fresh = r.text.next(tokenizer, &r.produced);
-            let _ = r.request.events.send(GenEvent::Token { id: next, text: fresh });
-            (r.produced.len() >= r.request.max_tokens as usize).then_some(FinishReason::Length)
+            let (text, stopped) = match r.stop.push(&fresh) {
+                Scanned::Text(text) => (text, false),
+                Scanned::Stopped(text) => (text, true),
+            };
+            let _ = r.request.events.send(GenEvent::Token { id: next, text });
+            match stopped {
+                true => Some(FinishReason::Stop),
+                false => (r.produced.len() >= r.request.max_tokens as usize).then_some(FinishReason::Length),
+            }
         };
         match reason {
             Some(reason) => {
                 let done = GenEvent::Done {
                     reason,
+                    tail: r.stop.flush(),
                     prompt_tokens: r.request.prompt.len(),
                     cached_tokens: r.cached,
                     completion_tokens: r.produced.len(),

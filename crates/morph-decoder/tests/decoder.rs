@@ -366,7 +366,7 @@ fn drive(
 fn request(key: u64, prompt: &[u32], max_tokens: u32) -> (GenRequest, Events) {
     let (events, rx) = tokio::sync::mpsc::unbounded_channel();
     let sampling = SamplingParams::default();
-    (GenRequest { key, prompt: prompt.to_vec(), max_tokens, sampling, events }, rx)
+    (GenRequest { key, prompt: prompt.to_vec(), max_tokens, sampling, stop: Vec::new(), events }, rx)
 }
 
 type Events = tokio::sync::mpsc::UnboundedReceiver<GenEvent>;
@@ -416,6 +416,7 @@ fn worker_streams_as_if_alone(kernels: DecoderKernels, prefill_chunk: usize) -> 
         let reason = if want.len() == limit as usize { FinishReason::Length } else { FinishReason::Stop };
         let done = GenEvent::Done {
             reason,
+            tail: String::new(),
             prompt_tokens: prompt.len(),
             cached_tokens: 0,
             completion_tokens: want.len(),

@@ -34,6 +34,13 @@ impl TextTokenizer {
     }
 }
 
+impl TextTokenizer {
+    /// Tokens in the vocabulary, special ones included: every id is below it.
+    pub fn vocab_size(&self) -> usize {
+        self.inner.get_vocab_size(true)
+    }
+}
+
 /// Cuts `ids` to `max_len` tokens, keeping the final special token (`[SEP]`) at the end.
 pub fn truncate(ids: &mut Vec<u32>, max_len: usize) {
     if ids.len() > max_len && max_len > 0 {

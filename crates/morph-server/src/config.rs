@@ -35,7 +35,13 @@ pub struct ServerConfig {
     pub policy_params: serde_json::Value,
     pub policy_context: Context,
     pub api_key: Option<String>,
+    /// The model's name in the API (`model` fields, `/v1/models`); `None`: the model's own.
+    pub served_model_name: Option<String>,
+    /// Most inputs (embeddings) or prompts (completions) in one call.
     pub max_client_batch: usize,
+    /// Most of one call's inputs handed to the policy at once: a larger call goes in waves, each
+    /// once the last is answered, so that it fits the policy's queue.
+    pub call_wave: usize,
     /// Generation: predicted output lengths for the scheduler (SSJF).
     pub predictor: PredictorConfig,
     /// Deadlines and caps for client connections.

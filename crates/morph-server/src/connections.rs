@@ -1,8 +1,8 @@
 //! Accepting and serving HTTP connections with limits a slow or stalled client cannot get
 //! around: the request head must arrive within `header_timeout` (also between requests on a
 //! kept-alive connection), at most `max_connections` are open at once (further clients wait in
-//! the listen backlog), and at shutdown in-flight calls get `drain_timeout` to finish before
-//! the remaining connections are closed. (The body's own deadline is the `Body` extractor's.)
+//! the listen backlog), and at shutdown in-flight calls get `drain_timeout` to finish; those
+//! left are then answered with a 503 ([`Drain`]) and the connections closed. (The body's own deadline is the `Body` extractor's.)
 
 use std::future::Future;
 use std::sync::Arc;
@@ -15,6 +15,8 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+
+use crate::drain::Drain;
 
 /// Deadlines and caps for client connections.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -47,6 +49,7 @@ pub(crate) async fn serve(
     app: Router,
     limits: ConnectionLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
+    drain: &Drain,
 ) {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
@@ -79,7 +82,17 @@ pub(crate) async fn serve(
         });
     }
     drop(listener);
-    if tokio::time::timeout(limits.drain_timeout, graceful.shutdown()).await.is_err() {
-        tracing::warn!(after = ?limits.drain_timeout, "drain deadline passed: closing the connections left");
+    drain.begin();
+    let closed = graceful.shutdown();
+    tokio::pin!(closed);
+    if tokio::time::timeout(limits.drain_timeout, &mut closed).await.is_err() {
+        tracing::warn!(after = ?limits.drain_timeout, "drain deadline passed: answering the calls left with 503");
+        drain.deadline_passed();
+        if tokio::time::timeout(ANSWER_GRACE, closed).await.is_err() {
+            tracing::warn!("connections still open after their calls were answered: closing them");
+        }
     }
 }
+
+/// After the drain deadline, how long the calls left have to send their 503s.
+const ANSWER_GRACE: Duration = Duration::from_secs(2);

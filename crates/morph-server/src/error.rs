@@ -3,7 +3,8 @@
 
 use crate::api::responses::{ErrorDetail, ErrorResponse};
 use axum::Json;
-use axum::http::StatusCode;
+use axum::http::header::RETRY_AFTER;
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use morph_core::DropReason;
 use morph_engine::EngineError;
@@ -42,6 +43,8 @@ pub enum ApiError {
     Engine(EngineError),
     #[error("this server serves {served}")]
     WrongEndpoint { served: &'static str },
+    #[error("the server is shutting down and its drain deadline passed before this call finished")]
+    ShuttingDown,
 }
 
 impl ApiError {
@@ -63,6 +66,7 @@ impl ApiError {
             ApiError::Engine(EngineError::Stopped) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Engine(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::WrongEndpoint { .. } => StatusCode::NOT_FOUND,
+            ApiError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -79,6 +83,7 @@ impl ApiError {
             ApiError::Unauthorized => FailureKind::Unauthorized,
             ApiError::Engine(_) => FailureKind::Engine,
             ApiError::WrongEndpoint { .. } => FailureKind::WrongEndpoint,
+            ApiError::ShuttingDown => FailureKind::ShuttingDown,
         }
     }
 }
@@ -106,9 +111,17 @@ impl From<DropReason> for ApiError {
     }
 }
 
+/// Seconds an overloaded (429) or shutting-down (503) server asks a client to wait before it
+/// tries again (`Retry-After`).
+pub const RETRY_AFTER_S: u32 = 1;
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let error = ErrorDetail { message: self.to_string(), kind: Some(self.kind().label()) };
-        (self.status(), Json(ErrorResponse { error })).into_response()
+        let error = ErrorDetail { message: self.to_string(), kind: self.kind().label() };
+        let mut response = (self.status(), Json(ErrorResponse { error })).into_response();
+        if matches!(self, ApiError::Overloaded(_) | ApiError::ShuttingDown) {
+            response.headers_mut().insert(RETRY_AFTER, HeaderValue::from(RETRY_AFTER_S));
+        }
+        response
     }
 }

@@ -6,6 +6,7 @@ mod build;
 pub mod cluster;
 pub mod config;
 pub mod connections;
+pub mod drain;
 pub mod driver;
 pub mod error;
 pub mod host;

@@ -63,10 +63,11 @@ pub enum FailureKind {
     Deadline,
     WrongEndpoint,
     Engine,
+    ShuttingDown,
 }
 
 impl FailureKind {
-    const ALL: [FailureKind; 11] = [
+    const ALL: [FailureKind; 12] = [
         FailureKind::Validation,
         FailureKind::BodyTooLarge,
         FailureKind::BodyTimeout,
@@ -78,6 +79,7 @@ impl FailureKind {
         FailureKind::Deadline,
         FailureKind::WrongEndpoint,
         FailureKind::Engine,
+        FailureKind::ShuttingDown,
     ];
 
     pub fn label(self) -> &'static str {
@@ -92,6 +94,7 @@ impl FailureKind {
             FailureKind::Unauthorized => "unauthorized",
             FailureKind::Deadline => "deadline",
             FailureKind::WrongEndpoint => "wrong_endpoint",
+            FailureKind::ShuttingDown => "shutting_down",
             FailureKind::Engine => "engine",
         }
     }

@@ -12,9 +12,13 @@ use crate::api::{AppState, Served, ServedModel, router};
 use crate::build;
 use crate::config::{BuildError, ServerConfig};
 use crate::connections::ConnectionLimits;
+use crate::drain::Drain;
 use crate::driver::Driver;
 use crate::infer::{Embedder, Generator};
 use crate::metrics::Metrics;
+
+/// How often worker processes of this host are checked for having exited.
+const REAP_EVERY: Duration = Duration::from_millis(200);
 
 #[derive(Debug)]
 pub struct Server {
@@ -48,8 +52,10 @@ impl Server {
         }
         let predictions = config.predictor.start(metrics.clone())?.map(Arc::new);
         let driver = Driver::new(policy, instances, launcher.clone(), metrics);
+        // OTAS's heads are found by the model's own name, whatever the API calls it.
+        let own_name = loaded.name.clone();
         let model = ServedModel {
-            name: loaded.name,
+            name: config.served_model_name.unwrap_or(loaded.name),
             dim: launcher.backend().dim(),
             pooling: loaded.pooling,
             engine: config.engine.label().to_string(),
@@ -68,15 +74,13 @@ impl Server {
                 );
                 Served::Generation(Arc::new(generator))
             }
-            (None, Some(tokenizer)) => {
-                let heads = build::task_heads(&model.name);
-                Served::Embeddings(Arc::new(Embedder::new(
-                    driver.clone(),
-                    tokenizer,
-                    heads,
-                    model.max_input_len,
-                )))
-            }
+            (None, Some(tokenizer)) => Served::Embeddings(Arc::new(Embedder::new(
+                driver.clone(),
+                tokenizer,
+                build::task_heads(&own_name),
+                model.max_input_len,
+                config.call_wave,
+            ))),
             (None, None) => {
                 return Err(BuildError::Config("an encoder engine needs the model's files".into()));
             }
@@ -89,6 +93,7 @@ impl Server {
             max_client_batch: config.max_client_batch,
             body_timeout: config.limits.body_timeout,
             started: Instant::now(),
+            drain: Arc::new(Drain::default()),
         };
         let limits = config.limits;
         Ok(Self { state, limits })
@@ -127,9 +132,19 @@ impl Server {
                 }
             })
         });
+        let reaper = self.state.driver.launcher().local_processes().then(|| {
+            let driver = self.state.driver.clone();
+            tokio::spawn(async move {
+                let mut interval = tokio::time::interval(REAP_EVERY);
+                loop {
+                    interval.tick().await;
+                    driver.reap_exited_workers();
+                }
+            })
+        });
         let app = router(self.state.clone());
-        crate::connections::serve(listener, app, self.limits, shutdown).await;
-        for task in [ticker, membership].into_iter().flatten() {
+        crate::connections::serve(listener, app, self.limits, shutdown, &self.state.drain).await;
+        for task in [ticker, membership, reaper].into_iter().flatten() {
             task.abort();
         }
         let workers = self.state.driver.take_instances();

@@ -45,6 +45,7 @@ async fn chat_and_completions_answer_greedily_and_stream_the_same_text() {
     assert_eq!(whole["usage"]["completion_tokens"], 6);
     let mut streamed = prompt.clone();
     streamed["stream"] = json!(true);
+    streamed["stream_options"] = json!({"include_usage": true});
     let text = client()
         .post(format!("{}/v1/completions", server.url))
         .body(streamed.to_string())
@@ -60,9 +61,11 @@ async fn chat_and_completions_answer_greedily_and_stream_the_same_text() {
         events[..events.len() - 1].iter().map(|e| serde_json::from_str(e).expect("chunk JSON")).collect();
     let joined: String = chunks.iter().filter_map(|c| c["choices"][0]["text"].as_str()).collect();
     assert_eq!(joined, whole["choices"][0]["text"].as_str().expect("text"));
-    let last = chunks.last().expect("final chunk");
-    assert_eq!(last["choices"][0]["finish_reason"], "length");
-    assert_eq!(last["usage"]["completion_tokens"], 6);
+    // The choice's last chunk has its finish reason; then, as asked, one with the usage alone.
+    let [.., finish, usage] = chunks.as_slice() else { panic!("{text}") };
+    assert_eq!(finish["choices"][0]["finish_reason"], "length");
+    assert_eq!(usage["choices"], json!([]));
+    assert_eq!(usage["usage"]["completion_tokens"], 6);
     server.stop().await;
 }
 

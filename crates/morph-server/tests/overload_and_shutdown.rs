@@ -1,11 +1,14 @@
-//! A bounded queue answers 429 with a reason when full; shutdown drains in-flight calls.
+//! A bounded queue answers 429 with a reason and `Retry-After` when full, for embeddings and
+//! generation; shutdown drains in-flight calls, and those left at the drain deadline get a
+//! typed 503.
 
 mod common;
 
 use std::time::Duration;
 
-use common::{client, emulated, post, start};
+use common::{client, decoder, emulated, post, start};
 use morph_core::RuntimeSpec;
+use morph_server::{ConnectionLimits, ServerConfig};
 
 #[tokio::test]
 async fn overload_is_429_with_a_reason_and_loses_nothing_admitted() {
@@ -58,4 +61,101 @@ async fn shutdown_drains_in_flight_requests() {
         .unwrap();
     let refused = client().get(format!("{}/health", server.url)).send().await;
     assert!(refused.is_err(), "a stopped server accepts no connections");
+}
+
+/// 300 chats at once on the default generation layout (a continuous batch of 2 here, 16 may
+/// wait): each gets an answer or a 429 that says why and when to come back; none is left
+/// waiting behind a queue longer than its bound.
+#[tokio::test]
+async fn three_hundred_concurrent_chats_get_answers_or_429s_with_retry_after() {
+    let server = start(decoder("fcfs", serde_json::json!({ "max_queue": 16 }))).await;
+    let body = r#"{"messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 4, "temperature": 0}"#;
+    let calls: Vec<_> = (0..300)
+        .map(|_| {
+            let url = server.url.clone();
+            tokio::spawn(async move {
+                let response = client()
+                    .post(format!("{url}/v1/chat/completions"))
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .send()
+                    .await
+                    .expect("an answer");
+                let retry_after =
+                    response.headers().get("retry-after").map(|v| v.to_str().unwrap_or("").to_string());
+                let status = response.status().as_u16();
+                (status, retry_after, response.json::<serde_json::Value>().await.expect("JSON"))
+            })
+        })
+        .collect();
+    let (mut answered, mut refused) = (0, 0);
+    for call in calls {
+        match call.await.expect("joined") {
+            (200, _, body) => {
+                assert_eq!(body["usage"]["completion_tokens"], 4, "{body}");
+                answered += 1;
+            }
+            (429, retry_after, body) => {
+                assert_eq!(retry_after.as_deref(), Some("1"), "{body}");
+                assert_eq!(body["error"]["type"], "overloaded", "{body}");
+                assert!(
+                    body["error"]["message"].as_str().unwrap_or("").contains("16 sequences waiting"),
+                    "{body}"
+                );
+                refused += 1;
+            }
+            (status, _, body) => panic!("{status}: {body}"),
+        }
+    }
+    assert_eq!(answered + refused, 300);
+    // At least the batch's 2 and the queue's 16 are served, and the bound turned calls away.
+    assert!(answered >= 18 && refused > 0, "{answered} answered, {refused} refused");
+    server.stop().await;
+}
+
+/// At the drain deadline every call still waiting or running is answered with a typed 503 (a
+/// stream gets it as its last event), none cut without an answer.
+#[tokio::test]
+async fn the_drain_deadline_answers_every_call_left_with_shutting_down() {
+    let config = ServerConfig {
+        limits: ConnectionLimits { drain_timeout: Duration::from_millis(500), ..Default::default() },
+        ..decoder("fcfs", serde_json::json!({}))
+    };
+    let mut server = start(config).await;
+    let long = |stream: bool| {
+        serde_json::json!({"prompt": "Once upon a time", "max_tokens": 1000, "temperature": 0, "stream": stream})
+            .to_string()
+    };
+    // A stream runs (its headers came with its first token), then one more runs and two wait.
+    let stream = client().post(format!("{}/v1/completions", server.url)).body(long(true)).send().await;
+    let stream = stream.expect("the stream starts");
+    assert_eq!(stream.status().as_u16(), 200);
+    let calls: Vec<_> = (0..3)
+        .map(|_| {
+            let (url, body) = (server.url.clone(), long(false));
+            tokio::spawn(async move {
+                let response = client()
+                    .post(format!("{url}/v1/completions"))
+                    .body(body)
+                    .send()
+                    .await
+                    .expect("an answer");
+                (response.status().as_u16(), response.text().await.expect("body"))
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    server.begin_shutdown();
+    let streamed = stream.text().await.expect("the stream ends with an answer");
+    let events: Vec<&str> = streamed.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+    assert_eq!(events.last(), Some(&"[DONE]"), "{streamed}");
+    let last: serde_json::Value = serde_json::from_str(events[events.len() - 2]).expect("JSON event");
+    assert_eq!(last["error"]["type"], "shutting_down", "{last}");
+    for call in calls {
+        let (status, body) = call.await.expect("every call is answered");
+        assert_eq!(status, 503, "{body}");
+        let body: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        assert_eq!(body["error"]["type"], "shutting_down", "{body}");
+    }
+    server.join.take().expect("join").await.expect("server task").expect("server io");
 }

@@ -75,6 +75,7 @@ pub(crate) fn run(
                 prompt: prompt.clone(),
                 max_tokens,
                 sampling,
+                stop: Vec::new(),
                 events,
             });
             running.insert(key as u64, (rx, Instant::now(), None::<Instant>, Instant::now(), 0usize));

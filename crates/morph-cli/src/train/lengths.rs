@@ -129,6 +129,7 @@ pub(crate) fn run(args: LengthsArgs) -> anyhow::Result<()> {
                 prompt: p.prompt.clone(),
                 max_tokens: args.max_tokens,
                 sampling,
+                stop: Vec::new(),
                 events,
             });
             running.insert(key as u64, (p, rx));

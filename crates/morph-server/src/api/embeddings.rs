@@ -1,13 +1,13 @@
-//! Embeddings in two formats: `POST /v1/embeddings` (OpenAI: `input` a string or an array of
-//! strings, vectors always L2-normalised; Morph's extension `"truncate": true` cuts long
-//! inputs) and `POST /embed` (text-embeddings-inference: `inputs`, `normalize` default true,
-//! `truncate` default false; an array of vectors).
+//! Embeddings in two formats: `POST /v1/embeddings` (OpenAI: `input` strings or token ids,
+//! vectors always L2-normalised, as numbers or base64; Morph's extension `"truncate": true` cuts
+//! long inputs) and `POST /embed` (text-embeddings-inference: `inputs`, `normalize` default
+//! true, `truncate` default false; an array of vectors).
 
 use axum::Json;
 use axum::extract::State;
 
 use super::requests::EmbedRequest;
-use super::responses::{EmbedResponse, Embedding, EmbeddingsResponse, Usage};
+use super::responses::{EmbedResponse, Embedding, EmbeddingVector, EmbeddingsResponse, Usage};
 use super::{AppState, Body, parse, recorded, validate};
 use crate::error::ApiError;
 
@@ -17,13 +17,18 @@ pub(super) async fn openai(
 ) -> Result<Json<EmbeddingsResponse>, ApiError> {
     recorded(&state, async {
         let embedder = state.embedder()?;
-        let call = validate::embeddings(parse(&body)?, state.max_client_batch, &state.model.name)?;
-        let out = embedder.embed(call).await?;
+        let model = &state.model;
+        let call = validate::embeddings(parse(&body)?, state.max_client_batch, &model.name, model.dim)?;
+        let out = embedder.embed(call.embed).await?;
         let data = out
             .vectors
             .into_iter()
             .enumerate()
-            .map(|(index, embedding)| Embedding { object: "embedding", index, embedding })
+            .map(|(index, vector)| Embedding {
+                object: "embedding",
+                index,
+                embedding: EmbeddingVector::encode(vector, call.encoding),
+            })
             .collect();
         Ok(Json(EmbeddingsResponse {
             object: "list",

@@ -10,7 +10,8 @@ use serde::de::{self, DeserializeOwned, Deserializer, MapAccess, SeqAccess, Visi
 use crate::error::ApiError;
 
 /// The body as a request type: malformed JSON is a 400, a body that is not an object or a field
-/// of the wrong type a 422 naming the field.
+/// of the wrong type a 422 naming the field, and so is a field the route does not honour (the
+/// request types deny unknown fields: nothing sent is silently ignored).
 pub fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     let value: serde_json::Value =
         serde_json::from_slice(body).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
@@ -18,12 +19,24 @@ pub fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
         return Err(ApiError::validation("body", "must be a JSON object"));
     }
     serde_path_to_error::deserialize(value).map_err(|e| {
-        let field = e.path().to_string();
-        ApiError::validation(
-            if field == "." { "body".to_string() } else { field },
-            e.into_inner().to_string(),
-        )
+        let path = e.path().to_string();
+        let message = e.into_inner().to_string();
+        match unknown_field(&message) {
+            // The path ends at the unknown field itself.
+            Some((name, expected)) => {
+                let field = if path == "." { name.to_string() } else { path };
+                ApiError::validation(field, format!("is not supported by this server ({expected})"))
+            }
+            None => ApiError::validation(if path == "." { "body".to_string() } else { path }, message),
+        }
     })
+}
+
+/// The field's name and the fields expected, from serde's "unknown field `x`, expected …".
+fn unknown_field(message: &str) -> Option<(&str, &str)> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let (name, expected) = rest.split_once('`')?;
+    Some((name, expected.trim_start_matches(", ")))
 }
 
 /// Visitor methods that refuse the JSON types a field does not take, saying what it must be.
@@ -117,12 +130,8 @@ impl<'de> Visitor<'de> for TextsVisitor {
         Ok(Texts::One(text.to_string()))
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Texts, A::Error> {
-        let mut texts = Vec::new();
-        while let Some(Text(text)) = seq.next_element()? {
-            texts.push(text);
-        }
-        Ok(Texts::Many(texts))
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Texts, A::Error> {
+        Ok(Texts::Many(collect::<Text, A>(seq)?.into_iter().map(|Text(t)| t).collect()))
     }
 
     refuse!(bool, number, null, object);
@@ -202,11 +211,200 @@ impl<'de> Deserialize<'de> for Number {
     }
 }
 
+/// A token id of the served model's vocabulary (checked against it later).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenId(pub u32);
+
+struct TokenIdVisitor;
+
+impl Must for TokenIdVisitor {
+    const MUST: &'static str = "a token id (an integer from 0)";
+}
+
+impl<'de> Visitor<'de> for TokenIdVisitor {
+    type Value = TokenId;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(Self::MUST)
+    }
+
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<TokenId, E> {
+        u32::try_from(n).map(TokenId).map_err(|_| E::custom(format_args!("must be {}", Self::MUST)))
+    }
+
+    refuse!(str, bool, null, array, object);
+    refuse!(@scalar visit_i64: i64);
+    refuse!(@scalar visit_f64: f64);
+}
+
+impl<'de> Deserialize<'de> for TokenId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(TokenIdVisitor)
+    }
+}
+
+/// What an embedding call embeds (`input`, `inputs`): text, as [`Texts`], or token ids of the
+/// served model's tokenizer — one array of ids, or an array of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Inputs {
+    Texts(Texts),
+    /// Token ids; `one` when a single array of ids was sent.
+    Tokens {
+        ids: Vec<Vec<u32>>,
+        one: bool,
+    },
+}
+
+/// An array's first element, which says what the rest must be.
+enum First {
+    Text(String),
+    Id(u32),
+    Ids(Vec<u32>),
+}
+
+struct FirstVisitor;
+
+impl Must for FirstVisitor {
+    const MUST: &'static str = "a string, a token id or an array of token ids";
+}
+
+impl<'de> Visitor<'de> for FirstVisitor {
+    type Value = First;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(Self::MUST)
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<First, E> {
+        Ok(First::Text(text.to_string()))
+    }
+
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<First, E> {
+        TokenIdVisitor.visit_u64(n).map(|TokenId(id)| First::Id(id))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<First, A::Error> {
+        Ok(First::Ids(collect::<TokenId, A>(seq)?.into_iter().map(|TokenId(id)| id).collect()))
+    }
+
+    refuse!(bool, null, object);
+    refuse!(@scalar visit_i64: i64);
+    refuse!(@scalar visit_f64: f64);
+}
+
+impl<'de> Deserialize<'de> for First {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(FirstVisitor)
+    }
+}
+
+/// The rest of a sequence's elements, each read as a `T`.
+fn collect<'de, T: Deserialize<'de>, A: SeqAccess<'de>>(mut seq: A) -> Result<Vec<T>, A::Error> {
+    let mut out = Vec::new();
+    while let Some(item) = seq.next_element()? {
+        out.push(item);
+    }
+    Ok(out)
+}
+
+struct InputsVisitor;
+
+impl Must for InputsVisitor {
+    const MUST: &'static str =
+        "a string, an array of strings, an array of token ids or an array of arrays of token ids";
+}
+
+impl<'de> Visitor<'de> for InputsVisitor {
+    type Value = Inputs;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(Self::MUST)
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<Inputs, E> {
+        Ok(Inputs::Texts(Texts::One(text.to_string())))
+    }
+
+    /// The first element says what the array holds; a later one of another kind is refused at
+    /// its index with what it must be.
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Inputs, A::Error> {
+        Ok(match seq.next_element::<First>()? {
+            None => Inputs::Texts(Texts::Many(Vec::new())),
+            Some(First::Text(text)) => {
+                let mut texts = vec![text];
+                texts.extend(collect::<Text, A>(seq)?.into_iter().map(|Text(t)| t));
+                Inputs::Texts(Texts::Many(texts))
+            }
+            Some(First::Id(id)) => {
+                let mut ids = vec![id];
+                ids.extend(collect::<TokenId, A>(seq)?.into_iter().map(|TokenId(id)| id));
+                Inputs::Tokens { ids: vec![ids], one: true }
+            }
+            Some(First::Ids(first)) => {
+                let mut ids = vec![first];
+                ids.extend(
+                    collect::<Vec<TokenId>, A>(seq)?
+                        .into_iter()
+                        .map(|s| s.into_iter().map(|TokenId(id)| id).collect()),
+                );
+                Inputs::Tokens { ids, one: false }
+            }
+        })
+    }
+
+    refuse!(bool, number, null, object);
+}
+
+impl<'de> Deserialize<'de> for Inputs {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(InputsVisitor)
+    }
+}
+
+/// A chat message's `content`: a string, or an array of parts (`{"type": "text", "text"}`; a
+/// part of any other type is refused when the messages are validated).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Content {
+    Text(String),
+    Parts(Vec<serde_json::Value>),
+}
+
+struct ContentVisitor;
+
+impl Must for ContentVisitor {
+    const MUST: &'static str = "a string or an array of content parts";
+}
+
+impl<'de> Visitor<'de> for ContentVisitor {
+    type Value = Content;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(Self::MUST)
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<Content, E> {
+        Ok(Content::Text(text.to_string()))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Content, A::Error> {
+        collect(seq).map(Content::Parts)
+    }
+
+    refuse!(bool, number, null, object);
+}
+
+impl<'de> Deserialize<'de> for Content {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ContentVisitor)
+    }
+}
+
 /// One chat message as sent: each part checked when the messages are validated.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ChatMessage {
     pub role: Option<Text>,
-    pub content: Option<Text>,
+    pub content: Option<Content>,
 }
 
 /// `messages`: an array of `{role, content}`.
@@ -226,12 +424,8 @@ impl<'de> Visitor<'de> for MessagesVisitor {
         f.write_str(Self::MUST)
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Messages, A::Error> {
-        let mut messages = Vec::new();
-        while let Some(message) = seq.next_element()? {
-            messages.push(message);
-        }
-        Ok(Messages(messages))
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Messages, A::Error> {
+        collect(seq).map(Messages)
     }
 
     refuse!(str, bool, number, null, object);

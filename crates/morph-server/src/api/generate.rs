@@ -1,8 +1,8 @@
 //! `POST /v1/completions` and `POST /v1/chat/completions` in the OpenAI formats, on a server
-//! started with a decoder. `max_tokens` (default 128), `temperature` (default 1; 0 is greedy),
-//! `top_p`, `seed` (without one every call samples afresh), `stream` (server-sent events,
-//! ending with `data: [DONE]`); `usage` counts prompt and completion tokens. A refusal by the
-//! scheduler is a 429 (or 413 for a prompt no instance takes) before anything streams. A client
+//! started with a decoder: the fields honoured are in [`super::requests::GenerationRequest`]
+//! (and docs/api.md); `n` choices per prompt run as generations of their own; `usage` counts
+//! prompt and completion tokens over all of them. A refusal by the scheduler is a 429 (or 413
+//! for a prompt no instance takes) before anything streams. A client
 //! that goes away (a dropped connection, a stream closed early) cancels its generation: it stops
 //! at the decoder's next iteration.
 
@@ -11,7 +11,8 @@ use std::time::Instant;
 use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use morph_decoder::GenEvent;
+use futures_util::future::try_join_all;
+use morph_decoder::{FinishReason, GenEvent};
 use morph_engine::EngineError;
 
 use super::reply::{Reply, observe_done};
@@ -19,7 +20,7 @@ use super::requests::GenerationRequest;
 use super::responses::{CompletionResponse, GenerationUsage};
 use super::{AppState, Body, parse, record, stream, validate};
 use crate::error::ApiError;
-use crate::infer::{Generation, GenerationFormat, Truth};
+use crate::infer::{Generation, GenerationFormat, Truth, ValidGeneration};
 use crate::metrics::Metrics;
 
 pub(super) async fn completions(State(state): State<AppState>, Body(body): Body) -> Response {
@@ -32,7 +33,7 @@ pub(super) async fn chat_completions(State(state): State<AppState>, Body(body): 
 
 async fn serve(state: AppState, body: &[u8], format: GenerationFormat) -> Response {
     let started = Instant::now();
-    let (generation, streamed) = match start(&state, body, format).await {
+    let (generations, call) = match state.drain.or_deadline(start(&state, body, format)).await {
         Ok(ok) => ok,
         Err(e) => {
             record::<()>(&state, started, &Err(e.clone()));
@@ -41,11 +42,11 @@ async fn serve(state: AppState, body: &[u8], format: GenerationFormat) -> Respon
     };
     state.driver.metrics.time_to_first_token_seconds.observe(started.elapsed().as_secs_f64());
     let reply = Reply::new(format, state.model.name.clone());
-    if streamed {
+    if call.stream {
         record::<()>(&state, started, &Ok(()));
-        return stream::events(generation, reply, state.driver.metrics.clone());
+        return stream::events(generations, reply, call.include_usage, &state);
     }
-    let result = whole(generation, &reply, &state.driver.metrics).await;
+    let result = state.drain.or_deadline(whole(generations, &reply, &state.driver.metrics)).await;
     record(&state, started, &result);
     match result {
         Ok(body) => Json(body).into_response(),
@@ -53,36 +54,56 @@ async fn serve(state: AppState, body: &[u8], format: GenerationFormat) -> Respon
     }
 }
 
-/// Checks the call and starts its generation; whether it streams.
+/// Checks the call and starts its generations.
 async fn start(
     state: &AppState,
     body: &[u8],
     format: GenerationFormat,
-) -> Result<(Generation, bool), ApiError> {
+) -> Result<(Vec<Generation>, ValidGeneration), ApiError> {
     let generator = state.generator()?;
     let request: GenerationRequest = parse(body)?;
-    let call = validate::generation(request, format, &state.model.name, generator.context())?;
-    let streamed = call.stream;
-    Ok((generator.start(call).await?, streamed))
+    let call = validate::generation(
+        request,
+        format,
+        &state.model.name,
+        generator.context(),
+        state.max_client_batch,
+    )?;
+    Ok((generator.start(&call).await?, call))
 }
 
-/// Collects a generation's tokens into one answer.
+/// Collects every choice's tokens into one answer; the first to fail fails the call (and the
+/// others are cancelled).
 async fn whole(
-    mut generation: Generation,
+    generations: Vec<Generation>,
     reply: &Reply,
     metrics: &Metrics,
 ) -> Result<CompletionResponse, ApiError> {
+    let finished = try_join_all(generations.into_iter().map(|g| collect(g, metrics))).await?;
+    let usage = finished.iter().fold(GenerationUsage::default(), |sum, (_, _, usage)| sum.add(*usage));
+    Ok(reply.whole(finished.into_iter().map(|(text, reason, _)| (text, reason)).collect(), usage))
+}
+
+/// One choice's text, finish reason and usage.
+async fn collect(
+    mut generation: Generation,
+    metrics: &Metrics,
+) -> Result<(String, FinishReason, GenerationUsage), ApiError> {
     let first_at = Instant::now();
     let mut text = String::new();
     let mut event = generation.first;
     let result = loop {
         match event {
             GenEvent::Token { text: piece, .. } => text.push_str(&piece),
-            GenEvent::Done { reason, prompt_tokens, cached_tokens, completion_tokens } => {
+            GenEvent::Done { reason, tail, prompt_tokens, cached_tokens, completion_tokens } => {
                 observe_done(metrics, first_at, prompt_tokens, cached_tokens, completion_tokens);
                 Truth::learn(&mut generation.truth, completion_tokens);
-                let usage = GenerationUsage::new(prompt_tokens, cached_tokens, completion_tokens);
-                break Ok(reply.whole(text, reason, usage));
+                text.push_str(&tail);
+                break Ok((
+                    text,
+                    reason,
+                    GenerationUsage::new(prompt_tokens, cached_tokens, completion_tokens),
+                ));
             }
             GenEvent::Failed(e) => break Err(ApiError::Engine(e)),
             GenEvent::Dropped(r) => break Err(ApiError::generation_dropped(r)),

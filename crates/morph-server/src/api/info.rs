@@ -1,4 +1,4 @@
-//! `GET /health`, `GET /info`, `GET /metrics`.
+//! `GET /info`, `GET /metrics`.
 
 use axum::Json;
 use axum::extract::State;
@@ -8,15 +8,10 @@ use morph_core::{HostId, ShapeKind, StageSpec};
 use morph_encoder::Pooling;
 use serde::Serialize;
 
-use super::responses::Health;
 use super::{AppState, Served};
 use crate::cluster::hosts::RemoteHosts;
 use crate::host::cache::CachedArtefact;
 use crate::launcher::StartReport;
-
-pub(super) async fn health() -> Json<Health> {
-    Json(Health { status: "ok" })
-}
 
 /// `GET /info`: the model, its runtimes and instances, the policy and how instances run.
 #[derive(Debug, Serialize)]

@@ -7,7 +7,9 @@ mod classify;
 mod embeddings;
 pub mod fields;
 mod generate;
+mod health;
 mod info;
+mod models;
 mod reply;
 pub mod requests;
 pub(crate) mod responses;
@@ -58,7 +60,8 @@ impl FromRequest<AppState> for Body {
     }
 }
 
-/// `/health` and `/metrics` stay open; every other route needs the API key when one is set.
+/// The probes (`/health`, `/ready`, `/live`) and `/metrics` stay open; every other route needs
+/// the API key when one is set.
 pub fn router(state: AppState) -> Router {
     let protected = Router::new()
         .route("/v1/embeddings", post(embeddings::openai))
@@ -68,10 +71,14 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/completions", post(generate::completions))
         .route("/v1/chat/completions", post(generate::chat_completions))
         .route("/info", get(info::info))
+        .route("/v1/models", get(models::list))
+        .route("/v1/models/{*id}", get(models::one))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_key));
     Router::new()
         .merge(protected)
-        .route("/health", get(info::health))
+        .route("/health", get(health::ready))
+        .route("/ready", get(health::ready))
+        .route("/live", get(health::live))
         .route("/metrics", get(info::metrics))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
@@ -90,13 +97,14 @@ async fn require_key(State(state): State<AppState>, request: Request, next: Next
     next.run(request).await
 }
 
-/// Runs a call's `work`, counting it and its outcome in the metrics.
+/// Runs a call's `work` (answered `shutting_down` should the drain deadline pass first),
+/// counting it and its outcome in the metrics.
 pub(super) async fn recorded<T>(
     state: &AppState,
     work: impl std::future::Future<Output = Result<T, ApiError>>,
 ) -> Result<T, ApiError> {
     let started = Instant::now();
-    let result = work.await;
+    let result = state.drain.or_deadline(work).await;
     record(state, started, &result);
     result
 }

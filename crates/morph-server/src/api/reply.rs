@@ -55,53 +55,66 @@ impl Reply {
         (unix_nanos() / 1_000_000_000) as u64
     }
 
+    /// A whole answer: each choice's text and finish reason, in order, and the call's usage.
     pub(super) fn whole(
         &self,
-        text: String,
-        reason: FinishReason,
+        choices: Vec<(String, FinishReason)>,
         usage: GenerationUsage,
     ) -> CompletionResponse {
-        let finish_reason = Some(finish(reason));
-        let (object, choice) = match self.format {
-            GenerationFormat::Completion => {
-                ("text_completion", Choice::Text { index: 0, text, logprobs: None, finish_reason })
-            }
-            GenerationFormat::Chat => (
-                "chat.completion",
-                Choice::Message {
-                    index: 0,
-                    message: ChatText { role: "assistant", content: text },
-                    finish_reason,
-                },
-            ),
-        };
-        self.response(object, choice, Some(usage))
+        let choices = choices
+            .into_iter()
+            .enumerate()
+            .map(|(index, (text, reason))| {
+                let finish_reason = Some(finish(reason));
+                match self.format {
+                    GenerationFormat::Completion => {
+                        Choice::Text { index, text, logprobs: None, finish_reason }
+                    }
+                    GenerationFormat::Chat => Choice::Message {
+                        index,
+                        message: ChatText { role: "assistant", content: text },
+                        finish_reason,
+                    },
+                }
+            })
+            .collect();
+        self.response(self.object(false), choices, Some(usage))
     }
 
-    /// One event of a stream: a piece of text, or (with `reason`) the last.
+    /// One event of a stream: a piece of choice `index`'s text, or (with `reason`) its last.
     pub(super) fn chunk(
         &self,
+        index: usize,
         text: String,
         reason: Option<FinishReason>,
-        usage: Option<GenerationUsage>,
     ) -> CompletionResponse {
         let finish_reason = reason.map(finish);
-        let (object, choice) = match self.format {
-            GenerationFormat::Completion => {
-                ("text_completion", Choice::TextChunk { index: 0, text, finish_reason })
+        let choice = match self.format {
+            GenerationFormat::Completion => Choice::TextChunk { index, text, finish_reason },
+            GenerationFormat::Chat => {
+                Choice::Delta { index, delta: ChatDelta { content: text }, finish_reason }
             }
-            GenerationFormat::Chat => (
-                "chat.completion.chunk",
-                Choice::Delta { index: 0, delta: ChatDelta { content: text }, finish_reason },
-            ),
         };
-        self.response(object, choice, usage)
+        self.response(self.object(true), vec![choice], None)
+    }
+
+    /// A stream's last chunk when the call asked for its usage: no choices, the token counts.
+    pub(super) fn usage_chunk(&self, usage: GenerationUsage) -> CompletionResponse {
+        self.response(self.object(true), Vec::new(), Some(usage))
+    }
+
+    fn object(&self, streamed: bool) -> &'static str {
+        match (self.format, streamed) {
+            (GenerationFormat::Completion, _) => "text_completion",
+            (GenerationFormat::Chat, false) => "chat.completion",
+            (GenerationFormat::Chat, true) => "chat.completion.chunk",
+        }
     }
 
     fn response(
         &self,
         object: &'static str,
-        choice: Choice,
+        choices: Vec<Choice>,
         usage: Option<GenerationUsage>,
     ) -> CompletionResponse {
         CompletionResponse {
@@ -109,7 +122,7 @@ impl Reply {
             object,
             created: Self::created(),
             model: self.model.clone(),
-            choices: [choice],
+            choices,
             usage,
         }
     }

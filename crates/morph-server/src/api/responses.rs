@@ -2,8 +2,11 @@
 
 use std::collections::BTreeMap;
 
+use base64::Engine as _;
 use morph_core::TokenPlan;
 use serde::Serialize;
+
+use super::validate::EncodingFormat;
 
 /// `{"error": {"message", "type"}}`, the OpenAI shape, on every route.
 #[derive(Debug, Serialize)]
@@ -14,9 +17,8 @@ pub(crate) struct ErrorResponse {
 #[derive(Debug, Serialize)]
 pub(crate) struct ErrorDetail {
     pub message: String,
-    /// Absent in an error event of a stream.
-    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
-    pub kind: Option<&'static str>,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
 }
 
 /// Token counts of an embedding or classification call.
@@ -45,7 +47,28 @@ pub(crate) struct EmbeddingsResponse {
 pub(crate) struct Embedding {
     pub object: &'static str,
     pub index: usize,
-    pub embedding: Vec<f32>,
+    pub embedding: EmbeddingVector,
+}
+
+/// A vector as the call's `encoding_format` asks: numbers, or its little-endian f32 bytes in
+/// base64.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub(crate) enum EmbeddingVector {
+    Float(Vec<f32>),
+    Base64(String),
+}
+
+impl EmbeddingVector {
+    pub(crate) fn encode(vector: Vec<f32>, format: EncodingFormat) -> Self {
+        match format {
+            EncodingFormat::Float => EmbeddingVector::Float(vector),
+            EncodingFormat::Base64 => {
+                let bytes: Vec<u8> = vector.iter().flat_map(|x| x.to_le_bytes()).collect();
+                EmbeddingVector::Base64(base64::engine::general_purpose::STANDARD.encode(bytes))
+            }
+        }
+    }
 }
 
 /// `POST /embed`: one vector per input.
@@ -107,22 +130,37 @@ impl GenerationUsage {
             total_tokens: prompt_tokens + completion_tokens,
         }
     }
+
+    /// The usage of a call of several choices: their counts summed.
+    pub(crate) fn add(self, other: Self) -> Self {
+        Self::new(
+            self.prompt_tokens + other.prompt_tokens,
+            self.prompt_tokens_details.cached_tokens + other.prompt_tokens_details.cached_tokens,
+            self.completion_tokens + other.completion_tokens,
+        )
+    }
+}
+
+impl Default for GenerationUsage {
+    fn default() -> Self {
+        Self::new(0, 0, 0)
+    }
 }
 
 /// A whole completion (`object` "text_completion" or "chat.completion") or one chunk of a stream
-/// ("text_completion" or "chat.completion.chunk").
+/// ("text_completion" or "chat.completion.chunk": one choice's piece, or no choice and the usage).
 #[derive(Debug, Serialize)]
 pub(crate) struct CompletionResponse {
     pub id: String,
     pub object: &'static str,
     pub created: u64,
     pub model: String,
-    pub choices: [Choice; 1],
+    pub choices: Vec<Choice>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<GenerationUsage>,
 }
 
-/// The one choice of a completion, in the shape of its format.
+/// A choice of a completion, in the shape of its format.
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
 pub(crate) enum Choice {
@@ -143,8 +181,10 @@ pub(crate) struct ChatDelta {
     pub content: String,
 }
 
-/// `GET /health`.
+/// `GET /live`, `GET /ready`: "ok", or "unavailable" and why.
 #[derive(Debug, Serialize)]
 pub(crate) struct Health {
     pub status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'static str>,
 }

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use morph_encoder::Pooling;
 
+use crate::drain::Drain;
 use crate::driver::Driver;
 use crate::error::ApiError;
 use crate::infer::{Embedder, Generator};
@@ -43,6 +44,8 @@ pub struct AppState {
     /// The longest a client may take to send a request's body.
     pub body_timeout: Duration,
     pub started: Instant,
+    /// The server's shutdown, as calls see it.
+    pub drain: Arc<Drain>,
 }
 
 impl AppState {

@@ -1,6 +1,8 @@
-//! A generation as server-sent events: one chunk per token, the last with its finish reason and
-//! usage, then `data: [DONE]`. The caller's claim travels with the stream: dropped with it
-//! before the end (the client went away), it cancels the generation.
+//! A generation call as server-sent events: one chunk per piece of a choice's text (choices
+//! interleaved as their tokens come), each choice's last with its finish reason, a chunk with
+//! the call's usage when asked for (`stream_options.include_usage`), then `data: [DONE]`. The
+//! callers' claims travel with the stream: dropped with it before the end (the client went
+//! away), they cancel the generations still running.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -8,57 +10,122 @@ use std::time::Instant;
 
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
-use futures_util::{StreamExt, stream};
+use futures_util::stream::{self, BoxStream, SelectAll};
+use futures_util::{Stream, StreamExt};
 use morph_decoder::GenEvent;
 use morph_engine::EngineError;
+use tokio::sync::mpsc::UnboundedReceiver;
 
+use super::AppState;
 use super::reply::{Reply, observe_done};
 use super::responses::{ErrorDetail, ErrorResponse, GenerationUsage};
+use crate::driver::Claim;
+use crate::error::ApiError;
 use crate::infer::{Generation, Truth};
-use crate::metrics::Metrics;
 
-pub(super) fn events(generation: Generation, reply: Reply, metrics: Arc<Metrics>) -> Response {
-    let Generation { claim, events, first, truth } = generation;
-    let events = stream::unfold(
-        (Some(first), events, reply, Instant::now(), Some(claim), truth),
-        move |(next, mut rx, reply, first_at, mut claim, mut truth)| {
-            let metrics = metrics.clone();
-            async move {
-                claim.as_ref()?;
-                let event = match next {
-                    Some(e) => e,
-                    None => rx.recv().await.unwrap_or(GenEvent::Failed(EngineError::Stopped)),
-                };
-                let (data, done) = match &event {
-                    GenEvent::Token { text, .. } => (json(&reply.chunk(text.clone(), None, None)), false),
-                    GenEvent::Done { reason, prompt_tokens, cached_tokens, completion_tokens } => {
-                        observe_done(&metrics, first_at, *prompt_tokens, *cached_tokens, *completion_tokens);
-                        Truth::learn(&mut truth, *completion_tokens);
-                        let usage = GenerationUsage::new(*prompt_tokens, *cached_tokens, *completion_tokens);
-                        (json(&reply.chunk(String::new(), Some(*reason), Some(usage))), true)
-                    }
-                    GenEvent::Failed(e) => (error(e.to_string()), true),
-                    GenEvent::Dropped(r) => (error(r.to_string()), true),
-                };
-                let mut out = vec![Ok::<Event, Infallible>(Event::default().data(data))];
-                if done {
-                    out.push(Ok(Event::default().data("[DONE]")));
-                    if let Some(claim) = claim.take() {
+/// The call's choices as one stream, and what is left to answer.
+struct Merged {
+    events: SelectAll<BoxStream<'static, (usize, GenEvent)>>,
+    /// Each choice's claim, until it is answered.
+    claims: Vec<Option<Claim>>,
+    truths: Vec<Option<Truth>>,
+    usage: GenerationUsage,
+    /// Choices not finished yet.
+    open: usize,
+    first_at: Instant,
+    /// The last events were sent.
+    over: bool,
+}
+
+pub(super) fn events(
+    generations: Vec<Generation>,
+    reply: Reply,
+    include_usage: bool,
+    state: &AppState,
+) -> Response {
+    let (metrics, drain) = (state.driver.metrics.clone(), state.drain.clone());
+    let open = generations.len();
+    let (mut claims, mut truths, mut events) = (Vec::new(), Vec::new(), SelectAll::new());
+    for (index, Generation { claim, events: rx, first, truth }) in generations.into_iter().enumerate() {
+        claims.push(Some(claim));
+        truths.push(truth);
+        events.push(choice_events(first, rx).map(move |event| (index, event)).boxed());
+    }
+    let merged = Merged {
+        events,
+        claims,
+        truths,
+        usage: GenerationUsage::default(),
+        open,
+        first_at: Instant::now(),
+        over: false,
+    };
+    let reply = Arc::new(reply);
+    let body = stream::unfold(merged, move |mut m| {
+        let (metrics, reply, drain) = (metrics.clone(), reply.clone(), drain.clone());
+        async move {
+            if m.over {
+                return None;
+            }
+            let next = tokio::select! {
+                next = m.events.next() => next.unwrap_or((0, GenEvent::Failed(EngineError::Stopped))),
+                () = drain.deadline() => (0, GenEvent::Failed(EngineError::Stopped)),
+            };
+            let shutting_down = drain.deadline_has_passed();
+            let (index, event) = next;
+            let mut out = Vec::new();
+            let failed = matches!(event, GenEvent::Failed(_) | GenEvent::Dropped(_));
+            match event {
+                _ if shutting_down => out.push(error(&ApiError::ShuttingDown)),
+                GenEvent::Token { text, .. } => out.push(json(&reply.chunk(index, text, None))),
+                GenEvent::Done { reason, tail, prompt_tokens, cached_tokens, completion_tokens } => {
+                    observe_done(&metrics, m.first_at, prompt_tokens, cached_tokens, completion_tokens);
+                    Truth::learn(&mut m.truths[index], completion_tokens);
+                    m.usage =
+                        m.usage.add(GenerationUsage::new(prompt_tokens, cached_tokens, completion_tokens));
+                    if let Some(claim) = m.claims[index].take() {
                         claim.answered();
                     }
+                    out.push(json(&reply.chunk(index, tail, Some(reason))));
+                    m.open -= 1;
+                    if m.open == 0 && include_usage {
+                        out.push(json(&reply.usage_chunk(m.usage)));
+                    }
                 }
-                Some((stream::iter(out), (None, rx, reply, first_at, claim, truth)))
+                GenEvent::Failed(e) => out.push(error(&ApiError::Engine(e))),
+                GenEvent::Dropped(r) => out.push(error(&ApiError::generation_dropped(r))),
             }
-        },
-    );
-    Sse::new(events.flatten()).into_response()
+            // A failed choice ends the call: the others' claims drop with the stream.
+            m.over = m.open == 0 || failed || shutting_down;
+            if m.over {
+                out.push("[DONE]".to_string());
+            }
+            let sent = out.into_iter().map(|data| Ok::<Event, Infallible>(Event::default().data(data)));
+            Some((stream::iter(sent.collect::<Vec<_>>()), m))
+        }
+    });
+    Sse::new(body.flatten()).into_response()
+}
+
+/// One choice's events: its first, then what its receiver brings up to its last (`Done`,
+/// `Failed` or `Dropped`); a receiver closed before that ends it as a stopped engine.
+fn choice_events(first: GenEvent, rx: UnboundedReceiver<GenEvent>) -> impl Stream<Item = GenEvent> {
+    stream::unfold((Some(first), Some(rx)), |(next, rx)| async move {
+        let mut rx = rx?;
+        let event = match next {
+            Some(event) => event,
+            None => rx.recv().await.unwrap_or(GenEvent::Failed(EngineError::Stopped)),
+        };
+        let last = !matches!(event, GenEvent::Token { .. });
+        Some((event, (None, (!last).then_some(rx))))
+    })
 }
 
 fn json(body: &impl serde::Serialize) -> String {
     serde_json::to_string(body).unwrap_or_default()
 }
 
-/// An error event: `{"error": {"message"}}`.
-fn error(message: String) -> String {
-    json(&ErrorResponse { error: ErrorDetail { message, kind: None } })
+/// An error event: `{"error": {"message", "type"}}`, as the call's error would have been.
+fn error(e: &ApiError) -> String {
+    json(&ErrorResponse { error: ErrorDetail { message: e.to_string(), kind: e.kind().label() } })
 }

@@ -3,26 +3,66 @@
 
 use morph_decoder::{Message, SamplingParams};
 
-use super::fields::{ChatMessage, Flag, Messages, Number, Text, Texts};
-use super::requests::{ClassifyRequest, EmbedRequest, EmbeddingsRequest, GenerationRequest, PredictRequest};
+use super::fields::{ChatMessage, Content, Flag, Inputs, Messages, Number, Text, Texts};
+use super::requests::{
+    ClassifyRequest, EmbedRequest, EmbeddingsRequest, GenerationRequest, PredictRequest, StreamOptions,
+};
 use crate::error::ApiError;
-use crate::infer::{GenerationFormat, Prompt, ValidClassify, ValidEmbed, ValidGeneration};
+use crate::infer::{EmbedInputs, GenerationFormat, Prompt, ValidClassify, ValidEmbed, ValidGeneration};
 
-pub fn embeddings(r: EmbeddingsRequest, max_items: usize, served: &str) -> Result<ValidEmbed, ApiError> {
-    let texts = texts("input", r.input, max_items)?;
+/// How `/v1/embeddings` writes its vectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EncodingFormat {
+    /// Arrays of numbers.
+    Float,
+    /// Each vector's little-endian f32 bytes in base64 (the OpenAI SDK's default).
+    Base64,
+}
+
+/// An OpenAI embeddings call: what to embed, and how to write the vectors.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmbeddingsCall {
+    pub embed: ValidEmbed,
+    pub encoding: EncodingFormat,
+}
+
+/// Most stop strings in one call (OpenAI's limit).
+const MAX_STOPS: usize = 4;
+/// Most choices per prompt.
+const MAX_CHOICES: f64 = 16.0;
+
+/// `/v1/embeddings` on a server that serves `served`, whose vectors have `dim` dimensions.
+pub fn embeddings(
+    r: EmbeddingsRequest,
+    max_items: usize,
+    served: &str,
+    dim: usize,
+) -> Result<EmbeddingsCall, ApiError> {
+    let inputs = inputs("input", r.input, max_items)?;
     served_model(r.model, served)?;
-    if let Some(Text(format)) = r.encoding_format
-        && format != "float"
+    let encoding = match r.encoding_format.map(|Text(f)| f) {
+        None => EncodingFormat::Float,
+        Some(f) if f == "float" => EncodingFormat::Float,
+        Some(f) if f == "base64" => EncodingFormat::Base64,
+        Some(_) => return Err(ApiError::validation("encoding_format", "must be \"float\" or \"base64\"")),
+    };
+    if let Some(Number(asked)) = r.dimensions
+        && asked != dim as f64
     {
-        return Err(ApiError::validation("encoding_format", "only \"float\" is supported"));
+        let message = format!(
+            "this model's vectors have {dim} dimensions and were not trained to be cut shorter \
+             (Matryoshka): ask for {dim} or leave it out"
+        );
+        return Err(ApiError::validation("dimensions", message));
     }
-    Ok(ValidEmbed { texts, field: "input", truncate: flag(r.truncate, false), normalize: true })
+    log_user("/v1/embeddings", r.user);
+    let embed = ValidEmbed { inputs, field: "input", truncate: flag(r.truncate, false), normalize: true };
+    Ok(EmbeddingsCall { embed, encoding })
 }
 
 pub fn embed(r: EmbedRequest, max_items: usize) -> Result<ValidEmbed, ApiError> {
-    let texts = texts("inputs", r.inputs, max_items)?;
     Ok(ValidEmbed {
-        texts,
+        inputs: inputs("inputs", r.inputs, max_items)?,
         field: "inputs",
         normalize: flag(r.normalize, true),
         truncate: flag(r.truncate, false),
@@ -56,31 +96,131 @@ fn service(
     })
 }
 
-/// A generation call in `format`, on a decoder whose context holds `context` tokens.
+/// A generation call in `format`, on a decoder whose context holds `context` tokens; at most
+/// `max_items` prompts.
 pub fn generation(
     r: GenerationRequest,
     format: GenerationFormat,
     served: &str,
     context: usize,
+    max_items: usize,
 ) -> Result<ValidGeneration, ApiError> {
     served_model(r.model, served)?;
-    let prompt = match format {
-        GenerationFormat::Completion => Prompt::Text(texts("prompt", r.prompt, 1)?.remove(0)),
-        GenerationFormat::Chat => Prompt::Chat(messages(r.messages)?),
+    let prompts = match format {
+        GenerationFormat::Completion => {
+            refuse_other_format("messages", r.messages.is_some(), "/v1/chat/completions", "prompt")?;
+            texts("prompt", r.prompt, max_items)?.into_iter().map(Prompt::Text).collect()
+        }
+        GenerationFormat::Chat => {
+            refuse_other_format("prompt", r.prompt.is_some(), "/v1/completions", "messages")?;
+            vec![Prompt::Chat(messages(r.messages)?)]
+        }
     };
-    let max_tokens_given = r.max_tokens.is_some();
-    let max_tokens = number_in("max_tokens", r.max_tokens, 128.0, 1.0, context as f64)? as u32;
-    let temperature = number_in("temperature", r.temperature, 1.0, 0.0, 2.0)? as f32;
-    let top_p = number_in("top_p", r.top_p, 1.0, 1e-6, 1.0)? as f32;
+    let (max_tokens_field, max_tokens) = match (r.max_tokens, r.max_completion_tokens) {
+        (Some(_), Some(_)) => {
+            let message = "give max_tokens or max_completion_tokens (its newer name), not both";
+            return Err(ApiError::validation("max_completion_tokens", message));
+        }
+        (None, Some(n)) => ("max_completion_tokens", Some(n)),
+        (given, None) => ("max_tokens", given),
+    };
+    let max_tokens_given = max_tokens.is_some();
+    let max_tokens = whole_in(max_tokens_field, max_tokens, 128.0, 1.0, context as f64)? as u32;
     // Without a seed each call draws its own, so repeated calls sample afresh.
     let seed = optional_number_in("seed", r.seed, 0.0, 9.0e15)?.map_or_else(rand::random, |s| s as u64);
+    let sampling = SamplingParams {
+        temperature: number_in("temperature", r.temperature, 1.0, 0.0, 2.0)? as f32,
+        top_p: number_in("top_p", r.top_p, 1.0, 1e-6, 1.0)? as f32,
+        top_k: whole_in("top_k", r.top_k, 0.0, 0.0, 1e6)? as u32,
+        min_p: number_in("min_p", r.min_p, 0.0, 0.0, 1.0)? as f32,
+        presence_penalty: number_in("presence_penalty", r.presence_penalty, 0.0, -2.0, 2.0)? as f32,
+        frequency_penalty: number_in("frequency_penalty", r.frequency_penalty, 0.0, -2.0, 2.0)? as f32,
+        seed,
+    };
+    let stream = flag(r.stream, false);
+    let include_usage = stream_usage(r.stream_options, stream)?;
+    response_format(r.response_format)?;
+    no_logprobs(r.logprobs, r.top_logprobs)?;
+    log_user(format.route(), r.user);
     Ok(ValidGeneration {
-        prompt,
+        prompts,
+        n: whole_in("n", r.n, 1.0, 1.0, MAX_CHOICES)? as u32,
         max_tokens,
         max_tokens_given,
-        sampling: SamplingParams { temperature, top_p, seed },
-        stream: flag(r.stream, false),
+        sampling,
+        stop: stops(r.stop)?,
+        stream,
+        include_usage,
     })
+}
+
+/// A field of the other generation route is named, with the route that takes it.
+fn refuse_other_format(field: &str, given: bool, route: &str, instead: &str) -> Result<(), ApiError> {
+    match given {
+        true => {
+            Err(ApiError::validation(field, format!("is a field of {route}; this route takes {instead}")))
+        }
+        false => Ok(()),
+    }
+}
+
+/// `stop`: a string or up to [`MAX_STOPS`] strings, none empty.
+fn stops(value: Option<Texts>) -> Result<Vec<String>, ApiError> {
+    match value {
+        None => Ok(Vec::new()),
+        value => texts("stop", value, MAX_STOPS),
+    }
+}
+
+/// `stream_options` (only with `stream`): whether the last chunk carries the usage.
+fn stream_usage(options: Option<StreamOptions>, stream: bool) -> Result<bool, ApiError> {
+    match options {
+        None => Ok(false),
+        Some(_) if !stream => Err(ApiError::validation("stream_options", "is only for \"stream\": true")),
+        Some(StreamOptions { include_usage }) => Ok(flag(include_usage, false)),
+    }
+}
+
+/// `response_format`: plain text only; the JSON modes are refused by name.
+fn response_format(value: Option<serde_json::Value>) -> Result<(), ApiError> {
+    let Some(value) = value else { return Ok(()) };
+    match value.get("type").and_then(|t| t.as_str()) {
+        Some("text") => Ok(()),
+        Some(kind @ ("json_object" | "json_schema")) => Err(ApiError::validation(
+            "response_format",
+            format!("{kind} is not supported by this server: answers are plain text"),
+        )),
+        _ => Err(ApiError::validation("response_format", "must be {\"type\": \"text\"}")),
+    }
+}
+
+/// `logprobs` and `top_logprobs` are refused when asked for (false, 0 or null ask for none).
+fn no_logprobs(logprobs: Option<serde_json::Value>, top: Option<Number>) -> Result<(), ApiError> {
+    let asked = match logprobs {
+        None | Some(serde_json::Value::Null) | Some(serde_json::Value::Bool(false)) => false,
+        Some(serde_json::Value::Number(n)) => n.as_f64() != Some(0.0),
+        Some(_) => true,
+    };
+    if asked {
+        return Err(ApiError::validation(
+            "logprobs",
+            "token log-probabilities are not returned by this server",
+        ));
+    }
+    match top {
+        Some(Number(n)) if n != 0.0 => Err(ApiError::validation(
+            "top_logprobs",
+            "token log-probabilities are not returned by this server",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `user`: the caller's end user, logged with the call (it changes nothing else).
+fn log_user(route: &str, user: Option<Text>) {
+    if let Some(Text(user)) = user {
+        tracing::debug!(route, user, "call");
+    }
 }
 
 /// `model`, when given, must be the one served.
@@ -111,7 +251,29 @@ fn texts(field: &str, value: Option<Texts>, max_items: usize) -> Result<Vec<Stri
     }
 }
 
-/// `messages`: a non-empty array of `{role, content}` strings.
+/// `input`/`inputs` of an embedding call: texts as [`texts`], or token ids, each array non-empty.
+fn inputs(field: &str, value: Option<Inputs>, max_items: usize) -> Result<EmbedInputs, ApiError> {
+    let (ids, one) = match value {
+        None => return Err(ApiError::validation(field, "is required")),
+        Some(Inputs::Texts(t)) => return texts(field, Some(t), max_items).map(EmbedInputs::Texts),
+        Some(Inputs::Tokens { ids, one }) => (ids, one),
+    };
+    if ids.len() > max_items {
+        return Err(ApiError::validation(
+            field,
+            format!("has {} items; at most {max_items} per call", ids.len()),
+        ));
+    }
+    match ids.iter().position(Vec::is_empty) {
+        Some(i) if !one => Err(ApiError::validation(format!("{field}[{i}]"), "must not be an empty array")),
+        _ => Ok(EmbedInputs::Tokens(ids)),
+    }
+}
+
+/// Roles a chat message may have (`developer` is OpenAI's newer name for `system`).
+const ROLES: [&str; 4] = ["system", "developer", "user", "assistant"];
+
+/// `messages`: a non-empty array of `{role, content}`, content a string or text parts.
 fn messages(value: Option<Messages>) -> Result<Vec<Message>, ApiError> {
     let list = match value {
         None => return Err(ApiError::validation("messages", "is required")),
@@ -123,15 +285,43 @@ fn messages(value: Option<Messages>) -> Result<Vec<Message>, ApiError> {
     list.into_iter()
         .enumerate()
         .map(|(i, ChatMessage { role, content })| {
-            let part = |name: &str, value: Option<Text>| {
-                value
-                    .map(|Text(t)| t)
-                    .ok_or_else(|| ApiError::validation(format!("messages[{i}].{name}"), "must be a string"))
+            let role = match role {
+                Some(Text(role)) if role == "developer" => "system".to_string(),
+                Some(Text(role)) if ROLES.contains(&role.as_str()) => role,
+                Some(_) => {
+                    let message = format!("must be one of {}", ROLES.join(", "));
+                    return Err(ApiError::validation(format!("messages[{i}].role"), message));
+                }
+                None => return Err(ApiError::validation(format!("messages[{i}].role"), "must be a string")),
             };
-            let role = part("role", role)?;
-            Ok(Message { role, content: part("content", content)? })
+            Ok(Message { role, content: content_text(i, content)? })
         })
         .collect()
+}
+
+/// Message `i`'s content: a string, or the texts of its parts (only parts of type text) joined
+/// by newlines.
+fn content_text(i: usize, content: Option<Content>) -> Result<String, ApiError> {
+    let parts = match content {
+        None => return Err(ApiError::validation(format!("messages[{i}].content"), "must be a string")),
+        Some(Content::Text(text)) => return Ok(text),
+        Some(Content::Parts(parts)) => parts,
+    };
+    let texts = parts.iter().enumerate().map(|(j, part)| {
+        let field = || format!("messages[{i}].content[{j}]");
+        match (part.get("type").and_then(|t| t.as_str()), part.get("text").and_then(|t| t.as_str())) {
+            (Some("text"), Some(text)) => Ok(text),
+            (Some("text"), None) => {
+                Err(ApiError::validation(field(), "a text part needs \"text\": a string"))
+            }
+            (Some(kind), _) => Err(ApiError::validation(
+                field(),
+                format!("parts of type {kind} are not supported: text only"),
+            )),
+            (None, _) => Err(ApiError::validation(field(), "must be {\"type\": \"text\", \"text\": ...}")),
+        }
+    });
+    Ok(texts.collect::<Result<Vec<_>, _>>()?.join("\n"))
 }
 
 fn flag(value: Option<Flag>, default: bool) -> bool {
@@ -141,6 +331,14 @@ fn flag(value: Option<Flag>, default: bool) -> bool {
 /// A number in `min..=max`, `default` when absent.
 fn number_in(field: &str, value: Option<Number>, default: f64, min: f64, max: f64) -> Result<f64, ApiError> {
     Ok(optional_number_in(field, value, min, max)?.unwrap_or(default))
+}
+
+/// A whole number in `min..=max`, `default` when absent.
+fn whole_in(field: &str, value: Option<Number>, default: f64, min: f64, max: f64) -> Result<f64, ApiError> {
+    match value {
+        Some(Number(v)) if v.fract() != 0.0 => Err(ApiError::validation(field, "must be a whole number")),
+        value => number_in(field, value, default, min, max),
+    }
 }
 
 /// A number in `min..=max`, or `None` when absent.
@@ -162,58 +360,143 @@ mod tests {
     use super::super::fields::parse;
     use super::*;
 
+    fn embed_call(body: &str, max_items: usize) -> Result<EmbeddingsCall, String> {
+        let r: EmbeddingsRequest = parse(body.as_bytes()).map_err(|e| e.to_string())?;
+        embeddings(r, max_items, "m", 384).map_err(|e| e.to_string())
+    }
+
     fn embed_error(body: &str, max_items: usize) -> String {
-        let r: EmbeddingsRequest = match parse(body.as_bytes()) {
-            Ok(r) => r,
-            Err(e) => return e.to_string(),
-        };
-        embeddings(r, max_items, "m").unwrap_err().to_string()
+        embed_call(body, max_items).unwrap_err()
     }
 
     #[test]
-    fn texts_are_a_string_or_strings_and_the_bad_field_is_named() {
-        let ok = |body: &str| embeddings(parse(body.as_bytes()).unwrap(), 4, "m").unwrap().texts;
-        assert_eq!(ok(r#"{"input": "a"}"#), vec!["a"]);
-        assert_eq!(ok(r#"{"input": ["a", "b"], "model": "m"}"#), vec!["a", "b"]);
+    fn inputs_are_texts_or_token_ids_and_the_bad_field_is_named() {
+        let ok = |body: &str| embed_call(body, 4).unwrap().embed.inputs;
+        let texts = |t: &[&str]| EmbedInputs::Texts(t.iter().map(|s| s.to_string()).collect());
+        assert_eq!(ok(r#"{"input": "a"}"#), texts(&["a"]));
+        assert_eq!(ok(r#"{"input": ["a", "b"], "model": "m"}"#), texts(&["a", "b"]));
+        assert_eq!(ok(r#"{"input": [101, 7592, 102]}"#), EmbedInputs::Tokens(vec![vec![101, 7592, 102]]));
+        assert_eq!(ok(r#"{"input": [[101, 102], [5]]}"#), EmbedInputs::Tokens(vec![vec![101, 102], vec![5]]));
         assert_eq!(embed_error("{}", 2), "input: is required");
         assert_eq!(embed_error(r#"{"input": ""}"#, 2), "input: must not be empty");
         assert_eq!(embed_error(r#"{"input": []}"#, 2), "input: must not be an empty array");
         assert_eq!(embed_error(r#"{"input": ["a", 3]}"#, 2), "input[1]: must be a string");
+        assert_eq!(
+            embed_error(r#"{"input": [1, "a"]}"#, 2),
+            "input[1]: must be a token id (an integer from 0)"
+        );
+        assert_eq!(embed_error(r#"{"input": [[1], []]}"#, 2), "input[1]: must not be an empty array");
+        assert_eq!(
+            embed_error(r#"{"input": [-1]}"#, 2),
+            "input[0]: must be a string, a token id or an array of token ids"
+        );
         assert_eq!(embed_error(r#"{"input": ["a", ""]}"#, 2), "input[1]: must not be empty");
-        assert_eq!(embed_error(r#"{"input": 7}"#, 2), "input: must be a string or an array of strings");
+        assert_eq!(
+            embed_error(r#"{"input": 7}"#, 2),
+            "input: must be a string, an array of strings, an array of token ids or an array of arrays of token ids"
+        );
         assert_eq!(embed_error(r#"{"input": ["a", "b", "c"]}"#, 2), "input: has 3 items; at most 2 per call");
         assert!(embed_error(r#"{"input": "a", "model": "gpt"}"#, 2).contains("model 'gpt' is not served"));
+    }
+
+    #[test]
+    fn encoding_dimensions_and_unknown_fields_are_honoured_or_refused_by_name() {
+        let encoding = |body: &str| embed_call(body, 2).unwrap().encoding;
+        assert_eq!(encoding(r#"{"input": "a"}"#), EncodingFormat::Float);
+        assert_eq!(encoding(r#"{"input": "a", "encoding_format": "base64"}"#), EncodingFormat::Base64);
         assert!(
-            embed_error(r#"{"input": "a", "encoding_format": "base64"}"#, 2).starts_with("encoding_format:")
+            embed_error(r#"{"input": "a", "encoding_format": "int8"}"#, 2).starts_with("encoding_format:")
         );
+        assert!(embed_call(r#"{"input": "a", "dimensions": 384, "user": "u"}"#, 2).is_ok());
+        assert!(
+            embed_error(r#"{"input": "a", "dimensions": 128}"#, 2)
+                .starts_with("dimensions: this model's vectors have 384")
+        );
+        let unknown = embed_error(r#"{"input": "a", "prompt_name": "query"}"#, 2);
+        assert!(
+            unknown.starts_with("prompt_name: is not supported by this server (expected one of `input`"),
+            "{unknown}"
+        );
+    }
+
+    fn generate(body: &str, format: GenerationFormat) -> Result<ValidGeneration, String> {
+        let r = parse(body.as_bytes()).map_err(|e: ApiError| e.to_string())?;
+        generation(r, format, "m", 2048, 4).map_err(|e| e.to_string())
     }
 
     #[test]
     fn generation_settings_are_bounded_and_messages_need_both_parts() {
-        let gen_error = |body: &str, format| {
-            generation(parse(body.as_bytes()).unwrap(), format, "m", 2048).unwrap_err().to_string()
-        };
+        let gen_error = |body: &str, format| generate(body, format).unwrap_err();
         let chat = GenerationFormat::Chat;
         assert_eq!(gen_error(r#"{"messages": []}"#, chat), "messages: must not be empty");
         assert_eq!(
             gen_error(r#"{"messages": [{"role": "user"}]}"#, chat),
             "messages[0].content: must be a string"
         );
+        assert_eq!(
+            gen_error(r#"{"messages": [{"role": "tool", "content": "x"}]}"#, chat),
+            "messages[0].role: must be one of system, developer, user, assistant"
+        );
+        assert_eq!(
+            gen_error(
+                r#"{"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}"#,
+                chat
+            ),
+            "messages[0].content[0]: parts of type image_url are not supported: text only"
+        );
+        assert!(
+            gen_error(r#"{"messages": [{"role": "user", "content": "x", "name": "a"}]}"#, chat)
+                .starts_with("messages[0].name: is not supported")
+        );
+        assert!(gen_error(r#"{"prompt": "x"}"#, chat).starts_with("prompt: is a field of /v1/completions"));
         let completion = GenerationFormat::Completion;
-        assert_eq!(
-            gen_error(r#"{"prompt": "hi", "max_tokens": 0}"#, completion),
-            "max_tokens: must be between 1 and 2048"
-        );
-        assert_eq!(
-            gen_error(r#"{"prompt": "hi", "temperature": -1}"#, completion),
-            "temperature: must be between 0 and 2"
-        );
-        assert_eq!(
-            gen_error(r#"{"prompt": ["a", "b"]}"#, completion),
-            "prompt: has 2 items; at most 1 per call"
-        );
-        let ok =
-            generation(parse(br#"{"prompt": "hi", "seed": 7}"#).unwrap(), completion, "m", 2048).unwrap();
+        for (body, error) in [
+            (r#"{"prompt": "hi", "max_tokens": 0}"#, "max_tokens: must be between 1 and 2048"),
+            (r#"{"prompt": "hi", "max_tokens": 1.5}"#, "max_tokens: must be a whole number"),
+            (
+                r#"{"prompt": "hi", "max_tokens": 4, "max_completion_tokens": 4}"#,
+                "max_completion_tokens: give max_tokens",
+            ),
+            (r#"{"prompt": "hi", "temperature": -1}"#, "temperature: must be between 0 and 2"),
+            (r#"{"prompt": ["a", "b", "c", "d", "e"]}"#, "prompt: has 5 items; at most 4 per call"),
+            (
+                r#"{"prompt": "hi", "stop": ["a", "b", "c", "d", "e"]}"#,
+                "stop: has 5 items; at most 4 per call",
+            ),
+            (r#"{"prompt": "hi", "n": 17}"#, "n: must be between 1 and 16"),
+            (r#"{"prompt": "hi", "stream_options": {"include_usage": true}}"#, "stream_options: is only for"),
+            (
+                r#"{"prompt": "hi", "response_format": {"type": "json_object"}}"#,
+                "response_format: json_object is not supported",
+            ),
+            (r#"{"prompt": "hi", "logprobs": 2}"#, "logprobs: token log-probabilities are not returned"),
+            (r#"{"prompt": "hi", "echo": true}"#, "echo: is not supported by this server"),
+        ] {
+            let got = gen_error(body, completion);
+            assert!(got.starts_with(error), "{body}: {got}");
+        }
+        let ok = generate(
+            r#"{"prompt": "hi", "seed": 7, "logprobs": false, "response_format": {"type": "text"}}"#,
+            completion,
+        )
+        .unwrap();
         assert_eq!((ok.max_tokens, ok.max_tokens_given, ok.sampling.seed, ok.stream), (128, false, 7, false));
+    }
+
+    #[test]
+    fn openai_sampling_fields_reach_the_sampler_and_choices_come_per_prompt() {
+        let call = generate(
+            r#"{"prompt": ["a", "b"], "n": 2, "max_completion_tokens": 9, "top_k": 5, "min_p": 0.1,
+                "presence_penalty": 0.5, "frequency_penalty": -0.5, "seed": 10, "stop": "\n",
+                "stream": true, "stream_options": {"include_usage": true}}"#,
+            GenerationFormat::Completion,
+        )
+        .unwrap();
+        assert_eq!((call.max_tokens, call.max_tokens_given, call.include_usage), (9, true, true));
+        let s = call.sampling;
+        assert_eq!((s.top_k, s.min_p, s.presence_penalty, s.frequency_penalty), (5, 0.1, 0.5, -0.5));
+        assert_eq!(call.stop, vec!["\n".to_string()]);
+        let choices: Vec<(usize, u64)> = call.choices().map(|(p, s)| (p, s.seed)).collect();
+        assert_eq!(choices, [(0, 10), (0, 11), (1, 10), (1, 11)]);
     }
 }

@@ -130,6 +130,18 @@ impl Driver {
         counts
     }
 
+    /// Whether a request could be served now: an instance is up at every stage of the model (a
+    /// whole-model instance serves them all).
+    pub fn can_serve(&self) -> bool {
+        let state = self.lock();
+        let units: Vec<UnitSpec> = state.ledger().instances().map(|(_, unit)| *unit).collect();
+        match units.iter().find_map(|u| u.stage) {
+            _ if units.iter().any(|u| u.stage.is_none()) => true,
+            Some(stage) => (0..stage.count).all(|i| units.iter().any(|u| u.stage_index() == i)),
+            None => false,
+        }
+    }
+
     pub fn policy_gauges(&self) -> Vec<Gauge> {
         self.lock().policy().gauges()
     }
@@ -197,16 +209,17 @@ impl Driver {
         Ok(admitted?.into_iter().map(|(id, rx)| (self.claim(id), rx)).collect())
     }
 
-    /// Hands one generation (its prompt's token ids, its cap and predicted output length) to
-    /// the policy; the receiver streams its tokens, then `Done`, or says why it failed or was
-    /// given up on.
+    /// Hands one generation (its prompt's token ids, its cap and predicted output length, how
+    /// it samples and where it stops) to the policy; the receiver streams its tokens, then
+    /// `Done`, or says why it failed or was given up on.
     pub fn generate(
         self: &Arc<Self>,
         prompt: Vec<u32>,
         generation: Generation,
         sampling: SamplingParams,
+        stop: Vec<String>,
     ) -> (Claim, UnboundedReceiver<GenEvent>) {
-        let (id, rx, outside) = self.lock().generate(self.now(), prompt, generation, sampling);
+        let (id, rx, outside) = self.lock().generate(self.now(), prompt, generation, sampling, stop);
         self.carry_out(outside);
         (self.claim(id), rx)
     }
@@ -237,6 +250,20 @@ impl Driver {
             let outside = self.lock().worker_gone(self.now(), host, pid);
             if !outside.is_empty() {
                 tracing::error!(%host, pid, "worker lost: its registration is gone");
+                self.metrics.workers_lost.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            self.carry_out(outside);
+        }
+    }
+
+    /// Idle instances whose worker process of this host exited (killed, crashed) are lost now,
+    /// not at their next batch: readiness says so at once, and the policy replaces them.
+    pub fn reap_exited_workers(self: &Arc<Self>) {
+        let pids = self.lock().worker_pids();
+        for (host, pid) in pids.into_iter().filter(|(_, pid)| !process_running(*pid)) {
+            let outside = self.lock().worker_gone(self.now(), host, pid);
+            if !outside.is_empty() {
+                tracing::error!(pid, "worker lost: its process exited");
                 self.metrics.workers_lost.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
             self.carry_out(outside);
@@ -345,4 +372,12 @@ impl Driver {
         }
         self.carry_out(outside);
     }
+}
+
+/// Whether process `pid` runs: it is in the process table and not a zombie (exited, not yet
+/// waited for by its parent).
+fn process_running(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    // The state follows the command name, which is in parentheses and may hold spaces.
+    !stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
 }

@@ -158,12 +158,13 @@ impl State {
         prompt: Vec<u32>,
         generation: Generation,
         sampling: SamplingParams,
+        stop: Vec<String>,
     ) -> (RequestId, UnboundedReceiver<GenEvent>, Vec<Outside>) {
         let (events, rx) = unbounded_channel();
         let new = NewRequest { input_len: prompt.len() as u32, generation: Some(generation), service: None };
         let max_tokens = generation.max_tokens;
         let (id, outside) = self.admit(now, new, |id| {
-            let request = GenRequest { key: id.0, prompt, max_tokens, sampling, events };
+            let request = GenRequest { key: id.0, prompt, max_tokens, sampling, stop, events };
             Job::Generate { request: Some(request), enqueued: Instant::now() }
         });
         (id, rx, outside)
@@ -240,6 +241,11 @@ impl State {
     pub(crate) fn worker_gone(&mut self, now: Time, host: HostId, pid: u32) -> Vec<Outside> {
         let ours = |w: &Instance| w.host == host && w.start.as_ref().is_some_and(|s| s.pid == pid);
         self.lose_idle(now, ours, &format!("worker process {pid}'s registration is gone"))
+    }
+
+    /// The worker processes of the instances up: (host, pid).
+    pub(crate) fn worker_pids(&self) -> Vec<(HostId, u32)> {
+        self.instances.values().filter_map(|w| Some((w.host, w.start.as_ref()?.pid))).collect()
     }
 
     /// The idle instances whose worker is `which` are lost now, for `why`.

@@ -5,7 +5,7 @@
 use morph_core::TokenPlan;
 
 use super::embed::Embedder;
-use super::valid::ValidClassify;
+use super::valid::{EmbedInputs, ValidClassify};
 use crate::error::ApiError;
 
 /// A classification call's answers: each input's label and scores, with the plan its batch ran.
@@ -30,7 +30,8 @@ impl Embedder {
             return Err(ApiError::UnknownTask { asked: call.task, served });
         };
         let class = call.class(task);
-        let (pooled, tokens) = self.pool(call.texts, call.field, call.truncate, Some(class)).await?;
+        let inputs = EmbedInputs::Texts(call.texts);
+        let (pooled, tokens) = self.pool(inputs, call.field, call.truncate, Some(class)).await?;
         let answers = pooled
             .iter()
             .map(|p| heads.classify(task, p.plan, &p.vector).map(|a| (a, p.plan)).map_err(ApiError::Engine))

@@ -10,7 +10,7 @@ use morph_encoder::tasks::served::TaskHeads;
 use morph_encoder::tokenize::truncate;
 use morph_engine::EngineError;
 
-use super::valid::ValidEmbed;
+use super::valid::{EmbedInputs, ValidEmbed};
 use crate::driver::{CallClass, Driver, Pooled, SeqError};
 use crate::error::ApiError;
 
@@ -23,6 +23,9 @@ pub struct Embedder {
     pub(super) heads: Option<Arc<TaskHeads>>,
     /// The longest input any runtime accepts.
     max_input_len: u32,
+    /// Most of one call's sequences handed to the policy at once: a larger call goes in waves,
+    /// each once the last is answered, so that it fits the policy's queue.
+    wave: usize,
 }
 
 /// Vectors for one call, and its token count (for `usage`).
@@ -38,14 +41,15 @@ impl Embedder {
         tokenizer: Arc<TextTokenizer>,
         heads: Option<Arc<TaskHeads>>,
         max_input_len: u32,
+        wave: usize,
     ) -> Self {
-        Self { driver, tokenizer, heads, max_input_len }
+        Self { driver, tokenizer, heads, max_input_len, wave: wave.max(1) }
     }
 
     /// The call's vectors, L2-normalised when it asks.
     pub async fn embed(&self, call: ValidEmbed) -> Result<Embedded, ApiError> {
         let normalize = call.normalize;
-        let (pooled, tokens) = self.pool(call.texts, call.field, call.truncate, None).await?;
+        let (pooled, tokens) = self.pool(call.inputs, call.field, call.truncate, None).await?;
         let mut vectors: Vec<Vec<f32>> = pooled.into_iter().map(|p| p.vector).collect();
         if normalize {
             vectors.iter_mut().for_each(|v| l2_normalize(v));
@@ -53,23 +57,41 @@ impl Embedder {
         Ok(Embedded { vectors, tokens })
     }
 
-    /// The pooled outputs of `texts` (from `field`; cut to the longest runtime when `cut`) with
-    /// the plan each ran under, and their token count; `class` is every text's.
+    /// The pooled outputs of `inputs` (from `field`; cut to the longest runtime when `cut`)
+    /// with the plan each ran under, and their token count; `class` is every input's.
     pub(super) async fn pool(
         &self,
-        texts: Vec<String>,
+        inputs: EmbedInputs,
         field: &str,
         cut: bool,
         class: Option<CallClass>,
     ) -> Result<(Vec<Pooled>, usize), ApiError> {
-        let sequences = self.tokenize(texts, field, cut).await?;
+        let sequences = match inputs {
+            EmbedInputs::Texts(texts) => self.tokenize(texts).await?,
+            EmbedInputs::Tokens(ids) => self.known_ids(ids, field)?,
+        };
+        let sequences = self.fit(sequences, field, cut)?;
         let tokens = sequences.iter().map(Vec::len).sum();
         for ids in &sequences {
             self.driver.metrics.input_length.observe(ids.len() as f64);
         }
-        // The call is admitted whole or refused whole (nothing of it computed and thrown away).
-        // Each sequence's claim cancels it if this call is dropped (its client went away) or
-        // fails before the sequence is answered.
+        let mut pooled = Vec::with_capacity(sequences.len());
+        let mut sequences = sequences.into_iter().peekable();
+        while sequences.peek().is_some() {
+            let wave: Vec<Vec<u32>> = sequences.by_ref().take(self.wave).collect();
+            pooled.extend(self.run_wave(wave, class).await?);
+        }
+        Ok((pooled, tokens))
+    }
+
+    /// One wave of a call's sequences, admitted whole or refused whole (nothing of it computed
+    /// and thrown away). Each sequence's claim cancels it if this call is dropped (its client
+    /// went away) or fails before the sequence is answered.
+    async fn run_wave(
+        &self,
+        sequences: Vec<Vec<u32>>,
+        class: Option<CallClass>,
+    ) -> Result<Vec<Pooled>, ApiError> {
         let submitted = self.driver.submit_call(sequences, class)?;
         let mut pooled = Vec::with_capacity(submitted.len());
         for (claim, rx) in submitted {
@@ -82,13 +104,25 @@ impl Embedder {
                 Err(_) => return Err(ApiError::Engine(EngineError::Stopped)),
             });
         }
-        Ok((pooled, tokens))
+        Ok(pooled)
     }
 
-    async fn tokenize(&self, texts: Vec<String>, field: &str, cut: bool) -> Result<Vec<Vec<u32>>, ApiError> {
+    /// Token ids sent by the caller, each checked against the vocabulary.
+    fn known_ids(&self, ids: Vec<Vec<u32>>, field: &str) -> Result<Vec<Vec<u32>>, ApiError> {
+        let vocab = self.tokenizer.vocab_size();
+        let n = ids.len();
+        for (i, seq) in ids.iter().enumerate() {
+            if let Some(bad) = seq.iter().find(|&&id| id as usize >= vocab) {
+                let message = format!("token id {bad} is not in the model's vocabulary of {vocab}");
+                return Err(ApiError::validation(field_of(field, i, n), message));
+            }
+        }
+        Ok(ids)
+    }
+
+    async fn tokenize(&self, texts: Vec<String>) -> Result<Vec<Vec<u32>>, ApiError> {
         let started = Instant::now();
         let tokenizer = self.tokenizer.clone();
-        let max_len = self.max_input_len as usize;
         let encoded = tokio::task::spawn_blocking(move || {
             texts.iter().map(|t| tokenizer.encode(t)).collect::<Result<Vec<_>, _>>()
         })
@@ -96,6 +130,12 @@ impl Embedder {
         .map_err(|e| ApiError::Engine(EngineError::Tokenize(e.to_string())))?
         .map_err(ApiError::Engine)?;
         self.driver.metrics.tokenization_seconds.observe(started.elapsed().as_secs_f64());
+        Ok(encoded)
+    }
+
+    /// Sequences longer than the longest runtime are cut when `cut`, else refused.
+    fn fit(&self, encoded: Vec<Vec<u32>>, field: &str, cut: bool) -> Result<Vec<Vec<u32>>, ApiError> {
+        let max_len = self.max_input_len as usize;
         let n = encoded.len();
         encoded
             .into_iter()

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use morph_decoder::{GenEvent, GgufTokenizer, Llama, Message, chatml_prompt};
+use morph_decoder::{GenEvent, GgufTokenizer, Llama, Message, SamplingParams, chatml_prompt};
 use morph_encoder::predictor::predictor_text;
 use morph_engine::EngineError;
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -75,66 +75,101 @@ impl Generator {
         self.model.0.config.context
     }
 
-    /// Starts the call's generation and waits for its first event: a refusal or failure then is
-    /// the call's error status.
-    pub async fn start(&self, call: ValidGeneration) -> Result<Generation, ApiError> {
-        // The predictor's input is built only when there is a predictor to read it.
-        let predictor_input = self.predictions.as_ref().map(|_| match &call.prompt {
-            Prompt::Text(prompt) => prompt.clone(),
-            Prompt::Chat(messages) => chat_predictor_input(messages),
-        });
-        let prompt = self.tokenize(&call).await?;
-        if self.prefill_stages > 0 {
-            return self.next_token(&call, prompt).await;
+    /// Starts the call's generations (one per choice, all handed over before any is awaited)
+    /// and waits for each one's first event: a refusal or failure then is the call's error
+    /// status (the others started are cancelled as their claims drop).
+    pub async fn start(&self, call: &ValidGeneration) -> Result<Vec<Generation>, ApiError> {
+        let mut prompts = Vec::with_capacity(call.prompts.len());
+        for prompt in &call.prompts {
+            prompts.push(self.tokenize(prompt, call.max_tokens).await?);
         }
-        let (truth, predicted) = match (&self.predictions, predictor_input) {
-            (Some(predictions), Some(text)) => {
+        let mut started = Vec::new();
+        for (index, sampling) in call.choices() {
+            let ids = prompts[index].clone();
+            if self.prefill_stages > 0 {
+                started.push(Started::Ready(self.next_token(call, sampling, ids).await?));
+                continue;
+            }
+            started.push(self.hand_over(&call.prompts[index], ids, call, sampling).await);
+        }
+        let mut generations = Vec::with_capacity(started.len());
+        for start in started {
+            generations.push(match start {
+                Started::Ready(generation) => generation,
+                Started::Waiting { claim, mut events, truth } => match events.recv().await {
+                    Some(GenEvent::Dropped(r)) => return Err(ApiError::generation_dropped(r)),
+                    Some(GenEvent::Failed(e)) => return Err(ApiError::Engine(e)),
+                    None => return Err(ApiError::Engine(EngineError::Stopped)),
+                    Some(first) => Generation { claim, events, first, truth },
+                },
+            });
+        }
+        Ok(generations)
+    }
+
+    /// Hands one choice's generation to the driver, with its predicted output length when there
+    /// is a predictor.
+    async fn hand_over(
+        &self,
+        prompt: &Prompt,
+        ids: Vec<u32>,
+        call: &ValidGeneration,
+        sampling: SamplingParams,
+    ) -> Started {
+        let (truth, predicted) = match &self.predictions {
+            Some(predictions) => {
+                let text = match prompt {
+                    Prompt::Text(prompt) => prompt.clone(),
+                    Prompt::Chat(messages) => chat_predictor_input(messages),
+                };
                 let predicted = predictions.predict(text.clone()).await;
                 (Some(Truth { predictions: predictions.clone(), text }), predicted)
             }
-            _ => (None, None),
+            None => (None, None),
         };
         let generation = morph_core::Generation { max_tokens: call.max_tokens, predicted };
-        let (claim, mut events) = self.driver.generate(prompt, generation, call.sampling);
-        match events.recv().await {
-            Some(GenEvent::Dropped(r)) => Err(ApiError::generation_dropped(r)),
-            Some(GenEvent::Failed(e)) => Err(ApiError::Engine(e)),
-            None => Err(ApiError::Engine(EngineError::Stopped)),
-            Some(first) => Ok(Generation { claim, events, first, truth }),
-        }
+        let (claim, events) = self.driver.generate(ids, generation, sampling, call.stop.clone());
+        Started::Waiting { claim, events, truth }
     }
 
-    /// The prompt's token ids; with `max_tokens` they must fit in what a sequence holds (a whole
+    /// A prompt's token ids; with `max_tokens` they must fit in what a sequence holds (a whole
     /// decoder's KV cache is its runtime's length, a prefill the context; a prompt alone too long
     /// is the policy's 413).
-    async fn tokenize(&self, call: &ValidGeneration) -> Result<Vec<u32>, ApiError> {
+    async fn tokenize(&self, prompt: &Prompt, max_tokens: u32) -> Result<Vec<u32>, ApiError> {
         let context = self.context();
         let holds = match self.prefill_stages {
             0 => context.min(self.max_input_len as usize),
             _ => context,
         };
-        let text = match &call.prompt {
+        let text = match prompt {
             Prompt::Text(prompt) => prompt.clone(),
             Prompt::Chat(messages) => chatml_prompt(messages),
         };
-        let field = call.prompt.field();
+        let field = prompt.field();
         let model = self.model.clone();
-        let prompt = tokio::task::spawn_blocking(move || model.1.encode(&text))
+        let ids = tokio::task::spawn_blocking(move || model.1.encode(&text))
             .await
             .map_err(|e| ApiError::Engine(EngineError::Tokenize(e.to_string())))?
             .map_err(|e| match e {
                 EngineError::Unrepresentable(message) => ApiError::validation(field, message),
                 e => ApiError::Engine(e),
             })?;
-        if prompt.len() < holds && prompt.len() + call.max_tokens as usize > holds {
+        if ids.len() < holds && ids.len() + max_tokens as usize > holds {
             let message = format!(
                 "the prompt's {} tokens plus max_tokens exceed the {holds} tokens a sequence holds here (the model's context of {context}, or the runtime's length: --runtime dynamic:LENxN)",
-                prompt.len()
+                ids.len()
             );
             return Err(ApiError::validation("max_tokens", message));
         }
-        Ok(prompt)
+        Ok(ids)
     }
+}
+
+/// A choice handed over: answered already (a prefill-stage server's one token), or waiting for
+/// its first event.
+enum Started {
+    Ready(Generation),
+    Waiting { claim: Claim, events: UnboundedReceiver<GenEvent>, truth: Option<Truth> },
 }
 
 /// What the length predictor reads of a chat: its earlier turns and last prompt (§3.1), the

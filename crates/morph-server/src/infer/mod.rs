@@ -12,4 +12,4 @@ mod valid;
 pub use classify::Classified;
 pub use embed::{Embedded, Embedder};
 pub use generate::{Generation, Generator, Truth};
-pub use valid::{GenerationFormat, Prompt, ValidClassify, ValidEmbed, ValidGeneration};
+pub use valid::{EmbedInputs, GenerationFormat, Prompt, ValidClassify, ValidEmbed, ValidGeneration};

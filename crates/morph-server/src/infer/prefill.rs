@@ -3,7 +3,7 @@
 //! stage's next-token logits are sampled once, and the call gets that one token, in the same
 //! formats (and stream) as a whole decoder's completion.
 
-use morph_decoder::{FinishReason, GenEvent, Sampler};
+use morph_decoder::{FinishReason, GenEvent, Sampler, SamplingParams, Scanned, StopScan};
 use morph_engine::EngineError;
 use tokio::sync::mpsc::unbounded_channel;
 
@@ -17,6 +17,7 @@ impl Generator {
     pub(super) async fn next_token(
         &self,
         call: &ValidGeneration,
+        sampling: SamplingParams,
         prompt: Vec<u32>,
     ) -> Result<Generation, ApiError> {
         if call.max_tokens_given && call.max_tokens != 1 {
@@ -33,16 +34,22 @@ impl Generator {
             Err(_) => return Err(ApiError::Engine(EngineError::Stopped)),
         };
         let tokenizer = &self.model.1;
-        let token = Sampler::new(call.sampling).sample(&logits);
+        let token = Sampler::new(sampling).sample(&logits);
         let (events, rx) = unbounded_channel();
+        let mut stop = StopScan::new(call.stop.clone());
         let (first, reason, completion_tokens) = match token == tokenizer.eos {
             true => (None, FinishReason::Stop, 0),
             false => {
                 let text = tokenizer.decode(&[token]).map_err(ApiError::Engine)?;
-                (Some(GenEvent::Token { id: token, text }), FinishReason::Length, 1)
+                let (text, reason) = match stop.push(&text) {
+                    Scanned::Text(text) => (text, FinishReason::Length),
+                    Scanned::Stopped(text) => (text, FinishReason::Stop),
+                };
+                (Some(GenEvent::Token { id: token, text }), reason, 1)
             }
         };
-        let done = GenEvent::Done { reason, prompt_tokens, cached_tokens: 0, completion_tokens };
+        let tail = stop.flush();
+        let done = GenEvent::Done { reason, tail, prompt_tokens, cached_tokens: 0, completion_tokens };
         let first = match first {
             Some(first) => {
                 let _ = events.send(done);

@@ -7,13 +7,34 @@ use morph_decoder::{Message, SamplingParams};
 
 use crate::driver::CallClass;
 
-/// An embedding call: its texts (from `field`), whether to cut long ones, whether to normalise.
+/// An embedding call: its inputs (from `field`), whether to cut long ones, whether to normalise.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ValidEmbed {
-    pub texts: Vec<String>,
+    pub inputs: EmbedInputs,
     pub field: &'static str,
     pub truncate: bool,
     pub normalize: bool,
+}
+
+/// What an embedding call embeds: texts, or token ids (used as given, with the special tokens
+/// the caller put in: `/tokenize`'s answer embeds as its text does).
+#[derive(Debug, Clone, PartialEq)]
+pub enum EmbedInputs {
+    Texts(Vec<String>),
+    Tokens(Vec<Vec<u32>>),
+}
+
+impl EmbedInputs {
+    pub fn len(&self) -> usize {
+        match self {
+            EmbedInputs::Texts(texts) => texts.len(),
+            EmbedInputs::Tokens(ids) => ids.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// A classification call: the task asked for, its texts and the service class they run in.
@@ -52,15 +73,33 @@ impl Prompt {
     }
 }
 
-/// A generation call: its prompt, how many tokens it may produce, how they are sampled.
+/// A generation call: its prompts, how many tokens each may produce, how they are sampled and
+/// where they stop; `n` choices per prompt.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ValidGeneration {
-    pub prompt: Prompt,
+    pub prompts: Vec<Prompt>,
+    pub n: u32,
     pub max_tokens: u32,
     /// Whether the call named `max_tokens` (a prefill-stage server answers one token only).
     pub max_tokens_given: bool,
+    /// The first choice's; choice `i` of a prompt draws with `seed + i`.
     pub sampling: SamplingParams,
+    pub stop: Vec<String>,
     pub stream: bool,
+    /// A stream's last chunk carries the call's token counts.
+    pub include_usage: bool,
+}
+
+impl ValidGeneration {
+    /// The choices to generate, in the answer's order (OpenAI's: prompt by prompt, `n` each):
+    /// each one's prompt (by index) and sampling.
+    pub fn choices(&self) -> impl Iterator<Item = (usize, SamplingParams)> + '_ {
+        (0..self.prompts.len()).flat_map(move |prompt| {
+            (0..self.n as u64).map(move |i| {
+                (prompt, SamplingParams { seed: self.sampling.seed.wrapping_add(i), ..self.sampling })
+            })
+        })
+    }
 }
 
 /// The ways a generation call is made.
@@ -68,4 +107,13 @@ pub struct ValidGeneration {
 pub enum GenerationFormat {
     Completion,
     Chat,
+}
+
+impl GenerationFormat {
+    pub fn route(self) -> &'static str {
+        match self {
+            GenerationFormat::Completion => "/v1/completions",
+            GenerationFormat::Chat => "/v1/chat/completions",
+        }
+    }
 }

@@ -120,6 +120,12 @@ impl Launcher {
         Some(self.processes.as_ref()?.remote()?.host_alive(host))
     }
 
+    /// Whether instances run as worker processes of this host only (no cluster): their exits
+    /// are seen in the process table.
+    pub fn local_processes(&self) -> bool {
+        self.processes.as_ref().is_some_and(|p| p.remote().is_none())
+    }
+
     /// Worker processes whose registration went away since the last call: (host, pid).
     pub fn gone_workers(&self) -> Vec<(HostId, u32)> {
         self.processes.as_ref().and_then(ProcessLauncher::remote).map_or_else(Vec::new, |r| r.gone_workers())

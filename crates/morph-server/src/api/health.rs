@@ -1,0 +1,30 @@
+//! Liveness and readiness apart, as Kubernetes probes them: `GET /live` answers while the
+//! process does; `GET /ready` (and `/health`, its older name) is 503 while no request could be
+//! served: every instance of a stage gone (their workers dead, not yet replaced), or the server
+//! shutting down. Until the model is loaded the port is not open, which a startup probe sees.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+
+use super::AppState;
+use super::responses::Health;
+
+pub(super) async fn live() -> Json<Health> {
+    Json(Health { status: "ok", reason: None })
+}
+
+pub(super) async fn ready(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
+    let unready = |reason| {
+        (StatusCode::SERVICE_UNAVAILABLE, Json(Health { status: "unavailable", reason: Some(reason) }))
+    };
+    if state.drain.begun() {
+        return unready("the server is shutting down");
+    }
+    if !state.driver.can_serve() {
+        return unready(
+            "no instance can serve: a stage has none (their workers died and are not replaced yet)",
+        );
+    }
+    (StatusCode::OK, Json(Health { status: "ok", reason: None }))
+}
