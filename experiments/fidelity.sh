@@ -39,8 +39,8 @@ sim = json.load(open(f"{d}/sim.json"))[0]
 served = dict(l.split() for l in open(f"{d}/lengths.txt"))
 print(f"requests: live sent {live['sent']} (ok {live['ok']}, errors {live['errors']}), simulated {sim['requests']}")
 m = {k: float(v) for k, v in served.items()}
-print(f"tokens the live server saw: {m['morph_request_input_length_sum']:.0f} over {m['morph_request_input_length_count']:.0f} inputs")
-print(f"live server: {m['morph_batch_size_count']:.0f} batches of {m['morph_batch_size_sum'] / m['morph_batch_size_count']:.2f} on average, "
+print(f"tokens the live server saw: {m['morph_request_input_tokens_sum']:.0f} over {m['morph_request_input_tokens_count']:.0f} inputs")
+print(f"live server: {m['morph_batch_sequences_count']:.0f} batches of {m['morph_batch_sequences_sum'] / m['morph_batch_sequences_count']:.2f} on average, "
       f"engine {1e3 * m['morph_inference_seconds_sum'] / m['morph_inference_seconds_count']:.2f} ms per batch, "
       f"queue {1e3 * m['morph_queue_seconds_sum'] / m['morph_queue_seconds_count']:.2f} ms and tokenizing "
       f"{1e3 * m['morph_tokenization_seconds_sum'] / m['morph_tokenization_seconds_count']:.2f} ms per call; "

@@ -21,6 +21,9 @@ use morph_server::cluster::lease::Registration;
 use morph_server::cluster::membership::{MemberChange, Membership};
 use morph_server::cluster::{ClusterConfig, WorkerRecord};
 
+/// Embedding calls answered 200, as `/metrics` counts them.
+const EMBEDDINGS_ANSWERED: &str = "morph_requests_total{route=\"/v1/embeddings\",status=\"200\"}";
+
 /// A process of the test (etcd, an agent), woken if frozen and stopped when dropped.
 struct Proc(Child);
 
@@ -308,10 +311,10 @@ async fn a_frozen_host_is_found_dead_by_its_lease_and_its_batch_runs_again_on_an
     until("host b back", async || hosts(&served.url).await.contains(&("b".into(), 1, true))).await;
     until("the cut-off worker exits", async || !std::path::Path::new(&format!("/proc/{frozen}")).exists())
         .await;
-    let answered = metric(&served.url, "morph_requests_total").await;
+    let answered = metric(&served.url, EMBEDDINGS_ANSWERED).await;
     let (status, _) = embed(&served.url, &TEXTS).await;
     assert_eq!(status, 200);
-    assert_eq!(metric(&served.url, "morph_requests_total").await, answered + 1.0);
+    assert_eq!(metric(&served.url, EMBEDDINGS_ANSWERED).await, answered + 1.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -408,7 +411,7 @@ async fn three_hosts_serve_a_pipeline_across_two_and_one_killed_mid_load_loses_n
     }
 
     // Load; host 2 killed (every process SIGKILLed) while it runs.
-    let before = metric(&served.url, "morph_requests_total").await;
+    let before = metric(&served.url, EMBEDDINGS_ANSWERED).await;
     let calls = 90;
     let sent: Vec<_> = (0..calls)
         .map(|i| {
@@ -436,7 +439,7 @@ async fn three_hosts_serve_a_pipeline_across_two_and_one_killed_mid_load_loses_n
     }
     assert_eq!(answered, calls);
     assert_eq!(
-        metric(&served.url, "morph_requests_total").await,
+        metric(&served.url, EMBEDDINGS_ANSWERED).await,
         before + calls as f64,
         "each call counted once"
     );

@@ -1,53 +1,18 @@
-//! A small Prometheus registry: the counters, gauges and histograms Morph exports at `/metrics`.
+//! What Morph exports at `/metrics`, recorded with the `metrics` crate into this server's own
+//! Prometheus recorder (`metrics-exporter-prometheus`, as TEI does; one per server, so that
+//! servers in one process keep their counts apart), with the process's own `process_*` series
+//! (`metrics-process`). A family appears once the server records into it: an embedding server
+//! exports no generation families, and the other way round.
 
-use std::fmt::Write;
+use std::collections::BTreeSet;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
 
+use metrics::{
+    Counter, Gauge as GaugeHandle, Histogram, Key, KeyName, Label, Metadata, Recorder, SharedString, Unit,
+};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusRecorder};
 use morph_core::{Gauge, StartKind};
-
-/// Cumulative-bucket histogram with fixed upper bounds.
-#[derive(Debug)]
-pub struct Histogram {
-    bounds: &'static [f64],
-    state: Mutex<HistogramState>,
-}
-
-#[derive(Debug, Default)]
-struct HistogramState {
-    counts: Vec<u64>,
-    sum: f64,
-    count: u64,
-}
-
-const SECONDS: &[f64] =
-    &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
-const SIZES: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0];
-
-impl Histogram {
-    fn new(bounds: &'static [f64]) -> Self {
-        let state = HistogramState { counts: vec![0; bounds.len()], ..Default::default() };
-        Self { bounds, state: Mutex::new(state) }
-    }
-
-    pub fn observe(&self, value: f64) {
-        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let first = self.bounds.partition_point(|b| *b < value);
-        s.counts[first..].iter_mut().for_each(|c| *c += 1);
-        s.sum += value;
-        s.count += 1;
-    }
-
-    fn render(&self, out: &mut String, name: &str, help: &str) {
-        let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
-        for (bound, count) in self.bounds.iter().zip(&s.counts) {
-            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {count}");
-        }
-        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", s.count);
-        let _ = writeln!(out, "{name}_sum {}\n{name}_count {}", s.sum, s.count);
-    }
-}
 
 /// Why a request failed, as counted in `morph_request_failures_total{kind}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,21 +32,6 @@ pub enum FailureKind {
 }
 
 impl FailureKind {
-    const ALL: [FailureKind; 12] = [
-        FailureKind::Validation,
-        FailureKind::BodyTooLarge,
-        FailureKind::BodyTimeout,
-        FailureKind::TooLong,
-        FailureKind::Overloaded,
-        FailureKind::UnknownModel,
-        FailureKind::UnknownTask,
-        FailureKind::Unauthorized,
-        FailureKind::Deadline,
-        FailureKind::WrongEndpoint,
-        FailureKind::Engine,
-        FailureKind::ShuttingDown,
-    ];
-
     pub fn label(self) -> &'static str {
         match self {
             FailureKind::Validation => "validation",
@@ -94,8 +44,8 @@ impl FailureKind {
             FailureKind::Unauthorized => "unauthorized",
             FailureKind::Deadline => "deadline",
             FailureKind::WrongEndpoint => "wrong_endpoint",
-            FailureKind::ShuttingDown => "shutting_down",
             FailureKind::Engine => "engine",
+            FailureKind::ShuttingDown => "shutting_down",
         }
     }
 }
@@ -112,8 +62,6 @@ pub enum CancelKind {
 }
 
 impl CancelKind {
-    const ALL: [CancelKind; 3] = [CancelKind::Queued, CancelKind::Stopped, CancelKind::Discarded];
-
     pub fn label(self) -> &'static str {
         match self {
             CancelKind::Queued => "queued",
@@ -123,302 +71,332 @@ impl CancelKind {
     }
 }
 
-#[derive(Debug)]
-pub struct Metrics {
-    pub requests: AtomicU64,
-    failures: [AtomicU64; FailureKind::ALL.len()],
-    cancellations: [AtomicU64; CancelKind::ALL.len()],
-    /// Policy actions the ledger refused (policy bugs).
-    refused: AtomicU64,
-    /// Generation: tokens the decoders sampled (for every generation, its caller there or not).
-    pub generated_tokens: AtomicU64,
-    /// Generation: prompt tokens of answered generations, and those a kept cache held.
-    pub prompt_tokens: AtomicU64,
-    pub cached_prompt_tokens: AtomicU64,
-    pub queue_size: AtomicI64,
-    pub batch_size: Histogram,
-    pub batch_padded_tokens: Histogram,
-    pub input_length: Histogram,
-    pub tokenization_seconds: Histogram,
-    pub queue_seconds: Histogram,
-    pub inference_seconds: Histogram,
-    pub request_seconds: Histogram,
-    /// Generation: time to the first token, and per output token after it.
-    pub time_to_first_token_seconds: Histogram,
-    pub time_per_output_token_seconds: Histogram,
-    /// Generation: how long a prompt waited for its predicted output length (SSJF).
-    pub prediction_seconds: Histogram,
-    pub prediction_cache_hits: AtomicU64,
-    /// Launches come up, by start kind (cold, warm, hot), and their summed time in ns.
-    starts: [AtomicU64; 3],
-    start_nanos: [AtomicU64; 3],
-    /// Worker processes that crashed or were declared dead.
-    pub workers_lost: AtomicU64,
-    /// Decoder iterations by (sequences computed, whether a prompt chunk was fed): the serving
-    /// path's K(b) and prefill as a simulator prices them.
-    decode_iterations: Mutex<std::collections::BTreeMap<(usize, bool), IterationSums>>,
+/// Bucket bounds of durations: from half a millisecond to a long generation's five minutes.
+const SECONDS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+    300.0,
+];
+/// Bucket bounds of counts (sequences, tokens).
+const SIZES: &[f64] =
+    &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0];
+const PADDED_TOKENS: &[f64] = &[64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0, 32768.0];
+
+/// Every family: its name, kind, unit and help (the `# HELP` line).
+const FAMILIES: &[(&str, Kind, Option<Unit>, &str)] = &[
+    ("morph_requests_total", Kind::Counter, None, "HTTP calls answered, by route and status."),
+    (
+        "morph_request_duration_seconds",
+        Kind::Histogram,
+        Some(Unit::Seconds),
+        "End-to-end time of a call, by route and status (failures too).",
+    ),
+    ("morph_request_failures_total", Kind::Counter, None, "Failed calls by kind."),
+    ("morph_queue_sequences", Kind::Gauge, None, "Sequences admitted and waiting for an instance."),
+    ("morph_instances", Kind::Gauge, None, "Instances per unit (runtime, stage, threads)."),
+    (
+        "morph_cancellations_total",
+        Kind::Counter,
+        None,
+        "Requests whose client went away, by where they were.",
+    ),
+    (
+        "morph_policy_refusals_total",
+        Kind::Counter,
+        None,
+        "Policy actions refused for breaking a ledger rule.",
+    ),
+    ("morph_generated_tokens_total", Kind::Counter, None, "Tokens the decoders sampled."),
+    ("morph_prompt_tokens_total", Kind::Counter, None, "Prompt tokens of answered generations."),
+    (
+        "morph_prompt_tokens_cached_total",
+        Kind::Counter,
+        None,
+        "Of those, prompt tokens a closed sequence's kept KV cache held (not computed again).",
+    ),
+    ("morph_batch_sequences", Kind::Histogram, None, "Sequences per batch."),
+    ("morph_batch_padded_tokens", Kind::Histogram, None, "Tokens per batch after padding."),
+    ("morph_request_input_tokens", Kind::Histogram, None, "Tokens per input sequence."),
+    ("morph_tokenization_seconds", Kind::Histogram, Some(Unit::Seconds), "Time spent tokenizing a call."),
+    (
+        "morph_queue_seconds",
+        Kind::Histogram,
+        Some(Unit::Seconds),
+        "Time a sequence waited before its batch started.",
+    ),
+    ("morph_inference_seconds", Kind::Histogram, Some(Unit::Seconds), "Time a batch spent in the engine."),
+    (
+        "morph_time_to_first_token_seconds",
+        Kind::Histogram,
+        Some(Unit::Seconds),
+        "Generation: from arrival to the first output token.",
+    ),
+    (
+        "morph_time_per_output_token_seconds",
+        Kind::Histogram,
+        Some(Unit::Seconds),
+        "Generation: mean time per output token after the first.",
+    ),
+    (
+        "morph_prediction_seconds",
+        Kind::Histogram,
+        Some(Unit::Seconds),
+        "Generation: time a prompt waited for its predicted output length.",
+    ),
+    ("morph_prediction_cache_hits_total", Kind::Counter, None, "Predictions answered from the length cache."),
+    ("morph_instance_starts_total", Kind::Counter, None, "Launched instances come up, by start kind."),
+    (
+        "morph_instance_start_seconds",
+        Kind::Histogram,
+        Some(Unit::Seconds),
+        "Time from launch to up, by start kind.",
+    ),
+    (
+        "morph_workers_lost_total",
+        Kind::Counter,
+        None,
+        "Worker processes that crashed, exited or were declared dead.",
+    ),
+    (
+        "morph_decode_iteration_seconds",
+        Kind::Histogram,
+        Some(Unit::Seconds),
+        "Decoder iterations: wall time by sequences computed and whether a prompt chunk was fed.",
+    ),
+    (
+        "morph_decode_iteration_context_tokens_total",
+        Kind::Counter,
+        None,
+        "Decoder iterations: tokens in the computed sequences' KV caches after each, summed.",
+    ),
+    ("morph_cluster_host_up", Kind::Gauge, None, "1 while the host's agent is registered in etcd."),
+    ("morph_cluster_host_slots", Kind::Gauge, None, "Device slots the policy may use on the host."),
+    ("morph_cluster_host_workers", Kind::Gauge, None, "Worker processes registered on the host."),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
 }
 
-/// One kind of decoder iteration, summed.
-#[derive(Debug, Clone, Copy, Default)]
-struct IterationSums {
-    seconds: f64,
-    count: u64,
-    /// Tokens in the computed sequences' caches after each iteration.
-    context: u64,
+/// The bounds of each histogram family.
+fn buckets(name: &str) -> &'static [f64] {
+    match name {
+        "morph_batch_padded_tokens" => PADDED_TOKENS,
+        "morph_batch_sequences" | "morph_request_input_tokens" => SIZES,
+        _ => SECONDS,
+    }
+}
+
+/// Labels of one series, by name.
+type Labels = Vec<(String, String)>;
+
+pub struct Metrics {
+    recorder: PrometheusRecorder,
+    process: metrics_process::Collector,
+    /// Series set at each scrape from the state then (instances, policy gauges, hosts): those
+    /// seen before and absent now are set to 0 rather than left at a stale value.
+    snapshot: Mutex<BTreeSet<(String, Labels)>>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
 }
 
 impl Default for Metrics {
     fn default() -> Self {
-        Self {
-            requests: AtomicU64::new(0),
-            failures: Default::default(),
-            cancellations: Default::default(),
-            refused: AtomicU64::new(0),
-            generated_tokens: AtomicU64::new(0),
-            prompt_tokens: AtomicU64::new(0),
-            cached_prompt_tokens: AtomicU64::new(0),
-            queue_size: AtomicI64::new(0),
-            batch_size: Histogram::new(SIZES),
-            batch_padded_tokens: Histogram::new(&[
-                64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0,
-            ]),
-            input_length: Histogram::new(SIZES),
-            tokenization_seconds: Histogram::new(SECONDS),
-            queue_seconds: Histogram::new(SECONDS),
-            inference_seconds: Histogram::new(SECONDS),
-            request_seconds: Histogram::new(SECONDS),
-            time_to_first_token_seconds: Histogram::new(SECONDS),
-            time_per_output_token_seconds: Histogram::new(SECONDS),
-            prediction_seconds: Histogram::new(SECONDS),
-            prediction_cache_hits: AtomicU64::new(0),
-            starts: Default::default(),
-            start_nanos: Default::default(),
-            workers_lost: AtomicU64::new(0),
-            decode_iterations: Mutex::default(),
+        let mut builder = PrometheusBuilder::new();
+        for (name, kind, _, _) in FAMILIES {
+            if *kind == Kind::Histogram {
+                builder = builder
+                    .set_buckets_for_metric(Matcher::Full((*name).to_string()), buckets(name))
+                    .unwrap_or_else(|e| unreachable!("the bucket lists are not empty: {e}"));
+            }
         }
+        let recorder = builder.build_recorder();
+        for (name, kind, unit, help) in FAMILIES {
+            let (key, help) = (KeyName::from(*name), SharedString::from(*help));
+            match kind {
+                Kind::Counter => recorder.describe_counter(key, *unit, help),
+                Kind::Gauge => recorder.describe_gauge(key, *unit, help),
+                Kind::Histogram => recorder.describe_histogram(key, *unit, help),
+            }
+        }
+        let process = metrics_process::Collector::default();
+        metrics::with_local_recorder(&recorder, || process.describe());
+        Self { recorder, process, snapshot: Mutex::default() }
     }
+}
+
+static METADATA: Metadata<'static> =
+    Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
+
+fn key(name: &str, labels: Labels) -> Key {
+    let labels: Vec<Label> = labels.into_iter().map(|(k, v)| Label::new(k, v)).collect();
+    Key::from_parts(name.to_string(), labels)
+}
+
+/// One label.
+fn label(name: &str, value: impl ToString) -> Labels {
+    vec![(name.to_string(), value.to_string())]
 }
 
 impl Metrics {
-    /// A decoder iteration of `sequences` generations took `seconds`, their caches holding
-    /// `context` tokens after it.
-    pub fn decode_iteration(&self, sequences: usize, prefilling: bool, seconds: f64, context: usize) {
-        if let Ok(mut m) = self.decode_iterations.lock() {
-            let entry = m.entry((sequences, prefilling)).or_default();
-            entry.seconds += seconds;
-            entry.count += 1;
-            entry.context += context as u64;
-        }
+    fn counter(&self, name: &str, labels: Labels) -> Counter {
+        self.recorder.register_counter(&key(name, labels), &METADATA)
+    }
+
+    fn histogram(&self, name: &str, labels: Labels) -> Histogram {
+        self.recorder.register_histogram(&key(name, labels), &METADATA)
+    }
+
+    fn gauge(&self, name: &str, labels: Labels) -> GaugeHandle {
+        self.recorder.register_gauge(&key(name, labels), &METADATA)
+    }
+
+    /// A call to `route` answered `status` after `seconds`.
+    pub fn call(&self, route: &str, status: u16, seconds: f64) {
+        let labels = [label("route", route), label("status", status)].concat();
+        self.counter("morph_requests_total", labels.clone()).increment(1);
+        self.histogram("morph_request_duration_seconds", labels).record(seconds);
     }
 
     pub fn fail(&self, kind: FailureKind) {
-        self.failures[kind as usize].fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub fn failures(&self, kind: FailureKind) -> u64 {
-        self.failures[kind as usize].load(Ordering::Relaxed)
+        self.counter("morph_request_failures_total", label("kind", kind.label())).increment(1);
     }
 
     pub fn cancelled(&self, kind: CancelKind) {
-        self.cancellations[kind as usize].fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub fn cancellations(&self, kind: CancelKind) -> u64 {
-        self.cancellations[kind as usize].load(Ordering::Relaxed)
+        self.counter("morph_cancellations_total", label("kind", kind.label())).increment(1);
     }
 
     pub fn refused(&self) {
-        self.refused.fetch_add(1, Ordering::Relaxed);
+        self.counter("morph_policy_refusals_total", Vec::new()).increment(1);
     }
 
     /// A launch came up after `took`, started `kind`.
-    pub fn started(&self, kind: StartKind, took: std::time::Duration) {
-        self.starts[kind as usize].fetch_add(1, Ordering::Relaxed);
-        self.start_nanos[kind as usize].fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+    pub fn started(&self, kind: StartKind, took: Duration) {
+        let labels = label("kind", kind.label());
+        self.counter("morph_instance_starts_total", labels.clone()).increment(1);
+        self.histogram("morph_instance_start_seconds", labels).record(took.as_secs_f64());
+    }
+
+    pub fn worker_lost(&self) {
+        self.counter("morph_workers_lost_total", Vec::new()).increment(1);
     }
 
     pub fn set_queue_size(&self, len: usize) {
-        self.queue_size.store(len as i64, Ordering::Relaxed);
+        self.gauge("morph_queue_sequences", Vec::new()).set(len as f64);
     }
 
-    /// The Prometheus text exposition of every metric; `instances` are `(runtime, count)`,
-    /// `policy` the policy's own gauges (untyped, as `morph_policy_<name>{labels}`).
-    pub fn render(&self, instances: &[(String, usize)], policy: &[Gauge]) -> String {
-        let mut out = String::new();
-        let load = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
-        let one = |value: f64| [(String::new(), value)];
-        let by_kind = |label: &str| format!("kind=\"{label}\"");
-        family(
-            &mut out,
-            "morph_requests_total",
-            "counter",
-            "HTTP embedding and generation calls received.",
-            one(load(&self.requests)),
-        );
-        let failures = FailureKind::ALL.iter().map(|k| (by_kind(k.label()), self.failures(*k) as f64));
-        family(&mut out, "morph_request_failures_total", "counter", "Failed calls by kind.", failures);
-        let queued = self.queue_size.load(Ordering::Relaxed) as f64;
-        family(
-            &mut out,
-            "morph_queue_size",
-            "gauge",
-            "Sequences admitted and waiting for an instance.",
-            one(queued),
-        );
-        let counts = instances.iter().map(|(runtime, n)| (format!("runtime=\"{runtime}\""), *n as f64));
-        family(&mut out, "morph_instances", "gauge", "Instances per unit (runtime, stage, threads).", counts);
-        let cancelled = CancelKind::ALL.iter().map(|k| (by_kind(k.label()), self.cancellations(*k) as f64));
-        let help = "Requests whose client went away, by where they were.";
-        family(&mut out, "morph_cancellations_total", "counter", help, cancelled);
-        let help = "Policy actions refused for breaking a ledger rule.";
-        family(&mut out, "morph_policy_refusals_total", "counter", help, one(load(&self.refused)));
-        let help = "Tokens the decoders sampled.";
-        family(&mut out, "morph_generated_tokens_total", "counter", help, one(load(&self.generated_tokens)));
-        let help = "Prompt tokens of answered generations.";
-        family(&mut out, "morph_prompt_tokens_total", "counter", help, one(load(&self.prompt_tokens)));
-        let help = "Of those, prompt tokens a closed sequence's kept KV cache held (not computed again).";
-        family(
-            &mut out,
-            "morph_prompt_tokens_cached_total",
-            "counter",
-            help,
-            one(load(&self.cached_prompt_tokens)),
-        );
-        for gauge in policy {
-            let _ = writeln!(out, "{} {}", series(gauge), gauge.value);
+    pub fn queued(&self, seconds: f64) {
+        self.histogram("morph_queue_seconds", Vec::new()).record(seconds);
+    }
+
+    /// An encoder batch of `sequences` and `padded_tokens` spent `seconds` in the engine.
+    pub fn batch(&self, sequences: usize, padded_tokens: u64, seconds: f64) {
+        self.histogram("morph_batch_sequences", Vec::new()).record(sequences as f64);
+        self.histogram("morph_batch_padded_tokens", Vec::new()).record(padded_tokens as f64);
+        self.histogram("morph_inference_seconds", Vec::new()).record(seconds);
+    }
+
+    pub fn input_tokens(&self, tokens: usize) {
+        self.histogram("morph_request_input_tokens", Vec::new()).record(tokens as f64);
+    }
+
+    pub fn tokenization(&self, seconds: f64) {
+        self.histogram("morph_tokenization_seconds", Vec::new()).record(seconds);
+    }
+
+    pub fn generated_tokens(&self, tokens: usize) {
+        self.counter("morph_generated_tokens_total", Vec::new()).increment(tokens as u64);
+    }
+
+    /// An answered generation's prompt tokens, and of those the ones a kept cache held.
+    pub fn prompt_tokens(&self, prompt: usize, cached: usize) {
+        self.counter("morph_prompt_tokens_total", Vec::new()).increment(prompt as u64);
+        self.counter("morph_prompt_tokens_cached_total", Vec::new()).increment(cached as u64);
+    }
+
+    pub fn time_to_first_token(&self, seconds: f64) {
+        self.histogram("morph_time_to_first_token_seconds", Vec::new()).record(seconds);
+    }
+
+    pub fn time_per_output_token(&self, seconds: f64) {
+        self.histogram("morph_time_per_output_token_seconds", Vec::new()).record(seconds);
+    }
+
+    pub fn prediction(&self, seconds: f64) {
+        self.histogram("morph_prediction_seconds", Vec::new()).record(seconds);
+    }
+
+    pub fn prediction_cache_hit(&self) {
+        self.counter("morph_prediction_cache_hits_total", Vec::new()).increment(1);
+    }
+
+    /// A decoder iteration of `sequences` generations took `seconds`, their caches holding
+    /// `context` tokens after it.
+    pub fn decode_iteration(&self, sequences: usize, prefilling: bool, seconds: f64, context: usize) {
+        let labels = [label("sequences", sequences), label("prefill", prefilling)].concat();
+        self.histogram("morph_decode_iteration_seconds", labels.clone()).record(seconds);
+        self.counter("morph_decode_iteration_context_tokens_total", labels).increment(context as u64);
+    }
+
+    /// The Prometheus text exposition: what was recorded, the process's series, and the state
+    /// now of `instances` (`(unit, count)`), the policy's own gauges (as
+    /// `morph_policy_<name>{labels}`; a name ending in `_total` is a counter) and the cluster's
+    /// `hosts`.
+    pub fn render(&self, instances: &[(String, usize)], policy: &[Gauge], hosts: &[HostGauges]) -> String {
+        metrics::with_local_recorder(&self.recorder, || self.process.collect());
+        let mut now: Vec<(String, Labels, f64)> = Vec::new();
+        for (runtime, n) in instances {
+            now.push(("morph_instances".into(), label("runtime", runtime), *n as f64));
         }
-        self.batch_size.render(&mut out, "morph_batch_size", "Sequences per batch.");
-        self.batch_padded_tokens.render(
-            &mut out,
-            "morph_batch_padded_tokens",
-            "Tokens per batch after padding.",
-        );
-        self.input_length.render(&mut out, "morph_request_input_length", "Tokens per input sequence.");
-        self.tokenization_seconds.render(
-            &mut out,
-            "morph_tokenization_seconds",
-            "Time spent tokenizing a call.",
-        );
-        self.queue_seconds.render(
-            &mut out,
-            "morph_queue_seconds",
-            "Time a sequence waited before its batch started.",
-        );
-        self.inference_seconds.render(
-            &mut out,
-            "morph_inference_seconds",
-            "Time a batch spent in the engine.",
-        );
-        self.request_seconds.render(
-            &mut out,
-            "morph_request_seconds",
-            "End-to-end time of a successful call.",
-        );
-        self.time_to_first_token_seconds.render(
-            &mut out,
-            "morph_time_to_first_token_seconds",
-            "Generation: from arrival to the first output token.",
-        );
-        self.time_per_output_token_seconds.render(
-            &mut out,
-            "morph_time_per_output_token_seconds",
-            "Generation: mean time per output token after the first.",
-        );
-        self.prediction_seconds.render(
-            &mut out,
-            "morph_prediction_seconds",
-            "Generation: time a prompt waited for its predicted output length.",
-        );
-        let kinds = [StartKind::Cold, StartKind::Warm, StartKind::Hot];
-        let starts = kinds.iter().map(|k| (by_kind(k.label()), load(&self.starts[*k as usize])));
-        let help = "Launched instances come up, by start kind.";
-        family(&mut out, "morph_instance_starts_total", "counter", help, starts);
-        let took = kinds.iter().map(|k| (by_kind(k.label()), load(&self.start_nanos[*k as usize]) / 1e9));
-        let help = "Time from launch to up, summed, by start kind.";
-        family(&mut out, "morph_instance_start_seconds_total", "counter", help, took);
-        let help = "Worker processes that crashed or were declared dead.";
-        family(&mut out, "morph_workers_lost_total", "counter", help, one(load(&self.workers_lost)));
-        let iterations = self.decode_iterations.lock().map(|m| m.clone()).unwrap_or_default();
-        let label =
-            |(sequences, prefill): (usize, bool)| format!("sequences=\"{sequences}\",prefill=\"{prefill}\"");
-        let help =
-            "Decoder iterations: summed wall time by sequences computed and whether a prompt chunk was fed.";
-        let sums = iterations.iter().map(|(k, s)| (label(*k), s.seconds));
-        family(&mut out, "morph_decode_iteration_seconds_sum", "counter", help, sums);
-        let help = "Decoder iterations by sequences computed and whether a prompt chunk was fed.";
-        let counts = iterations.iter().map(|(k, s)| (label(*k), s.count as f64));
-        family(&mut out, "morph_decode_iteration_seconds_count", "counter", help, counts);
-        let help = "Decoder iterations: tokens in the computed sequences' KV caches after each, summed.";
-        let context = iterations.iter().map(|(k, s)| (label(*k), s.context as f64));
-        family(&mut out, "morph_decode_iteration_context_tokens_total", "counter", help, context);
-        let help = "Predictions answered from the length cache.";
-        family(
-            &mut out,
-            "morph_prediction_cache_hits_total",
-            "counter",
-            help,
-            one(load(&self.prediction_cache_hits)),
-        );
-        out
-    }
-}
-
-/// The cluster's hosts as gauges labelled `host`: registered (1) or not, slots for the policy,
-/// worker processes registered.
-pub fn render_cluster(hosts: &[crate::cluster::hosts::HostState]) -> String {
-    let mut out = String::new();
-    let label = |h: &crate::cluster::hosts::HostState| format!("host=\"{}\"", h.name);
-    let up = hosts.iter().map(|h| (label(h), f64::from(u8::from(h.record.is_some()))));
-    family(&mut out, "morph_cluster_host_up", "gauge", "1 while the host's agent is registered in etcd.", up);
-    let slots = hosts.iter().map(|h| (label(h), f64::from(h.slots)));
-    family(
-        &mut out,
-        "morph_cluster_host_slots",
-        "gauge",
-        "Device slots the policy may use on the host.",
-        slots,
-    );
-    let workers = hosts.iter().map(|h| (label(h), h.workers as f64));
-    family(
-        &mut out,
-        "morph_cluster_host_workers",
-        "gauge",
-        "Worker processes registered on the host.",
-        workers,
-    );
-    out
-}
-
-/// One metric family: its HELP and TYPE lines, then each series `name{labels} value` (no
-/// braces when `labels` is empty).
-fn family(
-    out: &mut String,
-    name: &str,
-    kind: &str,
-    help: &str,
-    series: impl IntoIterator<Item = (String, f64)>,
-) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-    for (labels, value) in series {
-        match labels.is_empty() {
-            true => writeln!(out, "{name} {value}"),
-            false => writeln!(out, "{name}{{{labels}}} {value}"),
+        for h in hosts {
+            let host = || label("host", &h.name);
+            now.push(("morph_cluster_host_up".into(), host(), f64::from(u8::from(h.up))));
+            now.push(("morph_cluster_host_slots".into(), host(), f64::from(h.slots)));
+            now.push(("morph_cluster_host_workers".into(), host(), h.workers as f64));
         }
-        .unwrap_or_default();
+        for g in policy {
+            let name = format!("morph_policy_{}", g.name);
+            let labels: Labels = g.labels.clone();
+            match name.ends_with("_total") {
+                true => {
+                    self.recorder.register_counter(&key(&name, labels), &METADATA).absolute(g.value as u64)
+                }
+                false => now.push((name, labels, g.value)),
+            }
+        }
+        self.set_snapshot(now);
+        self.recorder.handle().render()
+    }
+
+    /// Sets the scrape-time gauges to `now`, and those seen before but absent now to 0.
+    fn set_snapshot(&self, now: Vec<(String, Labels, f64)>) {
+        let mut seen = self.snapshot.lock().unwrap_or_else(|e| e.into_inner());
+        let current: BTreeSet<(String, Labels)> =
+            now.iter().map(|(n, l, _)| (n.clone(), l.clone())).collect();
+        for (name, labels) in seen.difference(&current) {
+            self.gauge(name, labels.clone()).set(0.0);
+        }
+        for (name, labels, value) in now {
+            self.gauge(&name, labels).set(value);
+        }
+        seen.extend(current);
     }
 }
 
-/// `morph_policy_<name>{key="value",...}`.
-fn series(gauge: &Gauge) -> String {
-    let mut out = format!("morph_policy_{}", gauge.name);
-    if !gauge.labels.is_empty() {
-        let labels: Vec<String> = gauge.labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
-        out.push('{');
-        out.push_str(&labels.join(","));
-        out.push('}');
-    }
-    out
+/// One cluster host as its gauges show it.
+#[derive(Debug, Clone)]
+pub struct HostGauges {
+    pub name: String,
+    /// Its agent is registered in etcd.
+    pub up: bool,
+    pub slots: u16,
+    pub workers: usize,
 }
 
 #[cfg(test)]
@@ -426,37 +404,51 @@ mod tests {
     use super::*;
 
     #[test]
-    fn policy_gauges_are_prefixed_and_labelled() {
-        let g = Gauge::new("instances", 3.0).label("runtime", "fixed:64x1");
-        assert_eq!(series(&g), "morph_policy_instances{runtime=\"fixed:64x1\"}");
-        assert_eq!(series(&Gauge::new("allocations_total", 1.0)), "morph_policy_allocations_total");
+    fn policy_gauges_are_prefixed_labelled_and_counters_by_their_suffix() {
+        let m = Metrics::default();
+        let gauges = [
+            Gauge::new("instances", 3.0).label("runtime", "fixed:64x1"),
+            Gauge::new("allocations_total", 2.0),
+        ];
+        let out = m.render(&[], &gauges, &[]);
+        assert!(out.contains("morph_policy_instances{runtime=\"fixed:64x1\"} 3\n"), "{out}");
+        assert!(
+            out.contains("# TYPE morph_policy_allocations_total counter\nmorph_policy_allocations_total 2\n"),
+            "{out}"
+        );
+        // A series gone since the last scrape reads 0, not its last value.
+        let out = m.render(&[], &[], &[]);
+        assert!(out.contains("morph_policy_instances{runtime=\"fixed:64x1\"} 0\n"), "{out}");
     }
 
     #[test]
-    fn histogram_buckets_are_cumulative() {
-        let h = Histogram::new(&[1.0, 2.0]);
-        h.observe(0.5);
-        h.observe(1.5);
-        h.observe(3.0);
-        let mut out = String::new();
-        h.render(&mut out, "x", "help");
-        assert!(out.contains("x_bucket{le=\"1\"} 1\n"));
-        assert!(out.contains("x_bucket{le=\"2\"} 2\n"));
-        assert!(out.contains("x_bucket{le=\"+Inf\"} 3\n"));
-        assert!(out.contains("x_sum 5\nx_count 3\n"));
-    }
-
-    #[test]
-    fn decode_iterations_sum_by_sequences_and_prefill() {
+    fn decode_iterations_are_a_histogram_by_sequences_and_prefill() {
         let m = Metrics::default();
         m.decode_iteration(2, false, 0.5, 300);
         m.decode_iteration(2, false, 0.25, 302);
         m.decode_iteration(1, true, 0.125, 64);
-        let out = m.render(&[], &[]);
-        let labels = "{sequences=\"2\",prefill=\"false\"}";
-        assert!(out.contains(&format!("morph_decode_iteration_seconds_sum{labels} 0.75\n")), "{out}");
-        assert!(out.contains(&format!("morph_decode_iteration_seconds_count{labels} 2\n")), "{out}");
+        let out = m.render(&[], &[], &[]);
+        let labels = "sequences=\"2\",prefill=\"false\"";
+        assert!(out.contains(&format!("morph_decode_iteration_seconds_sum{{{labels}}} 0.75\n")), "{out}");
+        assert!(out.contains(&format!("morph_decode_iteration_seconds_count{{{labels}}} 2\n")), "{out}");
+        assert!(
+            out.contains(&format!("morph_decode_iteration_seconds_bucket{{{labels},le=\"0.5\"}} 2\n")),
+            "{out}"
+        );
         assert!(out.contains("morph_decode_iteration_seconds_count{sequences=\"1\",prefill=\"true\"} 1\n"));
-        assert!(out.contains(&format!("morph_decode_iteration_context_tokens_total{labels} 602\n")), "{out}");
+        assert!(
+            out.contains(&format!("morph_decode_iteration_context_tokens_total{{{labels}}} 602\n")),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn only_the_families_recorded_into_appear_and_the_process_is_there() {
+        let m = Metrics::default();
+        m.call("/v1/embeddings", 200, 0.01);
+        let out = m.render(&[], &[], &[]);
+        assert!(out.contains("morph_requests_total{route=\"/v1/embeddings\",status=\"200\"} 1\n"), "{out}");
+        assert!(!out.contains("morph_time_to_first_token_seconds"), "{out}");
+        assert!(out.contains("process_resident_memory_bytes"), "{out}");
     }
 }

@@ -108,7 +108,7 @@ impl Predictions {
         let (reply, rx) = oneshot::channel();
         self.tx.as_ref()?.send(Message::Ask { text, reply }).ok()?;
         let predicted = rx.await.ok().flatten();
-        self.metrics.prediction_seconds.observe(started.elapsed().as_secs_f64());
+        self.metrics.prediction(started.elapsed().as_secs_f64());
         predicted
     }
 
@@ -148,7 +148,7 @@ fn run(
             }
         }
         for (reply, length) in known {
-            metrics.prediction_cache_hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            metrics.prediction_cache_hit();
             let _ = reply.send(Some(length));
         }
         let predicted = match (&mut model, unknown.is_empty()) {

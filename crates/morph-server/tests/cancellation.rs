@@ -50,7 +50,7 @@ async fn a_client_that_leaves_a_streamed_chat_stops_its_generation_and_frees_the
         "max_tokens": 5, "temperature": 0});
     let queued = tokio::spawn(async move { post(&url, "/v1/chat/completions", &short.to_string()).await });
     let mut waited = 0;
-    while metric(&metrics(&server.url).await, "morph_queue_size") < 1.0 {
+    while metric(&metrics(&server.url).await, "morph_queue_sequences") < 1.0 {
         waited += 1;
         assert!(waited < 600, "the second chat never queued");
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -87,14 +87,13 @@ async fn health_info_and_metrics() {
     assert_eq!(status, 200);
     let metrics = c.get(format!("{}/metrics", server.url)).send().await.unwrap().text().await.unwrap();
     for needle in [
-        "morph_requests_total 1",
-        "morph_queue_size 0",
-        "morph_batch_size_count",
-        "morph_request_input_length_count 2",
+        "morph_requests_total{route=\"/embed\",status=\"200\"} 1",
+        "morph_queue_sequences 0",
+        "morph_batch_sequences_count",
+        "morph_request_input_tokens_count 2",
         "morph_tokenization_seconds_count 1",
         "morph_queue_seconds_count 2",
         "morph_inference_seconds_count",
-        "morph_request_failures_total{kind=\"overloaded\"} 0",
         "morph_batch_padded_tokens_bucket{le=\"512\"}",
         "morph_instances{runtime=\"fixed:128x4\"} 1",
     ] {
@@ -158,7 +157,9 @@ async fn api_key_guards_everything_but_health_and_metrics() {
     assert_eq!(metrics.status().as_u16(), 200);
     let metrics = metrics.text().await.unwrap();
     // Refused calls are calls: 3 refused, 1 served.
-    assert!(metrics.contains("morph_requests_total 4\n"), "{metrics}");
+    assert!(metrics.contains("morph_requests_total{route=\"/embed\",status=\"401\"} 2\n"), "{metrics}");
+    assert!(metrics.contains("morph_requests_total{route=\"/info\",status=\"401\"} 1\n"), "{metrics}");
+    assert!(metrics.contains("morph_requests_total{route=\"/embed\",status=\"200\"} 1\n"), "{metrics}");
     assert!(metrics.contains("morph_request_failures_total{kind=\"unauthorized\"} 3"), "{metrics}");
     server.stop().await;
 }
@@ -183,6 +184,9 @@ async fn an_oversize_body_is_a_json_413_of_its_own_kind_and_counted() {
     }
     let metrics = client().get(format!("{}/metrics", server.url)).send().await.unwrap().text().await.unwrap();
     assert!(metrics.contains("morph_request_failures_total{kind=\"body_too_large\"} 2"), "{metrics}");
-    assert!(metrics.contains("morph_requests_total 2\n"), "{metrics}");
+    for route in ["/v1/embeddings", "/embed"] {
+        let series = format!("morph_requests_total{{route=\"{route}\",status=\"413\"}} 1\n");
+        assert!(metrics.contains(&series), "{series} in {metrics}");
+    }
     server.stop().await;
 }

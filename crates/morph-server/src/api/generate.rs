@@ -18,7 +18,7 @@ use morph_engine::EngineError;
 use super::reply::{Reply, observe_done};
 use super::requests::GenerationRequest;
 use super::responses::{CompletionResponse, GenerationUsage};
-use super::{AppState, Body, parse, record, stream, validate};
+use super::{AppState, Body, count_failure, parse, stream, validate};
 use crate::error::ApiError;
 use crate::infer::{Generation, GenerationFormat, Truth, ValidGeneration};
 use crate::metrics::Metrics;
@@ -36,18 +36,17 @@ async fn serve(state: AppState, body: &[u8], format: GenerationFormat) -> Respon
     let (generations, call) = match state.drain.or_deadline(start(&state, body, format)).await {
         Ok(ok) => ok,
         Err(e) => {
-            record::<()>(&state, started, &Err(e.clone()));
+            count_failure::<()>(&state, &Err(e.clone()));
             return e.into_response();
         }
     };
-    state.driver.metrics.time_to_first_token_seconds.observe(started.elapsed().as_secs_f64());
+    state.driver.metrics.time_to_first_token(started.elapsed().as_secs_f64());
     let reply = Reply::new(format, state.model.name.clone());
     if call.stream {
-        record::<()>(&state, started, &Ok(()));
         return stream::events(generations, reply, call.include_usage, &state);
     }
     let result = state.drain.or_deadline(whole(generations, &reply, &state.driver.metrics)).await;
-    record(&state, started, &result);
+    count_failure(&state, &result);
     match result {
         Ok(body) => Json(body).into_response(),
         Err(e) => e.into_response(),

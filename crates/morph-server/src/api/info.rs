@@ -12,6 +12,7 @@ use super::{AppState, Served};
 use crate::cluster::hosts::RemoteHosts;
 use crate::host::cache::CachedArtefact;
 use crate::launcher::StartReport;
+use crate::metrics::HostGauges;
 
 /// `GET /info`: the model, its runtimes and instances, the policy and how instances run.
 #[derive(Debug, Serialize)]
@@ -198,9 +199,19 @@ fn cluster(remote: &RemoteHosts) -> ClusterInfo {
 pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     let instances: Vec<(String, usize)> =
         state.driver.instance_counts().iter().map(|(unit, n)| (unit.to_string(), *n)).collect();
-    let mut text = state.driver.metrics.render(&instances, &state.driver.policy_gauges());
-    if let Some(remote) = state.driver.launcher().processes().and_then(|p| p.remote()) {
-        text.push_str(&crate::metrics::render_cluster(&remote.host_states()));
-    }
+    let hosts: Vec<HostGauges> = match state.driver.launcher().processes().and_then(|p| p.remote()) {
+        Some(remote) => remote
+            .host_states()
+            .iter()
+            .map(|h| HostGauges {
+                name: h.name.clone(),
+                up: h.record.is_some(),
+                slots: h.slots,
+                workers: h.workers,
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let text = state.driver.metrics.render(&instances, &state.driver.policy_gauges(), &hosts);
     ([(CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }

@@ -21,7 +21,7 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
+use axum::extract::{DefaultBodyLimit, FromRequest, MatchedPath, Request, State};
 use axum::http::header::AUTHORIZATION;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -55,7 +55,7 @@ impl FromRequest<AppState> for Body {
                 ApiError::MalformedJson(format!("the body could not be read: {}", rejection.body_text()))
             }
         };
-        record::<()>(state, Instant::now(), &Err(error.clone()));
+        count_failure::<()>(state, &Err(error.clone()));
         Err(error.into_response())
     }
 }
@@ -79,6 +79,7 @@ pub fn router(state: AppState) -> Router {
         .route("/health", get(health::ready))
         .route("/ready", get(health::ready))
         .route("/live", get(health::live))
+        .route_layer(middleware::from_fn_with_state(state.clone(), observe_calls))
         .route("/metrics", get(info::metrics))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
@@ -90,7 +91,7 @@ async fn require_key(State(state): State<AppState>, request: Request, next: Next
         let given = given.and_then(|v| v.strip_prefix("Bearer ")).unwrap_or_default();
         // Compared in constant time (for keys of equal length), so timing does not leak it.
         if !bool::from(given.as_bytes().ct_eq(key.as_bytes())) {
-            record::<()>(&state, Instant::now(), &Err(ApiError::Unauthorized));
+            count_failure::<()>(&state, &Err(ApiError::Unauthorized));
             return ApiError::Unauthorized.into_response();
         }
     }
@@ -98,23 +99,34 @@ async fn require_key(State(state): State<AppState>, request: Request, next: Next
 }
 
 /// Runs a call's `work` (answered `shutting_down` should the drain deadline pass first),
-/// counting it and its outcome in the metrics.
+/// counting a failure's kind in the metrics.
 pub(super) async fn recorded<T>(
     state: &AppState,
     work: impl std::future::Future<Output = Result<T, ApiError>>,
 ) -> Result<T, ApiError> {
-    let started = Instant::now();
     let result = state.drain.or_deadline(work).await;
-    record(state, started, &result);
+    count_failure(state, &result);
     result
 }
 
-/// Counts a call and its outcome in the metrics.
-pub(super) fn record<T>(state: &AppState, started: Instant, result: &Result<T, ApiError>) {
-    let metrics = &state.driver.metrics;
-    metrics.requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    match result {
-        Ok(_) => metrics.request_seconds.observe(started.elapsed().as_secs_f64()),
-        Err(e) => metrics.fail(e.kind()),
+/// Counts a failed call's kind (every call is counted by route and status in [`observe_calls`]).
+pub(super) fn count_failure<T>(state: &AppState, result: &Result<T, ApiError>) {
+    if let Err(e) = result {
+        state.driver.metrics.fail(e.kind());
     }
+}
+
+/// The probes and the scrape itself, left out of the call metrics.
+const UNCOUNTED: [&str; 4] = ["/live", "/ready", "/health", "/metrics"];
+
+/// Counts every call by route and status, with its time until the answer's head (a stream's
+/// body goes on after it).
+async fn observe_calls(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let route = request.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string());
+    let started = Instant::now();
+    let response = next.run(request).await;
+    if let Some(route) = route.filter(|r| !UNCOUNTED.contains(&r.as_str())) {
+        state.driver.metrics.call(&route, response.status().as_u16(), started.elapsed().as_secs_f64());
+    }
+    response
 }

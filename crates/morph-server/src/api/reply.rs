@@ -18,12 +18,9 @@ pub(super) fn observe_done(
     cached_tokens: usize,
     completion_tokens: usize,
 ) {
-    use std::sync::atomic::Ordering::Relaxed;
-    metrics.prompt_tokens.fetch_add(prompt_tokens as u64, Relaxed);
-    metrics.cached_prompt_tokens.fetch_add(cached_tokens as u64, Relaxed);
+    metrics.prompt_tokens(prompt_tokens, cached_tokens);
     if completion_tokens > 1 {
-        let per_token = first_at.elapsed().as_secs_f64() / (completion_tokens - 1) as f64;
-        metrics.time_per_output_token_seconds.observe(per_token);
+        metrics.time_per_output_token(first_at.elapsed().as_secs_f64() / (completion_tokens - 1) as f64);
     }
 }
 

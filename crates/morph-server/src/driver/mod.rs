@@ -250,7 +250,7 @@ impl Driver {
             let outside = self.lock().worker_gone(self.now(), host, pid);
             if !outside.is_empty() {
                 tracing::error!(%host, pid, "worker lost: its registration is gone");
-                self.metrics.workers_lost.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.metrics.worker_lost();
             }
             self.carry_out(outside);
         }
@@ -264,7 +264,7 @@ impl Driver {
             let outside = self.lock().worker_gone(self.now(), host, pid);
             if !outside.is_empty() {
                 tracing::error!(pid, "worker lost: its process exited");
-                self.metrics.workers_lost.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.metrics.worker_lost();
             }
             self.carry_out(outside);
         }
@@ -312,17 +312,12 @@ impl Driver {
                         let started = Instant::now();
                         let count = requests.len();
                         let shape = handle.runtime().padded_shape(longest, count as u32);
-                        driver.metrics.batch_size.observe(count as f64);
-                        driver.metrics.batch_padded_tokens.observe(shape.tokens() as f64);
                         let result = handle.run(rows, plan).await;
-                        driver.metrics.inference_seconds.observe(started.elapsed().as_secs_f64());
+                        driver.metrics.batch(count, shape.tokens(), started.elapsed().as_secs_f64());
                         let outside = match result {
                             Err(EngineError::Lost(why)) => {
                                 tracing::error!(%instance, %why, "worker lost; its batch fails");
-                                driver
-                                    .metrics
-                                    .workers_lost
-                                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                driver.metrics.worker_lost();
                                 let dead = driver.clone().dead_host_of(instance).await;
                                 let mut state = driver.lock();
                                 // The dead host's idle instances go first, so that the batch

@@ -270,7 +270,7 @@ impl State {
         instance: InstanceId,
         report: IterationReport,
     ) -> Vec<Outside> {
-        self.metrics.generated_tokens.fetch_add(report.produced as u64, std::sync::atomic::Ordering::Relaxed);
+        self.metrics.generated_tokens(report.produced);
         let left: Vec<RequestId> = report.left.into_iter().map(RequestId).collect();
         let mut effects = Vec::new();
         self.ledger.iteration_done(now, instance, &left, report.failed, &mut effects);
@@ -396,7 +396,7 @@ impl State {
                     let Some(Job::Embed { input, enqueued, plan: ran, .. }) = self.jobs.get_mut(r) else {
                         continue;
                     };
-                    self.metrics.queue_seconds.observe((started - *enqueued).as_secs_f64());
+                    self.metrics.queued((started - *enqueued).as_secs_f64());
                     *ran = plan;
                     // A copy: the job keeps its input until the batch ends, to run it again if
                     // what runs it is lost.
@@ -428,7 +428,7 @@ impl State {
                     if let Some(Job::Generate { request, enqueued }) = self.jobs.get_mut(r)
                         && let Some(g) = request.take()
                     {
-                        self.metrics.queue_seconds.observe((started - *enqueued).as_secs_f64());
+                        self.metrics.queued((started - *enqueued).as_secs_f64());
                         generations.push(g);
                     }
                 }

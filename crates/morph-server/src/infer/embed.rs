@@ -73,7 +73,7 @@ impl Embedder {
         let sequences = self.fit(sequences, field, cut)?;
         let tokens = sequences.iter().map(Vec::len).sum();
         for ids in &sequences {
-            self.driver.metrics.input_length.observe(ids.len() as f64);
+            self.driver.metrics.input_tokens(ids.len());
         }
         let mut pooled = Vec::with_capacity(sequences.len());
         let mut sequences = sequences.into_iter().peekable();
@@ -129,7 +129,7 @@ impl Embedder {
         .await
         .map_err(|e| ApiError::Engine(EngineError::Tokenize(e.to_string())))?
         .map_err(ApiError::Engine)?;
-        self.driver.metrics.tokenization_seconds.observe(started.elapsed().as_secs_f64());
+        self.driver.metrics.tokenization(started.elapsed().as_secs_f64());
         Ok(encoded)
     }
 
