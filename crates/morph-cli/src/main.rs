@@ -18,6 +18,8 @@ mod train;
 mod worker;
 mod worker_model_args;
 
+use std::io::IsTerminal;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
@@ -30,6 +32,10 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Write logs as JSON lines (one object per event, with its span's fields: a call's
+    /// request id, route) instead of text. Logs go to stderr; RUST_LOG sets the levels.
+    #[arg(long, global = true, env = "MORPH_JSON_LOGS")]
+    json_logs: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -68,6 +74,18 @@ struct FetchArgs {
     task: serve::Task,
 }
 
+/// Logs to stderr at RUST_LOG's levels (default info, ONNX Runtime's warnings only): JSON lines
+/// with `json`, else text, coloured only on a terminal.
+fn init_logs(json: bool) {
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,ort=warn".into());
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match json {
+        true => logs.json().with_current_span(true).with_span_list(false).init(),
+        false => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     // Offline tools that run candle take its process settings at once; `serve` decides by
@@ -75,12 +93,7 @@ fn main() -> anyhow::Result<()> {
     if matches!(cli.command, Command::Profile(_) | Command::Train(_)) {
         morph_engine::tuning::reexec_tuned();
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,ort=warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    init_logs(cli.json_logs);
     match cli.command {
         Command::Serve(args) => serve::run(*args),
         Command::Worker(args) => worker::run(args),

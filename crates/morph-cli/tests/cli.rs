@@ -128,6 +128,60 @@ name = "dynamic-batching"
     assert!(status.success(), "morph serve exited with {status}");
 }
 
+/// One HTTP/1.1 call over a plain socket: the whole answer, head and body.
+fn raw_call(url: &str, request: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(url.trim_start_matches("http://")).expect("connect");
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("answer");
+    answer
+}
+
+/// Logs as JSON lines carry each call's request id (the client's, echoed in the answer's
+/// header); text logs written to a file hold no colour codes.
+#[test]
+fn logs_carry_each_calls_request_id_and_no_colour_off_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("profile.json");
+    std::fs::write(&profile, r#"{"model":"flat","latency":{"1":{"1":2.0,"512":2.0}}}"#).unwrap();
+    let body = r#"{"inputs": "hello"}"#;
+    let call = format!(
+        "POST /embed HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nx-request-id: call-42\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    for json in [true, false] {
+        let log = dir.path().join(format!("log-{json}.txt"));
+        let mut command = morph();
+        command.args(["serve", "--port", "0", "--engine", "emulated", "--profile"]).arg(&profile);
+        if json {
+            command.arg("--json-logs");
+        }
+        let file = std::fs::File::create(&log).unwrap();
+        let mut server = command.stdout(Stdio::piped()).stderr(file).spawn().expect("starting morph serve");
+        let url = listening_url(&mut server);
+        let answer = raw_call(&url, &call);
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.to_lowercase().contains("x-request-id: call-42\r\n"), "the id is echoed: {answer}");
+        Command::new("kill").args(["-TERM", &server.id().to_string()]).status().unwrap();
+        server.wait().unwrap();
+        let logs = std::fs::read_to_string(&log).unwrap();
+        assert!(!logs.contains('\u{1b}'), "no colour codes in a file: {logs}");
+        if json {
+            let answered = logs
+                .lines()
+                .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+                .find(|l| l["fields"]["message"] == "answered")
+                .unwrap_or_else(|| panic!("a line for the call: {logs}"));
+            assert_eq!(answered["span"]["id"], "call-42", "{answered}");
+            assert_eq!(answered["span"]["route"], "/embed", "{answered}");
+            assert_eq!(answered["fields"]["status"], 200, "{answered}");
+        } else {
+            assert!(logs.contains("call{id=call-42 route=/embed}"), "{logs}");
+        }
+    }
+}
+
 #[test]
 fn misuse_gets_one_clear_line() {
     let out = morph().args(["serve", "--engine", "emulated"]).output().unwrap();

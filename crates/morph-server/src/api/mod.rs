@@ -22,11 +22,13 @@ use std::time::Instant;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, FromRequest, MatchedPath, Request, State};
+use axum::http::HeaderValue;
 use axum::http::header::AUTHORIZATION;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use subtle::ConstantTimeEq;
+use tracing::Instrument;
 
 pub use fields::parse;
 pub use state::{AppState, Served, ServedModel};
@@ -119,14 +121,32 @@ pub(super) fn count_failure<T>(state: &AppState, result: &Result<T, ApiError>) {
 /// The probes and the scrape itself, left out of the call metrics.
 const UNCOUNTED: [&str; 4] = ["/live", "/ready", "/health", "/metrics"];
 
-/// Counts every call by route and status, with its time until the answer's head (a stream's
-/// body goes on after it).
+/// The header that carries a call's id, taken from the client when it sends one.
+const REQUEST_ID: &str = "x-request-id";
+
+/// Runs every call in a span with its request id (the client's `x-request-id`, else a fresh
+/// one, returned in the same header), so that each log line of the call carries it; logs the
+/// call's answer, and counts it by route and status with its time until the answer's head (a
+/// stream's body goes on after it). The probes and `/metrics` are neither logged nor counted.
 async fn observe_calls(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let route = request.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string());
+    let Some(route) = route.filter(|r| !UNCOUNTED.contains(&r.as_str())) else {
+        return next.run(request).await;
+    };
+    let id = request
+        .headers()
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 128)
+        .map_or_else(|| format!("{:016x}", rand::random::<u64>()), str::to_string);
+    let span = tracing::info_span!("call", id = %id, route = %route);
     let started = Instant::now();
-    let response = next.run(request).await;
-    if let Some(route) = route.filter(|r| !UNCOUNTED.contains(&r.as_str())) {
-        state.driver.metrics.call(&route, response.status().as_u16(), started.elapsed().as_secs_f64());
+    let mut response = next.run(request).instrument(span.clone()).await;
+    let (status, seconds) = (response.status().as_u16(), started.elapsed().as_secs_f64());
+    state.driver.metrics.call(&route, status, seconds);
+    span.in_scope(|| tracing::info!(status, ms = seconds * 1e3, "answered"));
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert(REQUEST_ID, value);
     }
     response
 }
