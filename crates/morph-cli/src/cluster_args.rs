@@ -5,8 +5,10 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use anyhow::Context;
 use clap::Args;
-use morph_server::cluster::ClusterConfig;
+use morph_server::cluster::agent::CLUSTER_TOKEN_ENV;
+use morph_server::cluster::{ClusterConfig, ClusterToken};
 
 #[derive(Debug, Clone, Args)]
 pub(crate) struct ClusterArgs {
@@ -24,6 +26,11 @@ pub(crate) struct ClusterArgs {
     /// This host's address, as the other hosts reach it.
     #[arg(long)]
     pub(crate) advertise: Option<IpAddr>,
+    /// A file holding the secret every host of the cluster shares (else the MORPH_CLUSTER_TOKEN
+    /// environment variable): the agents' API and the workers' connections refuse whoever does
+    /// not present it. Without one, anyone who reaches an agent can start workers there.
+    #[arg(long)]
+    cluster_token_file: Option<PathBuf>,
 }
 
 impl ClusterArgs {
@@ -45,7 +52,16 @@ impl ClusterArgs {
             self.cluster
         );
         let lease_ttl = Duration::from_secs_f64(self.lease_ttl_s);
-        Ok(Some(ClusterConfig { etcd: etcd.clone(), cluster: self.cluster.clone(), lease_ttl }))
+        let token = match &self.cluster_token_file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("--cluster-token-file {}", path.display()))?;
+                let token = ClusterToken::new(&text);
+                Some(token.with_context(|| format!("--cluster-token-file {} is empty", path.display()))?)
+            }
+            None => std::env::var(CLUSTER_TOKEN_ENV).ok().and_then(|t| ClusterToken::new(&t)),
+        };
+        Ok(Some(ClusterConfig { etcd: etcd.clone(), cluster: self.cluster.clone(), lease_ttl, token }))
     }
 
     /// --advertise, required with --etcd.

@@ -73,7 +73,8 @@ pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<()> {
     };
     let cluster = args.cluster.config()?;
     let register = |boot: &Boot| cluster.as_ref().map(|c| register(&args, c, unit, connect, boot));
-    serve_engine(connect, build, register).with_context(|| format!("worker for {unit} at {connect}"))
+    let token = cluster.as_ref().and_then(ClusterConfig::token);
+    serve_engine(connect, token, build, register).with_context(|| format!("worker for {unit} at {connect}"))
 }
 
 /// Registers this worker (up now) under a lease kept alive until the returned value is dropped;

@@ -3,7 +3,8 @@
 //! with it; a frozen host is found dead by its lease and its batches run again on another host,
 //! every call answered once; three network namespaces as three hosts (the server with etcd, two
 //! worker hosts) serve a pipeline whose stages span both worker hosts, and one of them killed
-//! mid-load (every process SIGKILLed) loses no call.
+//! mid-load (every process SIGKILLed) loses no call. Every cluster shares a token: the agents'
+//! workers API refuses a caller without it, and the workers present it to the server.
 
 mod common;
 
@@ -122,6 +123,7 @@ fn agent(netns: Option<&Netns>, etcd: &str, name: &str, advertise: &str, slots: 
         .arg(dir)
         .arg("--ort-library")
         .arg(library)
+        .env("MORPH_CLUSTER_TOKEN", TOKEN)
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
     let mut child = cmd.spawn().expect("starting an agent");
@@ -132,7 +134,23 @@ fn agent(netns: Option<&Netns>, etcd: &str, name: &str, advertise: &str, slots: 
 }
 
 fn cluster(etcd: &str) -> ClusterConfig {
-    ClusterConfig { etcd: etcd.into(), cluster: "test".into(), lease_ttl: Duration::from_secs(2) }
+    ClusterConfig {
+        etcd: etcd.into(),
+        cluster: "test".into(),
+        lease_ttl: Duration::from_secs(2),
+        token: None,
+    }
+}
+
+/// The secret the hosts of the tests' clusters share (agents and workers from the environment,
+/// servers from a file).
+const TOKEN: &str = "the-cluster-s3cret";
+
+/// A file holding [`TOKEN`], for a server's --cluster-token-file.
+fn token_file() -> tempfile::NamedTempFile {
+    let mut file = tempfile::NamedTempFile::new().expect("a token file");
+    std::io::Write::write_all(&mut file, format!("{TOKEN}\n").as_bytes()).expect("writing the token");
+    file
 }
 
 fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
@@ -248,7 +266,11 @@ async fn a_frozen_host_is_found_dead_by_its_lease_and_its_batch_runs_again_on_an
     let (dir, library) = model();
     let (dir, library) = (dir.display().to_string(), library.display().to_string());
     // A batch timeout far beyond the test: only the lease can find the frozen host dead.
+    let token = token_file();
+    let token_path = token.path().display().to_string();
     let served = serve_with(&[
+        "--cluster-token-file",
+        &token_path,
         "--model",
         &dir,
         "--ort-library",
@@ -286,6 +308,13 @@ async fn a_frozen_host_is_found_dead_by_its_lease_and_its_batch_runs_again_on_an
         let agent = host["agent"].as_str().expect("the agent's address");
         let health = reqwest::get(format!("{agent}/health")).await.expect("the agent answers");
         assert_eq!(health.status(), 200, "{agent}/health, the agent's probe");
+        // The workers' API answers only whoever presents the cluster's token.
+        let anyone =
+            reqwest::Client::new().get(format!("{agent}/v1/workers")).send().await.expect("an answer");
+        assert_eq!(anyone.status(), 401, "{agent}/v1/workers without the token");
+        let member =
+            reqwest::Client::new().get(format!("{agent}/v1/workers")).bearer_auth(TOKEN).send().await;
+        assert_eq!(member.expect("an answer").status(), 200, "{agent}/v1/workers with the token");
     }
 
     let frozen = placed.iter().find(|(h, _)| h == "b").expect("b's replica").1;
@@ -350,6 +379,7 @@ async fn three_hosts_serve_a_pipeline_across_two_and_one_killed_mid_load_loses_n
     let a2 = agent(Some(&h2), &etcd.url, "h2", h2_ip, 2);
     let (dir, library) = model();
     let mut cmd = server_ns.command(env!("CARGO_BIN_EXE_morph"));
+    cmd.env("MORPH_CLUSTER_TOKEN", TOKEN);
     cmd.args(["serve", "--host", "0.0.0.0", "--port", "8080", "--model"])
         .arg(&dir)
         .arg("--ort-library")

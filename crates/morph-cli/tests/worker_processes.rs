@@ -162,6 +162,7 @@ fn a_worker_in_another_network_namespace_serves_a_stage_over_tcp() {
         stage.runtime,
         deadline,
         Duration::from_secs(60),
+        None,
     )
     .expect("the worker connects across the namespaces");
     assert_ne!(remote.pid(), std::process::id());

@@ -1,6 +1,9 @@
 //! The binary framed transport between the server and a `morph worker` process, over a Unix
-//! socket or TCP alike: every frame is a 4-byte little-endian length, then one message encoded
-//! with postcard (a compact serde format: a batch's floats travel as their 4 bytes each).
+//! socket or TCP alike. Each side first sends its greeting ([`greet`]: `MORPH` and the
+//! protocol's version, raw), so that builds that would misread each other's frames refuse each
+//! other in one clear line; then every frame is a 4-byte little-endian length and one message
+//! encoded with postcard (a compact serde format: a batch's floats travel as their 4 bytes
+//! each). The worker's first frame is its [`FromWorker::Hello`], with the cluster's token.
 
 use std::io::{self, Read, Write};
 use std::time::Duration;
@@ -13,6 +16,50 @@ use crate::{EngineError, Rows};
 
 /// The largest frame either side accepts (a batch of hidden states is megabytes, not more).
 pub const MAX_FRAME: usize = 1 << 30;
+
+/// The version of the messages below: raise it whenever their encoding changes.
+pub const PROTOCOL: u32 = 1;
+
+/// What every greeting starts with.
+const MAGIC: [u8; 5] = *b"MORPH";
+
+/// Sends this side's greeting: `MORPH` and [`PROTOCOL`], little-endian.
+pub fn greet(stream: &mut impl Write) -> io::Result<()> {
+    stream.write_all(&MAGIC)?;
+    stream.write_all(&PROTOCOL.to_le_bytes())?;
+    stream.flush()
+}
+
+/// Reads the greeting of `peer` ("the worker", "the server"): one of another protocol version,
+/// or not a morph process at all, is refused with a line that says so.
+pub fn check_greeting(stream: &mut impl Read, peer: &str) -> io::Result<()> {
+    let mut greeting = [0u8; 9];
+    stream.read_exact(&mut greeting)?;
+    let refused = |why: String| Err(io::Error::new(io::ErrorKind::InvalidData, why));
+    if greeting[..5] != MAGIC {
+        return refused(format!(
+            "{peer} does not speak Morph's worker protocol (a build before version 1, or not morph)"
+        ));
+    }
+    let theirs = u32::from_le_bytes([greeting[5], greeting[6], greeting[7], greeting[8]]);
+    match theirs == PROTOCOL {
+        true => Ok(()),
+        false => refused(format!(
+            "{peer} speaks Morph's worker protocol {theirs}, this process {PROTOCOL}: run the same morph build on every host"
+        )),
+    }
+}
+
+/// Whether `given` is the token `expected` (any, when none is expected), compared in constant
+/// time for tokens of equal length.
+pub fn token_matches(expected: Option<&str>, given: Option<&str>) -> bool {
+    use subtle::ConstantTimeEq;
+    match (expected, given) {
+        (None, _) => true,
+        (Some(expected), Some(given)) => bool::from(expected.as_bytes().ct_eq(given.as_bytes())),
+        (Some(_), None) => false,
+    }
+}
 
 /// How long starting an instance took, step by step: loading ONNX Runtime's library into the
 /// process, reading (weights from disk, or a prepared artefact from host memory), writing the
@@ -37,6 +84,8 @@ pub enum ToWorker {
 /// What a worker tells the server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum FromWorker {
+    /// The first frame: the cluster's token, if the worker has one.
+    Hello { token: Option<String> },
     /// The engine is built and has run its first batch: the replica is up.
     Ready(Boot),
     /// The engine could not be built; the worker exits.

@@ -79,8 +79,9 @@ impl RemoteEngine {
         runtime: RuntimeSpec,
         deadline: Instant,
         batch_timeout: Duration,
+        token: Option<&str>,
     ) -> Result<Self, EngineError> {
-        let started = Self::handshake(listener, process.as_mut(), deadline);
+        let started = Self::handshake(listener, process.as_mut(), deadline, token);
         match started {
             Ok((stream, boot)) => Ok(Self { stream: Some(stream), process, runtime, boot, batch_timeout }),
             Err(e) => {
@@ -92,10 +93,13 @@ impl RemoteEngine {
         }
     }
 
+    /// The worker's greeting (its protocol version) and token, then its report of the engine
+    /// built; with `token`, a worker that does not present it is refused.
     fn handshake(
         listener: &Listener,
         mut process: Option<&mut Box<dyn WorkerProcess>>,
         deadline: Instant,
+        token: Option<&str>,
     ) -> Result<(Stream, Boot), EngineError> {
         let lost = |e: io::Error| EngineError::Lost(format!("worker did not start: {e}"));
         let exited = || {
@@ -105,10 +109,23 @@ impl RemoteEngine {
         let mut stream = listener.accept(deadline, exited).map_err(lost)?;
         let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
         stream.set_read_timeout(Some(left)).map_err(lost)?;
+        let refused = |e: io::Error| EngineError::Lost(format!("worker refused: {e}"));
+        wire::greet(&mut stream).map_err(lost)?;
+        wire::check_greeting(&mut stream, "the worker").map_err(refused)?;
+        match wire::recv::<FromWorker>(&mut stream).map_err(lost)? {
+            FromWorker::Hello { token: given } if wire::token_matches(token, given.as_deref()) => {}
+            FromWorker::Hello { .. } => {
+                return Err(EngineError::Lost(
+                    "worker refused: it did not present this cluster's token (MORPH_CLUSTER_TOKEN or --cluster-token-file)".into(),
+                ));
+            }
+            _ => return Err(EngineError::Lost("worker refused: it did not say hello first".into())),
+        }
         match wire::recv::<FromWorker>(&mut stream).map_err(lost)? {
             FromWorker::Ready(boot) => Ok((stream, boot)),
             FromWorker::Failed(e) => Err(e),
             FromWorker::Done(_) => Err(EngineError::Lost("the worker answered a batch nobody sent".into())),
+            FromWorker::Hello { .. } => Err(EngineError::Lost("the worker said hello twice".into())),
         }
     }
 
@@ -137,7 +154,7 @@ impl RemoteEngine {
             .and_then(|()| wire::recv::<FromWorker>(stream));
         match sent {
             Ok(FromWorker::Done(result)) => result,
-            Ok(other) => Err(self.lose(format!("answered a batch with {other:?}"))),
+            Ok(_) => Err(self.lose("answered a batch with another message".into())),
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
                 Err(self.lose(format!("no answer within {:?}; declared dead", self.batch_timeout)))
             }

@@ -19,16 +19,21 @@ pub struct Built {
     pub first: Rows,
 }
 
-/// Connects to `endpoint` and serves there with the engine `build` makes; `ready` is called
-/// once the server has been told the engine is up (and may keep what it returns, such as a
-/// registration, until the end). Returns when the server says stop or closes the connection; a
-/// build failure is reported to the server too.
+/// Connects to `endpoint`, greets the server (a server of another protocol version is refused
+/// here, before anything loads), presents `token`, and serves there with the engine `build`
+/// makes; `ready` is called once the server has been told the engine is up (and may keep what
+/// it returns, such as a registration, until the end). Returns when the server says stop or
+/// closes the connection; a build failure is reported to the server too.
 pub fn serve_engine<K>(
     endpoint: &Endpoint,
+    token: Option<&str>,
     build: impl FnOnce() -> Result<Built, EngineError>,
     ready: impl FnOnce(&Boot) -> K,
 ) -> io::Result<()> {
     let mut stream = endpoint.connect()?;
+    wire::greet(&mut stream)?;
+    wire::check_greeting(&mut stream, "the server")?;
+    wire::send(&mut stream, &FromWorker::Hello { token: token.map(str::to_string) })?;
     let mut built = match build() {
         Ok(built) => built,
         Err(e) => {

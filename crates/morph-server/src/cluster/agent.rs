@@ -11,8 +11,11 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use axum::extract::Request;
 use axum::extract::{Json, Path, Query, State};
 use axum::http::StatusCode;
+use axum::http::header::AUTHORIZATION;
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Router, serve};
@@ -99,9 +102,10 @@ impl Agent {
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let app = Router::new()
-            .route("/health", get(|| async { "ok" }))
             .route("/v1/workers", post(start).get(list))
             .route("/v1/workers/{pid}", delete(stop))
+            .route_layer(middleware::from_fn_with_state(self.clone(), require_token))
+            .route("/health", get(|| async { "ok" }))
             .with_state(self.clone());
         serve(listener, app).with_graceful_shutdown(shutdown).await?;
         let pids: Vec<u32> = lock(&self.running).keys().copied().collect();
@@ -131,7 +135,9 @@ impl Agent {
             let plans: Vec<String> = request.plans.iter().map(ToString::to_string).collect();
             extra.push(format!("--plans={}", plans.join(",")));
         }
-        let spawned = self.spawner.spawn(request.unit, &endpoint, &extra).map_err(|e| e.to_string())?;
+        // The worker presents the cluster's token to the server it connects to.
+        let env: Vec<(&str, &str)> = cluster.token().map(|t| (CLUSTER_TOKEN_ENV, t)).into_iter().collect();
+        let spawned = self.spawner.spawn(request.unit, &endpoint, &extra, &env).map_err(|e| e.to_string())?;
         let pid = spawned.child.id();
         let kind = spawned.kind;
         lock(&self.running).insert(pid, (request.unit, None));
@@ -227,4 +233,22 @@ async fn stop(State(agent): State<Arc<Agent>>, Path(pid): Path<u32>, Query(q): Q
 
 fn error(status: StatusCode, message: String) -> Response {
     (status, Json(json!({ "error": message }))).into_response()
+}
+
+/// The variable a worker finds the cluster's token in.
+pub const CLUSTER_TOKEN_ENV: &str = "MORPH_CLUSTER_TOKEN";
+
+/// With a cluster token, the workers' API answers only a caller that presents it
+/// (`Authorization: Bearer TOKEN`); `/health` stays open for probes.
+async fn require_token(State(agent): State<Arc<Agent>>, request: Request, next: Next) -> Response {
+    let given = request.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok());
+    let given = given.and_then(|v| v.strip_prefix("Bearer "));
+    match morph_engine::wire::token_matches(agent.config.cluster.token(), given) {
+        true => next.run(request).await,
+        false => {
+            let message = "missing or wrong cluster token: send 'Authorization: Bearer TOKEN' (the cluster's --cluster-token-file or MORPH_CLUSTER_TOKEN)";
+            (StatusCode::UNAUTHORIZED, Json(json!({"error": {"message": message, "type": "unauthorized"}})))
+                .into_response()
+        }
+    }
 }

@@ -218,6 +218,7 @@ impl RemoteHosts {
             .http
             .post(&url)
             .set("content-type", "application/json")
+            .set("authorization", &self.bearer())
             .send_string(&body)
         {
             Ok(answer) => {
@@ -236,13 +237,30 @@ impl RemoteHosts {
                 )));
             }
         };
-        let process = AgentProcess { agent: host.agent.clone(), pid: started.pid, http: self.http.clone() };
-        let engine =
-            RemoteEngine::accept(&listener, Some(Box::new(process)), unit.runtime, deadline, batch_timeout)?;
+        let process = AgentProcess {
+            agent: host.agent.clone(),
+            pid: started.pid,
+            http: self.http.clone(),
+            bearer: self.bearer(),
+        };
+        let token = self.membership.config().token();
+        let engine = RemoteEngine::accept(
+            &listener,
+            Some(Box::new(process)),
+            unit.runtime,
+            deadline,
+            batch_timeout,
+            token,
+        )?;
         if let Some(severer) = engine.severer() {
             lock(&self.shared.severers).insert((name.clone(), started.pid), severer);
         }
         Ok((engine, started.kind))
+    }
+
+    /// The `Authorization` header for the agents' API: the cluster's token, or nothing to send.
+    fn bearer(&self) -> String {
+        self.membership.config().token().map_or_else(String::new, |t| format!("Bearer {t}"))
     }
 
     /// Whether `server`'s agent answers its health probe within 300 ms; one that does not is
@@ -299,6 +317,8 @@ struct AgentProcess {
     agent: String,
     pid: u32,
     http: ureq::Agent,
+    /// The `Authorization` header the agents' API takes.
+    bearer: String,
 }
 
 impl AgentProcess {
@@ -306,9 +326,11 @@ impl AgentProcess {
     /// that failed), to kill the worker once `grace` is over.
     fn stop_after(&self, grace: Duration) -> String {
         let url = format!("{}/v1/workers/{}?grace_ms={}", self.agent, self.pid, grace.as_millis());
-        let http = self.http.clone();
+        let (http, bearer) = (self.http.clone(), self.bearer.clone());
         let asked = std::thread::Builder::new().name("morph-stop".into()).spawn(move || {
-            if let Err(e) = http.delete(&url).timeout(Duration::from_secs(5)).call() {
+            if let Err(e) =
+                http.delete(&url).set("authorization", &bearer).timeout(Duration::from_secs(5)).call()
+            {
                 tracing::warn!(%url, error = %e, "the host's agent did not take the stop");
             }
         });

@@ -36,6 +36,39 @@ pub struct ClusterConfig {
     pub cluster: String,
     /// Keys vanish this long after their owner stopped renewing them.
     pub lease_ttl: Duration,
+    /// The secret every host of the cluster shares: the agents' API and the workers'
+    /// connections refuse whoever does not present it (`None`: open, for a trusted network).
+    pub token: Option<ClusterToken>,
+}
+
+/// The cluster's shared secret (never printed).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClusterToken(String);
+
+impl ClusterToken {
+    /// A token from its text (surrounding whitespace, such as a file's last newline, dropped);
+    /// `None` when empty.
+    pub fn new(text: &str) -> Option<Self> {
+        let text = text.trim();
+        (!text.is_empty()).then(|| Self(text.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for ClusterToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClusterToken(..)")
+    }
+}
+
+impl ClusterConfig {
+    /// The token as the wire and the agents' API compare it.
+    pub fn token(&self) -> Option<&str> {
+        self.token.as_ref().map(ClusterToken::as_str)
+    }
 }
 
 impl ClusterConfig {

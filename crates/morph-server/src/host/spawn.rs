@@ -83,11 +83,14 @@ impl Spawner {
 
     /// Starts a worker of `unit` that connects to `endpoint`: warm if its artefact is cached,
     /// else cold. `extra` is appended to its command line.
+    /// Starts a worker of `unit` that connects to `endpoint`, with `extra` flags and `env`
+    /// variables.
     pub fn spawn(
         &self,
         unit: UnitSpec,
         endpoint: &Endpoint,
         extra: &[String],
+        env: &[(&str, &str)],
     ) -> Result<Spawned, EngineError> {
         let n = self.spawned.fetch_add(1, Ordering::Relaxed);
         let key = cache_key(unit);
@@ -103,7 +106,7 @@ impl Spawner {
         if let Some(staging) = &staging {
             cmd.arg("--prepare").arg(&staging.dir);
         }
-        cmd.args(extra);
+        cmd.args(extra).envs(env.iter().copied());
         let child = cmd
             .spawn()
             .map_err(|e| EngineError::Load(format!("cannot start {} worker: {e}", self.exe.display())))?;

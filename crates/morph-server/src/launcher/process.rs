@@ -163,13 +163,15 @@ impl ProcessLauncher {
         let listener = Listener::bind(&Endpoint::Unix(socket))
             .map_err(|e| EngineError::Load(format!("worker socket: {e}")))?;
         let endpoint = listener.endpoint().map_err(|e| EngineError::Load(e.to_string()))?;
-        let spawned = self.spawner.spawn(unit, &endpoint, &[])?;
+        let spawned = self.spawner.spawn(unit, &endpoint, &[], &[])?;
         let accepted = RemoteEngine::accept(
             &listener,
             Some(Box::new(spawned.child)),
             unit.runtime,
             deadline,
             self.config.batch_timeout,
+            // A worker of this host connects over a Unix socket in the server's private folder.
+            None,
         );
         match (accepted, spawned.staging) {
             (Ok(engine), Some(staging)) => {
