@@ -19,4 +19,4 @@ pub mod tokenize;
 pub use candle_runtime::{CandleRuntime, Encoder};
 pub use ort_runtime::{OrtEncoder, OrtRuntime};
 pub use pooling::Pooling;
-pub use tokenize::TextTokenizer;
+pub use tokenize::{TextTokenizer, TokenSpan};

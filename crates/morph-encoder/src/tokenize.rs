@@ -34,10 +34,46 @@ impl TextTokenizer {
     }
 }
 
+/// One token of a text as text-embeddings-inference's `/tokenize` shows it: its id, its text
+/// (the input's own characters, or the special token's name), and where it lies in the input
+/// (byte offsets; none for a special token).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TokenSpan {
+    pub id: u32,
+    pub text: String,
+    pub special: bool,
+    pub start: Option<usize>,
+    pub stop: Option<usize>,
+}
+
 impl TextTokenizer {
     /// Tokens in the vocabulary, special ones included: every id is below it.
     pub fn vocab_size(&self) -> usize {
         self.inner.get_vocab_size(true)
+    }
+
+    /// `text`'s tokens, with the model's special tokens when `add_special`.
+    pub fn spans(&self, text: &str, add_special: bool) -> Result<Vec<TokenSpan>, EngineError> {
+        let encoding =
+            self.inner.encode(text, add_special).map_err(|e| EngineError::Tokenize(e.to_string()))?;
+        let tokens =
+            encoding.get_ids().iter().zip(encoding.get_tokens()).zip(encoding.get_special_tokens_mask());
+        let spans = tokens.zip(encoding.get_offsets()).map(|(((&id, token), &special), &(start, stop))| {
+            let special = special == 1;
+            match special {
+                true => TokenSpan { id, text: token.clone(), special, start: None, stop: None },
+                false => {
+                    let text = text.get(start..stop).unwrap_or(token).to_string();
+                    TokenSpan { id, text, special, start: Some(start), stop: Some(stop) }
+                }
+            }
+        });
+        Ok(spans.collect())
+    }
+
+    /// The text of `ids`, without the special tokens when `skip_special`.
+    pub fn decode(&self, ids: &[u32], skip_special: bool) -> Result<String, EngineError> {
+        self.inner.decode(ids, skip_special).map_err(|e| EngineError::Tokenize(e.to_string()))
     }
 }
 

@@ -45,6 +45,9 @@ pub enum ApiError {
     WrongEndpoint { served: &'static str },
     #[error("the server is shutting down and its drain deadline passed before this call finished")]
     ShuttingDown,
+    /// A route this server does not have; the message says why or lists the routes it has.
+    #[error("{0}")]
+    NotFound(String),
 }
 
 impl ApiError {
@@ -67,6 +70,7 @@ impl ApiError {
             ApiError::Engine(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::WrongEndpoint { .. } => StatusCode::NOT_FOUND,
             ApiError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
         }
     }
 
@@ -84,6 +88,7 @@ impl ApiError {
             ApiError::Engine(_) => FailureKind::Engine,
             ApiError::WrongEndpoint { .. } => FailureKind::WrongEndpoint,
             ApiError::ShuttingDown => FailureKind::ShuttingDown,
+            ApiError::NotFound(_) => FailureKind::NotFound,
         }
     }
 }

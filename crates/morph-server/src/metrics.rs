@@ -29,6 +29,7 @@ pub enum FailureKind {
     WrongEndpoint,
     Engine,
     ShuttingDown,
+    NotFound,
 }
 
 impl FailureKind {
@@ -46,6 +47,7 @@ impl FailureKind {
             FailureKind::WrongEndpoint => "wrong_endpoint",
             FailureKind::Engine => "engine",
             FailureKind::ShuttingDown => "shutting_down",
+            FailureKind::NotFound => "not_found",
         }
     }
 }

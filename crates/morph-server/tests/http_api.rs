@@ -190,3 +190,53 @@ async fn an_oversize_body_is_a_json_413_of_its_own_kind_and_counted() {
     }
     server.stop().await;
 }
+
+/// TEI's tokenizer routes on the real tokenizer: `/tokenize` gives ids that embed as their text
+/// does and `/decode` reads back; `/embed_all` and unknown paths are JSON 404s that say why;
+/// `/info` has TEI's fields.
+#[tokio::test]
+async fn tei_tokenize_decode_info_and_clear_404s() {
+    let server = start(candle()).await;
+    let text = "This is an example sentence";
+    let (status, tokens) =
+        post(&server.url, "/tokenize", &serde_json::json!({ "inputs": text }).to_string()).await;
+    assert_eq!(status, 200, "{tokens}");
+    let tokens = tokens[0].as_array().expect("one input's tokens").clone();
+    assert_eq!(tokens.len(), 7, "[CLS], five words, [SEP]: {tokens:?}");
+    assert_eq!((tokens[0]["text"].as_str(), tokens[0]["special"].as_bool()), (Some("[CLS]"), Some(true)));
+    assert_eq!(tokens[1]["text"], "This");
+    assert_eq!((tokens[1]["start"].as_u64(), tokens[1]["stop"].as_u64()), (Some(0), Some(4)));
+    let ids: Vec<u64> = tokens.iter().map(|t| t["id"].as_u64().expect("id")).collect();
+    let (status, by_text) =
+        post(&server.url, "/v1/embeddings", &serde_json::json!({ "input": text }).to_string()).await;
+    assert_eq!(status, 200);
+    let (status, by_ids) =
+        post(&server.url, "/v1/embeddings", &serde_json::json!({ "input": ids }).to_string()).await;
+    assert_eq!(status, 200, "{by_ids}");
+    assert_eq!(by_ids["data"][0]["embedding"], by_text["data"][0]["embedding"], "ids embed as their text");
+    let (status, decoded) =
+        post(&server.url, "/decode", &serde_json::json!({ "ids": ids }).to_string()).await;
+    assert_eq!(status, 200, "{decoded}");
+    assert_eq!(decoded, serde_json::json!(["this is an example sentence"]));
+    let (status, body) = post(&server.url, "/decode", r#"{"ids": [999999]}"#).await;
+    assert_eq!(status, 422);
+    assert!(
+        error_message(&body).contains("token id 999999 is not in the model's vocabulary of 30522"),
+        "{body}"
+    );
+    let (status, body) = post(&server.url, "/embed_all", r#"{"inputs": "a"}"#).await;
+    assert_eq!((status, body["error"]["type"].as_str()), (404, Some("not_found")), "{body}");
+    assert!(error_message(&body).contains("/embed_all (one vector per token) is not served"), "{body}");
+    let (status, body) = post(&server.url, "/v2/embed", "{}").await;
+    assert_eq!(status, 404);
+    assert!(
+        error_message(&body).contains("no route POST /v2/embed; the routes: POST /v1/embeddings"),
+        "{body}"
+    );
+    let info: serde_json::Value =
+        client().get(format!("{}/info", server.url)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(info["model_id"], "all-MiniLM-L6-v2");
+    assert_eq!(info["model_type"]["embedding"]["pooling"], "mean", "{info}");
+    assert_eq!(info["max_client_batch_size"], 4);
+    server.stop().await;
+}

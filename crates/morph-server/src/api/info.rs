@@ -14,9 +14,12 @@ use crate::host::cache::CachedArtefact;
 use crate::launcher::StartReport;
 use crate::metrics::HostGauges;
 
-/// `GET /info`: the model, its runtimes and instances, the policy and how instances run.
+/// `GET /info`: the model, its runtimes and instances, the policy and how instances run; the
+/// fields a text-embeddings-inference client reads are there too, under TEI's names.
 #[derive(Debug, Serialize)]
 pub(super) struct Info {
+    #[serde(flatten)]
+    tei: TeiInfo,
     model: String,
     dim: usize,
     pooling: Option<Pooling>,
@@ -31,6 +34,17 @@ pub(super) struct Info {
     predictor: Option<serde_json::Value>,
     uptime_s: f64,
     version: &'static str,
+}
+
+/// TEI's `/info` fields.
+#[derive(Debug, Serialize)]
+struct TeiInfo {
+    model_id: String,
+    model_dtype: &'static str,
+    /// `{"embedding": {"pooling": "mean"}}`, or `{"generation": {}}` on a decoder.
+    model_type: serde_json::Value,
+    max_client_batch_size: usize,
+    auto_truncate: bool,
 }
 
 /// A unit and its instances.
@@ -127,7 +141,20 @@ pub(super) async fn info(State(state): State<AppState>) -> Json<Info> {
         Served::Generation(generator) => generator.predictor(),
         Served::Embeddings(_) => None,
     };
+    // An encoder computes in f32; a decoder in its GGUF file's own (quantized) types.
+    let (model_type, model_dtype) = match &state.served {
+        Served::Embeddings(_) => (serde_json::json!({ "embedding": { "pooling": m.pooling } }), "float32"),
+        Served::Generation(_) => (serde_json::json!({ "generation": {} }), "gguf"),
+    };
+    let tei = TeiInfo {
+        model_id: m.name.clone(),
+        model_dtype,
+        model_type,
+        max_client_batch_size: state.max_client_batch,
+        auto_truncate: false,
+    };
     Json(Info {
+        tei,
         model: m.name.clone(),
         dim: m.dim,
         pooling: m.pooling,

@@ -15,6 +15,7 @@ pub mod requests;
 pub(crate) mod responses;
 mod state;
 mod stream;
+mod tokens;
 pub mod validate;
 
 use std::time::Instant;
@@ -68,6 +69,9 @@ pub fn router(state: AppState) -> Router {
     let protected = Router::new()
         .route("/v1/embeddings", post(embeddings::openai))
         .route("/embed", post(embeddings::tei))
+        .route("/tokenize", post(tokens::tokenize))
+        .route("/decode", post(tokens::decode))
+        .route("/embed_all", post(embed_all))
         .route("/v1/classify", post(classify::classify))
         .route("/predict", post(classify::predict))
         .route("/v1/completions", post(generate::completions))
@@ -83,6 +87,7 @@ pub fn router(state: AppState) -> Router {
         .route("/live", get(health::live))
         .route_layer(middleware::from_fn_with_state(state.clone(), observe_calls))
         .route("/metrics", get(info::metrics))
+        .fallback(no_route)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
 }
@@ -120,6 +125,32 @@ pub(super) fn count_failure<T>(state: &AppState, result: &Result<T, ApiError>) {
 
 /// The probes and the scrape itself, left out of the call metrics.
 const UNCOUNTED: [&str; 4] = ["/live", "/ready", "/health", "/metrics"];
+
+/// Every route, for the answer to a path that is none of them.
+const ROUTES: &str = "POST /v1/embeddings, /embed, /tokenize, /decode, /v1/classify, /predict, \
+     /v1/completions, /v1/chat/completions; GET /v1/models, /info, /live, /ready, /health, /metrics";
+
+/// A path no route has: a JSON 404 that lists the routes (counted as a failure of its own kind).
+async fn no_route(State(state): State<AppState>, request: Request) -> ApiError {
+    let error = ApiError::NotFound(format!(
+        "no route {} {}; the routes: {ROUTES} (docs/api.md)",
+        request.method(),
+        request.uri().path()
+    ));
+    count_failure::<()>(&state, &Err(error.clone()));
+    error
+}
+
+/// text-embeddings-inference's token-level embeddings, which Morph does not serve.
+async fn embed_all(State(state): State<AppState>) -> ApiError {
+    let error = ApiError::NotFound(
+        "/embed_all (one vector per token) is not served: Morph's graphs pool inside the engine; \
+         /embed and /v1/embeddings give one vector per input"
+            .into(),
+    );
+    count_failure::<()>(&state, &Err(error.clone()));
+    error
+}
 
 /// The header that carries a call's id, taken from the client when it sends one.
 const REQUEST_ID: &str = "x-request-id";

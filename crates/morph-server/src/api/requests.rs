@@ -104,3 +104,22 @@ pub struct GenerationRequest {
 pub struct StreamOptions {
     pub include_usage: Option<Flag>,
 }
+
+/// `POST /tokenize` (text-embeddings-inference).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenizeRequest {
+    pub inputs: Option<Texts>,
+    /// Default true.
+    pub add_special_tokens: Option<Flag>,
+}
+
+/// `POST /decode` (text-embeddings-inference).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecodeRequest {
+    /// An array of token ids, or an array of them.
+    pub ids: Option<Inputs>,
+    /// Default true.
+    pub skip_special_tokens: Option<Flag>,
+}

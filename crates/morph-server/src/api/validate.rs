@@ -5,7 +5,8 @@ use morph_decoder::{Message, SamplingParams};
 
 use super::fields::{ChatMessage, Content, Flag, Inputs, Messages, Number, Text, Texts};
 use super::requests::{
-    ClassifyRequest, EmbedRequest, EmbeddingsRequest, GenerationRequest, PredictRequest, StreamOptions,
+    ClassifyRequest, DecodeRequest, EmbedRequest, EmbeddingsRequest, GenerationRequest, PredictRequest,
+    StreamOptions, TokenizeRequest,
 };
 use crate::error::ApiError;
 use crate::infer::{EmbedInputs, GenerationFormat, Prompt, ValidClassify, ValidEmbed, ValidGeneration};
@@ -67,6 +68,22 @@ pub fn embed(r: EmbedRequest, max_items: usize) -> Result<ValidEmbed, ApiError> 
         normalize: flag(r.normalize, true),
         truncate: flag(r.truncate, false),
     })
+}
+
+/// `/tokenize`: the texts, and whether to add the special tokens.
+pub fn tokenize(r: TokenizeRequest, max_items: usize) -> Result<(Vec<String>, bool), ApiError> {
+    Ok((texts("inputs", r.inputs, max_items)?, flag(r.add_special_tokens, true)))
+}
+
+/// `/decode`: the token id lists, and whether to leave the special tokens out.
+pub fn decode(r: DecodeRequest, max_items: usize) -> Result<(Vec<Vec<u32>>, bool), ApiError> {
+    let ids = match inputs("ids", r.ids, max_items)? {
+        EmbedInputs::Tokens(ids) => ids,
+        EmbedInputs::Texts(_) => {
+            return Err(ApiError::validation("ids", "must be an array of token ids, or an array of them"));
+        }
+    };
+    Ok((ids, flag(r.skip_special_tokens, true)))
 }
 
 pub fn classify(r: ClassifyRequest, max_items: usize) -> Result<ValidClassify, ApiError> {

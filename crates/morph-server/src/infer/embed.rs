@@ -4,10 +4,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use morph_encoder::TextTokenizer;
 use morph_encoder::pooling::l2_normalize;
 use morph_encoder::tasks::served::TaskHeads;
 use morph_encoder::tokenize::truncate;
+use morph_encoder::{TextTokenizer, TokenSpan};
 use morph_engine::EngineError;
 
 use super::valid::{EmbedInputs, ValidEmbed};
@@ -105,6 +105,27 @@ impl Embedder {
             });
         }
         Ok(pooled)
+    }
+
+    /// Each text's tokens, as `/tokenize` answers them.
+    pub async fn spans(
+        &self,
+        texts: Vec<String>,
+        add_special: bool,
+    ) -> Result<Vec<Vec<TokenSpan>>, ApiError> {
+        let tokenizer = self.tokenizer.clone();
+        tokio::task::spawn_blocking(move || {
+            texts.iter().map(|t| tokenizer.spans(t, add_special)).collect::<Result<Vec<_>, _>>()
+        })
+        .await
+        .map_err(|e| ApiError::Engine(EngineError::Tokenize(e.to_string())))?
+        .map_err(ApiError::Engine)
+    }
+
+    /// Each id list's text (ids checked against the vocabulary first).
+    pub fn decode(&self, ids: Vec<Vec<u32>>, skip_special: bool) -> Result<Vec<String>, ApiError> {
+        let ids = self.known_ids(ids, "ids")?;
+        ids.iter().map(|ids| self.tokenizer.decode(ids, skip_special).map_err(ApiError::Engine)).collect()
     }
 
     /// Token ids sent by the caller, each checked against the vocabulary.
