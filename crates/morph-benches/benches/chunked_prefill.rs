@@ -13,8 +13,8 @@ use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
 use morph_decoder::{
-    DecoderKernels, DecoderThread, GenEvent, GenRequest, IterationReport, LoadedDecoder, SamplingParams,
-    StepperShape, load_decoder,
+    DecoderKernels, DecoderThread, Decoding, GenEvent, GenRequest, IterationReport, LoadedDecoder,
+    SamplingParams, StepperShape, load_decoder,
 };
 
 use morph_benches::cli_arg;
@@ -57,7 +57,16 @@ fn run((model, backend): &LoadedDecoder, chunk: usize, long: usize) -> (f64, f64
     let request = |key, prompt, max_tokens| {
         let (events, rx) = tokio::sync::mpsc::unbounded_channel();
         let sampling = SamplingParams { temperature: 0.0, ..SamplingParams::default() };
-        (GenRequest { key, prompt, max_tokens, sampling, stop: Vec::new(), events }, rx)
+        (
+            GenRequest {
+                key,
+                prompt,
+                max_tokens,
+                decoding: Decoding { sampling, ..Decoding::default() },
+                events,
+            },
+            rx,
+        )
     };
     let (others, _streams): (Vec<_>, Vec<_>) =
         (0..3).map(|k| request(k, prompt(16, k as u32), OTHERS_TOKENS)).unzip();

@@ -7,6 +7,7 @@ pub mod chat;
 pub mod gguf_tokenizer;
 pub mod llama;
 pub mod llamacpp;
+pub mod logprobs;
 pub mod pieces;
 pub mod sampling;
 pub mod stage;
@@ -19,6 +20,7 @@ pub use chat::{Message, chatml_prompt};
 pub use gguf_tokenizer::GgufTokenizer;
 pub use llama::{Llama, LlamaConfig, SequenceCache};
 pub use llamacpp::LlamaCppBackend;
+pub use logprobs::{TokenLogprob, token_logprob};
 pub use sampling::{Sampler, SamplingParams};
 pub use stage::{DecoderStage, StageWeights};
 pub use stepper::{
@@ -27,5 +29,5 @@ pub use stepper::{
 };
 pub use stop::{Scanned, StopScan};
 pub use thread::{
-    DecoderThread, FinishReason, GenEvent, GenRequest, IterationHook, IterationReport, Iterations,
+    DecoderThread, Decoding, FinishReason, GenEvent, GenRequest, IterationHook, IterationReport, Iterations,
 };

@@ -20,6 +20,7 @@ use std::thread::JoinHandle;
 
 use crate::gguf_tokenizer::GgufTokenizer;
 use crate::llama::Llama;
+use crate::logprobs::{TokenLogprob, token_logprob};
 use crate::pieces::{next_piece, turn_starts};
 use crate::sampling::{Sampler, SamplingParams};
 use crate::stepper::{DecodeBackend, Slot, Stepper, StepperShape};
@@ -43,6 +44,8 @@ pub enum GenEvent {
     Token {
         id: u32,
         text: String,
+        /// Its log-probability, when the generation asked for them.
+        logprob: Option<TokenLogprob>,
     },
     Done {
         reason: FinishReason,
@@ -58,6 +61,16 @@ pub enum GenEvent {
     Dropped(morph_core::DropReason),
 }
 
+/// How a generation draws its tokens, where it stops, and what it reports of them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Decoding {
+    pub sampling: SamplingParams,
+    /// The generation ends where its text reaches one of these (cut before it).
+    pub stop: Vec<String>,
+    /// Each token's log-probability with this many of the most likely (`None`: not asked).
+    pub logprobs: Option<u8>,
+}
+
 /// One generation handed to the thread.
 #[derive(Debug)]
 pub struct GenRequest {
@@ -65,9 +78,7 @@ pub struct GenRequest {
     pub key: u64,
     pub prompt: Vec<u32>,
     pub max_tokens: u32,
-    pub sampling: SamplingParams,
-    /// The generation ends where its text reaches one of these (cut before it).
-    pub stop: Vec<String>,
+    pub decoding: Decoding,
     pub events: tokio::sync::mpsc::UnboundedSender<GenEvent>,
 }
 
@@ -370,8 +381,8 @@ fn admit(
             cached: opened.cached,
             produced: Vec::new(),
             text: TextStream::default(),
-            sampler: Sampler::new(request.sampling),
-            stop: StopScan::new(request.stop.clone()),
+            sampler: Sampler::new(request.decoding.sampling),
+            stop: StopScan::new(request.decoding.stop.clone()),
             request,
         });
     }
@@ -423,6 +434,7 @@ fn iterate(
         }
         sampled += 1;
         let next = r.sampler.sample(&row);
+        let logprob = r.request.decoding.logprobs.map(|top| token_logprob(&row, next, usize::from(top)));
         let reason = if next == tokenizer.eos {
             Some(FinishReason::Stop)
         } else {
@@ -432,7 +444,7 @@ fn iterate(
                 Scanned::Text(text) => (text, false),
                 Scanned::Stopped(text) => (text, true),
             };
-            let _ = r.request.events.send(GenEvent::Token { id: next, text });
+            let _ = r.request.events.send(GenEvent::Token { id: next, text, logprob });
             match stopped {
                 true => Some(FinishReason::Stop),
                 false => (r.produced.len() >= r.request.max_tokens as usize).then_some(FinishReason::Length),

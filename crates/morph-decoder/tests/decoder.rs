@@ -8,9 +8,9 @@ use std::sync::{Arc, OnceLock};
 
 use morph_decoder::sampling::argmax;
 use morph_decoder::{
-    CandleBackend, DecodeBackend, DecoderKernels, DecoderThread, FinishReason, GenEvent, GenRequest,
-    GgufTokenizer, IterationReport, Llama, LlamaCppBackend, Message, Sampler, SamplingParams, Slot, Stepper,
-    StepperShape, chatml_prompt, pieces,
+    CandleBackend, DecodeBackend, DecoderKernels, DecoderThread, Decoding, FinishReason, GenEvent,
+    GenRequest, GgufTokenizer, IterationReport, Llama, LlamaCppBackend, Message, Sampler, SamplingParams,
+    Slot, Stepper, StepperShape, chatml_prompt, pieces,
 };
 use morph_fetch::fetch_default_decoder;
 use morph_fetch::{Pip, morph_home};
@@ -366,7 +366,16 @@ fn drive(
 fn request(key: u64, prompt: &[u32], max_tokens: u32) -> (GenRequest, Events) {
     let (events, rx) = tokio::sync::mpsc::unbounded_channel();
     let sampling = SamplingParams::default();
-    (GenRequest { key, prompt: prompt.to_vec(), max_tokens, sampling, stop: Vec::new(), events }, rx)
+    (
+        GenRequest {
+            key,
+            prompt: prompt.to_vec(),
+            max_tokens,
+            decoding: Decoding { sampling, ..Decoding::default() },
+            events,
+        },
+        rx,
+    )
 }
 
 type Events = tokio::sync::mpsc::UnboundedReceiver<GenEvent>;

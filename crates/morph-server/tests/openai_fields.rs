@@ -30,8 +30,8 @@ fn fields() -> Vec<(&'static str, &'static str, Value, Verdict)> {
         (chat, "audio", json!({"voice": "alloy", "format": "wav"}), Refused),
         (chat, "function_call", json!("auto"), Refused),
         (chat, "functions", json!([{"name": "f"}]), Refused),
-        (chat, "logprobs", json!(true), Refused),
-        (chat, "top_logprobs", json!(2), Refused),
+        (chat, "logprobs", json!(true), Honoured),
+        (chat, "top_logprobs", json!(2), Honoured),
         (chat, "max_completion_tokens", json!(2), Honoured),
         (chat, "metadata", json!({"k": "v"}), Refused),
         (chat, "modalities", json!(["text"]), Refused),
@@ -49,7 +49,7 @@ fn fields() -> Vec<(&'static str, &'static str, Value, Verdict)> {
         (completions, "prompt", json!(["One", "Two"]), Honoured),
         (completions, "best_of", json!(2), Refused),
         (completions, "echo", json!(true), Refused),
-        (completions, "logprobs", json!(2), Refused),
+        (completions, "logprobs", json!(2), Honoured),
         (completions, "suffix", json!("end"), Refused),
     ];
     // Fields both generation routes take alike.
@@ -86,6 +86,9 @@ fn body(route: &str, field: &str, value: &Value) -> Value {
     }
     if field == "stream_options" {
         body["stream"] = json!(true);
+    }
+    if field == "top_logprobs" {
+        body["logprobs"] = json!(true);
     }
     body[field] = value.clone();
     body

@@ -7,8 +7,8 @@ use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
 use morph_decoder::{
-    DecoderThread, GenEvent, GenRequest, GgufTokenizer, LoadedDecoder, Message, SamplingParams, StepperShape,
-    chatml_prompt,
+    DecoderThread, Decoding, GenEvent, GenRequest, GgufTokenizer, LoadedDecoder, Message, SamplingParams,
+    StepperShape, chatml_prompt,
 };
 use morph_train::predictor::dataset::load_sharegpt;
 
@@ -74,8 +74,7 @@ pub(crate) fn run(
                 key: key as u64,
                 prompt: prompt.clone(),
                 max_tokens,
-                sampling,
-                stop: Vec::new(),
+                decoding: Decoding { sampling, ..Decoding::default() },
                 events,
             });
             running.insert(key as u64, (rx, Instant::now(), None::<Instant>, Instant::now(), 0usize));

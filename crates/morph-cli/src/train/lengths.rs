@@ -11,7 +11,7 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Args;
 use morph_decoder::{
-    DecoderKernels, DecoderThread, FinishReason, GenEvent, GenRequest, IterationReport, Message,
+    DecoderKernels, DecoderThread, Decoding, FinishReason, GenEvent, GenRequest, IterationReport, Message,
     SamplingParams, StepperShape, chatml_prompt, load_decoder,
 };
 use morph_train::predictor::{dataset::LengthRecord, dataset::load_length_records, dataset::load_sharegpt};
@@ -128,8 +128,7 @@ pub(crate) fn run(args: LengthsArgs) -> anyhow::Result<()> {
                 key: key as u64,
                 prompt: p.prompt.clone(),
                 max_tokens: args.max_tokens,
-                sampling,
-                stop: Vec::new(),
+                decoding: Decoding { sampling, ..Decoding::default() },
                 events,
             });
             running.insert(key as u64, (p, rx));

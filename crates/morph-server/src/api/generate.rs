@@ -12,15 +12,16 @@ use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use futures_util::future::try_join_all;
-use morph_decoder::{FinishReason, GenEvent};
+use morph_decoder::GenEvent;
 use morph_engine::EngineError;
 
-use super::reply::{Reply, observe_done};
+use super::logprobs::{ChoiceLogprobs, Logprobbed};
+use super::reply::{Finished, Reply, observe_done};
 use super::requests::GenerationRequest;
 use super::responses::{CompletionResponse, GenerationUsage};
 use super::{AppState, Body, count_failure, parse, stream, validate};
 use crate::error::ApiError;
-use crate::infer::{Generation, GenerationFormat, Truth, ValidGeneration};
+use crate::infer::{Generation, GenerationFormat, Generator, Truth, ValidGeneration};
 use crate::metrics::Metrics;
 
 pub(super) async fn completions(State(state): State<AppState>, Body(body): Body) -> Response {
@@ -45,7 +46,12 @@ async fn serve(state: AppState, body: &[u8], format: GenerationFormat) -> Respon
     if call.stream {
         return stream::events(generations, reply, call.include_usage, &state);
     }
-    let result = state.drain.or_deadline(whole(generations, &reply, &state.driver.metrics)).await;
+    let result = match state.generator() {
+        Ok(generator) => {
+            state.drain.or_deadline(whole(generations, &reply, generator, &state.driver.metrics)).await
+        }
+        Err(e) => Err(e),
+    };
     count_failure(&state, &result);
     match result {
         Ok(body) => Json(body).into_response(),
@@ -76,33 +82,40 @@ async fn start(
 async fn whole(
     generations: Vec<Generation>,
     reply: &Reply,
+    generator: &Generator,
     metrics: &Metrics,
 ) -> Result<CompletionResponse, ApiError> {
-    let finished = try_join_all(generations.into_iter().map(|g| collect(g, metrics))).await?;
-    let usage = finished.iter().fold(GenerationUsage::default(), |sum, (_, _, usage)| sum.add(*usage));
-    Ok(reply.whole(finished.into_iter().map(|(text, reason, _)| (text, reason)).collect(), usage))
+    let format = reply.format();
+    let finished =
+        try_join_all(generations.into_iter().map(|g| collect(g, format, generator, metrics))).await?;
+    let usage = finished.iter().fold(GenerationUsage::default(), |sum, (_, usage)| sum.add(*usage));
+    Ok(reply.whole(finished.into_iter().map(|(choice, _)| choice).collect(), usage))
 }
 
-/// One choice's text, finish reason and usage.
+/// One choice's answer and usage.
 async fn collect(
     mut generation: Generation,
+    format: GenerationFormat,
+    generator: &Generator,
     metrics: &Metrics,
-) -> Result<(String, FinishReason, GenerationUsage), ApiError> {
+) -> Result<(Finished, GenerationUsage), ApiError> {
     let first_at = Instant::now();
-    let mut text = String::new();
+    let (mut text, mut tokens) = (String::new(), Vec::new());
     let mut event = generation.first;
     let result = loop {
         match event {
-            GenEvent::Token { text: piece, .. } => text.push_str(&piece),
+            GenEvent::Token { id, text: piece, logprob } => {
+                text.push_str(&piece);
+                tokens.extend(logprob.map(|lp| Logprobbed::new(generator, id, &lp)));
+            }
             GenEvent::Done { reason, tail, prompt_tokens, cached_tokens, completion_tokens } => {
                 observe_done(metrics, first_at, prompt_tokens, cached_tokens, completion_tokens);
                 Truth::learn(&mut generation.truth, completion_tokens);
                 text.push_str(&tail);
-                break Ok((
-                    text,
-                    reason,
-                    GenerationUsage::new(prompt_tokens, cached_tokens, completion_tokens),
-                ));
+                let asked = !tokens.is_empty();
+                let logprobs = asked.then(|| ChoiceLogprobs::of(format, tokens, 0));
+                let usage = GenerationUsage::new(prompt_tokens, cached_tokens, completion_tokens);
+                break Ok((Finished { text, reason, logprobs }, usage));
             }
             GenEvent::Failed(e) => break Err(ApiError::Engine(e)),
             GenEvent::Dropped(r) => break Err(ApiError::generation_dropped(r)),

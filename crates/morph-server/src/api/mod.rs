@@ -9,6 +9,7 @@ pub mod fields;
 mod generate;
 mod health;
 mod info;
+mod logprobs;
 mod models;
 mod reply;
 pub mod requests;

@@ -5,6 +5,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use morph_decoder::FinishReason;
 
+use super::logprobs::ChoiceLogprobs;
 use super::responses::{ChatDelta, ChatText, Choice, CompletionResponse, GenerationUsage};
 use crate::infer::GenerationFormat;
 use crate::metrics::Metrics;
@@ -35,6 +36,13 @@ fn finish(reason: FinishReason) -> &'static str {
     }
 }
 
+/// One choice's answer, whole.
+pub(super) struct Finished {
+    pub text: String,
+    pub reason: FinishReason,
+    pub logprobs: Option<ChoiceLogprobs>,
+}
+
 /// The response bodies of one call, in its format.
 pub(super) struct Reply {
     format: GenerationFormat,
@@ -52,24 +60,20 @@ impl Reply {
         (unix_nanos() / 1_000_000_000) as u64
     }
 
-    /// A whole answer: each choice's text and finish reason, in order, and the call's usage.
-    pub(super) fn whole(
-        &self,
-        choices: Vec<(String, FinishReason)>,
-        usage: GenerationUsage,
-    ) -> CompletionResponse {
+    /// A whole answer: each choice's text, finish reason and log-probabilities, in order, and
+    /// the call's usage.
+    pub(super) fn whole(&self, choices: Vec<Finished>, usage: GenerationUsage) -> CompletionResponse {
         let choices = choices
             .into_iter()
             .enumerate()
-            .map(|(index, (text, reason))| {
+            .map(|(index, Finished { text, reason, logprobs })| {
                 let finish_reason = Some(finish(reason));
                 match self.format {
-                    GenerationFormat::Completion => {
-                        Choice::Text { index, text, logprobs: None, finish_reason }
-                    }
+                    GenerationFormat::Completion => Choice::Text { index, text, logprobs, finish_reason },
                     GenerationFormat::Chat => Choice::Message {
                         index,
                         message: ChatText { role: "assistant", content: text },
+                        logprobs,
                         finish_reason,
                     },
                 }
@@ -78,21 +82,27 @@ impl Reply {
         self.response(self.object(false), choices, Some(usage))
     }
 
-    /// One event of a stream: a piece of choice `index`'s text, or (with `reason`) its last.
+    /// One event of a stream: a piece of choice `index`'s text (and its token's
+    /// log-probabilities), or (with `reason`) its last.
     pub(super) fn chunk(
         &self,
         index: usize,
         text: String,
         reason: Option<FinishReason>,
+        logprobs: Option<ChoiceLogprobs>,
     ) -> CompletionResponse {
         let finish_reason = reason.map(finish);
         let choice = match self.format {
-            GenerationFormat::Completion => Choice::TextChunk { index, text, finish_reason },
+            GenerationFormat::Completion => Choice::Text { index, text, logprobs, finish_reason },
             GenerationFormat::Chat => {
-                Choice::Delta { index, delta: ChatDelta { content: text }, finish_reason }
+                Choice::Delta { index, delta: ChatDelta { content: text }, logprobs, finish_reason }
             }
         };
         self.response(self.object(true), vec![choice], None)
+    }
+
+    pub(super) fn format(&self) -> GenerationFormat {
+        self.format
     }
 
     /// A stream's last chunk when the call asked for its usage: no choices, the token counts.

@@ -6,6 +6,7 @@ use base64::Engine as _;
 use morph_core::TokenPlan;
 use serde::Serialize;
 
+use super::logprobs::ChoiceLogprobs;
 use super::validate::EncodingFormat;
 
 /// `{"error": {"message", "type"}}`, the OpenAI shape, on every route.
@@ -160,14 +161,29 @@ pub(crate) struct CompletionResponse {
     pub usage: Option<GenerationUsage>,
 }
 
-/// A choice of a completion, in the shape of its format.
+/// A choice of a completion (or a piece of one, in a stream), in the shape of its format, with
+/// its tokens' log-probabilities when the call asked for them.
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
 pub(crate) enum Choice {
-    Text { index: usize, text: String, logprobs: Option<()>, finish_reason: Option<&'static str> },
-    TextChunk { index: usize, text: String, finish_reason: Option<&'static str> },
-    Message { index: usize, message: ChatText, finish_reason: Option<&'static str> },
-    Delta { index: usize, delta: ChatDelta, finish_reason: Option<&'static str> },
+    Text {
+        index: usize,
+        text: String,
+        logprobs: Option<ChoiceLogprobs>,
+        finish_reason: Option<&'static str>,
+    },
+    Message {
+        index: usize,
+        message: ChatText,
+        logprobs: Option<ChoiceLogprobs>,
+        finish_reason: Option<&'static str>,
+    },
+    Delta {
+        index: usize,
+        delta: ChatDelta,
+        logprobs: Option<ChoiceLogprobs>,
+        finish_reason: Option<&'static str>,
+    },
 }
 
 #[derive(Debug, Serialize)]

@@ -17,6 +17,7 @@ use morph_engine::EngineError;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::AppState;
+use super::logprobs::{ChoiceLogprobs, Logprobbed};
 use super::reply::{Reply, observe_done};
 use super::responses::{ErrorDetail, ErrorResponse, GenerationUsage};
 use crate::driver::Claim;
@@ -32,6 +33,8 @@ struct Merged {
     usage: GenerationUsage,
     /// Choices not finished yet.
     open: usize,
+    /// Bytes of each choice's text sent so far.
+    sent: Vec<usize>,
     first_at: Instant,
     /// The last events were sent.
     over: bool,
@@ -57,12 +60,14 @@ pub(super) fn events(
         truths,
         usage: GenerationUsage::default(),
         open,
+        sent: vec![0; open],
         first_at: Instant::now(),
         over: false,
     };
     let reply = Arc::new(reply);
+    let state = state.clone();
     let body = stream::unfold(merged, move |mut m| {
-        let (metrics, reply, drain) = (metrics.clone(), reply.clone(), drain.clone());
+        let (metrics, reply, drain, state) = (metrics.clone(), reply.clone(), drain.clone(), state.clone());
         async move {
             if m.over {
                 return None;
@@ -77,7 +82,17 @@ pub(super) fn events(
             let failed = matches!(event, GenEvent::Failed(_) | GenEvent::Dropped(_));
             match event {
                 _ if shutting_down => out.push(error(&ApiError::ShuttingDown)),
-                GenEvent::Token { text, .. } => out.push(json(&reply.chunk(index, text, None))),
+                GenEvent::Token { id, text, logprob } => {
+                    let logprobs = match (logprob, state.generator()) {
+                        (Some(lp), Ok(generator)) => {
+                            let token = Logprobbed::new(generator, id, &lp);
+                            Some(ChoiceLogprobs::of(reply.format(), vec![token], m.sent[index]))
+                        }
+                        _ => None,
+                    };
+                    m.sent[index] += text.len();
+                    out.push(json(&reply.chunk(index, text, None, logprobs)));
+                }
                 GenEvent::Done { reason, tail, prompt_tokens, cached_tokens, completion_tokens } => {
                     observe_done(&metrics, m.first_at, prompt_tokens, cached_tokens, completion_tokens);
                     Truth::learn(&mut m.truths[index], completion_tokens);
@@ -86,7 +101,7 @@ pub(super) fn events(
                     if let Some(claim) = m.claims[index].take() {
                         claim.answered();
                     }
-                    out.push(json(&reply.chunk(index, tail, Some(reason))));
+                    out.push(json(&reply.chunk(index, tail, Some(reason), None)));
                     m.open -= 1;
                     if m.open == 0 && include_usage {
                         out.push(json(&reply.usage_chunk(m.usage)));

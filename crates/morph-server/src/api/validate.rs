@@ -157,7 +157,7 @@ pub fn generation(
     let stream = flag(r.stream, false);
     let include_usage = stream_usage(r.stream_options, stream)?;
     response_format(r.response_format)?;
-    no_logprobs(r.logprobs, r.top_logprobs)?;
+    let logprobs = logprobs(format, r.logprobs, r.top_logprobs)?;
     log_user(format.route(), r.user);
     Ok(ValidGeneration {
         prompts,
@@ -166,6 +166,7 @@ pub fn generation(
         max_tokens_given,
         sampling,
         stop: stops(r.stop)?,
+        logprobs,
         stream,
         include_usage,
     })
@@ -211,25 +212,45 @@ fn response_format(value: Option<serde_json::Value>) -> Result<(), ApiError> {
     }
 }
 
-/// `logprobs` and `top_logprobs` are refused when asked for (false, 0 or null ask for none).
-fn no_logprobs(logprobs: Option<serde_json::Value>, top: Option<Number>) -> Result<(), ApiError> {
-    let asked = match logprobs {
-        None | Some(serde_json::Value::Null) | Some(serde_json::Value::Bool(false)) => false,
-        Some(serde_json::Value::Number(n)) => n.as_f64() != Some(0.0),
-        Some(_) => true,
-    };
-    if asked {
-        return Err(ApiError::validation(
-            "logprobs",
-            "token log-probabilities are not returned by this server",
-        ));
-    }
-    match top {
-        Some(Number(n)) if n != 0.0 => Err(ApiError::validation(
-            "top_logprobs",
-            "token log-probabilities are not returned by this server",
-        )),
-        _ => Ok(()),
+/// Most alternatives per token (OpenAI's limits: 20 in chat, 5 in completions).
+const MAX_TOP_LOGPROBS_CHAT: f64 = 20.0;
+const MAX_TOP_LOGPROBS_COMPLETIONS: f64 = 5.0;
+
+/// Whether each token's log-probability is asked for, and with how many alternatives: chat's
+/// `logprobs` is true or false with `top_logprobs` beside it; completions' `logprobs` is the
+/// number of alternatives itself.
+fn logprobs(
+    format: GenerationFormat,
+    logprobs: Option<serde_json::Value>,
+    top: Option<Number>,
+) -> Result<Option<u8>, ApiError> {
+    let logprobs = logprobs.filter(|v| !v.is_null());
+    match format {
+        GenerationFormat::Chat => {
+            let asked = match logprobs {
+                None => false,
+                Some(serde_json::Value::Bool(asked)) => asked,
+                Some(_) => return Err(ApiError::validation("logprobs", "must be true or false")),
+            };
+            let top = whole_in("top_logprobs", top, 0.0, 0.0, MAX_TOP_LOGPROBS_CHAT)? as u8;
+            match (asked, top) {
+                (false, 0) => Ok(None),
+                (false, _) => Err(ApiError::validation("top_logprobs", "needs \"logprobs\": true")),
+                (true, top) => Ok(Some(top)),
+            }
+        }
+        GenerationFormat::Completion => {
+            refuse_other_format("top_logprobs", top.is_some(), "/v1/chat/completions", "logprobs: N")?;
+            let number = match logprobs {
+                None => return Ok(None),
+                Some(serde_json::Value::Number(n)) => n.as_f64().map(Number),
+                Some(_) => None,
+            };
+            let Some(number) = number else {
+                return Err(ApiError::validation("logprobs", "must be a number of alternatives, 0 to 5"));
+            };
+            Ok(Some(whole_in("logprobs", Some(number), 0.0, 0.0, MAX_TOP_LOGPROBS_COMPLETIONS)? as u8))
+        }
     }
 }
 
@@ -486,18 +507,28 @@ mod tests {
                 r#"{"prompt": "hi", "response_format": {"type": "json_object"}}"#,
                 "response_format: json_object is not supported",
             ),
-            (r#"{"prompt": "hi", "logprobs": 2}"#, "logprobs: token log-probabilities are not returned"),
+            (r#"{"prompt": "hi", "logprobs": 6}"#, "logprobs: must be between 0 and 5"),
+            (r#"{"prompt": "hi", "logprobs": true}"#, "logprobs: must be a number of alternatives"),
+            (r#"{"prompt": "hi", "top_logprobs": 2}"#, "top_logprobs: is a field of /v1/chat/completions"),
             (r#"{"prompt": "hi", "echo": true}"#, "echo: is not supported by this server"),
         ] {
             let got = gen_error(body, completion);
             assert!(got.starts_with(error), "{body}: {got}");
         }
         let ok = generate(
-            r#"{"prompt": "hi", "seed": 7, "logprobs": false, "response_format": {"type": "text"}}"#,
+            r#"{"prompt": "hi", "seed": 7, "logprobs": 2, "response_format": {"type": "text"}}"#,
             completion,
         )
         .unwrap();
         assert_eq!((ok.max_tokens, ok.max_tokens_given, ok.sampling.seed, ok.stream), (128, false, 7, false));
+        assert_eq!(ok.logprobs, Some(2));
+        let chat_logprobs = |fields: &str| {
+            let body = format!(r#"{{"messages": [{{"role": "user", "content": "hi"}}], {fields}}}"#);
+            generate(&body, chat).map(|g| g.logprobs)
+        };
+        assert_eq!(chat_logprobs(r#""logprobs": true, "top_logprobs": 3"#), Ok(Some(3)));
+        assert_eq!(chat_logprobs(r#""logprobs": false"#), Ok(None));
+        assert!(chat_logprobs(r#""top_logprobs": 3"#).unwrap_err().starts_with("top_logprobs: needs"));
     }
 
     #[test]
@@ -513,7 +544,7 @@ mod tests {
         let s = call.sampling;
         assert_eq!((s.top_k, s.min_p, s.presence_penalty, s.frequency_penalty), (5, 0.1, 0.5, -0.5));
         assert_eq!(call.stop, vec!["\n".to_string()]);
-        let choices: Vec<(usize, u64)> = call.choices().map(|(p, s)| (p, s.seed)).collect();
+        let choices: Vec<(usize, u64)> = call.choices().map(|(p, d)| (p, d.sampling.seed)).collect();
         assert_eq!(choices, [(0, 10), (0, 11), (1, 10), (1, 11)]);
     }
 }

@@ -17,7 +17,7 @@ use morph_core::{
     DropReason, Gauge, Generation, HostId, InstanceId, Nanos, Policy, RequestId, ServiceClass, StartKind,
     TaskId, Ticket, Time, UnitSpec,
 };
-use morph_decoder::{GenEvent, Iterations, SamplingParams};
+use morph_decoder::{Decoding, GenEvent, Iterations};
 use morph_engine::EngineError;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::oneshot;
@@ -210,16 +210,15 @@ impl Driver {
     }
 
     /// Hands one generation (its prompt's token ids, its cap and predicted output length, how
-    /// it samples and where it stops) to the policy; the receiver streams its tokens, then
-    /// `Done`, or says why it failed or was given up on.
+    /// it samples, where it stops and what it reports) to the policy; the receiver streams its
+    /// tokens, then `Done`, or says why it failed or was given up on.
     pub fn generate(
         self: &Arc<Self>,
         prompt: Vec<u32>,
         generation: Generation,
-        sampling: SamplingParams,
-        stop: Vec<String>,
+        decoding: Decoding,
     ) -> (Claim, UnboundedReceiver<GenEvent>) {
-        let (id, rx, outside) = self.lock().generate(self.now(), prompt, generation, sampling, stop);
+        let (id, rx, outside) = self.lock().generate(self.now(), prompt, generation, decoding);
         self.carry_out(outside);
         (self.claim(id), rx)
     }

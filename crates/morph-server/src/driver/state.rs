@@ -11,7 +11,7 @@ use morph_core::{
     DropReason, Effect, Generation, HostId, InstanceId, Launched, Ledger, NewRequest, OnViolation, Outcome,
     Policy, RequestId, ServiceClass, StartKind, TaskId, Ticket, Time, TokenPlan, UnitKind, UnitSpec,
 };
-use morph_decoder::{GenEvent, GenRequest, IterationReport, SamplingParams};
+use morph_decoder::{Decoding, GenEvent, GenRequest, IterationReport};
 use morph_engine::{EngineError, EngineHandle, Rows};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 use tokio::sync::oneshot;
@@ -157,14 +157,13 @@ impl State {
         now: Time,
         prompt: Vec<u32>,
         generation: Generation,
-        sampling: SamplingParams,
-        stop: Vec<String>,
+        decoding: Decoding,
     ) -> (RequestId, UnboundedReceiver<GenEvent>, Vec<Outside>) {
         let (events, rx) = unbounded_channel();
         let new = NewRequest { input_len: prompt.len() as u32, generation: Some(generation), service: None };
         let max_tokens = generation.max_tokens;
         let (id, outside) = self.admit(now, new, |id| {
-            let request = GenRequest { key: id.0, prompt, max_tokens, sampling, stop, events };
+            let request = GenRequest { key: id.0, prompt, max_tokens, decoding, events };
             Job::Generate { request: Some(request), enqueued: Instant::now() }
         });
         (id, rx, outside)

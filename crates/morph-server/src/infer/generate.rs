@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use morph_decoder::{GenEvent, GgufTokenizer, Llama, Message, SamplingParams, chatml_prompt};
+use morph_decoder::{Decoding, GenEvent, GgufTokenizer, Llama, Message, chatml_prompt};
 use morph_encoder::predictor::predictor_text;
 use morph_engine::EngineError;
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -70,6 +70,11 @@ impl Generator {
         self.predictions.as_ref().map(|p| p.describe())
     }
 
+    /// Token `id` as text (a piece of a character reads as U+FFFD).
+    pub fn token_text(&self, id: u32) -> String {
+        self.model.1.decode(&[id]).unwrap_or_default()
+    }
+
     /// Tokens the decoder's context holds: the most `max_tokens` may be.
     pub fn context(&self) -> usize {
         self.model.0.config.context
@@ -83,14 +88,17 @@ impl Generator {
         for prompt in &call.prompts {
             prompts.push(self.tokenize(prompt, call.max_tokens).await?);
         }
+        if self.prefill_stages > 0 {
+            Self::one_token(call)?;
+        }
         let mut started = Vec::new();
-        for (index, sampling) in call.choices() {
+        for (index, decoding) in call.choices() {
             let ids = prompts[index].clone();
             if self.prefill_stages > 0 {
-                started.push(Started::Ready(self.next_token(call, sampling, ids).await?));
+                started.push(Started::Ready(self.next_token(decoding, ids).await?));
                 continue;
             }
-            started.push(self.hand_over(&call.prompts[index], ids, call, sampling).await);
+            started.push(self.hand_over(&call.prompts[index], ids, call.max_tokens, decoding).await);
         }
         let mut generations = Vec::with_capacity(started.len());
         for start in started {
@@ -113,8 +121,8 @@ impl Generator {
         &self,
         prompt: &Prompt,
         ids: Vec<u32>,
-        call: &ValidGeneration,
-        sampling: SamplingParams,
+        max_tokens: u32,
+        decoding: Decoding,
     ) -> Started {
         let (truth, predicted) = match &self.predictions {
             Some(predictions) => {
@@ -127,8 +135,8 @@ impl Generator {
             }
             None => (None, None),
         };
-        let generation = morph_core::Generation { max_tokens: call.max_tokens, predicted };
-        let (claim, events) = self.driver.generate(ids, generation, sampling, call.stop.clone());
+        let generation = morph_core::Generation { max_tokens, predicted };
+        let (claim, events) = self.driver.generate(ids, generation, decoding);
         Started::Waiting { claim, events, truth }
     }
 

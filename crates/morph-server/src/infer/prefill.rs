@@ -3,7 +3,7 @@
 //! stage's next-token logits are sampled once, and the call gets that one token, in the same
 //! formats (and stream) as a whole decoder's completion.
 
-use morph_decoder::{FinishReason, GenEvent, Sampler, SamplingParams, Scanned, StopScan};
+use morph_decoder::{Decoding, FinishReason, GenEvent, Sampler, Scanned, StopScan, token_logprob};
 use morph_engine::EngineError;
 use tokio::sync::mpsc::unbounded_channel;
 
@@ -13,18 +13,23 @@ use crate::driver::SeqError;
 use crate::error::ApiError;
 
 impl Generator {
+    /// A call to a prefill-stage server may ask for its one token only.
+    pub(super) fn one_token(call: &ValidGeneration) -> Result<(), ApiError> {
+        match call.max_tokens_given && call.max_tokens != 1 {
+            true => Err(ApiError::validation(
+                "max_tokens",
+                "this server runs the decoder's prefill in stages: it answers one token (max_tokens 1)",
+            )),
+            false => Ok(()),
+        }
+    }
+
     /// Runs `prompt` through the stages and answers its one next token.
     pub(super) async fn next_token(
         &self,
-        call: &ValidGeneration,
-        sampling: SamplingParams,
+        decoding: Decoding,
         prompt: Vec<u32>,
     ) -> Result<Generation, ApiError> {
-        if call.max_tokens_given && call.max_tokens != 1 {
-            let message =
-                "this server runs the decoder's prefill in stages: it answers one token (max_tokens 1)";
-            return Err(ApiError::validation("max_tokens", message));
-        }
         let prompt_tokens = prompt.len();
         let (claim, rx) = self.driver.submit(prompt);
         let logits = match rx.await {
@@ -34,9 +39,10 @@ impl Generator {
             Err(_) => return Err(ApiError::Engine(EngineError::Stopped)),
         };
         let tokenizer = &self.model.1;
-        let token = Sampler::new(sampling).sample(&logits);
+        let token = Sampler::new(decoding.sampling).sample(&logits);
+        let logprob = decoding.logprobs.map(|top| token_logprob(&logits, token, usize::from(top)));
         let (events, rx) = unbounded_channel();
-        let mut stop = StopScan::new(call.stop.clone());
+        let mut stop = StopScan::new(decoding.stop);
         let (first, reason, completion_tokens) = match token == tokenizer.eos {
             true => (None, FinishReason::Stop, 0),
             false => {
@@ -45,7 +51,7 @@ impl Generator {
                     Scanned::Text(text) => (text, FinishReason::Length),
                     Scanned::Stopped(text) => (text, FinishReason::Stop),
                 };
-                (Some(GenEvent::Token { id: token, text }), reason, 1)
+                (Some(GenEvent::Token { id: token, text, logprob }), reason, 1)
             }
         };
         let tail = stop.flush();

@@ -3,7 +3,7 @@
 
 use morph_core::TaskId;
 use morph_core::time::ms_to_nanos;
-use morph_decoder::{Message, SamplingParams};
+use morph_decoder::{Decoding, Message, SamplingParams};
 
 use crate::driver::CallClass;
 
@@ -85,6 +85,8 @@ pub struct ValidGeneration {
     /// The first choice's; choice `i` of a prompt draws with `seed + i`.
     pub sampling: SamplingParams,
     pub stop: Vec<String>,
+    /// Each token's log-probability, with this many of the most likely.
+    pub logprobs: Option<u8>,
     pub stream: bool,
     /// A stream's last chunk carries the call's token counts.
     pub include_usage: bool,
@@ -92,11 +94,12 @@ pub struct ValidGeneration {
 
 impl ValidGeneration {
     /// The choices to generate, in the answer's order (OpenAI's: prompt by prompt, `n` each):
-    /// each one's prompt (by index) and sampling.
-    pub fn choices(&self) -> impl Iterator<Item = (usize, SamplingParams)> + '_ {
+    /// each one's prompt (by index) and decoding.
+    pub fn choices(&self) -> impl Iterator<Item = (usize, Decoding)> + '_ {
         (0..self.prompts.len()).flat_map(move |prompt| {
             (0..self.n as u64).map(move |i| {
-                (prompt, SamplingParams { seed: self.sampling.seed.wrapping_add(i), ..self.sampling })
+                let sampling = SamplingParams { seed: self.sampling.seed.wrapping_add(i), ..self.sampling };
+                (prompt, Decoding { sampling, stop: self.stop.clone(), logprobs: self.logprobs })
             })
         })
     }

@@ -94,6 +94,10 @@ def openai_generation():
     check("a seed repeats its sample", seeded[0] == seeded[1], seeded)
     two = chat(client, max_completion_tokens=12, temperature=1, seed=7, n=2)
     check("n=2 gives two choices, the first the seed's own", [c.index for c in two.choices] == [0, 1] and two.choices[0].message.content == seeded[0])
+    scored = chat(client, max_completion_tokens=8, logprobs=True, top_logprobs=2).choices[0]
+    content = scored.logprobs.content
+    greedy = all(t.top_logprobs[0].token == t.token and abs(t.top_logprobs[0].logprob - t.logprob) < 1e-6 for t in content)
+    check("logprobs: one per token, greedy takes the most likely", len(content) == 8 and greedy and all(t.logprob <= 0 for t in content), content[:2])
     completion = client.completions.create(model=GENERATE_MODEL, prompt="The capital of France is", max_tokens=5, temperature=0)
     check("completions", completion.choices[0].text != "" and completion.usage.completion_tokens <= 5, completion.choices[0])
     return answer, stop, cut
