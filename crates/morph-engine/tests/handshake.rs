@@ -12,13 +12,13 @@ use morph_engine::wire::{self, Boot, FromWorker, PROTOCOL};
 /// The server's side of one handshake with a worker that writes `greeting` and says hello
 /// with `token`, then reports its engine up.
 fn handshake(greeting: &[u8], token: Option<&str>) -> Result<RemoteEngine, String> {
-    let listener =
-        Listener::bind(&Endpoint::Tcp(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0))).unwrap();
-    let endpoint = listener.endpoint().unwrap();
+    let loopback = Endpoint::Tcp(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0));
+    let listener = Listener::bind(&loopback).expect("listening on loopback");
+    let endpoint = listener.endpoint().expect("the listener's address");
     let (greeting, token) = (greeting.to_vec(), token.map(str::to_string));
     let worker = std::thread::spawn(move || {
-        let mut stream = endpoint.connect().unwrap();
-        stream.write_all(&greeting).unwrap();
+        let mut stream = endpoint.connect().expect("connecting");
+        stream.write_all(&greeting).expect("greeting");
         // The server's greeting, then this worker's hello and report (a refused one finds
         // the connection closed: whatever it writes then is lost).
         let _ = wire::check_greeting(&mut stream, "the server");
@@ -36,7 +36,7 @@ fn handshake(greeting: &[u8], token: Option<&str>) -> Result<RemoteEngine, Strin
         Duration::from_secs(5),
         Some("s3cret"),
     );
-    worker.join().unwrap();
+    worker.join().expect("the worker thread");
     accepted.map_err(|e| e.to_string())
 }
 
