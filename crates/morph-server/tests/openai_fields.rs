@@ -1,6 +1,8 @@
 //! Every field of OpenAI's chat, completions and embeddings requests is either honoured (the
-//! call succeeds with it) or refused with a 422 that names it, never ignored; and docs/api.md
-//! says which, for every one of them.
+//! call succeeds with it) or refused with a 422 that names it, never ignored; docs/api.md says
+//! which, for every one of them, and the OpenAPI document lists exactly the honoured ones. That
+//! document passes a real validator (openapi-spec-validator, from PyPI) and every path in it is
+//! a route of the server.
 
 mod common;
 
@@ -100,6 +102,9 @@ async fn every_openai_field_is_honoured_or_refused_by_name_as_the_docs_say() {
     let embed = start(candle()).await;
     let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/api.md"))
         .expect("docs/api.md");
+    let openapi =
+        common::client().get(format!("{}/openapi.json", embed.url)).send().await.expect("openapi.json");
+    let openapi: Value = openapi.json().await.expect("the OpenAPI document is JSON");
     for (route, field, value, verdict) in fields() {
         let url = if route == "/v1/embeddings" { &embed.url } else { &generate.url };
         let body = body(route, field, &value).to_string();
@@ -121,6 +126,11 @@ async fn every_openai_field_is_honoured_or_refused_by_name_as_the_docs_say() {
                 assert!(message.starts_with(field), "{route} {field}: the refusal must name it: {message}");
             }
         }
+        let schema =
+            &openapi["paths"][route]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"];
+        let schema = schema.as_str().and_then(|r| r.rsplit('/').next()).expect("the route's request schema");
+        let listed = !openapi["components"]["schemas"][schema]["properties"][field].is_null();
+        assert_eq!(listed, verdict == Honoured, "openapi.json, {schema}: `{field}` listed only if honoured");
         let documented = documented(&docs, route, field);
         let word = if verdict == Honoured { "honoured" } else { "refused" };
         assert!(
@@ -169,5 +179,42 @@ async fn choices_come_per_prompt_and_per_n_and_stop_cuts_each() {
     assert_eq!(status, 200, "{stopped}");
     assert_eq!(stopped["choices"][0]["text"], cut, "{stopped}");
     assert_eq!(stopped["choices"][0]["finish_reason"], "stop");
+    server.stop().await;
+}
+
+/// `/openapi.json` is a valid OpenAPI 3.1 document (openapi-spec-validator, installed by
+/// `.ci/run`) of this build, and each of its paths is served (none falls to the 404 that lists
+/// the routes).
+#[tokio::test]
+async fn the_openapi_document_is_valid_and_its_paths_are_routes() {
+    let server = start(candle()).await;
+    let text = common::client().get(format!("{}/openapi.json", server.url)).send().await.expect("GET");
+    let text = text.text().await.expect("body");
+    let doc: Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(doc["info"]["version"], env!("CARGO_PKG_VERSION"));
+    let file = tempfile::NamedTempFile::new().expect("a file");
+    std::fs::write(file.path(), &text).expect("writing the document");
+    let checked = std::process::Command::new("python3")
+        .args(["-m", "openapi_spec_validator"])
+        .arg(file.path())
+        .output()
+        .expect("python3 runs (the check needs: pip install openapi-spec-validator, as .ci/run does)");
+    let said =
+        String::from_utf8_lossy(&checked.stdout).to_string() + &String::from_utf8_lossy(&checked.stderr);
+    assert!(checked.status.success(), "openapi-spec-validator: {said}");
+    for (path, methods) in doc["paths"].as_object().expect("paths") {
+        let path = path.replace("{id}", "all-MiniLM-L6-v2");
+        for method in methods.as_object().expect("methods").keys() {
+            let request = match method.as_str() {
+                "post" => common::client().post(format!("{}{path}", server.url)).body("{}"),
+                _ => common::client().get(format!("{}{path}", server.url)),
+            };
+            let answer = request.send().await.expect("an answer").text().await.expect("body");
+            assert!(
+                !answer.contains("no route"),
+                "{method} {path} is in openapi.json but not served: {answer}"
+            );
+        }
+    }
     server.stop().await;
 }

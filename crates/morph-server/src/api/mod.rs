@@ -88,6 +88,7 @@ pub fn router(state: AppState) -> Router {
         .route("/live", get(health::live))
         .route_layer(middleware::from_fn_with_state(state.clone(), observe_calls))
         .route("/metrics", get(info::metrics))
+        .route("/openapi.json", get(openapi))
         .fallback(no_route)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
@@ -129,7 +130,16 @@ const UNCOUNTED: [&str; 4] = ["/live", "/ready", "/health", "/metrics"];
 
 /// Every route, for the answer to a path that is none of them.
 const ROUTES: &str = "POST /v1/embeddings, /embed, /tokenize, /decode, /v1/classify, /predict, \
-     /v1/completions, /v1/chat/completions; GET /v1/models, /info, /live, /ready, /health, /metrics";
+     /v1/completions, /v1/chat/completions; GET /v1/models, /info, /live, /ready, /health, /metrics, \
+     /openapi.json";
+
+/// The OpenAPI document of every route (written by hand beside this crate; a test holds it to
+/// the routes and the request types).
+const OPENAPI: &str = include_str!("../../openapi.json");
+
+async fn openapi() -> impl IntoResponse {
+    ([(axum::http::header::CONTENT_TYPE, "application/json")], OPENAPI)
+}
 
 /// A path no route has: a JSON 404 that lists the routes (counted as a failure of its own kind).
 async fn no_route(State(state): State<AppState>, request: Request) -> ApiError {
