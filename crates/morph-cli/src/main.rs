@@ -4,6 +4,7 @@ mod agent;
 mod bench;
 mod cluster_args;
 mod engine_args;
+mod logs;
 mod model_args;
 mod plan_profiles;
 mod plots;
@@ -17,8 +18,6 @@ mod simulate;
 mod train;
 mod worker;
 mod worker_model_args;
-
-use std::io::IsTerminal;
 
 use clap::{Parser, Subcommand};
 
@@ -36,6 +35,10 @@ struct Cli {
     /// request id, route) instead of text. Logs go to stderr; RUST_LOG sets the levels.
     #[arg(long, global = true, env = "MORPH_JSON_LOGS")]
     json_logs: bool,
+    /// Export every span (a call's, with its request id and route) as OpenTelemetry traces to
+    /// this OTLP/HTTP endpoint, such as http://collector:4318/v1/traces.
+    #[arg(long, global = true, env = "MORPH_OTLP_ENDPOINT")]
+    otlp_endpoint: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -74,18 +77,6 @@ struct FetchArgs {
     task: serve::Task,
 }
 
-/// Logs to stderr at RUST_LOG's levels (default info, ONNX Runtime's warnings only): JSON lines
-/// with `json`, else text, coloured only on a terminal.
-fn init_logs(json: bool) {
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,ort=warn".into());
-    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    match json {
-        true => logs.json().with_current_span(true).with_span_list(false).init(),
-        false => logs.with_ansi(std::io::stderr().is_terminal()).init(),
-    }
-}
-
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     // Offline tools that run candle take its process settings at once; `serve` decides by
@@ -93,7 +84,7 @@ fn main() -> anyhow::Result<()> {
     if matches!(cli.command, Command::Profile(_) | Command::Train(_)) {
         morph_engine::tuning::reexec_tuned();
     }
-    init_logs(cli.json_logs);
+    let _telemetry = logs::init(cli.json_logs, cli.otlp_endpoint.as_deref())?;
     match cli.command {
         Command::Serve(args) => serve::run(*args),
         Command::Worker(args) => worker::run(args),

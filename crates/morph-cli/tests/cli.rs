@@ -182,6 +182,72 @@ fn logs_carry_each_calls_request_id_and_no_colour_off_a_terminal() {
     }
 }
 
+/// A stand-in OpenTelemetry collector: answers every HTTP request 200 and keeps each one's
+/// request line and body.
+fn collector() -> (String, std::sync::mpsc::Receiver<(String, Vec<u8>)>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port for the collector");
+    let url = format!("http://{}/v1/traces", listener.local_addr().expect("the collector's address"));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let Ok(read_half) = stream.try_clone() else { continue };
+            let mut reader = BufReader::new(read_half);
+            let mut request_line = String::new();
+            let _ = reader.read_line(&mut request_line);
+            let mut length = 0;
+            loop {
+                let mut header = String::new();
+                if reader.read_line(&mut header).unwrap_or(0) == 0 || header.trim().is_empty() {
+                    break;
+                }
+                if let Some(v) = header.to_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; length];
+            let _ = reader.read_exact(&mut body);
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
+            let _ = tx.send((request_line.trim().to_string(), body));
+        }
+    });
+    (url, rx)
+}
+
+/// With --otlp-endpoint, a call's span, with its request id, and the span of the batch that
+/// ran it reach the collector as an OTLP/HTTP export (at the latest when the server stops and
+/// flushes).
+#[test]
+fn spans_are_exported_over_otlp() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("profile.json");
+    std::fs::write(&profile, r#"{"model":"flat","latency":{"1":{"1":2.0,"512":2.0}}}"#).unwrap();
+    let (endpoint, exports) = collector();
+    let mut server = morph()
+        .args(["serve", "--port", "0", "--engine", "emulated", "--profile"])
+        .arg(&profile)
+        .args(["--otlp-endpoint", &endpoint])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting morph serve");
+    let url = listening_url(&mut server);
+    let body = r#"{"inputs": "hello"}"#;
+    let call = format!(
+        "POST /embed HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nx-request-id: traced-7\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    assert!(raw_call(&url, &call).starts_with("HTTP/1.1 200"));
+    Command::new("kill").args(["-TERM", &server.id().to_string()]).status().unwrap();
+    server.wait().unwrap();
+    let (line, body) = exports.recv_timeout(std::time::Duration::from_secs(30)).expect("an export");
+    assert!(line.starts_with("POST /v1/traces"), "{line}");
+    let has = |needle: &[u8]| body.windows(needle.len()).any(|w| w == needle);
+    assert!(has(b"call") && has(b"traced-7") && has(b"/embed"), "the call's span with its id and route");
+    assert!(has(b"batch"), "the span of the batch that ran it (linked to the call's)");
+}
+
 #[test]
 fn misuse_gets_one_clear_line() {
     let out = morph().args(["serve", "--engine", "emulated"]).output().unwrap();

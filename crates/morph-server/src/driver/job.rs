@@ -40,6 +40,8 @@ pub(crate) enum Job {
         enqueued: Instant,
         /// The plan of the batch it last started in.
         plan: TokenPlan,
+        /// The call's span (its request id): the batch it runs in follows from it.
+        span: tracing::Span,
     },
     /// `None` once handed to a decoder thread (which answers its caller itself).
     Generate { request: Option<GenRequest>, enqueued: Instant },

@@ -21,6 +21,7 @@ use morph_decoder::{Decoding, GenEvent, Iterations};
 use morph_engine::EngineError;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::oneshot;
+use tracing::Instrument;
 
 pub use job::{Pooled, SeqError, SeqResult};
 use state::{Outside, State};
@@ -306,8 +307,14 @@ impl Driver {
         for work in outside {
             let driver = Arc::clone(self);
             match work {
-                Outside::Run { instance, handle, requests, rows, plan, longest } => {
-                    tokio::spawn(async move {
+                Outside::Run { instance, handle, requests, rows, plan, longest, calls } => {
+                    // The batch's own span, linked to each call it serves: a trace follows a
+                    // call from its HTTP task into the batch that computed it.
+                    let batch = tracing::info_span!("batch", %instance, sequences = requests.len(), %plan);
+                    for call in &calls {
+                        batch.follows_from(call);
+                    }
+                    let run = async move {
                         let started = Instant::now();
                         let count = requests.len();
                         let shape = handle.runtime().padded_shape(longest, count as u32);
@@ -332,7 +339,8 @@ impl Driver {
                             result => driver.lock().batch_done(driver.now(), instance, &requests, result),
                         };
                         driver.carry_out(outside);
-                    });
+                    };
+                    tokio::spawn(run.instrument(batch));
                 }
                 Outside::Launch { ticket, unit, host } => {
                     tokio::task::spawn_blocking(move || driver.launch(ticket, unit, host));

@@ -32,6 +32,8 @@ pub(crate) enum Outside {
         rows: Rows,
         plan: TokenPlan,
         longest: u32,
+        /// The spans of the calls whose sequences it runs.
+        calls: Vec<tracing::Span>,
     },
     /// Start an instance of `unit`, then report it with [`State::launched`].
     Launch { ticket: Ticket, unit: UnitSpec, host: Option<HostId> },
@@ -103,8 +105,13 @@ impl State {
     ) -> (RequestId, oneshot::Receiver<SeqResult>, Vec<Outside>) {
         let (reply, rx) = oneshot::channel();
         let new = NewRequest { input_len: ids.len() as u32, generation: None, service };
-        let job =
-            Job::Embed { input: Input::Tokens(ids), reply, enqueued: Instant::now(), plan: TokenPlan::Plain };
+        let job = Job::Embed {
+            input: Input::Tokens(ids),
+            reply,
+            enqueued: Instant::now(),
+            plan: TokenPlan::Plain,
+            span: tracing::Span::current(),
+        };
         let (id, outside) = self.admit(now, new, |_| job);
         (id, rx, outside)
     }
@@ -389,14 +396,17 @@ impl State {
         let started = Instant::now();
         match self.instances.get(&instance).map(|w| &w.engine) {
             Some(InstanceEngine::Encoder(worker)) => {
+                let mut calls = Vec::with_capacity(requests.len());
                 let mut tokens = Vec::new();
                 let mut hidden = Vec::new();
                 for r in requests {
-                    let Some(Job::Embed { input, enqueued, plan: ran, .. }) = self.jobs.get_mut(r) else {
+                    let Some(Job::Embed { input, enqueued, plan: ran, span, .. }) = self.jobs.get_mut(r)
+                    else {
                         continue;
                     };
                     self.metrics.queued((started - *enqueued).as_secs_f64());
                     *ran = plan;
+                    calls.push(span.clone());
                     // A copy: the job keeps its input until the batch ends, to run it again if
                     // what runs it is lost.
                     match input {
@@ -419,7 +429,7 @@ impl State {
                     requests.iter().filter_map(|r| self.ledger.request(*r)).map(|i| i.input_len).max();
                 let requests = requests.to_vec();
                 let longest = longest.unwrap_or(0);
-                Some(Outside::Run { instance, handle: worker.handle(), requests, rows, plan, longest })
+                Some(Outside::Run { instance, handle: worker.handle(), requests, rows, plan, longest, calls })
             }
             Some(InstanceEngine::Decoder { thread: worker, .. }) => {
                 let mut generations = Vec::with_capacity(requests.len());
