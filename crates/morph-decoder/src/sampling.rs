@@ -45,11 +45,13 @@ impl Default for SamplingParams {
 const PENALTY_WINDOW: i32 = 64;
 
 /// One generation's sampler: llama.cpp's chain for its parameters, built at the first draw
-/// (the penalties need the vocabulary's size), remembering the tokens it drew.
+/// (the penalties need the vocabulary's size), remembering the tokens it drew; the candidates'
+/// buffer (one entry per vocabulary token) is kept from draw to draw.
 #[derive(Debug)]
 pub struct Sampler {
     params: SamplingParams,
     chain: Option<LlamaSampler>,
+    candidates: LlamaTokenDataArray,
 }
 
 /// The index of the largest logit (the first of equals).
@@ -65,20 +67,20 @@ pub fn argmax(logits: &[f32]) -> u32 {
 
 impl Sampler {
     pub fn new(params: SamplingParams) -> Self {
-        Self { params, chain: None }
+        Self { params, chain: None, candidates: LlamaTokenDataArray::new(Vec::new(), false) }
     }
 
     /// Draws the next token from `logits` (one per vocabulary entry) and remembers it.
     pub fn sample(&mut self, logits: &[f32]) -> u32 {
         let params = self.params;
         let chain = self.chain.get_or_insert_with(|| chain(params, logits.len()));
-        let mut candidates = LlamaTokenDataArray::from_iter(
-            logits
-                .iter()
-                .enumerate()
-                .map(|(i, &logit)| LlamaTokenData::new(LlamaToken(i as i32), logit, 0.0)),
-            false,
-        );
+        let candidates = &mut self.candidates;
+        candidates.data.clear();
+        let entries = logits.iter().enumerate();
+        candidates
+            .data
+            .extend(entries.map(|(i, &logit)| LlamaTokenData::new(LlamaToken(i as i32), logit, 0.0)));
+        (candidates.selected, candidates.sorted) = (None, false);
         candidates.apply_sampler(chain);
         // Every stage keeps at least one candidate and the chain ends in a draw, so one is
         // selected; the largest logit is the answer should llama.cpp ever not choose.

@@ -25,12 +25,12 @@ impl StopScan {
         Self { stops: stops.into_iter().filter(|s| !s.is_empty()).collect(), held: String::new() }
     }
 
-    /// Adds `fresh` text to the scan.
-    pub fn push(&mut self, fresh: &str) -> Scanned {
+    /// Adds `fresh` text to the scan (given back as it is when there are no stop strings).
+    pub fn push(&mut self, fresh: String) -> Scanned {
         if self.stops.is_empty() {
-            return Scanned::Text(fresh.to_string());
+            return Scanned::Text(fresh);
         }
-        self.held.push_str(fresh);
+        self.held.push_str(&fresh);
         // Text given out before could not start a stop string, so the first one is in `held`.
         if let Some(at) = self.stops.iter().filter_map(|s| self.held.find(s.as_str())).min() {
             self.held.truncate(at);
@@ -63,7 +63,7 @@ mod tests {
         let mut scan = StopScan::new(stops.iter().map(|s| s.to_string()).collect());
         let mut out = String::new();
         for piece in pieces {
-            match scan.push(piece) {
+            match scan.push(piece.to_string()) {
                 Scanned::Text(t) => out.push_str(&t),
                 Scanned::Stopped(t) => return (out + &t, true),
             }
@@ -87,8 +87,8 @@ mod tests {
     #[test]
     fn text_that_may_become_a_stop_is_held_and_the_rest_given_out_at_once() {
         let mut scan = StopScan::new(vec!["</s>".into()]);
-        assert_eq!(scan.push("hello <"), Scanned::Text("hello ".into()));
-        assert_eq!(scan.push("/"), Scanned::Text(String::new()));
-        assert_eq!(scan.push("x"), Scanned::Text("</x".into()));
+        assert_eq!(scan.push("hello <".into()), Scanned::Text("hello ".into()));
+        assert_eq!(scan.push("/".into()), Scanned::Text(String::new()));
+        assert_eq!(scan.push("x".into()), Scanned::Text("</x".into()));
     }
 }

@@ -440,7 +440,7 @@ fn iterate(
         } else {
             r.produced.push(next);
             let fresh = r.text.next(tokenizer, &r.produced);
-            let (text, stopped) = match r.stop.push(&fresh) {
+            let (text, stopped) = match r.stop.push(fresh) {
                 Scanned::Text(text) => (text, false),
                 Scanned::Stopped(text) => (text, true),
             };

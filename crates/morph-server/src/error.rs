@@ -124,6 +124,8 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let error = ErrorDetail { message: self.to_string(), kind: self.kind().label() };
         let mut response = (self.status(), Json(ErrorResponse { error })).into_response();
+        // What the call metrics count the failure as (see `api::observe_calls`).
+        response.extensions_mut().insert(self.kind());
         if matches!(self, ApiError::Overloaded(_) | ApiError::ShuttingDown) {
             response.headers_mut().insert(RETRY_AFTER, HeaderValue::from(RETRY_AFTER_S));
         }

@@ -236,9 +236,10 @@ impl Default for Metrics {
 static METADATA: Metadata<'static> =
     Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
 
-fn key(name: &str, labels: Labels) -> Key {
+/// A series' key; a `&'static str` name is kept without a copy (the families' names are).
+fn key(name: impl Into<KeyName>, labels: Labels) -> Key {
     let labels: Vec<Label> = labels.into_iter().map(|(k, v)| Label::new(k, v)).collect();
-    Key::from_parts(name.to_string(), labels)
+    Key::from_parts(name, labels)
 }
 
 /// One label.
@@ -247,15 +248,15 @@ fn label(name: &str, value: impl ToString) -> Labels {
 }
 
 impl Metrics {
-    fn counter(&self, name: &str, labels: Labels) -> Counter {
+    fn counter(&self, name: &'static str, labels: Labels) -> Counter {
         self.recorder.register_counter(&key(name, labels), &METADATA)
     }
 
-    fn histogram(&self, name: &str, labels: Labels) -> Histogram {
+    fn histogram(&self, name: &'static str, labels: Labels) -> Histogram {
         self.recorder.register_histogram(&key(name, labels), &METADATA)
     }
 
-    fn gauge(&self, name: &str, labels: Labels) -> GaugeHandle {
+    fn gauge(&self, name: impl Into<KeyName>, labels: Labels) -> GaugeHandle {
         self.recorder.register_gauge(&key(name, labels), &METADATA)
     }
 
@@ -367,7 +368,7 @@ impl Metrics {
             let labels: Labels = g.labels.clone();
             match name.ends_with("_total") {
                 true => {
-                    self.recorder.register_counter(&key(&name, labels), &METADATA).absolute(g.value as u64)
+                    self.recorder.register_counter(&key(name, labels), &METADATA).absolute(g.value as u64)
                 }
                 false => now.push((name, labels, g.value)),
             }
@@ -382,10 +383,10 @@ impl Metrics {
         let current: BTreeSet<(String, Labels)> =
             now.iter().map(|(n, l, _)| (n.clone(), l.clone())).collect();
         for (name, labels) in seen.difference(&current) {
-            self.gauge(name, labels.clone()).set(0.0);
+            self.gauge(name.clone(), labels.clone()).set(0.0);
         }
         for (name, labels, value) in now {
-            self.gauge(&name, labels).set(value);
+            self.gauge(name, labels).set(value);
         }
         seen.extend(current);
     }

@@ -17,62 +17,66 @@ use axum::extract::State;
 
 use super::requests::{ClassifyRequest, PredictRequest};
 use super::responses::{Classification, ClassifyResponse, LabelScore, PredictResponse, Usage};
-use super::{AppState, Body, parse, recorded, validate};
+use super::{AppState, Body, parse, validate};
 use crate::error::ApiError;
 
 pub(super) async fn classify(
     State(state): State<AppState>,
     Body(body): Body,
 ) -> Result<Json<ClassifyResponse>, ApiError> {
-    recorded(&state, async {
-        let embedder = state.embedder()?;
-        let request: ClassifyRequest = parse(&body)?;
-        let call = validate::classify(request, state.max_client_batch)?;
-        let task = call.task.clone();
-        let out = embedder.classify(call).await?;
-        let data = out
-            .answers
-            .into_iter()
-            .enumerate()
-            .map(|(index, (answer, plan))| Classification {
-                index,
-                label: answer.label,
-                scores: answer.scores.into_iter().collect(),
-                plan,
-            })
-            .collect();
-        Ok(Json(ClassifyResponse {
-            object: "list",
-            task,
-            model: state.model.name.clone(),
-            data,
-            usage: Usage::of(out.tokens),
-        }))
-    })
-    .await
+    state
+        .drain
+        .or_deadline(async {
+            let embedder = state.embedder()?;
+            let request: ClassifyRequest = parse(&body)?;
+            let call = validate::classify(request, state.max_client_batch)?;
+            let task = call.task.clone();
+            let out = embedder.classify(call).await?;
+            let data = out
+                .answers
+                .into_iter()
+                .enumerate()
+                .map(|(index, (answer, plan))| Classification {
+                    index,
+                    label: answer.label,
+                    scores: answer.scores.into_iter().collect(),
+                    plan,
+                })
+                .collect();
+            Ok(Json(ClassifyResponse {
+                object: "list",
+                task,
+                model: state.model.name.clone(),
+                data,
+                usage: Usage::of(out.tokens),
+            }))
+        })
+        .await
 }
 
 pub(super) async fn predict(
     State(state): State<AppState>,
     Body(body): Body,
 ) -> Result<Json<PredictResponse>, ApiError> {
-    recorded(&state, async {
-        let embedder = state.embedder()?;
-        let request: PredictRequest = parse(&body)?;
-        let single = matches!(request.inputs, Some(super::fields::Texts::One(_)));
-        let out = embedder.classify(validate::predict(request, state.max_client_batch)?).await?;
-        let mut ranked: Vec<Vec<LabelScore>> = out
-            .answers
-            .into_iter()
-            .map(|(mut answer, _)| {
-                answer.scores.sort_by(|a, b| b.1.total_cmp(&a.1));
-                answer.scores.into_iter().map(|(label, score)| LabelScore { label, score }).collect()
-            })
-            .collect();
-        Ok(Json(match single {
-            true => PredictResponse::One(ranked.remove(0)),
-            false => PredictResponse::Many(ranked),
-        }))
-    })
-    .await
+    state
+        .drain
+        .or_deadline(async {
+            let embedder = state.embedder()?;
+            let request: PredictRequest = parse(&body)?;
+            let single = matches!(request.inputs, Some(super::fields::Texts::One(_)));
+            let out = embedder.classify(validate::predict(request, state.max_client_batch)?).await?;
+            let mut ranked: Vec<Vec<LabelScore>> = out
+                .answers
+                .into_iter()
+                .map(|(mut answer, _)| {
+                    answer.scores.sort_by(|a, b| b.1.total_cmp(&a.1));
+                    answer.scores.into_iter().map(|(label, score)| LabelScore { label, score }).collect()
+                })
+                .collect();
+            Ok(Json(match single {
+                true => PredictResponse::One(ranked.remove(0)),
+                false => PredictResponse::Many(ranked),
+            }))
+        })
+        .await
 }

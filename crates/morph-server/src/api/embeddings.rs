@@ -8,46 +8,50 @@ use axum::extract::State;
 
 use super::requests::EmbedRequest;
 use super::responses::{EmbedResponse, Embedding, EmbeddingVector, EmbeddingsResponse, Usage};
-use super::{AppState, Body, parse, recorded, validate};
+use super::{AppState, Body, parse, validate};
 use crate::error::ApiError;
 
 pub(super) async fn openai(
     State(state): State<AppState>,
     Body(body): Body,
 ) -> Result<Json<EmbeddingsResponse>, ApiError> {
-    recorded(&state, async {
-        let embedder = state.embedder()?;
-        let model = &state.model;
-        let call = validate::embeddings(parse(&body)?, state.max_client_batch, &model.name, model.dim)?;
-        let out = embedder.embed(call.embed).await?;
-        let data = out
-            .vectors
-            .into_iter()
-            .enumerate()
-            .map(|(index, vector)| Embedding {
-                object: "embedding",
-                index,
-                embedding: EmbeddingVector::encode(vector, call.encoding),
-            })
-            .collect();
-        Ok(Json(EmbeddingsResponse {
-            object: "list",
-            data,
-            model: state.model.name.clone(),
-            usage: Usage::of(out.tokens),
-        }))
-    })
-    .await
+    state
+        .drain
+        .or_deadline(async {
+            let embedder = state.embedder()?;
+            let model = &state.model;
+            let call = validate::embeddings(parse(&body)?, state.max_client_batch, &model.name, model.dim)?;
+            let out = embedder.embed(call.embed).await?;
+            let data = out
+                .vectors
+                .into_iter()
+                .enumerate()
+                .map(|(index, vector)| Embedding {
+                    object: "embedding",
+                    index,
+                    embedding: EmbeddingVector::encode(vector, call.encoding),
+                })
+                .collect();
+            Ok(Json(EmbeddingsResponse {
+                object: "list",
+                data,
+                model: state.model.name.clone(),
+                usage: Usage::of(out.tokens),
+            }))
+        })
+        .await
 }
 
 pub(super) async fn tei(
     State(state): State<AppState>,
     Body(body): Body,
 ) -> Result<Json<EmbedResponse>, ApiError> {
-    recorded(&state, async {
-        let embedder = state.embedder()?;
-        let request: EmbedRequest = parse(&body)?;
-        Ok(Json(embedder.embed(validate::embed(request, state.max_client_batch)?).await?.vectors))
-    })
-    .await
+    state
+        .drain
+        .or_deadline(async {
+            let embedder = state.embedder()?;
+            let request: EmbedRequest = parse(&body)?;
+            Ok(Json(embedder.embed(validate::embed(request, state.max_client_batch)?).await?.vectors))
+        })
+        .await
 }

@@ -16,12 +16,12 @@ use morph_decoder::GenEvent;
 use morph_engine::EngineError;
 
 use super::logprobs::{ChoiceLogprobs, Logprobbed};
-use super::reply::{Finished, Reply, observe_done};
+use super::reply::{Finished, Reply, choice_done};
 use super::requests::GenerationRequest;
 use super::responses::{CompletionResponse, GenerationUsage};
-use super::{AppState, Body, count_failure, parse, stream, validate};
+use super::{AppState, Body, parse, stream, validate};
 use crate::error::ApiError;
-use crate::infer::{Generation, GenerationFormat, Generator, Truth, ValidGeneration};
+use crate::infer::{Generation, GenerationFormat, Generator, ValidGeneration};
 use crate::metrics::Metrics;
 
 pub(super) async fn completions(State(state): State<AppState>, Body(body): Body) -> Response {
@@ -36,10 +36,7 @@ async fn serve(state: AppState, body: &[u8], format: GenerationFormat) -> Respon
     let started = Instant::now();
     let (generations, call) = match state.drain.or_deadline(start(&state, body, format)).await {
         Ok(ok) => ok,
-        Err(e) => {
-            count_failure::<()>(&state, &Err(e.clone()));
-            return e.into_response();
-        }
+        Err(e) => return e.into_response(),
     };
     state.driver.metrics.time_to_first_token(started.elapsed().as_secs_f64());
     let reply = Reply::new(format, state.model.name.clone());
@@ -52,7 +49,6 @@ async fn serve(state: AppState, body: &[u8], format: GenerationFormat) -> Respon
         }
         Err(e) => Err(e),
     };
-    count_failure(&state, &result);
     match result {
         Ok(body) => Json(body).into_response(),
         Err(e) => e.into_response(),
@@ -109,12 +105,11 @@ async fn collect(
                 tokens.extend(logprob.map(|lp| Logprobbed::new(generator, id, &lp)));
             }
             GenEvent::Done { reason, tail, prompt_tokens, cached_tokens, completion_tokens } => {
-                observe_done(metrics, first_at, prompt_tokens, cached_tokens, completion_tokens);
-                Truth::learn(&mut generation.truth, completion_tokens);
+                let counts = (prompt_tokens, cached_tokens, completion_tokens);
+                let usage = choice_done(metrics, first_at, &mut generation.truth, counts);
                 text.push_str(&tail);
                 let asked = !tokens.is_empty();
                 let logprobs = asked.then(|| ChoiceLogprobs::of(format, tokens, 0));
-                let usage = GenerationUsage::new(prompt_tokens, cached_tokens, completion_tokens);
                 break Ok((Finished { text, reason, logprobs }, usage));
             }
             GenEvent::Failed(e) => break Err(ApiError::Engine(e)),

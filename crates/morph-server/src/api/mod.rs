@@ -36,6 +36,7 @@ pub use fields::parse;
 pub use state::{AppState, Served, ServedModel};
 
 use crate::error::ApiError;
+use crate::metrics::FailureKind;
 
 /// The largest request body read, in bytes.
 pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
@@ -59,7 +60,6 @@ impl FromRequest<AppState> for Body {
                 ApiError::MalformedJson(format!("the body could not be read: {}", rejection.body_text()))
             }
         };
-        count_failure::<()>(state, &Err(error.clone()));
         Err(error.into_response())
     }
 }
@@ -86,10 +86,10 @@ pub fn router(state: AppState) -> Router {
         .route("/health", get(health::ready))
         .route("/ready", get(health::ready))
         .route("/live", get(health::live))
-        .route_layer(middleware::from_fn_with_state(state.clone(), observe_calls))
         .route("/metrics", get(info::metrics))
         .route("/openapi.json", get(openapi))
         .fallback(no_route)
+        .layer(middleware::from_fn_with_state(state.clone(), observe_calls))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
 }
@@ -100,33 +100,14 @@ async fn require_key(State(state): State<AppState>, request: Request, next: Next
         let given = given.and_then(|v| v.strip_prefix("Bearer ")).unwrap_or_default();
         // Compared in constant time (for keys of equal length), so timing does not leak it.
         if !bool::from(given.as_bytes().ct_eq(key.as_bytes())) {
-            count_failure::<()>(&state, &Err(ApiError::Unauthorized));
             return ApiError::Unauthorized.into_response();
         }
     }
     next.run(request).await
 }
 
-/// Runs a call's `work` (answered `shutting_down` should the drain deadline pass first),
-/// counting a failure's kind in the metrics.
-pub(super) async fn recorded<T>(
-    state: &AppState,
-    work: impl std::future::Future<Output = Result<T, ApiError>>,
-) -> Result<T, ApiError> {
-    let result = state.drain.or_deadline(work).await;
-    count_failure(state, &result);
-    result
-}
-
-/// Counts a failed call's kind (every call is counted by route and status in [`observe_calls`]).
-pub(super) fn count_failure<T>(state: &AppState, result: &Result<T, ApiError>) {
-    if let Err(e) = result {
-        state.driver.metrics.fail(e.kind());
-    }
-}
-
-/// The probes and the scrape itself, left out of the call metrics.
-const UNCOUNTED: [&str; 4] = ["/live", "/ready", "/health", "/metrics"];
+/// The probes, the scrape and the API document, left out of the call metrics and logs.
+const UNCOUNTED: [&str; 5] = ["/live", "/ready", "/health", "/metrics", "/openapi.json"];
 
 /// Every route, for the answer to a path that is none of them.
 const ROUTES: &str = "POST /v1/embeddings, /embed, /tokenize, /decode, /v1/classify, /predict, \
@@ -141,39 +122,45 @@ async fn openapi() -> impl IntoResponse {
     ([(axum::http::header::CONTENT_TYPE, "application/json")], OPENAPI)
 }
 
-/// A path no route has: a JSON 404 that lists the routes (counted as a failure of its own kind).
-async fn no_route(State(state): State<AppState>, request: Request) -> ApiError {
-    let error = ApiError::NotFound(format!(
+/// A path no route has: a JSON 404 that lists the routes.
+async fn no_route(request: Request) -> ApiError {
+    ApiError::NotFound(format!(
         "no route {} {}; the routes: {ROUTES} (docs/api.md)",
         request.method(),
         request.uri().path()
-    ));
-    count_failure::<()>(&state, &Err(error.clone()));
-    error
+    ))
 }
 
 /// text-embeddings-inference's token-level embeddings, which Morph does not serve.
-async fn embed_all(State(state): State<AppState>) -> ApiError {
-    let error = ApiError::NotFound(
+async fn embed_all() -> ApiError {
+    ApiError::NotFound(
         "/embed_all (one vector per token) is not served: Morph's graphs pool inside the engine; \
          /embed and /v1/embeddings give one vector per input"
             .into(),
-    );
-    count_failure::<()>(&state, &Err(error.clone()));
-    error
+    )
 }
 
 /// The header that carries a call's id, taken from the client when it sends one.
 const REQUEST_ID: &str = "x-request-id";
 
+/// Counts a failed answer by its kind (every error response carries its [`FailureKind`]).
+fn count_failure(state: &AppState, response: &Response) {
+    if let Some(kind) = response.extensions().get::<FailureKind>() {
+        state.driver.metrics.fail(*kind);
+    }
+}
+
 /// Runs every call in a span with its request id (the client's `x-request-id`, else a fresh
 /// one, returned in the same header), so that each log line of the call carries it; logs the
 /// call's answer, and counts it by route and status with its time until the answer's head (a
-/// stream's body goes on after it). The probes and `/metrics` are neither logged nor counted.
+/// stream's body goes on after it). The probes, `/metrics` and `/openapi.json` are neither
+/// logged nor counted, nor is a path no route has; every failed answer is counted by its kind.
 async fn observe_calls(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let route = request.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string());
     let Some(route) = route.filter(|r| !UNCOUNTED.contains(&r.as_str())) else {
-        return next.run(request).await;
+        let response = next.run(request).await;
+        count_failure(&state, &response);
+        return response;
     };
     let id = request
         .headers()
@@ -186,6 +173,7 @@ async fn observe_calls(State(state): State<AppState>, request: Request, next: Ne
     let mut response = next.run(request).instrument(span.clone()).await;
     let (status, seconds) = (response.status().as_u16(), started.elapsed().as_secs_f64());
     state.driver.metrics.call(&route, status, seconds);
+    count_failure(&state, &response);
     span.in_scope(|| tracing::info!(status, ms = seconds * 1e3, "answered"));
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(REQUEST_ID, value);

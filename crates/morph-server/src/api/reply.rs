@@ -7,22 +7,24 @@ use morph_decoder::FinishReason;
 
 use super::logprobs::ChoiceLogprobs;
 use super::responses::{ChatDelta, ChatText, Choice, CompletionResponse, GenerationUsage};
-use crate::infer::GenerationFormat;
+use crate::infer::{GenerationFormat, Truth};
 use crate::metrics::Metrics;
 
-/// A finished generation's metrics: its prompt tokens (and those cached), and its time per output
-/// token after the first (at `first_at`).
-pub(super) fn observe_done(
+/// A choice finished with these token counts: its metrics (its prompt tokens, those cached,
+/// and its time per output token after the first, at `first_at`), its true output length
+/// learnt by the predictor, and its usage.
+pub(super) fn choice_done(
     metrics: &Metrics,
     first_at: Instant,
-    prompt_tokens: usize,
-    cached_tokens: usize,
-    completion_tokens: usize,
-) {
+    truth: &mut Option<Truth>,
+    (prompt_tokens, cached_tokens, completion_tokens): (usize, usize, usize),
+) -> GenerationUsage {
     metrics.prompt_tokens(prompt_tokens, cached_tokens);
     if completion_tokens > 1 {
         metrics.time_per_output_token(first_at.elapsed().as_secs_f64() / (completion_tokens - 1) as f64);
     }
+    Truth::learn(truth, completion_tokens);
+    GenerationUsage::new(prompt_tokens, cached_tokens, completion_tokens)
 }
 
 fn unix_nanos() -> u128 {

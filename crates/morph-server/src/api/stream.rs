@@ -18,7 +18,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::AppState;
 use super::logprobs::{ChoiceLogprobs, Logprobbed};
-use super::reply::{Reply, observe_done};
+use super::reply::{Reply, choice_done};
 use super::responses::{ErrorDetail, ErrorResponse, GenerationUsage};
 use crate::driver::Claim;
 use crate::error::ApiError;
@@ -94,10 +94,8 @@ pub(super) fn events(
                     out.push(json(&reply.chunk(index, text, None, logprobs)));
                 }
                 GenEvent::Done { reason, tail, prompt_tokens, cached_tokens, completion_tokens } => {
-                    observe_done(&metrics, m.first_at, prompt_tokens, cached_tokens, completion_tokens);
-                    Truth::learn(&mut m.truths[index], completion_tokens);
-                    m.usage =
-                        m.usage.add(GenerationUsage::new(prompt_tokens, cached_tokens, completion_tokens));
+                    let counts = (prompt_tokens, cached_tokens, completion_tokens);
+                    m.usage = m.usage.add(choice_done(&metrics, m.first_at, &mut m.truths[index], counts));
                     if let Some(claim) = m.claims[index].take() {
                         claim.answered();
                     }

@@ -8,29 +8,33 @@ use axum::Json;
 use axum::extract::State;
 use morph_encoder::TokenSpan;
 
-use super::{AppState, Body, parse, recorded, validate};
+use super::{AppState, Body, parse, validate};
 use crate::error::ApiError;
 
 pub(super) async fn tokenize(
     State(state): State<AppState>,
     Body(body): Body,
 ) -> Result<Json<Vec<Vec<TokenSpan>>>, ApiError> {
-    recorded(&state, async {
-        let embedder = state.embedder()?;
-        let (texts, add_special) = validate::tokenize(parse(&body)?, state.max_client_batch)?;
-        Ok(Json(embedder.spans(texts, add_special).await?))
-    })
-    .await
+    state
+        .drain
+        .or_deadline(async {
+            let embedder = state.embedder()?;
+            let (texts, add_special) = validate::tokenize(parse(&body)?, state.max_client_batch)?;
+            Ok(Json(embedder.spans(texts, add_special).await?))
+        })
+        .await
 }
 
 pub(super) async fn decode(
     State(state): State<AppState>,
     Body(body): Body,
 ) -> Result<Json<Vec<String>>, ApiError> {
-    recorded(&state, async {
-        let embedder = state.embedder()?;
-        let (ids, skip_special) = validate::decode(parse(&body)?, state.max_client_batch)?;
-        Ok(Json(embedder.decode(ids, skip_special)?))
-    })
-    .await
+    state
+        .drain
+        .or_deadline(async {
+            let embedder = state.embedder()?;
+            let (ids, skip_special) = validate::decode(parse(&body)?, state.max_client_batch)?;
+            Ok(Json(embedder.decode(ids, skip_special)?))
+        })
+        .await
 }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use morph_decoder::{Decoding, GenEvent, GgufTokenizer, Llama, Message, chatml_prompt};
+use morph_decoder::{GenEvent, GgufTokenizer, Llama, Message, chatml_prompt};
 use morph_encoder::predictor::predictor_text;
 use morph_engine::EngineError;
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -39,7 +39,7 @@ pub struct Generation {
 }
 
 /// A generation's predictor input, to cache its true output length under (SSJF §6).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Truth {
     predictions: Arc<Predictions>,
     text: String,
@@ -84,21 +84,33 @@ impl Generator {
     /// and waits for each one's first event: a refusal or failure then is the call's error
     /// status (the others started are cancelled as their claims drop).
     pub async fn start(&self, call: &ValidGeneration) -> Result<Vec<Generation>, ApiError> {
-        let mut prompts = Vec::with_capacity(call.prompts.len());
-        for prompt in &call.prompts {
-            prompts.push(self.tokenize(prompt, call.max_tokens).await?);
-        }
         if self.prefill_stages > 0 {
             Self::one_token(call)?;
         }
+        let mut prompts = Vec::with_capacity(call.prompts.len());
+        for prompt in &call.prompts {
+            let ids = self.tokenize(prompt, call.max_tokens).await?;
+            // A prompt's output length is predicted once, for all of its choices.
+            let predicted = match self.prefill_stages {
+                0 => self.predict(prompt).await,
+                _ => None,
+            };
+            prompts.push((ids, predicted));
+        }
         let mut started = Vec::new();
         for (index, decoding) in call.choices() {
-            let ids = prompts[index].clone();
+            let (ids, predicted) = &prompts[index];
             if self.prefill_stages > 0 {
-                started.push(Started::Ready(self.next_token(decoding, ids).await?));
+                started.push(Started::Ready(self.next_token(decoding, ids.clone()).await?));
                 continue;
             }
-            started.push(self.hand_over(&call.prompts[index], ids, call.max_tokens, decoding).await);
+            let truth = predicted.as_ref().map(|(truth, _)| truth.clone());
+            let generation = morph_core::Generation {
+                max_tokens: call.max_tokens,
+                predicted: predicted.as_ref().and_then(|(_, length)| *length),
+            };
+            let (claim, events) = self.driver.generate(ids.clone(), generation, decoding);
+            started.push(Started::Waiting { claim, events, truth });
         }
         let mut generations = Vec::with_capacity(started.len());
         for start in started {
@@ -115,29 +127,15 @@ impl Generator {
         Ok(generations)
     }
 
-    /// Hands one choice's generation to the driver, with its predicted output length when there
-    /// is a predictor.
-    async fn hand_over(
-        &self,
-        prompt: &Prompt,
-        ids: Vec<u32>,
-        max_tokens: u32,
-        decoding: Decoding,
-    ) -> Started {
-        let (truth, predicted) = match &self.predictions {
-            Some(predictions) => {
-                let text = match prompt {
-                    Prompt::Text(prompt) => prompt.clone(),
-                    Prompt::Chat(messages) => chat_predictor_input(messages),
-                };
-                let predicted = predictions.predict(text.clone()).await;
-                (Some(Truth { predictions: predictions.clone(), text }), predicted)
-            }
-            None => (None, None),
+    /// With a predictor, `prompt`'s predicted output length, and where its true one is learnt.
+    async fn predict(&self, prompt: &Prompt) -> Option<(Truth, Option<u32>)> {
+        let predictions = self.predictions.as_ref()?;
+        let text = match prompt {
+            Prompt::Text(prompt) => prompt.clone(),
+            Prompt::Chat(messages) => chat_predictor_input(messages),
         };
-        let generation = morph_core::Generation { max_tokens, predicted };
-        let (claim, events) = self.driver.generate(ids, generation, decoding);
-        Started::Waiting { claim, events, truth }
+        let predicted = predictions.predict(text.clone()).await;
+        Some((Truth { predictions: predictions.clone(), text }, predicted))
     }
 
     /// A prompt's token ids; with `max_tokens` they must fit in what a sequence holds (a whole

@@ -47,7 +47,7 @@ impl Generator {
             true => (None, FinishReason::Stop, 0),
             false => {
                 let text = tokenizer.decode(&[token]).map_err(ApiError::Engine)?;
-                let (text, reason) = match stop.push(&text) {
+                let (text, reason) = match stop.push(text) {
                     Scanned::Text(text) => (text, FinishReason::Length),
                     Scanned::Stopped(text) => (text, FinishReason::Stop),
                 };
