@@ -82,7 +82,7 @@ fn table(name: &str, rows: &[Row]) -> String {
     let w = rows.iter().map(|r| r.report.policy.chars().count()).max().unwrap_or(0).max(6);
     let _ = writeln!(
         out,
-        "{:<w$} {:<16} {:>5} {:>8} {:>8} {:>7} {:>7} {:>9} {:>9} {:>9} {:>9} {:>7} {:>10} {:>10} {:>6}",
+        "{:<w$} {:<16} {:>5} {:>8} {:>8} {:>7} {:>7} {:>9} {:>9} {:>9} {:>9} {:>7} {:>10} {:>10} {:>6} {:>9}",
         "policy",
         "sweep",
         "seed",
@@ -97,13 +97,14 @@ fn table(name: &str, rows: &[Row]) -> String {
         "SLO",
         "thr/s",
         "good/s",
-        "util"
+        "util",
+        "inst·s"
     );
     for row in rows {
         let r = &row.report;
         let _ = writeln!(
             out,
-            "{:<w$} {:<16} {:>5} {:>8} {:>8} {:>7} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>7} {:>10.1} {:>10.1} {:>5.0}%",
+            "{:<w$} {:<16} {:>5} {:>8} {:>8} {:>7} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>7} {:>10.1} {:>10.1} {:>5.0}% {:>9.0}",
             r.policy,
             sweep_label(row),
             row.seed,
@@ -118,7 +119,8 @@ fn table(name: &str, rows: &[Row]) -> String {
             percent(r.slo_attainment),
             r.throughput_rps,
             r.goodput_rps,
-            r.mean_utilisation * 100.0
+            r.mean_utilisation * 100.0,
+            r.instance_seconds
         );
     }
     out

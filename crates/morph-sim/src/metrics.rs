@@ -9,8 +9,15 @@ use serde::Serialize;
 const QUEUE_SAMPLES: u64 = 200;
 
 /// Per-stage gauges kept over time (their means are kept for every gauge).
-pub const STAGE_SERIES: [&str; 5] =
-    ["stage_queue", "stage_replicas", "stage_busy", "stage_cv", "stage_observed_delay_seconds"];
+pub const STAGE_SERIES: [&str; 7] = [
+    "stage_queue",
+    "stage_replicas",
+    "stage_target_replicas",
+    "stage_needed_replicas",
+    "stage_busy",
+    "stage_cv",
+    "stage_observed_delay_seconds",
+];
 /// The shortest interval between queue samples (a stream of one request spans no time).
 const MIN_SAMPLE_INTERVAL: Nanos = 1_000_000;
 

@@ -36,15 +36,18 @@ pub struct QuartConfig {
     pub service_cv: f64,
     /// Threads a replica may run with (CPU_max is the largest).
     pub threads: Vec<u16>,
+    /// Every stage provisioned for the flow of the critical stage (see [`super::critical`]);
+    /// off: each stage for its own need only, as the paper sizes.
+    pub critical_flow: bool,
     /// The PID on top of the base allocation (off: the feed-forward ablation).
     pub corrector: bool,
     pub smoother: bool,
     pub compensator: bool,
     /// QUART as printed: Eq. 1, the PID's error sign, Eq. 7 unclamped.
     pub paper_literal: bool,
-    /// Morph's extension: a stage is sized for its arrival rate plus the requests queued at it
-    /// and before it, drained over this many seconds (a burst held upstream reaches every
-    /// later stage). 0: the arrival rate alone, as the paper sizes.
+    /// Morph's extension: a stage is sized for its arrival rate plus the requests queued at it,
+    /// drained over this many seconds (the critical flow carries a burst on to the later
+    /// stages). 0: the arrival rate alone, as the paper sizes.
     pub backlog_drain_s: f64,
     pub pool: PoolConfig,
 }
@@ -53,7 +56,7 @@ impl Default for QuartConfig {
     fn default() -> Self {
         Self {
             slo_ms: None,
-            delay_model: DelayModel::ErlangC,
+            delay_model: DelayModel::AllenCunneen,
             delay_source: DelaySource::Model,
             gains: Gains::default(),
             r_min: 1,
@@ -62,6 +65,7 @@ impl Default for QuartConfig {
             cv_enough: 200,
             service_cv: 0.0,
             threads: vec![1, 2, 4, 8],
+            critical_flow: true,
             corrector: true,
             smoother: true,
             compensator: true,

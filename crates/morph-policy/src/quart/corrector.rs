@@ -146,9 +146,8 @@ fn fit_budget(
         excess -= spare;
     }
     while excess > 0 {
-        let Some(i) = (0..replicas.len())
-            .filter(|&i| replicas[i] > p.r_min)
-            .max_by_key(|&i| (replicas[i], usize::MAX - i))
+        let Some(i) =
+            (0..replicas.len()).filter(|&i| replicas[i] > p.r_min).max_by_key(|&i| (replicas[i], i))
         else {
             break;
         };

@@ -8,6 +8,7 @@ pub mod baselines;
 pub mod compensator;
 pub mod config;
 pub mod corrector;
+pub mod critical;
 pub mod qna;
 pub mod queueing;
 mod sizer;

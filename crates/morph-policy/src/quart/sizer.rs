@@ -3,9 +3,10 @@
 
 use morph_core::{Gauge, Nanos, Time, time::ms_to_nanos};
 
-use super::compensator::{Cut, compensate};
+use super::compensator::{Cut, CutBy, compensate};
 use super::config::{DelaySource, QuartConfig};
 use super::corrector::{CorrectorParams, PidState, StageDelay, correct};
+use super::critical::carry_critical_flow;
 use super::qna::{StageFlow, arrival_cvs};
 use super::queueing::{DelayModel, Load, delay, replicas_for};
 use super::smoother::{Smoothing, smooth};
@@ -26,11 +27,13 @@ pub struct QuartSizer {
     pid: Vec<PidState>,
     key_until: Vec<Time>,
     estimates: Vec<Estimate>,
+    /// The critical stage at the last period.
+    critical: Option<usize>,
 }
 
 impl QuartSizer {
     pub fn new(config: QuartConfig) -> Self {
-        Self { config, pid: Vec::new(), key_until: Vec::new(), estimates: Vec::new() }
+        Self { config, pid: Vec::new(), key_until: Vec::new(), estimates: Vec::new(), critical: None }
     }
 
     fn model(&self) -> DelayModel {
@@ -50,17 +53,13 @@ impl Sizer for QuartSizer {
         let total: f64 = service.iter().sum();
         // T_target,i = SLO · s_i / Σ_j s_j (spec §1.4 [R]).
         let targets: Vec<f64> = service.iter().map(|s| slo * s / total.max(f64::MIN_POSITIVE)).collect();
-        // λ_i, plus (our extension) the backlog at and before stage i over the drain horizon.
-        let backlog = view.stages.iter().scan(0usize, |queued, s| {
-            *queued += s.queued;
-            Some(*queued as f64)
-        });
-        let drain = |q: f64| match c.backlog_drain_s > 0.0 && !c.paper_literal {
-            true => q / c.backlog_drain_s,
+        // λ_i, plus (our extension) the requests queued at stage i drained over the horizon: a
+        // burst counts where it waits, so the critical stage is the one that asks for replicas.
+        let drain = |q: usize| match c.backlog_drain_s > 0.0 && !c.paper_literal {
+            true => q as f64 / c.backlog_drain_s,
             false => 0.0,
         };
-        let lambda: Vec<f64> =
-            view.stages.iter().zip(backlog).map(|(s, q)| s.stats.rate(view.now) + drain(q)).collect();
+        let lambda: Vec<f64> = view.stages.iter().map(|s| s.stats.rate(view.now) + drain(s.queued)).collect();
         let flows: Vec<StageFlow> = (0..n)
             .map(|i| StageFlow {
                 rho: lambda[i] * service[i] / f64::from(view.stages[i].replicas()),
@@ -79,7 +78,7 @@ impl Sizer for QuartSizer {
             ca: cvs[i],
             cs: c.service_cv,
         };
-        let mut stage_delays = Vec::with_capacity(n);
+        let mut stage_delays: Vec<StageDelay> = Vec::with_capacity(n);
         self.estimates.clear();
         for i in 0..n {
             let r = view.stages[i].replicas();
@@ -91,6 +90,14 @@ impl Sizer for QuartSizer {
             };
             stage_delays.push(StageDelay { delay: t, target: targets[i], replicas: r, need });
             self.estimates.push(Estimate { target_s: targets[i], delay_s: t, cv: cvs[i], need });
+        }
+        if c.critical_flow && !c.paper_literal {
+            let mut needs: Vec<u32> = stage_delays.iter().map(|d| d.need).collect();
+            self.critical = carry_critical_flow(&mut needs, &service, c.r_max);
+            for ((d, e), need) in stage_delays.iter_mut().zip(&mut self.estimates).zip(needs) {
+                d.need = need;
+                e.need = need;
+            }
         }
         let params = CorrectorParams {
             gains: c.gains,
@@ -122,31 +129,35 @@ impl Sizer for QuartSizer {
         } else {
             corrected.replicas.clone()
         };
-        // CPU compensator (Alg. 1 lines 14–24) for stages the smoother cut.
+        // CPU compensator (Alg. 1 lines 14–24) for stages the smoother cut, and (our extension)
+        // for those the slot budget left short of what they need.
         (0..n)
             .map(|i| {
                 let stage = &view.stages[i];
-                let mut out = StageTarget {
-                    replicas: smoothed[i],
-                    threads: stage.threads,
-                    key: self.key_until[i] > view.now,
+                let kept = smoothed[i];
+                let by = if kept < corrected.replicas[i] {
+                    Some(CutBy::Smoother { corrected: corrected.replicas[i] })
+                } else {
+                    (kept < stage_delays[i].need).then_some(CutBy::Budget)
                 };
-                if c.compensator && smoothed[i] < corrected.replicas[i] {
-                    let cut = Cut {
-                        time: stage.time,
-                        hop_s: stage.hop_s,
-                        lambda: lambda[i],
-                        ca: cvs[i],
-                        target: targets[i],
-                        threads: stage.threads,
-                        corrected: corrected.replicas[i],
-                        smoothed: smoothed[i],
-                    };
-                    let done = compensate(model, cut, &c.threads);
-                    out.replicas = done.replicas;
-                    out.threads = done.threads;
+                let key = self.key_until[i] > view.now;
+                match by.filter(|_| c.compensator) {
+                    Some(by) => {
+                        let cut = Cut {
+                            time: stage.time,
+                            hop_s: stage.hop_s,
+                            lambda: lambda[i],
+                            ca: cvs[i],
+                            target: targets[i],
+                            threads: stage.threads,
+                            kept,
+                            by,
+                        };
+                        let done = compensate(model, cut, &c.threads);
+                        StageTarget { replicas: done.replicas, threads: done.threads, key }
+                    }
+                    None => StageTarget { replicas: kept, threads: stage.threads, key },
                 }
-                out
             })
             .collect()
     }
@@ -161,6 +172,7 @@ impl Sizer for QuartSizer {
             }
             out.push(g("stage_predicted_cv", e.cv));
             out.push(g("stage_needed_replicas", f64::from(e.need)));
+            out.push(g("stage_critical", f64::from(u8::from(self.critical == Some(i)))));
         }
         out
     }
