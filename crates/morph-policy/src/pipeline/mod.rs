@@ -6,6 +6,7 @@
 
 pub mod placement;
 mod pool;
+pub mod share;
 pub mod stats;
 
 use morph_core::{Gauge, StageTime, Time};

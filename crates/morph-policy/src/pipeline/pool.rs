@@ -11,6 +11,7 @@ use morph_core::{
 };
 
 use super::placement::ClusterView;
+use super::share::share_slots;
 use super::stats::StageStats;
 use super::{PoolConfig, PoolView, Sizer, StageTarget, StageView};
 
@@ -71,6 +72,8 @@ pub struct PipelinePolicy<S> {
     /// The stage queue each waiting request is in.
     waiting: HashMap<RequestId, u16>,
     next_control: Time,
+    /// Replicas the last targets asked for beyond the cluster's slots.
+    slots_short: u32,
 }
 
 impl<S: Sizer> PipelinePolicy<S> {
@@ -123,6 +126,7 @@ impl<S: Sizer> PipelinePolicy<S> {
             tickets: Tickets::default(),
             waiting: HashMap::new(),
             next_control: Time::ZERO,
+            slots_short: 0,
         }
     }
 
@@ -230,8 +234,36 @@ impl<S: Sizer> PipelinePolicy<S> {
         for stage in 0..self.stages.len() as u16 {
             self.shrink(stage, pressed, actions);
         }
-        for stage in 0..self.stages.len() as u16 {
+        // The stages furthest below their targets take the free slots first.
+        let mut order: Vec<u16> = (0..self.stages.len() as u16).collect();
+        order.sort_by_key(|&i| {
+            let s = &self.stages[usize::from(i)];
+            let (up, starting) = s.fresh();
+            std::cmp::Reverse(s.target.replicas.saturating_sub(up + starting))
+        });
+        for stage in order {
             self.grow(stage, actions);
+        }
+    }
+
+    /// Targets that ask for more replicas than the cluster has slots are cut to shares by need
+    /// (never starving a stage behind the others), and the shortfall is reported: a gauge, and a
+    /// log line when it begins.
+    fn share_scarce_slots(&mut self, targets: &mut [StageTarget]) {
+        let wants: Vec<u32> = targets.iter().map(|t| t.replicas.max(1)).collect();
+        let slots = self.cluster.total_slots() as u32;
+        let short = wants.iter().sum::<u32>().saturating_sub(slots);
+        if short > 0 && self.slots_short == 0 {
+            tracing::warn!(
+                policy = %self.name,
+                asked = ?wants,
+                slots,
+                "the stages ask for {short} replicas more than the cluster's slots; sharing them by need"
+            );
+        }
+        self.slots_short = short;
+        for (target, shared) in targets.iter_mut().zip(share_slots(&wants, slots, 1)) {
+            target.replicas = shared;
         }
     }
 
@@ -257,7 +289,8 @@ impl<S: Sizer> PipelinePolicy<S> {
             slots: self.cluster.total_slots(),
             slo_s: self.slo_s,
         };
-        let targets = self.sizer.size(&view);
+        let mut targets = self.sizer.size(&view);
+        self.share_scarce_slots(&mut targets);
         let delay = ms_to_nanos(self.config.scale_down_delay_s * 1e3);
         for (i, target) in targets.into_iter().enumerate().take(self.stages.len()) {
             let s = &mut self.stages[i];
@@ -405,6 +438,7 @@ impl<S: Sizer> Policy for PipelinePolicy<S> {
 
     fn gauges(&self) -> Vec<Gauge> {
         let mut out = self.sizer.gauges();
+        out.push(Gauge::new("pipeline_slots_short", f64::from(self.slots_short)));
         for (i, s) in self.stages.iter().enumerate() {
             let stage = i.to_string();
             let g = |name: &str, value: f64| Gauge::new(name, value).label("stage", stage.clone());

@@ -9,6 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::pipeline::share::share_slots;
+
 /// PID gains on the normalised error, per second (spec §1.4 [R]: the authors' 2.0/0.3/0.1).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -129,7 +131,7 @@ pub fn correct(p: &CorrectorParams, states: &mut [PidState], stages: &[StageDela
 
 /// Trims the counts to Σ ≤ R_total: first the PID's grants above the base allocations, from
 /// non-key stages and then the least-over-target key stages; then, if the bases alone do not
-/// fit, one replica at a time from the stage holding the most (never below r_min).
+/// fit, shares of R_total in proportion to the bases (never below r_min).
 fn fit_budget(
     p: &CorrectorParams,
     mut replicas: Vec<u32>,
@@ -145,14 +147,9 @@ fn fit_budget(
         replicas[i] -= spare;
         excess -= spare;
     }
-    while excess > 0 {
-        let Some(i) =
-            (0..replicas.len()).filter(|&i| replicas[i] > p.r_min).max_by_key(|&i| (replicas[i], i))
-        else {
-            break;
-        };
-        replicas[i] -= 1;
-        excess -= 1;
+    if excess > 0 {
+        // The bases alone do not fit: the slots shared by need (no stage starved by index).
+        replicas = share_slots(&replicas, p.r_total, p.r_min);
     }
     Correction { replicas, key }
 }

@@ -69,6 +69,7 @@ use morph_policy::registry::Context;
 
 use crate::cost::{ContextCost, CostModel, LinearGeneration, PipelineCost, Prefill, ProfileCost, Startup};
 use crate::driver::{SimOptions, simulate};
+use crate::metrics::Report;
 use crate::utility::evaluate;
 use crate::workload::{Arrivals, Lengths, Predictor, Workload, corpus};
 
@@ -280,20 +281,41 @@ impl Scenario {
                 SimOptions { warmup: ms_to_nanos(self.warmup_s * time_scale * 1e3), ..base.clone() };
             for &seed in &self.seeds {
                 let requests = workload.generate(self.duration_s * time_scale, seed)?;
+                let first = rows.len();
                 for spec in &self.policies {
                     let params = serde_json::Value::Object(spec.params.clone());
-                    let policy = morph_policy::registry::build(&spec.name, &params, &ctx)?;
-                    let layout = policy.layout(slots).unwrap_or_else(|| cluster.clone());
-                    if layout.is_empty() {
-                        let msg = format!("policy '{}' needs cluster.runtimes", spec.name);
-                        return Err(ScenarioError::Invalid(msg));
-                    }
-                    let told = spec.predictor.tell(&requests, self.max_tokens);
-                    let mut report = simulate(policy, &layout, cost.as_ref(), &told, &options);
-                    if let Some(label) = &spec.label {
-                        report.policy = label.clone();
+                    let run = |params: &serde_json::Value| -> Result<Report, ScenarioError> {
+                        let policy = morph_policy::registry::build(&spec.name, params, &ctx)?;
+                        let layout = policy.layout(slots).unwrap_or_else(|| cluster.clone());
+                        if layout.is_empty() {
+                            let msg = format!("policy '{}' needs cluster.runtimes", spec.name);
+                            return Err(ScenarioError::Invalid(msg));
+                        }
+                        let told = spec.predictor.tell(&requests, self.max_tokens);
+                        Ok(simulate(policy, &layout, cost.as_ref(), &told, &options))
+                    };
+                    let mut report = match &spec.equal_cost_to {
+                        None => run(&params)?,
+                        Some(other) => {
+                            let target = rows[first..]
+                                .iter()
+                                .find(|r: &&Row| &r.report.policy == other)
+                                .map(|r| r.report.instance_seconds)
+                                .ok_or_else(|| {
+                                    ScenarioError::Invalid(format!(
+                                        "equal_cost_to = '{other}': no policy of that label is listed before '{}'",
+                                        spec.name
+                                    ))
+                                })?;
+                            equal_cost(&params, target, run)?
+                        }
+                    };
+                    report.policy = spec.label.clone().unwrap_or(report.policy);
+                    if let Some(other) = &spec.equal_cost_to {
+                        report.policy.push_str(&format!(" @{other} cost"));
                     }
                     report.policy.push_str(&spec.predictor.label());
+                    let told = spec.predictor.tell(&requests, self.max_tokens);
                     let utility =
                         table.as_ref().map(|t| evaluate(&told, &report, t, morph_core::Time(options.warmup)));
                     rows.push(Row { sweep: point, seed, report, utility });
@@ -303,6 +325,38 @@ impl Scenario {
         }
         Ok(rows)
     }
+}
+
+/// Bisection steps of the equal-cost search (each a whole run).
+const EQUAL_COST_STEPS: usize = 12;
+
+/// Runs the policy with `headroom` searched over [-0.9, 3] until its instance-seconds are
+/// closest to `target`: more headroom asks for more replicas, so the cost rises with it.
+fn equal_cost(
+    params: &serde_json::Value,
+    target: f64,
+    run: impl Fn(&serde_json::Value) -> Result<Report, ScenarioError>,
+) -> Result<Report, ScenarioError> {
+    let with = |headroom: f64| {
+        let mut p = params.clone();
+        p["headroom"] = serde_json::json!(headroom);
+        run(&p)
+    };
+    let (mut low, mut high) = (-0.9, 3.0);
+    let mut best = with(0.0)?;
+    for _ in 0..EQUAL_COST_STEPS {
+        let mid = (low + high) / 2.0;
+        let report = with(mid)?;
+        if report.instance_seconds < target {
+            low = mid;
+        } else {
+            high = mid;
+        }
+        if (report.instance_seconds - target).abs() < (best.instance_seconds - target).abs() {
+            best = report;
+        }
+    }
+    Ok(best)
 }
 
 /// A table's keys as numbers: `key` names the table in the error.

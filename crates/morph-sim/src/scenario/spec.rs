@@ -150,6 +150,10 @@ pub struct PolicySpec {
     /// What the policy is told of each generation's output length.
     #[serde(default)]
     pub predictor: Predictor,
+    /// Latency at equal cost: the label of a policy listed before this one; this policy's
+    /// `headroom` is searched until its instance-seconds match that policy's on each run.
+    #[serde(default)]
+    pub equal_cost_to: Option<String>,
     #[serde(flatten)]
     pub params: serde_json::Map<String, serde_json::Value>,
 }

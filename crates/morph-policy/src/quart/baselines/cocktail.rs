@@ -1,9 +1,11 @@
 //! Cocktail-like (spec §2.5): the ingress rate forecast one cold start ahead by Holt's
 //! double-exponential smoothing, every stage provisioned for it with headroom:
-//! r_i = ⌈λ̂(t + h)·(1 + headroom)·s_i⌉. Cold starts per stage.
+//! r_i = ⌈(λ̂(t + h) + q/D)·(1 + headroom)·s_i⌉, q the requests waiting, drained over D =
+//! `backlog_drain_s`. Cold starts per stage.
 
 use serde::{Deserialize, Serialize};
 
+use super::backlog_rate;
 use crate::pipeline::{PoolConfig, PoolView, Sizer, StageTarget};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -15,13 +17,22 @@ pub struct CocktailConfig {
     /// How far ahead to provision: the cold-start time h.
     pub horizon_s: f64,
     pub headroom: f64,
+    pub backlog_drain_s: f64,
     pub r_max: u32,
     pub pool: PoolConfig,
 }
 
 impl Default for CocktailConfig {
     fn default() -> Self {
-        Self { alpha: 0.5, beta: 0.3, horizon_s: 5.6, headroom: 0.1, r_max: 8, pool: PoolConfig::default() }
+        Self {
+            alpha: 0.5,
+            beta: 0.3,
+            horizon_s: 5.6,
+            headroom: 0.1,
+            backlog_drain_s: 10.0,
+            r_max: 8,
+            pool: PoolConfig::default(),
+        }
     }
 }
 
@@ -53,7 +64,8 @@ impl Sizer for CocktailSizer {
             }
         };
         self.state = Some((level, trend));
-        let forecast = (level + trend * c.horizon_s / period).max(0.0);
+        let forecast =
+            (level + trend * c.horizon_s / period).max(0.0) + backlog_rate(view, c.backlog_drain_s);
         view.stages
             .iter()
             .map(|s| {

@@ -1,12 +1,15 @@
 //! InferLine-like (spec §2.5): every stage sized from the ingress traffic envelope, blind to how
 //! burstiness changes along the pipeline. The envelope's rate is the largest arrival rate over
 //! windows from the pipeline's service time doubling up to 60 s; stage m gets
-//! ⌈r_max · s_m⌉ replicas. Cold starts per stage; conservative 30 s scale-down.
+//! ⌈r_max · s_m⌉ replicas. The planner's starting point is sized for the backlog it starts
+//! with: the requests waiting are added to the envelope's rate, drained over
+//! `backlog_drain_s`. Cold starts per stage; conservative 30 s scale-down.
 
 use serde::{Deserialize, Serialize};
 
 use morph_core::time::ms_to_nanos;
 
+use super::backlog_rate;
 use crate::pipeline::{PoolConfig, PoolView, Sizer, StageTarget};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -14,13 +17,22 @@ use crate::pipeline::{PoolConfig, PoolView, Sizer, StageTarget};
 pub struct InferlineConfig {
     /// The longest envelope window.
     pub max_window_s: f64,
+    /// Replicas asked on top, as a share (the equal-cost comparison's knob).
+    pub headroom: f64,
+    pub backlog_drain_s: f64,
     pub r_max: u32,
     pub pool: PoolConfig,
 }
 
 impl Default for InferlineConfig {
     fn default() -> Self {
-        Self { max_window_s: 60.0, r_max: 8, pool: PoolConfig::default() }
+        Self {
+            max_window_s: 60.0,
+            headroom: 0.0,
+            backlog_drain_s: 10.0,
+            r_max: 8,
+            pool: PoolConfig::default(),
+        }
     }
 }
 
@@ -38,10 +50,11 @@ impl Sizer for InferlineSizer {
             peak = peak.max(ingress.stats.rate_over(view.now, ms_to_nanos(window * 1e3)));
             window *= 2.0;
         }
+        let rate = (peak + backlog_rate(view, self.0.backlog_drain_s)) * (1.0 + self.0.headroom);
         view.stages
             .iter()
             .map(|s| {
-                let replicas = (peak * s.service_s(s.threads)).ceil() as u32;
+                let replicas = (rate * s.service_s(s.threads)).ceil() as u32;
                 StageTarget { replicas: replicas.clamp(1, self.0.r_max), threads: s.threads, key: false }
             })
             .collect()
