@@ -199,3 +199,18 @@ fn replicas_avoid_a_server_that_left_and_go_to_one_that_joined() {
     assert!(!placed.is_empty() && placed.len() <= 4, "{placed:?}");
     assert!(placed.iter().all(|s| *s == Some(HostId(2))), "the server that joined: {placed:?}");
 }
+
+/// Eight stages asking for 3 replicas each on 16 slots: every stage gets its share of 2 (none
+/// sits at 1 behind the stages of lower index), the shortfall is reported, and every request
+/// is answered.
+#[test]
+fn scarce_slots_are_shared_by_need_without_starving_a_stage() {
+    let p = pipeline(&[10.0; 8]);
+    let report = run("uniform-pipeline", json!({}), &p, HostSlots::new(2, 8), 170.0, 1.0);
+    assert_eq!(report.completed, report.requests);
+    for stage in 0..8 {
+        let replicas = report.gauge_means[&format!("stage_replicas{{stage={stage}}}")];
+        assert!(replicas > 1.8, "stage {stage} holds {replicas} replicas: {:?}", report.gauge_means);
+    }
+    assert!(report.gauge_means["pipeline_slots_short"] > 0.0, "the shortfall is a gauge");
+}

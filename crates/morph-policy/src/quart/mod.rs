@@ -13,6 +13,8 @@ pub mod qna;
 pub mod queueing;
 mod sizer;
 pub mod smoother;
+#[cfg(test)]
+mod tests;
 
 pub use config::{DelaySource, QuartConfig};
 pub use sizer::QuartSizer;

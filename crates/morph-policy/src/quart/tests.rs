@@ -1,0 +1,94 @@
+//! QuartSizer on hand-made pipelines: where a burst's replicas go, and what the smoother and the
+//! CPU compensator each change.
+
+use morph_core::{StageTime, Time};
+
+use super::{QuartConfig, QuartSizer};
+use crate::pipeline::{PoolView, Sizer, StageStats, StageTarget, StageView};
+
+const S: u64 = 1_000_000_000;
+const NOW: Time = Time(20 * S);
+
+/// A stage that saw `rate` evenly spaced arrivals a second for the last 10 s (CV 0).
+fn steady(rate: f64) -> StageStats {
+    let mut stats = StageStats::new(10 * S, 60 * S, 200);
+    let gap = (S as f64 / rate) as u64;
+    let mut t = NOW.0 - 10 * S + gap;
+    while t <= NOW.0 {
+        stats.arrive(Time(t));
+        t += gap;
+    }
+    stats
+}
+
+/// Stages of 10 ms (half of it serial), each with `replicas` up and `queued` waiting.
+fn view<'a>(stats: &'a [StageStats], replicas: &[u32], queued: &[usize], slots: usize) -> PoolView<'a> {
+    let stages = stats
+        .iter()
+        .zip(replicas)
+        .zip(queued)
+        .map(|((stats, &up), &queued)| StageView {
+            stats,
+            up,
+            starting: 0,
+            threads: 1,
+            queued,
+            time: StageTime::amdahl(10.0, 0.5),
+            hop_s: 0.0,
+        })
+        .collect();
+    PoolView { now: NOW, stages, slots, slo_s: 0.5 }
+}
+
+fn size(config: QuartConfig, view: &PoolView<'_>) -> (Vec<StageTarget>, QuartSizer) {
+    let mut sizer = QuartSizer::new(config);
+    (sizer.size(view), sizer)
+}
+
+fn replicas(targets: &[StageTarget]) -> Vec<u32> {
+    targets.iter().map(|t| t.replicas).collect()
+}
+
+#[test]
+fn a_burst_held_at_one_stage_makes_it_critical_and_every_stage_carries_its_flow() {
+    // 250 req/s on 10 ms stages needs 3 replicas each; 300 requests wait at stage 1.
+    let stats: Vec<StageStats> = (0..4).map(|_| steady(250.0)).collect();
+    let v = view(&stats, &[3; 4], &[0, 300, 0, 0], 64);
+    let (targets, sizer) = size(QuartConfig { corrector: false, ..QuartConfig::default() }, &v);
+    let got = replicas(&targets);
+    assert!(got[1] > 3, "the stage holding the burst gains replicas: {got:?}");
+    assert!(got.iter().all(|&r| r == got[1]), "every stage carries the critical flow: {got:?}");
+    let critical = sizer.gauges().into_iter().filter(|g| g.name == "stage_critical" && g.value == 1.0);
+    assert_eq!(critical.map(|g| g.labels[0].1.clone()).collect::<Vec<_>>(), vec!["1".to_string()]);
+    // Without the critical flow the queue is counted at its own stage only (not at every
+    // later one, as it was).
+    let own = QuartConfig { corrector: false, critical_flow: false, ..QuartConfig::default() };
+    let got = replicas(&size(own, &v).0);
+    assert!(got[1] > 3 && got[0] == 3 && got[2] == 3 && got[3] == 3, "{got:?}");
+}
+
+#[test]
+fn the_smoother_takes_back_part_of_a_grant_its_neighbours_did_not_get() {
+    // Stage 1 runs 1 replica of the 3 it needs: over target, the PID grants it up to r_max.
+    let stats: Vec<StageStats> = (0..3).map(|_| steady(250.0)).collect();
+    let v = view(&stats, &[3, 1, 3], &[0; 3], 64);
+    let on = replicas(&size(QuartConfig::default(), &v).0);
+    let off = replicas(&size(QuartConfig { smoother: false, ..QuartConfig::default() }, &v).0);
+    assert_eq!(off, vec![3, 8, 3], "the corrector's counts");
+    // Eq. 7 with β(0) = 0.634: ⌈0.634·8 + 0.366·3⌉ = 7.
+    assert_eq!(on, vec![3, 7, 3]);
+}
+
+#[test]
+fn the_compensator_gives_threads_to_stages_the_slot_budget_cut() {
+    // Four stages need 3 replicas each, but the cluster has 8 slots: 2 each. On 2 replicas a
+    // stage needs 2 threads (7.5 ms a request) to keep up with 250 req/s.
+    let stats: Vec<StageStats> = (0..4).map(|_| steady(250.0)).collect();
+    let v = view(&stats, &[3; 4], &[0; 4], 8);
+    let on = size(QuartConfig::default(), &v).0;
+    let off = size(QuartConfig { compensator: false, ..QuartConfig::default() }, &v).0;
+    assert_eq!(replicas(&on), vec![2; 4]);
+    assert_eq!(replicas(&off), vec![2; 4]);
+    assert!(on.iter().all(|t| t.threads == 2), "{on:?}");
+    assert!(off.iter().all(|t| t.threads == 1), "{off:?}");
+}
