@@ -45,6 +45,9 @@ pub(crate) fn run(args: SimulateArgs) -> anyhow::Result<()> {
     if let Some(d) = args.duration {
         scenario.duration_s = d;
     }
+    for warning in scenario.warnings()? {
+        eprintln!("warning: {warning}");
+    }
     let bar = ProgressBar::new(0);
     bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} runs, {elapsed}")?);
     let rows = scenario.run(&mut |done, total| {
@@ -52,6 +55,9 @@ pub(crate) fn run(args: SimulateArgs) -> anyhow::Result<()> {
         bar.set_position(done as u64);
     })?;
     bar.finish_and_clear();
+    for warning in rows.iter().filter_map(Row::drop_warning) {
+        eprintln!("warning: {warning}");
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
@@ -60,20 +66,11 @@ pub(crate) fn run(args: SimulateArgs) -> anyhow::Result<()> {
     }
     if let Some(dir) = args.out {
         write_csvs(&dir, &rows).with_context(|| format!("writing CSVs into {}", dir.display()))?;
-        let label = |row: &Row| format!("{} {} seed {}", row.report.policy, sweep_label(row), row.seed);
+        let label = |row: &Row| format!("{} {} seed {}", row.report.policy, row.sweep_label(), row.seed);
         crate::plots::write(&dir, &scenario.name, &rows, label)
             .with_context(|| format!("writing plots into {}", dir.display()))?;
     }
     Ok(())
-}
-
-fn sweep_label(row: &Row) -> String {
-    row.sweep.map_or_else(
-        || "-".into(),
-        |(param, v)| {
-            format!("{}={v}", serde_json::to_value(param).unwrap_or_default().as_str().unwrap_or("?"))
-        },
-    )
 }
 
 fn table(name: &str, rows: &[Row]) -> String {
@@ -82,7 +79,7 @@ fn table(name: &str, rows: &[Row]) -> String {
     let w = rows.iter().map(|r| r.report.policy.chars().count()).max().unwrap_or(0).max(6);
     let _ = writeln!(
         out,
-        "{:<w$} {:<16} {:>5} {:>8} {:>8} {:>7} {:>7} {:>9} {:>9} {:>9} {:>9} {:>7} {:>10} {:>10} {:>6} {:>9}",
+        "{:<w$} {:<16} {:>5} {:>8} {:>8} {:>7} {:>7} {:>9} {:>9} {:>9} {:>9} {:>7} {:>10} {:>10} {:>6} {:>9}  {}",
         "policy",
         "sweep",
         "seed",
@@ -98,15 +95,16 @@ fn table(name: &str, rows: &[Row]) -> String {
         "thr/s",
         "good/s",
         "util",
-        "inst·s"
+        "inst·s",
+        "dropped for"
     );
     for row in rows {
         let r = &row.report;
         let _ = writeln!(
             out,
-            "{:<w$} {:<16} {:>5} {:>8} {:>8} {:>7} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>7} {:>10.1} {:>10.1} {:>5.0}% {:>9.0}",
+            "{:<w$} {:<16} {:>5} {:>8} {:>8} {:>7} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>7} {:>10.1} {:>10.1} {:>5.0}% {:>9.0}  {}",
             r.policy,
-            sweep_label(row),
+            row.sweep_label(),
             row.seed,
             r.requests,
             r.completed,
@@ -120,7 +118,8 @@ fn table(name: &str, rows: &[Row]) -> String {
             r.throughput_rps,
             r.goodput_rps,
             r.mean_utilisation * 100.0,
-            r.instance_seconds
+            r.instance_seconds,
+            dropped_for(r)
         );
     }
     out
@@ -151,7 +150,7 @@ fn utility_table(rows: &[Row]) -> String {
                 "batch acc"
             );
         }
-        let key = (sweep_label(row), row.seed);
+        let key = (row.sweep_label(), row.seed);
         let base = match first.iter().find(|(s, seed, _)| (s, *seed) == (&key.0, key.1)) {
             Some((_, _, u)) => *u,
             None => {
@@ -185,6 +184,11 @@ fn utility_table(rows: &[Row]) -> String {
     out
 }
 
+/// Why the run's dropped requests were dropped, `kind n; kind n` (empty when none were).
+fn dropped_for(r: &morph_sim::Report) -> String {
+    r.dropped_by.iter().map(|(kind, n)| format!("{kind} {n}")).collect::<Vec<_>>().join("; ")
+}
+
 /// A share as `12.3%`; `-` when there was nothing to measure it over.
 fn percent(share: f64) -> String {
     if share.is_nan() { "-".into() } else { format!("{:.1}%", share * 100.0) }
@@ -210,7 +214,7 @@ const SUMMARY_KEYS: [&str; 14] = [
 
 fn write_csvs(dir: &std::path::Path, rows: &[Row]) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let mut summary = format!("policy,sweep,seed,{}\n", SUMMARY_KEYS.join(","));
+    let mut summary = format!("policy,sweep,seed,{},dropped_for\n", SUMMARY_KEYS.join(","));
     let mut cdf = String::from("policy,sweep,seed,quantile,latency_ms\n");
     let mut queue = String::from("policy,sweep,seed,time_s,queue\n");
     let mut utilisation = String::from("policy,sweep,seed,instance,utilisation\n");
@@ -220,10 +224,10 @@ fn write_csvs(dir: &std::path::Path, rows: &[Row]) -> anyhow::Result<()> {
     let mut accuracy = String::from("policy,sweep,seed,time_s,served_batch_accuracy\n");
     for row in rows {
         let r = &row.report;
-        let key = format!("{},{},{}", r.policy, sweep_label(row), row.seed);
+        let key = format!("{},{},{}", r.policy, row.sweep_label(), row.seed);
         let fields = serde_json::to_value(r)?;
         let values: Vec<String> = SUMMARY_KEYS.iter().map(|k| fields[*k].to_string()).collect();
-        let _ = writeln!(summary, "{key},{}", values.join(","));
+        let _ = writeln!(summary, "{key},{},\"{}\"", values.join(","), dropped_for(r));
         // 1,000 evenly spaced quantiles are enough for a CDF plot.
         for q in 1..=1000 {
             let q = f64::from(q) / 1000.0;

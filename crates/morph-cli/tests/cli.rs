@@ -578,3 +578,30 @@ fn simulate_writes_utility_over_time_for_query_types() {
     assert!(!values.is_empty() && values.iter().all(|a| (0.0..=1.0).contains(a)), "{accuracy}");
     assert!(std::fs::read_to_string(out.join("accuracy.svg")).unwrap().contains("<svg"));
 }
+
+/// `morph simulate` warns on stderr before the table when recorded lengths exceed every runtime,
+/// and after the runs for a run that left most of its requests unserved, with the reason; the
+/// table's `dropped for` column gives it too.
+#[test]
+fn simulate_warns_on_stderr_when_a_run_drops_most_of_its_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows: String =
+        (0..100).map(|i| format!("{{\"timestamp\": {}, \"input_length\": 900}}\n", i * 10)).collect();
+    std::fs::write(dir.path().join("trace.jsonl"), rows).unwrap();
+    let profile = morph_assets::path("profiles/minilm_candle_cpu_2core.json");
+    let scenario = dir.path().join("drops.toml");
+    let text = format!(
+        "name = \"drops\"\nduration_s = 0.9\n[workload]\narrivals = {{ kind = \"trace\", path = \"trace.jsonl\" }}\nlengths = {{ kind = \"trace\", path = \"trace.jsonl\" }}\n[cluster]\nprofile = \"{}\"\nruntimes = [{{ runtime = \"dynamic:512x8\", instances = 1 }}]\n[[policies]]\nname = \"dynamic-batching\"\n",
+        profile.display()
+    );
+    std::fs::write(&scenario, text).unwrap();
+    let run = morph().args(["simulate", "--scenario"]).arg(&scenario).output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+    assert!(run.status.success(), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("warning: workload.lengths: 100 of 100 recorded lengths (100%) exceed"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("were not served") && stderr.contains("too long for every runtime"), "{stderr}");
+    assert!(stdout.contains("dropped for") && stdout.contains("too long for every runtime"), "{stdout}");
+}

@@ -277,7 +277,9 @@ impl World<'_> {
                     match outcome {
                         Outcome::Done => self.rec.completed(now - arrival),
                         Outcome::Cancelled => self.rec.cancelled(),
-                        Outcome::Failed | Outcome::Dropped(_) | Outcome::PolicyError => self.rec.dropped(),
+                        Outcome::Failed | Outcome::Dropped(_) | Outcome::PolicyError => {
+                            self.rec.dropped(&outcome)
+                        }
                     }
                 }
                 // Activations are the live driver's; a simulated stage hands on nothing.

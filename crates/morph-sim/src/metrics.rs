@@ -2,7 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use morph_core::{Gauge, Nanos, Outcome, Policy, Time, TokenPlan, stats::percentile, time::nanos_to_ms};
+use morph_core::{
+    DropReason, Gauge, Nanos, Outcome, Policy, Time, TokenPlan, stats::percentile, time::nanos_to_ms,
+};
 use serde::Serialize;
 
 /// Queue-length samples kept per run (for plots), evenly spaced over the arrivals' span.
@@ -27,6 +29,7 @@ pub(crate) struct Recorder {
     /// Requests measured (arrived after the warm-up).
     requests: usize,
     dropped: usize,
+    dropped_by: BTreeMap<&'static str, usize>,
     cancelled: usize,
     /// How each request of the stream ended, by id (measured or not).
     outcomes: Vec<Option<Outcome>>,
@@ -66,6 +69,7 @@ impl Recorder {
             latencies: Vec::with_capacity(requests),
             requests,
             dropped: 0,
+            dropped_by: BTreeMap::new(),
             cancelled: 0,
             outcomes: Vec::new(),
             busy: vec![0; instances],
@@ -87,8 +91,10 @@ impl Recorder {
         self.latencies.push(latency);
     }
 
-    pub(crate) fn dropped(&mut self) {
+    /// A measured request was not served, for `why`.
+    pub(crate) fn dropped(&mut self, why: &Outcome) {
         self.dropped += 1;
+        *self.dropped_by.entry(drop_kind(why)).or_default() += 1;
     }
 
     pub(crate) fn cancelled(&mut self) {
@@ -168,6 +174,7 @@ impl Recorder {
             requests,
             completed,
             dropped: self.dropped,
+            dropped_by: self.dropped_by.into_iter().map(|(k, n)| (k.to_string(), n)).collect(),
             cancelled: self.cancelled,
             outcomes: self.outcomes,
             mean_latency_ms: if completed == 0 { 0.0 } else { ms.iter().sum::<f64>() / completed as f64 },
@@ -206,6 +213,8 @@ pub struct Report {
     pub requests: usize,
     pub completed: usize,
     pub dropped: usize,
+    /// The dropped requests by why (`too long for every runtime`, `queue full`, …).
+    pub dropped_by: BTreeMap<String, usize>,
     /// Requests whose client left before their answer.
     pub cancelled: usize,
     /// How each request of the stream ended, by index (`None`: never answered).
@@ -259,4 +268,16 @@ pub struct Report {
     /// Batches of requests with service classes, in start order.
     #[serde(skip)]
     pub served: Vec<ServedBatch>,
+}
+
+/// Why a request that was not served was not: its reason's kind, for counts and warnings.
+pub fn drop_kind(outcome: &Outcome) -> &'static str {
+    match outcome {
+        Outcome::Dropped(DropReason::NoRuntimeFits { .. }) => "too long for every runtime",
+        Outcome::Dropped(DropReason::QueueFull { .. }) => "queue full",
+        Outcome::Dropped(DropReason::DeadlineUnreachable { .. }) => "deadline unreachable",
+        Outcome::Failed => "engine failed",
+        Outcome::PolicyError => "policy error",
+        Outcome::Done | Outcome::Cancelled => "served",
+    }
 }

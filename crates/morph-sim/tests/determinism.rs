@@ -45,10 +45,11 @@ fn same_seed_identical_json_other_seed_different() {
     }
 }
 
-/// A rate sweep over a trace scales its time: every rate replays the same requests (the same
-/// count, the run's span scaled by the rate), not another section of the trace.
+/// A rate sweep over a trace compresses the trace's time and keeps the run's duration in
+/// simulated seconds: twice the rate replays in 30 s exactly the rows half the rate replays in
+/// 60 s, at half their times, and the run's span stays 30 s (it used to scale with the rate).
 #[test]
-fn a_rate_sweep_over_a_trace_replays_the_same_requests() {
+fn a_rate_sweep_over_a_trace_keeps_the_duration_in_simulated_time() {
     let mut s = shipped("azure_arrivals_cpu.toml");
     s.duration_s = 30.0;
     s.sweep = Some(morph_sim::scenario::Sweep {
@@ -56,8 +57,26 @@ fn a_rate_sweep_over_a_trace_replays_the_same_requests() {
         values: vec![20.0, 40.0],
     });
     let rows = s.run(&mut |_, _| {}).expect("run");
-    let counts: Vec<usize> = rows.iter().map(|r| r.report.requests).collect();
-    assert_eq!(counts.len(), 2);
-    assert_eq!(counts[0], counts[1], "the same requests at both rates");
-    assert!(counts[0] > 100, "{counts:?}");
+    assert_eq!(rows.len(), 2);
+    let point = |rate| Some((morph_sim::scenario::SweepParam::Rate, rate));
+    let slow = s.workload_at(point(20.0)).unwrap().generate(60.0, 1).unwrap();
+    let fast = s.workload_at(point(40.0)).unwrap().generate(30.0, 1).unwrap();
+    assert_eq!(fast.len(), slow.len());
+    assert_eq!(fast.len(), rows[1].report.requests);
+    for (f, s) in fast.iter().zip(&slow) {
+        assert!(
+            (f.arrival.0 as f64 * 2.0 - s.arrival.0 as f64).abs() < 1e3,
+            "{} vs {}",
+            f.arrival.0,
+            s.arrival.0
+        );
+    }
+    for row in &rows {
+        assert!(
+            row.report.duration_s < 40.0,
+            "the run lasts its 30 simulated seconds: {}",
+            row.report.duration_s
+        );
+    }
+    assert!(s.warnings().expect("warnings").is_empty(), "the trace outlasts 30 s at both rates");
 }

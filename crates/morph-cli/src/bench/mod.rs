@@ -201,7 +201,9 @@ fn schedules(args: &BenchArgs) -> anyhow::Result<Plan> {
     anyhow::ensure!(args.trace_out.is_none() || !chats.is_empty(), "--trace-out needs --endpoint chat");
     anyhow::ensure!(bodies.iter().all(|b| !b.is_empty()), "no requests to send");
     let arrivals: Vec<Arrivals> = match (&args.trace, args.cv.is_empty()) {
-        (Some(path), _) => vec![Arrivals::Trace { trace: Trace::new(path), speedup: args.speedup }],
+        (Some(path), _) => {
+            vec![Arrivals::Trace { trace: Trace::new(path), speedup: args.speedup, repeat: false }]
+        }
         (None, true) => args.rate.iter().map(|&rate| Arrivals::Poisson { rate }).collect(),
         (None, false) => args.cv.iter().map(|&cv| Arrivals::Gamma { rate: args.rate[0], cv }).collect(),
     };

@@ -10,7 +10,8 @@
 //! warmup_s = 10                                   # requests before this are served, not measured
 //! max_tokens = 4096                               # generations' cap, known to every policy
 //! [workload]
-//! arrivals = { kind = "poisson", rate = 1000 }   # gamma {rate, cv} | mmpp {rates, dwell_s} | trace {path, ...}
+//! arrivals = { kind = "poisson", rate = 1000 }   # gamma {rate, cv} | mmpp {rates, dwell_s}
+//!                                                 # | trace {path, speedup, loop, ...}
 //! lengths = { kind = "twitter", max = 512 }       # fixed {len} | uniform {min, max} | trace {path, input_column}
 //!                                                 # | corpus {path} (tokenized) | empirical {values}
 //! outputs = { kind = "trace", path = "...", input_column = "GeneratedTokens" }  # generation only
@@ -36,6 +37,7 @@
 //! [[policies]]
 //! name = "dynamic-batching"
 //! label = "db-16k"                                  # optional: its name in reports
+//! equal_cost_to = "quart"                           # optional: headroom searched to that cost
 //! max_batch_tokens = 16384                         # the policy's own parameters
 //! [[policies]]
 //! name = "arlo"                                    # arlo | arlo-paper | arlo-ilb | arlo-ig | st | dt | infaas
@@ -53,11 +55,13 @@
 
 mod check;
 mod spec;
+mod warnings;
 
 pub use spec::{
     Cluster, GenerationCost, HostSpec, PipelineSpec, PolicySpec, Row, RuntimeGroup, Scenario, ScenarioError,
     Sweep, SweepParam,
 };
+pub use warnings::DROP_WARNING_SHARE;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -184,16 +188,16 @@ impl Scenario {
         }
     }
 
-    /// The workload with a sweep value applied, and the factor its run's time scales by: a
-    /// trace swept to another rate is replayed faster or slower, so every rate replays the
-    /// same requests over `duration_s` (and `warmup_s`) times that factor.
-    fn workload_at(&self, sweep: Option<(SweepParam, f64)>) -> Result<(Workload, f64), ScenarioError> {
+    /// The workload with a sweep value applied. A trace swept to another rate is replayed
+    /// faster or slower (its timestamps divided by a speedup that gives that mean rate); the
+    /// run still lasts `duration_s` of simulated time, so a trace compressed below it ends
+    /// early unless it loops.
+    pub fn workload_at(&self, sweep: Option<(SweepParam, f64)>) -> Result<Workload, ScenarioError> {
         let mut w = self.workload.clone();
-        let mut time_scale = 1.0;
         match sweep {
             Some((SweepParam::Rate, rate)) => {
                 let base = match &w.arrivals {
-                    Arrivals::Trace { trace, speedup } => {
+                    Arrivals::Trace { trace, speedup, .. } => {
                         let times = trace.times()?;
                         let span =
                             times.last().copied().unwrap_or(0.0) - times.first().copied().unwrap_or(0.0);
@@ -201,9 +205,6 @@ impl Scenario {
                     }
                     other => other.mean_rate().unwrap_or(1.0),
                 };
-                if matches!(w.arrivals, Arrivals::Trace { .. }) {
-                    time_scale = base / rate;
-                }
                 w.arrivals = w.arrivals.scaled(rate / base);
             }
             Some((SweepParam::Cv, cv)) => match &mut w.arrivals {
@@ -212,7 +213,15 @@ impl Scenario {
             },
             Some((SweepParam::Instances, _)) | None => {}
         }
-        Ok((w, time_scale))
+        Ok(w)
+    }
+
+    /// The sweep's points (one `None` without a sweep).
+    pub fn points(&self) -> Vec<Option<(SweepParam, f64)>> {
+        match &self.sweep {
+            Some(s) => s.values.iter().map(|v| Some((s.param, *v))).collect(),
+            None => vec![None],
+        }
     }
 
     /// Runs every policy, for every seed and sweep value, on identical request streams;
@@ -264,10 +273,7 @@ impl Scenario {
         let accuracy = table.as_ref().map(|t| t.profiling.clone()).unwrap_or_default();
         let hosts = Some(base.hosts.clone());
         let ctx = Context { profile, slo: base.slo, pipeline, hosts, plans, accuracy };
-        let points: Vec<Option<(SweepParam, f64)>> = match &self.sweep {
-            Some(s) => s.values.iter().map(|v| Some((s.param, *v))).collect(),
-            None => vec![None],
-        };
+        let points = self.points();
         let total = points.len() * self.seeds.len() * self.policies.len();
         let mut rows = Vec::new();
         for point in points {
@@ -276,11 +282,10 @@ impl Scenario {
                 _ => None,
             };
             let (cluster, slots) = self.units(instances)?;
-            let (workload, time_scale) = self.workload_at(point)?;
-            let options =
-                SimOptions { warmup: ms_to_nanos(self.warmup_s * time_scale * 1e3), ..base.clone() };
+            let workload = self.workload_at(point)?;
+            let options = base.clone();
             for &seed in &self.seeds {
-                let requests = workload.generate(self.duration_s * time_scale, seed)?;
+                let requests = workload.generate(self.duration_s, seed)?;
                 let first = rows.len();
                 for spec in &self.policies {
                     let params = serde_json::Value::Object(spec.params.clone());

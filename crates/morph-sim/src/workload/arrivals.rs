@@ -24,12 +24,15 @@ pub enum Arrivals {
     /// each second it moves by a uniform step of at most `step` (reflected at the bounds);
     /// Poisson within each second (OTAS's fluctuating synthetic load, §V).
     Walk { low: f64, high: f64, step: f64 },
-    /// The timestamps of a trace, divided by `speedup`.
+    /// The timestamps of a trace, divided by `speedup`; with `loop` the trace is tiled (each
+    /// copy starting one mean gap after the last arrival of the one before) to fill the run.
     Trace {
         #[serde(flatten)]
         trace: Trace,
         #[serde(default = "one")]
         speedup: f64,
+        #[serde(default, rename = "loop")]
+        repeat: bool,
     },
 }
 
@@ -67,7 +70,9 @@ impl Arrivals {
             Arrivals::Walk { low, high, step } => {
                 Arrivals::Walk { low: low * factor, high: high * factor, step: step * factor }
             }
-            Arrivals::Trace { trace, speedup } => Arrivals::Trace { trace, speedup: speedup * factor },
+            Arrivals::Trace { trace, speedup, repeat } => {
+                Arrivals::Trace { trace, speedup: speedup * factor, repeat }
+            }
         }
     }
 
@@ -124,11 +129,17 @@ impl Arrivals {
                     second = end;
                 }
             }
-            Arrivals::Trace { trace, speedup } => {
+            Arrivals::Trace { trace, speedup, repeat } => {
                 let speedup = positive("speedup", *speedup)?;
                 let times = trace.times()?;
                 let first = times.first().copied().unwrap_or(0.0);
-                out.extend(times.iter().map(|t| (t - first) / speedup).take_while(|t| *t < duration));
+                let offsets: Vec<f64> = times.iter().map(|t| (t - first) / speedup).collect();
+                let span = offsets.last().copied().unwrap_or(0.0);
+                // A copy lasts the span and one mean gap, so the tiles keep the trace's rate.
+                let period = span * offsets.len() as f64 / (offsets.len() as f64 - 1.0).max(1.0);
+                let copies = if *repeat && period > 0.0 { (duration / period).ceil() as usize } else { 1 };
+                let tiled = (0..copies).flat_map(|k| offsets.iter().map(move |t| t + k as f64 * period));
+                out.extend(tiled.take_while(|t| *t < duration));
             }
         }
         Ok(out)
@@ -196,6 +207,26 @@ mod tests {
         // of the range visited.
         assert!(per_second.iter().all(|&n| (20..240).contains(&n)), "{per_second:?}");
         assert!(per_second.iter().any(|&n| n < 80) && per_second.iter().any(|&n| n > 150));
+    }
+
+    #[test]
+    fn a_looped_trace_replays_its_rows_in_order_and_keeps_its_rate() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        std::fs::write(&path, "{\"timestamp\": 1000}\n{\"timestamp\": 1500}\n{\"timestamp\": 3000}\n")
+            .unwrap();
+        let trace = |repeat| Arrivals::Trace { trace: Trace::new(&path), speedup: 1.0, repeat };
+        let mut rng = StdRng::seed_from_u64(0);
+        assert_eq!(
+            trace(false).generate(10.0, &mut rng).unwrap(),
+            vec![0.0, 0.5, 2.0],
+            "ends with the trace"
+        );
+        // Span 2 s over 2 gaps: each copy lasts 3 s (the span and one mean gap).
+        let looped = trace(true).generate(7.0, &mut rng).unwrap();
+        assert_eq!(looped, vec![0.0, 0.5, 2.0, 3.0, 3.5, 5.0, 6.0, 6.5]);
+        let sped = Arrivals::Trace { trace: Trace::new(&path), speedup: 2.0, repeat: true };
+        assert_eq!(sped.generate(2.0, &mut rng).unwrap(), vec![0.0, 0.25, 1.0, 1.5, 1.75]);
     }
 
     #[test]
