@@ -28,8 +28,9 @@ pub struct OtasConfig {
     pub kappa: f64,
     /// The window the arrival rate q is counted over (spec A8).
     pub rate_window_ms: f64,
-    /// The padded length at which each plan's throughput μ(γ) is read for f(q).
-    pub rate_len: u32,
+    /// The padded length at which each plan's throughput μ(γ) is read for f(q); `None` (the
+    /// default): the length a full batch of the requests arriving now pads to.
+    pub rate_len: Option<u32>,
     /// Whether Alg. 2 may skip a batch (`false`: every batch runs, the PetS-like rule).
     pub skip: bool,
     /// Most requests waiting; arrivals beyond it are rejected with `QueueFull`.
@@ -60,7 +61,7 @@ impl Default for OtasConfig {
             initial_ms: 2_000.0,
             kappa: 0.8,
             rate_window_ms: 1_000.0,
-            rate_len: 32,
+            rate_len: None,
             skip: true,
             max_queue: 4_096,
             default_utility: 1.0,
@@ -107,7 +108,7 @@ impl OtasConfig {
         if b.epsilon == 0 || b.delta_ms < 0.0 || b.eta_ms < 0.0 || b.mu < 0.0 {
             return Err("batching needs epsilon ≥ 1 and non-negative delta_ms, eta_ms, mu".into());
         }
-        if self.rate_window_ms <= 0.0 || self.rate_len == 0 {
+        if self.rate_window_ms <= 0.0 || self.rate_len == Some(0) {
             return Err("rate_window_ms and rate_len must be positive".into());
         }
         Ok(())

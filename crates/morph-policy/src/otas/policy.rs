@@ -32,6 +32,9 @@ struct Counts {
     by_rule: u64,
 }
 
+/// The length f(q) reads throughputs at before any request has arrived.
+const DEFAULT_RATE_LEN: u32 = 32;
+
 /// How often an INFaaS-like policy looks again while a switch is under way.
 const SWITCH_TICK_MS: f64 = 10.0;
 
@@ -46,8 +49,8 @@ pub struct OtasPolicy {
     idle: BTreeSet<InstanceId>,
     /// What each busy instance runs, to queue again if its worker is lost.
     running: BTreeMap<InstanceId, Vec<Member>>,
-    /// Arrival times within the rate window (q, spec A8).
-    arrivals: VecDeque<Time>,
+    /// Arrival times within the rate window (q, spec A8), with each request's input length.
+    arrivals: VecDeque<(Time, u32)>,
     /// When service began (the first event): the initial stage runs Alg. 3 only.
     started: Option<Time>,
     replacer: Replacer,
@@ -110,7 +113,7 @@ impl OtasPolicy {
     /// Forgets arrivals older than the rate window ending at `now`; returns the window.
     fn forget_old_arrivals(&mut self, now: Time) -> u64 {
         let window = ms_to_nanos(self.config.rate_window_ms);
-        while self.arrivals.front().is_some_and(|&t| now.since(t) > window) {
+        while self.arrivals.front().is_some_and(|&(t, _)| now.since(t) > window) {
             self.arrivals.pop_front();
         }
         window
@@ -128,7 +131,7 @@ impl OtasPolicy {
 
     fn admit(&mut self, now: Time, request: RequestInfo, actions: &mut Vec<Action>) {
         self.forget_old_arrivals(now);
-        self.arrivals.push_back(now);
+        self.arrivals.push_back((now, request.input_len));
         let member = self.member(&request);
         let alone =
             Batch { opened: now, deadline: member.deadline, utility: member.utility, members: vec![member] };
@@ -202,9 +205,23 @@ impl OtasPolicy {
     fn rated(&mut self, now: Time) -> usize {
         let q = self.rate(now);
         let rows = self.config.batching.epsilon.min(self.rows()) as u32;
-        let mu: Vec<f64> =
-            (0..self.table.len()).map(|l| self.table.throughput(l, rows, self.config.rate_len)).collect();
+        let len = self.config.rate_len.unwrap_or_else(|| self.full_batch_len(rows));
+        let mu: Vec<f64> = (0..self.table.len()).map(|l| self.table.throughput(l, rows, len)).collect();
         manual::rate_plan(q, &mu)
+    }
+
+    /// The padded length a full batch of `rows` of the requests arriving now would run at: the
+    /// expected longest of `rows` draws, the rows/(rows + 1) quantile of the input lengths in
+    /// the rate window. A fixed length instead misjudges what each plan sustains: too long and
+    /// f(q) gives up accuracy at low load, too short and it keeps slow plans past capacity.
+    fn full_batch_len(&self, rows: u32) -> u32 {
+        let mut lengths: Vec<u32> = self.arrivals.iter().map(|a| a.1).collect();
+        if lengths.is_empty() {
+            return DEFAULT_RATE_LEN;
+        }
+        lengths.sort_unstable();
+        let q = f64::from(rows) / f64::from(rows + 1);
+        lengths[((lengths.len() - 1) as f64 * q).round() as usize].max(1)
     }
 
     /// INFaaS-like: keeps the plan in use until another choice has held for `hold_ms`, then
