@@ -161,6 +161,28 @@ mod tests {
         assert_eq!(plan(Time::ZERO, &b, true), [None]);
     }
 
+    /// The best fixed plan of a queue: the same plan for every batch, by the utility it earns.
+    fn best_fixed(batches: &[BatchCosts]) -> (usize, f64) {
+        (0..batches[0].by_plan.len())
+            .map(|l| (l, value(Time::ZERO, batches, &vec![Some(l); batches.len()]).0))
+            .fold((0, f64::MIN), |best, c| if c.1 > best.1 { c } else { best })
+    }
+
+    #[test]
+    fn on_a_queue_where_one_fixed_plan_dominates_the_dp_runs_it_for_every_batch() {
+        // Loose deadlines: the accurate plan (index 1) fits every batch and earns the most.
+        let loose: Vec<BatchCosts> = (1..=8).map(|b| batch(1000 * b, &[(10, 0.8), (30, 0.9)])).collect();
+        // Tight ones: only the fast plan keeps every batch in time (30 ms each would miss).
+        let tight: Vec<BatchCosts> = (1..=8).map(|b| batch(12 * b, &[(10, 0.8), (30, 0.9)])).collect();
+        for (queue, plan_index) in [(&loose, 1), (&tight, 0)] {
+            let (fixed, earned) = best_fixed(queue);
+            assert_eq!(fixed, plan_index);
+            let chosen = plan(Time::ZERO, queue, true);
+            assert_eq!(chosen, vec![Some(plan_index); queue.len()]);
+            assert!(value(Time::ZERO, queue, &chosen).0 >= earned - 1e-9);
+        }
+    }
+
     #[test]
     fn the_clock_starts_at_now() {
         let b = [batch(100, &[(10, 0.8), (30, 0.9)])];

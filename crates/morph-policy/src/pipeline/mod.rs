@@ -29,7 +29,8 @@ pub struct StageTarget {
 #[derive(Debug, Clone, Copy)]
 pub struct StageView<'a> {
     pub stats: &'a StageStats,
-    /// Replicas up, and launched but not yet up, at the stage's current thread count.
+    /// Replicas up, and launched but not yet up (at any thread count; `threads` is the one the
+    /// stage is moving to).
     pub up: u32,
     pub starting: u32,
     pub threads: u16,

@@ -45,11 +45,17 @@ struct Stage {
 }
 
 impl Stage {
+    /// Replicas up and starting at the target's thread count.
     fn fresh(&self) -> (u32, u32) {
         let t = self.target.threads;
         let up = self.replicas.values().filter(|r| r.threads == t).count() as u32;
         let starting = self.starting.values().filter(|s| s.threads == t).count() as u32;
         (up, starting)
+    }
+
+    /// Replicas up and starting, at any thread count.
+    fn held(&self) -> (u32, u32) {
+        (self.replicas.len() as u32, self.starting.len() as u32)
     }
 
     /// The most replicas asked for over the stabilisation window.
@@ -74,6 +80,8 @@ pub struct PipelinePolicy<S> {
     next_control: Time,
     /// Replicas the last targets asked for beyond the cluster's slots.
     slots_short: u32,
+    /// Whether the shortfall has been logged.
+    reported_short: bool,
 }
 
 impl<S: Sizer> PipelinePolicy<S> {
@@ -127,6 +135,7 @@ impl<S: Sizer> PipelinePolicy<S> {
             waiting: HashMap::new(),
             next_control: Time::ZERO,
             slots_short: 0,
+            reported_short: false,
         }
     }
 
@@ -172,13 +181,20 @@ impl<S: Sizer> PipelinePolicy<S> {
         self.waiting.insert(request, stage);
     }
 
-    /// Launches fresh replicas (at the target's threads) of `stage` up to its target, while
-    /// slots are free.
+    /// Launches replicas (at the target's threads) of `stage` up to its target, counting those
+    /// at other thread counts, while slots are free; a stage whose target changed its threads
+    /// is re-threaded one replica at a time (a replica at the new count is launched while none
+    /// is starting, and the stale ones retire first), so a thread change never takes capacity
+    /// away in a burst.
     fn grow(&mut self, stage: u16, actions: &mut Vec<Action>) {
         let i = usize::from(stage);
-        let target = self.stages[i].target;
-        let (up, starting) = self.stages[i].fresh();
-        for _ in up + starting..target.replicas {
+        let s = &self.stages[i];
+        let target = s.target;
+        let held = s.held().0 + s.held().1;
+        let (fresh_up, fresh_starting) = s.fresh();
+        let stale = held - fresh_up - fresh_starting;
+        let rolling = u32::from(stale > 0 && fresh_starting == 0 && held <= target.replicas);
+        for _ in 0..(target.replicas.saturating_sub(held) + rolling) {
             let Some(host) =
                 self.cluster.place(self.config.placement, stage, target.key, self.config.reserve)
             else {
@@ -193,9 +209,9 @@ impl<S: Sizer> PipelinePolicy<S> {
         }
     }
 
-    /// Retires idle replicas of `stage`, those at other thread counts first, while the ones left
-    /// up still meet its stabilised target (its target alone when `pressed`: another stage
-    /// waits for a slot). Returns whether any was retired.
+    /// Retires idle replicas of `stage`, those at other thread counts first (down to its target),
+    /// while the ones left up still meet its stabilised target (its target alone when
+    /// `pressed`: another stage waits for a slot). Returns whether any was retired.
     fn shrink(&mut self, stage: u16, pressed: bool, actions: &mut Vec<Action>) -> bool {
         let i = usize::from(stage);
         let target = self.stages[i].target;
@@ -203,12 +219,17 @@ impl<S: Sizer> PipelinePolicy<S> {
         let mut retired = false;
         loop {
             let s = &self.stages[i];
-            if (s.replicas.len() as u32) <= keep {
-                break;
-            }
+            let held = s.replicas.len() as u32;
             let idle = |r: &&Replica| r.running.is_empty();
+            // Replicas at another thread count go down to the target itself (a re-threading
+            // replaces them); the rest only to the stabilised count.
             let stale = s.replicas.iter().find(|(_, r)| idle(r) && r.threads != target.threads);
-            let Some((&id, _)) = stale.or_else(|| s.replicas.iter().rev().find(|(_, r)| idle(r))) else {
+            let pick = match stale {
+                Some(found) if held > target.replicas.max(1) => Some(found),
+                _ if held > keep => stale.or_else(|| s.replicas.iter().rev().find(|(_, r)| idle(r))),
+                _ => None,
+            };
+            let Some((&id, _)) = pick else {
                 break;
             };
             let replica = self.stages[i].replicas.remove(&id).expect("just found");
@@ -226,7 +247,7 @@ impl<S: Sizer> PipelinePolicy<S> {
             .stages
             .iter()
             .map(|s| {
-                let (up, starting) = s.fresh();
+                let (up, starting) = s.held();
                 s.target.replicas.saturating_sub(up + starting) as usize
             })
             .sum();
@@ -238,7 +259,7 @@ impl<S: Sizer> PipelinePolicy<S> {
         let mut order: Vec<u16> = (0..self.stages.len() as u16).collect();
         order.sort_by_key(|&i| {
             let s = &self.stages[usize::from(i)];
-            let (up, starting) = s.fresh();
+            let (up, starting) = s.held();
             std::cmp::Reverse(s.target.replicas.saturating_sub(up + starting))
         });
         for stage in order {
@@ -248,20 +269,21 @@ impl<S: Sizer> PipelinePolicy<S> {
 
     /// Targets that ask for more replicas than the cluster has slots are cut to shares by need
     /// (never starving a stage behind the others), and the shortfall is reported: a gauge, and a
-    /// log line when it begins.
+    /// log line the first time.
     fn share_scarce_slots(&mut self, targets: &mut [StageTarget]) {
         let wants: Vec<u32> = targets.iter().map(|t| t.replicas.max(1)).collect();
         let slots = self.cluster.total_slots() as u32;
-        let short = wants.iter().sum::<u32>().saturating_sub(slots);
-        if short > 0 && self.slots_short == 0 {
-            tracing::warn!(
+        self.slots_short = wants.iter().sum::<u32>().saturating_sub(slots);
+        if self.slots_short > 0 && !self.reported_short {
+            self.reported_short = true;
+            tracing::info!(
                 policy = %self.name,
                 asked = ?wants,
                 slots,
-                "the stages ask for {short} replicas more than the cluster's slots; sharing them by need"
+                "the stages ask for {} replicas more than the cluster's slots; sharing the slots by need (gauge pipeline_slots_short)",
+                self.slots_short
             );
         }
-        self.slots_short = short;
         for (target, shared) in targets.iter_mut().zip(share_slots(&wants, slots, 1)) {
             target.replicas = shared;
         }
@@ -274,7 +296,7 @@ impl<S: Sizer> PipelinePolicy<S> {
                 .stages
                 .iter()
                 .map(|s| {
-                    let (up, starting) = s.fresh();
+                    let (up, starting) = s.held();
                     StageView {
                         stats: &s.stats,
                         up,

@@ -1,8 +1,7 @@
-//! QUART's CPU compensator (§5.3, Alg. 1 lines 14–24): a stage that lost replicas gets more
-//! threads per replica, the fewest that bring its delay within target by the stage's fitted
-//! s(C) = a + b/C. A stage the smoother cut keeps the corrector's count when no thread count up
-//! to CPU_max suffices (Alg. 1 line 24: "call Correct"); one the slot budget cut (Morph's
-//! extension: those replicas cannot be had) runs on CPU_max threads instead.
+//! QUART's CPU compensator (§5.3, Alg. 1 lines 14–24): a stage that lost replicas to the
+//! smoother gets more threads per replica, the fewest that bring its delay within target by
+//! the stage's fitted s(C) = a + b/C; when no thread count up to CPU_max does, it keeps the
+//! corrector's count instead (Alg. 1 line 24: "call Correct").
 
 use morph_core::StageTime;
 
@@ -15,16 +14,8 @@ pub struct Compensated {
     pub threads: u16,
 }
 
-/// Who took replicas from a stage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CutBy {
-    /// The smoother, from the corrector's count (which stands if threads cannot make up).
-    Smoother { corrected: u32 },
-    /// The slot budget, from what queueing says the stage needs.
-    Budget,
-}
-
-/// What the compensator needs of a stage cut to `kept` replicas.
+/// What the compensator needs of a stage whose count the smoother cut from `corrected` to
+/// `smoothed`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Cut {
     pub time: StageTime,
@@ -34,26 +25,23 @@ pub struct Cut {
     pub ca: f64,
     pub target: f64,
     pub threads: u16,
-    pub kept: u32,
-    pub by: CutBy,
+    pub corrected: u32,
+    pub smoothed: u32,
 }
 
-/// C'_i = min{ C ∈ choices, C ≥ C_i : T(λ_i, 1/s_i(C), r'_i) ≤ T_target,i }; else the
-/// corrector's count at the current threads (a smoother's cut) or CPU_max (a budget's).
+/// C'_i = min{ C ∈ choices, C ≥ C_i : T(λ_i, 1/s_i(C), r'_i) ≤ T_target,i }, else the
+/// corrector's count at the current threads.
 pub fn compensate(model: DelayModel, cut: Cut, choices: &[u16]) -> Compensated {
     let meets = |threads: u16| {
         let mu = 1.0 / (cut.time.ms(threads) / 1e3 + cut.hop_s);
-        let load = Load { lambda: cut.lambda, mu, replicas: cut.kept, ca: cut.ca, cs: 0.0 };
+        let load = Load { lambda: cut.lambda, mu, replicas: cut.smoothed, ca: cut.ca, cs: 0.0 };
         delay(model, load) <= cut.target
     };
     let mut options: Vec<u16> = choices.iter().copied().filter(|&c| c >= cut.threads).collect();
     options.sort_unstable();
-    match (options.iter().copied().find(|&c| meets(c)), cut.by) {
-        (Some(threads), _) => Compensated { replicas: cut.kept, threads },
-        (None, CutBy::Smoother { corrected }) => Compensated { replicas: corrected, threads: cut.threads },
-        (None, CutBy::Budget) => {
-            Compensated { replicas: cut.kept, threads: options.last().copied().unwrap_or(cut.threads) }
-        }
+    match options.into_iter().find(|&c| meets(c)) {
+        Some(threads) => Compensated { replicas: cut.smoothed, threads },
+        None => Compensated { replicas: cut.corrected, threads: cut.threads },
     }
 }
 
@@ -69,8 +57,8 @@ mod tests {
             ca: 1.0,
             target: 0.12,
             threads: 1,
-            kept: smoothed,
-            by: CutBy::Smoother { corrected: 6 },
+            corrected: 6,
+            smoothed,
         }
     }
 
@@ -86,19 +74,5 @@ mod tests {
     fn when_no_thread_count_suffices_the_corrected_count_stands() {
         let out = compensate(DelayModel::ErlangC, cut(100.0, 2), &[1, 2]);
         assert_eq!(out, Compensated { replicas: 6, threads: 1 });
-    }
-
-    #[test]
-    fn a_stage_the_budget_cut_runs_on_the_most_threads_when_none_suffice() {
-        let budget = Cut { by: CutBy::Budget, ..cut(100.0, 2) };
-        assert_eq!(
-            compensate(DelayModel::ErlangC, budget, &[1, 2, 4]),
-            Compensated { replicas: 2, threads: 4 }
-        );
-        let budget = Cut { by: CutBy::Budget, ..cut(20.0, 3) };
-        assert_eq!(
-            compensate(DelayModel::ErlangC, budget, &[1, 2, 4]),
-            Compensated { replicas: 3, threads: 2 }
-        );
     }
 }

@@ -5,6 +5,7 @@
 //! inside the shared [`crate::pipeline::PipelinePolicy`].
 
 pub mod baselines;
+pub mod budget;
 pub mod compensator;
 pub mod config;
 pub mod corrector;

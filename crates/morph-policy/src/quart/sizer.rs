@@ -3,7 +3,8 @@
 
 use morph_core::{Gauge, Nanos, Time, time::ms_to_nanos};
 
-use super::compensator::{Cut, CutBy, compensate};
+use super::budget::threads_to_fit;
+use super::compensator::{Cut, compensate};
 use super::config::{DelaySource, QuartConfig};
 use super::corrector::{CorrectorParams, PidState, StageDelay, correct};
 use super::critical::carry_critical_flow;
@@ -41,9 +42,46 @@ impl QuartSizer {
     }
 }
 
+/// What the loop knows of every stage this period, to size it at a thread count.
+struct Loads<'v> {
+    view: &'v PoolView<'v>,
+    lambda: Vec<f64>,
+    cvs: Vec<f64>,
+    targets: Vec<f64>,
+}
+
+impl Loads<'_> {
+    /// Stage i's load at `threads` threads per replica, on `replicas` replicas.
+    fn load(&self, i: usize, threads: u16, replicas: u32, cs: f64) -> Load {
+        let mu = 1.0 / self.view.stages[i].service_s(threads);
+        Load { lambda: self.lambda[i], mu, replicas, ca: self.cvs[i], cs }
+    }
+}
+
+impl QuartSizer {
+    /// The base allocation at `threads`: each stage's fewest replicas within its target, then
+    /// (unless paper-literal) raised to carry the critical stage's flow; with the critical stage.
+    fn needs(&self, loads: &Loads<'_>, threads: &[u16]) -> (Vec<u32>, Option<usize>) {
+        let c = &self.config;
+        let stages = &loads.view.stages;
+        let mut needs: Vec<u32> = (0..stages.len())
+            .map(|i| {
+                let load = loads.load(i, threads[i], stages[i].replicas(), c.service_cv);
+                replicas_for(self.model(), load, loads.targets[i], c.r_min, c.r_max)
+            })
+            .collect();
+        let mut critical = None;
+        if c.critical_flow && !c.paper_literal {
+            let service: Vec<f64> = (0..stages.len()).map(|i| stages[i].service_s(threads[i])).collect();
+            critical = carry_critical_flow(&mut needs, &service, c.r_max);
+        }
+        (needs, critical)
+    }
+}
+
 impl Sizer for QuartSizer {
     fn size(&mut self, view: &PoolView<'_>) -> Vec<StageTarget> {
-        let c = &self.config;
+        let c = self.config.clone();
         let n = view.stages.len();
         self.pid.resize(n, PidState::default());
         self.key_until.resize(n, Time::ZERO);
@@ -71,33 +109,31 @@ impl Sizer for QuartSizer {
         let ingress_cv = view.stages.first().and_then(|s| s.stats.cv()).map_or(1.0, |m| m.0);
         // ĈV_i: QNA from the ingress, measured where there are enough arrivals (Alg. 1 line 7).
         let cvs = arrival_cvs(ingress_cv, &flows, c.cv_enough);
-        let load = |i: usize, replicas: u32| Load {
-            lambda: lambda[i],
-            mu: 1.0 / service[i],
-            replicas,
-            ca: cvs[i],
-            cs: c.service_cv,
-        };
-        let mut stage_delays: Vec<StageDelay> = Vec::with_capacity(n);
+        let loads = Loads { view, lambda, cvs, targets };
+        let mut threads: Vec<u16> = view.stages.iter().map(|s| s.threads).collect();
+        let (mut needs, mut critical) = self.needs(&loads, &threads);
+        // The CPU compensator when the needs do not fit the slots (see [`super::budget`]).
+        if c.compensator && !c.paper_literal {
+            let most = threads.iter().copied().max().unwrap_or(1);
+            let needs_at = |t: u16| self.needs(&loads, &vec![t; n]).0;
+            if let Some(t) = threads_to_fit(most, &c.threads, view.slots as u32, needs_at) {
+                threads = vec![t; n];
+                (needs, critical) = self.needs(&loads, &threads);
+            }
+        }
+        self.critical = critical;
         self.estimates.clear();
-        for i in 0..n {
+        let mut stage_delays: Vec<StageDelay> = Vec::with_capacity(n);
+        for (i, &need) in needs.iter().enumerate() {
             let r = view.stages[i].replicas();
-            let need = replicas_for(model, load(i, r), targets[i], c.r_min, c.r_max);
-            let modelled = delay(model, load(i, r));
+            let modelled = delay(model, loads.load(i, threads[i], r, c.service_cv));
             let t = match c.delay_source {
                 DelaySource::Model => modelled,
                 DelaySource::Observed => view.stages[i].stats.observed_delay().unwrap_or(modelled),
             };
-            stage_delays.push(StageDelay { delay: t, target: targets[i], replicas: r, need });
-            self.estimates.push(Estimate { target_s: targets[i], delay_s: t, cv: cvs[i], need });
-        }
-        if c.critical_flow && !c.paper_literal {
-            let mut needs: Vec<u32> = stage_delays.iter().map(|d| d.need).collect();
-            self.critical = carry_critical_flow(&mut needs, &service, c.r_max);
-            for ((d, e), need) in stage_delays.iter_mut().zip(&mut self.estimates).zip(needs) {
-                d.need = need;
-                e.need = need;
-            }
+            let target = loads.targets[i];
+            stage_delays.push(StageDelay { delay: t, target, replicas: r, need });
+            self.estimates.push(Estimate { target_s: target, delay_s: t, cv: loads.cvs[i], need });
         }
         let params = CorrectorParams {
             gains: c.gains,
@@ -119,45 +155,37 @@ impl Sizer for QuartSizer {
         // Smoother (Alg. 1 lines 6–13, Eq. 7).
         let smoothed = if c.smoother {
             let inputs: Vec<Smoothing> = (0..n)
-                .map(|i| Smoothing {
-                    corrected: corrected.replicas[i],
-                    cv: cvs[i],
-                    need: stage_delays[i].need,
-                })
+                .map(|i| Smoothing { corrected: corrected.replicas[i], cv: loads.cvs[i], need: needs[i] })
                 .collect();
             smooth(&inputs, c.r_min, c.paper_literal)
         } else {
             corrected.replicas.clone()
         };
-        // CPU compensator (Alg. 1 lines 14–24) for stages the smoother cut, and (our extension)
-        // for those the slot budget left short of what they need.
+        // CPU compensator (Alg. 1 lines 14–24) for stages the smoother cut.
         (0..n)
             .map(|i| {
                 let stage = &view.stages[i];
-                let kept = smoothed[i];
-                let by = if kept < corrected.replicas[i] {
-                    Some(CutBy::Smoother { corrected: corrected.replicas[i] })
-                } else {
-                    (kept < stage_delays[i].need).then_some(CutBy::Budget)
+                let mut out = StageTarget {
+                    replicas: smoothed[i],
+                    threads: threads[i],
+                    key: self.key_until[i] > view.now,
                 };
-                let key = self.key_until[i] > view.now;
-                match by.filter(|_| c.compensator) {
-                    Some(by) => {
-                        let cut = Cut {
-                            time: stage.time,
-                            hop_s: stage.hop_s,
-                            lambda: lambda[i],
-                            ca: cvs[i],
-                            target: targets[i],
-                            threads: stage.threads,
-                            kept,
-                            by,
-                        };
-                        let done = compensate(model, cut, &c.threads);
-                        StageTarget { replicas: done.replicas, threads: done.threads, key }
-                    }
-                    None => StageTarget { replicas: kept, threads: stage.threads, key },
+                if c.compensator && smoothed[i] < corrected.replicas[i] {
+                    let cut = Cut {
+                        time: stage.time,
+                        hop_s: stage.hop_s,
+                        lambda: loads.lambda[i],
+                        ca: loads.cvs[i],
+                        target: loads.targets[i],
+                        threads: threads[i],
+                        corrected: corrected.replicas[i],
+                        smoothed: smoothed[i],
+                    };
+                    let done = compensate(model, cut, &c.threads);
+                    out.replicas = done.replicas;
+                    out.threads = done.threads;
                 }
+                out
             })
             .collect()
     }
