@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # QUART in simulation at the paper's scale (8-stage BERT-21B, 12 servers × 4 slots):
-#   cv        Fig. 7a/7b analogue: mean/P75-ish/P99 latency, SLO attainment and goodput by input CV,
-#             QUART against INFless-, InferLine-, Cocktail-like and uniform scaling, as ratios
+#   cv        Fig. 7a/7b analogue: mean and p99 latency, SLO attainment and instance-seconds by
+#             input CV, QUART against INFless-, InferLine-, Cocktail-like and uniform scaling (and
+#             the baselines on 8 threads and at QUART's instance-seconds), as ratios
+#   bursty    the same on an MMPP stream and the Azure trace stand-in
 #   ablations each mechanism removed, the paper's printed forms, gains and period (CV 4, 2 seeds)
 #   stages    Fig. 2a/2b analogue: measured arrival CV and queue per stage beside QNA's prediction
 #   fig8      Fig. 8a/8b analogue at input CV 4: latency quantiles and queue length per policy,
 #             with the CSVs and plots (latency CDF, queue over time, replicas and queue per stage)
 #             left in experiments/out/quart_fig8/
-#   experiments/quart.sh [cv|ablations|stages|fig8|all]
+#   experiments/quart.sh [cv|bursty|ablations|stages|fig8|all]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q -p morph-cli
@@ -16,30 +18,37 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 sim() { target/release/morph simulate --scenario "$1" --json >"$tmp/rows.json"; }
 
-if [ "$which" = cv ] || [ "$which" = all ]; then
-  echo "== by input CV (assets/scenarios/quart_cv_sweep_gpu.toml)"
-  sim assets/scenarios/quart_cv_sweep_gpu.toml
+# Per run: mean and p99 latency, SLO, instance-seconds, and QUART's mean, p99 and
+# instance-seconds as ratios of each policy's (below 1: QUART lower).
+table() {
   python3 - "$tmp/rows.json" <<'PY'
 import json, sys
 rows = json.load(open(sys.argv[1]))
 by = {}
 for r in rows:
-    by.setdefault(r["sweep"][1], {})[r["policy"]] = r
-names = [r["policy"] for r in rows if r["sweep"] == rows[0]["sweep"]]
-print(f"{'cv':>5} {'policy':<16} {'mean ms':>9} {'p99 ms':>9} {'SLO':>7} {'good/s':>8} {'slots':>6} {'cold':>5} {'warm':>5} {'quart mean /':>13} {'quart good /':>13}")
-ratios = {n: [] for n in names}
-for cv, p in sorted(by.items()):
+    key = r["sweep"][1] if r["sweep"] else "-"
+    by.setdefault(key, {})[r["policy"]] = r
+print(f"{'point':>6} {'policy':<30} {'mean ms':>9} {'p99 ms':>9} {'SLO':>7} {'inst·s':>8} {'quart mean /':>13} {'quart p99 /':>12} {'quart inst·s /':>15}")
+for point, p in by.items():
     q = p["quart"]
-    for n in names:
-        r = p[n]
-        lat = q["mean_latency_ms"] / r["mean_latency_ms"]
-        good = q["goodput_rps"] / r["goodput_rps"] if r["goodput_rps"] > 0 else float("inf")
-        ratios[n].append(lat)
-        print(f"{cv:>5g} {n:<16} {r['mean_latency_ms']:>9.1f} {r['p99_latency_ms']:>9.1f} {100*r['slo_attainment']:>6.1f}% {r['goodput_rps']:>8.1f} {r['mean_instances']:>6.1f} {r['cold_starts']:>5} {r['warm_starts']:>5} {lat:>13.2f} {good:>13.2f}")
-print("mean over CVs of quart mean latency / policy's:")
-for n in names:
-    print(f"  {n:<16} {sum(ratios[n]) / len(ratios[n]):.2f}")
+    for n, r in p.items():
+        print(f"{point:>6} {n:<30} {r['mean_latency_ms']:>9.1f} {r['p99_latency_ms']:>9.1f} {100*r['slo_attainment']:>6.1f}% {r['instance_seconds']:>8.0f}"
+              f" {q['mean_latency_ms']/r['mean_latency_ms']:>13.2f} {q['p99_latency_ms']/r['p99_latency_ms']:>12.2f} {q['instance_seconds']/r['instance_seconds']:>15.2f}")
 PY
+}
+
+if [ "$which" = cv ] || [ "$which" = all ]; then
+  echo "== by input CV (assets/scenarios/quart_cv_sweep_gpu.toml)"
+  sim assets/scenarios/quart_cv_sweep_gpu.toml
+  table
+fi
+
+if [ "$which" = bursty ] || [ "$which" = all ]; then
+  for scenario in quart_mmpp_gpu quart_trace_gpu; do
+    echo "== assets/scenarios/$scenario.toml"
+    sim "assets/scenarios/$scenario.toml"
+    table
+  done
 fi
 
 if [ "$which" = ablations ] || [ "$which" = all ]; then
