@@ -79,7 +79,7 @@ fn table(name: &str, rows: &[Row]) -> String {
     let w = rows.iter().map(|r| r.report.policy.chars().count()).max().unwrap_or(0).max(6);
     let _ = writeln!(
         out,
-        "{:<w$} {:<16} {:>5} {:>8} {:>8} {:>7} {:>7} {:>9} {:>9} {:>9} {:>9} {:>7} {:>10} {:>10} {:>6} {:>9}  {}",
+        "{:<w$} {:<16} {:>5} {:>8} {:>8} {:>7} {:>7} {:>9} {:>9} {:>9} {:>9} {:>7} {:>10} {:>10} {:>6} {:>9}  dropped for",
         "policy",
         "sweep",
         "seed",
@@ -95,8 +95,7 @@ fn table(name: &str, rows: &[Row]) -> String {
         "thr/s",
         "good/s",
         "util",
-        "inst·s",
-        "dropped for"
+        "inst·s"
     );
     for row in rows {
         let r = &row.report;

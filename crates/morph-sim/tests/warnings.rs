@@ -17,7 +17,7 @@ fn scenario(dir: &Path, extra: &str) -> Scenario {
             )
         })
         .collect();
-    std::fs::write(dir.join("trace.jsonl"), rows).unwrap();
+    std::fs::write(dir.join("trace.jsonl"), rows).expect("the trace is written");
     let profile = morph_assets::path("profiles/minilm_candle_cpu_2core.json");
     let text = format!(
         r#"
@@ -37,7 +37,7 @@ name = "dynamic-batching"
         profile.display()
     );
     let path = dir.join("drops.toml");
-    std::fs::write(&path, text).unwrap();
+    std::fs::write(&path, text).expect("the scenario is written");
     Scenario::load(&path, &|_| Err("no corpus".into())).expect("the scenario loads")
 }
 
