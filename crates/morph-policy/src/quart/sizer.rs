@@ -48,13 +48,15 @@ struct Loads<'v> {
     lambda: Vec<f64>,
     cvs: Vec<f64>,
     targets: Vec<f64>,
+    /// c_s, the CV of a stage's service time.
+    service_cv: f64,
 }
 
 impl Loads<'_> {
     /// Stage i's load at `threads` threads per replica, on `replicas` replicas.
-    fn load(&self, i: usize, threads: u16, replicas: u32, cs: f64) -> Load {
+    fn load(&self, i: usize, threads: u16, replicas: u32) -> Load {
         let mu = 1.0 / self.view.stages[i].service_s(threads);
-        Load { lambda: self.lambda[i], mu, replicas, ca: self.cvs[i], cs }
+        Load { lambda: self.lambda[i], mu, replicas, ca: self.cvs[i], cs: self.service_cv }
     }
 }
 
@@ -66,7 +68,7 @@ impl QuartSizer {
         let stages = &loads.view.stages;
         let mut needs: Vec<u32> = (0..stages.len())
             .map(|i| {
-                let load = loads.load(i, threads[i], stages[i].replicas(), c.service_cv);
+                let load = loads.load(i, threads[i], stages[i].replicas());
                 replicas_for(self.model(), load, loads.targets[i], c.r_min, c.r_max)
             })
             .collect();
@@ -109,7 +111,7 @@ impl Sizer for QuartSizer {
         let ingress_cv = view.stages.first().and_then(|s| s.stats.cv()).map_or(1.0, |m| m.0);
         // ĈV_i: QNA from the ingress, measured where there are enough arrivals (Alg. 1 line 7).
         let cvs = arrival_cvs(ingress_cv, &flows, c.cv_enough);
-        let loads = Loads { view, lambda, cvs, targets };
+        let loads = Loads { view, lambda, cvs, targets, service_cv: c.service_cv };
         let mut threads: Vec<u16> = view.stages.iter().map(|s| s.threads).collect();
         let (mut needs, mut critical) = self.needs(&loads, &threads);
         // The CPU compensator when the needs do not fit the slots (see [`super::budget`]).
@@ -126,7 +128,7 @@ impl Sizer for QuartSizer {
         let mut stage_delays: Vec<StageDelay> = Vec::with_capacity(n);
         for (i, &need) in needs.iter().enumerate() {
             let r = view.stages[i].replicas();
-            let modelled = delay(model, loads.load(i, threads[i], r, c.service_cv));
+            let modelled = delay(model, loads.load(i, threads[i], r));
             let t = match c.delay_source {
                 DelaySource::Model => modelled,
                 DelaySource::Observed => view.stages[i].stats.observed_delay().unwrap_or(modelled),
