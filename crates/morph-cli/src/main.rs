@@ -4,6 +4,7 @@ mod agent;
 mod bench;
 mod cluster_args;
 mod engine_args;
+mod flag_env;
 mod logs;
 mod model_args;
 mod plan_profiles;
@@ -19,7 +20,7 @@ mod train;
 mod worker;
 mod worker_model_args;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -78,7 +79,8 @@ struct FetchArgs {
 }
 
 fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    let matches = flag_env::serve_flags_from_env(Cli::command()).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     // Offline tools that run candle take its process settings at once; `serve` decides by
     // its engine, a worker inherits its server's.
     if matches!(cli.command, Command::Profile(_) | Command::Train(_)) {

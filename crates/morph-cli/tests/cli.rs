@@ -605,3 +605,26 @@ fn simulate_warns_on_stderr_when_a_run_drops_most_of_its_requests() {
     assert!(stderr.contains("were not served") && stderr.contains("too long for every runtime"), "{stderr}");
     assert!(stdout.contains("dropped for") && stdout.contains("too long for every runtime"), "{stdout}");
 }
+
+/// Every `serve` flag is read from `MORPH_<FLAG>` too: a variable sets it (the check refuses
+/// MORPH_MAX_QUEUE=0 before anything loads), the command line wins over it, and `--help` names
+/// the variables.
+#[test]
+fn serve_flags_are_read_from_the_environment_and_the_command_line_wins() {
+    let refused = |cmd: &mut Command| {
+        let out = cmd.output().unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let stderr = refused(morph().arg("serve").env("MORPH_MAX_QUEUE", "0"));
+    assert!(stderr.contains("--max-queue must be at least 1"), "{stderr}");
+    let stderr = refused(morph().args(["serve", "--max-queue", "0"]).env("MORPH_MAX_QUEUE", "5"));
+    assert!(stderr.contains("--max-queue must be at least 1"), "the command line wins: {stderr}");
+    let stderr = refused(morph().arg("serve").env("MORPH_MAX_CONNECTIONS", "many"));
+    assert!(stderr.contains("many") && stderr.contains("max-connections"), "{stderr}");
+    let help = morph().args(["serve", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    for variable in ["MORPH_MAX_QUEUE", "MORPH_PORT", "MORPH_RUNTIME", "MORPH_POLICY_PARAMS", "MORPH_MODEL"] {
+        assert!(help.contains(&format!("[env: {variable}=")), "{variable} in --help");
+    }
+}
