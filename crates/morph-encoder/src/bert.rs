@@ -28,6 +28,39 @@ pub struct BertConfig {
     pub layer_norm_eps: f64,
     #[serde(default)]
     pub pad_token_id: u32,
+    /// The architecture `config.json` names; only `bert` is read (see [`BertConfig::check`]).
+    #[serde(default)]
+    pub model_type: Option<String>,
+    /// `absolute` (BERT's learned positions) when given.
+    #[serde(default)]
+    pub position_embedding_type: Option<String>,
+}
+
+/// The architecture Morph's encoder computes.
+pub const BERT: &str = "bert";
+
+impl BertConfig {
+    /// Refuses, by name, a checkpoint Morph's BERT forward pass would compute wrongly without an
+    /// error: another architecture (RoBERTa and XLM-R offset positions by the padding id and
+    /// have no token types; DistilBERT and MPNet name and arrange their layers otherwise) or
+    /// relative position embeddings.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        match self.model_type.as_deref() {
+            Some(BERT) => {}
+            Some(other) => {
+                return Err(format!(
+                    "model_type \"{other}\" is not supported: Morph's encoder is BERT's (model_type \"bert\"); serve another architecture from its own ONNX export with --onnx"
+                ));
+            }
+            None => return Err("config.json names no model_type; Morph's encoder reads BERT checkpoints (model_type \"bert\")".into()),
+        }
+        match self.position_embedding_type.as_deref() {
+            None | Some("absolute") => Ok(()),
+            Some(other) => {
+                Err(format!("position_embedding_type \"{other}\" is not supported (only \"absolute\")"))
+            }
+        }
+    }
 }
 
 fn default_act() -> String {
@@ -338,7 +371,24 @@ mod tests {
             max_position_embeddings: 16,
             layer_norm_eps: 1e-12,
             pad_token_id: 0,
+            model_type: Some(BERT.into()),
+            position_embedding_type: None,
         }
+    }
+
+    #[test]
+    fn another_architecture_or_relative_positions_are_refused_by_name() {
+        assert_eq!(tiny().check(), Ok(()));
+        for other in ["roberta", "xlm-roberta", "distilbert", "mpnet"] {
+            let err = BertConfig { model_type: Some(other.into()), ..tiny() }.check().unwrap_err();
+            assert!(
+                err.contains(&format!("model_type \"{other}\" is not supported")) && err.contains("--onnx"),
+                "{err}"
+            );
+        }
+        assert!(BertConfig { model_type: None, ..tiny() }.check().unwrap_err().contains("no model_type"));
+        let relative = BertConfig { position_embedding_type: Some("relative_key".into()), ..tiny() };
+        assert!(relative.check().unwrap_err().contains("relative_key"));
     }
 
     /// Fixed values in ±0.5 for a tensor of `shape`; `salt` varies them between tensors.

@@ -35,7 +35,10 @@ impl Checkpoint {
     pub fn config(files: &ModelFiles) -> Result<BertConfig, EngineError> {
         let text = std::fs::read_to_string(&files.config)
             .map_err(|e| EngineError::Load(format!("{}: {e}", files.config.display())))?;
-        serde_json::from_str(&text).map_err(|e| EngineError::Load(format!("config.json: {e}")))
+        let config: BertConfig =
+            serde_json::from_str(&text).map_err(|e| EngineError::Load(format!("config.json: {e}")))?;
+        config.check().map_err(|e| EngineError::Load(format!("{}: {e}", files.config.display())))?;
+        Ok(config)
     }
 
     /// The tensor `name`, or a load error naming it.
