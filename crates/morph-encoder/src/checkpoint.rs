@@ -31,14 +31,19 @@ impl Checkpoint {
         Ok(Self { config, tensors })
     }
 
-    /// Only the model's `config.json`.
+    /// Only the model's `config.json`, checked to be a BERT Morph's graph computes.
     pub fn config(files: &ModelFiles) -> Result<BertConfig, EngineError> {
-        let text = std::fs::read_to_string(&files.config)
-            .map_err(|e| EngineError::Load(format!("{}: {e}", files.config.display())))?;
-        let config: BertConfig =
-            serde_json::from_str(&text).map_err(|e| EngineError::Load(format!("config.json: {e}")))?;
+        let config = Self::sizes(files)?;
         config.check().map_err(|e| EngineError::Load(format!("{}: {e}", files.config.display())))?;
         Ok(config)
+    }
+
+    /// `config.json`'s sizes and padding id, whatever the architecture: what serving a user's
+    /// own ONNX export needs of it.
+    pub fn sizes(files: &ModelFiles) -> Result<BertConfig, EngineError> {
+        let text = std::fs::read_to_string(&files.config)
+            .map_err(|e| EngineError::Load(format!("{}: {e}", files.config.display())))?;
+        serde_json::from_str(&text).map_err(|e| EngineError::Load(format!("config.json: {e}")))
     }
 
     /// The tensor `name`, or a load error naming it.

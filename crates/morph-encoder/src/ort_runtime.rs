@@ -213,7 +213,7 @@ impl OrtEncoder {
     ) -> Result<Self, EngineError> {
         let env = environment(library)?;
         let bytes = std::fs::read(onnx).map_err(|e| EngineError::Load(format!("{}: {e}", onnx.display())))?;
-        let cfg = Checkpoint::config(files)?;
+        let cfg = Checkpoint::sizes(files)?;
         let probe = session(env, &bytes, 1, &[])?;
         let bad = |detail: String| EngineError::Load(format!("{}: {detail}", onnx.display()));
         let input = |name: &str| probe.inputs().iter().find(|i| i.name() == name);
