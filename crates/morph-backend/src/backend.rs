@@ -17,8 +17,9 @@ use crate::EngineKind;
 #[derive(Debug)]
 pub enum Backend {
     Candle(Arc<Encoder>),
-    /// The encoder and the token plans every instance compiles.
-    Ort(OrtEncoder, Vec<TokenPlan>),
+    /// The encoder (its checkpoint, boxed: it is the largest variant) and the token plans
+    /// every instance compiles.
+    Ort(Box<OrtEncoder>, Vec<TokenPlan>),
     Emulated {
         profile: Arc<LatencyProfile>,
         dim: usize,
@@ -43,7 +44,7 @@ impl Backend {
                 plans.push(TokenPlan::Plain);
                 plans.sort_unstable();
                 plans.dedup();
-                Backend::Ort(encoder, plans)
+                Backend::Ort(Box::new(encoder), plans)
             }
             EngineKind::Emulated { profile, dim } => Self::emulated(profile.clone(), *dim),
             EngineKind::Decoder { gguf, prefill_chunk, kernels } => {
