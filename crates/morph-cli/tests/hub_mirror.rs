@@ -1,0 +1,121 @@
+//! A model named by hub id resolves through Morph's hub code path, tested against a local
+//! mirror of the hub's file layout (the hub itself is not reachable here): `morph fetch --model
+//! ORG/NAME --revision REV` with `HF_ENDPOINT` at the mirror and `HF_TOKEN` set downloads every
+//! file at that revision, sends the token, and caches them in `MORPH_HOME/hub`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+fn morph() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_morph"))
+}
+
+/// What the mirror saw of each request: its path and its Authorization header.
+type Seen = Arc<Mutex<Vec<(String, Option<String>)>>>;
+
+/// The commit every file of the mirror's repository is at.
+const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
+
+/// Serves `dir`'s files as the hub does at `/{repo}/resolve/{revision}/{file}`: ranged GETs
+/// answered 206 with the ETag, X-Repo-Commit and Content-Range headers hf-hub reads.
+fn mirror(dir: PathBuf, repo: &'static str, revision: &'static str) -> (String, Seen) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("binding the mirror");
+    let url = format!("http://{}", listener.local_addr().expect("address"));
+    let seen: Seen = Arc::default();
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            answer(stream, &dir, &format!("/{repo}/resolve/{revision}/"), &log);
+        }
+    });
+    (url, seen)
+}
+
+fn answer(mut stream: TcpStream, dir: &Path, prefix: &str, seen: &Seen) {
+    let mut reader = BufReader::new(stream.try_clone().expect("stream"));
+    let mut line = String::new();
+    if reader.read_line(&mut line).is_err() {
+        return;
+    }
+    let path = line.split_whitespace().nth(1).unwrap_or_default().to_string();
+    let (mut range_start, mut auth) = (0u64, None);
+    loop {
+        let mut header = String::new();
+        if reader.read_line(&mut header).is_err() || header.trim().is_empty() {
+            break;
+        }
+        let (name, value) = header.split_once(':').unwrap_or_default();
+        match name.trim().to_ascii_lowercase().as_str() {
+            "range" => {
+                let from = value.trim().trim_start_matches("bytes=").split('-').next().unwrap_or("0");
+                range_start = from.parse().unwrap_or(0);
+            }
+            "authorization" => auth = Some(value.trim().to_string()),
+            _ => {}
+        }
+    }
+    seen.lock().expect("log").push((path.clone(), auth));
+    let file = path.strip_prefix(prefix).map(|f| dir.join(f)).filter(|f| f.is_file());
+    let Some(file) = file else {
+        let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        return;
+    };
+    let mut bytes = Vec::new();
+    std::fs::File::open(&file).and_then(|mut f| f.read_to_end(&mut bytes)).expect("reading a file");
+    let size = bytes.len() as u64;
+    let etag = morph_fetch::sha256_hex(&file).expect("hashing");
+    // Both the metadata probe (bytes=0-0) and a download get the rest from their start; the
+    // probe reads only the headers.
+    let end = size.saturating_sub(1);
+    let body = &bytes[range_start as usize..=end as usize];
+    let head = format!(
+        "HTTP/1.1 206 Partial Content\r\netag: \"{etag}\"\r\nx-repo-commit: {COMMIT}\r\ncontent-range: bytes {range_start}-{end}/{size}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(body));
+}
+
+#[test]
+fn a_hub_id_at_a_revision_resolves_through_a_mirror_of_the_hub_with_the_token() {
+    // The default model's files, as the mirror's repository.
+    let fetched = morph().arg("fetch").args(["--engine", "candle"]).output().expect("morph fetch");
+    assert!(fetched.status.success(), "{}", String::from_utf8_lossy(&fetched.stderr));
+    let default_dir =
+        PathBuf::from(String::from_utf8_lossy(&fetched.stdout).lines().next().expect("a dir").trim());
+    let (url, seen) = mirror(default_dir.clone(), "mirror-org/mini", "v1");
+    let home = tempfile::tempdir().expect("MORPH_HOME");
+    let out = morph()
+        .args(["fetch", "--engine", "candle", "--model", "mirror-org/mini", "--revision", "v1"])
+        .env("MORPH_HOME", home.path())
+        .env("HF_ENDPOINT", &url)
+        .env("HF_TOKEN", "hf_test_token")
+        .output()
+        .expect("morph fetch from the mirror");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).lines().next().expect("a dir").trim());
+    assert!(dir.starts_with(home.path().join("hub")), "cached in MORPH_HOME/hub: {}", dir.display());
+    for file in ["config.json", "model.safetensors", "tokenizer.json"] {
+        let (got, want) =
+            (morph_fetch::sha256_hex(&dir.join(file)), morph_fetch::sha256_hex(&default_dir.join(file)));
+        assert_eq!(got.expect("downloaded"), want.expect("original"), "{file}");
+    }
+    let seen = seen.lock().expect("log").clone();
+    assert!(!seen.is_empty());
+    for (path, auth) in &seen {
+        assert!(path.starts_with("/mirror-org/mini/resolve/v1/"), "at the revision: {path}");
+        assert_eq!(auth.as_deref(), Some("Bearer hf_test_token"), "{path}");
+    }
+    // A revision for a model that is not a hub id is refused in one line.
+    let local = morph()
+        .args(["fetch", "--engine", "candle", "--model"])
+        .arg(&default_dir)
+        .args(["--revision", "v1"])
+        .output()
+        .expect("morph fetch");
+    assert!(!local.status.success());
+    assert!(String::from_utf8_lossy(&local.stderr).contains("--revision v1 names a hub revision"));
+}
