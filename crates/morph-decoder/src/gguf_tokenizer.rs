@@ -1,6 +1,7 @@
 //! The tokenizer a GGUF file carries in its metadata (`tokenizer.ggml.*`): for a `gpt2` model,
 //! byte-level BPE from the token strings and merges, with control tokens (type 3) kept whole.
-//! SmolLM's pre-tokenizer (`smollm`) splits digits one by one, then applies GPT-2's rule.
+//! SmolLM's pre-tokenizer (`smollm`) splits digits one by one, then applies GPT-2's rule; a GGUF
+//! with another pre-tokenizer is refused.
 
 use candle_core::quantized::gguf_file::{Content, Value};
 use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
@@ -14,6 +15,9 @@ use morph_engine::EngineError;
 
 /// `tokenizer.ggml.token_type` of control tokens (`<|im_start|>`, `<|endoftext|>`, …).
 const CONTROL: i32 = 3;
+
+/// The one pre-tokenizer (`tokenizer.ggml.pre`) this tokenizer implements: SmolLM's.
+const SMOLLM: &str = "smollm";
 
 /// Where a message starts in the ChatML prompts Morph writes ([`super::chatml_prompt`]).
 const TURN_START: &str = "<|im_start|>";
@@ -45,6 +49,14 @@ impl GgufTokenizer {
         let model = content.metadata.get("tokenizer.ggml.model").and_then(|v| v.to_string().ok());
         if model.map(String::as_str) != Some("gpt2") {
             return Err(load_err(format!("model {model:?} is not gpt2 (byte-level BPE)")));
+        }
+        // Another pre-tokenizer (Llama 3's, Qwen's, …) splits text otherwise: its prompts would
+        // get wrong token ids with no error, so such a GGUF is refused by name.
+        let pre = content.metadata.get("tokenizer.ggml.pre").and_then(|v| v.to_string().ok());
+        if pre.map(String::as_str) != Some(SMOLLM) {
+            return Err(load_err(format!(
+                "tokenizer.ggml.pre {pre:?} is not supported: Morph's GGUF tokenizer implements SmolLM's pre-tokenizer (\"{SMOLLM}\") only"
+            )));
         }
         let tokens = strings(content, "tokenizer.ggml.tokens")?;
         let merges = strings(content, "tokenizer.ggml.merges")?

