@@ -219,9 +219,10 @@ impl OtasPolicy {
         if lengths.is_empty() {
             return DEFAULT_RATE_LEN;
         }
-        lengths.sort_unstable();
         let q = f64::from(rows) / f64::from(rows + 1);
-        lengths[((lengths.len() - 1) as f64 * q).round() as usize].max(1)
+        let at = ((lengths.len() - 1) as f64 * q).round() as usize;
+        let (_, nth, _) = lengths.select_nth_unstable(at);
+        (*nth).max(1)
     }
 
     /// INFaaS-like: keeps the plan in use until another choice has held for `hold_ms`, then

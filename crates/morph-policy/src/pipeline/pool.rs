@@ -58,6 +58,12 @@ impl Stage {
         (self.replicas.len() as u32, self.starting.len() as u32)
     }
 
+    /// Replicas it lacks to reach its target, counting those starting.
+    fn short(&self) -> u32 {
+        let (up, starting) = self.held();
+        self.target.replicas.saturating_sub(up + starting)
+    }
+
     /// The most replicas asked for over the stabilisation window.
     fn keep(&self) -> u32 {
         self.asked.iter().map(|a| a.1).max().unwrap_or(self.target.replicas).max(1)
@@ -190,7 +196,8 @@ impl<S: Sizer> PipelinePolicy<S> {
         let i = usize::from(stage);
         let s = &self.stages[i];
         let target = s.target;
-        let held = s.held().0 + s.held().1;
+        let (up, starting) = s.held();
+        let held = up + starting;
         let (fresh_up, fresh_starting) = s.fresh();
         let stale = held - fresh_up - fresh_starting;
         let rolling = u32::from(stale > 0 && fresh_starting == 0 && held <= target.replicas);
@@ -243,25 +250,14 @@ impl<S: Sizer> PipelinePolicy<S> {
     /// Brings every stage towards its target: retirements first, so the slots they free go to
     /// the stages still short (stabilisation is waived while some stage waits for a slot).
     fn rebalance(&mut self, actions: &mut Vec<Action>) {
-        let short: usize = self
-            .stages
-            .iter()
-            .map(|s| {
-                let (up, starting) = s.held();
-                s.target.replicas.saturating_sub(up + starting) as usize
-            })
-            .sum();
+        let short: usize = self.stages.iter().map(|s| s.short() as usize).sum();
         let pressed = short > self.cluster.free_slots();
         for stage in 0..self.stages.len() as u16 {
             self.shrink(stage, pressed, actions);
         }
         // The stages furthest below their targets take the free slots first.
         let mut order: Vec<u16> = (0..self.stages.len() as u16).collect();
-        order.sort_by_key(|&i| {
-            let s = &self.stages[usize::from(i)];
-            let (up, starting) = s.held();
-            std::cmp::Reverse(s.target.replicas.saturating_sub(up + starting))
-        });
+        order.sort_by_key(|&i| std::cmp::Reverse(self.stages[usize::from(i)].short()));
         for stage in order {
             self.grow(stage, actions);
         }

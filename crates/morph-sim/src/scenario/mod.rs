@@ -289,6 +289,7 @@ impl Scenario {
                 let first = rows.len();
                 for spec in &self.policies {
                     let params = serde_json::Value::Object(spec.params.clone());
+                    let told = spec.predictor.tell(&requests, self.max_tokens);
                     let run = |params: &serde_json::Value| -> Result<Report, ScenarioError> {
                         let policy = morph_policy::registry::build(&spec.name, params, &ctx)?;
                         let layout = policy.layout(slots).unwrap_or_else(|| cluster.clone());
@@ -296,7 +297,6 @@ impl Scenario {
                             let msg = format!("policy '{}' needs cluster.runtimes", spec.name);
                             return Err(ScenarioError::Invalid(msg));
                         }
-                        let told = spec.predictor.tell(&requests, self.max_tokens);
                         Ok(simulate(policy, &layout, cost.as_ref(), &told, &options))
                     };
                     let mut report = match &spec.equal_cost_to {
@@ -320,7 +320,6 @@ impl Scenario {
                         report.policy.push_str(&format!(" @{other} cost"));
                     }
                     report.policy.push_str(&spec.predictor.label());
-                    let told = spec.predictor.tell(&requests, self.max_tokens);
                     let utility =
                         table.as_ref().map(|t| evaluate(&told, &report, t, morph_core::Time(options.warmup)));
                     rows.push(Row { sweep: point, seed, report, utility });
