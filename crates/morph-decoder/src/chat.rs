@@ -1,11 +1,13 @@
-//! ChatML, as SmolLM2's GGUF chat template writes it: `<|im_start|>ROLE\nCONTENT<|im_end|>\n`
-//! per message, the model's default system message first when the conversation has none,
-//! and `<|im_start|>assistant\n` to prompt the reply.
+//! Chat prompts by the template a model ships (`tokenizer.chat_template` in its GGUF, Jinja),
+//! rendered with minijinja as Hugging Face's `apply_chat_template` renders them: `messages`,
+//! `add_generation_prompt`, `bos_token`, `eos_token`, `raise_exception`, and Python's string
+//! methods (`.strip()`, `.startswith()`, …).
 
+use minijinja::{Environment, ErrorKind, context};
 use serde::{Deserialize, Serialize};
 
-/// The system message SmolLM2's template adds when a conversation starts without one.
-const DEFAULT_SYSTEM: &str = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
+/// The template's name in its environment.
+const NAME: &str = "chat";
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
@@ -19,32 +21,85 @@ impl Message {
     }
 }
 
-/// The prompt text for `messages`, ending where the assistant's reply starts.
-pub fn chatml_prompt(messages: &[Message]) -> String {
-    let mut text = String::new();
-    if messages.first().is_none_or(|m| m.role != "system") {
-        text.push_str(&format!("<|im_start|>system\n{DEFAULT_SYSTEM}<|im_end|>\n"));
+/// Why a conversation has no prompt.
+#[derive(Debug, thiserror::Error)]
+pub enum ChatError {
+    #[error("this model's GGUF has no chat template (tokenizer.chat_template): send a prompt to /v1/completions instead")]
+    NoTemplate,
+    /// The template refused the conversation (`raise_exception`), or failed on it.
+    #[error("the model's chat template refused the messages: {0}")]
+    Refused(String),
+}
+
+/// A compiled chat template and the special tokens' text it may write.
+#[derive(Debug)]
+pub struct ChatTemplate {
+    env: Environment<'static>,
+    bos: String,
+    eos: String,
+}
+
+impl ChatTemplate {
+    /// Compiles `source`; an error says where it does not parse.
+    pub fn new(source: String, bos: String, eos: String) -> Result<Self, String> {
+        let mut env = Environment::new();
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_function("raise_exception", |message: String| -> Result<String, minijinja::Error> {
+            Err(minijinja::Error::new(ErrorKind::InvalidOperation, message))
+        });
+        env.add_template_owned(NAME, source).map_err(|e| e.to_string())?;
+        Ok(Self { env, bos, eos })
     }
-    for m in messages {
-        text.push_str(&format!("<|im_start|>{}\n{}<|im_end|>\n", m.role, m.content));
+
+    /// The prompt text for `messages`, ending where the assistant's reply starts.
+    pub fn render(&self, messages: &[Message]) -> Result<String, ChatError> {
+        let refused = |e: minijinja::Error| ChatError::Refused(e.detail().map_or_else(|| e.to_string(), str::to_string));
+        let template = self.env.get_template(NAME).map_err(refused)?;
+        template
+            .render(context! {
+                messages => messages,
+                add_generation_prompt => true,
+                bos_token => &self.bos,
+                eos_token => &self.eos,
+            })
+            .map_err(refused)
     }
-    text.push_str("<|im_start|>assistant\n");
-    text
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// SmolLM2's template, as its GGUF carries it.
+    const CHATML: &str = "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+    fn chatml() -> ChatTemplate {
+        ChatTemplate::new(CHATML.into(), "<|im_start|>".into(), "<|im_end|>".into()).expect("compiles")
+    }
+
     #[test]
     fn adds_the_default_system_message_and_the_reply_prompt() {
-        let text = chatml_prompt(&[Message::new("user", "Hi")]);
+        let text = chatml().render(&[Message::new("user", "Hi")]).expect("renders");
         assert_eq!(
             text,
             "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n\
              <|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
         );
-        let own = chatml_prompt(&[Message::new("system", "Be brief."), Message::new("user", "Hi")]);
+        let own = chatml().render(&[Message::new("system", "Be brief."), Message::new("user", "Hi")]).expect("renders");
         assert!(own.starts_with("<|im_start|>system\nBe brief.<|im_end|>\n") && !own.contains("SmolLM"));
+    }
+
+    #[test]
+    fn a_template_raising_refuses_the_conversation_with_its_message() {
+        let source = "{% if messages[0].role != 'user' %}{{ raise_exception('Conversation must start with a user message') }}{% endif %}{{ bos_token }}{{ messages[0].content.strip() }}";
+        let template = ChatTemplate::new(source.into(), "<s>".into(), "</s>".into()).expect("compiles");
+        assert_eq!(template.render(&[Message::new("user", "  hi ")]).expect("renders"), "<s>hi");
+        let err = template.render(&[Message::new("assistant", "x")]).expect_err("refused").to_string();
+        assert!(err.contains("Conversation must start with a user message"), "{err}");
+    }
+
+    #[test]
+    fn a_template_that_does_not_parse_is_an_error_at_load() {
+        assert!(ChatTemplate::new("{% for m in messages %}".into(), String::new(), String::new()).is_err());
     }
 }

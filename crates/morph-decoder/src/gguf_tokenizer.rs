@@ -1,114 +1,159 @@
-//! The tokenizer a GGUF file carries in its metadata (`tokenizer.ggml.*`): for a `gpt2` model,
-//! byte-level BPE from the token strings and merges, with control tokens (type 3) kept whole.
-//! SmolLM's pre-tokenizer (`smollm`) splits digits one by one, then applies GPT-2's rule; a GGUF
-//! with another pre-tokenizer is refused.
+//! The tokenizer a GGUF file carries, run by llama.cpp itself (the file loaded vocabulary-only):
+//! every vocabulary type and pre-tokenizer llama.cpp implements (SmolLM's, Llama 3's, Qwen's,
+//! SentencePiece, …) with its control tokens and end-of-generation tokens; llama.cpp refuses a
+//! pre-tokenizer it does not know, by name. Also the chat template in the file's metadata.
 
-use candle_core::quantized::gguf_file::{Content, Value};
-use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
-use tokenizers::models::bpe::BPE;
-use tokenizers::pre_tokenizers::byte_level::ByteLevel;
-use tokenizers::pre_tokenizers::digits::Digits;
-use tokenizers::pre_tokenizers::sequence::Sequence;
-use tokenizers::{AddedToken, Tokenizer};
+use std::path::Path;
 
+use candle_core::quantized::gguf_file::Content;
+use llama_cpp_2::model::LlamaModel;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::token::LlamaToken;
+
+use crate::chat::{ChatError, ChatTemplate, Message};
 use morph_engine::EngineError;
 
-/// `tokenizer.ggml.token_type` of control tokens (`<|im_start|>`, `<|endoftext|>`, …).
-const CONTROL: i32 = 3;
+/// Control tokens that open a chat turn in the templates of the families people serve (ChatML,
+/// Llama 3, Gemma): where a prompt's pieces start (see [`super::pieces`]).
+const TURN_STARTS: [&str; 3] = ["<|im_start|>", "<|start_header_id|>", "<start_of_turn>"];
 
-/// The one pre-tokenizer (`tokenizer.ggml.pre`) this tokenizer implements: SmolLM's.
-const SMOLLM: &str = "smollm";
-
-/// Where a message starts in the ChatML prompts Morph writes ([`super::chatml_prompt`]).
-const TURN_START: &str = "<|im_start|>";
-
-#[derive(Debug, Clone)]
 pub struct GgufTokenizer {
-    inner: Tokenizer,
-    /// End of sequence: generation stops here.
-    pub eos: u32,
-    /// The chat template's turn-start token (`<|im_start|>`), where a prompt's pieces start.
+    /// The GGUF file loaded vocabulary-only (no tensors).
+    vocab: LlamaModel,
+    /// The chat template's turn-start token, where a prompt's pieces start; `None` for a
+    /// template that has none of [`TURN_STARTS`].
     pub turn_start: Option<u32>,
+    /// The chat template from the file's metadata (`tokenizer.chat_template`).
+    chat: Option<ChatTemplate>,
+}
+
+impl std::fmt::Debug for GgufTokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GgufTokenizer")
+            .field("tokens", &self.vocab.n_vocab())
+            .field("turn_start", &self.turn_start)
+            .field("chat", &self.chat.is_some())
+            .finish()
+    }
+}
+
+/// What the file says its tokenizer is (`tokenizer.ggml.model` and `.pre`), for an error about it.
+fn kind(path: &Path) -> String {
+    let content = std::fs::File::open(path).ok().and_then(|mut f| Content::read(&mut f).ok());
+    let meta = |key: &str| {
+        let value = content.as_ref().and_then(|c| c.metadata.get(key)).and_then(|v| v.to_string().ok());
+        value.map_or_else(|| format!("no {key}"), |v| format!("{key} {v:?}"))
+    };
+    format!("{}, {}", meta("tokenizer.ggml.model"), meta("tokenizer.ggml.pre"))
 }
 
 fn load_err(detail: impl std::fmt::Display) -> EngineError {
     EngineError::Load(format!("GGUF tokenizer: {detail}"))
 }
 
-fn strings(content: &Content, key: &str) -> Result<Vec<String>, EngineError> {
-    let values = content.metadata.get(key).ok_or_else(|| load_err(format!("no {key}")))?;
-    values.to_vec().map_err(load_err)?.iter().map(|v| v.to_string().cloned().map_err(load_err)).collect()
-}
-
-fn int(content: &Content, key: &str) -> Result<u32, EngineError> {
-    content.metadata.get(key).ok_or_else(|| load_err(format!("no {key}")))?.to_u32().map_err(load_err)
-}
-
 impl GgufTokenizer {
-    pub fn from_gguf(content: &Content) -> Result<Self, EngineError> {
-        let model = content.metadata.get("tokenizer.ggml.model").and_then(|v| v.to_string().ok());
-        if model.map(String::as_str) != Some("gpt2") {
-            return Err(load_err(format!("model {model:?} is not gpt2 (byte-level BPE)")));
-        }
-        // Another pre-tokenizer (Llama 3's, Qwen's, …) splits text otherwise: its prompts would
-        // get wrong token ids with no error, so such a GGUF is refused by name.
-        let pre = content.metadata.get("tokenizer.ggml.pre").and_then(|v| v.to_string().ok());
-        if pre.map(String::as_str) != Some(SMOLLM) {
-            return Err(load_err(format!(
-                "tokenizer.ggml.pre {pre:?} is not supported: Morph's GGUF tokenizer implements SmolLM's pre-tokenizer (\"{SMOLLM}\") only"
-            )));
-        }
-        let tokens = strings(content, "tokenizer.ggml.tokens")?;
-        let merges = strings(content, "tokenizer.ggml.merges")?
-            .into_iter()
-            .map(|m| {
-                m.split_once(' ').map(|(a, b)| (a.to_string(), b.to_string())).ok_or_else(|| load_err(&m))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let types: Vec<i32> = match content.metadata.get("tokenizer.ggml.token_type") {
-            Some(Value::Array(values)) => values.iter().map(|v| v.to_i32().unwrap_or(1)).collect(),
-            _ => vec![1; tokens.len()],
+    /// The tokenizer and chat template of the GGUF file at `path`.
+    pub fn load(path: &Path) -> Result<Self, EngineError> {
+        let params = LlamaModelParams::default().with_vocab_only(true);
+        let vocab = LlamaModel::load_from_file(super::llamacpp::backend()?, path, &params).map_err(|e| {
+            load_err(format!("llama.cpp could not read the vocabulary of {} ({}): {e}", path.display(), kind(path)))
+        })?;
+        let mut tokenizer = Self { vocab, turn_start: None, chat: None };
+        tokenizer.turn_start = TURN_STARTS.iter().find_map(|text| tokenizer.control_token(text));
+        tokenizer.chat = match tokenizer.vocab.chat_template(None) {
+            Ok(template) => {
+                let source = template.to_string().map_err(load_err)?;
+                Some(ChatTemplate::new(source, tokenizer.piece(tokenizer.vocab.vocab().bos()), tokenizer.eos_text())
+                    .map_err(|e| load_err(format!("its chat template: {e}")))?)
+            }
+            Err(_) => None,
         };
-        let vocab: tokenizers::models::bpe::Vocab =
-            tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
-        let bpe = BPE::builder().vocab_and_merges(vocab, merges).build().map_err(load_err)?;
-        let mut inner = Tokenizer::new(bpe);
-        inner.with_pre_tokenizer(Some(Sequence::new(vec![
-            Digits::new(true).into(),
-            ByteLevel::new(false, true, true).into(),
-        ])));
-        inner.with_decoder(Some(ByteLevelDecoder::default()));
-        let control: Vec<AddedToken> = tokens
-            .iter()
-            .zip(&types)
-            .filter(|(_, t)| **t == CONTROL)
-            .map(|(s, _)| AddedToken::from(s.clone(), true))
-            .collect();
-        inner.add_special_tokens(&control);
-        let turn_start = inner.token_to_id(TURN_START);
-        Ok(Self { inner, eos: int(content, "tokenizer.ggml.eos_token_id")?, turn_start })
+        Ok(tokenizer)
     }
 
-    /// Token ids of `text`; control tokens written in it (`<|im_start|>`) become their ids. A
-    /// character the vocabulary has no token for is an error naming it: BPE would drop it
-    /// silently (SmolLM2 has none for the control bytes 4, 6, 19, 20, 22 and 29; found by the
+    /// The id of control token `text`, if the vocabulary has it whole.
+    fn control_token(&self, text: &str) -> Option<u32> {
+        match self.vocab.vocab().tokenize(text.as_bytes(), false, true).as_slice() {
+            [one] if self.vocab.vocab().is_control(*one) => u32::try_from(one.0).ok(),
+            _ => None,
+        }
+    }
+
+    /// Token `id`'s text, control tokens written out.
+    fn piece(&self, id: LlamaToken) -> String {
+        String::from_utf8_lossy(&self.vocab.vocab().token_to_piece(id, true, None)).into_owned()
+    }
+
+    /// The end-of-sequence token's text (`eos_token` in a chat template).
+    fn eos_text(&self) -> String {
+        self.piece(self.vocab.vocab().eos())
+    }
+
+    /// Whether generation ends at `id`: llama.cpp's end-of-generation tokens (end of sequence,
+    /// end of turn, and the others the vocabulary marks).
+    pub fn is_end(&self, id: u32) -> bool {
+        i32::try_from(id).is_ok_and(|id| self.vocab.vocab().is_eog(LlamaToken(id)))
+    }
+
+    /// The beginning-of-sequence token, if [`Self::encode`] starts every text with it.
+    pub fn bos(&self) -> Option<u32> {
+        let vocab = self.vocab.vocab();
+        vocab.should_add_bos().then(|| vocab.bos().0 as u32)
+    }
+
+    /// The end-of-sequence token.
+    pub fn eos(&self) -> u32 {
+        self.vocab.vocab().eos().0 as u32
+    }
+
+    /// Token ids of `text`, with the beginning-of-sequence token where the model asks for one;
+    /// control tokens written in it (`<|im_start|>`) become their ids. A character the
+    /// vocabulary has no token for is an error naming it: llama.cpp's BPE drops it silently
+    /// (SmolLM2 has none for the control bytes 4, 6, 19, 20, 22 and 29; found by the
     /// `gguf_tokenizer` fuzz target).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, EngineError> {
-        let tokenize = |e: tokenizers::Error| EngineError::Tokenize(e.to_string());
-        let ids = self.inner.encode(text, false).map_err(tokenize)?.get_ids().to_vec();
-        let back = self.inner.decode(&ids, false).map_err(tokenize)?;
-        if back != text {
-            let lost = text.chars().zip(back.chars().chain(std::iter::repeat('\0'))).find(|(a, b)| a != b);
-            let what = lost.map_or_else(String::new, |(c, _)| format!(" {c:?} (U+{:04X})", u32::from(c)));
-            return Err(EngineError::Unrepresentable(format!(
-                "the text holds a character{what} that this model's vocabulary has no token for"
-            )));
+        let vocab = self.vocab.vocab();
+        let ids = vocab.tokenize(text.as_bytes(), vocab.should_add_bos(), true);
+        let back = match ids.is_empty() {
+            true => Vec::new(),
+            false => vocab.detokenize(&ids, true, true),
+        };
+        let back = String::from_utf8_lossy(&back);
+        // Spaces may differ (SentencePiece's prefix space, a model's cleaning of " ,"); any
+        // other character lost is refused.
+        let (mut text_chars, mut back_chars) = (text.chars().filter(|&c| c != ' '), back.chars().filter(|&c| c != ' '));
+        loop {
+            match (text_chars.next(), back_chars.next()) {
+                (None, None) => break,
+                (a, b) if a == b => continue,
+                (lost, _) => {
+                    let what = lost.map_or_else(String::new, |c| format!(" {c:?} (U+{:04X})", u32::from(c)));
+                    return Err(EngineError::Unrepresentable(format!(
+                        "the text holds a character{what} that this model's vocabulary has no token for"
+                    )));
+                }
+            }
         }
-        Ok(ids)
+        Ok(ids.into_iter().map(|t| t.0 as u32).collect())
     }
 
-    /// Text of `ids`, control tokens left out.
+    /// Text of `ids` as generated (each token's piece in turn), control tokens left out; a
+    /// character cut at the end reads as U+FFFD.
     pub fn decode(&self, ids: &[u32]) -> Result<String, EngineError> {
-        self.inner.decode(ids, true).map_err(|e| EngineError::Tokenize(e.to_string()))
+        let vocab = self.vocab.vocab();
+        let mut bytes = Vec::with_capacity(ids.len() * 4);
+        for &id in ids {
+            // llama.cpp aborts the process on an id past its vocabulary.
+            let token = i32::try_from(id).ok().filter(|&t| t < vocab.n_tokens());
+            let token = token.ok_or_else(|| EngineError::Tokenize(format!("token {id} is not in the vocabulary")))?;
+            vocab.token_to_piece_into(LlamaToken(token), &mut bytes, false, None);
+        }
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// The prompt for `messages` by the model's chat template, ending where the assistant's
+    /// reply starts.
+    pub fn chat_prompt(&self, messages: &[Message]) -> Result<String, ChatError> {
+        self.chat.as_ref().ok_or(ChatError::NoTemplate)?.render(messages)
     }
 }

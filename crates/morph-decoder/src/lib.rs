@@ -1,7 +1,7 @@
 //! Decoder LMs for generation: a Llama-architecture model from a GGUF file, run by llama.cpp's
 //! quantized kernels (the fast path) or candle in f32 (the reference path, and the one pipeline
-//! stages run), with per-sequence KV caches for continuous batching; the tokenizer from the
-//! GGUF metadata, ChatML prompts and sampling.
+//! stages run), with per-sequence KV caches for continuous batching; the tokenizer and chat
+//! template from the GGUF metadata (run by llama.cpp and minijinja), and sampling.
 
 pub mod chat;
 pub mod gguf_tokenizer;
@@ -16,7 +16,7 @@ pub mod stop;
 pub mod thread;
 mod weights;
 
-pub use chat::{Message, chatml_prompt};
+pub use chat::{ChatError, ChatTemplate, Message};
 pub use gguf_tokenizer::GgufTokenizer;
 pub use llama::{Llama, LlamaConfig, SequenceCache};
 pub use llamacpp::LlamaCppBackend;

@@ -49,7 +49,8 @@ use morph_engine::EngineError;
 /// Most tokens one `llama_decode` call takes; a step with more is split into several calls.
 const CALL_TOKENS: usize = 512;
 
-fn backend() -> Result<&'static LlamaBackend, EngineError> {
+/// llama.cpp's process-wide state, initialised once (its logs silenced).
+pub(crate) fn backend() -> Result<&'static LlamaBackend, EngineError> {
     static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
     let backend = BACKEND.get_or_init(|| {
         let mut backend = LlamaBackend::init().map_err(|e| e.to_string())?;

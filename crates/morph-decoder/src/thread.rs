@@ -435,7 +435,7 @@ fn iterate(
         sampled += 1;
         let next = r.sampler.sample(&row);
         let logprob = r.request.decoding.logprobs.map(|top| token_logprob(&row, next, usize::from(top)));
-        let reason = if next == tokenizer.eos {
+        let reason = if tokenizer.is_end(next) {
             Some(FinishReason::Stop)
         } else {
             r.produced.push(next);

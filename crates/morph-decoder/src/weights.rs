@@ -14,8 +14,11 @@ use candle_nn::{Embedding, Linear};
 
 use crate::gguf_tokenizer::GgufTokenizer;
 use crate::llama::{Layer, Llama, LlamaConfig, rope_tables};
+use crate::stepper::DecoderKernels as Kernels;
 use morph_engine::EngineError;
 
+/// The architecture candle's decoder implements (`general.architecture`).
+const LLAMA: &str = "llama";
 const EMBED: &str = "token_embd.weight";
 const NORM: &str = "output_norm.weight";
 const HEAD: &str = "output.weight";
@@ -38,19 +41,20 @@ impl Llama {
     /// Reads the model and its tokenizer from a GGUF file.
     pub fn load(path: &Path) -> Result<(Self, GgufTokenizer), EngineError> {
         let (mut file, content) = open(path)?;
-        let config = config(&content)?;
-        let tokenizer = GgufTokenizer::from_gguf(&content)?;
+        let config = config(&content, Kernels::Candle)?;
+        let tokenizer = GgufTokenizer::load(path)?;
         let model =
             Self::assemble(config, 0..config.layers, tied(&content), gguf_reader(&mut file, &content))?;
         Ok((model, tokenizer))
     }
 
     /// Reads the model's shape and its tokenizer from a GGUF file, and no weights: for a
-    /// backend that holds its own ([`super::LlamaCppBackend`]). It runs no step.
+    /// backend that holds its own ([`super::LlamaCppBackend`], any architecture llama.cpp
+    /// runs). It runs no step.
     pub fn load_shape(path: &Path) -> Result<(Self, GgufTokenizer), EngineError> {
         let (_, content) = open(path)?;
-        let config = config(&content)?;
-        let tokenizer = GgufTokenizer::from_gguf(&content)?;
+        let config = config(&content, Kernels::LlamaCpp)?;
+        let tokenizer = GgufTokenizer::load(path)?;
         let (cos, sin) = rope_tables(&config).map_err(load_err)?;
         let model = Self { config, embed: None, layers: Vec::new(), first_layer: 0, head: None, cos, sin };
         Ok((model, tokenizer))
@@ -59,7 +63,7 @@ impl Llama {
     /// Reads one pipeline stage's `layers` from a GGUF file, and nothing it does not run.
     pub fn load_stage(path: &Path, layers: Range<usize>) -> Result<Self, EngineError> {
         let (mut file, content) = open(path)?;
-        let config = config(&content)?;
+        let config = config(&content, Kernels::Candle)?;
         Self::assemble(config, layers, tied(&content), gguf_reader(&mut file, &content))
     }
 
@@ -206,14 +210,18 @@ fn gguf_reader<'a>(
     }
 }
 
-/// The model's shape from the GGUF metadata.
-fn config(content: &Content) -> Result<LlamaConfig, EngineError> {
+/// The model's shape from the GGUF metadata (`ARCH.block_count`, …). candle's kernels run the
+/// Llama architecture only; llama.cpp's, any it loads.
+fn config(content: &Content, kernels: Kernels) -> Result<LlamaConfig, EngineError> {
     let arch = content.metadata.get("general.architecture").and_then(|v| v.to_string().ok());
-    if arch.map(String::as_str) != Some("llama") {
-        return Err(load_err(format!("architecture {arch:?} is not llama")));
+    let arch = arch.ok_or_else(|| load_err("no general.architecture"))?;
+    if kernels == Kernels::Candle && arch != LLAMA {
+        return Err(load_err(format!(
+            "candle's decoder (--kernels candle, and pipeline stages) runs the llama architecture only, and this GGUF is {arch}: serve it on llama.cpp's kernels (--kernels llama-cpp)"
+        )));
     }
     let meta = |key: &str| {
-        content.metadata.get(&format!("llama.{key}")).ok_or_else(|| load_err(format!("no llama.{key}")))
+        content.metadata.get(&format!("{arch}.{key}")).ok_or_else(|| load_err(format!("no {arch}.{key}")))
     };
     let int = |key: &str| meta(key).and_then(|v| v.to_u32().map_err(load_err)).map(|v| v as usize);
     let float = |key: &str| meta(key).and_then(|v| v.to_f32().map_err(load_err));
@@ -222,10 +230,15 @@ fn config(content: &Content) -> Result<LlamaConfig, EngineError> {
         layers: int("block_count")?,
         hidden,
         heads,
-        kv_heads: int("attention.head_count_kv")?,
+        // Absent means as many as the query heads (llama.cpp's reading too).
+        kv_heads: int("attention.head_count_kv").unwrap_or(heads),
         head_dim: hidden / heads,
         context: int("context_length")?,
-        eps: f64::from(float("attention.layer_norm_rms_epsilon")?),
+        // candle's RMS norm needs it; llama.cpp reads its own, whatever the architecture's norm.
+        eps: match kernels {
+            Kernels::Candle => f64::from(float("attention.layer_norm_rms_epsilon")?),
+            Kernels::LlamaCpp => 0.0,
+        },
         rope_base: float("rope.freq_base").unwrap_or(10_000.0),
     })
 }

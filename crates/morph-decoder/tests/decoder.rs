@@ -10,7 +10,7 @@ use morph_decoder::sampling::argmax;
 use morph_decoder::{
     CandleBackend, DecodeBackend, DecoderKernels, DecoderThread, Decoding, FinishReason, GenEvent,
     GenRequest, GgufTokenizer, IterationReport, Llama, LlamaCppBackend, Message, Sampler, SamplingParams,
-    Slot, Stepper, StepperShape, chatml_prompt, pieces,
+    Slot, Stepper, StepperShape, pieces,
 };
 use morph_fetch::fetch_default_decoder;
 use morph_fetch::{Pip, morph_home};
@@ -28,7 +28,8 @@ fn model() -> &'static (Llama, GgufTokenizer) {
 }
 
 fn chat(question: &str) -> Vec<u32> {
-    model().1.encode(&chatml_prompt(&[Message::new("user", question)])).expect("tokenize")
+    let tokenizer = &model().1;
+    tokenizer.encode(&tokenizer.chat_prompt(&[Message::new("user", question)]).expect("prompt")).expect("tokenize")
 }
 
 #[test]
@@ -36,7 +37,7 @@ fn tokenizer_from_gguf_metadata() {
     let (_, tok) = model();
     let ids = tok.encode("<|im_start|>user\nHello<|im_end|>").expect("encode");
     assert_eq!(ids.first(), Some(&1), "<|im_start|> is one control token: {ids:?}");
-    assert_eq!(ids.last(), Some(&tok.eos), "<|im_end|> is the end of sequence: {ids:?}");
+    assert_eq!(ids.last(), Some(&tok.eos()), "<|im_end|> is the end of sequence: {ids:?}");
     let text = "In 2024, the café sold 3.14 kg of apples!";
     let ids = tok.encode(text).expect("encode");
     assert_eq!(tok.decode(&ids).expect("decode"), text);
@@ -47,18 +48,21 @@ fn tokenizer_from_gguf_metadata() {
     assert!(err.to_string().contains("U+0014"), "{err}");
 }
 
-/// A GGUF whose pre-tokenizer is not SmolLM's (Llama 3's `llama-bpe` here) would be split
-/// otherwise and get wrong token ids with no error: it is refused, naming it.
+/// A GGUF whose pre-tokenizer llama.cpp does not implement would be split otherwise and get
+/// wrong token ids with no error: it is refused, naming it.
 #[test]
-fn a_gguf_with_another_pre_tokenizer_is_refused_by_name() {
-    use candle_core::quantized::gguf_file::{Content, Value};
+fn a_gguf_with_an_unknown_pre_tokenizer_is_refused_by_name() {
+    use candle_core::quantized::gguf_file::{Content, Value, write};
     let path = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
     let mut content =
         Content::read(&mut std::fs::File::open(&path).expect("the GGUF")).expect("its metadata");
-    assert!(GgufTokenizer::from_gguf(&content).is_ok(), "SmolLM2's own");
-    content.metadata.insert("tokenizer.ggml.pre".into(), Value::String("llama-bpe".into()));
-    let err = GgufTokenizer::from_gguf(&content).expect_err("refused").to_string();
-    assert!(err.contains("tokenizer.ggml.pre Some(\"llama-bpe\") is not supported"), "{err}");
+    content.metadata.insert("tokenizer.ggml.pre".into(), Value::String("no-such-splitter".into()));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let other = dir.path().join("vocab.gguf");
+    let metadata: Vec<(&str, &Value)> = content.metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    write(&mut std::fs::File::create(&other).expect("create"), &metadata, &[]).expect("write");
+    let err = GgufTokenizer::load(&other).expect_err("refused").to_string();
+    assert!(err.contains("tokenizer.ggml.pre \"no-such-splitter\""), "{err}");
 }
 
 #[test]
@@ -66,7 +70,7 @@ fn greedy_answer_names_paris() {
     let (llama, tok) = model();
     let prompt = chat("What is the capital of France?");
     let out =
-        llama.generate(&prompt, 40, &mut Sampler::new(SamplingParams::default()), tok.eos).expect("generate");
+        llama.generate(&prompt, 40, &mut Sampler::new(SamplingParams::default()), tok.eos()).expect("generate");
     let answer = tok.decode(&out).expect("decode");
     assert!(answer.contains("Paris"), "answer: {answer:?}");
 }
@@ -118,7 +122,7 @@ fn greedy(
         let logits = stepper.step(&[(slot, &feed)]).expect("step").remove(0);
         let next = argmax(&logits);
         steps.push(logits);
-        if next == model().1.eos {
+        if next == model().1.eos() {
             break;
         }
         out.push(next);

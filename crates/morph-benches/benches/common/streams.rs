@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use morph_decoder::{
     DecoderThread, Decoding, GenEvent, GenRequest, GgufTokenizer, LoadedDecoder, Message, SamplingParams,
-    StepperShape, chatml_prompt,
+    StepperShape,
 };
 use morph_train::predictor::dataset::load_sharegpt;
 
@@ -36,7 +36,8 @@ pub(crate) fn first_turns(tokenizer: &GgufTokenizer, sharegpt: &Path, n: usize) 
     conversations
         .iter()
         .filter_map(|c| c.round(1))
-        .filter_map(|(_, text)| tokenizer.encode(&chatml_prompt(&[Message::new("user", text)])).ok())
+        .filter_map(|(_, text)| tokenizer.chat_prompt(&[Message::new("user", text)]).ok())
+        .filter_map(|prompt| tokenizer.encode(&prompt).ok())
         .filter(|ids| ids.len() <= 1024)
         .take(n)
         .collect()

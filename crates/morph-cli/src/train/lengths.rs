@@ -12,7 +12,7 @@ use anyhow::Context;
 use clap::Args;
 use morph_decoder::{
     DecoderKernels, DecoderThread, Decoding, FinishReason, GenEvent, GenRequest, IterationReport, Message,
-    SamplingParams, StepperShape, chatml_prompt, load_decoder,
+    SamplingParams, StepperShape, load_decoder,
 };
 use morph_train::predictor::{dataset::LengthRecord, dataset::load_length_records, dataset::load_sharegpt};
 
@@ -81,7 +81,9 @@ pub(crate) fn run(args: LengthsArgs) -> anyhow::Result<()> {
     {
         let round = c.sampled_round();
         let Some((history, prompt)) = c.round(round) else { continue };
-        match fitted_prompt(history, prompt, args.max_context, |text| tokenizer.encode(text)) {
+        match fitted_prompt(history, prompt, args.max_context, |messages| {
+            Ok(tokenizer.encode(&tokenizer.chat_prompt(messages)?)?)
+        }) {
             Ok(Some((first_turn, ids))) => {
                 pending.push(Pending { conversation: c.id.clone(), round, first_turn, prompt: ids })
             }
@@ -183,12 +185,12 @@ fn fitted_prompt(
     history: &[Message],
     prompt: &str,
     max_context: usize,
-    encode: impl Fn(&str) -> Result<Vec<u32>, morph_engine::EngineError>,
+    encode: impl Fn(&[Message]) -> anyhow::Result<Vec<u32>>,
 ) -> anyhow::Result<Option<(u32, Vec<u32>)>> {
     for start in (0..=history.len()).step_by(2) {
         let mut messages = history[start..].to_vec();
         messages.push(Message::new("user", prompt));
-        let ids = encode(&chatml_prompt(&messages))?;
+        let ids = encode(&messages)?;
         if ids.len() <= max_context {
             return Ok(Some((start as u32, ids)));
         }

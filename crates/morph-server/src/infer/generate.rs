@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use morph_decoder::{GenEvent, GgufTokenizer, Llama, Message, chatml_prompt};
+use morph_decoder::{GenEvent, GgufTokenizer, Llama, Message};
 use morph_encoder::predictor::predictor_text;
 use morph_engine::EngineError;
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -147,11 +147,13 @@ impl Generator {
             0 => context.min(self.max_input_len as usize),
             _ => context,
         };
+        let field = prompt.field();
         let text = match prompt {
             Prompt::Text(prompt) => prompt.clone(),
-            Prompt::Chat(messages) => chatml_prompt(messages),
+            Prompt::Chat(messages) => {
+                self.model.1.chat_prompt(messages).map_err(|e| ApiError::validation(field, e.to_string()))?
+            }
         };
-        let field = prompt.field();
         let model = self.model.clone();
         let ids = tokio::task::spawn_blocking(move || model.1.encode(&text))
             .await

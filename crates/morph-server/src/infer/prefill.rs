@@ -43,7 +43,7 @@ impl Generator {
         let logprob = decoding.logprobs.map(|top| token_logprob(&logits, token, usize::from(top)));
         let (events, rx) = unbounded_channel();
         let mut stop = StopScan::new(decoding.stop);
-        let (first, reason, completion_tokens) = match token == tokenizer.eos {
+        let (first, reason, completion_tokens) = match tokenizer.is_end(token) {
             true => (None, FinishReason::Stop, 0),
             false => {
                 let text = tokenizer.decode(&[token]).map_err(ApiError::Engine)?;
