@@ -1,4 +1,4 @@
-//! SmolLM2's tokenizer from its GGUF metadata: any text encodes to ids that decode back to it
+//! SmolLM2's tokenizer (llama.cpp's, on its GGUF metadata): any text encodes to ids that decode back to it
 //! (`encode` checks this; text that spells a control token such as `<|im_start|>` or
 //! `<jupyter_script>` is read as that token), or is refused for a character the vocabulary
 //! lacks; any token ids decode to text or a clear error.
@@ -7,7 +7,7 @@
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use morph_decoder::{GgufTokenizer, Llama};
+use morph_decoder::GgufTokenizer;
 use morph_fetch::fetch_default_decoder;
 use morph_engine::EngineError;
 use morph_fetch::{Pip, morph_home};
@@ -16,7 +16,7 @@ fn tokenizer() -> &'static GgufTokenizer {
     static TOKENIZER: OnceLock<GgufTokenizer> = OnceLock::new();
     TOKENIZER.get_or_init(|| {
         let path = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("SmolLM2");
-        Llama::load(&path).expect("SmolLM2").1
+        GgufTokenizer::load(&path).expect("SmolLM2")
     })
 }
 

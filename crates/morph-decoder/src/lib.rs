@@ -1,7 +1,8 @@
-//! Decoder LMs for generation: a Llama-architecture model from a GGUF file, run by llama.cpp's
-//! quantized kernels (the fast path) or candle in f32 (the reference path, and the one pipeline
-//! stages run), with per-sequence KV caches for continuous batching; the tokenizer and chat
-//! template from the GGUF metadata (run by llama.cpp and minijinja), and sampling.
+//! Decoder LMs for generation: a model from a GGUF file, run by llama.cpp's quantized kernels
+//! (the fast path: any architecture llama.cpp runs) or candle in f32 (the reference path, and
+//! the one pipeline stages run: the llama architecture only), with per-sequence KV caches for
+//! continuous batching; the tokenizer and chat template from the GGUF metadata (run by llama.cpp
+//! and minijinja), and sampling.
 
 pub mod chat;
 pub mod gguf_tokenizer;

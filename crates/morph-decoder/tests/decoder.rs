@@ -29,7 +29,9 @@ fn model() -> &'static (Llama, GgufTokenizer) {
 
 fn chat(question: &str) -> Vec<u32> {
     let tokenizer = &model().1;
-    tokenizer.encode(&tokenizer.chat_prompt(&[Message::new("user", question)]).expect("prompt")).expect("tokenize")
+    tokenizer
+        .encode(&tokenizer.chat_prompt(&[Message::new("user", question)]).expect("prompt"))
+        .expect("tokenize")
 }
 
 #[test]
@@ -69,8 +71,9 @@ fn a_gguf_with_an_unknown_pre_tokenizer_is_refused_by_name() {
 fn greedy_answer_names_paris() {
     let (llama, tok) = model();
     let prompt = chat("What is the capital of France?");
-    let out =
-        llama.generate(&prompt, 40, &mut Sampler::new(SamplingParams::default()), tok.eos()).expect("generate");
+    let out = llama
+        .generate(&prompt, 40, &mut Sampler::new(SamplingParams::default()), tok.eos())
+        .expect("generate");
     let answer = tok.decode(&out).expect("decode");
     assert!(answer.contains("Paris"), "answer: {answer:?}");
 }

