@@ -10,52 +10,49 @@ use candle_core::{D, DType, Device, Module, Result, Tensor};
 use candle_nn::{Embedding, LayerNorm, Linear, VarBuilder};
 use serde::Deserialize;
 
+use crate::architecture::{Architecture, RELATIVE_BIAS, relative_buckets};
 use crate::kernels;
 use morph_core::PromptMode;
 
-/// Mirrors the fields of Hugging Face's `config.json` that the forward pass needs.
+/// Mirrors the fields of Hugging Face's `config.json` that the forward pass needs (DistilBERT's
+/// names for them too), after [`crate::architecture::Architecture::to_bert`] for the positions.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct BertConfig {
     pub vocab_size: usize,
+    #[serde(alias = "dim")]
     pub hidden_size: usize,
+    #[serde(alias = "n_layers")]
     pub num_hidden_layers: usize,
+    #[serde(alias = "n_heads")]
     pub num_attention_heads: usize,
+    #[serde(alias = "hidden_dim")]
     pub intermediate_size: usize,
-    #[serde(default = "default_act")]
+    #[serde(default = "default_act", alias = "activation")]
     pub hidden_act: String,
     pub max_position_embeddings: usize,
     #[serde(default = "default_eps")]
     pub layer_norm_eps: f64,
     #[serde(default)]
     pub pad_token_id: u32,
-    /// The architecture `config.json` names; only `bert` is read (see [`BertConfig::check`]).
+    /// The architecture `config.json` names (see [`crate::architecture::Architecture::of`]).
     #[serde(default)]
     pub model_type: Option<String>,
-    /// `absolute` (BERT's learned positions) when given.
+    /// `absolute` (learned positions) when given.
     #[serde(default)]
     pub position_embedding_type: Option<String>,
+    /// MPNet's relative position buckets (its attention adds a learned bias per bucket).
+    #[serde(default)]
+    pub relative_attention_num_buckets: Option<usize>,
 }
 
-/// The architecture Morph's encoder computes.
-pub const BERT: &str = "bert";
-
 impl BertConfig {
-    /// Refuses, by name, a checkpoint Morph's BERT forward pass would compute wrongly without an
-    /// error: another architecture (RoBERTa and XLM-R offset positions by the padding id and
-    /// have no token types; DistilBERT and MPNet name and arrange their layers otherwise) or
-    /// relative position embeddings.
-    pub fn check(&self) -> std::result::Result<(), String> {
-        match self.model_type.as_deref() {
-            Some(BERT) => {}
-            Some(other) => {
-                return Err(format!(
-                    "model_type \"{other}\" is not supported: Morph's encoder is BERT's (model_type \"bert\"); serve another architecture from its own ONNX export with --onnx"
-                ));
-            }
-            None => return Err("config.json names no model_type; Morph's encoder reads BERT checkpoints (model_type \"bert\")".into()),
-        }
+    /// The architecture, refused by name where Morph's forward pass would compute it wrongly
+    /// without an error: an architecture it does not know, or relative position embeddings of
+    /// BERT's kind.
+    pub fn check(&self) -> std::result::Result<Architecture, String> {
+        let architecture = Architecture::of(self.model_type.as_deref())?;
         match self.position_embedding_type.as_deref() {
-            None | Some("absolute") => Ok(()),
+            None | Some("absolute") => Ok(architecture),
             Some(other) => {
                 Err(format!("position_embedding_type \"{other}\" is not supported (only \"absolute\")"))
             }
@@ -216,6 +213,8 @@ impl Layer {
 pub struct BertModel {
     embeddings: Embeddings,
     layers: Vec<Layer>,
+    /// MPNet's relative position bias table `[buckets, heads]`.
+    relative: Option<Tensor>,
     pub config: BertConfig,
     pub kernels: Kernels,
     device: Device,
@@ -236,8 +235,24 @@ impl BertModel {
         let layers = (0..cfg.num_hidden_layers)
             .map(|i| Layer::load(vb.pp(format!("encoder.layer.{i}")), cfg))
             .collect::<Result<Vec<_>>>()?;
+        let relative = match cfg.relative_attention_num_buckets {
+            Some(buckets) => Some(vb.get((buckets, cfg.num_attention_heads), RELATIVE_BIAS)?),
+            None => None,
+        };
         let device = vb.device().clone();
-        Ok(Self { embeddings, layers, config: cfg.clone(), kernels: Kernels::default(), device })
+        Ok(Self { embeddings, layers, relative, config: cfg.clone(), kernels: Kernels::default(), device })
+    }
+
+    /// The additive attention bias of a float mask `keep` `[batch, len]`: padded keys masked,
+    /// plus MPNet's relative position bias over the `len` tokens.
+    fn bias(&self, keep: &Tensor) -> Result<Tensor> {
+        let bias = attention_bias(keep)?;
+        let Some(table) = &self.relative else { return Ok(bias) };
+        let (len, (buckets, heads)) = (keep.dim(1)?, table.dims2()?);
+        let index: Vec<u32> = relative_buckets(len, buckets).into_iter().map(|b| b as u32).collect();
+        let index = Tensor::from_vec(index, len * len, &self.device)?;
+        let relative = table.index_select(&index, 0)?.reshape((len, len, heads))?.permute((2, 0, 1))?;
+        bias.broadcast_add(&relative.unsqueeze(0)?)
     }
 
     pub fn device(&self) -> &Device {
@@ -252,7 +267,7 @@ impl BertModel {
 
     /// [`BertModel::forward`] through the embeddings and only the first `layers` layers.
     pub fn forward_first(&self, ids: &Tensor, mask: &Tensor, layers: usize) -> Result<Tensor> {
-        let bias = attention_bias(&mask.to_dtype(DType::F32)?)?;
+        let bias = self.bias(&mask.to_dtype(DType::F32)?)?;
         let mut x = self.embeddings.forward(ids)?;
         for layer in self.layers.iter().take(layers) {
             x = layer.forward(&x, &bias, self.kernels)?;
@@ -294,7 +309,7 @@ impl BertModel {
             } else {
                 x = after_first(&x, &inserted, p)?;
             }
-            x = layer.forward(&x, &attention_bias(&keep)?, self.kernels)?;
+            x = layer.forward(&x, &self.bias(&keep)?, self.kernels)?;
         }
         Ok((x, pool))
     }
@@ -317,6 +332,11 @@ impl std::fmt::Debug for TopLayers {
 impl TopLayers {
     /// Layers `from..` of an encoder of `cfg`, named as in its checkpoint.
     pub fn load(vb: VarBuilder, cfg: &BertConfig, from: usize) -> Result<Self> {
+        if cfg.relative_attention_num_buckets.is_some() {
+            candle_core::bail!(
+                "training an encoder's top layers is for absolute positions; MPNet's relative bias is not trained"
+            );
+        }
         let layers = (from..cfg.num_hidden_layers)
             .map(|i| Layer::load(vb.pp(format!("encoder.layer.{i}")), cfg))
             .collect::<Result<Vec<_>>>()?;
@@ -371,21 +391,20 @@ mod tests {
             max_position_embeddings: 16,
             layer_norm_eps: 1e-12,
             pad_token_id: 0,
-            model_type: Some(BERT.into()),
+            model_type: Some("bert".into()),
             position_embedding_type: None,
+            relative_attention_num_buckets: None,
         }
     }
 
     #[test]
-    fn another_architecture_or_relative_positions_are_refused_by_name() {
-        assert_eq!(tiny().check(), Ok(()));
-        for other in ["roberta", "xlm-roberta", "distilbert", "mpnet"] {
-            let err = BertConfig { model_type: Some(other.into()), ..tiny() }.check().unwrap_err();
-            assert!(
-                err.contains(&format!("model_type \"{other}\" is not supported")) && err.contains("--onnx"),
-                "{err}"
-            );
+    fn unknown_architectures_or_relative_positions_are_refused_by_name() {
+        assert_eq!(tiny().check(), Ok(Architecture::Bert));
+        for (other, known) in [("roberta", Architecture::Roberta), ("distilbert", Architecture::DistilBert)] {
+            assert_eq!(BertConfig { model_type: Some(other.into()), ..tiny() }.check(), Ok(known));
         }
+        let err = BertConfig { model_type: Some("funnel".into()), ..tiny() }.check().unwrap_err();
+        assert!(err.contains("model_type \"funnel\" is not supported") && err.contains("--onnx"), "{err}");
         assert!(BertConfig { model_type: None, ..tiny() }.check().unwrap_err().contains("no model_type"));
         let relative = BertConfig { position_embedding_type: Some("relative_key".into()), ..tiny() };
         assert!(relative.check().unwrap_err().contains("relative_key"));

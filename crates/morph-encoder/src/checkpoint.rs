@@ -1,5 +1,5 @@
 //! A BERT-family checkpoint read from disk: `config.json` and every tensor of
-//! `model.safetensors`, by name. The candle encoder and the ONNX graph writer both start here.
+//! `model.safetensors`, by name, in BERT's layout whatever its architecture. The candle encoder and the ONNX graph writer both start here.
 
 use std::collections::HashMap;
 
@@ -16,9 +16,16 @@ pub struct Checkpoint {
 }
 
 impl Checkpoint {
+    /// The checkpoint in BERT's layout, whatever architecture of
+    /// [`crate::architecture::Architecture`] it is.
     pub fn load(files: &ModelFiles) -> Result<Self, EngineError> {
-        let config = Self::config(files)?;
-        let tensors = candle_core::safetensors::load(&files.weights, &Device::Cpu)
+        let mut config = Self::sizes(files)?;
+        let architecture =
+            config.check().map_err(|e| EngineError::Load(format!("{}: {e}", files.config.display())))?;
+        let mut tensors = candle_core::safetensors::load(&files.weights, &Device::Cpu)
+            .map_err(|e| EngineError::Load(format!("{}: {e}", files.weights.display())))?;
+        architecture
+            .to_bert(&mut config, &mut tensors)
             .map_err(|e| EngineError::Load(format!("{}: {e}", files.weights.display())))?;
         let mut names: Vec<&String> = tensors.keys().collect();
         names.sort();
@@ -31,7 +38,7 @@ impl Checkpoint {
         Ok(Self { config, tensors })
     }
 
-    /// Only the model's `config.json`, checked to be a BERT Morph's graph computes.
+    /// Only the model's `config.json`, checked to be an architecture Morph's graph computes.
     pub fn config(files: &ModelFiles) -> Result<BertConfig, EngineError> {
         let config = Self::sizes(files)?;
         config.check().map_err(|e| EngineError::Load(format!("{}: {e}", files.config.display())))?;
@@ -39,11 +46,18 @@ impl Checkpoint {
     }
 
     /// `config.json`'s sizes and padding id, whatever the architecture: what serving a user's
-    /// own ONNX export needs of it.
+    /// own ONNX export needs of it. `max_position_embeddings` counts the positions a token may
+    /// take (RoBERTa's and MPNet's rows before the first token's left out).
     pub fn sizes(files: &ModelFiles) -> Result<BertConfig, EngineError> {
         let text = std::fs::read_to_string(&files.config)
             .map_err(|e| EngineError::Load(format!("{}: {e}", files.config.display())))?;
-        serde_json::from_str(&text).map_err(|e| EngineError::Load(format!("config.json: {e}")))
+        let mut config: BertConfig =
+            serde_json::from_str(&text).map_err(|e| EngineError::Load(format!("config.json: {e}")))?;
+        if let Ok(architecture) = config.check() {
+            let offset = architecture.position_offset(config.pad_token_id);
+            config.max_position_embeddings = config.max_position_embeddings.saturating_sub(offset);
+        }
+        Ok(config)
     }
 
     /// The tensor `name`, or a load error naming it.

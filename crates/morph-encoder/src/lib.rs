@@ -5,6 +5,7 @@
 //! encoder: OTAS's task heads and prompts ([`tasks`]) and SSJF's length predictor
 //! ([`predictor`]).
 
+pub mod architecture;
 pub mod bert;
 pub mod candle_runtime;
 pub mod checkpoint;

@@ -71,13 +71,14 @@ impl Builder {
 
     /// A one-dimensional int64 constant (shapes, axes).
     pub(crate) fn i64s(&mut self, values: &[i64]) -> String {
-        let name = self.fresh("ints");
-        let dims = vec![values.len() as i64];
-        self.graph.initializers.push(TensorData {
-            name: name.clone(),
-            dims,
-            values: Values::I64(values.to_vec()),
-        });
+        self.i64_table("ints", &[values.len()], values.to_vec())
+    }
+
+    /// An int64 constant of shape `dims` (an index table).
+    pub(crate) fn i64_table(&mut self, stem: &str, dims: &[usize], values: Vec<i64>) -> String {
+        let name = self.fresh(stem);
+        let dims = dims.iter().map(|&d| d as i64).collect();
+        self.graph.initializers.push(TensorData { name: name.clone(), dims, values: Values::I64(values) });
         name
     }
 

@@ -15,6 +15,7 @@ use candle_core::Tensor;
 
 use super::builder::Builder;
 use super::proto::{Attr, DataType, Dim, Graph, ValueInfo};
+use crate::architecture::{RELATIVE_BIAS, relative_buckets};
 use crate::checkpoint::Checkpoint;
 use crate::pooling::Pooling;
 use morph_core::PromptMode;
@@ -157,7 +158,7 @@ pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph,
         }
     }
     let hidden = Dim::Fixed(cfg.hidden_size as i64);
-    let mut g = Writer { g: Builder::new("morph-encoder"), ckpt: checkpoint };
+    let mut g = Writer { g: Builder::new("morph-encoder"), ckpt: checkpoint, relative: None };
     let tensor = |name: &str, elem, dims: &[&Dim]| ValueInfo {
         name: name.to_string(),
         elem,
@@ -219,6 +220,8 @@ pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph,
 pub(super) struct Writer<'a> {
     pub(super) g: Builder,
     pub(super) ckpt: &'a Checkpoint,
+    /// MPNet's relative bias table and bucket index, once written.
+    relative: Option<(String, String)>,
 }
 
 /// A tensor's values, row-major.
@@ -403,7 +406,10 @@ impl Writer<'_> {
         let k = heads_of(1, [0, 2, 3, 1]);
         let v = heads_of(2, [0, 2, 1, 3]);
         let scores = self.g.op("MatMul", &[&q, &k], vec![]);
-        let scores = self.g.op("Add", &[&scores, bias], vec![]);
+        let mut scores = self.g.op("Add", &[&scores, bias], vec![]);
+        if let Some(relative) = self.relative_bias(x)? {
+            scores = self.g.op("Add", &[&scores, &relative], vec![]);
+        }
         let probs = self.g.op("Softmax", &[&scores], vec![("axis", Attr::Int(-1))]);
         let context = self.g.op("MatMul", &[&probs, &v], vec![]);
         let context = self.g.op("Transpose", &[&context], vec![("perm", Attr::Ints(vec![0, 2, 1, 3]))]);
@@ -424,6 +430,35 @@ impl Writer<'_> {
         let out = self.linear(&inner, &format!("{p}.output.dense"), 1.0)?;
         let out = self.g.op("Add", &[&out, &x], vec![]);
         Ok((self.layer_norm(&out, &format!("{p}.output.LayerNorm"))?, sizes, probs))
+    }
+
+    /// MPNet's relative position bias `[1, heads, len, len]` over the tokens of `x`
+    /// (`[batch, len, hidden]`): its table gathered at each (query, key) pair's bucket. `None`
+    /// for the architectures without one.
+    fn relative_bias(&mut self, x: &str) -> Result<Option<String>, EngineError> {
+        if self.ckpt.config.relative_attention_num_buckets.is_none() {
+            return Ok(None);
+        }
+        let (table, buckets) = match &self.relative {
+            Some(written) => written.clone(),
+            None => {
+                let t = self.ckpt.get(RELATIVE_BIAS)?;
+                let dims = t.dims().to_vec();
+                let table = self.g.f32s(RELATIVE_BIAS, &dims, values(t)?);
+                let max = self.ckpt.config.max_position_embeddings;
+                let index = self.g.i64_table("relative_buckets", &[max, max], relative_buckets(max, dims[0]));
+                self.relative = Some((table.clone(), index.clone()));
+                (table, index)
+            }
+        };
+        let len = self.g.op("Shape", &[x], vec![("start", Attr::Int(1)), ("end", Attr::Int(2))]);
+        let ends = self.g.op("Concat", &[&len, &len], vec![("axis", Attr::Int(0))]);
+        let (starts, axes) = (self.g.i64s(&[0, 0]), self.g.i64s(&[0, 1]));
+        let index = self.g.op("Slice", &[&buckets, &starts, &ends, &axes], vec![]);
+        let bias = self.g.op("Gather", &[&table, &index], vec![("axis", Attr::Int(0))]);
+        let bias = self.g.op("Transpose", &[&bias], vec![("perm", Attr::Ints(vec![2, 0, 1]))]);
+        let first = self.g.i64s(&[0]);
+        Ok(Some(self.g.op("Unsqueeze", &[&bias, &first], vec![])))
     }
 
     /// `x · ½ · (1 + erf(x / √2))`, the pattern ONNX Runtime fuses into one Gelu kernel.

@@ -1,0 +1,222 @@
+//! RoBERTa (XLM-R's configuration) and DistilBERT, read into BERT's layout, against
+//! candle-transformers' own implementations of those architectures, on tiny random checkpoints
+//! of their real configurations (Hugging Face's tensor names, DistilBERT's with the `distilbert.`
+//! prefix a task model saves): Morph's ONNX graph on ONNX Runtime and its candle encoder, mean
+//! pooled, at cosine ≥ 0.9999 to the reference for every row of a padded batch.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::{distilbert, xlm_roberta};
+use morph_core::RuntimeSpec;
+use morph_core::fixtures::random_ids;
+use morph_encoder::pooling::cosine;
+use morph_encoder::{CandleRuntime, Encoder, OrtEncoder, Pooling};
+use morph_engine::Engine;
+use morph_fetch::{ModelFiles, ModelSource, Pip, fetch, morph_home, onnxruntime_library};
+use serde_json::{Value, json};
+
+const HIDDEN: usize = 32;
+const INNER: usize = 64;
+const LAYERS: usize = 2;
+/// The default model's vocabulary size: its tokenizer.json goes beside the tiny checkpoints.
+const VOCAB: usize = 30522;
+
+/// Deterministic pseudo-random values in ±0.3 for a tensor of `shape` (SplitMix64 from
+/// `salt`; a smooth pattern such as a sine of the index would make every matrix rank two and
+/// hide a wrong position row).
+fn fixed(shape: &[usize], salt: usize) -> Tensor {
+    let mut state = salt as u64 ^ 0x9E37_79B9_7F4A_7C15;
+    let mut next = || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) >> 40) as f32 / (1u64 << 24) as f32
+    };
+    let values: Vec<f32> = (0..shape.iter().product()).map(|_| (next() - 0.5) * 0.6).collect();
+    Tensor::from_vec(values, shape, &Device::Cpu).expect("tensor")
+}
+
+/// Writes `config` and `tensors` (name → shape) as a model folder in `dir`.
+fn write_model(dir: &Path, config: &Value, tensors: &[(String, Vec<usize>)]) -> ModelFiles {
+    let default = fetch(&ModelSource::Default, &morph_home()).expect("the default model");
+    std::fs::copy(&default.tokenizer, dir.join("tokenizer.json")).expect("tokenizer.json");
+    std::fs::write(dir.join("config.json"), config.to_string()).expect("config.json");
+    // Norms as trained ones are, near the identity: a norm's large random bias, the same for
+    // every token, would swamp what the tokens and their positions give.
+    let value = |salt: usize, name: &str, shape: &[usize]| {
+        let noise = fixed(shape, salt);
+        match (name.contains("LayerNorm") || name.contains("layer_norm"), name.ends_with(".weight")) {
+            (true, true) => ((noise * 0.3).unwrap() + 1.0).unwrap(),
+            (true, false) => (noise * 0.1).unwrap(),
+            (false, _) => noise,
+        }
+    };
+    let weights: HashMap<String, Tensor> = tensors
+        .iter()
+        .enumerate()
+        .map(|(salt, (name, shape))| (name.clone(), value(salt, name, shape)))
+        .collect();
+    candle_core::safetensors::save(&weights, dir.join("model.safetensors")).expect("safetensors");
+    fetch(&ModelSource::Local(dir.to_path_buf()), &morph_home()).expect("the model folder")
+}
+
+/// One layer's tensors under `prefix`, named by `parts` (query, key, value, attention out,
+/// attention norm, inner, outer, output norm).
+fn layer_tensors(prefix: &str, parts: [&str; 8]) -> Vec<(String, Vec<usize>)> {
+    let [q, k, v, o, norm1, inner, outer, norm2] = parts;
+    let mut out = Vec::new();
+    for (part, rows, cols) in [
+        (q, HIDDEN, HIDDEN),
+        (k, HIDDEN, HIDDEN),
+        (v, HIDDEN, HIDDEN),
+        (o, HIDDEN, HIDDEN),
+        (inner, INNER, HIDDEN),
+        (outer, HIDDEN, INNER),
+    ] {
+        out.push((format!("{prefix}.{part}.weight"), vec![rows, cols]));
+        out.push((format!("{prefix}.{part}.bias"), vec![rows]));
+    }
+    for norm in [norm1, norm2] {
+        out.push((format!("{prefix}.{norm}.weight"), vec![HIDDEN]));
+        out.push((format!("{prefix}.{norm}.bias"), vec![HIDDEN]));
+    }
+    out
+}
+
+fn embeddings(prefix: &str, positions: usize, types: bool) -> Vec<(String, Vec<usize>)> {
+    let mut out = vec![
+        (format!("{prefix}embeddings.word_embeddings.weight"), vec![VOCAB, HIDDEN]),
+        (format!("{prefix}embeddings.position_embeddings.weight"), vec![positions, HIDDEN]),
+        (format!("{prefix}embeddings.LayerNorm.weight"), vec![HIDDEN]),
+        (format!("{prefix}embeddings.LayerNorm.bias"), vec![HIDDEN]),
+    ];
+    if types {
+        out.push((format!("{prefix}embeddings.token_type_embeddings.weight"), vec![1, HIDDEN]));
+    }
+    out
+}
+
+/// The checkpoint's tensors as they are, for the reference.
+fn weights(files: &ModelFiles) -> VarBuilder<'static> {
+    let tensors = candle_core::safetensors::load(&files.weights, &Device::Cpu).expect("weights");
+    VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu)
+}
+
+/// A padded batch: rows of 40, 17 and 5 random ids (none of them a special token).
+fn batch() -> Vec<Vec<u32>> {
+    [40, 17, 5].iter().enumerate().map(|(i, &n)| random_ids(n, i as u64 + 3)).collect()
+}
+
+/// `ids` padded with `pad` to their longest, and their mask, as `[batch, len]` tensors.
+fn padded(ids: &[Vec<u32>], pad: u32) -> (Tensor, Tensor) {
+    let len = ids.iter().map(Vec::len).max().unwrap_or(0);
+    let (mut flat, mut mask) = (Vec::new(), Vec::new());
+    for row in ids {
+        flat.extend(row.iter().copied().chain(std::iter::repeat(pad)).take(len));
+        mask.extend((0..len).map(|i| u32::from(i < row.len())));
+    }
+    let shape = (ids.len(), len);
+    (
+        Tensor::from_vec(flat, shape, &Device::Cpu).unwrap(),
+        Tensor::from_vec(mask, shape, &Device::Cpu).unwrap(),
+    )
+}
+
+/// Mean of `hidden` `[batch, len, h]` over each row's real tokens.
+fn mean_pooled(hidden: &Tensor, mask: &Tensor) -> Vec<Vec<f32>> {
+    let m = mask.to_dtype(DType::F32).unwrap().unsqueeze(2).unwrap();
+    let sum = hidden.broadcast_mul(&m).unwrap().sum(1).unwrap();
+    let count = m.sum(1).unwrap();
+    sum.broadcast_div(&count).unwrap().to_vec2().unwrap()
+}
+
+/// Morph's ONNX Runtime and candle encoders on `files` against `reference`, row by row.
+fn assert_morph_matches(files: &ModelFiles, ids: &[Vec<u32>], reference: &[Vec<f32>], what: &str) {
+    let library = onnxruntime_library(None, &morph_home(), &Pip::from_env()).expect("ONNX Runtime");
+    let spec = RuntimeSpec::dynamic(64, 4);
+    let ort = OrtEncoder::load(files, Pooling::Mean, &library).expect("ONNX Runtime encoder");
+    let ort = ort.runtime(spec).expect("runtime").embed(ids).expect("ort");
+    let candle = std::sync::Arc::new(Encoder::load(files, Pooling::Mean).expect("candle encoder"));
+    let candle = CandleRuntime::new(candle, spec).expect("runtime").embed(ids).expect("candle");
+    for (engine, rows) in [("ONNX Runtime", &ort), ("candle", &candle)] {
+        for (i, (got, want)) in rows.iter().zip(reference).enumerate() {
+            let c = cosine(got, want);
+            assert!(c >= 0.9999, "{what} on {engine}, row {i}: cosine {c}");
+        }
+    }
+}
+
+#[test]
+fn xlm_roberta_matches_candle_transformers() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = json!({
+        "model_type": "xlm-roberta", "architectures": ["XLMRobertaModel"],
+        "vocab_size": VOCAB, "hidden_size": HIDDEN, "num_hidden_layers": LAYERS, "num_attention_heads": 4,
+        "intermediate_size": INNER, "hidden_act": "gelu", "max_position_embeddings": 514,
+        "type_vocab_size": 1, "pad_token_id": 1, "layer_norm_eps": 1e-5,
+        "position_embedding_type": "absolute", "attention_probs_dropout_prob": 0.1, "hidden_dropout_prob": 0.1,
+    });
+    let mut tensors = embeddings("", 514, true);
+    for i in 0..LAYERS {
+        let parts = [
+            "attention.self.query",
+            "attention.self.key",
+            "attention.self.value",
+            "attention.output.dense",
+            "attention.output.LayerNorm",
+            "intermediate.dense",
+            "output.dense",
+            "output.LayerNorm",
+        ];
+        tensors.extend(layer_tensors(&format!("encoder.layer.{i}"), parts));
+    }
+    let files = write_model(dir.path(), &config, &tensors);
+
+    let cfg: xlm_roberta::Config = serde_json::from_value(config).expect("candle-transformers' config");
+    let vb = weights(&files);
+    let model = xlm_roberta::XLMRobertaModel::new(&cfg, vb).expect("candle-transformers' XLM-R");
+    let ids = batch();
+    let (input, mask) = padded(&ids, cfg.pad_token_id);
+    let hidden =
+        model.forward(&input, &mask, &input.zeros_like().unwrap(), None, None, None).expect("forward");
+    assert_morph_matches(&files, &ids, &mean_pooled(&hidden, &mask), "XLM-R");
+}
+
+#[test]
+fn distilbert_matches_candle_transformers() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = json!({
+        "model_type": "distilbert", "architectures": ["DistilBertModel"],
+        "vocab_size": VOCAB, "dim": HIDDEN, "n_layers": LAYERS, "n_heads": 4, "hidden_dim": INNER,
+        "activation": "gelu", "max_position_embeddings": 512, "initializer_range": 0.02, "pad_token_id": 0,
+    });
+    let mut tensors = embeddings("distilbert.", 512, false);
+    for i in 0..LAYERS {
+        let parts = [
+            "attention.q_lin",
+            "attention.k_lin",
+            "attention.v_lin",
+            "attention.out_lin",
+            "sa_layer_norm",
+            "ffn.lin1",
+            "ffn.lin2",
+            "output_layer_norm",
+        ];
+        tensors.extend(layer_tensors(&format!("distilbert.transformer.layer.{i}"), parts));
+    }
+    let files = write_model(dir.path(), &config, &tensors);
+
+    let cfg: distilbert::Config = serde_json::from_value(config).expect("candle-transformers' config");
+    let vb = weights(&files);
+    let model = distilbert::DistilBertModel::load(vb, &cfg).expect("candle-transformers' DistilBERT");
+    let ids = batch();
+    let (input, mask) = padded(&ids, cfg.pad_token_id as u32);
+    // candle-transformers' DistilBERT masks the keys where its mask is 1.
+    let padding = mask.eq(0u32).unwrap().unsqueeze(1).unwrap().unsqueeze(1).unwrap();
+    let hidden = model.forward(&input, &padding).expect("forward");
+    assert_morph_matches(&files, &ids, &mean_pooled(&hidden, &mask), "DistilBERT");
+}
