@@ -50,8 +50,8 @@ fn write_model(dir: &Path, config: &Value, tensors: &[(String, Vec<usize>)]) -> 
     let value = |salt: usize, name: &str, shape: &[usize]| {
         let noise = fixed(shape, salt);
         match (name.contains("LayerNorm") || name.contains("layer_norm"), name.ends_with(".weight")) {
-            (true, true) => ((noise * 0.3).unwrap() + 1.0).unwrap(),
-            (true, false) => (noise * 0.1).unwrap(),
+            (true, true) => ((noise * 0.3).expect("a tensor op") + 1.0).expect("a tensor op"),
+            (true, false) => (noise * 0.1).expect("a tensor op"),
             (false, _) => noise,
         }
     };
@@ -121,17 +121,17 @@ fn padded(ids: &[Vec<u32>], pad: u32) -> (Tensor, Tensor) {
     }
     let shape = (ids.len(), len);
     (
-        Tensor::from_vec(flat, shape, &Device::Cpu).unwrap(),
-        Tensor::from_vec(mask, shape, &Device::Cpu).unwrap(),
+        Tensor::from_vec(flat, shape, &Device::Cpu).expect("a tensor op"),
+        Tensor::from_vec(mask, shape, &Device::Cpu).expect("a tensor op"),
     )
 }
 
 /// Mean of `hidden` `[batch, len, h]` over each row's real tokens.
 fn mean_pooled(hidden: &Tensor, mask: &Tensor) -> Vec<Vec<f32>> {
-    let m = mask.to_dtype(DType::F32).unwrap().unsqueeze(2).unwrap();
-    let sum = hidden.broadcast_mul(&m).unwrap().sum(1).unwrap();
-    let count = m.sum(1).unwrap();
-    sum.broadcast_div(&count).unwrap().to_vec2().unwrap()
+    let m = mask.to_dtype(DType::F32).expect("a tensor op").unsqueeze(2).expect("a tensor op");
+    let sum = hidden.broadcast_mul(&m).expect("a tensor op").sum(1).expect("a tensor op");
+    let count = m.sum(1).expect("a tensor op");
+    sum.broadcast_div(&count).expect("a tensor op").to_vec2().expect("a tensor op")
 }
 
 /// Morph's ONNX Runtime and candle encoders on `files` against `reference`, row by row.
@@ -181,8 +181,9 @@ fn xlm_roberta_matches_candle_transformers() {
     let model = xlm_roberta::XLMRobertaModel::new(&cfg, vb).expect("candle-transformers' XLM-R");
     let ids = batch();
     let (input, mask) = padded(&ids, cfg.pad_token_id);
-    let hidden =
-        model.forward(&input, &mask, &input.zeros_like().unwrap(), None, None, None).expect("forward");
+    let hidden = model
+        .forward(&input, &mask, &input.zeros_like().expect("a tensor op"), None, None, None)
+        .expect("forward");
     assert_morph_matches(&files, &ids, &mean_pooled(&hidden, &mask), "XLM-R");
 }
 
@@ -216,7 +217,13 @@ fn distilbert_matches_candle_transformers() {
     let ids = batch();
     let (input, mask) = padded(&ids, cfg.pad_token_id as u32);
     // candle-transformers' DistilBERT masks the keys where its mask is 1.
-    let padding = mask.eq(0u32).unwrap().unsqueeze(1).unwrap().unsqueeze(1).unwrap();
+    let padding = mask
+        .eq(0u32)
+        .expect("a tensor op")
+        .unsqueeze(1)
+        .expect("a tensor op")
+        .unsqueeze(1)
+        .expect("a tensor op");
     let hidden = model.forward(&input, &padding).expect("forward");
     assert_morph_matches(&files, &ids, &mean_pooled(&hidden, &mask), "DistilBERT");
 }
