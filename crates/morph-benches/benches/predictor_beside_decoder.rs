@@ -52,7 +52,8 @@ fn main() {
         conversations.iter().filter_map(|c| c.round(1)).map(|(_, t)| t).take(prompts).collect();
     let files = fetch(&ModelSource::Default, &home).expect("fetching the default encoder");
     let library = onnxruntime_library(None, &home, &Pip::from_env()).expect("fetching ONNX Runtime");
-    let encoder = OrtEncoder::load(&files, Pooling::from_model_dir(&files.dir), &library).expect("encoder");
+    let encoder = OrtEncoder::load(&files, Pooling::from_model_dir(&files.dir).expect("pooling"), &library)
+        .expect("encoder");
     let predictor = |threads| {
         let unit = UnitSpec::encoder(RuntimeSpec::dynamic(PROMPT_TOKENS as u32, 32)).with_threads(threads);
         let runtime = encoder.instance(unit, &[TokenPlan::Plain]).expect("an encoder instance");

@@ -127,7 +127,8 @@ pub(crate) struct ServeArgs {
     /// Output size of emulated instances.
     #[arg(long, default_value_t = 384)]
     emulated_dim: usize,
-    /// Pooling (mean or cls); default: as the model's sentence-transformers config says.
+    /// Pooling (mean, cls or last: the last real token); default: as the model's
+    /// sentence-transformers config (1_Pooling/config.json) says, mean without one.
     #[arg(long)]
     pooling: Option<Pooling>,
     /// dynamic-batching: most padded tokens (rows x padded length) in one batch.

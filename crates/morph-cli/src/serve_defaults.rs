@@ -116,7 +116,7 @@ fn layout_profile(
     }
     let backend = match backend {
         Some(l) => l,
-        None => backend.insert(Backend::load(files, Pooling::from_model_dir(&files.dir), engine)?),
+        None => backend.insert(Backend::load(files, Pooling::from_model_dir(&files.dir)?, engine)?),
     };
     let mut p = measure(&files.name, backend, layout)?;
     p.engine = Some(label);

@@ -37,7 +37,10 @@ impl WorkerModelArgs {
             Some(library) => library.clone(),
             None => onnxruntime_library(None, &morph_home(), &Pip::from_env())?,
         };
-        let pooling = self.pooling.unwrap_or_else(|| Pooling::from_model_dir(&dir));
+        let pooling = match self.pooling {
+            Some(pooling) => pooling,
+            None => Pooling::from_model_dir(&dir)?,
+        };
         Ok(WorkerModel::Encoder { dir, library, pooling, plans: Vec::new() })
     }
 }

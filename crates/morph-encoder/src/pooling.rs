@@ -6,6 +6,7 @@ use candle_core::{D, Result, Tensor};
 use serde::{Deserialize, Serialize};
 
 use crate::bert::masked_sum;
+use morph_engine::EngineError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -15,6 +16,8 @@ pub enum Pooling {
     Mean,
     /// The first token (`[CLS]`).
     Cls,
+    /// The last real token (decoder-style embedding models).
+    Last,
 }
 
 impl std::str::FromStr for Pooling {
@@ -23,7 +26,8 @@ impl std::str::FromStr for Pooling {
         match s {
             "mean" => Ok(Pooling::Mean),
             "cls" => Ok(Pooling::Cls),
-            other => Err(format!("pooling '{other}' is not one of: mean, cls")),
+            "last" => Ok(Pooling::Last),
+            other => Err(format!("pooling '{other}' is not one of: mean, cls, last")),
         }
     }
 }
@@ -33,30 +37,64 @@ impl std::fmt::Display for Pooling {
         f.write_str(match self {
             Pooling::Mean => "mean",
             Pooling::Cls => "cls",
+            Pooling::Last => "last",
         })
     }
 }
 
+/// sentence-transformers' `1_Pooling/config.json`: one mode set.
 #[derive(Deserialize)]
 struct SentenceTransformersPooling {
     #[serde(default)]
     pooling_mode_cls_token: bool,
+    #[serde(default)]
+    pooling_mode_mean_tokens: bool,
+    #[serde(default)]
+    pooling_mode_lasttoken: bool,
+    #[serde(default)]
+    pooling_mode_max_tokens: bool,
+    #[serde(default)]
+    pooling_mode_mean_sqrt_len_tokens: bool,
+    #[serde(default)]
+    pooling_mode_weightedmean_tokens: bool,
 }
 
 impl Pooling {
-    /// Reads sentence-transformers' `1_Pooling/config.json`; mean pooling if it is absent.
-    pub fn from_model_dir(dir: &Path) -> Self {
+    /// Reads sentence-transformers' `1_Pooling/config.json`; mean pooling if it is absent. A
+    /// mode Morph does not pool by (max, mean·√len, weighted mean, or several at once) is
+    /// refused by name rather than replaced by another.
+    pub fn from_model_dir(dir: &Path) -> std::result::Result<Self, EngineError> {
         let path = dir.join("1_Pooling").join("config.json");
-        std::fs::read_to_string(path)
-            .ok()
-            .and_then(|t| serde_json::from_str::<SentenceTransformersPooling>(&t).ok())
-            .map_or(Pooling::Mean, |c| if c.pooling_mode_cls_token { Pooling::Cls } else { Pooling::Mean })
+        let Ok(text) = std::fs::read_to_string(&path) else { return Ok(Pooling::Mean) };
+        let bad = |detail: String| EngineError::Load(format!("{}: {detail}", path.display()));
+        let c: SentenceTransformersPooling = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        let modes = [
+            (c.pooling_mode_mean_tokens, "pooling_mode_mean_tokens", Some(Pooling::Mean)),
+            (c.pooling_mode_cls_token, "pooling_mode_cls_token", Some(Pooling::Cls)),
+            (c.pooling_mode_lasttoken, "pooling_mode_lasttoken", Some(Pooling::Last)),
+            (c.pooling_mode_max_tokens, "pooling_mode_max_tokens", None),
+            (c.pooling_mode_mean_sqrt_len_tokens, "pooling_mode_mean_sqrt_len_tokens", None),
+            (c.pooling_mode_weightedmean_tokens, "pooling_mode_weightedmean_tokens", None),
+        ];
+        let set: Vec<_> = modes.iter().filter(|(on, ..)| *on).collect();
+        match set.as_slice() {
+            [] => Ok(Pooling::Mean),
+            [(_, _, Some(pooling))] => Ok(*pooling),
+            [(_, name, None)] => {
+                Err(bad(format!("{name} is not supported (Morph pools by mean, cls or last token)")))
+            }
+            several => {
+                let names: Vec<&str> = several.iter().map(|(_, name, _)| *name).collect();
+                Err(bad(format!("{} are set together; Morph pools by one mode", names.join(", "))))
+            }
+        }
     }
 
     /// `hidden`: `[batch, len, hidden]`, `mask`: `[batch, len]` → `[batch, hidden]`.
     pub fn apply(self, hidden: &Tensor, mask: &Tensor) -> Result<Tensor> {
         match self {
             Pooling::Cls => hidden.narrow(1, 0, 1)?.squeeze(1),
+            Pooling::Last => masked_sum(hidden, &last_token(mask)?),
             Pooling::Mean => {
                 let counts = mask.to_dtype(hidden.dtype())?.sum_keepdim(D::Minus1)?.clamp(1.0, f64::MAX)?;
                 masked_sum(hidden, mask)?.broadcast_div(&counts)
@@ -69,6 +107,10 @@ impl Pooling {
     pub fn apply_rows(self, hidden: &[f32], mask: &[i64], dim: usize) -> Vec<f32> {
         match self {
             Pooling::Cls => hidden[..dim].to_vec(),
+            Pooling::Last => {
+                let last = mask.iter().rposition(|m| *m != 0).unwrap_or(0);
+                hidden[last * dim..(last + 1) * dim].to_vec()
+            }
             Pooling::Mean => {
                 let mut sum = vec![0f32; dim];
                 for (row, _) in hidden.chunks_exact(dim).zip(mask).filter(|(_, m)| **m != 0) {
@@ -80,6 +122,15 @@ impl Pooling {
             }
         }
     }
+}
+
+/// 1 at each row's last real token of a right-padded `mask` `[batch, len]`, else 0: the mask
+/// less itself shifted left by one.
+fn last_token(mask: &Tensor) -> Result<Tensor> {
+    let real = mask.to_dtype(candle_core::DType::F32)?.clamp(0.0, 1.0)?;
+    let len = real.dim(1)?;
+    let next = Tensor::cat(&[real.narrow(1, 1, len - 1)?, real.narrow(1, 0, 1)?.zeros_like()?], 1)?;
+    real - next
 }
 
 /// Scales `v` to unit L2 norm in place; a zero vector is left as it is.
@@ -120,6 +171,27 @@ mod tests {
         let rows = [1f32, 2., 3., 4., 100., 100.];
         assert_eq!(Pooling::Mean.apply_rows(&rows, &[1, 1, 0], 2), vec![2., 3.]);
         assert_eq!(Pooling::Cls.apply_rows(&rows, &[1, 1, 0], 2), vec![1., 2.]);
+        let last = Pooling::Last.apply(&hidden, &mask).unwrap().to_vec2::<f32>().unwrap();
+        assert_eq!(last, vec![vec![3., 4.]]);
+        assert_eq!(Pooling::Last.apply_rows(&rows, &[1, 1, 0], 2), vec![3., 4.]);
+    }
+
+    #[test]
+    fn sentence_transformers_modes_are_read_and_the_unsupported_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(Pooling::from_model_dir(dir.path()).unwrap(), Pooling::Mean, "no config: mean");
+        std::fs::create_dir(dir.path().join("1_Pooling")).unwrap();
+        let write = |json: &str| std::fs::write(dir.path().join("1_Pooling/config.json"), json).unwrap();
+        write(r#"{"word_embedding_dimension": 8, "pooling_mode_lasttoken": true}"#);
+        assert_eq!(Pooling::from_model_dir(dir.path()).unwrap(), Pooling::Last);
+        write(r#"{"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false}"#);
+        assert_eq!(Pooling::from_model_dir(dir.path()).unwrap(), Pooling::Cls);
+        write(r#"{"pooling_mode_max_tokens": true}"#);
+        let err = Pooling::from_model_dir(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("pooling_mode_max_tokens is not supported"), "{err}");
+        write(r#"{"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": true}"#);
+        let err = Pooling::from_model_dir(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("set together"), "{err}");
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! RoBERTa (XLM-R's configuration) and DistilBERT, read into BERT's layout, against
 //! candle-transformers' own implementations of those architectures, on tiny random checkpoints
 //! of their real configurations (Hugging Face's tensor names, DistilBERT's with the `distilbert.`
-//! prefix a task model saves): Morph's ONNX graph on ONNX Runtime and its candle encoder, mean
-//! pooled, at cosine ≥ 0.9999 to the reference for every row of a padded batch.
+//! prefix a task model saves): Morph's ONNX graph on ONNX Runtime and its candle encoder, pooled
+//! by mean (and for DistilBERT by the first and the last token too), at cosine ≥ 0.9999 to the
+//! reference for every row of a padded batch.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -126,26 +127,38 @@ fn padded(ids: &[Vec<u32>], pad: u32) -> (Tensor, Tensor) {
     )
 }
 
-/// Mean of `hidden` `[batch, len, h]` over each row's real tokens.
-fn mean_pooled(hidden: &Tensor, mask: &Tensor) -> Vec<Vec<f32>> {
-    let m = mask.to_dtype(DType::F32).expect("a tensor op").unsqueeze(2).expect("a tensor op");
-    let sum = hidden.broadcast_mul(&m).expect("a tensor op").sum(1).expect("a tensor op");
-    let count = m.sum(1).expect("a tensor op");
-    sum.broadcast_div(&count).expect("a tensor op").to_vec2().expect("a tensor op")
+/// `hidden` `[batch, len, h]` pooled over each row's real tokens by `pooling`.
+fn pooled(hidden: &Tensor, mask: &Tensor, pooling: Pooling) -> Vec<Vec<f32>> {
+    let rows: Vec<Vec<Vec<f32>>> = hidden.to_vec3().expect("hidden states");
+    let mask: Vec<Vec<u32>> = mask.to_vec2().expect("mask");
+    let pool = |row: &Vec<Vec<f32>>, real: usize| match pooling {
+        Pooling::Cls => row[0].clone(),
+        Pooling::Last => row[real - 1].clone(),
+        Pooling::Mean => {
+            (0..row[0].len()).map(|j| row[..real].iter().map(|t| t[j]).sum::<f32>() / real as f32).collect()
+        }
+    };
+    rows.iter().zip(&mask).map(|(row, m)| pool(row, m.iter().filter(|&&x| x == 1).count())).collect()
 }
 
 /// Morph's ONNX Runtime and candle encoders on `files` against `reference`, row by row.
-fn assert_morph_matches(files: &ModelFiles, ids: &[Vec<u32>], reference: &[Vec<f32>], what: &str) {
+fn assert_morph_matches(
+    files: &ModelFiles,
+    ids: &[Vec<u32>],
+    pooling: Pooling,
+    reference: &[Vec<f32>],
+    what: &str,
+) {
     let library = onnxruntime_library(None, &morph_home(), &Pip::from_env()).expect("ONNX Runtime");
     let spec = RuntimeSpec::dynamic(64, 4);
-    let ort = OrtEncoder::load(files, Pooling::Mean, &library).expect("ONNX Runtime encoder");
+    let ort = OrtEncoder::load(files, pooling, &library).expect("ONNX Runtime encoder");
     let ort = ort.runtime(spec).expect("runtime").embed(ids).expect("ort");
-    let candle = std::sync::Arc::new(Encoder::load(files, Pooling::Mean).expect("candle encoder"));
+    let candle = std::sync::Arc::new(Encoder::load(files, pooling).expect("candle encoder"));
     let candle = CandleRuntime::new(candle, spec).expect("runtime").embed(ids).expect("candle");
     for (engine, rows) in [("ONNX Runtime", &ort), ("candle", &candle)] {
         for (i, (got, want)) in rows.iter().zip(reference).enumerate() {
             let c = cosine(got, want);
-            assert!(c >= 0.9999, "{what} on {engine}, row {i}: cosine {c}");
+            assert!(c >= 0.9999, "{what} ({pooling} pooling) on {engine}, row {i}: cosine {c}");
         }
     }
 }
@@ -184,7 +197,7 @@ fn xlm_roberta_matches_candle_transformers() {
     let hidden = model
         .forward(&input, &mask, &input.zeros_like().expect("a tensor op"), None, None, None)
         .expect("forward");
-    assert_morph_matches(&files, &ids, &mean_pooled(&hidden, &mask), "XLM-R");
+    assert_morph_matches(&files, &ids, Pooling::Mean, &pooled(&hidden, &mask, Pooling::Mean), "XLM-R");
 }
 
 #[test]
@@ -225,5 +238,7 @@ fn distilbert_matches_candle_transformers() {
         .unsqueeze(1)
         .expect("a tensor op");
     let hidden = model.forward(&input, &padding).expect("forward");
-    assert_morph_matches(&files, &ids, &mean_pooled(&hidden, &mask), "DistilBERT");
+    for pooling in [Pooling::Mean, Pooling::Cls, Pooling::Last] {
+        assert_morph_matches(&files, &ids, pooling, &pooled(&hidden, &mask, pooling), "DistilBERT");
+    }
 }

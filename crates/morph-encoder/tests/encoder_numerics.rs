@@ -11,7 +11,8 @@ use morph_fetch::{fetch, morph_home};
 
 fn load() -> (Arc<Encoder>, TextTokenizer) {
     let files = fetch(&ModelSource::Default, &morph_home()).expect("fetching the default model");
-    let encoder = Encoder::load(&files, Pooling::from_model_dir(&files.dir)).expect("loading weights");
+    let encoder = Encoder::load(&files, Pooling::from_model_dir(&files.dir).expect("pooling"))
+        .expect("loading weights");
     let tokenizer = TextTokenizer::load(&files.tokenizer).expect("loading tokenizer");
     (Arc::new(encoder), tokenizer)
 }

@@ -34,7 +34,7 @@ fn models() -> &'static Models {
         let home = morph_home();
         let files = fetch(&ModelSource::Default, &home).expect("fetching the default model");
         let library = onnxruntime_library(None, &home, &Pip::from_env()).expect("fetching ONNX Runtime");
-        let pooling = Pooling::from_model_dir(&files.dir);
+        let pooling = Pooling::from_model_dir(&files.dir).expect("pooling");
         Models {
             files: files.clone(),
             library: library.clone(),

@@ -45,7 +45,7 @@ impl PredictorConfig {
         let (model, cache) = match self {
             PredictorConfig::None => return Ok(None),
             PredictorConfig::Model { encoder, engine, head } => {
-                let backend = Backend::load(encoder, Pooling::from_model_dir(&encoder.dir), engine)?;
+                let backend = Backend::load(encoder, Pooling::from_model_dir(&encoder.dir)?, engine)?;
                 let runtime = backend.engine(UnitSpec::encoder(RuntimeSpec::dynamic(
                     PROMPT_TOKENS as u32,
                     MAX_BATCH as u32,

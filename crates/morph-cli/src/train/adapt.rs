@@ -76,7 +76,7 @@ pub(crate) struct AdaptArgs {
 pub(crate) fn run(mut args: AdaptArgs) -> anyhow::Result<()> {
     let files = args.model.fetch()?;
     let tokenizer = TextTokenizer::load(&files.tokenizer)?;
-    let pooling = Pooling::from_model_dir(&files.dir);
+    let pooling = Pooling::from_model_dir(&files.dir)?;
     let mut plans = vec![TokenPlan::Plain];
     plans.extend(args.engine.plans.iter().copied().filter(|p| *p != TokenPlan::Plain));
     let prompted = |p: &TokenPlan| matches!(p, TokenPlan::Prompt(..));

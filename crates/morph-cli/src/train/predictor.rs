@@ -126,7 +126,7 @@ pub(crate) fn run(args: PredictorArgs) -> anyhow::Result<()> {
     };
     let files = args.model.fetch()?;
     let tokenizer = TextTokenizer::load(&files.tokenizer)?;
-    let backend = Backend::load(&files, Pooling::from_model_dir(&files.dir), &args.engine.real()?)?;
+    let backend = Backend::load(&files, Pooling::from_model_dir(&files.dir)?, &args.engine.real()?)?;
     let mut engine = backend.engine(UnitSpec::encoder(RuntimeSpec::dynamic(PROMPT_TOKENS as u32, 32)))?;
 
     let started = Instant::now();
@@ -187,7 +187,7 @@ pub(crate) fn run(args: PredictorArgs) -> anyhow::Result<()> {
             0 => (s, predicted, None),
             layers => {
                 let checkpoint = Checkpoint::load(&files)?;
-                let top = TunedTop::new(&checkpoint, layers, Pooling::from_model_dir(&files.dir))?;
+                let top = TunedTop::new(&checkpoint, layers, Pooling::from_model_dir(&files.dir)?)?;
                 let states = |rows: &[usize]| {
                     top.frozen_states(&rows.iter().map(|&i| ids[i].clone()).collect::<Vec<_>>())
                 };

@@ -482,6 +482,22 @@ impl Writer<'_> {
                 let axis = self.g.i64s(&[1]);
                 self.g.op("Squeeze", &[&cls, &axis], vec![])
             }
+            Pooling::Last => {
+                // 1 at each row's last real token: the 0/1 mask less itself shifted left.
+                let (zero, one, len_end) = (self.g.i64s(&[0]), self.g.i64s(&[1]), self.g.i64s(&[i64::MAX]));
+                let unit = self.g.scalar(1.0);
+                let real = self.g.op("Min", &[mask, &unit], vec![]);
+                let rest = self.g.op("Slice", &[&real, &one, &len_end, &one], vec![]);
+                let first = self.g.op("Slice", &[&real, &zero, &one, &one], vec![]);
+                let nothing = self.g.scalar(0.0);
+                let end = self.g.op("Mul", &[&first, &nothing], vec![]);
+                let next = self.g.op("Concat", &[&rest, &end], vec![("axis", Attr::Int(1))]);
+                let at_last = self.g.op("Sub", &[&real, &next], vec![]);
+                let axis = self.g.i64s(&[2]);
+                let weights = self.g.op("Unsqueeze", &[&at_last, &axis], vec![]);
+                let picked = self.g.op("Mul", &[x, &weights], vec![]);
+                self.g.op("ReduceSum", &[&picked, &one], vec![("keepdims", Attr::Int(0))])
+            }
             Pooling::Mean => {
                 let last = self.g.i64s(&[2]);
                 let weights = self.g.op("Unsqueeze", &[mask, &last], vec![]);
