@@ -3,7 +3,8 @@
 //! of their real configurations (Hugging Face's tensor names, DistilBERT's with the `distilbert.`
 //! prefix a task model saves): Morph's ONNX graph on ONNX Runtime and its candle encoder, pooled
 //! by mean (and for DistilBERT by the first and the last token too), at cosine ≥ 0.9999 to the
-//! reference for every row of a padded batch.
+//! reference for every row of a padded batch; and each served over HTTP, by the default policy
+//! and by Arlo, at the same bound.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -14,10 +15,17 @@ use candle_transformers::models::{distilbert, xlm_roberta};
 use morph_core::RuntimeSpec;
 use morph_core::fixtures::random_ids;
 use morph_encoder::pooling::cosine;
-use morph_encoder::{CandleRuntime, Encoder, OrtEncoder, Pooling};
+use morph_encoder::{CandleRuntime, Encoder, OrtEncoder, Pooling, TextTokenizer};
 use morph_engine::Engine;
 use morph_fetch::{ModelFiles, ModelSource, Pip, fetch, morph_home, onnxruntime_library};
 use serde_json::{Value, json};
+
+mod common;
+
+use common::{embed, serve_with, vectors};
+
+/// A family's reference: pooled vectors of token ids (one sequence per row) by a pooling.
+type Reference = Box<dyn Fn(&[Vec<u32>], Pooling) -> Vec<Vec<f32>>>;
 
 const HIDDEN: usize = 32;
 const INNER: usize = 64;
@@ -163,9 +171,8 @@ fn assert_morph_matches(
     }
 }
 
-#[test]
-fn xlm_roberta_matches_candle_transformers() {
-    let dir = tempfile::tempdir().expect("temp dir");
+/// A tiny XLM-R checkpoint in `dir`, and candle-transformers' hidden states for `ids`.
+fn xlm_roberta(dir: &Path) -> (ModelFiles, Reference) {
     let config = json!({
         "model_type": "xlm-roberta", "architectures": ["XLMRobertaModel"],
         "vocab_size": VOCAB, "hidden_size": HIDDEN, "num_hidden_layers": LAYERS, "num_attention_heads": 4,
@@ -187,22 +194,21 @@ fn xlm_roberta_matches_candle_transformers() {
         ];
         tensors.extend(layer_tensors(&format!("encoder.layer.{i}"), parts));
     }
-    let files = write_model(dir.path(), &config, &tensors);
-
+    let files = write_model(dir, &config, &tensors);
     let cfg: xlm_roberta::Config = serde_json::from_value(config).expect("candle-transformers' config");
-    let vb = weights(&files);
-    let model = xlm_roberta::XLMRobertaModel::new(&cfg, vb).expect("candle-transformers' XLM-R");
-    let ids = batch();
-    let (input, mask) = padded(&ids, cfg.pad_token_id);
-    let hidden = model
-        .forward(&input, &mask, &input.zeros_like().expect("a tensor op"), None, None, None)
-        .expect("forward");
-    assert_morph_matches(&files, &ids, Pooling::Mean, &pooled(&hidden, &mask, Pooling::Mean), "XLM-R");
+    let model = xlm_roberta::XLMRobertaModel::new(&cfg, weights(&files)).expect("candle-transformers' XLM-R");
+    let reference = Box::new(move |ids: &[Vec<u32>], pooling| {
+        let (input, mask) = padded(ids, cfg.pad_token_id);
+        let types = input.zeros_like().expect("a tensor op");
+        let hidden = model.forward(&input, &mask, &types, None, None, None).expect("forward");
+        pooled(&hidden, &mask, pooling)
+    });
+    (files, reference)
 }
 
-#[test]
-fn distilbert_matches_candle_transformers() {
-    let dir = tempfile::tempdir().expect("temp dir");
+/// A tiny DistilBERT checkpoint in `dir` (tensors under `distilbert.`), and candle-transformers'
+/// hidden states for `ids`.
+fn distilbert(dir: &Path) -> (ModelFiles, Reference) {
     let config = json!({
         "model_type": "distilbert", "architectures": ["DistilBertModel"],
         "vocab_size": VOCAB, "dim": HIDDEN, "n_layers": LAYERS, "n_heads": 4, "hidden_dim": INNER,
@@ -222,23 +228,78 @@ fn distilbert_matches_candle_transformers() {
         ];
         tensors.extend(layer_tensors(&format!("distilbert.transformer.layer.{i}"), parts));
     }
-    let files = write_model(dir.path(), &config, &tensors);
-
+    let files = write_model(dir, &config, &tensors);
     let cfg: distilbert::Config = serde_json::from_value(config).expect("candle-transformers' config");
-    let vb = weights(&files);
-    let model = distilbert::DistilBertModel::load(vb, &cfg).expect("candle-transformers' DistilBERT");
+    let model =
+        distilbert::DistilBertModel::load(weights(&files), &cfg).expect("candle-transformers' DistilBERT");
+    let reference = Box::new(move |ids: &[Vec<u32>], pooling| {
+        let (input, mask) = padded(ids, cfg.pad_token_id as u32);
+        // candle-transformers' DistilBERT masks the keys where its mask is 1.
+        let padding = mask.eq(0u32).and_then(|m| m.unsqueeze(1)?.unsqueeze(1)).expect("a tensor op");
+        let hidden = model.forward(&input, &padding).expect("forward");
+        pooled(&hidden, &mask, pooling)
+    });
+    (files, reference)
+}
+
+#[test]
+fn xlm_roberta_matches_candle_transformers_on_both_engines() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (files, reference) = xlm_roberta(dir.path());
     let ids = batch();
-    let (input, mask) = padded(&ids, cfg.pad_token_id as u32);
-    // candle-transformers' DistilBERT masks the keys where its mask is 1.
-    let padding = mask
-        .eq(0u32)
-        .expect("a tensor op")
-        .unsqueeze(1)
-        .expect("a tensor op")
-        .unsqueeze(1)
-        .expect("a tensor op");
-    let hidden = model.forward(&input, &padding).expect("forward");
+    assert_morph_matches(&files, &ids, Pooling::Mean, &reference(&ids, Pooling::Mean), "XLM-R");
+}
+
+#[test]
+fn distilbert_matches_candle_transformers_on_both_engines_by_every_pooling() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (files, reference) = distilbert(dir.path());
+    let ids = batch();
     for pooling in [Pooling::Mean, Pooling::Cls, Pooling::Last] {
-        assert_morph_matches(&files, &ids, pooling, &pooled(&hidden, &mask, pooling), "DistilBERT");
+        assert_morph_matches(&files, &ids, pooling, &reference(&ids, pooling), "DistilBERT");
+    }
+}
+
+/// Texts served over HTTP.
+const TEXTS: [&str; 3] = ["A man is eating food.", "Positions count from the padding id plus one.", "short"];
+
+/// Each family served over HTTP with the default policy and with Arlo (planning with a profile
+/// `morph profile` measured of it): the vectors are the reference's for the texts' token ids.
+#[tokio::test(flavor = "multi_thread")]
+async fn each_family_is_served_over_http_by_default_and_by_arlo() {
+    let scratch = tempfile::tempdir().expect("temp dir");
+    for (name, family) in
+        [("xlm-r", xlm_roberta as fn(&Path) -> (ModelFiles, Reference)), ("distilbert", distilbert)]
+    {
+        let dir = scratch.path().join(name);
+        std::fs::create_dir(&dir).expect("model dir");
+        let (files, reference) = family(&dir);
+        let tokenizer = TextTokenizer::load(&files.tokenizer).expect("tokenizer");
+        let ids: Vec<Vec<u32>> = TEXTS.iter().map(|t| tokenizer.encode(t).expect("tokenize")).collect();
+        let want = reference(&ids, Pooling::Mean);
+        let model = files.dir.to_str().expect("utf-8 path");
+
+        let profile = scratch.path().join(format!("{name}.json"));
+        let measured = std::process::Command::new(env!("CARGO_BIN_EXE_morph"))
+            .args(["profile", "--model", model, "--engine", "ort", "--lens", "16,32", "--batches", "1,2"])
+            .args(["--warmup", "1", "--runs", "2", "--out"])
+            .arg(&profile)
+            .output()
+            .expect("morph profile");
+        assert!(measured.status.success(), "{}", String::from_utf8_lossy(&measured.stderr));
+        let profile = profile.to_str().expect("utf-8 path");
+        let policies: [&[&str]; 2] =
+            [&["--runtime", "dynamic:64x4"], &["--policy", "arlo", "--slo-ms", "2000", "--profile", profile]];
+        for policy in policies {
+            let served = serve_with(&[&["--model", model, "--engine", "ort"], policy].concat());
+            let (status, body) = embed(&served.url, &TEXTS).await;
+            assert_eq!(status, 200, "{name} {policy:?}: {body}");
+            let got = vectors(&body);
+            assert_eq!((got.len(), got[0].len()), (TEXTS.len(), HIDDEN), "{name} {policy:?}");
+            for (i, (got, want)) in got.iter().zip(&want).enumerate() {
+                let c = cosine(got, want);
+                assert!(c >= 0.9999, "{name} served with {policy:?}, text {i}: cosine {c}");
+            }
+        }
     }
 }
