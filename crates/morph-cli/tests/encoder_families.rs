@@ -3,8 +3,8 @@
 //! of their real configurations (Hugging Face's tensor names, DistilBERT's with the `distilbert.`
 //! prefix a task model saves): Morph's ONNX graph on ONNX Runtime and its candle encoder, pooled
 //! by mean (and for DistilBERT by the first and the last token too), at cosine ≥ 0.9999 to the
-//! reference for every row of a padded batch; and each served over HTTP, by the default policy
-//! and by Arlo, at the same bound.
+//! reference for every row of a padded batch; and each served over HTTP (by the default policy,
+//! by Arlo, in two pipeline stages) at the same bound.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -263,10 +263,11 @@ fn distilbert_matches_candle_transformers_on_both_engines_by_every_pooling() {
 /// Texts served over HTTP.
 const TEXTS: [&str; 3] = ["A man is eating food.", "Positions count from the padding id plus one.", "short"];
 
-/// Each family served over HTTP with the default policy and with Arlo (planning with a profile
-/// `morph profile` measured of it): the vectors are the reference's for the texts' token ids.
+/// Each family served over HTTP with the default policy, with Arlo (planning with a profile
+/// `morph profile` measured of it) and cut into two pipeline stages: the vectors are the
+/// reference's for the texts' token ids.
 #[tokio::test(flavor = "multi_thread")]
-async fn each_family_is_served_over_http_by_default_and_by_arlo() {
+async fn each_family_is_served_over_http_by_default_by_arlo_and_in_stages() {
     let scratch = tempfile::tempdir().expect("temp dir");
     for (name, family) in
         [("xlm-r", xlm_roberta as fn(&Path) -> (ModelFiles, Reference)), ("distilbert", distilbert)]
@@ -288,8 +289,12 @@ async fn each_family_is_served_over_http_by_default_and_by_arlo() {
             .expect("morph profile");
         assert!(measured.status.success(), "{}", String::from_utf8_lossy(&measured.stderr));
         let profile = profile.to_str().expect("utf-8 path");
-        let policies: [&[&str]; 2] =
-            [&["--runtime", "dynamic:64x4"], &["--policy", "arlo", "--slo-ms", "2000", "--profile", profile]];
+        let policies: [&[&str]; 3] = [
+            &["--runtime", "dynamic:64x4"],
+            &["--policy", "arlo", "--slo-ms", "2000", "--profile", profile],
+            // Two pipeline stages of one layer each, hidden states handed between them.
+            &["--runtime", "dynamic:64x4", "--stages", "2"],
+        ];
         for policy in policies {
             let served = serve_with(&[&["--model", model, "--engine", "ort"], policy].concat());
             let (status, body) = embed(&served.url, &TEXTS).await;
