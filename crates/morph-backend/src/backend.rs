@@ -47,8 +47,8 @@ impl Backend {
                 Backend::Ort(Box::new(encoder), plans)
             }
             EngineKind::Emulated { profile, dim } => Self::emulated(profile.clone(), *dim),
-            EngineKind::Decoder { gguf, prefill_chunk, kernels } => {
-                Self::decoder(gguf, *prefill_chunk, *kernels)?
+            EngineKind::Decoder { gguf, prefill_chunk, kernels, chat_template } => {
+                Self::decoder(gguf, *prefill_chunk, *kernels, chat_template.as_deref())?
             }
         })
     }
@@ -59,9 +59,15 @@ impl Backend {
     }
 
     /// Instances of the GGUF model at `gguf`, feeding prompts `prefill_chunk` tokens per
-    /// iteration at most (0: whole prompts), stepped by `kernels`.
-    pub fn decoder(gguf: &Path, prefill_chunk: usize, kernels: DecoderKernels) -> Result<Self, EngineError> {
-        let (model, backend) = load_decoder(gguf, kernels)?;
+    /// iteration at most (0: whole prompts), stepped by `kernels`, chatting by `chat_template`
+    /// if given (else the file's).
+    pub fn decoder(
+        gguf: &Path,
+        prefill_chunk: usize,
+        kernels: DecoderKernels,
+        chat_template: Option<&str>,
+    ) -> Result<Self, EngineError> {
+        let (model, backend) = load_decoder(gguf, kernels, chat_template)?;
         Ok(Backend::Decoder(model, backend, prefill_chunk))
     }
 

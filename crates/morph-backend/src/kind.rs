@@ -19,8 +19,9 @@ pub enum EngineKind {
     Emulated { profile: Arc<LatencyProfile>, dim: usize },
     /// A decoder LM from a GGUF file, for generation: each instance a continuous batch,
     /// feeding prompts `prefill_chunk` tokens per iteration at most (0: whole prompts), its
-    /// steps run by `kernels`.
-    Decoder { gguf: PathBuf, prefill_chunk: usize, kernels: DecoderKernels },
+    /// steps run by `kernels`, its chats rendered by `chat_template` (Jinja) if given, else by
+    /// the file's.
+    Decoder { gguf: PathBuf, prefill_chunk: usize, kernels: DecoderKernels, chat_template: Option<String> },
 }
 
 impl EngineKind {

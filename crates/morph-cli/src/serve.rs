@@ -83,6 +83,11 @@ pub(crate) struct ServeArgs {
     /// (llama.cpp kernels), with the same numbers as computed afresh.
     #[arg(long, default_value_t = 256)]
     prefill_chunk: usize,
+    /// With --task generate: a chat template (a Jinja file, as Hugging Face's chat_template) to
+    /// render /v1/chat/completions prompts by, in place of the GGUF's tokenizer.chat_template,
+    /// or for a GGUF that has none (whose chat calls are refused otherwise).
+    #[arg(long)]
+    chat_template: Option<PathBuf>,
     /// With --task generate: what runs the decoder's steps. `llama-cpp` (the default for a
     /// whole decoder): llama.cpp's CPU kernels on the GGUF weights as shipped (quantized; each
     /// step one batched call over every sequence, on --threads or every core). `candle`: the
@@ -177,6 +182,10 @@ impl ServeArgs {
         anyhow::ensure!(self.max_client_batch > 0, "--max-client-batch must be at least 1");
         anyhow::ensure!(self.stages > 0, "--stages must be at least 1");
         anyhow::ensure!(self.max_connections > 0, "--max-connections must be at least 1");
+        anyhow::ensure!(
+            self.chat_template.is_none() || self.task == Task::Generate,
+            "--chat-template is for --task generate"
+        );
         for (flag, s) in [
             ("--header-timeout-s", self.header_timeout_s),
             ("--body-timeout-s", self.body_timeout_s),
@@ -230,6 +239,13 @@ impl ServeArgs {
                             true => DecoderKernels::LlamaCpp,
                             false => DecoderKernels::Candle,
                         }),
+                        chat_template: match &self.chat_template {
+                            Some(path) => Some(
+                                std::fs::read_to_string(path)
+                                    .with_context(|| format!("--chat-template {}", path.display()))?,
+                            ),
+                            None => None,
+                        },
                     },
                     predictor,
                 )

@@ -122,10 +122,16 @@ fn write_qwen2(dir: &Path, with_template: bool) -> PathBuf {
 /// llama.cpp alone: `prompt`'s tokens (Qwen's tokenizer) and its greedy continuation (until an
 /// end of generation or `n` tokens), as text.
 fn llama_cpp_greedy(gguf: &Path, prompt: &str, n: usize) -> (usize, String) {
-    let backend = LlamaBackend::init().expect("llama.cpp");
-    let model = LlamaModel::load_from_file(&backend, gguf, &LlamaModelParams::default()).expect("load");
+    // llama.cpp's state is once per process, whichever test gets here first.
+    static BACKEND: std::sync::OnceLock<LlamaBackend> = std::sync::OnceLock::new();
+    let backend = BACKEND.get_or_init(|| {
+        let mut backend = LlamaBackend::init().expect("llama.cpp");
+        backend.void_logs();
+        backend
+    });
+    let model = LlamaModel::load_from_file(backend, gguf, &LlamaModelParams::default()).expect("load");
     let params = LlamaContextParams::default().with_n_ctx(NonZeroU32::new(512));
-    let mut ctx = model.new_context(&backend, params).expect("context");
+    let mut ctx = model.new_context(backend, params).expect("context");
     let vocab = model.vocab();
     let prompt = vocab.tokenize(prompt.as_bytes(), false, true);
     let mut batch = LlamaBatch::new(512, 1);
@@ -175,8 +181,9 @@ async fn a_qwen2_gguf_is_served_by_its_own_template_tokenizer_and_kernels() {
     assert_eq!(body["choices"][0]["message"]["content"], expected, "llama.cpp's own greedy reply: {body}");
 }
 
-/// Without a chat template a chat call is refused, naming what is missing (a completion is served), and candle's
-/// kernels, Llama-only, refuse the architecture in one line.
+/// Without a chat template a chat call is refused, naming what is missing (a completion is
+/// served; `--chat-template` gives it one), and candle's kernels, Llama-only, refuse the
+/// architecture in one line.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_gguf_without_a_template_serves_completions_and_candle_refuses_qwen2() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -203,4 +210,22 @@ async fn a_gguf_without_a_template_serves_completions_and_candle_refuses_qwen2()
     let completion =
         call("/v1/completions", json!({"prompt": QUESTION, "max_tokens": 4})).await.expect("an answer");
     assert_eq!(completion.status(), 200);
+    drop(served);
+
+    // --chat-template gives it one: the same prompt as the template in the metadata renders.
+    let template = fetch_llama_cpp_vocabularies(&morph_home(), &Pip::from_env())
+        .expect("llama.cpp's vocabularies")
+        .join("templates/Qwen-Qwen2.5-7B-Instruct.jinja");
+    let template = template.to_str().expect("utf-8 path");
+    let served = serve_with(&["--task", "generate", "--model", model, "--chat-template", template]);
+    let chat = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", served.url))
+        .json(&json!({"messages": [{"role": "user", "content": QUESTION}], "max_tokens": 2}))
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(chat.status(), 200);
+    let body: Json = chat.json().await.expect("JSON");
+    let (prompt_tokens, _) = llama_cpp_greedy(&gguf, RENDERED, 0);
+    assert_eq!(body["usage"]["prompt_tokens"], prompt_tokens, "{body}");
 }

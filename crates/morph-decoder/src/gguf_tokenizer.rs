@@ -64,21 +64,19 @@ impl GgufTokenizer {
         })?;
         let mut tokenizer = Self { vocab, turn_start: None, chat: None };
         tokenizer.turn_start = TURN_STARTS.iter().find_map(|text| tokenizer.control_token(text));
-        tokenizer.chat = match tokenizer.vocab.chat_template(None) {
-            Ok(template) => {
-                let source = template.to_string().map_err(load_err)?;
-                Some(
-                    ChatTemplate::new(
-                        source,
-                        tokenizer.piece(tokenizer.vocab.vocab().bos()),
-                        tokenizer.eos_text(),
-                    )
-                    .map_err(|e| load_err(format!("its chat template: {e}")))?,
-                )
-            }
-            Err(_) => None,
-        };
+        if let Ok(template) = tokenizer.vocab.chat_template(None) {
+            tokenizer = tokenizer.with_chat_template(template.to_string().map_err(load_err)?)?;
+        }
         Ok(tokenizer)
+    }
+
+    /// This tokenizer with the chat template `source` (Jinja) in place of the file's.
+    pub fn with_chat_template(mut self, source: String) -> Result<Self, EngineError> {
+        let bos = self.piece(self.vocab.vocab().bos());
+        let template = ChatTemplate::new(source, bos, self.eos_text())
+            .map_err(|e| load_err(format!("the chat template does not parse: {e}")))?;
+        self.chat = Some(template);
+        Ok(self)
     }
 
     /// The id of control token `text`, if the vocabulary has it whole.

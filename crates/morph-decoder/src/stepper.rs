@@ -46,14 +46,24 @@ impl std::str::FromStr for DecoderKernels {
 /// that runs its steps.
 pub type LoadedDecoder = (Arc<(Llama, GgufTokenizer)>, Arc<dyn DecodeBackend>);
 
-/// The decoder at `gguf` for `kernels`.
-pub fn load_decoder(gguf: &std::path::Path, kernels: DecoderKernels) -> Result<LoadedDecoder, EngineError> {
+/// The decoder at `gguf` for `kernels`, chatting by `chat_template` (Jinja) if given, else by
+/// the template in the file.
+pub fn load_decoder(
+    gguf: &std::path::Path,
+    kernels: DecoderKernels,
+    chat_template: Option<&str>,
+) -> Result<LoadedDecoder, EngineError> {
+    let with_template = |(model, tokenizer): (Llama, GgufTokenizer)| match chat_template {
+        Some(source) => Ok((model, tokenizer.with_chat_template(source.to_string())?)),
+        None => Ok::<_, EngineError>((model, tokenizer)),
+    };
     Ok(match kernels {
-        DecoderKernels::LlamaCpp => {
-            (Arc::new(Llama::load_shape(gguf)?), Arc::new(super::LlamaCppBackend::load(gguf)?))
-        }
+        DecoderKernels::LlamaCpp => (
+            Arc::new(with_template(Llama::load_shape(gguf)?)?),
+            Arc::new(super::LlamaCppBackend::load(gguf)?),
+        ),
         DecoderKernels::Candle => {
-            let model = Arc::new(Llama::load(gguf)?);
+            let model = Arc::new(with_template(Llama::load(gguf)?)?);
             (model.clone(), Arc::new(CandleBackend(model)))
         }
     })

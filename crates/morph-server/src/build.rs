@@ -65,8 +65,9 @@ pub(crate) struct Loaded {
 /// Loads the model and makes its launcher (with worker processes when configured).
 pub(crate) fn load(config: &ServerConfig) -> Result<Loaded, BuildError> {
     match (&config.engine, &config.model) {
-        (EngineKind::Decoder { gguf, prefill_chunk, kernels }, _) => {
-            let launcher = Launcher::new(Backend::decoder(gguf, *prefill_chunk, *kernels)?);
+        (EngineKind::Decoder { gguf, prefill_chunk, kernels, chat_template }, _) => {
+            let launcher =
+                Launcher::new(Backend::decoder(gguf, *prefill_chunk, *kernels, chat_template.as_deref())?);
             let launcher = match &config.workers {
                 None => launcher,
                 Some(workers) => launcher

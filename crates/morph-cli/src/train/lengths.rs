@@ -69,7 +69,7 @@ pub(crate) fn run(args: LengthsArgs) -> anyhow::Result<()> {
         true => load_length_records(&args.out)?.into_iter().map(|r| r.conversation).collect(),
         false => HashSet::new(),
     };
-    let (model, backend) = load_decoder(&args.model.fetch_decoder()?, args.decoder_kernels)?;
+    let (model, backend) = load_decoder(&args.model.fetch_decoder()?, args.decoder_kernels, None)?;
     let tokenizer = &model.1;
     let mut pending = Vec::new();
     let (mut skipped, mut unrepresentable) = (0, 0);
