@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 
 mod common;
 
-use common::{embed, serve_with, vectors};
+use common::{embed, quick_profile, serve_with, vectors};
 
 /// A family's reference: pooled vectors of token ids (one sequence per row) by a pooling.
 type Reference = Box<dyn Fn(&[Vec<u32>], Pooling) -> Vec<Vec<f32>>>;
@@ -261,7 +261,8 @@ fn distilbert_matches_candle_transformers_on_both_engines_by_every_pooling() {
 }
 
 /// Texts served over HTTP.
-const TEXTS: [&str; 3] = ["A man is eating food.", "Positions count from the padding id plus one.", "short"];
+const FAMILY_TEXTS: [&str; 3] =
+    ["A man is eating food.", "Positions count from the padding id plus one.", "short"];
 
 /// Each family served over HTTP with the default policy, with Arlo (planning with a profile
 /// `morph profile` measured of it) and cut into two pipeline stages: the vectors are the
@@ -276,18 +277,13 @@ async fn each_family_is_served_over_http_by_default_by_arlo_and_in_stages() {
         std::fs::create_dir(&dir).expect("model dir");
         let (files, reference) = family(&dir);
         let tokenizer = TextTokenizer::load(&files.tokenizer).expect("tokenizer");
-        let ids: Vec<Vec<u32>> = TEXTS.iter().map(|t| tokenizer.encode(t).expect("tokenize")).collect();
+        let ids: Vec<Vec<u32>> =
+            FAMILY_TEXTS.iter().map(|t| tokenizer.encode(t).expect("tokenize")).collect();
         let want = reference(&ids, Pooling::Mean);
         let model = files.dir.to_str().expect("utf-8 path");
 
         let profile = scratch.path().join(format!("{name}.json"));
-        let measured = std::process::Command::new(env!("CARGO_BIN_EXE_morph"))
-            .args(["profile", "--model", model, "--engine", "ort", "--lens", "16,32", "--batches", "1,2"])
-            .args(["--warmup", "1", "--runs", "2", "--out"])
-            .arg(&profile)
-            .output()
-            .expect("morph profile");
-        assert!(measured.status.success(), "{}", String::from_utf8_lossy(&measured.stderr));
+        quick_profile(model, "16,32", &profile);
         let profile = profile.to_str().expect("utf-8 path");
         let policies: [&[&str]; 3] = [
             &["--runtime", "dynamic:64x4"],
@@ -297,10 +293,10 @@ async fn each_family_is_served_over_http_by_default_by_arlo_and_in_stages() {
         ];
         for policy in policies {
             let served = serve_with(&[&["--model", model, "--engine", "ort"], policy].concat());
-            let (status, body) = embed(&served.url, &TEXTS).await;
+            let (status, body) = embed(&served.url, &FAMILY_TEXTS).await;
             assert_eq!(status, 200, "{name} {policy:?}: {body}");
             let got = vectors(&body);
-            assert_eq!((got.len(), got[0].len()), (TEXTS.len(), HIDDEN), "{name} {policy:?}");
+            assert_eq!((got.len(), got[0].len()), (FAMILY_TEXTS.len(), HIDDEN), "{name} {policy:?}");
             for (i, (got, want)) in got.iter().zip(&want).enumerate() {
                 let c = cosine(got, want);
                 assert!(c >= 0.9999, "{name} served with {policy:?}, text {i}: cosine {c}");

