@@ -35,11 +35,12 @@ impl Backend {
     pub fn load(files: &ModelFiles, pooling: Pooling, kind: &EngineKind) -> Result<Self, EngineError> {
         Ok(match kind {
             EngineKind::Candle => Backend::Candle(Arc::new(Encoder::load(files, pooling)?)),
-            EngineKind::Ort { library, onnx, plans } => {
+            EngineKind::Ort { library, onnx, plans, dtype } => {
                 let encoder = match onnx {
                     None => OrtEncoder::load(files, pooling, library)?,
                     Some(onnx) => OrtEncoder::load_file(files, onnx, pooling, library)?,
-                };
+                }
+                .with_dtype(*dtype)?;
                 let mut plans = plans.clone();
                 plans.push(TokenPlan::Plain);
                 plans.sort_unstable();

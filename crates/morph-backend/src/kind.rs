@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use morph_core::{LatencyProfile, TokenPlan};
 use morph_decoder::DecoderKernels;
+use morph_encoder::onnx::Dtype;
 
 /// What computes the batches.
 #[derive(Debug, Clone)]
@@ -13,8 +14,9 @@ pub enum EngineKind {
     Candle,
     /// ONNX Runtime sessions of the graph Morph writes for each instance's unit (a runtime
     /// shape, a layer range), one per token plan in `plans` (the plain model always), or of
-    /// the user's ONNX file `onnx` with its free dimensions pinned.
-    Ort { library: PathBuf, onnx: Option<PathBuf>, plans: Vec<TokenPlan> },
+    /// the user's ONNX file `onnx` with its free dimensions pinned; Morph's graphs multiply their
+    /// weights in `dtype`.
+    Ort { library: PathBuf, onnx: Option<PathBuf>, plans: Vec<TokenPlan>, dtype: Dtype },
     /// Emulated instances taking their latency from a profile; vectors are placeholders.
     Emulated { profile: Arc<LatencyProfile>, dim: usize },
     /// A decoder LM from a GGUF file, for generation: each instance a continuous batch,
@@ -28,6 +30,7 @@ impl EngineKind {
     pub fn label(&self) -> &'static str {
         match self {
             EngineKind::Candle => "candle",
+            EngineKind::Ort { dtype: Dtype::Int8, .. } => "onnxruntime-int8",
             EngineKind::Ort { .. } => "onnxruntime",
             EngineKind::Emulated { .. } => "emulated",
             EngineKind::Decoder { kernels, .. } => kernels.label(),

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 use morph_backend::EngineKind;
 use morph_core::TokenPlan;
+use morph_encoder::onnx::Dtype;
 use morph_fetch::onnxruntime_library;
 use morph_fetch::{Pip, morph_home};
 
@@ -45,28 +46,37 @@ pub(crate) struct EngineArgs {
     /// '{"plan": "merge:1"}').
     #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     pub(crate) plans: Vec<TokenPlan>,
+    /// The arithmetic of the encoder's weight matrix products on ONNX Runtime: fp32, or int8
+    /// (activations quantised per call, weights per output column; ONNX Runtime's
+    /// DynamicQuantizeMatMul, VNNI where the CPU has it). bf16 is refused: ONNX Runtime's CPU
+    /// kernels have no bf16 MatMul.
+    #[arg(long, default_value = "fp32")]
+    pub(crate) dtype: Dtype,
 }
 
 impl EngineArgs {
     /// The engine for a real model: ONNX Runtime or candle (`emulated` is the caller's case).
     pub(crate) fn real(&self) -> anyhow::Result<EngineKind> {
         let library = || onnxruntime_library(self.ort_library.as_deref(), &morph_home(), &Pip::from_env());
-        let onnx = self.onnx.clone();
-        let plans = self.plans.clone();
+        let (onnx, plans, dtype) = (self.onnx.clone(), self.plans.clone(), self.dtype);
         if !plans.is_empty() && self.engine == EngineArg::Candle {
             anyhow::bail!("--plans compiles ONNX Runtime graphs; drop --engine candle");
         }
+        if dtype != Dtype::Fp32 && matches!(self.engine, EngineArg::Candle | EngineArg::Emulated) {
+            anyhow::bail!("--dtype {dtype} quantises ONNX Runtime graphs; use --engine ort");
+        }
         match self.engine {
             EngineArg::Ort | EngineArg::Auto if onnx.is_some() => {
-                Ok(EngineKind::Ort { library: library()?, onnx, plans })
+                Ok(EngineKind::Ort { library: library()?, onnx, plans, dtype })
             }
             EngineArg::Candle | EngineArg::Emulated if onnx.is_some() => {
                 anyhow::bail!("--onnx runs on ONNX Runtime; drop --engine or use --engine ort")
             }
-            EngineArg::Ort => Ok(EngineKind::Ort { library: library()?, onnx, plans }),
+            EngineArg::Ort => Ok(EngineKind::Ort { library: library()?, onnx, plans, dtype }),
             EngineArg::Candle => Ok(EngineKind::Candle),
             EngineArg::Auto => match library() {
-                Ok(library) => Ok(EngineKind::Ort { library, onnx, plans }),
+                Ok(library) => Ok(EngineKind::Ort { library, onnx, plans, dtype }),
+                Err(e) if dtype != Dtype::Fp32 => Err(e.into()),
                 Err(e) => {
                     tracing::warn!("ONNX Runtime unavailable ({e}); using the candle engine");
                     Ok(EngineKind::Candle)

@@ -366,6 +366,20 @@ fn a_missing_onnx_runtime_library_is_one_clear_line() {
     let out = morph().args(["serve", "--engine", "candle", "--onnx", "model.onnx"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("--onnx runs on ONNX Runtime"), "{err}");
+    // A dtype the runtime cannot run, or an engine that does not quantise, is one clear line.
+    let out = morph().args(["serve", "--dtype", "bf16"]).env_remove("RUST_BACKTRACE").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("no bfloat16 MatMul kernel"), "{err}");
+    let out = morph()
+        .args(["serve", "--engine", "candle", "--dtype", "int8"])
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.trim().lines().count() == 1 && err.contains("use --engine ort"),
+        "{err}"
+    );
 }
 
 /// Three ShareGPT conversations (one with two rounds), in the file's form; "c7" is in the

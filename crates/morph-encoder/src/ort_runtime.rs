@@ -16,7 +16,7 @@ use ort::value::Tensor;
 
 use crate::checkpoint::Checkpoint;
 use crate::onnx::{
-    ATTENTION_MASK, GraphOutput, GraphSpec, HIDDEN_IN, HIDDEN_OUT, INPUT_IDS, POOLED, PROMPT_IN,
+    ATTENTION_MASK, Dtype, GraphOutput, GraphSpec, HIDDEN_IN, HIDDEN_OUT, INPUT_IDS, POOLED, PROMPT_IN,
     encoder_graph,
 };
 use crate::pooling::Pooling;
@@ -166,8 +166,8 @@ enum Output {
 /// Where the runtimes' graphs come from.
 #[derive(Debug)]
 enum Source {
-    /// Morph writes a graph per runtime from the checkpoint.
-    Written { checkpoint: Checkpoint, pooling: Pooling },
+    /// Morph writes a graph per runtime from the checkpoint, its weight products in `dtype`.
+    Written { checkpoint: Checkpoint, pooling: Pooling, dtype: Dtype },
     /// A user's ONNX file; its free dimensions (batch, sequence) are pinned per runtime.
     File { bytes: Vec<u8>, io: Io, batch: Option<String>, sequence: Option<String> },
 }
@@ -197,7 +197,23 @@ impl OrtEncoder {
             .is_some_and(|n| n == BUILTIN_ENCODER)
             .then(TaskPrompts::builtin)
             .transpose()?;
-        Ok(Self { source: Source::Written { checkpoint, pooling }, dim, pad, max_positions, env, prompts })
+        let source = Source::Written { checkpoint, pooling, dtype: Dtype::Fp32 };
+        Ok(Self { source, dim, pad, max_positions, env, prompts })
+    }
+
+    /// This encoder with its weight matrix products in `dtype` (int8: ONNX Runtime's
+    /// dynamically quantised kernels); only for the graphs Morph writes.
+    pub fn with_dtype(mut self, dtype: Dtype) -> Result<Self, EngineError> {
+        match &mut self.source {
+            Source::Written { dtype: d, .. } => *d = dtype,
+            Source::File { .. } if dtype != Dtype::Fp32 => {
+                return Err(EngineError::Unsupported(format!(
+                    "--dtype {dtype} quantises the graph Morph writes; a user's --onnx file runs as it is"
+                )));
+            }
+            Source::File { .. } => {}
+        }
+        Ok(self)
     }
 
     /// Loads a user's ONNX file (inputs `input_ids`, `attention_mask`, optionally
@@ -319,7 +335,7 @@ impl OrtEncoder {
             let save_to = prepare.map(|dir| prepared_graph(dir, plan));
             let optimise = Optimise::All { save_to: save_to.as_deref() };
             let (session, plan_io) = match &self.source {
-                Source::Written { checkpoint, pooling } => {
+                Source::Written { checkpoint, pooling, dtype } => {
                     let built = Instant::now();
                     let layers = checkpoint.config.num_hidden_layers;
                     let range = unit.stage.map_or(0..exit.unwrap_or(layers), |s| {
@@ -337,6 +353,7 @@ impl OrtEncoder {
                         deep_prompts,
                         prune,
                         output,
+                        dtype: *dtype,
                     };
                     let bytes = encoder_graph(checkpoint, &graph_spec)?.to_model_bytes();
                     times.build += built.elapsed();

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use morph_backend::{Backend, EngineKind};
 use morph_core::{HostId, HostSlots, Policy, UnitSpec};
 use morph_decoder::DecoderKernels;
+use morph_encoder::onnx::Dtype;
 use morph_encoder::tasks::served::TaskHeads;
 use morph_encoder::{Pooling, TextTokenizer};
 use morph_policy::registry::{Context, Family, PolicyKind};
@@ -85,6 +86,11 @@ pub(crate) fn load(config: &ServerConfig) -> Result<Loaded, BuildError> {
             let tokenizer = Arc::new(TextTokenizer::load(&files.tokenizer)?);
             let launcher = match (&config.workers, engine) {
                 (None, _) => Launcher::new(Backend::load(files, pooling, engine)?),
+                (Some(_), EngineKind::Ort { dtype, .. }) if *dtype != Dtype::Fp32 => {
+                    return Err(config_error(format!(
+                        "--dtype {dtype} runs in threads; worker processes (--workers process) run fp32 graphs"
+                    )));
+                }
                 (Some(workers), EngineKind::Ort { library, plans, .. }) => {
                     let model = WorkerModel::Encoder {
                         dir: files.dir.clone(),

@@ -49,8 +49,8 @@ async fn three_stages_served_live_give_the_unsplit_vectors_and_a_plan_is_served_
     assert!(metrics.contains("morph_instances{runtime=\"dynamic:128x4/stage2of3:L4-6\"} 1"), "{metrics}");
 
     let merged = |config: ServerConfig| {
-        let EngineKind::Ort { library, onnx, .. } = config.engine else { panic!("ort") };
-        let engine = EngineKind::Ort { library, onnx, plans: vec![TokenPlan::Merge(1)] };
+        let EngineKind::Ort { library, onnx, dtype, .. } = config.engine else { panic!("ort") };
+        let engine = EngineKind::Ort { library, onnx, plans: vec![TokenPlan::Merge(1)], dtype };
         let params = json!({"plan": -1, "max_batch_tokens": 16384, "max_queue": 64});
         ServerConfig { engine, policy_params: params, ..config }
     };

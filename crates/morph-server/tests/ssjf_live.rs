@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use common::{client, decoder, post, start};
 use morph_backend::EngineKind;
+use morph_encoder::onnx::Dtype;
 use morph_fetch::ModelSource;
 use morph_fetch::onnxruntime_library;
 use morph_fetch::{Pip, fetch, morph_home};
@@ -64,7 +65,7 @@ async fn the_builtin_predictor_feeds_the_scheduler_and_finished_lengths_are_cach
     let encoder = fetch(&ModelSource::Default, &morph_home()).expect("fetching the encoder");
     config.predictor = PredictorConfig::Model {
         encoder,
-        engine: EngineKind::Ort { library, onnx: None, plans: Vec::new() },
+        engine: EngineKind::Ort { library, onnx: None, plans: Vec::new(), dtype: Dtype::Fp32 },
         head: None,
     };
     let server = start(config).await;

@@ -39,6 +39,7 @@ impl Builder {
         let outputs: [String; N] = std::array::from_fn(|_| self.fresh(op));
         self.graph.nodes.push(Node {
             op,
+            domain: None,
             inputs: inputs.iter().map(|s| s.to_string()).collect(),
             outputs: outputs.to_vec(),
             attrs,
@@ -46,10 +47,32 @@ impl Builder {
         outputs
     }
 
+    /// Adds a one-output node of ONNX Runtime's contrib operator `op`.
+    pub(crate) fn contrib_op(&mut self, op: &'static str, inputs: &[&str]) -> String {
+        let output = self.fresh(op);
+        self.graph.nodes.push(Node {
+            op,
+            domain: Some(super::proto::CONTRIB),
+            inputs: inputs.iter().map(|s| s.to_string()).collect(),
+            outputs: vec![output.clone()],
+            attrs: Vec::new(),
+        });
+        output
+    }
+
+    /// An int8 constant of shape `dims` (quantised weights).
+    pub(crate) fn i8s(&mut self, stem: &str, dims: &[usize], data: Vec<i8>) -> String {
+        let name = self.fresh(stem);
+        let dims = dims.iter().map(|&d| d as i64).collect();
+        self.graph.initializers.push(TensorData { name: name.clone(), dims, values: Values::I8(data) });
+        name
+    }
+
     /// Renames the value `from` to `to` (an Identity node), e.g. to give an output its name.
     pub(crate) fn name_output(&mut self, from: &str, to: &str) {
         self.graph.nodes.push(Node {
             op: "Identity",
+            domain: None,
             inputs: vec![from.to_string()],
             outputs: vec![to.to_string()],
             attrs: Vec::new(),

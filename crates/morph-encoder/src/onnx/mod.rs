@@ -3,6 +3,8 @@
 
 mod builder;
 mod encoder_graph;
+pub mod precision;
+pub mod product;
 pub mod proto;
 mod token_merge;
 mod token_prune;
@@ -11,3 +13,4 @@ pub use encoder_graph::{
     ATTENTION_MASK, GraphOutput, GraphSpec, HIDDEN_IN, HIDDEN_OUT, INPUT_IDS, POOLED, PROMPT_IN,
     encoder_graph,
 };
+pub use precision::Dtype;

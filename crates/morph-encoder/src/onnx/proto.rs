@@ -6,7 +6,9 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DataType {
     Float = 1,
+    Int8 = 3,
     Int64 = 7,
+    BFloat16 = 16,
 }
 
 /// An initializer: a named constant tensor stored in the graph.
@@ -20,6 +22,7 @@ pub struct TensorData {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Values {
     F32(Vec<f32>),
+    I8(Vec<i8>),
     I64(Vec<i64>),
 }
 
@@ -35,6 +38,8 @@ pub enum Attr {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Node {
     pub op: &'static str,
+    /// The operator set the op is from: ONNX's own (`None`) or ONNX Runtime's contrib ops.
+    pub domain: Option<&'static str>,
     pub inputs: Vec<String>,
     pub outputs: Vec<String>,
     pub attrs: Vec<(&'static str, Attr)>,
@@ -68,6 +73,8 @@ pub struct Graph {
 const IR_VERSION: i64 = 8;
 /// The default-domain opset the graphs use (`LayerNormalization` needs 17).
 pub const OPSET: i64 = 17;
+/// ONNX Runtime's contrib operators (`DynamicQuantizeMatMul`), version 1.
+pub const CONTRIB: &str = "com.microsoft";
 
 impl Graph {
     /// The serialised `ModelProto` holding this graph.
@@ -80,6 +87,10 @@ impl Graph {
         w.message(8, |o| {
             o.string(1, "");
             o.int(2, OPSET);
+        });
+        w.message(8, |o| {
+            o.string(1, CONTRIB);
+            o.int(2, 1);
         });
         w.buf
     }
@@ -106,6 +117,9 @@ impl Node {
         self.inputs.iter().for_each(|i| w.string(1, i));
         self.outputs.iter().for_each(|o| w.string(2, o));
         w.string(4, self.op);
+        if let Some(domain) = self.domain {
+            w.string(7, domain);
+        }
         for (name, attr) in &self.attrs {
             w.message(5, |a| {
                 a.string(1, name);
@@ -138,6 +152,7 @@ impl TensorData {
         self.dims.iter().for_each(|d| w.int(1, *d));
         let (elem, raw): (DataType, Vec<u8>) = match &self.values {
             Values::F32(v) => (DataType::Float, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
+            Values::I8(v) => (DataType::Int8, v.iter().map(|x| x.to_le_bytes()[0]).collect()),
             Values::I64(v) => (DataType::Int64, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
         };
         w.int(2, elem as i64);

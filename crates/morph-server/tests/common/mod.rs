@@ -11,6 +11,7 @@ use morph_backend::EngineKind;
 use morph_core::RuntimeSpec;
 use morph_core::fixtures::flat_profile;
 use morph_decoder::DecoderKernels;
+use morph_encoder::onnx::Dtype;
 use morph_fetch::ModelSource;
 use morph_fetch::fetch_default_decoder;
 use morph_fetch::onnxruntime_library;
@@ -76,7 +77,7 @@ pub(crate) fn candle() -> ServerConfig {
 pub(crate) fn ort() -> ServerConfig {
     let library = onnxruntime_library(None, &morph_home(), &Pip::from_env()).expect("fetching ONNX Runtime");
     ServerConfig {
-        engine: EngineKind::Ort { library, onnx: None, plans: Vec::new() },
+        engine: EngineKind::Ort { library, onnx: None, plans: Vec::new(), dtype: Dtype::Fp32 },
         runtimes: vec![RuntimeSpec::fixed(32, 4), RuntimeSpec::fixed(128, 4)],
         ..candle()
     }

@@ -1,0 +1,53 @@
+//! One matrix product as an ONNX model, to measure ONNX Runtime's own kernels on this CPU
+//! (`morph-benches`' `int8_graphs`): `y = a · b` with `a` `[m, k]` the input and `b` `[k, n]`
+//! a constant, in fp32 (MatMul), int8 (DynamicQuantizeMatMul, as [`super::precision`] writes
+//! it) or bf16 (MatMul on bfloat16 inputs, `b` an input too).
+
+use super::builder::Builder;
+use super::precision::quantize_columns;
+use super::proto::{DataType, Dim, ValueInfo};
+
+/// The arithmetic of the product.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Product {
+    Fp32,
+    Int8,
+    Bf16,
+}
+
+/// Input `a`, and for bf16 input `b`; output `y`.
+pub const A: &str = "a";
+pub const B: &str = "b";
+pub const Y: &str = "y";
+
+/// The serialised model of `[m, k] · [k, n]` in `product`'s arithmetic; `b`'s values are a
+/// fixed pattern in ±1.
+pub fn product_model(m: usize, k: usize, n: usize, product: Product) -> Vec<u8> {
+    let mut g = Builder::new("morph-product");
+    let elem = if product == Product::Bf16 { DataType::BFloat16 } else { DataType::Float };
+    let info = |name: &str, dims: [usize; 2]| ValueInfo {
+        name: name.into(),
+        elem,
+        dims: dims.iter().map(|&d| Dim::Fixed(d as i64)).collect(),
+    };
+    g.input(info(A, [m, k]));
+    let values: Vec<f32> = (0..k * n).map(|i| ((i * 37 % 101) as f32 / 50.0) - 1.0).collect();
+    let y = match product {
+        Product::Fp32 => {
+            let b = g.f32s(B, &[k, n], values);
+            g.op("MatMul", &[A, &b], vec![])
+        }
+        Product::Int8 => {
+            let (q, scales) = quantize_columns(&values, k, n);
+            let (q, scales) = (g.i8s(B, &[k, n], q), g.f32s("b_scale", &[n], scales));
+            g.contrib_op("DynamicQuantizeMatMul", &[A, &q, &scales])
+        }
+        Product::Bf16 => {
+            g.input(info(B, [k, n]));
+            g.op("MatMul", &[A, B], vec![])
+        }
+    };
+    g.name_output(&y, Y);
+    g.output(info(Y, [m, n]));
+    g.finish().to_model_bytes()
+}
