@@ -10,11 +10,13 @@
 #   - a run at 80% of it: p50 / p99;
 #   - runs at 1.25x and 1.5x it: the rate served past saturation (it must not fall);
 #   - the server's CPU (cores busy, from /proc) and the load generator's, at saturation.
-#   experiments/embed_vs_tei.sh [CORPORA: sst2,agnews,mix] [SECONDS]
+# Servers: tei-like, morph (the defaults), morph-int8 (the defaults with --dtype int8).
+#   experiments/embed_vs_tei.sh [CORPORA: sst2,agnews,mix] [SECONDS] [SERVERS: tei-like,morph]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 corpora=${1:-sst2,agnews,mix}
 seconds=${2:-15}
+servers=${3:-tei-like,morph}
 sst2=../shared/data/text/sst2/dev.tsv
 agnews=../shared/data/text/ag_news/train.csv
 . experiments/live_server.sh
@@ -49,10 +51,12 @@ for corpus in ${corpora//,/ }; do
     mix) corpus_args=(--corpus "$sst2" --corpus "$agnews") ;;
     *) echo "unknown corpus $corpus (sst2, agnews, mix)" >&2; exit 2 ;;
   esac
-  for config in tei-like morph; do
+  for config in ${servers//,/ }; do
     case $config in
       tei-like) serve --runtime dynamic:512x8 ;;
       morph) serve ;;
+      morph-int8) serve --dtype int8 ;;
+      *) echo "unknown server $config (tei-like, morph, morph-int8)" >&2; exit 2 ;;
     esac
     echo "$corpus / $config:"
     sweep=$out/$corpus.$config.sweep.jsonl
@@ -73,19 +77,19 @@ for corpus in ${corpora//,/ }; do
   done
 done
 
-python3 - "$out" "$corpora" <<'PY'
+python3 - "$out" "$corpora" "$servers" <<'PY'
 import json, sys
-out, corpora = sys.argv[1], sys.argv[2].split(",")
+out, corpora, servers = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(",")
 def rows(path):
     try:
         return [json.loads(l) for l in open(path)]
     except FileNotFoundError:
         return []
 print(f"\nembedding serving, same Poisson streams, {'15'} s runs; saturation = highest rate with no errors and p99 < 500 ms")
-print(f"{'corpus':<7} {'server':<9} {'sat req/s':>9} {'p50@80%':>8} {'p99@80%':>8} {'srv CPU':>8} {'cli CPU':>8} {'@1.25x':>7} {'@1.5x':>7}")
+print(f"{'corpus':<7} {'server':<10} {'sat req/s':>9} {'p50@80%':>8} {'p99@80%':>8} {'srv CPU':>8} {'cli CPU':>8} {'@1.25x':>7} {'@1.5x':>7}")
 sat = {}
 for c in corpora:
-    for s in ("tei-like", "morph"):
+    for s in servers:
         sweep = rows(f"{out}/{c}.{s}.sweep.jsonl")
         ok = [r for r in sweep if r["errors"] == 0 and r["latency"]["p99_ms"] < 500]
         if not ok:
@@ -96,7 +100,7 @@ for c in corpora:
             continue
         sat[(c, s)] = (top, pts)
         p80, o125, o15 = pts
-        print(f"{c:<7} {s:<9} {top['offered_rps']:>9.1f} {p80['latency']['p50_ms']:>8.1f} {p80['latency']['p99_ms']:>8.1f} "
+        print(f"{c:<7} {s:<10} {top['offered_rps']:>9.1f} {p80['latency']['p50_ms']:>8.1f} {p80['latency']['p99_ms']:>8.1f} "
               f"{100 * top['server_cpu_cores']:>7.0f}% {100 * top['client_cpu_cores']:>7.0f}% "
               f"{o125['throughput_rps']:>7.1f} {o15['throughput_rps']:>7.1f}")
 print()
@@ -106,4 +110,8 @@ for c in corpora:
         served = [p["throughput_rps"] for p in mp[1:]]
         print(f"{c}: morph / tei-like saturation {m['offered_rps'] / t['offered_rps']:.2f}x; p99 at 80%: morph {mp[0]['latency']['p99_ms']:.0f} ms, "
               f"tei-like {tp[0]['latency']['p99_ms']:.0f} ms; morph served past saturation {min(served):.1f} req/s vs {m['throughput_rps']:.1f} at it")
+    if (c, "morph-int8") in sat and (c, "morph") in sat:
+        (q, qp), (m, _) = sat[(c, "morph-int8")], sat[(c, "morph")]
+        served = [p["throughput_rps"] for p in qp[1:]]
+        print(f"{c}: morph-int8 / morph saturation {q['offered_rps'] / m['offered_rps']:.2f}x; morph-int8 served past saturation {min(served):.1f} req/s vs {q['throughput_rps']:.1f} at it")
 PY
