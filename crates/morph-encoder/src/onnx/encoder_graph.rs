@@ -182,7 +182,7 @@ pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph,
     let mut sizes = mask;
     // What pooling weighs: the sizes, less any prompts.
     let mut pooled_weights = None;
-    let mut bias = g.attention_bias(&sizes, false);
+    let mut bias = g.attention_bias(&sizes, false)?;
     if let Some((p, _)) = spec.deep_prompts {
         let (layers, p) = (Dim::Fixed(spec.layers.len() as i64), Dim::Fixed(p as i64));
         g.g.input(tensor(PROMPT_IN, DataType::Float, &[&batch, &layers, &p, &hidden]));
@@ -194,18 +194,18 @@ pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph,
             let inserted = g.insert_prompts(layer, p, replaced, &x, &sizes, &weights)?;
             (x, sizes) = (inserted.0, inserted.1);
             pooled_weights = Some(inserted.2);
-            bias = g.attention_bias(&sizes, false);
+            bias = g.attention_bias(&sizes, false)?;
         }
         let probs;
         (x, sizes, probs) = g.layer(layer, &x, &sizes, &bias, spec.merge)?;
         if spec.merge > 0 {
-            bias = g.attention_bias(&sizes, true);
+            bias = g.attention_bias(&sizes, true)?;
         }
         if let Some((k, percent)) = spec.prune
             && layer + 1 == spec.layers.start + k
         {
             (x, sizes) = g.prune_tokens(&x, &sizes, &probs, percent);
-            bias = g.attention_bias(&sizes, false);
+            bias = g.attention_bias(&sizes, false)?;
         }
     }
     match spec.output {
@@ -306,8 +306,9 @@ impl Writer<'_> {
 
     /// The additive attention bias `[batch, 1, 1, len]` of token `sizes`: −1e9 for padding
     /// (size 0), else 0, plus log(size) when `proportional` (ToMe: a merged token counts as
-    /// the tokens it holds).
-    fn attention_bias(&mut self, sizes: &str, proportional: bool) -> String {
+    /// the tokens it holds); for MPNet plus its relative position bias over the `len` tokens
+    /// (`[batch, heads, len, len]` then). Written once per sequence length, shared by the layers.
+    fn attention_bias(&mut self, sizes: &str, proportional: bool) -> Result<String, EngineError> {
         let one = self.g.scalar(1.0);
         let real = self.g.op("Min", &[sizes, &one], vec![]);
         let shifted = self.g.op("Sub", &[&real, &one], vec![]);
@@ -319,7 +320,11 @@ impl Writer<'_> {
             bias = self.g.op("Add", &[&bias, &log], vec![]);
         }
         let axes = self.g.i64s(&[1, 2]);
-        self.g.op("Unsqueeze", &[&bias, &axes], vec![])
+        let bias = self.g.op("Unsqueeze", &[&bias, &axes], vec![]);
+        Ok(match self.relative_bias(sizes)? {
+            Some(relative) => self.g.op("Add", &[&bias, &relative], vec![]),
+            None => bias,
+        })
     }
 
     /// Word embeddings (with the prompt vectors after `[CLS]`) plus position embeddings (token
@@ -434,10 +439,7 @@ impl Writer<'_> {
         let k = heads_of(1, [0, 2, 3, 1]);
         let v = heads_of(2, [0, 2, 1, 3]);
         let scores = self.g.op("MatMul", &[&q, &k], vec![]);
-        let mut scores = self.g.op("Add", &[&scores, bias], vec![]);
-        if let Some(relative) = self.relative_bias(x)? {
-            scores = self.g.op("Add", &[&scores, &relative], vec![]);
-        }
+        let scores = self.g.op("Add", &[&scores, bias], vec![]);
         let probs = self.g.op("Softmax", &[&scores], vec![("axis", Attr::Int(-1))]);
         let context = self.g.op("MatMul", &[&probs, &v], vec![]);
         let context = self.g.op("Transpose", &[&context], vec![("perm", Attr::Ints(vec![0, 2, 1, 3]))]);
@@ -463,10 +465,10 @@ impl Writer<'_> {
         Ok((self.layer_norm(&out, &format!("{p}.output.LayerNorm"))?, sizes, probs))
     }
 
-    /// MPNet's relative position bias `[1, heads, len, len]` over the tokens of `x`
-    /// (`[batch, len, hidden]`): its table gathered at each (query, key) pair's bucket. `None`
-    /// for the architectures without one.
-    fn relative_bias(&mut self, x: &str) -> Result<Option<String>, EngineError> {
+    /// MPNet's relative position bias `[1, heads, len, len]` over the tokens of `sizes`
+    /// (`[batch, len]`): its table gathered at each (query, key) pair's bucket. `None` for the
+    /// architectures without one.
+    fn relative_bias(&mut self, sizes: &str) -> Result<Option<String>, EngineError> {
         if self.ckpt.config.relative_attention_num_buckets.is_none() {
             return Ok(None);
         }
@@ -482,7 +484,7 @@ impl Writer<'_> {
                 (table, index)
             }
         };
-        let len = self.g.op("Shape", &[x], vec![("start", Attr::Int(1)), ("end", Attr::Int(2))]);
+        let len = self.g.op("Shape", &[sizes], vec![("start", Attr::Int(1)), ("end", Attr::Int(2))]);
         let ends = self.g.op("Concat", &[&len, &len], vec![("axis", Attr::Int(0))]);
         let (starts, axes) = (self.g.i64s(&[0, 0]), self.g.i64s(&[0, 1]));
         let index = self.g.op("Slice", &[&buckets, &starts, &ends, &axes], vec![]);
