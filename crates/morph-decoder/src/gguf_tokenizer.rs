@@ -87,9 +87,14 @@ impl GgufTokenizer {
         }
     }
 
-    /// Token `id`'s text, control tokens written out.
+    /// Token `id`'s text, control tokens written out; empty for no token (a vocabulary without
+    /// a BOS gives −1, and llama.cpp aborts the process on an id outside its vocabulary).
     fn piece(&self, id: LlamaToken) -> String {
-        String::from_utf8_lossy(&self.vocab.vocab().token_to_piece(id, true, None)).into_owned()
+        let vocab = self.vocab.vocab();
+        if !(0..vocab.n_tokens()).contains(&id.0) {
+            return String::new();
+        }
+        String::from_utf8_lossy(&vocab.token_to_piece(id, true, None)).into_owned()
     }
 
     /// The end-of-sequence token's text (`eos_token` in a chat template).
