@@ -22,7 +22,7 @@ impl std::str::FromStr for Dtype {
             "fp32" | "float32" => Ok(Self::Fp32),
             "int8" => Ok(Self::Int8),
             "bf16" | "bfloat16" => Err(
-                "bf16: ONNX Runtime 1.31's CPU execution provider has no bfloat16 MatMul kernel (see morph-benches' matmul_peak, which asks it for one), so Morph writes no bf16 graph; use int8 or fp32".into(),
+                "bf16: ONNX Runtime 1.31's CPU execution provider has no bfloat16 MatMul kernel (morph-benches' int8_graphs asks it for one), so Morph writes no bf16 graph; use int8 or fp32".into(),
             ),
             other => Err(format!("'{other}' is not a dtype: fp32 or int8")),
         }
