@@ -21,20 +21,13 @@ import http.client
 import json
 import os
 import queue
-import shlex
-import socket
-import subprocess
 import sys
 import threading
 import time
 
+from servers import Server, decoder_argv, free_port
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def first_turns(path, count, max_chars):
@@ -48,36 +41,6 @@ def first_turns(path, count, max_chars):
             if len(prompts) == count:
                 break
     return prompts
-
-
-class Server:
-    """A server process on 127.0.0.1:port, stopped by its pid."""
-
-    def __init__(self, argv, port, log):
-        self.port = port
-        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 300
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                sys.exit(f"{argv[0]} exited with {self.proc.returncode}; see {log.name}")
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-                conn.request("GET", "/health")
-                if conn.getresponse().status == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        sys.exit(f"{argv[0]} did not become healthy; see {log.name}")
-
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def generate(port, text, max_tokens):
@@ -174,15 +137,8 @@ def main():
     prompts = first_turns(args.sharegpt, args.prompts, 4000)
     cores = os.cpu_count()
     servers = {
-        "morph": lambda n, port: [args.morph, "serve", "--task", "generate", "--model", args.gguf,
-                                  "--port", str(port), "--runtime", f"dynamic:2048x{n}",
-                                  # The policy's continuous batch defaults to 4 sequences.
-                                  "--policy-params",
-                                  json.dumps({"batching": {"mode": "continuous", "max_batch": n}}),
-                                  *shlex.split(args.morph_args)],
-        "llama-server": lambda n, port: [args.llama_server, "-m", args.gguf, "--host", "127.0.0.1",
-                                         "--port", str(port), "-np", str(n), "-c", str(2048 * n),
-                                         "-t", str(cores), "-tb", str(cores)],
+        "morph": lambda n, port: decoder_argv("morph", args.morph, args.gguf, n, port, args.morph_args),
+        "llama-server": lambda n, port: decoder_argv("llama-server", args.llama_server, args.gguf, n, port),
     }
     os.makedirs(os.path.join(ROOT, "experiments/out"), exist_ok=True)
     table = []

@@ -642,3 +642,74 @@ fn serve_flags_are_read_from_the_environment_and_the_command_line_wins() {
         assert!(help.contains(&format!("[env: {variable}=")), "{variable} in --help");
     }
 }
+
+/// `morph bench --endpoint chat` streams recorded rounds at SmolLM2: `--max-tokens recorded`
+/// caps each answer at its recorded length, each run reports TTFT and TPOT percentiles, and a
+/// run counts towards goodput only while its p99s are within the targets.
+#[test]
+fn bench_chat_streams_recorded_rounds_and_holds_them_to_targets() {
+    let dir = tempfile::tempdir().unwrap();
+    let sharegpt = dir.path().join("sharegpt.jsonl");
+    std::fs::write(&sharegpt, SHAREGPT).unwrap();
+    let lengths = dir.path().join("lengths.jsonl");
+    let records = [
+        r#"{"conversation":"c1","round":1,"first_turn":0,"prompt_tokens":9,"output_len":4,"finish":"stop"}"#,
+        r#"{"conversation":"c2","round":2,"first_turn":2,"prompt_tokens":20,"output_len":4,"finish":"stop"}"#,
+    ];
+    std::fs::write(&lengths, records.join("\n")).unwrap();
+    let mut server = morph()
+        .args(["serve", "--port", "0", "--task", "generate"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting morph serve");
+    let url = listening_url(&mut server);
+    let requests_out = dir.path().join("requests.jsonl");
+    let bench = |targets: [&str; 4]| {
+        let args =
+            ["bench", "--url", &url, "--endpoint", "chat", "--rounds", "all", "--max-tokens", "recorded"];
+        let out = morph()
+            .args(args)
+            .args(["--rate", "2", "--duration", "2", "--seed", "1", "--json"])
+            .args(targets)
+            .arg("--lengths")
+            .arg(&lengths)
+            .arg("--sharegpt")
+            .arg(&sharegpt)
+            .arg("--requests-out")
+            .arg(&requests_out)
+            .output()
+            .expect("running morph bench");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let reports: serde_json::Value = serde_json::from_slice(&out.stdout).expect("bench JSON");
+        reports[0].clone()
+    };
+    let lenient = bench(["--ttft-target-ms", "600000", "--tpot-target-ms", "600000"]);
+    let strict = bench(["--ttft-target-ms", "0", "--tpot-target-ms", "600000"]);
+    let _ = Command::new("kill").args(["-TERM", &server.id().to_string()]).status();
+    let _ = server.wait();
+
+    assert_eq!(lenient["errors"], 0, "{lenient}");
+    assert!(lenient["ok"].as_u64().unwrap() >= 1, "{lenient}");
+    let g = &lenient["generation"];
+    assert!(g["ttft_p50_ms"].as_f64().unwrap() <= g["ttft_p99_ms"].as_f64().unwrap(), "{g}");
+    assert!(
+        g["ttft_p99_ms"].as_f64().unwrap() <= lenient["latency"]["max_ms"].as_f64().unwrap(),
+        "{lenient}"
+    );
+    assert!(g["tpot_p50_ms"].as_f64().unwrap() > 0.0, "{g}");
+    assert!(g["output_tokens_per_s"].as_f64().unwrap() > 0.0, "{g}");
+    assert_eq!(g["within_targets"], true, "{g}");
+    assert_eq!(g["goodput_rps"], lenient["throughput_rps"], "{lenient}");
+    // No first token comes within 0 ms: the same stream is out of target, with no goodput.
+    assert_eq!(strict["generation"]["within_targets"], false, "{strict}");
+    assert_eq!(strict["generation"]["goodput_rps"], 0.0, "{strict}");
+    // Each answer's usage came through the stream, capped at the recorded 4 tokens (SmolLM2's
+    // answers to these run longer).
+    let lines = read_jsonl(&requests_out);
+    assert!(!lines.is_empty());
+    for line in &lines {
+        let tokens = line["usage"]["completion_tokens"].as_u64().unwrap_or_else(|| panic!("{line}"));
+        assert!((1..=4).contains(&tokens), "{line}");
+    }
+}

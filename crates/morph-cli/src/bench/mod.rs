@@ -5,6 +5,7 @@
 
 mod chat;
 mod classify;
+mod stream;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -131,14 +132,19 @@ struct RunReport {
     /// --endpoint classify: utility earned and outcome types.
     #[serde(skip_serializing_if = "Option::is_none")]
     classify: Option<classify::ClassifyReport>,
+    /// --endpoint chat: TTFT and TPOT, and goodput within their targets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    generation: Option<stream::GenerationReport>,
 }
 
 struct Outcome {
     index: usize,
     latency_ms: f64,
     status: Result<u16, &'static str>,
-    /// The answer's JSON (--endpoint classify).
+    /// The answer's JSON (--endpoint classify), or a streamed chat answer's `{"usage": ...}`.
     body: Option<serde_json::Value>,
+    /// A streamed chat answer's token timing.
+    timing: Option<stream::TokenTiming>,
 }
 
 /// A text that BERT-style tokenizers turn into exactly `tokens` ids: `[CLS]`, one id per
@@ -343,16 +349,23 @@ async fn run_schedule(
         if let Some(key) = &args.api_key {
             request = request.bearer_auth(key);
         }
+        let streamed = args.endpoint == Endpoint::Chat;
         tasks.spawn(async move {
-            let (status, body) = match request.send().await {
+            let (status, body, timing) = match request.send().await {
+                Ok(resp) if streamed && resp.status().is_success() => {
+                    match stream::read(resp, scheduled).await {
+                        Ok((timing, usage)) => (Ok(200), Some(json!({ "usage": usage })), Some(timing)),
+                        Err(why) => (Err(why), None, None),
+                    }
+                }
                 Ok(resp) => {
                     let code = resp.status().as_u16();
                     let bytes = resp.bytes().await.unwrap_or_default();
-                    (Ok(code), keep.then(|| serde_json::from_slice(&bytes).ok()).flatten())
+                    (Ok(code), keep.then(|| serde_json::from_slice(&bytes).ok()).flatten(), None)
                 }
-                Err(e) => (Err(failure(&e)), None),
+                Err(e) => (Err(failure(&e)), None, None),
             };
-            Outcome { index, latency_ms: scheduled.elapsed().as_secs_f64() * 1e3, status, body }
+            Outcome { index, latency_ms: scheduled.elapsed().as_secs_f64() * 1e3, status, body, timing }
         });
     }
     let mut outcomes = Vec::with_capacity(stream.len());
@@ -373,6 +386,9 @@ async fn run_schedule(
         }
     }
     let ok = ok_latencies.len();
+    let timings: Vec<stream::TokenTiming> = outcomes.iter().filter_map(|o| o.timing).collect();
+    let generation = (args.endpoint == Endpoint::Chat)
+        .then(|| stream::GenerationReport::of(&timings, wall_s, args.chat.targets()));
     let in_slo = args.slo_ms.map(|slo| ok_latencies.iter().filter(|&&l| l <= slo).count() as f64);
     let mut sorted = ok_latencies.clone();
     sorted.sort_by(f64::total_cmp);
@@ -397,6 +413,7 @@ async fn run_schedule(
         goodput_rps: in_slo.map(|n| n / wall_s),
         client_cpu_cores,
         classify: None,
+        generation,
     };
     (report, answers)
 }
@@ -438,6 +455,19 @@ fn print_table(reports: &[RunReport]) {
         );
         if !r.error_kinds.is_empty() {
             println!("          errors by status: {:?}", r.error_kinds);
+        }
+        if let Some(g) = &r.generation {
+            println!(
+                "          TTFT p50 {:.0} p99 {:.0} ms; TPOT p50 {:.1} p99 {:.1} ms; {:.1} output tokens/s; \
+                 goodput {:.2} req/s; p99s within targets: {}",
+                g.ttft_p50_ms,
+                g.ttft_p99_ms,
+                g.tpot_p50_ms,
+                g.tpot_p99_ms,
+                g.output_tokens_per_s,
+                g.goodput_rps,
+                if g.within_targets { "yes" } else { "no" }
+            );
         }
         if let Some(c) = &r.classify {
             let [t1, t2, t3, t4] = c.types.map(|t| t * 100.0);

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Generation goodput: a ShareGPT Poisson stream at rising rates against `morph serve --task
+generate` and against llama.cpp's `llama-server`, one server at a time, the same client.
+
+The client is `morph bench --endpoint chat`: the recorded ShareGPT rounds SmolLM2 answered
+(`assets/datasets/smollm2_llamacpp_heldout_lengths.jsonl`, with the turns before each), greedy,
+`max_tokens` the recorded answer's length, streamed, Poisson arrivals. Per run it measures time
+to first token (TTFT, from the scheduled send) and time per output token (TPOT, each answer's
+first to last token over its tokens after the first). A server's goodput is the highest rate
+it served with TTFT p99 <= 1 s and TPOT p99 <= 100 ms and no errors (DistServe's measure, at
+the issue's targets), in requests/s served.
+
+Both servers get the same slots (sequences at once, 2,048 tokens of context each), the same
+GGUF and every core (see servers.py). llama-server is not a dependency of Morph: bring your own
+build of llama.cpp's source, e.g.
+    cmake -S llama.cpp -B build -DLLAMA_CURL=OFF && cmake --build build --target llama-server
+then
+    experiments/generation_goodput.py --llama-server build/bin/llama-server
+        [--slots 4,8] [--rates 0.2,0.4,0.6] [--duration 60] [--morph-args '...']
+Without --llama-server only Morph runs, and the table says llama-server was skipped.
+Results are also written to experiments/out/generation_goodput.json.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+from servers import Server, decoder_argv, free_port, warm_up
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TTFT_TARGET_MS = 1000.0
+TPOT_TARGET_MS = 100.0
+
+
+def bench(args, port):
+    """`morph bench --endpoint chat` at every rate against the server on `port`: its JSON runs."""
+    argv = [args.morph, "bench", "--url", f"http://127.0.0.1:{port}", "--endpoint", "chat",
+            "--lengths", args.lengths, "--sharegpt", args.sharegpt, "--max-tokens", "recorded",
+            "--rate", args.rates, "--duration", str(args.duration), "--timeout", "600",
+            "--ttft-target-ms", str(TTFT_TARGET_MS), "--tpot-target-ms", str(TPOT_TARGET_MS),
+            "--seed", str(args.seed), "--json"]
+    out = subprocess.run(argv, check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def goodput(runs):
+    """The highest served rate among the runs within both targets and without errors (0 if none)."""
+    good = [r["throughput_rps"] for r in runs if r["errors"] == 0 and r["generation"]["within_targets"]]
+    return max(good, default=0.0)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--llama-server", help="path to llama.cpp's llama-server (skipped without it)")
+    ap.add_argument("--morph", default=os.path.join(ROOT, "target/release/morph"))
+    home = os.environ.get("MORPH_HOME", os.path.expanduser("~/.cache/morph"))
+    ap.add_argument("--gguf", default=os.path.join(
+        home, "models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--sharegpt", default=os.path.join(ROOT, "../shared/data/conversations/sharegpt.jsonl"))
+    ap.add_argument("--lengths", default=os.path.join(
+        ROOT, "assets/datasets/smollm2_llamacpp_heldout_lengths.jsonl"))
+    ap.add_argument("--rates", default="0.2,0.4,0.6,0.8", help="Poisson rates in requests/s")
+    ap.add_argument("--duration", type=float, default=60, help="seconds of arrivals per rate")
+    ap.add_argument("--slots", default="4", help="sequences at once, for both servers; comma separated")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--morph-args", default="", help="extra `morph serve` arguments")
+    ap.add_argument("--llama-args", default="", help="extra llama-server arguments")
+    args = ap.parse_args()
+
+    servers = {"morph": (args.morph, args.morph_args)}
+    if args.llama_server:
+        servers["llama-server"] = (args.llama_server, args.llama_args)
+    os.makedirs(os.path.join(ROOT, "experiments/out"), exist_ok=True)
+    print(f"SmolLM2-135M-Instruct Q4_1; recorded ShareGPT rounds, greedy, max_tokens as recorded, "
+          f"streamed; {args.duration:.0f} s of Poisson arrivals per rate; {os.cpu_count()} cores; "
+          f"targets TTFT p99 <= {TTFT_TARGET_MS:.0f} ms, TPOT p99 <= {TPOT_TARGET_MS:.0f} ms")
+    if not args.llama_server:
+        print("llama-server: skipped (no --llama-server PATH given)")
+    print(f"{'slots':>5} {'server':>13} {'offered':>7} {'served':>7} {'errors':>6} {'tok/s':>6} "
+          f"{'TTFT p50':>8} {'p99':>6} {'TPOT p50':>8} {'p99':>6} {'within':>6}")
+    results = []
+    for slots in [int(s) for s in args.slots.split(",")]:
+        row = {"slots": slots}
+        for name, (binary, extra) in servers.items():
+            port = free_port()
+            with open(os.path.join(ROOT, f"experiments/out/{name}.log"), "w") as log:
+                server = Server(decoder_argv(name, binary, args.gguf, slots, port, extra), port, log)
+                try:
+                    warm_up(port)
+                    runs = bench(args, port)
+                finally:
+                    server.stop()
+            for r in runs:
+                g = r["generation"]
+                print(f"{slots:>5} {name:>13} {r['offered_rps']:>7.2f} {r['throughput_rps']:>7.2f} "
+                      f"{r['errors']:>6} {g['output_tokens_per_s']:>6.1f} {g['ttft_p50_ms']:>8.0f} "
+                      f"{g['ttft_p99_ms']:>6.0f} {g['tpot_p50_ms']:>8.1f} {g['tpot_p99_ms']:>6.1f} "
+                      f"{'yes' if g['within_targets'] and not r['errors'] else 'no':>6}", flush=True)
+            row[name] = {"goodput_rps": goodput(runs), "runs": runs}
+        results.append(row)
+    print()
+    for row in results:
+        line = f"slots {row['slots']}: goodput morph {row['morph']['goodput_rps']:.2f} req/s"
+        if "llama-server" in row:
+            theirs = row["llama-server"]["goodput_rps"]
+            ratio = f"{row['morph']['goodput_rps'] / theirs:.2f}x" if theirs else "n/a (0)"
+            line += f", llama-server {theirs:.2f} req/s, morph / llama-server {ratio}"
+        print(line)
+    with open(os.path.join(ROOT, "experiments/out/generation_goodput.json"), "w") as f:
+        json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

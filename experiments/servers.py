@@ -1,0 +1,71 @@
+"""What the decoder experiments share: a free loopback port, a server process stopped by its
+pid, and the two decoder servers' command lines, configured alike: `slots` sequences at once
+with 2,048 tokens of context each, on every core."""
+import http.client
+import json
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import time
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A server process on 127.0.0.1:port, stopped by its pid."""
+
+    def __init__(self, argv, port, log):
+        self.port = port
+        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                sys.exit(f"{argv[0]} exited with {self.proc.returncode}; see {log.name}")
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+                conn.request("GET", "/health")
+                if conn.getresponse().status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        sys.exit(f"{argv[0]} did not become healthy; see {log.name}")
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def warm_up(port):
+    """One short greedy chat answer, not counted: the first call's one-off costs."""
+    body = json.dumps({"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 8, "temperature": 0})
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+    conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+    conn.getresponse().read()
+    conn.close()
+
+
+def decoder_argv(name, binary, gguf, slots, port, extra=""):
+    """`morph serve --task generate` (`--runtime dynamic:2048xN` and a continuous batch of N) or
+    llama-server (`-np N -c N*2048`), each with `extra` arguments appended."""
+    cores = str(os.cpu_count())
+    if name == "morph":
+        argv = [binary, "serve", "--task", "generate", "--model", gguf, "--port", str(port),
+                "--runtime", f"dynamic:2048x{slots}",
+                # The policy's continuous batch defaults to 4 sequences.
+                "--policy-params", json.dumps({"batching": {"mode": "continuous", "max_batch": slots}})]
+    else:
+        argv = [binary, "-m", gguf, "--host", "127.0.0.1", "--port", str(port), "-np", str(slots),
+                "-c", str(2048 * slots), "-t", cores, "-tb", cores]
+    return argv + shlex.split(extra)
