@@ -7,8 +7,10 @@ The client is `morph bench --endpoint chat`: the recorded ShareGPT rounds SmolLM
 `max_tokens` the recorded answer's length, streamed, Poisson arrivals. Per run it measures time
 to first token (TTFT, from the scheduled send) and time per output token (TPOT, each answer's
 first to last token over its tokens after the first). A server's goodput is the highest rate
-it served with TTFT p99 <= 1 s and TPOT p99 <= 100 ms and no errors (DistServe's measure, at
-the issue's targets), in requests/s served.
+it served with TTFT p99 and TPOT p99 of the answered requests within the targets (DistServe's
+measure), in requests/s answered; a refused request (429) is not served: at TTFT 1 s / TPOT 100 ms (the issue's targets), and at every further TTFT
+target of --ttft-targets (on a CPU where the longest prompts' prefill alone takes seconds). Every
+rate runs on a freshly started server, so no run finds the prompts of an earlier one cached.
 
 Both servers get the same slots (sequences at once, 2,048 tokens of context each), the same
 GGUF and every core (see servers.py). llama-server is not a dependency of Morph: bring your own
@@ -29,24 +31,27 @@ import sys
 from servers import Server, decoder_argv, free_port, warm_up
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TTFT_TARGET_MS = 1000.0
 TPOT_TARGET_MS = 100.0
 
 
-def bench(args, port):
-    """`morph bench --endpoint chat` at every rate against the server on `port`: its JSON runs."""
+def bench(args, port, rate, ttft_target_ms):
+    """`morph bench --endpoint chat` at `rate` against the server on `port`: its JSON run."""
     argv = [args.morph, "bench", "--url", f"http://127.0.0.1:{port}", "--endpoint", "chat",
             "--lengths", args.lengths, "--sharegpt", args.sharegpt, "--max-tokens", "recorded",
-            "--rate", args.rates, "--duration", str(args.duration), "--timeout", "600",
-            "--ttft-target-ms", str(TTFT_TARGET_MS), "--tpot-target-ms", str(TPOT_TARGET_MS),
+            "--rate", str(rate), "--duration", str(args.duration), "--timeout", "600",
+            "--ttft-target-ms", str(ttft_target_ms), "--tpot-target-ms", str(TPOT_TARGET_MS),
             "--seed", str(args.seed), "--json"]
     out = subprocess.run(argv, check=True, capture_output=True, text=True)
-    return json.loads(out.stdout)
+    return json.loads(out.stdout)[0]
 
 
-def goodput(runs):
-    """The highest served rate among the runs within both targets and without errors (0 if none)."""
-    good = [r["throughput_rps"] for r in runs if r["errors"] == 0 and r["generation"]["within_targets"]]
+def goodput(runs, ttft_target_ms):
+    """The highest rate served (answered, 200) among the runs whose answered requests' TTFT p99
+    is within `ttft_target_ms` and TPOT p99 within the TPOT target (0 if none). Requests a
+    server refused (429) are not served: they count against it only as rate it did not serve."""
+    good = [r["throughput_rps"] for r in runs
+            if r["generation"]["ttft_p99_ms"] <= ttft_target_ms
+            and r["generation"]["tpot_p99_ms"] <= TPOT_TARGET_MS]
     return max(good, default=0.0)
 
 
@@ -64,6 +69,8 @@ def main():
     ap.add_argument("--duration", type=float, default=60, help="seconds of arrivals per rate")
     ap.add_argument("--slots", default="4", help="sequences at once, for both servers; comma separated")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--ttft-targets", default="1000,5000",
+                    help="TTFT p99 targets in ms to report goodput at (TPOT p99 <= 100 ms each)")
     ap.add_argument("--morph-args", default="", help="extra `morph serve` arguments")
     ap.add_argument("--llama-args", default="", help="extra llama-server arguments")
     args = ap.parse_args()
@@ -72,41 +79,44 @@ def main():
     if args.llama_server:
         servers["llama-server"] = (args.llama_server, args.llama_args)
     os.makedirs(os.path.join(ROOT, "experiments/out"), exist_ok=True)
+    ttft_targets = [float(t) for t in args.ttft_targets.split(",")]
     print(f"SmolLM2-135M-Instruct Q4_1; recorded ShareGPT rounds, greedy, max_tokens as recorded, "
-          f"streamed; {args.duration:.0f} s of Poisson arrivals per rate; {os.cpu_count()} cores; "
-          f"targets TTFT p99 <= {TTFT_TARGET_MS:.0f} ms, TPOT p99 <= {TPOT_TARGET_MS:.0f} ms")
+          f"streamed; {args.duration:.0f} s of Poisson arrivals per rate; {os.cpu_count()} cores")
     if not args.llama_server:
         print("llama-server: skipped (no --llama-server PATH given)")
     print(f"{'slots':>5} {'server':>13} {'offered':>7} {'served':>7} {'errors':>6} {'tok/s':>6} "
-          f"{'TTFT p50':>8} {'p99':>6} {'TPOT p50':>8} {'p99':>6} {'within':>6}")
+          f"{'TTFT p50':>8} {'p99':>6} {'TPOT p50':>8} {'p99':>6}")
     results = []
     for slots in [int(s) for s in args.slots.split(",")]:
         row = {"slots": slots}
         for name, (binary, extra) in servers.items():
-            port = free_port()
-            with open(os.path.join(ROOT, f"experiments/out/{name}.log"), "w") as log:
-                server = Server(decoder_argv(name, binary, args.gguf, slots, port, extra), port, log)
-                try:
-                    warm_up(port)
-                    runs = bench(args, port)
-                finally:
-                    server.stop()
-            for r in runs:
+            runs = []
+            for rate in [float(r) for r in args.rates.split(",")]:
+                port = free_port()
+                with open(os.path.join(ROOT, f"experiments/out/{name}.log"), "w") as log:
+                    server = Server(decoder_argv(name, binary, args.gguf, slots, port, extra), port, log)
+                    try:
+                        warm_up(port)
+                        r = bench(args, port, rate, ttft_targets[0])
+                    finally:
+                        server.stop()
                 g = r["generation"]
                 print(f"{slots:>5} {name:>13} {r['offered_rps']:>7.2f} {r['throughput_rps']:>7.2f} "
                       f"{r['errors']:>6} {g['output_tokens_per_s']:>6.1f} {g['ttft_p50_ms']:>8.0f} "
-                      f"{g['ttft_p99_ms']:>6.0f} {g['tpot_p50_ms']:>8.1f} {g['tpot_p99_ms']:>6.1f} "
-                      f"{'yes' if g['within_targets'] and not r['errors'] else 'no':>6}", flush=True)
-            row[name] = {"goodput_rps": goodput(runs), "runs": runs}
+                      f"{g['ttft_p99_ms']:>6.0f} {g['tpot_p50_ms']:>8.1f} {g['tpot_p99_ms']:>6.1f}", flush=True)
+                runs.append(r)
+            row[name] = {"goodput_rps": {t: goodput(runs, t) for t in ttft_targets}, "runs": runs}
         results.append(row)
     print()
     for row in results:
-        line = f"slots {row['slots']}: goodput morph {row['morph']['goodput_rps']:.2f} req/s"
-        if "llama-server" in row:
-            theirs = row["llama-server"]["goodput_rps"]
-            ratio = f"{row['morph']['goodput_rps'] / theirs:.2f}x" if theirs else "n/a (0)"
-            line += f", llama-server {theirs:.2f} req/s, morph / llama-server {ratio}"
-        print(line)
+        for t in ttft_targets:
+            ours = row["morph"]["goodput_rps"][t]
+            line = f"slots {row['slots']}, TTFT p99 <= {t / 1e3:g} s, TPOT p99 <= {TPOT_TARGET_MS:g} ms: goodput morph {ours:.2f} req/s"
+            if "llama-server" in row:
+                theirs = row["llama-server"]["goodput_rps"][t]
+                ratio = f"{ours / theirs:.2f}x" if theirs else "n/a (0)"
+                line += f", llama-server {theirs:.2f} req/s, morph / llama-server {ratio}"
+            print(line)
     with open(os.path.join(ROOT, "experiments/out/generation_goodput.json"), "w") as f:
         json.dump(results, f, indent=1)
 

@@ -106,7 +106,8 @@ pub(crate) struct BenchArgs {
     trace_out: Option<PathBuf>,
     /// Write one JSONL line per request sent (every run, in order): `rate`, `index`, `send_s`,
     /// `latency_ms`, `status` and the answer's `usage` where it has one (a chat's prompt,
-    /// cached and completion tokens): what a mean hides, request by request.
+    /// cached and completion tokens; and its `ttft_ms` and `tpot_ms`): what a mean hides,
+    /// request by request.
     #[arg(long)]
     requests_out: Option<PathBuf>,
 }
@@ -141,7 +142,8 @@ struct Outcome {
     index: usize,
     latency_ms: f64,
     status: Result<u16, &'static str>,
-    /// The answer's JSON (--endpoint classify), or a streamed chat answer's `{"usage": ...}`.
+    /// The answer's JSON (--endpoint classify), or a streamed chat answer's `usage`, `ttft_ms`
+    /// and `tpot_ms`.
     body: Option<serde_json::Value>,
     /// A streamed chat answer's token timing.
     timing: Option<stream::TokenTiming>,
@@ -292,9 +294,15 @@ fn request_lines(rate: f64, stream: &[(f64, serde_json::Value)], answers: &Answe
                 Ok(code) => json!(code),
                 Err(why) => json!(why),
             };
-            let usage = body.as_ref().and_then(|b| b.get("usage")).cloned();
-            json!({"rate": rate, "index": index, "send_s": send_s, "latency_ms": latency_ms, "status": status, "usage": usage})
-                .to_string()
+            let field = |name: &str| body.as_ref().and_then(|b| b.get(name)).cloned();
+            let mut line = json!({"rate": rate, "index": index, "send_s": send_s, "latency_ms": latency_ms, "status": status, "usage": field("usage")});
+            // A streamed chat answer's token timing.
+            for name in ["ttft_ms", "tpot_ms"] {
+                if let Some(value) = field(name) {
+                    line[name] = value;
+                }
+            }
+            line.to_string()
         })
         .collect()
 }
@@ -354,7 +362,10 @@ async fn run_schedule(
             let (status, body, timing) = match request.send().await {
                 Ok(resp) if streamed && resp.status().is_success() => {
                     match stream::read(resp, scheduled).await {
-                        Ok((timing, usage)) => (Ok(200), Some(json!({ "usage": usage })), Some(timing)),
+                        Ok((timing, usage)) => {
+                        let body = json!({ "usage": usage, "ttft_ms": timing.ttft_ms, "tpot_ms": timing.tpot_ms });
+                        (Ok(200), Some(body), Some(timing))
+                    }
                         Err(why) => (Err(why), None, None),
                     }
                 }
