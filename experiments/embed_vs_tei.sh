@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Embedding serving: `morph serve` with no flags (runtimes, layout and length buckets from the
-# engine's profile) against the TEI-like baseline configuration (one instance on every core,
-# one FIFO, batches of at most 8 padded to their longest: `--runtime dynamic:512x8`), on the
+# engine's profile; int8 graphs) against the TEI-like baseline configuration (one instance on
+# every core, one FIFO, batches of at most 8 padded to their longest, fp32 graphs as TEI runs:
+# `--runtime dynamic:512x8 --dtype fp32`), on the
 # same Poisson streams, one server after the other, the load generator on this machine.
 # Per corpus (SST-2 sentences, AG News title + description, and the 50/50 mix) and server:
 #   - a sweep of 15 s runs at rates rising by 15% from 40 req/s until two runs in a row have
@@ -10,7 +11,7 @@
 #   - a run at 80% of it: p50 / p99;
 #   - runs at 1.25x and 1.5x it: the rate served past saturation (it must not fall);
 #   - the server's CPU (cores busy, from /proc) and the load generator's, at saturation.
-# Servers: tei-like, morph (the defaults), morph-int8 (the defaults with --dtype int8).
+# Servers: tei-like, morph (the defaults), morph-fp32 (the defaults with --dtype fp32).
 #   experiments/embed_vs_tei.sh [CORPORA: sst2,agnews,mix] [SECONDS] [SERVERS: tei-like,morph]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,10 +54,10 @@ for corpus in ${corpora//,/ }; do
   esac
   for config in ${servers//,/ }; do
     case $config in
-      tei-like) serve --runtime dynamic:512x8 ;;
+      tei-like) serve --runtime dynamic:512x8 --dtype fp32 ;;
       morph) serve ;;
-      morph-int8) serve --dtype int8 ;;
-      *) echo "unknown server $config (tei-like, morph, morph-int8)" >&2; exit 2 ;;
+      morph-fp32) serve --dtype fp32 ;;
+      *) echo "unknown server $config (tei-like, morph, morph-fp32)" >&2; exit 2 ;;
     esac
     echo "$corpus / $config:"
     sweep=$out/$corpus.$config.sweep.jsonl
@@ -110,8 +111,8 @@ for c in corpora:
         served = [p["throughput_rps"] for p in mp[1:]]
         print(f"{c}: morph / tei-like saturation {m['offered_rps'] / t['offered_rps']:.2f}x; p99 at 80%: morph {mp[0]['latency']['p99_ms']:.0f} ms, "
               f"tei-like {tp[0]['latency']['p99_ms']:.0f} ms; morph served past saturation {min(served):.1f} req/s vs {m['throughput_rps']:.1f} at it")
-    if (c, "morph-int8") in sat and (c, "morph") in sat:
-        (q, qp), (m, _) = sat[(c, "morph-int8")], sat[(c, "morph")]
-        served = [p["throughput_rps"] for p in qp[1:]]
-        print(f"{c}: morph-int8 / morph saturation {q['offered_rps'] / m['offered_rps']:.2f}x; morph-int8 served past saturation {min(served):.1f} req/s vs {q['throughput_rps']:.1f} at it")
+    if (c, "morph") in sat and (c, "morph-fp32") in sat:
+        (m, _), (f, fp) = sat[(c, "morph")], sat[(c, "morph-fp32")]
+        served = [p["throughput_rps"] for p in fp[1:]]
+        print(f"{c}: morph (int8) / morph-fp32 saturation {m['offered_rps'] / f['offered_rps']:.2f}x; morph-fp32 served past saturation {min(served):.1f} req/s vs {f['throughput_rps']:.1f} at it")
 PY

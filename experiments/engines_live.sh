@@ -4,6 +4,7 @@
 # A sweep of Poisson rates (8 s each) finds the saturation throughput: the highest rate served
 # with no errors and p99 under 1 s (past it the queue grows without bound). Then a 20 s run at
 # 80% of each engine's own saturation gives its p99.
+# Both run fp32 graphs (ONNX Runtime's default is int8), so that the engines are compared.
 #   experiments/engines_live.sh [CORPUS] [RATES]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +12,7 @@ corpus=${1:-../shared/data/text/ag_news/train.csv}
 rates=${2:-10,20,30,40,50,60,80,100,120,140,160}
 . experiments/live_server.sh
 for engine in ort candle; do
-  serve --engine "$engine" --runtime dynamic:512x32 --max-queue 4096
+  serve --engine "$engine" --dtype fp32 --runtime dynamic:512x32 --max-queue 4096
   "$bin" bench --url "$url" --corpus "$corpus" --rate "$rates" --duration 8 --json >"$tmp/$engine.sweep.json"
   rate=$(python3 - "$tmp/$engine.sweep.json" <<'PY'
 import json, sys

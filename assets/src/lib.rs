@@ -45,7 +45,10 @@ pub mod weights {
 
 /// Latency profiles shipped as `morph serve`'s defaults for the host they were measured on:
 /// (file name, JSON).
-pub const SERVE_PROFILES: [(&str, &str); 2] = [
+/// fp32 and int8 graphs (`--dtype`), each in two layouts of the cores.
+pub const SERVE_PROFILES: [(&str, &str); 4] = [
     ("minilm_ort_cpu_2core_1x2.json", include_str!("../profiles/minilm_ort_cpu_2core_1x2.json")),
     ("minilm_ort_cpu_2core_2x1.json", include_str!("../profiles/minilm_ort_cpu_2core_2x1.json")),
+    ("minilm_ort_int8_cpu_2core_1x2.json", include_str!("../profiles/minilm_ort_int8_cpu_2core_1x2.json")),
+    ("minilm_ort_int8_cpu_2core_2x1.json", include_str!("../profiles/minilm_ort_int8_cpu_2core_2x1.json")),
 ];

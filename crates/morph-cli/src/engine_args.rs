@@ -46,19 +46,38 @@ pub(crate) struct EngineArgs {
     /// '{"plan": "merge:1"}').
     #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     pub(crate) plans: Vec<TokenPlan>,
-    /// The arithmetic of the encoder's weight matrix products on ONNX Runtime: fp32, or int8
+    /// The arithmetic of the encoder's weight matrix products on ONNX Runtime: int8
     /// (activations quantised per call, weights per output column; ONNX Runtime's
-    /// DynamicQuantizeMatMul, VNNI where the CPU has it). bf16 is refused: ONNX Runtime's CPU
-    /// kernels have no bf16 MatMul.
-    #[arg(long, default_value = "fp32")]
-    pub(crate) dtype: Dtype,
+    /// DynamicQuantizeMatMul, VNNI where the CPU has it) or fp32. bf16 is refused: ONNX
+    /// Runtime's CPU kernels have no bf16 MatMul. Default for `serve` and `profile`: int8 where
+    /// Morph writes the graphs and runs them in threads (every vector within cosine 0.98 of
+    /// fp32's, 1.5x fp32's rate on a 2-core EPYC; docs/serving.md), else fp32 (candle, a --onnx
+    /// file, worker processes); `morph train` and the length predictor's encoder: fp32, what
+    /// their heads are fitted on.
+    #[arg(long)]
+    pub(crate) dtype: Option<Dtype>,
 }
 
 impl EngineArgs {
-    /// The engine for a real model: ONNX Runtime or candle (`emulated` is the caller's case).
+    /// The engine for a real model (`emulated` is the caller's case), fp32 unless --dtype says
+    /// otherwise: what `morph train` fits heads on.
     pub(crate) fn real(&self) -> anyhow::Result<EngineKind> {
+        self.kind(Dtype::Fp32)
+    }
+
+    /// The engine `morph serve` and `morph profile` run: as [`Self::real`], but int8 graphs by
+    /// default where they run: Morph's own graphs on ONNX Runtime, in threads (not in worker
+    /// processes, whose wire does not carry the dtype).
+    pub(crate) fn serving(&self, in_processes: bool) -> anyhow::Result<EngineKind> {
+        let int8_runs =
+            self.onnx.is_none() && !in_processes && matches!(self.engine, EngineArg::Ort | EngineArg::Auto);
+        self.kind(if int8_runs { Dtype::Int8 } else { Dtype::Fp32 })
+    }
+
+    /// The engine with `--dtype`, or `default` where it is not given.
+    fn kind(&self, default: Dtype) -> anyhow::Result<EngineKind> {
         let library = || onnxruntime_library(self.ort_library.as_deref(), &morph_home(), &Pip::from_env());
-        let (onnx, plans, dtype) = (self.onnx.clone(), self.plans.clone(), self.dtype);
+        let (onnx, plans, dtype) = (self.onnx.clone(), self.plans.clone(), self.dtype.unwrap_or(default));
         if !plans.is_empty() && self.engine == EngineArg::Candle {
             anyhow::bail!("--plans compiles ONNX Runtime graphs; drop --engine candle");
         }
@@ -76,7 +95,8 @@ impl EngineArgs {
             EngineArg::Candle => Ok(EngineKind::Candle),
             EngineArg::Auto => match library() {
                 Ok(library) => Ok(EngineKind::Ort { library, onnx, plans, dtype }),
-                Err(e) if dtype != Dtype::Fp32 => Err(e.into()),
+                // Asked for by name: no quiet fall-back to candle's fp32.
+                Err(e) if self.dtype.is_some_and(|d| d != Dtype::Fp32) => Err(e.into()),
                 Err(e) => {
                     tracing::warn!("ONNX Runtime unavailable ({e}); using the candle engine");
                     Ok(EngineKind::Candle)

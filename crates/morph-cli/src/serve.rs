@@ -220,7 +220,7 @@ impl ServeArgs {
                 EngineKind::Emulated { profile: profile.clone(), dim: self.emulated_dim }
             }
             (EngineArg::Emulated, None) => anyhow::bail!("--engine emulated needs --profile FILE"),
-            _ => self.engine.real()?,
+            _ => self.engine.serving(self.workers.config()?.is_some())?,
         };
         let generate = self.task == Task::Generate;
         let whole_decoder = generate && self.stages <= 1;

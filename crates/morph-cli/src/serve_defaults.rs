@@ -21,7 +21,7 @@ use morph_policy::batching::plan::{layout_rate, length_plan};
 use morph_train::profile::{MeasurePlan, measure_profile};
 
 /// Profiles measured on the hosts Morph is developed on: (file name, JSON).
-const SHIPPED: [(&str, &str); 2] = morph_assets::SERVE_PROFILES;
+const SHIPPED: [(&str, &str); 4] = morph_assets::SERVE_PROFILES;
 
 /// The grid a first start measures: lengths up to the model's 512, batches up to 16.
 const LENS: [u32; 7] = [8, 16, 32, 64, 128, 256, 512];
@@ -182,16 +182,25 @@ pub(crate) fn serve_defaults(
 mod tests {
     use super::*;
 
+    /// The shipped profiles of one engine label, two layouts each.
+    fn shipped(engine: &str) -> Vec<(LatencyProfile, String)> {
+        let all = SHIPPED.map(|(name, json)| (LatencyProfile::from_json(json).unwrap(), name.to_string()));
+        let of_engine: Vec<_> =
+            all.into_iter().filter(|(p, _)| p.engine.as_deref() == Some(engine)).collect();
+        assert_eq!(of_engine.len(), 2, "{engine}: one profile per layout");
+        of_engine
+    }
+
     #[test]
-    fn the_shipped_profiles_choose_one_instance_per_core_with_short_buckets_first() {
-        let profiles =
-            SHIPPED.map(|(name, json)| (LatencyProfile::from_json(json).unwrap(), name.to_string())).to_vec();
-        let d = choose(profiles, 512).unwrap();
-        assert_eq!((d.instances, d.threads), (2, 1), "{d:?}");
-        assert_eq!(d.runtime.max_len, 512);
-        assert_eq!(d.buckets.last().map(|b| b.max_len), Some(512));
-        assert!(d.buckets.len() >= 3, "short inputs never share a batch with long ones: {d:?}");
-        assert_eq!(d.runtime.max_batch, d.buckets.iter().map(|b| b.max_rows).max().unwrap());
+    fn the_shipped_profiles_choose_a_layout_with_short_buckets_first() {
+        let fp32 = choose(shipped("onnxruntime-cpu"), 512).unwrap();
+        assert_eq!((fp32.instances, fp32.threads), (2, 1), "{fp32:?}");
+        for d in [fp32, choose(shipped("onnxruntime-int8-cpu"), 512).unwrap()] {
+            assert_eq!(d.runtime.max_len, 512);
+            assert_eq!(d.buckets.last().map(|b| b.max_len), Some(512));
+            assert!(d.buckets.len() >= 3, "short inputs never share a batch with long ones: {d:?}");
+            assert_eq!(d.runtime.max_batch, d.buckets.iter().map(|b| b.max_rows).max().unwrap());
+        }
     }
 
     #[test]

@@ -429,7 +429,8 @@ async fn three_hosts_serve_a_pipeline_across_two_and_one_killed_mid_load_loses_n
     }
 
     // Vectors across hosts equal one whole model's on this host.
-    let whole = serve(&["--stages", "1", "--workers", "thread"]);
+    // fp32 as the hosts' worker processes run (in threads the default is int8 graphs).
+    let whole = serve(&["--stages", "1", "--workers", "thread", "--dtype", "fp32"]);
     let (status, body) = embed(&whole.url, &TEXTS).await;
     assert_eq!(status, 200, "{body}");
     let expected = vectors(&body);

@@ -292,7 +292,8 @@ async fn each_family_is_served_over_http_by_default_by_arlo_and_in_stages() {
             &["--runtime", "dynamic:64x4", "--stages", "2"],
         ];
         for policy in policies {
-            let served = serve_with(&[&["--model", model, "--engine", "ort"], policy].concat());
+            let fp32 = ["--model", model, "--engine", "ort", "--dtype", "fp32"];
+            let served = serve_with(&[&fp32[..], policy].concat());
             let (status, body) = embed(&served.url, &FAMILY_TEXTS).await;
             assert_eq!(status, 200, "{name} {policy:?}: {body}");
             let got = vectors(&body);

@@ -25,7 +25,8 @@ use serde_json::{Value, json};
 
 #[tokio::test]
 async fn stage_workers_give_the_unsplit_vectors_and_a_killed_one_comes_back_warm_and_reruns_its_batch() {
-    let whole = serve(&["--stages", "1", "--workers", "thread"]);
+    // fp32 as the worker processes run (in threads the default is int8 graphs).
+    let whole = serve(&["--stages", "1", "--workers", "thread", "--dtype", "fp32"]);
     let (status, body) = embed(&whole.url, &TEXTS).await;
     assert_eq!(status, 200, "{body}");
     let expected = vectors(&body);
