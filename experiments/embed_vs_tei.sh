@@ -78,15 +78,15 @@ for corpus in ${corpora//,/ }; do
   done
 done
 
-python3 - "$out" "$corpora" "$servers" <<'PY'
+python3 - "$out" "$corpora" "$servers" "$seconds" <<'PY'
 import json, sys
-out, corpora, servers = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(",")
+out, corpora, servers, seconds = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(","), sys.argv[4]
 def rows(path):
     try:
         return [json.loads(l) for l in open(path)]
     except FileNotFoundError:
         return []
-print(f"\nembedding serving, same Poisson streams, {'15'} s runs; saturation = highest rate with no errors and p99 < 500 ms")
+print(f"\nembedding serving, same Poisson streams, {seconds} s runs; saturation = highest rate with no errors and p99 < 500 ms")
 print(f"{'corpus':<7} {'server':<10} {'sat req/s':>9} {'p50@80%':>8} {'p99@80%':>8} {'srv CPU':>8} {'cli CPU':>8} {'@1.25x':>7} {'@1.5x':>7}")
 sat = {}
 for c in corpora:
