@@ -7,6 +7,19 @@ fn morph() -> Command {
     Command::new(env!("CARGO_BIN_EXE_morph"))
 }
 
+/// `morph serve --port 0 ARGS`, and the URL it listens on.
+fn serving(args: &[&str]) -> (Child, String) {
+    let mut server = morph()
+        .args(["serve", "--port", "0"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting morph serve");
+    let url = listening_url(&mut server);
+    (server, url)
+}
+
 /// Reads the server's first stdout line, `morph listening on http://ADDR`.
 fn listening_url(child: &mut Child) -> String {
     let stdout = child.stdout.take().expect("piped stdout");
@@ -30,15 +43,8 @@ fn serve_bench_and_stop() {
     let corpus = dir.path().join("corpus.txt");
     std::fs::write(&corpus, "first text\nsecond, longer text\nthird\n").unwrap();
 
-    let mut server = morph()
-        .args(["serve", "--port", "0", "--engine", "emulated", "--instances", "3"])
-        .arg("--profile")
-        .arg(&profile)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starting morph serve");
-    let url = listening_url(&mut server);
+    let profile = profile.to_str().expect("utf-8 path");
+    let (mut server, url) = serving(&["--engine", "emulated", "--instances", "3", "--profile", profile]);
 
     let requests_out = dir.path().join("requests.jsonl");
     let bench = morph()
@@ -388,6 +394,13 @@ const SHAREGPT: &str = r#"{"id": "c1", "turns": [{"role": "user", "content": "Wh
 {"id": "c2", "turns": [{"role": "user", "content": "Name a colour."}, {"role": "assistant", "content": "Blue."}, {"role": "user", "content": "Another one?"}]}
 {"id": "c7", "turns": [{"role": "user", "content": "Say hello."}]}"#;
 
+/// [`SHAREGPT`] written into `dir`.
+fn write_sharegpt(dir: &std::path::Path) -> std::path::PathBuf {
+    let path = dir.join("sharegpt.jsonl");
+    std::fs::write(&path, SHAREGPT).expect("writing the conversations");
+    path
+}
+
 fn read_jsonl(path: &std::path::Path) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(path).expect("a JSONL file");
     text.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect()
@@ -399,8 +412,7 @@ fn read_jsonl(path: &std::path::Path) -> Vec<serde_json::Value> {
 #[test]
 fn train_lengths_records_the_decoders_answers_and_resumes() {
     let dir = tempfile::tempdir().unwrap();
-    let sharegpt = dir.path().join("sharegpt.jsonl");
-    std::fs::write(&sharegpt, SHAREGPT).unwrap();
+    let sharegpt = write_sharegpt(dir.path());
     let out = dir.path().join("lengths.jsonl");
     let run = |rounds: &str| {
         let args =
@@ -439,8 +451,7 @@ fn lmsys_prompts(dir: &std::path::Path, n: usize) -> std::path::PathBuf {
 fn train_predictor_scores_on_another_files_test_rounds() {
     let dir = tempfile::tempdir().unwrap();
     let data = lmsys_prompts(dir.path(), 30);
-    let sharegpt = dir.path().join("sharegpt.jsonl");
-    std::fs::write(&sharegpt, SHAREGPT).unwrap();
+    let sharegpt = write_sharegpt(dir.path());
     let lengths = dir.path().join("lengths.jsonl");
     let record = |id: &str, len: u32| {
         format!(
@@ -649,21 +660,14 @@ fn serve_flags_are_read_from_the_environment_and_the_command_line_wins() {
 #[test]
 fn bench_chat_streams_recorded_rounds_and_holds_them_to_targets() {
     let dir = tempfile::tempdir().unwrap();
-    let sharegpt = dir.path().join("sharegpt.jsonl");
-    std::fs::write(&sharegpt, SHAREGPT).unwrap();
+    let sharegpt = write_sharegpt(dir.path());
     let lengths = dir.path().join("lengths.jsonl");
     let records = [
         r#"{"conversation":"c1","round":1,"first_turn":0,"prompt_tokens":9,"output_len":4,"finish":"stop"}"#,
         r#"{"conversation":"c2","round":2,"first_turn":2,"prompt_tokens":20,"output_len":4,"finish":"stop"}"#,
     ];
     std::fs::write(&lengths, records.join("\n")).unwrap();
-    let mut server = morph()
-        .args(["serve", "--port", "0", "--task", "generate"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starting morph serve");
-    let url = listening_url(&mut server);
+    let (mut server, url) = serving(&["--task", "generate"]);
     let requests_out = dir.path().join("requests.jsonl");
     let bench = |targets: [&str; 4]| {
         let args =
