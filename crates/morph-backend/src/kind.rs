@@ -36,4 +36,13 @@ impl EngineKind {
             EngineKind::Decoder { kernels, .. } => kernels.label(),
         }
     }
+
+    /// What the model computes in, as TEI's `/info` names it (`model_dtype`).
+    pub fn model_dtype(&self) -> &'static str {
+        match self {
+            EngineKind::Ort { dtype: Dtype::Int8, .. } => "int8",
+            EngineKind::Decoder { .. } => "gguf",
+            EngineKind::Candle | EngineKind::Ort { .. } | EngineKind::Emulated { .. } => "float32",
+        }
+    }
 }

@@ -72,7 +72,11 @@ async fn mpnet_served_by_default_and_by_arlo_matches_the_numpy_reference() {
     assert_served_matches(&served, &reference, INT8_LEAST_COSINE, "the default policy, int8").await;
     let info: Value =
         reqwest::get(format!("{}/info", served.url)).await.expect("/info").json().await.expect("JSON");
-    assert_eq!(info["engine"], "onnxruntime-int8", "{info}");
+    assert_eq!(
+        (info["engine"].as_str(), info["model_dtype"].as_str()),
+        (Some("onnxruntime-int8"), Some("int8")),
+        "{info}"
+    );
     drop(served);
 
     // Arlo plans with a profile of this model on this host, measured by `morph profile`.

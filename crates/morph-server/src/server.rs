@@ -59,6 +59,7 @@ impl Server {
             dim: launcher.backend().dim(),
             pooling: loaded.pooling,
             engine: config.engine.label().to_string(),
+            dtype: config.engine.model_dtype(),
             max_input_len: layout.iter().map(|u| u.runtime.max_len).max().unwrap_or(0),
         };
         let served = match (launcher.backend().decoder_model(), loaded.tokenizer) {

@@ -141,14 +141,13 @@ pub(super) async fn info(State(state): State<AppState>) -> Json<Info> {
         Served::Generation(generator) => generator.predictor(),
         Served::Embeddings(_) => None,
     };
-    // An encoder computes in f32; a decoder in its GGUF file's own (quantized) types.
-    let (model_type, model_dtype) = match &state.served {
-        Served::Embeddings(_) => (serde_json::json!({ "embedding": { "pooling": m.pooling } }), "float32"),
-        Served::Generation(_) => (serde_json::json!({ "generation": {} }), "gguf"),
+    let model_type = match &state.served {
+        Served::Embeddings(_) => serde_json::json!({ "embedding": { "pooling": m.pooling } }),
+        Served::Generation(_) => serde_json::json!({ "generation": {} }),
     };
     let tei = TeiInfo {
         model_id: m.name.clone(),
-        model_dtype,
+        model_dtype: m.dtype,
         model_type,
         max_client_batch_size: state.max_client_batch,
         auto_truncate: false,

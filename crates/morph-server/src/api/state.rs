@@ -18,8 +18,10 @@ pub struct ServedModel {
     pub dim: usize,
     /// `None` for a decoder.
     pub pooling: Option<Pooling>,
-    /// `onnxruntime`, `candle`, `emulated`, `llama.cpp-decoder` or `candle-decoder`.
+    /// `onnxruntime`, `onnxruntime-int8`, `candle`, `emulated`, `llama.cpp-decoder` or `candle-decoder`.
     pub engine: String,
+    /// `float32`, `int8` (the encoder's weight products), or `gguf` (a decoder's file's own types).
+    pub dtype: &'static str,
     /// The longest input any runtime accepts.
     pub max_input_len: u32,
 }
