@@ -62,18 +62,15 @@ pub(super) fn bodies(
     Ok((bodies, expected))
 }
 
-/// Scores each request's answer (`(latency ms, status, body)` by stream index).
-pub(super) fn score(
-    expected: &[Expected],
-    answers: &[(f64, Result<u16, &str>, Option<Value>)],
-) -> ClassifyReport {
+/// Scores each request's answer (by stream index).
+pub(super) fn score(expected: &[Expected], answers: &[super::Outcome]) -> ClassifyReport {
     let (mut utility, mut counts, mut plans) = (0.0, [0usize; 4], BTreeMap::new());
-    for (want, (latency_ms, status, body)) in expected.iter().zip(answers) {
-        let answer = body.as_ref().map(|b| &b["data"][0]);
-        let kind = match (status, answer) {
+    for (want, outcome) in expected.iter().zip(answers) {
+        let answer = outcome.body.as_ref().map(|b| &b["data"][0]);
+        let kind = match (outcome.status, answer) {
             (Ok(200), Some(a)) => {
                 *plans.entry(a["plan"].as_i64().unwrap_or(0)).or_insert(0) += 1;
-                match (*latency_ms < want.slo_ms, a["label"].as_str() == Some(want.label.as_str())) {
+                match (outcome.latency_ms < want.slo_ms, a["label"].as_str() == Some(want.label.as_str())) {
                     (true, true) => 0,
                     (true, false) => 1,
                     (false, _) => 2,

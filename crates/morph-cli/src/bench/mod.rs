@@ -138,12 +138,13 @@ struct RunReport {
     generation: Option<stream::GenerationReport>,
 }
 
+/// One request's answer.
+#[derive(Clone)]
 struct Outcome {
     index: usize,
     latency_ms: f64,
     status: Result<u16, &'static str>,
-    /// The answer's JSON (--endpoint classify), or a streamed chat answer's `usage`, `ttft_ms`
-    /// and `tpot_ms`.
+    /// The answer's JSON (when kept), or a streamed chat answer's `{"usage": ...}`.
     body: Option<serde_json::Value>,
     /// A streamed chat answer's token timing.
     timing: Option<stream::TokenTiming>,
@@ -289,18 +290,16 @@ fn request_lines(rate: f64, stream: &[(f64, serde_json::Value)], answers: &Answe
         .iter()
         .zip(answers)
         .enumerate()
-        .map(|(index, ((send_s, _), (latency_ms, status, body)))| {
-            let status = match status {
+        .map(|(index, ((send_s, _), answer))| {
+            let status = match answer.status {
                 Ok(code) => json!(code),
                 Err(why) => json!(why),
             };
-            let field = |name: &str| body.as_ref().and_then(|b| b.get(name)).cloned();
-            let mut line = json!({"rate": rate, "index": index, "send_s": send_s, "latency_ms": latency_ms, "status": status, "usage": field("usage")});
-            // A streamed chat answer's token timing.
-            for name in ["ttft_ms", "tpot_ms"] {
-                if let Some(value) = field(name) {
-                    line[name] = value;
-                }
+            let usage = answer.body.as_ref().and_then(|b| b.get("usage")).cloned();
+            let mut line = json!({"rate": rate, "index": index, "send_s": send_s, "latency_ms": answer.latency_ms, "status": status, "usage": usage});
+            if let Some(timing) = answer.timing {
+                line["ttft_ms"] = json!(timing.ttft_ms);
+                line["tpot_ms"] = json!(timing.tpot_ms);
             }
             line.to_string()
         })
@@ -327,7 +326,7 @@ fn failure(e: &reqwest::Error) -> &'static str {
 }
 
 /// Each request's answer by stream index: latency, status and (when kept) its JSON.
-type Answers = Vec<(f64, Result<u16, &'static str>, Option<serde_json::Value>)>;
+type Answers = Vec<Outcome>;
 
 /// Sends `stream` open-loop; with `keep` the answers' bodies come back too, by stream index.
 async fn run_schedule(
@@ -362,10 +361,7 @@ async fn run_schedule(
             let (status, body, timing) = match request.send().await {
                 Ok(resp) if streamed && resp.status().is_success() => {
                     match stream::read(resp, scheduled).await {
-                        Ok((timing, usage)) => {
-                        let body = json!({ "usage": usage, "ttft_ms": timing.ttft_ms, "tpot_ms": timing.tpot_ms });
-                        (Ok(200), Some(body), Some(timing))
-                    }
+                        Ok((timing, usage)) => (Ok(200), Some(json!({ "usage": usage })), Some(timing)),
                         Err(why) => (Err(why), None, None),
                     }
                 }
@@ -404,9 +400,11 @@ async fn run_schedule(
     let mut sorted = ok_latencies.clone();
     sorted.sort_by(f64::total_cmp);
     let answers = keep.then(|| {
-        let mut by_index: Answers = vec![(0.0, Err("unanswered"), None); stream.len()];
+        let unanswered =
+            |index| Outcome { index, latency_ms: 0.0, status: Err("unanswered"), body: None, timing: None };
+        let mut by_index: Answers = (0..stream.len()).map(unanswered).collect();
         for o in &outcomes {
-            by_index[o.index] = (o.latency_ms, o.status, o.body.clone());
+            by_index[o.index] = o.clone();
         }
         by_index
     });
