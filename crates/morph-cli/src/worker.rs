@@ -159,10 +159,7 @@ fn build_encoder(
             environment(library)?;
             let library_time = started.elapsed();
             let read = Instant::now();
-            let pooling = match args.model.pooling {
-                Some(pooling) => pooling,
-                None => Pooling::from_model_dir(&files.dir)?,
-            };
+            let pooling = Pooling::given_or_model_dir(args.model.pooling, &files.dir)?;
             let encoder = OrtEncoder::load(&files, pooling, library)?;
             let read = read.elapsed();
             let (runtime, mut times) = encoder.compile(unit, plans, prepare)?;

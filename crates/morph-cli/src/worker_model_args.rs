@@ -37,10 +37,7 @@ impl WorkerModelArgs {
             Some(library) => library.clone(),
             None => onnxruntime_library(None, &morph_home(), &Pip::from_env())?,
         };
-        let pooling = match self.pooling {
-            Some(pooling) => pooling,
-            None => Pooling::from_model_dir(&dir)?,
-        };
+        let pooling = Pooling::given_or_model_dir(self.pooling, &dir)?;
         Ok(WorkerModel::Encoder { dir, library, pooling, plans: Vec::new() })
     }
 }

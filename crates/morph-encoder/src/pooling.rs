@@ -90,6 +90,11 @@ impl Pooling {
         }
     }
 
+    /// `given` (a `--pooling` flag) if set, else what the model at `dir` says ([`Self::from_model_dir`]).
+    pub fn given_or_model_dir(given: Option<Pooling>, dir: &Path) -> std::result::Result<Self, EngineError> {
+        given.map_or_else(|| Self::from_model_dir(dir), Ok)
+    }
+
     /// `hidden`: `[batch, len, hidden]`, `mask`: `[batch, len]` → `[batch, hidden]`.
     pub fn apply(self, hidden: &Tensor, mask: &Tensor) -> Result<Tensor> {
         match self {

@@ -79,10 +79,7 @@ pub(crate) fn load(config: &ServerConfig) -> Result<Loaded, BuildError> {
             Ok(Loaded { launcher, tokenizer: None, name, pooling: None })
         }
         (engine, Some(files)) => {
-            let pooling = match config.pooling {
-                Some(pooling) => pooling,
-                None => Pooling::from_model_dir(&files.dir)?,
-            };
+            let pooling = Pooling::given_or_model_dir(config.pooling, &files.dir)?;
             let tokenizer = Arc::new(TextTokenizer::load(&files.tokenizer)?);
             let launcher = match (&config.workers, engine) {
                 (None, _) => Launcher::new(Backend::load(files, pooling, engine)?),
