@@ -36,28 +36,32 @@ impl Builder {
         inputs: &[&str],
         attrs: Vec<(&'static str, Attr)>,
     ) -> [String; N] {
+        self.node(op, None, inputs, attrs)
+    }
+
+    /// Adds a one-output node of ONNX Runtime's contrib operator `op`.
+    pub(crate) fn contrib_op(&mut self, op: &'static str, inputs: &[&str]) -> String {
+        let [output] = self.node(op, Some(super::proto::CONTRIB), inputs, Vec::new());
+        output
+    }
+
+    /// Adds a node of `op` from operator set `domain` with `N` fresh outputs.
+    fn node<const N: usize>(
+        &mut self,
+        op: &'static str,
+        domain: Option<&'static str>,
+        inputs: &[&str],
+        attrs: Vec<(&'static str, Attr)>,
+    ) -> [String; N] {
         let outputs: [String; N] = std::array::from_fn(|_| self.fresh(op));
         self.graph.nodes.push(Node {
             op,
-            domain: None,
+            domain,
             inputs: inputs.iter().map(|s| s.to_string()).collect(),
             outputs: outputs.to_vec(),
             attrs,
         });
         outputs
-    }
-
-    /// Adds a one-output node of ONNX Runtime's contrib operator `op`.
-    pub(crate) fn contrib_op(&mut self, op: &'static str, inputs: &[&str]) -> String {
-        let output = self.fresh(op);
-        self.graph.nodes.push(Node {
-            op,
-            domain: Some(super::proto::CONTRIB),
-            inputs: inputs.iter().map(|s| s.to_string()).collect(),
-            outputs: vec![output.clone()],
-            attrs: Vec::new(),
-        });
-        output
     }
 
     /// An int8 constant of shape `dims` (quantised weights).
