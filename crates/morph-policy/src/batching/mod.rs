@@ -7,9 +7,7 @@
 //! k hands its requests to stage k + 1's. Every batch runs under one fixed token plan (0: the
 //! plain model).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::ops::Bound;
-
+use fixedbitset::FixedBitSet;
 use morph_core::{
     Action, BatchPlan, DropReason, Event, Gauge, InstanceId, InstanceInfo, Policy, RequestId, RequestInfo,
     RuntimeSpec, Then, Time, TokenPlan, UnitSpec,
@@ -67,13 +65,19 @@ pub struct DynamicBatching {
     config: DynamicBatchingConfig,
     /// One queue per pipeline stage (one for a whole model).
     queues: Vec<BucketQueue>,
-    instances: BTreeMap<InstanceId, Slot>,
-    /// Idle instances, ordered by id so that the one chosen is deterministic.
-    idle: BTreeSet<InstanceId>,
-    /// What each busy instance runs (to hand on to the next stage).
-    running: BTreeMap<InstanceId, Vec<RequestInfo>>,
+    /// Instances up, by id (ids are dense: an array, not a map, at tens of thousands).
+    instances: Vec<Option<Slot>>,
+    /// Idle instances by id, taken lowest first so that the one chosen is deterministic.
+    idle: FixedBitSet,
+    /// What each busy instance runs (to hand on to the next stage), by id.
+    running: Vec<Vec<RequestInfo>>,
     longest_runtime: u32,
     replacer: Replacer,
+}
+
+/// Index of an instance in the per-instance arrays.
+fn at(id: InstanceId) -> usize {
+    id.0 as usize
 }
 
 impl DynamicBatching {
@@ -81,28 +85,25 @@ impl DynamicBatching {
         Self {
             queues: vec![BucketQueue::new(&config.buckets)],
             config,
-            instances: BTreeMap::new(),
-            idle: BTreeSet::new(),
-            running: BTreeMap::new(),
+            instances: Vec::new(),
+            idle: FixedBitSet::new(),
+            running: Vec::new(),
             replacer: Replacer::default(),
             longest_runtime: 0,
         }
     }
 
     fn schedule(&mut self, actions: &mut Vec<Action>) {
-        if self.idle.is_empty() || self.queues.iter().all(BucketQueue::is_empty) {
+        if self.queues.iter().all(BucketQueue::is_empty) {
             return;
         }
-        // Idle instances in id order, walked with a cursor (the set shrinks as batches start).
-        let mut after = None;
-        while self.queues.iter().any(|q| !q.is_empty()) {
-            let next = match after {
-                None => self.idle.first(),
-                Some(id) => self.idle.range((Bound::Excluded(id), Bound::Unbounded)).next(),
-            };
-            let Some(&instance) = next else { return };
-            after = Some(instance);
-            let slot = self.instances[&instance];
+        // Idle instances in id order; those that start a batch leave the set after the walk.
+        let mut started = Vec::new();
+        for k in self.idle.ones() {
+            if self.queues.iter().all(BucketQueue::is_empty) {
+                break;
+            }
+            let Some(slot) = self.instances[k] else { continue };
             if self.queues[slot.stage].is_empty() {
                 continue;
             }
@@ -110,15 +111,15 @@ impl DynamicBatching {
             if batch.is_empty() {
                 continue;
             }
-            self.idle.remove(&instance);
+            started.push(k);
             let then = if slot.last { Then::Finish } else { Then::NextStage };
             let requests = batch.iter().map(|r| r.id).collect();
-            actions.push(Action::Run {
-                instance,
-                requests,
-                plan: BatchPlan { tokens: self.config.plan, then },
-            });
-            self.running.insert(instance, batch);
+            let instance = InstanceId(k as u32);
+            actions.push(Action::Run { instance, requests, plan: BatchPlan { tokens: self.config.plan, then } });
+            self.running[k] = batch;
+        }
+        for k in started {
+            self.idle.set(k, false);
         }
     }
 
@@ -143,17 +144,21 @@ impl DynamicBatching {
             let buckets = &self.config.buckets;
             self.queues.resize_with(stage + 1, || BucketQueue::new(buckets));
         }
-        self.instances.insert(id, Slot { unit, runtime: unit.runtime, stage, last });
-        self.idle.insert(id);
+        if self.instances.len() <= at(id) {
+            self.instances.resize(at(id) + 1, None);
+            self.running.resize_with(at(id) + 1, Vec::new);
+        }
+        self.instances[at(id)] = Some(Slot { unit, runtime: unit.runtime, stage, last });
+        self.idle.grow_and_insert(at(id));
         if stage == 0 {
             self.longest_runtime = self.longest_runtime.max(unit.runtime.max_len);
         }
     }
 
     fn batch_done(&mut self, instance: InstanceId, failed: bool) {
-        let Some(slot) = self.instances.get(&instance).copied() else { return };
-        self.idle.insert(instance);
-        let ran = self.running.remove(&instance).unwrap_or_default();
+        let Some(slot) = self.instances.get(at(instance)).copied().flatten() else { return };
+        self.idle.insert(at(instance));
+        let ran = std::mem::take(&mut self.running[at(instance)]);
         if !slot.last && !failed {
             for request in ran {
                 self.queues[slot.stage + 1].push_back(request);
@@ -164,14 +169,13 @@ impl DynamicBatching {
     /// The layout is fixed: a lost instance is replaced by a launch of the same unit. The
     /// requests of its batch that are `retried` go back to the front of their stage's queue.
     fn lost(&mut self, instance: InstanceId, retried: &[RequestId], actions: &mut Vec<Action>) {
-        self.idle.remove(&instance);
-        let ran = self.running.remove(&instance).unwrap_or_default();
-        if let Some(slot) = self.instances.remove(&instance) {
-            for request in ran.into_iter().rev().filter(|r| retried.contains(&r.id)) {
-                self.queues[slot.stage].push_front(request);
-            }
-            self.replacer.replace(slot.unit, actions);
+        let Some(slot) = self.instances.get_mut(at(instance)).and_then(Option::take) else { return };
+        self.idle.set(at(instance), false);
+        let ran = std::mem::take(&mut self.running[at(instance)]);
+        for request in ran.into_iter().rev().filter(|r| retried.contains(&r.id)) {
+            self.queues[slot.stage].push_front(request);
         }
+        self.replacer.replace(slot.unit, actions);
     }
 
     fn cancelled(&mut self, request: RequestId) {
