@@ -97,9 +97,9 @@ out = sys.argv[1]
 cdf, queue = {}, {}
 for r in csv.DictReader(open(f"{out}/latency_cdf.csv")):
     cdf.setdefault(r["policy"], {})[round(float(r["quantile"]), 3)] = float(r["latency_ms"])
-for r in csv.DictReader(open(f"{out}/queue.csv")):
-    queue.setdefault(r["policy"], []).append(float(r["queue"]))
-print(f"{'policy':<18} {'p50 ms':>8} {'p75 ms':>8} {'p90 ms':>8} {'p99 ms':>9} {'mean queue':>11} {'max queue':>10}")
+for r in csv.DictReader(open(f"{out}/timeline.csv")):
+    queue.setdefault(r["policy"], []).append(float(r["max_queue"]))
+print(f"{'policy':<18} {'p50 ms':>8} {'p75 ms':>8} {'p90 ms':>8} {'p99 ms':>9} {'mean queue':>11} {'max queue':>10}  (queue: longest per second)")
 for p, q in cdf.items():
     qs = queue.get(p, [0.0])
     print(f"{p:<18} {q[0.5]:>8.1f} {q[0.75]:>8.1f} {q[0.9]:>8.1f} {q[0.99]:>9.1f} {sum(qs) / len(qs):>11.1f} {max(qs):>10.0f}")

@@ -48,20 +48,7 @@ pub(crate) fn write(
 ) -> anyhow::Result<()> {
     let cdf: Vec<(String, Vec<(f64, f64)>)> = rows
         .iter()
-        .map(|row| {
-            let n = row.report.latencies_ms.len().max(1) as f64;
-            // At most 1,000 points per line.
-            let step = (row.report.latencies_ms.len() / 1000).max(1);
-            let pts = row
-                .report
-                .latencies_ms
-                .iter()
-                .enumerate()
-                .step_by(step)
-                .map(|(i, l)| (*l, (i + 1) as f64 / n))
-                .collect();
-            (label(row), pts)
-        })
+        .map(|row| (label(row), row.report.latency_cdf.iter().map(|(q, ms)| (*ms, *q)).collect()))
         .collect();
     lines(
         &dir.join("latency_cdf.svg"),
@@ -72,11 +59,13 @@ pub(crate) fn write(
     )?;
     let queue: Vec<(String, Vec<(f64, f64)>)> = rows
         .iter()
-        .map(|row| (label(row), row.report.queue_over_time.iter().map(|(t, q)| (*t, *q as f64)).collect()))
+        .map(|row| {
+            (label(row), row.report.timeline.iter().map(|i| (i.start_s, i.max_queue as f64)).collect())
+        })
         .collect();
     lines(
         &dir.join("queue.svg"),
-        &format!("{scenario}: queue length"),
+        &format!("{scenario}: longest queue per interval"),
         "time (s)",
         "sequences waiting",
         &queue,
@@ -105,13 +94,13 @@ pub(crate) fn write(
         &instances,
     )?;
     let utility: Vec<(String, Vec<(f64, f64)>)> =
-        rows.iter().filter_map(|row| Some((label(row), row.utility.as_ref()?.over_time.clone()))).collect();
+        rows.iter().filter_map(|row| Some((label(row), row.report.utility.as_ref()?.over_time.clone()))).collect();
     if !utility.is_empty() {
         let title = format!("{scenario}: utility earned (correct answers within their SLO)");
         lines(&dir.join("utility.svg"), &title, "time (s)", "utility", &utility)?;
         let accuracy: Vec<(String, Vec<(f64, f64)>)> = rows
             .iter()
-            .filter_map(|row| Some((label(row), row.utility.as_ref()?.accuracy_over_time.clone())))
+            .filter_map(|row| Some((label(row), row.report.utility.as_ref()?.accuracy_over_time.clone())))
             .collect();
         let title = format!("{scenario}: accuracy of the batches served");
         lines(&dir.join("accuracy.svg"), &title, "time (s)", "accuracy", &accuracy)?;

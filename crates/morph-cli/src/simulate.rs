@@ -27,7 +27,9 @@ pub(crate) struct SimulateArgs {
     /// Print one JSON object per policy run instead of a table.
     #[arg(long)]
     json: bool,
-    /// Write summary.csv, latency_cdf.csv, queue.csv, instances.csv (count over time),
+    /// Write summary.csv, latency_cdf.csv, timeline.csv (per interval from t = 0: arrivals,
+    /// completions, late, lost and cancelled requests, latency, longest queue), instances.csv
+    /// (count over time),
     /// utilisation.csv (per instance), stages.csv (a pipeline's per-stage queue, replicas, busy
     /// replicas, CV and delay over time), latency_cdf.svg, queue.svg, instances.svg, per run
     /// of a pipeline policy stage_replicas_N.svg and stage_queue_N.svg, and for a workload with
@@ -105,21 +107,40 @@ fn table(name: &str, rows: &[Row]) -> String {
             r.policy,
             row.sweep_label(),
             row.seed,
-            r.requests,
-            r.completed,
-            r.dropped,
-            r.cancelled,
-            r.mean_latency_ms,
-            r.p50_latency_ms,
-            r.p98_latency_ms,
-            r.p99_latency_ms,
-            percent(r.slo_attainment),
-            r.throughput_rps,
-            r.goodput_rps,
+            r.measured.requests,
+            r.measured.completed,
+            r.measured.dropped,
+            r.measured.cancelled,
+            r.measured.mean_latency_ms,
+            r.measured.p50_latency_ms,
+            r.measured.p98_latency_ms,
+            r.measured.p99_latency_ms,
+            percent(r.measured.slo_attainment),
+            r.measured.throughput_rps,
+            r.measured.goodput_rps,
             r.mean_utilisation * 100.0,
             r.instance_seconds,
             dropped_for(r)
         );
+        if let Some(warm) = &r.warmup {
+            // The warm-up is served like the rest: its figures are shown, not hidden.
+            let _ = writeln!(
+                out,
+                "{:<w$} {:<16} {:>5} {:>8} {:>8} {:>7} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>7}",
+                "  (warm-up)",
+                "",
+                "",
+                warm.requests,
+                warm.completed,
+                warm.dropped,
+                warm.cancelled,
+                warm.mean_latency_ms,
+                warm.p50_latency_ms,
+                warm.p98_latency_ms,
+                warm.p99_latency_ms,
+                percent(warm.slo_attainment),
+            );
+        }
     }
     out
 }
@@ -131,7 +152,7 @@ fn utility_table(rows: &[Row]) -> String {
     let w = rows.iter().map(|r| r.report.policy.chars().count()).max().unwrap_or(0).max(6);
     let mut first: Vec<(String, u64, f64)> = Vec::new();
     for row in rows {
-        let Some(u) = &row.utility else { continue };
+        let Some(u) = &row.report.utility else { continue };
         if out.is_empty() {
             let _ = writeln!(
                 out,
@@ -185,7 +206,7 @@ fn utility_table(rows: &[Row]) -> String {
 
 /// Why the run's dropped requests were dropped, `kind n; kind n` (empty when none were).
 fn dropped_for(r: &morph_sim::Report) -> String {
-    r.dropped_by.iter().map(|(kind, n)| format!("{kind} {n}")).collect::<Vec<_>>().join("; ")
+    r.measured.dropped_by.iter().map(|(kind, n)| format!("{kind} {n}")).collect::<Vec<_>>().join("; ")
 }
 
 /// A share as `12.3%`; `-` when there was nothing to measure it over.
@@ -215,7 +236,9 @@ fn write_csvs(dir: &std::path::Path, rows: &[Row]) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
     let mut summary = format!("policy,sweep,seed,{},dropped_for\n", SUMMARY_KEYS.join(","));
     let mut cdf = String::from("policy,sweep,seed,quantile,latency_ms\n");
-    let mut queue = String::from("policy,sweep,seed,time_s,queue\n");
+    let mut timeline = String::from(
+        "policy,sweep,seed,start_s,arrived,completed,late,lost,cancelled,mean_latency_ms,max_latency_ms,max_queue\n",
+    );
     let mut utilisation = String::from("policy,sweep,seed,instance,utilisation\n");
     let mut instances = String::from("policy,sweep,seed,time_s,instances\n");
     let mut stages = String::from("policy,sweep,seed,time_s,gauge,stage,value\n");
@@ -227,13 +250,23 @@ fn write_csvs(dir: &std::path::Path, rows: &[Row]) -> anyhow::Result<()> {
         let fields = serde_json::to_value(r)?;
         let values: Vec<String> = SUMMARY_KEYS.iter().map(|k| fields[*k].to_string()).collect();
         let _ = writeln!(summary, "{key},{},\"{}\"", values.join(","), dropped_for(r));
-        // 1,000 evenly spaced quantiles are enough for a CDF plot.
-        for q in 1..=1000 {
-            let q = f64::from(q) / 1000.0;
-            let _ = writeln!(cdf, "{key},{q},{}", morph_core::stats::percentile(&r.latencies_ms, q));
+        for (q, ms) in &r.latency_cdf {
+            let _ = writeln!(cdf, "{key},{q},{ms}");
         }
-        for (t, len) in &r.queue_over_time {
-            let _ = writeln!(queue, "{key},{t},{len}");
+        for i in &r.timeline {
+            let _ = writeln!(
+                timeline,
+                "{key},{},{},{},{},{},{},{},{},{}",
+                i.start_s,
+                i.arrived,
+                i.completed,
+                i.late,
+                i.lost,
+                i.cancelled,
+                i.mean_latency_ms,
+                i.max_latency_ms,
+                i.max_queue
+            );
         }
         for (instance, u) in r.utilisation.iter().enumerate() {
             let _ = writeln!(utilisation, "{key},{instance},{u}");
@@ -245,14 +278,14 @@ fn write_csvs(dir: &std::path::Path, rows: &[Row]) -> anyhow::Result<()> {
             let (name, stage) = crate::plots::split_stage_gauge(gauge);
             let _ = writeln!(stages, "{key},{t},{name},{stage},{value}");
         }
-        for (t, earned) in row.utility.iter().flat_map(|u| &u.over_time) {
+        for (t, earned) in r.utility.iter().flat_map(|u| &u.over_time) {
             let _ = writeln!(utility, "{key},{t},{earned}");
         }
-        for (t, a) in row.utility.iter().flat_map(|u| &u.accuracy_over_time) {
+        for (t, a) in r.utility.iter().flat_map(|u| &u.accuracy_over_time) {
             let _ = writeln!(accuracy, "{key},{t},{a}");
         }
     }
-    if rows.iter().any(|r| r.utility.is_some()) {
+    if rows.iter().any(|r| r.report.utility.is_some()) {
         std::fs::write(dir.join("utility.csv"), utility)?;
         std::fs::write(dir.join("accuracy.csv"), accuracy)?;
     }
@@ -260,7 +293,7 @@ fn write_csvs(dir: &std::path::Path, rows: &[Row]) -> anyhow::Result<()> {
     std::fs::write(dir.join("instances.csv"), instances)?;
     std::fs::write(dir.join("summary.csv"), summary)?;
     std::fs::write(dir.join("latency_cdf.csv"), cdf)?;
-    std::fs::write(dir.join("queue.csv"), queue)?;
+    std::fs::write(dir.join("timeline.csv"), timeline)?;
     std::fs::write(dir.join("utilisation.csv"), utilisation)?;
     Ok(())
 }

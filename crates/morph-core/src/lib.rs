@@ -6,6 +6,7 @@
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
 pub mod host;
+pub mod id_window;
 pub mod instance;
 pub mod latency_profile;
 pub mod ledger;
@@ -20,6 +21,7 @@ pub mod token_plan;
 pub mod unit;
 
 pub use host::{HostId, HostSlots};
+pub use id_window::IdWindow;
 pub use instance::{InstanceId, InstanceInfo};
 pub use latency_profile::{LatencyProfile, Point, ProfileError};
 pub use ledger::{Effect, Ledger, NewRequest, OnViolation, Outcome};

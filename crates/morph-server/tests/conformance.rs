@@ -170,9 +170,9 @@ fn simulated() -> (Vec<(Event, Vec<Action>)>, Vec<Outcome>) {
         })
         .collect();
     let startup = Startup { cold: 50_000_000, warm: 50_000_000 };
-    let options = SimOptions { startup, ..SimOptions::default() };
-    let report = simulate(policy, &layout(), &ProfileCost::new(profile(), 1.0), &requests, &options);
-    let outcomes = report.outcomes.into_iter().map(|o| o.expect("every request answered")).collect();
+    let options = SimOptions { startup, per_request: true, ..SimOptions::default() };
+    let report = simulate(policy, &layout(), &ProfileCost::new(profile(), 1.0), requests, &options);
+    let outcomes = report.answers.into_iter().map(|a| a.expect("every request answered").outcome).collect();
     let log = log.lock().expect("log").clone();
     (log, outcomes)
 }

@@ -10,23 +10,33 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use morph_core::{
-    Effect, Generation, HostId, HostSlots, InstanceId, Launched, Ledger, Nanos, NewRequest, OnViolation,
-    Outcome, Policy, RequestId, StageTimes, StartKind, Ticket, Time, UnitKind, UnitSpec,
+    Effect, Generation, HostId, HostSlots, IdWindow, InstanceId, Launched, Ledger, Nanos, NewRequest,
+    OnViolation, Policy, RequestId, StageTimes, StartKind, Ticket, Time, TokenPlan, UnitKind, UnitSpec,
 };
 
 use crate::cost::{CostModel, Decoding, Fed, Job, Startup};
 use crate::event::{EventKind, EventQueue, SimEvent};
 use crate::hosts::{Hosts, startup_time};
-use crate::metrics::{Recorder, Report, ServedBatch};
-use crate::workload::SimRequest;
+use crate::metrics::{Recorder, Report};
+use crate::utility::UtilityAccount;
+use crate::workload::{Correctness, SimRequest};
 
 /// How a run is measured, where instances run and how they start.
 #[derive(Debug, Clone)]
 pub struct SimOptions {
     /// Decides goodput and SLO attainment.
     pub slo: Option<Nanos>,
-    /// Requests arriving before this are served but not measured.
+    /// Requests arriving before this are served and reported apart from the measured ones
+    /// ([`Report::warmup`]); 0: everything from t = 0 is measured.
     pub warmup: Nanos,
+    /// Width of the report's timeline intervals ([`Report::timeline`]).
+    pub interval: Nanos,
+    /// Keep how each request ended ([`Report::answers`]): memory per request, for tests and
+    /// small runs.
+    pub per_request: bool,
+    /// Which answers are correct under which plan (OTAS's query types): the report then keeps
+    /// the utility account ([`Report::utility`]).
+    pub correctness: Option<Arc<Correctness>>,
     /// The whole model's start-up times; a pipeline stage takes its share of the layers.
     pub startup: Startup,
     /// Device slots per host (default: one host with room for every instance).
@@ -47,6 +57,9 @@ impl Default for SimOptions {
         Self {
             slo: None,
             warmup: 0,
+            interval: 1_000_000_000,
+            per_request: false,
+            correctness: None,
             startup: Startup::default(),
             hosts: HostSlots::new(1, u16::MAX),
             cache_bytes: u64::MAX,
@@ -72,10 +85,23 @@ struct Sequence {
     left: u32,
 }
 
-/// A simulated instance: its unit and host, and the generations it is iterating.
+/// A simulated instance: its unit and host, and the generations it iterates (a decoder's; kept
+/// apart so that the instances, tens of thousands at scale, stay small in the cache).
 struct Instance {
     unit: UnitSpec,
     host: HostId,
+    seqs: Box<Iterations>,
+}
+
+impl Instance {
+    fn new(unit: UnitSpec, host: HostId) -> Self {
+        Self { unit, host, seqs: Box::default() }
+    }
+}
+
+/// A decoder's generations, by iteration.
+#[derive(Default)]
+struct Iterations {
     /// Sequences in the current iteration, and sequences that joined during it (or a static
     /// batch's, before its first), for the next.
     stepping: Vec<Sequence>,
@@ -87,31 +113,20 @@ struct Instance {
     awaiting_resume: bool,
 }
 
-impl Instance {
-    fn new(unit: UnitSpec, host: HostId) -> Self {
-        Self {
-            unit,
-            host,
-            stepping: Vec::new(),
-            joining: Vec::new(),
-            stopped: Vec::new(),
-            step_pending: false,
-            awaiting_resume: false,
-        }
-    }
-
+impl Iterations {
     /// Starts the next iteration with every running and joined sequence, each prompt feeding
     /// its next chunk (of `chunk` tokens at most; 0: all of it); returns its time.
-    fn start_step(&mut self, cost: &dyn CostModel, requests: &[SimRequest], chunk: u32) -> Nanos {
+    fn start_step(&mut self, unit: &UnitSpec, cost: &dyn CostModel, live: &IdWindow<Live>, chunk: u32) -> Nanos {
+        let request = |id: RequestId| live.get(id.0).map(|l| l.request).expect("a running request is live");
         let fresh = self.joining.drain(..).map(|id| {
-            let r = &requests[id.0 as usize];
+            let r = request(id);
             Sequence { id, unfed: r.input_len, left: r.output_len.max(1) }
         });
         self.stepping.extend(fresh);
         let chunk = if chunk == 0 { u32::MAX } else { chunk };
         let (mut fed, mut decoding) = (Fed::default(), Decoding::default());
         for s in &mut self.stepping {
-            let r = &requests[s.id.0 as usize];
+            let r = request(s.id);
             if s.unfed == 0 {
                 // Its prompt and the tokens it produced, the last of which it feeds now.
                 let produced = r.output_len.max(1) - s.left;
@@ -125,7 +140,7 @@ impl Instance {
             s.unfed -= n;
         }
         self.step_pending = true;
-        cost.step_time(&self.unit, self.stepping.len(), fed, decoding)
+        cost.step_time(unit, self.stepping.len(), fed, decoding)
     }
 
     /// Ends the iteration: the sequences that produced their last token or were stopped.
@@ -160,12 +175,19 @@ impl Instance {
     }
 }
 
+/// A request not answered yet, and the plan and end of the batch it runs in.
+#[derive(Debug)]
+struct Live {
+    request: SimRequest,
+    ran: Option<(TokenPlan, Time)>,
+}
+
 /// The simulated world the ledger's effects are carried out in.
 struct World<'a> {
     cost: &'a dyn CostModel,
-    requests: &'a [SimRequest],
+    /// Requests arrived and not answered, by id.
+    live: IdWindow<Live>,
     options: &'a SimOptions,
-    warmup: Time,
     /// Indexed by instance id (the ledger hands them out in order).
     instances: Vec<Option<Instance>>,
     /// Launches in flight: what, where, how each will start and how long it takes.
@@ -173,6 +195,8 @@ struct World<'a> {
     /// Launches refused for want of a slot, with why.
     refused: HashMap<Ticket, String>,
     hosts: Hosts,
+    /// Threads of the instances holding a slot (launching ones included).
+    cores: u64,
     /// New instances may start warm from host memory (the policy's choice).
     host_cache: bool,
     events: EventQueue,
@@ -189,19 +213,15 @@ impl World<'_> {
         self.instances.get_mut(id.0 as usize).and_then(Option::as_mut)
     }
 
-    fn measured(&self, r: RequestId) -> Option<Time> {
-        let arrival = self.requests[r.0 as usize].arrival;
-        (arrival >= self.warmup).then_some(arrival)
-    }
-
     /// Starts the next iteration on `id` if it may start and has work.
     fn step(&mut self, now: Time, id: InstanceId) {
-        let (cost, requests, chunk) = (self.cost, self.requests, self.options.prefill_chunk);
-        let Some(inst) = self.instance(id) else { return };
-        if inst.step_pending || inst.awaiting_resume || !inst.has_work() {
+        let (cost, chunk) = (self.cost, self.options.prefill_chunk);
+        let Some(inst) = self.instances.get_mut(id.0 as usize).and_then(Option::as_mut) else { return };
+        let seqs = &mut inst.seqs;
+        if seqs.step_pending || seqs.awaiting_resume || !seqs.has_work() {
             return;
         }
-        let took = inst.start_step(cost, requests, chunk);
+        let took = seqs.start_step(&inst.unit, cost, &self.live, chunk);
         self.rec.busy(id.0 as usize, took);
         self.events.push(now + took, SimEvent::StepDone(id));
     }
@@ -210,41 +230,50 @@ impl World<'_> {
         for effect in effects.drain(..) {
             match effect {
                 Effect::Start { instance, requests: batch, plan } => {
-                    let (requests, cost) = (self.requests, self.cost);
-                    let Some(inst) = self.instance(instance) else { continue };
+                    let cost = self.cost;
+                    let Some(inst) = self.instances.get_mut(instance.0 as usize).and_then(Option::as_mut)
+                    else {
+                        continue;
+                    };
                     if inst.unit.kind == UnitKind::Decoder {
-                        inst.joining = batch;
+                        inst.seqs.joining = batch;
                         self.step(now, instance);
                         continue;
                     }
-                    let jobs: Vec<Job> = batch
+                    let running: Vec<&SimRequest> = batch
                         .iter()
-                        .map(|r| requests[r.0 as usize])
-                        .map(|r| Job { input_len: r.input_len, output_len: r.output_len })
+                        .map(|r| &self.live.get(r.0).expect("a batch's requests are live").request)
                         .collect();
+                    let jobs: Vec<Job> =
+                        running.iter().map(|r| Job { input_len: r.input_len, output_len: r.output_len }).collect();
                     let took = cost.batch_time(&inst.unit, plan.tokens, &jobs);
+                    let end = now + took;
                     self.rec.busy(instance.0 as usize, took);
-                    if batch.first().is_some_and(|r| requests[r.0 as usize].service.is_some()) {
-                        let requests = batch.iter().map(|r| r.0 as u32).collect();
-                        self.rec.served.push(ServedBatch { plan: plan.tokens, end: now + took, requests });
+                    if running.first().is_some_and(|r| r.service.is_some()) {
+                        self.rec.served(plan.tokens, end, &running);
                     }
-                    self.events.push(now + took, SimEvent::BatchDone(instance));
+                    for r in &batch {
+                        if let Some(l) = self.live.get_mut(r.0) {
+                            l.ran = Some((plan.tokens, end));
+                        }
+                    }
+                    self.events.push(end, SimEvent::BatchDone(instance));
                 }
                 Effect::Join { instance, requests } => {
                     if let Some(inst) = self.instance(instance) {
-                        inst.joining.extend(requests);
+                        inst.seqs.joining.extend(requests);
                         self.step(now, instance);
                     }
                 }
                 Effect::Resume { instance } => {
                     if let Some(inst) = self.instance(instance) {
-                        inst.awaiting_resume = false;
+                        inst.seqs.awaiting_resume = false;
                         self.step(now, instance);
                     }
                 }
                 Effect::Stop { instance, request } => {
                     if let Some(inst) = self.instance(instance) {
-                        inst.stopped.push(request);
+                        inst.seqs.stopped.push(request);
                     }
                 }
                 Effect::Launch { ticket, unit, host } => {
@@ -254,6 +283,7 @@ impl World<'_> {
                             let start = if warm { StartKind::Warm } else { StartKind::Cold };
                             let took = startup_time(&self.options.startup, warm, self.options.share(&unit));
                             self.launching.insert(ticket, (unit, host, start, took));
+                            self.cores += threads(&unit);
                             self.events.push(now + took, SimEvent::InstanceUp(ticket));
                         }
                         Err(reason) => {
@@ -261,26 +291,20 @@ impl World<'_> {
                             self.events.push(now, SimEvent::LaunchFailed(ticket));
                         }
                     }
-                    self.rec.slots(now, ledger.slots());
+                    self.rec.slots(now, ledger.slots(), self.cores);
                 }
                 Effect::Retire { instance } => {
                     if let Some(slot) = self.instances.get_mut(instance.0 as usize)
                         && let Some(gone) = slot.take()
                     {
                         self.hosts.free(gone.host);
+                        self.cores -= threads(&gone.unit);
                     }
-                    self.rec.slots(now, ledger.slots());
+                    self.rec.slots(now, ledger.slots(), self.cores);
                 }
                 Effect::Answer { request, outcome } => {
-                    self.rec.outcome(request.0 as usize, outcome.clone());
-                    let Some(arrival) = self.measured(request) else { continue };
-                    match outcome {
-                        Outcome::Done => self.rec.completed(now - arrival),
-                        Outcome::Cancelled => self.rec.cancelled(),
-                        Outcome::Failed | Outcome::Dropped(_) | Outcome::PolicyError => {
-                            self.rec.dropped(&outcome)
-                        }
-                    }
+                    let Some(live) = self.live.remove(request.0) else { continue };
+                    self.rec.answered(request.0 as usize, &live.request, &outcome, now, live.ran);
                 }
                 // Activations are the live driver's; a simulated stage hands on nothing.
                 Effect::Forward { .. } => {}
@@ -290,33 +314,40 @@ impl World<'_> {
     }
 }
 
-/// Runs `requests` (as [`crate::workload::Predictor::tell`] left them) through `policy` on
-/// `cluster` (one unit per initial instance; for a policy that lays out its own, the caller
-/// passes [`Policy::layout`]), with batch times from `cost`. Instances the policy launches come
-/// up after the start-up delay; retired ones free their slot at once. A policy that breaks a
-/// ledger rule panics.
+/// The threads a unit holds (its engine's default counts as one).
+fn threads(unit: &UnitSpec) -> u64 {
+    u64::from(unit.threads.unwrap_or(1))
+}
+
+/// Runs `requests`, in arrival order (as [`crate::workload::Predictor::tell`] left them),
+/// through `policy` on `cluster` (one unit per initial instance; for a policy that lays out its
+/// own, the caller passes [`Policy::layout`]), with batch times from `cost`. The stream is taken
+/// as the run goes and only requests not yet answered are held, so memory does not grow with
+/// its length. Instances the policy launches come up after the start-up delay; retired ones
+/// free their slot at once. A policy that breaks a ledger rule panics.
 pub fn simulate(
     policy: Box<dyn Policy>,
     cluster: &[UnitSpec],
     cost: &dyn CostModel,
-    requests: &[SimRequest],
+    requests: impl IntoIterator<Item = SimRequest>,
     options: &SimOptions,
 ) -> Report {
-    let horizon = requests.last().map_or(0, |r| r.arrival.0);
+    let mut requests = requests.into_iter().peekable();
     let warmup = Time(options.warmup);
-    let measured = requests.iter().filter(|r| r.arrival >= warmup).count();
+    let utility = options.correctness.clone().map(|table| UtilityAccount::new(table, warmup));
+    let rec = Recorder::new(cluster.len(), warmup, options.slo, options.interval, options.per_request, utility);
     let mut world = World {
         cost,
-        requests,
+        live: IdWindow::default(),
         options,
-        warmup,
         instances: Vec::with_capacity(cluster.len()),
         launching: HashMap::new(),
         refused: HashMap::new(),
         hosts: Hosts::new(&options.hosts, options.cache_bytes),
+        cores: cluster.iter().map(threads).sum(),
         host_cache: policy.host_cache(),
         events: EventQueue::default(),
-        rec: Recorder::new(cluster.len(), horizon, measured),
+        rec,
     };
     let mut ledger = Ledger::new(policy, OnViolation::Panic);
     let mut effects = Vec::new();
@@ -326,42 +357,42 @@ pub fn simulate(
         world.instances.push(Some(Instance::new(*unit, host)));
         ledger.add_instance(Time::ZERO, *unit, host, &mut effects);
     }
-    world.rec.slots(Time::ZERO, ledger.slots());
+    world.rec.slots(Time::ZERO, ledger.slots(), world.cores);
     world.carry_out(Time::ZERO, &ledger, &mut effects);
     let tick = ledger.policy().tick_interval();
     if let Some(every) = tick {
         world.events.push(Time(every), SimEvent::Tick);
     }
-    let mut next_arrival = 0;
     let mut now = Time::ZERO;
     loop {
         // The next event is the earlier of the heap's head and the next arrival, in the total
         // order (time, kind, sequence); arrivals keep their stream order.
-        let take_arrival = match (requests.get(next_arrival), world.events.peek()) {
+        let take_arrival = match (requests.peek(), world.events.peek()) {
             (Some(r), Some((t, kind))) => (r.arrival, EventKind::Arrival) < (t, kind),
             (Some(_), None) => true,
             (None, Some(_)) => false,
             (None, None) => break,
         };
         if take_arrival {
-            let r = requests[next_arrival];
+            let Some(r) = requests.next() else { break };
             now = r.arrival;
             let generation =
                 (r.output_len > 0).then_some(Generation { max_tokens: r.max_tokens, predicted: r.predicted });
             let new = NewRequest { input_len: r.input_len, generation, service: r.service };
             let id = ledger.arrive(now, new, &mut effects);
-            debug_assert_eq!(id.0, next_arrival as u64, "ledger ids follow the stream");
+            let kept = world.live.push(Live { request: r, ran: None });
+            debug_assert_eq!(id.0, kept, "ledger ids follow the stream");
+            world.rec.arrived(now);
             if let Some(after) = r.cancel_after {
                 world.events.push(now + after, SimEvent::Cancel(id));
             }
-            next_arrival += 1;
         } else {
             let Some((t, e)) = world.events.pop() else { break };
             now = t;
             match e {
                 SimEvent::StepDone(id) => {
                     let Some(inst) = world.instance(id) else { continue };
-                    let finished = inst.end_step();
+                    let finished = inst.seqs.end_step();
                     ledger.iteration_done(now, id, &finished, false, &mut effects);
                 }
                 SimEvent::BatchDone(id) => ledger.batch_done(now, id, false, &mut effects),
@@ -383,7 +414,7 @@ pub fn simulate(
                 SimEvent::Tick => {
                     // Ticks stop once nothing is left to happen: no arrivals to come, nothing
                     // running and nothing waiting for a tick (a batching timeout).
-                    let busy = next_arrival < requests.len()
+                    let busy = requests.peek().is_some()
                         || !world.events.is_empty()
                         || ledger.policy().queue_len() > 0;
                     if let Some(every) = tick
@@ -404,13 +435,13 @@ pub fn simulate(
     world.rec.cold_starts = world.hosts.cold;
     world.rec.warm_starts = world.hosts.warm;
     world.rec.evictions = world.hosts.evicted;
-    world.rec.report(ledger.policy(), now, warmup, options.slo)
+    world.rec.report(ledger.policy(), now)
 }
 
 #[cfg(test)]
 mod tests {
-    use morph_core::RuntimeSpec;
     use morph_core::fixtures::flat_profile;
+    use morph_core::{Outcome, RuntimeSpec};
     use morph_policy::{DynamicBatching, DynamicBatchingConfig};
 
     use super::*;
@@ -433,6 +464,16 @@ mod tests {
         ms.iter().map(|t| SimRequest::new(Time::from_millis_f64(*t), 10, 0)).collect()
     }
 
+    /// Options that keep each request's answer.
+    fn each(slo: Option<Nanos>) -> SimOptions {
+        SimOptions { slo, per_request: true, ..SimOptions::default() }
+    }
+
+    /// Each request's latency in ms, in stream order (every one answered).
+    fn latencies(r: &Report) -> Vec<f64> {
+        r.answers.iter().map(|a| a.as_ref().expect("answered").latency as f64 / 1e6).collect()
+    }
+
     #[test]
     fn hand_computed_queueing_on_one_instance() {
         // Service 10 ms, one row per batch: arrivals at 0, 1, 2 ms finish at 10, 20, 30 ms.
@@ -440,12 +481,13 @@ mod tests {
             fifo(),
             &[UnitSpec::encoder(RuntimeSpec::dynamic(512, 1))],
             &flat(10.0),
-            &at(&[0.0, 1.0, 2.0]),
-            &SimOptions { slo: Some(20_000_000), ..SimOptions::default() },
+            at(&[0.0, 1.0, 2.0]),
+            &each(Some(20_000_000)),
         );
-        assert_eq!((r.completed, r.dropped), (3, 0));
-        assert_eq!(r.latencies_ms, vec![10.0, 19.0, 28.0]);
-        assert!((r.slo_attainment - 2.0 / 3.0).abs() < 1e-12);
+        assert_eq!((r.measured.completed, r.measured.dropped, r.measured.late), (3, 0, 1));
+        assert_eq!(latencies(&r), vec![10.0, 19.0, 28.0]);
+        assert!((r.measured.mean_latency_ms - 19.0).abs() < 1e-12);
+        assert!((r.measured.slo_attainment - 2.0 / 3.0).abs() < 1e-12);
         assert_eq!(r.duration_s, 0.03);
         assert_eq!(r.mean_utilisation, 1.0);
     }
@@ -457,10 +499,10 @@ mod tests {
             fifo(),
             &[UnitSpec::encoder(RuntimeSpec::dynamic(512, 1))],
             &flat(10.0),
-            &at(&[0.0, 10.0]),
-            &SimOptions::default(),
+            at(&[0.0, 10.0]),
+            &each(None),
         );
-        assert_eq!(r.latencies_ms, vec![10.0, 10.0]);
+        assert_eq!(latencies(&r), vec![10.0, 10.0]);
     }
 
     #[test]
@@ -476,27 +518,59 @@ mod tests {
             fifo(),
             &[UnitSpec::encoder(RuntimeSpec::dynamic(512, 1))],
             &flat(10.0),
-            &impatient,
-            &SimOptions::default(),
+            impatient,
+            &each(None),
         );
-        assert_eq!((r.completed, r.cancelled, r.dropped), (1, 2, 0));
-        assert_eq!(r.latencies_ms, vec![10.0]);
-        assert_eq!(r.outcomes, vec![Some(Outcome::Done), Some(Outcome::Cancelled), Some(Outcome::Cancelled)]);
+        assert_eq!((r.measured.completed, r.measured.cancelled, r.measured.dropped), (1, 2, 0));
+        let outcomes: Vec<Outcome> = r.answers.iter().map(|a| a.clone().unwrap().outcome).collect();
+        assert_eq!(outcomes, vec![Outcome::Done, Outcome::Cancelled, Outcome::Cancelled]);
+        assert_eq!(r.answers[0].as_ref().unwrap().latency, 10_000_000);
         assert_eq!(r.duration_s, 0.02, "the discarded batch still ran to its end");
     }
 
     #[test]
-    fn a_stream_of_one_request_samples_its_queue_sparsely() {
-        // One arrival spans no time; the run lasts 10 s (one slow batch): 1 ms samples, not 1 ns.
+    fn the_timeline_counts_each_request_in_the_interval_it_arrived_in() {
+        // 10 ms batches of one, arrivals at 0, 1, 2 ms and 15 ms, intervals of 10 ms, SLO 15 ms:
+        // the first three wait behind each other (10, 19, 28 ms: two late), the fourth starts at
+        // 30 ms (25 ms: late); the queue held two at most.
         let r = simulate(
             fifo(),
             &[UnitSpec::encoder(RuntimeSpec::dynamic(512, 1))],
-            &flat(10_000.0),
-            &at(&[0.0]),
-            &SimOptions::default(),
+            &flat(10.0),
+            at(&[0.0, 1.0, 2.0, 15.0]),
+            &SimOptions { slo: Some(15_000_000), interval: 10_000_000, ..SimOptions::default() },
         );
-        assert_eq!(r.completed, 1);
-        assert!(r.queue_over_time.len() <= 10_001, "{} samples", r.queue_over_time.len());
+        let t = &r.timeline;
+        assert!(t.len() >= 2, "{t:?}");
+        assert_eq!((t[0].arrived, t[0].completed, t[0].late, t[0].max_queue), (3, 3, 2, 2));
+        assert!((t[0].mean_latency_ms - 19.0).abs() < 1e-9 && t[0].max_latency_ms == 28.0);
+        assert_eq!((t[1].start_s, t[1].arrived, t[1].late), (0.01, 1, 1));
+        assert_eq!(t.iter().map(|i| i.arrived).sum::<usize>(), r.measured.requests);
+    }
+
+    #[test]
+    fn a_warm_up_is_reported_beside_the_measured_window_never_dropped() {
+        // A queue-of-one policy on a 10 ms instance: of the four arrivals in the first 5 ms (the
+        // warm-up) one runs, one waits and two are refused; the two after it are served.
+        let one = Box::new(DynamicBatching::new(DynamicBatchingConfig {
+            max_batch_tokens: 1 << 30,
+            max_queue: 1,
+            ..Default::default()
+        }));
+        let r = simulate(
+            one,
+            &[UnitSpec::encoder(RuntimeSpec::dynamic(512, 1))],
+            &flat(10.0),
+            at(&[0.0, 1.0, 2.0, 3.0, 30.0, 50.0]),
+            &SimOptions { warmup: 5_000_000, slo: Some(100_000_000), ..SimOptions::default() },
+        );
+        let warm = r.warmup.as_ref().expect("a warm-up window");
+        assert_eq!((warm.requests, warm.completed, warm.dropped), (4, 2, 2), "{warm:?}");
+        assert_eq!(warm.dropped_by.get("queue full"), Some(&2));
+        assert_eq!(warm.slo_attainment, 0.5);
+        assert_eq!((r.measured.requests, r.measured.completed, r.measured.dropped), (2, 2, 0));
+        let lost: usize = r.timeline.iter().map(|i| i.lost).sum();
+        assert_eq!(lost, 2, "the timeline from t = 0 shows the drops too");
     }
 
     #[test]
@@ -506,9 +580,9 @@ mod tests {
             fifo(),
             &[UnitSpec::encoder(RuntimeSpec::dynamic(512, 4))],
             &flat(10.0),
-            &at(&[0.0, 1.0, 2.0, 3.0]),
-            &SimOptions::default(),
+            at(&[0.0, 1.0, 2.0, 3.0]),
+            &each(None),
         );
-        assert_eq!(r.latencies_ms, vec![10.0, 17.0, 18.0, 19.0]);
+        assert_eq!(latencies(&r), vec![10.0, 19.0, 18.0, 17.0]);
     }
 }

@@ -45,22 +45,32 @@ impl SimEvent {
     }
 }
 
+/// An event with its place in the total order, packed as one number: time, then kind, then
+/// sequence (`time << 64 | kind << 56 | seq`), so a comparison is one integer comparison.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Entry {
-    time: Time,
-    seq: u64,
+    key: u128,
     event: SimEvent,
 }
 
+/// Sequence numbers fit below the kind's bits.
+const SEQ_BITS: u32 = 56;
+
 impl Entry {
-    fn key(&self) -> (Time, EventKind, u64) {
-        (self.time, self.event.kind(), self.seq)
+    fn new(time: Time, seq: u64, event: SimEvent) -> Self {
+        debug_assert!(seq < 1 << SEQ_BITS);
+        let kind = event.kind() as u128;
+        Self { key: (u128::from(time.0) << 64) | (kind << SEQ_BITS) | u128::from(seq), event }
+    }
+
+    fn time(&self) -> Time {
+        Time((self.key >> 64) as u64)
     }
 }
 
 impl Ord for Entry {
     fn cmp(&self, other: &Self) -> Ordering {
-        other.key().cmp(&self.key()) // reversed: BinaryHeap is a max-heap
+        other.key.cmp(&self.key) // reversed: BinaryHeap is a max-heap
     }
 }
 
@@ -79,17 +89,17 @@ pub struct EventQueue {
 
 impl EventQueue {
     pub fn push(&mut self, time: Time, event: SimEvent) {
-        self.heap.push(Entry { time, seq: self.next_seq, event });
+        self.heap.push(Entry::new(time, self.next_seq, event));
         self.next_seq += 1;
     }
 
     pub fn pop(&mut self) -> Option<(Time, SimEvent)> {
-        self.heap.pop().map(|e| (e.time, e.event))
+        self.heap.pop().map(|e| (e.time(), e.event))
     }
 
     /// Time and kind of the next event, without removing it.
     pub fn peek(&self) -> Option<(Time, EventKind)> {
-        self.heap.peek().map(|e| (e.time, e.event.kind()))
+        self.heap.peek().map(|e| (e.time(), e.event.kind()))
     }
 
     pub fn is_empty(&self) -> bool {

@@ -13,6 +13,6 @@ pub mod workload;
 
 pub use cost::{CostModel, PipelineCost, ProfileCost};
 pub use driver::{SimOptions, simulate};
-pub use metrics::Report;
+pub use metrics::{Answer, Interval, Report, WindowReport};
 pub use scenario::{Scenario, ScenarioError};
 pub use workload::{Predictor, SimRequest, Workload};

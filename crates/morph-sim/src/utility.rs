@@ -2,12 +2,12 @@
 //! on time), the outcome types 1–4, the plans' shares of batches, and the accuracy of served
 //! batches, from each request's recorded correctness under the plan its batch ran (spec A18).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use morph_core::{Outcome, Time, TokenPlan};
 use serde::Serialize;
 
-use crate::metrics::Report;
 use crate::workload::{Correctness, SimRequest};
 
 /// Width of the utility-over-time bins.
@@ -34,84 +34,114 @@ pub struct UtilityReport {
     pub accuracy_over_time: Vec<(f64, f64)>,
 }
 
-/// The utility account of `report`, a run of `requests` (arrivals before `warmup` not counted).
-pub fn evaluate(
-    requests: &[SimRequest],
-    report: &Report,
-    table: &Correctness,
+/// OTAS's account of a run, kept as it runs: each batch of requests with service classes when
+/// it starts, each such request when it is answered.
+#[derive(Debug)]
+pub(crate) struct UtilityAccount {
+    table: Arc<Correctness>,
+    /// Requests arriving before this are not counted.
     warmup: Time,
-) -> UtilityReport {
-    let mut ran: HashMap<u32, (morph_core::TokenPlan, Time)> = HashMap::new();
-    let mut batches_by_plan = BTreeMap::new();
-    let mut batch_accuracy = Vec::with_capacity(report.served.len());
-    // Per bin: the sum of its batches' accuracies and their count.
-    let mut accuracy_bins: Vec<(f64, usize)> = Vec::new();
-    for b in &report.served {
-        *batches_by_plan.entry(b.plan).or_default() += 1;
-        let mut right = 0;
-        for &r in &b.requests {
-            ran.insert(r, (b.plan, b.end));
-            let req = &requests[r as usize];
-            if let Some(s) = req.service {
-                right += usize::from(table.correct(s.task, req.example, b.plan));
-            }
-        }
-        let accuracy = right as f64 / b.requests.len().max(1) as f64;
-        batch_accuracy.push(accuracy);
-        let bin = (b.end.as_millis_f64() / 1e3 / BIN_S) as usize;
-        if accuracy_bins.len() <= bin {
-            accuracy_bins.resize(bin + 1, (0.0, 0));
-        }
-        accuracy_bins[bin].0 += accuracy;
-        accuracy_bins[bin].1 += 1;
+    utility: f64,
+    attainable: f64,
+    counts: [usize; 4],
+    batches_by_plan: BTreeMap<TokenPlan, usize>,
+    accuracy_sum: f64,
+    batches: usize,
+    /// Per bin of batch ends: the sum of their accuracies and their count.
+    accuracy_bins: Vec<(f64, usize)>,
+    /// Utility earned per bin of arrivals.
+    bins: Vec<f64>,
+}
+
+fn bin_of(t: Time) -> usize {
+    (t.as_millis_f64() / 1e3 / BIN_S) as usize
+}
+
+fn grown<T: Clone + Default>(bins: &mut Vec<T>, k: usize) -> &mut T {
+    if bins.len() <= k {
+        bins.resize(k + 1, T::default());
     }
-    let accuracy_over_time = accuracy_bins
-        .iter()
-        .enumerate()
-        .filter(|(_, (_, n))| *n > 0)
-        .map(|(k, (sum, n))| ((k + 1) as f64 * BIN_S, sum / *n as f64))
-        .collect();
-    let (mut utility, mut attainable, mut counts) = (0.0, 0.0, [0usize; 4]);
-    let mut bins: Vec<f64> = Vec::new();
-    for (i, req) in requests.iter().enumerate().filter(|(_, r)| r.arrival >= warmup) {
-        let Some(service) = req.service else { continue };
+    &mut bins[k]
+}
+
+impl UtilityAccount {
+    pub(crate) fn new(table: Arc<Correctness>, warmup: Time) -> Self {
+        Self {
+            table,
+            warmup,
+            utility: 0.0,
+            attainable: 0.0,
+            counts: [0; 4],
+            batches_by_plan: BTreeMap::new(),
+            accuracy_sum: 0.0,
+            batches: 0,
+            accuracy_bins: Vec::new(),
+            bins: Vec::new(),
+        }
+    }
+
+    /// A batch of `requests` (with service classes) runs under `plan` and ends at `end`.
+    pub(crate) fn batch(&mut self, plan: TokenPlan, end: Time, requests: &[&SimRequest]) {
+        *self.batches_by_plan.entry(plan).or_default() += 1;
+        let right = requests
+            .iter()
+            .filter(|r| r.service.is_some_and(|s| self.table.correct(s.task, r.example, plan)))
+            .count();
+        let accuracy = right as f64 / requests.len().max(1) as f64;
+        self.accuracy_sum += accuracy;
+        self.batches += 1;
+        let bin = grown(&mut self.accuracy_bins, bin_of(end));
+        bin.0 += accuracy;
+        bin.1 += 1;
+    }
+
+    /// `request` was answered with `outcome`; `ran`: the plan and end of the batch it ran in.
+    pub(crate) fn answered(&mut self, request: &SimRequest, outcome: &Outcome, ran: Option<(TokenPlan, Time)>) {
+        let Some(service) = request.service.filter(|_| request.arrival >= self.warmup) else { return };
         let u = f64::from(service.utility_micros) / 1e6;
-        attainable += u;
+        self.attainable += u;
         let deadline = service.deadline.unwrap_or(Time(u64::MAX));
-        let kind = match (report.outcomes.get(i).cloned().flatten(), ran.get(&(i as u32))) {
-            (Some(Outcome::Done), Some(&(plan, end))) if end < deadline => {
-                if table.correct(service.task, req.example, plan) { 0 } else { 1 }
+        let kind = match (outcome, ran) {
+            (Outcome::Done, Some((plan, end))) if end < deadline => {
+                if self.table.correct(service.task, request.example, plan) { 0 } else { 1 }
             }
-            (Some(Outcome::Done), _) => 2,
+            (Outcome::Done, _) => 2,
             _ => 3,
         };
-        counts[kind] += 1;
+        self.counts[kind] += 1;
         if kind == 0 {
-            utility += u;
-            let bin = (req.arrival.as_millis_f64() / 1e3 / BIN_S) as usize;
-            if bins.len() <= bin {
-                bins.resize(bin + 1, 0.0);
-            }
-            bins[bin] += u;
+            self.utility += u;
+            *grown(&mut self.bins, bin_of(request.arrival)) += u;
         }
     }
-    let total = counts.iter().sum::<usize>().max(1) as f64;
-    let mut earned = 0.0;
-    let over_time = bins
-        .iter()
-        .enumerate()
-        .map(|(k, u)| {
-            earned += u;
-            ((k + 1) as f64 * BIN_S, earned)
-        })
-        .collect();
-    UtilityReport {
-        utility,
-        attainable,
-        types: counts.map(|c| c as f64 / total),
-        batches_by_plan,
-        mean_batch_accuracy: batch_accuracy.iter().sum::<f64>() / batch_accuracy.len().max(1) as f64,
-        over_time,
-        accuracy_over_time,
+
+    pub(crate) fn report(self) -> UtilityReport {
+        let accuracy_over_time = self
+            .accuracy_bins
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, n))| *n > 0)
+            .map(|(k, (sum, n))| ((k + 1) as f64 * BIN_S, sum / *n as f64))
+            .collect();
+        let total = self.counts.iter().sum::<usize>().max(1) as f64;
+        let mut earned = 0.0;
+        let over_time = self
+            .bins
+            .iter()
+            .enumerate()
+            .map(|(k, u)| {
+                earned += u;
+                ((k + 1) as f64 * BIN_S, earned)
+            })
+            .collect();
+        UtilityReport {
+            utility: self.utility,
+            attainable: self.attainable,
+            types: self.counts.map(|c| c as f64 / total),
+            batches_by_plan: self.batches_by_plan,
+            mean_batch_accuracy: self.accuracy_sum / self.batches.max(1) as f64,
+            over_time,
+            accuracy_over_time,
+        }
     }
 }

@@ -29,9 +29,9 @@ fn run(policy: Box<dyn Policy>, slots: usize, workload: Workload, seconds: f64, 
     let cost = ProfileCost::new(stairs(), 1.0);
     let layout = policy.layout(slots).expect("fleet policies lay out their runtimes");
     let options = SimOptions { startup: Startup { cold: startup, warm: startup }, ..SimOptions::default() };
-    let report = simulate(policy, &layout, &cost, &requests, &options);
-    assert_eq!(report.requests, requests.len());
-    assert_eq!(report.completed + report.dropped, report.requests, "every request answered once");
+    let report = simulate(policy, &layout, &cost, requests.iter().copied(), &options);
+    assert_eq!(report.measured.requests, requests.len());
+    assert_eq!(report.measured.completed + report.measured.dropped, report.measured.requests, "every request answered once");
     report
 }
 
@@ -48,7 +48,7 @@ fn allocation_moves_instances_to_the_runtimes_the_lengths_need() {
     };
     let arlo = policy("arlo-paper", json!({"first_allocation_s": 2.0, "period_s": 5.0}));
     let r = run(arlo, 8, workload, 12.0, 500_000_000);
-    assert_eq!(r.dropped, 0);
+    assert_eq!(r.measured.dropped, 0);
     let state = &r.policy_state;
     let short = state["instances"]["fixed:64x1"].as_u64().unwrap();
     let longest = state["instances"]["fixed:512x1"].as_u64().unwrap();
@@ -114,19 +114,19 @@ fn near_saturation_on_short_texts_the_robust_form_keeps_the_slo_and_the_papers_d
     let serve = |name: &str, params| {
         let policy = build(name, &params, &ctx).expect("a fleet policy");
         let layout = policy.layout(10).expect("a layout");
-        let report = simulate(policy, &layout, &cost, &requests, &options);
+        let report = simulate(policy, &layout, &cost, requests.iter().copied(), &options);
         assert_eq!(
-            (report.completed, report.dropped),
-            (report.requests, 0),
+            (report.measured.completed, report.measured.dropped),
+            (report.measured.requests, 0),
             "{name}: every request answered"
         );
         report
     };
     let robust = serve("arlo", json!({}));
     let paper = serve("arlo-paper", json!({"first_allocation_s": 5.0}));
-    assert!(robust.slo_attainment > 0.99, "robust: {:.3}", robust.slo_attainment);
-    assert!(paper.slo_attainment < 0.9, "paper: {:.3}", paper.slo_attainment);
-    assert!(robust.mean_latency_ms < paper.mean_latency_ms);
+    assert!(robust.measured.slo_attainment > 0.99, "robust: {:.3}", robust.measured.slo_attainment);
+    assert!(paper.measured.slo_attainment < 0.9, "paper: {:.3}", paper.measured.slo_attainment);
+    assert!(robust.measured.mean_latency_ms < paper.measured.mean_latency_ms);
     // It started as DT and became Arlo: short fixed runtimes hold most instances, the longest
     // (dynamic-shaped) keeps at least one (Eq. 7).
     let instances = robust.policy_state["instances"].as_object().unwrap();

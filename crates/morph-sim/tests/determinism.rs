@@ -62,7 +62,7 @@ fn a_rate_sweep_over_a_trace_keeps_the_duration_in_simulated_time() {
     let slow = s.workload_at(point(20.0)).unwrap().generate(60.0, 1).unwrap();
     let fast = s.workload_at(point(40.0)).unwrap().generate(30.0, 1).unwrap();
     assert_eq!(fast.len(), slow.len());
-    assert_eq!(fast.len(), rows[1].report.requests);
+    assert_eq!(fast.len(), rows[1].report.measured.requests);
     for (f, s) in fast.iter().zip(&slow) {
         assert!(
             (f.arrival.0 as f64 * 2.0 - s.arrival.0 as f64).abs() < 1e3,
@@ -79,4 +79,40 @@ fn a_rate_sweep_over_a_trace_keeps_the_duration_in_simulated_time() {
         );
     }
     assert!(s.warnings().expect("warnings").is_empty(), "the trace outlasts 30 s at both rates");
+}
+
+/// A rate sweep over bursty (MMPP) arrivals uses common random numbers: each higher load's
+/// stream carries every request of the lower one, at the same time with the same length, from
+/// the same burst states, so a higher load never carries fewer requests.
+#[test]
+fn a_rate_sweep_over_mmpp_arrivals_is_nested() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nested.toml");
+    let profile = morph_assets::path("profiles/minilm_candle_cpu_2core.json");
+    let text = format!(
+        "name = \"nested\"\nduration_s = 600\nseeds = [3]\n[workload]\narrivals = {{ kind = \"mmpp\", rates = [20, 180], dwell_s = 2 }}\nlengths = {{ kind = \"twitter\", max = 512 }}\n[cluster]\nprofile = \"{}\"\nruntimes = [{{ runtime = \"dynamic:512x8\", instances = 2 }}]\n[[policies]]\nname = \"dynamic-batching\"\n[sweep]\nparam = \"rate\"\nvalues = [80, 50, 90, 95]\n",
+        profile.display()
+    );
+    std::fs::write(&path, text).unwrap();
+    let s = Scenario::load(&path, &|_| Ok(1)).expect("scenario");
+    let point = |rate| Some((morph_sim::scenario::SweepParam::Rate, rate));
+    let stream = |rate| s.stream(point(rate), 3).unwrap().collect::<Vec<morph_sim::SimRequest>>();
+    let rates = [50.0, 80.0, 90.0, 95.0];
+    let streams: Vec<_> = rates.iter().map(|&r| stream(r)).collect();
+    for (k, pair) in streams.windows(2).enumerate() {
+        let (lower, higher) = (&pair[0], &pair[1]);
+        assert!(lower.len() < higher.len(), "{} then {}", lower.len(), higher.len());
+        let mut at = 0;
+        for r in lower {
+            at += higher[at..].iter().position(|h| h == r).unwrap_or_else(|| {
+                panic!("a request at {} of rate {} is missing at rate {}", r.arrival.0, rates[k], rates[k + 1])
+            });
+        }
+    }
+    // The mean rate is the sweep's (the states' mean, scaled), within Poisson noise.
+    let mean = streams[3].len() as f64 / 600.0;
+    assert!((mean / 95.0 - 1.0).abs() < 0.15, "{mean}");
+    let rows = s.run(&mut |_, _| {}).expect("run");
+    let carried: Vec<usize> = rows.iter().map(|r| r.report.measured.requests).collect();
+    assert_eq!(carried, vec![streams[1].len(), streams[0].len(), streams[2].len(), streams[3].len()]);
 }

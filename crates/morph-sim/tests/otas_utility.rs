@@ -7,7 +7,6 @@ use std::sync::Arc;
 use morph_core::fixtures::flat_profile;
 use morph_core::{LatencyProfile, RuntimeSpec, ServiceClass, TaskId, Time, TokenPlan, UnitSpec};
 use morph_policy::registry::{Context, build};
-use morph_sim::utility::evaluate;
 use morph_sim::workload::Correctness;
 use morph_sim::{ProfileCost, Scenario, SimOptions, SimRequest, simulate};
 use serde_json::json;
@@ -45,7 +44,7 @@ fn request(at_ms: f64, slo_ms: f64, utility: f64, example: u32) -> SimRequest {
 fn utility_and_outcome_types_by_hand() {
     let dir = tempfile::tempdir().unwrap();
     write_profile(dir.path());
-    let table = Correctness::load(dir.path()).unwrap();
+    let table = Arc::new(Correctness::load(dir.path()).unwrap());
     let requests = [
         request(0.0, 500.0, 1.0, 0),
         request(1.0, 500.0, 0.5, 1),
@@ -55,9 +54,9 @@ fn utility_and_outcome_types_by_hand() {
     let ctx = Context { profile: Some(Arc::new(flat())), ..Context::default() };
     let policy = build("pets-like", &json!({}), &ctx).unwrap();
     let cluster = [UnitSpec::encoder(RuntimeSpec::dynamic(128, 32))];
-    let report =
-        simulate(policy, &cluster, &ProfileCost::new(flat(), 1.0), &requests, &SimOptions::default());
-    let u = evaluate(&requests, &report, &table, Time::ZERO);
+    let options = SimOptions { correctness: Some(table), ..SimOptions::default() };
+    let report = simulate(policy, &cluster, &ProfileCost::new(flat(), 1.0), requests, &options);
+    let u = report.utility.expect("a utility account");
     assert_eq!(u.utility, 1.0);
     assert_eq!(u.attainable, 1.875);
     assert_eq!(u.types, [0.25, 0.25, 0.0, 0.5]);
@@ -80,10 +79,10 @@ fn otas_earns_more_than_pets_like_on_the_shipped_scenario() {
     let rows = shipped().run(&mut |_, _| {}).expect("run");
     let utility = |label: &str| {
         let row = rows.iter().find(|r| r.report.policy == label).unwrap_or_else(|| panic!("{label}"));
-        row.utility.as_ref().expect("a utility account").utility
+        row.report.utility.as_ref().expect("a utility account").utility
     };
     for row in &rows {
-        let u = row.utility.as_ref().expect("a utility account");
+        let u = row.report.utility.as_ref().expect("a utility account");
         assert!((u.types.iter().sum::<f64>() - 1.0).abs() < 1e-9, "{}", row.report.policy);
         let plans = row.report.policy_state["config"]["plans"].as_array().expect("plans").clone();
         for plan in u.batches_by_plan.keys() {

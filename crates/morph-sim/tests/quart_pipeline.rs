@@ -58,9 +58,10 @@ fn run(
         cache_bytes: 1 << 40,
         model_bytes: 1 << 30,
         pipeline: Some(p.clone()),
+        per_request: true,
         ..SimOptions::default()
     };
-    simulate(policy, &layout, &PipelineCost(p.clone()), &gamma(rate, cv, 240.0, 7), &options)
+    simulate(policy, &layout, &PipelineCost(p.clone()), gamma(rate, cv, 240.0, 7), &options)
 }
 
 /// Whitt's QNA says a busy deterministic stage smooths bursty arrivals,
@@ -87,8 +88,8 @@ fn quart_scales_a_pipeline_up_and_answers_every_request_once() {
     let p = pipeline(&[10.0, 20.0, 10.0]);
     let hosts = HostSlots::new(4, 4);
     let report = run("quart", json!({}), &p, hosts.clone(), 120.0, 1.0);
-    assert_eq!(report.completed, report.requests);
-    assert!(report.outcomes.iter().all(|o| matches!(o, Some(Outcome::Done))));
+    assert_eq!(report.measured.completed, report.measured.requests);
+    assert!(report.answers.iter().all(|a| a.as_ref().is_some_and(|a| a.outcome == Outcome::Done)));
     let peak = report.instances_over_time.iter().map(|p| p.1).max().unwrap();
     assert!(peak > 3 && peak <= hosts.total_slots(), "peak {peak}");
     // The slow middle stage (20 ms) needs the most replicas.
@@ -134,7 +135,7 @@ fn the_host_cache_makes_relaunches_warm() {
     );
     assert_eq!(off.warm_starts, 0);
     assert!(off.cold_starts > 0);
-    assert!(on.mean_latency_ms < off.mean_latency_ms, "{} vs {}", on.mean_latency_ms, off.mean_latency_ms);
+    assert!(on.measured.mean_latency_ms < off.measured.mean_latency_ms, "{} vs {}", on.measured.mean_latency_ms, off.measured.mean_latency_ms);
 }
 
 /// Every baseline runs on the same seams: the whole-model INFless-like pool launches whole
@@ -144,7 +145,7 @@ fn baselines_run_on_the_same_pipeline() {
     let p = pipeline(&[10.0, 10.0]);
     for name in ["infless-like", "inferline-like", "cocktail-like", "uniform-pipeline"] {
         let report = run(name, json!({}), &p, HostSlots::new(2, 8), 80.0, 1.0);
-        assert_eq!(report.completed, report.requests, "{name}");
+        assert_eq!(report.measured.completed, report.measured.requests, "{name}");
         let whole = report.policy_state["pool"]["whole_model"].as_bool().unwrap();
         assert_eq!(whole, name == "infless-like", "{name}");
         assert_eq!(report.warm_starts, 0, "{name} has no host cache");
@@ -207,7 +208,7 @@ fn replicas_avoid_a_server_that_left_and_go_to_one_that_joined() {
 fn scarce_slots_are_shared_by_need_without_starving_a_stage() {
     let p = pipeline(&[10.0; 8]);
     let report = run("uniform-pipeline", json!({}), &p, HostSlots::new(2, 8), 170.0, 1.0);
-    assert_eq!(report.completed, report.requests);
+    assert_eq!(report.measured.completed, report.measured.requests);
     for stage in 0..8 {
         let replicas = report.gauge_means[&format!("stage_replicas{{stage={stage}}}")];
         assert!(replicas > 1.8, "stage {stage} holds {replicas} replicas: {:?}", report.gauge_means);

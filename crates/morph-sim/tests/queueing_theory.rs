@@ -36,13 +36,13 @@ fn md1_mean_wait_matches_pollaczek_khinchine() {
         fifo(),
         &[UnitSpec::encoder(RuntimeSpec::dynamic(512, 1))],
         &cost,
-        &requests,
+        requests.iter().copied(),
         &SimOptions { slo: Some(ms_to_nanos(1e9)), ..SimOptions::default() },
     );
-    assert_eq!(report.completed, requests.len());
+    assert_eq!(report.measured.completed, requests.len());
     let rho = 50.0 * d_ms / 1e3;
     let want_wait = rho * d_ms / (2.0 * (1.0 - rho));
-    let wait = report.mean_latency_ms - d_ms;
+    let wait = report.measured.mean_latency_ms - d_ms;
     assert!((wait / want_wait - 1.0).abs() < 0.02, "mean wait {wait:.4} ms, M/D/1 says {want_wait} ms");
     assert!((report.mean_utilisation - rho).abs() < 0.01, "utilisation {}", report.mean_utilisation);
 }
@@ -64,10 +64,10 @@ fn pooled_servers_wait_less_at_the_same_load() {
         fifo(),
         &[UnitSpec::encoder(RuntimeSpec::dynamic(512, 1)); 4],
         &cost,
-        &requests,
+        requests,
         &SimOptions::default(),
     );
-    let wait = report.mean_latency_ms - 10.0;
+    let wait = report.measured.mean_latency_ms - 10.0;
     assert!(wait > 0.0 && wait < 5.0 * 0.6, "M/D/4 wait {wait} ms should be well under M/D/1's 5 ms");
     assert!((report.mean_utilisation - 0.5).abs() < 0.01);
 }
@@ -98,9 +98,9 @@ fn shortest_first_without_batching_matches_cobhams_priority_queue() {
         let params = json!({ "batching": {"mode": "none"}, "aging": null, "max_queue": 1_000_000 });
         let policy = build(policy, &params, &Context::default()).unwrap();
         let decoder = [UnitSpec::decoder(RuntimeSpec::dynamic(512, 1))];
-        let report = simulate(policy, &decoder, &cost, &requests, &SimOptions::default());
-        assert_eq!(report.completed, requests.len());
-        report.mean_latency_ms
+        let report = simulate(policy, &decoder, &cost, requests.iter().copied(), &SimOptions::default());
+        assert_eq!(report.measured.completed, requests.len());
+        report.measured.mean_latency_ms
     };
     let (lambda, s) = (14.0 / 1e3, [10.0, 100.0]);
     let rho: [f64; 2] = s.map(|si| lambda / 2.0 * si);

@@ -24,9 +24,9 @@ fn mean_jct_of(jobs: &[(u64, u32)], policy: &str, batching: serde_json::Value) -
     let policy = build(policy, &params, &Context::default()).expect("policy");
     let told = Predictor::Oracle.tell(&requests, 4096);
     let decoder = [UnitSpec::decoder(RuntimeSpec::dynamic(512, 4))];
-    let report = simulate(policy, &decoder, &cost, &told, &SimOptions::default());
-    assert_eq!(report.completed, jobs.len());
-    report.mean_latency_ms
+    let report = simulate(policy, &decoder, &cost, told.iter().copied(), &SimOptions::default());
+    assert_eq!(report.measured.completed, jobs.len());
+    report.measured.mean_latency_ms
 }
 
 fn assert_ms(got: f64, want: f64, what: &str) {
@@ -93,9 +93,9 @@ fn chunked_prefill_lets_running_sequences_go_on_between_a_long_prompts_chunks() 
         let told = Predictor::Oracle.tell(&requests, 4096);
         let decoder = [UnitSpec::decoder(RuntimeSpec::dynamic(512, 4))];
         let options = SimOptions { prefill_chunk: chunk, ..SimOptions::default() };
-        let report = simulate(policy, &decoder, &cost, &told, &options);
-        assert_eq!(report.completed, 2);
-        report.mean_latency_ms
+        let report = simulate(policy, &decoder, &cost, told.iter().copied(), &options);
+        assert_eq!(report.measured.completed, 2);
+        report.measured.mean_latency_ms
     };
     assert_ms(jct(0), 410.0, "whole prompts");
     assert_ms(jct(100), 311.5, "chunks of 100");
@@ -118,9 +118,9 @@ fn decode_steps_pay_for_the_tokens_their_sequences_hold() {
         let policy = build("fcfs", &params, &Context::default()).expect("policy");
         let told = Predictor::Oracle.tell(&requests, 4096);
         let decoder = [UnitSpec::decoder(RuntimeSpec::dynamic(512, 4))];
-        let report = simulate(policy, &decoder, &cost, &told, &SimOptions::default());
-        assert_eq!(report.completed, 2);
-        report.mean_latency_ms
+        let report = simulate(policy, &decoder, &cost, told.iter().copied(), &SimOptions::default());
+        assert_eq!(report.measured.completed, 2);
+        report.measured.mean_latency_ms
     };
     assert_ms(jct(0.0), 23.0, "the paper's K(b) alone");
     assert_ms(jct(0.01), 25.04, "with the context priced");

@@ -54,7 +54,7 @@ fn a_run_that_drops_most_of_its_requests_warns_with_the_reason() {
     );
     let rows = s.run(&mut |_, _| {}).unwrap();
     let report = &rows[0].report;
-    assert_eq!(report.dropped_by.get("too long for every runtime"), Some(&report.dropped));
+    assert_eq!(report.measured.dropped_by.get("too long for every runtime"), Some(&report.measured.dropped));
     let warning = rows[0].drop_warning().expect("a warning");
     assert!(
         warning.contains("were not served") && warning.contains("too long for every runtime"),
@@ -73,11 +73,11 @@ fn a_trace_that_ends_before_the_duration_is_named_and_a_loop_fills_it() {
         warnings.iter().any(|w| w.contains("the trace ends after 2 s of the 5 s duration")),
         "{warnings:?}"
     );
-    let requests = s.run(&mut |_, _| {}).unwrap()[0].report.requests;
+    let requests = s.run(&mut |_, _| {}).unwrap()[0].report.measured.requests;
     assert_eq!(requests, 200, "a trace that does not loop ends");
     if let morph_sim::workload::Arrivals::Trace { repeat, .. } = &mut s.workload.arrivals {
         *repeat = true;
     }
     assert!(s.warnings().unwrap().iter().all(|w| !w.contains("trace ends")));
-    assert_eq!(s.run(&mut |_, _| {}).unwrap()[0].report.requests, 500, "tiled: 2 s a copy, 5 s of it");
+    assert_eq!(s.run(&mut |_, _| {}).unwrap()[0].report.measured.requests, 500, "tiled: 2 s a copy, 5 s of it");
 }

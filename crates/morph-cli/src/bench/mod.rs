@@ -14,8 +14,6 @@ use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use morph_core::LatencySummary;
 use morph_sim::workload::{Arrivals, Trace, corpus};
-use rand::SeedableRng;
-use rand::rngs::StdRng;
 use serde::Serialize;
 use serde_json::json;
 
@@ -218,7 +216,7 @@ fn schedules(args: &BenchArgs) -> anyhow::Result<Plan> {
     };
     let mut out = Vec::new();
     for a in arrivals {
-        let times = a.generate(duration, &mut StdRng::seed_from_u64(seed))?;
+        let times = a.generate(duration, seed)?;
         // Corpora in turn; a fixed stride through each, offset by the seed: deterministic and
         // well spread.
         let pick = |i: usize| {

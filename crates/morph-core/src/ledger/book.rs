@@ -1,8 +1,6 @@
-//! Requests by id. Ids are handed out in order, so the book is a window over a deque: the
-//! oldest unanswered request bounds its size, and a lookup is an index.
+//! Requests by id, and where each is.
 
-use std::collections::VecDeque;
-
+use crate::id_window::IdWindow;
 use crate::instance::InstanceId;
 use crate::request::{RequestId, RequestInfo};
 
@@ -25,60 +23,46 @@ pub(super) struct Entry {
     pub(super) retried: bool,
 }
 
+/// Requests by id, while they are unanswered.
 #[derive(Debug, Default)]
-pub(super) struct Book {
-    /// Id of `slots[0]`.
-    base: u64,
-    slots: VecDeque<Option<Entry>>,
-    open: usize,
-}
+pub(super) struct Book(IdWindow<Entry>);
 
 impl Book {
     pub(super) fn next_id(&self) -> RequestId {
-        RequestId(self.base + self.slots.len() as u64)
+        RequestId(self.0.next_id())
     }
 
     pub(super) fn insert(&mut self, entry: Entry) {
         debug_assert_eq!(entry.info.id, self.next_id());
-        self.slots.push_back(Some(entry));
-        self.open += 1;
+        self.0.push(entry);
     }
 
     pub(super) fn get(&self, id: RequestId) -> Option<&Entry> {
-        let at = id.0.checked_sub(self.base)?;
-        self.slots.get(usize::try_from(at).ok()?)?.as_ref()
+        self.0.get(id.0)
     }
 
     pub(super) fn get_mut(&mut self, id: RequestId) -> Option<&mut Entry> {
-        let at = id.0.checked_sub(self.base)?;
-        self.slots.get_mut(usize::try_from(at).ok()?)?.as_mut()
+        self.0.get_mut(id.0)
     }
 
-    /// Takes the request out (it is answered); the window slides past answered ones.
+    /// Takes the request out (it is answered).
     pub(super) fn remove(&mut self, id: RequestId) -> Option<Entry> {
-        let at = usize::try_from(id.0.checked_sub(self.base)?).ok()?;
-        let entry = self.slots.get_mut(at)?.take()?;
-        self.open -= 1;
-        while matches!(self.slots.front(), Some(None)) {
-            self.slots.pop_front();
-            self.base += 1;
-        }
-        Some(entry)
+        self.0.remove(id.0)
     }
 
     /// Requests admitted and not answered.
     pub(super) fn open(&self) -> usize {
-        self.open
+        self.0.open()
     }
 
     pub(super) fn unanswered(&self) -> impl Iterator<Item = &Entry> {
-        self.slots.iter().flatten()
+        self.0.iter()
     }
 }
 
 #[cfg(test)]
 impl Book {
     pub(super) fn slots_len(&self) -> usize {
-        self.slots.len()
+        self.0.span()
     }
 }

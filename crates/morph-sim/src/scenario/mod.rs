@@ -74,8 +74,7 @@ use morph_policy::registry::Context;
 use crate::cost::{ContextCost, CostModel, LinearGeneration, PipelineCost, Prefill, ProfileCost, Startup};
 use crate::driver::{SimOptions, simulate};
 use crate::metrics::Report;
-use crate::utility::evaluate;
-use crate::workload::{Arrivals, Lengths, Predictor, Workload, corpus};
+use crate::workload::{Arrivals, Lengths, Predictor, RequestStream, Workload, corpus};
 
 impl Scenario {
     /// Loads a scenario. `tokenize` gives a text's length in tokens; it is called only when the
@@ -185,6 +184,7 @@ impl Scenario {
             model_bytes: self.cluster.pipeline.as_ref().map_or(0, |p| mb(p.model_mb)),
             pipeline,
             prefill_chunk: self.cluster.generation.as_ref().map_or(0, GenerationCost::chunk),
+            ..defaults
         }
     }
 
@@ -214,6 +214,25 @@ impl Scenario {
             Some((SweepParam::Instances, _)) | None => {}
         }
         Ok(w)
+    }
+
+    /// The request stream of `seed` at a sweep point. A rate sweep over a process that stays
+    /// itself when thinned (Poisson, MMPP, walk) keeps each rate as a share of the sweep's
+    /// highest rate, drawn from the same candidates: a higher load carries every request of a
+    /// lower one, with the same burst states and lengths (common random numbers, nested). Other
+    /// sweeps change the workload itself ([`Scenario::workload_at`]): a gamma or trace stream
+    /// at another rate is the same draws rescaled in time.
+    pub fn stream(&self, point: Option<(SweepParam, f64)>, seed: u64) -> Result<RequestStream, ScenarioError> {
+        let top = self.sweep.as_ref().filter(|s| s.param == SweepParam::Rate).map(|s| {
+            s.values.iter().copied().fold(f64::MIN, f64::max)
+        });
+        if let (Some((SweepParam::Rate, rate)), Some(top)) = (point, top)
+            && self.workload.arrivals.thins()
+        {
+            let highest = self.workload_at(Some((SweepParam::Rate, top)))?;
+            return Ok(highest.stream(self.duration_s, seed, rate / top)?);
+        }
+        Ok(self.workload_at(point)?.stream(self.duration_s, seed, 1.0)?)
     }
 
     /// The sweep's points (one `None` without a sweep).
@@ -268,9 +287,10 @@ impl Scenario {
                     return Err(ScenarioError::Invalid(msg.into()));
                 }
             };
-        let base = self.options(pipeline.clone());
+        let mut base = self.options(pipeline.clone());
         let table = self.workload.service.as_ref().and_then(|m| m.table.clone());
         let accuracy = table.as_ref().map(|t| t.profiling.clone()).unwrap_or_default();
+        base.correctness = table;
         let hosts = Some(base.hosts.clone());
         let ctx = Context { profile, slo: base.slo, pipeline, hosts, plans, accuracy };
         let points = self.points();
@@ -282,14 +302,11 @@ impl Scenario {
                 _ => None,
             };
             let (cluster, slots) = self.units(instances)?;
-            let workload = self.workload_at(point)?;
             let options = base.clone();
             for &seed in &self.seeds {
-                let requests = workload.generate(self.duration_s, seed)?;
                 let first = rows.len();
                 for spec in &self.policies {
                     let params = serde_json::Value::Object(spec.params.clone());
-                    let told = spec.predictor.tell(&requests, self.max_tokens);
                     let run = |params: &serde_json::Value| -> Result<Report, ScenarioError> {
                         let policy = morph_policy::registry::build(&spec.name, params, &ctx)?;
                         let layout = policy.layout(slots).unwrap_or_else(|| cluster.clone());
@@ -297,7 +314,10 @@ impl Scenario {
                             let msg = format!("policy '{}' needs cluster.runtimes", spec.name);
                             return Err(ScenarioError::Invalid(msg));
                         }
-                        Ok(simulate(policy, &layout, cost.as_ref(), &told, &options))
+                        let told = self.stream(point, seed)?.enumerate().map(|(i, r)| {
+                            spec.predictor.tell_one(i as u64, r, self.max_tokens)
+                        });
+                        Ok(simulate(policy, &layout, cost.as_ref(), told, &options))
                     };
                     let mut report = match &spec.equal_cost_to {
                         None => run(&params)?,
@@ -320,9 +340,7 @@ impl Scenario {
                         report.policy.push_str(&format!(" @{other} cost"));
                     }
                     report.policy.push_str(&spec.predictor.label());
-                    let utility =
-                        table.as_ref().map(|t| evaluate(&told, &report, t, morph_core::Time(options.warmup)));
-                    rows.push(Row { sweep: point, seed, report, utility });
+                    rows.push(Row { sweep: point, seed, report });
                     progress(rows.len(), total);
                 }
             }

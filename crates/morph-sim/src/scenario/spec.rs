@@ -7,7 +7,6 @@ use morph_core::{RuntimeSpec, StageTime, StageTimes};
 use serde::{Deserialize, Serialize};
 
 use crate::metrics::Report;
-use crate::utility::UtilityReport;
 use crate::workload::{Predictor, Workload, WorkloadError};
 
 #[derive(Debug, thiserror::Error)]
@@ -210,7 +209,4 @@ pub struct Row {
     pub seed: u64,
     #[serde(flatten)]
     pub report: Report,
-    /// OTAS's utility account, for a workload with query types.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub utility: Option<UtilityReport>,
 }

@@ -20,22 +20,27 @@ impl Row {
         )
     }
 
-    /// A line when the run left more than [`DROP_WARNING_SHARE`] of its measured requests
-    /// unserved, with how many and why.
+    /// A line when the run left more than [`DROP_WARNING_SHARE`] of its requests unserved, in
+    /// its warm-up and measured windows together, with how many and why.
     pub fn drop_warning(&self) -> Option<String> {
         let r = &self.report;
-        if r.requests == 0 || (r.dropped as f64) <= DROP_WARNING_SHARE * r.requests as f64 {
+        let windows = std::iter::once(&r.measured).chain(&r.warmup);
+        let (requests, dropped) = windows.clone().fold((0, 0), |(n, d), w| (n + w.requests, d + w.dropped));
+        if requests == 0 || (dropped as f64) <= DROP_WARNING_SHARE * requests as f64 {
             return None;
         }
-        let why: Vec<String> = r.dropped_by.iter().map(|(kind, n)| format!("{n} {kind}")).collect();
+        let mut why: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+        for (kind, n) in windows.flat_map(|w| &w.dropped_by) {
+            *why.entry(kind).or_default() += n;
+        }
+        let why: Vec<String> = why.iter().map(|(kind, n)| format!("{n} {kind}")).collect();
+        let during = if r.warmup.is_some() { " (warm-up included)" } else { "" };
         Some(format!(
-            "{} {} seed {}: {} of {} requests ({:.1}%) were not served: {}",
+            "{} {} seed {}: {dropped} of {requests} requests ({:.1}%) were not served{during}: {}",
             r.policy,
             self.sweep_label(),
             self.seed,
-            r.dropped,
-            r.requests,
-            r.dropped as f64 * 100.0 / r.requests as f64,
+            dropped as f64 * 100.0 / requests as f64,
             why.join(", ")
         ))
     }

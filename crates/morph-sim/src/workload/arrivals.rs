@@ -59,6 +59,12 @@ impl Arrivals {
         }
     }
 
+    /// Whether the process is Poisson given its rate path (Poisson, MMPP, walk): thinning it
+    /// keeps its kind, so a rate sweep can take each lower rate as a subset of the highest.
+    pub fn thins(&self) -> bool {
+        matches!(self, Arrivals::Poisson { .. } | Arrivals::Mmpp { .. } | Arrivals::Walk { .. })
+    }
+
     /// Multiplies the rate by `factor` (trace: compresses time by it).
     pub fn scaled(&self, factor: f64) -> Arrivals {
         match self.clone() {
@@ -76,35 +82,32 @@ impl Arrivals {
         }
     }
 
-    pub fn generate(&self, duration: f64, rng: &mut impl Rng) -> Result<Vec<f64>, WorkloadError> {
-        let mut out = Vec::new();
-        match self {
-            Arrivals::Poisson { rate } => {
-                let gap =
-                    Exp::new(positive("rate", *rate)?).map_err(|e| WorkloadError::Invalid(e.to_string()))?;
-                fill(&mut out, 0.0, duration, || gap.sample(rng));
-            }
+    /// Every arrival offset over `duration`, collected ([`Arrivals::times`]).
+    pub fn generate(&self, duration: f64, seed: u64) -> Result<Vec<f64>, WorkloadError> {
+        Ok(self.times(duration, seed)?.collect())
+    }
+
+    /// The arrival offsets over `duration`, drawn lazily. The gaps come from one stream and a
+    /// modulated process's path (an MMPP's state durations, a walk's rate) from another, both
+    /// from `seed`: the same seed gives the same burst pattern at any rate.
+    pub fn times(&self, duration: f64, seed: u64) -> Result<ArrivalTimes, WorkloadError> {
+        let gaps = StdRng::seed_from_u64(seed);
+        let mut path = StdRng::seed_from_u64(seed ^ PATH_STREAM);
+        let clock = match self {
+            Arrivals::Poisson { rate } => Clock::Renewal(Gap::Exp(exp(*rate)?)),
             Arrivals::Gamma { rate, cv } => {
                 let shape = 1.0 / positive("cv", *cv)?.powi(2);
                 let scale = 1.0 / (positive("rate", *rate)? * shape);
-                let gap = Gamma::new(shape, scale).map_err(|e| WorkloadError::Invalid(e.to_string()))?;
-                fill(&mut out, 0.0, duration, || gap.sample(rng));
+                Clock::Renewal(Gap::Gamma(Gamma::new(shape, scale).map_err(invalid)?))
             }
             Arrivals::Mmpp { rates, dwell_s } => {
                 if rates.is_empty() {
                     return Err(WorkloadError::Invalid("mmpp needs at least one rate".into()));
                 }
-                let dwell = Exp::new(1.0 / positive("dwell_s", *dwell_s)?)
-                    .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
-                let (mut state, mut t) = (0, 0.0);
-                while t < duration {
-                    let end = (t + dwell.sample(rng)).min(duration);
-                    let gap = Exp::new(positive("rate", rates[state])?)
-                        .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
-                    fill(&mut out, t, end, || gap.sample(rng));
-                    t = end;
-                    state = (state + 1) % rates.len();
-                }
+                let rates = rates.iter().map(|r| exp(*r)).collect::<Result<Vec<_>, _>>()?;
+                let dwell = Exp::new(1.0 / positive("dwell_s", *dwell_s)?).map_err(invalid)?;
+                let until = dwell.sample(&mut path);
+                Clock::Modulated { rates, state: 0, until, step: Step::Dwell(dwell) }
             }
             Arrivals::Walk { low, high, step } => {
                 let (low, high) = (positive("low", *low)?, positive("high", *high)?);
@@ -113,21 +116,9 @@ impl Arrivals {
                         "walk needs low ≤ high and step ≥ 0 ({low}, {high}, {step})"
                     )));
                 }
-                // The walk draws from its own stream, so a scaled walk (a rate sweep) follows the
-                // same path, scaled, whatever the Poisson draws within each second.
-                let mut walk = StdRng::seed_from_u64(rng.random());
-                let mut rate = (low + high) / 2.0;
-                let mut second = 0.0;
-                while second < duration {
-                    let gap = Exp::new(rate).map_err(|e| WorkloadError::Invalid(e.to_string()))?;
-                    let end = (second + 1.0).min(duration);
-                    fill(&mut out, second, end, || gap.sample(rng));
-                    rate += walk.random_range(-1.0..=1.0) * step;
-                    rate = if rate > high { 2.0 * high - rate } else { rate };
-                    rate = if rate < low { 2.0 * low - rate } else { rate };
-                    rate = rate.clamp(low, high);
-                    second = end;
-                }
+                let rate = (low + high) / 2.0;
+                let walk = Walk { low, high, step: *step, rate };
+                Clock::Modulated { rates: vec![exp(rate)?], state: 0, until: 1.0, step: Step::Walk(walk) }
             }
             Arrivals::Trace { trace, speedup, repeat } => {
                 let speedup = positive("speedup", *speedup)?;
@@ -137,36 +128,126 @@ impl Arrivals {
                 let span = offsets.last().copied().unwrap_or(0.0);
                 // A copy lasts the span and one mean gap, so the tiles keep the trace's rate.
                 let period = span * offsets.len() as f64 / (offsets.len() as f64 - 1.0).max(1.0);
-                let copies = if *repeat && period > 0.0 { (duration / period).ceil() as usize } else { 1 };
-                let tiled = (0..copies).flat_map(|k| offsets.iter().map(move |t| t + k as f64 * period));
-                out.extend(tiled.take_while(|t| *t < duration));
+                let repeat = *repeat && period > 0.0;
+                Clock::Tiled { offsets, period, repeat, index: 0 }
             }
-        }
-        Ok(out)
+        };
+        Ok(ArrivalTimes { clock, t: 0.0, duration, gaps, path })
     }
 }
 
-/// Arrivals from `from` until `until`, each `gap()` after the last.
-fn fill(out: &mut Vec<f64>, from: f64, until: f64, mut gap: impl FnMut() -> f64) {
-    let mut t = from;
-    loop {
-        t += gap();
-        if t >= until {
-            return;
-        }
-        out.push(t);
+/// Seeds a modulated process's path apart from its gaps.
+const PATH_STREAM: u64 = 0x00B0_A75E_ED0F_B0A7;
+
+fn invalid(e: impl std::fmt::Display) -> WorkloadError {
+    WorkloadError::Invalid(e.to_string())
+}
+
+fn exp(rate: f64) -> Result<Exp<f64>, WorkloadError> {
+    Exp::new(positive("rate", rate)?).map_err(invalid)
+}
+
+/// A renewal process's gap.
+#[derive(Debug)]
+enum Gap {
+    Exp(Exp<f64>),
+    Gamma(Gamma<f64>),
+}
+
+/// How a modulated process's rate moves at the end of a state.
+#[derive(Debug)]
+enum Step {
+    /// MMPP: to the next state (cyclically) after an exponential dwell.
+    Dwell(Exp<f64>),
+    /// A walk: each second by a uniform step of at most `step`, reflected at the bounds.
+    Walk(Walk),
+}
+
+#[derive(Debug)]
+struct Walk {
+    low: f64,
+    high: f64,
+    step: f64,
+    rate: f64,
+}
+
+#[derive(Debug)]
+enum Clock {
+    Renewal(Gap),
+    /// Poisson within each state of a rate path; a gap that crosses the state's end is dropped
+    /// and the next state starts at that end (memorylessness).
+    Modulated { rates: Vec<Exp<f64>>, state: usize, until: f64, step: Step },
+    /// A trace's offsets, tiled every `period` with `repeat`.
+    Tiled { offsets: Vec<f64>, period: f64, repeat: bool, index: usize },
+}
+
+/// Arrival offsets in seconds, ascending, below the duration ([`Arrivals::times`]).
+#[derive(Debug)]
+pub struct ArrivalTimes {
+    clock: Clock,
+    t: f64,
+    duration: f64,
+    gaps: StdRng,
+    /// A modulated process's path: its state durations or rate steps.
+    path: StdRng,
+}
+
+impl Iterator for ArrivalTimes {
+    type Item = f64;
+
+    fn next(&mut self) -> Option<f64> {
+        let t = match &mut self.clock {
+            Clock::Renewal(gap) => {
+                self.t += match gap {
+                    Gap::Exp(d) => d.sample(&mut self.gaps),
+                    Gap::Gamma(d) => d.sample(&mut self.gaps),
+                };
+                self.t
+            }
+            Clock::Modulated { rates, state, until, step } => loop {
+                if self.t >= self.duration {
+                    return None;
+                }
+                let next = self.t + rates[*state].sample(&mut self.gaps);
+                if next < *until {
+                    self.t = next;
+                    break next;
+                }
+                self.t = *until;
+                match step {
+                    Step::Dwell(dwell) => {
+                        *state = (*state + 1) % rates.len();
+                        *until += dwell.sample(&mut self.path);
+                    }
+                    Step::Walk(w) => {
+                        let mut rate = w.rate + self.path.random_range(-1.0..=1.0) * w.step;
+                        rate = if rate > w.high { 2.0 * w.high - rate } else { rate };
+                        rate = if rate < w.low { 2.0 * w.low - rate } else { rate };
+                        w.rate = rate.clamp(w.low, w.high);
+                        rates[0] = Exp::new(w.rate).ok()?;
+                        *until += 1.0;
+                    }
+                }
+            },
+            Clock::Tiled { offsets, period, repeat, index } => {
+                let (copy, at) = (*index / offsets.len().max(1), *index % offsets.len().max(1));
+                if offsets.is_empty() || (copy > 0 && !*repeat) {
+                    return None;
+                }
+                *index += 1;
+                offsets[at] + copy as f64 * *period
+            }
+        };
+        (t < self.duration).then_some(t)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use rand::SeedableRng;
-    use rand::rngs::StdRng;
-
     use super::*;
 
     fn gaps(a: &Arrivals, duration: f64) -> (f64, f64) {
-        let times = a.generate(duration, &mut StdRng::seed_from_u64(3)).unwrap();
+        let times = a.generate(duration, 3).unwrap();
         let gaps: Vec<f64> = times.windows(2).map(|w| w[1] - w[0]).collect();
         let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
         let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64;
@@ -196,7 +277,7 @@ mod tests {
     #[test]
     fn a_walk_stays_within_its_bounds_and_fluctuates() {
         let walk = Arrivals::Walk { low: 50.0, high: 180.0, step: 20.0 };
-        let times = walk.generate(600.0, &mut StdRng::seed_from_u64(5)).unwrap();
+        let times = walk.generate(600.0, 5).unwrap();
         let mut per_second = vec![0usize; 600];
         for t in &times {
             per_second[*t as usize] += 1;
@@ -216,23 +297,21 @@ mod tests {
         std::fs::write(&path, "{\"timestamp\": 1000}\n{\"timestamp\": 1500}\n{\"timestamp\": 3000}\n")
             .unwrap();
         let trace = |repeat| Arrivals::Trace { trace: Trace::new(&path), speedup: 1.0, repeat };
-        let mut rng = StdRng::seed_from_u64(0);
         assert_eq!(
-            trace(false).generate(10.0, &mut rng).unwrap(),
+            trace(false).generate(10.0, 0).unwrap(),
             vec![0.0, 0.5, 2.0],
             "ends with the trace"
         );
         // Span 2 s over 2 gaps: each copy lasts 3 s (the span and one mean gap).
-        let looped = trace(true).generate(7.0, &mut rng).unwrap();
+        let looped = trace(true).generate(7.0, 0).unwrap();
         assert_eq!(looped, vec![0.0, 0.5, 2.0, 3.0, 3.5, 5.0, 6.0, 6.5]);
         let sped = Arrivals::Trace { trace: Trace::new(&path), speedup: 2.0, repeat: true };
-        assert_eq!(sped.generate(2.0, &mut rng).unwrap(), vec![0.0, 0.25, 1.0, 1.5, 1.75]);
+        assert_eq!(sped.generate(2.0, 0).unwrap(), vec![0.0, 0.25, 1.0, 1.5, 1.75]);
     }
 
     #[test]
     fn invalid_parameters_are_errors() {
-        let mut rng = StdRng::seed_from_u64(0);
-        assert!(Arrivals::Poisson { rate: 0.0 }.generate(1.0, &mut rng).is_err());
-        assert!(Arrivals::Gamma { rate: 1.0, cv: -1.0 }.generate(1.0, &mut rng).is_err());
+        assert!(Arrivals::Poisson { rate: 0.0 }.generate(1.0, 0).is_err());
+        assert!(Arrivals::Gamma { rate: 1.0, cv: -1.0 }.generate(1.0, 0).is_err());
     }
 }

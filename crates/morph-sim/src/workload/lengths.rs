@@ -53,24 +53,24 @@ const TWITTER_MAX: f64 = 125.0;
 const Z98: f64 = 2.053_748_9;
 
 impl Lengths {
+    /// `n` lengths drawn from `rng` ([`Lengths::sampler`]).
     pub fn generate(&self, n: usize, rng: &mut impl Rng) -> Result<Vec<u32>, WorkloadError> {
+        let sampler = self.sampler()?;
+        Ok((0..n).map(|i| sampler.sample(i, rng)).collect())
+    }
+
+    /// Draws one length at a time: request `index` of a stream.
+    pub fn sampler(&self) -> Result<LengthSampler, WorkloadError> {
         let invalid = |m: String| WorkloadError::Invalid(m);
         Ok(match self {
-            Lengths::Fixed { len } => vec![(*len).max(1); n],
-            Lengths::Uniform { min, max } => {
-                let u = Uniform::new_inclusive((*min).max(1), *max).map_err(|e| invalid(e.to_string()))?;
-                (0..n).map(|_| u.sample(rng)).collect()
-            }
+            Lengths::Fixed { len } => LengthSampler::Fixed((*len).max(1)),
+            Lengths::Uniform { min, max } => LengthSampler::Uniform(
+                Uniform::new_inclusive((*min).max(1), *max).map_err(|e| invalid(e.to_string()))?,
+            ),
             Lengths::Twitter { max } => {
                 let sigma = (TWITTER_P98 / TWITTER_MEDIAN).ln() / Z98;
                 let d = LogNormal::new(TWITTER_MEDIAN.ln(), sigma).map_err(|e| invalid(e.to_string()))?;
-                let scale = f64::from(*max) / TWITTER_MAX;
-                (0..n)
-                    .map(|_| {
-                        let len = d.sample(rng).clamp(1.0, TWITTER_MAX) * scale;
-                        (len.round() as u32).clamp(1, *max)
-                    })
-                    .collect()
+                LengthSampler::Twitter { d, scale: f64::from(*max) / TWITTER_MAX, max: *max }
             }
             Lengths::Corpus { path } => {
                 return Err(invalid(format!(
@@ -82,16 +82,44 @@ impl Lengths {
                 if values.is_empty() {
                     return Err(invalid("empirical lengths need at least one value".into()));
                 }
-                (0..n).map(|_| values[rng.random_range(0..values.len())].max(1)).collect()
+                LengthSampler::Drawn(values.clone())
             }
             Lengths::Trace { trace } => {
                 let column = trace.input_lengths()?;
                 if column.is_empty() {
                     return Err(invalid("the trace has no input lengths".into()));
                 }
-                (0..n).map(|i| column[i % column.len()].max(1)).collect()
+                LengthSampler::Cycled(column)
             }
         })
+    }
+}
+
+/// A length distribution ready to draw from ([`Lengths::sampler`]).
+#[derive(Debug, Clone)]
+pub enum LengthSampler {
+    Fixed(u32),
+    Uniform(Uniform<u32>),
+    Twitter { d: LogNormal<f64>, scale: f64, max: u32 },
+    /// Drawn uniformly from the values.
+    Drawn(Vec<u32>),
+    /// The values in order, cycled: request `index` takes value `index mod len`.
+    Cycled(Vec<u32>),
+}
+
+impl LengthSampler {
+    /// The length of request `index` of a stream (at least 1).
+    pub fn sample(&self, index: usize, rng: &mut impl Rng) -> u32 {
+        match self {
+            LengthSampler::Fixed(len) => *len,
+            LengthSampler::Uniform(u) => u.sample(rng),
+            LengthSampler::Twitter { d, scale, max } => {
+                let len = d.sample(rng).clamp(1.0, TWITTER_MAX) * scale;
+                (len.round() as u32).clamp(1, *max)
+            }
+            LengthSampler::Drawn(values) => values[rng.random_range(0..values.len())].max(1),
+            LengthSampler::Cycled(values) => values[index % values.len()].max(1),
+        }
     }
 }
 

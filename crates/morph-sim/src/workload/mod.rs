@@ -8,12 +8,12 @@ mod predictor;
 mod service;
 mod trace;
 
-pub use arrivals::Arrivals;
-pub use lengths::Lengths;
+pub use arrivals::{ArrivalTimes, Arrivals};
+pub use lengths::{LengthSampler, Lengths};
 use morph_core::{Nanos, ServiceClass, Time, time::ms_to_nanos};
 pub use predictor::Predictor;
-use rand::SeedableRng;
 use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use serde::Deserialize;
 pub use service::{Correctness, QueryType, ServiceMix};
 pub use trace::{TimeUnit, Trace, datetime_seconds};
@@ -80,30 +80,91 @@ pub struct Workload {
 }
 
 impl Workload {
-    /// The request stream over `duration_s`, a pure function of the workload and `seed`.
-    /// Arrival times and lengths come from separate RNG streams, so changing the length
-    /// distribution leaves the arrival times as they were.
+    /// The request stream over `duration_s`, a pure function of the workload and `seed`
+    /// ([`Workload::stream`], collected).
     pub fn generate(&self, duration_s: f64, seed: u64) -> Result<Vec<SimRequest>, WorkloadError> {
-        let mut arrival_rng = StdRng::seed_from_u64(seed);
-        let mut length_rng = StdRng::seed_from_u64(seed ^ 0x9E37_79B9_7F4A_7C15);
-        let times = self.arrivals.generate(duration_s, &mut arrival_rng)?;
-        let lengths = self.lengths.generate(times.len(), &mut length_rng)?;
-        let outputs = match &self.outputs {
-            Some(outputs) => outputs.generate(times.len(), &mut length_rng)?,
-            None => vec![0; times.len()],
-        };
-        let mut requests: Vec<SimRequest> = times
-            .into_iter()
-            .zip(lengths.into_iter().zip(outputs))
-            .map(|(t, (input_len, output_len))| SimRequest {
-                cancel_after: self.patience_s.map(|s| ms_to_nanos(s * 1e3)),
-                ..SimRequest::new(Time::from_millis_f64(t * 1e3), input_len, output_len)
-            })
-            .collect();
-        if let Some(mix) = &self.service {
-            mix.assign(&mut requests, &mut StdRng::seed_from_u64(seed ^ 0x005E_ED0F_5E41_1CE5))?;
+        Ok(self.stream(duration_s, seed, 1.0)?.collect())
+    }
+
+    /// The request stream over `duration_s`, drawn lazily, each request kept with probability
+    /// `keep` (1: all). Arrival times, input lengths, output lengths, query types and thinning
+    /// each come from their own RNG stream, so changing one leaves the others as they were; and
+    /// a request's length is drawn whether or not it is kept, so the stream kept at a lower
+    /// `keep` is a subset of the one kept at a higher, with the same lengths (a nested sweep).
+    pub fn stream(&self, duration_s: f64, seed: u64, keep: f64) -> Result<RequestStream, WorkloadError> {
+        if !(keep > 0.0 && keep <= 1.0) {
+            return Err(WorkloadError::Invalid(format!("a kept share must be in (0, 1], got {keep}")));
         }
-        Ok(requests)
+        let service = match &self.service {
+            Some(mix) => {
+                mix.ready()?;
+                Some(mix.clone())
+            }
+            None => None,
+        };
+        Ok(RequestStream {
+            times: self.arrivals.times(duration_s, seed)?,
+            lengths: self.lengths.sampler()?,
+            outputs: self.outputs.as_ref().map(Lengths::sampler).transpose()?,
+            service,
+            patience: self.patience_s.map(|s| ms_to_nanos(s * 1e3)),
+            keep,
+            rngs: [
+                StdRng::seed_from_u64(seed ^ LENGTH_STREAM),
+                StdRng::seed_from_u64(seed ^ OUTPUT_STREAM),
+                StdRng::seed_from_u64(seed ^ SERVICE_STREAM),
+                StdRng::seed_from_u64(seed ^ THIN_STREAM),
+            ],
+            drawn: 0,
+        })
+    }
+}
+
+/// Seeds of the streams a request's parts are drawn from, apart from the arrivals'.
+const LENGTH_STREAM: u64 = 0x9E37_79B9_7F4A_7C15;
+const OUTPUT_STREAM: u64 = 0x0DD5_EED0_0DD5_EED0;
+const SERVICE_STREAM: u64 = 0x005E_ED0F_5E41_1CE5;
+const THIN_STREAM: u64 = 0x7417_4417_7417_4417;
+
+/// A workload's requests in arrival order, drawn as they are taken ([`Workload::stream`]).
+#[derive(Debug)]
+pub struct RequestStream {
+    times: ArrivalTimes,
+    lengths: LengthSampler,
+    outputs: Option<LengthSampler>,
+    service: Option<ServiceMix>,
+    patience: Option<Nanos>,
+    keep: f64,
+    /// Lengths, outputs, query types, thinning.
+    rngs: [StdRng; 4],
+    /// Requests drawn so far, kept or not.
+    drawn: usize,
+}
+
+impl Iterator for RequestStream {
+    type Item = SimRequest;
+
+    fn next(&mut self) -> Option<SimRequest> {
+        let [lengths, outputs, types, thin] = &mut self.rngs;
+        loop {
+            let t = self.times.next()?;
+            let index = self.drawn;
+            self.drawn += 1;
+            let input = self.lengths.sample(index, lengths);
+            let output = self.outputs.as_ref().map_or(0, |o| o.sample(index, outputs));
+            let mut r = SimRequest {
+                cancel_after: self.patience,
+                ..SimRequest::new(Time::from_millis_f64(t * 1e3), input, output)
+            };
+            if let Some(mix) = &self.service {
+                let table = mix.table.as_ref().expect("checked by Workload::stream");
+                mix.assign(table, &mut r, types);
+            }
+            if self.keep < 1.0 && thin.random::<f64>() >= self.keep {
+                continue;
+            }
+            return Some(r);
+        }
     }
 }
 
@@ -124,5 +185,33 @@ mod tests {
         assert_eq!(a, w.generate(10.0, 1).unwrap());
         assert_ne!(a, w.generate(10.0, 2).unwrap());
         assert!(a.windows(2).all(|p| p[0].arrival <= p[1].arrival));
+    }
+
+    /// A lower share of a bursty stream is a subset of a higher one's, each request with the
+    /// same arrival and length: the sweep's load points are nested.
+    #[test]
+    fn thinned_streams_are_nested_with_their_lengths() {
+        let w = Workload {
+            arrivals: Arrivals::Mmpp { rates: vec![50.0, 900.0], dwell_s: 2.0 },
+            lengths: Lengths::Twitter { max: 512 },
+            outputs: Some(Lengths::Uniform { min: 1, max: 400 }),
+            patience_s: None,
+            service: None,
+        };
+        let streams: Vec<Vec<SimRequest>> =
+            [1.0, 0.8, 0.5].iter().map(|&keep| w.stream(60.0, 4, keep).unwrap().collect()).collect();
+        assert!(streams[0].len() > streams[1].len() && streams[1].len() > streams[2].len());
+        for pair in streams.windows(2) {
+            let (more, fewer) = (&pair[0], &pair[1]);
+            let mut k = 0;
+            for r in fewer {
+                while more[k].arrival < r.arrival {
+                    k += 1;
+                }
+                assert_eq!(more[k], *r, "a kept request is the same request");
+            }
+        }
+        let share = streams[2].len() as f64 / streams[0].len() as f64;
+        assert!((share - 0.5).abs() < 0.03, "{share}");
     }
 }

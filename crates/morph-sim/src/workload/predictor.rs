@@ -65,19 +65,18 @@ impl Predictor {
         }
     }
 
-    /// The stream as a policy sees it: each generation capped at `max_tokens` (a trace's longer
-    /// output stops there, as a live generation would), told its cap and its prediction.
+    /// Request `index` of a stream as its policy is told of it: a generation's output cut at
+    /// `max_tokens`, which is its cap, and its predicted length.
+    pub fn tell_one(&self, index: u64, r: SimRequest, max_tokens: u32) -> SimRequest {
+        match r.output_len.min(max_tokens) {
+            0 => r,
+            out => SimRequest { output_len: out, predicted: self.predict(index, out), max_tokens, ..r },
+        }
+    }
+
+    /// [`Predictor::tell_one`] over a whole stream.
     pub fn tell(&self, requests: &[SimRequest], max_tokens: u32) -> Vec<SimRequest> {
-        requests
-            .iter()
-            .enumerate()
-            .map(|(i, r)| match r.output_len.min(max_tokens) {
-                0 => *r,
-                out => {
-                    SimRequest { output_len: out, predicted: self.predict(i as u64, out), max_tokens, ..*r }
-                }
-            })
-            .collect()
+        requests.iter().enumerate().map(|(i, r)| self.tell_one(i as u64, *r, max_tokens)).collect()
     }
 }
 

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use morph_core::{AccuracyFileError, PlanAccuracy, ServiceClass, TaskId, Time, TokenPlan, time::ms_to_nanos};
 use rand::Rng;
@@ -32,7 +33,7 @@ pub struct ServiceMix {
     /// The profile folder holding accuracy.json and correctness/<task>.jsonl.
     pub profile: PathBuf,
     #[serde(skip)]
-    pub table: Option<Correctness>,
+    pub table: Option<Arc<Correctness>>,
 }
 
 /// The profiled test examples of every task: their token lengths and whether each plan
@@ -82,7 +83,7 @@ impl ServiceMix {
     /// Reads the profile (once).
     pub fn load(&mut self) -> Result<&Correctness, WorkloadError> {
         if self.table.is_none() {
-            self.table = Some(Correctness::load(&self.profile)?);
+            self.table = Some(Arc::new(Correctness::load(&self.profile)?));
         }
         let table = self.table.as_ref().expect("just loaded");
         for t in &self.types {
@@ -96,27 +97,30 @@ impl ServiceMix {
         Ok(table)
     }
 
-    /// Gives each request a query type (uniformly) and an example of its task (uniformly): its
-    /// service class, example index and input length.
-    pub fn assign(&self, requests: &mut [SimRequest], rng: &mut impl Rng) -> Result<(), WorkloadError> {
+    /// The table to draw examples from, once the mix can assign: its profile loaded and at
+    /// least one query type.
+    pub fn ready(&self) -> Result<&Correctness, WorkloadError> {
         let table =
             self.table.as_ref().ok_or_else(|| WorkloadError::Invalid("service profile not loaded".into()))?;
         if self.types.is_empty() {
             return Err(WorkloadError::Invalid("service.types is empty".into()));
         }
-        for r in requests {
-            let t = &self.types[rng.random_range(0..self.types.len())];
-            let task = table.tasks.iter().position(|n| *n == t.task).unwrap_or(0);
-            let examples = &table.examples[task];
-            let example = rng.random_range(0..examples.len()) as u32;
-            r.input_len = examples[example as usize].0;
-            r.example = example;
-            r.service = Some(ServiceClass {
-                task: TaskId(task as u16),
-                deadline: Some(Time(r.arrival.0 + ms_to_nanos(t.slo_ms))),
-                utility_micros: (t.utility * 1e6).round() as u32,
-            });
-        }
-        Ok(())
+        Ok(table)
+    }
+
+    /// Draws `r`'s query type and the profiled example of its task it stands for: its task,
+    /// deadline and utility, and its length (the example's).
+    pub fn assign(&self, table: &Correctness, r: &mut SimRequest, rng: &mut impl Rng) {
+        let t = &self.types[rng.random_range(0..self.types.len())];
+        let task = table.tasks.iter().position(|n| *n == t.task).unwrap_or(0);
+        let examples = &table.examples[task];
+        let example = rng.random_range(0..examples.len()) as u32;
+        r.input_len = examples[example as usize].0;
+        r.example = example;
+        r.service = Some(ServiceClass {
+            task: TaskId(task as u16),
+            deadline: Some(Time(r.arrival.0 + ms_to_nanos(t.slo_ms))),
+            utility_micros: (t.utility * 1e6).round() as u32,
+        });
     }
 }
