@@ -8,12 +8,15 @@
 //! | [`ssjf`] | SSJF: shortest-predicted-first generation (FCFS its baseline) |
 //! | [`pipeline`], [`quart`] | pipelines of stages with their own replicas; QUART's sizer and its baselines |
 //! | [`otas`] | OTAS: per-batch token plans chosen for utility within deadlines, and its baselines |
+//!
+//! [`queueing`] holds the queueing formulas QUART's sizer and Arlo's allocation share.
 
 pub mod arlo;
 pub mod batching;
 pub mod otas;
 pub mod pipeline;
 pub mod quart;
+pub mod queueing;
 pub mod registry;
 mod replacer;
 pub mod ssjf;

@@ -363,7 +363,7 @@ pub fn simulate(
     if let Some(every) = tick {
         world.events.push(Time(every), SimEvent::Tick);
     }
-    let mut now = Time::ZERO;
+    let mut now;
     loop {
         // The next event is the earlier of the heap's head and the next arrival, in the total
         // order (time, kind, sequence); arrivals keep their stream order.
@@ -435,7 +435,9 @@ pub fn simulate(
     world.rec.cold_starts = world.hosts.cold;
     world.rec.warm_starts = world.hosts.warm;
     world.rec.evictions = world.hosts.evicted;
-    world.rec.report(ledger.policy(), now)
+    // The run spans its requests: ticks after the last answer change nothing.
+    let end = world.rec.last_activity();
+    world.rec.report(ledger.policy(), end)
 }
 
 #[cfg(test)]

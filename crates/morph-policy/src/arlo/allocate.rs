@@ -31,8 +31,8 @@ pub struct RuntimeDemand<'a> {
     pub demand: f64,
     /// M_i, > 0.
     pub capacity: f64,
-    /// L_i: mean latency at a per-instance load B (non-decreasing).
-    pub latency: &'a dyn Fn(f64) -> f64,
+    /// L_i: mean latency at a per-instance load B on N_i instances (non-decreasing in B).
+    pub latency: &'a dyn Fn(f64, usize) -> f64,
 }
 
 impl std::fmt::Debug for RuntimeDemand<'_> {
@@ -67,7 +67,7 @@ fn step(r: &RuntimeDemand, carried: f64, n: usize, last: bool) -> Option<(f64, f
     if n == 0 {
         return if served > 0.0 { None } else { Some((rest, 0.0)) };
     }
-    Some((rest, (r.latency)(served / n as f64) * served))
+    Some((rest, (r.latency)(served / n as f64, n) * served))
 }
 
 /// Eq. 3 (with [`Floors::Eq3`]) and Eq. 7: the fewest instances runtime `i` may get.
@@ -122,7 +122,7 @@ fn pareto<S: Carrying>(mut states: Vec<S>, idle: f64) -> Vec<S> {
 
 /// `idle` for [`pareto`] after runtime `i`: the least L_j(0) of the runtimes after it.
 fn idle_after(runtimes: &[RuntimeDemand], i: usize) -> f64 {
-    let idle = runtimes[i + 1..].iter().map(|r| (r.latency)(0.0)).fold(f64::INFINITY, f64::min);
+    let idle = runtimes[i + 1..].iter().map(|r| (r.latency)(0.0, 1)).fold(f64::INFINITY, f64::min);
     if idle.is_finite() { idle.max(0.0) } else { 0.0 }
 }
 
@@ -345,12 +345,12 @@ mod tests {
 
     /// Latency curves base_i·(1 + a·load + c·load²): growing with the runtime's length (base_i)
     /// and with load, as queueing curves do.
-    fn curves(rng: &mut Lcg, k: usize, a: f64, c: f64) -> Vec<Box<dyn Fn(f64) -> f64>> {
+    fn curves(rng: &mut Lcg, k: usize, a: f64, c: f64) -> Vec<Box<dyn Fn(f64, usize) -> f64>> {
         (0..k)
             .map(|i| {
                 let base = 1.0 + i as f64 * (0.5 + rng.next());
-                Box::new(move |load: f64| base * (1.0 + a * load + c * load * load))
-                    as Box<dyn Fn(f64) -> f64>
+                Box::new(move |load: f64, _| base * (1.0 + a * load + c * load * load))
+                    as Box<dyn Fn(f64, usize) -> f64>
             })
             .collect()
     }
@@ -427,7 +427,7 @@ mod tests {
 
     #[test]
     fn infeasible_when_the_lower_bounds_exceed_the_cluster() {
-        let flat = |_: f64| 1.0;
+        let flat = |_: f64, _: usize| 1.0;
         let r = |demand| RuntimeDemand { demand, capacity: 1.0, latency: &flat };
         assert_eq!(allocate(3, &[r(2.0), r(2.0)], Floors::Eq3), None);
         assert!(allocate(4, &[r(2.0), r(2.0)], Floors::Eq3).is_some());

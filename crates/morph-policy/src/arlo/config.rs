@@ -43,6 +43,18 @@ pub struct ArloConfig {
     pub replace_batch: usize,
     /// The share of the instances replaced at once when `replace_batch` is 0 (the paper: a tenth).
     pub replace_share: f64,
+    /// Replace make-before-break (Morph's): a replacement's new instance is launched while the
+    /// one it replaces keeps serving, and once it is up one of the two is retired, the old one
+    /// if the rest still covers the current need at least as well as before (else it waits, up
+    /// to `handover_timeout_s`, then the new one goes); scale-in likewise waits until the rest
+    /// covers the need. Off: the paper's order, each replaced instance drained, then its
+    /// successor started in its slot.
+    pub make_before_break: bool,
+    /// How long a make-before-break hand-over waits for the need to allow retiring the old
+    /// instance before it keeps the old one and retires the new.
+    pub handover_timeout_s: f64,
+    /// The need is the busiest tick of this many recent seconds, per length class.
+    pub need_window_s: f64,
     /// Binding on arrival: the instance a request goes to when it arrives (Arlo's Algorithm 1
     /// or an ablation); unused with `late_binding`.
     pub dispatch: DispatchRule,
@@ -86,6 +98,9 @@ impl Default for ArloConfig {
             first_allocation_s: 10.0,
             replace_batch: 0,
             replace_share: 0.1,
+            make_before_break: false,
+            handover_timeout_s: 10.0,
+            need_window_s: 3.0,
             dispatch: DispatchRule::Arlo,
             late_binding: false,
             stable_utilisation: None,
@@ -107,11 +122,11 @@ impl ArloConfig {
     /// in all; Arlo's paper pairs itself with `target-tracking` and the baselines with `headroom`):
     /// - `arlo`: Morph's robust Arlo: the longest runtime dynamic-shaped, and every instance on
     ///   it (DT) until the first allocation, which takes runtime bounds from the first second's
-    ///   lengths
-    ///   (`optimised`), periodic allocation with the stable accounting (every runtime under 90%
-    ///   busy, demotion's carry-over counted), reached half the fleet at a time, late binding (an
-    ///   idle instance takes the oldest request it fits), so it degrades gracefully at the edge
-    ///   of capacity;
+    ///   lengths (`optimised`), periodic allocation with the stable accounting (every runtime
+    ///   under 90% busy, demotion's carry-over counted), reached half the fleet at a time
+    ///   make-before-break (no instance leaves before its successor serves and the rest covers
+    ///   the need), late binding (an idle instance takes the oldest request it fits), so it
+    ///   degrades gracefully at the edge of capacity and serves from the first second;
     /// - `arlo-paper`: the paper's exact form: staircase runtimes, periodic allocation,
     ///   Algorithm 1 on arrival;
     /// - `arlo-ilb`, `arlo-ig`: `arlo-paper` with the ILB or IG dispatcher (Table 4 ablations);
@@ -131,6 +146,7 @@ impl ArloConfig {
                 dynamic_longest: true,
                 first_allocation_s: 1.0,
                 replace_share: 0.5,
+                make_before_break: true,
                 ..paper
             },
             "arlo-paper" => paper,

@@ -5,6 +5,7 @@
 //! (preset `arlo`), and runs the paper's baselines as presets too (`st`, `dt`, `infaas`).
 
 pub mod allocate;
+pub mod capacity;
 pub mod config;
 pub mod dispatch;
 mod instances;
@@ -15,6 +16,8 @@ pub mod runtime_set;
 pub mod scaling;
 pub mod service;
 mod waiting;
+#[cfg(test)]
+mod handover_tests;
 
 pub use allocate::{Allocation, Floors, RuntimeDemand, allocate};
 pub use config::{ArloConfig, RuntimeSet};

@@ -17,6 +17,7 @@ use super::instances::Instances;
 use super::scaling::{ScaleDecision, Scaler};
 use super::waiting::Waiting;
 use crate::arlo::ServiceModel;
+use crate::arlo::capacity::{RecentLengths, shortfall};
 use crate::arlo::reallocate::{Accounting, LengthWindow, target};
 use crate::arlo::replace::plan;
 use crate::arlo::runtime_set::{knee, optimised, staircase};
@@ -31,10 +32,28 @@ const KNEE_GAIN: f64 = 0.02;
 /// What happens to a draining instance once it is empty.
 #[derive(Debug, Clone, Copy)]
 enum AfterDrain {
-    /// Scale in: its slot is released.
+    /// Scale in, or the old half of a make-before-break replacement: its slot is released.
     Release,
-    /// Replacement: a runtime of this shape is launched in its slot.
+    /// Replacement break-before-make: a runtime of this shape is launched in its slot.
     Become(RuntimeSpec),
+}
+
+/// What a launch is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Purpose {
+    ScaleOut,
+    /// The new half of a break-before-make replacement (its old half is gone).
+    Replacement,
+    /// The new half of a make-before-break replacement of this instance, which serves meanwhile.
+    Successor(InstanceId),
+}
+
+/// A make-before-break replacement whose new instance is up: one of the two will be retired.
+#[derive(Debug, Clone, Copy)]
+struct HandOver {
+    old: InstanceId,
+    new: InstanceId,
+    since: Time,
 }
 
 #[derive(Debug)]
@@ -49,8 +68,12 @@ pub struct ArloPolicy {
     /// With late binding: requests not yet on an instance, and the idle instances.
     waiting: Waiting,
     scaler: Scaler,
-    /// Launched, not up yet: (ticket, part of a replacement).
-    starting: Vec<(Ticket, bool)>,
+    /// Launched, not up yet, and what for.
+    starting: Vec<(Ticket, Purpose)>,
+    /// Make-before-break replacements whose new instance serves beside the old one.
+    handing_over: Vec<HandOver>,
+    /// Lengths of the last few ticks' arrivals: the need the serving instances must cover.
+    recent: RecentLengths,
     tickets: Tickets,
     draining: BTreeMap<InstanceId, AfterDrain>,
     /// Batch start times, for the scaler's utilisation.
@@ -71,6 +94,8 @@ struct Counters {
     /// Requests sent to a longer runtime than their ideal one.
     demoted: u64,
     rejected: u64,
+    /// Make-before-break hand-overs that kept the old instance (the need did not allow the new).
+    handovers_abandoned: u64,
 }
 
 /// The runtimes of the given ascending max lengths: all fixed-shape, or with `dynamic_longest`
@@ -115,6 +140,7 @@ impl ArloPolicy {
         let queue = MultiLevelQueue::with_rule(config.dispatch_params(), config.dispatch);
         let scaler = Scaler::new(config.scaling, model.slo());
         let next_allocation = Time(secs(config.first_allocation_s));
+        let need_ticks = (config.need_window_s / config.tick_s.max(f64::MIN_POSITIVE)).ceil().max(1.0) as usize;
         Self {
             name: name.into(),
             model,
@@ -124,6 +150,8 @@ impl ArloPolicy {
             waiting: Waiting::default(),
             scaler,
             starting: Vec::new(),
+            handing_over: Vec::new(),
+            recent: RecentLengths::new(max_len, need_ticks),
             tickets: Tickets::default(),
             draining: BTreeMap::new(),
             started: BTreeMap::new(),
@@ -140,11 +168,18 @@ impl ArloPolicy {
         self.set[self.set.len() - 1]
     }
 
-    /// Instances of each runtime of the set that take requests, in set order.
+    /// Instances of each runtime of the set that take requests, in set order, then of any
+    /// other runtime still serving (a set changed by the first allocation).
     fn counts(&self) -> Vec<(RuntimeSpec, usize)> {
-        self.set
-            .iter()
-            .map(|r| (*r, self.instances.serving().filter(|(_, i)| i.runtime == *r).count()))
+        let mut runtimes = self.set.clone();
+        for (_, i) in self.instances.serving() {
+            if !runtimes.contains(&i.runtime) {
+                runtimes.push(i.runtime);
+            }
+        }
+        runtimes
+            .into_iter()
+            .map(|r| (r, self.instances.serving().filter(|(_, i)| i.runtime == r).count()))
             .collect()
     }
 
@@ -168,6 +203,7 @@ impl ArloPolicy {
             return;
         };
         self.window.record(request.input_len);
+        self.recent.record(request.input_len);
         let Some(id) = instance else {
             self.waiting.push(bound, request);
             return;
@@ -252,14 +288,60 @@ impl ArloPolicy {
         self.instances.remove(id);
         actions.push(Action::Retire { instance: id });
         if let Some(AfterDrain::Become(runtime)) = after {
-            self.launch(runtime, true, actions);
+            self.launch(runtime, Purpose::Replacement, actions);
         }
     }
 
-    fn launch(&mut self, runtime: RuntimeSpec, replacing: bool, actions: &mut Vec<Action>) {
+    fn launch(&mut self, runtime: RuntimeSpec, purpose: Purpose, actions: &mut Vec<Action>) {
         let ticket = self.tickets.issue();
-        self.starting.push((ticket, replacing));
+        self.starting.push((ticket, purpose));
         actions.push(Action::Launch { ticket, unit: UnitSpec::encoder(runtime), host: None });
+    }
+
+    /// Requests per second the serving instances, less `without`, cannot serve of the current
+    /// need ([`shortfall`]), over the runtime set and any other runtime still serving.
+    fn shortfall_without(&self, without: Option<InstanceId>) -> f64 {
+        let serving = || self.instances.serving().filter(|(id, _)| Some(*id) != without);
+        let mut runtimes: Vec<RuntimeSpec> = self.set.clone();
+        runtimes.extend(serving().map(|(_, i)| i.runtime));
+        runtimes.sort_by_key(|r| (r.max_len, r.kind == morph_core::ShapeKind::Dynamic, r.max_batch));
+        runtimes.dedup();
+        let counts: Vec<usize> =
+            runtimes.iter().map(|r| serving().filter(|(_, i)| i.runtime == *r).count()).collect();
+        let need = self.recent.need(&runtimes, self.config.tick_s);
+        let u = self.config.stable_utilisation.unwrap_or(1.0);
+        shortfall(&self.model, &runtimes, &counts, &need, u)
+    }
+
+    /// Make-before-break: of each replacement whose new instance is up, retires the old one if
+    /// the rest covers the current need at least as well as before the new one came (Arlo's
+    /// Eq. 4 carry, [`shortfall`]), else waits; past `handover_timeout_s` it retires the new one
+    /// instead, whichever leaves the larger capacity. So serving capacity never falls below
+    /// what it was before the replacement began, nor below the need.
+    fn hand_over(&mut self, now: Time, actions: &mut Vec<Action>) {
+        let timeout = secs(self.config.handover_timeout_s);
+        let mut k = 0;
+        while k < self.handing_over.len() {
+            let h = self.handing_over[k];
+            let both = [h.old, h.new].iter().all(|id| self.instances.map.get(id).is_some_and(|i| !i.draining));
+            let retire = if !both {
+                None
+            } else if self.may_drain(h.old)
+                && self.shortfall_without(Some(h.old)) <= self.shortfall_without(Some(h.new))
+            {
+                Some(h.old)
+            } else if now.since(h.since) >= timeout || !self.may_drain(h.old) {
+                self.counters.handovers_abandoned += 1;
+                Some(h.new)
+            } else {
+                k += 1;
+                continue;
+            };
+            self.handing_over.remove(k);
+            if let Some(id) = retire {
+                self.drain(id, AfterDrain::Release, actions);
+            }
+        }
     }
 
     /// Whether `id` may be taken out of service: never the last serving instance of the largest
@@ -276,7 +358,8 @@ impl ArloPolicy {
 
     fn replacements_in_flight(&self) -> usize {
         let draining = self.draining.values().filter(|a| matches!(a, AfterDrain::Become(_))).count();
-        draining + self.starting.iter().filter(|(_, replacing)| *replacing).count()
+        let starting = self.starting.iter().filter(|(_, p)| *p != Purpose::ScaleOut).count();
+        draining + starting + self.handing_over.len()
     }
 
     /// Starts the next replacements of the plan, at most `replace_batch` in flight.
@@ -288,8 +371,13 @@ impl ArloPolicy {
         };
         while self.replacements_in_flight() < batch {
             let Some((id, runtime)) = self.plan.pop_front() else { break };
-            if self.may_drain(id) {
-                self.counters.replacements += 1;
+            if !self.may_drain(id) {
+                continue;
+            }
+            self.counters.replacements += 1;
+            if self.config.make_before_break {
+                self.launch(runtime, Purpose::Successor(id), actions);
+            } else {
                 self.drain(id, AfterDrain::Become(runtime), actions);
             }
         }
@@ -341,13 +429,16 @@ impl ArloPolicy {
             Some(ScaleDecision::Out) => {
                 let runtime = self.largest();
                 self.counters.scale_outs += 1;
-                self.launch(runtime, false, actions);
+                self.launch(runtime, Purpose::ScaleOut, actions);
             }
             Some(ScaleDecision::In) => {
+                // Make-before-break scales in only while the rest covers the need.
+                let keeps_up =
+                    |id: InstanceId| !self.config.make_before_break || self.shortfall_without(Some(id)) == 0.0;
                 let least_busy = self
                     .instances
                     .serving()
-                    .filter(|(id, _)| self.may_drain(*id))
+                    .filter(|(id, _)| self.may_drain(*id) && keeps_up(*id))
                     .min_by_key(|(id, i)| (i.outstanding(), *id))
                     .map(|(id, _)| id);
                 if let Some(id) = least_busy {
@@ -361,7 +452,12 @@ impl ArloPolicy {
     }
 
     fn tick(&mut self, now: Time, actions: &mut Vec<Action>) {
-        let settled = self.plan.is_empty() && self.draining.is_empty() && self.starting.is_empty();
+        self.recent.roll();
+        self.hand_over(now, actions);
+        let settled = self.plan.is_empty()
+            && self.draining.is_empty()
+            && self.starting.is_empty()
+            && self.handing_over.is_empty();
         if self.config.allocate && now >= self.next_allocation && settled {
             self.reallocate(now);
             self.next_allocation = now + secs(self.config.period_s);
@@ -370,8 +466,8 @@ impl ArloPolicy {
         self.advance_plan(actions);
     }
 
-    /// The launch `ticket` ended (up or failed): whether it was part of a replacement.
-    fn take_starting(&mut self, ticket: Ticket) -> Option<bool> {
+    /// The launch `ticket` ended (up or failed): what it was for.
+    fn take_starting(&mut self, ticket: Ticket) -> Option<Purpose> {
         let at = self.starting.iter().position(|(t, _)| *t == ticket)?;
         Some(self.starting.remove(at).1)
     }
@@ -383,7 +479,8 @@ impl ArloPolicy {
         launch: Option<Launched>,
         actions: &mut Vec<Action>,
     ) {
-        if launch.and_then(|l| self.take_starting(l.ticket)) == Some(false) {
+        let purpose = launch.and_then(|l| self.take_starting(l.ticket));
+        if purpose == Some(Purpose::ScaleOut) {
             self.scaler.resized();
         }
         let runtime = info.unit.runtime;
@@ -393,6 +490,10 @@ impl ArloPolicy {
             self.queue.add_instance(info.id, runtime.max_len, self.model.capacity(runtime));
         }
         self.run_next(now, info.id, actions);
+        if let Some(Purpose::Successor(old)) = purpose {
+            self.handing_over.push(HandOver { old, new: info.id, since: now });
+            self.hand_over(now, actions);
+        }
         self.advance_plan(actions);
     }
 }
@@ -464,6 +565,7 @@ impl Policy for ArloPolicy {
             ("scale_ins", c.scale_ins),
             ("demoted", c.demoted),
             ("rejected", c.rejected),
+            ("handovers_abandoned", c.handovers_abandoned),
         ] {
             out.push(Gauge::new(format!("{name}_total"), v as f64));
         }
@@ -485,6 +587,7 @@ impl Policy for ArloPolicy {
             "instances": per_runtime,
             "starting": self.starting.len(),
             "draining": self.draining.len(),
+            "handing_over": self.handing_over.len(),
             "counters": self.counters,
         })
     }

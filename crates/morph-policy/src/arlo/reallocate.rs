@@ -45,7 +45,8 @@ pub enum Accounting {
     Paper,
     /// Morph's stable accounting: M_i at utilisation `u`, so demand past it carries (Eq. 4) to
     /// the longer runtimes that late binding will hand it to, and overload of the longest runtime
-    /// is priced by [`ServiceModel::stable_latency_ms`]; Eq. 7's floor only.
+    /// is priced by [`ServiceModel::stable_latency_ms`] (each runtime's instances one pooled
+    /// queue); Eq. 7's floor only.
     Stable { utilisation: f64 },
 }
 
@@ -72,14 +73,15 @@ pub fn target(
             Accounting::Stable { utilisation } => model.stable_capacity(*r, utilisation),
         })
         .collect();
-    let curves: Vec<Box<dyn Fn(f64) -> f64>> = runtimes
+    let curves: Vec<Box<dyn Fn(f64, usize) -> f64>> = runtimes
         .iter()
         .map(|&r| match accounting {
+            // The paper: each instance an M/D/1 queue of its own.
             Accounting::Paper => {
-                Box::new(move |b: f64| model.mean_latency_ms(r, b)) as Box<dyn Fn(f64) -> f64>
+                Box::new(move |b: f64, _| model.mean_latency_ms(r, b)) as Box<dyn Fn(f64, usize) -> f64>
             }
             Accounting::Stable { utilisation } => {
-                Box::new(move |b: f64| model.stable_latency_ms(r, b, utilisation))
+                Box::new(move |b: f64, n: usize| model.stable_latency_ms(r, b, n, utilisation))
             }
         })
         .collect();
@@ -144,14 +146,15 @@ mod tests {
     /// one (4 ms); per SLO, Q = (200, 4). The paper counts M_64 = 100 at ρ = 1, so two short
     /// instances "serve" all 200 and nothing carries. The stable accounting (u = 0.9) counts 90
     /// each: 20 requests carry (Eq. 4) to the long instance, whose 24 put it at ρ = 0.96, past
-    /// u, and the objective prices that overload: exactly as computed by hand below.
+    /// u, and the objective prices that overload, the two short instances as one pooled queue:
+    /// exactly as computed by hand below.
     #[test]
     fn the_stable_accounting_carries_demotion_to_the_longer_runtime_and_prices_it() {
         let m = model();
         let (short, long) = (RuntimeSpec::fixed(64, 1), RuntimeSpec::fixed(512, 1));
         let u = 0.9;
         let m = &m;
-        let curve = |r: RuntimeSpec| move |b: f64| m.stable_latency_ms(r, b, u);
+        let curve = |r: RuntimeSpec| move |b: f64, n: usize| m.stable_latency_ms(r, b, n, u);
         let curves = [curve(short), curve(long)];
         let stable = [
             RuntimeDemand { demand: 200.0, capacity: m.stable_capacity(short, u), latency: &curves[0] },
@@ -159,9 +162,11 @@ mod tests {
         ];
         let a = allocate(3, &stable, Floors::Eq7).unwrap();
         assert_eq!(a.instances, vec![2, 1], "moving a short instance to the long runtime carries 110");
-        // Short: 180 served at 90 each, ρ = 0.9: L = 1 + 0.9·1/(2·0.1) = 5.5 ms.
+        // Short: 180 served by 2 pooled instances at ρ = 0.9 (M/D/2, a = 1.8 erlangs): Erlang B
+        // B_1 = 1.8/2.8, B_2 = 1.8·B_1/(2 + 1.8·B_1) = 81/221; C = B_2/(1 − 0.9·(1 − B_2)) = 81/95;
+        // W = ½·C/(2μ − λ) = ½·(81/95)/200 s; L = 1 + 1000·81/38000 ms.
         // Long: 20 carried + 4 = 24 at ρ = 0.96: L = 4 + 0.9·4/0.2 + 1000·100·(0.96 − 0.9) = 6022 ms.
-        let by_hand = 180.0 * 5.5 + 24.0 * (22.0 + 6_000.0);
+        let by_hand = 180.0 * (1.0 + 81.0 / 38.0) + 24.0 * (22.0 + 6_000.0);
         assert!((a.cost - by_hand).abs() < 1e-6 * by_hand, "{} vs {by_hand}", a.cost);
         // The paper's accounting sees no carry: the long runtime serves only its own 4.
         let paper = target(m, &[short, long], &[2_000, 40], 1_000_000_000, 3, Accounting::Paper);

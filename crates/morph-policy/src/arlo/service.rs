@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use morph_core::{LatencyProfile, Nanos, PaddedShape, RuntimeSpec};
 
+use crate::queueing::{DelayModel, Load, delay};
+
 /// Utilisation up to which L_i follows M/D/1; beyond it, L_i goes on as a straight line with
 /// the slope it has there (finite and non-decreasing, which the allocator needs).
 const RHO_KNEE: f64 = 0.95;
@@ -73,15 +75,28 @@ impl ServiceModel {
         u * (self.slo as f64 / 1e6) / self.service_ms(runtime) * f64::from(runtime.max_batch)
     }
 
-    /// Morph's stable accounting: L_i(B) as M/D/1 up to utilisation `u`; past it, each unit of
-    /// utilisation costs a thousand SLOs, so the allocator prefers any split that keeps every
-    /// runtime under `u` and, among those that cannot, the least overloaded.
-    pub fn stable_latency_ms(&self, runtime: RuntimeSpec, load: f64, u: f64) -> f64 {
+    /// M/D/c mean latency of `instances` instances pooled at utilisation ρ < 1 each: late
+    /// binding gives a runtime's instances one queue, so its waits are M/D/c's (Allen–Cunneen:
+    /// M/M/c's wait halved for deterministic service), not M/D/1's per instance; with one
+    /// instance they are the same.
+    fn mdc_ms(&self, runtime: RuntimeSpec, rho: f64, instances: usize) -> f64 {
+        let s = self.service_ms(runtime);
+        let mu = f64::from(runtime.max_batch) / (s / 1e3);
+        let c = u32::try_from(instances.max(1)).unwrap_or(u32::MAX);
+        let load = Load { lambda: rho * mu * f64::from(c), mu, replicas: c, ca: 1.0, cs: 0.0 };
+        delay(DelayModel::AllenCunneen, load) * 1e3
+    }
+
+    /// Morph's stable accounting: L_i(B) of the runtime's `instances` pooled (M/D/c) up to
+    /// utilisation `u`; past it, each unit of utilisation costs a thousand SLOs, so the
+    /// allocator prefers any split that keeps every runtime under `u` and, among those that
+    /// cannot, the least overloaded.
+    pub fn stable_latency_ms(&self, runtime: RuntimeSpec, load: f64, instances: usize, u: f64) -> f64 {
         let rho = self.utilisation(runtime, load);
         if rho <= u {
-            self.md1_ms(runtime, rho)
+            self.mdc_ms(runtime, rho, instances)
         } else {
-            self.md1_ms(runtime, u) + OVERLOAD_SLOS * (self.slo as f64 / 1e6) * (rho - u)
+            self.mdc_ms(runtime, u, instances) + OVERLOAD_SLOS * (self.slo as f64 / 1e6) * (rho - u)
         }
     }
 }
@@ -110,7 +125,10 @@ mod tests {
         // Stable accounting at u = 0.8: 8 requests per SLO; M/D/1 up to it, then 1000 SLOs (of
         // 100 ms) per unit of ρ: at ρ = 0.9, s + 0.8s/0.4 + 100 000 · 0.1.
         assert!((m.stable_capacity(long, 0.8) - 8.0).abs() < 1e-12);
-        assert!((m.stable_latency_ms(long, 5.0, 0.8) - 15.0).abs() < 1e-12);
-        assert!((m.stable_latency_ms(long, 9.0, 0.8) - (30.0 + 10_000.0)).abs() < 1e-9);
+        assert!((m.stable_latency_ms(long, 5.0, 1, 0.8) - 15.0).abs() < 1e-9);
+        assert!((m.stable_latency_ms(long, 9.0, 1, 0.8) - (30.0 + 10_000.0)).abs() < 1e-9);
+        // Pooled, two instances at ρ = 0.5 wait a third of one's M/D/1 wait: Erlang C of
+        // (c = 2, a = 1) is 1/3, W = ½·(1/3)/(2μ − λ) = s/6.
+        assert!((m.stable_latency_ms(long, 5.0, 2, 0.8) - (10.0 + 10.0 / 6.0)).abs() < 1e-9);
     }
 }

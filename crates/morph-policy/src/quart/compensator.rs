@@ -5,7 +5,7 @@
 
 use morph_core::StageTime;
 
-use super::queueing::{DelayModel, Load, delay};
+use crate::queueing::{DelayModel, Load, delay};
 
 /// The outcome for one stage: its replicas and threads per replica.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

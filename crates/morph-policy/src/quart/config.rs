@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::corrector::Gains;
-use super::queueing::DelayModel;
+use crate::queueing::DelayModel;
 use crate::pipeline::{PlacementRule, PoolConfig};
 
 /// Where the corrector's T_i comes from.

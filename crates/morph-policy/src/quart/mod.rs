@@ -11,7 +11,6 @@ pub mod config;
 pub mod corrector;
 pub mod critical;
 pub mod qna;
-pub mod queueing;
 mod sizer;
 pub mod smoother;
 #[cfg(test)]

@@ -9,7 +9,7 @@ use super::config::{DelaySource, QuartConfig};
 use super::corrector::{CorrectorParams, PidState, StageDelay, correct};
 use super::critical::carry_critical_flow;
 use super::qna::{StageFlow, arrival_cvs};
-use super::queueing::{DelayModel, Load, delay, replicas_for};
+use crate::queueing::{DelayModel, Load, delay, replicas_for};
 use super::smoother::{Smoothing, smooth};
 use crate::pipeline::{PoolView, Sizer, StageTarget};
 

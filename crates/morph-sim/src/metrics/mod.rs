@@ -65,6 +65,8 @@ pub(crate) struct Recorder {
     pub(crate) warm_starts: usize,
     pub(crate) evictions: usize,
     utility: Option<UtilityAccount>,
+    /// The last arrival or answer.
+    last: Time,
 }
 
 impl Recorder {
@@ -95,6 +97,7 @@ impl Recorder {
             warm_starts: 0,
             evictions: 0,
             utility,
+            last: Time::ZERO,
         }
     }
 
@@ -103,6 +106,7 @@ impl Recorder {
     }
 
     pub(crate) fn arrived(&mut self, at: Time) {
+        self.last = self.last.max(at);
         self.window(at).arrived();
         self.timeline.arrived(at);
     }
@@ -118,6 +122,7 @@ impl Recorder {
         ran: Option<(TokenPlan, Time)>,
     ) {
         let latency = now - request.arrival;
+        self.last = self.last.max(now);
         let slo = self.slo;
         self.window(request.arrival).answered(outcome, latency, slo);
         self.timeline.answered(request.arrival, outcome, latency, slo);
@@ -174,6 +179,11 @@ impl Recorder {
         }
     }
 
+    /// When the run's last request arrived or was answered: its end.
+    pub(crate) fn last_activity(&self) -> Time {
+        self.last
+    }
+
     /// The report of a run that ended at `end`.
     pub(crate) fn report(self, policy: &dyn Policy, end: Time) -> Report {
         let warmup = self.warmup;
@@ -225,7 +235,7 @@ pub struct Report {
     pub measured: WindowReport,
     /// Requests that arrived during the warm-up: served like the others, reported here.
     pub warmup: Option<WindowReport>,
-    /// From time 0 to the last event.
+    /// From time 0 to the last arrival or answer.
     pub duration_s: f64,
     /// Time-weighted instance count × duration (GPU-seconds for GPU instances).
     pub instance_seconds: f64,

@@ -1,5 +1,6 @@
-//! A stage's delay as a queue of `r` replicas: exact M/M/c (Erlang C), its Allen–Cunneen
-//! G/G/c correction, and QUART's Eq. 1 as printed (for the paper-literal ablation).
+//! The delay of a queue served by `r` replicas (a QUART stage, the instances of an Arlo runtime
+//! that late binding pools): exact M/M/c (Erlang C), its Allen–Cunneen G/G/c correction, and
+//! QUART's Eq. 1 as printed (for the paper-literal ablation).
 
 use serde::{Deserialize, Serialize};
 
@@ -50,14 +51,18 @@ pub fn delay(model: DelayModel, load: Load) -> f64 {
     }
 }
 
-/// M/M/c mean waiting time W_q = C(r, a) / (rμ − λ), with the Erlang C probability from the
-/// stable Erlang-B recursion B_k = a·B_{k−1} / (k + a·B_{k−1}), C = B_r / (1 − ρ(1 − B_r)).
+/// M/M/c mean waiting time W_q = C(r, a) / (rμ − λ).
 fn erlang_c_wait(lambda: f64, mu: f64, r: u32) -> f64 {
+    erlang_c(lambda, mu, r) / (f64::from(r) * mu - lambda)
+}
+
+/// Erlang C, the probability that an arrival to M/M/c waits (ρ < 1), from the stable Erlang-B
+/// recursion B_k = a·B_{k−1} / (k + a·B_{k−1}), C = B_r / (1 − ρ(1 − B_r)).
+fn erlang_c(lambda: f64, mu: f64, r: u32) -> f64 {
     let a = lambda / mu;
     let rho = a / f64::from(r);
     let b = (1..=r).fold(1.0, |b, k| a * b / (f64::from(k) + a * b));
-    let c = b / (1.0 - rho * (1.0 - b));
-    c / (f64::from(r) * mu - lambda)
+    b / (1.0 - rho * (1.0 - b))
 }
 
 /// P_0, the probability that an M/M/c stage is empty (ρ < 1).
