@@ -161,7 +161,92 @@ def arlo():
     print(f"Arlo: {'every table met the goal' if missed == 0 else f'{missed} tables missed the goal'}\n")
 
 
-PARTS = {"arlo": arlo}
+# ---------------------------------------------------------------------------------------------
+# OTAS
+
+OTAS_PROFILES = os.path.join(ROOT, "assets", "profiles", "otas")
+OTAS_PLANS = ["exit:1", "exit:3", "exit:4", "exit:5", "prompt-replace:2", "prompt:2"]
+C0 = 130  # the plain model's saturated throughput on the task mix (req/s), docs/otas.md
+# Streams of inter-arrival CV >= 10 at a mean of 1 C0 (a rate sweep scales them): gamma gaps,
+# and an on/off MMPP (a quiet state at 1% of the mean, bursts at 1.99x, 15 s each on average).
+OTAS_STREAMS = {
+    "gamma-cv10": f'{{ kind = "gamma", rate = {C0}, cv = 12 }}',
+    "mmpp-onoff": f'{{ kind = "mmpp", rates = [{0.002 * C0}, {1.998 * C0}], dwell_s = 30 }}',
+}
+
+
+def otas_scenario(folder, name, arrivals, seeds):
+    variants = ", ".join(f'"{OTAS_PROFILES}/latency_{p}.json"' for p in OTAS_PLANS)
+    fixed = "".join(f'\n[[policies]]\nname = "pets-like"\nlabel = "fixed {p}"\nplans = ["{p}"]\n' for p in OTAS_PLANS)
+    plans = ", ".join(f'"{p}"' for p in OTAS_PLANS)
+    return scenario(folder, name, f"""
+name = "otas-t0-{name}"
+duration_s = {60 if QUICK else 300}
+seeds = {seeds}
+slo_ms = 1000
+[workload]
+arrivals = {arrivals}
+lengths = {{ kind = "twitter", max = 128 }}
+[workload.service]
+profile = "{OTAS_PROFILES}"
+types = [
+  {{ task = "ag_news", slo_ms = 600, utility = 0.3 }},
+  {{ task = "ag_news", slo_ms = 1000, utility = 0.01 }},
+  {{ task = "sst2", slo_ms = 600, utility = 1.0 }},
+  {{ task = "sst2", slo_ms = 1000, utility = 0.2 }},
+  {{ task = "sms_spam", slo_ms = 600, utility = 0.3 }},
+  {{ task = "sms_spam", slo_ms = 1000, utility = 0.01 }},
+]
+[cluster]
+profile = "{OTAS_PROFILES}/latency_plain.json"
+variants = [{variants}]
+runtimes = [{{ runtime = "dynamic:128x32", instances = 1 }}]
+[[policies]]
+name = "otas"
+label = "otas"
+plans = [{plans}]
+[[policies]]
+name = "otas"
+label = "otas length-aware"
+plans = [{plans}]
+batching = {{ length_window = 16 }}
+{fixed}
+[sweep]
+param = "rate"
+values = [{0.6 * C0}, {1.0 * C0}, {1.5 * C0}]
+""")
+
+
+def otas():
+    print("## OTAS from t = 0 against every fixed plan of its list (goal: utility >= every fixed plan's, "
+          "no more requests lost than the best fixed plan's)\n")
+    seeds = [1] if QUICK else [1, 2, 3]
+    missed = 0
+    with tempfile.TemporaryDirectory() as folder:
+        for stream, arrivals in OTAS_STREAMS.items():
+            rows = simulate(otas_scenario(folder, stream, arrivals, seeds))
+            by = {}
+            for r in rows:
+                by.setdefault((r["sweep"][1], r["seed"]), {})[r["policy"]] = r
+            print(f"### {stream}")
+            print(f"{'load':>5} {'seed':>4} {'cv':>5} {'policy':<18} {'utility':>9} {'/best fixed':>11} {'lost':>6} "
+                  f"{'best fixed':<22} {'its lost':>8}  goal")
+            for (rate, seed), row in sorted(by.items()):
+                fixed = {k: v for k, v in row.items() if k.startswith("fixed")}
+                best = max(fixed, key=lambda k: fixed[k]["utility"]["utility"])
+                best_u, best_lost = fixed[best]["utility"]["utility"], fixed[best]["dropped"]
+                for name in ["otas", "otas length-aware"]:
+                    r = row[name]
+                    u = r["utility"]["utility"]
+                    ok = u >= best_u and r["dropped"] <= best_lost
+                    missed += name == "otas" and not ok
+                    print(f"{rate / C0:>5.1f} {seed:>4} {r['arrival_cv']:>5.1f} {name:<18} {u:>9.1f} {ratio(u, best_u):>11.3f} "
+                          f"{r['dropped']:>6} {best:<22} {best_lost:>8}  {'met' if ok else 'MISSED'}")
+            print()
+    print(f"OTAS: {'every run met the goal' if missed == 0 else f'{missed} runs missed the goal'}\n")
+
+
+PARTS = {"arlo": arlo, "otas": otas}
 
 
 def main():

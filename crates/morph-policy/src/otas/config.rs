@@ -33,6 +33,14 @@ pub struct OtasConfig {
     pub rate_len: Option<u32>,
     /// Whether Alg. 2 may skip a batch (`false`: every batch runs, the PetS-like rule).
     pub skip: bool,
+    /// Morph's burst guard ([`super::guard`]): the batch about to start runs a slower plan than
+    /// the fastest only if the queue and a burst as large as the most arrivals seen within one
+    /// SLO over `burst_window_ms` keep their deadlines; off: the paper's planners alone.
+    pub burst_guard: bool,
+    pub burst_window_ms: f64,
+    /// The guard counts a burst's work as this many times its full batches' (Alg. 1 splits a
+    /// burst by deadline and utility into more batches than full ones).
+    pub burst_margin: f64,
     /// Most requests waiting; arrivals beyond it are rejected with `QueueFull`.
     pub max_queue: usize,
     /// The utility of a request that brings none.
@@ -63,6 +71,9 @@ impl Default for OtasConfig {
             rate_window_ms: 1_000.0,
             rate_len: None,
             skip: true,
+            burst_guard: true,
+            burst_window_ms: 30_000.0,
+            burst_margin: 1.5,
             max_queue: 4_096,
             default_utility: 1.0,
             switching: None,
@@ -108,8 +119,11 @@ impl OtasConfig {
         if b.epsilon == 0 || b.delta_ms < 0.0 || b.eta_ms < 0.0 || b.mu < 0.0 {
             return Err("batching needs epsilon ≥ 1 and non-negative delta_ms, eta_ms, mu".into());
         }
-        if self.rate_window_ms <= 0.0 || self.rate_len == Some(0) {
-            return Err("rate_window_ms and rate_len must be positive".into());
+        if self.rate_window_ms <= 0.0 || self.rate_len == Some(0) || self.burst_window_ms <= 0.0 {
+            return Err("rate_window_ms, rate_len and burst_window_ms must be positive".into());
+        }
+        if self.burst_margin.is_nan() || self.burst_margin < 1.0 {
+            return Err(format!("burst_margin must be at least 1, got {}", self.burst_margin));
         }
         Ok(())
     }

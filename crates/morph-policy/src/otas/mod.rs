@@ -5,6 +5,7 @@
 
 pub mod batching;
 pub mod config;
+pub mod guard;
 pub mod manual;
 pub mod plan;
 pub mod plan_table;

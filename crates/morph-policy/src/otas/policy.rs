@@ -18,6 +18,7 @@ use serde_json::json;
 
 use super::batching::{self, Batch, Member};
 use super::config::{OtasConfig, Switching};
+use super::guard::{self, Burst, Bursts};
 use super::manual;
 use super::plan::{self, BatchCosts, Choice};
 use super::plan_table::PlanTable;
@@ -51,6 +52,8 @@ pub struct OtasPolicy {
     running: BTreeMap<InstanceId, Vec<Member>>,
     /// Arrival times within the rate window (q, spec A8), with each request's input length.
     arrivals: VecDeque<(Time, u32)>,
+    /// Arrivals and their SLOs over the burst window, for the guard (none without it).
+    bursts: Option<Bursts>,
     /// When service began (the first event): the initial stage runs Alg. 3 only.
     started: Option<Time>,
     replacer: Replacer,
@@ -65,6 +68,7 @@ pub struct OtasPolicy {
 impl OtasPolicy {
     /// `name` is the preset's; `table` holds `config.plans` in order, with their profiles.
     pub fn new(name: &str, config: OtasConfig, table: PlanTable) -> Self {
+        let bursts = config.burst_guard.then(|| Bursts::new(ms_to_nanos(config.burst_window_ms)));
         Self {
             name: name.to_string(),
             config,
@@ -73,6 +77,7 @@ impl OtasPolicy {
             idle: BTreeSet::new(),
             running: BTreeMap::new(),
             arrivals: VecDeque::new(),
+            bursts,
             started: None,
             replacer: Replacer::default(),
             counts: Counts::default(),
@@ -133,6 +138,11 @@ impl OtasPolicy {
         self.forget_old_arrivals(now);
         self.arrivals.push_back((now, request.input_len));
         let member = self.member(&request);
+        if let Some(bursts) = &mut self.bursts
+            && member.deadline < Time(u64::MAX)
+        {
+            bursts.record(now, member.deadline.since(member.arrival));
+        }
         let alone =
             Batch { opened: now, deadline: member.deadline, utility: member.utility, members: vec![member] };
         let fastest = self.table.estimate(&alone, 0, self.runtime()).0;
@@ -170,8 +180,8 @@ impl OtasPolicy {
         self.queue.retain(|b| !b.members.is_empty());
     }
 
-    /// One decision: the queue's batches in deadline order, with the plan for each.
-    fn decide(&mut self, now: Time) -> (Vec<usize>, Vec<Choice>) {
+    /// One decision: the queue's batches in deadline order, their costs, and the plan for each.
+    fn decide(&mut self, now: Time) -> (Vec<usize>, Vec<BatchCosts>, Vec<Choice>) {
         let runtime = self.runtime();
         let mut order: Vec<usize> = (0..self.queue.len()).collect();
         order.sort_by_key(|&b| self.queue[b].deadline); // Alg. 2 line 1 (stable: ties by age)
@@ -198,7 +208,18 @@ impl OtasPolicy {
             self.counts.by_dp += 1;
             plan::plan(now, &costs, self.config.skip)
         };
-        (order, choices)
+        (order, costs, choices)
+    }
+
+    /// The burst the guard keeps room for: the most arrivals seen within the shortest recent
+    /// SLO, as work on the fastest plan in full batches, times the burst margin.
+    fn burst(&self) -> Option<Burst> {
+        let (arrivals, slo) = self.bursts.as_ref()?.peak()?;
+        let rows = self.config.batching.epsilon.min(self.rows()) as u32;
+        let len = self.config.rate_len.unwrap_or_else(|| self.full_batch_len(rows));
+        let per_second = self.table.throughput(0, rows, len);
+        let work = self.config.burst_margin * arrivals as f64 / per_second;
+        Some(Burst { work: (work * 1e9) as u64, slo })
     }
 
     /// f(q): the most accurate plan whose throughput exceeds the current arrival rate.
@@ -250,13 +271,18 @@ impl OtasPolicy {
             if self.queue.is_empty() {
                 return;
             }
-            let (order, choices) = self.decide(now);
+            let (order, costs, choices) = self.decide(now);
             if now < self.blocked_until {
                 return; // a switch has just begun
             }
             // The first batch in deadline order that the plan runs; none: wait for the next event.
-            let Some((b, l)) = order.iter().zip(&choices).find_map(|(&b, c)| c.map(|l| (b, l))) else {
+            let Some((k, l)) = choices.iter().enumerate().find_map(|(k, c)| c.map(|l| (k, l))) else {
                 return;
+            };
+            let b = order[k];
+            let l = match &self.bursts {
+                Some(_) if self.config.switching.is_none() => guard::affordable(now, &costs, k, l, self.burst()),
+                _ => l,
             };
             let mut batch = self.queue.remove(b);
             let rows = self.instances[&instance].runtime.max_batch as usize;

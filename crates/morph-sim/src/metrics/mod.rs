@@ -67,6 +67,8 @@ pub(crate) struct Recorder {
     utility: Option<UtilityAccount>,
     /// The last arrival or answer.
     last: Time,
+    /// The inter-arrival gaps: the previous arrival, their count, sum and sum of squares (ms).
+    gaps: (Option<Time>, u64, f64, f64),
 }
 
 impl Recorder {
@@ -98,6 +100,7 @@ impl Recorder {
             evictions: 0,
             utility,
             last: Time::ZERO,
+            gaps: (None, 0, 0.0, 0.0),
         }
     }
 
@@ -107,6 +110,13 @@ impl Recorder {
 
     pub(crate) fn arrived(&mut self, at: Time) {
         self.last = self.last.max(at);
+        if let Some(before) = self.gaps.0 {
+            let gap = (at - before) as f64 / 1e6;
+            self.gaps.1 += 1;
+            self.gaps.2 += gap;
+            self.gaps.3 += gap * gap;
+        }
+        self.gaps.0 = Some(at);
         self.window(at).arrived();
         self.timeline.arrived(at);
     }
@@ -198,6 +208,13 @@ impl Recorder {
         let instances_over_time = self.slots.iter().map(|(t, n, _)| (t.as_millis_f64() / 1e3, *n)).collect();
         let utilisation: Vec<f64> = self.busy.iter().map(|b| *b as f64 / 1e9 / span_s).collect();
         let measured_s = end.0.saturating_sub(warmup.0) as f64 / 1e9;
+        let (_, n, sum, squares) = self.gaps;
+        let arrival_cv = if n < 2 {
+            f64::NAN
+        } else {
+            let mean = sum / n as f64;
+            (squares / n as f64 - mean * mean).max(0.0).sqrt() / mean
+        };
         Report {
             policy: policy.name().to_string(),
             policy_state: policy.describe(),
@@ -206,6 +223,7 @@ impl Recorder {
             latency_cdf: self.measured.latencies().cdf(CDF_POINTS),
             answers: self.answers.unwrap_or_default(),
             duration_s: span_s,
+            arrival_cv,
             instance_seconds,
             core_seconds,
             mean_instances: instance_seconds / span_s,
@@ -237,6 +255,9 @@ pub struct Report {
     pub warmup: Option<WindowReport>,
     /// From time 0 to the last arrival or answer.
     pub duration_s: f64,
+    /// The coefficient of variation of the stream's inter-arrival gaps (1: Poisson); NaN with
+    /// fewer than three arrivals.
+    pub arrival_cv: f64,
     /// Time-weighted instance count × duration (GPU-seconds for GPU instances).
     pub instance_seconds: f64,
     /// Time-weighted threads × duration: the cores the instances held.
