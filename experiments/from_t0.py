@@ -246,7 +246,177 @@ def otas():
     print(f"OTAS: {'every run met the goal' if missed == 0 else f'{missed} runs missed the goal'}\n")
 
 
-PARTS = {"arlo": arlo, "otas": otas}
+# ---------------------------------------------------------------------------------------------
+# QUART
+
+# On/off MMPP streams at a mean of 150 req/s (a rate sweep thins them): a quiet state and a
+# burst state, 15 s each on average; inter-arrival CV about 4 and about 10 (measured per run).
+QUART_STREAMS = {
+    "mmpp-cv4": '{ kind = "mmpp", rates = [8, 292], dwell_s = 15 }',
+    "mmpp-cv10": '{ kind = "mmpp", rates = [1.5, 298.5], dwell_s = 15 }',
+}
+QUART_BASELINES = ["cocktail-like", "inferline-like", "infless-like", "uniform-pipeline"]
+QUART_EQUAL_COST = ["cocktail-like", "inferline-like"]
+
+
+def quart_scenario(folder, name, arrivals, seeds):
+    baselines = "".join(f'\n[[policies]]\nname = "{b}"\n' for b in QUART_BASELINES)
+    equal = "".join(
+        f'\n[[policies]]\nname = "{b}"\nlabel = "{b} {t}t"\npool = {{ threads = {t} }}\nequal_cost_to = "quart"\n'
+        for b in QUART_EQUAL_COST for t in (1, 2, 4))
+    return scenario(folder, name, f"""
+name = "quart-t0-{name}"
+duration_s = {120 if QUICK else 300}
+seeds = {seeds}
+slo_ms = 411
+[workload]
+arrivals = {arrivals}
+lengths = {{ kind = "fixed", len = 128 }}
+[cluster]
+startup_ms = 45000
+warm_startup_ms = 6400
+pipeline = {{ layers = 48, stage_ms = [17.1, 17.1, 17.1, 17.1, 17.1, 17.1, 17.1, 17.1], serial_fraction = 0.7, hop_ms = 1.0, model_mb = 43000 }}
+# 12 hosts of 4 device slots and 16 cores: the threads of a host's replicas share its cores.
+hosts = {{ count = 12, slots = 4, cores = 16, cache_mb = 1048576 }}
+[[policies]]
+name = "quart"
+{baselines}{equal}
+[sweep]
+param = "rate"
+values = [75, 100, 150]
+""")
+
+
+def quart():
+    print("## QUART from t = 0 against its baselines at equal cost (core-seconds), cores charged "
+          "(goal where slots do not bind: mean and p99 <= the best baseline's at equal cost)\n")
+    seeds = [1] if QUICK else [1, 2, 3]
+    missed = 0
+    with tempfile.TemporaryDirectory() as folder:
+        for stream, arrivals in QUART_STREAMS.items():
+            rows = simulate(quart_scenario(folder, stream, arrivals, seeds))
+            by = {}
+            for r in rows:
+                by.setdefault((r["sweep"][1], r["seed"]), {})[r["policy"]] = r
+            print(f"### {stream}")
+            print(f"{'rate':>5} {'seed':>4} {'cv':>5} {'policy':<32} {'mean ms':>9} {'p99 ms':>9} {'SLO':>7} "
+                  f"{'core·s':>8} {'slots·s':>8} {'quart mean/':>11} {'quart p99/':>10}")
+            for (rate, seed), row in sorted(by.items()):
+                q = row["quart"]
+                equal = {k: v for k, v in row.items() if "@quart cost" in k}
+                best = min(equal, key=lambda k: equal[k]["mean_latency_ms"])
+                for name, r in row.items():
+                    mark = " <- best at equal cost" if name == best else ""
+                    print(f"{rate:>5.0f} {seed:>4} {r['arrival_cv']:>5.1f} {name:<32} {r['mean_latency_ms']:>9.1f} "
+                          f"{r['p99_latency_ms']:>9.1f} {100 * r['slo_attainment']:>6.1f}% {r['core_seconds']:>8.0f} "
+                          f"{r['instance_seconds']:>8.0f} {ratio(q['mean_latency_ms'], r['mean_latency_ms']):>11.2f} "
+                          f"{ratio(q['p99_latency_ms'], r['p99_latency_ms']):>10.2f}{mark}")
+                b = equal[best]
+                ok = q["mean_latency_ms"] <= b["mean_latency_ms"] and q["p99_latency_ms"] <= b["p99_latency_ms"]
+                missed += not ok
+                print(f"{'':>5} {'':>4} {'':>5} {'goal (vs ' + best + ')':<32} {'met' if ok else 'MISSED'}\n")
+    print(f"QUART: {'every run met the goal' if missed == 0 else f'{missed} runs missed the goal'}\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# SSJF
+
+def ssjf():
+    print("## SSJF from t = 0: mean job completion time of FCFS, SSJF (predicted) and oracle SJF\n")
+    for name in ["ssjf_lmsys_cpu", "ssjf_lmsys_burstiness_cpu"]:
+        rows = simulate(os.path.join(ROOT, "assets", "scenarios", f"{name}.toml"))
+        by = {}
+        for r in rows:
+            policy, _, variant = r["policy"].partition(" (")
+            order, mode = policy.split("/")
+            kind = "oracle" if variant.startswith("oracle") else order
+            point = "{}={:g}".format(*r["sweep"]) if r.get("sweep") else "-"
+            by.setdefault((point, mode), {})[kind] = r
+        print(f"### {name}")
+        print(f"{'point':<10} {'mode':<16} {'fcfs s':>8} {'ssjf s':>8} {'oracle s':>9} {'ssjf/fcfs':>10} {'oracle/fcfs':>12} {'lost':>5}")
+        for (point, mode), row in by.items():
+            jct = {k: v["mean_latency_ms"] / 1e3 for k, v in row.items()}
+            lost = sum(v["dropped"] for v in row.values())
+            f, sj, o = jct.get("fcfs", float("nan")), jct.get("ssjf", float("nan")), jct.get("oracle", float("nan"))
+            print(f"{point:<10} {mode:<16} {f:>8.1f} {sj:>8.1f} {o:>9.1f} {sj / f:>10.2f} {o / f:>12.2f} {lost:>5}")
+        print()
+
+
+# ---------------------------------------------------------------------------------------------
+# The shipped scenarios, as they were measured (past a warm-up) and from t = 0
+
+# The warm-up each shipped scenario had before issue 50 (now 0 in every one).
+SHIPPED_WARMUPS = {
+    "arlo_fig6_gpu": 20, "arlo_fig10_90_gpu": 15, "arlo_fig10_300_gpu": 15, "arlo_fig11_runtimes_gpu": 15,
+    "arlo_table4_dispatch_gpu": 15, "quart_cv_sweep_gpu": 30, "quart_mmpp_gpu": 30, "quart_trace_gpu": 30,
+    "ssjf_lmsys_cpu": 300, "ssjf_lmsys_burstiness_cpu": 300, "ssjf_azure_conv_cpu": 300, "ssjf_creation_cpu": 300,
+}
+
+
+def shipped():
+    print("## The shipped scenarios: measured past their old warm-up, and from t = 0\n")
+    with tempfile.TemporaryDirectory() as folder:
+        for name, warmup in SHIPPED_WARMUPS.items():
+            path = os.path.join(ROOT, "assets", "scenarios", f"{name}.toml")
+            with open(path) as f:
+                text = f.read()
+            # The same file with its old warm-up back (relative paths resolve from the original).
+            old = os.path.join(os.path.dirname(path), f".{name}.warmup.toml")
+            with open(old, "w") as f:
+                f.write(text.replace("warmup_s = 0\n", f"warmup_s = {warmup}\n"))
+            try:
+                past, t0 = simulate(old), simulate(path)
+            finally:
+                os.remove(old)
+            print(f"### {name} (warm-up was {warmup} s)")
+            print(f"{'policy':<34} {'point':>10} {'mean past':>10} {'mean t=0':>9} {'p99 past':>9} {'p99 t=0':>9} "
+                  f"{'SLO past':>9} {'SLO t=0':>8} {'warm-up lost/late':>18}")
+            for a, b in zip(past, t0):
+                point = "{:g}".format(a["sweep"][1]) if a.get("sweep") else "-"
+                w = a.get("warmup") or {}
+                hidden = f"{w.get('dropped', 0)}/{w.get('late', 0)}"
+                slo = lambda r: "-" if r["slo_attainment"] is None else f"{100 * r['slo_attainment']:.1f}%"
+                print(f"{a['policy'][:34]:<34} {point:>10} {a['mean_latency_ms']:>10.1f} {b['mean_latency_ms']:>9.1f} "
+                      f"{a['p99_latency_ms']:>9.1f} {b['p99_latency_ms']:>9.1f} {slo(a):>9} {slo(b):>8} {hidden:>18}")
+            print()
+
+
+# ---------------------------------------------------------------------------------------------
+# Scale
+
+def scale():
+    """100 M requests over 30,000 instances (Twitter-like lengths on the GPU table, the TEI-like
+    policy, Poisson at 0.6 of its capacity): `morph simulate`'s wall time and peak memory."""
+    instances, rate = 30_000, 10_000_000
+    seconds = 1 if QUICK else 10
+    with tempfile.TemporaryDirectory() as folder:
+        path = scenario(folder, "scale", f"""
+name = "scale"
+duration_s = {seconds}
+seeds = [1]
+slo_ms = 150
+[workload]
+arrivals = {{ kind = "poisson", rate = {rate} }}
+lengths = {{ kind = "twitter", max = 512 }}
+[cluster]
+profile = "{GPU_TABLE}"
+runtimes = [{{ runtime = "dynamic:512x8", instances = {instances} }}]
+[[policies]]
+name = "dynamic-batching"
+max_batch_tokens = 4096
+max_queue = 100000000
+""")
+        started = time.monotonic()
+        rows = simulate(path)
+        wall = time.monotonic() - started
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    r = rows[0]
+    print(f"## morph simulate at scale: {r['requests']:,} requests over {instances:,} instances")
+    print(f"wall {wall:.1f} s, peak RSS {peak:.0f} MiB, mean {r['mean_latency_ms']:.3f} ms, "
+          f"p99 {r['p99_latency_ms']:.3f} ms (quantiles within 2^-10), {r['dropped']} dropped\n")
+
+
+PARTS = {"arlo": arlo, "otas": otas, "quart": quart, "ssjf": ssjf, "shipped": shipped, "scale": scale}
 
 
 def main():

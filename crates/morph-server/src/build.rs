@@ -206,15 +206,15 @@ mod tests {
     fn the_initial_layout_goes_round_the_hosts_within_their_slots() {
         let ids = |v: Vec<Option<HostId>>| v.into_iter().map(|s| s.map(|s| s.0)).collect::<Vec<_>>();
         assert_eq!(ids(initial_hosts(3, None)), [None, None, None], "one host: the driver's own");
-        let two = HostSlots { slots: vec![2, 2] };
+        let two = HostSlots { slots: vec![2, 2], cores: Vec::new() };
         assert_eq!(ids(initial_hosts(4, Some(&two))), [Some(0), Some(1), Some(0), Some(1)]);
-        let uneven = HostSlots { slots: vec![1, 0, 3] };
+        let uneven = HostSlots { slots: vec![1, 0, 3], cores: Vec::new() };
         assert_eq!(
             ids(initial_hosts(4, Some(&uneven))),
             [Some(0), Some(2), Some(2), Some(2)],
             "a host with no slot gets none"
         );
-        let small = HostSlots { slots: vec![1, 1] };
+        let small = HostSlots { slots: vec![1, 1], cores: Vec::new() };
         assert_eq!(
             ids(initial_hosts(3, Some(&small))),
             [Some(0), Some(1), Some(0)],

@@ -277,7 +277,7 @@ impl World<'_> {
                     }
                 }
                 Effect::Launch { ticket, unit, host } => {
-                    match self.hosts.take(host) {
+                    match self.hosts.take(host, threads(&unit) as u32) {
                         Ok(host) => {
                             let warm = self.hosts.start(host, &unit, self.host_cache);
                             let start = if warm { StartKind::Warm } else { StartKind::Cold };
@@ -297,7 +297,7 @@ impl World<'_> {
                     if let Some(slot) = self.instances.get_mut(instance.0 as usize)
                         && let Some(gone) = slot.take()
                     {
-                        self.hosts.free(gone.host);
+                        self.hosts.free(gone.host, threads(&gone.unit) as u32);
                         self.cores -= threads(&gone.unit);
                     }
                     self.rec.slots(now, ledger.slots(), self.cores);
@@ -352,7 +352,7 @@ pub fn simulate(
     let mut ledger = Ledger::new(policy, OnViolation::Panic);
     let mut effects = Vec::new();
     for unit in cluster {
-        let host = world.hosts.take(None).expect("the hosts hold the initial layout");
+        let host = world.hosts.take(None, threads(unit) as u32).expect("the hosts hold the initial layout");
         world.hosts.loaded(host, unit, world.bytes(unit), Time::ZERO);
         world.instances.push(Some(Instance::new(*unit, host)));
         ledger.add_instance(Time::ZERO, *unit, host, &mut effects);
@@ -492,6 +492,21 @@ mod tests {
         assert!((r.measured.slo_attainment - 2.0 / 3.0).abs() < 1e-12);
         assert_eq!(r.duration_s, 0.03);
         assert_eq!(r.mean_utilisation, 1.0);
+        assert!((r.instance_seconds - 0.03).abs() < 1e-12 && (r.core_seconds - 0.03).abs() < 1e-12);
+    }
+
+    #[test]
+    fn an_instance_costs_its_threads_in_core_seconds() {
+        // Three 10 ms batches on one 4-thread instance: 0.03 instance-seconds, 0.12 core-seconds.
+        let r = simulate(
+            fifo(),
+            &[UnitSpec::encoder(RuntimeSpec::dynamic(512, 1)).with_threads(4)],
+            &flat(10.0),
+            at(&[0.0, 1.0, 2.0]),
+            &SimOptions::default(),
+        );
+        assert!((r.instance_seconds - 0.03).abs() < 1e-12, "{}", r.instance_seconds);
+        assert!((r.core_seconds - 0.12).abs() < 1e-12, "{}", r.core_seconds);
     }
 
     #[test]

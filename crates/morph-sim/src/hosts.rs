@@ -10,11 +10,14 @@ use crate::cost::Startup;
 /// QUART §6.1: the watchdog evicts above 85% memory use.
 const EVICT_ABOVE: f64 = 0.85;
 
-/// A host's slots and cache.
+/// A host's slots, cores and cache.
 #[derive(Debug)]
 struct Host {
     slots: u16,
     used: u16,
+    /// Cores for the threads of its instances (`None`: unbounded), and those held.
+    cores: Option<u16>,
+    threads: u32,
     /// (parameters, bytes, last used), least recently used first after `touch`.
     cache: Vec<(UnitSpec, u64, Time)>,
 }
@@ -35,29 +38,46 @@ pub(crate) struct Hosts {
 
 impl Hosts {
     pub(crate) fn new(hosts: &HostSlots, cache_bytes: u64) -> Self {
-        let hosts = hosts.slots.iter().map(|&slots| Host { slots, used: 0, cache: Vec::new() }).collect();
+        let hosts = hosts
+            .slots
+            .iter()
+            .enumerate()
+            .map(|(i, &slots)| Host { slots, used: 0, cores: hosts.cores_of(i), threads: 0, cache: Vec::new() })
+            .collect();
         Self { hosts, cache_bytes, cold: 0, warm: 0, evicted: 0 }
     }
 
-    /// Takes a slot on `want` (or the first host with one free); why not, if none is free.
-    pub(crate) fn take(&mut self, want: Option<HostId>) -> Result<HostId, String> {
+    /// Takes a slot and `threads` cores on `want` (or the first host with both free); why not,
+    /// if none has them.
+    pub(crate) fn take(&mut self, want: Option<HostId>, threads: u32) -> Result<HostId, String> {
+        let room = |h: &Host| h.used < h.slots && h.cores.is_none_or(|c| h.threads + threads <= u32::from(c));
         let index = match want {
             Some(s) => {
                 let host = self.hosts.get(usize::from(s.0)).ok_or_else(|| format!("no host {s}"))?;
                 if host.used >= host.slots {
                     return Err(format!("host {s} has no free slot ({} of {} used)", host.used, host.slots));
                 }
+                if !room(host) {
+                    let cores = host.cores.unwrap_or_default();
+                    return Err(format!(
+                        "host {s} has no {threads} free cores ({} of {cores} held)",
+                        host.threads
+                    ));
+                }
                 usize::from(s.0)
             }
-            None => self.hosts.iter().position(|h| h.used < h.slots).ok_or("no host has a free slot")?,
+            None => self.hosts.iter().position(room).ok_or("no host has a free slot and the cores")?,
         };
         self.hosts[index].used += 1;
+        self.hosts[index].threads += threads;
         Ok(HostId(index as u16))
     }
 
-    pub(crate) fn free(&mut self, host: HostId) {
+    /// Gives back a slot and `threads` cores on `host`.
+    pub(crate) fn free(&mut self, host: HostId, threads: u32) {
         if let Some(h) = self.hosts.get_mut(usize::from(host.0)) {
             h.used = h.used.saturating_sub(1);
+            h.threads = h.threads.saturating_sub(threads);
         }
     }
 
@@ -95,4 +115,22 @@ impl Hosts {
 pub(crate) fn startup_time(startup: &Startup, warm: bool, share: f64) -> Nanos {
     let whole = if warm { startup.warm } else { startup.cold };
     (whole as f64 * share).round() as Nanos
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_holds_threads_within_its_cores() {
+        let mut hosts = Hosts::new(&HostSlots::new(2, 4).with_cores(8), u64::MAX);
+        let first = hosts.take(Some(HostId(0)), 4).unwrap();
+        hosts.take(Some(HostId(0)), 4).unwrap();
+        let why = hosts.take(Some(HostId(0)), 1).unwrap_err();
+        assert!(why.contains("no 1 free cores (8 of 8 held)"), "{why}");
+        assert_eq!(hosts.take(None, 8), Ok(HostId(1)), "the next host with the cores");
+        assert!(hosts.take(None, 1).is_err(), "every core held, slots free");
+        hosts.free(first, 4);
+        assert_eq!(hosts.take(None, 4), Ok(HostId(0)));
+    }
 }

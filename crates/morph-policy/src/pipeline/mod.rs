@@ -60,6 +60,8 @@ pub struct PoolView<'a> {
     pub stages: Vec<StageView<'a>>,
     /// Device slots of the whole cluster (R_total).
     pub slots: usize,
+    /// Cores of the whole cluster, if bounded: Σ replicas × threads stays within them.
+    pub cores: Option<usize>,
     /// The end-to-end latency SLO, seconds.
     pub slo_s: f64,
 }

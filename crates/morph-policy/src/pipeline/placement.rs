@@ -26,6 +26,9 @@ pub enum PlacementRule {
 pub struct ClusterView {
     capacity: Vec<u16>,
     used: Vec<u16>,
+    /// Cores per host (`None`: unbounded), and the threads its replicas hold.
+    cores: Vec<Option<u16>>,
+    threads: Vec<u32>,
     key_replicas: Vec<u16>,
     /// Stages (by index) loaded on each host at some point.
     loaded: Vec<BTreeSet<u16>>,
@@ -39,6 +42,8 @@ impl ClusterView {
         Self {
             capacity: hosts.slots.clone(),
             used: vec![0; n],
+            cores: (0..n).map(|i| hosts.cores_of(i)).collect(),
+            threads: vec![0; n],
             key_replicas: vec![0; n],
             loaded: vec![BTreeSet::new(); n],
             rng: 0x9E37_79B9_7F4A_7C15,
@@ -47,6 +52,16 @@ impl ClusterView {
 
     fn free(&self, s: usize) -> u16 {
         self.capacity[s].saturating_sub(self.used[s])
+    }
+
+    /// Whether host `s` has a free slot and `threads` free cores.
+    fn fits(&self, s: usize, threads: u16) -> bool {
+        self.free(s) > 0 && self.cores[s].is_none_or(|c| self.threads[s] + u32::from(threads) <= u32::from(c))
+    }
+
+    /// The cores of every host together, if each is bounded.
+    pub fn total_cores(&self) -> Option<usize> {
+        self.cores.iter().map(|c| c.map(usize::from)).sum()
     }
 
     /// Device slots on every host together.
@@ -61,6 +76,8 @@ impl ClusterView {
             let n = s + 1;
             self.capacity.resize(n, 0);
             self.used.resize(n, 0);
+            self.cores.resize(n, None);
+            self.threads.resize(n, 0);
             self.key_replicas.resize(n, 0);
             self.loaded.resize(n, BTreeSet::new());
         }
@@ -72,27 +89,36 @@ impl ClusterView {
     }
 
     /// A replica of `stage` holds a slot on `host` (launching or up).
-    pub fn hold(&mut self, host: HostId, stage: u16, key: bool) {
+    pub fn hold(&mut self, host: HostId, stage: u16, key: bool, threads: u16) {
         let s = usize::from(host.0);
         if s >= self.capacity.len() {
             return;
         }
         self.used[s] += 1;
+        self.threads[s] += u32::from(threads);
         self.key_replicas[s] += u16::from(key);
         self.loaded[s].insert(stage);
     }
 
-    pub fn release(&mut self, host: HostId, key: bool) {
+    pub fn release(&mut self, host: HostId, key: bool, threads: u16) {
         let s = usize::from(host.0);
         if s < self.capacity.len() {
             self.used[s] = self.used[s].saturating_sub(1);
+            self.threads[s] = self.threads[s].saturating_sub(u32::from(threads));
             self.key_replicas[s] = self.key_replicas[s].saturating_sub(u16::from(key));
         }
     }
 
     /// The host for a new replica of `stage` under `rule`; `None` when no slot is free.
-    pub fn place(&mut self, rule: PlacementRule, stage: u16, key: bool, reserve: u16) -> Option<HostId> {
-        let open: Vec<usize> = (0..self.capacity.len()).filter(|&s| self.free(s) > 0).collect();
+    pub fn place(
+        &mut self,
+        rule: PlacementRule,
+        stage: u16,
+        key: bool,
+        reserve: u16,
+        threads: u16,
+    ) -> Option<HostId> {
+        let open: Vec<usize> = (0..self.capacity.len()).filter(|&s| self.fits(s, threads)).collect();
         let chosen = match rule {
             PlacementRule::FirstFit => open.first().copied(),
             PlacementRule::KlRandom => self.draw(&open),
@@ -143,61 +169,61 @@ mod tests {
     fn key_stages_go_where_they_are_cached_then_spread_and_the_rest_fill_tightly() {
         let mut view = ClusterView::new(&HostSlots::new(3, 4));
         // Host 0 holds two plain replicas, host 1 one key replica of stage 5.
-        view.hold(HostId(0), 1, false);
-        view.hold(HostId(0), 2, false);
-        view.hold(HostId(1), 5, true);
+        view.hold(HostId(0), 1, false, 1);
+        view.hold(HostId(0), 2, false, 1);
+        view.hold(HostId(1), 5, true, 1);
         // A key replica of stage 5: host 1 has it cached.
-        assert_eq!(view.place(PlacementRule::CacheAware, 5, true, 1), Some(HostId(1)));
+        assert_eq!(view.place(PlacementRule::CacheAware, 5, true, 1, 1), Some(HostId(1)));
         // A key replica of an uncached stage: the host with no key replicas and most room.
-        assert_eq!(view.place(PlacementRule::CacheAware, 7, true, 1), Some(HostId(2)));
+        assert_eq!(view.place(PlacementRule::CacheAware, 7, true, 1, 1), Some(HostId(2)));
         // A plain replica: best fit on the fullest host without key stages.
-        assert_eq!(view.place(PlacementRule::CacheAware, 3, false, 1), Some(HostId(0)));
-        assert_eq!(view.place(PlacementRule::FirstFit, 3, false, 1), Some(HostId(0)));
+        assert_eq!(view.place(PlacementRule::CacheAware, 3, false, 1, 1), Some(HostId(0)));
+        assert_eq!(view.place(PlacementRule::FirstFit, 3, false, 1, 1), Some(HostId(0)));
     }
 
     #[test]
     fn plain_replicas_leave_the_reserve_next_to_key_stages_while_they_can() {
         let mut view = ClusterView::new(&HostSlots::new(2, 2));
-        view.hold(HostId(0), 0, true);
-        view.hold(HostId(1), 1, false);
+        view.hold(HostId(0), 0, true, 1);
+        view.hold(HostId(1), 1, false, 1);
         // Host 0 has one free slot, the reserve: the plain replica takes host 1.
-        assert_eq!(view.place(PlacementRule::CacheAware, 2, false, 1), Some(HostId(1)));
-        view.hold(HostId(1), 2, false);
+        assert_eq!(view.place(PlacementRule::CacheAware, 2, false, 1, 1), Some(HostId(1)));
+        view.hold(HostId(1), 2, false, 1);
         // Only the reserve is left: it is used rather than refusing.
-        assert_eq!(view.place(PlacementRule::CacheAware, 2, false, 1), Some(HostId(0)));
-        view.hold(HostId(0), 2, false);
-        assert_eq!(view.place(PlacementRule::CacheAware, 2, false, 1), None);
+        assert_eq!(view.place(PlacementRule::CacheAware, 2, false, 1, 1), Some(HostId(0)));
+        view.hold(HostId(0), 2, false, 1);
+        assert_eq!(view.place(PlacementRule::CacheAware, 2, false, 1, 1), None);
         assert_eq!(view.free_slots(), 0);
     }
 
     #[test]
     fn kl_random_draws_only_servers_with_room() {
         let mut view = ClusterView::new(&HostSlots::new(3, 1));
-        view.hold(HostId(1), 0, false);
+        view.hold(HostId(1), 0, false, 1);
         for _ in 0..50 {
-            assert_ne!(view.place(PlacementRule::KlRandom, 0, true, 0), Some(HostId(1)));
+            assert_ne!(view.place(PlacementRule::KlRandom, 0, true, 0, 1), Some(HostId(1)));
         }
     }
 
     #[test]
     fn a_server_that_leaves_gets_no_replica_and_one_that_joins_later_does() {
         let mut view = ClusterView::new(&HostSlots::new(2, 2));
-        view.hold(HostId(1), 3, true);
-        assert_eq!(view.place(PlacementRule::CacheAware, 3, true, 0), Some(HostId(1)), "cached there");
+        view.hold(HostId(1), 3, true, 1);
+        assert_eq!(view.place(PlacementRule::CacheAware, 3, true, 0, 1), Some(HostId(1)), "cached there");
         view.set_slots(HostId(1), 0);
         for rule in [PlacementRule::CacheAware, PlacementRule::FirstFit, PlacementRule::KlRandom] {
-            assert_eq!(view.place(rule, 3, true, 0), Some(HostId(0)), "{rule:?}: host 1 left");
+            assert_eq!(view.place(rule, 3, true, 0, 1), Some(HostId(0)), "{rule:?}: host 1 left");
         }
         assert_eq!(view.total_slots(), 2);
         // Its replica's slot is given back as the replica is lost.
-        view.release(HostId(1), true);
-        view.hold(HostId(0), 0, false);
-        view.hold(HostId(0), 1, false);
-        assert_eq!(view.place(PlacementRule::FirstFit, 2, false, 0), None, "the one host left is full");
+        view.release(HostId(1), true, 1);
+        view.hold(HostId(0), 0, false, 1);
+        view.hold(HostId(0), 1, false, 1);
+        assert_eq!(view.place(PlacementRule::FirstFit, 2, false, 0, 1), None, "the one host left is full");
         view.set_slots(HostId(3), 4);
         assert_eq!(view.total_slots(), 6);
-        assert_eq!(view.place(PlacementRule::FirstFit, 2, false, 0), Some(HostId(3)), "a host that joined");
+        assert_eq!(view.place(PlacementRule::FirstFit, 2, false, 0, 1), Some(HostId(3)), "a host that joined");
         view.set_slots(HostId(1), 2);
-        assert_eq!(view.place(PlacementRule::CacheAware, 3, true, 0), Some(HostId(1)), "back, cached");
+        assert_eq!(view.place(PlacementRule::CacheAware, 3, true, 0, 1), Some(HostId(1)), "back, cached");
     }
 }

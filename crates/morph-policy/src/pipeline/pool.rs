@@ -202,12 +202,17 @@ impl<S: Sizer> PipelinePolicy<S> {
         let stale = held - fresh_up - fresh_starting;
         let rolling = u32::from(stale > 0 && fresh_starting == 0 && held <= target.replicas);
         for _ in 0..(target.replicas.saturating_sub(held) + rolling) {
-            let Some(host) =
-                self.cluster.place(self.config.placement, stage, target.key, self.config.reserve)
-            else {
+            let placed = self.cluster.place(
+                self.config.placement,
+                stage,
+                target.key,
+                self.config.reserve,
+                target.threads,
+            );
+            let Some(host) = placed else {
                 break;
             };
-            self.cluster.hold(host, stage, target.key);
+            self.cluster.hold(host, stage, target.key, target.threads);
             let ticket = self.tickets.issue();
             let unit = self.unit(stage, target.threads);
             let start = Starting { threads: target.threads, host, key: target.key };
@@ -240,7 +245,7 @@ impl<S: Sizer> PipelinePolicy<S> {
                 break;
             };
             let replica = self.stages[i].replicas.remove(&id).expect("just found");
-            self.cluster.release(replica.host, replica.key);
+            self.cluster.release(replica.host, replica.key, replica.threads);
             actions.push(Action::Retire { instance: id });
             retired = true;
         }
@@ -305,6 +310,7 @@ impl<S: Sizer> PipelinePolicy<S> {
                 })
                 .collect(),
             slots: self.cluster.total_slots(),
+            cores: self.cluster.total_cores(),
             slo_s: self.slo_s,
         };
         let mut targets = self.sizer.size(&view);
@@ -327,14 +333,14 @@ impl<S: Sizer> PipelinePolicy<S> {
     fn instance_up(&mut self, info: InstanceInfo, launched: Option<Ticket>, actions: &mut Vec<Action>) {
         let stage = if self.config.whole_model { 0 } else { info.unit.stage_index() };
         let Some(s) = self.stages.get_mut(usize::from(stage)) else { return };
+        let threads = info.unit.threads.unwrap_or(1);
         let key = match launched.and_then(|t| s.starting.remove(&t)) {
             Some(start) => start.key,
             None => {
-                self.cluster.hold(info.host, stage, false);
+                self.cluster.hold(info.host, stage, false, threads);
                 false
             }
         };
-        let threads = info.unit.threads.unwrap_or(1);
         s.replicas.insert(info.id, Replica { threads, host: info.host, key, running: Vec::new() });
         // The initial layout comes up one replica at a time: launching for a stage whose first
         // replica is about to register would start a replica nobody asked for.
@@ -379,7 +385,7 @@ impl<S: Sizer> PipelinePolicy<S> {
                     s.stats.finished(now, now.since(since));
                 }
             }
-            self.cluster.release(replica.host, replica.key);
+            self.cluster.release(replica.host, replica.key, replica.threads);
         }
         self.dispatch(stage, actions);
     }
@@ -398,7 +404,7 @@ impl<S: Sizer> Policy for PipelinePolicy<S> {
             Event::LaunchFailed { ticket, .. } => {
                 for s in &mut self.stages {
                     if let Some(start) = s.starting.remove(&ticket) {
-                        self.cluster.release(start.host, start.key);
+                        self.cluster.release(start.host, start.key, start.threads);
                     }
                 }
             }

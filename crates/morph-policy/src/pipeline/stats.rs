@@ -92,6 +92,29 @@ impl StageStats {
     }
 
     /// Mean time a request spent at the stage over the window, in seconds.
+    /// The index of dispersion of the arrivals kept (the history): the variance over the mean
+    /// of their counts in bins of `bin`, 1 for Poisson arrivals, far above it when bursts and
+    /// lulls last longer than a bin. `None` before two whole bins have passed.
+    pub fn dispersion(&self, now: Time, bin: Nanos) -> Option<f64> {
+        let bin = bin.max(1);
+        let bins = (self.history.min(now.0) / bin) as usize;
+        if bins < 2 {
+            return None;
+        }
+        let start = now.0 - bins as u64 * bin;
+        let mut counts = vec![0u32; bins];
+        for &t in self.arrivals.iter().filter(|t| t.0 >= start) {
+            let k = (((t.0 - start) / bin) as usize).min(bins - 1);
+            counts[k] += 1;
+        }
+        let mean = counts.iter().map(|&c| f64::from(c)).sum::<f64>() / bins as f64;
+        if mean <= 0.0 {
+            return None;
+        }
+        let var = counts.iter().map(|&c| (f64::from(c) - mean).powi(2)).sum::<f64>() / (bins - 1) as f64;
+        Some(var / mean)
+    }
+
     pub fn observed_delay(&self) -> Option<f64> {
         let n = self.delays.len();
         (n > 0).then(|| self.delays.iter().map(|d| d.1 as f64).sum::<f64>() / n as f64 / 1e9)
@@ -107,6 +130,25 @@ mod tests {
     use super::*;
 
     const S: Nanos = 1_000_000_000;
+
+    #[test]
+    fn dispersion_is_zero_for_even_arrivals_and_large_for_on_off_bursts() {
+        let mut even = StageStats::new(10 * S, 60 * S, 200);
+        let mut bursts = StageStats::new(10 * S, 60 * S, 200);
+        for k in 0..6_000u64 {
+            let t = Time(k * S / 100);
+            even.arrive(t);
+            // On for 10 s, off for 10 s, at twice the rate while on.
+            if (t.0 / (10 * S)) % 2 == 0 {
+                bursts.arrive(t);
+                bursts.arrive(Time(t.0 + S / 200));
+            }
+        }
+        let now = Time(60 * S);
+        assert!(even.dispersion(now, S).unwrap() < 0.01);
+        assert!(bursts.dispersion(now, S).unwrap() > 50.0, "{:?}", bursts.dispersion(now, S));
+        assert_eq!(StageStats::new(10 * S, 60 * S, 200).dispersion(Time(S), S), None);
+    }
 
     #[test]
     fn rate_counts_the_window_and_cv_of_even_gaps_is_zero() {

@@ -49,6 +49,17 @@ pub struct QuartConfig {
     /// drained over this many seconds (the critical flow carries a burst on to the later
     /// stages). 0: the arrival rate alone, as the paper sizes.
     pub backlog_drain_s: f64,
+    /// Morph's robust floor: no stage below what InferLine's envelope rule asks of it (the
+    /// largest arrival rate over windows up to `robust_window_s`, its backlog drained over
+    /// 10 s), so where QUART's mean-rate forecast cannot see a burst coming it sizes as the
+    /// robust baseline does rather than lose to it; off: QUART's own sizing alone.
+    pub robust_floor: bool,
+    pub robust_window_s: f64,
+    /// Where QUART's forecast cannot help, it falls back to the robust sizing alone: when the
+    /// ingress's index of dispersion over 1 s bins (1 for Poisson) exceeds this, its stages are
+    /// sized by the envelope rule without QUART's own additions (the bursts outlast the rate
+    /// window its queueing model reads).
+    pub fallback_dispersion: f64,
     pub pool: PoolConfig,
 }
 
@@ -71,6 +82,9 @@ impl Default for QuartConfig {
             compensator: true,
             paper_literal: false,
             backlog_drain_s: 1.0,
+            robust_floor: true,
+            robust_window_s: 60.0,
+            fallback_dispersion: 2.0,
             pool: PoolConfig {
                 placement: PlacementRule::CacheAware,
                 host_cache: true,

@@ -3,7 +3,7 @@
 
 use morph_core::{Gauge, Nanos, Time, time::ms_to_nanos};
 
-use super::budget::threads_to_fit;
+use super::budget::{Budget, threads_to_fit};
 use super::compensator::{Cut, compensate};
 use super::config::{DelaySource, QuartConfig};
 use super::corrector::{CorrectorParams, PidState, StageDelay, correct};
@@ -11,7 +11,13 @@ use super::critical::carry_critical_flow;
 use super::qna::{StageFlow, arrival_cvs};
 use crate::queueing::{DelayModel, Load, delay, replicas_for};
 use super::smoother::{Smoothing, smooth};
-use crate::pipeline::{PoolView, Sizer, StageTarget};
+use crate::pipeline::{PoolView, Sizer, StageTarget, StageView};
+use crate::quart::baselines::inferline::envelope_targets;
+
+/// The robust floor drains a backlog over this long, as the baselines do.
+const ROBUST_DRAIN_S: f64 = 10.0;
+/// The bins the ingress's dispersion is counted in.
+const DISPERSION_BIN: Nanos = 1_000_000_000;
 
 /// What the loop concluded for one stage at the last period (for gauges).
 #[derive(Debug, Clone, Copy, Default)]
@@ -30,11 +36,13 @@ pub struct QuartSizer {
     estimates: Vec<Estimate>,
     /// The critical stage at the last period.
     critical: Option<usize>,
+    /// Periods sized by the robust rule alone (the arrivals too bursty for the forecast).
+    fallbacks: u64,
 }
 
 impl QuartSizer {
     pub fn new(config: QuartConfig) -> Self {
-        Self { config, pid: Vec::new(), key_until: Vec::new(), estimates: Vec::new(), critical: None }
+        Self { config, pid: Vec::new(), key_until: Vec::new(), estimates: Vec::new(), critical: None, fallbacks: 0 }
     }
 
     fn model(&self) -> DelayModel {
@@ -118,9 +126,28 @@ impl Sizer for QuartSizer {
         if c.compensator && !c.paper_literal {
             let most = threads.iter().copied().max().unwrap_or(1);
             let needs_at = |t: u16| self.needs(&loads, &vec![t; n]).0;
-            if let Some(t) = threads_to_fit(most, &c.threads, view.slots as u32, needs_at) {
+            let budget = Budget { slots: view.slots as u32, cores: view.cores.map(|c| c as u32) };
+            if let Some(t) = threads_to_fit(most, &c.threads, budget, needs_at) {
                 threads = vec![t; n];
                 (needs, critical) = self.needs(&loads, &threads);
+            }
+        }
+        // Morph's robust floor: no stage below the envelope rule's count at these threads; and
+        // where the arrivals are too bursty for QUART's forecast, the envelope rule alone, at
+        // the pool's static threads, as the baseline runs it.
+        if c.robust_floor && !c.paper_literal {
+            let at = |counts: &[u16]| PoolView {
+                stages: view.stages.iter().zip(counts).map(|(s, &t)| StageView { threads: t, ..*s }).collect(),
+                ..*view
+            };
+            let envelope = |counts: &[u16]| envelope_targets(&at(counts), c.robust_window_s, ROBUST_DRAIN_S, 0.0, c.r_max);
+            let bursty = view.stages.first().and_then(|s| s.stats.dispersion(view.now, DISPERSION_BIN));
+            if bursty.is_some_and(|d| d > c.fallback_dispersion) {
+                self.fallbacks += 1;
+                return envelope(&vec![c.pool.threads; n]);
+            }
+            for (need, floor) in needs.iter_mut().zip(envelope(&threads)) {
+                *need = (*need).max(floor.replicas);
             }
         }
         self.critical = critical;
@@ -193,7 +220,7 @@ impl Sizer for QuartSizer {
     }
 
     fn gauges(&self) -> Vec<Gauge> {
-        let mut out = Vec::new();
+        let mut out = vec![Gauge::new("quart_fallbacks_total", self.fallbacks as f64)];
         for (i, e) in self.estimates.iter().enumerate() {
             let g = |name: &str, value: f64| Gauge::new(name, value).label("stage", i.to_string());
             out.push(g("stage_target_delay_seconds", e.target_s));

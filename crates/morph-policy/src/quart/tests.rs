@@ -37,7 +37,12 @@ fn view<'a>(stats: &'a [StageStats], replicas: &[u32], queued: &[usize], slots: 
             hop_s: 0.0,
         })
         .collect();
-    PoolView { now: NOW, stages, slots, slo_s: 0.5 }
+    PoolView { now: NOW, stages, slots, cores: None, slo_s: 0.5 }
+}
+
+/// QUART's own sizing, without Morph's robust floor (these tests are of its own mechanisms).
+fn own() -> QuartConfig {
+    QuartConfig { robust_floor: false, ..QuartConfig::default() }
 }
 
 fn size(config: QuartConfig, view: &PoolView<'_>) -> (Vec<StageTarget>, QuartSizer) {
@@ -49,12 +54,25 @@ fn replicas(targets: &[StageTarget]) -> Vec<u32> {
     targets.iter().map(|t| t.replicas).collect()
 }
 
+/// Arrivals that came only in the last 10 s of 20 (a burst after a lull) are too bursty for
+/// QUART's forecast: with the robust floor it sizes every stage by the envelope rule alone, for
+/// the busiest window (250 req/s on 10 ms stages: 3 replicas), and says so.
+#[test]
+fn too_bursty_arrivals_fall_back_to_the_envelope_rule() {
+    let stats: Vec<StageStats> = (0..4).map(|_| steady(250.0)).collect();
+    let v = view(&stats, &[1; 4], &[0; 4], 64);
+    let (targets, sizer) = size(QuartConfig::default(), &v);
+    assert_eq!(replicas(&targets), vec![3; 4]);
+    let fallbacks = sizer.gauges().iter().find(|g| g.name == "quart_fallbacks_total").map(|g| g.value);
+    assert_eq!(fallbacks, Some(1.0));
+}
+
 #[test]
 fn a_burst_held_at_one_stage_makes_it_critical_and_every_stage_carries_its_flow() {
     // 250 req/s on 10 ms stages needs 3 replicas each; 300 requests wait at stage 1.
     let stats: Vec<StageStats> = (0..4).map(|_| steady(250.0)).collect();
     let v = view(&stats, &[3; 4], &[0, 300, 0, 0], 64);
-    let (targets, sizer) = size(QuartConfig { corrector: false, ..QuartConfig::default() }, &v);
+    let (targets, sizer) = size(QuartConfig { corrector: false, ..own() }, &v);
     let got = replicas(&targets);
     assert!(got[1] > 3, "the stage holding the burst gains replicas: {got:?}");
     assert!(got.iter().all(|&r| r == got[1]), "every stage carries the critical flow: {got:?}");
@@ -62,7 +80,7 @@ fn a_burst_held_at_one_stage_makes_it_critical_and_every_stage_carries_its_flow(
     assert_eq!(critical.map(|g| g.labels[0].1.clone()).collect::<Vec<_>>(), vec!["1".to_string()]);
     // Without the critical flow the queue is counted at its own stage only (not at every
     // later one, as it was).
-    let own = QuartConfig { corrector: false, critical_flow: false, ..QuartConfig::default() };
+    let own = QuartConfig { corrector: false, critical_flow: false, ..own() };
     let got = replicas(&size(own, &v).0);
     assert!(got[1] > 3 && got[0] == 3 && got[2] == 3 && got[3] == 3, "{got:?}");
 }
@@ -72,8 +90,8 @@ fn the_smoother_takes_back_part_of_a_grant_its_neighbours_did_not_get() {
     // Stage 1 runs 1 replica of the 3 it needs: over target, the PID grants it up to r_max.
     let stats: Vec<StageStats> = (0..3).map(|_| steady(250.0)).collect();
     let v = view(&stats, &[3, 1, 3], &[0; 3], 64);
-    let on = replicas(&size(QuartConfig::default(), &v).0);
-    let off = replicas(&size(QuartConfig { smoother: false, ..QuartConfig::default() }, &v).0);
+    let on = replicas(&size(own(), &v).0);
+    let off = replicas(&size(QuartConfig { smoother: false, ..own() }, &v).0);
     assert_eq!(off, vec![3, 8, 3], "the corrector's counts");
     // Eq. 7 with β(0) = 0.634: ⌈0.634·8 + 0.366·3⌉ = 7.
     assert_eq!(on, vec![3, 7, 3]);
@@ -85,8 +103,8 @@ fn the_compensator_gives_threads_to_stages_the_slot_budget_cut() {
     // stage needs 2 threads (7.5 ms a request) to keep up with 250 req/s.
     let stats: Vec<StageStats> = (0..4).map(|_| steady(250.0)).collect();
     let v = view(&stats, &[3; 4], &[0; 4], 8);
-    let on = size(QuartConfig::default(), &v).0;
-    let off = size(QuartConfig { compensator: false, ..QuartConfig::default() }, &v).0;
+    let on = size(own(), &v).0;
+    let off = size(QuartConfig { compensator: false, ..own() }, &v).0;
     assert_eq!(replicas(&on), vec![2; 4]);
     assert_eq!(replicas(&off), vec![2; 4]);
     assert!(on.iter().all(|t| t.threads == 2), "{on:?}");

@@ -33,11 +33,11 @@
 //! warm_startup_ms = 1000                          # … when its parameters are cached on its host
 //! # or, for a pipelined model (QUART), stage times instead of a profile, and hosts:
 //! # pipeline = { layers = 48, stage_ms = [17.1, …], serial_fraction = 0.7, hop_ms = 1, model_mb = 43000 }
-//! # hosts = { count = 12, slots = 4, cache_mb = 1048576 }
+//! # hosts = { count = 12, slots = 4, cores = 16, cache_mb = 1048576 }  # cores bound Σ threads
 //! [[policies]]
 //! name = "dynamic-batching"
 //! label = "db-16k"                                  # optional: its name in reports
-//! equal_cost_to = "quart"                           # optional: headroom searched to that cost
+//! equal_cost_to = "quart"                           # optional: headroom searched to that cost (core-seconds)
 //! max_batch_tokens = 16384                         # the policy's own parameters
 //! [[policies]]
 //! name = "arlo"                                    # arlo | arlo-paper | arlo-ilb | arlo-ig | st | dt | infaas
@@ -179,7 +179,13 @@ impl Scenario {
             slo: self.slo_ms.map(ms_to_nanos),
             warmup: ms_to_nanos(self.warmup_s * 1e3),
             startup: Startup { cold, warm },
-            hosts: hosts.map_or(defaults.hosts, |s| HostSlots::new(s.count, s.slots)),
+            hosts: hosts.map_or(defaults.hosts, |s| {
+                let slots = HostSlots::new(s.count, s.slots);
+                match s.cores {
+                    Some(cores) => slots.with_cores(cores),
+                    None => slots,
+                }
+            }),
             cache_bytes: hosts.and_then(|s| s.cache_mb).map_or(defaults.cache_bytes, mb),
             model_bytes: self.cluster.pipeline.as_ref().map_or(0, |p| mb(p.model_mb)),
             pipeline,
@@ -325,7 +331,7 @@ impl Scenario {
                             let target = rows[first..]
                                 .iter()
                                 .find(|r: &&Row| &r.report.policy == other)
-                                .map(|r| r.report.instance_seconds)
+                                .map(|r| r.report.core_seconds)
                                 .ok_or_else(|| {
                                     ScenarioError::Invalid(format!(
                                         "equal_cost_to = '{other}': no policy of that label is listed before '{}'",
@@ -352,8 +358,9 @@ impl Scenario {
 /// Bisection steps of the equal-cost search (each a whole run).
 const EQUAL_COST_STEPS: usize = 12;
 
-/// Runs the policy with `headroom` searched over [-0.9, 3] until its instance-seconds are
-/// closest to `target`: more headroom asks for more replicas, so the cost rises with it.
+/// Runs the policy with `headroom` searched over [-0.9, 3] until its cost, the core-seconds its
+/// instances held (instance-seconds weighted by their threads), is closest to `target`: more
+/// headroom asks for more replicas, so the cost rises with it.
 fn equal_cost(
     params: &serde_json::Value,
     target: f64,
@@ -369,12 +376,12 @@ fn equal_cost(
     for _ in 0..EQUAL_COST_STEPS {
         let mid = (low + high) / 2.0;
         let report = with(mid)?;
-        if report.instance_seconds < target {
+        if report.core_seconds < target {
             low = mid;
         } else {
             high = mid;
         }
-        if (report.instance_seconds - target).abs() < (best.instance_seconds - target).abs() {
+        if (report.core_seconds - target).abs() < (best.core_seconds - target).abs() {
             best = report;
         }
     }

@@ -83,13 +83,15 @@ fn pipeline_runtime() -> String {
     "fixed:128x1".into()
 }
 
-/// `[cluster.hosts]`: `count` hosts (QUART's servers) of `slots` device slots and `cache_mb` of
-/// memory for cached parameters each.
+/// `[cluster.hosts]`: `count` hosts (QUART's servers) of `slots` device slots, `cores` cores
+/// (the threads of the instances on a host stay within them; default: unbounded) and
+/// `cache_mb` of memory for cached parameters each.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HostSpec {
     pub count: u16,
     pub slots: u16,
+    pub cores: Option<u16>,
     pub cache_mb: Option<f64>,
 }
 

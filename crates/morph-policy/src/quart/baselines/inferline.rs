@@ -39,25 +39,39 @@ impl Default for InferlineConfig {
 #[derive(Debug)]
 pub struct InferlineSizer(pub InferlineConfig);
 
+/// InferLine's rule: every stage at its current threads sized for the ingress envelope plus the
+/// backlog drained over `drain_s`, times 1 + `headroom`, within [1, `r_max`] (QUART's robust
+/// floor reuses it).
+pub(crate) fn envelope_targets(
+    view: &PoolView<'_>,
+    max_window_s: f64,
+    drain_s: f64,
+    headroom: f64,
+    r_max: u32,
+) -> Vec<StageTarget> {
+    let Some(ingress) = view.stages.first() else { return Vec::new() };
+    let service: f64 = view.stages.iter().map(|s| s.service_s(s.threads)).sum();
+    // Windows ΔT_k = T_s·2^k up to the longest; r_max = max_k arrivals(ΔT_k)/ΔT_k.
+    let mut window = service.max(1e-3);
+    let mut peak: f64 = 0.0;
+    while window <= max_window_s {
+        peak = peak.max(ingress.stats.rate_over(view.now, ms_to_nanos(window * 1e3)));
+        window *= 2.0;
+    }
+    let rate = (peak + backlog_rate(view, drain_s)) * (1.0 + headroom);
+    view.stages
+        .iter()
+        .map(|s| {
+            let replicas = (rate * s.service_s(s.threads)).ceil() as u32;
+            StageTarget { replicas: replicas.clamp(1, r_max), threads: s.threads, key: false }
+        })
+        .collect()
+}
+
 impl Sizer for InferlineSizer {
     fn size(&mut self, view: &PoolView<'_>) -> Vec<StageTarget> {
-        let Some(ingress) = view.stages.first() else { return Vec::new() };
-        let service: f64 = view.stages.iter().map(|s| s.service_s(s.threads)).sum();
-        // Windows ΔT_k = T_s·2^k up to the longest; r_max = max_k arrivals(ΔT_k)/ΔT_k.
-        let mut window = service.max(1e-3);
-        let mut peak: f64 = 0.0;
-        while window <= self.0.max_window_s {
-            peak = peak.max(ingress.stats.rate_over(view.now, ms_to_nanos(window * 1e3)));
-            window *= 2.0;
-        }
-        let rate = (peak + backlog_rate(view, self.0.backlog_drain_s)) * (1.0 + self.0.headroom);
-        view.stages
-            .iter()
-            .map(|s| {
-                let replicas = (rate * s.service_s(s.threads)).ceil() as u32;
-                StageTarget { replicas: replicas.clamp(1, self.0.r_max), threads: s.threads, key: false }
-            })
-            .collect()
+        let c = &self.0;
+        envelope_targets(view, c.max_window_s, c.backlog_drain_s, c.headroom, c.r_max)
     }
 
     fn describe(&self) -> serde_json::Value {
