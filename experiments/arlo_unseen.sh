@@ -50,7 +50,7 @@ name = "arlo-unseen-$dist-$n-$arrival"
 duration_s = 30
 seeds = [1]
 slo_ms = 50
-warmup_s = 10
+warmup_s = 0
 
 [workload]
 arrivals = $process

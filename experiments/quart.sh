@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # QUART in simulation at the paper's scale (8-stage BERT-21B, 12 servers × 4 slots):
-#   cv        Fig. 7a/7b analogue: mean and p99 latency, SLO attainment and instance-seconds by
+#   cv        Fig. 7a/7b analogue: mean and p99 latency, SLO attainment and core-seconds by
 #             input CV, QUART against INFless-, InferLine-, Cocktail-like and uniform scaling (and
-#             the baselines on 8 threads and at QUART's instance-seconds), as ratios
+#             the best baselines at QUART's core-seconds), as ratios
 #   bursty    the same on an MMPP stream and the Azure trace stand-in
 #   ablations each mechanism removed, the paper's printed forms, gains and period (CV 4, 2 seeds)
 #   stages    Fig. 2a/2b analogue: measured arrival CV and queue per stage beside QNA's prediction
@@ -18,8 +18,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 sim() { target/release/morph simulate --scenario "$1" --json >"$tmp/rows.json"; }
 
-# Per run: mean and p99 latency, SLO, instance-seconds, and QUART's mean, p99 and
-# instance-seconds as ratios of each policy's (below 1: QUART lower).
+# Per run: mean and p99 latency, SLO, core-seconds (the cost: replicas × threads over time), and
+# QUART's mean, p99 and core-seconds as ratios of each policy's (below 1: QUART lower).
 table() {
   python3 - "$tmp/rows.json" <<'PY'
 import json, sys
@@ -28,12 +28,12 @@ by = {}
 for r in rows:
     key = r["sweep"][1] if r["sweep"] else "-"
     by.setdefault(key, {})[r["policy"]] = r
-print(f"{'point':>6} {'policy':<30} {'mean ms':>9} {'p99 ms':>9} {'SLO':>7} {'inst·s':>8} {'quart mean /':>13} {'quart p99 /':>12} {'quart inst·s /':>15}")
+print(f"{'point':>6} {'policy':<30} {'mean ms':>9} {'p99 ms':>9} {'SLO':>7} {'core·s':>8} {'quart mean /':>13} {'quart p99 /':>12} {'quart core·s /':>15}")
 for point, p in by.items():
     q = p["quart"]
     for n, r in p.items():
-        print(f"{point:>6} {n:<30} {r['mean_latency_ms']:>9.1f} {r['p99_latency_ms']:>9.1f} {100*r['slo_attainment']:>6.1f}% {r['instance_seconds']:>8.0f}"
-              f" {q['mean_latency_ms']/r['mean_latency_ms']:>13.2f} {q['p99_latency_ms']/r['p99_latency_ms']:>12.2f} {q['instance_seconds']/r['instance_seconds']:>15.2f}")
+        print(f"{point:>6} {n:<30} {r['mean_latency_ms']:>9.1f} {r['p99_latency_ms']:>9.1f} {100*r['slo_attainment']:>6.1f}% {r['core_seconds']:>8.0f}"
+              f" {q['mean_latency_ms']/r['mean_latency_ms']:>13.2f} {q['p99_latency_ms']/r['p99_latency_ms']:>12.2f} {q['core_seconds']/r['core_seconds']:>15.2f}")
 PY
 }
 

@@ -25,7 +25,7 @@ pub struct BatchCosts {
 pub type Choice = Option<usize>;
 
 /// The most labels a state keeps (the highest utilities, and always the earliest clock).
-pub const MAX_LABELS: usize = 16;
+pub const MAX_LABELS: usize = 4;
 
 /// A path reaching a state: its accumulated utility, its clock, and the state and label it came
 /// from in the row before.

@@ -139,7 +139,7 @@ mod tests {
             let t = Time(k * S / 100);
             even.arrive(t);
             // On for 10 s, off for 10 s, at twice the rate while on.
-            if (t.0 / (10 * S)) % 2 == 0 {
+            if (t.0 / (10 * S)).is_multiple_of(2) {
                 bursts.arrive(t);
                 bursts.arrive(Time(t.0 + S / 200));
             }
