@@ -55,6 +55,14 @@ def ratio(a, b):
     return a / b if b else float("nan")
 
 
+def by_point_and_seed(rows):
+    """Rows grouped by (sweep value, seed), each group by policy label."""
+    by = {}
+    for r in rows:
+        by.setdefault((r["sweep"][1], r["seed"]), {})[r["policy"]] = r
+    return by
+
+
 # ---------------------------------------------------------------------------------------------
 # Arlo
 
@@ -224,10 +232,7 @@ def otas():
     missed = 0
     with tempfile.TemporaryDirectory() as folder:
         for stream, arrivals in OTAS_STREAMS.items():
-            rows = simulate(otas_scenario(folder, stream, arrivals, seeds))
-            by = {}
-            for r in rows:
-                by.setdefault((r["sweep"][1], r["seed"]), {})[r["policy"]] = r
+            by = by_point_and_seed(simulate(otas_scenario(folder, stream, arrivals, seeds)))
             print(f"### {stream}")
             print(f"{'load':>5} {'seed':>4} {'cv':>5} {'policy':<18} {'utility':>9} {'/best fixed':>11} {'lost':>6} "
                   f"{'best fixed':<22} {'its lost':>8}  goal")
@@ -294,10 +299,7 @@ def quart():
     missed = 0
     with tempfile.TemporaryDirectory() as folder:
         for stream, arrivals in QUART_STREAMS.items():
-            rows = simulate(quart_scenario(folder, stream, arrivals, seeds))
-            by = {}
-            for r in rows:
-                by.setdefault((r["sweep"][1], r["seed"]), {})[r["policy"]] = r
+            by = by_point_and_seed(simulate(quart_scenario(folder, stream, arrivals, seeds)))
             print(f"### {stream}")
             print(f"{'rate':>5} {'seed':>4} {'cv':>5} {'policy':<32} {'mean ms':>9} {'p99 ms':>9} {'SLO':>7} "
                   f"{'core·s':>8} {'slots·s':>8} {'quart mean/':>11} {'quart p99/':>10}")

@@ -77,19 +77,10 @@ impl RecentLengths {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
-    use morph_core::{LatencyProfile, Point};
-
     use super::*;
 
     fn model() -> ServiceModel {
-        let p = LatencyProfile::from_points(
-            "m",
-            [Point { batch: 1, len: 64, ms: 1.0 }, Point { batch: 1, len: 512, ms: 4.0 }],
-        )
-        .unwrap();
-        ServiceModel::new(Arc::new(p), 100_000_000)
+        super::super::service::two_point_model()
     }
 
     #[test]

@@ -101,6 +101,15 @@ impl ServiceModel {
     }
 }
 
+/// A model for tests: 1 ms at 64 tokens, 4 ms at 512, SLO 100 ms.
+#[cfg(test)]
+pub(super) fn two_point_model() -> ServiceModel {
+    use morph_core::Point;
+    let points = [Point { batch: 1, len: 64, ms: 1.0 }, Point { batch: 1, len: 512, ms: 4.0 }];
+    let profile = LatencyProfile::from_points("m", points).expect("a valid profile");
+    ServiceModel::new(Arc::new(profile), 100_000_000)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
