@@ -45,7 +45,8 @@ fn solve(instances: usize, k: usize, curve: Curve) -> (f64, Vec<usize>) {
                     let mu = 1.0 / service;
                     let rho = (b / m).min(0.95);
                     let replicas = n.max(1) as u32;
-                    let load = Load { lambda: rho * mu * f64::from(replicas), mu, replicas, ca: 1.0, cs: 0.0 };
+                    let load =
+                        Load { lambda: rho * mu * f64::from(replicas), mu, replicas, ca: 1.0, cs: 0.0 };
                     delay(DelayModel::AllenCunneen, load) + 100.0 * (b / m - 0.95).max(0.0)
                 }),
             }

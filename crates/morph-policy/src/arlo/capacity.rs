@@ -17,7 +17,13 @@ use super::service::ServiceModel;
 /// Requests per second `counts` instances of `runtimes` (ascending) cannot serve at
 /// utilisation `u`, when class i (the requests whose ideal runtime is i) brings `need[i]`
 /// requests per second.
-pub fn shortfall(model: &ServiceModel, runtimes: &[RuntimeSpec], counts: &[usize], need: &[f64], u: f64) -> f64 {
+pub fn shortfall(
+    model: &ServiceModel,
+    runtimes: &[RuntimeSpec],
+    counts: &[usize],
+    need: &[f64],
+    u: f64,
+) -> f64 {
     let slo_s = model.slo() as f64 / 1e9;
     let mut carried = 0.0;
     for ((runtime, &n), &own) in runtimes.iter().zip(counts).zip(need) {

@@ -55,6 +55,10 @@ pub struct ArloConfig {
     pub handover_timeout_s: f64,
     /// The need is the busiest tick of this many recent seconds, per length class.
     pub need_window_s: f64,
+    /// With `dynamic_longest`: allocate onto fixed runtimes only where the lengths seen, padded
+    /// to their bounds, cost less than on the dynamic runtime at its measured penalty
+    /// ([`super::premise`]); off: whatever the dynamic runtime's speed.
+    pub require_fixed_gain: bool,
     /// Binding on arrival: the instance a request goes to when it arrives (Arlo's Algorithm 1
     /// or an ablation); unused with `late_binding`.
     pub dispatch: DispatchRule,
@@ -101,6 +105,7 @@ impl Default for ArloConfig {
             make_before_break: false,
             handover_timeout_s: 10.0,
             need_window_s: 3.0,
+            require_fixed_gain: true,
             dispatch: DispatchRule::Arlo,
             late_binding: false,
             stable_utilisation: None,

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use morph_core::fixtures::request;
 use morph_core::{
-    Action, Event, HostId, InstanceId, InstanceInfo, LatencyProfile, Launched, Nanos, Point, Policy, RuntimeSpec,
-    StartKind, Ticket, Time, UnitSpec,
+    Action, Event, HostId, InstanceId, InstanceInfo, LatencyProfile, Launched, Nanos, Point, Policy,
+    RuntimeSpec, StartKind, Ticket, Time, UnitSpec,
 };
 
 use super::capacity::shortfall;
@@ -21,7 +21,8 @@ const SECOND: Nanos = 1_000_000_000;
 /// 1 ms up to 64 tokens, 0.5 ms more per 64 after it, to 512.
 fn stairs() -> LatencyProfile {
     let points = (0..32).map(|i| Point { batch: 1, len: 1 + i * 16, ms: 1.0 + 0.5 * f64::from(i * 16 / 64) });
-    LatencyProfile::from_points("stairs", points.chain([Point { batch: 1, len: 512, ms: 4.5 }])).expect("profile")
+    LatencyProfile::from_points("stairs", points.chain([Point { batch: 1, len: 512, ms: 4.5 }]))
+        .expect("profile")
 }
 
 struct Lcg(u64);
@@ -92,9 +93,18 @@ fn case(seed: u64) -> u64 {
         queue.push(Reverse((t, seq, next)));
     };
     let mut next_instance = 0u32;
+    // Each instance's runtime, for its batches' times: the profile's, a dynamic one 1.22x (as
+    // the scenarios price TensorRT's dynamic shapes).
+    let mut runtimes: Vec<RuntimeSpec> = Vec::new();
+    let profile = stairs();
+    let batch_time = |runtime: RuntimeSpec, longest: u32| {
+        let took = profile.latency(runtime.padded_shape(longest, 1));
+        if runtime.kind == morph_core::ShapeKind::Dynamic { took * 122 / 100 } else { took }
+    };
     let mut actions = Vec::new();
     for unit in policy.layout(g).expect("a layout") {
         let info = InstanceInfo { id: InstanceId(next_instance), unit, host: HostId(0) };
+        runtimes.push(unit.runtime);
         next_instance += 1;
         policy.on_event(Time::ZERO, Event::InstanceUp { instance: info, launch: None }, &mut actions);
     }
@@ -125,10 +135,17 @@ fn case(seed: u64) -> u64 {
                 Next::Tick => Event::Tick,
                 Next::Done(instance) => Event::BatchDone { instance, requests: Vec::new(), failed: false },
                 Next::Up(ticket, max_len, batch, dynamic) => {
-                    let runtime =
-                        if dynamic { RuntimeSpec::dynamic(max_len, batch) } else { RuntimeSpec::fixed(max_len, batch) };
-                    let info =
-                        InstanceInfo { id: InstanceId(next_instance), unit: UnitSpec::encoder(runtime), host: HostId(0) };
+                    let runtime = if dynamic {
+                        RuntimeSpec::dynamic(max_len, batch)
+                    } else {
+                        RuntimeSpec::fixed(max_len, batch)
+                    };
+                    let info = InstanceInfo {
+                        id: InstanceId(next_instance),
+                        unit: UnitSpec::encoder(runtime),
+                        host: HostId(0),
+                    };
+                    runtimes.push(runtime);
                     next_instance += 1;
                     let launch = Launched { ticket, host: HostId(0), start: StartKind::Cold, took: 0 };
                     Event::InstanceUp { instance: info, launch: Some(launch) }
@@ -144,8 +161,11 @@ fn case(seed: u64) -> u64 {
         };
         for action in actions.drain(..) {
             match action {
-                Action::Run { instance, .. } => {
-                    push(&mut queue, now + 1_000_000, Next::Done(instance));
+                Action::Run { instance, requests, .. } => {
+                    let longest =
+                        requests.iter().map(|r| lengths[(r.0 % per_tick) as usize]).max().unwrap_or(1);
+                    let took = batch_time(runtimes[instance.0 as usize], longest);
+                    push(&mut queue, now + took, Next::Done(instance));
                 }
                 Action::Launch { ticket, unit, .. } => {
                     let delay = 200_000_000 + rng.below(1_300) * 1_000_000;

@@ -8,16 +8,17 @@ pub mod allocate;
 pub mod capacity;
 pub mod config;
 pub mod dispatch;
+#[cfg(test)]
+mod handover_tests;
 mod instances;
 pub mod policy;
+pub mod premise;
 pub mod reallocate;
 pub mod replace;
 pub mod runtime_set;
 pub mod scaling;
 pub mod service;
 mod waiting;
-#[cfg(test)]
-mod handover_tests;
 
 pub use allocate::{Allocation, Floors, RuntimeDemand, allocate};
 pub use config::{ArloConfig, RuntimeSet};

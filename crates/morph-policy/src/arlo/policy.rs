@@ -7,8 +7,8 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use morph_core::{
-    Action, BatchPlan, DropReason, Event, Gauge, InstanceId, InstanceInfo, Launched, Nanos, Policy,
-    RequestId, RequestInfo, RuntimeSpec, Ticket, Tickets, Time, UnitSpec,
+    Action, BatchPlan, DropReason, Event, Gauge, InstanceId, InstanceInfo, Launched, Nanos, PaddedShape,
+    Policy, RequestId, RequestInfo, RuntimeSpec, ShapeKind, Ticket, Tickets, Time, UnitSpec,
 };
 use serde_json::json;
 
@@ -18,16 +18,18 @@ use super::scaling::{ScaleDecision, Scaler};
 use super::waiting::Waiting;
 use crate::arlo::ServiceModel;
 use crate::arlo::capacity::{RecentLengths, shortfall};
+use crate::arlo::premise::{MeasuredSpeed, fixed_shapes_pay};
 use crate::arlo::reallocate::{Accounting, LengthWindow, target};
 use crate::arlo::replace::plan;
 use crate::arlo::runtime_set::{knee, optimised, staircase};
 use crate::arlo::{MultiLevelQueue, replace::Plan};
-use morph_core::PaddedShape;
 
 /// Granularity of optimised runtime bounds, in tokens.
 const BOUND_GRANULARITY: u32 = 8;
 /// The optimised rule stops adding runtimes when one more gains less than this.
 const KNEE_GAIN: f64 = 0.02;
+/// Fixed-runtime batches measured before their speed may undo an allocation early.
+const PROBE_BATCHES: u64 = 30;
 
 /// What happens to a draining instance once it is empty.
 #[derive(Debug, Clone, Copy)]
@@ -74,6 +76,8 @@ pub struct ArloPolicy {
     handing_over: Vec<HandOver>,
     /// Lengths of the last few ticks' arrivals: the need the serving instances must cover.
     recent: RecentLengths,
+    /// The runtimes' measured speeds against the profile, by shape kind.
+    speed: MeasuredSpeed,
     tickets: Tickets,
     draining: BTreeMap<InstanceId, AfterDrain>,
     /// Batch start times, for the scaler's utilisation.
@@ -96,6 +100,9 @@ struct Counters {
     rejected: u64,
     /// Make-before-break hand-overs that kept the old instance (the need did not allow the new).
     handovers_abandoned: u64,
+    /// Allocations that kept DT's layout: fixed shapes would have cost more than the dynamic
+    /// runtime at its measured penalty.
+    fixed_declined: u64,
 }
 
 /// The runtimes of the given ascending max lengths: all fixed-shape, or with `dynamic_longest`
@@ -140,7 +147,8 @@ impl ArloPolicy {
         let queue = MultiLevelQueue::with_rule(config.dispatch_params(), config.dispatch);
         let scaler = Scaler::new(config.scaling, model.slo());
         let next_allocation = Time(secs(config.first_allocation_s));
-        let need_ticks = (config.need_window_s / config.tick_s.max(f64::MIN_POSITIVE)).ceil().max(1.0) as usize;
+        let need_ticks =
+            (config.need_window_s / config.tick_s.max(f64::MIN_POSITIVE)).ceil().max(1.0) as usize;
         Self {
             name: name.into(),
             model,
@@ -152,6 +160,7 @@ impl ArloPolicy {
             starting: Vec::new(),
             handing_over: Vec::new(),
             recent: RecentLengths::new(max_len, need_ticks),
+            speed: MeasuredSpeed::default(),
             tickets: Tickets::default(),
             draining: BTreeMap::new(),
             started: BTreeMap::new(),
@@ -263,12 +272,23 @@ impl ArloPolicy {
     fn batch_done(&mut self, now: Time, id: InstanceId, actions: &mut Vec<Action>) {
         if let Some(start) = self.started.remove(&id) {
             self.scaler.batch_done(now, now.since(start));
+            self.measure(id, now.since(start));
         }
         for request in self.instances.finish(id) {
             self.queue.complete(id);
             self.scaler.completed(now, now.since(request.arrival));
         }
         self.run_next(now, id, actions);
+    }
+
+    /// A batch on `id` took `took`: against the profile's time for its shape.
+    fn measure(&mut self, id: InstanceId, took: Nanos) {
+        let Some(instance) = self.instances.map.get(&id) else { return };
+        let runtime = instance.runtime;
+        if let Some(longest) = instance.running.iter().map(|r| r.input_len).max() {
+            let shape = runtime.padded_shape(longest, instance.running.len() as u32);
+            self.speed.observe(runtime.kind, took, self.model.profile().latency(shape));
+        }
     }
 
     /// Stops dispatching to `id`; once empty it is retired (and replaced, if `after` says so).
@@ -304,7 +324,7 @@ impl ArloPolicy {
         let serving = || self.instances.serving().filter(|(id, _)| Some(*id) != without);
         let mut runtimes: Vec<RuntimeSpec> = self.set.clone();
         runtimes.extend(serving().map(|(_, i)| i.runtime));
-        runtimes.sort_by_key(|r| (r.max_len, r.kind == morph_core::ShapeKind::Dynamic, r.max_batch));
+        runtimes.sort_by_key(|r| (r.max_len, r.kind == ShapeKind::Dynamic, r.max_batch));
         runtimes.dedup();
         let counts: Vec<usize> =
             runtimes.iter().map(|r| serving().filter(|(_, i)| i.runtime == *r).count()).collect();
@@ -323,7 +343,8 @@ impl ArloPolicy {
         let mut k = 0;
         while k < self.handing_over.len() {
             let h = self.handing_over[k];
-            let both = [h.old, h.new].iter().all(|id| self.instances.map.get(id).is_some_and(|i| !i.draining));
+            let both =
+                [h.old, h.new].iter().all(|id| self.instances.map.get(id).is_some_and(|i| !i.draining));
             let retire = if !both {
                 None
             } else if self.may_drain(h.old)
@@ -395,7 +416,12 @@ impl ArloPolicy {
             Some(utilisation) => Accounting::Stable { utilisation },
             None => Accounting::Paper,
         };
-        let wanted = target(&self.model, &self.set, &counts, now.since(self.window_start), g, accounting);
+        let mut wanted = target(&self.model, &self.set, &counts, now.since(self.window_start), g, accounting);
+        // The robust form keeps DT's layout where fixed shapes would not pay ([`premise`]).
+        if self.fixed_would_not_pay() {
+            self.counters.fixed_declined += 1;
+            wanted = vec![(self.largest(), g)];
+        }
         let current: Vec<_> =
             self.instances.serving().map(|(id, i)| (id, i.runtime, i.outstanding())).collect();
         let steps: Plan = plan(&current, &wanted);
@@ -403,6 +429,24 @@ impl ArloPolicy {
         self.window.clear();
         self.window_start = now;
         self.counters.allocations += 1;
+    }
+
+    /// Whether the check of [`premise`] is on and says the lengths seen since the last
+    /// allocation would cost less on the dynamic runtime, at its measured penalty.
+    fn fixed_would_not_pay(&self) -> bool {
+        let penalty = self.speed.dynamic_penalty().unwrap_or(1.0);
+        let rows = self.config.batch.max(1);
+        self.config.dynamic_longest
+            && self.config.require_fixed_gain
+            && !fixed_shapes_pay(self.model.profile(), &self.window.histogram, &self.set, penalty, rows)
+    }
+
+    /// Fixed runtimes serve, enough of their batches are measured, and they do not pay: the
+    /// allocation is redone now rather than at the period's end.
+    fn fixed_runtimes_disproved(&self) -> bool {
+        self.speed.fixed_batches() >= PROBE_BATCHES
+            && self.instances.serving().any(|(_, i)| i.runtime.kind == ShapeKind::Fixed)
+            && self.fixed_would_not_pay()
     }
 
     /// Replaces the staircase set by DP bounds over the lengths seen so far (k at the knee).
@@ -433,8 +477,9 @@ impl ArloPolicy {
             }
             Some(ScaleDecision::In) => {
                 // Make-before-break scales in only while the rest covers the need.
-                let keeps_up =
-                    |id: InstanceId| !self.config.make_before_break || self.shortfall_without(Some(id)) == 0.0;
+                let keeps_up = |id: InstanceId| {
+                    !self.config.make_before_break || self.shortfall_without(Some(id)) == 0.0
+                };
                 let least_busy = self
                     .instances
                     .serving()
@@ -458,7 +503,8 @@ impl ArloPolicy {
             && self.draining.is_empty()
             && self.starting.is_empty()
             && self.handing_over.is_empty();
-        if self.config.allocate && now >= self.next_allocation && settled {
+        let due = now >= self.next_allocation || self.fixed_runtimes_disproved();
+        if self.config.allocate && due && settled {
             self.reallocate(now);
             self.next_allocation = now + secs(self.config.period_s);
         }
@@ -566,6 +612,7 @@ impl Policy for ArloPolicy {
             ("demoted", c.demoted),
             ("rejected", c.rejected),
             ("handovers_abandoned", c.handovers_abandoned),
+            ("fixed_declined", c.fixed_declined),
         ] {
             out.push(Gauge::new(format!("{name}_total"), v as f64));
         }
@@ -588,6 +635,7 @@ impl Policy for ArloPolicy {
             "starting": self.starting.len(),
             "draining": self.draining.len(),
             "handing_over": self.handing_over.len(),
+            "dynamic_penalty": self.speed.dynamic_penalty(),
             "counters": self.counters,
         })
     }

@@ -115,7 +115,11 @@ impl DynamicBatching {
             let then = if slot.last { Then::Finish } else { Then::NextStage };
             let requests = batch.iter().map(|r| r.id).collect();
             let instance = InstanceId(k as u32);
-            actions.push(Action::Run { instance, requests, plan: BatchPlan { tokens: self.config.plan, then } });
+            actions.push(Action::Run {
+                instance,
+                requests,
+                plan: BatchPlan { tokens: self.config.plan, then },
+            });
             self.running[k] = batch;
         }
         for k in started {

@@ -281,7 +281,9 @@ impl OtasPolicy {
             };
             let b = order[k];
             let l = match &self.bursts {
-                Some(_) if self.config.switching.is_none() => guard::affordable(now, &costs, k, l, self.burst()),
+                Some(_) if self.config.switching.is_none() => {
+                    guard::affordable(now, &costs, k, l, self.burst())
+                }
                 _ => l,
             };
             let mut batch = self.queue.remove(b);

@@ -222,7 +222,11 @@ mod tests {
         assert_eq!(view.place(PlacementRule::FirstFit, 2, false, 0, 1), None, "the one host left is full");
         view.set_slots(HostId(3), 4);
         assert_eq!(view.total_slots(), 6);
-        assert_eq!(view.place(PlacementRule::FirstFit, 2, false, 0, 1), Some(HostId(3)), "a host that joined");
+        assert_eq!(
+            view.place(PlacementRule::FirstFit, 2, false, 0, 1),
+            Some(HostId(3)),
+            "a host that joined"
+        );
         view.set_slots(HostId(1), 2);
         assert_eq!(view.place(PlacementRule::CacheAware, 3, true, 0, 1), Some(HostId(1)), "back, cached");
     }

@@ -26,7 +26,12 @@ impl Budget {
 /// The thread count all stages should run, given `needs_at(C)` (the stages' needs at C
 /// threads): the count at which the needs fit on the fewest cores, if that is not `current`
 /// (which is kept on a tie); `None` to stay, also when no count fits.
-pub fn threads_to_fit(current: u16, choices: &[u16], budget: Budget, needs_at: impl Fn(u16) -> Vec<u32>) -> Option<u16> {
+pub fn threads_to_fit(
+    current: u16,
+    choices: &[u16],
+    budget: Budget,
+    needs_at: impl Fn(u16) -> Vec<u32>,
+) -> Option<u16> {
     let cost = |threads: u16| needs_at(threads).iter().sum::<u32>() * u32::from(threads);
     let fits = |threads: u16| budget.fits(&needs_at(threads), threads);
     let best = choices.iter().copied().filter(|&c| fits(c)).min_by_key(|&c| (cost(c), c))?;

@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::corrector::Gains;
-use crate::queueing::DelayModel;
 use crate::pipeline::{PlacementRule, PoolConfig};
+use crate::queueing::DelayModel;
 
 /// Where the corrector's T_i comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,10 +9,10 @@ use super::config::{DelaySource, QuartConfig};
 use super::corrector::{CorrectorParams, PidState, StageDelay, correct};
 use super::critical::carry_critical_flow;
 use super::qna::{StageFlow, arrival_cvs};
-use crate::queueing::{DelayModel, Load, delay, replicas_for};
 use super::smoother::{Smoothing, smooth};
 use crate::pipeline::{PoolView, Sizer, StageTarget, StageView};
 use crate::quart::baselines::inferline::envelope_targets;
+use crate::queueing::{DelayModel, Load, delay, replicas_for};
 
 /// The robust floor drains a backlog over this long, as the baselines do.
 const ROBUST_DRAIN_S: f64 = 10.0;
@@ -42,7 +42,14 @@ pub struct QuartSizer {
 
 impl QuartSizer {
     pub fn new(config: QuartConfig) -> Self {
-        Self { config, pid: Vec::new(), key_until: Vec::new(), estimates: Vec::new(), critical: None, fallbacks: 0 }
+        Self {
+            config,
+            pid: Vec::new(),
+            key_until: Vec::new(),
+            estimates: Vec::new(),
+            critical: None,
+            fallbacks: 0,
+        }
     }
 
     fn model(&self) -> DelayModel {
@@ -137,10 +144,17 @@ impl Sizer for QuartSizer {
         // the pool's static threads, as the baseline runs it.
         if c.robust_floor && !c.paper_literal {
             let at = |counts: &[u16]| PoolView {
-                stages: view.stages.iter().zip(counts).map(|(s, &t)| StageView { threads: t, ..*s }).collect(),
+                stages: view
+                    .stages
+                    .iter()
+                    .zip(counts)
+                    .map(|(s, &t)| StageView { threads: t, ..*s })
+                    .collect(),
                 ..*view
             };
-            let envelope = |counts: &[u16]| envelope_targets(&at(counts), c.robust_window_s, ROBUST_DRAIN_S, 0.0, c.r_max);
+            let envelope = |counts: &[u16]| {
+                envelope_targets(&at(counts), c.robust_window_s, ROBUST_DRAIN_S, 0.0, c.r_max)
+            };
             let bursty = view.stages.first().and_then(|s| s.stats.dispersion(view.now, DISPERSION_BIN));
             if bursty.is_some_and(|d| d > c.fallback_dispersion) {
                 self.fallbacks += 1;
