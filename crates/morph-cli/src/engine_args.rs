@@ -88,9 +88,7 @@ impl EngineArgs {
             EngineArg::Ort | EngineArg::Auto if onnx.is_some() => {
                 Ok(EngineKind::Ort { library: library()?, onnx, plans, dtype })
             }
-            EngineArg::Candle | EngineArg::Emulated if onnx.is_some() => {
-                anyhow::bail!("--onnx runs on ONNX Runtime; drop --engine or use --engine ort")
-            }
+            EngineArg::Candle | EngineArg::Emulated if onnx.is_some() => Err(onnx_off_ort()),
             EngineArg::Ort => Ok(EngineKind::Ort { library: library()?, onnx, plans, dtype }),
             EngineArg::Candle => Ok(EngineKind::Candle),
             EngineArg::Auto => match library() {
@@ -105,4 +103,9 @@ impl EngineArgs {
             EngineArg::Emulated => anyhow::bail!("--engine emulated is for `morph serve` with --profile"),
         }
     }
+}
+
+/// The refusal of `--onnx` with an engine other than ONNX Runtime.
+pub(crate) fn onnx_off_ort() -> anyhow::Error {
+    anyhow::anyhow!("--onnx runs on ONNX Runtime; drop --engine or use --engine ort")
 }

@@ -93,8 +93,10 @@ pub(crate) fn write(
         "instances holding a slot",
         &instances,
     )?;
-    let utility: Vec<(String, Vec<(f64, f64)>)> =
-        rows.iter().filter_map(|row| Some((label(row), row.report.utility.as_ref()?.over_time.clone()))).collect();
+    let utility: Vec<(String, Vec<(f64, f64)>)> = rows
+        .iter()
+        .filter_map(|row| Some((label(row), row.report.utility.as_ref()?.over_time.clone())))
+        .collect();
     if !utility.is_empty() {
         let title = format!("{scenario}: utility earned (correct answers within their SLO)");
         lines(&dir.join("utility.svg"), &title, "time (s)", "utility", &utility)?;

@@ -16,7 +16,7 @@ use morph_policy::registry::{self, Family, POLICIES, PolicyKind};
 use morph_server::prediction::PredictorConfig;
 use morph_server::{ConnectionLimits, Server, ServerConfig};
 
-use crate::engine_args::{EngineArg, EngineArgs};
+use crate::engine_args::{EngineArg, EngineArgs, onnx_off_ort};
 use crate::model_args::ModelArgs;
 use crate::predictor_args::PredictorArgs;
 use crate::process_args::ProcessArgs;
@@ -158,17 +158,17 @@ pub(crate) struct ServeArgs {
     served_model_name: Option<String>,
     /// Seconds a client may take to send a request's head (also the most a kept-alive
     /// connection may sit idle between requests); then the connection is closed.
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = ConnectionLimits::default().header_timeout.as_secs_f64())]
     header_timeout_s: f64,
     /// Seconds a client may take to send a request's body; then the call gets 408.
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, default_value_t = ConnectionLimits::default().body_timeout.as_secs_f64())]
     body_timeout_s: f64,
     /// Connections open at once; more wait to be accepted.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = ConnectionLimits::default().max_connections)]
     max_connections: usize,
     /// At shutdown (SIGTERM, Ctrl-C), seconds in-flight calls may take to finish before the
     /// remaining connections are closed.
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, default_value_t = ConnectionLimits::default().drain_timeout.as_secs_f64())]
     drain_timeout_s: f64,
     /// Require `Authorization: Bearer KEY` on every route but /health and /metrics.
     #[arg(long, env = "MORPH_API_KEY", hide_env_values = true)]
@@ -213,9 +213,7 @@ impl ServeArgs {
             None => None,
         };
         let engine = match (self.engine.engine, &profile) {
-            (EngineArg::Emulated, _) if self.engine.onnx.is_some() => {
-                anyhow::bail!("--onnx runs on ONNX Runtime; drop --engine or use --engine ort")
-            }
+            (EngineArg::Emulated, _) if self.engine.onnx.is_some() => return Err(onnx_off_ort()),
             (EngineArg::Emulated, Some(profile)) => {
                 EngineKind::Emulated { profile: profile.clone(), dim: self.emulated_dim }
             }

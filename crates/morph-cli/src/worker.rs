@@ -117,7 +117,7 @@ fn build_decoder_stage(args: &WorkerArgs, gguf: &Path, unit: UnitSpec) -> Result
         (None, Some(stage)) => {
             Llama::load_stage(gguf, usize::from(stage.first_layer)..usize::from(stage.end_layer))?
         }
-        (None, None) => Llama::load(gguf)?.0,
+        (None, None) => Llama::load(gguf)?.llama,
     };
     let read = read.elapsed();
     let build = Instant::now();

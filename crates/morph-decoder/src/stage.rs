@@ -9,7 +9,7 @@ use std::sync::Arc;
 use candle_core::{Device, Tensor};
 use morph_core::{RuntimeSpec, StageSpec, TokenPlan};
 
-use crate::{GgufTokenizer, Llama};
+use crate::{DecoderModel, Llama};
 use morph_engine::{BatchInput, Engine, EngineError, check_lengths};
 
 /// What holds a stage's weights: the server's whole model (with its tokenizer), or a worker
@@ -24,9 +24,9 @@ impl StageWeights for Llama {
     }
 }
 
-impl StageWeights for (Llama, GgufTokenizer) {
+impl StageWeights for DecoderModel {
     fn llama(&self) -> &Llama {
-        &self.0
+        &self.llama
     }
 }
 

@@ -6,8 +6,8 @@
 
 use std::sync::Arc;
 
-use crate::gguf_tokenizer::GgufTokenizer;
 use crate::llama::{Llama, SequenceCache};
+use crate::model::DecoderModel;
 use morph_engine::EngineError;
 
 /// What runs a decoder's steps.
@@ -44,7 +44,11 @@ impl std::str::FromStr for DecoderKernels {
 
 /// A decoder as loaded: its shape and tokenizer (and, on candle, its weights), and the backend
 /// that runs its steps.
-pub type LoadedDecoder = (Arc<(Llama, GgufTokenizer)>, Arc<dyn DecodeBackend>);
+#[derive(Debug, Clone)]
+pub struct LoadedDecoder {
+    pub model: Arc<DecoderModel>,
+    pub backend: Arc<dyn DecodeBackend>,
+}
 
 /// The decoder at `gguf` for `kernels`, chatting by `chat_template` (Jinja) if given, else by
 /// the template in the file.
@@ -53,18 +57,20 @@ pub fn load_decoder(
     kernels: DecoderKernels,
     chat_template: Option<&str>,
 ) -> Result<LoadedDecoder, EngineError> {
-    let with_template = |(model, tokenizer): (Llama, GgufTokenizer)| match chat_template {
-        Some(source) => Ok((model, tokenizer.with_chat_template(source.to_string())?)),
-        None => Ok::<_, EngineError>((model, tokenizer)),
+    let with_template = |model: DecoderModel| match chat_template {
+        Some(source) => {
+            Ok(DecoderModel { tokenizer: model.tokenizer.with_chat_template(source.to_string())?, ..model })
+        }
+        None => Ok::<_, EngineError>(model),
     };
     Ok(match kernels {
-        DecoderKernels::LlamaCpp => (
-            Arc::new(with_template(Llama::load_shape(gguf)?)?),
-            Arc::new(super::LlamaCppBackend::load(gguf)?),
-        ),
+        DecoderKernels::LlamaCpp => LoadedDecoder {
+            model: Arc::new(with_template(Llama::load_shape(gguf)?)?),
+            backend: Arc::new(super::LlamaCppBackend::load(gguf)?),
+        },
         DecoderKernels::Candle => {
             let model = Arc::new(with_template(Llama::load(gguf)?)?);
-            (model.clone(), Arc::new(CandleBackend(model)))
+            LoadedDecoder { model: model.clone(), backend: Arc::new(CandleBackend(model)) }
         }
     })
 }
@@ -124,11 +130,11 @@ pub trait DecodeBackend: std::fmt::Debug + Send + Sync {
 
 /// candle's f32 decoder (the quantized weights expanded when loaded): the reference path.
 #[derive(Debug, Clone)]
-pub struct CandleBackend(pub Arc<(Llama, GgufTokenizer)>);
+pub struct CandleBackend(pub Arc<DecoderModel>);
 
 impl DecodeBackend for CandleBackend {
     fn stepper(&self, shape: StepperShape) -> Result<Box<dyn Stepper + '_>, EngineError> {
-        Ok(Box::new(CandleStepper { llama: &self.0.0, caches: vec![None; shape.sequences], shape }))
+        Ok(Box::new(CandleStepper { llama: &self.0.llama, caches: vec![None; shape.sequences], shape }))
     }
 }
 

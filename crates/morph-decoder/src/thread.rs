@@ -14,16 +14,14 @@
 //! answers each report before the next iteration starts).
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, channel, sync_channel};
 use std::thread::JoinHandle;
 
 use crate::gguf_tokenizer::GgufTokenizer;
-use crate::llama::Llama;
 use crate::logprobs::{TokenLogprob, token_logprob};
 use crate::pieces::{next_piece, turn_starts};
 use crate::sampling::{Sampler, SamplingParams};
-use crate::stepper::{DecodeBackend, Slot, Stepper, StepperShape};
+use crate::stepper::{LoadedDecoder, Slot, Stepper, StepperShape};
 use crate::stop::{Scanned, StopScan};
 use morph_engine::EngineError;
 
@@ -102,11 +100,10 @@ pub struct IterationReport {
     pub context: usize,
 }
 
-/// Called after every iteration with its report.
+/// Called on the decoder thread after every iteration with its report. A hook that answers
+/// at once (the server's driver: its joins, cancels and [`DecoderThread::resume`] sent before
+/// it returns) lets the next iteration start without waiting.
 pub type IterationHook = Box<dyn FnMut(IterationReport) + Send>;
-
-/// An [`IterationHook`]'s reports, as a driver receives them.
-pub type Iterations = tokio::sync::mpsc::UnboundedReceiver<IterationReport>;
 
 enum Command {
     Join(Vec<GenRequest>),
@@ -165,12 +162,11 @@ impl TextStream {
 }
 
 impl DecoderThread {
-    /// A thread running `backend`'s steps over at most `shape`'s sequences, feeding prompts
-    /// `prefill_chunk` tokens per iteration at most (0: whole); `model` gives the tokenizer.
+    /// A thread running `decoder`'s steps over at most `shape`'s sequences, feeding prompts
+    /// `prefill_chunk` tokens per iteration at most (0: whole).
     pub fn spawn(
         name: String,
-        model: Arc<(Llama, GgufTokenizer)>,
-        backend: Arc<dyn DecodeBackend>,
+        decoder: LoadedDecoder,
         shape: StepperShape,
         prefill_chunk: usize,
         on_iteration: IterationHook,
@@ -180,10 +176,10 @@ impl DecoderThread {
         let chunk = if prefill_chunk == 0 { usize::MAX } else { prefill_chunk };
         let thread = std::thread::Builder::new()
             .name(name)
-            .spawn(move || match backend.stepper(shape) {
+            .spawn(move || match decoder.backend.stepper(shape) {
                 Ok(stepper) => {
                     let _ = ready_tx.send(Ok(()));
-                    run(stepper, &model.1, chunk, &rx, on_iteration);
+                    run(stepper, &decoder.model.tokenizer, chunk, &rx, on_iteration);
                 }
                 Err(e) => {
                     let _ = ready_tx.send(Err(e));

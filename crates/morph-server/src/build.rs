@@ -13,7 +13,7 @@ use morph_encoder::{Pooling, TextTokenizer};
 use morph_policy::registry::{Context, Family, PolicyKind};
 
 use crate::config::{BuildError, ServerConfig};
-use crate::launcher::{Launcher, WorkerModel};
+use crate::launcher::{Launcher, WHAT_PROCESSES_RUN, WorkerModel};
 use crate::stage_timing;
 
 /// A configuration error, one line.
@@ -100,7 +100,7 @@ pub(crate) fn load(config: &ServerConfig) -> Result<Loaded, BuildError> {
                 }
                 (Some(_), other) => {
                     return Err(config_error(format!(
-                        "worker processes run ONNX Runtime, not the {} engine",
+                        "{WHAT_PROCESSES_RUN}, not the {} engine",
                         other.label()
                     )));
                 }

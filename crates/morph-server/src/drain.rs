@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::watch;
 
-use crate::error::ApiError;
+use crate::error::CallError;
 
 #[derive(Debug)]
 pub struct Drain {
@@ -53,11 +53,11 @@ impl Drain {
     /// its claims cancel what it had asked of the engines).
     pub async fn or_deadline<T>(
         &self,
-        work: impl Future<Output = Result<T, ApiError>>,
-    ) -> Result<T, ApiError> {
+        work: impl Future<Output = Result<T, CallError>>,
+    ) -> Result<T, CallError> {
         tokio::select! {
             result = work => result,
-            () = self.deadline() => Err(ApiError::ShuttingDown),
+            () = self.deadline() => Err(CallError::ShuttingDown),
         }
     }
 }

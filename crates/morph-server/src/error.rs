@@ -1,18 +1,14 @@
-//! API errors and their single mapping to HTTP status codes. Every error body is
-//! `{"error": {"message": "...", "type": "..."}}` (the OpenAI shape) on every endpoint.
+//! Why a call failed, free of HTTP: the work behind the edge (`infer/`), the drain and the
+//! edge itself return it; the edge alone maps it to a status code and a body
+//! (`api/error_response.rs`).
 
-use crate::api::responses::{ErrorDetail, ErrorResponse};
-use axum::Json;
-use axum::http::header::RETRY_AFTER;
-use axum::http::{HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
 use morph_core::DropReason;
 use morph_engine::EngineError;
 
 use crate::metrics::FailureKind;
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum ApiError {
+pub enum CallError {
     #[error("malformed JSON body: {0}")]
     MalformedJson(String),
     #[error("the request body is larger than the limit of {limit} bytes")]
@@ -50,85 +46,49 @@ pub enum ApiError {
     NotFound(String),
 }
 
-impl ApiError {
+impl CallError {
     pub fn validation(field: impl Into<String>, message: impl Into<String>) -> Self {
-        ApiError::Validation { field: field.into(), message: message.into() }
-    }
-
-    pub fn status(&self) -> StatusCode {
-        match self {
-            ApiError::MalformedJson(_) => StatusCode::BAD_REQUEST,
-            ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
-            ApiError::Validation { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            ApiError::TooLong { .. } | ApiError::PromptTooLong { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::UnknownModel { .. } | ApiError::UnknownTask { .. } => StatusCode::NOT_FOUND,
-            ApiError::Overloaded(_) => StatusCode::TOO_MANY_REQUESTS,
-            ApiError::DeadlineUnreachable(_) => StatusCode::GATEWAY_TIMEOUT,
-            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
-            ApiError::Engine(EngineError::Stopped) => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::Engine(_) => StatusCode::INTERNAL_SERVER_ERROR,
-            ApiError::WrongEndpoint { .. } => StatusCode::NOT_FOUND,
-            ApiError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
-        }
+        CallError::Validation { field: field.into(), message: message.into() }
     }
 
     pub fn kind(&self) -> FailureKind {
         match self {
-            ApiError::MalformedJson(_) | ApiError::Validation { .. } => FailureKind::Validation,
-            ApiError::BodyTooLarge { .. } => FailureKind::BodyTooLarge,
-            ApiError::BodyTimeout { .. } => FailureKind::BodyTimeout,
-            ApiError::TooLong { .. } | ApiError::PromptTooLong { .. } => FailureKind::TooLong,
-            ApiError::UnknownModel { .. } => FailureKind::UnknownModel,
-            ApiError::UnknownTask { .. } => FailureKind::UnknownTask,
-            ApiError::Overloaded(_) => FailureKind::Overloaded,
-            ApiError::DeadlineUnreachable(_) => FailureKind::Deadline,
-            ApiError::Unauthorized => FailureKind::Unauthorized,
-            ApiError::Engine(_) => FailureKind::Engine,
-            ApiError::WrongEndpoint { .. } => FailureKind::WrongEndpoint,
-            ApiError::ShuttingDown => FailureKind::ShuttingDown,
-            ApiError::NotFound(_) => FailureKind::NotFound,
+            CallError::MalformedJson(_) | CallError::Validation { .. } => FailureKind::Validation,
+            CallError::BodyTooLarge { .. } => FailureKind::BodyTooLarge,
+            CallError::BodyTimeout { .. } => FailureKind::BodyTimeout,
+            CallError::TooLong { .. } | CallError::PromptTooLong { .. } => FailureKind::TooLong,
+            CallError::UnknownModel { .. } => FailureKind::UnknownModel,
+            CallError::UnknownTask { .. } => FailureKind::UnknownTask,
+            CallError::Overloaded(_) => FailureKind::Overloaded,
+            CallError::DeadlineUnreachable(_) => FailureKind::Deadline,
+            CallError::Unauthorized => FailureKind::Unauthorized,
+            CallError::Engine(_) => FailureKind::Engine,
+            CallError::WrongEndpoint { .. } => FailureKind::WrongEndpoint,
+            CallError::ShuttingDown => FailureKind::ShuttingDown,
+            CallError::NotFound(_) => FailureKind::NotFound,
         }
     }
 }
 
-impl ApiError {
+impl CallError {
     /// A generation the policy gave up on: as any other, but a prompt no instance takes is
     /// named as a prompt (generation has no `truncate`).
     pub fn generation_dropped(reason: DropReason) -> Self {
         match reason {
-            DropReason::NoRuntimeFits { len, max_len } => ApiError::PromptTooLong { len, max_len },
+            DropReason::NoRuntimeFits { len, max_len } => CallError::PromptTooLong { len, max_len },
             other => other.into(),
         }
     }
 }
 
-impl From<DropReason> for ApiError {
+impl From<DropReason> for CallError {
     fn from(reason: DropReason) -> Self {
         match reason {
             DropReason::NoRuntimeFits { len, max_len } => {
-                ApiError::TooLong { field: "input".into(), len: len as usize, max_len }
+                CallError::TooLong { field: "input".into(), len: len as usize, max_len }
             }
-            DropReason::DeadlineUnreachable { .. } => ApiError::DeadlineUnreachable(reason),
-            DropReason::QueueFull { .. } => ApiError::Overloaded(reason),
+            DropReason::DeadlineUnreachable { .. } => CallError::DeadlineUnreachable(reason),
+            DropReason::QueueFull { .. } => CallError::Overloaded(reason),
         }
-    }
-}
-
-/// Seconds an overloaded (429) or shutting-down (503) server asks a client to wait before it
-/// tries again (`Retry-After`).
-pub const RETRY_AFTER_S: u32 = 1;
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let error = ErrorDetail { message: self.to_string(), kind: self.kind().label() };
-        let mut response = (self.status(), Json(ErrorResponse { error })).into_response();
-        // What the call metrics count the failure as (see `api::observe_calls`).
-        response.extensions_mut().insert(self.kind());
-        if matches!(self, ApiError::Overloaded(_) | ApiError::ShuttingDown) {
-            response.headers_mut().insert(RETRY_AFTER, HeaderValue::from(RETRY_AFTER_S));
-        }
-        response
     }
 }

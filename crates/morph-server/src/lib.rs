@@ -20,6 +20,6 @@ pub mod stage_timing;
 
 pub use config::{BuildError, ServerConfig};
 pub use connections::ConnectionLimits;
-pub use error::ApiError;
+pub use error::CallError;
 pub use launcher::{Instance, InstanceEngine, Launcher};
 pub use server::Server;

@@ -63,9 +63,10 @@ fn main() {
     // arrivals or `--seconds S`.
     if let Some(k) = args.iter().position(|a| a == "--size") {
         let instances: usize = args[k + 1].parse().expect("--size INSTANCES");
-        let seconds = args.iter().position(|a| a == "--seconds").map_or(10.0, |s| {
-            args[s + 1].parse().expect("--seconds S")
-        });
+        let seconds = args
+            .iter()
+            .position(|a| a == "--seconds")
+            .map_or(10.0, |s| args[s + 1].parse().expect("--seconds S"));
         run(&profile, instances as f64 * 1_000_000.0 / 3_000.0, seconds, instances);
         return;
     }
@@ -73,7 +74,8 @@ fn main() {
         "{:>11} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9}",
         "requests", "instances", "wall s", "M req/s", "mean ms", "p99 ms", "util", "peak MiB"
     );
-    let sizes: &[usize] = if args.iter().any(|a| a == "--full") { &[300, 3_000, 30_000] } else { &[300, 3_000] };
+    let sizes: &[usize] =
+        if args.iter().any(|a| a == "--full") { &[300, 3_000, 30_000] } else { &[300, 3_000] };
     let me = std::env::current_exe().expect("this benchmark's path");
     for instances in sizes {
         let out = std::process::Command::new(&me)

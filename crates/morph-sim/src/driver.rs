@@ -116,7 +116,13 @@ struct Iterations {
 impl Iterations {
     /// Starts the next iteration with every running and joined sequence, each prompt feeding
     /// its next chunk (of `chunk` tokens at most; 0: all of it); returns its time.
-    fn start_step(&mut self, unit: &UnitSpec, cost: &dyn CostModel, live: &IdWindow<Live>, chunk: u32) -> Nanos {
+    fn start_step(
+        &mut self,
+        unit: &UnitSpec,
+        cost: &dyn CostModel,
+        live: &IdWindow<Live>,
+        chunk: u32,
+    ) -> Nanos {
         let request = |id: RequestId| live.get(id.0).map(|l| l.request).expect("a running request is live");
         let fresh = self.joining.drain(..).map(|id| {
             let r = request(id);
@@ -229,7 +235,7 @@ impl World<'_> {
     fn carry_out(&mut self, now: Time, ledger: &Ledger, effects: &mut Vec<Effect>) {
         for effect in effects.drain(..) {
             match effect {
-                Effect::Start { instance, requests: batch, plan } => {
+                Effect::Run { instance, requests: batch, plan } => {
                     let cost = self.cost;
                     let Some(inst) = self.instances.get_mut(instance.0 as usize).and_then(Option::as_mut)
                     else {
@@ -244,8 +250,10 @@ impl World<'_> {
                         .iter()
                         .map(|r| &self.live.get(r.0).expect("a batch's requests are live").request)
                         .collect();
-                    let jobs: Vec<Job> =
-                        running.iter().map(|r| Job { input_len: r.input_len, output_len: r.output_len }).collect();
+                    let jobs: Vec<Job> = running
+                        .iter()
+                        .map(|r| Job { input_len: r.input_len, output_len: r.output_len })
+                        .collect();
                     let took = cost.batch_time(&inst.unit, plan.tokens, &jobs);
                     let end = now + took;
                     self.rec.busy(instance.0 as usize, took);
@@ -271,7 +279,7 @@ impl World<'_> {
                         self.step(now, instance);
                     }
                 }
-                Effect::Stop { instance, request } => {
+                Effect::Cancel { instance, request } => {
                     if let Some(inst) = self.instance(instance) {
                         inst.seqs.stopped.push(request);
                     }
@@ -335,7 +343,8 @@ pub fn simulate(
     let mut requests = requests.into_iter().peekable();
     let warmup = Time(options.warmup);
     let utility = options.correctness.clone().map(|table| UtilityAccount::new(table, warmup));
-    let rec = Recorder::new(cluster.len(), warmup, options.slo, options.interval, options.per_request, utility);
+    let rec =
+        Recorder::new(cluster.len(), warmup, options.slo, options.interval, options.per_request, utility);
     let mut world = World {
         cost,
         live: IdWindow::default(),

@@ -42,7 +42,13 @@ impl Hosts {
             .slots
             .iter()
             .enumerate()
-            .map(|(i, &slots)| Host { slots, used: 0, cores: hosts.cores_of(i), threads: 0, cache: Vec::new() })
+            .map(|(i, &slots)| Host {
+                slots,
+                used: 0,
+                cores: hosts.cores_of(i),
+                threads: 0,
+                cache: Vec::new(),
+            })
             .collect();
         Self { hosts, cache_bytes, cold: 0, warm: 0, evicted: 0 }
     }

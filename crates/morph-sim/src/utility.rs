@@ -96,7 +96,12 @@ impl UtilityAccount {
     }
 
     /// `request` was answered with `outcome`; `ran`: the plan and end of the batch it ran in.
-    pub(crate) fn answered(&mut self, request: &SimRequest, outcome: &Outcome, ran: Option<(TokenPlan, Time)>) {
+    pub(crate) fn answered(
+        &mut self,
+        request: &SimRequest,
+        outcome: &Outcome,
+        ran: Option<(TokenPlan, Time)>,
+    ) {
         let Some(service) = request.service.filter(|_| request.arrival >= self.warmup) else { return };
         let u = f64::from(service.utility_micros) / 1e6;
         self.attainable += u;

@@ -31,7 +31,11 @@ fn run(policy: Box<dyn Policy>, slots: usize, workload: Workload, seconds: f64, 
     let options = SimOptions { startup: Startup { cold: startup, warm: startup }, ..SimOptions::default() };
     let report = simulate(policy, &layout, &cost, requests.iter().copied(), &options);
     assert_eq!(report.measured.requests, requests.len());
-    assert_eq!(report.measured.completed + report.measured.dropped, report.measured.requests, "every request answered once");
+    assert_eq!(
+        report.measured.completed + report.measured.dropped,
+        report.measured.requests,
+        "every request answered once"
+    );
     report
 }
 

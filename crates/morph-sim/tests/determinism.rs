@@ -105,7 +105,12 @@ fn a_rate_sweep_over_mmpp_arrivals_is_nested() {
         let mut at = 0;
         for r in lower {
             at += higher[at..].iter().position(|h| h == r).unwrap_or_else(|| {
-                panic!("a request at {} of rate {} is missing at rate {}", r.arrival.0, rates[k], rates[k + 1])
+                panic!(
+                    "a request at {} of rate {} is missing at rate {}",
+                    r.arrival.0,
+                    rates[k],
+                    rates[k + 1]
+                )
             });
         }
     }

@@ -135,7 +135,12 @@ fn the_host_cache_makes_relaunches_warm() {
     );
     assert_eq!(off.warm_starts, 0);
     assert!(off.cold_starts > 0);
-    assert!(on.measured.mean_latency_ms < off.measured.mean_latency_ms, "{} vs {}", on.measured.mean_latency_ms, off.measured.mean_latency_ms);
+    assert!(
+        on.measured.mean_latency_ms < off.measured.mean_latency_ms,
+        "{} vs {}",
+        on.measured.mean_latency_ms,
+        off.measured.mean_latency_ms
+    );
 }
 
 /// Every baseline runs on the same seams: the whole-model INFless-like pool launches whole

@@ -79,5 +79,9 @@ fn a_trace_that_ends_before_the_duration_is_named_and_a_loop_fills_it() {
         *repeat = true;
     }
     assert!(s.warnings().unwrap().iter().all(|w| !w.contains("trace ends")));
-    assert_eq!(s.run(&mut |_, _| {}).unwrap()[0].report.measured.requests, 500, "tiled: 2 s a copy, 5 s of it");
+    assert_eq!(
+        s.run(&mut |_, _| {}).unwrap()[0].report.measured.requests,
+        500,
+        "tiled: 2 s a copy, 5 s of it"
+    );
 }

@@ -44,12 +44,7 @@ pub(crate) fn first_turns(tokenizer: &GgufTokenizer, sharegpt: &Path, n: usize) 
 }
 
 /// All `prompts` through one worker of `decoder`, `streams` at a time.
-pub(crate) fn run(
-    (model, backend): &LoadedDecoder,
-    prompts: &[Vec<u32>],
-    streams: usize,
-    max_tokens: u32,
-) -> Run {
+pub(crate) fn run(decoder: &LoadedDecoder, prompts: &[Vec<u32>], streams: usize, max_tokens: u32) -> Run {
     let (reports_tx, reports) = channel();
     let hook = Box::new(move |report| {
         let _ = reports_tx.send(report);
@@ -57,8 +52,7 @@ pub(crate) fn run(
     let threads = std::thread::available_parallelism().map_or(1, usize::from);
     let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
     let shape = StepperShape { sequences: streams, seq_tokens: longest + max_tokens as usize, threads };
-    let worker = DecoderThread::spawn("bench".into(), model.clone(), backend.clone(), shape, 256, hook)
-        .expect("worker");
+    let worker = DecoderThread::spawn("bench".into(), decoder.clone(), shape, 256, hook).expect("worker");
     let mut queue = prompts.iter().enumerate();
     // Per running generation: its events, when it joined, when its first and last tokens came, and how many.
     let mut running = HashMap::new();

@@ -69,8 +69,8 @@ pub(crate) fn run(args: LengthsArgs) -> anyhow::Result<()> {
         true => load_length_records(&args.out)?.into_iter().map(|r| r.conversation).collect(),
         false => HashSet::new(),
     };
-    let (model, backend) = load_decoder(&args.model.fetch_decoder()?, args.decoder_kernels, None)?;
-    let tokenizer = &model.1;
+    let decoder = load_decoder(&args.model.fetch_decoder()?, args.decoder_kernels, None)?;
+    let tokenizer = &decoder.model.tokenizer;
     let mut pending = Vec::new();
     let (mut skipped, mut unrepresentable) = (0, 0);
     for c in conversations
@@ -114,7 +114,7 @@ pub(crate) fn run(args: LengthsArgs) -> anyhow::Result<()> {
     let threads = std::thread::available_parallelism().map_or(1, usize::from);
     let shape =
         StepperShape { sequences: batch, seq_tokens: args.max_context + args.max_tokens as usize, threads };
-    let worker = DecoderThread::spawn("lengths".into(), model.clone(), backend, shape, 0, hook)?;
+    let worker = DecoderThread::spawn("lengths".into(), decoder.clone(), shape, 0, hook)?;
     let mut queue = pending.into_iter().enumerate();
     let mut running = HashMap::new();
     let (started, mut answered, mut tokens) = (Instant::now(), 0usize, 0usize);

@@ -11,17 +11,17 @@ use super::rules::Violation;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Effect {
-    /// Start this batch on the (idle) instance under `plan`: encoder inputs are the requests'
+    /// Run this batch on the (idle) instance under `plan`: encoder inputs are the requests'
     /// tokens, or for a later stage the activations the previous stage handed on.
-    Start { instance: InstanceId, requests: Vec<RequestId>, plan: BatchPlan },
+    Run { instance: InstanceId, requests: Vec<RequestId>, plan: BatchPlan },
     /// Add these generations to the instance's continuous batch, for its next iteration.
     Join { instance: InstanceId, requests: Vec<RequestId> },
     /// The policy has answered the instance's last iteration report: its next iteration may
     /// start (with whatever joined). Said only while sequences remain in the batch.
     Resume { instance: InstanceId },
-    /// Stop this running generation at the end of the current iteration (its client left);
+    /// Cancel this running generation at the end of the current iteration (its client left);
     /// the driver reports it among that iteration's finished sequences.
-    Stop { instance: InstanceId, request: RequestId },
+    Cancel { instance: InstanceId, request: RequestId },
     /// Start `unit` on `host` (`None`: the driver picks one with a free slot).
     Launch { ticket: Ticket, unit: UnitSpec, host: Option<HostId> },
     /// Stop the instance and free its slot; it holds no work.

@@ -315,7 +315,7 @@ impl Ledger {
             Place::Running(instance) if !entry.cancelled => {
                 entry.cancelled = true;
                 if self.slot(instance).is_some_and(|s| s.unit.kind == UnitKind::Decoder) {
-                    effects.push(Effect::Stop { instance, request });
+                    effects.push(Effect::Cancel { instance, request });
                 }
             }
             Place::Running(_) => {}
@@ -391,7 +391,7 @@ impl Ledger {
                 if let Some(slot) = self.slot_mut(instance) {
                     slot.work = Work::Batch { requests: requests.clone(), plan, left };
                 }
-                effects.push(Effect::Start { instance, requests: requests.clone(), plan });
+                effects.push(Effect::Run { instance, requests: requests.clone(), plan });
             }
             Action::Join { instance, requests } => {
                 let instance = *instance;

@@ -344,7 +344,7 @@ fn a_running_generation_is_stopped_and_reported_finished() {
     f.arrive(GENERATE, vec![join(0, &[1])]);
     let mut effects = Vec::new();
     f.ledger.cancel(Time(2), RequestId(1), &mut effects);
-    assert_eq!(effects, vec![Effect::Stop { instance: InstanceId(0), request: RequestId(1) }]);
+    assert_eq!(effects, vec![Effect::Cancel { instance: InstanceId(0), request: RequestId(1) }]);
     f.events();
     effects.clear();
     f.ledger.iteration_done(Time(3), InstanceId(0), &r(&[1]), false, &mut effects);

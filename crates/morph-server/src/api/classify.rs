@@ -18,12 +18,12 @@ use axum::extract::State;
 use super::requests::{ClassifyRequest, PredictRequest};
 use super::responses::{Classification, ClassifyResponse, LabelScore, PredictResponse, Usage};
 use super::{AppState, Body, parse, validate};
-use crate::error::ApiError;
+use crate::error::CallError;
 
 pub(super) async fn classify(
     State(state): State<AppState>,
     Body(body): Body,
-) -> Result<Json<ClassifyResponse>, ApiError> {
+) -> Result<Json<ClassifyResponse>, CallError> {
     state
         .drain
         .or_deadline(async {
@@ -57,7 +57,7 @@ pub(super) async fn classify(
 pub(super) async fn predict(
     State(state): State<AppState>,
     Body(body): Body,
-) -> Result<Json<PredictResponse>, ApiError> {
+) -> Result<Json<PredictResponse>, CallError> {
     state
         .drain
         .or_deadline(async {

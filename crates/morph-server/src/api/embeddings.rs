@@ -9,12 +9,12 @@ use axum::extract::State;
 use super::requests::EmbedRequest;
 use super::responses::{EmbedResponse, Embedding, EmbeddingVector, EmbeddingsResponse, Usage};
 use super::{AppState, Body, parse, validate};
-use crate::error::ApiError;
+use crate::error::CallError;
 
 pub(super) async fn openai(
     State(state): State<AppState>,
     Body(body): Body,
-) -> Result<Json<EmbeddingsResponse>, ApiError> {
+) -> Result<Json<EmbeddingsResponse>, CallError> {
     state
         .drain
         .or_deadline(async {
@@ -45,7 +45,7 @@ pub(super) async fn openai(
 pub(super) async fn tei(
     State(state): State<AppState>,
     Body(body): Body,
-) -> Result<Json<EmbedResponse>, ApiError> {
+) -> Result<Json<EmbedResponse>, CallError> {
     state
         .drain
         .or_deadline(async {

@@ -7,16 +7,16 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, DeserializeOwned, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use crate::error::ApiError;
+use crate::error::CallError;
 
 /// The body as a request type: malformed JSON is a 400, a body that is not an object or a field
 /// of the wrong type a 422 naming the field, and so is a field the route does not honour (the
 /// request types deny unknown fields: nothing sent is silently ignored).
-pub fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+pub fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, CallError> {
     let value: serde_json::Value =
-        serde_json::from_slice(body).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
+        serde_json::from_slice(body).map_err(|e| CallError::MalformedJson(e.to_string()))?;
     if !value.is_object() {
-        return Err(ApiError::validation("body", "must be a JSON object"));
+        return Err(CallError::validation("body", "must be a JSON object"));
     }
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
@@ -25,9 +25,9 @@ pub fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
             // The path ends at the unknown field itself.
             Some((name, expected)) => {
                 let field = if path == "." { name.to_string() } else { path };
-                ApiError::validation(field, format!("is not supported by this server ({expected})"))
+                CallError::validation(field, format!("is not supported by this server ({expected})"))
             }
-            None => ApiError::validation(if path == "." { "body".to_string() } else { path }, message),
+            None => CallError::validation(if path == "." { "body".to_string() } else { path }, message),
         }
     })
 }
@@ -473,6 +473,6 @@ mod tests {
         assert_eq!(error(r#"{"messages": "hi"}"#), "messages: must be an array of {role, content}");
         assert_eq!(error(r#"{"messages": [{"role": 1}]}"#), "messages[0].role: must be a string");
         assert_eq!(error("[1]"), "body: must be a JSON object");
-        assert!(matches!(parse::<Body>(b"{"), Err(ApiError::MalformedJson(_))));
+        assert!(matches!(parse::<Body>(b"{"), Err(CallError::MalformedJson(_))));
     }
 }

@@ -20,8 +20,8 @@ use super::reply::{Finished, Reply, choice_done};
 use super::requests::GenerationRequest;
 use super::responses::{CompletionResponse, GenerationUsage};
 use super::{AppState, Body, parse, stream, validate};
-use crate::error::ApiError;
-use crate::infer::{Generation, GenerationFormat, Generator, ValidGeneration};
+use crate::error::CallError;
+use crate::infer::{GenerationFormat, Generator, StartedGeneration, ValidGeneration};
 use crate::metrics::Metrics;
 
 pub(super) async fn completions(State(state): State<AppState>, Body(body): Body) -> Response {
@@ -60,7 +60,7 @@ async fn start(
     state: &AppState,
     body: &[u8],
     format: GenerationFormat,
-) -> Result<(Vec<Generation>, ValidGeneration), ApiError> {
+) -> Result<(Vec<StartedGeneration>, ValidGeneration), CallError> {
     let generator = state.generator()?;
     let request: GenerationRequest = parse(body)?;
     let call = validate::generation(
@@ -76,11 +76,11 @@ async fn start(
 /// Collects every choice's tokens into one answer; the first to fail fails the call (and the
 /// others are cancelled).
 async fn whole(
-    generations: Vec<Generation>,
+    generations: Vec<StartedGeneration>,
     reply: &Reply,
     generator: &Generator,
     metrics: &Metrics,
-) -> Result<CompletionResponse, ApiError> {
+) -> Result<CompletionResponse, CallError> {
     let format = reply.format();
     let finished =
         try_join_all(generations.into_iter().map(|g| collect(g, format, generator, metrics))).await?;
@@ -90,11 +90,11 @@ async fn whole(
 
 /// One choice's answer and usage.
 async fn collect(
-    mut generation: Generation,
+    mut generation: StartedGeneration,
     format: GenerationFormat,
     generator: &Generator,
     metrics: &Metrics,
-) -> Result<(Finished, GenerationUsage), ApiError> {
+) -> Result<(Finished, GenerationUsage), CallError> {
     let first_at = Instant::now();
     let (mut text, mut tokens) = (String::new(), Vec::new());
     let mut event = generation.first;
@@ -112,8 +112,8 @@ async fn collect(
                 let logprobs = asked.then(|| ChoiceLogprobs::of(format, tokens, 0));
                 break Ok((Finished { text, reason, logprobs }, usage));
             }
-            GenEvent::Failed(e) => break Err(ApiError::Engine(e)),
-            GenEvent::Dropped(r) => break Err(ApiError::generation_dropped(r)),
+            GenEvent::Failed(e) => break Err(CallError::Engine(e)),
+            GenEvent::Dropped(r) => break Err(CallError::generation_dropped(r)),
         }
         event = generation.events.recv().await.unwrap_or(GenEvent::Failed(EngineError::Stopped));
     };

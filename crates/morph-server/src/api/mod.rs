@@ -5,6 +5,7 @@
 
 mod classify;
 mod embeddings;
+mod error_response;
 pub mod fields;
 mod generate;
 mod health;
@@ -35,7 +36,7 @@ use tracing::Instrument;
 pub use fields::parse;
 pub use state::{AppState, Served, ServedModel};
 
-use crate::error::ApiError;
+use crate::error::CallError;
 use crate::metrics::FailureKind;
 
 /// The largest request body read, in bytes.
@@ -52,12 +53,12 @@ impl FromRequest<AppState> for Body {
         let read = tokio::time::timeout(state.body_timeout, Bytes::from_request(request, state)).await;
         let error = match read {
             Ok(Ok(bytes)) => return Ok(Body(bytes)),
-            Err(_) => ApiError::BodyTimeout { seconds: state.body_timeout.as_secs_f64() },
+            Err(_) => CallError::BodyTimeout { seconds: state.body_timeout.as_secs_f64() },
             Ok(Err(rejection)) if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE => {
-                ApiError::BodyTooLarge { limit: MAX_BODY_BYTES }
+                CallError::BodyTooLarge { limit: MAX_BODY_BYTES }
             }
             Ok(Err(rejection)) => {
-                ApiError::MalformedJson(format!("the body could not be read: {}", rejection.body_text()))
+                CallError::MalformedJson(format!("the body could not be read: {}", rejection.body_text()))
             }
         };
         Err(error.into_response())
@@ -100,7 +101,7 @@ async fn require_key(State(state): State<AppState>, request: Request, next: Next
         let given = given.and_then(|v| v.strip_prefix("Bearer ")).unwrap_or_default();
         // Compared in constant time (for keys of equal length), so timing does not leak it.
         if !bool::from(given.as_bytes().ct_eq(key.as_bytes())) {
-            return ApiError::Unauthorized.into_response();
+            return CallError::Unauthorized.into_response();
         }
     }
     next.run(request).await
@@ -123,8 +124,8 @@ async fn openapi() -> impl IntoResponse {
 }
 
 /// A path no route has: a JSON 404 that lists the routes.
-async fn no_route(request: Request) -> ApiError {
-    ApiError::NotFound(format!(
+async fn no_route(request: Request) -> CallError {
+    CallError::NotFound(format!(
         "no route {} {}; the routes: {ROUTES} (docs/api.md)",
         request.method(),
         request.uri().path()
@@ -132,8 +133,8 @@ async fn no_route(request: Request) -> ApiError {
 }
 
 /// text-embeddings-inference's token-level embeddings, which Morph does not serve.
-async fn embed_all() -> ApiError {
-    ApiError::NotFound(
+async fn embed_all() -> CallError {
+    CallError::NotFound(
         "/embed_all (one vector per token) is not served: Morph's graphs pool inside the engine; \
          /embed and /v1/embeddings give one vector per input"
             .into(),

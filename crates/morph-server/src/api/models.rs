@@ -8,7 +8,7 @@ use axum::extract::{Path, State};
 use serde::Serialize;
 
 use super::AppState;
-use crate::error::ApiError;
+use crate::error::CallError;
 
 #[derive(Debug, Serialize)]
 pub(super) struct ModelList {
@@ -38,9 +38,9 @@ pub(super) async fn list(State(state): State<AppState>) -> Json<ModelList> {
 pub(super) async fn one(
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<Json<Model>, ApiError> {
+) -> Result<Json<Model>, CallError> {
     match id == state.model.name {
         true => Ok(Json(served(&state))),
-        false => Err(ApiError::UnknownModel { asked: id, served: state.model.name.clone() }),
+        false => Err(CallError::UnknownModel { asked: id, served: state.model.name.clone() }),
     }
 }

@@ -8,7 +8,7 @@ use morph_encoder::Pooling;
 
 use crate::drain::Drain;
 use crate::driver::Driver;
-use crate::error::ApiError;
+use crate::error::CallError;
 use crate::infer::{Embedder, Generator};
 
 /// What `/info` reports about the deployment.
@@ -52,21 +52,21 @@ pub struct AppState {
 
 impl AppState {
     /// The encoder, or a 404 saying what this server serves instead.
-    pub(crate) fn embedder(&self) -> Result<&Embedder, ApiError> {
+    pub(crate) fn embedder(&self) -> Result<&Embedder, CallError> {
         match &self.served {
             Served::Embeddings(embedder) => Ok(embedder),
-            Served::Generation(_) => Err(ApiError::WrongEndpoint {
+            Served::Generation(_) => Err(CallError::WrongEndpoint {
                 served: "text generation: use /v1/completions or /v1/chat/completions",
             }),
         }
     }
 
     /// The decoder, or a 404 saying what this server serves instead.
-    pub(crate) fn generator(&self) -> Result<&Generator, ApiError> {
+    pub(crate) fn generator(&self) -> Result<&Generator, CallError> {
         match &self.served {
             Served::Generation(generator) => Ok(generator),
             Served::Embeddings(_) => {
-                Err(ApiError::WrongEndpoint { served: "embeddings: use /v1/embeddings or /embed" })
+                Err(CallError::WrongEndpoint { served: "embeddings: use /v1/embeddings or /embed" })
             }
         }
     }

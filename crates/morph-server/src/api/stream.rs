@@ -21,8 +21,8 @@ use super::logprobs::{ChoiceLogprobs, Logprobbed};
 use super::reply::{Reply, choice_done};
 use super::responses::{ErrorDetail, ErrorResponse, GenerationUsage};
 use crate::driver::Claim;
-use crate::error::ApiError;
-use crate::infer::{Generation, Truth};
+use crate::error::CallError;
+use crate::infer::{StartedGeneration, Truth};
 
 /// The call's choices as one stream, and what is left to answer.
 struct Merged {
@@ -41,7 +41,7 @@ struct Merged {
 }
 
 pub(super) fn events(
-    generations: Vec<Generation>,
+    generations: Vec<StartedGeneration>,
     reply: Reply,
     include_usage: bool,
     state: &AppState,
@@ -49,7 +49,8 @@ pub(super) fn events(
     let (metrics, drain) = (state.driver.metrics.clone(), state.drain.clone());
     let open = generations.len();
     let (mut claims, mut truths, mut events) = (Vec::new(), Vec::new(), SelectAll::new());
-    for (index, Generation { claim, events: rx, first, truth }) in generations.into_iter().enumerate() {
+    for (index, StartedGeneration { claim, events: rx, first, truth }) in generations.into_iter().enumerate()
+    {
         claims.push(Some(claim));
         truths.push(truth);
         events.push(choice_events(first, rx).map(move |event| (index, event)).boxed());
@@ -81,7 +82,7 @@ pub(super) fn events(
             let mut out = Vec::new();
             let failed = matches!(event, GenEvent::Failed(_) | GenEvent::Dropped(_));
             match event {
-                _ if shutting_down => out.push(error(&ApiError::ShuttingDown)),
+                _ if shutting_down => out.push(error(&CallError::ShuttingDown)),
                 GenEvent::Token { id, text, logprob } => {
                     let logprobs = match (logprob, state.generator()) {
                         (Some(lp), Ok(generator)) => {
@@ -105,8 +106,8 @@ pub(super) fn events(
                         out.push(json(&reply.usage_chunk(m.usage)));
                     }
                 }
-                GenEvent::Failed(e) => out.push(error(&ApiError::Engine(e))),
-                GenEvent::Dropped(r) => out.push(error(&ApiError::generation_dropped(r))),
+                GenEvent::Failed(e) => out.push(error(&CallError::Engine(e))),
+                GenEvent::Dropped(r) => out.push(error(&CallError::generation_dropped(r))),
             }
             // A failed choice ends the call: the others' claims drop with the stream.
             m.over = m.open == 0 || failed || shutting_down;
@@ -139,6 +140,6 @@ fn json(body: &impl serde::Serialize) -> String {
 }
 
 /// An error event: `{"error": {"message", "type"}}`, as the call's error would have been.
-fn error(e: &ApiError) -> String {
+fn error(e: &CallError) -> String {
     json(&ErrorResponse { error: ErrorDetail { message: e.to_string(), kind: e.kind().label() } })
 }

@@ -9,12 +9,12 @@ use axum::extract::State;
 use morph_encoder::TokenSpan;
 
 use super::{AppState, Body, parse, validate};
-use crate::error::ApiError;
+use crate::error::CallError;
 
 pub(super) async fn tokenize(
     State(state): State<AppState>,
     Body(body): Body,
-) -> Result<Json<Vec<Vec<TokenSpan>>>, ApiError> {
+) -> Result<Json<Vec<Vec<TokenSpan>>>, CallError> {
     state
         .drain
         .or_deadline(async {
@@ -28,7 +28,7 @@ pub(super) async fn tokenize(
 pub(super) async fn decode(
     State(state): State<AppState>,
     Body(body): Body,
-) -> Result<Json<Vec<String>>, ApiError> {
+) -> Result<Json<Vec<String>>, CallError> {
     state
         .drain
         .or_deadline(async {

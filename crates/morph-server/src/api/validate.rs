@@ -8,7 +8,7 @@ use super::requests::{
     ClassifyRequest, DecodeRequest, EmbedRequest, EmbeddingsRequest, GenerationRequest, PredictRequest,
     StreamOptions, TokenizeRequest,
 };
-use crate::error::ApiError;
+use crate::error::CallError;
 use crate::infer::{EmbedInputs, GenerationFormat, Prompt, ValidClassify, ValidEmbed, ValidGeneration};
 
 /// How `/v1/embeddings` writes its vectors.
@@ -38,14 +38,14 @@ pub fn embeddings(
     max_items: usize,
     served: &str,
     dim: usize,
-) -> Result<EmbeddingsCall, ApiError> {
+) -> Result<EmbeddingsCall, CallError> {
     let inputs = inputs("input", r.input, max_items)?;
     served_model(r.model, served)?;
     let encoding = match r.encoding_format.map(|Text(f)| f) {
         None => EncodingFormat::Float,
         Some(f) if f == "float" => EncodingFormat::Float,
         Some(f) if f == "base64" => EncodingFormat::Base64,
-        Some(_) => return Err(ApiError::validation("encoding_format", "must be \"float\" or \"base64\"")),
+        Some(_) => return Err(CallError::validation("encoding_format", "must be \"float\" or \"base64\"")),
     };
     if let Some(Number(asked)) = r.dimensions
         && asked != dim as f64
@@ -54,14 +54,14 @@ pub fn embeddings(
             "this model's vectors have {dim} dimensions and were not trained to be cut shorter \
              (Matryoshka): ask for {dim} or leave it out"
         );
-        return Err(ApiError::validation("dimensions", message));
+        return Err(CallError::validation("dimensions", message));
     }
     log_user("/v1/embeddings", r.user);
     let embed = ValidEmbed { inputs, field: "input", truncate: flag(r.truncate, false), normalize: true };
     Ok(EmbeddingsCall { embed, encoding })
 }
 
-pub fn embed(r: EmbedRequest, max_items: usize) -> Result<ValidEmbed, ApiError> {
+pub fn embed(r: EmbedRequest, max_items: usize) -> Result<ValidEmbed, CallError> {
     Ok(ValidEmbed {
         inputs: inputs("inputs", r.inputs, max_items)?,
         field: "inputs",
@@ -71,26 +71,26 @@ pub fn embed(r: EmbedRequest, max_items: usize) -> Result<ValidEmbed, ApiError> 
 }
 
 /// `/tokenize`: the texts, and whether to add the special tokens.
-pub fn tokenize(r: TokenizeRequest, max_items: usize) -> Result<(Vec<String>, bool), ApiError> {
+pub fn tokenize(r: TokenizeRequest, max_items: usize) -> Result<(Vec<String>, bool), CallError> {
     Ok((texts("inputs", r.inputs, max_items)?, flag(r.add_special_tokens, true)))
 }
 
 /// `/decode`: the token id lists, and whether to leave the special tokens out.
-pub fn decode(r: DecodeRequest, max_items: usize) -> Result<(Vec<Vec<u32>>, bool), ApiError> {
+pub fn decode(r: DecodeRequest, max_items: usize) -> Result<(Vec<Vec<u32>>, bool), CallError> {
     let ids = match inputs("ids", r.ids, max_items)? {
         EmbedInputs::Tokens(ids) => ids,
         EmbedInputs::Texts(_) => {
-            return Err(ApiError::validation("ids", "must be an array of token ids, or an array of them"));
+            return Err(CallError::validation("ids", "must be an array of token ids, or an array of them"));
         }
     };
     Ok((ids, flag(r.skip_special_tokens, true)))
 }
 
-pub fn classify(r: ClassifyRequest, max_items: usize) -> Result<ValidClassify, ApiError> {
+pub fn classify(r: ClassifyRequest, max_items: usize) -> Result<ValidClassify, CallError> {
     service("input", (r.task, r.input, r.slo_ms, r.utility, r.truncate), max_items)
 }
 
-pub fn predict(r: PredictRequest, max_items: usize) -> Result<ValidClassify, ApiError> {
+pub fn predict(r: PredictRequest, max_items: usize) -> Result<ValidClassify, CallError> {
     service("inputs", (r.task, r.inputs, r.slo_ms, r.utility, r.truncate), max_items)
 }
 
@@ -101,8 +101,8 @@ fn service(
     field: &'static str,
     (task, input, slo_ms, utility, truncate): ServiceFields,
     max_items: usize,
-) -> Result<ValidClassify, ApiError> {
-    let Some(Text(task)) = task else { return Err(ApiError::validation("task", "is required")) };
+) -> Result<ValidClassify, CallError> {
+    let Some(Text(task)) = task else { return Err(CallError::validation("task", "is required")) };
     Ok(ValidClassify {
         task,
         texts: texts(field, input, max_items)?,
@@ -121,7 +121,7 @@ pub fn generation(
     served: &str,
     context: usize,
     max_items: usize,
-) -> Result<ValidGeneration, ApiError> {
+) -> Result<ValidGeneration, CallError> {
     served_model(r.model, served)?;
     let prompts = match format {
         GenerationFormat::Completion => {
@@ -136,7 +136,7 @@ pub fn generation(
     let (max_tokens_field, max_tokens) = match (r.max_tokens, r.max_completion_tokens) {
         (Some(_), Some(_)) => {
             let message = "give max_tokens or max_completion_tokens (its newer name), not both";
-            return Err(ApiError::validation("max_completion_tokens", message));
+            return Err(CallError::validation("max_completion_tokens", message));
         }
         (None, Some(n)) => ("max_completion_tokens", Some(n)),
         (given, None) => ("max_tokens", given),
@@ -173,17 +173,17 @@ pub fn generation(
 }
 
 /// A field of the other generation route is named, with the route that takes it.
-fn refuse_other_format(field: &str, given: bool, route: &str, instead: &str) -> Result<(), ApiError> {
+fn refuse_other_format(field: &str, given: bool, route: &str, instead: &str) -> Result<(), CallError> {
     match given {
         true => {
-            Err(ApiError::validation(field, format!("is a field of {route}; this route takes {instead}")))
+            Err(CallError::validation(field, format!("is a field of {route}; this route takes {instead}")))
         }
         false => Ok(()),
     }
 }
 
 /// `stop`: a string or up to [`MAX_STOPS`] strings, none empty.
-fn stops(value: Option<Texts>) -> Result<Vec<String>, ApiError> {
+fn stops(value: Option<Texts>) -> Result<Vec<String>, CallError> {
     match value {
         None => Ok(Vec::new()),
         value => texts("stop", value, MAX_STOPS),
@@ -191,24 +191,24 @@ fn stops(value: Option<Texts>) -> Result<Vec<String>, ApiError> {
 }
 
 /// `stream_options` (only with `stream`): whether the last chunk carries the usage.
-fn stream_usage(options: Option<StreamOptions>, stream: bool) -> Result<bool, ApiError> {
+fn stream_usage(options: Option<StreamOptions>, stream: bool) -> Result<bool, CallError> {
     match options {
         None => Ok(false),
-        Some(_) if !stream => Err(ApiError::validation("stream_options", "is only for \"stream\": true")),
+        Some(_) if !stream => Err(CallError::validation("stream_options", "is only for \"stream\": true")),
         Some(StreamOptions { include_usage }) => Ok(flag(include_usage, false)),
     }
 }
 
 /// `response_format`: plain text only; the JSON modes are refused by name.
-fn response_format(value: Option<serde_json::Value>) -> Result<(), ApiError> {
+fn response_format(value: Option<serde_json::Value>) -> Result<(), CallError> {
     let Some(value) = value else { return Ok(()) };
     match value.get("type").and_then(|t| t.as_str()) {
         Some("text") => Ok(()),
-        Some(kind @ ("json_object" | "json_schema")) => Err(ApiError::validation(
+        Some(kind @ ("json_object" | "json_schema")) => Err(CallError::validation(
             "response_format",
             format!("{kind} is not supported by this server: answers are plain text"),
         )),
-        _ => Err(ApiError::validation("response_format", "must be {\"type\": \"text\"}")),
+        _ => Err(CallError::validation("response_format", "must be {\"type\": \"text\"}")),
     }
 }
 
@@ -223,19 +223,19 @@ fn logprobs(
     format: GenerationFormat,
     logprobs: Option<serde_json::Value>,
     top: Option<Number>,
-) -> Result<Option<u8>, ApiError> {
+) -> Result<Option<u8>, CallError> {
     let logprobs = logprobs.filter(|v| !v.is_null());
     match format {
         GenerationFormat::Chat => {
             let asked = match logprobs {
                 None => false,
                 Some(serde_json::Value::Bool(asked)) => asked,
-                Some(_) => return Err(ApiError::validation("logprobs", "must be true or false")),
+                Some(_) => return Err(CallError::validation("logprobs", "must be true or false")),
             };
             let top = whole_in("top_logprobs", top, 0.0, 0.0, MAX_TOP_LOGPROBS_CHAT)? as u8;
             match (asked, top) {
                 (false, 0) => Ok(None),
-                (false, _) => Err(ApiError::validation("top_logprobs", "needs \"logprobs\": true")),
+                (false, _) => Err(CallError::validation("top_logprobs", "needs \"logprobs\": true")),
                 (true, top) => Ok(Some(top)),
             }
         }
@@ -247,7 +247,7 @@ fn logprobs(
                 Some(_) => None,
             };
             let Some(number) = number else {
-                return Err(ApiError::validation("logprobs", "must be a number of alternatives, 0 to 5"));
+                return Err(CallError::validation("logprobs", "must be a number of alternatives, 0 to 5"));
             };
             Ok(Some(whole_in("logprobs", Some(number), 0.0, 0.0, MAX_TOP_LOGPROBS_COMPLETIONS)? as u8))
         }
@@ -262,48 +262,48 @@ fn log_user(route: &str, user: Option<Text>) {
 }
 
 /// `model`, when given, must be the one served.
-fn served_model(model: Option<Text>, served: &str) -> Result<(), ApiError> {
+fn served_model(model: Option<Text>, served: &str) -> Result<(), CallError> {
     match model {
-        Some(Text(asked)) if asked != served => Err(ApiError::UnknownModel { asked, served: served.into() }),
+        Some(Text(asked)) if asked != served => Err(CallError::UnknownModel { asked, served: served.into() }),
         _ => Ok(()),
     }
 }
 
 /// A string or a non-empty array of strings, none empty, at most `max_items` of them.
-fn texts(field: &str, value: Option<Texts>, max_items: usize) -> Result<Vec<String>, ApiError> {
+fn texts(field: &str, value: Option<Texts>, max_items: usize) -> Result<Vec<String>, CallError> {
     match value {
-        None => Err(ApiError::validation(field, "is required")),
-        Some(Texts::One(text)) if text.is_empty() => Err(ApiError::validation(field, "must not be empty")),
+        None => Err(CallError::validation(field, "is required")),
+        Some(Texts::One(text)) if text.is_empty() => Err(CallError::validation(field, "must not be empty")),
         Some(Texts::One(text)) => Ok(vec![text]),
         Some(Texts::Many(items)) if items.is_empty() => {
-            Err(ApiError::validation(field, "must not be an empty array"))
+            Err(CallError::validation(field, "must not be an empty array"))
         }
-        Some(Texts::Many(items)) if items.len() > max_items => Err(ApiError::validation(
+        Some(Texts::Many(items)) if items.len() > max_items => Err(CallError::validation(
             field,
             format!("has {} items; at most {max_items} per call", items.len()),
         )),
         Some(Texts::Many(items)) => match items.iter().position(String::is_empty) {
-            Some(i) => Err(ApiError::validation(format!("{field}[{i}]"), "must not be empty")),
+            Some(i) => Err(CallError::validation(format!("{field}[{i}]"), "must not be empty")),
             None => Ok(items),
         },
     }
 }
 
 /// `input`/`inputs` of an embedding call: texts as [`texts`], or token ids, each array non-empty.
-fn inputs(field: &str, value: Option<Inputs>, max_items: usize) -> Result<EmbedInputs, ApiError> {
+fn inputs(field: &str, value: Option<Inputs>, max_items: usize) -> Result<EmbedInputs, CallError> {
     let (ids, one) = match value {
-        None => return Err(ApiError::validation(field, "is required")),
+        None => return Err(CallError::validation(field, "is required")),
         Some(Inputs::Texts(t)) => return texts(field, Some(t), max_items).map(EmbedInputs::Texts),
         Some(Inputs::Tokens { ids, one }) => (ids, one),
     };
     if ids.len() > max_items {
-        return Err(ApiError::validation(
+        return Err(CallError::validation(
             field,
             format!("has {} items; at most {max_items} per call", ids.len()),
         ));
     }
     match ids.iter().position(Vec::is_empty) {
-        Some(i) if !one => Err(ApiError::validation(format!("{field}[{i}]"), "must not be an empty array")),
+        Some(i) if !one => Err(CallError::validation(format!("{field}[{i}]"), "must not be an empty array")),
         _ => Ok(EmbedInputs::Tokens(ids)),
     }
 }
@@ -312,11 +312,11 @@ fn inputs(field: &str, value: Option<Inputs>, max_items: usize) -> Result<EmbedI
 const ROLES: [&str; 4] = ["system", "developer", "user", "assistant"];
 
 /// `messages`: a non-empty array of `{role, content}`, content a string or text parts.
-fn messages(value: Option<Messages>) -> Result<Vec<Message>, ApiError> {
+fn messages(value: Option<Messages>) -> Result<Vec<Message>, CallError> {
     let list = match value {
-        None => return Err(ApiError::validation("messages", "is required")),
+        None => return Err(CallError::validation("messages", "is required")),
         Some(Messages(list)) if list.is_empty() => {
-            return Err(ApiError::validation("messages", "must not be empty"));
+            return Err(CallError::validation("messages", "must not be empty"));
         }
         Some(Messages(list)) => list,
     };
@@ -328,9 +328,9 @@ fn messages(value: Option<Messages>) -> Result<Vec<Message>, ApiError> {
                 Some(Text(role)) if ROLES.contains(&role.as_str()) => role,
                 Some(_) => {
                     let message = format!("must be one of {}", ROLES.join(", "));
-                    return Err(ApiError::validation(format!("messages[{i}].role"), message));
+                    return Err(CallError::validation(format!("messages[{i}].role"), message));
                 }
-                None => return Err(ApiError::validation(format!("messages[{i}].role"), "must be a string")),
+                None => return Err(CallError::validation(format!("messages[{i}].role"), "must be a string")),
             };
             Ok(Message { role, content: content_text(i, content)? })
         })
@@ -339,9 +339,9 @@ fn messages(value: Option<Messages>) -> Result<Vec<Message>, ApiError> {
 
 /// Message `i`'s content: a string, or the texts of its parts (only parts of type text) joined
 /// by newlines.
-fn content_text(i: usize, content: Option<Content>) -> Result<String, ApiError> {
+fn content_text(i: usize, content: Option<Content>) -> Result<String, CallError> {
     let parts = match content {
-        None => return Err(ApiError::validation(format!("messages[{i}].content"), "must be a string")),
+        None => return Err(CallError::validation(format!("messages[{i}].content"), "must be a string")),
         Some(Content::Text(text)) => return Ok(text),
         Some(Content::Parts(parts)) => parts,
     };
@@ -350,13 +350,13 @@ fn content_text(i: usize, content: Option<Content>) -> Result<String, ApiError> 
         match (part.get("type").and_then(|t| t.as_str()), part.get("text").and_then(|t| t.as_str())) {
             (Some("text"), Some(text)) => Ok(text),
             (Some("text"), None) => {
-                Err(ApiError::validation(field(), "a text part needs \"text\": a string"))
+                Err(CallError::validation(field(), "a text part needs \"text\": a string"))
             }
-            (Some(kind), _) => Err(ApiError::validation(
+            (Some(kind), _) => Err(CallError::validation(
                 field(),
                 format!("parts of type {kind} are not supported: text only"),
             )),
-            (None, _) => Err(ApiError::validation(field(), "must be {\"type\": \"text\", \"text\": ...}")),
+            (None, _) => Err(CallError::validation(field(), "must be {\"type\": \"text\", \"text\": ...}")),
         }
     });
     Ok(texts.collect::<Result<Vec<_>, _>>()?.join("\n"))
@@ -367,14 +367,14 @@ fn flag(value: Option<Flag>, default: bool) -> bool {
 }
 
 /// A number in `min..=max`, `default` when absent.
-fn number_in(field: &str, value: Option<Number>, default: f64, min: f64, max: f64) -> Result<f64, ApiError> {
+fn number_in(field: &str, value: Option<Number>, default: f64, min: f64, max: f64) -> Result<f64, CallError> {
     Ok(optional_number_in(field, value, min, max)?.unwrap_or(default))
 }
 
 /// A whole number in `min..=max`, `default` when absent.
-fn whole_in(field: &str, value: Option<Number>, default: f64, min: f64, max: f64) -> Result<f64, ApiError> {
+fn whole_in(field: &str, value: Option<Number>, default: f64, min: f64, max: f64) -> Result<f64, CallError> {
     match value {
-        Some(Number(v)) if v.fract() != 0.0 => Err(ApiError::validation(field, "must be a whole number")),
+        Some(Number(v)) if v.fract() != 0.0 => Err(CallError::validation(field, "must be a whole number")),
         value => number_in(field, value, default, min, max),
     }
 }
@@ -385,11 +385,11 @@ fn optional_number_in(
     value: Option<Number>,
     min: f64,
     max: f64,
-) -> Result<Option<f64>, ApiError> {
+) -> Result<Option<f64>, CallError> {
     match value {
         None => Ok(None),
         Some(Number(v)) if (min..=max).contains(&v) => Ok(Some(v)),
-        Some(_) => Err(ApiError::validation(field, format!("must be between {min} and {max}"))),
+        Some(_) => Err(CallError::validation(field, format!("must be between {min} and {max}"))),
     }
 }
 
@@ -458,7 +458,7 @@ mod tests {
     }
 
     fn generate(body: &str, format: GenerationFormat) -> Result<ValidGeneration, String> {
-        let r = parse(body.as_bytes()).map_err(|e: ApiError| e.to_string())?;
+        let r = parse(body.as_bytes()).map_err(|e: CallError| e.to_string())?;
         generation(r, format, "m", 2048, 4).map_err(|e| e.to_string())
     }
 

@@ -147,7 +147,10 @@ impl RemoteHosts {
 
     /// The hosts as QUART's servers: slots each (0 for a host that left).
     pub fn host_slots(&self) -> HostSlots {
-        HostSlots { slots: lock(&self.shared.table).iter().map(|(_, slots)| *slots).collect(), cores: Vec::new() }
+        HostSlots {
+            slots: lock(&self.shared.table).iter().map(|(_, slots)| *slots).collect(),
+            cores: Vec::new(),
+        }
     }
 
     /// Every host known, by number.

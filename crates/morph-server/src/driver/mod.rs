@@ -17,7 +17,7 @@ use morph_core::{
     DropReason, Gauge, Generation, HostId, InstanceId, Nanos, Policy, RequestId, ServiceClass, StartKind,
     TaskId, Ticket, Time, UnitSpec,
 };
-use morph_decoder::{Decoding, GenEvent, Iterations};
+use morph_decoder::{Decoding, GenEvent};
 use morph_engine::EngineError;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::oneshot;
@@ -26,7 +26,7 @@ use tracing::Instrument;
 pub use job::{Pooled, SeqError, SeqResult};
 use state::{Outside, State};
 
-use crate::launcher::{Instance, InstanceEngine, Launcher};
+use crate::launcher::{Instance, InstanceEngine, IterationRelay, Launcher};
 use crate::metrics::Metrics;
 
 /// Shared by every HTTP handler and batch task.
@@ -98,14 +98,14 @@ impl Driver {
     /// Registers every instance with the policy (all are loaded and idle).
     pub fn new(
         policy: Box<dyn Policy>,
-        workers: Vec<Instance>,
+        instances: Vec<Instance>,
         launcher: Arc<Launcher>,
         metrics: Arc<Metrics>,
     ) -> Arc<Self> {
         let mut state = State::new(policy, metrics.clone());
         let mut pending = Vec::new();
-        for worker in workers {
-            pending.extend(state.add_instance(Time::ZERO, worker).1);
+        for instance in instances {
+            pending.extend(state.add_instance(Time::ZERO, instance).1);
         }
         let pending = Mutex::new(pending);
         Arc::new(Self { state: Mutex::new(state), pending, launcher, epoch: Instant::now(), metrics })
@@ -275,29 +275,35 @@ impl Driver {
         self.carry_out(outside);
     }
 
-    /// Forwards every decoder instance's iteration reports to the state, on tokio tasks. Call
-    /// from within the runtime (the server's start, and after each launch).
+    /// Binds every new decoder instance's iteration reports to the state: each decoder thread,
+    /// after each iteration, takes the lock and carries out what the policy decided itself, so
+    /// its joins and resume are in its inbox before it looks (no hop through another thread).
+    /// Call from within the runtime (the server's start, and after each launch).
     pub fn forward_iterations(self: &Arc<Self>) {
-        let pending: Vec<(InstanceId, Iterations)> = self
+        let unbound: Vec<(InstanceId, IterationRelay)> = self
             .lock()
             .instances_mut()
-            .filter_map(|(id, w)| match &mut w.engine {
-                InstanceEngine::Decoder { iterations, .. } => iterations.take().map(|rx| (*id, rx)),
-                InstanceEngine::Encoder(_) => None,
+            .filter_map(|(id, w)| match &w.engine {
+                InstanceEngine::Decoder { relay, .. } if !relay.is_bound() => Some((*id, relay.clone())),
+                _ => None,
             })
             .collect();
-        for (instance, mut rx) in pending {
-            let driver = Arc::clone(self);
-            tokio::spawn(async move {
-                while let Some(report) = rx.recv().await {
-                    if report.sequences > 0 {
-                        let r = &report;
-                        driver.metrics.decode_iteration(r.sequences, r.prefilling, r.seconds, r.context);
-                    }
-                    let outside = driver.lock().iteration(driver.now(), instance, report);
-                    driver.carry_out(outside);
+        let runtime = tokio::runtime::Handle::current();
+        for (instance, relay) in unbound {
+            let driver = Arc::downgrade(self);
+            let runtime = runtime.clone();
+            relay.bind(Box::new(move |report| {
+                // The driver is gone at shutdown: nothing is left to tell.
+                let Some(driver) = driver.upgrade() else { return };
+                // Batches and launches it starts go to the server's runtime.
+                let _runtime = runtime.enter();
+                if report.sequences > 0 {
+                    let r = &report;
+                    driver.metrics.decode_iteration(r.sequences, r.prefilling, r.seconds, r.context);
                 }
-            });
+                let outside = driver.lock().iteration(driver.now(), instance, report);
+                driver.carry_out(outside);
+            }));
         }
     }
 
@@ -345,11 +351,11 @@ impl Driver {
                 Outside::Launch { ticket, unit, host } => {
                     tokio::task::spawn_blocking(move || driver.launch(ticket, unit, host));
                 }
-                Outside::Stop { worker, park: true } => {
-                    tokio::task::spawn_blocking(move || drop(driver.launcher.retire(*worker)));
+                Outside::Retire { instance, park: true } => {
+                    tokio::task::spawn_blocking(move || drop(driver.launcher.retire(*instance)));
                 }
-                Outside::Stop { worker, park: false } => {
-                    tokio::task::spawn_blocking(move || drop(worker));
+                Outside::Retire { instance, park: false } => {
+                    tokio::task::spawn_blocking(move || drop(instance));
                 }
             }
         }
@@ -358,9 +364,9 @@ impl Driver {
     /// Loads a new instance on `server` and reports it: a thread is a warm start (the launcher
     /// keeps the weights in host memory), a worker process says how it started.
     fn launch(self: Arc<Self>, ticket: Ticket, unit: UnitSpec, host: Option<HostId>) {
-        let result = self.launcher.start(unit, host).map_err(|e| e.to_string()).map(|worker| {
-            let kind = worker.start.as_ref().map_or(StartKind::Warm, |s| s.kind);
-            (worker, kind)
+        let result = self.launcher.start(unit, host).map_err(|e| e.to_string()).map(|instance| {
+            let kind = instance.start.as_ref().map_or(StartKind::Warm, |s| s.kind);
+            (instance, kind)
         });
         if let Err(e) = &result {
             tracing::error!(%unit, error = %e, "launching an instance failed");

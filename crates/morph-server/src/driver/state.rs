@@ -37,9 +37,9 @@ pub(crate) enum Outside {
     },
     /// Start an instance of `unit`, then report it with [`State::launched`].
     Launch { ticket: Ticket, unit: UnitSpec, host: Option<HostId> },
-    /// Stop this instance (joining its thread), or, when `park`, hand it to the launcher, which
-    /// may keep it loaded for a hot start.
-    Stop { worker: Box<Instance>, park: bool },
+    /// Retire this instance (stop it, joining its thread), or, when `park`, hand it to the
+    /// launcher, which may keep it loaded for a hot start.
+    Retire { instance: Box<Instance>, park: bool },
 }
 
 #[derive(Debug)]
@@ -87,11 +87,11 @@ impl State {
     }
 
     /// An instance of the initial layout, loaded and idle.
-    pub(crate) fn add_instance(&mut self, now: Time, worker: Instance) -> (InstanceId, Vec<Outside>) {
+    pub(crate) fn add_instance(&mut self, now: Time, instance: Instance) -> (InstanceId, Vec<Outside>) {
         let mut effects = Vec::new();
-        let (unit, host) = (worker.unit, worker.host);
+        let (unit, host) = (instance.unit, instance.host);
         let id = self.ledger.add_instance(now, unit, host, &mut effects);
-        self.instances.insert(id, worker);
+        self.instances.insert(id, instance);
         (id, self.apply(effects))
     }
 
@@ -300,16 +300,16 @@ impl State {
         let took = self.launches.remove(&ticket).map_or(0, |t| t.elapsed().as_nanos() as u64);
         let mut effects = Vec::new();
         let (id, stray) = match result {
-            Ok((worker, start)) => {
+            Ok((instance, start)) => {
                 self.metrics.started(start, std::time::Duration::from_nanos(took));
-                let launched = Launched { ticket, host: worker.host, start, took };
+                let launched = Launched { ticket, host: instance.host, start, took };
                 match self.ledger.launch_up(now, launched, &mut effects) {
                     Some(id) => {
-                        self.instances.insert(id, worker);
+                        self.instances.insert(id, instance);
                         (Some(id), None)
                     }
                     // No launch had that ticket: the instance has no place.
-                    None => (None, Some(Outside::Stop { worker: Box::new(worker), park: true })),
+                    None => (None, Some(Outside::Retire { instance: Box::new(instance), park: true })),
                 }
             }
             Err(e) => {
@@ -354,22 +354,22 @@ impl State {
         let mut outside = Vec::new();
         for effect in effects {
             match effect {
-                Effect::Start { instance, requests, plan } => {
+                Effect::Run { instance, requests, plan } => {
                     outside.extend(self.start(instance, &requests, plan.tokens));
                 }
                 Effect::Join { instance, requests } => {
                     self.start(instance, &requests, TokenPlan::Plain);
                 }
                 Effect::Resume { instance } => self.decoder(instance, |d| d.resume()),
-                Effect::Stop { instance, request } => self.decoder(instance, |d| d.cancel(request.0)),
+                Effect::Cancel { instance, request } => self.decoder(instance, |d| d.cancel(request.0)),
                 Effect::Launch { ticket, unit, host } => {
                     self.launches.insert(ticket, Instant::now());
                     outside.push(Outside::Launch { ticket, unit, host });
                 }
                 Effect::Retire { instance } => {
                     let park = !self.lost.remove(&instance);
-                    let worker = self.instances.remove(&instance);
-                    outside.extend(worker.map(|w| Outside::Stop { worker: Box::new(w), park }));
+                    let instance = self.instances.remove(&instance);
+                    outside.extend(instance.map(|w| Outside::Retire { instance: Box::new(w), park }));
                 }
                 Effect::Answer { request, outcome } => self.answer(request, outcome),
                 Effect::Forward { request, .. } => {
@@ -395,7 +395,7 @@ impl State {
     fn start(&mut self, instance: InstanceId, requests: &[RequestId], plan: TokenPlan) -> Option<Outside> {
         let started = Instant::now();
         match self.instances.get(&instance).map(|w| &w.engine) {
-            Some(InstanceEngine::Encoder(worker)) => {
+            Some(InstanceEngine::Encoder(engine)) => {
                 let mut calls = Vec::with_capacity(requests.len());
                 let mut tokens = Vec::new();
                 let mut hidden = Vec::new();
@@ -429,9 +429,9 @@ impl State {
                     requests.iter().filter_map(|r| self.ledger.request(*r)).map(|i| i.input_len).max();
                 let requests = requests.to_vec();
                 let longest = longest.unwrap_or(0);
-                Some(Outside::Run { instance, handle: worker.handle(), requests, rows, plan, longest, calls })
+                Some(Outside::Run { instance, handle: engine.handle(), requests, rows, plan, longest, calls })
             }
-            Some(InstanceEngine::Decoder { thread: worker, .. }) => {
+            Some(InstanceEngine::Decoder { thread, .. }) => {
                 let mut generations = Vec::with_capacity(requests.len());
                 for r in requests {
                     if let Some(Job::Generate { request, enqueued }) = self.jobs.get_mut(r)
@@ -441,7 +441,7 @@ impl State {
                         generations.push(g);
                     }
                 }
-                if let Err(e) = worker.join(generations) {
+                if let Err(e) = thread.join(generations) {
                     tracing::error!(%instance, error = %e, "decoder instance stopped");
                 }
                 None
@@ -455,9 +455,8 @@ impl State {
         instance: InstanceId,
         send: impl FnOnce(&morph_decoder::DecoderThread) -> Result<(), EngineError>,
     ) {
-        if let Some(InstanceEngine::Decoder { thread: worker, .. }) =
-            self.instances.get(&instance).map(|w| &w.engine)
-            && let Err(e) = send(worker)
+        if let Some(InstanceEngine::Decoder { thread, .. }) = self.instances.get(&instance).map(|w| &w.engine)
+            && let Err(e) = send(thread)
         {
             tracing::error!(%instance, error = %e, "decoder instance stopped");
         }

@@ -22,8 +22,8 @@ fn state_with(policy: Box<dyn Policy>) -> (State, Arc<Metrics>) {
     let mut state = State::new(policy, metrics.clone());
     let profile = flat_profile(1.0, 8);
     let launcher = Launcher::new(Backend::emulated(Arc::new(profile), 2));
-    let worker = launcher.start(UnitSpec::encoder(RuntimeSpec::dynamic(64, 8)), None).expect("worker");
-    let (id, outside) = state.add_instance(Time::ZERO, worker);
+    let instance = launcher.start(UnitSpec::encoder(RuntimeSpec::dynamic(64, 8)), None).expect("an instance");
+    let (id, outside) = state.add_instance(Time::ZERO, instance);
     assert_eq!((id, outside.len()), (InstanceId(0), 0));
     (state, metrics)
 }
@@ -191,7 +191,7 @@ async fn a_lost_worker_leaves_and_is_replaced_and_its_batch_runs_once_more_then_
     let lost = EngineError::Lost("worker process 7 connection lost mid-batch".into());
     let outside = state.lost(Time(2), InstanceId(0), &requests, lost.clone());
     assert!(rx.try_recv().is_err(), "not answered: it waits to run again");
-    assert!(matches!(outside[0], Outside::Stop { park: false, .. }), "never parked: {outside:?}");
+    assert!(matches!(outside[0], Outside::Retire { park: false, .. }), "never parked: {outside:?}");
     let unit = UnitSpec::encoder(RuntimeSpec::dynamic(64, 8));
     let tickets: Vec<_> = outside
         .iter()
@@ -204,9 +204,10 @@ async fn a_lost_worker_leaves_and_is_replaced_and_its_batch_runs_once_more_then_
     assert_eq!(state.ledger().instances().count(), 0);
 
     let profile = flat_profile(1.0, 1);
-    let worker = Launcher::new(Backend::emulated(Arc::new(profile), 2)).start(unit, None).expect("worker");
+    let instance =
+        Launcher::new(Backend::emulated(Arc::new(profile), 2)).start(unit, None).expect("an instance");
     let (replacement, outside) =
-        state.launched(Time(3), tickets[0], Ok((worker, morph_core::StartKind::Warm)));
+        state.launched(Time(3), tickets[0], Ok((instance, morph_core::StartKind::Warm)));
     let replacement = replacement.expect("up");
     let (again, rows) = run_of(outside);
     assert_eq!((again.clone(), rows), (vec![id], Rows::Tokens(vec![vec![1, 2, 3]])), "the same input again");

@@ -6,7 +6,7 @@ use morph_core::TokenPlan;
 
 use super::embed::Embedder;
 use super::valid::{EmbedInputs, ValidClassify};
-use crate::error::ApiError;
+use crate::error::CallError;
 
 /// A classification call's answers: each input's label and scores, with the plan its batch ran.
 #[derive(Debug)]
@@ -18,23 +18,23 @@ pub struct Classified {
 impl Embedder {
     /// Classifies the call's inputs with its task's head; a task the server lacks is a 404 naming
     /// the tasks served.
-    pub async fn classify(&self, call: ValidClassify) -> Result<Classified, ApiError> {
+    pub async fn classify(&self, call: ValidClassify) -> Result<Classified, CallError> {
         let Some(heads) = self.heads.as_deref() else {
-            return Err(ApiError::UnknownTask {
+            return Err(CallError::UnknownTask {
                 asked: call.task,
                 served: "none (the task heads read all-MiniLM-L6-v2, not this server's model)".into(),
             });
         };
         let Some(task) = heads.find(&call.task) else {
             let served = heads.tasks().iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ");
-            return Err(ApiError::UnknownTask { asked: call.task, served });
+            return Err(CallError::UnknownTask { asked: call.task, served });
         };
         let class = call.class(task);
         let inputs = EmbedInputs::Texts(call.texts);
         let (pooled, tokens) = self.pool(inputs, call.field, call.truncate, Some(class)).await?;
         let answers = pooled
             .iter()
-            .map(|p| heads.classify(task, p.plan, &p.vector).map(|a| (a, p.plan)).map_err(ApiError::Engine))
+            .map(|p| heads.classify(task, p.plan, &p.vector).map(|a| (a, p.plan)).map_err(CallError::Engine))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Classified { answers, tokens })
     }

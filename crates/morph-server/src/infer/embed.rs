@@ -12,7 +12,7 @@ use morph_engine::EngineError;
 
 use super::valid::{EmbedInputs, ValidEmbed};
 use crate::driver::{CallClass, Driver, Pooled, SeqError};
-use crate::error::ApiError;
+use crate::error::CallError;
 
 /// A server's encoder: what embeds and classifies its inputs.
 #[derive(Debug)]
@@ -47,7 +47,7 @@ impl Embedder {
     }
 
     /// The call's vectors, L2-normalised when it asks.
-    pub async fn embed(&self, call: ValidEmbed) -> Result<Embedded, ApiError> {
+    pub async fn embed(&self, call: ValidEmbed) -> Result<Embedded, CallError> {
         let normalize = call.normalize;
         let (pooled, tokens) = self.pool(call.inputs, call.field, call.truncate, None).await?;
         let mut vectors: Vec<Vec<f32>> = pooled.into_iter().map(|p| p.vector).collect();
@@ -65,7 +65,7 @@ impl Embedder {
         field: &str,
         cut: bool,
         class: Option<CallClass>,
-    ) -> Result<(Vec<Pooled>, usize), ApiError> {
+    ) -> Result<(Vec<Pooled>, usize), CallError> {
         let sequences = match inputs {
             EmbedInputs::Texts(texts) => self.tokenize(texts).await?,
             EmbedInputs::Tokens(ids) => self.known_ids(ids, field)?,
@@ -91,7 +91,7 @@ impl Embedder {
         &self,
         sequences: Vec<Vec<u32>>,
         class: Option<CallClass>,
-    ) -> Result<Vec<Pooled>, ApiError> {
+    ) -> Result<Vec<Pooled>, CallError> {
         let submitted = self.driver.submit_call(sequences, class)?;
         let mut pooled = Vec::with_capacity(submitted.len());
         for (claim, rx) in submitted {
@@ -100,8 +100,8 @@ impl Embedder {
             pooled.push(match result {
                 Ok(Ok(p)) => p,
                 Ok(Err(SeqError::Dropped(reason))) => return Err(reason.into()),
-                Ok(Err(SeqError::Engine(e))) => return Err(ApiError::Engine(e)),
-                Err(_) => return Err(ApiError::Engine(EngineError::Stopped)),
+                Ok(Err(SeqError::Engine(e))) => return Err(CallError::Engine(e)),
+                Err(_) => return Err(CallError::Engine(EngineError::Stopped)),
             });
         }
         Ok(pooled)
@@ -112,50 +112,50 @@ impl Embedder {
         &self,
         texts: Vec<String>,
         add_special: bool,
-    ) -> Result<Vec<Vec<TokenSpan>>, ApiError> {
+    ) -> Result<Vec<Vec<TokenSpan>>, CallError> {
         let tokenizer = self.tokenizer.clone();
         tokio::task::spawn_blocking(move || {
             texts.iter().map(|t| tokenizer.spans(t, add_special)).collect::<Result<Vec<_>, _>>()
         })
         .await
-        .map_err(|e| ApiError::Engine(EngineError::Tokenize(e.to_string())))?
-        .map_err(ApiError::Engine)
+        .map_err(|e| CallError::Engine(EngineError::Tokenize(e.to_string())))?
+        .map_err(CallError::Engine)
     }
 
     /// Each id list's text (ids checked against the vocabulary first).
-    pub fn decode(&self, ids: Vec<Vec<u32>>, skip_special: bool) -> Result<Vec<String>, ApiError> {
+    pub fn decode(&self, ids: Vec<Vec<u32>>, skip_special: bool) -> Result<Vec<String>, CallError> {
         let ids = self.known_ids(ids, "ids")?;
-        ids.iter().map(|ids| self.tokenizer.decode(ids, skip_special).map_err(ApiError::Engine)).collect()
+        ids.iter().map(|ids| self.tokenizer.decode(ids, skip_special).map_err(CallError::Engine)).collect()
     }
 
     /// Token ids sent by the caller, each checked against the vocabulary.
-    fn known_ids(&self, ids: Vec<Vec<u32>>, field: &str) -> Result<Vec<Vec<u32>>, ApiError> {
+    fn known_ids(&self, ids: Vec<Vec<u32>>, field: &str) -> Result<Vec<Vec<u32>>, CallError> {
         let vocab = self.tokenizer.vocab_size();
         let n = ids.len();
         for (i, seq) in ids.iter().enumerate() {
             if let Some(bad) = seq.iter().find(|&&id| id as usize >= vocab) {
                 let message = format!("token id {bad} is not in the model's vocabulary of {vocab}");
-                return Err(ApiError::validation(field_of(field, i, n), message));
+                return Err(CallError::validation(field_of(field, i, n), message));
             }
         }
         Ok(ids)
     }
 
-    async fn tokenize(&self, texts: Vec<String>) -> Result<Vec<Vec<u32>>, ApiError> {
+    async fn tokenize(&self, texts: Vec<String>) -> Result<Vec<Vec<u32>>, CallError> {
         let started = Instant::now();
         let tokenizer = self.tokenizer.clone();
         let encoded = tokio::task::spawn_blocking(move || {
             texts.iter().map(|t| tokenizer.encode(t)).collect::<Result<Vec<_>, _>>()
         })
         .await
-        .map_err(|e| ApiError::Engine(EngineError::Tokenize(e.to_string())))?
-        .map_err(ApiError::Engine)?;
+        .map_err(|e| CallError::Engine(EngineError::Tokenize(e.to_string())))?
+        .map_err(CallError::Engine)?;
         self.driver.metrics.tokenization(started.elapsed().as_secs_f64());
         Ok(encoded)
     }
 
     /// Sequences longer than the longest runtime are cut when `cut`, else refused.
-    fn fit(&self, encoded: Vec<Vec<u32>>, field: &str, cut: bool) -> Result<Vec<Vec<u32>>, ApiError> {
+    fn fit(&self, encoded: Vec<Vec<u32>>, field: &str, cut: bool) -> Result<Vec<Vec<u32>>, CallError> {
         let max_len = self.max_input_len as usize;
         let n = encoded.len();
         encoded
@@ -165,7 +165,7 @@ impl Embedder {
                 if ids.len() > max_len {
                     if !cut {
                         let field = field_of(field, i, n);
-                        return Err(ApiError::TooLong { field, len: ids.len(), max_len: max_len as u32 });
+                        return Err(CallError::TooLong { field, len: ids.len(), max_len: max_len as u32 });
                     }
                     truncate(&mut ids, max_len);
                 }

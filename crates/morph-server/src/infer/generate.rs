@@ -4,14 +4,14 @@
 
 use std::sync::Arc;
 
-use morph_decoder::{GenEvent, GgufTokenizer, Llama, Message};
+use morph_decoder::{DecoderModel, GenEvent, Message};
 use morph_encoder::predictor::predictor_text;
 use morph_engine::EngineError;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::valid::{Prompt, ValidGeneration};
 use crate::driver::{Claim, Driver};
-use crate::error::ApiError;
+use crate::error::CallError;
 use crate::prediction::Predictions;
 
 /// A server's decoder: what generates its completions.
@@ -19,7 +19,7 @@ use crate::prediction::Predictions;
 pub struct Generator {
     pub(super) driver: Arc<Driver>,
     /// The decoder's shape and tokenizer.
-    pub(super) model: Arc<(Llama, GgufTokenizer)>,
+    pub(super) model: Arc<DecoderModel>,
     /// Predicted output lengths for the scheduler (with a predictor).
     predictions: Option<Arc<Predictions>>,
     /// A decoder cut into this many prefill stages answers one token (0: a whole decoder).
@@ -31,7 +31,7 @@ pub struct Generator {
 /// A generation under way: the caller's claim, its events and the first of them, and where its
 /// true output length is remembered when it finishes.
 #[derive(Debug)]
-pub struct Generation {
+pub struct StartedGeneration {
     pub claim: Claim,
     pub events: UnboundedReceiver<GenEvent>,
     pub first: GenEvent,
@@ -57,7 +57,7 @@ impl Truth {
 impl Generator {
     pub fn new(
         driver: Arc<Driver>,
-        model: Arc<(Llama, GgufTokenizer)>,
+        model: Arc<DecoderModel>,
         predictions: Option<Arc<Predictions>>,
         prefill_stages: u16,
         max_input_len: u32,
@@ -72,18 +72,18 @@ impl Generator {
 
     /// Token `id` as text (a piece of a character reads as U+FFFD).
     pub fn token_text(&self, id: u32) -> String {
-        self.model.1.decode(&[id]).unwrap_or_default()
+        self.model.tokenizer.decode(&[id]).unwrap_or_default()
     }
 
     /// Tokens the decoder's context holds: the most `max_tokens` may be.
     pub fn context(&self) -> usize {
-        self.model.0.config.context
+        self.model.llama.config.context
     }
 
     /// Starts the call's generations (one per choice, all handed over before any is awaited)
     /// and waits for each one's first event: a refusal or failure then is the call's error
     /// status (the others started are cancelled as their claims drop).
-    pub async fn start(&self, call: &ValidGeneration) -> Result<Vec<Generation>, ApiError> {
+    pub async fn start(&self, call: &ValidGeneration) -> Result<Vec<StartedGeneration>, CallError> {
         if self.prefill_stages > 0 {
             Self::one_token(call)?;
         }
@@ -117,10 +117,10 @@ impl Generator {
             generations.push(match start {
                 Started::Ready(generation) => generation,
                 Started::Waiting { claim, mut events, truth } => match events.recv().await {
-                    Some(GenEvent::Dropped(r)) => return Err(ApiError::generation_dropped(r)),
-                    Some(GenEvent::Failed(e)) => return Err(ApiError::Engine(e)),
-                    None => return Err(ApiError::Engine(EngineError::Stopped)),
-                    Some(first) => Generation { claim, events, first, truth },
+                    Some(GenEvent::Dropped(r)) => return Err(CallError::generation_dropped(r)),
+                    Some(GenEvent::Failed(e)) => return Err(CallError::Engine(e)),
+                    None => return Err(CallError::Engine(EngineError::Stopped)),
+                    Some(first) => StartedGeneration { claim, events, first, truth },
                 },
             });
         }
@@ -141,7 +141,7 @@ impl Generator {
     /// A prompt's token ids; with `max_tokens` they must fit in what a sequence holds (a whole
     /// decoder's KV cache is its runtime's length, a prefill the context; a prompt alone too long
     /// is the policy's 413).
-    async fn tokenize(&self, prompt: &Prompt, max_tokens: u32) -> Result<Vec<u32>, ApiError> {
+    async fn tokenize(&self, prompt: &Prompt, max_tokens: u32) -> Result<Vec<u32>, CallError> {
         let context = self.context();
         let holds = match self.prefill_stages {
             0 => context.min(self.max_input_len as usize),
@@ -150,24 +150,26 @@ impl Generator {
         let field = prompt.field();
         let text = match prompt {
             Prompt::Text(prompt) => prompt.clone(),
-            Prompt::Chat(messages) => {
-                self.model.1.chat_prompt(messages).map_err(|e| ApiError::validation(field, e.to_string()))?
-            }
+            Prompt::Chat(messages) => self
+                .model
+                .tokenizer
+                .chat_prompt(messages)
+                .map_err(|e| CallError::validation(field, e.to_string()))?,
         };
         let model = self.model.clone();
-        let ids = tokio::task::spawn_blocking(move || model.1.encode(&text))
+        let ids = tokio::task::spawn_blocking(move || model.tokenizer.encode(&text))
             .await
-            .map_err(|e| ApiError::Engine(EngineError::Tokenize(e.to_string())))?
+            .map_err(|e| CallError::Engine(EngineError::Tokenize(e.to_string())))?
             .map_err(|e| match e {
-                EngineError::Unrepresentable(message) => ApiError::validation(field, message),
-                e => ApiError::Engine(e),
+                EngineError::Unrepresentable(message) => CallError::validation(field, message),
+                e => CallError::Engine(e),
             })?;
         if ids.len() < holds && ids.len() + max_tokens as usize > holds {
             let message = format!(
                 "the prompt's {} tokens plus max_tokens exceed the {holds} tokens a sequence holds here (the model's context of {context}, or the runtime's length: --runtime dynamic:LENxN)",
                 ids.len()
             );
-            return Err(ApiError::validation("max_tokens", message));
+            return Err(CallError::validation("max_tokens", message));
         }
         Ok(ids)
     }
@@ -176,7 +178,7 @@ impl Generator {
 /// A choice handed over: answered already (a prefill-stage server's one token), or waiting for
 /// its first event.
 enum Started {
-    Ready(Generation),
+    Ready(StartedGeneration),
     Waiting { claim: Claim, events: UnboundedReceiver<GenEvent>, truth: Option<Truth> },
 }
 

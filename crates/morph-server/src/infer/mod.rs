@@ -11,5 +11,5 @@ mod valid;
 
 pub use classify::Classified;
 pub use embed::{Embedded, Embedder};
-pub use generate::{Generation, Generator, Truth};
+pub use generate::{Generator, StartedGeneration, Truth};
 pub use valid::{EmbedInputs, GenerationFormat, Prompt, ValidClassify, ValidEmbed, ValidGeneration};

@@ -7,16 +7,16 @@ use morph_decoder::{Decoding, FinishReason, GenEvent, Sampler, Scanned, StopScan
 use morph_engine::EngineError;
 use tokio::sync::mpsc::unbounded_channel;
 
-use super::generate::{Generation, Generator};
+use super::generate::{Generator, StartedGeneration};
 use super::valid::ValidGeneration;
 use crate::driver::SeqError;
-use crate::error::ApiError;
+use crate::error::CallError;
 
 impl Generator {
     /// A call to a prefill-stage server may ask for its one token only.
-    pub(super) fn one_token(call: &ValidGeneration) -> Result<(), ApiError> {
+    pub(super) fn one_token(call: &ValidGeneration) -> Result<(), CallError> {
         match call.max_tokens_given && call.max_tokens != 1 {
-            true => Err(ApiError::validation(
+            true => Err(CallError::validation(
                 "max_tokens",
                 "this server runs the decoder's prefill in stages: it answers one token (max_tokens 1)",
             )),
@@ -29,16 +29,16 @@ impl Generator {
         &self,
         decoding: Decoding,
         prompt: Vec<u32>,
-    ) -> Result<Generation, ApiError> {
+    ) -> Result<StartedGeneration, CallError> {
         let prompt_tokens = prompt.len();
         let (claim, rx) = self.driver.submit(prompt);
         let logits = match rx.await {
             Ok(Ok(pooled)) => pooled.vector,
-            Ok(Err(SeqError::Dropped(reason))) => return Err(ApiError::generation_dropped(reason)),
-            Ok(Err(SeqError::Engine(e))) => return Err(ApiError::Engine(e)),
-            Err(_) => return Err(ApiError::Engine(EngineError::Stopped)),
+            Ok(Err(SeqError::Dropped(reason))) => return Err(CallError::generation_dropped(reason)),
+            Ok(Err(SeqError::Engine(e))) => return Err(CallError::Engine(e)),
+            Err(_) => return Err(CallError::Engine(EngineError::Stopped)),
         };
-        let tokenizer = &self.model.1;
+        let tokenizer = &self.model.tokenizer;
         let token = Sampler::new(decoding.sampling).sample(&logits);
         let logprob = decoding.logprobs.map(|top| token_logprob(&logits, token, usize::from(top)));
         let (events, rx) = unbounded_channel();
@@ -46,7 +46,7 @@ impl Generator {
         let (first, reason, completion_tokens) = match tokenizer.is_end(token) {
             true => (None, FinishReason::Stop, 0),
             false => {
-                let text = tokenizer.decode(&[token]).map_err(ApiError::Engine)?;
+                let text = tokenizer.decode(&[token]).map_err(CallError::Engine)?;
                 let (text, reason) = match stop.push(text) {
                     Scanned::Text(text) => (text, FinishReason::Length),
                     Scanned::Stopped(text) => (text, FinishReason::Stop),
@@ -63,6 +63,6 @@ impl Generator {
             }
             None => done,
         };
-        Ok(Generation { claim, events: rx, first, truth: None })
+        Ok(StartedGeneration { claim, events: rx, first, truth: None })
     }
 }

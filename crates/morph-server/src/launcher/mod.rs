@@ -6,17 +6,21 @@
 //! processes ([`process`]) started cold, warm or hot.
 
 pub mod process;
+mod relay;
 
 pub use crate::host::WorkerModel;
 pub use process::{ProcessConfig, ProcessLauncher, StartReport};
+pub use relay::{IterationRelay, IterationSink};
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use morph_backend::Backend;
 use morph_core::{HostId, HostSlots, UnitKind, UnitSpec};
-use morph_decoder::{DecoderThread, Iterations, StepperShape};
+use morph_decoder::{DecoderThread, StepperShape};
 use morph_engine::{EngineError, EngineThread};
-use tokio::sync::mpsc::unbounded_channel;
+
+/// What `morph worker` processes can run; the refusal of anything else.
+pub const WHAT_PROCESSES_RUN: &str = "worker processes run the ONNX graphs Morph writes (--engine ort, no --onnx) or a decoder's prefill stages";
 
 /// Starts instances of any runtime of its backend, as threads of this process or as worker
 /// processes.
@@ -41,10 +45,10 @@ pub struct Instance {
 #[derive(Debug)]
 pub enum InstanceEngine {
     Encoder(EngineThread),
-    /// A decoder, and the reports of its iterations for the driver to take and forward.
+    /// A decoder, and where its iteration reports go (the driver binds it).
     Decoder {
         thread: DecoderThread,
-        iterations: Option<Iterations>,
+        relay: IterationRelay,
     },
 }
 
@@ -68,8 +72,7 @@ impl Launcher {
             _ => false,
         };
         if !fits {
-            let what = "worker processes run the ONNX graphs Morph writes (--engine ort, no --onnx) or a decoder's prefill stages";
-            return Err(EngineError::Unsupported(what.into()));
+            return Err(EngineError::Unsupported(WHAT_PROCESSES_RUN.into()));
         }
         self.processes = Some(ProcessLauncher::new(config, model)?);
         Ok(self)
@@ -143,14 +146,11 @@ impl Launcher {
         let name = format!("morph-{}-{n}", unit.runtime);
         let spawn_err = |e: std::io::Error| EngineError::Load(e.to_string());
         let engine = match (&self.backend, unit.kind) {
-            (Backend::Decoder(model, backend, chunk), UnitKind::Decoder) => {
-                let (tx, rx) = unbounded_channel();
-                let hook = Box::new(move |report| {
-                    let _ = tx.send(report);
-                });
+            (Backend::Decoder(decoder, chunk), UnitKind::Decoder) => {
+                let relay = IterationRelay::default();
                 let shape = decoder_shape(unit);
-                let worker = DecoderThread::spawn(name, model.clone(), backend.clone(), shape, *chunk, hook)?;
-                InstanceEngine::Decoder { thread: worker, iterations: Some(rx) }
+                let thread = DecoderThread::spawn(name, decoder.clone(), shape, *chunk, relay.hook())?;
+                InstanceEngine::Decoder { thread, relay }
             }
             (_, UnitKind::Decoder) => {
                 return Err(EngineError::Unsupported(format!("a {:?} unit on this launcher", unit.kind)));

@@ -15,8 +15,8 @@ use morph_core::{Gauge, Nanos, Outcome, Policy, Time, TokenPlan};
 use serde::Serialize;
 pub use timeline::Interval;
 use timeline::Timeline;
-pub use window::{WindowReport, drop_kind};
 use window::Window;
+pub use window::{WindowReport, drop_kind};
 
 use crate::utility::{UtilityAccount, UtilityReport};
 use crate::workload::SimRequest;

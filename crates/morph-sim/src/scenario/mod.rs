@@ -228,10 +228,16 @@ impl Scenario {
     /// lower one, with the same burst states and lengths (common random numbers, nested). Other
     /// sweeps change the workload itself ([`Scenario::workload_at`]): a gamma or trace stream
     /// at another rate is the same draws rescaled in time.
-    pub fn stream(&self, point: Option<(SweepParam, f64)>, seed: u64) -> Result<RequestStream, ScenarioError> {
-        let top = self.sweep.as_ref().filter(|s| s.param == SweepParam::Rate).map(|s| {
-            s.values.iter().copied().fold(f64::MIN, f64::max)
-        });
+    pub fn stream(
+        &self,
+        point: Option<(SweepParam, f64)>,
+        seed: u64,
+    ) -> Result<RequestStream, ScenarioError> {
+        let top = self
+            .sweep
+            .as_ref()
+            .filter(|s| s.param == SweepParam::Rate)
+            .map(|s| s.values.iter().copied().fold(f64::MIN, f64::max));
         if let (Some((SweepParam::Rate, rate)), Some(top)) = (point, top)
             && self.workload.arrivals.thins()
         {
@@ -320,9 +326,10 @@ impl Scenario {
                             let msg = format!("policy '{}' needs cluster.runtimes", spec.name);
                             return Err(ScenarioError::Invalid(msg));
                         }
-                        let told = self.stream(point, seed)?.enumerate().map(|(i, r)| {
-                            spec.predictor.tell_one(i as u64, r, self.max_tokens)
-                        });
+                        let told = self
+                            .stream(point, seed)?
+                            .enumerate()
+                            .map(|(i, r)| spec.predictor.tell_one(i as u64, r, self.max_tokens));
                         Ok(simulate(policy, &layout, cost.as_ref(), told, &options))
                     };
                     let mut report = match &spec.equal_cost_to {

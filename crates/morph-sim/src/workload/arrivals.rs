@@ -176,9 +176,19 @@ enum Clock {
     Renewal(Gap),
     /// Poisson within each state of a rate path; a gap that crosses the state's end is dropped
     /// and the next state starts at that end (memorylessness).
-    Modulated { rates: Vec<Exp<f64>>, state: usize, until: f64, step: Step },
+    Modulated {
+        rates: Vec<Exp<f64>>,
+        state: usize,
+        until: f64,
+        step: Step,
+    },
     /// A trace's offsets, tiled every `period` with `repeat`.
-    Tiled { offsets: Vec<f64>, period: f64, repeat: bool, index: usize },
+    Tiled {
+        offsets: Vec<f64>,
+        period: f64,
+        repeat: bool,
+        index: usize,
+    },
 }
 
 /// Arrival offsets in seconds, ascending, below the duration ([`Arrivals::times`]).
@@ -297,11 +307,7 @@ mod tests {
         std::fs::write(&path, "{\"timestamp\": 1000}\n{\"timestamp\": 1500}\n{\"timestamp\": 3000}\n")
             .unwrap();
         let trace = |repeat| Arrivals::Trace { trace: Trace::new(&path), speedup: 1.0, repeat };
-        assert_eq!(
-            trace(false).generate(10.0, 0).unwrap(),
-            vec![0.0, 0.5, 2.0],
-            "ends with the trace"
-        );
+        assert_eq!(trace(false).generate(10.0, 0).unwrap(), vec![0.0, 0.5, 2.0], "ends with the trace");
         // Span 2 s over 2 gaps: each copy lasts 3 s (the span and one mean gap).
         let looped = trace(true).generate(7.0, 0).unwrap();
         assert_eq!(looped, vec![0.0, 0.5, 2.0, 3.0, 3.5, 5.0, 6.0, 6.5]);

@@ -100,7 +100,11 @@ impl Lengths {
 pub enum LengthSampler {
     Fixed(u32),
     Uniform(Uniform<u32>),
-    Twitter { d: LogNormal<f64>, scale: f64, max: u32 },
+    Twitter {
+        d: LogNormal<f64>,
+        scale: f64,
+        max: u32,
+    },
     /// Drawn uniformly from the values.
     Drawn(Vec<u32>),
     /// The values in order, cycled: request `index` takes value `index mod len`.
