@@ -10,10 +10,10 @@ use std::time::Instant;
 
 use morph_benches::cli_arg;
 use morph_core::TokenPlan;
-use morph_engine::remote::{Endpoint, Listener, Stream};
 use morph_engine::timing::median;
-use morph_engine::wire::{self, FromWorker, ToWorker};
 use morph_engine::{EngineError, Rows};
+use morph_worker::remote::{Endpoint, Listener, Stream};
+use morph_worker::wire::{self, FromWorker, ToWorker};
 
 const HIDDEN: usize = 384;
 

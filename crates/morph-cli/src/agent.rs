@@ -3,8 +3,8 @@
 
 use anyhow::Context;
 use clap::Args;
-use morph_server::cluster::agent::{Agent, AgentConfig};
-use morph_server::host::Spawner;
+use morph_worker::cluster::agent::{Agent, AgentConfig};
+use morph_worker::host::Spawner;
 
 use crate::cluster_args::{ClusterArgs, HostCacheArgs, host_name};
 use crate::worker_model_args::WorkerModelArgs;

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use morph_server::cluster::agent::CLUSTER_TOKEN_ENV;
-use morph_server::cluster::{ClusterConfig, ClusterToken};
+use morph_worker::cluster::agent::CLUSTER_TOKEN_ENV;
+use morph_worker::cluster::{ClusterConfig, ClusterToken};
 
 #[derive(Debug, Clone, Args)]
 pub(crate) struct ClusterArgs {

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use morph_server::cluster::hosts::RemoteConfig;
-use morph_server::launcher::ProcessConfig;
+use morph_worker::ProcessConfig;
+use morph_worker::cluster::hosts::RemoteConfig;
 
 use crate::cluster_args::{ClusterArgs, HostCacheArgs};
 

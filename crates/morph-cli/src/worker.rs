@@ -21,12 +21,12 @@ use morph_encoder::checkpoint::Checkpoint;
 use morph_encoder::ort_runtime::environment;
 use morph_encoder::{OrtEncoder, OrtRuntime, Pooling};
 use morph_engine::StartTimes;
-use morph_engine::remote::{Built, Endpoint, serve_engine};
-use morph_engine::wire::Boot;
 use morph_engine::{EngineError, Rows};
 use morph_fetch::{ModelSource, fetch, morph_home};
-use morph_server::cluster::lease::Registration;
-use morph_server::cluster::{ClusterConfig, WorkerRecord};
+use morph_worker::cluster::lease::Registration;
+use morph_worker::cluster::{ClusterConfig, WorkerRecord};
+use morph_worker::remote::{Built, Endpoint, serve_engine};
+use morph_worker::wire::Boot;
 
 use crate::cluster_args::{ClusterArgs, host_name};
 use crate::worker_model_args::WorkerModelArgs;

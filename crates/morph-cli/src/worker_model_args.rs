@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::Args;
 use morph_encoder::Pooling;
 use morph_fetch::{Pip, morph_home, onnxruntime_library};
-use morph_server::launcher::WorkerModel;
+use morph_worker::host::WorkerModel;
 
 #[derive(Debug, Args)]
 pub(crate) struct WorkerModelArgs {

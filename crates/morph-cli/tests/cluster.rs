@@ -18,9 +18,9 @@ use common::*;
 use morph_encoder::pooling::cosine;
 use morph_fetch::onnxruntime_library;
 use morph_fetch::{ModelSource, Pip, fetch, morph_home};
-use morph_server::cluster::lease::Registration;
-use morph_server::cluster::membership::{MemberChange, Membership};
-use morph_server::cluster::{ClusterConfig, WorkerRecord};
+use morph_worker::cluster::lease::Registration;
+use morph_worker::cluster::membership::{MemberChange, Membership};
+use morph_worker::cluster::{ClusterConfig, WorkerRecord};
 
 /// Embedding calls answered 200, as `/metrics` counts them.
 const EMBEDDINGS_ANSWERED: &str = "morph_requests_total{route=\"/v1/embeddings\",status=\"200\"}";

@@ -18,9 +18,9 @@ use morph_core::{ModelId, RuntimeSpec, StageSpec, TokenPlan, UnitSpec};
 use morph_encoder::pooling::cosine;
 use morph_encoder::{OrtEncoder, Pooling};
 use morph_engine::Engine;
-use morph_engine::remote::{Endpoint, Listener, RemoteEngine};
 use morph_fetch::onnxruntime_library;
 use morph_fetch::{ModelSource, Pip, fetch, morph_home};
+use morph_worker::remote::{Endpoint, Listener, RemoteEngine};
 use serde_json::{Value, json};
 
 #[tokio::test]

@@ -4,20 +4,19 @@
 //! Engines that compute are in `morph-encoder` (ONNX Runtime graphs Morph writes, candle) and
 //! `morph-decoder` (prefill stages of a decoder); [`EmulatedRuntime`] takes its time from a
 //! latency profile instead. Any of them runs on its own OS thread behind an [`EngineThread`],
-//! or in a `morph worker` process reached through [`remote`].
+//! or in a `morph worker` process (the `morph-worker` crate's transport).
 
 pub mod emulated;
 mod mapped;
-pub mod remote;
+mod start;
 pub mod thread;
 pub mod timing;
 pub mod tuning;
-pub mod wire;
 
 pub use emulated::EmulatedRuntime;
 pub use mapped::map_prepared;
+pub use start::StartTimes;
 pub use thread::{EngineHandle, EngineThread};
-pub use wire::StartTimes;
 
 use morph_core::{RuntimeSpec, TaskId, TokenPlan};
 

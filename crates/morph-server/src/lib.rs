@@ -3,16 +3,13 @@
 
 pub mod api;
 mod build;
-pub mod cluster;
 pub mod config;
 pub mod connections;
 pub mod drain;
 pub mod driver;
 pub mod error;
-pub mod host;
 pub mod infer;
 pub mod launcher;
-mod locking;
 pub mod metrics;
 pub mod prediction;
 pub mod server;

@@ -9,10 +9,10 @@ use morph_encoder::Pooling;
 use serde::Serialize;
 
 use super::{AppState, Served};
-use crate::cluster::hosts::RemoteHosts;
-use crate::host::cache::CachedArtefact;
 use crate::launcher::StartReport;
 use crate::metrics::HostGauges;
+use morph_worker::cluster::hosts::RemoteHosts;
+use morph_worker::host::cache::CachedArtefact;
 
 /// `GET /info`: the model, its runtimes and instances, the policy and how instances run; the
 /// fields a text-embeddings-inference client reads are there too, under TEI's names.

@@ -3,13 +3,12 @@
 //! ([`EngineThread`]), or a decoder running generations by iterations ([`DecoderThread`]).
 //! Threads share the weights kept in host memory (a launch after start-up is warm); with
 //! [`ProcessConfig`], encoder replicas and a decoder's prefill stages are `morph worker`
-//! processes ([`process`]) started cold, warm or hot.
+//! processes (`morph_worker::process`) started cold, warm or hot.
 
-pub mod process;
 mod relay;
 
-pub use crate::host::WorkerModel;
-pub use process::{ProcessConfig, ProcessLauncher, StartReport};
+pub use morph_worker::host::WorkerModel;
+pub use morph_worker::{ProcessConfig, ProcessLauncher, StartReport};
 pub use relay::{IterationRelay, IterationSink};
 
 use std::sync::atomic::{AtomicU32, Ordering};

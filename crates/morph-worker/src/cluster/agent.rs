@@ -11,6 +11,7 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::remote::Endpoint;
 use axum::extract::Request;
 use axum::extract::{Json, Path, Query, State};
 use axum::http::StatusCode;
@@ -20,7 +21,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Router, serve};
 use morph_core::{StartKind, TokenPlan, UnitSpec};
-use morph_engine::remote::Endpoint;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -243,7 +243,7 @@ pub const CLUSTER_TOKEN_ENV: &str = "MORPH_CLUSTER_TOKEN";
 async fn require_token(State(agent): State<Arc<Agent>>, request: Request, next: Next) -> Response {
     let given = request.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok());
     let given = given.and_then(|v| v.strip_prefix("Bearer "));
-    match morph_engine::wire::token_matches(agent.config.cluster.token(), given) {
+    match crate::wire::token_matches(agent.config.cluster.token(), given) {
         true => next.run(request).await,
         false => {
             let message = "missing or wrong cluster token: send 'Authorization: Bearer TOKEN' (the cluster's --cluster-token-file or MORPH_CLUSTER_TOKEN)";

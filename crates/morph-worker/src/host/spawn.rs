@@ -8,10 +8,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use crate::remote::Endpoint;
 use morph_core::{StartKind, UnitSpec};
 use morph_encoder::Pooling;
 use morph_engine::EngineError;
-use morph_engine::remote::Endpoint;
 
 use super::cache::{CachedArtefact, HostCache};
 use crate::locking::lock;

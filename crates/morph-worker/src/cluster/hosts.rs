@@ -10,9 +10,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::remote::{Endpoint, Listener, RemoteEngine, Severer, WorkerProcess};
 use morph_core::{HostId, HostSlots, StartKind, TokenPlan, UnitSpec};
 use morph_engine::EngineError;
-use morph_engine::remote::{Endpoint, Listener, RemoteEngine, Severer, WorkerProcess};
 
 use super::agent::{StartRequest, Started};
 use super::membership::{MemberChange, Membership};

@@ -5,9 +5,8 @@ use std::io;
 use std::time::Instant;
 
 use super::endpoint::Endpoint;
-use crate::wire::StartTimes;
 use crate::wire::{self, Boot, FromWorker, ToWorker};
-use crate::{Engine, EngineError, Rows};
+use morph_engine::{Engine, EngineError, Rows, StartTimes};
 
 /// A worker's engine, how its start went, and the batch it runs first (to be ready for real
 /// ones: ONNX Runtime allocates on its first run).

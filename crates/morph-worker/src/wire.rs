@@ -6,13 +6,12 @@
 //! each). The worker's first frame is its [`FromWorker::Hello`], with the cluster's token.
 
 use std::io::{self, Read, Write};
-use std::time::Duration;
 
 use morph_core::TokenPlan;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::{EngineError, Rows};
+use morph_engine::{EngineError, Rows, StartTimes};
 
 /// The largest frame either side accepts (a batch of hidden states is megabytes, not more).
 pub const MAX_FRAME: usize = 1 << 30;
@@ -59,17 +58,6 @@ pub fn token_matches(expected: Option<&str>, given: Option<&str>) -> bool {
         (Some(expected), Some(given)) => bool::from(expected.as_bytes().ct_eq(given.as_bytes())),
         (Some(_), None) => false,
     }
-}
-
-/// How long starting an instance took, step by step: loading ONNX Runtime's library into the
-/// process, reading (weights from disk, or a prepared artefact from host memory), writing the
-/// graphs, and setting up the sessions.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct StartTimes {
-    pub library: Duration,
-    pub read: Duration,
-    pub build: Duration,
-    pub session: Duration,
 }
 
 /// What the server asks of a worker.

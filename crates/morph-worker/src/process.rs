@@ -11,9 +11,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::remote::{Endpoint, Listener, RemoteEngine};
+use crate::wire::Boot;
 use morph_core::{HostId, StartKind, TokenPlan, UnitSpec};
-use morph_engine::remote::{Endpoint, Listener, RemoteEngine};
-use morph_engine::wire::Boot;
 use morph_engine::{EngineError, EngineThread};
 
 use crate::cluster::hosts::{RemoteConfig, RemoteHosts};
@@ -122,7 +122,7 @@ impl ProcessLauncher {
     }
 
     /// Starts a replica of `unit` on `server` (`None`: the least loaded; without a cluster,
-    /// this host, server 0, the only one [`super::Launcher::start`] lets through): hot if one is parked there, else warm if its artefact is in that
+    /// this host, host 0, the only one the server's `Launcher::start` lets through): hot if one is parked there, else warm if its artefact is in that
     /// host's cache, else cold. Returns its engine on its own thread, how the start went and
     /// the server it runs on.
     pub fn start(

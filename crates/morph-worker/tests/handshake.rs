@@ -6,8 +6,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use morph_core::RuntimeSpec;
-use morph_engine::remote::{Endpoint, Listener, RemoteEngine};
-use morph_engine::wire::{self, Boot, FromWorker, PROTOCOL};
+use morph_worker::remote::{Endpoint, Listener, RemoteEngine};
+use morph_worker::wire::{self, Boot, FromWorker, PROTOCOL};
 
 /// The server's side of one handshake with a worker that writes `greeting` and says hello
 /// with `token`, then reports its engine up.

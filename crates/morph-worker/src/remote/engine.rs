@@ -12,7 +12,7 @@ use morph_core::{RuntimeSpec, TokenPlan};
 
 use super::endpoint::{Listener, Stream};
 use crate::wire::{self, Boot, FromWorker, ToWorker};
-use crate::{BatchInput, Engine, EngineError, Rows};
+use morph_engine::{BatchInput, Engine, EngineError, Rows};
 
 /// The process behind a worker, as the side that asked for it can reach it: a child of this
 /// process, or one a host agent started on another host.
