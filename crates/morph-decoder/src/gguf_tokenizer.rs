@@ -55,13 +55,14 @@ impl GgufTokenizer {
     /// The tokenizer and chat template of the GGUF file at `path`.
     pub fn load(path: &Path) -> Result<Self, EngineError> {
         let params = LlamaModelParams::default().with_vocab_only(true);
-        let vocab = LlamaModel::load_from_file(super::llamacpp::backend()?, path, &params).map_err(|e| {
-            load_err(format!(
-                "llama.cpp could not read the vocabulary of {} ({}): {e}",
-                path.display(),
-                kind(path)
-            ))
-        })?;
+        let vocab =
+            LlamaModel::load_from_file(crate::llamacpp_init::backend()?, path, &params).map_err(|e| {
+                load_err(format!(
+                    "llama.cpp could not read the vocabulary of {} ({}): {e}",
+                    path.display(),
+                    kind(path)
+                ))
+            })?;
         let mut tokenizer = Self { vocab, turn_start: None, chat: None };
         tokenizer.turn_start = TURN_STARTS.iter().find_map(|text| tokenizer.control_token(text));
         if let Ok(template) = tokenizer.vocab.chat_template(None) {

@@ -8,6 +8,7 @@ pub mod chat;
 pub mod gguf_tokenizer;
 pub mod llama;
 pub mod llamacpp;
+mod llamacpp_init;
 pub mod logprobs;
 pub mod model;
 pub mod pieces;

@@ -33,32 +33,22 @@
 use std::cmp::Reverse;
 use std::num::NonZeroU32;
 use std::path::Path;
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::context::params::LlamaContextParams;
-use llama_cpp_2::llama_backend::LlamaBackend;
+
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::token::LlamaToken;
 
+use crate::llamacpp_init::backend;
 use crate::stepper::{DecodeBackend, Opened, Slot, Stepper, StepperShape, fits, unopened};
 use morph_engine::EngineError;
 
 /// Most tokens one `llama_decode` call takes; a step with more is split into several calls.
 const CALL_TOKENS: usize = 512;
-
-/// llama.cpp's process-wide state, initialised once (its logs silenced).
-pub(crate) fn backend() -> Result<&'static LlamaBackend, EngineError> {
-    static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
-    let backend = BACKEND.get_or_init(|| {
-        let mut backend = LlamaBackend::init().map_err(|e| e.to_string())?;
-        backend.void_logs();
-        Ok(backend)
-    });
-    backend.as_ref().map_err(|e| EngineError::Load(format!("llama.cpp: {e}")))
-}
 
 /// A GGUF decoder loaded by llama.cpp (weights memory-mapped, kept quantized).
 pub struct LlamaCppBackend {
