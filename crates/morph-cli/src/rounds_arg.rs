@@ -1,24 +1,12 @@
 //! `--rounds`: which ShareGPT conversations' rounds a command uses, by the predictor's
-//! conversation-level split.
+//! conversation-level split (`morph_train::predictor::dataset::Rounds`).
 
-use clap::ValueEnum;
-use morph_train::predictor::{dataset::Split, dataset::split_of};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use morph_train::predictor::dataset::Rounds;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum Rounds {
-    /// The validation and test splits (by conversation), which the predictor never saw.
-    Heldout,
-    /// The training split only (what `morph train predictor` learns from).
-    Train,
-    All,
-}
-
-impl Rounds {
-    pub(crate) fn includes(self, conversation: &str) -> bool {
-        match self {
-            Rounds::All => true,
-            Rounds::Heldout => split_of(conversation) != Split::Train,
-            Rounds::Train => split_of(conversation) == Split::Train,
-        }
-    }
+/// `--rounds`'s parser: heldout (the validation and test splits, which the predictor never
+/// saw), train (the training split only) or all; `--help` lists them.
+pub(crate) fn rounds() -> impl TypedValueParser<Value = Rounds> {
+    PossibleValuesParser::new(["heldout", "train", "all"])
+        .map(|s| s.parse().expect("one of the listed values"))
 }

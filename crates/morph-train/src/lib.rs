@@ -3,8 +3,11 @@
 //! engines' latency profiles ([`profile`]). The server and the simulator never depend on it;
 //! `morph train` and `morph profile` do.
 
+pub mod adapt;
 pub mod fit;
+pub mod lengths;
 pub mod predictor;
+pub mod predictor_run;
 pub mod profile;
 pub mod tasks;
 

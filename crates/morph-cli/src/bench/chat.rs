@@ -13,7 +13,8 @@ use morph_train::predictor::{dataset::load_length_records, dataset::load_sharegp
 use serde_json::{Value, json};
 
 use super::stream::Targets;
-use crate::rounds_arg::Rounds;
+use crate::rounds_arg;
+use morph_train::predictor::dataset::Rounds;
 
 #[derive(Debug, Args)]
 pub(crate) struct ChatArgs {
@@ -24,7 +25,7 @@ pub(crate) struct ChatArgs {
     #[arg(long)]
     sharegpt: Option<PathBuf>,
     /// --endpoint chat: which recorded rounds to send.
-    #[arg(long, value_enum, default_value = "heldout")]
+    #[arg(long, default_value = "heldout", value_parser = rounds_arg::rounds())]
     rounds: Rounds,
     /// --endpoint chat: max_tokens of every request: a number (the cap the lengths were
     /// recorded with), or `recorded`: each request's recorded answer length, so that a server

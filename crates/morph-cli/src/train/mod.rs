@@ -1,8 +1,7 @@
-//! `morph train`: the models Morph uses to schedule.
+//! `morph train`: the models Morph uses to schedule. The CLI parses the flags; the runs are
+//! in `morph-train` (`lengths`, `predictor_run`, `adapt`).
 
 mod adapt;
-mod adapt_prompts;
-mod adapt_task;
 mod lengths;
 mod predictor;
 

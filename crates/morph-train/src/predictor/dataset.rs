@@ -46,6 +46,39 @@ pub fn split_of(conversation: &str) -> Split {
     }
 }
 
+/// Which conversations' rounds a run uses, by [`split_of`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rounds {
+    /// The validation and test splits, which the predictor never saw.
+    Heldout,
+    /// The training split only (what the predictor learns from).
+    Train,
+    All,
+}
+
+impl Rounds {
+    pub fn includes(self, conversation: &str) -> bool {
+        match self {
+            Rounds::All => true,
+            Rounds::Heldout => split_of(conversation) != Split::Train,
+            Rounds::Train => split_of(conversation) == Split::Train,
+        }
+    }
+}
+
+impl std::str::FromStr for Rounds {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "heldout" => Ok(Rounds::Heldout),
+            "train" => Ok(Rounds::Train),
+            "all" => Ok(Rounds::All),
+            other => Err(format!("'{other}' is not heldout, train or all")),
+        }
+    }
+}
+
 fn fnv1a(text: &str) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
 }

@@ -5,6 +5,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::TrainConfig;
+use crate::tasks::{
+    prompt_train::PromptSpec, prompt_train::accuracy, prompt_train::predict, prompt_train::train_prompts,
+};
 use candle_core::Tensor;
 use morph_core::PromptMode;
 use morph_core::TokenPlan;
@@ -13,12 +17,8 @@ use morph_encoder::tasks::prompts::prompt_name;
 use morph_encoder::tasks::served::HeadTraining;
 use morph_encoder::{Encoder, Pooling};
 use morph_fetch::ModelFiles;
-use morph_train::TrainConfig;
-use morph_train::tasks::{
-    prompt_train::PromptSpec, prompt_train::accuracy, prompt_train::predict, prompt_train::train_prompts,
-};
 
-use super::adapt_task::{Encoded, Measured};
+use super::task::{Encoded, Measured};
 
 /// The encoder twice: on candle's kernels to train through, on Morph's to measure.
 pub(super) struct PromptEncoders {

@@ -1,7 +1,7 @@
 //! What `morph train adapt` holds per task while it trains heads and prompts: the task's
 //! encoded splits, and what one (task, plan) measured.
 
-use morph_train::tasks::data::Task;
+use crate::tasks::data::Task;
 
 /// A task's splits as token ids and labels.
 pub(super) struct Encoded {
