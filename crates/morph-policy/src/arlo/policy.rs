@@ -503,8 +503,9 @@ impl ArloPolicy {
             && self.draining.is_empty()
             && self.starting.is_empty()
             && self.handing_over.is_empty();
-        let due = now >= self.next_allocation || self.fixed_runtimes_disproved();
-        if self.config.allocate && due && settled {
+        // The premise check runs only where an allocation could follow it.
+        let due = || now >= self.next_allocation || self.fixed_runtimes_disproved();
+        if self.config.allocate && settled && due() {
             self.reallocate(now);
             self.next_allocation = now + secs(self.config.period_s);
         }
