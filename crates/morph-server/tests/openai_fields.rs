@@ -183,8 +183,8 @@ async fn choices_come_per_prompt_and_per_n_and_stop_cuts_each() {
 }
 
 /// `/openapi.json` is a valid OpenAPI 3.1 document (openapi-spec-validator, installed by
-/// `.ci/run`) of this build, and each of its paths is served (none falls to the 404 that lists
-/// the routes).
+/// `.ci/run`) of this build, `/docs` renders it, and each of its paths is served (none falls to
+/// the 404 that lists the routes).
 #[tokio::test]
 async fn the_openapi_document_is_valid_and_its_paths_are_routes() {
     let server = start(candle()).await;
@@ -192,6 +192,11 @@ async fn the_openapi_document_is_valid_and_its_paths_are_routes() {
     let text = text.text().await.expect("body");
     let doc: Value = serde_json::from_str(&text).expect("JSON");
     assert_eq!(doc["info"]["version"], env!("CARGO_PKG_VERSION"));
+    // The page that renders it carries the same document.
+    let page = common::client().get(format!("{}/docs", server.url)).send().await.expect("GET /docs");
+    assert_eq!(page.status(), 200);
+    let page = page.text().await.expect("the page");
+    assert!(page.contains("/v1/chat/completions") && page.contains("<html"), "{page}");
     let file = tempfile::NamedTempFile::new().expect("a file");
     std::fs::write(file.path(), &text).expect("writing the document");
     let checked = std::process::Command::new("python3")

@@ -20,6 +20,10 @@ use super::responses::{Classification, ClassifyResponse, LabelScore, PredictResp
 use super::{AppState, Body, parse, validate};
 use crate::error::CallError;
 
+/// Classification by a served task, under the call's deadline and utility (OTAS).
+#[utoipa::path(post, path = "/v1/classify", tag = "classification", request_body = ClassifyRequest,
+    responses((status = 200, description = "Per input, its label, every class's score and the token \
+        plan its batch ran.", body = ClassifyResponse)))]
 pub(super) async fn classify(
     State(state): State<AppState>,
     Body(body): Body,
@@ -54,6 +58,10 @@ pub(super) async fn classify(
         .await
 }
 
+/// text-embeddings-inference's classification: every class's score, best first.
+#[utoipa::path(post, path = "/predict", tag = "classification", request_body = PredictRequest,
+    responses((status = 200, description = "Per input, the classes best first (one list for a \
+        single input).", body = PredictResponse)))]
 pub(super) async fn predict(
     State(state): State<AppState>,
     Body(body): Body,

@@ -6,11 +6,14 @@
 use axum::Json;
 use axum::extract::State;
 
-use super::requests::EmbedRequest;
+use super::requests::{EmbedRequest, EmbeddingsRequest};
 use super::responses::{EmbedResponse, Embedding, EmbeddingVector, EmbeddingsResponse, Usage};
 use super::{AppState, Body, parse, validate};
 use crate::error::CallError;
 
+/// OpenAI's embeddings.
+#[utoipa::path(post, path = "/v1/embeddings", operation_id = "embeddings", tag = "embeddings", request_body = EmbeddingsRequest,
+    responses((status = 200, description = "A vector per input, in order.", body = EmbeddingsResponse)))]
 pub(super) async fn openai(
     State(state): State<AppState>,
     Body(body): Body,
@@ -42,6 +45,9 @@ pub(super) async fn openai(
         .await
 }
 
+/// text-embeddings-inference's embeddings.
+#[utoipa::path(post, path = "/embed", operation_id = "embed", tag = "embeddings", request_body = EmbedRequest,
+    responses((status = 200, description = "A vector per input, in order.", body = Vec<Vec<f32>>)))]
 pub(super) async fn tei(
     State(state): State<AppState>,
     Body(body): Body,

@@ -399,6 +399,9 @@ impl<'de> Deserialize<'de> for Content {
     }
 }
 
+/// Roles a chat message may have (`developer` is OpenAI's newer name for `system`).
+pub const ROLES: [&str; 4] = ["system", "developer", "user", "assistant"];
+
 /// One chat message as sent: each part checked when the messages are validated.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]

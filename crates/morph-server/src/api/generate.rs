@@ -17,17 +17,25 @@ use morph_engine::EngineError;
 
 use super::logprobs::{ChoiceLogprobs, Logprobbed};
 use super::reply::{Finished, Reply, choice_done};
-use super::requests::GenerationRequest;
+use super::requests::{ChatRequest, CompletionRequest, GenerationRequest};
 use super::responses::{CompletionResponse, GenerationUsage};
 use super::{AppState, Body, parse, stream, validate};
 use crate::error::CallError;
 use crate::infer::{GenerationFormat, Generator, StartedGeneration, ValidGeneration};
 use crate::metrics::Metrics;
 
+/// OpenAI's completions.
+#[utoipa::path(post, path = "/v1/completions", tag = "generation", request_body = CompletionRequest,
+    responses((status = 200, description = "The choices; with \"stream\": true, server-sent events \
+        of chunks of this shape, ending with `data: [DONE]`.", body = CompletionResponse)))]
 pub(super) async fn completions(State(state): State<AppState>, Body(body): Body) -> Response {
     serve(state, &body, GenerationFormat::Completion).await
 }
 
+/// OpenAI's chat completions.
+#[utoipa::path(post, path = "/v1/chat/completions", tag = "generation", request_body = ChatRequest,
+    responses((status = 200, description = "The choices; with \"stream\": true, server-sent events \
+        of chunks of this shape, ending with `data: [DONE]`.", body = CompletionResponse)))]
 pub(super) async fn chat_completions(State(state): State<AppState>, Body(body): Body) -> Response {
     serve(state, &body, GenerationFormat::Chat).await
 }

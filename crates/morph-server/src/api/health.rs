@@ -10,10 +10,25 @@ use axum::http::StatusCode;
 use super::AppState;
 use super::responses::Health;
 
+/// Liveness: "ok" while the process runs.
+#[utoipa::path(get, path = "/live", tag = "operations", security(()),
+    responses((status = 200, description = "Alive.", body = Health)))]
 pub(super) async fn live() -> Json<Health> {
     Json(Health { status: "ok", reason: None })
 }
 
+/// `/ready`'s older name.
+#[utoipa::path(get, path = "/health", tag = "operations", security(()),
+    responses((status = 200, description = "Ready.", body = Health),
+        (status = 503, description = "Not ready, and why.", body = Health)))]
+pub(super) async fn health(state: State<AppState>) -> (StatusCode, Json<Health>) {
+    ready(state).await
+}
+
+/// Readiness: 503 while no request could be served, or the server is shutting down.
+#[utoipa::path(get, path = "/ready", tag = "operations", security(()),
+    responses((status = 200, description = "Ready.", body = Health),
+        (status = 503, description = "Not ready, and why.", body = Health)))]
 pub(super) async fn ready(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
     let unready = |reason| {
         (StatusCode::SERVICE_UNAVAILABLE, Json(Health { status: "unavailable", reason: Some(reason) }))

@@ -117,6 +117,9 @@ struct HostInfo {
     host_cache: Option<Vec<CachedArtefact>>,
 }
 
+/// The model, its runtimes and instances, the policy and how instances run (TEI's fields too).
+#[utoipa::path(get, path = "/info", tag = "operations",
+    responses((status = 200, description = "What this server serves and how.", body = Object)))]
 pub(super) async fn info(State(state): State<AppState>) -> Json<Info> {
     let m = &state.model;
     let runtimes = state
@@ -222,6 +225,10 @@ fn cluster(remote: &RemoteHosts) -> ClusterInfo {
     ClusterInfo { etcd: config.etcd.clone(), name: config.cluster.clone(), hosts }
 }
 
+/// Prometheus metrics.
+#[utoipa::path(get, path = "/metrics", tag = "operations", security(()),
+    responses((status = 200, description = "The Prometheus text format.", body = String,
+        content_type = "text/plain")))]
 pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     let instances: Vec<(String, usize)> =
         state.driver.instance_counts().iter().map(|(unit, n)| (unit.to_string(), *n)).collect();

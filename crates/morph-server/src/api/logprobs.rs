@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use morph_decoder::TokenLogprob;
 use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::infer::{GenerationFormat, Generator};
 
@@ -16,7 +17,7 @@ pub(super) struct Logprobbed {
     top: Vec<Candidate>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub(crate) struct Candidate {
     token: String,
     logprob: f32,
@@ -36,7 +37,7 @@ impl Logprobbed {
 }
 
 /// A choice's (or a chunk's) `logprobs`, in its format.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(untagged)]
 pub(crate) enum ChoiceLogprobs {
     Chat {
@@ -51,7 +52,7 @@ pub(crate) enum ChoiceLogprobs {
     },
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct ChatLogprob {
     #[serde(flatten)]
     token: Candidate,

@@ -3,15 +3,18 @@
 //! a `Valid*` value ([`validate`]), hands that to the work behind it ([`crate::infer`]) and
 //! answers with its response type (`responses`).
 
+pub mod bounds;
 mod classify;
 mod embeddings;
 mod error_response;
+mod field_schemas;
 pub mod fields;
 mod generate;
 mod health;
 mod info;
 mod logprobs;
 mod models;
+mod openapi;
 mod reply;
 pub mod requests;
 pub(crate) mod responses;
@@ -84,11 +87,12 @@ pub fn router(state: AppState) -> Router {
         .route_layer(middleware::from_fn_with_state(state.clone(), require_key));
     Router::new()
         .merge(protected)
-        .route("/health", get(health::ready))
+        .route("/health", get(health::health))
         .route("/ready", get(health::ready))
         .route("/live", get(health::live))
         .route("/metrics", get(info::metrics))
-        .route("/openapi.json", get(openapi))
+        .route("/openapi.json", get(openapi::document))
+        .merge(openapi::page())
         .fallback(no_route)
         .layer(middleware::from_fn_with_state(state.clone(), observe_calls))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -107,21 +111,13 @@ async fn require_key(State(state): State<AppState>, request: Request, next: Next
     next.run(request).await
 }
 
-/// The probes, the scrape and the API document, left out of the call metrics and logs.
-const UNCOUNTED: [&str; 5] = ["/live", "/ready", "/health", "/metrics", "/openapi.json"];
+/// The probes, the scrape and the API document and its page, left out of the call metrics and logs.
+const UNCOUNTED: [&str; 6] = ["/live", "/ready", "/health", "/metrics", "/openapi.json", "/docs"];
 
 /// Every route, for the answer to a path that is none of them.
 const ROUTES: &str = "POST /v1/embeddings, /embed, /tokenize, /decode, /v1/classify, /predict, \
      /v1/completions, /v1/chat/completions; GET /v1/models, /info, /live, /ready, /health, /metrics, \
-     /openapi.json";
-
-/// The OpenAPI document of every route (written by hand beside this crate; a test holds it to
-/// the routes and the request types).
-const OPENAPI: &str = include_str!("../../openapi.json");
-
-async fn openapi() -> impl IntoResponse {
-    ([(axum::http::header::CONTENT_TYPE, "application/json")], OPENAPI)
-}
+     /openapi.json, /docs";
 
 /// A path no route has: a JSON 404 that lists the routes.
 async fn no_route(request: Request) -> CallError {

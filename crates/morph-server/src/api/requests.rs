@@ -1,125 +1,287 @@
 //! The request body of each route, as sent: every field optional and leniently typed (see
 //! [`super::fields`]), so that [`super::validate`] can name what is missing or wrong. A field a
 //! route does not honour is refused by name (`deny_unknown_fields`); docs/api.md lists every
-//! OpenAI field and what Morph does with it.
+//! OpenAI field and what Morph does with it. Each number field's default and bounds are a
+//! [`Bounded`] type here, which validation applies and the OpenAPI document shows; the document
+//! lists exactly these fields (generated from these types, see [`super::openapi`]).
 
 use serde::Deserialize;
+use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
+use utoipa::openapi::{RefOr, Schema};
+use utoipa::{PartialSchema, ToSchema};
 
+use super::bounds::{Bounded, Range, Switch, bounded, switch};
 use super::fields::{Flag, Inputs, Messages, Number, Text, Texts};
 
+/// A [`Bounded`] field: its unit type and its [`Range`]; its doc line is the field's description
+/// in the OpenAPI document.
+macro_rules! bounds {
+    ($($(#[doc = $doc:literal])* $name:ident = $range:expr;)*) => {$(
+        $(#[doc = $doc])*
+        #[derive(Debug)]
+        pub struct $name;
+
+        impl Bounded for $name {
+            const RANGE: Range = $range;
+            const ABOUT: &str = concat!($($doc),*);
+        }
+    )*};
+}
+
+bounds! {
+    /// Most tokens generated per choice, up to the model's context.
+    MaxTokens = Range::whole(Some(128.0), 1.0, f64::INFINITY);
+    /// 0 is greedy.
+    Temperature = Range::number(Some(1.0), 0.0, 2.0);
+    /// Nucleus sampling: the smallest set of tokens this likely; above 0.
+    TopP = Range::number(Some(1.0), 1e-6, 1.0);
+    /// The k likeliest tokens; 0 is off (llama-server's and vLLM's field, not OpenAI's).
+    TopK = Range::whole(Some(0.0), 0.0, 1e6);
+    /// Tokens at least this likely relative to the likeliest; 0 is off (not OpenAI's field).
+    MinP = Range::number(Some(0.0), 0.0, 1.0);
+    /// OpenAI's penalty of tokens already generated (once, or per time).
+    Penalty = Range::number(Some(0.0), -2.0, 2.0);
+    /// The sampler's seed (choice i takes seed + i); without one, every call samples afresh.
+    Seed = Range::whole(None, 0.0, 9.0e15);
+    /// Choices per prompt.
+    Choices = Range::whole(Some(1.0), 1.0, 16.0);
+    /// Alternatives per token in chat (OpenAI's limit).
+    TopLogprobs = Range::whole(Some(0.0), 0.0, 20.0);
+    /// Alternatives per token in completions, where `logprobs` is their number (OpenAI's limit).
+    CompletionLogprobs = Range::whole(None, 0.0, 5.0);
+    /// The answer's deadline, in ms from arrival (at most a day).
+    SloMs = Range::number(None, 0.0, 86_400_000.0);
+    /// What an answer in time is worth to the caller.
+    Utility = Range::number(Some(1.0), 0.0, 1e6);
+}
+
+/// A true-or-false field's unit type and its value when absent; its doc line is the field's
+/// description in the OpenAPI document.
+macro_rules! switches {
+    ($($(#[doc = $doc:literal])* $name:ident = $default:expr;)*) => {$(
+        $(#[doc = $doc])*
+        #[derive(Debug)]
+        pub struct $name;
+
+        impl Switch for $name {
+            const DEFAULT: bool = $default;
+            const ABOUT: &str = concat!($($doc),*);
+        }
+    )*};
+}
+
+switches! {
+    /// Morph's extension (TEI's on /embed): cut inputs longer than the longest runtime instead
+    /// of refusing them.
+    Truncate = false;
+    /// Unit-length vectors.
+    Normalize = true;
+    /// The tokenizer's special tokens around each input, as the model sees it.
+    AddSpecialTokens = true;
+    /// Leave the special tokens out of the text.
+    SkipSpecialTokens = true;
+    /// Server-sent events, ending with `data: [DONE]`.
+    Stream = false;
+    /// A last chunk with the call's token counts.
+    IncludeUsage = false;
+}
+
 /// `POST /v1/embeddings` (OpenAI).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EmbeddingsRequest {
+    #[schema(required = true)]
     pub input: Option<Inputs>,
+    #[schema(value_type = Option<String>)]
     pub model: Option<Text>,
     /// `float` (default) or `base64` (little-endian f32s, what the OpenAI SDK asks for).
+    #[schema(value_type = Option<String>)]
     pub encoding_format: Option<Text>,
     /// The vector's size: only the model's own (its vectors were not trained to be cut).
+    #[schema(value_type = Option<u32>)]
     pub dimensions: Option<Number>,
     /// The caller's end user, written to the call's log line.
+    #[schema(value_type = Option<String>)]
     pub user: Option<Text>,
-    /// Morph's extension: cut inputs longer than the longest runtime instead of refusing them.
+    #[schema(schema_with = switch::<Truncate>)]
     pub truncate: Option<Flag>,
 }
 
 /// `POST /embed` (text-embeddings-inference).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EmbedRequest {
+    #[schema(required = true)]
     pub inputs: Option<Inputs>,
-    /// Default true.
+    #[schema(schema_with = switch::<Normalize>)]
     pub normalize: Option<Flag>,
-    /// Default false.
+    #[schema(schema_with = switch::<Truncate>)]
     pub truncate: Option<Flag>,
 }
 
 /// `POST /v1/classify`: inputs for one of the served tasks, with the service class a policy may
 /// weigh.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClassifyRequest {
+    #[schema(value_type = Option<String>, required = true)]
     pub task: Option<Text>,
+    #[schema(required = true)]
     pub input: Option<Texts>,
-    /// The answer's deadline, in ms from arrival.
+    #[schema(schema_with = bounded::<SloMs>)]
     pub slo_ms: Option<Number>,
-    /// What an answer in time is worth to the caller (default 1).
+    #[schema(schema_with = bounded::<Utility>)]
     pub utility: Option<Number>,
+    #[schema(schema_with = switch::<Truncate>)]
     pub truncate: Option<Flag>,
 }
 
 /// `POST /predict` (text-embeddings-inference's shape): as [`ClassifyRequest`], `inputs`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PredictRequest {
+    #[schema(value_type = Option<String>, required = true)]
     pub task: Option<Text>,
+    #[schema(required = true)]
     pub inputs: Option<Texts>,
+    #[schema(schema_with = bounded::<SloMs>)]
     pub slo_ms: Option<Number>,
+    #[schema(schema_with = bounded::<Utility>)]
     pub utility: Option<Number>,
+    #[schema(schema_with = switch::<Truncate>)]
     pub truncate: Option<Flag>,
 }
 
 /// `POST /v1/completions` (`prompt`) and `POST /v1/chat/completions` (`messages`), OpenAI.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GenerationRequest {
     /// A prompt, or several (a choice for each, `n` per prompt).
     pub prompt: Option<Texts>,
     pub messages: Option<Messages>,
+    #[schema(value_type = Option<String>)]
     pub model: Option<Text>,
-    /// Default 128; `max_completion_tokens` is OpenAI's newer name for it.
+    /// `max_completion_tokens` is OpenAI's newer name for it; not both.
+    #[schema(schema_with = bounded::<MaxTokens>)]
     pub max_tokens: Option<Number>,
+    #[schema(schema_with = bounded::<MaxTokens>)]
     pub max_completion_tokens: Option<Number>,
-    /// Default 1; 0 is greedy.
+    #[schema(schema_with = bounded::<Temperature>)]
     pub temperature: Option<Number>,
-    /// Default 1.
+    #[schema(schema_with = bounded::<TopP>)]
     pub top_p: Option<Number>,
-    /// Default 0 (off): not OpenAI's, llama-server's and vLLM's.
+    #[schema(schema_with = bounded::<TopK>)]
     pub top_k: Option<Number>,
-    /// Default 0 (off): not OpenAI's, llama-server's and vLLM's.
+    #[schema(schema_with = bounded::<MinP>)]
     pub min_p: Option<Number>,
+    #[schema(schema_with = bounded::<Penalty>)]
     pub presence_penalty: Option<Number>,
+    #[schema(schema_with = bounded::<Penalty>)]
     pub frequency_penalty: Option<Number>,
-    /// Without one, every call samples afresh.
+    #[schema(schema_with = bounded::<Seed>)]
     pub seed: Option<Number>,
-    /// Choices per prompt (default 1).
+    #[schema(schema_with = bounded::<Choices>)]
     pub n: Option<Number>,
     /// Up to 4 strings; the text ends before the first to appear.
     pub stop: Option<Texts>,
-    /// Server-sent events, ending with `data: [DONE]`.
+    #[schema(schema_with = switch::<Stream>)]
     pub stream: Option<Flag>,
     pub stream_options: Option<StreamOptions>,
-    /// `{"type": "text"}`; JSON modes are refused by name.
+    /// `{"type": "text"}`; the JSON modes are refused by name.
+    #[schema(value_type = Option<Object>)]
     pub response_format: Option<serde_json::Value>,
-    /// Refused when asked for (`true`, or a number of them).
+    /// Each token's log-probability: in chat `true` (alternatives in `top_logprobs`), in
+    /// completions the number of alternatives (see [`ChatRequest`], [`CompletionRequest`]).
+    #[schema(value_type = Option<Object>)]
     pub logprobs: Option<serde_json::Value>,
+    #[schema(schema_with = bounded::<TopLogprobs>)]
     pub top_logprobs: Option<Number>,
     /// The caller's end user, written to the call's log line.
+    #[schema(value_type = Option<String>)]
     pub user: Option<Text>,
 }
 
+/// Fields only `/v1/completions` takes; a chat call that sends one is refused by name.
+pub const COMPLETION_ONLY: [&str; 1] = ["prompt"];
+/// Fields only `/v1/chat/completions` takes; a completions call that sends one is refused by name.
+pub const CHAT_ONLY: [&str; 2] = ["messages", "top_logprobs"];
+
+/// `/v1/chat/completions`' body as the OpenAPI document shows it: [`GenerationRequest`] without
+/// [`COMPLETION_ONLY`], `logprobs` true or false (alternatives in `top_logprobs`).
+#[derive(Debug)]
+pub struct ChatRequest;
+
+impl PartialSchema for ChatRequest {
+    fn schema() -> RefOr<Schema> {
+        let logprobs = ObjectBuilder::new().schema_type(Type::Boolean).default(Some(false.into()));
+        generation_route(&COMPLETION_ONLY, "messages", logprobs.build(), "OpenAI's chat completions.")
+    }
+}
+
+impl ToSchema for ChatRequest {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        GenerationRequest::schemas(schemas);
+    }
+}
+
+/// `/v1/completions`' body as the OpenAPI document shows it: [`GenerationRequest`] without
+/// [`CHAT_ONLY`], `logprobs` the number of alternatives per token.
+#[derive(Debug)]
+pub struct CompletionRequest;
+
+impl PartialSchema for CompletionRequest {
+    fn schema() -> RefOr<Schema> {
+        let RefOr::T(Schema::Object(logprobs)) = bounded::<CompletionLogprobs>() else {
+            unreachable!("a range's schema is an object")
+        };
+        generation_route(&CHAT_ONLY, "prompt", logprobs, "OpenAI's completions.")
+    }
+}
+
+impl ToSchema for CompletionRequest {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        GenerationRequest::schemas(schemas);
+    }
+}
+
+/// [`GenerationRequest`]'s schema less the other route's fields, with its prompt field required
+/// and its own `logprobs`.
+fn generation_route(other_route: &[&str], prompt: &str, logprobs: Object, about: &str) -> RefOr<Schema> {
+    let RefOr::T(Schema::Object(mut body)) = GenerationRequest::schema() else {
+        unreachable!("a derived struct's schema is an object")
+    };
+    body.properties.retain(|field, _| !other_route.contains(&field.as_str()));
+    body.properties.insert("logprobs".into(), Schema::Object(logprobs).into());
+    body.required = vec![prompt.to_string()];
+    body.description = Some(about.to_string());
+    RefOr::T(Schema::Object(body))
+}
+
 /// `stream_options`: `include_usage` adds a last chunk with the call's token counts.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StreamOptions {
+    #[schema(schema_with = switch::<IncludeUsage>)]
     pub include_usage: Option<Flag>,
 }
 
 /// `POST /tokenize` (text-embeddings-inference).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TokenizeRequest {
+    #[schema(required = true)]
     pub inputs: Option<Texts>,
-    /// Default true.
+    #[schema(schema_with = switch::<AddSpecialTokens>)]
     pub add_special_tokens: Option<Flag>,
 }
 
 /// `POST /decode` (text-embeddings-inference).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DecodeRequest {
     /// An array of token ids, or an array of them.
+    #[schema(required = true)]
     pub ids: Option<Inputs>,
-    /// Default true.
+    #[schema(schema_with = switch::<SkipSpecialTokens>)]
     pub skip_special_tokens: Option<Flag>,
 }

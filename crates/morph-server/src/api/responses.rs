@@ -5,17 +5,18 @@ use std::collections::BTreeMap;
 use base64::Engine as _;
 use morph_core::TokenPlan;
 use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::logprobs::ChoiceLogprobs;
 use super::validate::EncodingFormat;
 
 /// `{"error": {"message", "type"}}`, the OpenAI shape, on every route.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct ErrorResponse {
     pub error: ErrorDetail,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct ErrorDetail {
     pub message: String,
     #[serde(rename = "type")]
@@ -23,7 +24,7 @@ pub(crate) struct ErrorDetail {
 }
 
 /// Token counts of an embedding or classification call.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct Usage {
     pub prompt_tokens: usize,
     pub total_tokens: usize,
@@ -36,7 +37,7 @@ impl Usage {
 }
 
 /// `POST /v1/embeddings`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct EmbeddingsResponse {
     pub object: &'static str,
     pub data: Vec<Embedding>,
@@ -44,7 +45,7 @@ pub(crate) struct EmbeddingsResponse {
     pub usage: Usage,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct Embedding {
     pub object: &'static str,
     pub index: usize,
@@ -53,7 +54,7 @@ pub(crate) struct Embedding {
 
 /// A vector as the call's `encoding_format` asks: numbers, or its little-endian f32 bytes in
 /// base64.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(untagged)]
 pub(crate) enum EmbeddingVector {
     Float(Vec<f32>),
@@ -76,7 +77,7 @@ impl EmbeddingVector {
 pub(crate) type EmbedResponse = Vec<Vec<f32>>;
 
 /// `POST /v1/classify`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct ClassifyResponse {
     pub object: &'static str,
     pub task: String,
@@ -86,30 +87,32 @@ pub(crate) struct ClassifyResponse {
 }
 
 /// One input's answer: its label, every class's score, and the token plan its batch ran.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct Classification {
     pub index: usize,
     pub label: String,
     pub scores: BTreeMap<String, f32>,
+    /// The token plan its batch ran (OTAS), e.g. "plain" or "prune@4:0.5".
+    #[schema(value_type = String)]
     pub plan: TokenPlan,
 }
 
 /// `POST /predict`: per input, every class's score best first; one list for a single input.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(untagged)]
 pub(crate) enum PredictResponse {
     One(Vec<LabelScore>),
     Many(Vec<Vec<LabelScore>>),
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct LabelScore {
     pub label: String,
     pub score: f32,
 }
 
 /// Token counts of a generation (`cached_tokens`: prompt tokens a kept KV cache held).
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
 pub(crate) struct GenerationUsage {
     pub prompt_tokens: usize,
     pub prompt_tokens_details: CachedTokens,
@@ -117,7 +120,7 @@ pub(crate) struct GenerationUsage {
     pub total_tokens: usize,
 }
 
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
 pub(crate) struct CachedTokens {
     pub cached_tokens: usize,
 }
@@ -150,7 +153,7 @@ impl Default for GenerationUsage {
 
 /// A whole completion (`object` "text_completion" or "chat.completion") or one chunk of a stream
 /// ("text_completion" or "chat.completion.chunk": one choice's piece, or no choice and the usage).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct CompletionResponse {
     pub id: String,
     pub object: &'static str,
@@ -163,7 +166,7 @@ pub(crate) struct CompletionResponse {
 
 /// A choice of a completion (or a piece of one, in a stream), in the shape of its format, with
 /// its tokens' log-probabilities when the call asked for them.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(untagged)]
 pub(crate) enum Choice {
     Text {
@@ -186,19 +189,19 @@ pub(crate) enum Choice {
     },
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct ChatText {
     pub role: &'static str,
     pub content: String,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct ChatDelta {
     pub content: String,
 }
 
 /// `GET /live`, `GET /ready`: "ok", or "unavailable" and why.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct Health {
     pub status: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]

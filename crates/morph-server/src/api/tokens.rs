@@ -8,9 +8,14 @@ use axum::Json;
 use axum::extract::State;
 use morph_encoder::TokenSpan;
 
+use super::requests::{DecodeRequest, TokenizeRequest};
 use super::{AppState, Body, parse, validate};
 use crate::error::CallError;
 
+/// text-embeddings-inference's tokenizer: each input's tokens.
+#[utoipa::path(post, path = "/tokenize", tag = "embeddings", request_body = TokenizeRequest,
+    responses((status = 200, description = "Per input, its tokens: {id, text, special, start, stop} \
+        (byte offsets; null for a special token).", body = Vec<Vec<Object>>)))]
 pub(super) async fn tokenize(
     State(state): State<AppState>,
     Body(body): Body,
@@ -25,6 +30,9 @@ pub(super) async fn tokenize(
         .await
 }
 
+/// text-embeddings-inference's detokenizer: each id list's text.
+#[utoipa::path(post, path = "/decode", tag = "embeddings", request_body = DecodeRequest,
+    responses((status = 200, description = "A text per id list.", body = Vec<String>)))]
 pub(super) async fn decode(
     State(state): State<AppState>,
     Body(body): Body,

@@ -3,10 +3,13 @@
 
 use morph_decoder::{Message, SamplingParams};
 
-use super::fields::{ChatMessage, Content, Flag, Inputs, Messages, Number, Text, Texts};
+use super::fields::{ChatMessage, Content, Flag, Inputs, Messages, Number, ROLES, Text, Texts};
+use super::bounds::{Bounded, Switch};
 use super::requests::{
-    ClassifyRequest, DecodeRequest, EmbedRequest, EmbeddingsRequest, GenerationRequest, PredictRequest,
-    StreamOptions, TokenizeRequest,
+    AddSpecialTokens, CHAT_ONLY, COMPLETION_ONLY, Choices, ClassifyRequest, CompletionLogprobs, DecodeRequest,
+    EmbedRequest, EmbeddingsRequest, GenerationRequest, IncludeUsage, MaxTokens, MinP, Normalize, Penalty,
+    PredictRequest, Seed, SkipSpecialTokens, SloMs, Stream, StreamOptions, Temperature, TokenizeRequest,
+    TopK, TopLogprobs, TopP, Truncate, Utility,
 };
 use crate::error::CallError;
 use crate::infer::{EmbedInputs, GenerationFormat, Prompt, ValidClassify, ValidEmbed, ValidGeneration};
@@ -29,8 +32,6 @@ pub struct EmbeddingsCall {
 
 /// Most stop strings in one call (OpenAI's limit).
 const MAX_STOPS: usize = 4;
-/// Most choices per prompt.
-const MAX_CHOICES: f64 = 16.0;
 
 /// `/v1/embeddings` on a server that serves `served`, whose vectors have `dim` dimensions.
 pub fn embeddings(
@@ -57,7 +58,7 @@ pub fn embeddings(
         return Err(CallError::validation("dimensions", message));
     }
     log_user("/v1/embeddings", r.user);
-    let embed = ValidEmbed { inputs, field: "input", truncate: flag(r.truncate, false), normalize: true };
+    let embed = ValidEmbed { inputs, field: "input", truncate: Truncate::read(r.truncate), normalize: true };
     Ok(EmbeddingsCall { embed, encoding })
 }
 
@@ -65,14 +66,14 @@ pub fn embed(r: EmbedRequest, max_items: usize) -> Result<ValidEmbed, CallError>
     Ok(ValidEmbed {
         inputs: inputs("inputs", r.inputs, max_items)?,
         field: "inputs",
-        normalize: flag(r.normalize, true),
-        truncate: flag(r.truncate, false),
+        normalize: Normalize::read(r.normalize),
+        truncate: Truncate::read(r.truncate),
     })
 }
 
 /// `/tokenize`: the texts, and whether to add the special tokens.
 pub fn tokenize(r: TokenizeRequest, max_items: usize) -> Result<(Vec<String>, bool), CallError> {
-    Ok((texts("inputs", r.inputs, max_items)?, flag(r.add_special_tokens, true)))
+    Ok((texts("inputs", r.inputs, max_items)?, AddSpecialTokens::read(r.add_special_tokens)))
 }
 
 /// `/decode`: the token id lists, and whether to leave the special tokens out.
@@ -83,7 +84,7 @@ pub fn decode(r: DecodeRequest, max_items: usize) -> Result<(Vec<Vec<u32>>, bool
             return Err(CallError::validation("ids", "must be an array of token ids, or an array of them"));
         }
     };
-    Ok((ids, flag(r.skip_special_tokens, true)))
+    Ok((ids, SkipSpecialTokens::read(r.skip_special_tokens)))
 }
 
 pub fn classify(r: ClassifyRequest, max_items: usize) -> Result<ValidClassify, CallError> {
@@ -107,9 +108,9 @@ fn service(
         task,
         texts: texts(field, input, max_items)?,
         field,
-        slo_ms: optional_number_in("slo_ms", slo_ms, 0.0, 86_400_000.0)?,
-        utility: number_in("utility", utility, 1.0, 0.0, 1e6)?,
-        truncate: flag(truncate, false),
+        slo_ms: SloMs::RANGE.given("slo_ms", slo_ms)?,
+        utility: Utility::RANGE.read("utility", utility)?,
+        truncate: Truncate::read(truncate),
     })
 }
 
@@ -125,11 +126,11 @@ pub fn generation(
     served_model(r.model, served)?;
     let prompts = match format {
         GenerationFormat::Completion => {
-            refuse_other_format("messages", r.messages.is_some(), "/v1/chat/completions", "prompt")?;
+            refuse_other_format(&CHAT_ONLY, &[r.messages.is_some(), r.top_logprobs.is_some()], format)?;
             texts("prompt", r.prompt, max_items)?.into_iter().map(Prompt::Text).collect()
         }
         GenerationFormat::Chat => {
-            refuse_other_format("prompt", r.prompt.is_some(), "/v1/completions", "messages")?;
+            refuse_other_format(&COMPLETION_ONLY, &[r.prompt.is_some()], format)?;
             vec![Prompt::Chat(messages(r.messages)?)]
         }
     };
@@ -142,26 +143,26 @@ pub fn generation(
         (given, None) => ("max_tokens", given),
     };
     let max_tokens_given = max_tokens.is_some();
-    let max_tokens = whole_in(max_tokens_field, max_tokens, 128.0, 1.0, context as f64)? as u32;
+    let max_tokens = MaxTokens::RANGE.up_to(context as f64).read(max_tokens_field, max_tokens)? as u32;
     // Without a seed each call draws its own, so repeated calls sample afresh.
-    let seed = optional_number_in("seed", r.seed, 0.0, 9.0e15)?.map_or_else(rand::random, |s| s as u64);
+    let seed = Seed::RANGE.given("seed", r.seed)?.map_or_else(rand::random, |s| s as u64);
     let sampling = SamplingParams {
-        temperature: number_in("temperature", r.temperature, 1.0, 0.0, 2.0)? as f32,
-        top_p: number_in("top_p", r.top_p, 1.0, 1e-6, 1.0)? as f32,
-        top_k: whole_in("top_k", r.top_k, 0.0, 0.0, 1e6)? as u32,
-        min_p: number_in("min_p", r.min_p, 0.0, 0.0, 1.0)? as f32,
-        presence_penalty: number_in("presence_penalty", r.presence_penalty, 0.0, -2.0, 2.0)? as f32,
-        frequency_penalty: number_in("frequency_penalty", r.frequency_penalty, 0.0, -2.0, 2.0)? as f32,
+        temperature: Temperature::RANGE.read("temperature", r.temperature)? as f32,
+        top_p: TopP::RANGE.read("top_p", r.top_p)? as f32,
+        top_k: TopK::RANGE.read("top_k", r.top_k)? as u32,
+        min_p: MinP::RANGE.read("min_p", r.min_p)? as f32,
+        presence_penalty: Penalty::RANGE.read("presence_penalty", r.presence_penalty)? as f32,
+        frequency_penalty: Penalty::RANGE.read("frequency_penalty", r.frequency_penalty)? as f32,
         seed,
     };
-    let stream = flag(r.stream, false);
+    let stream = Stream::read(r.stream);
     let include_usage = stream_usage(r.stream_options, stream)?;
     response_format(r.response_format)?;
     let logprobs = logprobs(format, r.logprobs, r.top_logprobs)?;
     log_user(format.route(), r.user);
     Ok(ValidGeneration {
         prompts,
-        n: whole_in("n", r.n, 1.0, 1.0, MAX_CHOICES)? as u32,
+        n: Choices::RANGE.read("n", r.n)? as u32,
         max_tokens,
         max_tokens_given,
         sampling,
@@ -172,13 +173,18 @@ pub fn generation(
     })
 }
 
-/// A field of the other generation route is named, with the route that takes it.
-fn refuse_other_format(field: &str, given: bool, route: &str, instead: &str) -> Result<(), CallError> {
-    match given {
-        true => {
-            Err(CallError::validation(field, format!("is a field of {route}; this route takes {instead}")))
+/// The first of the other generation route's `fields` that was `given` is named, with the route
+/// that takes it.
+fn refuse_other_format(fields: &[&str], given: &[bool], format: GenerationFormat) -> Result<(), CallError> {
+    let other = match format {
+        GenerationFormat::Chat => GenerationFormat::Completion,
+        GenerationFormat::Completion => GenerationFormat::Chat,
+    };
+    match fields.iter().zip(given).find(|(_, given)| **given) {
+        Some((field, _)) => {
+            Err(CallError::validation(*field, format!("is a field of {}, not of this route", other.route())))
         }
-        false => Ok(()),
+        None => Ok(()),
     }
 }
 
@@ -195,7 +201,7 @@ fn stream_usage(options: Option<StreamOptions>, stream: bool) -> Result<bool, Ca
     match options {
         None => Ok(false),
         Some(_) if !stream => Err(CallError::validation("stream_options", "is only for \"stream\": true")),
-        Some(StreamOptions { include_usage }) => Ok(flag(include_usage, false)),
+        Some(StreamOptions { include_usage }) => Ok(IncludeUsage::read(include_usage)),
     }
 }
 
@@ -211,10 +217,6 @@ fn response_format(value: Option<serde_json::Value>) -> Result<(), CallError> {
         _ => Err(CallError::validation("response_format", "must be {\"type\": \"text\"}")),
     }
 }
-
-/// Most alternatives per token (OpenAI's limits: 20 in chat, 5 in completions).
-const MAX_TOP_LOGPROBS_CHAT: f64 = 20.0;
-const MAX_TOP_LOGPROBS_COMPLETIONS: f64 = 5.0;
 
 /// Whether each token's log-probability is asked for, and with how many alternatives: chat's
 /// `logprobs` is true or false with `top_logprobs` beside it; completions' `logprobs` is the
@@ -232,7 +234,7 @@ fn logprobs(
                 Some(serde_json::Value::Bool(asked)) => asked,
                 Some(_) => return Err(CallError::validation("logprobs", "must be true or false")),
             };
-            let top = whole_in("top_logprobs", top, 0.0, 0.0, MAX_TOP_LOGPROBS_CHAT)? as u8;
+            let top = TopLogprobs::RANGE.read("top_logprobs", top)? as u8;
             match (asked, top) {
                 (false, 0) => Ok(None),
                 (false, _) => Err(CallError::validation("top_logprobs", "needs \"logprobs\": true")),
@@ -240,7 +242,6 @@ fn logprobs(
             }
         }
         GenerationFormat::Completion => {
-            refuse_other_format("top_logprobs", top.is_some(), "/v1/chat/completions", "logprobs: N")?;
             let number = match logprobs {
                 None => return Ok(None),
                 Some(serde_json::Value::Number(n)) => n.as_f64().map(Number),
@@ -249,7 +250,7 @@ fn logprobs(
             let Some(number) = number else {
                 return Err(CallError::validation("logprobs", "must be a number of alternatives, 0 to 5"));
             };
-            Ok(Some(whole_in("logprobs", Some(number), 0.0, 0.0, MAX_TOP_LOGPROBS_COMPLETIONS)? as u8))
+            Ok(CompletionLogprobs::RANGE.given("logprobs", Some(number))?.map(|n| n as u8))
         }
     }
 }
@@ -308,9 +309,6 @@ fn inputs(field: &str, value: Option<Inputs>, max_items: usize) -> Result<EmbedI
     }
 }
 
-/// Roles a chat message may have (`developer` is OpenAI's newer name for `system`).
-const ROLES: [&str; 4] = ["system", "developer", "user", "assistant"];
-
 /// `messages`: a non-empty array of `{role, content}`, content a string or text parts.
 fn messages(value: Option<Messages>) -> Result<Vec<Message>, CallError> {
     let list = match value {
@@ -360,37 +358,6 @@ fn content_text(i: usize, content: Option<Content>) -> Result<String, CallError>
         }
     });
     Ok(texts.collect::<Result<Vec<_>, _>>()?.join("\n"))
-}
-
-fn flag(value: Option<Flag>, default: bool) -> bool {
-    value.map_or(default, |Flag(b)| b)
-}
-
-/// A number in `min..=max`, `default` when absent.
-fn number_in(field: &str, value: Option<Number>, default: f64, min: f64, max: f64) -> Result<f64, CallError> {
-    Ok(optional_number_in(field, value, min, max)?.unwrap_or(default))
-}
-
-/// A whole number in `min..=max`, `default` when absent.
-fn whole_in(field: &str, value: Option<Number>, default: f64, min: f64, max: f64) -> Result<f64, CallError> {
-    match value {
-        Some(Number(v)) if v.fract() != 0.0 => Err(CallError::validation(field, "must be a whole number")),
-        value => number_in(field, value, default, min, max),
-    }
-}
-
-/// A number in `min..=max`, or `None` when absent.
-fn optional_number_in(
-    field: &str,
-    value: Option<Number>,
-    min: f64,
-    max: f64,
-) -> Result<Option<f64>, CallError> {
-    match value {
-        None => Ok(None),
-        Some(Number(v)) if (min..=max).contains(&v) => Ok(Some(v)),
-        Some(_) => Err(CallError::validation(field, format!("must be between {min} and {max}"))),
-    }
 }
 
 #[cfg(test)]
@@ -486,7 +453,17 @@ mod tests {
             gen_error(r#"{"messages": [{"role": "user", "content": "x", "name": "a"}]}"#, chat)
                 .starts_with("messages[0].name: is not supported")
         );
-        assert!(gen_error(r#"{"prompt": "x"}"#, chat).starts_with("prompt: is a field of /v1/completions"));
+        // Each field the OpenAPI document leaves out of a route's schema is refused there.
+        for field in COMPLETION_ONLY {
+            let body = format!(r#"{{"messages": [{{"role": "user", "content": "x"}}], "{field}": "x"}}"#);
+            assert!(gen_error(&body, chat).starts_with(&format!("{field}: is a field of /v1/completions")));
+        }
+        for field in CHAT_ONLY {
+            let value = if field == "messages" { r#"[{"role": "user", "content": "x"}]"# } else { "2" };
+            let body = format!(r#"{{"prompt": "x", "{field}": {value}}}"#);
+            let error = gen_error(&body, GenerationFormat::Completion);
+            assert!(error.starts_with(&format!("{field}: is a field of /v1/chat/completions")), "{error}");
+        }
         let completion = GenerationFormat::Completion;
         for (body, error) in [
             (r#"{"prompt": "hi", "max_tokens": 0}"#, "max_tokens: must be between 1 and 2048"),

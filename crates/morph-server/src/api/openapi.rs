@@ -1,0 +1,126 @@
+//! `GET /openapi.json`: the OpenAPI 3.1 document of every route, generated (utoipa) from the
+//! request and answer types and the handlers' `#[utoipa::path]` lines, so it lists exactly the
+//! fields each route honours, with their defaults and bounds.
+
+use axum::{Json, Router};
+use utoipa_scalar::{Scalar, Servable};
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::openapi::{ContentBuilder, OpenApi as Document, RefOr, ResponseBuilder};
+use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
+
+use super::responses::ErrorResponse;
+use super::{classify, embeddings, generate, health, info, models, tokens};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Morph",
+        description = "Serving transformer models: OpenAI's and text-embeddings-inference's APIs. \
+            Every field a route does not list is refused with a 422 naming it. docs/api.md says \
+            what each field does."
+    ),
+    paths(
+        embeddings::openai, embeddings::tei, tokens::tokenize, tokens::decode, classify::classify,
+        classify::predict, generate::chat_completions, generate::completions, models::list,
+        models::one, info::info, health::live, health::ready, health::health, info::metrics, document
+    ),
+    modifiers(&ApiKey, &Errors),
+    security((), ("bearer" = [])),
+    tags(
+        (name = "embeddings", description = "On a server started with --task embed."),
+        (name = "classification", description = "On a server with classification tasks."),
+        (name = "generation", description = "On a server started with --task generate."),
+        (name = "operations", description = "Models, probes, metrics and this document.")
+    )
+)]
+struct ApiDoc;
+
+/// The document, built once per call (it is small, and `/openapi.json` is not a hot path).
+pub(super) fn spec() -> Document {
+    ApiDoc::openapi()
+}
+
+/// The OpenAPI document of every route.
+#[utoipa::path(get, path = "/openapi.json", tag = "operations", security(()),
+    responses((status = 200, description = "This document.", body = Object)))]
+pub(super) async fn document() -> Json<Document> {
+    Json(spec())
+}
+
+/// `GET /docs`: the document as a page to read and try the routes from (Scalar's viewer, whose
+/// script the browser fetches from its CDN).
+pub(super) fn page<S: Clone + Send + Sync + 'static>() -> Router<S> {
+    Scalar::with_url("/docs", spec()).into()
+}
+
+/// `--api-key`'s bearer scheme.
+struct ApiKey;
+
+impl Modify for ApiKey {
+    fn modify(&self, doc: &mut Document) {
+        let mut bearer = Http::new(HttpAuthScheme::Bearer);
+        bearer.description = Some("With --api-key: every route but the probes, /metrics, this document and /docs.".into());
+        let components = doc.components.get_or_insert_with(Default::default);
+        components.add_security_scheme("bearer", SecurityScheme::Http(bearer));
+    }
+}
+
+/// Every route's errors: one JSON shape, its message naming the field at fault.
+struct Errors;
+
+impl Modify for Errors {
+    fn modify(&self, doc: &mut Document) {
+        let content = ContentBuilder::new().schema(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name(
+            ErrorResponse::name(),
+        ))));
+        let error = ResponseBuilder::new()
+            .description("An error (OpenAI's shape); the message names the field at fault.")
+            .content("application/json", content.build())
+            .build();
+        for item in doc.paths.paths.values_mut() {
+            for operation in [&mut item.get, &mut item.post].into_iter().flatten() {
+                operation.responses.responses.insert("default".into(), error.clone().into());
+            }
+        }
+        let components = doc.components.get_or_insert_with(Default::default);
+        let mut schemas = Vec::new();
+        ErrorResponse::schemas(&mut schemas);
+        components.schemas.insert(ErrorResponse::name().into(), ErrorResponse::schema());
+        components.schemas.extend(schemas);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn document() -> Value {
+        serde_json::to_value(spec()).expect("the document is JSON")
+    }
+
+    #[test]
+    fn each_generation_route_lists_its_own_fields_with_their_defaults_and_bounds() {
+        let doc = document();
+        let schemas = &doc["components"]["schemas"];
+        let chat = &schemas["ChatRequest"]["properties"];
+        let completion = &schemas["CompletionRequest"]["properties"];
+        assert!(chat["prompt"].is_null() && !chat["messages"].is_null() && !chat["top_logprobs"].is_null());
+        assert!(completion["messages"].is_null() && completion["top_logprobs"].is_null());
+        assert_eq!(schemas["ChatRequest"]["required"], json!(["messages"]));
+        assert_eq!(schemas["CompletionRequest"]["required"], json!(["prompt"]));
+        assert_eq!(chat["logprobs"]["type"], "boolean");
+        assert_eq!(completion["logprobs"]["maximum"], 5.0);
+        let temperature = &chat["temperature"];
+        assert_eq!((temperature["default"].as_f64(), temperature["maximum"].as_f64()), (Some(1.0), Some(2.0)));
+        assert_eq!(temperature["description"], "0 is greedy.");
+        assert_eq!(chat["max_tokens"]["default"], 128);
+        assert_eq!(schemas["EmbedRequest"]["properties"]["normalize"]["default"], true);
+        // Every schema referred to is in the document.
+        let text = doc.to_string();
+        for name in text.split("#/components/schemas/").skip(1).map(|s| &s[..s.find('"').unwrap_or(0)]) {
+            assert!(!schemas[name].is_null(), "{name} is referred to but not in the document");
+        }
+    }
+}
