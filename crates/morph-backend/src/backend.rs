@@ -10,7 +10,7 @@ use morph_encoder::{CandleRuntime, Encoder, OrtEncoder, Pooling};
 use morph_engine::{EmulatedRuntime, Engine, EngineError};
 use morph_fetch::ModelFiles;
 
-use crate::EngineKind;
+use crate::{EngineKind, NO_STAGES_OF_ONNX_FILE, NO_STAGES_ON_CANDLE};
 
 /// The loaded model and how its engines compute. Candle instances share its weights, ONNX
 /// Runtime instances are compiled from them.
@@ -102,18 +102,14 @@ impl Backend {
     /// as the layer count allows (emulated instances: one nominal layer per stage).
     pub fn stage_units(&self, runtime: RuntimeSpec, count: u16) -> Result<Vec<UnitSpec>, EngineError> {
         let layers = match self {
-            Backend::Ort(encoder, _) => encoder.layers().ok_or_else(|| {
-                EngineError::Unsupported(
-                    "pipeline stages of a user's ONNX file (Morph's own graphs only)".into(),
-                )
-            })?,
+            Backend::Ort(encoder, _) => {
+                encoder.layers().ok_or_else(|| EngineError::Unsupported(NO_STAGES_OF_ONNX_FILE.into()))?
+            }
             Backend::Emulated { .. } => usize::from(count),
             // A decoder's stages run its prefill only.
             Backend::Decoder(decoder, _) => decoder.model.llama.config.layers,
             Backend::Candle(_) => {
-                return Err(EngineError::Unsupported(
-                    "pipeline stages need --engine ort (or emulated, or a decoder's prefill)".into(),
-                ));
+                return Err(EngineError::Unsupported(NO_STAGES_ON_CANDLE.into()));
             }
         };
         if count == 0 || usize::from(count) > layers {
@@ -129,7 +125,7 @@ impl Backend {
         let spec = unit.runtime;
         Ok(match self {
             Backend::Candle(_) if unit.stage.is_some() => {
-                return Err(EngineError::Unsupported("pipeline stages on candle".into()));
+                return Err(EngineError::Unsupported(NO_STAGES_ON_CANDLE.into()));
             }
             Backend::Candle(encoder) => Box::new(CandleRuntime::new(encoder.clone(), spec)?),
             Backend::Ort(encoder, plans) => Box::new(encoder.instance(unit, plans)?),

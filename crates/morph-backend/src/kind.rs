@@ -7,6 +7,12 @@ use morph_core::{LatencyProfile, TokenPlan};
 use morph_decoder::DecoderKernels;
 use morph_encoder::onnx::Dtype;
 
+/// Why a user's ONNX file cannot be cut into pipeline stages.
+pub const NO_STAGES_OF_ONNX_FILE: &str = "pipeline stages of a user's ONNX file (Morph's own graphs only)";
+/// Why candle's encoder cannot be.
+pub const NO_STAGES_ON_CANDLE: &str =
+    "pipeline stages need --engine ort (or emulated, or a decoder's prefill)";
+
 /// What computes the batches.
 #[derive(Debug, Clone)]
 pub enum EngineKind {
@@ -45,4 +51,31 @@ impl EngineKind {
             EngineKind::Candle | EngineKind::Ort { .. } | EngineKind::Emulated { .. } => "float32",
         }
     }
+
+    /// What this engine can do, for the rules of what goes together (as a policy's `Needs`).
+    pub fn can(&self) -> EngineCan {
+        match self {
+            EngineKind::Candle => EngineCan { stages: false, processes: false },
+            // Layers are known (and cut, and rebuilt in a worker) only in the graphs Morph writes,
+            // which a worker builds in fp32.
+            EngineKind::Ort { onnx, dtype, .. } => {
+                EngineCan { stages: onnx.is_none(), processes: onnx.is_none() && *dtype == Dtype::Fp32 }
+            }
+            EngineKind::Emulated { .. } => EngineCan { stages: true, processes: false },
+            // A decoder's stages run its prefill on candle; only they run in worker processes.
+            EngineKind::Decoder { kernels, .. } => {
+                let candle = *kernels == DecoderKernels::Candle;
+                EngineCan { stages: candle, processes: candle }
+            }
+        }
+    }
+}
+
+/// What an engine can do besides whole-model instances in threads of the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineCan {
+    /// Cut the model into pipeline stages of consecutive layers.
+    pub stages: bool,
+    /// Run its instances (a decoder: its prefill stages) as `morph worker` processes.
+    pub processes: bool,
 }

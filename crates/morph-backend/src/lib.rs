@@ -7,4 +7,4 @@ mod backend;
 mod kind;
 
 pub use backend::Backend;
-pub use kind::EngineKind;
+pub use kind::{EngineCan, EngineKind, NO_STAGES_OF_ONNX_FILE, NO_STAGES_ON_CANDLE};

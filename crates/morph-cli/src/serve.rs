@@ -2,37 +2,23 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
 use clap::builder::{PossibleValue, PossibleValuesParser};
 use morph_backend::EngineKind;
-use morph_core::{LatencyProfile, RuntimeSpec, TokenPlan, time::ms_to_nanos};
+use morph_core::RuntimeSpec;
 use morph_decoder::DecoderKernels;
+use morph_deploy::{ServeSpec, Task};
 use morph_encoder::Pooling;
-use morph_policy::registry::{self, Family, POLICIES, PolicyKind};
-use morph_server::prediction::PredictorConfig;
-use morph_server::{ConnectionLimits, Server, ServerConfig};
+use morph_policy::registry::POLICIES;
+use morph_server::{ConnectionLimits, Server};
 
-use crate::engine_args::{EngineArg, EngineArgs, onnx_off_ort};
+use crate::engine_args::EngineArgs;
 use crate::model_args::ModelArgs;
 use crate::predictor_args::PredictorArgs;
 use crate::process_args::ProcessArgs;
-use crate::serve_defaults::serve_defaults;
-
-/// Most of one call's inputs in the queue at once (see --max-client-batch).
-const MAX_CALL_WAVE: usize = 128;
-/// --max-queue's defaults (see its help).
-const EMBED_MAX_QUEUE: usize = 256;
-const GENERATE_MAX_QUEUE: usize = 16;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum Task {
-    Embed,
-    Generate,
-}
 
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
@@ -158,173 +144,60 @@ pub(crate) struct ServeArgs {
     served_model_name: Option<String>,
     /// Seconds a client may take to send a request's head (also the most a kept-alive
     /// connection may sit idle between requests); then the connection is closed.
-    #[arg(long, default_value_t = ConnectionLimits::default().header_timeout.as_secs_f64())]
-    header_timeout_s: f64,
+    #[arg(long, default_value = seconds_text(ConnectionLimits::default().header_timeout), value_parser = positive_seconds)]
+    header_timeout_s: Duration,
     /// Seconds a client may take to send a request's body; then the call gets 408.
-    #[arg(long, default_value_t = ConnectionLimits::default().body_timeout.as_secs_f64())]
-    body_timeout_s: f64,
+    #[arg(long, default_value = seconds_text(ConnectionLimits::default().body_timeout), value_parser = positive_seconds)]
+    body_timeout_s: Duration,
     /// Connections open at once; more wait to be accepted.
     #[arg(long, default_value_t = ConnectionLimits::default().max_connections)]
     max_connections: usize,
     /// At shutdown (SIGTERM, Ctrl-C), seconds in-flight calls may take to finish before the
     /// remaining connections are closed.
-    #[arg(long, default_value_t = ConnectionLimits::default().drain_timeout.as_secs_f64())]
-    drain_timeout_s: f64,
+    #[arg(long, default_value = seconds_text(ConnectionLimits::default().drain_timeout), value_parser = positive_seconds)]
+    drain_timeout_s: Duration,
     /// Require `Authorization: Bearer KEY` on every route but /health and /metrics.
     #[arg(long, env = "MORPH_API_KEY", hide_env_values = true)]
     api_key: Option<String>,
 }
 
 impl ServeArgs {
-    /// Flags that contradict each other are refused before anything loads.
-    fn check(&self) -> anyhow::Result<()> {
-        anyhow::ensure!(self.max_queue != Some(0), "--max-queue must be at least 1");
-        anyhow::ensure!(self.max_client_batch > 0, "--max-client-batch must be at least 1");
-        anyhow::ensure!(self.stages > 0, "--stages must be at least 1");
-        anyhow::ensure!(self.max_connections > 0, "--max-connections must be at least 1");
-        anyhow::ensure!(
-            self.chat_template.is_none() || self.task == Task::Generate,
-            "--chat-template is for --task generate"
-        );
-        for (flag, s) in [
-            ("--header-timeout-s", self.header_timeout_s),
-            ("--body-timeout-s", self.body_timeout_s),
-            ("--drain-timeout-s", self.drain_timeout_s),
-        ] {
-            anyhow::ensure!(s.is_finite() && s > 0.0, "{flag} must be a positive number of seconds, got {s}");
-        }
-        Ok(())
-    }
-
-    /// Whether the runtimes come from the engine's profile (see --runtime): an encoder on ONNX
-    /// Runtime, whole, in threads, batched by dynamic-batching, with no runtime given.
-    fn profiled_defaults(&self, policy: &PolicyKind, engine: &EngineKind) -> bool {
-        self.runtimes.is_empty()
-            && self.stages <= 1
-            && policy.family == Family::Batching
-            && self.workers.config().is_ok_and(|w| w.is_none())
-            && matches!(engine, EngineKind::Ort { .. })
-    }
-
-    fn config(self) -> anyhow::Result<ServerConfig> {
-        self.check()?;
-        let profile = match &self.profile {
-            Some(path) => Some(Arc::new(LatencyProfile::load(path)?)),
-            None => None,
-        };
-        let engine = match (self.engine.engine, &profile) {
-            (EngineArg::Emulated, _) if self.engine.onnx.is_some() => return Err(onnx_off_ort()),
-            (EngineArg::Emulated, Some(profile)) => {
-                EngineKind::Emulated { profile: profile.clone(), dim: self.emulated_dim }
-            }
-            (EngineArg::Emulated, None) => anyhow::bail!("--engine emulated needs --profile FILE"),
-            _ => self.engine.serving(self.workers.config()?.is_some())?,
-        };
-        let generate = self.task == Task::Generate;
-        let whole_decoder = generate && self.stages <= 1;
-        let policy =
-            self.policy.as_deref().unwrap_or(if whole_decoder { "fcfs" } else { "dynamic-batching" });
-        let policy = PolicyKind::find(policy)?;
-        let (model, engine, predictor) = match generate {
-            true => {
-                let predictor = self.predictor.config(policy, || self.engine.real())?;
-                (
-                    None,
-                    EngineKind::Decoder {
-                        gguf: self.model.fetch_decoder()?,
-                        prefill_chunk: self.prefill_chunk,
-                        kernels: self.decoder_kernels.unwrap_or(match whole_decoder {
-                            true => DecoderKernels::LlamaCpp,
-                            false => DecoderKernels::Candle,
-                        }),
-                        chat_template: match &self.chat_template {
-                            Some(path) => Some(
-                                std::fs::read_to_string(path)
-                                    .with_context(|| format!("--chat-template {}", path.display()))?,
-                            ),
-                            None => None,
-                        },
-                    },
-                    predictor,
-                )
-            }
-            false => (Some(self.model.fetch()?), engine, PredictorConfig::None),
-        };
-        let mut policy_params: serde_json::Value = serde_json::from_str(&self.policy_params)
+    /// The flags as a spec: parsing only; `morph_deploy` resolves it.
+    fn spec(self) -> anyhow::Result<ServeSpec> {
+        let policy_params = serde_json::from_str(&self.policy_params)
             .with_context(|| format!("--policy-params is not JSON: {}", self.policy_params))?;
-        let profiled = match &model {
-            Some(files) if self.profiled_defaults(policy, &engine) => {
-                let d = serve_defaults(files, &engine, 512)?;
-                tracing::info!(
-                    runtime = %d.runtime, instances = d.instances, threads = d.threads, profile = %d.source,
-                    "runtimes from the engine's profile"
-                );
-                Some(d)
-            }
-            _ => None,
-        };
-        let (runtimes, instances, threads) = match &profiled {
-            Some(d) => {
-                (vec![d.runtime], self.instances.unwrap_or(d.instances), self.threads.or(Some(d.threads)))
-            }
-            None => {
-                let runtimes = match (self.runtimes.is_empty(), generate) {
-                    (false, _) => self.runtimes,
-                    (true, false) => vec![RuntimeSpec::dynamic(512, 32)],
-                    (true, true) => vec![RuntimeSpec::dynamic(2048, 4)],
-                };
-                (runtimes, self.instances.unwrap_or(1), self.threads)
-            }
-        };
-        let max_queue = self.max_queue.unwrap_or(if generate { GENERATE_MAX_QUEUE } else { EMBED_MAX_QUEUE });
-        if policy.family == Family::Generation
-            && let Some(params) = policy_params.as_object_mut()
-        {
-            params.entry("max_queue").or_insert(max_queue.into());
-        }
-        if policy.family == Family::Batching
-            && let Some(params) = policy_params.as_object_mut()
-        {
-            params.entry("max_batch_tokens").or_insert(self.max_batch_tokens.into());
-            params.entry("max_queue").or_insert(max_queue.into());
-            if let Some(d) = &profiled {
-                params.entry("buckets").or_insert(serde_json::to_value(&d.buckets)?);
-            }
-        }
-        let (plans, accuracy) = match &self.plan_profiles {
-            Some(dir) => crate::plan_profiles::load(dir)?,
-            None => Default::default(),
-        };
-        Ok(ServerConfig {
-            model,
-            pooling: self.pooling,
-            engine,
-            runtimes,
-            instances,
+        Ok(ServeSpec {
+            task: self.task,
+            model: self.model.choice(),
+            engine: self.engine.spec(),
+            runtimes: self.runtimes,
+            instances: self.instances,
+            threads: self.threads,
             stages: self.stages,
-            threads,
-            policy: policy.name.to_string(),
+            prefill_chunk: self.prefill_chunk,
+            chat_template: self.chat_template,
+            decoder_kernels: self.decoder_kernels,
+            policy: self.policy,
             policy_params,
-            policy_context: registry::Context {
-                profile: profile.or_else(|| plans.get(&TokenPlan::Plain).cloned()),
-                slo: self.slo_ms.map(ms_to_nanos),
-                plans,
-                accuracy,
-                ..Default::default()
+            slo_ms: self.slo_ms,
+            stage_profile_len: self.stage_profile_len,
+            predictor: self.predictor.choice(),
+            workers: self.workers.config()?,
+            profile: self.profile,
+            plan_profiles: self.plan_profiles,
+            emulated_dim: self.emulated_dim,
+            pooling: self.pooling,
+            max_batch_tokens: self.max_batch_tokens,
+            max_queue: self.max_queue,
+            max_client_batch: self.max_client_batch,
+            served_model_name: self.served_model_name,
+            limits: ConnectionLimits {
+                header_timeout: self.header_timeout_s,
+                body_timeout: self.body_timeout_s,
+                max_connections: self.max_connections,
+                drain_timeout: self.drain_timeout_s,
             },
             api_key: self.api_key,
-            served_model_name: self.served_model_name,
-            max_client_batch: self.max_client_batch,
-            call_wave: (max_queue / 2).clamp(1, MAX_CALL_WAVE),
-            predictor,
-            workers: self.workers.config()?,
-            stage_timing_len: self.stage_profile_len,
-            limits: ConnectionLimits {
-                header_timeout: Duration::from_secs_f64(self.header_timeout_s),
-                body_timeout: Duration::from_secs_f64(self.body_timeout_s),
-                max_connections: self.max_connections,
-                drain_timeout: Duration::from_secs_f64(self.drain_timeout_s),
-            },
         })
     }
 }
@@ -333,7 +206,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     let addr: SocketAddr = format!("{}:{}", args.host, args.port)
         .parse()
         .with_context(|| format!("--host {} --port {} is not a socket address", args.host, args.port))?;
-    let config = args.config()?;
+    let config = args.spec()?.resolve()?;
     // candle's process settings (tuning.rs) keep freed memory for speed; ONNX Runtime and
     // emulated instances gain nothing from them, so only a candle server re-executes with them.
     if matches!(config.engine, EngineKind::Candle | EngineKind::Decoder { .. }) {
@@ -370,6 +243,19 @@ pub(crate) async fn shutdown_signal() {
         () = term => {},
     }
     tracing::info!("shutting down: draining in-flight requests");
+}
+
+/// Seconds as `--help` shows them.
+fn seconds_text(d: Duration) -> String {
+    d.as_secs_f64().to_string()
+}
+
+/// A positive number of seconds.
+fn positive_seconds(text: &str) -> Result<Duration, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 => Ok(Duration::from_secs_f64(s)),
+        _ => Err(format!("must be a positive number of seconds, got {text}")),
+    }
 }
 
 /// Every policy's name, with its one-line summary for `--help`.

@@ -6,52 +6,17 @@ use std::sync::Arc;
 
 use morph_backend::{Backend, EngineKind};
 use morph_core::{HostId, HostSlots, Policy, UnitSpec};
-use morph_decoder::DecoderKernels;
-use morph_encoder::onnx::Dtype;
 use morph_encoder::tasks::served::TaskHeads;
 use morph_encoder::{Pooling, TextTokenizer};
-use morph_policy::registry::{Context, Family, PolicyKind};
+use morph_policy::registry::{Context, PolicyKind};
 
-use crate::config::{BuildError, ServerConfig};
-use crate::launcher::{Launcher, WHAT_PROCESSES_RUN, WorkerModel};
+use crate::deployment::{BuildError, Deployment, processes_refusal};
+use crate::launcher::{Launcher, WorkerModel};
 use crate::stage_timing;
 
 /// A configuration error, one line.
 fn config_error(message: impl Into<String>) -> BuildError {
     BuildError::Config(message.into())
-}
-
-/// Refuses what the policy, the engine and the flags cannot run together, naming the flag.
-pub(crate) fn check(config: &ServerConfig, kind: &PolicyKind) -> Result<(), BuildError> {
-    if config.instances == 0 {
-        return Err(config_error("at least one instance is needed"));
-    }
-    let decoder = matches!(config.engine, EngineKind::Decoder { .. });
-    if decoder && config.workers.is_some() && config.stages < 2 {
-        return Err(config_error(
-            "worker processes run a decoder's prefill stages (--stages N); whole decoders generate in threads of the server",
-        ));
-    }
-    if let EngineKind::Decoder { kernels: DecoderKernels::LlamaCpp, .. } = config.engine
-        && config.stages >= 2
-    {
-        return Err(config_error(
-            "a decoder's prefill stages run on candle (--decoder-kernels candle), not llama.cpp",
-        ));
-    }
-    if config.workers.is_some() && !kind.runs_in_worker_processes() {
-        return Err(config_error(format!(
-            "policy '{}' runs its instances as threads of the server; --workers process runs with dynamic-batching or a pipeline policy",
-            kind.name
-        )));
-    }
-    if decoder && config.stages > 1 && kind.family == Family::Generation {
-        return Err(config_error(format!(
-            "policy '{}' runs whole decoders; a decoder's prefill stages are batched by dynamic-batching or a pipeline policy",
-            kind.name
-        )));
-    }
-    Ok(())
 }
 
 /// The model as loaded: its launcher, and for an encoder its tokenizer and pooling.
@@ -64,7 +29,7 @@ pub(crate) struct Loaded {
 }
 
 /// Loads the model and makes its launcher (with worker processes when configured).
-pub(crate) fn load(config: &ServerConfig) -> Result<Loaded, BuildError> {
+pub(crate) fn load(config: &Deployment) -> Result<Loaded, BuildError> {
     match (&config.engine, &config.model) {
         (EngineKind::Decoder { gguf, prefill_chunk, kernels, chat_template }, _) => {
             let launcher =
@@ -81,13 +46,9 @@ pub(crate) fn load(config: &ServerConfig) -> Result<Loaded, BuildError> {
         (engine, Some(files)) => {
             let pooling = Pooling::given_or_model_dir(config.pooling, &files.dir)?;
             let tokenizer = Arc::new(TextTokenizer::load(&files.tokenizer)?);
+            // Deployment::check let only Morph's own fp32 graphs reach worker processes.
             let launcher = match (&config.workers, engine) {
                 (None, _) => Launcher::new(Backend::load(files, pooling, engine)?),
-                (Some(_), EngineKind::Ort { dtype, .. }) if *dtype != Dtype::Fp32 => {
-                    return Err(config_error(format!(
-                        "--dtype {dtype} runs in threads; worker processes (--workers process) run fp32 graphs"
-                    )));
-                }
                 (Some(workers), EngineKind::Ort { library, plans, .. }) => {
                     let model = WorkerModel::Encoder {
                         dir: files.dir.clone(),
@@ -98,12 +59,7 @@ pub(crate) fn load(config: &ServerConfig) -> Result<Loaded, BuildError> {
                     Launcher::new(Backend::load(files, pooling, engine)?)
                         .with_processes(workers.clone(), model)?
                 }
-                (Some(_), other) => {
-                    return Err(config_error(format!(
-                        "{WHAT_PROCESSES_RUN}, not the {} engine",
-                        other.label()
-                    )));
-                }
+                (Some(_), other) => return Err(processes_refusal(other)),
             };
             Ok(Loaded {
                 launcher,
@@ -119,7 +75,7 @@ pub(crate) fn load(config: &ServerConfig) -> Result<Loaded, BuildError> {
 /// The units of the initial instances: the policy's own layout, else every runtime (or its
 /// stages) `--instances` times.
 pub(crate) fn layout(
-    config: &ServerConfig,
+    config: &Deployment,
     kind: &PolicyKind,
     policy: &dyn Policy,
     launcher: &Launcher,
@@ -163,17 +119,10 @@ pub(crate) fn task_heads(model: &str) -> Option<Arc<TaskHeads>> {
 /// caller gave them), and `--instances` slots to place replicas in.
 pub(crate) fn pipeline_context(
     launcher: &Launcher,
-    config: &ServerConfig,
+    config: &Deployment,
     context: Context,
 ) -> Result<Context, BuildError> {
-    let [runtime] = config.runtimes.as_slice() else {
-        let msg = format!("policy '{}' runs one pipeline: give exactly one --runtime", config.policy);
-        return Err(BuildError::Config(msg));
-    };
-    if config.stages < 2 {
-        let msg = format!("policy '{}' sizes pipeline stages: give --stages N (N >= 2)", config.policy);
-        return Err(BuildError::Config(msg));
-    }
+    let [runtime] = config.runtimes.as_slice() else { unreachable!("Deployment::check: one runtime") };
     let profile = stage_timing::measure(launcher, *runtime, config.stages, config.stage_timing_len)?;
     let slots = config.instances.max(usize::from(config.stages)).min(usize::from(u16::MAX)) as u16;
     let hosts = launcher.hosts().unwrap_or_else(|| HostSlots::new(1, slots));

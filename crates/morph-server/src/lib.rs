@@ -3,8 +3,8 @@
 
 pub mod api;
 mod build;
-pub mod config;
 pub mod connections;
+pub mod deployment;
 pub mod drain;
 pub mod driver;
 pub mod error;
@@ -15,8 +15,8 @@ pub mod prediction;
 pub mod server;
 pub mod stage_timing;
 
-pub use config::{BuildError, ServerConfig};
 pub use connections::ConnectionLimits;
+pub use deployment::{BuildError, Deployment};
 pub use error::CallError;
 pub use launcher::{Instance, InstanceEngine, Launcher};
 pub use server::Server;

@@ -1,4 +1,4 @@
-//! `morph serve`: builds the deployment from a [`ServerConfig`] and runs the HTTP server until
+//! `morph serve`: builds the deployment from a [`Deployment`] and runs the HTTP server until
 //! shutdown, then drains: in-flight calls finish, engine threads are joined.
 
 use std::future::Future;
@@ -10,8 +10,8 @@ use tokio::net::TcpListener;
 
 use crate::api::{AppState, Served, ServedModel, router};
 use crate::build;
-use crate::config::{BuildError, ServerConfig};
 use crate::connections::ConnectionLimits;
+use crate::deployment::{BuildError, Deployment};
 use crate::drain::Drain;
 use crate::driver::Driver;
 use crate::infer::{Embedder, Generator};
@@ -29,9 +29,9 @@ pub struct Server {
 impl Server {
     /// Checks the configuration against the policy's needs, loads the model, lays out and
     /// starts the instances, and makes the HTTP edge's state.
-    pub fn build(config: ServerConfig) -> Result<Self, BuildError> {
+    pub fn build(config: Deployment) -> Result<Self, BuildError> {
         let kind = PolicyKind::find(&config.policy)?;
-        build::check(&config, kind)?;
+        config.check(kind)?;
         let loaded = build::load(&config)?;
         let launcher = Arc::new(loaded.launcher);
         let mut context = config.policy_context.clone();

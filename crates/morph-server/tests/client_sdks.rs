@@ -9,7 +9,7 @@ mod common;
 use std::process::Command;
 
 use common::{decoder, ort, start};
-use morph_server::ServerConfig;
+use morph_server::Deployment;
 
 /// The served name of the decoder (`--served-model-name`).
 const GENERATE_MODEL: &str = "smollm2";
@@ -17,14 +17,14 @@ const GENERATE_MODEL: &str = "smollm2";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openai_sdk_and_langchain_get_what_they_ask_for() {
     // OpenAI's limit per call, in waves the queue holds.
-    let embed = ServerConfig {
+    let embed = Deployment {
         max_client_batch: 2048,
         call_wave: 128,
         policy_params: serde_json::json!({ "max_queue": 256 }),
         ..ort()
     };
     let embed = start(embed).await;
-    let generate = start(ServerConfig {
+    let generate = start(Deployment {
         served_model_name: Some(GENERATE_MODEL.into()),
         ..decoder("fcfs", serde_json::json!({}))
     })

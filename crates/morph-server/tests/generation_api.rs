@@ -191,7 +191,7 @@ async fn a_decoder_cut_into_prefill_stages_answers_the_whole_decoders_first_toke
     whole.stop().await;
 
     let params = json!({"max_batch_tokens": 16_384, "max_queue": 64});
-    let staged = start(morph_server::ServerConfig {
+    let staged = start(morph_server::Deployment {
         stages: 5,
         ..decoder_on(DecoderKernels::Candle, "dynamic-batching", params)
     })

@@ -4,7 +4,7 @@ mod common;
 
 use common::{candle, client, emulated, ort, post, start};
 use morph_core::RuntimeSpec;
-use morph_server::ServerConfig;
+use morph_server::Deployment;
 
 fn error_message(body: &serde_json::Value) -> String {
     body["error"]["message"].as_str().unwrap_or_default().to_string()
@@ -25,7 +25,7 @@ async fn onnx_runtime_embeddings_from_the_real_model_in_both_formats() {
 #[tokio::test]
 async fn onnx_runtime_embeddings_with_length_buckets_and_an_instance_per_core() {
     let buckets = serde_json::json!([{"max_len": 10, "max_rows": 8}, {"max_len": 64, "max_rows": 2}]);
-    let config = ServerConfig {
+    let config = Deployment {
         runtimes: vec![RuntimeSpec::dynamic(512, 8)],
         instances: 2,
         threads: Some(1),
@@ -35,7 +35,7 @@ async fn onnx_runtime_embeddings_with_length_buckets_and_an_instance_per_core() 
     real_embeddings(config, "onnxruntime").await;
 }
 
-async fn real_embeddings(config: ServerConfig, engine: &str) {
+async fn real_embeddings(config: Deployment, engine: &str) {
     let server = start(config).await;
     let info: serde_json::Value = client()
         .get(format!("{}/info", server.url))

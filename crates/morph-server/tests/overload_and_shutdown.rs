@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{client, decoder, emulated, post, start};
 use morph_core::RuntimeSpec;
-use morph_server::{ConnectionLimits, ServerConfig};
+use morph_server::{ConnectionLimits, Deployment};
 
 #[tokio::test]
 async fn overload_is_429_with_a_reason_and_loses_nothing_admitted() {
@@ -117,7 +117,7 @@ async fn three_hundred_concurrent_chats_get_answers_or_429s_with_retry_after() {
 /// stream gets it as its last event), none cut without an answer.
 #[tokio::test]
 async fn the_drain_deadline_answers_every_call_left_with_shutting_down() {
-    let config = ServerConfig {
+    let config = Deployment {
         limits: ConnectionLimits { drain_timeout: Duration::from_millis(500), ..Default::default() },
         ..decoder("fcfs", serde_json::json!({}))
     };

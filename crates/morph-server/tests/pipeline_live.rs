@@ -8,7 +8,7 @@ use common::{ort, post, start};
 use morph_backend::EngineKind;
 use morph_core::{RuntimeSpec, TokenPlan};
 use morph_encoder::pooling::cosine;
-use morph_server::ServerConfig;
+use morph_server::Deployment;
 use serde_json::json;
 
 const TEXTS: [&str; 3] = [
@@ -17,7 +17,7 @@ const TEXTS: [&str; 3] = [
     "Stages hand hidden states on.",
 ];
 
-async fn vectors(config: ServerConfig) -> (Vec<Vec<f32>>, String) {
+async fn vectors(config: Deployment) -> (Vec<Vec<f32>>, String) {
     let server = start(config).await;
     let (status, body) = post(&server.url, "/v1/embeddings", &json!({"input": TEXTS}).to_string()).await;
     assert_eq!(status, 200, "{body}");
@@ -34,25 +34,25 @@ async fn vectors(config: ServerConfig) -> (Vec<Vec<f32>>, String) {
     (vectors, metrics)
 }
 
-fn one_runtime(config: ServerConfig) -> ServerConfig {
-    ServerConfig { runtimes: vec![RuntimeSpec::dynamic(128, 4)], ..config }
+fn one_runtime(config: Deployment) -> Deployment {
+    Deployment { runtimes: vec![RuntimeSpec::dynamic(128, 4)], ..config }
 }
 
 #[tokio::test]
 async fn three_stages_served_live_give_the_unsplit_vectors_and_a_plan_is_served_on_request() {
     let (whole, _) = vectors(one_runtime(ort())).await;
-    let (split, metrics) = vectors(ServerConfig { stages: 3, ..one_runtime(ort()) }).await;
+    let (split, metrics) = vectors(Deployment { stages: 3, ..one_runtime(ort()) }).await;
     for (a, b) in split.iter().zip(&whole) {
         assert!(cosine(a, b) >= 0.99999, "3 stages vs whole: cosine {}", cosine(a, b));
     }
     assert!(metrics.contains("morph_policy_stage_queue{stage=\"2\"} 0"), "{metrics}");
     assert!(metrics.contains("morph_instances{runtime=\"dynamic:128x4/stage2of3:L4-6\"} 1"), "{metrics}");
 
-    let merged = |config: ServerConfig| {
+    let merged = |config: Deployment| {
         let EngineKind::Ort { library, onnx, dtype, .. } = config.engine else { panic!("ort") };
         let engine = EngineKind::Ort { library, onnx, plans: vec![TokenPlan::Merge(1)], dtype };
         let params = json!({"plan": -1, "max_batch_tokens": 16384, "max_queue": 64});
-        ServerConfig { engine, policy_params: params, ..config }
+        Deployment { engine, policy_params: params, ..config }
     };
     let (merged, _) = vectors(merged(one_runtime(ort()))).await;
     for (a, b) in merged.iter().zip(&whole) {

@@ -9,20 +9,20 @@ use std::time::Duration;
 
 use common::{emulated, start};
 use morph_core::RuntimeSpec;
-use morph_server::{ConnectionLimits, ServerConfig};
+use morph_server::{ConnectionLimits, Deployment};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 const GUARD: Duration = Duration::from_secs(30);
 
-fn limited(max_connections: usize) -> ServerConfig {
+fn limited(max_connections: usize) -> Deployment {
     let limits = ConnectionLimits {
         header_timeout: Duration::from_millis(500),
         body_timeout: Duration::from_millis(500),
         max_connections,
         drain_timeout: Duration::from_millis(500),
     };
-    ServerConfig { limits, ..emulated(1.0, RuntimeSpec::dynamic(64, 4), 16) }
+    Deployment { limits, ..emulated(1.0, RuntimeSpec::dynamic(64, 4), 16) }
 }
 
 async fn connect(url: &str) -> TcpStream {

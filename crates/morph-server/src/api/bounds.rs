@@ -43,7 +43,9 @@ impl Range {
         }
         match (self.min..=self.max).contains(&v) {
             true => Ok(Some(v)),
-            false => Err(CallError::validation(field, format!("must be between {} and {}", self.min, self.max))),
+            false => {
+                Err(CallError::validation(field, format!("must be between {} and {}", self.min, self.max)))
+            }
         }
     }
 
@@ -113,7 +115,8 @@ mod tests {
         assert_eq!(error(n.read("max_tokens", Some(Number(1.5)))), "max_tokens: must be a whole number");
         let seed = Range::whole(None, 0.0, 9.0e15);
         assert_eq!(seed.given("seed", None).unwrap(), None);
-        let schema = serde_json::to_value(Range::number(Some(1.0), 0.5, 2.5).schema(" 0 is greedy.")).unwrap();
+        let schema =
+            serde_json::to_value(Range::number(Some(1.0), 0.5, 2.5).schema(" 0 is greedy.")).unwrap();
         let expected = serde_json::json!({"type": "number", "description": "0 is greedy.", "minimum": 0.5,
             "maximum": 2.5, "default": 1.0});
         assert_eq!(schema, expected);

@@ -7,7 +7,7 @@ use utoipa::openapi::schema::{AdditionalProperties, ArrayBuilder, ObjectBuilder,
 use utoipa::openapi::{RefOr, Schema};
 use utoipa::{PartialSchema, ToSchema};
 
-use super::fields::{ROLES, Inputs, Messages, Texts};
+use super::fields::{Inputs, Messages, ROLES, Texts};
 
 /// A plain schema written as JSON Schema (reads more plainly so than through utoipa's builders).
 fn schema(json: Value) -> Schema {

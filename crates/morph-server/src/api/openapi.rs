@@ -3,10 +3,10 @@
 //! fields each route honours, with their defaults and bounds.
 
 use axum::{Json, Router};
-use utoipa_scalar::{Scalar, Servable};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, OpenApi as Document, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
+use utoipa_scalar::{Scalar, Servable};
 
 use super::responses::ErrorResponse;
 use super::{classify, embeddings, generate, health, info, models, tokens};
@@ -59,7 +59,8 @@ struct ApiKey;
 impl Modify for ApiKey {
     fn modify(&self, doc: &mut Document) {
         let mut bearer = Http::new(HttpAuthScheme::Bearer);
-        bearer.description = Some("With --api-key: every route but the probes, /metrics, this document and /docs.".into());
+        bearer.description =
+            Some("With --api-key: every route but the probes, /metrics, this document and /docs.".into());
         let components = doc.components.get_or_insert_with(Default::default);
         components.add_security_scheme("bearer", SecurityScheme::Http(bearer));
     }
@@ -70,9 +71,8 @@ struct Errors;
 
 impl Modify for Errors {
     fn modify(&self, doc: &mut Document) {
-        let content = ContentBuilder::new().schema(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name(
-            ErrorResponse::name(),
-        ))));
+        let content = ContentBuilder::new()
+            .schema(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name(ErrorResponse::name()))));
         let error = ResponseBuilder::new()
             .description("An error (OpenAI's shape); the message names the field at fault.")
             .content("application/json", content.build())
@@ -113,7 +113,10 @@ mod tests {
         assert_eq!(chat["logprobs"]["type"], "boolean");
         assert_eq!(completion["logprobs"]["maximum"], 5.0);
         let temperature = &chat["temperature"];
-        assert_eq!((temperature["default"].as_f64(), temperature["maximum"].as_f64()), (Some(1.0), Some(2.0)));
+        assert_eq!(
+            (temperature["default"].as_f64(), temperature["maximum"].as_f64()),
+            (Some(1.0), Some(2.0))
+        );
         assert_eq!(temperature["description"], "0 is greedy.");
         assert_eq!(chat["max_tokens"]["default"], 128);
         assert_eq!(schemas["EmbedRequest"]["properties"]["normalize"]["default"], true);

@@ -3,13 +3,13 @@
 
 use morph_decoder::{Message, SamplingParams};
 
-use super::fields::{ChatMessage, Content, Flag, Inputs, Messages, Number, ROLES, Text, Texts};
 use super::bounds::{Bounded, Switch};
+use super::fields::{ChatMessage, Content, Flag, Inputs, Messages, Number, ROLES, Text, Texts};
 use super::requests::{
-    AddSpecialTokens, CHAT_ONLY, COMPLETION_ONLY, Choices, ClassifyRequest, CompletionLogprobs, DecodeRequest,
-    EmbedRequest, EmbeddingsRequest, GenerationRequest, IncludeUsage, MaxTokens, MinP, Normalize, Penalty,
-    PredictRequest, Seed, SkipSpecialTokens, SloMs, Stream, StreamOptions, Temperature, TokenizeRequest,
-    TopK, TopLogprobs, TopP, Truncate, Utility,
+    AddSpecialTokens, CHAT_ONLY, COMPLETION_ONLY, Choices, ClassifyRequest, CompletionLogprobs,
+    DecodeRequest, EmbedRequest, EmbeddingsRequest, GenerationRequest, IncludeUsage, MaxTokens, MinP,
+    Normalize, Penalty, PredictRequest, Seed, SkipSpecialTokens, SloMs, Stream, StreamOptions, Temperature,
+    TokenizeRequest, TopK, TopLogprobs, TopP, Truncate, Utility,
 };
 use crate::error::CallError;
 use crate::infer::{EmbedInputs, GenerationFormat, Prompt, ValidClassify, ValidEmbed, ValidGeneration};

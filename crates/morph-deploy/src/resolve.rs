@@ -1,0 +1,164 @@
+//! [`ServeSpec::resolve`]: the defaults applied, the model fetched, the engine and predictor
+//! chosen, the runtimes read off the host's profile where none were given, and the policy's
+//! limits filled into its parameters where it left them out.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use morph_backend::EngineKind;
+use morph_core::{LatencyProfile, RuntimeSpec, TokenPlan, time::ms_to_nanos};
+use morph_decoder::DecoderKernels;
+use morph_policy::registry::{self, Family, PolicyKind};
+use morph_server::Deployment;
+use morph_server::prediction::PredictorConfig;
+
+use crate::defaults::{ServeDefaults, serve_defaults};
+use crate::engine::EngineChoice;
+use crate::spec::{MaxQueue, ServeSpec, Task};
+
+/// Most of one call's inputs in the queue at once (a larger call goes in waves of half the
+/// queue, at most this many).
+const MAX_CALL_WAVE: usize = 128;
+
+/// The longest input the profiled default runtime takes (the default encoder's 512 positions).
+const PROFILED_MAX_LEN: u32 = 512;
+
+impl ServeSpec {
+    /// The deployment this spec asks for.
+    pub fn resolve(self) -> anyhow::Result<Deployment> {
+        self.check()?;
+        let profile = match &self.profile {
+            Some(path) => Some(Arc::new(LatencyProfile::load(path)?)),
+            None => None,
+        };
+        let engine = match (self.engine.engine, &profile) {
+            (EngineChoice::Emulated, Some(profile)) => {
+                EngineKind::Emulated { profile: profile.clone(), dim: self.emulated_dim }
+            }
+            (EngineChoice::Emulated, None) => anyhow::bail!("--engine emulated needs --profile FILE"),
+            _ => self.engine.serving(self.workers.is_some())?,
+        };
+        let policy = self.policy.as_deref().unwrap_or(match self.whole_decoder() {
+            true => "fcfs",
+            false => "dynamic-batching",
+        });
+        let policy = PolicyKind::find(policy)?;
+        let (model, engine, predictor) = match self.task {
+            Task::Generate => (None, self.decoder()?, self.predictor.resolve(policy, || self.engine.real())?),
+            Task::Embed => (Some(self.model.fetch()?), engine, PredictorConfig::None),
+        };
+        let profiled = match &model {
+            Some(files) if self.profiled_defaults(policy, &engine) => {
+                let d = serve_defaults(files, &engine, PROFILED_MAX_LEN)?;
+                tracing::info!(
+                    runtime = %d.runtime, instances = d.instances, threads = d.threads, profile = %d.source,
+                    "runtimes from the engine's profile"
+                );
+                Some(d)
+            }
+            _ => None,
+        };
+        let (runtimes, instances, threads) = match &profiled {
+            Some(d) => {
+                (vec![d.runtime], self.instances.unwrap_or(d.instances), self.threads.or(Some(d.threads)))
+            }
+            None => {
+                let runtimes = match (self.runtimes.is_empty(), self.task) {
+                    (false, _) => self.runtimes.clone(),
+                    (true, Task::Embed) => vec![RuntimeSpec::dynamic(512, 32)],
+                    (true, Task::Generate) => vec![RuntimeSpec::dynamic(2048, 4)],
+                };
+                (runtimes, self.instances.unwrap_or(1), self.threads)
+            }
+        };
+        let max_queue = self.max_queue.unwrap_or(MaxQueue::default_for(self.task));
+        let policy_params = self.policy_params(policy, max_queue, profiled.as_ref())?;
+        let (plans, accuracy) = match &self.plan_profiles {
+            Some(dir) => crate::plan_profiles::load(dir)?,
+            None => Default::default(),
+        };
+        Ok(Deployment {
+            model,
+            pooling: self.pooling,
+            engine,
+            runtimes,
+            instances,
+            stages: self.stages,
+            threads,
+            policy: policy.name.to_string(),
+            policy_params,
+            policy_context: registry::Context {
+                profile: profile.or_else(|| plans.get(&TokenPlan::Plain).cloned()),
+                slo: self.slo_ms.map(ms_to_nanos),
+                plans,
+                accuracy,
+                ..Default::default()
+            },
+            api_key: self.api_key,
+            served_model_name: self.served_model_name,
+            max_client_batch: self.max_client_batch,
+            call_wave: (max_queue / 2).clamp(1, MAX_CALL_WAVE),
+            predictor,
+            workers: self.workers,
+            stage_timing_len: self.stage_profile_len,
+            limits: self.limits,
+        })
+    }
+
+    /// The decoder engine: its GGUF fetched, llama.cpp's kernels for a whole decoder and
+    /// candle's for prefill stages unless asked otherwise.
+    fn decoder(&self) -> anyhow::Result<EngineKind> {
+        let chat_template = match &self.chat_template {
+            Some(path) => Some(
+                std::fs::read_to_string(path)
+                    .with_context(|| format!("--chat-template {}", path.display()))?,
+            ),
+            None => None,
+        };
+        Ok(EngineKind::Decoder {
+            gguf: self.model.fetch_decoder()?,
+            prefill_chunk: self.prefill_chunk,
+            kernels: self.decoder_kernels.unwrap_or(match self.whole_decoder() {
+                true => DecoderKernels::LlamaCpp,
+                false => DecoderKernels::Candle,
+            }),
+            chat_template,
+        })
+    }
+
+    /// Whether the runtimes come from the engine's profile: an encoder on ONNX Runtime, whole,
+    /// in threads, batched by dynamic-batching, with no runtime given.
+    fn profiled_defaults(&self, policy: &PolicyKind, engine: &EngineKind) -> bool {
+        self.runtimes.is_empty()
+            && self.stages <= 1
+            && policy.family == Family::Batching
+            && self.workers.is_none()
+            && matches!(engine, EngineKind::Ort { .. })
+    }
+
+    /// The policy's parameters, with the queue and batch limits (and the profile's length
+    /// buckets) where the policy's family takes them and the parameters leave them out.
+    fn policy_params(
+        &self,
+        policy: &PolicyKind,
+        max_queue: usize,
+        profiled: Option<&ServeDefaults>,
+    ) -> anyhow::Result<serde_json::Value> {
+        let mut params = self.policy_params.clone();
+        let Some(object) = params.as_object_mut() else { return Ok(params) };
+        match policy.family {
+            Family::Generation => {
+                object.entry("max_queue").or_insert(max_queue.into());
+            }
+            Family::Batching => {
+                object.entry("max_batch_tokens").or_insert(self.max_batch_tokens.into());
+                object.entry("max_queue").or_insert(max_queue.into());
+                if let Some(d) = profiled {
+                    object.entry("buckets").or_insert(serde_json::to_value(&d.buckets)?);
+                }
+            }
+            Family::Arlo | Family::Pipeline | Family::TokenPlans => {}
+        }
+        Ok(params)
+    }
+}
