@@ -1,6 +1,6 @@
 //! Engine latency on the real model, in one run: median ms for batch 1 and 8 over lengths
 //! 8…512, Morph's engine (its GELU/softmax kernels and process tuning, see
-//! `morph_engine::kernels` and `morph_engine::tuning`) against candle as shipped (its own ops,
+//! `morph_engine::kernels` and `morph_backend::tuning`) against candle as shipped (its own ops,
 //! default process settings; measured in a child process), then the padding-waste case:
 //! 8 sequences of lengths 10…120 padded to 120, in length buckets, and unpadded.
 //!
@@ -16,7 +16,7 @@ use morph_encoder::bert::Kernels;
 use morph_encoder::{CandleRuntime, Encoder, Pooling};
 use morph_engine::BatchInput;
 use morph_engine::timing::{median, synthetic_batch, time_batch};
-use morph_engine::tuning::{OPT_OUT, reexec_tuned};
+use morph_backend::tuning::{OPT_OUT, reexec_tuned};
 use morph_fetch::ModelSource;
 use morph_fetch::{fetch, morph_home};
 

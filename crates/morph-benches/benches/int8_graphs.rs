@@ -22,7 +22,7 @@ use morph_encoder::tasks::served::TaskHeads;
 use morph_encoder::{OrtEncoder, Pooling, TextTokenizer};
 use morph_engine::Engine;
 use morph_engine::timing::median;
-use morph_engine::tuning::reexec_tuned;
+use morph_backend::tuning::reexec_tuned;
 use morph_fetch::{ModelSource, Pip, fetch, morph_home, onnxruntime_library};
 use morph_train::tasks::data::{Task, load};
 

@@ -82,7 +82,7 @@ fn main() -> anyhow::Result<()> {
     // Offline tools that run candle take its process settings at once; `serve` decides by
     // its engine, a worker inherits its server's.
     if matches!(cli.command, Command::Profile(_) | Command::Train(_)) {
-        morph_engine::tuning::reexec_tuned();
+        morph_backend::tuning::reexec_tuned();
     }
     let _telemetry = logs::init(cli.json_logs, cli.otlp_endpoint.as_deref())?;
     match cli.command {

@@ -210,7 +210,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     // candle's process settings (tuning.rs) keep freed memory for speed; ONNX Runtime and
     // emulated instances gain nothing from them, so only a candle server re-executes with them.
     if matches!(config.engine, EngineKind::Candle | EngineKind::Decoder { .. }) {
-        morph_engine::tuning::reexec_tuned();
+        morph_backend::tuning::reexec_tuned();
     }
     let server = Server::build(config)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;

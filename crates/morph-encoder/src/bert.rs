@@ -8,65 +8,10 @@
 
 use candle_core::{D, DType, Device, Module, Result, Tensor};
 use candle_nn::{Embedding, LayerNorm, Linear, VarBuilder};
-use serde::Deserialize;
 
-use crate::architecture::{Architecture, RELATIVE_BIAS, relative_buckets};
+use crate::architecture::{BertConfig, RELATIVE_BIAS, relative_buckets};
 use crate::kernels;
 use morph_core::PromptMode;
-
-/// Mirrors the fields of Hugging Face's `config.json` that the forward pass needs (DistilBERT's
-/// names for them too), after [`crate::architecture::Architecture::to_bert`] for the positions.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct BertConfig {
-    pub vocab_size: usize,
-    #[serde(alias = "dim")]
-    pub hidden_size: usize,
-    #[serde(alias = "n_layers")]
-    pub num_hidden_layers: usize,
-    #[serde(alias = "n_heads")]
-    pub num_attention_heads: usize,
-    #[serde(alias = "hidden_dim")]
-    pub intermediate_size: usize,
-    #[serde(default = "default_act", alias = "activation")]
-    pub hidden_act: String,
-    pub max_position_embeddings: usize,
-    #[serde(default = "default_eps")]
-    pub layer_norm_eps: f64,
-    #[serde(default)]
-    pub pad_token_id: u32,
-    /// The architecture `config.json` names (see [`crate::architecture::Architecture::of`]).
-    #[serde(default)]
-    pub model_type: Option<String>,
-    /// `absolute` (learned positions) when given.
-    #[serde(default)]
-    pub position_embedding_type: Option<String>,
-    /// MPNet's relative position buckets (its attention adds a learned bias per bucket).
-    #[serde(default)]
-    pub relative_attention_num_buckets: Option<usize>,
-}
-
-impl BertConfig {
-    /// The architecture, refused by name where Morph's forward pass would compute it wrongly
-    /// without an error: an architecture it does not know, or relative position embeddings of
-    /// BERT's kind.
-    pub fn check(&self) -> std::result::Result<Architecture, String> {
-        let architecture = Architecture::of(self.model_type.as_deref())?;
-        match self.position_embedding_type.as_deref() {
-            None | Some("absolute") => Ok(architecture),
-            Some(other) => {
-                Err(format!("position_embedding_type \"{other}\" is not supported (only \"absolute\")"))
-            }
-        }
-    }
-}
-
-fn default_act() -> String {
-    "gelu".into()
-}
-
-fn default_eps() -> f64 {
-    1e-12
-}
 
 /// Which implementation of GELU and softmax the forward pass uses. Either way, a pass that
 /// autograd tracks (training through the encoder) runs ops with a backward pass.

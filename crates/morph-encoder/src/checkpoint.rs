@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use candle_core::{Device, Tensor};
 
-use crate::bert::BertConfig;
+use crate::architecture::BertConfig;
 use morph_engine::EngineError;
 use morph_fetch::ModelFiles;
 

@@ -11,7 +11,6 @@ mod mapped;
 mod start;
 pub mod thread;
 pub mod timing;
-pub mod tuning;
 
 pub use emulated::EmulatedRuntime;
 pub use mapped::map_prepared;
@@ -41,9 +40,6 @@ pub enum EngineError {
     /// The input holds what the model cannot represent (a character its vocabulary lacks).
     #[error("{0}")]
     Unrepresentable(String),
-    /// The cluster could not be reached or a host could not take a replica (etcd, an agent).
-    #[error("cluster: {0}")]
-    Cluster(String),
 }
 
 #[cfg(feature = "candle")]

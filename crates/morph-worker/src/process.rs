@@ -17,6 +17,7 @@ use morph_core::{HostId, StartKind, TokenPlan, UnitSpec};
 use morph_engine::{EngineError, EngineThread};
 
 use crate::cluster::hosts::{RemoteConfig, RemoteHosts};
+use crate::cluster::replica_unstarted;
 use crate::host::cache::CachedArtefact;
 use crate::host::{Spawner, WorkerModel};
 use crate::locking::lock;
@@ -112,7 +113,7 @@ impl ProcessLauncher {
         let sockets = tempfile::Builder::new().prefix("morph-workers").tempdir().map_err(io)?;
         let remote = match &config.remote {
             Some(remote) => Some(
-                RemoteHosts::join(remote, &model.name()).map_err(|e| EngineError::Cluster(e.to_string()))?,
+                RemoteHosts::join(remote, &model.name()).map_err(|e| replica_unstarted(e.to_string()))?,
             ),
             None => None,
         };

@@ -16,7 +16,7 @@ use morph_engine::EngineError;
 
 use super::agent::{StartRequest, Started};
 use super::membership::{MemberChange, Membership};
-use super::{ClusterConfig, ClusterError, HostRecord};
+use super::{ClusterConfig, ClusterError, HostRecord, replica_unstarted};
 use crate::locking::lock;
 
 /// One host as the server sees it now.
@@ -200,23 +200,23 @@ impl RemoteHosts {
         batch_timeout: Duration,
     ) -> Result<(RemoteEngine, StartKind), EngineError> {
         let name = self.name(host).ok_or_else(|| {
-            EngineError::Cluster(format!(
+            replica_unstarted(format!(
                 "no host {host}: the cluster has {} host(s)",
                 self.host_slots().slots.len()
             ))
         })?;
         let host = self.membership.host(&name).ok_or_else(|| {
-            EngineError::Cluster(format!(
+            replica_unstarted(format!(
                 "host {name} (host {host}) has left the cluster: its agent's lease ended"
             ))
         })?;
         let listener = Listener::bind(&Endpoint::Tcp(SocketAddr::new(self.advertise, 0))).map_err(|e| {
-            EngineError::Cluster(format!("listening for a worker on {}: {e}", self.advertise))
+            replica_unstarted(format!("listening for a worker on {}: {e}", self.advertise))
         })?;
-        let connect = listener.endpoint().map_err(|e| EngineError::Cluster(e.to_string()))?.to_string();
+        let connect = listener.endpoint().map_err(|e| replica_unstarted(e.to_string()))?.to_string();
         let request = StartRequest { unit, connect, plans: plans.to_vec() };
         let url = format!("{}/v1/workers", host.agent);
-        let body = serde_json::to_string(&request).map_err(|e| EngineError::Cluster(e.to_string()))?;
+        let body = serde_json::to_string(&request).map_err(|e| replica_unstarted(e.to_string()))?;
         let started: Started = match self
             .http
             .post(&url)
@@ -225,17 +225,17 @@ impl RemoteHosts {
             .send_string(&body)
         {
             Ok(answer) => {
-                let text = answer.into_string().map_err(|e| EngineError::Cluster(format!("{url}: {e}")))?;
+                let text = answer.into_string().map_err(|e| replica_unstarted(format!("{url}: {e}")))?;
                 serde_json::from_str(&text)
-                    .map_err(|e| EngineError::Cluster(format!("{url}: {e}: {text}")))?
+                    .map_err(|e| replica_unstarted(format!("{url}: {e}: {text}")))?
             }
             Err(ureq::Error::Status(code, answer)) => {
                 let why = answer.into_string().unwrap_or_default();
-                return Err(EngineError::Cluster(format!("host {name} refused the replica ({code}): {why}")));
+                return Err(replica_unstarted(format!("host {name} refused the replica ({code}): {why}")));
             }
             Err(e) => {
                 self.suspect(&name, host.slots);
-                return Err(EngineError::Cluster(format!(
+                return Err(replica_unstarted(format!(
                     "host {name}'s agent at {url} is unreachable ({e}); no replica goes there until its registration is renewed or ends"
                 )));
             }

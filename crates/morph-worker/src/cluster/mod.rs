@@ -23,9 +23,16 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use morph_core::UnitSpec;
+use morph_engine::EngineError;
 use serde::{Deserialize, Serialize};
 
 use crate::host::cache::CachedArtefact;
+
+/// A replica that could not start because the cluster could not be reached or a host could not
+/// take it (etcd, an agent): an engine that did not load, said as the cluster's.
+pub(crate) fn replica_unstarted(detail: impl std::fmt::Display) -> EngineError {
+    EngineError::Load(format!("cluster: {detail}"))
+}
 
 /// How a process reaches the cluster's registry.
 #[derive(Debug, Clone, PartialEq, Eq)]
