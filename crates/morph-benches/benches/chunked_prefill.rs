@@ -17,8 +17,8 @@ use morph_decoder::{
     SamplingParams, StepperShape, load_decoder,
 };
 
-use morph_benches::cli_arg;
 use morph_backend::tuning::reexec_tuned;
+use morph_benches::cli_arg;
 use morph_fetch::fetch_default_decoder;
 use morph_fetch::{Pip, morph_home};
 

@@ -12,9 +12,9 @@
 
 use morph_decoder::{DecoderKernels, Slot, Stepper, StepperShape, load_decoder};
 
+use morph_backend::tuning::reexec_tuned;
 use morph_benches::cli_arg;
 use morph_engine::timing::median;
-use morph_backend::tuning::reexec_tuned;
 use morph_fetch::fetch_default_decoder;
 use morph_fetch::{Pip, morph_home};
 

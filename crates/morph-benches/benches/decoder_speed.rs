@@ -16,8 +16,8 @@ use std::path::PathBuf;
 
 use morph_decoder::{DecoderKernels, load_decoder};
 
-use morph_benches::cli_arg;
 use morph_backend::tuning::reexec_tuned;
+use morph_benches::cli_arg;
 use morph_fetch::fetch_default_decoder;
 use morph_fetch::{Pip, morph_home};
 use streams::{first_turns, run};

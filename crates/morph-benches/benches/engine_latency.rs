@@ -10,13 +10,13 @@ use std::io::{BufRead, BufReader, Lines, Write};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 
+use morph_backend::tuning::{OPT_OUT, reexec_tuned};
 use morph_benches::{cli_arg, side_by_side_header, side_by_side_row};
 use morph_core::{RuntimeSpec, TokenPlan};
 use morph_encoder::bert::Kernels;
 use morph_encoder::{CandleRuntime, Encoder, Pooling};
 use morph_engine::BatchInput;
 use morph_engine::timing::{median, synthetic_batch, time_batch};
-use morph_backend::tuning::{OPT_OUT, reexec_tuned};
 use morph_fetch::ModelSource;
 use morph_fetch::{fetch, morph_home};
 

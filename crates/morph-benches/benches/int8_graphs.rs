@@ -13,6 +13,7 @@
 
 use std::time::Instant;
 
+use morph_backend::tuning::reexec_tuned;
 use morph_core::RuntimeSpec;
 use morph_encoder::onnx::Dtype;
 use morph_encoder::onnx::product::{A, Product, Y, product_model};
@@ -22,7 +23,6 @@ use morph_encoder::tasks::served::TaskHeads;
 use morph_encoder::{OrtEncoder, Pooling, TextTokenizer};
 use morph_engine::Engine;
 use morph_engine::timing::median;
-use morph_backend::tuning::reexec_tuned;
 use morph_fetch::{ModelSource, Pip, fetch, morph_home, onnxruntime_library};
 use morph_train::tasks::data::{Task, load};
 

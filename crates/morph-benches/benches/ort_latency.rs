@@ -8,12 +8,12 @@
 
 use std::sync::Arc;
 
+use morph_backend::tuning::reexec_tuned;
 use morph_benches::{cli_arg, side_by_side_header, side_by_side_row};
 use morph_core::{RuntimeSpec, TokenPlan, UnitSpec};
 use morph_encoder::pooling::cosine;
 use morph_encoder::{CandleRuntime, Encoder, OrtEncoder, Pooling};
 use morph_engine::timing::{median, synthetic_batch, time_batch};
-use morph_backend::tuning::reexec_tuned;
 use morph_engine::{BatchInput, Engine};
 use morph_fetch::ModelSource;
 use morph_fetch::onnxruntime_library;

@@ -138,10 +138,11 @@ pub(crate) struct ServeArgs {
     /// is served whole, on a loaded one it may get 429 part-way.
     #[arg(long, default_value_t = 2048)]
     max_client_batch: usize,
-    /// The model's name in the API (the `model` field, /v1/models); default: the model's own
-    /// (see GET /v1/models).
-    #[arg(long)]
-    served_model_name: Option<String>,
+    /// The model's names in the API (the `model` fields, /v1/models), comma separated or
+    /// repeated: the first is the one answers carry, the others are aliases a call may give
+    /// (a framework's default, e.g. text-embedding-ada-002). Default: the model's own.
+    #[arg(long, value_delimiter = ',')]
+    served_model_name: Vec<String>,
     /// Seconds a client may take to send a request's head (also the most a kept-alive
     /// connection may sit idle between requests); then the connection is closed.
     #[arg(long, default_value = seconds_text(ConnectionLimits::default().header_timeout), value_parser = positive_seconds)]
@@ -190,7 +191,7 @@ impl ServeArgs {
             max_batch_tokens: self.max_batch_tokens,
             max_queue: self.max_queue,
             max_client_batch: self.max_client_batch,
-            served_model_name: self.served_model_name,
+            served_model_names: self.served_model_name,
             limits: ConnectionLimits {
                 header_timeout: self.header_timeout_s,
                 body_timeout: self.body_timeout_s,
@@ -218,7 +219,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         let listener =
             tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
         println!("morph listening on http://{}", listener.local_addr()?);
-        tracing::info!(model = %server.state().model.name, engine = %server.state().model.engine, "serving");
+        tracing::info!(model = %server.state().model.name(), engine = %server.state().model.engine, "serving");
         server.run(listener, shutdown_signal()).await?;
         tracing::info!("drained, stopped");
         Ok(())

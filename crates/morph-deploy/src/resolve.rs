@@ -95,7 +95,7 @@ impl ServeSpec {
                 ..Default::default()
             },
             api_key: self.api_key,
-            served_model_name: self.served_model_name,
+            served_model_names: self.served_model_names,
             max_client_batch: self.max_client_batch,
             call_wave: (max_queue / 2).clamp(1, MAX_CALL_WAVE),
             predictor,

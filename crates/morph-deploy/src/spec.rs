@@ -60,7 +60,8 @@ pub struct ServeSpec {
     /// Most sequences waiting; `None`: [`MaxQueue::default_for`] the task.
     pub max_queue: Option<usize>,
     pub max_client_batch: usize,
-    pub served_model_name: Option<String>,
+    /// The model's names in the API, the first in its answers; empty: the model's own.
+    pub served_model_names: Vec<String>,
     pub limits: ConnectionLimits,
     pub api_key: Option<String>,
 }

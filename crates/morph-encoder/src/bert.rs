@@ -322,6 +322,7 @@ pub(crate) fn masked_sum(hidden: &Tensor, mask: &Tensor) -> Result<Tensor> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::architecture::Architecture;
     use candle_core::Var;
     use candle_nn::VarMap;
 

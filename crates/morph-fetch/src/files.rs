@@ -56,7 +56,7 @@ pub struct Wheel {
     pub instead: &'static str,
 }
 
-/// A model's files in one directory.
+/// Paths of a fetched model's files.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelFiles {
     pub name: String,

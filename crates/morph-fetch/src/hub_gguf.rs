@@ -7,8 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::hub::{HubModel, api};
 use crate::files::FetchError;
+use crate::hub::{HubModel, api};
 
 /// The quantisation llama-server picks when none is named.
 const DEFAULT_QUANT: &str = "Q4_K_M";

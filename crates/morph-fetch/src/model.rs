@@ -55,8 +55,6 @@ impl ModelSource {
     }
 }
 
-/// Paths of a fetched model's files.
-
 /// `MORPH_HOME`, else `~/.cache/morph`.
 pub fn morph_home() -> PathBuf {
     if let Some(home) = std::env::var_os("MORPH_HOME") {

@@ -38,8 +38,9 @@ pub struct Deployment {
     pub policy_params: serde_json::Value,
     pub policy_context: Context,
     pub api_key: Option<String>,
-    /// The model's name in the API (`model` fields, `/v1/models`); `None`: the model's own.
-    pub served_model_name: Option<String>,
+    /// The model's names in the API (`model` fields, `/v1/models`), the first in its answers;
+    /// empty: the model's own.
+    pub served_model_names: Vec<String>,
     /// Most inputs (embeddings) or prompts (completions) in one call.
     pub max_client_batch: usize,
     /// Most of one call's inputs handed to the policy at once: a larger call goes in waves, each
@@ -162,7 +163,7 @@ mod tests {
             policy_params: serde_json::json!({}),
             policy_context: Context::default(),
             api_key: None,
-            served_model_name: None,
+            served_model_names: Vec::new(),
             max_client_batch: 4,
             call_wave: 4,
             predictor: PredictorConfig::default(),

@@ -25,7 +25,7 @@ pub enum CallError {
     TooLong { field: String, len: usize, max_len: u32 },
     #[error("the prompt has {len} tokens, more than the decoder's runtime takes ({max_len})")]
     PromptTooLong { len: u32, max_len: u32 },
-    #[error("model '{asked}' is not served here; this server serves '{served}'")]
+    #[error("model '{asked}' is not served here; this server serves {served}")]
     UnknownModel { asked: String, served: String },
     #[error("task '{asked}' is not served here; the tasks served: {served}")]
     UnknownTask { asked: String, served: String },
@@ -49,6 +49,12 @@ pub enum CallError {
 impl CallError {
     pub fn validation(field: impl Into<String>, message: impl Into<String>) -> Self {
         CallError::Validation { field: field.into(), message: message.into() }
+    }
+
+    /// A model name the server does not answer to, with the names it does.
+    pub fn unknown_model(asked: String, names: &[String]) -> Self {
+        let served = names.iter().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(" or ");
+        CallError::UnknownModel { asked, served }
     }
 
     pub fn kind(&self) -> FailureKind {

@@ -3,7 +3,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use morph_policy::registry::PolicyKind;
 use tokio::net::TcpListener;
@@ -55,7 +55,11 @@ impl Server {
         // OTAS's heads are found by the model's own name, whatever the API calls it.
         let own_name = loaded.name.clone();
         let model = ServedModel {
-            name: config.served_model_name.unwrap_or(loaded.name),
+            names: match config.served_model_names.is_empty() {
+                true => vec![loaded.name],
+                false => config.served_model_names,
+            },
+            created: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
             dim: launcher.backend().dim(),
             pooling: loaded.pooling,
             engine: config.engine.label().to_string(),

@@ -1,8 +1,9 @@
 //! The real clients against real servers: the official `openai` Python SDK and
 //! `langchain-openai` (installed from PyPI by `.ci/run`) run `clients/openai_clients.py`
 //! against an embedding server (ONNX Runtime, all-MiniLM-L6-v2) and a generation server
-//! (SmolLM2 on llama.cpp, served under another name); every check there asserts an answer's
-//! content.
+//! (SmolLM2 on llama.cpp, served under another name and an alias), and Hugging Face's
+//! `huggingface_hub.InferenceClient` runs `clients/hf_clients.py` against the embedding server
+//! at TEI's routes; every check there asserts an answer's content.
 
 mod common;
 
@@ -11,8 +12,10 @@ use std::process::Command;
 use common::{decoder, ort, start};
 use morph_server::Deployment;
 
-/// The served name of the decoder (`--served-model-name`).
+/// The served name of the decoder (`--served-model-name`), and another name it answers to (a
+/// framework's default model name).
 const GENERATE_MODEL: &str = "smollm2";
+const ALIAS: &str = "gpt-4o-mini";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openai_sdk_and_langchain_get_what_they_ask_for() {
@@ -25,20 +28,26 @@ async fn the_openai_sdk_and_langchain_get_what_they_ask_for() {
     };
     let embed = start(embed).await;
     let generate = start(Deployment {
-        served_model_name: Some(GENERATE_MODEL.into()),
+        served_model_names: vec![GENERATE_MODEL.into(), ALIAS.into()],
         ..decoder("fcfs", serde_json::json!({}))
     })
     .await;
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/openai_clients.py");
-    let args = [script, &embed.url, "all-MiniLM-L6-v2", &generate.url, GENERATE_MODEL].map(String::from);
-    let out = tokio::task::spawn_blocking(move || Command::new("python3").args(args).output())
-        .await
-        .expect("joining the client")
-        .expect("python3 runs (the clients need it: pip install openai langchain-openai, as .ci/run does)");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "the clients failed:\n{stdout}\n{stderr}");
-    assert!(stdout.contains("all client checks passed"), "{stdout}");
+    let args = [&embed.url, "all-MiniLM-L6-v2", &generate.url, GENERATE_MODEL, ALIAS].map(String::from);
+    run_client("openai_clients.py", args.to_vec(), "pip install openai langchain-openai").await;
+    run_client("hf_clients.py", vec![embed.url.clone()], "pip install huggingface_hub").await;
     embed.stop().await;
     generate.stop().await;
+}
+
+/// Runs `clients/SCRIPT ARGS` with python3 and holds it to its last line.
+async fn run_client(script: &str, args: Vec<String>, needs: &str) {
+    let path = format!("{}/tests/clients/{script}", env!("CARGO_MANIFEST_DIR"));
+    let out = tokio::task::spawn_blocking(move || Command::new("python3").arg(path).args(args).output())
+        .await
+        .expect("joining the client")
+        .unwrap_or_else(|e| panic!("python3 runs (the client needs: {needs}, as .ci/run does): {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{script} failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("all client checks passed"), "{stdout}");
 }

@@ -112,9 +112,9 @@ impl ProcessLauncher {
         let io = |e: std::io::Error| EngineError::Load(format!("worker launcher: {e}"));
         let sockets = tempfile::Builder::new().prefix("morph-workers").tempdir().map_err(io)?;
         let remote = match &config.remote {
-            Some(remote) => Some(
-                RemoteHosts::join(remote, &model.name()).map_err(|e| replica_unstarted(e.to_string()))?,
-            ),
+            Some(remote) => {
+                Some(RemoteHosts::join(remote, &model.name()).map_err(|e| replica_unstarted(e.to_string()))?)
+            }
             None => None,
         };
         let spawner = Spawner::new(config.exe.clone(), model, config.cache.as_ref()).map_err(io)?;

@@ -50,7 +50,7 @@ pub(super) async fn classify(
             Ok(Json(ClassifyResponse {
                 object: "list",
                 task,
-                model: state.model.name.clone(),
+                model: state.model.name().to_string(),
                 data,
                 usage: Usage::of(out.tokens),
             }))

@@ -23,7 +23,7 @@ pub(super) async fn openai(
         .or_deadline(async {
             let embedder = state.embedder()?;
             let model = &state.model;
-            let call = validate::embeddings(parse(&body)?, state.max_client_batch, &model.name, model.dim)?;
+            let call = validate::embeddings(parse(&body)?, state.max_client_batch, &model.names, model.dim)?;
             let out = embedder.embed(call.embed).await?;
             let data = out
                 .vectors
@@ -38,7 +38,7 @@ pub(super) async fn openai(
             Ok(Json(EmbeddingsResponse {
                 object: "list",
                 data,
-                model: state.model.name.clone(),
+                model: state.model.name().to_string(),
                 usage: Usage::of(out.tokens),
             }))
         })

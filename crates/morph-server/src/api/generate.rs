@@ -47,7 +47,7 @@ async fn serve(state: AppState, body: &[u8], format: GenerationFormat) -> Respon
         Err(e) => return e.into_response(),
     };
     state.driver.metrics.time_to_first_token(started.elapsed().as_secs_f64());
-    let reply = Reply::new(format, state.model.name.clone());
+    let reply = Reply::new(format, state.model.name().to_string());
     if call.stream {
         return stream::events(generations, reply, call.include_usage, &state);
     }
@@ -74,7 +74,7 @@ async fn start(
     let call = validate::generation(
         request,
         format,
-        &state.model.name,
+        &state.model.names,
         generator.context(),
         state.max_client_batch,
     )?;

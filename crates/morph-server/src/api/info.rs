@@ -149,7 +149,7 @@ pub(super) async fn info(State(state): State<AppState>) -> Json<Info> {
         Served::Generation(_) => serde_json::json!({ "generation": {} }),
     };
     let tei = TeiInfo {
-        model_id: m.name.clone(),
+        model_id: m.name().to_string(),
         model_dtype: m.dtype,
         model_type,
         max_client_batch_size: state.max_client_batch,
@@ -157,7 +157,7 @@ pub(super) async fn info(State(state): State<AppState>) -> Json<Info> {
     };
     Json(Info {
         tei,
-        model: m.name.clone(),
+        model: m.name().to_string(),
         dim: m.dim,
         pooling: m.pooling,
         engine: m.engine.clone(),

@@ -20,6 +20,7 @@ pub mod requests;
 pub(crate) mod responses;
 mod state;
 mod stream;
+mod tei_aliases;
 mod tokens;
 pub mod validate;
 
@@ -74,6 +75,9 @@ pub fn router(state: AppState) -> Router {
     let protected = Router::new()
         .route("/v1/embeddings", post(embeddings::openai))
         .route("/embed", post(embeddings::tei))
+        .route("/", post(tei_aliases::root))
+        .route("/invocations", post(tei_aliases::invocations))
+        .route("/embeddings", post(tei_aliases::openai))
         .route("/tokenize", post(tokens::tokenize))
         .route("/decode", post(tokens::decode))
         .route("/embed_all", post(embed_all))
@@ -90,6 +94,8 @@ pub fn router(state: AppState) -> Router {
         .route("/health", get(health::health))
         .route("/ready", get(health::ready))
         .route("/live", get(health::live))
+        .route("/", get(tei_aliases::ready_root))
+        .route("/ping", get(tei_aliases::ping))
         .route("/metrics", get(info::metrics))
         .route("/openapi.json", get(openapi::document))
         .merge(openapi::page())
@@ -112,12 +118,12 @@ async fn require_key(State(state): State<AppState>, request: Request, next: Next
 }
 
 /// The probes, the scrape and the API document and its page, left out of the call metrics and logs.
-const UNCOUNTED: [&str; 6] = ["/live", "/ready", "/health", "/metrics", "/openapi.json", "/docs"];
+const UNCOUNTED: [&str; 7] = ["/live", "/ready", "/health", "/ping", "/metrics", "/openapi.json", "/docs"];
 
 /// Every route, for the answer to a path that is none of them.
 const ROUTES: &str = "POST /v1/embeddings, /embed, /tokenize, /decode, /v1/classify, /predict, \
-     /v1/completions, /v1/chat/completions; GET /v1/models, /info, /live, /ready, /health, /metrics, \
-     /openapi.json, /docs";
+     /v1/completions, /v1/chat/completions (and TEI's /, /invocations, /embeddings); GET /v1/models, \
+     /info, /live, /ready, /health, /metrics, /openapi.json, /docs (and TEI's /, /ping)";
 
 /// A path no route has: a JSON 404 that lists the routes.
 async fn no_route(request: Request) -> CallError {

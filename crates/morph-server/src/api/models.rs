@@ -1,8 +1,6 @@
 //! `GET /v1/models` and `GET /v1/models/{id}` (OpenAI): the one model this server serves, by
 //! the name its `model` fields take (`--served-model-name`, or the model's own).
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use axum::Json;
 use axum::extract::{Path, State};
 use serde::Serialize;
@@ -26,17 +24,19 @@ pub(super) struct Model {
     owned_by: &'static str,
 }
 
-fn served(state: &AppState) -> Model {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let created = now.saturating_sub(state.started.elapsed().as_secs());
-    Model { id: state.model.name.clone(), object: "model", created, owned_by: "morph" }
+/// The model under `name`.
+fn served(state: &AppState, name: &str) -> Model {
+    Model { id: name.to_string(), object: "model", created: state.model.created, owned_by: "morph" }
 }
 
 /// The served model (OpenAI's list).
 #[utoipa::path(get, path = "/v1/models", operation_id = "list_models", tag = "operations",
     responses((status = 200, description = "The one model served.", body = ModelList)))]
 pub(super) async fn list(State(state): State<AppState>) -> Json<ModelList> {
-    Json(ModelList { object: "list", data: vec![served(&state)] })
+    Json(ModelList {
+        object: "list",
+        data: state.model.names.iter().map(|name| served(&state, name)).collect(),
+    })
 }
 
 /// The served model by its name.
@@ -47,8 +47,8 @@ pub(super) async fn one(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Model>, CallError> {
-    match id == state.model.name {
-        true => Ok(Json(served(&state))),
-        false => Err(CallError::UnknownModel { asked: id, served: state.model.name.clone() }),
+    match state.model.names.contains(&id) {
+        true => Ok(Json(served(&state, &id))),
+        false => Err(CallError::unknown_model(id, &state.model.names)),
     }
 }

@@ -9,7 +9,7 @@ use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 use utoipa_scalar::{Scalar, Servable};
 
 use super::responses::ErrorResponse;
-use super::{classify, embeddings, generate, health, info, models, tokens};
+use super::{classify, embeddings, generate, health, info, models, tei_aliases, tokens};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -22,7 +22,9 @@ use super::{classify, embeddings, generate, health, info, models, tokens};
     paths(
         embeddings::openai, embeddings::tei, tokens::tokenize, tokens::decode, classify::classify,
         classify::predict, generate::chat_completions, generate::completions, models::list,
-        models::one, info::info, health::live, health::ready, health::health, info::metrics, document
+        models::one, info::info, health::live, health::ready, health::health, info::metrics, document,
+        tei_aliases::root, tei_aliases::invocations, tei_aliases::openai, tei_aliases::ready_root,
+        tei_aliases::ping
     ),
     modifiers(&ApiKey, &Errors),
     security((), ("bearer" = [])),

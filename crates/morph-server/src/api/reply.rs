@@ -31,6 +31,9 @@ fn unix_nanos() -> u128 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos())
 }
 
+/// The role of every generated message.
+const ASSISTANT: &str = "assistant";
+
 fn finish(reason: FinishReason) -> &'static str {
     match reason {
         FinishReason::Stop => "stop",
@@ -50,16 +53,19 @@ pub(super) struct Reply {
     format: GenerationFormat,
     id: String,
     model: String,
+    /// When the call was taken (Unix seconds): the same on every chunk, as OpenAI's are.
+    created: u64,
 }
 
 impl Reply {
     /// The bodies of a call of `format` to `model`.
     pub(super) fn new(format: GenerationFormat, model: String) -> Self {
-        Self { format, id: format!("cmpl-{}", unix_nanos()), model }
-    }
-
-    fn created() -> u64 {
-        (unix_nanos() / 1_000_000_000) as u64
+        let now = unix_nanos();
+        let prefix = match format {
+            GenerationFormat::Completion => "cmpl",
+            GenerationFormat::Chat => "chatcmpl",
+        };
+        Self { format, id: format!("{prefix}-{now}"), model, created: (now / 1_000_000_000) as u64 }
     }
 
     /// A whole answer: each choice's text, finish reason and log-probabilities, in order, and
@@ -74,7 +80,7 @@ impl Reply {
                     GenerationFormat::Completion => Choice::Text { index, text, logprobs, finish_reason },
                     GenerationFormat::Chat => Choice::Message {
                         index,
-                        message: ChatText { role: "assistant", content: text },
+                        message: ChatText { role: ASSISTANT, content: text },
                         logprobs,
                         finish_reason,
                     },
@@ -85,10 +91,12 @@ impl Reply {
     }
 
     /// One event of a stream: a piece of choice `index`'s text (and its token's
-    /// log-probabilities), or (with `reason`) its last.
+    /// log-probabilities), or (with `reason`) its last; a chat choice's `first` chunk names the
+    /// role, as OpenAI's do (clients build the message from it).
     pub(super) fn chunk(
         &self,
         index: usize,
+        first: bool,
         text: String,
         reason: Option<FinishReason>,
         logprobs: Option<ChoiceLogprobs>,
@@ -97,7 +105,8 @@ impl Reply {
         let choice = match self.format {
             GenerationFormat::Completion => Choice::Text { index, text, logprobs, finish_reason },
             GenerationFormat::Chat => {
-                Choice::Delta { index, delta: ChatDelta { content: text }, logprobs, finish_reason }
+                let role = first.then_some(ASSISTANT);
+                Choice::Delta { index, delta: ChatDelta { role, content: text }, logprobs, finish_reason }
             }
         };
         self.response(self.object(true), vec![choice], None)
@@ -129,7 +138,7 @@ impl Reply {
         CompletionResponse {
             id: self.id.clone(),
             object,
-            created: Self::created(),
+            created: self.created,
             model: self.model.clone(),
             choices,
             usage,

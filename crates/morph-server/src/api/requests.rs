@@ -13,22 +13,24 @@ use utoipa::{PartialSchema, ToSchema};
 use super::bounds::{Bounded, Range, Switch, bounded, switch};
 use super::fields::{Flag, Inputs, Messages, Number, Text, Texts};
 
-/// A [`Bounded`] field: its unit type and its [`Range`]; its doc line is the field's description
-/// in the OpenAPI document.
-macro_rules! bounds {
-    ($($(#[doc = $doc:literal])* $name:ident = $range:expr;)*) => {$(
+/// Field types: each a unit type implementing `$trait` with `$value` as its `$item`; its doc line
+/// is the field's description in the OpenAPI document.
+macro_rules! field_types {
+    ($trait:ident, $item:ident: $ty:ty; $($(#[doc = $doc:literal])* $name:ident = $value:expr;)*) => {$(
         $(#[doc = $doc])*
         #[derive(Debug)]
         pub struct $name;
 
-        impl Bounded for $name {
-            const RANGE: Range = $range;
+        impl $trait for $name {
+            const $item: $ty = $value;
             const ABOUT: &str = concat!($($doc),*);
         }
     )*};
 }
 
-bounds! {
+// Each number field's default and bounds ([`Bounded`]).
+field_types! {
+    Bounded, RANGE: Range;
     /// Most tokens generated per choice, up to the model's context.
     MaxTokens = Range::whole(Some(128.0), 1.0, f64::INFINITY);
     /// 0 is greedy.
@@ -55,22 +57,9 @@ bounds! {
     Utility = Range::number(Some(1.0), 0.0, 1e6);
 }
 
-/// A true-or-false field's unit type and its value when absent; its doc line is the field's
-/// description in the OpenAPI document.
-macro_rules! switches {
-    ($($(#[doc = $doc:literal])* $name:ident = $default:expr;)*) => {$(
-        $(#[doc = $doc])*
-        #[derive(Debug)]
-        pub struct $name;
-
-        impl Switch for $name {
-            const DEFAULT: bool = $default;
-            const ABOUT: &str = concat!($($doc),*);
-        }
-    )*};
-}
-
-switches! {
+// Each true-or-false field's value when absent ([`Switch`]).
+field_types! {
+    Switch, DEFAULT: bool;
     /// Morph's extension (TEI's on /embed): cut inputs longer than the longest runtime instead
     /// of refusing them.
     Truncate = false;

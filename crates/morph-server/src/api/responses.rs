@@ -197,6 +197,9 @@ pub(crate) struct ChatText {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct ChatDelta {
+    /// On a choice's first chunk only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<&'static str>,
     pub content: String,
 }
 

@@ -14,7 +14,10 @@ use crate::infer::{Embedder, Generator};
 /// What `/info` reports about the deployment.
 #[derive(Debug, Clone)]
 pub struct ServedModel {
-    pub name: String,
+    /// The names `model` fields may give, never empty: the first is the one answers carry.
+    pub names: Vec<String>,
+    /// When the server started serving it (Unix seconds), as `/v1/models` says.
+    pub created: u64,
     pub dim: usize,
     /// `None` for a decoder.
     pub pooling: Option<Pooling>,
@@ -24,6 +27,13 @@ pub struct ServedModel {
     pub dtype: &'static str,
     /// The longest input any runtime accepts.
     pub max_input_len: u32,
+}
+
+impl ServedModel {
+    /// The name answers carry.
+    pub fn name(&self) -> &str {
+        &self.names[0]
+    }
 }
 
 /// The server's one serving mode.

@@ -35,6 +35,8 @@ struct Merged {
     open: usize,
     /// Bytes of each choice's text sent so far.
     sent: Vec<usize>,
+    /// Whether each choice's first chunk was sent.
+    begun: Vec<bool>,
     first_at: Instant,
     /// The last events were sent.
     over: bool,
@@ -62,6 +64,7 @@ pub(super) fn events(
         usage: GenerationUsage::default(),
         open,
         sent: vec![0; open],
+        begun: vec![false; open],
         first_at: Instant::now(),
         over: false,
     };
@@ -91,8 +94,9 @@ pub(super) fn events(
                         }
                         _ => None,
                     };
+                    let first = !std::mem::replace(&mut m.begun[index], true);
                     m.sent[index] += text.len();
-                    out.push(json(&reply.chunk(index, text, None, logprobs)));
+                    out.push(json(&reply.chunk(index, first, text, None, logprobs)));
                 }
                 GenEvent::Done { reason, tail, prompt_tokens, cached_tokens, completion_tokens } => {
                     let counts = (prompt_tokens, cached_tokens, completion_tokens);
@@ -100,7 +104,8 @@ pub(super) fn events(
                     if let Some(claim) = m.claims[index].take() {
                         claim.answered();
                     }
-                    out.push(json(&reply.chunk(index, tail, Some(reason), None)));
+                    let first = !std::mem::replace(&mut m.begun[index], true);
+                    out.push(json(&reply.chunk(index, first, tail, Some(reason), None)));
                     m.open -= 1;
                     if m.open == 0 && include_usage {
                         out.push(json(&reply.usage_chunk(m.usage)));

@@ -37,7 +37,7 @@ const MAX_STOPS: usize = 4;
 pub fn embeddings(
     r: EmbeddingsRequest,
     max_items: usize,
-    served: &str,
+    served: &[String],
     dim: usize,
 ) -> Result<EmbeddingsCall, CallError> {
     let inputs = inputs("input", r.input, max_items)?;
@@ -119,7 +119,7 @@ fn service(
 pub fn generation(
     r: GenerationRequest,
     format: GenerationFormat,
-    served: &str,
+    served: &[String],
     context: usize,
     max_items: usize,
 ) -> Result<ValidGeneration, CallError> {
@@ -263,9 +263,9 @@ fn log_user(route: &str, user: Option<Text>) {
 }
 
 /// `model`, when given, must be the one served.
-fn served_model(model: Option<Text>, served: &str) -> Result<(), CallError> {
+fn served_model(model: Option<Text>, served: &[String]) -> Result<(), CallError> {
     match model {
-        Some(Text(asked)) if asked != served => Err(CallError::UnknownModel { asked, served: served.into() }),
+        Some(Text(asked)) if !served.contains(&asked) => Err(CallError::unknown_model(asked, served)),
         _ => Ok(()),
     }
 }
@@ -367,7 +367,7 @@ mod tests {
 
     fn embed_call(body: &str, max_items: usize) -> Result<EmbeddingsCall, String> {
         let r: EmbeddingsRequest = parse(body.as_bytes()).map_err(|e| e.to_string())?;
-        embeddings(r, max_items, "m", 384).map_err(|e| e.to_string())
+        embeddings(r, max_items, &["m".to_string()], 384).map_err(|e| e.to_string())
     }
 
     fn embed_error(body: &str, max_items: usize) -> String {
@@ -426,7 +426,7 @@ mod tests {
 
     fn generate(body: &str, format: GenerationFormat) -> Result<ValidGeneration, String> {
         let r = parse(body.as_bytes()).map_err(|e: CallError| e.to_string())?;
-        generation(r, format, "m", 2048, 4).map_err(|e| e.to_string())
+        generation(r, format, &["m".to_string()], 2048, 4).map_err(|e| e.to_string())
     }
 
     #[test]

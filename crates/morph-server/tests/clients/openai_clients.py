@@ -2,7 +2,7 @@
 and `langchain-openai`, each answer's content checked (vectors against sentence-transformers'
 reference and against each other, stop strings and token limits honoured, seeds repeating).
 
-Run by tests/client_sdks.rs: openai_clients.py EMBED_URL EMBED_MODEL GENERATE_URL GENERATE_MODEL
+Run by tests/client_sdks.rs: openai_clients.py EMBED_URL EMBED_MODEL GENERATE_URL GENERATE_MODEL ALIAS
 Exits non-zero with the failed assertion; prints one line per check.
 """
 
@@ -14,7 +14,7 @@ import sys
 from langchain_openai import ChatOpenAI, OpenAIEmbeddings
 from openai import OpenAI
 
-EMBED_URL, EMBED_MODEL, GENERATE_URL, GENERATE_MODEL = sys.argv[1:5]
+EMBED_URL, EMBED_MODEL, GENERATE_URL, GENERATE_MODEL, ALIAS = sys.argv[1:6]
 KEY = "not-checked"
 # all-MiniLM-L6-v2 on "This is an example sentence" in sentence-transformers (first values), and
 # the cosine of two sentences about eating (the same figures the Rust tests hold Morph to).
@@ -75,21 +75,37 @@ def chat(client, **kwargs):
 
 def openai_generation():
     client = OpenAI(base_url=f"{GENERATE_URL}/v1", api_key=KEY)
-    check("models.list names the served model", [m.id for m in client.models.list().data] == [GENERATE_MODEL])
+    check("models.list names the served model and its alias", [m.id for m in client.models.list().data] == [GENERATE_MODEL, ALIAS])
     check("models.retrieve finds it", client.models.retrieve(GENERATE_MODEL).id == GENERATE_MODEL)
+    check("models.list gives one created time", len({m.created for m in client.models.list().data}) == 1)
     whole = chat(client, max_completion_tokens=40)
     answer = whole.choices[0].message.content
     check("chat answers greedily", whole.choices[0].finish_reason in ("stop", "length") and len(answer) > 10, answer)
+    check("a chat completion's id is OpenAI's kind", whole.id.startswith("chatcmpl-"), whole.id)
+    aliased = chat(client, model=ALIAS, max_completion_tokens=40)
+    check("the alias is served, the answer names the model", aliased.choices[0].message.content == answer and aliased.model == GENERATE_MODEL, aliased.model)
     limited = chat(client, max_completion_tokens=3)
     check("max_completion_tokens caps the answer", limited.usage.completion_tokens == 3 and limited.choices[0].finish_reason == "length", limited.usage)
     stop = answer[len(answer) // 2 : len(answer) // 2 + 2]
     cut = answer[: answer.index(stop)]
     stopped = chat(client, max_completion_tokens=40, stop=[stop])
     check(f"stop {stop!r} cuts the text there", stopped.choices[0].message.content == cut and stopped.choices[0].finish_reason == "stop", stopped.choices[0])
+    # The SDK's stream() helper builds the message from the chunks: it needs the role (and an
+    # answer cut by the token limit is an error to it, so this one ends at a stop string).
+    with client.chat.completions.stream(model=GENERATE_MODEL, messages=[{"role": "user", "content": QUESTION}], temperature=0, max_completion_tokens=40, stop=[stop]) as stream:
+        final = stream.get_final_completion()
+    message = final.choices[0].message
+    check("stream() helper: the role and the whole answer", message.role == "assistant" and message.content == cut, message)
+    history = [{"role": "user", "content": QUESTION}, message.model_dump(exclude_none=True), {"role": "user", "content": "Again."}]
+    again = client.chat.completions.create(model=GENERATE_MODEL, messages=history, max_completion_tokens=4, temperature=0)
+    check("the streamed message sent back as history is taken", again.choices[0].message.content != "", again)
     pieces = list(chat(client, max_completion_tokens=40, stop=stop, stream=True, stream_options={"include_usage": True}))
     streamed = "".join(c.choices[0].delta.content or "" for c in pieces if c.choices)
     check("streamed with stop: the same text, finish_reason stop", streamed == cut and pieces[-2].choices[0].finish_reason == "stop", streamed)
     check("include_usage: a last chunk with the usage and no choices", pieces[-1].choices == [] and pieces[-1].usage.completion_tokens > 0)
+    roles = [c.choices[0].delta.role for c in pieces if c.choices]
+    check("the first chunk names the role, the others do not", roles[0] == "assistant" and not any(roles[1:]), roles[:3])
+    check("every chunk has the call's id and created time", len({(c.id, c.created) for c in pieces}) == 1)
     seeded = [chat(client, max_completion_tokens=12, temperature=1, seed=7).choices[0].message.content for _ in range(2)]
     check("a seed repeats its sample", seeded[0] == seeded[1], seeded)
     two = chat(client, max_completion_tokens=12, temperature=1, seed=7, n=2)

@@ -58,7 +58,7 @@ pub(crate) fn emulated(batch_ms: f64, runtime: RuntimeSpec, max_queue: usize) ->
         policy_params: serde_json::json!({ "max_batch_tokens": 16_384, "max_queue": max_queue }),
         policy_context: Default::default(),
         api_key: None,
-        served_model_name: None,
+        served_model_names: Vec::new(),
         max_client_batch: 4,
         call_wave: 4,
         predictor: Default::default(),

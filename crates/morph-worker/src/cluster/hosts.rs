@@ -210,9 +210,8 @@ impl RemoteHosts {
                 "host {name} (host {host}) has left the cluster: its agent's lease ended"
             ))
         })?;
-        let listener = Listener::bind(&Endpoint::Tcp(SocketAddr::new(self.advertise, 0))).map_err(|e| {
-            replica_unstarted(format!("listening for a worker on {}: {e}", self.advertise))
-        })?;
+        let listener = Listener::bind(&Endpoint::Tcp(SocketAddr::new(self.advertise, 0)))
+            .map_err(|e| replica_unstarted(format!("listening for a worker on {}: {e}", self.advertise)))?;
         let connect = listener.endpoint().map_err(|e| replica_unstarted(e.to_string()))?.to_string();
         let request = StartRequest { unit, connect, plans: plans.to_vec() };
         let url = format!("{}/v1/workers", host.agent);
@@ -226,8 +225,7 @@ impl RemoteHosts {
         {
             Ok(answer) => {
                 let text = answer.into_string().map_err(|e| replica_unstarted(format!("{url}: {e}")))?;
-                serde_json::from_str(&text)
-                    .map_err(|e| replica_unstarted(format!("{url}: {e}: {text}")))?
+                serde_json::from_str(&text).map_err(|e| replica_unstarted(format!("{url}: {e}: {text}")))?
             }
             Err(ureq::Error::Status(code, answer)) => {
                 let why = answer.into_string().unwrap_or_default();
