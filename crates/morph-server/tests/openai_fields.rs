@@ -22,6 +22,7 @@ fn fields() -> Vec<(&'static str, &'static str, Value, Verdict)> {
     let chat = "/v1/chat/completions";
     let completions = "/v1/completions";
     let embeddings = "/v1/embeddings";
+    let responses = "/v1/responses";
     let mut table = vec![
         (embeddings, "input", json!(["a", "b"]), Honoured),
         (embeddings, "model", json!("all-MiniLM-L6-v2"), Honoured),
@@ -53,6 +54,23 @@ fn fields() -> Vec<(&'static str, &'static str, Value, Verdict)> {
         (completions, "echo", json!(true), Refused),
         (completions, "logprobs", json!(2), Honoured),
         (completions, "suffix", json!("end"), Refused),
+        (responses, "input", json!([{"role": "user", "content": "Hi"}]), Honoured),
+        (responses, "model", json!("SmolLM2-135M-Instruct.Q4_1"), Honoured),
+        (responses, "instructions", json!("Be brief."), Honoured),
+        (responses, "max_output_tokens", json!(2), Honoured),
+        (responses, "temperature", json!(0.5), Honoured),
+        (responses, "top_p", json!(0.9), Honoured),
+        (responses, "user", json!("user-1"), Honoured),
+        (responses, "tools", json!([]), Refused),
+        (responses, "tool_choice", json!("none"), Refused),
+        (responses, "reasoning", json!({"effort": "low"}), Refused),
+        (responses, "previous_response_id", json!("resp_1"), Refused),
+        (responses, "text", json!({"format": {"type": "text"}}), Refused),
+        (responses, "include", json!([]), Refused),
+        (responses, "metadata", json!({"k": "v"}), Refused),
+        (responses, "parallel_tool_calls", json!(false), Refused),
+        (responses, "truncation", json!("auto"), Refused),
+        (responses, "background", json!(false), Refused),
     ];
     // Fields both generation routes take alike.
     for route in [chat, completions] {
@@ -81,6 +99,7 @@ fn body(route: &str, field: &str, value: &Value) -> Value {
     let mut body = match route {
         "/v1/embeddings" => json!({"input": "Hello"}),
         "/v1/completions" => json!({"prompt": "Hello", "max_completion_tokens": 2}),
+        "/v1/responses" => json!({"input": "Hello", "max_output_tokens": 2}),
         _ => json!({"messages": [{"role": "user", "content": "Hello"}], "max_completion_tokens": 2}),
     };
     if field == "max_tokens" || field == "max_completion_tokens" {

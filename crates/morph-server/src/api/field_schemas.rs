@@ -68,3 +68,27 @@ impl PartialSchema for Messages {
 }
 
 impl ToSchema for Messages {}
+
+/// `/v1/responses`' `input` (for `#[schema(schema_with = response_input)]`): a string, or messages.
+pub(super) fn response_input() -> RefOr<Schema> {
+    let part = json!({
+        "type": "object",
+        "properties": {"type": {"type": "string", "enum": ["input_text", "output_text"]}, "text": {"type": "string"}},
+        "required": ["type", "text"],
+    });
+    let content = one_of(
+        "A string, or text parts.",
+        [json!({"type": "string"}), json!({"type": "array", "items": part})],
+    );
+    let message = ObjectBuilder::new()
+        .property("type", schema(json!({"type": "string", "enum": ["message"]})))
+        .property("role", schema(json!({"type": "string", "enum": ROLES})))
+        .property("content", content)
+        .required("role")
+        .required("content")
+        .additional_properties(Some(AdditionalProperties::FreeForm(false)));
+    let messages = Schema::Array(ArrayBuilder::new().items(message).min_items(Some(1)).build());
+    let string = schema(json!({"type": "string", "minLength": 1}));
+    let about = "The user's message, or messages (type \"message\" optional).";
+    RefOr::T(Schema::OneOf(OneOfBuilder::new().item(string).item(messages).description(Some(about)).build()))
+}

@@ -97,7 +97,7 @@ async fn whole(
 }
 
 /// One choice's answer and usage.
-async fn collect(
+pub(super) async fn collect(
     mut generation: StartedGeneration,
     format: GenerationFormat,
     generator: &Generator,

@@ -14,6 +14,7 @@ mod health;
 mod info;
 mod logprobs;
 mod models;
+mod openai_responses;
 mod openapi;
 mod reply;
 pub mod requests;
@@ -23,6 +24,7 @@ mod stream;
 mod tei_aliases;
 mod tokens;
 pub mod validate;
+pub mod validate_responses;
 
 use std::time::Instant;
 
@@ -85,6 +87,7 @@ pub fn router(state: AppState) -> Router {
         .route("/predict", post(classify::predict))
         .route("/v1/completions", post(generate::completions))
         .route("/v1/chat/completions", post(generate::chat_completions))
+        .route("/v1/responses", post(openai_responses::create))
         .route("/info", get(info::info))
         .route("/v1/models", get(models::list))
         .route("/v1/models/{*id}", get(models::one))
@@ -122,7 +125,7 @@ const UNCOUNTED: [&str; 7] = ["/live", "/ready", "/health", "/ping", "/metrics",
 
 /// Every route, for the answer to a path that is none of them.
 const ROUTES: &str = "POST /v1/embeddings, /embed, /tokenize, /decode, /v1/classify, /predict, \
-     /v1/completions, /v1/chat/completions (and TEI's /, /invocations, /embeddings); GET /v1/models, \
+     /v1/completions, /v1/chat/completions, /v1/responses (and TEI's /, /invocations, /embeddings); GET /v1/models, \
      /info, /live, /ready, /health, /metrics, /openapi.json, /docs (and TEI's /, /ping)";
 
 /// A path no route has: a JSON 404 that lists the routes.

@@ -9,7 +9,7 @@ use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 use utoipa_scalar::{Scalar, Servable};
 
 use super::responses::ErrorResponse;
-use super::{classify, embeddings, generate, health, info, models, tei_aliases, tokens};
+use super::{classify, embeddings, generate, health, info, models, openai_responses, tei_aliases, tokens};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -24,7 +24,7 @@ use super::{classify, embeddings, generate, health, info, models, tei_aliases, t
         classify::predict, generate::chat_completions, generate::completions, models::list,
         models::one, info::info, health::live, health::ready, health::health, info::metrics, document,
         tei_aliases::root, tei_aliases::invocations, tei_aliases::openai, tei_aliases::ready_root,
-        tei_aliases::ping
+        tei_aliases::ping, openai_responses::create
     ),
     modifiers(&ApiKey, &Errors),
     security((), ("bearer" = [])),

@@ -27,7 +27,7 @@ pub(super) fn choice_done(
     GenerationUsage::new(prompt_tokens, cached_tokens, completion_tokens)
 }
 
-fn unix_nanos() -> u128 {
+pub(super) fn unix_nanos() -> u128 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos())
 }
 

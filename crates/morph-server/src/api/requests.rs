@@ -11,6 +11,7 @@ use utoipa::openapi::{RefOr, Schema};
 use utoipa::{PartialSchema, ToSchema};
 
 use super::bounds::{Bounded, Range, Switch, bounded, switch};
+use super::field_schemas::response_input;
 use super::fields::{Flag, Inputs, Messages, Number, Text, Texts};
 
 /// Field types: each a unit type implementing `$trait` with `$value` as its `$item`; its doc line
@@ -244,6 +245,37 @@ fn generation_route(other_route: &[&str], prompt: &str, logprobs: Object, about:
     body.required = vec![prompt.to_string()];
     body.description = Some(about.to_string());
     RefOr::T(Schema::Object(body))
+}
+
+/// `POST /v1/responses` (OpenAI's Responses API), for text: what it honours; every other field
+/// (tools, reasoning, `previous_response_id`, …) is refused by name.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResponsesRequest {
+    /// A string (the user's message), or messages `{role, content}` (`type: "message"` optional),
+    /// content a string or parts of type `input_text`/`output_text`.
+    #[schema(schema_with = response_input, required = true)]
+    pub input: Option<serde_json::Value>,
+    #[schema(value_type = Option<String>)]
+    pub model: Option<Text>,
+    /// A system message put before the input.
+    #[schema(value_type = Option<String>)]
+    pub instructions: Option<Text>,
+    #[schema(schema_with = bounded::<MaxTokens>)]
+    pub max_output_tokens: Option<Number>,
+    #[schema(schema_with = bounded::<Temperature>)]
+    pub temperature: Option<Number>,
+    #[schema(schema_with = bounded::<TopP>)]
+    pub top_p: Option<Number>,
+    /// Only false: a streamed response is refused by name (not served yet).
+    #[schema(value_type = Option<bool>)]
+    pub stream: Option<Flag>,
+    /// Only false: nothing is stored.
+    #[schema(value_type = Option<bool>)]
+    pub store: Option<Flag>,
+    /// The caller's end user, written to the call's log line.
+    #[schema(value_type = Option<String>)]
+    pub user: Option<Text>,
 }
 
 /// `stream_options`: `include_usage` adds a last chunk with the call's token counts.

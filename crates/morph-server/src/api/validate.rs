@@ -256,14 +256,14 @@ fn logprobs(
 }
 
 /// `user`: the caller's end user, logged with the call (it changes nothing else).
-fn log_user(route: &str, user: Option<Text>) {
+pub(super) fn log_user(route: &str, user: Option<Text>) {
     if let Some(Text(user)) = user {
         tracing::debug!(route, user, "call");
     }
 }
 
 /// `model`, when given, must be the one served.
-fn served_model(model: Option<Text>, served: &[String]) -> Result<(), CallError> {
+pub(super) fn served_model(model: Option<Text>, served: &[String]) -> Result<(), CallError> {
     match model {
         Some(Text(asked)) if !served.contains(&asked) => Err(CallError::unknown_model(asked, served)),
         _ => Ok(()),

@@ -114,6 +114,16 @@ def openai_generation():
     content = scored.logprobs.content
     greedy = all(t.top_logprobs[0].token == t.token and abs(t.top_logprobs[0].logprob - t.logprob) < 1e-6 for t in content)
     check("logprobs: one per token, greedy takes the most likely", len(content) == 8 and greedy and all(t.logprob <= 0 for t in content), content[:2])
+    response = client.responses.create(model=GENERATE_MODEL, input=QUESTION, max_output_tokens=40, temperature=0)
+    check("responses.create gives the chat's answer, with its usage", response.output_text == answer and response.usage.output_tokens == whole.usage.completion_tokens, response.output_text)
+    briefed = client.responses.create(model=ALIAS, instructions="Answer in one word.", input=[{"role": "user", "content": [{"type": "input_text", "text": "Name a colour."}]}], max_output_tokens=8, temperature=0)
+    check("responses.create with instructions and input parts", briefed.output_text != "" and briefed.model == GENERATE_MODEL, briefed)
+    try:
+        client.responses.create(model=GENERATE_MODEL, input=QUESTION, stream=True)
+        refused = ""
+    except Exception as error:
+        refused = str(error)
+    check("a streamed response is refused by name", "422" in refused and "stream" in refused, refused)
     completion = client.completions.create(model=GENERATE_MODEL, prompt="The capital of France is", max_tokens=5, temperature=0)
     check("completions", completion.choices[0].text != "" and completion.usage.completion_tokens <= 5, completion.choices[0])
     return answer, stop, cut
