@@ -322,17 +322,21 @@ fn messages(value: Option<Messages>) -> Result<Vec<Message>, CallError> {
         .enumerate()
         .map(|(i, ChatMessage { role, content })| {
             let role = match role {
-                Some(Text(role)) if role == "developer" => "system".to_string(),
-                Some(Text(role)) if ROLES.contains(&role.as_str()) => role,
-                Some(_) => {
-                    let message = format!("must be one of {}", ROLES.join(", "));
-                    return Err(CallError::validation(format!("messages[{i}].role"), message));
-                }
+                Some(Text(role)) => chat_role(format!("messages[{i}].role"), &role)?,
                 None => return Err(CallError::validation(format!("messages[{i}].role"), "must be a string")),
             };
             Ok(Message { role, content: content_text(i, content)? })
         })
         .collect()
+}
+
+/// A chat message's role, one of [`ROLES`] (`developer` read as `system`), given at `field`.
+pub(super) fn chat_role(field: String, role: &str) -> Result<String, CallError> {
+    match role {
+        "developer" => Ok("system".to_string()),
+        role if ROLES.contains(&role) => Ok(role.to_string()),
+        _ => Err(CallError::validation(field, format!("must be one of {}", ROLES.join(", ")))),
+    }
 }
 
 /// Message `i`'s content: a string, or the texts of its parts (only parts of type text) joined

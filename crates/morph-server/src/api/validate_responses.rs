@@ -5,9 +5,9 @@ use morph_decoder::{Message, SamplingParams};
 use serde_json::Value;
 
 use super::bounds::Bounded;
-use super::fields::{Flag, ROLES, Text};
+use super::fields::{Flag, Text};
 use super::requests::{MaxTokens, ResponsesRequest, Temperature, TopP};
-use super::validate::{log_user, served_model};
+use super::validate::{chat_role, log_user, served_model};
 use crate::error::CallError;
 use crate::infer::{Prompt, ValidGeneration};
 
@@ -43,14 +43,12 @@ pub fn responses(
         n: 1,
         max_tokens: max_tokens as u32,
         max_tokens_given: r.max_output_tokens.is_some(),
+        // The Responses API has no top_k, min_p or penalties: they stay off.
         sampling: SamplingParams {
             temperature: Temperature::RANGE.read("temperature", r.temperature)? as f32,
             top_p: TopP::RANGE.read("top_p", r.top_p)? as f32,
-            top_k: 0,
-            min_p: 0.0,
-            presence_penalty: 0.0,
-            frequency_penalty: 0.0,
             seed: rand::random(),
+            ..SamplingParams::default()
         },
         stop: Vec::new(),
         logprobs: None,
@@ -91,14 +89,8 @@ fn message(i: usize, item: &Value) -> Result<Message, CallError> {
             return Err(CallError::validation(field(".type"), message));
         }
     }
-    let role = match object.get("role").and_then(Value::as_str) {
-        Some("developer") => "system",
-        Some(role) if ROLES.contains(&role) => role,
-        _ => {
-            return Err(CallError::validation(field(".role"), format!("must be one of {}", ROLES.join(", "))));
-        }
-    };
-    Ok(Message { role: role.into(), content: content(&field(".content"), object.get("content"))? })
+    let role = chat_role(field(".role"), object.get("role").and_then(Value::as_str).unwrap_or_default())?;
+    Ok(Message { role, content: content(&field(".content"), object.get("content"))? })
 }
 
 /// A message's content: a string, or the texts of its `input_text`/`output_text` parts joined by
