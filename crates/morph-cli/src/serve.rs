@@ -81,6 +81,14 @@ pub(crate) struct ServeArgs {
     /// prefill stages of --stages N).
     #[arg(long, value_parser = clap::value_parser!(DecoderKernels))]
     decoder_kernels: Option<DecoderKernels>,
+    /// With --task generate on llama.cpp kernels: host memory, in MiB, for the prompt cache:
+    /// the KV state of every finished generation's prompt, kept in least-recently-used order
+    /// and restored into whichever instance and sequence takes a later prompt that starts the
+    /// same way (a conversation's next round computes only its new turns; the answer's
+    /// usage.prompt_tokens_details.cached_tokens counts what it reused). Default: an eighth of
+    /// the host's memory, at most 8 GiB; 0: off.
+    #[arg(long)]
+    prompt_cache_mib: Option<u64>,
     /// Scheduling policy (default: dynamic-batching to embed, fcfs to generate); its
     /// parameters go in --policy-params, e.g. '{"batching": {"mode": "none" | "dynamic" |
     /// "continuous", ...}}' for ssjf and fcfs.
@@ -178,6 +186,7 @@ impl ServeArgs {
             prefill_chunk: self.prefill_chunk,
             chat_template: self.chat_template,
             decoder_kernels: self.decoder_kernels,
+            prompt_cache_mib: self.prompt_cache_mib,
             policy: self.policy,
             policy_params,
             slo_ms: self.slo_ms,

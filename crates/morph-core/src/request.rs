@@ -30,6 +30,9 @@ pub struct Generation {
     /// The predicted number of output tokens (a proxy model's guess, or the truth for an
     /// oracle); `None` when nothing predicts it.
     pub predicted: Option<u32>,
+    /// Of its prompt's tokens, those the decoder's prompt cache held when it arrived: its
+    /// prefill still to compute is `input_len − cached`.
+    pub cached: u32,
 }
 
 /// A task served by a shared model (OTAS: one classification head and prompt set per task), by

@@ -22,21 +22,24 @@
 //! four sequences in join order can cost up to four passes over the weights where one does
 //! (at 4 streams on 2 cores, 41 ms a step against 31 ms).
 //!
-//! A closed sequence's KV stream is kept: a later prompt that starts the same way (the chat
-//! template's system message, a conversation's earlier rounds) opens in the free stream that
-//! holds the most of it and skips to the last turn start within what that stream's own prompt
-//! computed. Fed in [`super::pieces`], the rest runs in the same calls as when the prompt is fed
-//! whole, so the logits are the same bit for bit (llama-server's prompt cache skips to the
-//! longest common prefix, which moves them: llama.cpp's tiled flash attention rounds by tiles
-//! of 64 query rows counted from a call's first row).
+//! A closed sequence's prompt stays in its KV stream, and (with a [`PromptCache`]) its state is
+//! copied to host memory: a later prompt that starts the same way (the chat template's system
+//! message, a conversation's earlier rounds) opens in the free stream that holds the most of it,
+//! or has the cache's longest reusable prefix restored into a free stream when that is more, and
+//! skips to there ([`reusable_prefix`]: a turn start within what the kept prompt computed). Fed
+//! in [`super::pieces`], the rest runs in the same calls as when the prompt is fed whole, so the
+//! logits are the same bit for bit (llama-server's prompt cache skips to the longest common
+//! prefix, which moves them: llama.cpp's tiled flash attention rounds by tiles of 64 query rows
+//! counted from a call's first row).
 
 use std::cmp::Reverse;
 use std::num::NonZeroU32;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::context::session::{LlamaStateSeqFlags, SeqState};
 
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::LlamaModel;
@@ -44,17 +47,23 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::token::LlamaToken;
 
 use crate::llamacpp_init::backend;
+use crate::prompt_cache::{Found, PromptCache, reusable_prefix};
 use crate::stepper::{DecodeBackend, Opened, Slot, Stepper, StepperShape, fits, unopened};
 use morph_engine::EngineError;
 
 /// Most tokens one `llama_decode` call takes; a step with more is split into several calls.
 const CALL_TOKENS: usize = 512;
 
+/// Kept prompt states of a llama.cpp decoder.
+pub type LlamaPromptCache = PromptCache<SeqState>;
+
 /// A GGUF decoder loaded by llama.cpp (weights memory-mapped, kept quantized).
 pub struct LlamaCppBackend {
     model: LlamaModel,
     /// llama.cpp builds one context at a time per model (it adjusts the model while it does).
     building: Mutex<()>,
+    /// Closed sequences' prompt states, shared by every instance's stepper.
+    prompt_cache: Option<Arc<LlamaPromptCache>>,
 }
 
 impl std::fmt::Debug for LlamaCppBackend {
@@ -67,7 +76,12 @@ impl LlamaCppBackend {
     pub fn load(path: &Path) -> Result<Self, EngineError> {
         let model = LlamaModel::load_from_file(backend()?, path, &LlamaModelParams::default())
             .map_err(|e| EngineError::Load(format!("llama.cpp could not load {}: {e}", path.display())))?;
-        Ok(Self { model, building: Mutex::new(()) })
+        Ok(Self { model, building: Mutex::new(()), prompt_cache: None })
+    }
+
+    /// The same decoder keeping closed sequences' prompt states in `cache`.
+    pub fn with_prompt_cache(self, cache: Arc<LlamaPromptCache>) -> Self {
+        Self { prompt_cache: Some(cache), ..self }
     }
 }
 
@@ -98,6 +112,7 @@ impl DecodeBackend for LlamaCppBackend {
             batch: LlamaBatch::new(CALL_TOKENS, 1),
             streams: vec![Stream::default(); shape.sequences],
             shape,
+            cache: self.prompt_cache.clone(),
         }))
     }
 }
@@ -118,23 +133,24 @@ struct Fed {
 }
 
 /// One KV stream (= llama.cpp sequence id): the tokens it holds from position 0, of which the
-/// first `prompt` were its last sequence's prompt; kept after that sequence closes.
+/// first `prompt` are its sequence's prompt (turn starts `starts`); once that sequence closes,
+/// the prompt alone (as far as it was fed).
 #[derive(Debug, Clone, Default)]
 struct Stream {
     held: Vec<u32>,
     prompt: usize,
+    starts: Vec<usize>,
     open: bool,
 }
 
 impl Stream {
-    /// How many of `prompt`'s first tokens this stream holds as the prompt's own pieces would
-    /// compute them: up to the last of the prompt's turn `starts` within what it holds of it and
-    /// within its own prompt (the tokens it generated were computed a row at a time). Never the
-    /// whole prompt: its last token is fed, for its logits.
+    /// How many of `prompt`'s first tokens (turn starts `starts`) this stream holds as the
+    /// prompt's own pieces would compute them.
     fn reusable(&self, prompt: &[u32], starts: &[usize]) -> usize {
-        let common = self.held.iter().zip(prompt).take_while(|(a, b)| a == b).count();
-        let limit = common.min(self.prompt).min(prompt.len().saturating_sub(1));
-        starts.iter().copied().filter(|&s| s <= limit).max().unwrap_or(0)
+        if self.open {
+            return 0;
+        }
+        reusable_prefix(&self.held, &self.starts, prompt, starts)
     }
 }
 
@@ -144,6 +160,7 @@ struct LlamaCppStepper<'a> {
     /// By slot (= llama.cpp sequence id).
     streams: Vec<Stream>,
     shape: StepperShape,
+    cache: Option<Arc<LlamaPromptCache>>,
 }
 
 impl Stepper for LlamaCppStepper<'_> {
@@ -157,14 +174,19 @@ impl Stepper for LlamaCppStepper<'_> {
         // The free stream that holds the most of the prompt; the lowest on a tie, which keeps
         // the open ones' ids consecutive.
         let free = self.streams.iter().enumerate().filter(|(_, s)| !s.open);
-        let best =
-            free.map(|(i, s)| (i, s.reusable(prompt, starts))).min_by_key(|&(i, kept)| (Reverse(kept), i));
-        let Some((slot, cached)) = best else { return Ok(None) };
+        let best = free.map(|(i, s)| (i, s.reusable(prompt, starts))).min_by_key(|&(i, kept)| (Reverse(kept), i));
+        let Some((mut slot, mut cached)) = best else { return Ok(None) };
+        let found = self.cache.as_ref().and_then(|cache| cache.take(prompt, starts, cached));
+        if let Some(found) = found {
+            // Into the lowest free stream, for the same reason.
+            slot = self.streams.iter().position(|s| !s.open).unwrap_or(slot);
+            cached = self.restore(slot, &found);
+        }
         // Removing a stream's tail cannot fail (only a partial removal of a recurrent model can).
         let _ = self.ctx.clear_kv_cache_seq(Some(slot as u32), Some(cached as u32), None);
         let stream = &mut self.streams[slot];
         stream.held.truncate(cached);
-        (stream.prompt, stream.open) = (prompt.len(), true);
+        (stream.prompt, stream.starts, stream.open) = (prompt.len(), starts.to_vec(), true);
         Ok(Some(Opened { slot: Slot(slot), cached }))
     }
 
@@ -203,13 +225,47 @@ impl Stepper for LlamaCppStepper<'_> {
     }
 
     fn close(&mut self, slot: Slot) {
-        if let Some(stream) = self.streams.get_mut(slot.0) {
-            stream.open = false;
+        let Some(stream) = self.streams.get_mut(slot.0) else { return };
+        stream.open = false;
+        // Only the prompt is ever reused (its output was computed a row at a time).
+        let mut kept = stream.held.len().min(stream.prompt);
+        let _ = self.ctx.clear_kv_cache_seq(Some(slot.0 as u32), Some(kept as u32), None);
+        // A sliding-window layer's cache drops what falls out of its window: a stream that no
+        // longer holds its first tokens cannot give any prefix.
+        if self.ctx.kv_cache_seq_pos_min(slot.0 as i32) > 0 {
+            let _ = self.ctx.clear_kv_cache_seq(Some(slot.0 as u32), None, None);
+            kept = 0;
+        }
+        stream.held.truncate(kept);
+        let Some(cache) = &self.cache else { return };
+        if kept > 0 {
+            // A state that cannot be read is not kept; the stream itself still is.
+            if let Ok(state) = self.ctx.state_seq_get(slot.0 as i32, LlamaStateSeqFlags::empty()) {
+                cache.put(stream.held.clone(), &stream.starts, state);
+            }
         }
     }
 }
 
 impl LlamaCppStepper<'_> {
+    /// Restores `found`'s state into stream `slot`; the prompt tokens it now holds (0 if the
+    /// state did not fit this context, the stream then emptied).
+    fn restore(&mut self, slot: usize, found: &Found<SeqState>) -> usize {
+        let _ = self.ctx.clear_kv_cache_seq(Some(slot as u32), None, None);
+        let stream = &mut self.streams[slot];
+        match self.ctx.state_seq_set(&found.state, slot as i32) {
+            Ok(()) => {
+                stream.held = found.tokens.clone();
+                found.reused
+            }
+            Err(_) => {
+                let _ = self.ctx.clear_kv_cache_seq(Some(slot as u32), None, None);
+                stream.held.clear();
+                0
+            }
+        }
+    }
+
     /// Runs each of `calls` (a step's tokens) in `llama_decode` calls of at most [`CALL_TOKENS`];
     /// the logits of each of the step's `rows`.
     fn decode(&mut self, rows: usize, calls: &[Vec<Fed>]) -> Result<Vec<Vec<f32>>, EngineError> {

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use crate::llama::{Llama, SequenceCache};
+use crate::llamacpp::LlamaPromptCache;
 use crate::model::DecoderModel;
 use morph_engine::EngineError;
 
@@ -42,20 +43,23 @@ impl std::str::FromStr for DecoderKernels {
     }
 }
 
-/// A decoder as loaded: its shape and tokenizer (and, on candle, its weights), and the backend
-/// that runs its steps.
+/// A decoder as loaded: its shape and tokenizer (and, on candle, its weights), the backend
+/// that runs its steps, and the host-memory cache of its closed sequences' prompts (llama.cpp's).
 #[derive(Debug, Clone)]
 pub struct LoadedDecoder {
     pub model: Arc<DecoderModel>,
     pub backend: Arc<dyn DecodeBackend>,
+    pub prompt_cache: Option<Arc<LlamaPromptCache>>,
 }
 
 /// The decoder at `gguf` for `kernels`, chatting by `chat_template` (Jinja) if given, else by
-/// the template in the file.
+/// the template in the file, keeping up to `prompt_cache_bytes` of closed sequences' prompt
+/// states in host memory (llama.cpp only; 0: none).
 pub fn load_decoder(
     gguf: &std::path::Path,
     kernels: DecoderKernels,
     chat_template: Option<&str>,
+    prompt_cache_bytes: usize,
 ) -> Result<LoadedDecoder, EngineError> {
     let with_template = |model: DecoderModel| match chat_template {
         Some(source) => {
@@ -64,13 +68,22 @@ pub fn load_decoder(
         None => Ok::<_, EngineError>(model),
     };
     Ok(match kernels {
-        DecoderKernels::LlamaCpp => LoadedDecoder {
-            model: Arc::new(with_template(Llama::load_shape(gguf)?)?),
-            backend: Arc::new(super::LlamaCppBackend::load(gguf)?),
-        },
+        DecoderKernels::LlamaCpp => {
+            let cache = (prompt_cache_bytes > 0).then(|| Arc::new(LlamaPromptCache::new(prompt_cache_bytes)));
+            let backend = super::LlamaCppBackend::load(gguf)?;
+            let backend = match &cache {
+                Some(cache) => backend.with_prompt_cache(cache.clone()),
+                None => backend,
+            };
+            LoadedDecoder {
+                model: Arc::new(with_template(Llama::load_shape(gguf)?)?),
+                backend: Arc::new(backend),
+                prompt_cache: cache,
+            }
+        }
         DecoderKernels::Candle => {
             let model = Arc::new(with_template(Llama::load(gguf)?)?);
-            LoadedDecoder { model: model.clone(), backend: Arc::new(CandleBackend(model)) }
+            LoadedDecoder { model: model.clone(), backend: Arc::new(CandleBackend(model)), prompt_cache: None }
         }
     })
 }

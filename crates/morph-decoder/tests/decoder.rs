@@ -350,7 +350,7 @@ fn worker(
     });
     let worker = DecoderThread::spawn(
         "decoder-test".into(),
-        LoadedDecoder { model: shared().clone(), backend: backend(kernels).clone() },
+        LoadedDecoder { model: shared().clone(), backend: backend(kernels).clone(), prompt_cache: None },
         shape,
         prefill_chunk,
         hook,

@@ -12,6 +12,7 @@ pub mod engine;
 pub mod model;
 mod plan_profiles;
 pub mod predictor;
+mod prompt_cache;
 mod resolve;
 pub mod spec;
 

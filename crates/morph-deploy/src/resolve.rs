@@ -14,6 +14,7 @@ use morph_server::prediction::PredictorConfig;
 
 use crate::defaults::{ServeDefaults, serve_defaults};
 use crate::engine::EngineChoice;
+use crate::prompt_cache::prompt_cache_bytes;
 use crate::spec::{MaxQueue, ServeSpec, Task};
 
 /// Most of one call's inputs in the queue at once (a larger call goes in waves of half the
@@ -115,14 +116,16 @@ impl ServeSpec {
             ),
             None => None,
         };
+        let kernels = self.decoder_kernels.unwrap_or(match self.whole_decoder() {
+            true => DecoderKernels::LlamaCpp,
+            false => DecoderKernels::Candle,
+        });
         Ok(EngineKind::Decoder {
             gguf: self.model.fetch_decoder()?,
             prefill_chunk: self.prefill_chunk,
-            kernels: self.decoder_kernels.unwrap_or(match self.whole_decoder() {
-                true => DecoderKernels::LlamaCpp,
-                false => DecoderKernels::Candle,
-            }),
+            kernels,
             chat_template,
+            prompt_cache_bytes: prompt_cache_bytes(self.prompt_cache_mib, kernels)?,
         })
     }
 

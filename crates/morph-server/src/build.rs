@@ -31,9 +31,8 @@ pub(crate) struct Loaded {
 /// Loads the model and makes its launcher (with worker processes when configured).
 pub(crate) fn load(config: &Deployment) -> Result<Loaded, BuildError> {
     match (&config.engine, &config.model) {
-        (EngineKind::Decoder { gguf, prefill_chunk, kernels, chat_template }, _) => {
-            let launcher =
-                Launcher::new(Backend::decoder(gguf, *prefill_chunk, *kernels, chat_template.as_deref())?);
+        (EngineKind::Decoder { gguf, .. }, _) => {
+            let launcher = Launcher::new(Backend::from_gguf(&config.engine)?);
             let launcher = match &config.workers {
                 None => launcher,
                 Some(workers) => launcher

@@ -204,6 +204,7 @@ mod tests {
             prefill_chunk: 256,
             kernels,
             chat_template: None,
+            prompt_cache_bytes: 0,
         };
         assert_eq!(refusal(emulated(), "dynamic-batching"), "accepted");
         assert_eq!(

@@ -115,6 +115,33 @@ const FAMILIES: &[(&str, Kind, Option<Unit>, &str)] = &[
         None,
         "Of those, prompt tokens a closed sequence's kept KV cache held (not computed again).",
     ),
+    (
+        "morph_prompt_cache_hits_total",
+        Kind::Counter,
+        None,
+        "Prompt cache: prompts given a kept state from host memory.",
+    ),
+    ("morph_prompt_cache_misses_total", Kind::Counter, None, "Prompt cache: prompts it had nothing more for."),
+    (
+        "morph_prompt_cache_reused_tokens_total",
+        Kind::Counter,
+        None,
+        "Prompt cache: prompt tokens its restored states held.",
+    ),
+    (
+        "morph_prompt_cache_evictions_total",
+        Kind::Counter,
+        None,
+        "Prompt cache: states dropped to stay within --prompt-cache-mib.",
+    ),
+    ("morph_prompt_cache_entries", Kind::Gauge, None, "Prompt cache: states kept."),
+    ("morph_prompt_cache_bytes", Kind::Gauge, Some(Unit::Bytes), "Prompt cache: host memory its states take."),
+    (
+        "morph_prompt_cache_capacity_bytes",
+        Kind::Gauge,
+        Some(Unit::Bytes),
+        "Prompt cache: its bound (--prompt-cache-mib).",
+    ),
     ("morph_batch_sequences", Kind::Histogram, None, "Sequences per batch."),
     ("morph_batch_padded_tokens", Kind::Histogram, None, "Tokens per batch after padding."),
     ("morph_request_input_tokens", Kind::Histogram, None, "Tokens per input sequence."),
@@ -337,6 +364,22 @@ impl Metrics {
 
     pub fn prediction_cache_hit(&self) {
         self.counter("morph_prediction_cache_hits_total", Vec::new()).increment(1);
+    }
+
+    /// The decoder's prompt cache as it is now (its counters are its own, set absolute).
+    pub fn prompt_cache(&self, stats: &morph_decoder::CacheStats) {
+        let counters = [
+            ("morph_prompt_cache_hits_total", stats.hits),
+            ("morph_prompt_cache_misses_total", stats.misses),
+            ("morph_prompt_cache_reused_tokens_total", stats.tokens_reused),
+            ("morph_prompt_cache_evictions_total", stats.evictions),
+        ];
+        for (name, value) in counters {
+            self.counter(name, Vec::new()).absolute(value);
+        }
+        self.gauge("morph_prompt_cache_entries", Vec::new()).set(stats.entries as f64);
+        self.gauge("morph_prompt_cache_bytes", Vec::new()).set(stats.bytes as f64);
+        self.gauge("morph_prompt_cache_capacity_bytes", Vec::new()).set(stats.capacity as f64);
     }
 
     /// A decoder iteration of `sequences` generations took `seconds`, their caches holding

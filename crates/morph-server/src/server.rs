@@ -66,14 +66,15 @@ impl Server {
             dtype: config.engine.model_dtype(),
             max_input_len: layout.iter().map(|u| u.runtime.max_len).max().unwrap_or(0),
         };
-        let served = match (launcher.backend().decoder_model(), loaded.tokenizer) {
+        let served = match (launcher.backend().decoder(), loaded.tokenizer) {
             (Some(decoder), _) => {
                 // A decoder served in stages answers prefills, also on a policy's whole-model replicas.
                 let prefill_stages = if config.stages > 1 { config.stages } else { 0 };
                 let generator = Generator::new(
                     driver.clone(),
-                    decoder.clone(),
+                    decoder.model.clone(),
                     predictions,
+                    decoder.prompt_cache.clone(),
                     prefill_stages,
                     model.max_input_len,
                 );

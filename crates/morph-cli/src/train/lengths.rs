@@ -48,7 +48,7 @@ pub(crate) struct LengthsArgs {
 }
 
 pub(crate) fn run(args: LengthsArgs) -> anyhow::Result<()> {
-    let decoder = load_decoder(&args.model.fetch_decoder()?, args.decoder_kernels, None)?;
+    let decoder = load_decoder(&args.model.fetch_decoder()?, args.decoder_kernels, None, 0)?;
     let run = LengthsRun {
         sharegpt: args.sharegpt,
         conversations: args.conversations,

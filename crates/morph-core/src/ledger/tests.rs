@@ -29,7 +29,7 @@ fn stage(index: u16) -> UnitSpec {
 const EMBED: NewRequest = NewRequest { input_len: 10, generation: None, service: None };
 const GENERATE: NewRequest = NewRequest {
     input_len: 10,
-    generation: Some(Generation { max_tokens: 8, predicted: None }),
+    generation: Some(Generation { max_tokens: 8, predicted: None, cached: 0 }),
     service: None,
 };
 

@@ -59,9 +59,19 @@ pub struct SsjfConfig {
     pub aging: Option<Aging>,
     /// Most requests waiting; beyond it arrivals are rejected.
     pub max_queue: usize,
+    /// An uncached prompt token's weight in output tokens, in a job's length: 0.11, SmolLM2-135M's
+    /// prefill (~280 tokens/s, 3.6 ms a token) over its decode step (32.6 ms) on the 2-core host.
+    #[serde(default = "SsjfConfig::default_prefill_weight")]
+    pub prefill_weight: f64,
 }
 
 impl SsjfConfig {
+    const PREFILL_WEIGHT: f64 = 0.11;
+
+    fn default_prefill_weight() -> f64 {
+        Self::PREFILL_WEIGHT
+    }
+
     /// `ssjf` and `fcfs`: continuous batching of 4 (the paper's evaluation); `ssjf` ages after 16× the
     /// predicted execution time at 32.6 ms per token (SmolLM2-135M's decode step for one
     /// sequence on the 2-core host, `--bench decoder_latency`). In simulation on LMSYS lengths
@@ -80,6 +90,7 @@ impl SsjfConfig {
             batching: Batching::Continuous { max_batch: 4 },
             aging: (order == Order::Sjf).then_some(Aging { factor: 16.0, token_ms: 32.6 }),
             max_queue: 4096,
+            prefill_weight: Self::PREFILL_WEIGHT,
         })
     }
 }
@@ -118,7 +129,7 @@ impl SsjfPolicy {
             Batching::Continuous { max_batch } => format!("continuous-b{max_batch}"),
         };
         let name = format!("{order}/{mode}");
-        Self { name, queue: JobQueue::new(config.order, config.aging), config, slots: Vec::new(), max_len: 0 }
+        Self { name, queue: JobQueue::new(config.order, config.aging, config.prefill_weight), config, slots: Vec::new(), max_len: 0 }
     }
 
     fn slot(&mut self, id: InstanceId) -> Option<&mut Slot> {

@@ -1,7 +1,11 @@
-//! SSJF's waiting queue (§3.2): shortest predicted output first (or arrival order, FCFS), with
+//! SSJF's waiting queue (§3.2): shortest predicted job first (or arrival order, FCFS), with
 //! aging against starvation (§6): a request that has waited more than `factor` times its
-//! predicted execution time (predicted tokens × `token_ms`) is promoted ahead of the order,
-//! promoted requests by how overdue they are.
+//! predicted execution time (job length × `token_ms`) is promoted ahead of the order, promoted
+//! requests by how overdue they are. A job's length is its predicted output plus the prefill it
+//! still needs after the prompt cache, weighed in output tokens ([`job_length`]): a
+//! conversation's next round, whose earlier rounds are cached, is short and goes early; a long
+//! uncached prompt is long, and its aging bound grows with it, so it waits longer but never
+//! starves.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -32,24 +36,32 @@ type Key = (u32, Time, RequestId);
 pub struct JobQueue {
     order: Order,
     aging: Option<Aging>,
+    /// An uncached prompt token's weight in output tokens.
+    prefill_weight: f64,
     by_key: BTreeSet<Key>,
     by_arrival: BTreeSet<(Time, RequestId)>,
     by_promotion: BTreeSet<(Time, RequestId)>,
     entries: HashMap<RequestId, (Key, Option<Time>)>,
 }
 
-/// The length a request is scheduled by: its predicted output (at most its `max_tokens`), else
-/// its `max_tokens`, else (an encoder request) its input length.
-pub fn job_length(r: &RequestInfo) -> u32 {
-    r.generation.map_or(r.input_len, |g| g.predicted.map_or(g.max_tokens, |p| p.min(g.max_tokens)))
+/// The length a request is scheduled by, in output tokens: its predicted output (at most its
+/// `max_tokens`; else its `max_tokens`) plus its prompt tokens the prompt cache does not hold,
+/// each `prefill_weight` of an output token; an encoder request: its input length.
+pub fn job_length(r: &RequestInfo, prefill_weight: f64) -> u32 {
+    let Some(g) = r.generation else { return r.input_len };
+    let output = g.predicted.map_or(g.max_tokens, |p| p.min(g.max_tokens));
+    let prefill = f64::from(r.input_len.saturating_sub(g.cached)) * prefill_weight;
+    output.saturating_add(prefill.round() as u32)
 }
 
 impl JobQueue {
-    /// A queue in `order`; aging applies to SJF only (FCFS cannot starve anyone).
-    pub fn new(order: Order, aging: Option<Aging>) -> Self {
+    /// A queue in `order`, weighing an uncached prompt token as `prefill_weight` output tokens;
+    /// aging applies to SJF only (FCFS cannot starve anyone).
+    pub fn new(order: Order, aging: Option<Aging>, prefill_weight: f64) -> Self {
         Self {
             order,
             aging: aging.filter(|_| order == Order::Sjf),
+            prefill_weight,
             by_key: BTreeSet::new(),
             by_arrival: BTreeSet::new(),
             by_promotion: BTreeSet::new(),
@@ -66,7 +78,7 @@ impl JobQueue {
     }
 
     pub fn push(&mut self, r: &RequestInfo) {
-        let length = job_length(r);
+        let length = job_length(r, self.prefill_weight);
         let primary = match self.order {
             Order::Fcfs => 0,
             Order::Sjf => length,
@@ -114,7 +126,7 @@ mod tests {
     use super::*;
 
     fn req(id: u64, arrival_ms: u64, predicted: u32) -> RequestInfo {
-        let generation = Some(Generation { max_tokens: 512, predicted: Some(predicted) });
+        let generation = Some(Generation { max_tokens: 512, predicted: Some(predicted), cached: 0 });
         RequestInfo { generation, ..request(id, 10, Time(arrival_ms * 1_000_000)) }
     }
 
@@ -125,8 +137,8 @@ mod tests {
     #[test]
     fn sjf_runs_shortest_predicted_first_and_fcfs_by_arrival() {
         let reqs = [req(0, 0, 300), req(1, 1, 20), req(2, 2, 100), req(3, 3, 20)];
-        let mut sjf = JobQueue::new(Order::Sjf, None);
-        let mut fcfs = JobQueue::new(Order::Fcfs, None);
+        let mut sjf = JobQueue::new(Order::Sjf, None, 0.0);
+        let mut fcfs = JobQueue::new(Order::Fcfs, None, 0.0);
         for r in &reqs {
             sjf.push(r);
             fcfs.push(r);
@@ -140,9 +152,9 @@ mod tests {
 
     #[test]
     fn without_a_prediction_max_tokens_orders_the_request() {
-        let mut q = JobQueue::new(Order::Sjf, None);
+        let mut q = JobQueue::new(Order::Sjf, None, 0.0);
         let mut unknown = req(0, 0, 0);
-        unknown.generation = Some(Generation { max_tokens: 50, predicted: None });
+        unknown.generation = Some(Generation { max_tokens: 50, predicted: None, cached: 0 });
         q.push(&unknown);
         q.push(&req(1, 1, 60));
         assert_eq!(drain(&mut q, 5), vec![0, 1]);
@@ -154,7 +166,7 @@ mod tests {
     fn aging_promotes_a_long_job_that_waited_past_its_bound() {
         let aging = Some(Aging { factor: 2.0, token_ms: 1.0 });
         let filled = |order| {
-            let mut q = JobQueue::new(order, aging);
+            let mut q = JobQueue::new(order, aging, 0.0);
             q.push(&req(0, 0, 300)); // promoted at 600 ms
             q.push(&req(1, 500, 20)); // promoted at 540 ms
             q.push(&req(2, 590, 30)); // promoted at 650 ms
@@ -168,5 +180,28 @@ mod tests {
             "all overdue: by how long ago they were due"
         );
         assert_eq!(drain(&mut filled(Order::Fcfs), 700), vec![0, 1, 2], "FCFS keeps arrival order");
+    }
+
+    /// A conversation's next round, its earlier rounds in the prompt cache, goes before a new
+    /// conversation's first round of the same predicted output and prompt length: only its
+    /// uncached prefill counts. Without the cache they keep arrival order.
+    #[test]
+    fn a_cached_prompt_is_a_shorter_job_than_the_same_prompt_uncached() {
+        let with_prompt = |id, arrival_ms, cached| {
+            let mut r = req(id, arrival_ms, 50);
+            r.input_len = 900;
+            r.generation = r.generation.map(|g| Generation { cached, ..g });
+            r
+        };
+        let mut q = JobQueue::new(Order::Sjf, None, 0.11);
+        q.push(&with_prompt(0, 0, 0));
+        q.push(&with_prompt(1, 1, 850));
+        assert_eq!(job_length(&with_prompt(0, 0, 0), 0.11), 50 + 99);
+        assert_eq!(job_length(&with_prompt(1, 1, 850), 0.11), 50 + 6);
+        assert_eq!(drain(&mut q, 5), vec![1, 0]);
+        let mut fcfs = JobQueue::new(Order::Fcfs, None, 0.11);
+        fcfs.push(&with_prompt(0, 0, 0));
+        fcfs.push(&with_prompt(1, 1, 850));
+        assert_eq!(drain(&mut fcfs, 5), vec![0, 1]);
     }
 }

@@ -245,6 +245,11 @@ pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse 
             .collect(),
         None => Vec::new(),
     };
+    if let Served::Generation(generator) = &state.served
+        && let Some(stats) = generator.prompt_cache_stats()
+    {
+        state.driver.metrics.prompt_cache(&stats);
+    }
     let text = state.driver.metrics.render(&instances, &state.driver.policy_gauges(), &hosts);
     ([(CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }

@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use morph_decoder::{DecoderModel, GenEvent, Message};
+use morph_decoder::pieces::turn_starts;
+use morph_decoder::{CacheStats, DecoderModel, GenEvent, LlamaPromptCache, Message};
 use morph_encoder::predictor::predictor_text;
 use morph_engine::EngineError;
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -22,6 +23,8 @@ pub struct Generator {
     pub(super) model: Arc<DecoderModel>,
     /// Predicted output lengths for the scheduler (with a predictor).
     predictions: Option<Arc<Predictions>>,
+    /// The decoder's prompt cache, which the scheduler weighs a prompt's prefill by.
+    prompt_cache: Option<Arc<LlamaPromptCache>>,
     /// A decoder cut into this many prefill stages answers one token (0: a whole decoder).
     prefill_stages: u16,
     /// The longest sequence any runtime holds.
@@ -59,10 +62,23 @@ impl Generator {
         driver: Arc<Driver>,
         model: Arc<DecoderModel>,
         predictions: Option<Arc<Predictions>>,
+        prompt_cache: Option<Arc<LlamaPromptCache>>,
         prefill_stages: u16,
         max_input_len: u32,
     ) -> Self {
-        Self { driver, model, predictions, prefill_stages, max_input_len }
+        Self { driver, model, predictions, prompt_cache, prefill_stages, max_input_len }
+    }
+
+    /// What the prompt cache did and holds, if the decoder has one.
+    pub fn prompt_cache_stats(&self) -> Option<CacheStats> {
+        self.prompt_cache.as_ref().map(|cache| cache.stats())
+    }
+
+    /// How many of `prompt`'s first tokens the prompt cache holds now.
+    fn cached(&self, prompt: &[u32]) -> u32 {
+        let Some(cache) = &self.prompt_cache else { return 0 };
+        let starts = turn_starts(prompt, self.model.tokenizer.turn_start);
+        u32::try_from(cache.peek(prompt, &starts)).unwrap_or(u32::MAX)
     }
 
     /// What `/info` says of the length predictor, if there is one.
@@ -108,6 +124,7 @@ impl Generator {
             let generation = morph_core::Generation {
                 max_tokens: call.max_tokens,
                 predicted: predicted.as_ref().and_then(|(_, length)| *length),
+                cached: self.cached(ids),
             };
             let (claim, events) = self.driver.generate(ids.clone(), generation, decoding);
             started.push(Started::Waiting { claim, events, truth });

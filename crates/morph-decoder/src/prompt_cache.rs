@@ -1,0 +1,346 @@
+//! The host-memory prompt cache: the KV state of finished sequences' prompts (llama.cpp's
+//! per-sequence state), kept in a bounded LRU and found by the longest prefix a new prompt
+//! may reuse, so that a conversation's next round, on whichever instance and place takes it,
+//! computes only what its earlier round did not.
+//!
+//! Which prefixes are reusable is [`reusable_prefix`]'s rule (a prompt fed in
+//! [`super::pieces`] computes its first `s` tokens in the same calls as a kept prompt only up
+//! to a turn start they share); the cache indexes every entry at each of those points by a hash
+//! of the tokens before it (the block hashes of vLLM's automatic prefix caching, with a chat
+//! turn as the block), so a lookup hashes the prompt once and probes its turn starts, longest
+//! first. An entry that another one extends (a conversation's earlier round) is dropped when
+//! the longer one arrives: it serves no lookup the longer one does not.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::Hasher;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+/// A kept sequence state, as the cache weighs it.
+pub trait Snapshot: Send + Sync {
+    /// Host memory it takes, in bytes.
+    fn bytes(&self) -> usize;
+}
+
+impl Snapshot for llama_cpp_2::context::session::SeqState {
+    fn bytes(&self) -> usize {
+        self.byte_len()
+    }
+}
+
+/// How many of `prompt`'s first tokens a sequence that computed `kept` (a prompt fed in pieces,
+/// with turn starts `kept_starts`) holds exactly as `prompt`'s own pieces compute them: the
+/// longest `s` that is a turn start of `prompt` before its last token (fed for its logits), where
+/// the two agree on every token before `s` and `s` is a turn start of `kept` or its end (where
+/// `kept`'s pieces also broke). 0 when none.
+pub fn reusable_prefix(kept: &[u32], kept_starts: &[usize], prompt: &[u32], starts: &[usize]) -> usize {
+    let common = kept.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+    let breaks = |s: usize| s == kept.len() || kept_starts.contains(&s);
+    let last = prompt.len().saturating_sub(1);
+    starts.iter().copied().filter(|&s| s > 0 && s <= last && s <= common && breaks(s)).max().unwrap_or(0)
+}
+
+/// Where an entry's prefix may end, keyed by that length and the hash of the tokens before it.
+type PrefixKey = (usize, u64);
+
+/// The hash of `tokens[..s]` for each `s` of `at` (ascending), in one pass over the tokens.
+fn prefix_hashes(tokens: &[u32], at: impl IntoIterator<Item = usize>) -> Vec<PrefixKey> {
+    let mut hasher = DefaultHasher::new();
+    let mut done = 0;
+    let mut out = Vec::new();
+    for s in at {
+        for &t in &tokens[done..s] {
+            hasher.write_u32(t);
+        }
+        done = s;
+        out.push((s, hasher.clone().finish()));
+    }
+    out
+}
+
+/// What the cache did since it started, and holds now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Lookups that found a reusable prefix, and the tokens those prefixes held.
+    pub hits: u64,
+    pub tokens_reused: u64,
+    /// Lookups that found none.
+    pub misses: u64,
+    /// Entries dropped to stay within the bound (or never kept: larger than it alone).
+    pub evictions: u64,
+    /// Entries and the bytes of their states now.
+    pub entries: usize,
+    pub bytes: usize,
+    /// The bound on `bytes`.
+    pub capacity: usize,
+}
+
+/// A prefix found in the cache: its state and how many of the prompt's tokens it gives.
+#[derive(Debug)]
+pub struct Found<S> {
+    pub state: Arc<S>,
+    /// The state's tokens (at least `reused` of them; the caller keeps the first `reused`).
+    pub tokens: Vec<u32>,
+    pub reused: usize,
+}
+
+struct Entry<S> {
+    tokens: Vec<u32>,
+    keys: Vec<PrefixKey>,
+    state: Arc<S>,
+    bytes: usize,
+    /// Its place in the LRU order.
+    used: u64,
+}
+
+struct Entries<S> {
+    by_id: HashMap<u64, Entry<S>>,
+    by_prefix: HashMap<PrefixKey, Vec<u64>>,
+    /// Least recently used first: use tick → entry id.
+    lru: BTreeMap<u64, u64>,
+    next_id: u64,
+    tick: u64,
+    stats: CacheStats,
+}
+
+/// Kept prompt states within `capacity` bytes, shared by every instance of a decoder.
+pub struct PromptCache<S> {
+    entries: Mutex<Entries<S>>,
+}
+
+impl<S: Snapshot> std::fmt::Debug for PromptCache<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PromptCache").field("stats", &self.stats()).finish()
+    }
+}
+
+impl<S: Snapshot> PromptCache<S> {
+    /// An empty cache holding at most `capacity` bytes of states.
+    pub fn new(capacity: usize) -> Self {
+        let stats = CacheStats { capacity, ..CacheStats::default() };
+        let entries = Entries {
+            by_id: HashMap::new(),
+            by_prefix: HashMap::new(),
+            lru: BTreeMap::new(),
+            next_id: 0,
+            tick: 0,
+            stats,
+        };
+        Self { entries: Mutex::new(entries) }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Entries<S>> {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn stats(&self) -> CacheStats {
+        self.lock().stats
+    }
+
+    /// How many of `prompt`'s first tokens (turn starts `starts`) a kept state gives, without
+    /// counting a use: what a scheduler weighs a request by.
+    pub fn peek(&self, prompt: &[u32], starts: &[usize]) -> usize {
+        self.lock().find(prompt, starts).map_or(0, |(_, reused)| reused)
+    }
+
+    /// The kept state that gives the most of `prompt`'s first tokens (turn starts `starts`), if
+    /// it gives more than `better_than` (what the caller holds already); counted as a hit (and
+    /// the entry as just used) or a miss.
+    pub fn take(&self, prompt: &[u32], starts: &[usize], better_than: usize) -> Option<Found<S>> {
+        let mut entries = self.lock();
+        let found = entries.find(prompt, starts).filter(|&(_, reused)| reused > better_than);
+        let Some((id, reused)) = found else {
+            entries.stats.misses += 1;
+            return None;
+        };
+        entries.stats.hits += 1;
+        entries.stats.tokens_reused += reused as u64;
+        entries.touch(id);
+        let entry = &entries.by_id[&id];
+        Some(Found { state: entry.state.clone(), tokens: entry.tokens.clone(), reused })
+    }
+
+    /// Keeps `state`, the KV state of `tokens` (a prompt fed in pieces, turn starts `starts`),
+    /// dropping the entries it extends and then the least recently used ones until the cache is
+    /// within its bound. A state larger than the bound alone is not kept.
+    pub fn put(&self, tokens: Vec<u32>, starts: &[usize], state: S) {
+        let bytes = state.bytes();
+        let mut entries = self.lock();
+        if bytes > entries.stats.capacity {
+            entries.stats.evictions += 1;
+            return;
+        }
+        let ends = starts.iter().copied().filter(|&s| s > 0 && s < tokens.len()).chain([tokens.len()]);
+        let keys = prefix_hashes(&tokens, ends);
+        entries.drop_extended(&tokens, &keys);
+        let id = entries.next_id;
+        entries.next_id += 1;
+        for key in &keys {
+            entries.by_prefix.entry(*key).or_default().push(id);
+        }
+        let entry = Entry { tokens, keys, state: Arc::new(state), bytes, used: 0 };
+        entries.by_id.insert(id, entry);
+        entries.stats.entries += 1;
+        entries.stats.bytes += bytes;
+        entries.touch(id);
+        while entries.stats.bytes > entries.stats.capacity {
+            let Some((_, oldest)) = entries.lru.pop_first() else { break };
+            entries.remove(oldest);
+            entries.stats.evictions += 1;
+        }
+    }
+}
+
+impl<S> Entries<S> {
+    /// The entry giving the most of `prompt`, and how many tokens: its turn starts probed
+    /// longest first by prefix hash, a candidate's tokens compared before it counts.
+    fn find(&self, prompt: &[u32], starts: &[usize]) -> Option<(u64, usize)> {
+        let last = prompt.len().saturating_sub(1);
+        let mut points: Vec<usize> = starts.iter().copied().filter(|&s| s > 0 && s <= last).collect();
+        points.sort_unstable();
+        points.dedup();
+        let keys = prefix_hashes(prompt, points);
+        keys.iter().rev().find_map(|key| {
+            let ids = self.by_prefix.get(key)?;
+            let s = key.0;
+            ids.iter().copied().find(|id| self.by_id[id].tokens[..s] == prompt[..s]).map(|id| (id, s))
+        })
+    }
+
+    /// Drops the entries that a new entry of `tokens` (prefix `keys`) extends: those whose
+    /// whole prefix is one of its prefixes.
+    fn drop_extended(&mut self, tokens: &[u32], keys: &[PrefixKey]) {
+        for &(s, hash) in keys {
+            let Some(ids) = self.by_prefix.get(&(s, hash)) else { continue };
+            let extended: Vec<u64> = ids
+                .iter()
+                .copied()
+                .filter(|id| {
+                    let e = &self.by_id[id];
+                    e.tokens.len() == s && e.tokens[..] == tokens[..s]
+                })
+                .collect();
+            for id in extended {
+                self.remove(id);
+            }
+        }
+    }
+
+    fn touch(&mut self, id: u64) {
+        self.tick += 1;
+        let tick = self.tick;
+        if let Some(entry) = self.by_id.get_mut(&id) {
+            self.lru.remove(&entry.used);
+            entry.used = tick;
+            self.lru.insert(tick, id);
+        }
+    }
+
+    fn remove(&mut self, id: u64) {
+        let Some(entry) = self.by_id.remove(&id) else { return };
+        self.lru.remove(&entry.used);
+        for key in &entry.keys {
+            if let Some(ids) = self.by_prefix.get_mut(key) {
+                ids.retain(|&other| other != id);
+                if ids.is_empty() {
+                    self.by_prefix.remove(key);
+                }
+            }
+        }
+        self.stats.entries -= 1;
+        self.stats.bytes -= entry.bytes;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A state of a given size.
+    struct Sized(usize);
+
+    impl Snapshot for Sized {
+        fn bytes(&self) -> usize {
+            self.0
+        }
+    }
+
+    const TURN: u32 = 1;
+
+    fn starts(p: &[u32]) -> Vec<usize> {
+        crate::pieces::turn_starts(p, Some(TURN))
+    }
+
+    /// A chat of `turns` turns, each `[TURN, word, word, word]` with words from `seed`.
+    fn chat(seed: u32, turns: u32) -> Vec<u32> {
+        (0..turns).flat_map(|t| [TURN, 10 + seed, 20 + t, 30 + seed * t]).collect()
+    }
+
+    #[test]
+    fn a_prefix_is_reusable_up_to_a_turn_start_both_prompts_break_at() {
+        let kept = [TURN, 5, 6, TURN, 7, 8];
+        let k = starts(&kept);
+        // The next round: the kept prompt, then more turns.
+        let next = [TURN, 5, 6, TURN, 7, 8, TURN, 9, TURN, 4];
+        assert_eq!(reusable_prefix(&kept, &k, &next, &starts(&next)), 6, "all of it: its end is a turn start");
+        // The same prompt: all but its last turn, which is fed for the logits.
+        assert_eq!(reusable_prefix(&kept, &k, &kept, &k), 3);
+        // Another last turn after a shared first one.
+        let other = [TURN, 5, 6, TURN, 9, 9];
+        assert_eq!(reusable_prefix(&kept, &k, &other, &starts(&other)), 3);
+        // Agreeing up to a turn start of the new prompt that the kept one has no break at: the
+        // kept one's piece ran on past it, so its numbers are another call's.
+        let kept_on = [TURN, 5, 6, 7, 7];
+        let split = [TURN, 5, 6, TURN, 7];
+        assert_eq!(reusable_prefix(&kept_on, &starts(&kept_on), &split, &starts(&split)), 0);
+        // Nothing shared, or no turn starts.
+        assert_eq!(reusable_prefix(&kept, &k, &[2, 3, 4], &[]), 0);
+    }
+
+    #[test]
+    fn the_longest_reusable_prefix_is_found_and_a_longer_round_replaces_its_earlier_one() {
+        let cache = PromptCache::new(1 << 20);
+        let round1 = chat(1, 2);
+        cache.put(round1.clone(), &starts(&round1), Sized(100));
+        let round2 = chat(1, 4);
+        // Round 2 reuses all of round 1 (its end is a turn start of round 2).
+        assert_eq!(cache.peek(&round2, &starts(&round2)), round1.len());
+        let found = cache.take(&round2, &starts(&round2), 0).expect("a hit");
+        assert_eq!((found.reused, found.tokens), (round1.len(), round1.clone()));
+        assert!(cache.take(&round2, &starts(&round2), round1.len()).is_none(), "no better than held");
+        cache.put(round2.clone(), &starts(&round2), Sized(200));
+        let stats = cache.stats();
+        assert_eq!((stats.entries, stats.bytes), (1, 200), "round 1 is within round 2: dropped");
+        let round3 = chat(1, 6);
+        assert_eq!(cache.peek(&round3, &starts(&round3)), round2.len());
+        // Another conversation shares nothing beyond position 0.
+        let other = chat(2, 3);
+        assert_eq!(cache.peek(&other, &starts(&other)), 0);
+        assert_eq!(
+            (cache.stats().hits, cache.stats().misses, cache.stats().tokens_reused),
+            (1, 1, round1.len() as u64)
+        );
+    }
+
+    #[test]
+    fn a_flood_of_distinct_prompts_keeps_the_bound_by_evicting_the_least_recently_used() {
+        let cache = PromptCache::new(1000);
+        let prompts: Vec<Vec<u32>> = (0..50).map(|seed| chat(seed, 3)).collect();
+        for (i, p) in prompts.iter().enumerate() {
+            cache.put(p.clone(), &starts(p), Sized(300));
+            assert!(cache.stats().bytes <= 1000, "after {i}: {:?}", cache.stats());
+            // Keep the first prompt in use: it is never the least recently used.
+            let first = [prompts[0].as_slice(), &[TURN, 99]].concat();
+            assert!(cache.take(&first, &starts(&first), 0).is_some(), "after {i}");
+        }
+        let stats = cache.stats();
+        assert_eq!((stats.entries, stats.bytes, stats.evictions), (3, 900, 47));
+        let last = [prompts[49].as_slice(), &[TURN, 99]].concat();
+        assert_eq!(cache.peek(&last, &starts(&last)), prompts[49].len());
+        let evicted = [prompts[10].as_slice(), &[TURN, 99]].concat();
+        assert_eq!(cache.peek(&evicted, &starts(&evicted)), 0);
+        // A state larger than the whole bound is not kept, and nothing else is lost for it.
+        cache.put(chat(77, 2), &starts(&chat(77, 2)), Sized(5000));
+        assert_eq!((cache.stats().entries, cache.stats().evictions), (3, 48));
+    }
+}

@@ -1,0 +1,177 @@
+//! The host-memory prompt cache on real GGUFs of two families, SmolLM2-135M-Instruct (llama,
+//! ChatML turns) and Gemma 3 270M (gemma3: sliding-window layers, `<start_of_turn>` turns),
+//! both fetched by Morph from PyPI: a conversation's next round, opened on another instance
+//! than the one that computed its earlier round, has that round's state restored and continues
+//! with the tokens and logits of the round computed afresh, bit for bit; a cache far smaller
+//! than the prompts it is given keeps its bound and fails nothing.
+
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+use morph_decoder::sampling::argmax;
+use morph_decoder::{
+    DecodeBackend, GgufTokenizer, LlamaCppBackend, LlamaPromptCache, Message, Slot, Stepper, StepperShape,
+    pieces,
+};
+use morph_fetch::{Pip, fetch_default_decoder, fetch_gemma3_270m, morph_home};
+
+/// Tokens each greedy answer runs to at most.
+const ANSWER: usize = 12;
+
+/// A decoder loaded twice: with a prompt cache, and without (the reference).
+struct Decoder {
+    tokenizer: GgufTokenizer,
+    cached: LlamaCppBackend,
+    cache: Arc<LlamaPromptCache>,
+    plain: LlamaCppBackend,
+}
+
+impl Decoder {
+    fn load(gguf: &Path, cache_bytes: usize) -> Self {
+        let cache = Arc::new(LlamaPromptCache::new(cache_bytes));
+        Decoder {
+            tokenizer: GgufTokenizer::load(gguf).expect("tokenizer"),
+            cached: LlamaCppBackend::load(gguf).expect("llama.cpp").with_prompt_cache(cache.clone()),
+            cache,
+            plain: LlamaCppBackend::load(gguf).expect("llama.cpp"),
+        }
+    }
+
+    /// An instance's stepper: up to 2 sequences of 1,024 tokens, 2 threads.
+    fn instance<'a>(&self, backend: &'a LlamaCppBackend) -> Box<dyn Stepper + 'a> {
+        backend.stepper(StepperShape { sequences: 2, seq_tokens: 1024, threads: 2 }).expect("stepper")
+    }
+
+    fn starts(&self, prompt: &[u32]) -> Vec<usize> {
+        pieces::turn_starts(prompt, self.tokenizer.turn_start)
+    }
+
+    /// Opens `prompt` on `stepper`, feeds its pieces from where the opening left off, one per
+    /// step, and answers greedily: the tokens held already, the answer, and every step's logits
+    /// from the prompt's last piece on. The sequence is closed after.
+    fn answer(&self, stepper: &mut dyn Stepper, prompt: &[u32]) -> (usize, Vec<u32>, Vec<Vec<f32>>) {
+        let starts = self.starts(prompt);
+        let opened = stepper.open(prompt, &starts, prompt.len() + ANSWER).expect("fits").expect("a place");
+        let (tokens, logits) = self.greedy(stepper, opened.slot, prompt, opened.cached);
+        stepper.close(opened.slot);
+        (opened.cached, tokens, logits)
+    }
+
+    fn greedy(&self, stepper: &mut dyn Stepper, slot: Slot, prompt: &[u32], from: usize) -> (Vec<u32>, Vec<Vec<f32>>) {
+        let turn = self.tokenizer.turn_start;
+        let mut feeds: Vec<Vec<u32>> =
+            pieces::pieces(prompt, from, turn, usize::MAX).into_iter().map(|r| prompt[r].to_vec()).collect();
+        let mut feed = feeds.pop().expect("a prompt");
+        for piece in feeds {
+            stepper.step(&[(slot, &piece)]).expect("step");
+        }
+        let (mut out, mut steps) = (Vec::new(), Vec::new());
+        while out.len() < ANSWER {
+            let logits = stepper.step(&[(slot, &feed)]).expect("step").remove(0);
+            let next = argmax(&logits);
+            steps.push(logits);
+            if self.tokenizer.is_end(next) {
+                break;
+            }
+            out.push(next);
+            feed = vec![next];
+        }
+        (out, steps)
+    }
+
+    /// Round 1 answered on one instance, round 2 (round 1, its answer, a new question) on
+    /// another: round 2 reuses round 1's prompt up to its reply turn from the cache and gives the
+    /// tokens and logits of round 2 computed on a decoder without a cache.
+    fn check_next_round_restored_exactly(&self, round1: &[u32], follow_up: &str) {
+        let mut first = self.instance(&self.cached);
+        let (held, answer1, _) = self.answer(first.as_mut(), round1);
+        assert_eq!(held, 0, "an empty cache holds nothing");
+        assert_eq!(self.cache.stats().entries, 1, "round 1's prompt is kept");
+        let follow = self.tokenizer.encode(follow_up).expect("tokenize");
+        let follow = follow.strip_prefix(self.tokenizer.bos().as_slice()).unwrap_or(&follow);
+        let round2: Vec<u32> = round1.iter().chain(&answer1).chain(follow).copied().collect();
+
+        let mut second = self.instance(&self.cached);
+        let (held, answer2, logits2) = self.answer(second.as_mut(), &round2);
+        let reply_turn = *self.starts(round1).last().expect("turns");
+        assert_eq!(held, reply_turn, "round 1's prompt up to its reply turn, of {} tokens", round2.len());
+        let stats = self.cache.stats();
+        assert_eq!((stats.hits, stats.tokens_reused), (1, reply_turn as u64), "{stats:?}");
+
+        let mut fresh = self.instance(&self.plain);
+        let (held, want_answer, want_logits) = self.answer(fresh.as_mut(), &round2);
+        assert_eq!(held, 0);
+        assert_eq!(answer2, want_answer, "the same greedy answer");
+        assert!(logits2 == want_logits, "the same logits bit for bit");
+    }
+}
+
+fn smollm2() -> &'static Decoder {
+    static DECODER: OnceLock<Decoder> = OnceLock::new();
+    DECODER.get_or_init(|| {
+        let gguf = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
+        Decoder::load(&gguf, 256 << 20)
+    })
+}
+
+#[test]
+fn smollm2_next_round_restored_on_another_instance_continues_exactly() {
+    let d = smollm2();
+    let question = format!("Summarise this: {}", "the river rose and the town moved uphill. ".repeat(10));
+    let prompt = d.tokenizer.chat_prompt(&[Message::new("user", &question)]).expect("prompt");
+    let round1 = d.tokenizer.encode(&prompt).expect("tokenize");
+    d.check_next_round_restored_exactly(
+        &round1,
+        "<|im_end|>\n<|im_start|>user\nShorter, please.<|im_end|>\n<|im_start|>assistant\n",
+    );
+}
+
+/// Gemma's GGUF has no chat template (a base model): its turns are written out.
+#[test]
+fn gemma3_next_round_restored_on_another_instance_continues_exactly() {
+    let gguf = fetch_gemma3_270m(&morph_home(), &Pip::from_env()).expect("fetching Gemma 3 270M");
+    let d = Decoder::load(&gguf, 256 << 20);
+    assert!(d.tokenizer.turn_start.is_some(), "<start_of_turn> is a turn start");
+    let round1 = d
+        .tokenizer
+        .encode(&format!(
+            "<start_of_turn>user\nList the planets of the solar system, {}<end_of_turn>\n<start_of_turn>model\n",
+            "from the nearest to the sun outwards, with one fact each. ".repeat(4)
+        ))
+        .expect("tokenize");
+    d.check_next_round_restored_exactly(
+        &round1,
+        "<end_of_turn>\n<start_of_turn>user\nNow only the gas giants.<end_of_turn>\n<start_of_turn>model\n",
+    );
+}
+
+/// A cache with room for two states and twenty distinct conversations: every one is answered,
+/// the cache never holds more than its bound, and the ones it evicted are computed afresh.
+#[test]
+fn a_cache_smaller_than_its_prompts_evicts_and_fails_nothing() {
+    let d = smollm2();
+    let chat = |i: usize| {
+        let prompt = d
+            .tokenizer
+            .chat_prompt(&[Message::new("user", &format!("Question {i}: what is {i} times {}?", i + 3))])
+            .expect("prompt");
+        d.tokenizer.encode(&prompt).expect("tokenize")
+    };
+    // One state's size, measured: a cache of another decoder fed the first prompt.
+    let gguf = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
+    let probe = Decoder::load(&gguf, usize::MAX);
+    probe.answer(probe.instance(&probe.cached).as_mut(), &chat(0));
+    let state = probe.cache.stats().bytes;
+    assert!(state > 0, "a state has a size");
+
+    let small = Decoder::load(&gguf, state * 2 + state / 2);
+    let mut instance = small.instance(&small.cached);
+    for i in 0..20 {
+        let (_, answer, _) = small.answer(instance.as_mut(), &chat(i));
+        assert!(!answer.is_empty(), "conversation {i} answered");
+        let stats = small.cache.stats();
+        assert!(stats.bytes <= stats.capacity, "after {i}: {stats:?}");
+    }
+    let stats = small.cache.stats();
+    assert!(stats.entries <= 2 && stats.evictions >= 18, "{stats:?}");
+}
