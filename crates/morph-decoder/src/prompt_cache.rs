@@ -8,11 +8,11 @@
 //! to a turn start they share); the cache indexes every entry at each of those points by a hash
 //! of the tokens before it (the block hashes of vLLM's automatic prefix caching, with a chat
 //! turn as the block), so a lookup hashes the prompt once and probes its turn starts, longest
-//! first. An entry that another one extends (a conversation's earlier round) is dropped when
-//! the longer one arrives: it serves no lookup the longer one does not.
+//! first. An entry that a newer one serves as well (a conversation's earlier round, once the
+//! next round is kept) is dropped when the newer one arrives.
 
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::Hasher;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -161,7 +161,7 @@ impl<S: Snapshot> PromptCache<S> {
     }
 
     /// Keeps `state`, the KV state of `tokens` (a prompt fed in pieces, turn starts `starts`),
-    /// dropping the entries it extends and then the least recently used ones until the cache is
+    /// dropping the entries it serves as well and then the least recently used ones until the cache is
     /// within its bound. A state larger than the bound alone is not kept.
     pub fn put(&self, tokens: Vec<u32>, starts: &[usize], state: S) {
         let bytes = state.bytes();
@@ -172,7 +172,7 @@ impl<S: Snapshot> PromptCache<S> {
         }
         let ends = starts.iter().copied().filter(|&s| s > 0 && s < tokens.len()).chain([tokens.len()]);
         let keys = prefix_hashes(&tokens, ends);
-        entries.drop_extended(&tokens, &keys);
+        entries.drop_served(&tokens, &keys);
         let id = entries.next_id;
         entries.next_id += 1;
         for key in &keys {
@@ -207,22 +207,28 @@ impl<S> Entries<S> {
         })
     }
 
-    /// Drops the entries that a new entry of `tokens` (prefix `keys`) extends: those whose
-    /// whole prefix is one of its prefixes.
-    fn drop_extended(&mut self, tokens: &[u32], keys: &[PrefixKey]) {
-        for &(s, hash) in keys {
-            let Some(ids) = self.by_prefix.get(&(s, hash)) else { continue };
-            let extended: Vec<u64> = ids
-                .iter()
-                .copied()
-                .filter(|id| {
-                    let e = &self.by_id[id];
-                    e.tokens.len() == s && e.tokens[..] == tokens[..s]
-                })
-                .collect();
-            for id in extended {
-                self.remove(id);
-            }
+    /// Drops the entries that a new entry of `tokens` (prefix `keys`) serves as well: those
+    /// whose every prefix but their whole is one of its prefixes (a conversation's earlier round;
+    /// its whole prompt would serve only a prompt with a turn start right after it, which a
+    /// chat's next round, the earlier one's reply turn and answer, never has), or whose whole is.
+    fn drop_served(&mut self, tokens: &[u32], keys: &[PrefixKey]) {
+        let candidates: BTreeSet<u64> =
+            keys.iter().filter_map(|key| self.by_prefix.get(key)).flatten().copied().collect();
+        let served: Vec<u64> = candidates
+            .into_iter()
+            .filter(|id| {
+                let entry = &self.by_id[id];
+                let whole = entry.keys.len() - 1;
+                let needed = match whole {
+                    0 => &entry.keys[..],
+                    _ => &entry.keys[..whole],
+                };
+                let agreed = needed.last().map_or(0, |key| key.0);
+                needed.iter().all(|key| keys.contains(key)) && entry.tokens[..agreed] == tokens[..agreed]
+            })
+            .collect();
+        for id in served {
+            self.remove(id);
         }
     }
 

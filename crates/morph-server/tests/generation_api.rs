@@ -5,7 +5,10 @@
 mod common;
 
 use common::{client, decoder, decoder_on, post, start};
+use morph_backend::EngineKind;
+use morph_core::RuntimeSpec;
 use morph_decoder::DecoderKernels;
+use morph_server::Deployment;
 use serde_json::json;
 
 fn chat_body(question: &str, max_tokens: u32) -> String {
@@ -15,6 +18,51 @@ fn chat_body(question: &str, max_tokens: u32) -> String {
 
 fn content(body: &serde_json::Value) -> String {
     body["choices"][0]["message"]["content"].as_str().expect("content").to_string()
+}
+
+/// SmolLM2 in one place (one sequence at a time), with a prompt cache of `cache_bytes`.
+fn one_place(cache_bytes: usize) -> Deployment {
+    let mut deployment = decoder("fcfs", json!({}));
+    if let EngineKind::Decoder { prompt_cache_bytes, .. } = &mut deployment.engine {
+        *prompt_cache_bytes = cache_bytes;
+    }
+    deployment.runtimes = vec![RuntimeSpec::dynamic(2048, 1)];
+    deployment
+}
+
+/// A conversation's second round, after another conversation took the only place, reuses its
+/// first round's prompt up to the reply turn from the prompt cache: `cached_tokens` and
+/// /metrics count it, and the answer is the one a server without a cache gives.
+#[tokio::test]
+async fn a_next_round_reuses_its_first_round_from_the_prompt_cache() {
+    let cached = start(one_place(64 << 20)).await;
+    let question = json!({"role": "user", "content": "What is 2 + 2?"});
+    let round1 = json!({"messages": [question], "max_tokens": 20, "temperature": 0});
+    let (status, first) = post(&cached.url, "/v1/chat/completions", &round1.to_string()).await;
+    assert_eq!(status, 200, "{first}");
+    let (status, other) = post(&cached.url, "/v1/chat/completions", &chat_body("Name three colours.", 8)).await;
+    assert_eq!(status, 200, "{other}");
+    let answer = json!({"role": "assistant", "content": content(&first)});
+    let follow = json!({"role": "user", "content": "And 3 + 3?"});
+    let round2 = json!({"messages": [question, answer, follow], "max_tokens": 20, "temperature": 0});
+    let (status, second) = post(&cached.url, "/v1/chat/completions", &round2.to_string()).await;
+    assert_eq!(status, 200, "{second}");
+    // Round 1's 38 tokens but its reply turn (`<|im_start|>assistant\n`, 4 tokens).
+    assert_eq!(second["usage"]["prompt_tokens_details"]["cached_tokens"], 34, "{second}");
+    let metrics = client().get(format!("{}/metrics", cached.url)).send().await.expect("metrics");
+    let metrics = metrics.text().await.expect("metrics body");
+    assert!(metrics.contains("morph_prompt_cache_hits_total 1\n"), "{metrics}");
+    assert!(metrics.contains("morph_prompt_cache_reused_tokens_total 34\n"), "{metrics}");
+    assert!(metrics.contains("morph_prompt_cache_entries 2\n"), "round 2's state serves for round 1's: {metrics}");
+    assert!(metrics.contains("morph_prompt_cache_capacity_bytes 67108864\n"), "{metrics}");
+
+    let plain = start(one_place(0)).await;
+    let (status, want) = post(&plain.url, "/v1/chat/completions", &round2.to_string()).await;
+    assert_eq!(status, 200, "{want}");
+    assert_eq!(want["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    assert_eq!(content(&second), content(&want), "the answer computed afresh");
+    let metrics = client().get(format!("{}/metrics", plain.url)).send().await.expect("metrics");
+    assert!(!metrics.text().await.expect("metrics body").contains("morph_prompt_cache_hits_total"));
 }
 
 #[tokio::test]
