@@ -174,7 +174,8 @@ impl Stepper for LlamaCppStepper<'_> {
         // The free stream that holds the most of the prompt; the lowest on a tie, which keeps
         // the open ones' ids consecutive.
         let free = self.streams.iter().enumerate().filter(|(_, s)| !s.open);
-        let best = free.map(|(i, s)| (i, s.reusable(prompt, starts))).min_by_key(|&(i, kept)| (Reverse(kept), i));
+        let best =
+            free.map(|(i, s)| (i, s.reusable(prompt, starts))).min_by_key(|&(i, kept)| (Reverse(kept), i));
         let Some((mut slot, mut cached)) = best else { return Ok(None) };
         let found = self.cache.as_ref().and_then(|cache| cache.take(prompt, starts, cached));
         if let Some(found) = found {

@@ -288,7 +288,11 @@ mod tests {
         let k = starts(&kept);
         // The next round: the kept prompt, then more turns.
         let next = [TURN, 5, 6, TURN, 7, 8, TURN, 9, TURN, 4];
-        assert_eq!(reusable_prefix(&kept, &k, &next, &starts(&next)), 6, "all of it: its end is a turn start");
+        assert_eq!(
+            reusable_prefix(&kept, &k, &next, &starts(&next)),
+            6,
+            "all of it: its end is a turn start"
+        );
         // The same prompt: all but its last turn, which is fed for the logits.
         assert_eq!(reusable_prefix(&kept, &k, &kept, &k), 3);
         // Another last turn after a shared first one.

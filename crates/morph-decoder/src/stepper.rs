@@ -83,7 +83,11 @@ pub fn load_decoder(
         }
         DecoderKernels::Candle => {
             let model = Arc::new(with_template(Llama::load(gguf)?)?);
-            LoadedDecoder { model: model.clone(), backend: Arc::new(CandleBackend(model)), prompt_cache: None }
+            LoadedDecoder {
+                model: model.clone(),
+                backend: Arc::new(CandleBackend(model)),
+                prompt_cache: None,
+            }
         }
     })
 }

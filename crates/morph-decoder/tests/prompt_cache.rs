@@ -57,7 +57,13 @@ impl Decoder {
         (opened.cached, tokens, logits)
     }
 
-    fn greedy(&self, stepper: &mut dyn Stepper, slot: Slot, prompt: &[u32], from: usize) -> (Vec<u32>, Vec<Vec<f32>>) {
+    fn greedy(
+        &self,
+        stepper: &mut dyn Stepper,
+        slot: Slot,
+        prompt: &[u32],
+        from: usize,
+    ) -> (Vec<u32>, Vec<Vec<f32>>) {
         let turn = self.tokenizer.turn_start;
         let mut feeds: Vec<Vec<u32>> =
             pieces::pieces(prompt, from, turn, usize::MAX).into_iter().map(|r| prompt[r].to_vec()).collect();

@@ -18,12 +18,15 @@ pub(crate) fn prompt_cache_bytes(asked: Option<u64>, kernels: DecoderKernels) ->
     let mib = match (asked, kernels) {
         (Some(0), _) | (None, DecoderKernels::Candle) => 0,
         (Some(_), DecoderKernels::Candle) => {
-            anyhow::bail!("--prompt-cache-mib keeps llama.cpp's sequence states: it needs --decoder-kernels llama-cpp (or 0)")
+            anyhow::bail!(
+                "--prompt-cache-mib keeps llama.cpp's sequence states: it needs --decoder-kernels llama-cpp (or 0)"
+            )
         }
         (Some(mib), DecoderKernels::LlamaCpp) => mib,
         (None, DecoderKernels::LlamaCpp) => default_mib(),
     };
-    usize::try_from(mib.saturating_mul(MIB)).map_err(|_| anyhow::anyhow!("--prompt-cache-mib {mib} is beyond this host's address space"))
+    usize::try_from(mib.saturating_mul(MIB))
+        .map_err(|_| anyhow::anyhow!("--prompt-cache-mib {mib} is beyond this host's address space"))
 }
 
 /// An eighth of the host's memory, at most 8 GiB.

@@ -121,7 +121,12 @@ const FAMILIES: &[(&str, Kind, Option<Unit>, &str)] = &[
         None,
         "Prompt cache: prompts given a kept state from host memory.",
     ),
-    ("morph_prompt_cache_misses_total", Kind::Counter, None, "Prompt cache: prompts it had nothing more for."),
+    (
+        "morph_prompt_cache_misses_total",
+        Kind::Counter,
+        None,
+        "Prompt cache: prompts it had nothing more for.",
+    ),
     (
         "morph_prompt_cache_reused_tokens_total",
         Kind::Counter,
@@ -135,7 +140,12 @@ const FAMILIES: &[(&str, Kind, Option<Unit>, &str)] = &[
         "Prompt cache: states dropped to stay within --prompt-cache-mib.",
     ),
     ("morph_prompt_cache_entries", Kind::Gauge, None, "Prompt cache: states kept."),
-    ("morph_prompt_cache_bytes", Kind::Gauge, Some(Unit::Bytes), "Prompt cache: host memory its states take."),
+    (
+        "morph_prompt_cache_bytes",
+        Kind::Gauge,
+        Some(Unit::Bytes),
+        "Prompt cache: host memory its states take.",
+    ),
     (
         "morph_prompt_cache_capacity_bytes",
         Kind::Gauge,

@@ -40,7 +40,8 @@ async fn a_next_round_reuses_its_first_round_from_the_prompt_cache() {
     let round1 = json!({"messages": [question], "max_tokens": 20, "temperature": 0});
     let (status, first) = post(&cached.url, "/v1/chat/completions", &round1.to_string()).await;
     assert_eq!(status, 200, "{first}");
-    let (status, other) = post(&cached.url, "/v1/chat/completions", &chat_body("Name three colours.", 8)).await;
+    let (status, other) =
+        post(&cached.url, "/v1/chat/completions", &chat_body("Name three colours.", 8)).await;
     assert_eq!(status, 200, "{other}");
     let answer = json!({"role": "assistant", "content": content(&first)});
     let follow = json!({"role": "user", "content": "And 3 + 3?"});
@@ -53,7 +54,10 @@ async fn a_next_round_reuses_its_first_round_from_the_prompt_cache() {
     let metrics = metrics.text().await.expect("metrics body");
     assert!(metrics.contains("morph_prompt_cache_hits_total 1\n"), "{metrics}");
     assert!(metrics.contains("morph_prompt_cache_reused_tokens_total 34\n"), "{metrics}");
-    assert!(metrics.contains("morph_prompt_cache_entries 2\n"), "round 2's state serves for round 1's: {metrics}");
+    assert!(
+        metrics.contains("morph_prompt_cache_entries 2\n"),
+        "round 2's state serves for round 1's: {metrics}"
+    );
     assert!(metrics.contains("morph_prompt_cache_capacity_bytes 67108864\n"), "{metrics}");
 
     let plain = start(one_place(0)).await;

@@ -385,8 +385,11 @@ pub fn simulate(
         if take_arrival {
             let Some(r) = requests.next() else { break };
             now = r.arrival;
-            let generation =
-                (r.output_len > 0).then_some(Generation { max_tokens: r.max_tokens, predicted: r.predicted, cached: 0 });
+            let generation = (r.output_len > 0).then_some(Generation {
+                max_tokens: r.max_tokens,
+                predicted: r.predicted,
+                cached: 0,
+            });
             let new = NewRequest { input_len: r.input_len, generation, service: r.service };
             let id = ledger.arrive(now, new, &mut effects);
             let kept = world.live.push(Live { request: r, ran: None });

@@ -76,6 +76,24 @@ impl ChatArgs {
         Targets { ttft_ms: self.ttft_target_ms, tpot_ms: self.tpot_target_ms }
     }
 
+    pub(crate) fn sharegpt(&self) -> Option<&std::path::Path> {
+        self.sharegpt.as_deref()
+    }
+
+    pub(crate) fn rounds(&self) -> &Rounds {
+        &self.rounds
+    }
+
+    /// `--max-tokens` as one cap (a replayed conversation has no recorded lengths).
+    pub(crate) fn max_tokens_cap(&self) -> anyhow::Result<u32> {
+        match self.max_tokens {
+            MaxTokens::Cap(n) => Ok(n),
+            MaxTokens::Recorded => {
+                anyhow::bail!("--max-tokens recorded needs --lengths, not --conversations")
+            }
+        }
+    }
+
     pub(crate) fn requests(&self) -> anyhow::Result<Vec<ChatRequest>> {
         let lengths = self.lengths.as_ref().context("--endpoint chat needs --lengths FILE")?;
         let sharegpt = self.sharegpt.as_ref().context("--endpoint chat needs --sharegpt FILE")?;

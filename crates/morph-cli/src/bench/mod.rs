@@ -5,6 +5,7 @@
 
 mod chat;
 mod classify;
+mod conversations;
 mod stream;
 
 use std::path::PathBuf;
@@ -47,10 +48,12 @@ pub(crate) struct BenchArgs {
     /// Text corpus: .tsv (SST-2), .csv (AG News), .jsonl (ShareGPT), or one text per line
     /// (required unless --scenario or --lengths gives the requests). Repeat to mix corpora in
     /// equal shares: request i takes a text from corpus i mod N.
-    #[arg(long = "corpus", required_unless_present_any = ["scenario", "lengths"])]
+    #[arg(long = "corpus", required_unless_present_any = ["scenario", "lengths", "conversations"])]
     corpora: Vec<PathBuf>,
     #[command(flatten)]
     chat: chat::ChatArgs,
+    #[command(flatten)]
+    conversations: conversations::ConversationArgs,
     /// Replay a `morph simulate` scenario's request stream (its workload, duration and first
     /// seed, or --seed) instead, with texts of exactly each request's token length, so that live
     /// and simulated runs see the same requests.
@@ -253,6 +256,9 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<()> {
         .context("building the HTTP client")?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(reachable(&client, &args.url))?;
+    if args.conversations.enabled() {
+        return replay_conversations(&args, &client, &runtime);
+    }
     let mut reports = Vec::new();
     let mut lines = Vec::new();
     let (runs, expected) = schedules(&args)?;
@@ -278,6 +284,41 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&reports)?);
     } else {
         print_table(&reports);
+    }
+    Ok(())
+}
+
+/// `--endpoint chat --conversations`: multi-turn replay at each rate.
+fn replay_conversations(
+    args: &BenchArgs,
+    client: &reqwest::Client,
+    runtime: &tokio::runtime::Runtime,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(args.endpoint == Endpoint::Chat, "--conversations is for --endpoint chat");
+    anyhow::ensure!(
+        args.trace.is_none() && args.cv.is_empty() && args.scenario.is_none(),
+        "--conversations arrive as a Poisson process at --rate: no --trace, --cv or --scenario"
+    );
+    let replay = conversations::Replay {
+        client,
+        url: format!("{}/v1/chat/completions", args.url.trim_end_matches('/')),
+        api_key: args.api_key.as_deref(),
+        max_tokens: args.chat.max_tokens_cap()?,
+        targets: args.chat.targets(),
+        duration: args.duration.unwrap_or(60.0),
+        seed: args.seed.unwrap_or(0),
+    };
+    let reports = conversations::run(
+        &args.conversations,
+        args.chat.sharegpt(),
+        args.chat.rounds(),
+        &args.rate,
+        &replay,
+        runtime,
+    )?;
+    match args.json {
+        true => println!("{}", serde_json::to_string_pretty(&reports)?),
+        false => conversations::print_table(&reports),
     }
     Ok(())
 }
@@ -359,7 +400,7 @@ async fn run_schedule(
             let (status, body, timing) = match request.send().await {
                 Ok(resp) if streamed && resp.status().is_success() => {
                     match stream::read(resp, scheduled).await {
-                        Ok((timing, usage)) => (Ok(200), Some(json!({ "usage": usage })), Some(timing)),
+                        Ok((timing, usage, _)) => (Ok(200), Some(json!({ "usage": usage })), Some(timing)),
                         Err(why) => (Err(why), None, None),
                     }
                 }

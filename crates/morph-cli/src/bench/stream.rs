@@ -20,14 +20,15 @@ pub(super) struct TokenTiming {
     pub tokens: u32,
 }
 
-/// Reads a `stream: true` chat answer to its end: the token timing and the final `usage`
-/// object (`stream_options.include_usage`). An answer that ends without content or usage,
-/// or whose stream breaks, is an error in words.
+/// Reads a `stream: true` chat answer to its end: the token timing, the final `usage` object
+/// (`stream_options.include_usage`) and the answer's text. An answer that ends without content
+/// or usage, or whose stream breaks, is an error in words.
 pub(super) async fn read(
     mut resp: reqwest::Response,
     scheduled: Instant,
-) -> Result<(TokenTiming, Value), &'static str> {
+) -> Result<(TokenTiming, Value, String), &'static str> {
     let (mut first, mut last, mut usage) = (None, None, None);
+    let mut text = String::new();
     let mut pending = Vec::new();
     loop {
         let chunk = match resp.chunk().await {
@@ -43,7 +44,8 @@ pub(super) async fn read(
             if let Some(u) = event.get("usage").filter(|u| !u.is_null()) {
                 usage = Some(u.clone());
             }
-            if has_content(&event) {
+            if let Some(piece) = content(&event) {
+                text.push_str(&piece);
                 let now = Instant::now();
                 first.get_or_insert(now);
                 last = Some(now);
@@ -56,17 +58,17 @@ pub(super) async fn read(
     let tokens = usage.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0) as u32;
     let ttft_ms = (first - scheduled).as_secs_f64() * 1e3;
     let tpot_ms = (tokens > 1).then(|| (last - first).as_secs_f64() * 1e3 / f64::from(tokens - 1));
-    Ok((TokenTiming { ttft_ms, tpot_ms, tokens }, usage))
+    Ok((TokenTiming { ttft_ms, tpot_ms, tokens }, usage, text))
 }
 
-/// Whether a chunk carries answer text.
-fn has_content(event: &Value) -> bool {
-    let choices = event.get("choices").and_then(Value::as_array);
-    choices.is_some_and(|c| {
-        c.iter().any(|choice| {
-            choice.pointer("/delta/content").and_then(Value::as_str).is_some_and(|s| !s.is_empty())
-        })
-    })
+/// The answer text a chunk carries, if any.
+fn content(event: &Value) -> Option<String> {
+    let choices = event.get("choices").and_then(Value::as_array)?;
+    let text: String = choices
+        .iter()
+        .filter_map(|choice| choice.pointer("/delta/content").and_then(Value::as_str))
+        .collect();
+    (!text.is_empty()).then_some(text)
 }
 
 /// The TTFT and TPOT targets a run is held to.

@@ -129,7 +129,13 @@ impl SsjfPolicy {
             Batching::Continuous { max_batch } => format!("continuous-b{max_batch}"),
         };
         let name = format!("{order}/{mode}");
-        Self { name, queue: JobQueue::new(config.order, config.aging, config.prefill_weight), config, slots: Vec::new(), max_len: 0 }
+        Self {
+            name,
+            queue: JobQueue::new(config.order, config.aging, config.prefill_weight),
+            config,
+            slots: Vec::new(),
+            max_len: 0,
+        }
     }
 
     fn slot(&mut self, id: InstanceId) -> Option<&mut Slot> {

