@@ -61,24 +61,27 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--slots", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--reuse", default="turns,prefix",
+                    help="Morph's --prompt-cache-reuse modes to run, one server each")
     ap.add_argument("--morph-args", default="", help="extra `morph serve` arguments")
     ap.add_argument("--llama-args", default="", help="extra llama-server arguments")
     args = ap.parse_args()
 
-    servers = {"morph": (args.morph, args.morph_args)}
+    servers = {f"morph {reuse}": ("morph", args.morph, f"--prompt-cache-reuse {reuse} {args.morph_args}")
+               for reuse in args.reuse.split(",")}
     if args.llama_server:
-        servers["llama-server"] = (args.llama_server, args.llama_args)
+        servers["llama-server"] = ("llama-server", args.llama_server, args.llama_args)
     os.makedirs(os.path.join(ROOT, "experiments/out"), exist_ok=True)
     rates = [float(r) for r in args.rates.split(",")]
     print(f"SmolLM2-135M-Instruct Q4_1; ShareGPT conversations (heldout, 2-{args.max_rounds} rounds), greedy, "
           f"max_tokens {args.max_tokens}, think {args.think_s:g} s, {args.slots} slots; "
           f"{args.duration:.0f} s of arrivals per rate; {os.cpu_count()} cores")
     results = {}
-    for name, (binary, extra) in servers.items():
+    for name, (kind, binary, extra) in servers.items():
         port = free_port()
         runs = []
-        with open(os.path.join(ROOT, f"experiments/out/{name}-multiturn.log"), "w") as log:
-            server = Server(decoder_argv(name, binary, args.gguf, args.slots, port, extra), port, log)
+        with open(os.path.join(ROOT, f"experiments/out/{name.replace(' ', '-')}-multiturn.log"), "w") as log:
+            server = Server(decoder_argv(kind, binary, args.gguf, args.slots, port, extra), port, log)
             try:
                 warm_up(port)
                 for i, rate in enumerate(rates):
@@ -99,11 +102,17 @@ def main():
                 server.stop()
         results[name] = runs
     print()
-    print(f"{'rate':>6} " + " ".join(f"{n + ' goodput':>22}" for n in servers) + "   ratio")
+    ours = [n for n in servers if n.startswith("morph")]
+    ratios = [f"{n} / llama" for n in ours] if "llama-server" in servers else []
+    print("goodput, rounds/s with TTFT <= 1 s and TPOT <= 100 ms")
+    print(f"{'rate':>6} " + " ".join(f"{n:>14}" for n in servers) + " " + " ".join(f"{r:>22}" for r in ratios))
     for i, rate in enumerate(rates):
-        goodputs = [results[n][i]["generation"]["goodput_rps"] for n in servers]
-        ratio = f"{goodputs[0] / goodputs[1]:.2f}x" if len(goodputs) > 1 and goodputs[1] else "-"
-        print(f"{rate:>6g} " + " ".join(f"{g:>22.3f}" for g in goodputs) + f"   {ratio}")
+        goodput = {n: results[n][i]["generation"]["goodput_rps"] for n in servers}
+        line = f"{rate:>6g} " + " ".join(f"{goodput[n]:>14.3f}" for n in servers)
+        for n in ours if ratios else []:
+            theirs = goodput["llama-server"]
+            line += f" {goodput[n] / theirs:>21.2f}x" if theirs else f" {'-':>22}"
+        print(line)
     with open(os.path.join(ROOT, "experiments/out/multiturn.json"), "w") as f:
         json.dump(results, f, indent=1)
 

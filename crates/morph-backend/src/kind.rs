@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use morph_core::{LatencyProfile, TokenPlan};
-use morph_decoder::DecoderKernels;
+use morph_decoder::{DecoderKernels, PromptCacheConfig};
 use morph_encoder::onnx::Dtype;
 
 /// Why a user's ONNX file cannot be cut into pipeline stages.
@@ -28,14 +28,14 @@ pub enum EngineKind {
     /// A decoder LM from a GGUF file, for generation: each instance a continuous batch,
     /// feeding prompts `prefill_chunk` tokens per iteration at most (0: whole prompts), its
     /// steps run by `kernels`, its chats rendered by `chat_template` (Jinja) if given, else by
-    /// the file's, keeping up to `prompt_cache_bytes` of closed sequences' prompt states in host
-    /// memory (llama.cpp's kernels only; 0: none).
+    /// the file's, keeping closed sequences' prompt states in host memory as `prompt_cache`
+    /// says (llama.cpp's kernels only).
     Decoder {
         gguf: PathBuf,
         prefill_chunk: usize,
         kernels: DecoderKernels,
         chat_template: Option<String>,
-        prompt_cache_bytes: usize,
+        prompt_cache: PromptCacheConfig,
     },
 }
 

@@ -10,7 +10,7 @@
 //! `cargo bench -p morph-benches --bench decoder_latency [-- --kernels llama-cpp|candle --runs N
 //! --context T]`
 
-use morph_decoder::{DecoderKernels, Slot, Stepper, StepperShape, load_decoder};
+use morph_decoder::{DecoderKernels, PromptCacheConfig, Slot, Stepper, StepperShape, load_decoder};
 
 use morph_backend::tuning::reexec_tuned;
 use morph_benches::cli_arg;
@@ -73,7 +73,8 @@ fn main() {
     let runs: usize = cli_arg("--runs", 5);
     let context: usize = cli_arg("--context", 128);
     let path = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
-    let backend = load_decoder(&path, kernels, None, 0).expect("loading SmolLM2").backend;
+    let backend =
+        load_decoder(&path, kernels, None, PromptCacheConfig::OFF).expect("loading SmolLM2").backend;
     let threads = std::thread::available_parallelism().map_or(1, usize::from);
     let shape = StepperShape { sequences: 16, seq_tokens: SEQ_TOKENS.max(context) + runs + 1, threads };
     let mut stepper = backend.stepper(shape).expect("stepper");

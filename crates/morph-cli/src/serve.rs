@@ -9,7 +9,7 @@ use clap::Args;
 use clap::builder::{PossibleValue, PossibleValuesParser};
 use morph_backend::EngineKind;
 use morph_core::RuntimeSpec;
-use morph_decoder::DecoderKernels;
+use morph_decoder::{DecoderKernels, Reuse};
 use morph_deploy::{ServeSpec, Task};
 use morph_encoder::Pooling;
 use morph_policy::registry::POLICIES;
@@ -89,6 +89,15 @@ pub(crate) struct ServeArgs {
     /// the host's memory, at most 8 GiB; 0: off.
     #[arg(long)]
     prompt_cache_mib: Option<u64>,
+    /// With --task generate: how much of a kept sequence a prompt that starts the same way
+    /// reuses. `turns` (the default): up to a chat turn start within the kept prompt, the rest
+    /// computed in the calls the prompt fed whole gets, so answers are bit for bit those of a
+    /// server without the cache; a next round recomputes the earlier answer. `prefix`: the
+    /// longest common prefix, the earlier answer included (as llama-server), in blocks of 16
+    /// tokens from the cache: less prefill on multi-turn chat, but the logits move within
+    /// llama.cpp's rounding, so a greedy answer can differ where two tokens nearly tie.
+    #[arg(long, value_parser = clap::value_parser!(Reuse))]
+    prompt_cache_reuse: Option<Reuse>,
     /// Scheduling policy (default: dynamic-batching to embed, fcfs to generate); its
     /// parameters go in --policy-params, e.g. '{"batching": {"mode": "none" | "dynamic" |
     /// "continuous", ...}}' for ssjf and fcfs.
@@ -187,6 +196,7 @@ impl ServeArgs {
             chat_template: self.chat_template,
             decoder_kernels: self.decoder_kernels,
             prompt_cache_mib: self.prompt_cache_mib,
+            prompt_cache_reuse: self.prompt_cache_reuse,
             policy: self.policy,
             policy_params,
             slo_ms: self.slo_ms,

@@ -13,6 +13,7 @@ pub mod logprobs;
 pub mod model;
 pub mod pieces;
 pub mod prompt_cache;
+pub mod reuse;
 pub mod sampling;
 pub mod stage;
 pub mod stepper;
@@ -26,7 +27,8 @@ pub use llama::{Llama, LlamaConfig, SequenceCache};
 pub use llamacpp::{LlamaCppBackend, LlamaPromptCache};
 pub use logprobs::{TokenLogprob, token_logprob};
 pub use model::DecoderModel;
-pub use prompt_cache::{CacheStats, PromptCache};
+pub use prompt_cache::{CacheStats, PromptCache, PromptCacheConfig};
+pub use reuse::Reuse;
 pub use sampling::{Sampler, SamplingParams};
 pub use stage::{DecoderStage, StageWeights};
 pub use stepper::{

@@ -26,7 +26,8 @@
 //! copied to host memory: a later prompt that starts the same way (the chat template's system
 //! message, a conversation's earlier rounds) opens in the free stream that holds the most of it,
 //! or has the cache's longest reusable prefix restored into a free stream when that is more, and
-//! skips to there ([`reusable_prefix`]: a turn start within what the kept prompt computed). Fed
+//! skips to there (by [`Reuse::Turns`], the default: a turn start within what the kept prompt
+//! computed; [`Reuse::Prefix`] trades that exactness for the longest common prefix). Fed
 //! in [`super::pieces`], the rest runs in the same calls as when the prompt is fed whole, so the
 //! logits are the same bit for bit (llama-server's prompt cache skips to the longest common
 //! prefix, which moves them: llama.cpp's tiled flash attention rounds by tiles of 64 query rows
@@ -47,7 +48,8 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::token::LlamaToken;
 
 use crate::llamacpp_init::backend;
-use crate::prompt_cache::{Found, PromptCache, reusable_prefix};
+use crate::prompt_cache::{Found, PromptCache};
+use crate::reuse::Reuse;
 use crate::stepper::{DecodeBackend, Opened, Slot, Stepper, StepperShape, fits, unopened};
 use morph_engine::EngineError;
 
@@ -112,6 +114,7 @@ impl DecodeBackend for LlamaCppBackend {
             batch: LlamaBatch::new(CALL_TOKENS, 1),
             streams: vec![Stream::default(); shape.sequences],
             shape,
+            reuse: self.prompt_cache.as_ref().map(|cache| cache.reuse()).unwrap_or_default(),
             cache: self.prompt_cache.clone(),
         }))
     }
@@ -144,13 +147,12 @@ struct Stream {
 }
 
 impl Stream {
-    /// How many of `prompt`'s first tokens (turn starts `starts`) this stream holds as the
-    /// prompt's own pieces would compute them.
-    fn reusable(&self, prompt: &[u32], starts: &[usize]) -> usize {
+    /// How many of `prompt`'s first tokens (turn starts `starts`) this stream gives by `reuse`.
+    fn reusable(&self, reuse: Reuse, prompt: &[u32], starts: &[usize]) -> usize {
         if self.open {
             return 0;
         }
-        reusable_prefix(&self.held, &self.starts, prompt, starts)
+        reuse.reusable(&self.held, &self.starts, prompt, starts)
     }
 }
 
@@ -160,6 +162,8 @@ struct LlamaCppStepper<'a> {
     /// By slot (= llama.cpp sequence id).
     streams: Vec<Stream>,
     shape: StepperShape,
+    /// What a kept stream gives a new prompt: the prompt cache's rule, or [`Reuse::Turns`].
+    reuse: Reuse,
     cache: Option<Arc<LlamaPromptCache>>,
 }
 
@@ -174,8 +178,9 @@ impl Stepper for LlamaCppStepper<'_> {
         // The free stream that holds the most of the prompt; the lowest on a tie, which keeps
         // the open ones' ids consecutive.
         let free = self.streams.iter().enumerate().filter(|(_, s)| !s.open);
-        let best =
-            free.map(|(i, s)| (i, s.reusable(prompt, starts))).min_by_key(|&(i, kept)| (Reverse(kept), i));
+        let best = free
+            .map(|(i, s)| (i, s.reusable(self.reuse, prompt, starts)))
+            .min_by_key(|&(i, kept)| (Reverse(kept), i));
         let Some((mut slot, mut cached)) = best else { return Ok(None) };
         let found = self.cache.as_ref().and_then(|cache| cache.take(prompt, starts, cached));
         if let Some(found) = found {
@@ -228,8 +233,7 @@ impl Stepper for LlamaCppStepper<'_> {
     fn close(&mut self, slot: Slot) {
         let Some(stream) = self.streams.get_mut(slot.0) else { return };
         stream.open = false;
-        // Only the prompt is ever reused (its output was computed a row at a time).
-        let mut kept = stream.held.len().min(stream.prompt);
+        let mut kept = self.reuse.kept(stream.held.len(), stream.prompt);
         let _ = self.ctx.clear_kv_cache_seq(Some(slot.0 as u32), Some(kept as u32), None);
         // A sliding-window layer's cache drops what falls out of its window: a stream that no
         // longer holds its first tokens cannot give any prefix.

@@ -3,18 +3,20 @@
 //! may reuse, so that a conversation's next round, on whichever instance and place takes it,
 //! computes only what its earlier round did not.
 //!
-//! Which prefixes are reusable is [`reusable_prefix`]'s rule (a prompt fed in
-//! [`super::pieces`] computes its first `s` tokens in the same calls as a kept prompt only up
-//! to a turn start they share); the cache indexes every entry at each of those points by a hash
-//! of the tokens before it (the block hashes of vLLM's automatic prefix caching, with a chat
-//! turn as the block), so a lookup hashes the prompt once and probes its turn starts, longest
-//! first. An entry that a newer one serves as well (a conversation's earlier round, once the
-//! next round is kept) is dropped when the newer one arrives.
+//! Which prefixes are reusable is the cache's [`Reuse`] rule (by default a turn start the kept
+//! prompt's pieces broke at, which gives the logits computed afresh); the cache indexes every
+//! entry at each point where it can be reused by a hash of the tokens before it (the block
+//! hashes of vLLM's automatic prefix caching, with a chat turn or a block of tokens as the
+//! block), so a lookup hashes the prompt once and probes its points, longest first. An entry
+//! that a newer one serves as well (a conversation's earlier round, once the next round is
+//! kept) is dropped when the newer one arrives.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::Hasher;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use crate::reuse::Reuse;
 
 /// A kept sequence state, as the cache weighs it.
 pub trait Snapshot: Send + Sync {
@@ -26,18 +28,6 @@ impl Snapshot for llama_cpp_2::context::session::SeqState {
     fn bytes(&self) -> usize {
         self.byte_len()
     }
-}
-
-/// How many of `prompt`'s first tokens a sequence that computed `kept` (a prompt fed in pieces,
-/// with turn starts `kept_starts`) holds exactly as `prompt`'s own pieces compute them: the
-/// longest `s` that is a turn start of `prompt` before its last token (fed for its logits), where
-/// the two agree on every token before `s` and `s` is a turn start of `kept` or its end (where
-/// `kept`'s pieces also broke). 0 when none.
-pub fn reusable_prefix(kept: &[u32], kept_starts: &[usize], prompt: &[u32], starts: &[usize]) -> usize {
-    let common = kept.iter().zip(prompt).take_while(|(a, b)| a == b).count();
-    let breaks = |s: usize| s == kept.len() || kept_starts.contains(&s);
-    let last = prompt.len().saturating_sub(1);
-    starts.iter().copied().filter(|&s| s > 0 && s <= last && s <= common && breaks(s)).max().unwrap_or(0)
 }
 
 /// Where an entry's prefix may end, keyed by that length and the hash of the tokens before it.
@@ -103,9 +93,22 @@ struct Entries<S> {
     stats: CacheStats,
 }
 
+/// How a decoder's prompt cache is set: its bound in bytes (0: none) and its reuse rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PromptCacheConfig {
+    pub bytes: usize,
+    pub reuse: Reuse,
+}
+
+impl PromptCacheConfig {
+    /// No prompt cache.
+    pub const OFF: Self = Self { bytes: 0, reuse: Reuse::Turns };
+}
+
 /// Kept prompt states within `capacity` bytes, shared by every instance of a decoder.
 pub struct PromptCache<S> {
     entries: Mutex<Entries<S>>,
+    reuse: Reuse,
 }
 
 impl<S: Snapshot> std::fmt::Debug for PromptCache<S> {
@@ -115,8 +118,8 @@ impl<S: Snapshot> std::fmt::Debug for PromptCache<S> {
 }
 
 impl<S: Snapshot> PromptCache<S> {
-    /// An empty cache holding at most `capacity` bytes of states.
-    pub fn new(capacity: usize) -> Self {
+    /// An empty cache holding at most `capacity` bytes of states, reused by `reuse`.
+    pub fn new(capacity: usize, reuse: Reuse) -> Self {
         let stats = CacheStats { capacity, ..CacheStats::default() };
         let entries = Entries {
             by_id: HashMap::new(),
@@ -126,7 +129,12 @@ impl<S: Snapshot> PromptCache<S> {
             tick: 0,
             stats,
         };
-        Self { entries: Mutex::new(entries) }
+        Self { entries: Mutex::new(entries), reuse }
+    }
+
+    /// How much of a kept state a prompt reuses.
+    pub fn reuse(&self) -> Reuse {
+        self.reuse
     }
 
     fn lock(&self) -> MutexGuard<'_, Entries<S>> {
@@ -140,7 +148,7 @@ impl<S: Snapshot> PromptCache<S> {
     /// How many of `prompt`'s first tokens (turn starts `starts`) a kept state gives, without
     /// counting a use: what a scheduler weighs a request by.
     pub fn peek(&self, prompt: &[u32], starts: &[usize]) -> usize {
-        self.lock().find(prompt, starts).map_or(0, |(_, reused)| reused)
+        self.lock().find(&self.reuse.probes(prompt.len(), starts), prompt).map_or(0, |(_, reused)| reused)
     }
 
     /// The kept state that gives the most of `prompt`'s first tokens (turn starts `starts`), if
@@ -148,7 +156,8 @@ impl<S: Snapshot> PromptCache<S> {
     /// the entry as just used) or a miss.
     pub fn take(&self, prompt: &[u32], starts: &[usize], better_than: usize) -> Option<Found<S>> {
         let mut entries = self.lock();
-        let found = entries.find(prompt, starts).filter(|&(_, reused)| reused > better_than);
+        let probes = self.reuse.probes(prompt.len(), starts);
+        let found = entries.find(&probes, prompt).filter(|&(_, reused)| reused > better_than);
         let Some((id, reused)) = found else {
             entries.stats.misses += 1;
             return None;
@@ -170,8 +179,7 @@ impl<S: Snapshot> PromptCache<S> {
             entries.stats.evictions += 1;
             return;
         }
-        let ends = starts.iter().copied().filter(|&s| s > 0 && s < tokens.len()).chain([tokens.len()]);
-        let keys = prefix_hashes(&tokens, ends);
+        let keys = prefix_hashes(&tokens, self.reuse.ends(tokens.len(), starts));
         entries.drop_served(&tokens, &keys);
         let id = entries.next_id;
         entries.next_id += 1;
@@ -192,14 +200,10 @@ impl<S: Snapshot> PromptCache<S> {
 }
 
 impl<S> Entries<S> {
-    /// The entry giving the most of `prompt`, and how many tokens: its turn starts probed
-    /// longest first by prefix hash, a candidate's tokens compared before it counts.
-    fn find(&self, prompt: &[u32], starts: &[usize]) -> Option<(u64, usize)> {
-        let last = prompt.len().saturating_sub(1);
-        let mut points: Vec<usize> = starts.iter().copied().filter(|&s| s > 0 && s <= last).collect();
-        points.sort_unstable();
-        points.dedup();
-        let keys = prefix_hashes(prompt, points);
+    /// The entry giving the most of `prompt`, and how many tokens: its `probes` (ascending)
+    /// tried longest first by prefix hash, a candidate's tokens compared before it counts.
+    fn find(&self, probes: &[usize], prompt: &[u32]) -> Option<(u64, usize)> {
+        let keys = prefix_hashes(prompt, probes.iter().copied());
         keys.iter().rev().find_map(|key| {
             let ids = self.by_prefix.get(key)?;
             let s = key.0;
@@ -283,33 +287,8 @@ mod tests {
     }
 
     #[test]
-    fn a_prefix_is_reusable_up_to_a_turn_start_both_prompts_break_at() {
-        let kept = [TURN, 5, 6, TURN, 7, 8];
-        let k = starts(&kept);
-        // The next round: the kept prompt, then more turns.
-        let next = [TURN, 5, 6, TURN, 7, 8, TURN, 9, TURN, 4];
-        assert_eq!(
-            reusable_prefix(&kept, &k, &next, &starts(&next)),
-            6,
-            "all of it: its end is a turn start"
-        );
-        // The same prompt: all but its last turn, which is fed for the logits.
-        assert_eq!(reusable_prefix(&kept, &k, &kept, &k), 3);
-        // Another last turn after a shared first one.
-        let other = [TURN, 5, 6, TURN, 9, 9];
-        assert_eq!(reusable_prefix(&kept, &k, &other, &starts(&other)), 3);
-        // Agreeing up to a turn start of the new prompt that the kept one has no break at: the
-        // kept one's piece ran on past it, so its numbers are another call's.
-        let kept_on = [TURN, 5, 6, 7, 7];
-        let split = [TURN, 5, 6, TURN, 7];
-        assert_eq!(reusable_prefix(&kept_on, &starts(&kept_on), &split, &starts(&split)), 0);
-        // Nothing shared, or no turn starts.
-        assert_eq!(reusable_prefix(&kept, &k, &[2, 3, 4], &[]), 0);
-    }
-
-    #[test]
     fn the_longest_reusable_prefix_is_found_and_a_longer_round_replaces_its_earlier_one() {
-        let cache = PromptCache::new(1 << 20);
+        let cache = PromptCache::new(1 << 20, Reuse::Turns);
         let round1 = chat(1, 2);
         cache.put(round1.clone(), &starts(&round1), Sized(100));
         let round2 = chat(1, 4);
@@ -334,7 +313,7 @@ mod tests {
 
     #[test]
     fn a_flood_of_distinct_prompts_keeps_the_bound_by_evicting_the_least_recently_used() {
-        let cache = PromptCache::new(1000);
+        let cache = PromptCache::new(1000, Reuse::Turns);
         let prompts: Vec<Vec<u32>> = (0..50).map(|seed| chat(seed, 3)).collect();
         for (i, p) in prompts.iter().enumerate() {
             cache.put(p.clone(), &starts(p), Sized(300));

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use crate::llama::{Llama, SequenceCache};
 use crate::llamacpp::LlamaPromptCache;
 use crate::model::DecoderModel;
+use crate::prompt_cache::PromptCacheConfig;
 use morph_engine::EngineError;
 
 /// What runs a decoder's steps.
@@ -53,13 +54,13 @@ pub struct LoadedDecoder {
 }
 
 /// The decoder at `gguf` for `kernels`, chatting by `chat_template` (Jinja) if given, else by
-/// the template in the file, keeping up to `prompt_cache_bytes` of closed sequences' prompt
-/// states in host memory (llama.cpp only; 0: none).
+/// the template in the file, keeping closed sequences' prompt states in host memory as
+/// `prompt_cache` says (llama.cpp only).
 pub fn load_decoder(
     gguf: &std::path::Path,
     kernels: DecoderKernels,
     chat_template: Option<&str>,
-    prompt_cache_bytes: usize,
+    prompt_cache: PromptCacheConfig,
 ) -> Result<LoadedDecoder, EngineError> {
     let with_template = |model: DecoderModel| match chat_template {
         Some(source) => {
@@ -69,7 +70,8 @@ pub fn load_decoder(
     };
     Ok(match kernels {
         DecoderKernels::LlamaCpp => {
-            let cache = (prompt_cache_bytes > 0).then(|| Arc::new(LlamaPromptCache::new(prompt_cache_bytes)));
+            let cache = (prompt_cache.bytes > 0)
+                .then(|| Arc::new(LlamaPromptCache::new(prompt_cache.bytes, prompt_cache.reuse)));
             let backend = super::LlamaCppBackend::load(gguf)?;
             let backend = match &cache {
                 Some(cache) => backend.with_prompt_cache(cache.clone()),

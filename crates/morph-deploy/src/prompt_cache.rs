@@ -1,8 +1,9 @@
-//! `--prompt-cache-mib`: how much host memory a decoder keeps of closed sequences' prompt states
-//! (llama.cpp's kernels only), by default an eighth of the host's memory, at most 8 GiB
-//! (llama-server's `--cache-ram` default).
+//! `--prompt-cache-mib` and `--prompt-cache-reuse`: how much host memory a decoder keeps of
+//! closed sequences' prompt states (llama.cpp's kernels only), by default an eighth of the host's
+//! memory, at most 8 GiB (llama-server's `--cache-ram` default), and how much of them a prompt
+//! reuses.
 
-use morph_decoder::DecoderKernels;
+use morph_decoder::{DecoderKernels, PromptCacheConfig, Reuse};
 
 /// A mebibyte.
 const MIB: u64 = 1 << 20;
@@ -12,9 +13,17 @@ const DEFAULT_CEILING_MIB: u64 = 8 * 1024;
 /// The default where the host's memory cannot be read.
 const UNKNOWN_HOST_MIB: u64 = 1024;
 
-/// The cache's size in bytes for a decoder on `kernels`: `asked` MiB, or the default (none on
-/// candle's kernels, which keep no states). An explicit size on candle is refused by name.
-pub(crate) fn prompt_cache_bytes(asked: Option<u64>, kernels: DecoderKernels) -> anyhow::Result<usize> {
+/// The cache of a decoder on `kernels`: `asked` MiB, or the default (none on candle's kernels,
+/// which keep no states), reused by `reuse`. An explicit size on candle is refused by name.
+pub(crate) fn prompt_cache(
+    asked: Option<u64>,
+    reuse: Option<Reuse>,
+    kernels: DecoderKernels,
+) -> anyhow::Result<PromptCacheConfig> {
+    Ok(PromptCacheConfig { bytes: prompt_cache_bytes(asked, kernels)?, reuse: reuse.unwrap_or_default() })
+}
+
+fn prompt_cache_bytes(asked: Option<u64>, kernels: DecoderKernels) -> anyhow::Result<usize> {
     let mib = match (asked, kernels) {
         (Some(0), _) | (None, DecoderKernels::Candle) => 0,
         (Some(_), DecoderKernels::Candle) => {

@@ -14,7 +14,7 @@ use morph_server::prediction::PredictorConfig;
 
 use crate::defaults::{ServeDefaults, serve_defaults};
 use crate::engine::EngineChoice;
-use crate::prompt_cache::prompt_cache_bytes;
+use crate::prompt_cache::prompt_cache;
 use crate::spec::{MaxQueue, ServeSpec, Task};
 
 /// Most of one call's inputs in the queue at once (a larger call goes in waves of half the
@@ -125,7 +125,7 @@ impl ServeSpec {
             prefill_chunk: self.prefill_chunk,
             kernels,
             chat_template,
-            prompt_cache_bytes: prompt_cache_bytes(self.prompt_cache_mib, kernels)?,
+            prompt_cache: prompt_cache(self.prompt_cache_mib, self.prompt_cache_reuse, kernels)?,
         })
     }
 

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use morph_core::RuntimeSpec;
-use morph_decoder::DecoderKernels;
+use morph_decoder::{DecoderKernels, Reuse};
 use morph_encoder::Pooling;
 use morph_server::ConnectionLimits;
 use morph_worker::ProcessConfig;
@@ -41,6 +41,9 @@ pub struct ServeSpec {
     pub decoder_kernels: Option<DecoderKernels>,
     /// Generate: host memory for closed sequences' prompt states, MiB; `None`: the default.
     pub prompt_cache_mib: Option<u64>,
+    /// Generate: how much of a kept state a prompt that starts the same way reuses; `None`:
+    /// [`Reuse::Turns`].
+    pub prompt_cache_reuse: Option<Reuse>,
     /// `None`: dynamic-batching to embed, fcfs to generate.
     pub policy: Option<String>,
     /// The policy's parameters (a JSON object); the limits below fill what they leave out.
@@ -100,6 +103,11 @@ impl ServeSpec {
         anyhow::ensure!(
             self.prompt_cache_mib.is_none() || self.task == Task::Generate,
             "--prompt-cache-mib is for --task generate"
+        );
+        anyhow::ensure!(
+            self.prompt_cache_reuse.is_none()
+                || (self.task == Task::Generate && self.prompt_cache_mib != Some(0)),
+            "--prompt-cache-reuse is for --task generate with a prompt cache (not --prompt-cache-mib 0)"
         );
         self.engine.check()
     }

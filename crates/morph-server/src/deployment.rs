@@ -144,7 +144,7 @@ mod tests {
     use std::sync::Arc;
 
     use morph_core::fixtures::flat_profile;
-    use morph_decoder::DecoderKernels;
+    use morph_decoder::{DecoderKernels, PromptCacheConfig};
     use morph_encoder::onnx::Dtype;
 
     use super::*;
@@ -204,7 +204,7 @@ mod tests {
             prefill_chunk: 256,
             kernels,
             chat_template: None,
-            prompt_cache_bytes: 0,
+            prompt_cache: PromptCacheConfig::OFF,
         };
         assert_eq!(refusal(emulated(), "dynamic-batching"), "accepted");
         assert_eq!(

@@ -113,7 +113,7 @@ const FAMILIES: &[(&str, Kind, Option<Unit>, &str)] = &[
         "morph_prompt_tokens_cached_total",
         Kind::Counter,
         None,
-        "Of those, prompt tokens a closed sequence's kept KV cache held (not computed again).",
+        "Of those, prompt tokens a kept KV cache held (a closed sequence's, or the prompt cache's).",
     ),
     (
         "morph_prompt_cache_hits_total",

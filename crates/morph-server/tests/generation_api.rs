@@ -23,8 +23,8 @@ fn content(body: &serde_json::Value) -> String {
 /// SmolLM2 in one place (one sequence at a time), with a prompt cache of `cache_bytes`.
 fn one_place(cache_bytes: usize) -> Deployment {
     let mut deployment = decoder("fcfs", json!({}));
-    if let EngineKind::Decoder { prompt_cache_bytes, .. } = &mut deployment.engine {
-        *prompt_cache_bytes = cache_bytes;
+    if let EngineKind::Decoder { prompt_cache, .. } = &mut deployment.engine {
+        prompt_cache.bytes = cache_bytes;
     }
     deployment.runtimes = vec![RuntimeSpec::dynamic(2048, 1)];
     deployment

@@ -10,7 +10,7 @@ use std::time::Duration;
 use morph_backend::EngineKind;
 use morph_core::RuntimeSpec;
 use morph_core::fixtures::flat_profile;
-use morph_decoder::DecoderKernels;
+use morph_decoder::{DecoderKernels, PromptCacheConfig};
 use morph_encoder::onnx::Dtype;
 use morph_fetch::ModelSource;
 use morph_fetch::fetch_default_decoder;
@@ -99,7 +99,7 @@ pub(crate) fn decoder_on(kernels: DecoderKernels, policy: &str, params: serde_js
             prefill_chunk: 256,
             kernels,
             chat_template: None,
-            prompt_cache_bytes: 0,
+            prompt_cache: PromptCacheConfig::OFF,
         },
         runtimes: vec![RuntimeSpec::dynamic(2048, 2)],
         policy: policy.into(),
