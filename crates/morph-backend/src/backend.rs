@@ -53,8 +53,7 @@ impl Backend {
 
     /// Loads a decoder engine's backend from its GGUF file (no other kind loads without files).
     pub fn from_gguf(kind: &EngineKind) -> Result<Self, EngineError> {
-        let EngineKind::Decoder { gguf, prefill_chunk, kernels, chat_template, prompt_cache } = kind
-        else {
+        let EngineKind::Decoder { gguf, prefill_chunk, kernels, chat_template, prompt_cache } = kind else {
             return Err(EngineError::Load(format!("the {} engine is not a decoder", kind.label())));
         };
         let decoder = load_decoder(gguf, *kernels, chat_template.as_deref(), *prompt_cache)?;

@@ -143,7 +143,9 @@ fn smollm2_prefix_reuse_takes_the_earlier_answer_too() {
     let prompt = d.tokenizer.chat_prompt(&[Message::new("user", &question)]).expect("prompt");
     let round1 = d.tokenizer.encode(&prompt).expect("tokenize");
     let (_, answer1, _) = d.answer(d.instance(&d.cached).as_mut(), &round1);
-    let follow = d.tokenizer.encode("<|im_end|>\n<|im_start|>user\nShorter, please.<|im_end|>\n<|im_start|>assistant\n");
+    let follow = d
+        .tokenizer
+        .encode("<|im_end|>\n<|im_start|>user\nShorter, please.<|im_end|>\n<|im_start|>assistant\n");
     let follow = follow.expect("tokenize");
     let round2: Vec<u32> = round1.iter().chain(&answer1).chain(&follow).copied().collect();
 

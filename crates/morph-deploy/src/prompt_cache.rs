@@ -14,13 +14,19 @@ const DEFAULT_CEILING_MIB: u64 = 8 * 1024;
 const UNKNOWN_HOST_MIB: u64 = 1024;
 
 /// The cache of a decoder on `kernels`: `asked` MiB, or the default (none on candle's kernels,
-/// which keep no states), reused by `reuse`. An explicit size on candle is refused by name.
+/// which keep no states), reused by `reuse`. An explicit size on candle, or a reuse rule for no
+/// cache, is refused by name.
 pub(crate) fn prompt_cache(
     asked: Option<u64>,
     reuse: Option<Reuse>,
     kernels: DecoderKernels,
 ) -> anyhow::Result<PromptCacheConfig> {
-    Ok(PromptCacheConfig { bytes: prompt_cache_bytes(asked, kernels)?, reuse: reuse.unwrap_or_default() })
+    let bytes = prompt_cache_bytes(asked, kernels)?;
+    anyhow::ensure!(
+        reuse.is_none() || bytes > 0,
+        "--prompt-cache-reuse sets the prompt cache's rule: it needs one (llama.cpp kernels, --prompt-cache-mib above 0)"
+    );
+    Ok(PromptCacheConfig { bytes, reuse: reuse.unwrap_or_default() })
 }
 
 fn prompt_cache_bytes(asked: Option<u64>, kernels: DecoderKernels) -> anyhow::Result<usize> {
@@ -64,5 +70,10 @@ mod tests {
         assert!(default > 0 && default as u64 <= DEFAULT_CEILING_MIB * MIB, "{default}");
         let refusal = prompt_cache_bytes(Some(64), DecoderKernels::Candle).unwrap_err().to_string();
         assert!(refusal.contains("--prompt-cache-mib") && refusal.contains("llama-cpp"), "{refusal}");
+        let prefix = Some(Reuse::Prefix);
+        assert_eq!(prompt_cache(Some(64), prefix, DecoderKernels::LlamaCpp).unwrap().reuse, Reuse::Prefix);
+        let refusal = prompt_cache(Some(0), prefix, DecoderKernels::LlamaCpp).unwrap_err().to_string();
+        assert!(refusal.contains("--prompt-cache-reuse"), "{refusal}");
+        assert!(prompt_cache(None, prefix, DecoderKernels::Candle).is_err(), "candle keeps no states");
     }
 }

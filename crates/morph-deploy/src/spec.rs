@@ -105,9 +105,8 @@ impl ServeSpec {
             "--prompt-cache-mib is for --task generate"
         );
         anyhow::ensure!(
-            self.prompt_cache_reuse.is_none()
-                || (self.task == Task::Generate && self.prompt_cache_mib != Some(0)),
-            "--prompt-cache-reuse is for --task generate with a prompt cache (not --prompt-cache-mib 0)"
+            self.prompt_cache_reuse.is_none() || self.task == Task::Generate,
+            "--prompt-cache-reuse is for --task generate"
         );
         self.engine.check()
     }

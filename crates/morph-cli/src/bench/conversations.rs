@@ -328,3 +328,49 @@ pub(crate) fn print_table(reports: &[ConversationReport]) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answered(round: usize, ttft_ms: f64, prompt: u32, cached: u32) -> RoundOutcome {
+        let timing = TokenTiming { ttft_ms, tpot_ms: Some(20.0), tokens: 10 };
+        let usage = json!({"prompt_tokens": prompt, "prompt_tokens_details": {"cached_tokens": cached}});
+        RoundOutcome { round, result: Ok((timing, usage)) }
+    }
+
+    /// Rounds are grouped 1, 2, 3, 4+; a failed round counts against its group; goodput counts
+    /// the rounds within both targets.
+    #[test]
+    fn the_report_groups_rounds_and_counts_goodput_within_the_targets() {
+        let outcomes = vec![
+            answered(1, 100.0, 40, 20),
+            answered(2, 300.0, 200, 150),
+            answered(2, 1500.0, 220, 0),
+            answered(4, 200.0, 500, 400),
+            answered(6, 400.0, 700, 600),
+            RoundOutcome { round: 3, result: Err("429".into()) },
+        ];
+        let targets = Targets { ttft_ms: 1000.0, tpot_ms: 100.0 };
+        let r = report(0.1, 2, outcomes, 10.0, targets);
+        assert_eq!((r.rounds_sent, r.rounds_answered), (6, 5));
+        let rows: Vec<(&str, usize, usize)> =
+            r.by_round.iter().map(|row| (row.round.as_str(), row.answered, row.failed)).collect();
+        assert_eq!(rows, vec![("1", 1, 0), ("2", 2, 0), ("3", 0, 1), ("4+", 2, 0)]);
+        assert_eq!((r.by_round[1].prompt_tokens, r.by_round[1].cached_tokens), (210.0, 75.0));
+        assert_eq!(r.by_round[3].cached_tokens, 500.0);
+        assert!(
+            (r.generation.goodput_rps - 0.4).abs() < 1e-9,
+            "4 of 5 answered rounds within both targets in 10 s"
+        );
+        assert!(!r.generation.within_targets, "a 1.5 s first token is past the p99 target");
+    }
+
+    #[test]
+    fn conversations_arrive_within_the_run_in_order() {
+        let mut rng = StdRng::seed_from_u64(7);
+        let t = starts(2.0, 100.0, &mut rng);
+        assert!(t.windows(2).all(|w| w[0] < w[1]) && t.iter().all(|&x| (0.0..100.0).contains(&x)));
+        assert!((150..250).contains(&t.len()), "about 200 at 2/s over 100 s: {}", t.len());
+    }
+}
