@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 
-from servers import Server, decoder_argv, free_port
+from servers import server_args, Server, decoder_argv, free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -120,12 +120,7 @@ def run(port, prompts, streams, max_tokens):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--llama-server", required=True, help="path to llama.cpp's llama-server")
-    ap.add_argument("--morph", default=os.path.join(ROOT, "target/release/morph"))
-    home = os.environ.get("MORPH_HOME", os.path.expanduser("~/.cache/morph"))
-    ap.add_argument("--gguf", default=os.path.join(
-        home, "models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf"))
-    ap.add_argument("--sharegpt", default=os.path.join(ROOT, "../shared/data/conversations/sharegpt.jsonl"))
+    server_args(ap, ROOT, llama_required=True)
     ap.add_argument("--prompts", type=int, default=16)
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--streams", default="1,4,16")

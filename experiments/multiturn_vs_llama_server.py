@@ -25,7 +25,7 @@ import os
 import subprocess
 import sys
 
-from servers import Server, decoder_argv, free_port, warm_up
+from servers import server_args, Server, decoder_argv, free_port, warm_up
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -48,12 +48,7 @@ def num(value, spec):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--llama-server", help="path to llama.cpp's llama-server (skipped without it)")
-    ap.add_argument("--morph", default=os.path.join(ROOT, "target/release/morph"))
-    home = os.environ.get("MORPH_HOME", os.path.expanduser("~/.cache/morph"))
-    ap.add_argument("--gguf", default=os.path.join(
-        home, "models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf"))
-    ap.add_argument("--sharegpt", default=os.path.join(ROOT, "../shared/data/conversations/sharegpt.jsonl"))
+    server_args(ap, ROOT)
     ap.add_argument("--rates", default="0.04,0.08,0.12", help="conversations per second")
     ap.add_argument("--duration", type=float, default=60, help="seconds of conversation arrivals per rate")
     ap.add_argument("--think-s", type=float, default=2.0)

@@ -69,3 +69,17 @@ def decoder_argv(name, binary, gguf, slots, port, extra=""):
         argv = [binary, "-m", gguf, "--host", "127.0.0.1", "--port", str(port), "-np", str(slots),
                 "-c", str(2048 * slots), "-t", cores, "-tb", cores]
     return argv + shlex.split(extra)
+
+
+def server_args(ap, root, llama_required=False):
+    """The arguments every decoder experiment takes: the two servers' binaries, the GGUF both
+    serve (the default decoder in MORPH_HOME) and the ShareGPT conversations."""
+    if llama_required:
+        ap.add_argument("--llama-server", required=True, help="path to llama.cpp's llama-server")
+    else:
+        ap.add_argument("--llama-server", help="path to llama.cpp's llama-server (skipped without it)")
+    ap.add_argument("--morph", default=os.path.join(root, "target/release/morph"))
+    home = os.environ.get("MORPH_HOME", os.path.expanduser("~/.cache/morph"))
+    ap.add_argument("--gguf", default=os.path.join(
+        home, "models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--sharegpt", default=os.path.join(root, "../shared/data/conversations/sharegpt.jsonl"))
