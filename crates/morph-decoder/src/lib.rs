@@ -9,6 +9,7 @@ pub mod gguf_tokenizer;
 pub mod llama;
 pub mod llamacpp;
 mod llamacpp_init;
+mod load;
 pub mod logprobs;
 pub mod model;
 pub mod pieces;
@@ -24,17 +25,15 @@ mod weights;
 pub use chat::{ChatError, ChatTemplate, Message};
 pub use gguf_tokenizer::GgufTokenizer;
 pub use llama::{Llama, LlamaConfig, SequenceCache};
-pub use llamacpp::{LlamaCppBackend, LlamaPromptCache};
+pub use llamacpp::LlamaCppBackend;
+pub use load::{DecoderKernels, LoadedDecoder, load_decoder};
 pub use logprobs::{TokenLogprob, token_logprob};
 pub use model::DecoderModel;
-pub use prompt_cache::{CacheStats, PromptCache, PromptCacheConfig};
+pub use prompt_cache::{CacheStats, LlamaPromptCache, PromptCache, PromptCacheConfig};
 pub use reuse::Reuse;
 pub use sampling::{Sampler, SamplingParams};
 pub use stage::{DecoderStage, StageWeights};
-pub use stepper::{
-    CandleBackend, DecodeBackend, DecoderKernels, LoadedDecoder, Opened, Slot, Stepper, StepperShape,
-    load_decoder,
-};
+pub use stepper::{CandleBackend, DecodeBackend, Opened, Slot, Stepper, StepperShape};
 pub use stop::{Scanned, StopScan};
 pub use thread::{
     DecoderThread, Decoding, FinishReason, GenEvent, GenRequest, IterationHook, IterationReport,

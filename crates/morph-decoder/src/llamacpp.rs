@@ -48,16 +48,13 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::token::LlamaToken;
 
 use crate::llamacpp_init::backend;
-use crate::prompt_cache::{Found, PromptCache};
+use crate::prompt_cache::{Found, LlamaPromptCache};
 use crate::reuse::Reuse;
 use crate::stepper::{DecodeBackend, Opened, Slot, Stepper, StepperShape, fits, unopened};
 use morph_engine::EngineError;
 
 /// Most tokens one `llama_decode` call takes; a step with more is split into several calls.
 const CALL_TOKENS: usize = 512;
-
-/// Kept prompt states of a llama.cpp decoder.
-pub type LlamaPromptCache = PromptCache<SeqState>;
 
 /// A GGUF decoder loaded by llama.cpp (weights memory-mapped, kept quantized).
 pub struct LlamaCppBackend {

@@ -16,6 +16,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::Hasher;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use llama_cpp_2::context::session::SeqState;
+
 use crate::reuse::Reuse;
 
 /// A kept sequence state, as the cache weighs it.
@@ -24,11 +26,14 @@ pub trait Snapshot: Send + Sync {
     fn bytes(&self) -> usize;
 }
 
-impl Snapshot for llama_cpp_2::context::session::SeqState {
+impl Snapshot for SeqState {
     fn bytes(&self) -> usize {
         self.byte_len()
     }
 }
+
+/// Kept prompt states of a llama.cpp decoder.
+pub type LlamaPromptCache = PromptCache<SeqState>;
 
 /// Where an entry's prefix may end, keyed by that length and the hash of the tokens before it.
 type PrefixKey = (usize, u64);

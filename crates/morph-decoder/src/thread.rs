@@ -18,10 +18,11 @@ use std::sync::mpsc::{Receiver, Sender, channel, sync_channel};
 use std::thread::JoinHandle;
 
 use crate::gguf_tokenizer::GgufTokenizer;
+use crate::load::LoadedDecoder;
 use crate::logprobs::{TokenLogprob, token_logprob};
 use crate::pieces::{next_piece, turn_starts};
 use crate::sampling::{Sampler, SamplingParams};
-use crate::stepper::{LoadedDecoder, Slot, Stepper, StepperShape};
+use crate::stepper::{Slot, Stepper, StepperShape};
 use crate::stop::{Scanned, StopScan};
 use morph_engine::EngineError;
 

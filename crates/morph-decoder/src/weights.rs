@@ -14,8 +14,8 @@ use candle_nn::{Embedding, Linear};
 
 use crate::gguf_tokenizer::GgufTokenizer;
 use crate::llama::{Layer, Llama, LlamaConfig, rope_tables};
+use crate::load::DecoderKernels as Kernels;
 use crate::model::DecoderModel;
-use crate::stepper::DecoderKernels as Kernels;
 use morph_engine::EngineError;
 
 /// The architecture candle's decoder implements (`general.architecture`).
