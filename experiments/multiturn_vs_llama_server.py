@@ -58,12 +58,21 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--reuse", default="turns,prefix",
                     help="Morph's --prompt-cache-reuse modes to run, one server each")
+    ap.add_argument("--policies", default="fcfs",
+                    help="Morph's policies to run with each reuse mode: fcfs (the default) and/or ssjf "
+                         "(cache-aware shortest job first; --predictor none: every round has the same "
+                         "max_tokens, so its uncached prefill orders it)")
     ap.add_argument("--morph-args", default="", help="extra `morph serve` arguments")
     ap.add_argument("--llama-args", default="", help="extra llama-server arguments")
     args = ap.parse_args()
 
-    servers = {f"morph {reuse}": ("morph", args.morph, f"--prompt-cache-reuse {reuse} {args.morph_args}")
-               for reuse in args.reuse.split(",")}
+    policy_args = {"fcfs": "", "ssjf": "--policy ssjf --predictor none"}
+    servers = {}
+    for policy in args.policies.split(","):
+        for reuse in args.reuse.split(","):
+            name = f"morph {reuse}" + ("" if policy == "fcfs" else f" {policy}")
+            extra = f"--prompt-cache-reuse {reuse} {policy_args[policy]} {args.morph_args}"
+            servers[name] = ("morph", args.morph, extra)
     if args.llama_server:
         servers["llama-server"] = ("llama-server", args.llama_server, args.llama_args)
     os.makedirs(os.path.join(ROOT, "experiments/out"), exist_ok=True)
@@ -100,10 +109,10 @@ def main():
     ours = [n for n in servers if n.startswith("morph")]
     ratios = [f"{n} / llama" for n in ours] if "llama-server" in servers else []
     print("goodput, rounds/s with TTFT <= 1 s and TPOT <= 100 ms")
-    print(f"{'rate':>6} " + " ".join(f"{n:>14}" for n in servers) + " " + " ".join(f"{r:>22}" for r in ratios))
+    print(f"{'rate':>6} " + " ".join(f"{n:>18}" for n in servers) + " " + " ".join(f"{r:>22}" for r in ratios))
     for i, rate in enumerate(rates):
         goodput = {n: results[n][i]["generation"]["goodput_rps"] for n in servers}
-        line = f"{rate:>6g} " + " ".join(f"{goodput[n]:>14.3f}" for n in servers)
+        line = f"{rate:>6g} " + " ".join(f"{goodput[n]:>18.3f}" for n in servers)
         for n in ours if ratios else []:
             theirs = goodput["llama-server"]
             line += f" {goodput[n] / theirs:>21.2f}x" if theirs else f" {'-':>22}"
