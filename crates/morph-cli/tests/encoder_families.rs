@@ -22,117 +22,15 @@ use serde_json::{Value, json};
 
 mod common;
 
+use common::tiny::{HIDDEN, LAYERS, embeddings, layer_tensors, padded, weights, write_model};
 use common::{embed, quick_profile, serve_with, vectors};
 
 /// A family's reference: pooled vectors of token ids (one sequence per row) by a pooling.
 type Reference = Box<dyn Fn(&[Vec<u32>], Pooling) -> Vec<Vec<f32>>>;
 
-const HIDDEN: usize = 32;
-const INNER: usize = 64;
-const LAYERS: usize = 2;
-/// The default model's vocabulary size: its tokenizer.json goes beside the tiny checkpoints.
-const VOCAB: usize = 30522;
-
-/// Deterministic pseudo-random values in ±0.3 for a tensor of `shape` (SplitMix64 from
-/// `salt`; a smooth pattern such as a sine of the index would make every matrix rank two and
-/// hide a wrong position row).
-fn fixed(shape: &[usize], salt: usize) -> Tensor {
-    let mut state = salt as u64 ^ 0x9E37_79B9_7F4A_7C15;
-    let mut next = || {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) >> 40) as f32 / (1u64 << 24) as f32
-    };
-    let values: Vec<f32> = (0..shape.iter().product()).map(|_| (next() - 0.5) * 0.6).collect();
-    Tensor::from_vec(values, shape, &Device::Cpu).expect("tensor")
-}
-
-/// Writes `config` and `tensors` (name → shape) as a model folder in `dir`.
-fn write_model(dir: &Path, config: &Value, tensors: &[(String, Vec<usize>)]) -> ModelFiles {
-    let default = fetch(&ModelSource::Default, &morph_home()).expect("the default model");
-    std::fs::copy(&default.tokenizer, dir.join("tokenizer.json")).expect("tokenizer.json");
-    std::fs::write(dir.join("config.json"), config.to_string()).expect("config.json");
-    // Norms as trained ones are, near the identity: a norm's large random bias, the same for
-    // every token, would swamp what the tokens and their positions give.
-    let value = |salt: usize, name: &str, shape: &[usize]| {
-        let noise = fixed(shape, salt);
-        match (name.contains("LayerNorm") || name.contains("layer_norm"), name.ends_with(".weight")) {
-            (true, true) => ((noise * 0.3).expect("a tensor op") + 1.0).expect("a tensor op"),
-            (true, false) => (noise * 0.1).expect("a tensor op"),
-            (false, _) => noise,
-        }
-    };
-    let weights: HashMap<String, Tensor> = tensors
-        .iter()
-        .enumerate()
-        .map(|(salt, (name, shape))| (name.clone(), value(salt, name, shape)))
-        .collect();
-    candle_core::safetensors::save(&weights, dir.join("model.safetensors")).expect("safetensors");
-    fetch(&ModelSource::Local(dir.to_path_buf()), &morph_home()).expect("the model folder")
-}
-
-/// One layer's tensors under `prefix`, named by `parts` (query, key, value, attention out,
-/// attention norm, inner, outer, output norm).
-fn layer_tensors(prefix: &str, parts: [&str; 8]) -> Vec<(String, Vec<usize>)> {
-    let [q, k, v, o, norm1, inner, outer, norm2] = parts;
-    let mut out = Vec::new();
-    for (part, rows, cols) in [
-        (q, HIDDEN, HIDDEN),
-        (k, HIDDEN, HIDDEN),
-        (v, HIDDEN, HIDDEN),
-        (o, HIDDEN, HIDDEN),
-        (inner, INNER, HIDDEN),
-        (outer, HIDDEN, INNER),
-    ] {
-        out.push((format!("{prefix}.{part}.weight"), vec![rows, cols]));
-        out.push((format!("{prefix}.{part}.bias"), vec![rows]));
-    }
-    for norm in [norm1, norm2] {
-        out.push((format!("{prefix}.{norm}.weight"), vec![HIDDEN]));
-        out.push((format!("{prefix}.{norm}.bias"), vec![HIDDEN]));
-    }
-    out
-}
-
-fn embeddings(prefix: &str, positions: usize, types: bool) -> Vec<(String, Vec<usize>)> {
-    let mut out = vec![
-        (format!("{prefix}embeddings.word_embeddings.weight"), vec![VOCAB, HIDDEN]),
-        (format!("{prefix}embeddings.position_embeddings.weight"), vec![positions, HIDDEN]),
-        (format!("{prefix}embeddings.LayerNorm.weight"), vec![HIDDEN]),
-        (format!("{prefix}embeddings.LayerNorm.bias"), vec![HIDDEN]),
-    ];
-    if types {
-        out.push((format!("{prefix}embeddings.token_type_embeddings.weight"), vec![1, HIDDEN]));
-    }
-    out
-}
-
-/// The checkpoint's tensors as they are, for the reference.
-fn weights(files: &ModelFiles) -> VarBuilder<'static> {
-    let tensors = candle_core::safetensors::load(&files.weights, &Device::Cpu).expect("weights");
-    VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu)
-}
-
 /// A padded batch: rows of 40, 17 and 5 random ids (none of them a special token).
 fn batch() -> Vec<Vec<u32>> {
     [40, 17, 5].iter().enumerate().map(|(i, &n)| random_ids(n, i as u64 + 3)).collect()
-}
-
-/// `ids` padded with `pad` to their longest, and their mask, as `[batch, len]` tensors.
-fn padded(ids: &[Vec<u32>], pad: u32) -> (Tensor, Tensor) {
-    let len = ids.iter().map(Vec::len).max().unwrap_or(0);
-    let (mut flat, mut mask) = (Vec::new(), Vec::new());
-    for row in ids {
-        flat.extend(row.iter().copied().chain(std::iter::repeat(pad)).take(len));
-        mask.extend((0..len).map(|i| u32::from(i < row.len())));
-    }
-    let shape = (ids.len(), len);
-    (
-        Tensor::from_vec(flat, shape, &Device::Cpu).expect("a tensor op"),
-        Tensor::from_vec(mask, shape, &Device::Cpu).expect("a tensor op"),
-    )
 }
 
 /// `hidden` `[batch, len, h]` pooled over each row's real tokens by `pooling`.
@@ -180,7 +78,7 @@ fn xlm_roberta(dir: &Path) -> (ModelFiles, Reference) {
         "type_vocab_size": 1, "pad_token_id": 1, "layer_norm_eps": 1e-5,
         "position_embedding_type": "absolute", "attention_probs_dropout_prob": 0.1, "hidden_dropout_prob": 0.1,
     });
-    let mut tensors = embeddings("", 514, true);
+    let mut tensors = embeddings("", 514, 1);
     for i in 0..LAYERS {
         let parts = [
             "attention.self.query",
@@ -214,7 +112,7 @@ fn distilbert(dir: &Path) -> (ModelFiles, Reference) {
         "vocab_size": VOCAB, "dim": HIDDEN, "n_layers": LAYERS, "n_heads": 4, "hidden_dim": INNER,
         "activation": "gelu", "max_position_embeddings": 512, "initializer_range": 0.02, "pad_token_id": 0,
     });
-    let mut tensors = embeddings("distilbert.", 512, false);
+    let mut tensors = embeddings("distilbert.", 512, 0);
     for i in 0..LAYERS {
         let parts = [
             "attention.q_lin",

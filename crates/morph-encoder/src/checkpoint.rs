@@ -1,5 +1,7 @@
 //! A BERT-family checkpoint read from disk: `config.json` and every tensor of
-//! `model.safetensors`, by name, in BERT's layout whatever its architecture. The candle encoder and the ONNX graph writer both start here.
+//! `model.safetensors`, by name, in BERT's layout whatever its architecture (a classifier's with
+//! its token types folded into the vocabulary, [`crate::classifier`]). The candle encoder and the
+//! ONNX graph writer both start here.
 
 use std::collections::HashMap;
 
@@ -27,6 +29,11 @@ impl Checkpoint {
         architecture
             .to_bert(&mut config, &mut tensors)
             .map_err(|e| EngineError::Load(format!("{}: {e}", files.weights.display())))?;
+        if crate::classifier::is_classifier(files)? {
+            let folded = crate::classifier::fold_token_types(&mut tensors)
+                .map_err(|e| EngineError::Load(format!("{}: {e}", files.weights.display())))?;
+            config.vocab_size = folded.unwrap_or(config.vocab_size);
+        }
         let mut names: Vec<&String> = tensors.keys().collect();
         names.sort();
         for name in names {

@@ -2,13 +2,14 @@
 //! itself ([`onnx`]) for each instance's runtime shape, pipeline stage and token plans on ONNX
 //! Runtime (the default); [`CandleRuntime`] computes with candle on the CPU ([`bert`]).
 //! Around them: the checkpoint they load, pooling, tokenizing, and what is served on top of an
-//! encoder: OTAS's task heads and prompts ([`tasks`]) and SSJF's length predictor
+//! encoder: a classification checkpoint's own head ([`classifier`]), OTAS's task heads and prompts ([`tasks`]) and SSJF's length predictor
 //! ([`predictor`]).
 
 pub mod architecture;
 pub mod bert;
 pub mod candle_runtime;
 pub mod checkpoint;
+pub mod classifier;
 pub mod kernels;
 pub mod onnx;
 pub mod ort_runtime;
@@ -18,6 +19,7 @@ pub mod tasks;
 pub mod tokenize;
 
 pub use candle_runtime::{CandleRuntime, Encoder};
+pub use classifier::{Scoring, SequenceClassifier};
 pub use ort_runtime::{OrtEncoder, OrtRuntime};
 pub use pooling::Pooling;
 pub use tokenize::{TextTokenizer, TokenSpan};

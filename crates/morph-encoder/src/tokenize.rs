@@ -32,6 +32,15 @@ impl TextTokenizer {
             .map(|e| e.get_ids().to_vec())
             .map_err(|e| EngineError::Tokenize(e.to_string()))
     }
+
+    /// A pair's ids as the tokenizer's pair template joins them (`[CLS] a [SEP] b [SEP]` for
+    /// BERT, `<s> a </s></s> b </s>` for RoBERTa), and each token's type (segment) id.
+    pub fn encode_pair(&self, first: &str, second: &str) -> Result<(Vec<u32>, Vec<u32>), EngineError> {
+        self.inner
+            .encode((first, second), true)
+            .map(|e| (e.get_ids().to_vec(), e.get_type_ids().to_vec()))
+            .map_err(|e| EngineError::Tokenize(e.to_string()))
+    }
 }
 
 /// One token of a text as text-embeddings-inference's `/tokenize` shows it: its id, its text

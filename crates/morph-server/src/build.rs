@@ -7,7 +7,7 @@ use std::sync::Arc;
 use morph_backend::{Backend, EngineKind};
 use morph_core::{HostId, HostSlots, Policy, UnitSpec};
 use morph_encoder::tasks::served::TaskHeads;
-use morph_encoder::{Pooling, TextTokenizer};
+use morph_encoder::{Pooling, SequenceClassifier, TextTokenizer};
 use morph_policy::registry::{Context, PolicyKind};
 
 use crate::deployment::{BuildError, Deployment, processes_refusal};
@@ -19,13 +19,15 @@ fn config_error(message: impl Into<String>) -> BuildError {
     BuildError::Config(message.into())
 }
 
-/// The model as loaded: its launcher, and for an encoder its tokenizer and pooling.
+/// The model as loaded: its launcher, and for an encoder its tokenizer, pooling and, for a
+/// sequence-classification checkpoint, its head.
 #[derive(Debug)]
 pub(crate) struct Loaded {
     pub launcher: Launcher,
     pub tokenizer: Option<Arc<TextTokenizer>>,
     pub name: String,
     pub pooling: Option<Pooling>,
+    pub classifier: Option<Arc<SequenceClassifier>>,
 }
 
 /// Loads the model and makes its launcher (with worker processes when configured).
@@ -40,10 +42,20 @@ pub(crate) fn load(config: &Deployment) -> Result<Loaded, BuildError> {
             };
             let name =
                 gguf.file_stem().map_or_else(|| "decoder".into(), |s| s.to_string_lossy().into_owned());
-            Ok(Loaded { launcher, tokenizer: None, name, pooling: None })
+            Ok(Loaded { launcher, tokenizer: None, name, pooling: None, classifier: None })
         }
         (engine, Some(files)) => {
-            let pooling = Pooling::given_or_model_dir(config.pooling, &files.dir)?;
+            let classifier = SequenceClassifier::load(files)?.map(Arc::new);
+            let pooling = match (&classifier, config.pooling) {
+                (None, given) => Pooling::given_or_model_dir(given, &files.dir)?,
+                (Some(_), None | Some(Pooling::Cls)) => Pooling::Cls,
+                (Some(_), Some(other)) => {
+                    return Err(config_error(format!(
+                        "--pooling {other}: a sequence-classification model's head reads its first \
+                         token (cls); leave --pooling out"
+                    )));
+                }
+            };
             let tokenizer = Arc::new(TextTokenizer::load(&files.tokenizer)?);
             // Deployment::check let only Morph's own fp32 graphs reach worker processes.
             let launcher = match (&config.workers, engine) {
@@ -65,6 +77,7 @@ pub(crate) fn load(config: &Deployment) -> Result<Loaded, BuildError> {
                 tokenizer: Some(tokenizer),
                 name: files.name.clone(),
                 pooling: Some(pooling),
+                classifier,
             })
         }
         (_, None) => Err(config_error("an encoder engine needs the model's files")),

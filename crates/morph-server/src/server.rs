@@ -84,6 +84,7 @@ impl Server {
                 driver.clone(),
                 tokenizer,
                 build::task_heads(&own_name),
+                loaded.classifier,
                 model.max_input_len,
                 config.call_wave,
             ))),

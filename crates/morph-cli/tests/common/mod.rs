@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+pub(crate) mod tiny;
+
 /// A `morph serve` child, killed when dropped.
 pub(crate) struct Served {
     pub(crate) child: Child,

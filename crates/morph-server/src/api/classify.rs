@@ -6,8 +6,10 @@
 //! class, so a policy that weighs them (`otas`) chooses the batch's token plan; the answer names
 //! the label, every class's score and the plan.
 //!
-//! `POST /predict` is text-embeddings-inference's shape: `inputs` (string or array) and the
-//! `task`; it answers `[{"label", "score"}]` per input, best first (a list of them for an array).
+//! `POST /predict` is text-embeddings-inference's shape. On a sequence-classification checkpoint
+//! it classifies `inputs` (a text, a pair, or a batch of them) with the model's own labels; on
+//! the encoder OTAS's heads read, `inputs` (string or array) by the named `task`. It answers
+//! `[{"label", "score"}]` per input, best first (a list of them for a batch).
 //!
 //! A task the server lacks is a 404 naming the tasks served; a deadline that cannot be met is a
 //! 504 naming it.
@@ -17,8 +19,10 @@ use axum::extract::State;
 
 use super::requests::{ClassifyRequest, PredictRequest};
 use super::responses::{Classification, ClassifyResponse, LabelScore, PredictResponse, Usage};
-use super::{AppState, Body, parse, validate};
+use super::pair_fields::PredictInputs;
+use super::{AppState, Body, parse, validate, validate_scores};
 use crate::error::CallError;
+use crate::infer::ModelKind;
 
 /// Classification by a served task, under the call's deadline and utility (OTAS).
 #[utoipa::path(post, path = "/v1/classify", tag = "classification", request_body = ClassifyRequest,
@@ -58,7 +62,9 @@ pub(super) async fn classify(
         .await
 }
 
-/// text-embeddings-inference's classification: every class's score, best first.
+/// text-embeddings-inference's classification: every class's score, best first. On a
+/// sequence-classification checkpoint its own labels for texts or pairs; on the encoder OTAS's
+/// heads read, the named `task`'s.
 #[utoipa::path(post, path = "/predict", tag = "classification", request_body = PredictRequest,
     responses((status = 200, description = "Per input, the classes best first (one list for a \
         single input).", body = PredictResponse)))]
@@ -71,14 +77,25 @@ pub(super) async fn predict(
         .or_deadline(async {
             let embedder = state.embedder()?;
             let request: PredictRequest = parse(&body)?;
-            let single = matches!(request.inputs, Some(super::fields::Texts::One(_)));
-            let out = embedder.classify(validate::predict(request, state.max_client_batch)?).await?;
-            let mut ranked: Vec<Vec<LabelScore>> = out
-                .answers
+            let (ranked, single, top_k) = match embedder.kind() {
+                ModelKind::Embedding => {
+                    let single = matches!(request.inputs, Some(PredictInputs::One(_)));
+                    let out = embedder.classify(validate::predict(request, state.max_client_batch)?).await?;
+                    (out.answers.into_iter().map(|(answer, _)| answer.scores).collect(), single, None)
+                }
+                ModelKind::Classifier | ModelKind::Reranker => {
+                    let call = validate_scores::predict(request, state.max_client_batch)?;
+                    let out = embedder.score(call.score).await?;
+                    let labelled = out.scores.into_iter().map(|s| out.labels.iter().cloned().zip(s).collect());
+                    (labelled.collect::<Vec<Vec<(String, f32)>>>(), call.single, call.top_k)
+                }
+            };
+            let mut ranked: Vec<Vec<LabelScore>> = ranked
                 .into_iter()
-                .map(|(mut answer, _)| {
-                    answer.scores.sort_by(|a, b| b.1.total_cmp(&a.1));
-                    answer.scores.into_iter().map(|(label, score)| LabelScore { label, score }).collect()
+                .map(|mut scores| {
+                    scores.sort_by(|a, b| b.1.total_cmp(&a.1));
+                    scores.truncate(top_k.unwrap_or(scores.len()));
+                    scores.into_iter().map(|(label, score)| LabelScore { label, score }).collect()
                 })
                 .collect();
             Ok(Json(match single {

@@ -1,14 +1,16 @@
 //! Embeddings in two formats: `POST /v1/embeddings` (OpenAI: `input` strings or token ids,
 //! vectors always L2-normalised, as numbers or base64; Morph's extension `"truncate": true` cuts
 //! long inputs) and `POST /embed` (text-embeddings-inference: `inputs`, `normalize` default
-//! true, `truncate` default false; an array of vectors).
+//! true, `truncate` default false; an array of vectors); and TEI's `POST /similarity` on them.
 
 use axum::Json;
 use axum::extract::State;
 
 use super::requests::{EmbedRequest, EmbeddingsRequest};
 use super::responses::{EmbedResponse, Embedding, EmbeddingVector, EmbeddingsResponse, Usage};
-use super::{AppState, Body, parse, validate};
+use super::requests::SimilarityRequest;
+use super::{AppState, Body, parse, validate, validate_scores};
+use morph_encoder::pooling::cosine;
 use crate::error::CallError;
 
 /// OpenAI's embeddings.
@@ -58,6 +60,28 @@ pub(super) async fn tei(
             let embedder = state.embedder()?;
             let request: EmbedRequest = parse(&body)?;
             Ok(Json(embedder.embed(validate::embed(request, state.max_client_batch)?).await?.vectors))
+        })
+        .await
+}
+
+/// text-embeddings-inference's sentence similarity: the cosine of each sentence with the source.
+#[utoipa::path(post, path = "/similarity", tag = "embeddings", request_body = SimilarityRequest,
+    responses((status = 200, description = "Per sentence, its cosine with the source sentence.",
+        body = Vec<f32>)))]
+pub(super) async fn similarity(
+    State(state): State<AppState>,
+    Body(body): Body,
+) -> Result<Json<Vec<f32>>, CallError> {
+    state
+        .drain
+        .or_deadline(async {
+            let embedder = state.embedder()?;
+            let call = validate_scores::similarity(parse(&body)?, state.max_client_batch)?;
+            let vectors = embedder.embed(call).await?.vectors;
+            let (source, sentences) = vectors
+                .split_first()
+                .ok_or_else(|| CallError::validation("inputs.source_sentence", "is required"))?;
+            Ok(Json(sentences.iter().map(|v| cosine(source, v)).collect()))
         })
         .await
 }

@@ -71,8 +71,10 @@ macro_rules! refuse {
     };
 }
 
+pub(super) use refuse;
+
 /// A visitor whose refusals say "must be {MUST}".
-trait Must {
+pub(super) trait Must {
     const MUST: &'static str;
 }
 
@@ -299,7 +301,7 @@ impl<'de> Deserialize<'de> for First {
 }
 
 /// The rest of a sequence's elements, each read as a `T`.
-fn collect<'de, T: Deserialize<'de>, A: SeqAccess<'de>>(mut seq: A) -> Result<Vec<T>, A::Error> {
+pub(super) fn collect<'de, T: Deserialize<'de>, A: SeqAccess<'de>>(mut seq: A) -> Result<Vec<T>, A::Error> {
     let mut out = Vec::new();
     while let Some(item) = seq.next_element()? {
         out.push(item);

@@ -16,7 +16,10 @@ mod logprobs;
 mod models;
 mod openai_responses;
 mod openapi;
+mod pair_fields;
 mod reply;
+mod rerank;
+mod responses_stream;
 pub mod requests;
 pub(crate) mod responses;
 mod state;
@@ -25,6 +28,7 @@ mod tei_aliases;
 mod tokens;
 pub mod validate;
 pub mod validate_responses;
+pub mod validate_scores;
 
 use std::time::Instant;
 
@@ -85,6 +89,11 @@ pub fn router(state: AppState) -> Router {
         .route("/embed_all", post(embed_all))
         .route("/v1/classify", post(classify::classify))
         .route("/predict", post(classify::predict))
+        .route("/rerank", post(rerank::rerank))
+        .route("/v1/rerank", post(rerank::documents))
+        .route("/similarity", post(embeddings::similarity))
+        .route("/vertex", post(tei_aliases::vertex))
+        .route("/embed_sparse", post(tei_aliases::embed_sparse))
         .route("/v1/completions", post(generate::completions))
         .route("/v1/chat/completions", post(generate::chat_completions))
         .route("/v1/responses", post(openai_responses::create))
@@ -124,8 +133,9 @@ async fn require_key(State(state): State<AppState>, request: Request, next: Next
 const UNCOUNTED: [&str; 7] = ["/live", "/ready", "/health", "/ping", "/metrics", "/openapi.json", "/docs"];
 
 /// Every route, for the answer to a path that is none of them.
-const ROUTES: &str = "POST /v1/embeddings, /embed, /tokenize, /decode, /v1/classify, /predict, \
-     /v1/completions, /v1/chat/completions, /v1/responses (and TEI's /, /invocations, /embeddings); GET /v1/models, \
+const ROUTES: &str = "POST /v1/embeddings, /embed, /similarity, /tokenize, /decode, /v1/classify, /predict, \
+     /rerank, /v1/rerank, /v1/completions, /v1/chat/completions, /v1/responses (and TEI's /, /invocations, \
+     /vertex, /embeddings); GET /v1/models, \
      /info, /live, /ready, /health, /metrics, /openapi.json, /docs (and TEI's /, /ping)";
 
 /// A path no route has: a JSON 404 that lists the routes.

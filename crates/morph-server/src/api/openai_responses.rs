@@ -1,12 +1,13 @@
-//! `POST /v1/responses`: OpenAI's Responses API for text, answered whole: the input (and
-//! `instructions`) rendered as a chat by the model's template, one generation, its text as one
-//! output message, its token counts as the Responses API names them. A streamed response is
-//! refused by name (see [`super::validate_responses`]).
+//! `POST /v1/responses`: OpenAI's Responses API for text: the input (and `instructions`)
+//! rendered as a chat by the model's template, one generation, its text as one output message,
+//! its token counts as the Responses API names them; answered whole, or as the API's event
+//! stream ([`super::responses_stream`]).
 
 use std::time::Instant;
 
 use axum::Json;
 use axum::extract::State;
+use axum::response::{IntoResponse, Response};
 use morph_decoder::FinishReason;
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -15,7 +16,7 @@ use super::generate::collect;
 use super::reply::{Finished, unix_nanos};
 use super::requests::ResponsesRequest;
 use super::responses::GenerationUsage;
-use super::{AppState, Body, parse, validate_responses};
+use super::{AppState, Body, parse, responses_stream, validate_responses};
 use crate::error::CallError;
 use crate::infer::GenerationFormat;
 
@@ -30,7 +31,8 @@ pub(crate) struct ResponseObject {
     incomplete_details: Option<IncompleteDetails>,
     model: String,
     output: Vec<OutputMessage>,
-    usage: ResponseUsage,
+    /// `null` until the response is finished.
+    usage: Option<ResponseUsage>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -78,26 +80,58 @@ pub(crate) struct Reasoning {
     reasoning_tokens: usize,
 }
 
-impl ResponseObject {
-    fn new(model: String, finished: Finished, usage: GenerationUsage) -> Self {
+/// A response's names: its id, its message's, and when it was created.
+#[derive(Debug, Clone)]
+pub(super) struct ResponseIds {
+    pub id: String,
+    pub message: String,
+    pub created_at: u64,
+    pub model: String,
+}
+
+impl ResponseIds {
+    pub(super) fn new(model: String) -> Self {
         let now = unix_nanos();
-        let cut = finished.reason == FinishReason::Length;
-        let message = OutputMessage {
-            kind: "message",
-            id: format!("msg_{now}"),
-            status: if cut { "incomplete" } else { "completed" },
-            role: "assistant",
-            content: vec![OutputText { kind: "output_text", text: finished.text, annotations: Vec::new() }],
-        };
         Self {
             id: format!("resp_{now}"),
-            object: "response",
+            message: format!("msg_{now}"),
             created_at: (now / 1_000_000_000) as u64,
-            status: if cut { "incomplete" } else { "completed" },
-            incomplete_details: cut.then_some(IncompleteDetails { reason: "max_output_tokens" }),
             model,
-            output: vec![message],
-            usage: ResponseUsage {
+        }
+    }
+}
+
+impl OutputMessage {
+    /// The assistant's message of `text`, `status` as its response's.
+    pub(super) fn new(ids: &ResponseIds, status: &'static str, text: Option<String>) -> Self {
+        let content = text.map(|text| OutputText { kind: "output_text", text, annotations: Vec::new() });
+        Self { kind: "message", id: ids.message.clone(), status, role: "assistant", content: content.into_iter().collect() }
+    }
+}
+
+impl ResponseObject {
+    /// A response begun and not finished: no output yet.
+    pub(super) fn in_progress(ids: &ResponseIds) -> Self {
+        Self {
+            id: ids.id.clone(),
+            object: "response",
+            created_at: ids.created_at,
+            status: "in_progress",
+            incomplete_details: None,
+            model: ids.model.clone(),
+            output: Vec::new(),
+            usage: None,
+        }
+    }
+
+    pub(super) fn new(ids: &ResponseIds, finished: Finished, usage: GenerationUsage) -> Self {
+        let cut = finished.reason == FinishReason::Length;
+        let status = if cut { "incomplete" } else { "completed" };
+        Self {
+            status,
+            incomplete_details: cut.then_some(IncompleteDetails { reason: "max_output_tokens" }),
+            output: vec![OutputMessage::new(ids, status, Some(finished.text))],
+            usage: Some(ResponseUsage {
                 input_tokens: usage.prompt_tokens,
                 input_tokens_details: CachedInput {
                     cached_tokens: usage.prompt_tokens_details.cached_tokens,
@@ -105,18 +139,17 @@ impl ResponseObject {
                 output_tokens: usage.completion_tokens,
                 output_tokens_details: Reasoning { reasoning_tokens: 0 },
                 total_tokens: usage.total_tokens,
-            },
+            }),
+            ..Self::in_progress(ids)
         }
     }
 }
 
 /// OpenAI's Responses API, for text.
 #[utoipa::path(post, path = "/v1/responses", tag = "generation", request_body = ResponsesRequest,
-    responses((status = 200, description = "The response: one output message.", body = ResponseObject)))]
-pub(super) async fn create(
-    State(state): State<AppState>,
-    Body(body): Body,
-) -> Result<Json<ResponseObject>, CallError> {
+    responses((status = 200, description = "The response: one output message (or, with `stream`, \
+        its server-sent events).", body = ResponseObject)))]
+pub(super) async fn create(State(state): State<AppState>, Body(body): Body) -> Result<Response, CallError> {
     let started = Instant::now();
     state
         .drain
@@ -127,9 +160,13 @@ pub(super) async fn create(
             let generation =
                 generator.start(&call).await?.into_iter().next().ok_or(CallError::ShuttingDown)?;
             state.driver.metrics.time_to_first_token(started.elapsed().as_secs_f64());
+            let ids = ResponseIds::new(state.model.name().to_string());
+            if call.stream {
+                return Ok(responses_stream::events(generation, ids, &state));
+            }
             let metrics = &state.driver.metrics;
             let (finished, usage) = collect(generation, GenerationFormat::Chat, generator, metrics).await?;
-            Ok(Json(ResponseObject::new(state.model.name().to_string(), finished, usage)))
+            Ok(Json(ResponseObject::new(&ids, finished, usage)).into_response())
         })
         .await
 }

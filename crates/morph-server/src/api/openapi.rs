@@ -9,7 +9,9 @@ use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 use utoipa_scalar::{Scalar, Servable};
 
 use super::responses::ErrorResponse;
-use super::{classify, embeddings, generate, health, info, models, openai_responses, tei_aliases, tokens};
+use super::{
+    classify, embeddings, generate, health, info, models, openai_responses, rerank, tei_aliases, tokens,
+};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -24,13 +26,15 @@ use super::{classify, embeddings, generate, health, info, models, openai_respons
         classify::predict, generate::chat_completions, generate::completions, models::list,
         models::one, info::info, health::live, health::ready, health::health, info::metrics, document,
         tei_aliases::root, tei_aliases::invocations, tei_aliases::openai, tei_aliases::ready_root,
-        tei_aliases::ping, openai_responses::create
+        tei_aliases::ping, tei_aliases::vertex, embeddings::similarity, rerank::rerank, rerank::documents,
+        openai_responses::create
     ),
     modifiers(&ApiKey, &Errors),
     security((), ("bearer" = [])),
     tags(
         (name = "embeddings", description = "On a server started with --task embed."),
-        (name = "classification", description = "On a server with classification tasks."),
+        (name = "classification", description = "On a sequence-classification model, or the encoder Morph's task heads read."),
+        (name = "reranking", description = "On a cross-encoder (a sequence-classification model of one output)."),
         (name = "generation", description = "On a server started with --task generate."),
         (name = "operations", description = "Models, probes, metrics and this document.")
     )

@@ -13,6 +13,7 @@ use utoipa::{PartialSchema, ToSchema};
 use super::bounds::{Bounded, Range, Switch, bounded, switch};
 use super::field_schemas::response_input;
 use super::fields::{Flag, Inputs, Messages, Number, Text, Texts};
+use super::pair_fields::{Document, PredictInputs};
 
 /// Field types: each a unit type implementing `$trait` with `$value` as its `$item`; its doc line
 /// is the field's description in the OpenAPI document.
@@ -56,6 +57,8 @@ field_types! {
     SloMs = Range::number(None, 0.0, 86_400_000.0);
     /// What an answer in time is worth to the caller.
     Utility = Range::number(Some(1.0), 0.0, 1e6);
+    /// The best this many results; all when absent.
+    TopN = Range::whole(None, 1.0, 1e6);
 }
 
 // Each true-or-false field's value when absent ([`Switch`]).
@@ -72,6 +75,12 @@ field_types! {
     SkipSpecialTokens = true;
     /// Server-sent events, ending with `data: [DONE]`.
     Stream = false;
+    /// The classifier's logits instead of its scores (softmax, or sigmoid for one output).
+    RawScores = false;
+    /// Each answer carries its text.
+    ReturnText = false;
+    /// Each result carries its document.
+    ReturnDocuments = false;
     /// A last chunk with the call's token counts.
     IncludeUsage = false;
 }
@@ -126,20 +135,115 @@ pub struct ClassifyRequest {
     pub truncate: Option<Flag>,
 }
 
-/// `POST /predict` (text-embeddings-inference's shape): as [`ClassifyRequest`], `inputs`.
+/// `POST /predict` (text-embeddings-inference's shape): on a sequence-classification model, its
+/// own labels for texts or pairs; on the encoder OTAS's heads read, as [`ClassifyRequest`] with
+/// `inputs`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PredictRequest {
-    #[schema(value_type = Option<String>, required = true)]
+    /// One of Morph's task heads (only where the server carries them).
+    #[schema(value_type = Option<String>)]
     pub task: Option<Text>,
-    #[schema(required = true)]
-    pub inputs: Option<Texts>,
+    /// A string, a pair `[text, text]`, or a batch of `[text]` and `[text, text]` (an array of
+    /// other lengths is a batch of texts for a task head).
+    #[schema(required = true, value_type = Object)]
+    pub inputs: Option<PredictInputs>,
     #[schema(schema_with = bounded::<SloMs>)]
     pub slo_ms: Option<Number>,
     #[schema(schema_with = bounded::<Utility>)]
     pub utility: Option<Number>,
     #[schema(schema_with = switch::<Truncate>)]
     pub truncate: Option<Flag>,
+    #[schema(schema_with = switch::<RawScores>)]
+    pub raw_scores: Option<Flag>,
+    /// TEI's side to cut from: only `"right"` (the end).
+    #[schema(value_type = Option<String>)]
+    pub truncation_direction: Option<Text>,
+    /// The Hugging Face inference API's parameters (what `InferenceClient.text_classification` sends).
+    pub parameters: Option<PredictParameters>,
+}
+
+/// `/predict`'s `parameters`, as Hugging Face's text-classification task names them.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PredictParameters {
+    /// The best this many labels; all when absent.
+    #[schema(schema_with = bounded::<TopN>)]
+    pub top_k: Option<Number>,
+    /// `softmax`, `sigmoid` or `none` (the logits); the head's own when absent.
+    #[schema(value_type = Option<String>)]
+    pub function_to_apply: Option<Text>,
+}
+
+/// `POST /rerank` (text-embeddings-inference): the texts ranked by their relevance to the query.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RerankRequest {
+    #[schema(value_type = Option<String>, required = true)]
+    pub query: Option<Text>,
+    #[schema(required = true)]
+    pub texts: Option<Texts>,
+    #[schema(schema_with = switch::<Truncate>)]
+    pub truncate: Option<Flag>,
+    #[schema(schema_with = switch::<RawScores>)]
+    pub raw_scores: Option<Flag>,
+    #[schema(schema_with = switch::<ReturnText>)]
+    pub return_text: Option<Flag>,
+    /// TEI's side to cut from: only `"right"` (the end).
+    #[schema(value_type = Option<String>)]
+    pub truncation_direction: Option<Text>,
+}
+
+/// `POST /v1/rerank` (Cohere's and Jina's shape, which LiteLLM and llama-index send).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DocumentRerankRequest {
+    #[schema(value_type = Option<String>)]
+    pub model: Option<Text>,
+    #[schema(value_type = Option<String>, required = true)]
+    pub query: Option<Text>,
+    /// Strings, or `{"text": string}` objects.
+    #[schema(value_type = Vec<Object>, required = true)]
+    pub documents: Option<Vec<Document>>,
+    #[schema(schema_with = bounded::<TopN>)]
+    pub top_n: Option<Number>,
+    #[schema(schema_with = switch::<ReturnDocuments>)]
+    pub return_documents: Option<Flag>,
+    #[schema(schema_with = switch::<Truncate>)]
+    pub truncate: Option<Flag>,
+}
+
+/// `POST /similarity` (text-embeddings-inference): the cosine of each sentence's vector with the
+/// source sentence's.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SimilarityRequest {
+    #[schema(required = true)]
+    pub inputs: Option<SimilarityInputs>,
+    #[schema(schema_with = switch::<Truncate>)]
+    pub truncate: Option<Flag>,
+    /// TEI's side to cut from: only `"right"` (the end).
+    #[schema(value_type = Option<String>)]
+    pub truncation_direction: Option<Text>,
+}
+
+/// `/similarity`'s `inputs`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SimilarityInputs {
+    #[schema(value_type = Option<String>, required = true)]
+    pub source_sentence: Option<Text>,
+    #[schema(required = true)]
+    pub sentences: Option<Texts>,
+}
+
+/// `POST /vertex` (Vertex AI's prediction shape, as TEI serves it): each instance is a body for
+/// `POST /`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VertexRequest {
+    #[schema(value_type = Vec<Object>, required = true)]
+    pub instances: Option<Vec<serde_json::Value>>,
 }
 
 /// `POST /v1/completions` (`prompt`) and `POST /v1/chat/completions` (`messages`), OpenAI.
@@ -267,8 +371,8 @@ pub struct ResponsesRequest {
     pub temperature: Option<Number>,
     #[schema(schema_with = bounded::<TopP>)]
     pub top_p: Option<Number>,
-    /// Only false: a streamed response is refused by name (not served yet).
-    #[schema(value_type = Option<bool>)]
+    /// Server-sent events of the Responses API (`response.created` … `response.completed`).
+    #[schema(schema_with = switch::<Stream>)]
     pub stream: Option<Flag>,
     /// Only false: nothing is stored.
     #[schema(value_type = Option<bool>)]

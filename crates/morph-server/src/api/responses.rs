@@ -111,6 +111,44 @@ pub(crate) struct LabelScore {
     pub score: f32,
 }
 
+/// A text's place in TEI's rerank answer (best first).
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct Rank {
+    pub index: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    pub score: f32,
+}
+
+/// `POST /v1/rerank` (Cohere's and Jina's shape): the documents best first.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct DocumentRerankResponse {
+    pub id: String,
+    pub model: String,
+    pub results: Vec<DocumentRank>,
+    pub usage: Usage,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct DocumentRank {
+    pub index: usize,
+    pub relevance_score: f32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub document: Option<DocumentText>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct DocumentText {
+    pub text: String,
+}
+
+/// `POST /vertex`: each instance's answer, as `POST /` gives it.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct VertexResponse {
+    #[schema(value_type = Vec<Object>)]
+    pub predictions: Vec<serde_json::Value>,
+}
+
 /// Token counts of a generation (`cached_tokens`: prompt tokens a kept KV cache held).
 #[derive(Debug, Clone, Copy, Serialize, ToSchema)]
 pub(crate) struct GenerationUsage {

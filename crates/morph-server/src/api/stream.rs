@@ -128,7 +128,10 @@ pub(super) fn events(
 
 /// One choice's events: its first, then what its receiver brings up to its last (`Done`,
 /// `Failed` or `Dropped`); a receiver closed before that ends it as a stopped engine.
-fn choice_events(first: GenEvent, rx: UnboundedReceiver<GenEvent>) -> impl Stream<Item = GenEvent> {
+pub(super) fn choice_events(
+    first: GenEvent,
+    rx: UnboundedReceiver<GenEvent>,
+) -> impl Stream<Item = GenEvent> + use<> {
     stream::unfold((Some(first), Some(rx)), |(next, rx)| async move {
         let mut rx = rx?;
         let event = match next {

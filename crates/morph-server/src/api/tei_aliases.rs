@@ -1,33 +1,77 @@
 //! text-embeddings-inference's other names for its routes, which its clients call
 //! (`huggingface_hub.InferenceClient(base_url=URL)`, LangChain's `HuggingFaceEndpointEmbeddings`,
-//! SageMaker): `POST /` and `POST /invocations` embed as `/embed` does (TEI answers them by the
-//! served model's kind; Morph's embedding server's is embeddings), `POST /embeddings` is
-//! `/v1/embeddings`, and `GET /` and `GET /ping` are readiness as `/ready` is.
+//! SageMaker, Vertex AI): `POST /` and `POST /invocations` answer by the served model's kind as
+//! TEI does (an embedding model as `/embed`, a classifier as `/predict`, a reranker as
+//! `/rerank`), `POST /vertex` answers each of its `instances` so, `POST /embeddings` is
+//! `/v1/embeddings`, and `GET /` and `GET /ping` are readiness as `/ready` is. `/embed_sparse`
+//! is refused by name: Morph serves no sparse model.
 
 use axum::Json;
+use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
+use futures_util::future::try_join_all;
+use serde::Serialize;
+use serde_json::Value;
 
-use super::requests::{EmbedRequest, EmbeddingsRequest};
-use super::responses::{EmbedResponse, EmbeddingsResponse, Health};
-use super::{AppState, Body, embeddings, health};
+use super::requests::{EmbeddingsRequest, VertexRequest};
+use super::responses::{EmbeddingsResponse, Health, VertexResponse};
+use super::{AppState, Body, classify, embeddings, health, parse, rerank};
 use crate::error::CallError;
+use crate::infer::ModelKind;
 
-/// `/embed` at the root, as TEI serves an embedding model.
-#[utoipa::path(post, path = "/", operation_id = "embed_root", tag = "embeddings", request_body = EmbedRequest,
-    responses((status = 200, description = "As /embed.", body = Vec<Vec<f32>>)))]
-pub(super) async fn root(state: State<AppState>, body: Body) -> Result<Json<EmbedResponse>, CallError> {
-    embeddings::tei(state, body).await
+/// A handler's answer as JSON, its numbers as the route writes them (through its text: an f32
+/// taken to a JSON value directly would be written with an f64's digits).
+fn value<T: Serialize>(answer: Result<Json<T>, CallError>) -> Result<Value, CallError> {
+    let text = serde_json::to_string(&answer?.0).map_err(|e| CallError::MalformedJson(e.to_string()))?;
+    serde_json::from_str(&text).map_err(|e| CallError::MalformedJson(e.to_string()))
 }
 
-/// `/embed` under SageMaker's name.
+/// `body` answered by the route of the served model's kind.
+async fn by_kind(state: &AppState, body: Bytes) -> Result<Value, CallError> {
+    let (state, body) = (State(state.clone()), Body(body));
+    match state.embedder()?.kind() {
+        ModelKind::Embedding => value(embeddings::tei(state, body).await),
+        ModelKind::Classifier => value(classify::predict(state, body).await),
+        ModelKind::Reranker => value(rerank::rerank(state, body).await),
+    }
+}
+
+/// The served model's route at the root, as TEI serves it.
+#[utoipa::path(post, path = "/", operation_id = "by_kind_root", tag = "embeddings",
+    request_body(content = Object, description = "As /embed, /predict or /rerank, by the served model's kind."),
+    responses((status = 200, description = "As /embed, /predict or /rerank.", body = Object)))]
+pub(super) async fn root(State(state): State<AppState>, Body(body): Body) -> Result<Json<Value>, CallError> {
+    by_kind(&state, body).await.map(Json)
+}
+
+/// The served model's route under SageMaker's name.
 #[utoipa::path(post, path = "/invocations", operation_id = "invocations", tag = "embeddings",
-    request_body = EmbedRequest, responses((status = 200, description = "As /embed.", body = Vec<Vec<f32>>)))]
-pub(super) async fn invocations(
-    state: State<AppState>,
-    body: Body,
-) -> Result<Json<EmbedResponse>, CallError> {
-    embeddings::tei(state, body).await
+    request_body(content = Object, description = "As /embed, /predict or /rerank, by the served model's kind."),
+    responses((status = 200, description = "As /embed, /predict or /rerank.", body = Object)))]
+pub(super) async fn invocations(state: State<AppState>, body: Body) -> Result<Json<Value>, CallError> {
+    root(state, body).await
+}
+
+/// Vertex AI's prediction: each instance answered as `POST /` answers it, all at once (so
+/// that the policy may batch them); one failing fails the call.
+#[utoipa::path(post, path = "/vertex", operation_id = "vertex", tag = "embeddings", request_body = VertexRequest,
+    responses((status = 200, description = "Each instance's answer, in order.", body = VertexResponse)))]
+pub(super) async fn vertex(
+    State(state): State<AppState>,
+    Body(body): Body,
+) -> Result<Json<VertexResponse>, CallError> {
+    let request: VertexRequest = parse(&body)?;
+    let Some(instances) = request.instances.filter(|i| !i.is_empty()) else {
+        return Err(CallError::validation("instances", "must be a non-empty array of request bodies"));
+    };
+    if instances.len() > state.max_client_batch {
+        let message = format!("has {} items; at most {} per call", instances.len(), state.max_client_batch);
+        return Err(CallError::validation("instances", message));
+    }
+    let bodies = instances.iter().map(|i| Bytes::from(i.to_string()));
+    let predictions = try_join_all(bodies.map(|b| by_kind(&state, b))).await?;
+    Ok(Json(VertexResponse { predictions }))
 }
 
 /// `/v1/embeddings` under TEI's (and Infinity's) unversioned name.
@@ -39,6 +83,15 @@ pub(super) async fn openai(
     body: Body,
 ) -> Result<Json<EmbeddingsResponse>, CallError> {
     embeddings::openai(state, body).await
+}
+
+/// TEI's sparse (SPLADE) embeddings, which no model Morph loads gives.
+pub(super) async fn embed_sparse() -> CallError {
+    CallError::NotFound(
+        "/embed_sparse is not served: Morph loads no sparse (SPLADE) model; /embed and /v1/embeddings \
+         give dense vectors"
+            .into(),
+    )
 }
 
 /// Readiness at the root, as TEI answers `GET /`.

@@ -5,6 +5,7 @@ use morph_decoder::{Message, SamplingParams};
 
 use super::bounds::{Bounded, Switch};
 use super::fields::{ChatMessage, Content, Flag, Inputs, Messages, Number, ROLES, Text, Texts};
+use super::pair_fields::PredictInputs;
 use super::requests::{
     AddSpecialTokens, CHAT_ONLY, COMPLETION_ONLY, Choices, ClassifyRequest, CompletionLogprobs,
     DecodeRequest, EmbedRequest, EmbeddingsRequest, GenerationRequest, IncludeUsage, MaxTokens, MinP,
@@ -80,7 +81,7 @@ pub fn tokenize(r: TokenizeRequest, max_items: usize) -> Result<(Vec<String>, bo
 pub fn decode(r: DecodeRequest, max_items: usize) -> Result<(Vec<Vec<u32>>, bool), CallError> {
     let ids = match inputs("ids", r.ids, max_items)? {
         EmbedInputs::Tokens(ids) => ids,
-        EmbedInputs::Texts(_) => {
+        EmbedInputs::Texts(_) | EmbedInputs::Sequences(_) => {
             return Err(CallError::validation("ids", "must be an array of token ids, or an array of them"));
         }
     };
@@ -91,8 +92,41 @@ pub fn classify(r: ClassifyRequest, max_items: usize) -> Result<ValidClassify, C
     service("input", (r.task, r.input, r.slo_ms, r.utility, r.truncate), max_items)
 }
 
+/// `/predict` for one of Morph's task heads: a string or an array of strings (a batch).
 pub fn predict(r: PredictRequest, max_items: usize) -> Result<ValidClassify, CallError> {
-    service("inputs", (r.task, r.inputs, r.slo_ms, r.utility, r.truncate), max_items)
+    let inputs = match r.inputs {
+        None => None,
+        Some(PredictInputs::One(text)) => Some(Texts::One(text)),
+        Some(PredictInputs::Strings(texts)) => Some(Texts::Many(texts)),
+        Some(PredictInputs::Nested(_)) => {
+            let message = "pairs are for a sequence-classification model; a task head takes strings";
+            return Err(CallError::validation("inputs", message));
+        }
+    };
+    let parameters = r.parameters.map(|p| (p.top_k.is_some(), p.function_to_apply.is_some()));
+    let refused = [
+        ("raw_scores", r.raw_scores.is_some()),
+        ("parameters.top_k", parameters.is_some_and(|(top_k, _)| top_k)),
+        ("parameters.function_to_apply", parameters.is_some_and(|(_, function)| function)),
+    ];
+    if let Some((field, _)) = refused.into_iter().find(|(_, sent)| *sent) {
+        let message = "is for a sequence-classification model; a task head answers every class's softmax score";
+        return Err(CallError::validation(field, message));
+    }
+    right_side(r.truncation_direction)?;
+    service("inputs", (r.task, inputs, r.slo_ms, r.utility, r.truncate), max_items)
+}
+
+/// TEI's `truncation_direction`: Morph cuts the end (`"right"`), never the start.
+pub(super) fn right_side(direction: Option<Text>) -> Result<(), CallError> {
+    match direction {
+        None => Ok(()),
+        Some(Text(d)) if d.eq_ignore_ascii_case("right") => Ok(()),
+        Some(_) => Err(CallError::validation(
+            "truncation_direction",
+            "only \"right\" is supported: Morph cuts an input's end, keeping its closing token",
+        )),
+    }
 }
 
 /// A classification call's fields (task, inputs from `field`, SLO, utility, truncate).
@@ -271,7 +305,7 @@ pub(super) fn served_model(model: Option<Text>, served: &[String]) -> Result<(),
 }
 
 /// A string or a non-empty array of strings, none empty, at most `max_items` of them.
-fn texts(field: &str, value: Option<Texts>, max_items: usize) -> Result<Vec<String>, CallError> {
+pub(super) fn texts(field: &str, value: Option<Texts>, max_items: usize) -> Result<Vec<String>, CallError> {
     match value {
         None => Err(CallError::validation(field, "is required")),
         Some(Texts::One(text)) if text.is_empty() => Err(CallError::validation(field, "must not be empty")),

@@ -4,9 +4,9 @@
 use morph_decoder::{Message, SamplingParams};
 use serde_json::Value;
 
-use super::bounds::Bounded;
+use super::bounds::{Bounded, Switch};
 use super::fields::{Flag, Text};
-use super::requests::{MaxTokens, ResponsesRequest, Temperature, TopP};
+use super::requests::{MaxTokens, ResponsesRequest, Stream, Temperature, TopP};
 use super::validate::{chat_role, log_user, served_model};
 use crate::error::CallError;
 use crate::infer::{Prompt, ValidGeneration};
@@ -21,10 +21,6 @@ pub fn responses(
     context: usize,
 ) -> Result<ValidGeneration, CallError> {
     served_model(r.model, served)?;
-    if r.stream.is_some_and(|Flag(on)| on) {
-        let message = "streamed responses are not served yet: leave it out, or stream /v1/chat/completions";
-        return Err(CallError::validation("stream", message));
-    }
     if r.store.is_some_and(|Flag(on)| on) {
         return Err(CallError::validation(
             "store",
@@ -52,7 +48,7 @@ pub fn responses(
         },
         stop: Vec::new(),
         logprobs: None,
-        stream: false,
+        stream: Stream::read(r.stream),
         include_usage: false,
     })
 }
@@ -135,12 +131,12 @@ mod tests {
             Prompt::Text(_) => Vec::new(),
         };
         assert_eq!(messages, [("system", "Be brief."), ("user", "Hi")]);
-        assert_eq!((ok.max_tokens, ok.max_tokens_given), (9, true));
+        assert_eq!((ok.max_tokens, ok.max_tokens_given, ok.stream), (9, true, false));
+        assert!(call(r#"{"input": "Hi", "stream": true}"#).unwrap().stream);
         let parts = r#"{"input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "a"}]}]}"#;
         assert!(call(parts).is_ok());
         for (body, error) in [
             (r#"{}"#, "input: is required"),
-            (r#"{"input": "Hi", "stream": true}"#, "stream: streamed responses are not served yet"),
             (r#"{"input": "Hi", "tools": []}"#, "tools: is not supported by this server"),
             (
                 r#"{"input": [{"type": "function_call_output", "output": "x"}]}"#,

@@ -7,10 +7,10 @@ use std::time::Instant;
 use morph_encoder::pooling::l2_normalize;
 use morph_encoder::tasks::served::TaskHeads;
 use morph_encoder::tokenize::truncate;
-use morph_encoder::{TextTokenizer, TokenSpan};
+use morph_encoder::{SequenceClassifier, TextTokenizer, TokenSpan};
 use morph_engine::EngineError;
 
-use super::valid::{EmbedInputs, ValidEmbed};
+use super::valid::{EmbedInputs, Sequence, ValidEmbed};
 use crate::driver::{CallClass, Driver, Pooled, SeqError};
 use crate::error::CallError;
 
@@ -21,11 +21,35 @@ pub struct Embedder {
     tokenizer: Arc<TextTokenizer>,
     /// OTAS's task heads, when the served encoder is the one they read.
     pub(super) heads: Option<Arc<TaskHeads>>,
+    /// A sequence-classification checkpoint's own head: the server classifies or reranks, and
+    /// does not embed.
+    pub(super) classifier: Option<Arc<SequenceClassifier>>,
     /// The longest input any runtime accepts.
     max_input_len: u32,
     /// Most of one call's sequences handed to the policy at once: a larger call goes in waves,
     /// each once the last is answered, so that it fits the policy's queue.
     wave: usize,
+}
+
+/// What the served encoder answers: TEI's three kinds of model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelKind {
+    Embedding,
+    /// A sequence classifier of several labels (`/predict`).
+    Classifier,
+    /// A cross-encoder of one relevance output (`/rerank`, `/v1/rerank`, and `/predict`).
+    Reranker,
+}
+
+impl ModelKind {
+    /// What a server of this kind serves instead of embeddings, if it does not embed.
+    pub fn not_embedding(self) -> Option<&'static str> {
+        match self {
+            ModelKind::Embedding => None,
+            ModelKind::Classifier => Some("sequence classification: use /predict"),
+            ModelKind::Reranker => Some("reranking: use /rerank, /v1/rerank or /predict"),
+        }
+    }
 }
 
 /// Vectors for one call, and its token count (for `usage`).
@@ -40,14 +64,27 @@ impl Embedder {
         driver: Arc<Driver>,
         tokenizer: Arc<TextTokenizer>,
         heads: Option<Arc<TaskHeads>>,
+        classifier: Option<Arc<SequenceClassifier>>,
         max_input_len: u32,
         wave: usize,
     ) -> Self {
-        Self { driver, tokenizer, heads, max_input_len, wave: wave.max(1) }
+        Self { driver, tokenizer, heads, classifier, max_input_len, wave: wave.max(1) }
     }
 
-    /// The call's vectors, L2-normalised when it asks.
+    /// What the served model's kind is, as TEI dispatches `POST /` by it.
+    pub fn kind(&self) -> ModelKind {
+        match &self.classifier {
+            None => ModelKind::Embedding,
+            Some(head) if head.is_reranker() => ModelKind::Reranker,
+            Some(_) => ModelKind::Classifier,
+        }
+    }
+
+    /// The call's vectors, L2-normalised when it asks; a classifier's server refuses to embed.
     pub async fn embed(&self, call: ValidEmbed) -> Result<Embedded, CallError> {
+        if let Some(served) = self.kind().not_embedding() {
+            return Err(CallError::WrongEndpoint { served });
+        }
         let normalize = call.normalize;
         let (pooled, tokens) = self.pool(call.inputs, call.field, call.truncate, None).await?;
         let mut vectors: Vec<Vec<f32>> = pooled.into_iter().map(|p| p.vector).collect();
@@ -69,6 +106,7 @@ impl Embedder {
         let sequences = match inputs {
             EmbedInputs::Texts(texts) => self.tokenize(texts).await?,
             EmbedInputs::Tokens(ids) => self.known_ids(ids, field)?,
+            EmbedInputs::Sequences(sequences) => self.tokenize_sequences(sequences).await?,
         };
         let sequences = self.fit(sequences, field, cut)?;
         let tokens = sequences.iter().map(Vec::len).sum();
@@ -142,11 +180,29 @@ impl Embedder {
     }
 
     async fn tokenize(&self, texts: Vec<String>) -> Result<Vec<Vec<u32>>, CallError> {
-        let started = Instant::now();
         let tokenizer = self.tokenizer.clone();
-        let encoded = tokio::task::spawn_blocking(move || {
-            texts.iter().map(|t| tokenizer.encode(t)).collect::<Result<Vec<_>, _>>()
+        self.timed_tokenize(move || texts.iter().map(|t| tokenizer.encode(t)).collect()).await
+    }
+
+    /// Texts and pairs as the classifier's encoder takes them ([`SequenceClassifier::encode`]).
+    async fn tokenize_sequences(&self, sequences: Vec<Sequence>) -> Result<Vec<Vec<u32>>, CallError> {
+        let Some(head) = self.classifier.clone() else {
+            return Err(CallError::validation("inputs", "pairs of texts are for a sequence-classification model"));
+        };
+        let tokenizer = self.tokenizer.clone();
+        self.timed_tokenize(move || {
+            sequences.iter().map(|s| head.encode(&tokenizer, &s.text, s.pair.as_deref())).collect()
         })
+        .await
+    }
+
+    /// Runs `encode` off the async threads, timed into the tokenization metric.
+    async fn timed_tokenize(
+        &self,
+        encode: impl FnOnce() -> Result<Vec<Vec<u32>>, EngineError> + Send + 'static,
+    ) -> Result<Vec<Vec<u32>>, CallError> {
+        let started = Instant::now();
+        let encoded = tokio::task::spawn_blocking(encode)
         .await
         .map_err(|e| CallError::Engine(EngineError::Tokenize(e.to_string())))?
         .map_err(CallError::Engine)?;

@@ -22,6 +22,15 @@ pub struct ValidEmbed {
 pub enum EmbedInputs {
     Texts(Vec<String>),
     Tokens(Vec<Vec<u32>>),
+    /// Texts or pairs of them, for a sequence-classification model.
+    Sequences(Vec<Sequence>),
+}
+
+/// A classifier's input: a text, or a pair (a query and a document for a reranker).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sequence {
+    pub text: String,
+    pub pair: Option<String>,
 }
 
 impl EmbedInputs {
@@ -29,6 +38,7 @@ impl EmbedInputs {
         match self {
             EmbedInputs::Texts(texts) => texts.len(),
             EmbedInputs::Tokens(ids) => ids.len(),
+            EmbedInputs::Sequences(sequences) => sequences.len(),
         }
     }
 

@@ -1,0 +1,75 @@
+//! Reranking on a cross-encoder checkpoint (one relevance output): text-embeddings-inference's
+//! `POST /rerank` (`query`, `texts`; answered `[{index, score, text?}]` best first) and Cohere's
+//! and Jina's `POST /v1/rerank` (`query`, `documents`, `top_n`, `return_documents`; answered
+//! `{results: [{index, relevance_score, document?}]}` best first). Each (query, text) pair runs
+//! through the policy as one input.
+
+use axum::Json;
+use axum::extract::State;
+
+use super::requests::{DocumentRerankRequest, RerankRequest};
+use super::responses::{DocumentRank, DocumentRerankResponse, DocumentText, Rank, Usage};
+use super::validate_scores::{self, ValidRerank};
+use super::{AppState, Body, parse};
+use crate::error::CallError;
+use crate::infer::{Embedder, ModelKind};
+
+/// The texts' indices and scores, best first (the first `top_n`), and the call's token count.
+async fn ranked(embedder: &Embedder, call: &ValidRerank) -> Result<(Vec<(usize, f32)>, usize), CallError> {
+    if embedder.kind() != ModelKind::Reranker {
+        return Err(CallError::WrongEndpoint {
+            served: "a model that is no reranker (a cross-encoder has one output): use /predict or /embed",
+        });
+    }
+    let scored = embedder.score(call.score.clone()).await?;
+    let mut ranks: Vec<(usize, f32)> = scored.scores.iter().map(|s| s[0]).enumerate().collect();
+    ranks.sort_by(|a, b| b.1.total_cmp(&a.1));
+    ranks.truncate(call.top_n.unwrap_or(ranks.len()));
+    Ok((ranks, scored.tokens))
+}
+
+/// text-embeddings-inference's reranking.
+#[utoipa::path(post, path = "/rerank", tag = "reranking", request_body = RerankRequest,
+    responses((status = 200, description = "The texts best first.", body = Vec<Rank>)))]
+pub(super) async fn rerank(State(state): State<AppState>, Body(body): Body) -> Result<Json<Vec<Rank>>, CallError> {
+    state
+        .drain
+        .or_deadline(async {
+            let embedder = state.embedder()?;
+            let call = validate_scores::rerank(parse(&body)?, state.max_client_batch)?;
+            let (ranks, _) = ranked(embedder, &call).await?;
+            let text = |i: usize| call.return_texts.then(|| call.texts[i].clone());
+            Ok(Json(ranks.into_iter().map(|(index, score)| Rank { index, text: text(index), score }).collect()))
+        })
+        .await
+}
+
+/// Cohere's and Jina's reranking.
+#[utoipa::path(post, path = "/v1/rerank", operation_id = "rerank_documents", tag = "reranking",
+    request_body = DocumentRerankRequest,
+    responses((status = 200, description = "The documents best first.", body = DocumentRerankResponse)))]
+pub(super) async fn documents(
+    State(state): State<AppState>,
+    Body(body): Body,
+) -> Result<Json<DocumentRerankResponse>, CallError> {
+    state
+        .drain
+        .or_deadline(async {
+            let embedder = state.embedder()?;
+            let call =
+                validate_scores::document_rerank(parse(&body)?, state.max_client_batch, &state.model.names)?;
+            let (ranks, tokens) = ranked(embedder, &call).await?;
+            let document = |i: usize| call.return_texts.then(|| DocumentText { text: call.texts[i].clone() });
+            let results = ranks
+                .into_iter()
+                .map(|(index, relevance_score)| DocumentRank { index, relevance_score, document: document(index) })
+                .collect();
+            Ok(Json(DocumentRerankResponse {
+                id: format!("rerank-{:016x}", rand::random::<u64>()),
+                model: state.model.name().to_string(),
+                results,
+                usage: Usage::of(tokens),
+            }))
+        })
+        .await
+}

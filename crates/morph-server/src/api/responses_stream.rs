@@ -1,0 +1,149 @@
+//! A Responses API call as its server-sent events, each `event: TYPE` with a `data` object
+//! carrying the same `type` and a `sequence_number`: `response.created`,
+//! `response.in_progress`, `response.output_item.added`, `response.content_part.added`, one
+//! `response.output_text.delta` per piece of text, then `response.output_text.done`,
+//! `response.content_part.done`, `response.output_item.done` and `response.completed` (or
+//! `response.incomplete` when the token limit cut it) with the usage. A failure ends the stream
+//! with an `error` event. The call's claim travels with the stream: dropped before the end (the
+//! client went away), it cancels the generation.
+
+use std::convert::Infallible;
+use std::time::Instant;
+
+use axum::response::sse::{Event, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
+use futures_util::stream::{self, BoxStream};
+use morph_decoder::GenEvent;
+use morph_engine::EngineError;
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::openai_responses::{OutputMessage, ResponseIds, ResponseObject};
+use super::reply::{Finished, choice_done};
+use super::responses::GenerationUsage;
+use super::stream::choice_events;
+use crate::driver::Claim;
+use crate::error::CallError;
+use crate::infer::{StartedGeneration, Truth};
+
+/// The stream's state between events.
+struct Streaming {
+    events: BoxStream<'static, GenEvent>,
+    claim: Option<Claim>,
+    truth: Option<Truth>,
+    ids: ResponseIds,
+    text: String,
+    /// The next event's `sequence_number`.
+    sequence: u64,
+    first_at: Instant,
+    over: bool,
+}
+
+impl Streaming {
+    /// An event of `kind` with `fields` (an object), numbered.
+    fn event(&mut self, kind: &str, mut fields: Value) -> Event {
+        fields["type"] = json!(kind);
+        fields["sequence_number"] = json!(self.sequence);
+        self.sequence += 1;
+        Event::default().event(kind).data(fields.to_string())
+    }
+
+    /// Where the message's text lies, as every text event names it.
+    fn at(&self) -> Value {
+        json!({"item_id": self.ids.message, "output_index": 0, "content_index": 0})
+    }
+
+    fn opening(&mut self) -> Vec<Event> {
+        let response = serde_json::to_value(ResponseObject::in_progress(&self.ids)).unwrap_or_default();
+        let item = serde_json::to_value(OutputMessage::new(&self.ids, "in_progress", None)).unwrap_or_default();
+        let part = json!({"type": "output_text", "text": "", "annotations": []});
+        let mut added = self.at();
+        added["part"] = part;
+        vec![
+            self.event("response.created", json!({ "response": response })),
+            self.event("response.in_progress", json!({ "response": response })),
+            self.event("response.output_item.added", json!({"output_index": 0, "item": item})),
+            self.event("response.content_part.added", added),
+        ]
+    }
+
+    fn delta(&mut self, piece: &str) -> Event {
+        self.text.push_str(piece);
+        let mut delta = self.at();
+        delta["delta"] = json!(piece);
+        delta["logprobs"] = json!([]);
+        self.event("response.output_text.delta", delta)
+    }
+
+    fn closing(&mut self, finished: Finished, usage: GenerationUsage) -> Vec<Event> {
+        let response = ResponseObject::new(&self.ids, finished, usage);
+        let response = serde_json::to_value(response).unwrap_or_default();
+        let (item, status) = (response["output"][0].clone(), response["status"].as_str().unwrap_or("completed"));
+        let last = if status == "completed" { "response.completed" } else { "response.incomplete" };
+        let (mut done, mut part_done) = (self.at(), self.at());
+        done["text"] = json!(self.text);
+        done["logprobs"] = json!([]);
+        part_done["part"] = item["content"][0].clone();
+        vec![
+            self.event("response.output_text.done", done),
+            self.event("response.content_part.done", part_done),
+            self.event("response.output_item.done", json!({"output_index": 0, "item": item})),
+            self.event(last, json!({ "response": response })),
+        ]
+    }
+
+    fn failed(&mut self, e: &CallError) -> Event {
+        self.event("error", json!({"code": e.kind().label(), "message": e.to_string(), "param": null}))
+    }
+}
+
+pub(super) fn events(generation: StartedGeneration, ids: ResponseIds, state: &AppState) -> Response {
+    let (metrics, drain) = (state.driver.metrics.clone(), state.drain.clone());
+    let StartedGeneration { claim, events, first, truth } = generation;
+    let mut streaming = Streaming {
+        events: choice_events(first, events).boxed(),
+        claim: Some(claim),
+        truth,
+        ids,
+        text: String::new(),
+        sequence: 0,
+        first_at: Instant::now(),
+        over: false,
+    };
+    let opening = streaming.opening();
+    let body = stream::unfold(streaming, move |mut s| {
+        let (metrics, drain) = (metrics.clone(), drain.clone());
+        async move {
+            if s.over {
+                return None;
+            }
+            let event = tokio::select! {
+                next = s.events.next() => next.unwrap_or(GenEvent::Failed(EngineError::Stopped)),
+                () = drain.deadline() => GenEvent::Failed(EngineError::Stopped),
+            };
+            let shutting_down = drain.deadline_has_passed();
+            s.over = shutting_down || !matches!(event, GenEvent::Token { .. });
+            let out = match event {
+                _ if shutting_down => vec![s.failed(&CallError::ShuttingDown)],
+                GenEvent::Token { text, .. } => vec![s.delta(&text)],
+                GenEvent::Done { reason, tail, prompt_tokens, cached_tokens, completion_tokens } => {
+                    let counts = (prompt_tokens, cached_tokens, completion_tokens);
+                    let usage = choice_done(&metrics, s.first_at, &mut s.truth, counts);
+                    if let Some(claim) = s.claim.take() {
+                        claim.answered();
+                    }
+                    let mut out = if tail.is_empty() { Vec::new() } else { vec![s.delta(&tail)] };
+                    let finished = Finished { text: s.text.clone(), reason, logprobs: None };
+                    out.extend(s.closing(finished, usage));
+                    out
+                }
+                GenEvent::Failed(e) => vec![s.failed(&CallError::Engine(e))],
+                GenEvent::Dropped(r) => vec![s.failed(&CallError::generation_dropped(r))],
+            };
+            Some((stream::iter(out.into_iter().map(Ok::<Event, Infallible>)), s))
+        }
+    });
+    Sse::new(stream::iter(opening.into_iter().map(Ok::<Event, Infallible>)).chain(body.flatten()))
+        .into_response()
+}
