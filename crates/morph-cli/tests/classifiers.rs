@@ -175,7 +175,8 @@ fn best_first(scores: &[f32]) -> Vec<usize> {
 async fn assert_reranks(served: &Served, want: &[f32], logits: &[f32], how: &str) {
     let url = &served.url;
     let texts: Vec<&str> = DOCUMENTS.to_vec();
-    let (status, ranks) = post(url, "/rerank", json!({"query": QUERY, "texts": texts, "return_text": true})).await;
+    let (status, ranks) =
+        post(url, "/rerank", json!({"query": QUERY, "texts": texts, "return_text": true})).await;
     assert_eq!(status, 200, "{how}: {ranks}");
     let ranks = ranks.as_array().expect("ranks");
     let order: Vec<usize> = ranks.iter().map(|r| r["index"].as_u64().expect("index") as usize).collect();
@@ -230,10 +231,12 @@ async fn a_bert_cross_encoder_reranks_as_candle_transformers_scores_it_by_defaul
     let policies: [&[&str]; 2] =
         [&["--runtime", "dynamic:64x4"], &["--policy", "arlo", "--slo-ms", "2000", "--profile", profile]];
     for policy in policies {
-        let served = serve_with(&[&["--model", model, "--engine", "ort", "--dtype", "fp32"][..], policy].concat());
+        let served =
+            serve_with(&[&["--model", model, "--engine", "ort", "--dtype", "fp32"][..], policy].concat());
         assert_reranks(&served, &want, &logits, &format!("{policy:?}")).await;
         // /predict on a pair gives the one label's score; the reranker does not embed.
-        let (status, predicted) = post(&served.url, "/predict", json!({"inputs": [QUERY, DOCUMENTS[2]]})).await;
+        let (status, predicted) =
+            post(&served.url, "/predict", json!({"inputs": [QUERY, DOCUMENTS[2]]})).await;
         assert_eq!(status, 200, "{predicted}");
         assert_eq!(predicted[0]["label"], "LABEL_0");
         close(predicted[0]["score"].as_f64().expect("score"), want[2], "/predict on a pair");
@@ -253,7 +256,16 @@ async fn an_xlm_r_classifier_labels_texts_and_pairs_as_candle_transformers_on_bo
     let logits = reference(&[(text, None), (pair_a, Some(pair_b))]);
     let model = files.dir.to_str().expect("utf-8 path");
     for engine in ["ort", "candle"] {
-        let served = serve_with(&["--model", model, "--engine", engine, "--dtype", "fp32", "--runtime", "dynamic:64x4"]);
+        let served = serve_with(&[
+            "--model",
+            model,
+            "--engine",
+            engine,
+            "--dtype",
+            "fp32",
+            "--runtime",
+            "dynamic:64x4",
+        ]);
         let url = &served.url;
         // One text: every label, best first, with the softmax of the reference's logits.
         let (status, one) = post(url, "/predict", json!({"inputs": text})).await;
@@ -266,7 +278,8 @@ async fn an_xlm_r_classifier_labels_texts_and_pairs_as_candle_transformers_on_bo
             close(rank["score"].as_f64().expect("score"), want[i], &format!("{engine}: label {}", labels[i]));
         }
         // A batch of a text and a pair, the best label of each, as logits.
-        let body = json!({"inputs": [[text], [pair_a, pair_b]], "raw_scores": true, "parameters": {"top_k": 1}});
+        let body =
+            json!({"inputs": [[text], [pair_a, pair_b]], "raw_scores": true, "parameters": {"top_k": 1}});
         // With `parameters` (the Hugging Face inference API's call), one input is answered as a list too.
         let (_, listed) = post(url, "/predict", json!({"inputs": text, "parameters": {}})).await;
         assert_eq!(listed, json!([one]), "{engine}: the inference API's shape");

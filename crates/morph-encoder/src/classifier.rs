@@ -186,7 +186,9 @@ impl SequenceClassifier {
             Some("multi_label_classification") => Problem::MultiLabel,
             Some("regression") => Problem::Regression,
             Some("single_label_classification") | None => Problem::SingleLabel,
-            Some(other) => return Err(EngineError::Load(format!("problem_type \"{other}\" is not one Morph knows"))),
+            Some(other) => {
+                return Err(EngineError::Load(format!("problem_type \"{other}\" is not one Morph knows")));
+            }
         };
         let segments = match config.type_vocab_size.unwrap_or(1) > 1 && architecture == Architecture::Bert {
             true => Segments::Folded { vocab: sizes.vocab_size as u32 },

@@ -2,7 +2,8 @@
 //! `langchain-openai` (installed from PyPI by `.ci/run`) run `clients/openai_clients.py`
 //! against an embedding server (ONNX Runtime, all-MiniLM-L6-v2) and a generation server
 //! (SmolLM2 on llama.cpp, served under another name and an alias), and Hugging Face's
-//! `huggingface_hub.InferenceClient` runs `clients/hf_clients.py` against the embedding server
+//! `huggingface_hub.InferenceClient` and LangChain's `HuggingFaceEndpointEmbeddings` run
+//! `clients/hf_clients.py` against the embedding server
 //! at TEI's routes; every check there asserts an answer's content.
 
 mod common;
@@ -34,7 +35,8 @@ async fn the_openai_sdk_and_langchain_get_what_they_ask_for() {
     .await;
     let args = [&embed.url, "all-MiniLM-L6-v2", &generate.url, GENERATE_MODEL, ALIAS].map(String::from);
     run_client("openai_clients.py", args.to_vec(), "pip install openai langchain-openai").await;
-    run_client("hf_clients.py", vec![embed.url.clone()], "pip install huggingface_hub").await;
+    run_client("hf_clients.py", vec![embed.url.clone()], "pip install huggingface_hub langchain-huggingface")
+        .await;
     embed.stop().await;
     generate.stop().await;
 }

@@ -113,4 +113,3 @@ pub(crate) fn padded(ids: &[Vec<u32>], pad: u32) -> (Tensor, Tensor) {
         Tensor::from_vec(mask, shape, &Device::Cpu).expect("a tensor op"),
     )
 }
-

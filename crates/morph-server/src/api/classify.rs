@@ -17,9 +17,9 @@
 use axum::Json;
 use axum::extract::State;
 
+use super::pair_fields::PredictInputs;
 use super::requests::{ClassifyRequest, PredictRequest};
 use super::responses::{Classification, ClassifyResponse, LabelScore, PredictResponse, Usage};
-use super::pair_fields::PredictInputs;
 use super::{AppState, Body, parse, validate, validate_scores};
 use crate::error::CallError;
 use crate::infer::ModelKind;
@@ -86,7 +86,8 @@ pub(super) async fn predict(
                 ModelKind::Classifier | ModelKind::Reranker => {
                     let call = validate_scores::predict(request, state.max_client_batch)?;
                     let out = embedder.score(call.score).await?;
-                    let labelled = out.scores.into_iter().map(|s| out.labels.iter().cloned().zip(s).collect());
+                    let labelled =
+                        out.scores.into_iter().map(|s| out.labels.iter().cloned().zip(s).collect());
                     (labelled.collect::<Vec<Vec<(String, f32)>>>(), call.single, call.top_k)
                 }
             };

@@ -6,12 +6,12 @@
 use axum::Json;
 use axum::extract::State;
 
+use super::requests::SimilarityRequest;
 use super::requests::{EmbedRequest, EmbeddingsRequest};
 use super::responses::{EmbedResponse, Embedding, EmbeddingVector, EmbeddingsResponse, Usage};
-use super::requests::SimilarityRequest;
 use super::{AppState, Body, parse, validate, validate_scores};
-use morph_encoder::pooling::cosine;
 use crate::error::CallError;
+use morph_encoder::pooling::cosine;
 
 /// OpenAI's embeddings.
 #[utoipa::path(post, path = "/v1/embeddings", operation_id = "embeddings", tag = "embeddings", request_body = EmbeddingsRequest,

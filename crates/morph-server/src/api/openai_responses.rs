@@ -105,7 +105,13 @@ impl OutputMessage {
     /// The assistant's message of `text`, `status` as its response's.
     pub(super) fn new(ids: &ResponseIds, status: &'static str, text: Option<String>) -> Self {
         let content = text.map(|text| OutputText { kind: "output_text", text, annotations: Vec::new() });
-        Self { kind: "message", id: ids.message.clone(), status, role: "assistant", content: content.into_iter().collect() }
+        Self {
+            kind: "message",
+            id: ids.message.clone(),
+            status,
+            role: "assistant",
+            content: content.into_iter().collect(),
+        }
     }
 }
 

@@ -92,7 +92,8 @@ impl<'de> Visitor<'de> for DocumentVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Document, A::Error> {
-        let DocumentObject { text: Text(text) } = DocumentObject::deserialize(MapAccessDeserializer::new(map))?;
+        let DocumentObject { text: Text(text) } =
+            DocumentObject::deserialize(MapAccessDeserializer::new(map))?;
         Ok(Document(text))
     }
 

@@ -31,7 +31,10 @@ async fn ranked(embedder: &Embedder, call: &ValidRerank) -> Result<(Vec<(usize, 
 /// text-embeddings-inference's reranking.
 #[utoipa::path(post, path = "/rerank", tag = "reranking", request_body = RerankRequest,
     responses((status = 200, description = "The texts best first.", body = Vec<Rank>)))]
-pub(super) async fn rerank(State(state): State<AppState>, Body(body): Body) -> Result<Json<Vec<Rank>>, CallError> {
+pub(super) async fn rerank(
+    State(state): State<AppState>,
+    Body(body): Body,
+) -> Result<Json<Vec<Rank>>, CallError> {
     state
         .drain
         .or_deadline(async {
@@ -39,7 +42,9 @@ pub(super) async fn rerank(State(state): State<AppState>, Body(body): Body) -> R
             let call = validate_scores::rerank(parse(&body)?, state.max_client_batch)?;
             let (ranks, _) = ranked(embedder, &call).await?;
             let text = |i: usize| call.return_texts.then(|| call.texts[i].clone());
-            Ok(Json(ranks.into_iter().map(|(index, score)| Rank { index, text: text(index), score }).collect()))
+            Ok(Json(
+                ranks.into_iter().map(|(index, score)| Rank { index, text: text(index), score }).collect(),
+            ))
         })
         .await
 }
@@ -62,7 +67,11 @@ pub(super) async fn documents(
             let document = |i: usize| call.return_texts.then(|| DocumentText { text: call.texts[i].clone() });
             let results = ranks
                 .into_iter()
-                .map(|(index, relevance_score)| DocumentRank { index, relevance_score, document: document(index) })
+                .map(|(index, relevance_score)| DocumentRank {
+                    index,
+                    relevance_score,
+                    document: document(index),
+                })
                 .collect();
             Ok(Json(DocumentRerankResponse {
                 id: format!("rerank-{:016x}", rand::random::<u64>()),

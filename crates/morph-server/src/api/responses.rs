@@ -146,7 +146,7 @@ pub(crate) struct DocumentText {
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct VertexResponse {
     #[schema(value_type = Vec<Object>)]
-    pub predictions: Vec<serde_json::Value>,
+    pub predictions: Vec<Box<serde_json::value::RawValue>>,
 }
 
 /// Token counts of a generation (`cached_tokens`: prompt tokens a kept KV cache held).

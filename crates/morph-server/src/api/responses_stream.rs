@@ -2,8 +2,9 @@
 //! carrying the same `type` and a `sequence_number`: `response.created`,
 //! `response.in_progress`, `response.output_item.added`, `response.content_part.added`, one
 //! `response.output_text.delta` per piece of text, then `response.output_text.done`,
-//! `response.content_part.done`, `response.output_item.done` and `response.completed` (or
-//! `response.incomplete` when the token limit cut it) with the usage. A failure ends the stream
+//! `response.content_part.done`, `response.output_item.done` and `response.completed` with the
+//! whole response and its usage (its `status` `incomplete` when the token limit cut it, as vLLM
+//! sends it: the SDKs' stream helpers wait for `response.completed`). A failure ends the stream
 //! with an `error` event. The call's claim travels with the stream: dropped before the end (the
 //! client went away), it cancels the generation.
 
@@ -56,7 +57,8 @@ impl Streaming {
 
     fn opening(&mut self) -> Vec<Event> {
         let response = serde_json::to_value(ResponseObject::in_progress(&self.ids)).unwrap_or_default();
-        let item = serde_json::to_value(OutputMessage::new(&self.ids, "in_progress", None)).unwrap_or_default();
+        let item =
+            serde_json::to_value(OutputMessage::new(&self.ids, "in_progress", None)).unwrap_or_default();
         let part = json!({"type": "output_text", "text": "", "annotations": []});
         let mut added = self.at();
         added["part"] = part;
@@ -79,8 +81,7 @@ impl Streaming {
     fn closing(&mut self, finished: Finished, usage: GenerationUsage) -> Vec<Event> {
         let response = ResponseObject::new(&self.ids, finished, usage);
         let response = serde_json::to_value(response).unwrap_or_default();
-        let (item, status) = (response["output"][0].clone(), response["status"].as_str().unwrap_or("completed"));
-        let last = if status == "completed" { "response.completed" } else { "response.incomplete" };
+        let item = response["output"][0].clone();
         let (mut done, mut part_done) = (self.at(), self.at());
         done["text"] = json!(self.text);
         done["logprobs"] = json!([]);
@@ -89,7 +90,7 @@ impl Streaming {
             self.event("response.output_text.done", done),
             self.event("response.content_part.done", part_done),
             self.event("response.output_item.done", json!({"output_index": 0, "item": item})),
-            self.event(last, json!({ "response": response })),
+            self.event("response.completed", json!({ "response": response })),
         ]
     }
 

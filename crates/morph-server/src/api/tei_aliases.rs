@@ -12,7 +12,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use futures_util::future::try_join_all;
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::value::{RawValue, to_raw_value};
 
 use super::requests::{EmbeddingsRequest, VertexRequest};
 use super::responses::{EmbeddingsResponse, Health, VertexResponse};
@@ -20,15 +20,14 @@ use super::{AppState, Body, classify, embeddings, health, parse, rerank};
 use crate::error::CallError;
 use crate::infer::ModelKind;
 
-/// A handler's answer as JSON, its numbers as the route writes them (through its text: an f32
-/// taken to a JSON value directly would be written with an f64's digits).
-fn value<T: Serialize>(answer: Result<Json<T>, CallError>) -> Result<Value, CallError> {
-    let text = serde_json::to_string(&answer?.0).map_err(|e| CallError::MalformedJson(e.to_string()))?;
-    serde_json::from_str(&text).map_err(|e| CallError::MalformedJson(e.to_string()))
+/// A handler's answer as the JSON text the route writes (an f32 taken through a JSON value would
+/// be written with an f64's digits).
+fn value<T: Serialize>(answer: Result<Json<T>, CallError>) -> Result<Box<RawValue>, CallError> {
+    to_raw_value(&answer?.0).map_err(|e| CallError::MalformedJson(e.to_string()))
 }
 
 /// `body` answered by the route of the served model's kind.
-async fn by_kind(state: &AppState, body: Bytes) -> Result<Value, CallError> {
+async fn by_kind(state: &AppState, body: Bytes) -> Result<Box<RawValue>, CallError> {
     let (state, body) = (State(state.clone()), Body(body));
     match state.embedder()?.kind() {
         ModelKind::Embedding => value(embeddings::tei(state, body).await),
@@ -41,7 +40,10 @@ async fn by_kind(state: &AppState, body: Bytes) -> Result<Value, CallError> {
 #[utoipa::path(post, path = "/", operation_id = "by_kind_root", tag = "embeddings",
     request_body(content = Object, description = "As /embed, /predict or /rerank, by the served model's kind."),
     responses((status = 200, description = "As /embed, /predict or /rerank.", body = Object)))]
-pub(super) async fn root(State(state): State<AppState>, Body(body): Body) -> Result<Json<Value>, CallError> {
+pub(super) async fn root(
+    State(state): State<AppState>,
+    Body(body): Body,
+) -> Result<Json<Box<RawValue>>, CallError> {
     by_kind(&state, body).await.map(Json)
 }
 
@@ -49,7 +51,10 @@ pub(super) async fn root(State(state): State<AppState>, Body(body): Body) -> Res
 #[utoipa::path(post, path = "/invocations", operation_id = "invocations", tag = "embeddings",
     request_body(content = Object, description = "As /embed, /predict or /rerank, by the served model's kind."),
     responses((status = 200, description = "As /embed, /predict or /rerank.", body = Object)))]
-pub(super) async fn invocations(state: State<AppState>, body: Body) -> Result<Json<Value>, CallError> {
+pub(super) async fn invocations(
+    state: State<AppState>,
+    body: Body,
+) -> Result<Json<Box<RawValue>>, CallError> {
     root(state, body).await
 }
 

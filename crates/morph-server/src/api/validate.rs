@@ -110,7 +110,8 @@ pub fn predict(r: PredictRequest, max_items: usize) -> Result<ValidClassify, Cal
         ("parameters.function_to_apply", parameters.is_some_and(|(_, function)| function)),
     ];
     if let Some((field, _)) = refused.into_iter().find(|(_, sent)| *sent) {
-        let message = "is for a sequence-classification model; a task head answers every class's softmax score";
+        let message =
+            "is for a sequence-classification model; a task head answers every class's softmax score";
         return Err(CallError::validation(field, message));
     }
     right_side(r.truncation_direction)?;

@@ -8,8 +8,8 @@ use super::bounds::{Bounded, Switch};
 use super::fields::{Text, Texts};
 use super::pair_fields::{Document, PredictInputs};
 use super::requests::{
-    DocumentRerankRequest, Normalize, PredictParameters, PredictRequest, RawScores, RerankRequest, ReturnDocuments, ReturnText,
-    SimilarityInputs, SimilarityRequest, TopN, Truncate,
+    DocumentRerankRequest, Normalize, PredictParameters, PredictRequest, RawScores, RerankRequest,
+    ReturnDocuments, ReturnText, SimilarityInputs, SimilarityRequest, TopN, Truncate,
 };
 use super::validate::{right_side, served_model, texts};
 use crate::error::CallError;
@@ -28,7 +28,11 @@ pub struct ValidPredict {
 
 pub fn predict(r: PredictRequest, max_items: usize) -> Result<ValidPredict, CallError> {
     let refused = [
-        ("task", r.task.is_some(), "names one of Morph's task heads; this model classifies with its own labels"),
+        (
+            "task",
+            r.task.is_some(),
+            "names one of Morph's task heads; this model classifies with its own labels",
+        ),
         ("slo_ms", r.slo_ms.is_some(), "is for a task head's service class (OTAS); not for this model"),
         ("utility", r.utility.is_some(), "is for a task head's service class (OTAS); not for this model"),
     ];
@@ -92,7 +96,9 @@ fn sequence(field: &str, mut texts: Vec<String>) -> Result<Sequence, CallError> 
         }
         n => Err(CallError::validation(
             field,
-            format!("has {n} strings: a text is [text] and a pair [text, text]; send a batch as an array of them"),
+            format!(
+                "has {n} strings: a text is [text] and a pair [text, text]; send a batch as an array of them"
+            ),
         )),
     }
 }

@@ -187,7 +187,10 @@ impl Embedder {
     /// Texts and pairs as the classifier's encoder takes them ([`SequenceClassifier::encode`]).
     async fn tokenize_sequences(&self, sequences: Vec<Sequence>) -> Result<Vec<Vec<u32>>, CallError> {
         let Some(head) = self.classifier.clone() else {
-            return Err(CallError::validation("inputs", "pairs of texts are for a sequence-classification model"));
+            return Err(CallError::validation(
+                "inputs",
+                "pairs of texts are for a sequence-classification model",
+            ));
         };
         let tokenizer = self.tokenizer.clone();
         self.timed_tokenize(move || {
@@ -203,9 +206,9 @@ impl Embedder {
     ) -> Result<Vec<Vec<u32>>, CallError> {
         let started = Instant::now();
         let encoded = tokio::task::spawn_blocking(encode)
-        .await
-        .map_err(|e| CallError::Engine(EngineError::Tokenize(e.to_string())))?
-        .map_err(CallError::Engine)?;
+            .await
+            .map_err(|e| CallError::Engine(EngineError::Tokenize(e.to_string())))?
+            .map_err(CallError::Engine)?;
         self.driver.metrics.tokenization(started.elapsed().as_secs_f64());
         Ok(encoded)
     }

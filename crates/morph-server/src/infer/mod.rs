@@ -12,8 +12,8 @@ mod valid;
 
 pub use classify::Classified;
 pub use embed::{Embedded, Embedder, ModelKind};
-pub use score::{Scored, ValidScore};
 pub use generate::{Generator, StartedGeneration, Truth};
+pub use score::{Scored, ValidScore};
 pub use valid::{
     EmbedInputs, GenerationFormat, Prompt, Sequence, ValidClassify, ValidEmbed, ValidGeneration,
 };

@@ -37,12 +37,7 @@ impl Embedder {
         };
         let inputs = EmbedInputs::Sequences(call.sequences);
         let (pooled, tokens) = self.pool(inputs, call.field, call.truncate, None).await?;
-        let scores = pooled
-            .iter()
-            .map(|p| {
-                head.scores(&head.logits(&p.vector), call.scoring)
-            })
-            .collect();
+        let scores = pooled.iter().map(|p| head.scores(&head.logits(&p.vector), call.scoring)).collect();
         Ok(Scored { scores, labels: head.labels().to_vec(), tokens })
     }
 }

@@ -1,7 +1,9 @@
-"""Hugging Face's own client against a live Morph embedding server, as users point it at a
+"""Hugging Face's own clients against a live Morph embedding server, as users point them at a
 text-embeddings-inference endpoint: `huggingface_hub.InferenceClient` with the server as its
-`base_url` and as its `model` (it posts to the root), each answer checked against the vector
-the server's `/embed` gives and against sentence-transformers' reference.
+`base_url` and as its `model` (it posts to the root), and LangChain's
+`HuggingFaceEndpointEmbeddings(model=URL)`, each answer checked against the vector the server's
+`/embed` gives and against sentence-transformers' reference; TEI's `/similarity` against the
+vectors' cosines.
 
 Run by tests/client_sdks.rs: hf_clients.py EMBED_URL
 Exits non-zero with the failed assertion; prints one line per check.
@@ -12,6 +14,7 @@ import sys
 import urllib.request
 
 from huggingface_hub import InferenceClient
+from langchain_huggingface import HuggingFaceEndpointEmbeddings
 
 URL = sys.argv[1]
 TEXT = "This is an example sentence"
@@ -35,6 +38,13 @@ check("/embed matches the reference", max(abs(a - b) for a, b in zip(embed[:5], 
 for name, client in (("base_url", InferenceClient(base_url=URL)), ("model=URL", InferenceClient(model=URL))):
     vector = client.feature_extraction(TEXT)
     check(f"InferenceClient({name}).feature_extraction is /embed's vector", vector.shape == (1, 384) and max(abs(a - b) for a, b in zip(vector[0], embed)) < 1e-6, vector.shape)
+langchain = HuggingFaceEndpointEmbeddings(model=URL)
+query, documents = langchain.embed_query(TEXT), langchain.embed_documents([TEXT, "another"])
+check("langchain HuggingFaceEndpointEmbeddings gives /embed's vectors", len(documents) == 2 and max(abs(a - b) for a, b in zip(query, embed)) < 1e-6 and max(abs(a - b) for a, b in zip(documents[0], embed)) < 1e-6, query[:3])
+others = ["This is an example sentence", "Bananas are yellow."]
+similar = post("/similarity", {"inputs": {"source_sentence": TEXT, "sentences": others}})
+vectors = post("/embed", {"inputs": others})
+check("/similarity is the cosine of the unit vectors", len(similar) == 2 and all(abs(s - sum(a * b for a, b in zip(embed, v))) < 1e-5 for s, v in zip(similar, vectors)) and similar[0] > similar[1], similar)
 check("POST /invocations is /embed", post("/invocations", {"inputs": TEXT})[0] == embed)
 unversioned = post("/embeddings", {"input": TEXT})["data"][0]["embedding"]
 check("POST /embeddings is /v1/embeddings", unversioned == post("/v1/embeddings", {"input": TEXT})["data"][0]["embedding"])

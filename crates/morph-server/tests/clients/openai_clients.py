@@ -118,12 +118,18 @@ def openai_generation():
     check("responses.create gives the chat's answer, with its usage", response.output_text == answer and response.usage.output_tokens == whole.usage.completion_tokens, response.output_text)
     briefed = client.responses.create(model=ALIAS, instructions="Answer in one word.", input=[{"role": "user", "content": [{"type": "input_text", "text": "Name a colour."}]}], max_output_tokens=8, temperature=0)
     check("responses.create with instructions and input parts", briefed.output_text != "" and briefed.model == GENERATE_MODEL, briefed)
-    try:
-        client.responses.create(model=GENERATE_MODEL, input=QUESTION, stream=True)
-        refused = ""
-    except Exception as error:
-        refused = str(error)
-    check("a streamed response is refused by name", "422" in refused and "stream" in refused, refused)
+    events = list(client.responses.create(model=GENERATE_MODEL, input=QUESTION, max_output_tokens=40, temperature=0, stream=True))
+    kinds = [e.type for e in events]
+    order = ["response.created", "response.in_progress", "response.output_item.added", "response.content_part.added"]
+    check("a streamed response opens as the API's event sequence", kinds[:4] == order, kinds[:5])
+    closing = ["response.output_text.done", "response.content_part.done", "response.output_item.done", "response.completed"]
+    check("and closes so", kinds[-4:] == closing and [e.sequence_number for e in events] == list(range(len(events))), kinds[-5:])
+    deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    done = events[-1].response
+    check("its deltas join to the whole response's text, with its status and usage", deltas == answer and done.output_text == answer and done.status == response.status and done.usage.output_tokens == response.usage.output_tokens, deltas)
+    with client.responses.stream(model=GENERATE_MODEL, input=QUESTION, max_output_tokens=40, temperature=0) as stream:
+        final = stream.get_final_response()
+    check("the SDK's responses.stream() helper builds the same response", final.output_text == answer and final.status == response.status, final.output_text)
     completion = client.completions.create(model=GENERATE_MODEL, prompt="The capital of France is", max_tokens=5, temperature=0)
     check("completions", completion.choices[0].text != "" and completion.usage.completion_tokens <= 5, completion.choices[0])
     return answer, stop, cut
