@@ -8,19 +8,20 @@
 //! them. Hugging Face's `InferenceClient.text_classification` gets `/predict`'s labels.
 
 use std::path::Path;
-use std::time::Duration;
 
 use candle_core::{IndexOp, Tensor};
 use candle_nn::Module;
 use candle_transformers::models::{bert, xlm_roberta};
 use morph_encoder::TextTokenizer;
 use morph_fetch::ModelFiles;
-use serde_json::{Value, json};
+use serde_json::json;
 
 mod common;
 
-use common::tiny::{HIDDEN, INNER, LAYERS, VOCAB, embeddings, layer_tensors, padded, weights, write_model};
-use common::{Served, quick_profile, serve_with};
+use common::tiny::{
+    BERT_LAYER, HIDDEN, INNER, LAYERS, VOCAB, embeddings, layer_tensors, padded, weights, write_model,
+};
+use common::{Served, post, quick_profile, serve_with};
 
 /// A reference: the logits of each (text, optional second text).
 type Reference = Box<dyn Fn(&[(&str, Option<&str>)]) -> Vec<Vec<f32>>>;
@@ -31,18 +32,6 @@ const DOCUMENTS: [&str; 4] = [
     "Bananas are rich in potassium.",
     "Rankers score each pair; the highest comes first.",
     "short",
-];
-
-/// BERT's layers, as its checkpoints name them.
-const BERT_LAYER: [&str; 8] = [
-    "attention.self.query",
-    "attention.self.key",
-    "attention.self.value",
-    "attention.output.dense",
-    "attention.output.LayerNorm",
-    "intermediate.dense",
-    "output.dense",
-    "output.LayerNorm",
 ];
 
 /// Each input's ids (padded) and token types, as the model's tokenizer gives them.
@@ -137,18 +126,6 @@ fn xlm_r_classifier(dir: &Path) -> (ModelFiles, Reference) {
         model.forward(&ids, &mask, &types).and_then(|l| l.to_vec2()).expect("logits")
     });
     (files, reference)
-}
-
-async fn post(url: &str, path: &str, body: Value) -> (u16, Value) {
-    let response = reqwest::Client::new()
-        .post(format!("{url}{path}"))
-        .json(&body)
-        .timeout(Duration::from_secs(120))
-        .send()
-        .await
-        .expect("an answer");
-    let status = response.status().as_u16();
-    (status, response.json().await.expect("JSON body"))
 }
 
 fn sigmoid(z: f32) -> f32 {

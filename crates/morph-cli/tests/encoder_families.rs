@@ -6,23 +6,23 @@
 //! reference for every row of a padded batch; and each served over HTTP (by the default policy,
 //! by Arlo, in two pipeline stages) at the same bound.
 
-use std::collections::HashMap;
 use std::path::Path;
 
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
+use candle_core::Tensor;
 use candle_transformers::models::{distilbert, xlm_roberta};
 use morph_core::RuntimeSpec;
 use morph_core::fixtures::random_ids;
 use morph_encoder::pooling::cosine;
 use morph_encoder::{CandleRuntime, Encoder, OrtEncoder, Pooling, TextTokenizer};
 use morph_engine::Engine;
-use morph_fetch::{ModelFiles, ModelSource, Pip, fetch, morph_home, onnxruntime_library};
-use serde_json::{Value, json};
+use morph_fetch::{ModelFiles, Pip, morph_home, onnxruntime_library};
+use serde_json::json;
 
 mod common;
 
-use common::tiny::{HIDDEN, LAYERS, embeddings, layer_tensors, padded, weights, write_model};
+use common::tiny::{
+    BERT_LAYER, HIDDEN, INNER, LAYERS, VOCAB, embeddings, layer_tensors, padded, weights, write_model,
+};
 use common::{embed, quick_profile, serve_with, vectors};
 
 /// A family's reference: pooled vectors of token ids (one sequence per row) by a pooling.
@@ -80,17 +80,7 @@ fn xlm_roberta(dir: &Path) -> (ModelFiles, Reference) {
     });
     let mut tensors = embeddings("", 514, 1);
     for i in 0..LAYERS {
-        let parts = [
-            "attention.self.query",
-            "attention.self.key",
-            "attention.self.value",
-            "attention.output.dense",
-            "attention.output.LayerNorm",
-            "intermediate.dense",
-            "output.dense",
-            "output.LayerNorm",
-        ];
-        tensors.extend(layer_tensors(&format!("encoder.layer.{i}"), parts));
+        tensors.extend(layer_tensors(&format!("encoder.layer.{i}"), BERT_LAYER));
     }
     let files = write_model(dir, &config, &tensors);
     let cfg: xlm_roberta::Config = serde_json::from_value(config).expect("candle-transformers' config");

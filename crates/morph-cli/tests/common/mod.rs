@@ -67,9 +67,14 @@ pub(crate) const TEXTS: [&str; 3] = [
 ];
 
 pub(crate) async fn embed(url: &str, texts: &[&str]) -> (u16, Value) {
+    post(url, "/v1/embeddings", json!({ "input": texts })).await
+}
+
+/// `body` posted to `path`: the status and the JSON answer.
+pub(crate) async fn post(url: &str, path: &str, body: Value) -> (u16, Value) {
     let response = reqwest::Client::new()
-        .post(format!("{url}/v1/embeddings"))
-        .json(&json!({ "input": texts }))
+        .post(format!("{url}{path}"))
+        .json(&body)
         .timeout(Duration::from_secs(120))
         .send()
         .await

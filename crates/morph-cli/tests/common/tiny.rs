@@ -16,6 +16,18 @@ pub(crate) const LAYERS: usize = 2;
 /// The default model's vocabulary size: its tokenizer.json goes beside the tiny checkpoints.
 pub(crate) const VOCAB: usize = 30522;
 
+/// BERT's layer tensors, as its checkpoints (and RoBERTa's, XLM-R's) name them.
+pub(crate) const BERT_LAYER: [&str; 8] = [
+    "attention.self.query",
+    "attention.self.key",
+    "attention.self.value",
+    "attention.output.dense",
+    "attention.output.LayerNorm",
+    "intermediate.dense",
+    "output.dense",
+    "output.LayerNorm",
+];
+
 /// Deterministic pseudo-random values in ±0.3 for a tensor of `shape` (SplitMix64 from
 /// `salt`; a smooth pattern such as a sine of the index would make every matrix rank two and
 /// hide a wrong position row).
