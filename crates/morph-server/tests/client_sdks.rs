@@ -3,8 +3,9 @@
 //! against an embedding server (ONNX Runtime, all-MiniLM-L6-v2) and a generation server
 //! (SmolLM2 on llama.cpp, served under another name and an alias), and Hugging Face's
 //! `huggingface_hub.InferenceClient` and LangChain's `HuggingFaceEndpointEmbeddings` run
-//! `clients/hf_clients.py` against the embedding server
-//! at TEI's routes; every check there asserts an answer's content.
+//! `clients/hf_clients.py` against the embedding server at TEI's routes; the `openai` npm
+//! package (installed by `npm ci`) runs `clients/node/openai_node.mjs` against both. Every
+//! check there asserts an answer's content.
 
 mod common;
 
@@ -37,17 +38,25 @@ async fn the_openai_sdk_and_langchain_get_what_they_ask_for() {
     run_client("openai_clients.py", args.to_vec(), "pip install openai langchain-openai").await;
     run_client("hf_clients.py", vec![embed.url.clone()], "pip install huggingface_hub langchain-huggingface")
         .await;
+    let args = [&embed.url, "all-MiniLM-L6-v2", &generate.url, GENERATE_MODEL].map(String::from);
+    run_client(
+        "node/openai_node.mjs",
+        args.to_vec(),
+        "npm ci --prefix crates/morph-server/tests/clients/node",
+    )
+    .await;
     embed.stop().await;
     generate.stop().await;
 }
 
-/// Runs `clients/SCRIPT ARGS` with python3 and holds it to its last line.
+/// Runs `clients/SCRIPT ARGS` (with node for a `.mjs`, else python3) and holds it to its last line.
 async fn run_client(script: &str, args: Vec<String>, needs: &str) {
     let path = format!("{}/tests/clients/{script}", env!("CARGO_MANIFEST_DIR"));
-    let out = tokio::task::spawn_blocking(move || Command::new("python3").arg(path).args(args).output())
+    let runner = if script.ends_with(".mjs") { "node" } else { "python3" };
+    let out = tokio::task::spawn_blocking(move || Command::new(runner).arg(path).args(args).output())
         .await
         .expect("joining the client")
-        .unwrap_or_else(|e| panic!("python3 runs (the client needs: {needs}, as .ci/run does): {e}"));
+        .unwrap_or_else(|e| panic!("{runner} runs (the client needs: {needs}, as .ci/run does): {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{script} failed:\n{stdout}\n{stderr}");
