@@ -1,8 +1,8 @@
-//! Sequence-classification checkpoints served from the user's own files, in two families, on
+//! Sequence-classification checkpoints served from the user's own files, in three families, on
 //! tiny random checkpoints of their real configurations (Hugging Face's tensor names, the head's
 //! own): a BERT cross-encoder (one output, two token types, as ms-marco-MiniLM is) reranks and an
-//! XLM-R classifier (three labels from `id2label`, as bge-reranker's family is) labels texts and
-//! pairs, each answer checked against candle-transformers' implementation of that architecture
+//! XLM-R classifier (three labels from `id2label`, as bge-reranker's family is) and a DistilBERT
+//! one (two labels, its own `pre_classifier` head) label texts and pairs, each answer checked against candle-transformers' implementation of that architecture
 //! (BERT's with the pooler and classifier Hugging Face puts on it), with the pairs' token types
 //! as the model's tokenizer gives them: scores within 1e-4, and ranked as the reference ranks
 //! them. Hugging Face's `InferenceClient.text_classification` gets `/predict`'s labels.
@@ -11,7 +11,7 @@ use std::path::Path;
 
 use candle_core::{IndexOp, Tensor};
 use candle_nn::Module;
-use candle_transformers::models::{bert, xlm_roberta};
+use candle_transformers::models::{bert, distilbert, xlm_roberta};
 use morph_encoder::TextTokenizer;
 use morph_fetch::ModelFiles;
 use serde_json::json;
@@ -19,7 +19,8 @@ use serde_json::json;
 mod common;
 
 use common::tiny::{
-    BERT_LAYER, HIDDEN, INNER, LAYERS, VOCAB, embeddings, layer_tensors, padded, weights, write_model,
+    BERT_LAYER, DISTILBERT_LAYER, HIDDEN, INNER, LAYERS, VOCAB, embeddings, layer_tensors, padded, weights,
+    write_model,
 };
 use common::{Served, post, quick_profile, serve_with};
 
@@ -124,6 +125,45 @@ fn xlm_r_classifier(dir: &Path) -> (ModelFiles, Reference) {
         // XLM-R has one token type: its segments are told apart by the separators alone.
         let types = ids.zeros_like().expect("a tensor op");
         model.forward(&ids, &mask, &types).and_then(|l| l.to_vec2()).expect("logits")
+    });
+    (files, reference)
+}
+
+/// A tiny DistilBERT classifier (`DistilBertForSequenceClassification`, two labels, no token
+/// types) in `dir`, and candle-transformers' DistilBERT with the head Hugging Face puts on it
+/// (`pre_classifier` with ReLU, then `classifier`) for reference.
+fn distilbert_classifier(dir: &Path) -> (ModelFiles, Reference) {
+    let config = json!({
+        "model_type": "distilbert", "architectures": ["DistilBertForSequenceClassification"],
+        "vocab_size": VOCAB, "dim": HIDDEN, "n_layers": LAYERS, "n_heads": 4, "hidden_dim": INNER,
+        "activation": "gelu", "max_position_embeddings": 512, "initializer_range": 0.02, "pad_token_id": 0,
+        "id2label": {"0": "NEGATIVE", "1": "POSITIVE"},
+    });
+    let mut tensors = embeddings("distilbert.", 512, 0);
+    for i in 0..LAYERS {
+        tensors.extend(layer_tensors(&format!("distilbert.transformer.layer.{i}"), DISTILBERT_LAYER));
+    }
+    tensors.extend([
+        ("pre_classifier.weight".to_string(), vec![HIDDEN, HIDDEN]),
+        ("pre_classifier.bias".to_string(), vec![HIDDEN]),
+        ("classifier.weight".to_string(), vec![2, HIDDEN]),
+        ("classifier.bias".to_string(), vec![2]),
+    ]);
+    let files = write_model(dir, &config, &tensors);
+    let cfg: distilbert::Config = serde_json::from_value(config).expect("candle-transformers' config");
+    let vb = weights(&files);
+    let model = distilbert::DistilBertModel::load(vb.clone(), &cfg).expect("candle-transformers' DistilBERT");
+    let pre = candle_nn::linear(HIDDEN, HIDDEN, vb.pp("pre_classifier")).expect("pre_classifier");
+    let classifier = candle_nn::linear(HIDDEN, 2, vb.pp("classifier")).expect("classifier");
+    let tokenizer = TextTokenizer::load(&files.tokenizer).expect("tokenizer");
+    let reference = Box::new(move |inputs: &[(&str, Option<&str>)]| {
+        let (ids, mask, _) = encoded(&tokenizer, inputs);
+        // candle-transformers' DistilBERT masks the keys where its mask is 1.
+        let padding = mask.eq(0u32).and_then(|m| m.unsqueeze(1)?.unsqueeze(1)).expect("a tensor op");
+        let hidden = model.forward(&ids, &padding).expect("forward");
+        let first = hidden.i((.., 0, ..)).expect("first token");
+        let inner = pre.forward(&first).and_then(|x| x.relu()).expect("pre_classifier");
+        classifier.forward(&inner).and_then(|l| l.to_vec2()).expect("logits")
     });
     (files, reference)
 }
@@ -300,6 +340,27 @@ async fn hf_client(url: &str, text: &str) {
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_distilbert_classifier_labels_texts_and_pairs_as_candle_transformers() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (files, reference) = distilbert_classifier(dir.path());
+    let inputs = [(DOCUMENTS[1], None), (QUERY, Some(DOCUMENTS[0]))];
+    let logits = reference(&inputs);
+    let model = files.dir.to_str().expect("utf-8 path");
+    let served =
+        serve_with(&["--model", model, "--engine", "ort", "--dtype", "fp32", "--runtime", "dynamic:64x4"]);
+    let (status, batch) =
+        post(&served.url, "/predict", json!({"inputs": [[DOCUMENTS[1]], [QUERY, DOCUMENTS[0]]]})).await;
+    assert_eq!(status, 200, "{batch}");
+    for (row, logits) in batch.as_array().expect("a list per input").iter().zip(&logits) {
+        let want = softmax(logits);
+        for (rank, &i) in row.as_array().expect("labels").iter().zip(&best_first(&want)) {
+            assert_eq!(rank["label"], ["NEGATIVE", "POSITIVE"][i]);
+            close(rank["score"].as_f64().expect("score"), want[i], "DistilBERT");
+        }
+    }
 }
 
 #[test]

@@ -21,7 +21,8 @@ use serde_json::json;
 mod common;
 
 use common::tiny::{
-    BERT_LAYER, HIDDEN, INNER, LAYERS, VOCAB, embeddings, layer_tensors, padded, weights, write_model,
+    BERT_LAYER, DISTILBERT_LAYER, HIDDEN, INNER, LAYERS, VOCAB, embeddings, layer_tensors, padded, weights,
+    write_model,
 };
 use common::{embed, quick_profile, serve_with, vectors};
 
@@ -104,17 +105,7 @@ fn distilbert(dir: &Path) -> (ModelFiles, Reference) {
     });
     let mut tensors = embeddings("distilbert.", 512, 0);
     for i in 0..LAYERS {
-        let parts = [
-            "attention.q_lin",
-            "attention.k_lin",
-            "attention.v_lin",
-            "attention.out_lin",
-            "sa_layer_norm",
-            "ffn.lin1",
-            "ffn.lin2",
-            "output_layer_norm",
-        ];
-        tensors.extend(layer_tensors(&format!("distilbert.transformer.layer.{i}"), parts));
+        tensors.extend(layer_tensors(&format!("distilbert.transformer.layer.{i}"), DISTILBERT_LAYER));
     }
     let files = write_model(dir, &config, &tensors);
     let cfg: distilbert::Config = serde_json::from_value(config).expect("candle-transformers' config");

@@ -28,6 +28,18 @@ pub(crate) const BERT_LAYER: [&str; 8] = [
     "output.LayerNorm",
 ];
 
+/// DistilBERT's layer tensors, as its checkpoints name them.
+pub(crate) const DISTILBERT_LAYER: [&str; 8] = [
+    "attention.q_lin",
+    "attention.k_lin",
+    "attention.v_lin",
+    "attention.out_lin",
+    "sa_layer_norm",
+    "ffn.lin1",
+    "ffn.lin2",
+    "output_layer_norm",
+];
+
 /// Deterministic pseudo-random values in ±0.3 for a tensor of `shape` (SplitMix64 from
 /// `salt`; a smooth pattern such as a sine of the index would make every matrix rank two and
 /// hide a wrong position row).

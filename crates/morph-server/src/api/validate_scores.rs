@@ -175,3 +175,68 @@ pub fn similarity(r: SimilarityRequest, max_items: usize) -> Result<ValidEmbed, 
         normalize: Normalize::DEFAULT,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::parse;
+
+    fn predict_call(body: &str) -> Result<ValidPredict, String> {
+        predict(parse(body.as_bytes()).map_err(|e| e.to_string())?, 8).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn predict_reads_texts_pairs_and_batches_and_refuses_the_task_heads_fields() {
+        let pair = predict_call(r#"{"inputs": ["q", "d"]}"#).unwrap();
+        let want = Sequence { text: "q".into(), pair: Some("d".into()) };
+        assert_eq!(
+            (pair.score.sequences, pair.single, pair.score.scoring),
+            (vec![want], true, Scoring::Head)
+        );
+        let batch = predict_call(r#"{"inputs": [["a"], ["q", "d"]], "raw_scores": true}"#).unwrap();
+        assert_eq!(
+            (batch.score.sequences.len(), batch.single, batch.score.scoring),
+            (2, false, Scoring::Logits)
+        );
+        let listed =
+            predict_call(r#"{"inputs": "a", "parameters": {"top_k": 1, "function_to_apply": "sigmoid"}}"#);
+        let listed = listed.unwrap();
+        assert_eq!((listed.single, listed.top_k, listed.score.scoring), (false, Some(1), Scoring::Sigmoid));
+        for (body, error) in [
+            (r#"{"inputs": "a", "task": "sst2"}"#, "task: names one of Morph's task heads"),
+            (r#"{"inputs": ["a", "b", "c"]}"#, "inputs: has 3 strings"),
+            (r#"{"inputs": [["a", ""]]}"#, "inputs[0][1]: must not be empty"),
+            (
+                r#"{"inputs": "a", "parameters": {"function_to_apply": "relu"}}"#,
+                "parameters.function_to_apply",
+            ),
+            (r#"{"inputs": "a", "parameters": {"top_k": 0}}"#, "parameters.top_k"),
+            (
+                r#"{"inputs": "a", "parameters": {"temperature": 1}}"#,
+                "parameters.temperature: is not supported",
+            ),
+            (r#"{"inputs": "a", "truncation_direction": "left"}"#, "truncation_direction: only \"right\""),
+        ] {
+            let got = predict_call(body).unwrap_err();
+            assert!(got.starts_with(error), "{body}: {got}");
+        }
+    }
+
+    #[test]
+    fn reranks_pair_the_query_first_and_bound_top_n() {
+        let call = document_rerank(
+            parse(br#"{"query": "q", "documents": ["a", {"text": "b"}], "top_n": 1}"#).unwrap(),
+            8,
+            &["m".into()],
+        )
+        .unwrap();
+        assert_eq!(call.score.sequences[1], Sequence { text: "q".into(), pair: Some("b".into()) });
+        assert_eq!((call.top_n, call.return_texts), (Some(1), false));
+        let unknown = parse(br#"{"query": "q", "documents": ["a"], "model": "x"}"#).unwrap();
+        assert!(document_rerank(unknown, 8, &["m".into()]).is_err());
+        let empty = rerank(parse(br#"{"query": "", "texts": ["a"]}"#).unwrap(), 8).unwrap_err();
+        assert_eq!(empty.to_string(), "query: must not be empty");
+        let many = rerank(parse(br#"{"query": "q", "texts": ["a","b","c"]}"#).unwrap(), 2).unwrap_err();
+        assert!(many.to_string().starts_with("texts: has 3 items"), "{many}");
+    }
+}
