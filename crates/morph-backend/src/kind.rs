@@ -63,11 +63,9 @@ impl EngineKind {
     pub fn can(&self) -> EngineCan {
         match self {
             EngineKind::Candle => EngineCan { stages: false, processes: false },
-            // Layers are known (and cut, and rebuilt in a worker) only in the graphs Morph writes,
-            // which a worker builds in fp32.
-            EngineKind::Ort { onnx, dtype, .. } => {
-                EngineCan { stages: onnx.is_none(), processes: onnx.is_none() && *dtype == Dtype::Fp32 }
-            }
+            // Layers are known (and cut, and rebuilt in a worker, in the same dtype) only in the
+            // graphs Morph writes.
+            EngineKind::Ort { onnx, .. } => EngineCan { stages: onnx.is_none(), processes: onnx.is_none() },
             EngineKind::Emulated { .. } => EngineCan { stages: true, processes: false },
             // A decoder's stages run its prefill on candle; only they run in worker processes.
             EngineKind::Decoder { kernels, .. } => {

@@ -18,6 +18,7 @@ use std::time::Duration;
 use morph_benches::cli_arg;
 use morph_core::{ModelId, RuntimeSpec, StageSpec, UnitSpec};
 use morph_encoder::Pooling;
+use morph_encoder::onnx::Dtype;
 use morph_engine::timing::median;
 use morph_fetch::fetch_default_decoder;
 use morph_fetch::onnxruntime_library;
@@ -35,6 +36,7 @@ fn main() {
         library: library.clone(),
         pooling: Pooling::Mean,
         plans: Vec::new(),
+        dtype: Dtype::Fp32,
     };
     let decoder = || WorkerModel::DecoderStages { gguf: gguf.clone() };
     let runtime = RuntimeSpec::dynamic(512, 32);

@@ -61,7 +61,7 @@ impl EngineArgs {
     }
 
     /// See [`EngineSpec::serving`].
-    pub(crate) fn serving(&self, in_processes: bool) -> anyhow::Result<EngineKind> {
-        self.spec().serving(in_processes)
+    pub(crate) fn serving(&self) -> anyhow::Result<EngineKind> {
+        self.spec().serving()
     }
 }

@@ -66,7 +66,7 @@ pub(crate) fn run(args: ProfileArgs) -> anyhow::Result<()> {
     let files = args.model.fetch()?;
     let mut engine = args.engine.clone();
     engine.plans.push(args.plan);
-    let kind = engine.serving(false)?;
+    let kind = engine.serving()?;
     let backend = Backend::load(&files, Pooling::from_model_dir(&files.dir)?, &kind)?;
     let stage = args.stage.as_deref().map(parse_stage).transpose()?;
     // The unit measured at each shape: the whole model, or stage K of N.

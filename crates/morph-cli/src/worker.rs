@@ -160,7 +160,7 @@ fn build_encoder(
             let library_time = started.elapsed();
             let read = Instant::now();
             let pooling = Pooling::given_or_model_dir(args.model.pooling, &files.dir)?;
-            let encoder = OrtEncoder::load(&files, pooling, library)?;
+            let encoder = OrtEncoder::load(&files, pooling, library)?.with_dtype(args.model.dtype)?;
             let read = read.elapsed();
             let (runtime, mut times) = encoder.compile(unit, plans, prepare)?;
             times.read = read;

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use morph_encoder::Pooling;
+use morph_encoder::onnx::Dtype;
 use morph_fetch::{Pip, morph_home, onnxruntime_library};
 use morph_worker::host::WorkerModel;
 
@@ -24,6 +25,10 @@ pub(crate) struct WorkerModelArgs {
     /// Pooling of the last stage (default: the model's own).
     #[arg(long)]
     pub(crate) pooling: Option<Pooling>,
+    /// The encoder graphs' weight products: int8 (the default, as `morph serve`'s) or fp32. A
+    /// server gives its workers its own; an agent's must match its servers'.
+    #[arg(long, default_value_t = Dtype::Int8)]
+    pub(crate) dtype: Dtype,
 }
 
 impl WorkerModelArgs {
@@ -38,6 +43,6 @@ impl WorkerModelArgs {
             None => onnxruntime_library(None, &morph_home(), &Pip::from_env())?,
         };
         let pooling = Pooling::given_or_model_dir(self.pooling, &dir)?;
-        Ok(WorkerModel::Encoder { dir, library, pooling, plans: Vec::new() })
+        Ok(WorkerModel::Encoder { dir, library, pooling, plans: Vec::new(), dtype: self.dtype })
     }
 }

@@ -123,6 +123,8 @@ fn agent(netns: Option<&Netns>, etcd: &str, name: &str, advertise: &str, slots: 
         .arg(dir)
         .arg("--ort-library")
         .arg(library)
+        // fp32 on every host, as the servers below: vectors are compared across hosts.
+        .args(["--dtype", "fp32"])
         .env("MORPH_CLUSTER_TOKEN", TOKEN)
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
@@ -277,6 +279,8 @@ async fn a_frozen_host_is_found_dead_by_its_lease_and_its_batch_runs_again_on_an
         &library,
         "--engine",
         "ort",
+        "--dtype",
+        "fp32",
         "--runtime",
         "dynamic:64x4",
         "--instances",
@@ -387,6 +391,8 @@ async fn three_hosts_serve_a_pipeline_across_two_and_one_killed_mid_load_loses_n
     cmd.args([
         "--engine",
         "ort",
+        "--dtype",
+        "fp32",
         "--runtime",
         "dynamic:128x8",
         "--stages",
@@ -429,7 +435,7 @@ async fn three_hosts_serve_a_pipeline_across_two_and_one_killed_mid_load_loses_n
     }
 
     // Vectors across hosts equal one whole model's on this host.
-    // fp32 as the hosts' worker processes run (in threads the default is int8 graphs).
+    // fp32, as the hosts' worker processes run here.
     let whole = serve(&["--stages", "1", "--workers", "thread", "--dtype", "fp32"]);
     let (status, body) = embed(&whole.url, &TEXTS).await;
     assert_eq!(status, 200, "{body}");

@@ -4,7 +4,8 @@
 //! runs again there, every call answered once and right; a worker that stops answering is
 //! declared dead after the batch timeout, killed and replaced the same way; QUART sizes live
 //! stage workers; a host cache over its budget evicts and launches still succeed; a worker in
-//! another network namespace serves over TCP; readiness is 503 while every worker is dead. SmolLM2's prefill in 5 stage worker processes
+//! another network namespace serves over TCP; readiness is 503 while every worker is dead;
+//! threads and worker processes serve the same vectors at int8 and at fp32. SmolLM2's prefill in 5 stage worker processes
 //! answers the whole model's greedy next token, and a killed stage comes back warm.
 
 mod common;
@@ -32,7 +33,7 @@ async fn stage_workers_give_the_unsplit_vectors_and_a_killed_one_comes_back_warm
     let expected = vectors(&body);
     drop(whole);
 
-    let split = serve(&["--stages", "3", "--workers", "process"]);
+    let split = serve(&["--stages", "3", "--workers", "process", "--dtype", "fp32"]);
     let (status, body) = embed(&split.url, &TEXTS).await;
     assert_eq!(status, 200, "{body}");
     for (a, b) in vectors(&body).iter().zip(&expected) {
@@ -80,6 +81,36 @@ async fn stage_workers_give_the_unsplit_vectors_and_a_killed_one_comes_back_warm
     let info = get_json(&split.url, "/info").await;
     let cached = info["workers"]["host_cache"]["artefacts"].as_array().expect("artefacts").len();
     assert_eq!(cached, 3, "one prepared artefact per stage: {info}");
+}
+
+/// One dtype everywhere: a server hands its worker processes its dtype, so the same request gets
+/// the same vector from threads and from worker processes (whole models, and two stages), at
+/// int8 (the default) and at fp32; and the two dtypes' vectors differ, so the check could fail.
+#[tokio::test]
+async fn threads_and_worker_processes_serve_the_same_vectors_in_each_dtype() {
+    let mut whole = Vec::new();
+    for dtype in ["int8", "fp32"] {
+        for stages in ["1", "2"] {
+            let mut answers = Vec::new();
+            for workers in ["thread", "process"] {
+                let served = serve(&["--dtype", dtype, "--stages", stages, "--workers", workers]);
+                let info = get_json(&served.url, "/info").await;
+                assert_eq!(info["model_dtype"], if dtype == "int8" { "int8" } else { "float32" }, "{info}");
+                let (status, body) = embed(&served.url, &TEXTS).await;
+                assert_eq!(status, 200, "{body}");
+                answers.push(vectors(&body));
+            }
+            for (a, b) in answers[0].iter().zip(&answers[1]) {
+                let c = cosine(a, b);
+                assert!(c >= 0.99999, "{dtype}, {stages} stage(s): threads against processes, cosine {c}");
+            }
+            if stages == "1" {
+                whole.push(answers.remove(0));
+            }
+        }
+    }
+    let least = whole[0].iter().zip(&whole[1]).map(|(a, b)| cosine(a, b)).fold(1.0, f32::min);
+    assert!(least < 0.99999, "int8 and fp32 vectors differ (least cosine {least})");
 }
 
 async fn ready(url: &str) -> u16 {
@@ -153,6 +184,7 @@ fn a_worker_in_another_network_namespace_serves_a_stage_over_tcp() {
         .arg("--ort-library")
         .arg(&library)
         .arg(format!("--unit={}", serde_json::to_string(&stage).expect("unit")))
+        .arg("--dtype=fp32")
         .stdout(Stdio::null())
         .spawn()
         .expect("a worker in the namespace");
@@ -220,9 +252,10 @@ async fn quart_sizes_live_stage_workers_and_adds_replicas_warm_under_load() {
 
 #[tokio::test]
 async fn a_host_cache_over_its_budget_evicts_and_every_launch_still_succeeds() {
-    // 20 MiB: stage 0's artefact (~60 MB, the embeddings) is never kept; stage 1's (~14 MB) is,
-    // until stage 2's pushes the cache over 85% and evicts it.
-    let served = serve(&["--stages", "3", "--workers", "process", "--host-cache-mb", "20"]);
+    // 20 MiB: stage 0's artefact (~60 MB, the embeddings) is never kept; stage 1's (~14 MB in
+    // fp32) is, until stage 2's pushes the cache over 85% and evicts it.
+    let served =
+        serve(&["--stages", "3", "--workers", "process", "--host-cache-mb", "20", "--dtype", "fp32"]);
     let (status, body) = embed(&served.url, &TEXTS).await;
     assert_eq!(status, 200, "{body}");
     let cache = get_json(&served.url, "/info").await["workers"]["host_cache"].clone();

@@ -51,10 +51,10 @@ impl EngineSpec {
     }
 
     /// The engine `morph serve` and `morph profile` run: as [`Self::real`], but int8 graphs by
-    /// default where they run: Morph's own graphs on ONNX Runtime, in threads (not in worker
-    /// processes, whose wire does not carry the dtype).
-    pub fn serving(&self, in_processes: bool) -> anyhow::Result<EngineKind> {
-        let int8_runs = self.onnx.is_none() && !in_processes && self.engine.runs_graphs();
+    /// default where they run: Morph's own graphs on ONNX Runtime (in threads and in worker
+    /// processes alike: the worker's command line carries the dtype).
+    pub fn serving(&self) -> anyhow::Result<EngineKind> {
+        let int8_runs = self.onnx.is_none() && self.engine.runs_graphs();
         self.kind(if int8_runs { Dtype::Int8 } else { Dtype::Fp32 })
     }
 

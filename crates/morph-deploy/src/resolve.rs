@@ -37,7 +37,7 @@ impl ServeSpec {
                 EngineKind::Emulated { profile: profile.clone(), dim: self.emulated_dim }
             }
             (EngineChoice::Emulated, None) => anyhow::bail!("--engine emulated needs --profile FILE"),
-            _ => self.engine.serving(self.workers.is_some())?,
+            _ => self.engine.serving()?,
         };
         let policy = self.policy.as_deref().unwrap_or(match self.whole_decoder() {
             true => "fcfs",

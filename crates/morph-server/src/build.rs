@@ -57,15 +57,17 @@ pub(crate) fn load(config: &Deployment) -> Result<Loaded, BuildError> {
                 }
             };
             let tokenizer = Arc::new(TextTokenizer::load(&files.tokenizer)?);
-            // Deployment::check let only Morph's own fp32 graphs reach worker processes.
+            // Deployment::check let only Morph's own graphs reach worker processes, which build
+            // them in the server's dtype.
             let launcher = match (&config.workers, engine) {
                 (None, _) => Launcher::new(Backend::load(files, pooling, engine)?),
-                (Some(workers), EngineKind::Ort { library, plans, .. }) => {
+                (Some(workers), EngineKind::Ort { library, plans, dtype, .. }) => {
                     let model = WorkerModel::Encoder {
                         dir: files.dir.clone(),
                         library: library.clone(),
                         pooling,
                         plans: plans.clone(),
+                        dtype: *dtype,
                     };
                     Launcher::new(Backend::load(files, pooling, engine)?)
                         .with_processes(workers.clone(), model)?

@@ -124,12 +124,9 @@ impl Deployment {
                 kind.name
             ));
         }
-        match (&self.engine, can.processes) {
-            (EngineKind::Ort { onnx: None, dtype, .. }, false) => refuse(format!(
-                "--dtype {dtype} runs in threads; worker processes (--workers process) run fp32 graphs"
-            )),
-            (engine, false) => Err(processes_refusal(engine)),
-            (_, true) => Ok(()),
+        match can.processes {
+            false => Err(processes_refusal(&self.engine)),
+            true => Ok(()),
         }
     }
 }
@@ -234,7 +231,7 @@ mod tests {
         );
         assert_eq!(refusal(in_processes.clone(), "dynamic-batching"), "accepted");
         let int8 = Deployment { engine: ort(None, Dtype::Int8), ..in_processes.clone() };
-        assert!(refusal(int8, "dynamic-batching").starts_with("--dtype int8 runs in threads"));
+        assert_eq!(refusal(int8, "dynamic-batching"), "accepted", "int8 graphs run in workers too");
         let emulated_processes = Deployment { workers: workers(), ..emulated() };
         assert!(refusal(emulated_processes, "dynamic-batching").contains(WHAT_PROCESSES_RUN));
     }

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use crate::remote::Endpoint;
 use morph_core::{StartKind, UnitSpec};
 use morph_encoder::Pooling;
+use morph_encoder::onnx::Dtype;
 use morph_engine::EngineError;
 
 use super::cache::{CachedArtefact, HostCache};
@@ -20,8 +21,9 @@ use morph_core::TokenPlan;
 /// What a worker process runs, besides its unit.
 #[derive(Debug, Clone)]
 pub enum WorkerModel {
-    /// The ONNX Runtime graphs Morph writes of the encoder in `dir`.
-    Encoder { dir: PathBuf, library: PathBuf, pooling: Pooling, plans: Vec<TokenPlan> },
+    /// The ONNX Runtime graphs Morph writes of the encoder in `dir`, their weight products in
+    /// `dtype` (the server's own, so that every mode serves the same vectors).
+    Encoder { dir: PathBuf, library: PathBuf, pooling: Pooling, plans: Vec<TokenPlan>, dtype: Dtype },
     /// Prefill stages of the decoder in a GGUF file.
     DecoderStages { gguf: PathBuf },
 }
@@ -93,7 +95,7 @@ impl Spawner {
         env: &[(&str, &str)],
     ) -> Result<Spawned, EngineError> {
         let n = self.spawned.fetch_add(1, Ordering::Relaxed);
-        let key = cache_key(unit);
+        let key = cache_key(&self.model, unit);
         let cached = self.cache.as_ref().and_then(|c| lock(c).get(&key));
         let staging = match (&cached, &self.cache) {
             (None, Some(cache)) => Some(Staging { dir: lock(cache).staging(&key, n), key }),
@@ -136,9 +138,9 @@ impl Spawner {
             .stdin(Stdio::null())
             .stdout(Stdio::null());
         match &self.model {
-            WorkerModel::Encoder { dir, library, pooling, plans } => {
+            WorkerModel::Encoder { dir, library, pooling, plans, dtype } => {
                 cmd.arg("--model").arg(dir).arg("--ort-library").arg(library);
-                cmd.arg(format!("--pooling={pooling}"));
+                cmd.arg(format!("--pooling={pooling}")).arg(format!("--dtype={dtype}"));
                 if !plans.is_empty() {
                     let plans: Vec<String> = plans.iter().map(TokenPlan::to_string).collect();
                     cmd.arg(format!("--plans={}", plans.join(",")));
@@ -188,7 +190,11 @@ fn remove_orphaned_caches(parent: &std::path::Path) {
     }
 }
 
-/// A unit's name as a file name.
-fn cache_key(unit: UnitSpec) -> String {
-    unit.to_string().chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect()
+/// A unit's name (and an encoder's dtype: its graphs differ by it) as a file name.
+fn cache_key(model: &WorkerModel, unit: UnitSpec) -> String {
+    let name = match model {
+        WorkerModel::Encoder { dtype, .. } => format!("{dtype}-{unit}"),
+        WorkerModel::DecoderStages { .. } => unit.to_string(),
+    };
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect()
 }
