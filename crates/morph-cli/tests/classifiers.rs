@@ -317,6 +317,10 @@ async fn an_xlm_r_classifier_labels_texts_and_pairs_as_candle_transformers_on_bo
         assert_eq!(vertex["predictions"][0], one, "{engine}: /vertex");
         let (status, refused) = post(url, "/rerank", json!({"query": QUERY, "texts": ["a"]})).await;
         assert_eq!(status, 404, "{engine}: {refused}");
+        assert!(
+            refused.to_string().contains("no reranker (a cross-encoder has one output): use /predict"),
+            "{refused}"
+        );
         let (status, refused) = post(url, "/predict", json!({"inputs": ["a", "b", "c"]})).await;
         assert_eq!(status, 422, "{engine}: three strings are no text and no pair: {refused}");
         if engine == "ort" {

@@ -16,10 +16,15 @@ use crate::infer::{Embedder, ModelKind};
 
 /// The texts' indices and scores, best first (the first `top_n`), and the call's token count.
 async fn ranked(embedder: &Embedder, call: &ValidRerank) -> Result<(Vec<(usize, f32)>, usize), CallError> {
-    if embedder.kind() != ModelKind::Reranker {
-        return Err(CallError::WrongEndpoint {
-            served: "a model that is no reranker (a cross-encoder has one output): use /predict or /embed",
-        });
+    let served = match embedder.kind() {
+        ModelKind::Reranker => None,
+        ModelKind::Classifier => {
+            Some("a classifier of several labels, no reranker (a cross-encoder has one output): use /predict")
+        }
+        ModelKind::Embedding => Some("embeddings, no reranker: use /embed or /v1/embeddings"),
+    };
+    if let Some(served) = served {
+        return Err(CallError::WrongEndpoint { served });
     }
     let scored = embedder.score(call.score.clone()).await?;
     let mut ranks: Vec<(usize, f32)> = scored.scores.iter().map(|s| s[0]).enumerate().collect();

@@ -11,6 +11,7 @@ Exits non-zero with the failed assertion; prints one line per check.
 
 import json
 import sys
+import urllib.error
 import urllib.request
 
 from huggingface_hub import InferenceClient
@@ -45,6 +46,13 @@ others = ["This is an example sentence", "Bananas are yellow."]
 similar = post("/similarity", {"inputs": {"source_sentence": TEXT, "sentences": others}})
 vectors = post("/embed", {"inputs": others})
 check("/similarity is the cosine of the unit vectors", len(similar) == 2 and all(abs(s - sum(a * b for a, b in zip(embed, v))) < 1e-5 for s, v in zip(similar, vectors)) and similar[0] > similar[1], similar)
+refused = urllib.request.Request(URL + "/rerank", json.dumps({"query": "q", "texts": ["a"]}).encode(), {"content-type": "application/json"})
+try:
+    urllib.request.urlopen(refused)
+    status, message = 200, ""
+except urllib.error.HTTPError as error:
+    status, message = error.code, error.read().decode()
+check("an embedding server's /rerank is a 404 that names its routes", status == 404 and "use /embed" in message, message)
 check("POST /invocations is /embed", post("/invocations", {"inputs": TEXT})[0] == embed)
 unversioned = post("/embeddings", {"input": TEXT})["data"][0]["embedding"]
 check("POST /embeddings is /v1/embeddings", unversioned == post("/v1/embeddings", {"input": TEXT})["data"][0]["embedding"])
