@@ -12,10 +12,15 @@ use super::responses::{DocumentRank, DocumentRerankResponse, DocumentText, Rank,
 use super::validate_scores::{self, ValidRerank};
 use super::{AppState, Body, parse};
 use crate::error::CallError;
-use crate::infer::{Embedder, ModelKind};
+use crate::infer::{Embedder, ModelKind, ValidScore};
 
-/// The texts' indices and scores, best first (the first `top_n`), and the call's token count.
-async fn ranked(embedder: &Embedder, call: &ValidRerank) -> Result<(Vec<(usize, f32)>, usize), CallError> {
+/// The texts' indices and scores by `score`, best first (the first `top_n`), and the call's
+/// token count.
+async fn ranked(
+    embedder: &Embedder,
+    score: ValidScore,
+    top_n: Option<usize>,
+) -> Result<(Vec<(usize, f32)>, usize), CallError> {
     let served = match embedder.kind() {
         ModelKind::Reranker => None,
         ModelKind::Classifier => {
@@ -26,10 +31,10 @@ async fn ranked(embedder: &Embedder, call: &ValidRerank) -> Result<(Vec<(usize, 
     if let Some(served) = served {
         return Err(CallError::WrongEndpoint { served });
     }
-    let scored = embedder.score(call.score.clone()).await?;
+    let scored = embedder.score(score).await?;
     let mut ranks: Vec<(usize, f32)> = scored.scores.iter().map(|s| s[0]).enumerate().collect();
     ranks.sort_by(|a, b| b.1.total_cmp(&a.1));
-    ranks.truncate(call.top_n.unwrap_or(ranks.len()));
+    ranks.truncate(top_n.unwrap_or(ranks.len()));
     Ok((ranks, scored.tokens))
 }
 
@@ -44,9 +49,10 @@ pub(super) async fn rerank(
         .drain
         .or_deadline(async {
             let embedder = state.embedder()?;
-            let call = validate_scores::rerank(parse(&body)?, state.max_client_batch)?;
-            let (ranks, _) = ranked(embedder, &call).await?;
-            let text = |i: usize| call.return_texts.then(|| call.texts[i].clone());
+            let ValidRerank { score, texts, return_texts, top_n } =
+                validate_scores::rerank(parse(&body)?, state.max_client_batch)?;
+            let (ranks, _) = ranked(embedder, score, top_n).await?;
+            let text = |i: usize| return_texts.then(|| texts[i].clone());
             Ok(Json(
                 ranks.into_iter().map(|(index, score)| Rank { index, text: text(index), score }).collect(),
             ))
@@ -66,10 +72,11 @@ pub(super) async fn documents(
         .drain
         .or_deadline(async {
             let embedder = state.embedder()?;
-            let call =
-                validate_scores::document_rerank(parse(&body)?, state.max_client_batch, &state.model.names)?;
-            let (ranks, tokens) = ranked(embedder, &call).await?;
-            let document = |i: usize| call.return_texts.then(|| DocumentText { text: call.texts[i].clone() });
+            let names = &state.model.names;
+            let ValidRerank { score, texts, return_texts, top_n } =
+                validate_scores::document_rerank(parse(&body)?, state.max_client_batch, names)?;
+            let (ranks, tokens) = ranked(embedder, score, top_n).await?;
+            let document = |i: usize| return_texts.then(|| DocumentText { text: texts[i].clone() });
             let results = ranks
                 .into_iter()
                 .map(|(index, relevance_score)| DocumentRank {
