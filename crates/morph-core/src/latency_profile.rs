@@ -62,6 +62,8 @@ struct ProfileFile {
     threads: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     instances: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    model_sha256: Option<String>,
     latency: BTreeMap<String, BTreeMap<String, f64>>,
 }
 
@@ -100,6 +102,9 @@ pub struct LatencyProfile {
     /// (each on the same shape) while it was; `None`: not recorded.
     pub threads: Option<u16>,
     pub instances: Option<u16>,
+    /// The content of the model measured (config and weights, see `morph_fetch`), which a
+    /// cached profile is found by; `None`: not recorded (found by the model's name).
+    pub model_sha256: Option<String>,
     /// Points in the file skipped because their batch or length key is not a number.
     pub skipped: usize,
     rows: Vec<Row>,
@@ -156,6 +161,7 @@ impl LatencyProfile {
             plan: None,
             threads: None,
             instances: None,
+            model_sha256: None,
             skipped: 0,
             rows,
         })
@@ -193,6 +199,7 @@ impl LatencyProfile {
         profile.plan = file.plan;
         profile.threads = file.threads;
         profile.instances = file.instances;
+        profile.model_sha256 = file.model_sha256;
         Ok(profile)
     }
 
@@ -214,6 +221,7 @@ impl LatencyProfile {
             plan: self.plan,
             threads: self.threads,
             instances: self.instances,
+            model_sha256: self.model_sha256.clone(),
             latency,
         };
         serde_json::to_string_pretty(&file).unwrap_or_default()

@@ -4,6 +4,8 @@
 
 use std::path::PathBuf;
 
+use crate::model::sha256_hex;
+
 /// Files a BERT-family model needs; `1_Pooling/config.json` is optional.
 pub(crate) const REQUIRED: [&str; 3] = ["config.json", "model.safetensors", "tokenizer.json"];
 pub(crate) const POOLING_CONFIG: &str = "1_Pooling/config.json";
@@ -80,5 +82,14 @@ impl ModelFiles {
             tokenizer: dir.join(REQUIRED[2]),
             dir,
         })
+    }
+
+    /// The model's content, which profiles measured of it are cached by (the same network
+    /// under another folder name is the same model): the sha256 of its config's and weights'
+    /// sha256s.
+    pub fn content_sha256(&self) -> Result<String, FetchError> {
+        use sha2::{Digest, Sha256};
+        let parts = [sha256_hex(&self.config)?, sha256_hex(&self.weights)?];
+        Ok(Sha256::digest(parts.concat()).iter().map(|b| format!("{b:02x}")).collect())
     }
 }
