@@ -49,7 +49,7 @@ pub(crate) async fn serve(
     app: Router,
     limits: ConnectionLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
-    drain: &Drain,
+    drain: Arc<Drain>,
 ) {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);

@@ -41,6 +41,9 @@ pub enum CallError {
     WrongEndpoint { served: &'static str },
     #[error("the server is shutting down and its drain deadline passed before this call finished")]
     ShuttingDown,
+    /// The server listens but cannot serve yet; the message says what its start is doing.
+    #[error("the server is starting ({0}); /ready answers 200 once it serves")]
+    Starting(String),
     /// A route this server does not have; the message says why or lists the routes it has.
     #[error("{0}")]
     NotFound(String),
@@ -71,6 +74,7 @@ impl CallError {
             CallError::Engine(_) => FailureKind::Engine,
             CallError::WrongEndpoint { .. } => FailureKind::WrongEndpoint,
             CallError::ShuttingDown => FailureKind::ShuttingDown,
+            CallError::Starting(_) => FailureKind::Starting,
             CallError::NotFound(_) => FailureKind::NotFound,
         }
     }

@@ -14,9 +14,11 @@ pub mod metrics;
 pub mod prediction;
 pub mod server;
 pub mod stage_timing;
+pub mod starting;
 
 pub use connections::ConnectionLimits;
 pub use deployment::{BuildError, Deployment};
 pub use error::CallError;
 pub use launcher::{Instance, InstanceEngine, Launcher};
 pub use server::Server;
+pub use starting::StartupSteps;

@@ -29,6 +29,7 @@ pub enum FailureKind {
     WrongEndpoint,
     Engine,
     ShuttingDown,
+    Starting,
     NotFound,
 }
 
@@ -47,6 +48,7 @@ impl FailureKind {
             FailureKind::WrongEndpoint => "wrong_endpoint",
             FailureKind::Engine => "engine",
             FailureKind::ShuttingDown => "shutting_down",
+            FailureKind::Starting => "starting",
             FailureKind::NotFound => "not_found",
         }
     }

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use morph_policy::registry::PolicyKind;
 use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
 
 use crate::api::{AppState, Served, ServedModel, router};
 use crate::build;
@@ -16,9 +17,12 @@ use crate::drain::Drain;
 use crate::driver::Driver;
 use crate::infer::{Embedder, Generator};
 use crate::metrics::Metrics;
+use crate::starting::{Gate, StartupSteps};
 
 /// How often worker processes of this host are checked for having exited.
 const REAP_EVERY: Duration = Duration::from_millis(200);
+/// How often the cluster's hosts are read for joins and leaves.
+const MEMBERSHIP_EVERY: Duration = Duration::from_millis(100);
 
 #[derive(Debug)]
 pub struct Server {
@@ -30,6 +34,12 @@ impl Server {
     /// Checks the configuration against the policy's needs, loads the model, lays out and
     /// starts the instances, and makes the HTTP edge's state.
     pub fn build(config: Deployment) -> Result<Self, BuildError> {
+        Self::build_draining(config, Arc::default())
+    }
+
+    /// As [`Self::build`], with the drain its connections were accepted under (see
+    /// [`Self::serve_once_built`]).
+    pub fn build_draining(config: Deployment, drain: Arc<Drain>) -> Result<Self, BuildError> {
         let kind = PolicyKind::find(&config.policy)?;
         config.check(kind)?;
         let loaded = build::load(&config)?;
@@ -100,7 +110,7 @@ impl Server {
             max_client_batch: config.max_client_batch,
             body_timeout: config.limits.body_timeout,
             started: Instant::now(),
-            drain: Arc::new(Drain::default()),
+            drain,
         };
         let limits = config.limits;
         Ok(Self { state, limits })
@@ -117,41 +127,84 @@ impl Server {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
+        let tasks = self.start_tasks();
+        let app = router(self.state.clone());
+        crate::connections::serve(listener, app, self.limits, shutdown, self.state.drain.clone()).await;
+        self.stop(tasks).await
+    }
+
+    /// Serves on `listener` at once, and the server `build` makes (given the drain the
+    /// connections share) once it has made it, calling `serving` when its routes answer;
+    /// meanwhile the start's `steps` answer (see [`crate::starting`]). Returns when `shutdown`
+    /// resolves and the calls are drained (a shutdown during the start does not wait for
+    /// `build`), or with `build`'s error.
+    pub async fn serve_once_built<E: From<std::io::Error> + Send + 'static>(
+        listener: TcpListener,
+        limits: ConnectionLimits,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+        steps: StartupSteps,
+        build: impl FnOnce(Arc<Drain>) -> Result<Server, E> + Send + 'static,
+        serving: impl FnOnce(&AppState),
+    ) -> Result<(), E> {
+        let drain = Arc::new(Drain::default());
+        let gate = Gate::new(steps.clone());
+        let connections =
+            tokio::spawn(crate::connections::serve(listener, gate.router(), limits, shutdown, drain.clone()));
+        tokio::pin!(connections);
+        let built = tokio::task::spawn_blocking(move || build(drain));
+        let built = tokio::select! {
+            built = built => built.map_err(std::io::Error::other),
+            _ = &mut connections => {
+                tracing::info!("shut down while starting");
+                return Ok(());
+            }
+        };
+        let server = match built.map_err(E::from).and_then(|built| built) {
+            Ok(server) => server,
+            Err(e) => {
+                // A start that failed closes the port at once.
+                connections.abort();
+                return Err(e);
+            }
+        };
+        let tasks = server.start_tasks();
+        gate.open(router(server.state.clone()));
+        serving(&server.state);
+        connections.await.map_err(std::io::Error::other)?;
+        Ok(server.stop(tasks).await?)
+    }
+
+    /// Starts serving: the driver begins, and the tasks it needs run beside the connections
+    /// (the policy's clock, the hosts' membership, the reaper of exited worker processes).
+    fn start_tasks(&self) -> Vec<JoinHandle<()>> {
         self.state.driver.begin();
         self.state.driver.forward_iterations();
-        let ticker = self.state.driver.tick_interval().map(|every| {
+        let every = |period: Duration, work: fn(&Arc<Driver>)| {
             let driver = self.state.driver.clone();
             tokio::spawn(async move {
-                let mut interval = tokio::time::interval(Duration::from_nanos(every));
+                let mut interval = tokio::time::interval(period);
                 loop {
                     interval.tick().await;
-                    driver.tick();
+                    work(&driver);
                 }
             })
-        });
-        let membership = self.state.driver.launcher().hosts().map(|_| {
-            let driver = self.state.driver.clone();
-            tokio::spawn(async move {
-                let mut interval = tokio::time::interval(Duration::from_millis(100));
-                loop {
-                    interval.tick().await;
-                    driver.sync_hosts();
-                }
-            })
-        });
-        let reaper = self.state.driver.launcher().local_processes().then(|| {
-            let driver = self.state.driver.clone();
-            tokio::spawn(async move {
-                let mut interval = tokio::time::interval(REAP_EVERY);
-                loop {
-                    interval.tick().await;
-                    driver.reap_exited_workers();
-                }
-            })
-        });
-        let app = router(self.state.clone());
-        crate::connections::serve(listener, app, self.limits, shutdown, &self.state.drain).await;
-        for task in [ticker, membership, reaper].into_iter().flatten() {
+        };
+        let ticker =
+            self.state.driver.tick_interval().map(|nanos| every(Duration::from_nanos(nanos), Driver::tick));
+        let membership =
+            self.state.driver.launcher().hosts().map(|_| every(MEMBERSHIP_EVERY, Driver::sync_hosts));
+        let reaper = self
+            .state
+            .driver
+            .launcher()
+            .local_processes()
+            .then(|| every(REAP_EVERY, Driver::reap_exited_workers));
+        [ticker, membership, reaper].into_iter().flatten().collect()
+    }
+
+    /// After the connections closed: the tasks stopped, the instances and workers with them.
+    async fn stop(self, tasks: Vec<JoinHandle<()>>) -> std::io::Result<()> {
+        for task in tasks {
             task.abort();
         }
         let workers = self.state.driver.take_instances();

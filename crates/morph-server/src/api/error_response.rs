@@ -25,13 +25,13 @@ impl CallError {
             CallError::Engine(EngineError::Stopped) => StatusCode::SERVICE_UNAVAILABLE,
             CallError::Engine(_) => StatusCode::INTERNAL_SERVER_ERROR,
             CallError::WrongEndpoint { .. } => StatusCode::NOT_FOUND,
-            CallError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            CallError::ShuttingDown | CallError::Starting(_) => StatusCode::SERVICE_UNAVAILABLE,
             CallError::NotFound(_) => StatusCode::NOT_FOUND,
         }
     }
 }
 
-/// Seconds an overloaded (429) or shutting-down (503) server asks a client to wait before it
+/// Seconds an overloaded (429), starting or shutting-down (503) server asks a client to wait before it
 /// tries again (`Retry-After`).
 const RETRY_AFTER_S: u32 = 1;
 
@@ -41,7 +41,7 @@ impl IntoResponse for CallError {
         let mut response = (self.status(), Json(ErrorResponse { error })).into_response();
         // What the call metrics count the failure as (see `api::observe_calls`).
         response.extensions_mut().insert(self.kind());
-        if matches!(self, CallError::Overloaded(_) | CallError::ShuttingDown) {
+        if matches!(self, CallError::Overloaded(_) | CallError::ShuttingDown | CallError::Starting(_)) {
             response.headers_mut().insert(RETRY_AFTER, HeaderValue::from(RETRY_AFTER_S));
         }
         response

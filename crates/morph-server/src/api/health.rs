@@ -1,7 +1,7 @@
 //! Liveness and readiness apart, as Kubernetes probes them: `GET /live` answers while the
 //! process does; `GET /ready` (and `/health`, its older name) is 503 while no request could be
 //! served: every instance of a stage gone (their workers dead, not yet replaced), or the server
-//! shutting down. Until the model is loaded the port is not open, which a startup probe sees.
+//! shutting down. While the server starts, `crate::starting` answers them.
 
 use axum::Json;
 use axum::extract::State;
@@ -30,8 +30,9 @@ pub(super) async fn health(state: State<AppState>) -> (StatusCode, Json<Health>)
     responses((status = 200, description = "Ready.", body = Health),
         (status = 503, description = "Not ready, and why.", body = Health)))]
 pub(super) async fn ready(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
-    let unready = |reason| {
-        (StatusCode::SERVICE_UNAVAILABLE, Json(Health { status: "unavailable", reason: Some(reason) }))
+    let unready = |reason: &str| {
+        let health = Health { status: "unavailable", reason: Some(reason.to_string()) };
+        (StatusCode::SERVICE_UNAVAILABLE, Json(health))
     };
     if state.drain.begun() {
         return unready("the server is shutting down");

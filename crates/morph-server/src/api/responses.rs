@@ -241,10 +241,10 @@ pub(crate) struct ChatDelta {
     pub content: String,
 }
 
-/// `GET /live`, `GET /ready`: "ok", or "unavailable" and why.
+/// `GET /live`, `GET /ready`: "ok", or "unavailable" or "starting" and why.
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct Health {
     pub status: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<&'static str>,
+    pub reason: Option<String>,
 }
