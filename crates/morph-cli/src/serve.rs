@@ -7,13 +7,13 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use clap::builder::{PossibleValue, PossibleValuesParser};
-use morph_backend::EngineKind;
 use morph_core::RuntimeSpec;
 use morph_decoder::{DecoderKernels, Reuse};
 use morph_deploy::{ServeSpec, Task};
 use morph_encoder::Pooling;
 use morph_policy::registry::POLICIES;
-use morph_server::{ConnectionLimits, Server};
+use morph_server::api::AppState;
+use morph_server::{ConnectionLimits, Server, StartupSteps};
 
 use crate::engine_args::EngineArgs;
 use crate::model_args::ModelArgs;
@@ -27,7 +27,10 @@ pub(crate) struct ServeArgs {
     /// Address to listen on. Use 0.0.0.0 to accept connections from other hosts.
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
-    /// Port to listen on; 0 picks a free port (the chosen address is printed on stdout).
+    /// Port to listen on; 0 picks a free port. The port listens at once: until the model is
+    /// fetched, profiled and loaded, /ready answers 503 with the step the start is at (also
+    /// logged, one line a step), and other routes a 503 of type `starting`. Once it serves,
+    /// `morph listening on http://ADDRESS` is printed on stdout.
     #[arg(long, default_value_t = 8080)]
     port: u16,
     /// What to serve: `embed` (an encoder: /v1/embeddings, /embed) or `generate` (a decoder:
@@ -39,9 +42,11 @@ pub(crate) struct ServeArgs {
     task: Task,
     /// Runtime shape, KIND:MAX_LENxMAX_BATCH; repeat for several. `fixed` pads every batch to
     /// exactly that shape, `dynamic` pads to the longest sequence of the batch. Default for
-    /// embed on ONNX Runtime with dynamic-batching: read off the engine's measured profile for
-    /// this host (shipped, or measured once on first start and cached in MORPH_HOME/profiles):
-    /// one instance per core or one on all cores, whichever serves more, with length buckets
+    /// embed on ONNX Runtime with dynamic-batching: read off the engine's profile for this host
+    /// and model (shipped, or fitted on the first start to a few shapes measured in seconds,
+    /// and cached in MORPH_HOME/profiles by the model's content, whatever its folder's name):
+    /// the split of the cores into equal instances (one on all cores, one per core, or between)
+    /// that serves most, with length buckets
     /// (batches of similar lengths, rows per bucket that still buy throughput; see /info).
     /// Otherwise dynamic:512x32 (embed), dynamic:2048x4 (generate: up to 4 sequences per batch).
     #[arg(long = "runtime")]
@@ -222,27 +227,44 @@ impl ServeArgs {
     }
 }
 
+/// Listens at once; the model is fetched, profiled and loaded meanwhile, `/ready` answering 503
+/// with the step it is at. Stdout's `morph listening on` line is printed once it serves.
 pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     let addr: SocketAddr = format!("{}:{}", args.host, args.port)
         .parse()
         .with_context(|| format!("--host {} --port {} is not a socket address", args.host, args.port))?;
-    let config = args.spec()?.resolve()?;
+    let spec = args.spec()?;
+    spec.check()?;
     // candle's process settings (tuning.rs) keep freed memory for speed; ONNX Runtime and
     // emulated instances gain nothing from them, so only a candle server re-executes with them.
-    if matches!(config.engine, EngineKind::Candle | EngineKind::Decoder { .. }) {
+    if spec.runs_candle() {
         morph_backend::tuning::reexec_tuned();
     }
-    let server = Server::build(config)?;
+    let limits = spec.limits;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(async move {
+    let served = runtime.block_on(async move {
         let listener =
             tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
-        println!("morph listening on http://{}", listener.local_addr()?);
-        tracing::info!(model = %server.state().model.name(), engine = %server.state().model.engine, "serving");
-        server.run(listener, shutdown_signal()).await?;
+        let address = listener.local_addr()?;
+        tracing::info!(%address, "listening; /ready answers 503 with the start's step until the model serves");
+        let steps = StartupSteps::default();
+        let build_steps = steps.clone();
+        let build = move |drain| -> anyhow::Result<Server> {
+            let config = spec.resolve(&build_steps)?;
+            build_steps.step("starting the instances");
+            Ok(Server::build_draining(config, drain)?)
+        };
+        let serving = |state: &AppState| {
+            println!("morph listening on http://{address}");
+            tracing::info!(model = %state.model.name(), engine = %state.model.engine, "serving");
+        };
+        Server::serve_once_built(listener, limits, shutdown_signal(), steps, build, serving).await?;
         tracing::info!("drained, stopped");
-        Ok(())
-    })
+        anyhow::Ok(())
+    });
+    // A shutdown while starting leaves the start's thread behind: it is not waited for.
+    runtime.shutdown_background();
+    served
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

@@ -1,31 +1,39 @@
 //! `morph serve` with no `--runtime`: the fast configuration for this host, read off the
-//! engine's measured profile. Two layouts of the cores are compared, one instance on all of
-//! them and one single-threaded instance per core, each measured with its instances running
-//! side by side; the faster one serves, with length buckets and rows per bucket from its
-//! profile (`morph_policy::batching::plan`). Profiles come from `MORPH_HOME/profiles/` (measured
-//! on a first start, with a progress bar), or ship with Morph for the host they were measured
-//! on (`assets/profiles/` in the repository).
+//! engine's measured profile. Every split of the cores into equal instances is compared (one
+//! instance on all of them, one single-threaded instance per core, and those between: 4 x 4
+//! and 8 x 2 on 16 cores), each measured with its instances running side by side, so that
+//! their contention for memory bandwidth and caches is in the measurement; the fastest serves, with length buckets and rows per bucket from its
+//! profile (`morph_policy::batching::plan`). Profiles are found by the model's content (its
+//! config's and weights' hash, whatever its folder is called) in `MORPH_HOME/profiles/`, or
+//! ship with Morph for the host they were measured on (`assets/profiles/` in the repository).
+//! Where there is none, a first start measures a few shapes per layout (seconds, each logged as
+//! a line and shown by `/ready`) and fits its latency over batch × length
+//! ([`morph_core::LatencyFit`]); the grid the buckets are planned from is the fit's.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
-use indicatif::{ProgressBar, ProgressStyle};
 use morph_backend::{Backend, EngineKind};
-use morph_core::{LatencyProfile, RuntimeSpec, ShapeKind, TokenPlan, UnitSpec};
+use morph_core::{LatencyFit, LatencyProfile, RuntimeSpec, ShapeKind, TokenPlan, UnitSpec};
 use morph_encoder::Pooling;
 use morph_engine::EngineError;
 use morph_engine::timing::host_device;
 use morph_fetch::ModelFiles;
 use morph_policy::Bucket;
 use morph_policy::batching::plan::{layout_rate, length_plan};
-use morph_train::profile::{MeasurePlan, measure_profile};
+use morph_server::StartupSteps;
+use morph_train::profile::{MeasurePlan, measure_points};
 
 /// Profiles measured on the hosts Morph is developed on: (file name, JSON).
 const SHIPPED: [(&str, &str); 4] = morph_assets::SERVE_PROFILES;
 
-/// The grid a first start measures: lengths up to the model's 512, batches up to 16.
+/// The grid a profile covers: lengths up to the model's 512, batches up to 16.
 const LENS: [u32; 7] = [8, 16, 32, 64, 128, 256, 512];
 const BATCHES: [u32; 5] = [1, 2, 4, 8, 16];
+/// The shapes (length, batch) a first start measures to fit the grid: the corners and the
+/// middle of both axes, the quadratic term from the long ones; a fifth of the grid's work.
+const MEASURED: [(u32, u32); 8] =
+    [(8, 1), (64, 1), (512, 1), (512, 2), (32, 4), (256, 4), (16, 16), (128, 16)];
 
 /// What `morph serve` runs when the user set no runtime.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,13 +54,13 @@ struct Layout {
 }
 
 impl Layout {
-    /// One instance on every core, and (with several cores) one single-threaded per core.
+    /// Every split of `cores` into equal instances, from one instance on every core to one
+    /// single-threaded instance per core.
     fn candidates(cores: u16) -> Vec<Layout> {
-        let mut out = vec![Layout { instances: 1, threads: cores }];
-        if cores > 1 {
-            out.push(Layout { instances: cores, threads: 1 });
-        }
-        out
+        (1..=cores.max(1))
+            .filter(|&instances| cores.max(1).is_multiple_of(instances))
+            .map(|instances| Layout { instances, threads: cores.max(1) / instances })
+            .collect()
     }
 
     fn matches(self, p: &LatencyProfile) -> bool {
@@ -83,80 +91,114 @@ fn engine_label(engine: &EngineKind) -> String {
     format!("{}-cpu", engine.label())
 }
 
+/// What a profile is found by: the model's content, the engine and the host.
+struct ProfileKey {
+    model_sha256: String,
+    engine: String,
+    device: String,
+}
+
+impl ProfileKey {
+    fn fits(&self, p: &LatencyProfile, layout: Layout) -> bool {
+        p.model_sha256.as_deref() == Some(self.model_sha256.as_str())
+            && p.engine.as_deref() == Some(self.engine.as_str())
+            && p.device.as_deref() == Some(self.device.as_str())
+            && layout.matches(p)
+    }
+
+    /// Where a profile of `layout` measured here is cached.
+    fn cache_file(&self, layout: Layout) -> PathBuf {
+        let slug: String =
+            self.device.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
+        let model = &self.model_sha256[..self.model_sha256.len().min(16)];
+        cache_dir()
+            .join(format!("{model}-{}-{slug}-{}x{}.json", self.engine, layout.instances, layout.threads))
+    }
+}
+
 /// A profile of `layout` for this model, engine and host: cached, shipped, or measured now (on
 /// `backend`, loaded the first time a layout needs measuring).
 fn layout_profile(
     files: &ModelFiles,
+    key: &ProfileKey,
     engine: &EngineKind,
     layout: Layout,
     backend: &mut Option<Backend>,
+    steps: &StartupSteps,
 ) -> anyhow::Result<(LatencyProfile, String)> {
-    let device = host_device();
-    let label = engine_label(engine);
-    let fits = |p: &LatencyProfile| {
-        p.model == files.name
-            && p.engine.as_deref() == Some(label.as_str())
-            && p.device.as_deref() == Some(device.as_str())
-            && layout.matches(p)
-    };
-    let slug: String = device.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
-    let cached = cache_dir()
-        .join(format!("{}-{label}-{slug}-{}x{}.json", files.name, layout.instances, layout.threads));
+    let cached = key.cache_file(layout);
     if let Ok(p) = LatencyProfile::load(&cached)
-        && fits(&p)
+        && key.fits(&p, layout)
     {
         return Ok((p, cached.display().to_string()));
     }
     for (name, json) in SHIPPED {
         if let Ok(p) = LatencyProfile::from_json(json)
-            && fits(&p)
+            && key.fits(&p, layout)
         {
             return Ok((p, format!("shipped assets/profiles/{name}")));
         }
     }
     let backend = match backend {
         Some(l) => l,
-        None => backend.insert(Backend::load(files, Pooling::from_model_dir(&files.dir)?, engine)?),
+        None => {
+            steps.step("loading the model to profile it on this host");
+            backend.insert(Backend::load(files, Pooling::from_model_dir(&files.dir)?, engine)?)
+        }
     };
-    let mut p = measure(&files.name, backend, layout)?;
-    p.engine = Some(label);
-    p.device = Some(device);
+    let mut p = measure(&files.name, backend, layout, steps)?;
+    p.engine = Some(key.engine.clone());
+    p.device = Some(key.device.clone());
+    p.model_sha256 = Some(key.model_sha256.clone());
     std::fs::create_dir_all(cache_dir()).context("creating the profile cache")?;
     std::fs::write(&cached, p.to_json()).with_context(|| format!("writing {}", cached.display()))?;
-    Ok((p, format!("measured now, cached in {}", cached.display())))
+    Ok((p, format!("fitted to {} shapes measured now, cached in {}", MEASURED.len(), cached.display())))
 }
 
 fn cache_dir() -> PathBuf {
     morph_fetch::morph_home().join("profiles")
 }
 
-/// Measures `layout` on the real engine: dynamic runtimes fed full batches, its instances side
-/// by side, with a progress bar on stderr.
-fn measure(model: &str, backend: &Backend, layout: Layout) -> anyhow::Result<LatencyProfile> {
+/// Measures `layout` on the real engine at the [`MEASURED`] shapes (dynamic runtimes fed full
+/// batches, its instances side by side), each shape a step, and fits the grid to them.
+fn measure(
+    model: &str,
+    backend: &Backend,
+    layout: Layout,
+    steps: &StartupSteps,
+) -> anyhow::Result<LatencyProfile> {
     let plan = MeasurePlan {
         lens: LENS.to_vec(),
         batches: BATCHES.to_vec(),
         warmup: 1,
-        runs: 5,
+        runs: 3,
         tokens: TokenPlan::Plain,
         hidden: None,
         kind: ShapeKind::Dynamic,
         side_by_side: usize::from(layout.instances),
     };
-    let bar = ProgressBar::new(plan.points() as u64);
-    let what = format!("profiling {} x {} thread(s), once for this host", layout.instances, layout.threads);
-    bar.set_style(ProgressStyle::with_template(&format!("{what} {{bar:30}} {{pos}}/{{len}} {{msg}}"))?);
-    let mut profile = measure_profile(
-        model,
+    let what = format!("profiling {} x {} thread(s)", layout.instances, layout.threads);
+    steps.step(format!("{what}: 0/{}", MEASURED.len()));
+    let mut done = 0;
+    let points = measure_points(
         &plan,
+        &MEASURED,
         &mut |spec| backend.engine(UnitSpec::encoder(spec).with_threads(layout.threads)),
         &mut |len, batch, ms| {
-            bar.set_message(format!("b{batch} l{len}: {ms:.1} ms"));
-            bar.inc(1);
+            done += 1;
+            steps.step(format!(
+                "{what}: {done}/{} (batch {batch} x {len} tokens: {ms:.1} ms)",
+                MEASURED.len()
+            ));
         },
     )
     .map_err(|e: EngineError| anyhow::anyhow!("profiling the engine: {e}"))?;
-    bar.finish_and_clear();
+    let fit = LatencyFit::fit(&points).context("no latency fit to the measured shapes")?;
+    tracing::info!(
+        worst_error = format!("{:.0}%", fit.worst_error(&points) * 100.0),
+        "{what}: latency fitted over batch x length"
+    );
+    let mut profile = fit.profile(model, &BATCHES, &LENS)?;
     profile.runs = Some(plan.runs);
     profile.threads = Some(layout.threads);
     profile.instances = Some(layout.instances);
@@ -168,12 +210,19 @@ pub(crate) fn serve_defaults(
     files: &ModelFiles,
     engine: &EngineKind,
     max_len: u32,
+    steps: &StartupSteps,
 ) -> anyhow::Result<ServeDefaults> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).min(64) as u16;
+    steps.step("hashing the model to find its profile");
+    let key = ProfileKey {
+        model_sha256: files.content_sha256()?,
+        engine: engine_label(engine),
+        device: host_device(),
+    };
     let mut backend = None;
     let profiles = Layout::candidates(cores)
         .into_iter()
-        .map(|layout| layout_profile(files, engine, layout, &mut backend))
+        .map(|layout| layout_profile(files, &key, engine, layout, &mut backend, steps))
         .collect::<anyhow::Result<Vec<_>>>()?;
     choose(profiles, max_len)
 }
@@ -204,8 +253,31 @@ mod tests {
     }
 
     #[test]
-    fn a_host_with_one_core_has_one_layout() {
-        assert_eq!(Layout::candidates(1), vec![Layout { instances: 1, threads: 1 }]);
-        assert_eq!(Layout::candidates(4).len(), 2);
+    fn the_shipped_profiles_are_found_by_the_default_models_content_under_any_folder_name() {
+        let files =
+            morph_fetch::fetch_default(&morph_fetch::morph_home(), &morph_fetch::Pip::from_env()).unwrap();
+        let renamed = ModelFiles { name: "my-copy".into(), ..files.clone() };
+        let key = |engine: &str| ProfileKey {
+            model_sha256: renamed.content_sha256().unwrap(),
+            engine: engine.into(),
+            device: "AMD EPYC, 2 cores".into(),
+        };
+        for engine in ["onnxruntime-cpu", "onnxruntime-int8-cpu"] {
+            for (p, name) in shipped(engine) {
+                let layout = Layout { instances: p.instances.unwrap(), threads: p.threads.unwrap() };
+                assert!(key(engine).fits(&p, layout), "{name}");
+                assert!(!key("candle-cpu").fits(&p, layout), "{name}: found for another engine");
+            }
+        }
+    }
+
+    #[test]
+    fn every_split_of_the_cores_into_equal_instances_is_a_candidate() {
+        let splits =
+            |cores| Layout::candidates(cores).iter().map(|l| (l.instances, l.threads)).collect::<Vec<_>>();
+        assert_eq!(splits(1), vec![(1, 1)]);
+        assert_eq!(splits(2), vec![(1, 2), (2, 1)]);
+        assert_eq!(splits(6), vec![(1, 6), (2, 3), (3, 2), (6, 1)]);
+        assert_eq!(splits(16), vec![(1, 16), (2, 8), (4, 4), (8, 2), (16, 1)]);
     }
 }

@@ -9,8 +9,8 @@ use morph_backend::EngineKind;
 use morph_core::{LatencyProfile, RuntimeSpec, TokenPlan, time::ms_to_nanos};
 use morph_decoder::DecoderKernels;
 use morph_policy::registry::{self, Family, PolicyKind};
-use morph_server::Deployment;
 use morph_server::prediction::PredictorConfig;
+use morph_server::{Deployment, StartupSteps};
 
 use crate::defaults::{ServeDefaults, serve_defaults};
 use crate::engine::EngineChoice;
@@ -25,8 +25,9 @@ const MAX_CALL_WAVE: usize = 128;
 const PROFILED_MAX_LEN: u32 = 512;
 
 impl ServeSpec {
-    /// The deployment this spec asks for.
-    pub fn resolve(self) -> anyhow::Result<Deployment> {
+    /// The deployment this spec asks for; each slow step (fetching, profiling) is told to
+    /// `steps`.
+    pub fn resolve(self, steps: &StartupSteps) -> anyhow::Result<Deployment> {
         self.check()?;
         let profile = match &self.profile {
             Some(path) => Some(Arc::new(LatencyProfile::load(path)?)),
@@ -44,13 +45,14 @@ impl ServeSpec {
             false => "dynamic-batching",
         });
         let policy = PolicyKind::find(policy)?;
+        steps.step("fetching the model");
         let (model, engine, predictor) = match self.task {
             Task::Generate => (None, self.decoder()?, self.predictor.resolve(policy, || self.engine.real())?),
             Task::Embed => (Some(self.model.fetch()?), engine, PredictorConfig::None),
         };
         let profiled = match &model {
             Some(files) if self.profiled_defaults(policy, &engine) => {
-                let d = serve_defaults(files, &engine, PROFILED_MAX_LEN)?;
+                let d = serve_defaults(files, &engine, PROFILED_MAX_LEN, steps)?;
                 tracing::info!(
                     runtime = %d.runtime, instances = d.instances, threads = d.threads, profile = %d.source,
                     "runtimes from the engine's profile"

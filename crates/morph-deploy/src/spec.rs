@@ -9,7 +9,7 @@ use morph_encoder::Pooling;
 use morph_server::ConnectionLimits;
 use morph_worker::ProcessConfig;
 
-use crate::engine::EngineSpec;
+use crate::engine::{EngineChoice, EngineSpec};
 use crate::model::ModelChoice;
 use crate::predictor::PredictorChoice;
 
@@ -109,6 +109,13 @@ impl ServeSpec {
             "--prompt-cache-reuse is for --task generate"
         );
         self.engine.check()
+    }
+
+    /// Whether candle computes (a decoder, or `--engine candle`): its process settings are set
+    /// before anything loads (`morph_backend::tuning`). `--engine auto` falling back to candle
+    /// where ONNX Runtime cannot be had runs without them.
+    pub fn runs_candle(&self) -> bool {
+        self.task == Task::Generate || self.engine.engine == EngineChoice::Candle
     }
 
     /// Whether the whole decoder generates (no prefill stages).

@@ -48,42 +48,66 @@ fn side_by_side(
     Ok(median(times.concat()))
 }
 
-/// Measures every `(len, batch)` of the plan on runtimes of that shape built by `make` (the
-/// plan's `side_by_side` of them at once; the median over all their runs is kept), calling
-/// `progress` after each point.
+/// Measures every `(len, batch)` of the plan's grid on runtimes of that shape built by `make`
+/// (see [`measure_points`]) into a profile.
 pub fn measure_profile(
     model: &str,
     plan: &MeasurePlan,
     make: &mut dyn FnMut(RuntimeSpec) -> Result<Box<dyn Engine>, EngineError>,
     progress: &mut dyn FnMut(u32, u32, f64),
 ) -> Result<LatencyProfile, EngineError> {
-    let mut points = Vec::with_capacity(plan.points());
-    for &batch in &plan.batches {
-        for &len in &plan.lens {
-            let spec = match plan.kind {
-                ShapeKind::Fixed => RuntimeSpec::fixed(len, batch),
-                ShapeKind::Dynamic => RuntimeSpec::dynamic(len, batch),
-            };
-            let mut engines =
-                (0..plan.side_by_side.max(1)).map(|_| make(spec)).collect::<Result<Vec<_>, _>>()?;
-            let tokens = synthetic_batch(len, batch);
-            let hidden: Vec<Vec<f32>> = match plan.hidden {
-                Some(dim) => (0..batch).map(|_| vec![0.1; len as usize * dim]).collect(),
-                None => Vec::new(),
-            };
-            // Rows tagged with the first task: a prompt plan needs one, other plans ignore it.
-            let tasks = vec![TaskId(0); tokens.len()];
-            let input = if plan.hidden.is_some() {
-                BatchInput::Hidden(&hidden)
-            } else {
-                BatchInput::Tasked(&tokens, &tasks)
-            };
-            let ms = side_by_side(&mut engines, input, plan)?;
-            progress(len, batch, ms);
-            points.push(Point { batch, len, ms });
-        }
-    }
+    let grid: Vec<(u32, u32)> =
+        plan.batches.iter().flat_map(|&batch| plan.lens.iter().map(move |&len| (len, batch))).collect();
+    let points = measure_points(plan, &grid, make, progress)?;
     LatencyProfile::from_points(model, points).map_err(|e| EngineError::Inference(e.to_string()))
+}
+
+/// Measures each `(len, batch)` of `shapes`, in order, on the plan's `side_by_side` runtimes
+/// built by `make` (the median over all their runs is kept), calling `progress` after each.
+/// Fixed runtimes are built for each shape; dynamic ones once, at the largest shape, and fed
+/// every shape.
+pub fn measure_points(
+    plan: &MeasurePlan,
+    shapes: &[(u32, u32)],
+    make: &mut dyn FnMut(RuntimeSpec) -> Result<Box<dyn Engine>, EngineError>,
+    progress: &mut dyn FnMut(u32, u32, f64),
+) -> Result<Vec<Point>, EngineError> {
+    let mut build = |spec| (0..plan.side_by_side.max(1)).map(|_| make(spec)).collect::<Result<Vec<_>, _>>();
+    let mut dynamic = match plan.kind {
+        ShapeKind::Dynamic => {
+            let longest = shapes.iter().map(|s| s.0).max().unwrap_or(1);
+            let widest = shapes.iter().map(|s| s.1).max().unwrap_or(1);
+            Some(build(RuntimeSpec::dynamic(longest, widest))?)
+        }
+        ShapeKind::Fixed => None,
+    };
+    let mut points = Vec::with_capacity(shapes.len());
+    for &(len, batch) in shapes {
+        let mut fixed;
+        let engines = match dynamic.as_mut() {
+            Some(engines) => engines,
+            None => {
+                fixed = build(RuntimeSpec::fixed(len, batch))?;
+                &mut fixed
+            }
+        };
+        let tokens = synthetic_batch(len, batch);
+        let hidden: Vec<Vec<f32>> = match plan.hidden {
+            Some(dim) => (0..batch).map(|_| vec![0.1; len as usize * dim]).collect(),
+            None => Vec::new(),
+        };
+        // Rows tagged with the first task: a prompt plan needs one, other plans ignore it.
+        let tasks = vec![TaskId(0); tokens.len()];
+        let input = if plan.hidden.is_some() {
+            BatchInput::Hidden(&hidden)
+        } else {
+            BatchInput::Tasked(&tokens, &tasks)
+        };
+        let ms = side_by_side(engines, input, plan)?;
+        progress(len, batch, ms);
+        points.push(Point { batch, len, ms });
+    }
+    Ok(points)
 }
 
 #[cfg(test)]
@@ -156,7 +180,7 @@ mod tests {
     }
 
     #[test]
-    fn side_by_side_builds_that_many_dynamic_instances_per_point() {
+    fn side_by_side_builds_that_many_dynamic_instances_once_at_the_largest_shape() {
         let truth =
             Arc::new(LatencyProfile::from_points("m", [Point { batch: 1, len: 8, ms: 0.5 }]).unwrap());
         let plan = MeasurePlan {
@@ -170,8 +194,7 @@ mod tests {
             side_by_side: 3,
         };
         let (built, _, measured) = measure_emulated(&truth, &plan);
-        let want: Vec<RuntimeSpec> =
-            [8, 8, 8, 16, 16, 16].iter().map(|&len| RuntimeSpec::dynamic(len, 2)).collect();
+        let want = vec![RuntimeSpec::dynamic(16, 2); 3];
         assert_eq!(built, want);
         assert_eq!(measured.lengths(), vec![8, 16]);
     }

@@ -36,10 +36,15 @@ pub(crate) fn serve_with(args: &[&str]) -> Served {
 }
 
 impl Served {
-    /// Runs `cmd` (a `morph serve`) and waits for the address it prints once it listens.
+    /// Runs `cmd` (a `morph serve`) and waits for the address it prints once it serves.
     pub(crate) fn start(mut cmd: Command) -> Served {
-        let mut child =
-            cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("starting morph serve");
+        cmd.stderr(Stdio::null());
+        Self::start_logged(cmd)
+    }
+
+    /// As [`Self::start`], its log (stderr) where `cmd` sends it.
+    pub(crate) fn start_logged(mut cmd: Command) -> Served {
+        let mut child = cmd.stdout(Stdio::piped()).spawn().expect("starting morph serve");
         let mut line = String::new();
         BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("stdout line");
         let url =
