@@ -72,7 +72,14 @@ impl Layout {
 fn choose(profiles: Vec<(LatencyProfile, String)>, max_len: u32) -> anyhow::Result<ServeDefaults> {
     let rated = profiles.into_iter().map(|(p, source)| {
         let instances = p.instances.unwrap_or(1);
-        (layout_rate(&p, u32::from(instances)), p, source)
+        let rate = layout_rate(&p, u32::from(instances));
+        tracing::info!(
+            instances,
+            threads = p.threads.unwrap_or(1),
+            sequences_per_s = format!("{rate:.0}"),
+            "candidate layout, by its profile"
+        );
+        (rate, p, source)
     });
     let (_, profile, source) =
         rated.max_by(|a, b| a.0.total_cmp(&b.0)).context("no profile to choose a layout from")?;
