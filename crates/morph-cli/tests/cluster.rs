@@ -4,7 +4,8 @@
 //! every call answered once; three network namespaces as three hosts (the server with etcd, two
 //! worker hosts) serve a pipeline whose stages span both worker hosts, and one of them killed
 //! mid-load (every process SIGKILLed) loses no call. Every cluster shares a token: the agents'
-//! workers API refuses a caller without it, and the workers present it to the server.
+//! workers API refuses a caller without it, and the workers present it to the server. A worker
+//! on another host serves the vectors a thread does, int8 and fp32 alike.
 
 mod common;
 
@@ -109,8 +110,14 @@ fn model() -> (PathBuf, PathBuf) {
     (files.dir, library)
 }
 
-/// A host agent named `name` at `advertise`, registered once this returns.
+/// A host agent named `name` at `advertise`, registered once this returns; fp32 on every host, as
+/// the servers below: vectors are compared across hosts.
 fn agent(netns: Option<&Netns>, etcd: &str, name: &str, advertise: &str, slots: u16) -> Proc {
+    agent_of(netns, etcd, name, advertise, slots, "fp32")
+}
+
+/// [`agent`] whose workers run graphs of `dtype`.
+fn agent_of(netns: Option<&Netns>, etcd: &str, name: &str, advertise: &str, slots: u16, dtype: &str) -> Proc {
     let (dir, library) = model();
     let morph = env!("CARGO_BIN_EXE_morph");
     let mut cmd = match netns {
@@ -123,8 +130,7 @@ fn agent(netns: Option<&Netns>, etcd: &str, name: &str, advertise: &str, slots: 
         .arg(dir)
         .arg("--ort-library")
         .arg(library)
-        // fp32 on every host, as the servers below: vectors are compared across hosts.
-        .args(["--dtype", "fp32"])
+        .args(["--dtype", dtype])
         .env("MORPH_CLUSTER_TOKEN", TOKEN)
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
@@ -258,6 +264,51 @@ async fn burst(url: &str, calls: usize, expected: &[Vec<f32>]) {
             assert!(cosine(a, b) >= 0.9999, "cosine {}", cosine(a, b));
         }
     }
+}
+
+/// The vectors of [`TEXTS`] served by `morph serve` with `args`.
+async fn served_vectors(args: &[&str]) -> Vec<Vec<f32>> {
+    let served = serve_with(args);
+    let (status, body) = embed(&served.url, &TEXTS).await;
+    assert_eq!(status, 200, "{body}");
+    vectors(&body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_on_another_host_serves_the_vectors_of_a_thread_in_each_dtype() {
+    let (dir, library) = model();
+    let (dir, library) = (dir.display().to_string(), library.display().to_string());
+    let model = ["--model", &dir, "--ort-library", &library, "--engine", "ort", "--runtime", "dynamic:64x4"];
+    let mut remote_by_dtype = Vec::new();
+    for dtype in ["int8", "fp32"] {
+        let etcd = Etcd::start(None, "127.0.0.1", free_port(), "127.0.0.1");
+        let _a = agent_of(None, &etcd.url, "a", "127.0.0.1", 1, dtype);
+        let token = token_file();
+        let token_path = token.path().display().to_string();
+        let cluster = ["--cluster-token-file", &token_path, "--etcd", &etcd.url, "--cluster", "test"];
+        let hosts = ["--advertise", "127.0.0.1", "--hosts", "1", "--lease-ttl-s", "2"];
+        let remote =
+            serve_with(&[&model[..], &["--dtype", dtype, "--threads", "1"], &cluster, &hosts].concat());
+        let placed = instances_by_host(&remote.url).await;
+        assert_eq!(placed.iter().map(|(h, _)| h.as_str()).collect::<Vec<_>>(), ["a"], "{placed:?}");
+        let (status, body) = embed(&remote.url, &TEXTS).await;
+        assert_eq!(status, 200, "{body}");
+        let on_host_a = vectors(&body);
+        drop(remote);
+        let threads =
+            served_vectors(&[&model[..], &["--dtype", dtype, "--workers", "thread"]].concat()).await;
+        for (i, (a, b)) in on_host_a.iter().zip(&threads).enumerate() {
+            assert!(
+                cosine(a, b) >= 0.99999,
+                "{dtype}, text {i}: host a vs a thread, cosine {}",
+                cosine(a, b)
+            );
+        }
+        remote_by_dtype.push(on_host_a);
+    }
+    let least =
+        remote_by_dtype[0].iter().zip(&remote_by_dtype[1]).map(|(a, b)| cosine(a, b)).fold(1.0, f32::min);
+    assert!(least < 0.99999, "the agent ran int8 graphs for int8 (least cosine to fp32 {least})");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
