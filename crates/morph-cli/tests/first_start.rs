@@ -1,7 +1,8 @@
 //! A first start on a model Morph has no profile for, as a user meets it: `morph serve --model
 //! DIR` with stderr a file (not a terminal) and an empty profile cache. The log says each
 //! profiling step as a line, in order, before the server serves; the fitted profiles are cached
-//! by the model's content; the same model under another folder name starts without profiling.
+//! by the model's content; the same model under another folder name starts without profiling,
+//! its buckets refined to the batches it serves.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -98,7 +99,7 @@ async fn a_first_start_logs_each_profiling_step_and_a_renamed_copy_reuses_the_pr
     let log = root.path().join("second.log");
     let server = serve_logged(&again.dir, &home, &log);
     let info = get_json(&server.url, "/info").await;
-    assert!(info.is_object());
+    assert!(info["policy"]["bucket_refits"].is_u64(), "a fitted profile's buckets are refined: {info}");
     drop(server);
     let steps = start_steps(&log);
     assert!(!steps.iter().any(|s| s.starts_with("profiling")), "{steps:#?}");

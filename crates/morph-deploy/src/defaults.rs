@@ -42,8 +42,12 @@ pub(crate) struct ServeDefaults {
     pub instances: usize,
     pub threads: u16,
     pub buckets: Vec<Bucket>,
-    /// Where the chosen layout's profile came from, for the log.
+    /// The chosen layout's profile, and where it came from, for the log.
+    pub profile: LatencyProfile,
     pub source: String,
+    /// Whether that profile was fitted to a few shapes on a first start (not shipped): the
+    /// policy refines its buckets to the batches it serves.
+    pub fitted: bool,
 }
 
 /// One layout of the host's cores: `instances` instances of `threads` intra-op threads.
@@ -69,7 +73,7 @@ impl Layout {
 }
 
 /// The layout that serves more, with its buckets, from one profile per candidate layout.
-fn choose(profiles: Vec<(LatencyProfile, String)>, max_len: u32) -> anyhow::Result<ServeDefaults> {
+fn choose(profiles: Vec<(LatencyProfile, Source)>, max_len: u32) -> anyhow::Result<ServeDefaults> {
     let rated = profiles.into_iter().map(|(p, source)| {
         let instances = p.instances.unwrap_or(1);
         let rate = layout_rate(&p, u32::from(instances));
@@ -89,13 +93,37 @@ fn choose(profiles: Vec<(LatencyProfile, String)>, max_len: u32) -> anyhow::Resu
         instances: usize::from(profile.instances.unwrap_or(1)),
         threads: profile.threads.unwrap_or(1),
         buckets: plan.buckets,
-        source,
+        profile,
+        fitted: !matches!(source, Source::Shipped(_)),
+        source: source.to_string(),
     })
 }
 
 /// The engine's label in profile file names and `engine` fields.
 fn engine_label(engine: &EngineKind) -> String {
     format!("{}-cpu", engine.label())
+}
+
+/// Where a layout's profile came from.
+enum Source {
+    /// Shipped with Morph (a file of `assets/profiles/`): measured over the whole grid.
+    Shipped(&'static str),
+    /// Fitted on an earlier start, cached in this file.
+    Cached(PathBuf),
+    /// Fitted now, and cached in this file.
+    Measured(PathBuf),
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Shipped(name) => write!(f, "shipped assets/profiles/{name}"),
+            Source::Cached(path) => write!(f, "{}", path.display()),
+            Source::Measured(path) => {
+                write!(f, "fitted to {} shapes measured now, cached in {}", MEASURED.len(), path.display())
+            }
+        }
+    }
 }
 
 /// What a profile is found by: the model's content, the engine and the host.
@@ -132,18 +160,18 @@ fn layout_profile(
     layout: Layout,
     backend: &mut Option<Backend>,
     steps: &StartupSteps,
-) -> anyhow::Result<(LatencyProfile, String)> {
+) -> anyhow::Result<(LatencyProfile, Source)> {
     let cached = key.cache_file(layout);
     if let Ok(p) = LatencyProfile::load(&cached)
         && key.fits(&p, layout)
     {
-        return Ok((p, cached.display().to_string()));
+        return Ok((p, Source::Cached(cached)));
     }
     for (name, json) in SHIPPED {
         if let Ok(p) = LatencyProfile::from_json(json)
             && key.fits(&p, layout)
         {
-            return Ok((p, format!("shipped assets/profiles/{name}")));
+            return Ok((p, Source::Shipped(name)));
         }
     }
     let backend = match backend {
@@ -159,7 +187,7 @@ fn layout_profile(
     p.model_sha256 = Some(key.model_sha256.clone());
     std::fs::create_dir_all(cache_dir()).context("creating the profile cache")?;
     std::fs::write(&cached, p.to_json()).with_context(|| format!("writing {}", cached.display()))?;
-    Ok((p, format!("fitted to {} shapes measured now, cached in {}", MEASURED.len(), cached.display())))
+    Ok((p, Source::Measured(cached)))
 }
 
 fn cache_dir() -> PathBuf {
@@ -239,8 +267,9 @@ mod tests {
     use super::*;
 
     /// The shipped profiles of one engine label, two layouts each.
-    fn shipped(engine: &str) -> Vec<(LatencyProfile, String)> {
-        let all = SHIPPED.map(|(name, json)| (LatencyProfile::from_json(json).unwrap(), name.to_string()));
+    fn shipped(engine: &str) -> Vec<(LatencyProfile, Source)> {
+        let all =
+            SHIPPED.map(|(name, json)| (LatencyProfile::from_json(json).unwrap(), Source::Shipped(name)));
         let of_engine: Vec<_> =
             all.into_iter().filter(|(p, _)| p.engine.as_deref() == Some(engine)).collect();
         assert_eq!(of_engine.len(), 2, "{engine}: one profile per layout");

@@ -24,6 +24,10 @@ const MAX_CALL_WAVE: usize = 128;
 /// The longest input the profiled default runtime takes (the default encoder's 512 positions).
 const PROFILED_MAX_LEN: u32 = 512;
 
+/// Batches served between refits of buckets planned from a profile fitted on a first start:
+/// a few seconds of traffic at this host's rates.
+const REFINE_EVERY: u32 = 512;
+
 impl ServeSpec {
     /// The deployment this spec asks for; each slow step (fetching, profiling) is told to
     /// `steps`.
@@ -91,7 +95,9 @@ impl ServeSpec {
             policy: policy.name.to_string(),
             policy_params,
             policy_context: registry::Context {
-                profile: profile.or_else(|| plans.get(&TokenPlan::Plain).cloned()),
+                profile: profile
+                    .or_else(|| plans.get(&TokenPlan::Plain).cloned())
+                    .or_else(|| profiled.filter(|d| d.fitted).map(|d| Arc::new(d.profile))),
                 slo: self.slo_ms.map(ms_to_nanos),
                 plans,
                 accuracy,
@@ -159,6 +165,11 @@ impl ServeSpec {
                 object.entry("max_batch_tokens").or_insert(self.max_batch_tokens.into());
                 object.entry("max_queue").or_insert(max_queue.into());
                 if let Some(d) = profiled {
+                    // Buckets the user gave are kept as given; those planned from a profile
+                    // fitted on a first start are refined to the batches served.
+                    if !object.contains_key("buckets") && d.fitted {
+                        object.entry("refine_every").or_insert(REFINE_EVERY.into());
+                    }
                     object.entry("buckets").or_insert(serde_json::to_value(&d.buckets)?);
                 }
             }

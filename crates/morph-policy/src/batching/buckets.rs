@@ -68,6 +68,14 @@ impl BucketQueue {
         self.len = self.queues.iter().map(VecDeque::len).sum();
     }
 
+    /// Every waiting request, oldest arrival first (as [`Self::take_batch`] would reach them).
+    pub(crate) fn drain_by_arrival(&mut self) -> Vec<RequestInfo> {
+        let mut waiting: Vec<RequestInfo> = self.queues.iter_mut().flat_map(|q| q.drain(..)).collect();
+        waiting.sort_by_key(|r| (r.arrival, r.id));
+        self.len = 0;
+        waiting
+    }
+
     /// Takes the batch `runtime` runs next: from the bucket whose head (among those `runtime`
     /// fits) arrived first, the longest FIFO prefix within the bucket's rows, the runtime's rows
     /// and `max_tokens` padded tokens (one request always fits). Empty if no head fits.

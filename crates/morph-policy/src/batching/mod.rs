@@ -5,20 +5,23 @@
 //! from the engine's profile: [`plan`]) a batch holds inputs of one bucket ([`buckets`]), from
 //! the bucket whose head waited longest. On a pipelined model every stage has its own queue: a batch of stage
 //! k hands its requests to stage k + 1's. Every batch runs under one fixed token plan (0: the
-//! plain model).
+//! plain model). Buckets planned from a profile fitted on a first start can be refined to the
+//! batches served ([`refine`]).
 
 use fixedbitset::FixedBitSet;
 use morph_core::{
-    Action, BatchPlan, DropReason, Event, Gauge, InstanceId, InstanceInfo, Policy, RequestId, RequestInfo,
-    RuntimeSpec, Then, Time, TokenPlan, UnitSpec,
+    Action, BatchPlan, DropReason, Event, Gauge, InstanceId, InstanceInfo, LatencyProfile, PaddedShape,
+    Policy, RequestId, RequestInfo, RuntimeSpec, Then, Time, TokenPlan, UnitSpec,
 };
 use serde_json::json;
 
 pub mod buckets;
 pub mod plan;
+mod refine;
 
 use crate::replacer::Replacer;
 use buckets::{Bucket, BucketQueue};
+use refine::Refiner;
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -31,11 +34,21 @@ pub struct DynamicBatchingConfig {
     pub plan: TokenPlan,
     /// Length buckets, ascending by `max_len`; empty: one FIFO.
     pub buckets: Vec<Bucket>,
+    /// Batches served between refits of the buckets to the times they took (0: never); needs
+    /// the profile the buckets came from (`morph serve` sets it where that profile was fitted
+    /// on the first start).
+    pub refine_every: u32,
 }
 
 impl Default for DynamicBatchingConfig {
     fn default() -> Self {
-        Self { max_batch_tokens: 16_384, max_queue: 1_024, plan: TokenPlan::Plain, buckets: Vec::new() }
+        Self {
+            max_batch_tokens: 16_384,
+            max_queue: 1_024,
+            plan: TokenPlan::Plain,
+            buckets: Vec::new(),
+            refine_every: 0,
+        }
     }
 }
 
@@ -71,8 +84,11 @@ pub struct DynamicBatching {
     idle: FixedBitSet,
     /// What each busy instance runs (to hand on to the next stage), by id.
     running: Vec<Vec<RequestInfo>>,
+    /// When each busy instance started its batch, and the batch's padded shape, by id.
+    started: Vec<Option<(Time, PaddedShape)>>,
     longest_runtime: u32,
     replacer: Replacer,
+    refiner: Option<Refiner>,
 }
 
 /// Index of an instance in the per-instance arrays.
@@ -88,12 +104,22 @@ impl DynamicBatching {
             instances: Vec::new(),
             idle: FixedBitSet::new(),
             running: Vec::new(),
+            started: Vec::new(),
             replacer: Replacer::default(),
             longest_runtime: 0,
+            refiner: None,
         }
     }
 
-    fn schedule(&mut self, actions: &mut Vec<Action>) {
+    /// Refines the buckets (see [`refine`]) planned from `profile` every `refine_every` batches.
+    pub fn refined_from(mut self, profile: &LatencyProfile) -> Self {
+        if self.config.refine_every > 0 {
+            self.refiner = Some(Refiner::new(profile, self.config.refine_every));
+        }
+        self
+    }
+
+    fn schedule(&mut self, now: Time, actions: &mut Vec<Action>) {
         if self.queues.iter().all(BucketQueue::is_empty) {
             return;
         }
@@ -112,6 +138,8 @@ impl DynamicBatching {
                 continue;
             }
             started.push(k);
+            let longest = batch.iter().map(|r| r.input_len).max().unwrap_or(1);
+            self.started[k] = Some((now, slot.runtime.padded_shape(longest, batch.len() as u32)));
             let then = if slot.last { Then::Finish } else { Then::NextStage };
             let requests = batch.iter().map(|r| r.id).collect();
             let instance = InstanceId(k as u32);
@@ -151,6 +179,7 @@ impl DynamicBatching {
         if self.instances.len() <= at(id) {
             self.instances.resize(at(id) + 1, None);
             self.running.resize_with(at(id) + 1, Vec::new);
+            self.started.resize(at(id) + 1, None);
         }
         self.instances[at(id)] = Some(Slot { unit, runtime: unit.runtime, stage, last });
         self.idle.grow_and_insert(at(id));
@@ -159,10 +188,21 @@ impl DynamicBatching {
         }
     }
 
-    fn batch_done(&mut self, instance: InstanceId, failed: bool) {
+    fn batch_done(&mut self, now: Time, instance: InstanceId, failed: bool) {
         let Some(slot) = self.instances.get(at(instance)).copied().flatten() else { return };
         self.idle.insert(at(instance));
         let ran = std::mem::take(&mut self.running[at(instance)]);
+        let started = self.started[at(instance)].take();
+        if let (Some(refiner), Some((at_start, shape)), false, 1) =
+            (&mut self.refiner, started, failed, self.queues.len())
+        {
+            let ms = morph_core::time::nanos_to_ms(now.since(at_start));
+            if let Some(buckets) = refiner.served(shape, ms, &self.config.buckets, self.longest_runtime) {
+                let bounds: Vec<(u32, u32)> = buckets.iter().map(|b| (b.max_len, b.max_rows)).collect();
+                tracing::info!(refits = refiner.changes, ?bounds, "buckets replanned to the batches served");
+                self.rebucket(buckets);
+            }
+        }
         if !slot.last && !failed {
             for request in ran {
                 self.queues[slot.stage + 1].push_back(request);
@@ -180,6 +220,18 @@ impl DynamicBatching {
             self.queues[slot.stage].push_front(request);
         }
         self.replacer.replace(slot.unit, actions);
+    }
+
+    /// Every queue split by `buckets` from now on, its waiting requests in their order.
+    fn rebucket(&mut self, buckets: Vec<Bucket>) {
+        for queue in &mut self.queues {
+            let waiting = queue.drain_by_arrival();
+            *queue = BucketQueue::new(&buckets);
+            for request in waiting {
+                queue.push_back(request);
+            }
+        }
+        self.config.buckets = buckets;
     }
 
     fn cancelled(&mut self, request: RequestId) {
@@ -200,12 +252,12 @@ impl Policy for DynamicBatching {
             Event::InstanceUp { instance, .. } => self.instance_up(instance),
             Event::Arrival(request) => self.admit(request, actions),
             Event::Cancelled { request } => self.cancelled(request),
-            Event::BatchDone { instance, failed, .. } => self.batch_done(instance, failed),
+            Event::BatchDone { instance, failed, .. } => self.batch_done(now, instance, failed),
             Event::InstanceLost { instance, retried, .. } => self.lost(instance, &retried, actions),
             Event::LaunchFailed { unit, .. } => self.replacer.launch_failed(now, unit),
             Event::Tick | Event::SlotsChanged { .. } | Event::SequencesDone { .. } => {}
         }
-        self.schedule(actions);
+        self.schedule(now, actions);
     }
 
     fn queue_len(&self) -> usize {
@@ -228,6 +280,7 @@ impl Policy for DynamicBatching {
             "plan": self.config.plan,
             "stages": self.queues.len(),
             "buckets": self.config.buckets,
+            "bucket_refits": self.refiner.as_ref().map(|r| r.changes),
         })
     }
 }
@@ -412,5 +465,67 @@ mod tests {
         out.clear();
         p.on_event(Time(6 + 3 * second), cancelled(92), &mut out);
         assert!(out.is_empty(), "tried once per failure");
+    }
+
+    #[test]
+    fn buckets_refined_to_the_times_served_keep_every_waiting_request_in_its_order() {
+        // Planned from a profile where a call costs 0.5 ms; the batches served take 20 ms a call.
+        let grid = [1, 2, 4, 8, 16].into_iter().flat_map(|b| [8, 16, 32, 64, 128, 256, 512].map(|l| (b, l)));
+        let points = grid.map(|(batch, len)| morph_core::Point {
+            batch,
+            len,
+            ms: 0.5 + 0.25 * f64::from(batch * len),
+        });
+        let prior = LatencyProfile::from_points("m", points).expect("a profile");
+        let buckets = plan::length_plan(&prior, 512).buckets;
+        let config = DynamicBatchingConfig {
+            buckets: buckets.clone(),
+            refine_every: 3,
+            max_batch_tokens: 1 << 20,
+            ..Default::default()
+        };
+        let mut p = DynamicBatching::new(config).refined_from(&prior);
+        let unit = morph_core::UnitSpec::encoder(RuntimeSpec::dynamic(512, 16));
+        let instance = InstanceInfo { id: InstanceId(0), unit, host: HostId(0) };
+        p.on_event(Time::ZERO, Event::InstanceUp { instance, launch: None }, &mut Vec::new());
+
+        let mut now = Time::ZERO;
+        let mut lens = std::collections::HashMap::new();
+        let mut served = Vec::new();
+        let mut waiting_at_a_refit = 0;
+        let mut out = Vec::new();
+        for round in 0..64 {
+            // Four arrivals of mixed lengths, then batches until none is left, each ending after
+            // 20 ms a call and 0.25 ms a padded token.
+            for (k, len) in [12, 40, 64, 300].into_iter().enumerate() {
+                now = Time(now.0 + 1);
+                let id = round * 4 + k as u64;
+                lens.insert(id, len);
+                p.on_event(now, Event::Arrival(morph_core::fixtures::request(id, len, now)), &mut out);
+            }
+            while let Some(action) = out.pop() {
+                let Action::Run { requests, .. } = action else { panic!("{action:?}") };
+                let longest = requests.iter().map(|r| lens[&r.0]).max().unwrap_or(1);
+                let tokens = f64::from(longest) * requests.len() as f64;
+                now = Time(now.0 + morph_core::time::ms_to_nanos(20.0 + 0.25 * tokens));
+                served.extend(requests.iter().map(|r| r.0));
+                let (refits, waiting) = (p.describe()["bucket_refits"].clone(), p.queue_len());
+                p.on_event(
+                    now,
+                    Event::BatchDone { instance: InstanceId(0), requests, failed: false },
+                    &mut out,
+                );
+                if p.describe()["bucket_refits"] != refits {
+                    waiting_at_a_refit = waiting_at_a_refit.max(waiting);
+                }
+            }
+        }
+        assert!(p.describe()["bucket_refits"].as_u64() >= Some(1), "{}", p.describe());
+        assert_ne!(p.config.buckets, buckets, "replanned to the times served");
+        assert!(waiting_at_a_refit > 0, "requests were waiting when the buckets changed");
+        // Every request is served once, the ones waiting at a refit included.
+        assert_eq!(p.queue_len(), 0);
+        served.sort_unstable();
+        assert_eq!(served, (0..64 * 4).collect::<Vec<_>>());
     }
 }

@@ -25,11 +25,19 @@ fn params_err(name: &str) -> impl Fn(serde_json::Error) -> PolicyError + '_ {
 pub(super) fn dynamic_batching(
     name: &str,
     params: &serde_json::Value,
-    _: &Context,
+    context: &Context,
 ) -> Result<Box<dyn Policy>, PolicyError> {
     let config: DynamicBatchingConfig = serde_json::from_value(params.clone()).map_err(params_err(name))?;
     config.check().map_err(|why| params_err(name)(serde::de::Error::custom(why)))?;
-    Ok(Box::new(DynamicBatching::new(config)))
+    let refined = config.refine_every > 0;
+    let policy = DynamicBatching::new(config);
+    match (refined, &context.profile) {
+        (false, _) => Ok(Box::new(policy)),
+        (true, Some(profile)) => Ok(Box::new(policy.refined_from(profile))),
+        (true, None) => Err(params_err(name)(serde::de::Error::custom(
+            "refine_every refines buckets planned from a profile; give the profile (--profile)",
+        ))),
+    }
 }
 
 pub(super) fn ssjf(

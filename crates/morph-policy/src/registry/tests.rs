@@ -28,6 +28,11 @@ fn builds_known_policies_and_rejects_the_rest() {
         .unwrap(),
     );
     let ctx = Context { profile: Some(profile), ..Context::default() };
+    // Refined buckets need the profile they were planned from.
+    let refined = json!({"refine_every": 64});
+    let refusal = build("dynamic-batching", &refined, &none).err().expect("refused").to_string();
+    assert!(refusal.contains("refine_every refines buckets planned from a profile"), "{refusal}");
+    assert_eq!(build("dynamic-batching", &refined, &ctx).unwrap().describe()["bucket_refits"], 0);
     assert!(matches!(build("arlo", &json!({}), &ctx), Err(PolicyError::NeedsSlo(_))));
     let st = build("st", &json!({"slo_ms": 50}), &ctx).unwrap();
     assert_eq!(st.describe()["runtimes"][0]["runtime"], "fixed:512x1");
