@@ -83,6 +83,7 @@ print(json.dumps({"corpus": sys.argv[2], "side": sys.argv[3], "turn": int(sys.ar
 PY
       done
       grep -o 'runtimes from.*' "$tmp/serve.err" | cut -c1-140 | sed "s/^/  $side: /"
+      echo "  $side: bucket refits $(curl -s "$url/info" | python3 -c 'import json,sys; print(json.load(sys.stdin)["policy"]["bucket_refits"])')"
       stop
     done
   done

@@ -24,6 +24,16 @@ pub fn flat_profile(ms: f64, rows: u32) -> LatencyProfile {
     LatencyProfile::from_points("flat", points).unwrap_or_else(|e| panic!("a flat profile: {e}"))
 }
 
+/// A profile over the grid `morph serve` measures (batches 1–16, lengths 8–512) in which a batch
+/// takes `fixed` ms plus `per_token` ms per padded token.
+pub fn linear_profile(fixed: f64, per_token: f64) -> LatencyProfile {
+    let grid =
+        [1, 2, 4, 8, 16].into_iter().flat_map(|batch| [8, 16, 32, 64, 128, 256, 512].map(|len| (batch, len)));
+    let points =
+        grid.map(|(batch, len)| Point { batch, len, ms: fixed + per_token * f64::from(batch * len) });
+    LatencyProfile::from_points("linear", points).unwrap_or_else(|e| panic!("a linear profile: {e}"))
+}
+
 /// A policy that answers the next event with the actions it is given, and logs every event.
 #[derive(Debug, Default, Clone)]
 pub struct Puppet {

@@ -470,13 +470,7 @@ mod tests {
     #[test]
     fn buckets_refined_to_the_times_served_keep_every_waiting_request_in_its_order() {
         // Planned from a profile where a call costs 0.5 ms; the batches served take 20 ms a call.
-        let grid = [1, 2, 4, 8, 16].into_iter().flat_map(|b| [8, 16, 32, 64, 128, 256, 512].map(|l| (b, l)));
-        let points = grid.map(|(batch, len)| morph_core::Point {
-            batch,
-            len,
-            ms: 0.5 + 0.25 * f64::from(batch * len),
-        });
-        let prior = LatencyProfile::from_points("m", points).expect("a profile");
+        let prior = morph_core::fixtures::linear_profile(0.5, 0.25);
         let buckets = plan::length_plan(&prior, 512).buckets;
         let config = DynamicBatchingConfig {
             buckets: buckets.clone(),

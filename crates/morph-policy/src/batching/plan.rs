@@ -65,20 +65,9 @@ pub fn layout_rate(profile: &LatencyProfile, instances: u32) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use morph_core::Point;
-
     use super::*;
 
-    /// latency = fixed + per_token × tokens, with a per-call overhead shrinking per row.
-    fn linear(fixed: f64, per_token: f64) -> LatencyProfile {
-        let mut points = Vec::new();
-        for batch in [1, 2, 4, 8, 16] {
-            for len in [8, 16, 32, 64, 128, 256, 512] {
-                points.push(Point { batch, len, ms: fixed + per_token * f64::from(batch * len) });
-            }
-        }
-        LatencyProfile::from_points("m", points).unwrap()
-    }
+    use morph_core::fixtures::linear_profile as linear;
 
     #[test]
     fn rows_stop_where_a_bigger_batch_buys_little() {

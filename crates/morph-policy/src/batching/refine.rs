@@ -89,16 +89,7 @@ impl Refiner {
 mod tests {
     use super::*;
 
-    /// latency = fixed + per_token × tokens over the grid `morph serve` profiles.
-    fn linear(fixed: f64, per_token: f64) -> LatencyProfile {
-        let mut points = Vec::new();
-        for batch in [1, 2, 4, 8, 16] {
-            for len in [8, 16, 32, 64, 128, 256, 512] {
-                points.push(Point { batch, len, ms: fixed + per_token * f64::from(batch * len) });
-            }
-        }
-        LatencyProfile::from_points("m", points).expect("a profile")
-    }
+    use morph_core::fixtures::linear_profile as linear;
 
     #[test]
     fn served_batches_that_cost_more_per_call_than_profiled_replan_to_more_rows() {
