@@ -19,8 +19,8 @@ use serde_json::json;
 mod common;
 
 use common::tiny::{
-    BERT_LAYER, DISTILBERT_LAYER, HIDDEN, INNER, LAYERS, VOCAB, embeddings, layer_tensors, padded, weights,
-    write_model,
+    BERT_LAYER, DISTILBERT_LAYER, HIDDEN, INNER, LAYERS, VOCAB, embeddings, head_tensors, layer_tensors,
+    padded, weights, write_model,
 };
 use common::{Served, post, quick_profile, serve_with};
 
@@ -70,12 +70,7 @@ fn bert_cross_encoder(dir: &Path) -> (ModelFiles, Reference) {
     for i in 0..LAYERS {
         tensors.extend(layer_tensors(&format!("bert.encoder.layer.{i}"), BERT_LAYER));
     }
-    tensors.extend([
-        ("bert.pooler.dense.weight".to_string(), vec![HIDDEN, HIDDEN]),
-        ("bert.pooler.dense.bias".to_string(), vec![HIDDEN]),
-        ("classifier.weight".to_string(), vec![1, HIDDEN]),
-        ("classifier.bias".to_string(), vec![1]),
-    ]);
+    tensors.extend(head_tensors("bert.pooler.dense", "classifier", 1));
     let files = write_model(dir, &config, &tensors);
     let cfg: bert::Config = serde_json::from_value(config).expect("candle-transformers' config");
     let vb = weights(&files);
@@ -109,12 +104,7 @@ fn xlm_r_classifier(dir: &Path) -> (ModelFiles, Reference) {
     for i in 0..LAYERS {
         tensors.extend(layer_tensors(&format!("roberta.encoder.layer.{i}"), BERT_LAYER));
     }
-    tensors.extend([
-        ("classifier.dense.weight".to_string(), vec![HIDDEN, HIDDEN]),
-        ("classifier.dense.bias".to_string(), vec![HIDDEN]),
-        ("classifier.out_proj.weight".to_string(), vec![3, HIDDEN]),
-        ("classifier.out_proj.bias".to_string(), vec![3]),
-    ]);
+    tensors.extend(head_tensors("classifier.dense", "classifier.out_proj", 3));
     let files = write_model(dir, &config, &tensors);
     let cfg: xlm_roberta::Config = serde_json::from_value(config).expect("candle-transformers' config");
     let model = xlm_roberta::XLMRobertaForSequenceClassification::new(3, &cfg, weights(&files))
@@ -143,12 +133,7 @@ fn distilbert_classifier(dir: &Path) -> (ModelFiles, Reference) {
     for i in 0..LAYERS {
         tensors.extend(layer_tensors(&format!("distilbert.transformer.layer.{i}"), DISTILBERT_LAYER));
     }
-    tensors.extend([
-        ("pre_classifier.weight".to_string(), vec![HIDDEN, HIDDEN]),
-        ("pre_classifier.bias".to_string(), vec![HIDDEN]),
-        ("classifier.weight".to_string(), vec![2, HIDDEN]),
-        ("classifier.bias".to_string(), vec![2]),
-    ]);
+    tensors.extend(head_tensors("pre_classifier", "classifier", 2));
     let files = write_model(dir, &config, &tensors);
     let cfg: distilbert::Config = serde_json::from_value(config).expect("candle-transformers' config");
     let vb = weights(&files);

@@ -80,6 +80,17 @@ pub(crate) fn write_model(dir: &Path, config: &Value, tensors: &[(String, Vec<us
     fetch(&ModelSource::Local(dir.to_path_buf()), &morph_home()).expect("the model folder")
 }
 
+/// A sequence-classification head: a hidden × hidden dense layer named `dense`, then one to
+/// `labels` outputs named `out` (each with its bias).
+pub(crate) fn head_tensors(dense: &str, out: &str, labels: usize) -> Vec<(String, Vec<usize>)> {
+    vec![
+        (format!("{dense}.weight"), vec![HIDDEN, HIDDEN]),
+        (format!("{dense}.bias"), vec![HIDDEN]),
+        (format!("{out}.weight"), vec![labels, HIDDEN]),
+        (format!("{out}.bias"), vec![labels]),
+    ]
+}
+
 /// One layer's tensors under `prefix`, named by `parts` (query, key, value, attention out,
 /// attention norm, inner, outer, output norm).
 pub(crate) fn layer_tensors(prefix: &str, parts: [&str; 8]) -> Vec<(String, Vec<usize>)> {

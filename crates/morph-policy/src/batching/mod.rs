@@ -193,8 +193,11 @@ impl DynamicBatching {
         self.idle.insert(at(instance));
         let ran = std::mem::take(&mut self.running[at(instance)]);
         let started = self.started[at(instance)].take();
-        if let (Some(refiner), Some((at_start, shape)), false, 1) =
-            (&mut self.refiner, started, failed, self.queues.len())
+        // Only a whole model's batches that ran to the end time what the profile priced.
+        let whole_model = self.queues.len() == 1;
+        if let (Some(refiner), Some((at_start, shape))) = (&mut self.refiner, started)
+            && whole_model
+            && !failed
         {
             let ms = morph_core::time::nanos_to_ms(now.since(at_start));
             if let Some(buckets) = refiner.served(shape, ms, &self.config.buckets, self.longest_runtime) {
