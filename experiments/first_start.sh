@@ -8,12 +8,17 @@
 #      same network (35 shapes measured, 7 runs each): the default model and the copy served
 #      one after the other, in turns, on the same Poisson streams, at 0.8, 1, 1.2 and 1.5 times a
 #      nominal saturation of the default on this 2-core host (SST-2 450, AG News 160, the 50/50
-#      mix 260 req/s): the rate served and p99 at each.
-#   experiments/first_start.sh [SECONDS per run] [TURNS]
+#      mix 260 req/s): the rate served and p99 at each, from each server's first second (no
+#      warm-up run), on Poisson arrivals or, with CV, Gamma arrivals of that coefficient of
+#      variation (bursts).
+#   experiments/first_start.sh [SECONDS per run] [TURNS] [CV]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-10}
 turns=${2:-2}
+cv=${3:-}
+arrivals=()
+[ -z "$cv" ] || arrivals=(--cv "$cv")
 sst2=../shared/data/text/sst2/dev.tsv
 agnews=../shared/data/text/ag_news/train.csv
 . experiments/live_server.sh
@@ -69,10 +74,9 @@ for corpus in sst2 agnews mix; do
         full) serve ;;
         fitted) serve --model "$copy" ;;
       esac
-      "$bin" bench --url "$url" "${corpus_args[@]}" --rate 20 --duration 2 --json >/dev/null
       for f in 0.8 1.0 1.2 1.5; do
         rate=$(python3 -c "print(round($sat * $f, 1))")
-        "$bin" bench --url "$url" "${corpus_args[@]}" --rate "$rate" --duration "$seconds" --seed "$turn" --json \
+        "$bin" bench --url "$url" "${corpus_args[@]}" --rate "$rate" --duration "$seconds" --seed "$turn" "${arrivals[@]}" --json \
           >"$tmp/run.json"
         python3 - "$tmp/run.json" "$corpus" "$side" "$turn" "$f" <<'PY' | tee -a "$out/rates.jsonl"
 import json, sys
@@ -89,7 +93,7 @@ PY
   done
 done
 
-python3 - "$out/rates.jsonl" "$seconds" "$turns" <<'PY'
+python3 - "$out/rates.jsonl" "$seconds" "$turns" "$cv" <<'PY'
 import json, sys
 from collections import defaultdict
 rows = [json.loads(l) for l in open(sys.argv[1])]
@@ -97,13 +101,15 @@ runs = defaultdict(list)
 for r in rows:
     runs[(r["corpus"], r["factor"], r["side"])].append(r)
 mean = lambda rs, k: sum(r[k] for r in rs) / len(rs)
-print(f"\nfitted profile (8 shapes) against the full one (35 shapes), {sys.argv[2]} s runs, mean of {sys.argv[3]} turns")
-print(f"{'corpus':<7} {'offered':>8} {'full served':>11} {'p99 ms':>8} {'fitted served':>13} {'p99 ms':>8} {'fitted/full':>11}")
+arrivals = f"Gamma arrivals, CV {sys.argv[4]}" if sys.argv[4] else "Poisson arrivals"
+print(f"\nfitted profile (8 shapes) against the full one (35 shapes), {arrivals}, {sys.argv[2]} s runs from each server's start, mean of {sys.argv[3]} turns")
+print(f"{'corpus':<7} {'offered':>8} {'full served':>11} {'p99 ms':>8} {'lost':>6} {'fitted served':>13} {'p99 ms':>8} {'lost':>6} {'fitted/full':>11}")
 for (corpus, factor, side), rs in sorted(runs.items()):
     if side != "full":
         continue
     fitted = runs[(corpus, factor, "fitted")]
     ratio = mean(fitted, "served") / mean(rs, "served")
     print(f"{corpus:<7} {mean(rs, 'offered'):>8.0f} {mean(rs, 'served'):>11.1f} {mean(rs, 'p99_ms'):>8.0f} "
-          f"{mean(fitted, 'served'):>13.1f} {mean(fitted, 'p99_ms'):>8.0f} {ratio:>10.2f}x")
+          f"{mean(rs, 'errors'):>6.0f} {mean(fitted, 'served'):>13.1f} {mean(fitted, 'p99_ms'):>8.0f} "
+          f"{mean(fitted, 'errors'):>6.0f} {ratio:>10.2f}x")
 PY
