@@ -11,7 +11,12 @@
 #   - a run at 80% of it: p50 / p99;
 #   - runs at 1.25x and 1.5x it: the rate served past saturation (it must not fall);
 #   - the server's CPU (cores busy, from /proc) and the load generator's, at saturation.
-# Servers: tei-like, morph (the defaults), morph-fp32 (the defaults with --dtype fp32).
+# Servers: tei-like, morph (the defaults), morph-fp32 (the defaults with --dtype fp32),
+# tei-int8 (the TEI-like configuration serving the int8 model a TEI user would make:
+# Morph's fp32 graph through onnxruntime.quantization.quantize_dynamic, per-channel, made once
+# under experiments/out/embed_vs_tei/tei-int8 with a venv that pip installs onnxruntime 1.31),
+# morph-before (the defaults of another morph binary, $MORPH_BEFORE: an earlier commit).
+# The sweep starts at $START req/s (default 40).
 #   experiments/embed_vs_tei.sh [CORPORA: sst2,agnews,mix] [SECONDS] [SERVERS: tei-like,morph]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +29,18 @@ agnews=../shared/data/text/ag_news/train.csv
 out=experiments/out/embed_vs_tei
 mkdir -p "$out"
 tick=$(getconf CLK_TCK)
+start_rate=${START:-40}
+own_bin=$bin
+
+# The int8 model a TEI user would serve, made once.
+tei_int8=$out/tei-int8
+tei_int8_model() {
+  [ -f "$tei_int8/model-int8.onnx" ] && return
+  cargo bench -q -p morph-benches --bench encoder_ops -- --save "$tei_int8" --runs 2 >/dev/null
+  [ -x "$tei_int8/venv/bin/python" ] || python3 -m venv "$tei_int8/venv"
+  "$tei_int8/venv/bin/pip" install -q onnxruntime==1.31.0
+  "$tei_int8/venv/bin/python" experiments/tei_int8_model.py "$tei_int8/encoder-fp32.onnx" "$tei_int8/model-int8.onnx"
+}
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$server/stat"; }
 
@@ -53,16 +70,19 @@ for corpus in ${corpora//,/ }; do
     *) echo "unknown corpus $corpus (sst2, agnews, mix)" >&2; exit 2 ;;
   esac
   for config in ${servers//,/ }; do
+    bin=$own_bin
     case $config in
       tei-like) serve --runtime dynamic:512x8 --dtype fp32 ;;
+      tei-int8) tei_int8_model; serve --onnx "$tei_int8/model-int8.onnx" --runtime dynamic:512x8 ;;
       morph) serve ;;
       morph-fp32) serve --dtype fp32 ;;
-      *) echo "unknown server $config (tei-like, morph, morph-fp32)" >&2; exit 2 ;;
+      morph-before) bin=${MORPH_BEFORE:?set MORPH_BEFORE to another morph binary}; serve ;;
+      *) echo "unknown server $config (tei-like, tei-int8, morph, morph-fp32, morph-before)" >&2; exit 2 ;;
     esac
     echo "$corpus / $config:"
     sweep=$out/$corpus.$config.sweep.jsonl
     rm -f "$sweep" "$out/$corpus.$config.points.jsonl"
-    rate=40
+    rate=$start_rate
     sat=0
     misses=0
     while [ "$misses" -lt 2 ]; do
@@ -70,7 +90,7 @@ for corpus in ${corpora//,/ }; do
       if kept_up "$sweep"; then sat=$rate; misses=0; else misses=$((misses + 1)); fi
       rate=$(python3 -c "print(round($rate * 1.15, 1))")
     done
-    [ "$sat" != 0 ] || { echo "  $config did not keep up at 40 req/s" >&2; stop; continue; }
+    [ "$sat" != 0 ] || { echo "  $config did not keep up at $start_rate req/s" >&2; stop; continue; }
     for f in 0.8 1.25 1.5; do
       run "$(python3 -c "print(round($sat * $f, 1))")" "$out/$corpus.$config.points.jsonl"
     done
@@ -111,6 +131,10 @@ for c in corpora:
         served = [p["throughput_rps"] for p in mp[1:]]
         print(f"{c}: morph / tei-like saturation {m['offered_rps'] / t['offered_rps']:.2f}x; p99 at 80%: morph {mp[0]['latency']['p99_ms']:.0f} ms, "
               f"tei-like {tp[0]['latency']['p99_ms']:.0f} ms; morph served past saturation {min(served):.1f} req/s vs {m['throughput_rps']:.1f} at it")
+    for base in ("tei-int8", "morph-before"):
+        if (c, "morph") in sat and (c, base) in sat:
+            (m, mp), (t, tp) = sat[(c, "morph")], sat[(c, base)]
+            print(f"{c}: morph / {base} saturation {m['offered_rps'] / t['offered_rps']:.2f}x; p99 at 80%: morph {mp[0]['latency']['p99_ms']:.0f} ms, {base} {tp[0]['latency']['p99_ms']:.0f} ms")
     if (c, "morph") in sat and (c, "morph-fp32") in sat:
         (m, _), (f, fp) = sat[(c, "morph")], sat[(c, "morph-fp32")]
         served = [p["throughput_rps"] for p in fp[1:]]

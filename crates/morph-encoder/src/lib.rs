@@ -7,6 +7,7 @@
 
 pub mod architecture;
 pub mod bert;
+pub mod calibration;
 pub mod candle_runtime;
 pub mod checkpoint;
 pub mod classifier;

@@ -14,13 +14,15 @@ use ort::session::Session;
 use ort::session::builder::GraphOptimizationLevel;
 use ort::value::Tensor;
 
+use crate::calibration::calibrate;
 use crate::checkpoint::Checkpoint;
 use crate::onnx::{
     ATTENTION_MASK, Dtype, GraphOutput, GraphSpec, HIDDEN_IN, HIDDEN_OUT, INPUT_IDS, POOLED, PROMPT_IN,
-    encoder_graph,
+    Precision, encoder_graph,
 };
 use crate::pooling::Pooling;
 use crate::tasks::{prompts::BUILTIN_ENCODER, prompts::TaskPrompts};
+use crate::tokenize::TextTokenizer;
 use morph_engine::{BatchInput, Engine, EngineError, StartTimes, check_lengths};
 use morph_fetch::ModelFiles;
 
@@ -166,8 +168,9 @@ enum Output {
 /// Where the runtimes' graphs come from.
 #[derive(Debug)]
 enum Source {
-    /// Morph writes a graph per runtime from the checkpoint, its weight products in `dtype`.
-    Written { checkpoint: Checkpoint, pooling: Pooling, dtype: Dtype },
+    /// Morph writes a graph per runtime from the checkpoint, its weight products in `precision`
+    /// (int8 calibrated with the model's `tokenizer`).
+    Written { checkpoint: Checkpoint, pooling: Pooling, precision: Precision, tokenizer: PathBuf },
     /// A user's ONNX file; its free dimensions (batch, sequence) are pinned per runtime.
     File { bytes: Vec<u8>, io: Io, batch: Option<String>, sequence: Option<String> },
 }
@@ -197,15 +200,26 @@ impl OrtEncoder {
             .is_some_and(|n| n == BUILTIN_ENCODER)
             .then(TaskPrompts::builtin)
             .transpose()?;
-        let source = Source::Written { checkpoint, pooling, dtype: Dtype::Fp32 };
+        let tokenizer = files.tokenizer.clone();
+        let source = Source::Written { checkpoint, pooling, precision: Precision::Fp32, tokenizer };
         Ok(Self { source, dim, pad, max_positions, env, prompts })
     }
 
     /// This encoder with its weight matrix products in `dtype` (int8: ONNX Runtime's
-    /// dynamically quantised kernels); only for the graphs Morph writes.
+    /// dynamically quantised kernels, calibrated here on a few dozen sentences); only for the
+    /// graphs Morph writes.
     pub fn with_dtype(mut self, dtype: Dtype) -> Result<Self, EngineError> {
         match &mut self.source {
-            Source::Written { dtype: d, .. } => *d = dtype,
+            Source::Written { precision, .. } if precision.dtype() == dtype => {}
+            Source::Written { checkpoint, precision, tokenizer, .. } => {
+                *precision = match dtype {
+                    Dtype::Fp32 => Precision::Fp32,
+                    Dtype::Int8 => {
+                        let outliers = calibrate(self.env, checkpoint, &TextTokenizer::load(tokenizer)?)?;
+                        Precision::Int8(Arc::new(outliers))
+                    }
+                };
+            }
             Source::File { .. } if dtype != Dtype::Fp32 => {
                 return Err(EngineError::Unsupported(format!(
                     "--dtype {dtype} quantises the graph Morph writes; a user's --onnx file runs as it is"
@@ -335,7 +349,7 @@ impl OrtEncoder {
             let save_to = prepare.map(|dir| prepared_graph(dir, plan));
             let optimise = Optimise::All { save_to: save_to.as_deref() };
             let (session, plan_io) = match &self.source {
-                Source::Written { checkpoint, pooling, dtype } => {
+                Source::Written { checkpoint, pooling, precision, .. } => {
                     let built = Instant::now();
                     let layers = checkpoint.config.num_hidden_layers;
                     let range = unit.stage.map_or(0..exit.unwrap_or(layers), |s| {
@@ -353,7 +367,7 @@ impl OrtEncoder {
                         deep_prompts,
                         prune,
                         output,
-                        dtype: *dtype,
+                        precision: precision.clone(),
                     };
                     let bytes = encoder_graph(checkpoint, &graph_spec)?.to_model_bytes();
                     times.build += built.elapsed();

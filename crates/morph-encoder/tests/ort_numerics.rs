@@ -9,7 +9,8 @@ use morph_core::fixtures::random_ids;
 use morph_core::{ModelId, RuntimeSpec, StageSpec, TokenPlan, UnitSpec};
 use morph_encoder::checkpoint::Checkpoint;
 use morph_encoder::onnx::{
-    ATTENTION_MASK, Dtype, GraphOutput, GraphSpec, HIDDEN_IN, HIDDEN_OUT, INPUT_IDS, POOLED, encoder_graph,
+    ATTENTION_MASK, GraphOutput, GraphSpec, HIDDEN_IN, HIDDEN_OUT, INPUT_IDS, POOLED, Precision,
+    encoder_graph,
 };
 use morph_encoder::ort_runtime::{environment, padded_ids, session};
 use morph_encoder::pooling::cosine;
@@ -132,7 +133,7 @@ fn user_onnx_files_are_served_with_their_free_dimensions_pinned() {
             deep_prompts: None,
             prune: None,
             output,
-            dtype: Dtype::Fp32,
+            precision: Precision::Fp32,
         };
         let path = dir.path().join("model.onnx");
         std::fs::write(&path, encoder_graph(&checkpoint, &spec).expect("graph").to_model_bytes())
@@ -170,7 +171,7 @@ fn two_pipeline_stages_compose_to_the_whole_model() {
             deep_prompts: None,
             prune: None,
             output,
-            dtype: Dtype::Fp32,
+            precision: Precision::Fp32,
         };
         session(env, &encoder_graph(&checkpoint, &spec).expect("graph").to_model_bytes(), 2, &[])
             .expect("session")
@@ -254,7 +255,7 @@ fn prompt_tokens_act_as_inserted_input_embeddings() {
             deep_prompts: None,
             prune: None,
             output: GraphOutput::Pooled(Pooling::Mean),
-            dtype: Dtype::Fp32,
+            precision: Precision::Fp32,
         };
         let bytes = encoder_graph(&checkpoint, &spec).expect("graph").to_model_bytes();
         let mut s = session(env, &bytes, 2, &[]).expect("session");
@@ -290,7 +291,7 @@ fn token_merging_ignores_padding_and_stays_close_to_the_full_model() {
             deep_prompts: None,
             prune: None,
             output: GraphOutput::Pooled(Pooling::Mean),
-            dtype: Dtype::Fp32,
+            precision: Precision::Fp32,
         };
         let bytes = encoder_graph(&checkpoint, &spec).expect("graph").to_model_bytes();
         let mut s = session(env, &bytes, 2, &[]).expect("session");

@@ -14,7 +14,8 @@ use std::ops::Range;
 use candle_core::Tensor;
 
 use super::builder::Builder;
-use super::precision::{Dtype, quantize_columns};
+use super::outliers::{Product, Site, split_rows};
+use super::precision::{Precision, quantize_columns};
 use super::proto::{Attr, DataType, Dim, Graph, ValueInfo};
 use crate::architecture::{RELATIVE_BIAS, relative_buckets};
 use crate::checkpoint::Checkpoint;
@@ -45,6 +46,14 @@ pub enum GraphOutput {
     Pooled(Pooling),
     /// The hidden states after the last layer of the range.
     Hidden,
+    /// Int8 calibration: for each weight product of each layer of the range, the largest
+    /// |value| of each input channel over the batch (`[in]`, named by [`input_max`]).
+    InputMaxima,
+}
+
+/// The name of the product at `site`'s output in a [`GraphOutput::InputMaxima`] graph.
+pub fn input_max(site: Site) -> String {
+    format!("input_max.{}.{}", site.layer, site.product.name())
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -74,7 +83,7 @@ pub struct GraphSpec {
     pub prune: Option<(usize, u8)>,
     pub output: GraphOutput,
     /// The arithmetic of the weight matrix products.
-    pub dtype: Dtype,
+    pub precision: Precision,
 }
 
 impl GraphSpec {
@@ -89,7 +98,7 @@ impl GraphSpec {
             deep_prompts: None,
             prune: None,
             output,
-            dtype: Dtype::Fp32,
+            precision: Precision::Fp32,
         }
     }
 }
@@ -130,6 +139,15 @@ pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph,
             "pruning {percent}% after layer {k}: needs 0 < k < layers, 1..99%, a pooled output, and no other adaptation"
         ));
     }
+    if let Precision::Int8(outliers) = &spec.precision
+        && outliers.layers() != cfg.num_hidden_layers
+    {
+        return bad(format!(
+            "int8 outlier channels calibrated for {} layers, the model has {}",
+            outliers.layers(),
+            cfg.num_hidden_layers
+        ));
+    }
     let prompted = spec.prompt.len();
     if prompted > 0 && spec.layers.start != 0 {
         return bad("prompt tokens are inserted by the embeddings (layers from 0)".into());
@@ -162,8 +180,12 @@ pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph,
         }
     }
     let hidden = Dim::Fixed(cfg.hidden_size as i64);
-    let mut g =
-        Writer { g: Builder::new("morph-encoder"), ckpt: checkpoint, relative: None, dtype: spec.dtype };
+    let mut g = Writer {
+        g: Builder::new("morph-encoder"),
+        ckpt: checkpoint,
+        relative: None,
+        precision: spec.precision.clone(),
+    };
     let tensor = |name: &str, elem, dims: &[&Dim]| ValueInfo {
         name: name.to_string(),
         elem,
@@ -187,6 +209,8 @@ pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph,
         let (layers, p) = (Dim::Fixed(spec.layers.len() as i64), Dim::Fixed(p as i64));
         g.g.input(tensor(PROMPT_IN, DataType::Float, &[&batch, &layers, &p, &hidden]));
     }
+    // Each layer's product inputs, for calibration.
+    let mut product_inputs = Vec::new();
     for layer in spec.layers.clone() {
         if let Some((p, mode)) = spec.deep_prompts {
             let replaced = if mode == PromptMode::Replace && layer > 0 { p } else { 0 };
@@ -196,8 +220,10 @@ pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph,
             pooled_weights = Some(inserted.2);
             bias = g.attention_bias(&sizes, false)?;
         }
-        let probs;
-        (x, sizes, probs) = g.layer(layer, &x, &sizes, &bias, spec.merge)?;
+        let step = g.layer(layer, &x, &sizes, &bias, spec.merge)?;
+        (x, sizes) = (step.hidden, step.sizes);
+        let probs = step.probs;
+        product_inputs.push((layer, step.product_inputs));
         if spec.merge > 0 {
             bias = g.attention_bias(&sizes, true)?;
         }
@@ -218,6 +244,20 @@ pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph,
             g.g.name_output(&pooled, POOLED);
             g.g.output(tensor(POOLED, DataType::Float, &[&batch, &hidden]));
         }
+        GraphOutput::InputMaxima => {
+            for (layer, inputs) in product_inputs {
+                for (product, input) in Product::ALL.into_iter().zip(inputs) {
+                    let width =
+                        if product == Product::Down { cfg.intermediate_size } else { cfg.hidden_size };
+                    let magnitude = g.g.op("Abs", &[&input], vec![]);
+                    let attrs = vec![("axes", Attr::Ints(vec![0, 1])), ("keepdims", Attr::Int(0))];
+                    let maxima = g.g.op("ReduceMax", &[&magnitude], attrs);
+                    let name = input_max(Site { layer, product });
+                    g.g.name_output(&maxima, &name);
+                    g.g.output(tensor(&name, DataType::Float, &[&Dim::Fixed(width as i64)]));
+                }
+            }
+        }
     }
     Ok(g.g.finish())
 }
@@ -227,7 +267,18 @@ pub(super) struct Writer<'a> {
     pub(super) ckpt: &'a Checkpoint,
     /// MPNet's relative bias table and bucket index, once written.
     relative: Option<(String, String)>,
-    dtype: Dtype,
+    precision: Precision,
+}
+
+/// What one encoder layer hands on.
+struct LayerOut {
+    hidden: String,
+    /// The token sizes after the layer (changed by merging).
+    sizes: String,
+    /// The attention probabilities.
+    probs: String,
+    /// Each weight product's input, in [`Product::ALL`] order.
+    product_inputs: [String; 4],
 }
 
 /// A tensor's values, row-major.
@@ -243,18 +294,19 @@ impl Writer<'_> {
         Ok(self.g.f32s(name, &dims, data))
     }
 
-    /// `x · Wᵀ + b` for the Hugging Face `Linear` at `prefix` (weight `[out, in]`), in `dtype`.
-    fn linear(&mut self, x: &str, prefix: &str, dtype: Dtype) -> Result<String, EngineError> {
+    /// `x · Wᵀ + b` for the Hugging Face `Linear` at `prefix` (weight `[out, in]`), the
+    /// product at `site`.
+    fn linear(&mut self, x: &str, prefix: &str, site: Site) -> Result<String, EngineError> {
         let w = self.ckpt.get(&format!("{prefix}.weight"))?;
         let b = self.ckpt.get(&format!("{prefix}.bias"))?;
         let wt = w.t()?.contiguous()?;
         let dims = wt.dims().to_vec();
-        Ok(self.matmul_bias(x, prefix, &dims, values(&wt)?, values(b)?, dtype))
+        Ok(self.matmul_bias(x, prefix, &dims, values(&wt)?, values(b)?, site))
     }
 
     /// The query, key and value projections at `prefix` as one `[hidden, 3·hidden]` matmul;
     /// the query part is multiplied by `query_scale`.
-    fn qkv(&mut self, x: &str, prefix: &str, query_scale: f64) -> Result<String, EngineError> {
+    fn qkv(&mut self, x: &str, prefix: &str, query_scale: f64, layer: usize) -> Result<String, EngineError> {
         let mut weights = Vec::new();
         let mut biases = Vec::new();
         for (part, scale) in [("query", query_scale), ("key", 1.0), ("value", 1.0)] {
@@ -264,12 +316,15 @@ impl Writer<'_> {
         let w = Tensor::cat(&weights, 0)?.t()?.contiguous()?;
         let b = Tensor::cat(&biases, 0)?;
         let dims = w.dims().to_vec();
-        Ok(self.matmul_bias(x, &format!("{prefix}.qkv"), &dims, values(&w)?, values(&b)?, self.dtype))
+        let site = Site { layer, product: Product::Qkv };
+        Ok(self.matmul_bias(x, &format!("{prefix}.qkv"), &dims, values(&w)?, values(&b)?, site))
     }
 
-    /// `x · w + b` for `w` `[in, out]` (`dims`, values row-major) in `dtype`: fp32 MatMul and
-    /// Add (which ONNX Runtime fuses), or int8 `DynamicQuantizeMatMul` with the weight
-    /// quantised per output column and the bias added in fp32.
+    /// `x · w + b` for `w` `[in, out]` (`dims`, values row-major), the product at `site`, in
+    /// the graph's precision: fp32 MatMul and Add (which ONNX Runtime fuses), or int8
+    /// `DynamicQuantizeMatMul` with the weight quantised per output column and the bias added
+    /// in fp32, its outlier input channels computed in fp32 beside it
+    /// (`Y = X_O·W_O + X_R·W_R`, LLM.int8()'s decomposition).
     fn matmul_bias(
         &mut self,
         x: &str,
@@ -277,23 +332,41 @@ impl Writer<'_> {
         dims: &[usize],
         w: Vec<f32>,
         b: Vec<f32>,
-        dtype: Dtype,
+        site: Site,
     ) -> String {
         let bias = self.g.f32s(&format!("{name}.bias"), &[dims[1]], b);
-        match dtype {
-            Dtype::Fp32 => {
+        let outliers = match &self.precision {
+            Precision::Fp32 => {
                 let w = self.g.f32s(&format!("{name}.weight"), dims, w);
                 let xw = self.g.op("MatMul", &[x, &w], vec![]);
-                self.g.op("Add", &[&xw, &bias], vec![])
+                return self.g.op("Add", &[&xw, &bias], vec![]);
             }
-            Dtype::Int8 => {
-                let (q, scales) = quantize_columns(&w, dims[0], dims[1]);
-                let q = self.g.i8s(&format!("{name}.weight_int8"), dims, q);
-                let scales = self.g.f32s(&format!("{name}.weight_scale"), &[dims[1]], scales);
-                // Inputs: A, B, b_scale, b_zero_point (none: symmetric), bias.
-                self.g.contrib_op("DynamicQuantizeMatMul", &[x, &q, &scales, "", &bias])
-            }
+            Precision::Int8(outliers) => outliers.clone(),
+        };
+        let channels = outliers.channels(site);
+        let (picked, rest) = split_rows(&w, dims[1], channels);
+        let x_rest = if channels.is_empty() {
+            x.to_string()
+        } else {
+            let mut keep = vec![1f32; dims[0]];
+            channels.iter().for_each(|&j| keep[j] = 0.0);
+            let keep = self.g.f32s(&format!("{name}.int8_channels"), &[dims[0]], keep);
+            self.g.op("Mul", &[x, &keep], vec![])
+        };
+        let (q, scales) = quantize_columns(&rest, dims[0], dims[1]);
+        let q = self.g.i8s(&format!("{name}.weight_int8"), dims, q);
+        let scales = self.g.f32s(&format!("{name}.weight_scale"), &[dims[1]], scales);
+        // Inputs: A, B, b_scale, b_zero_point (none: symmetric), bias.
+        let y_rest = self.g.contrib_op("DynamicQuantizeMatMul", &[&x_rest, &q, &scales, "", &bias]);
+        if channels.is_empty() {
+            return y_rest;
         }
+        let index = channels.iter().map(|&j| j as i64).collect();
+        let index = self.g.i64_table(&format!("{name}.outlier_channels"), &[channels.len()], index);
+        let x_out = self.g.op("Gather", &[x, &index], vec![("axis", Attr::Int(-1))]);
+        let w_out = self.g.f32s(&format!("{name}.outlier_weight"), &[channels.len(), dims[1]], picked);
+        let y_out = self.g.op("MatMul", &[&x_out, &w_out], vec![]);
+        self.g.op("Add", &[&y_rest, &y_out], vec![])
     }
 
     fn layer_norm(&mut self, x: &str, prefix: &str) -> Result<String, EngineError> {
@@ -410,8 +483,7 @@ impl Writer<'_> {
     }
 
     /// One encoder layer: self-attention and feed-forward, each with a residual and a norm,
-    /// with `merge` tokens merged in between. Returns the hidden states, the token sizes and
-    /// the attention probabilities.
+    /// with `merge` tokens merged in between.
     fn layer(
         &mut self,
         i: usize,
@@ -419,14 +491,15 @@ impl Writer<'_> {
         sizes: &str,
         bias: &str,
         merge: usize,
-    ) -> Result<(String, String, String), EngineError> {
+    ) -> Result<LayerOut, EngineError> {
         let cfg = &self.ckpt.config;
         let (h, heads) = (cfg.hidden_size, cfg.num_attention_heads);
         let d = h / heads;
         let p = format!("encoder.layer.{i}");
         // softmax(Q·Kᵀ/√d + bias)·V with one projection matmul for Q, K and V; the 1/√d is
         // folded into the query weights.
-        let qkv = self.qkv(x, &format!("{p}.attention.self"), 1.0 / (d as f64).sqrt())?;
+        let layer_in = self.padding_zeroed(x, sizes);
+        let qkv = self.qkv(&layer_in, &format!("{p}.attention.self"), 1.0 / (d as f64).sqrt(), i)?;
         let split = self.g.i64s(&[0, 0, heads as i64, d as i64]);
         let mut heads_of = |part: i64, perm: [i64; 4]| {
             let (start, end, axis) =
@@ -445,8 +518,10 @@ impl Writer<'_> {
         let context = self.g.op("Transpose", &[&context], vec![("perm", Attr::Ints(vec![0, 2, 1, 3]))]);
         let joined = self.g.i64s(&[0, 0, h as i64]);
         let context = self.g.op("Reshape", &[&context, &joined], vec![]);
-        let attn = self.linear(&context, &format!("{p}.attention.output.dense"), self.dtype)?;
-        let x = self.g.op("Add", &[&attn, x], vec![]);
+        let at = |product| Site { layer: i, product };
+        let attn =
+            self.linear(&context, &format!("{p}.attention.output.dense"), at(Product::AttentionOutput))?;
+        let x = self.g.op("Add", &[&attn, &layer_in], vec![]);
         let mut x = self.layer_norm(&x, &format!("{p}.attention.output.LayerNorm"))?;
         let mut sizes = sizes.to_string();
         if merge > 0 {
@@ -455,14 +530,28 @@ impl Writer<'_> {
             let keys = self.g.op("Slice", &[&qkv, &start, &end, &axis], vec![]);
             (x, sizes) = self.merge_tokens(&x, &sizes, &keys, merge);
         }
-        let inner = self.linear(&x, &format!("{p}.intermediate.dense"), self.dtype)?;
+        let x = self.padding_zeroed(&x, &sizes);
+        let inner = self.linear(&x, &format!("{p}.intermediate.dense"), at(Product::Up))?;
         let inner = self.gelu(&inner);
-        // The down projection stays fp32 in an int8 graph: its input, GELU's long-tailed output,
-        // is the one per-tensor activation quantisation serves worst (all-MiniLM-L6-v2: the
-        // least cosine to fp32 0.987 with it quantised, 0.992 without).
-        let out = self.linear(&inner, &format!("{p}.output.dense"), Dtype::Fp32)?;
+        let out = self.linear(&inner, &format!("{p}.output.dense"), at(Product::Down))?;
         let out = self.g.op("Add", &[&out, &x], vec![]);
-        Ok((self.layer_norm(&out, &format!("{p}.output.LayerNorm"))?, sizes, probs))
+        let hidden = self.layer_norm(&out, &format!("{p}.output.LayerNorm"))?;
+        let product_inputs = [layer_in, context, x, inner];
+        Ok(LayerOut { hidden, sizes, probs, product_inputs })
+    }
+
+    /// `x` (`[batch, len, hidden]`) with its padding rows zeroed in an int8 graph: activations
+    /// are quantised with one scale per tensor, and padding's states (computed, then never
+    /// read) would otherwise widen it. Unchanged in fp32.
+    fn padding_zeroed(&mut self, x: &str, sizes: &str) -> String {
+        if self.precision == Precision::Fp32 {
+            return x.to_string();
+        }
+        let one = self.g.scalar(1.0);
+        let real = self.g.op("Min", &[sizes, &one], vec![]);
+        let last = self.g.i64s(&[2]);
+        let real = self.g.op("Unsqueeze", &[&real, &last], vec![]);
+        self.g.op("Mul", &[x, &real], vec![])
     }
 
     /// MPNet's relative position bias `[1, heads, len, len]` over the tokens of `sizes`

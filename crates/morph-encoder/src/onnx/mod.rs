@@ -3,6 +3,7 @@
 
 mod builder;
 mod encoder_graph;
+pub mod outliers;
 pub mod precision;
 pub mod product;
 pub mod proto;
@@ -11,6 +12,6 @@ mod token_prune;
 
 pub use encoder_graph::{
     ATTENTION_MASK, GraphOutput, GraphSpec, HIDDEN_IN, HIDDEN_OUT, INPUT_IDS, POOLED, PROMPT_IN,
-    encoder_graph,
+    encoder_graph, input_max,
 };
-pub use precision::Dtype;
+pub use precision::{Dtype, Precision};

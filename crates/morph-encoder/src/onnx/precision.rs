@@ -1,9 +1,13 @@
 //! The arithmetic of the graph's weight matrix products (`--dtype`): fp32, or int8 with
 //! ONNX Runtime's `DynamicQuantizeMatMul` (activations quantised per call to uint8, weights to
 //! int8 per output column, the product accumulated in int32 by MLAS's u8×s8 kernels, VNNI
-//! where the CPU has it) for the Q/K/V, attention-output and feed-forward up projections.
-//! The feed-forward down projection, attention's own products (Q·Kᵀ, P·V), the norms and the
-//! embeddings stay fp32.
+//! where the CPU has it) for every weight product: Q/K/V, attention output, the feed-forward up
+//! projection, and the down projection less its outlier input channels ([`super::outliers`]).
+//! Attention's own products (Q·Kᵀ, P·V), the norms and the embeddings stay fp32.
+
+use std::sync::Arc;
+
+use super::outliers::Outliers;
 
 /// The arithmetic of the weight matrix products.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -35,6 +39,23 @@ impl std::fmt::Display for Dtype {
             Self::Fp32 => "fp32",
             Self::Int8 => "int8",
         })
+    }
+}
+
+/// What a graph's weight products compute in: [`Dtype`] with what int8 needs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Precision {
+    Fp32,
+    /// Int8, with each layer's down projection outlier channels (calibrated on text) in fp32.
+    Int8(Arc<Outliers>),
+}
+
+impl Precision {
+    pub fn dtype(&self) -> Dtype {
+        match self {
+            Self::Fp32 => Dtype::Fp32,
+            Self::Int8(_) => Dtype::Int8,
+        }
     }
 }
 

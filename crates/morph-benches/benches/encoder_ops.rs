@@ -1,0 +1,122 @@
+//! Where one batch's time goes inside ONNX Runtime: the graph Morph writes for
+//! all-MiniLM-L6-v2 (fp32 and int8), run on one AG News batch (the first `--rows` test texts,
+//! padded to the longest) with ONNX Runtime's profiler on, and its kernel time summed per
+//! operator type (the first run, a warm-up, left out). `--save DIR` also writes each graph
+//! there as `encoder-{dtype}.onnx`, to open in Netron or rerun elsewhere.
+//!
+//! Reads `../shared/data/text`. `cargo bench -p morph-benches --bench encoder_ops [-- --rows 8 --runs 20 --threads 2]`
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use morph_backend::tuning::reexec_tuned;
+use morph_encoder::calibration::calibrate;
+use morph_encoder::checkpoint::Checkpoint;
+use morph_encoder::onnx::{ATTENTION_MASK, GraphSpec, INPUT_IDS, Precision, encoder_graph};
+use morph_encoder::ort_runtime::{environment, padded_ids};
+use morph_encoder::{Pooling, TextTokenizer};
+use morph_fetch::{ModelSource, Pip, fetch, morph_home, onnxruntime_library};
+use morph_train::tasks::data::{Task, load};
+use ort::session::Session;
+use ort::session::builder::GraphOptimizationLevel;
+use serde_json::Value;
+
+use morph_benches::cli_arg;
+
+fn main() {
+    reexec_tuned();
+    let rows: usize = cli_arg("--rows", 8);
+    let runs: usize = cli_arg("--runs", 20);
+    let threads: usize = cli_arg("--threads", 2);
+    let save: Option<PathBuf> =
+        cli_arg("--save", String::new()).parse().ok().filter(|p: &PathBuf| !p.as_os_str().is_empty());
+    let home = morph_home();
+    let files = fetch(&ModelSource::Default, &home).expect("the default model");
+    let library = onnxruntime_library(None, &home, &Pip::from_env()).expect("ONNX Runtime");
+    let env = environment(&library).expect("ONNX Runtime");
+    let checkpoint = Checkpoint::load(&files).expect("checkpoint");
+    let tokenizer = TextTokenizer::load(&files.tokenizer).expect("tokenizer");
+    let data_dir = morph_assets::shared_data().join("text");
+    let texts = load(Task::AgNews, &data_dir).expect("../shared/data/text").test;
+    let ids: Vec<Vec<u32>> = texts
+        .iter()
+        .take(rows)
+        .map(|e| tokenizer.encode(&e.text).expect("tokenize").into_iter().take(512).collect())
+        .collect();
+    let len = ids.iter().map(Vec::len).max().unwrap_or(1);
+    let (input_ids, mask) = padded_ids(&ids, rows, len, checkpoint.config.pad_token_id);
+    let scratch = tempfile::tempdir().expect("a scratch directory");
+    println!(
+        "all-MiniLM-L6-v2, one AG News batch of {rows} x {len} tokens, {threads} threads, kernel time per run (mean of {} runs)",
+        runs - 1
+    );
+    let outliers = Arc::new(calibrate(env, &checkpoint, &tokenizer).expect("int8 calibration"));
+    for precision in [Precision::Fp32, Precision::Int8(outliers)] {
+        let dtype = precision.dtype();
+        let spec = GraphSpec {
+            precision,
+            ..GraphSpec::pooled(None, Pooling::Mean, checkpoint.config.num_hidden_layers)
+        };
+        let model = encoder_graph(&checkpoint, &spec).expect("graph").to_model_bytes();
+        if let Some(dir) = &save {
+            std::fs::create_dir_all(dir).expect("--save directory");
+            std::fs::write(dir.join(format!("encoder-{dtype}.onnx")), &model).expect("write the graph");
+        }
+        let build = || -> ort::Result<Session> {
+            let builder = Session::builder(env)?.with_optimization_level(GraphOptimizationLevel::All)?;
+            let builder = builder.with_intra_threads(threads)?.with_inter_threads(1)?;
+            let mut builder = builder
+                .with_intra_op_spinning(false)?
+                .with_profiling(scratch.path().join(format!("{dtype}")))?;
+            builder.commit_from_memory(&model)
+        };
+        let mut session = build().expect("session");
+        for _ in 0..runs {
+            let feed = ort::inputs![
+                INPUT_IDS => ort::value::Tensor::from_array(([rows, len], input_ids.clone())).expect("ids"),
+                ATTENTION_MASK => ort::value::Tensor::from_array(([rows, len], mask.clone())).expect("mask"),
+            ];
+            session.run(feed).expect("run");
+        }
+        let profile = session.end_profiling().expect("the profile");
+        let events: Value = serde_json::from_slice(&std::fs::read(&profile).expect("the profile file"))
+            .expect("profile JSON");
+        print_split(&format!("{dtype}"), &per_op(&events), runs - 1);
+    }
+}
+
+/// Kernel microseconds per operator type over every run but the first.
+fn per_op(events: &Value) -> BTreeMap<String, f64> {
+    let events = events.as_array().expect("a JSON array of events");
+    let first_run_end = events
+        .iter()
+        .filter(|e| e["name"] == "model_run")
+        .map(|e| e["ts"].as_f64().unwrap_or(0.0) + e["dur"].as_f64().unwrap_or(0.0))
+        .fold(f64::INFINITY, f64::min);
+    let mut split = BTreeMap::new();
+    for e in
+        events.iter().filter(|e| e["cat"] == "Node" && e["ts"].as_f64().is_some_and(|t| t > first_run_end))
+    {
+        let (Some(op), Some(name), Some(us)) =
+            (e["args"]["op_name"].as_str(), e["name"].as_str(), e["dur"].as_f64())
+        else {
+            continue;
+        };
+        if name.ends_with("_kernel_time") {
+            *split.entry(op.to_string()).or_insert(0.0) += us;
+        }
+    }
+    split
+}
+
+fn print_split(label: &str, split: &BTreeMap<String, f64>, runs: usize) {
+    let total: f64 = split.values().sum();
+    let mut ops: Vec<_> = split.iter().collect();
+    ops.sort_by(|a, b| b.1.total_cmp(a.1));
+    println!("\n{label}: {:.2} ms of kernels per run", total / runs as f64 / 1e3);
+    println!("{:>28} {:>10} {:>8}", "operator", "ms/run", "share");
+    for (op, us) in ops {
+        println!("{op:>28} {:>10.3} {:>7.1}%", us / runs as f64 / 1e3, 100.0 * us / total);
+    }
+}
