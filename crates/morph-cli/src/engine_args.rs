@@ -34,12 +34,13 @@ pub(crate) struct EngineArgs {
     pub(crate) plans: Vec<TokenPlan>,
     /// The arithmetic of the encoder's weight matrix products on ONNX Runtime: int8
     /// (activations quantised per call, weights per output column; ONNX Runtime's
-    /// DynamicQuantizeMatMul, VNNI where the CPU has it) or fp32. bf16 is refused: ONNX
-    /// Runtime's CPU kernels have no bf16 MatMul. Default for `serve` and `profile`: int8 where
-    /// Morph writes the graphs and runs them in threads (every vector within cosine 0.98 of
-    /// fp32's, 1.5x fp32's rate on a 2-core EPYC; docs/serving.md), else fp32 (candle, a --onnx
-    /// file, worker processes); `morph train` and the length predictor's encoder: fp32, what
-    /// their heads are fitted on.
+    /// DynamicQuantizeMatMul, VNNI where the CPU has it; each product's few outlier input
+    /// channels, found on built-in calibration text when the model loads, kept in fp32) or
+    /// fp32. bf16 is refused: ONNX Runtime's CPU kernels have no bf16 MatMul. Default for
+    /// `serve` and `profile`: int8 where Morph writes the graphs, in threads or worker
+    /// processes (mean cosine to fp32 0.998, every vector above 0.99; docs/serving.md), else
+    /// fp32 (candle, a --onnx file); `morph train` and the length predictor's encoder: fp32,
+    /// what their heads are fitted on.
     #[arg(long)]
     pub(crate) dtype: Option<Dtype>,
 }
