@@ -1,7 +1,7 @@
-//! Int8 calibration: each layer's down projection input measured on a few dozen sentences of
-//! ordinary text (news, reviews, questions, instructions, chat; written for Morph), for
-//! the outlier channels kept in fp32 ([`crate::onnx::outliers`]). It runs the fp32 graph once per
-//! sentence (no padding) and keeps each channel's largest |value|.
+//! Int8 calibration: each weight product's input measured on 40 sentences of ordinary text
+//! (news, reviews, questions, instructions, chat; written for Morph), for the outlier channels
+//! kept in fp32 ([`crate::onnx::outliers`]). It runs the fp32 graph once per sentence (no
+//! padding) and keeps each channel's largest |value|.
 
 use ort::session::Session;
 use ort::value::Tensor;

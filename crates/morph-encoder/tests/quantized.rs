@@ -5,6 +5,7 @@
 //! computation (some vector moves); the outlier decomposition computes the product it splits;
 //! calibration finds the outliers the real model has.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use morph_core::RuntimeSpec;
@@ -17,18 +18,24 @@ use morph_encoder::ort_runtime::{environment, padded_ids, session};
 use morph_encoder::pooling::cosine;
 use morph_encoder::{OrtEncoder, Pooling, TextTokenizer};
 use morph_engine::Engine;
-use morph_fetch::{ModelSource, Pip, fetch, morph_home, onnxruntime_library};
+use morph_fetch::{ModelFiles, ModelSource, Pip, fetch, morph_home, onnxruntime_library};
 use ort::value::Tensor;
 
 /// The bounds the int8 graphs are held to against fp32: the mean cosine, and every vector's.
 const MEAN_BOUND: f32 = 0.99;
 const LEAST_BOUND: f32 = 0.98;
 
-#[test]
-fn int8_vectors_stay_within_the_bounds_of_fp32() {
+/// all-MiniLM-L6-v2 and the ONNX Runtime library, through Morph's own fetch.
+fn real_model() -> (ModelFiles, PathBuf) {
     let home = morph_home();
     let files = fetch(&ModelSource::Default, &home).expect("the default model");
     let library = onnxruntime_library(None, &home, &Pip::from_env()).expect("ONNX Runtime");
+    (files, library)
+}
+
+#[test]
+fn int8_vectors_stay_within_the_bounds_of_fp32() {
+    let (files, library) = real_model();
     let tokenizer = TextTokenizer::load(&files.tokenizer).expect("tokenizer");
     let sentences = [
         "This is an example sentence",
@@ -59,9 +66,7 @@ fn int8_vectors_stay_within_the_bounds_of_fp32() {
 /// `X·W = X_O·W_O + X_R·W_R` and the zeroed padding change nothing), on a padded batch.
 #[test]
 fn outlier_channels_in_fp32_recompose_the_product() {
-    let home = morph_home();
-    let files = fetch(&ModelSource::Default, &home).expect("the default model");
-    let library = onnxruntime_library(None, &home, &Pip::from_env()).expect("ONNX Runtime");
+    let (files, library) = real_model();
     let env = environment(&library).expect("environment");
     let checkpoint = Checkpoint::load(&files).expect("checkpoint");
     let cfg = &checkpoint.config;
@@ -99,9 +104,7 @@ fn outlier_channels_in_fp32_recompose_the_product() {
 /// has channels past 13 in every layer), and only a few: most channels stay int8.
 #[test]
 fn calibration_finds_the_few_outlier_channels_of_the_real_model() {
-    let home = morph_home();
-    let files = fetch(&ModelSource::Default, &home).expect("the default model");
-    let library = onnxruntime_library(None, &home, &Pip::from_env()).expect("ONNX Runtime");
+    let (files, library) = real_model();
     let env = environment(&library).expect("environment");
     let checkpoint = Checkpoint::load(&files).expect("checkpoint");
     let tokenizer = TextTokenizer::load(&files.tokenizer).expect("tokenizer");

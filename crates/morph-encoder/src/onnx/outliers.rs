@@ -1,9 +1,9 @@
 //! The outlier channels of each weight product's input in an int8 graph.
 //!
 //! `DynamicQuantizeMatMul` quantises an activation with one scale per tensor, and a few input
-//! channels can be far larger than the rest (all-MiniLM-L6-v2's down projection input, GELU's
-//! output: one or two channels per layer reach 14–25 where the median channel peaks near 1.4),
-//! so those channels would set the step for all of them. As LLM.int8() does (Dettmers et al., 2022, its
+//! channels can be far larger than the rest (all-MiniLM-L6-v2's feed-forward input: three to
+//! five channels per layer reach 6.5–30 where the median channel peaks near 1.8), so those
+//! channels would set the step for all of them. As LLM.int8() does (Dettmers et al., 2022, its
 //! mixed-precision decomposition), the channels that reach the outlier magnitude are computed
 //! in fp32 and the rest in int8: Y = X_O·W_O + X_R·W_R. Here the channels are found once, by
 //! calibration on text, rather than per batch.

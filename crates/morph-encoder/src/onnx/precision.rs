@@ -1,8 +1,8 @@
 //! The arithmetic of the graph's weight matrix products (`--dtype`): fp32, or int8 with
 //! ONNX Runtime's `DynamicQuantizeMatMul` (activations quantised per call to uint8, weights to
 //! int8 per output column, the product accumulated in int32 by MLAS's u8×s8 kernels, VNNI
-//! where the CPU has it) for every weight product: Q/K/V, attention output, the feed-forward up
-//! projection, and the down projection less its outlier input channels ([`super::outliers`]).
+//! where the CPU has it) for every weight product (Q/K/V, attention output, the feed-forward up
+//! and down projections), each less its outlier input channels ([`super::outliers`]).
 //! Attention's own products (Q·Kᵀ, P·V), the norms and the embeddings stay fp32.
 
 use std::sync::Arc;
@@ -46,7 +46,7 @@ impl std::fmt::Display for Dtype {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Precision {
     Fp32,
-    /// Int8, with each layer's down projection outlier channels (calibrated on text) in fp32.
+    /// Int8, with each product's outlier input channels (calibrated on text) in fp32.
     Int8(Arc<Outliers>),
 }
 
