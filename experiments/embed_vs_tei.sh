@@ -13,7 +13,8 @@
 #   - the server's CPU (cores busy, from /proc) and the load generator's, at saturation.
 # Servers: tei-like, morph (the defaults), morph-fp32 (the defaults with --dtype fp32),
 # tei-int8 (the TEI-like configuration serving the int8 model a TEI user would make:
-# Morph's fp32 graph through onnxruntime.quantization.quantize_dynamic, per-channel, made once
+# Morph's fp32 graph, padding kept as a standard export keeps it, through
+# onnxruntime.quantization.quantize_dynamic, per-channel, made once
 # under experiments/out/embed_vs_tei/tei-int8 with a venv that pip installs onnxruntime 1.31),
 # morph-before (the defaults of another morph binary, $MORPH_BEFORE: an earlier commit).
 # The sweep starts at $START req/s (default 40).
@@ -40,7 +41,7 @@ tei_int8_model() {
   cargo bench -q -p morph-benches --bench encoder_ops -- --save "$PWD/$tei_int8" --runs 2 >/dev/null
   [ -x "$tei_int8/venv/bin/python" ] || python3 -m venv "$tei_int8/venv"
   "$tei_int8/venv/bin/pip" install -q onnxruntime==1.31.0 onnx
-  "$tei_int8/venv/bin/python" experiments/tei_int8_model.py "$tei_int8/encoder-fp32.onnx" "$tei_int8/model-int8.onnx"
+  "$tei_int8/venv/bin/python" experiments/tei_int8_model.py "$tei_int8/encoder-fp32-padding-kept.onnx" "$tei_int8/model-int8.onnx"
 }
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$server/stat"; }

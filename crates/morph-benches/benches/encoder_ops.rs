@@ -1,8 +1,9 @@
 //! Where one batch's time goes inside ONNX Runtime: the graph Morph writes for
-//! all-MiniLM-L6-v2 (fp32 and int8), run on one AG News batch (the first `--rows` test texts,
-//! padded to the longest) with ONNX Runtime's profiler on, and its kernel time summed per
-//! operator type (the first run, a warm-up, left out). `--save DIR` also writes each graph
-//! there as `encoder-{dtype}.onnx`, to open in Netron or rerun elsewhere.
+//! all-MiniLM-L6-v2 (fp32 and int8, each with the padding removed between the layers as served,
+//! and kept), run on one AG News batch (the first `--rows` test texts, padded to the longest)
+//! with ONNX Runtime's profiler on, and its kernel time summed per operator type (the first
+//! run, a warm-up, left out; rounds interleave the graphs). `--save DIR` also writes each graph
+//! there as `encoder-{dtype}[-padding-kept].onnx`, to open in Netron or rerun elsewhere.
 //!
 //! Reads `../shared/data/text`. `cargo bench -p morph-benches --bench encoder_ops [-- --rows 8 --runs 20 --threads 2]`
 
@@ -52,38 +53,53 @@ fn main() {
         runs - 1
     );
     let outliers = Arc::new(calibrate(env, &checkpoint, &tokenizer).expect("int8 calibration"));
+    // Each dtype with the padding removed between the layers (as served) and kept.
+    let mut variants = Vec::new();
     for precision in [Precision::Fp32, Precision::Int8(outliers)] {
-        let dtype = precision.dtype();
-        let spec = GraphSpec {
-            precision,
-            ..GraphSpec::pooled(None, Pooling::Mean, checkpoint.config.num_hidden_layers)
-        };
-        let model = encoder_graph(&checkpoint, &spec).expect("graph").to_model_bytes();
-        if let Some(dir) = &save {
-            std::fs::create_dir_all(dir).expect("--save directory");
-            std::fs::write(dir.join(format!("encoder-{dtype}.onnx")), &model).expect("write the graph");
+        for remove_padding in [false, true] {
+            let dtype = precision.dtype();
+            let spec = GraphSpec {
+                precision: precision.clone(),
+                remove_padding,
+                ..GraphSpec::pooled(None, Pooling::Mean, checkpoint.config.num_hidden_layers)
+            };
+            let name = if remove_padding { format!("{dtype}") } else { format!("{dtype}-padding-kept") };
+            let model = encoder_graph(&checkpoint, &spec).expect("graph").to_model_bytes();
+            if let Some(dir) = &save {
+                std::fs::create_dir_all(dir).expect("--save directory");
+                std::fs::write(dir.join(format!("encoder-{name}.onnx")), &model).expect("write the graph");
+            }
+            let build = || -> ort::Result<Session> {
+                let builder = Session::builder(env)?.with_optimization_level(GraphOptimizationLevel::All)?;
+                let builder = builder.with_intra_threads(threads)?.with_inter_threads(1)?;
+                let mut builder =
+                    builder.with_intra_op_spinning(false)?.with_profiling(scratch.path().join(&name))?;
+                builder.commit_from_memory(&model)
+            };
+            let session = build().expect("session");
+            variants.push((name, session));
         }
-        let build = || -> ort::Result<Session> {
-            let builder = Session::builder(env)?.with_optimization_level(GraphOptimizationLevel::All)?;
-            let builder = builder.with_intra_threads(threads)?.with_inter_threads(1)?;
-            let mut builder = builder
-                .with_intra_op_spinning(false)?
-                .with_profiling(scratch.path().join(format!("{dtype}")))?;
-            builder.commit_from_memory(&model)
-        };
-        let mut session = build().expect("session");
-        for _ in 0..runs {
+    }
+    // Rounds interleave the variants, so a slow spell of this shared host hits them alike.
+    for _ in 0..runs {
+        for (_, session) in &mut variants {
             let feed = ort::inputs![
                 INPUT_IDS => ort::value::Tensor::from_array(([rows, len], input_ids.clone())).expect("ids"),
                 ATTENTION_MASK => ort::value::Tensor::from_array(([rows, len], mask.clone())).expect("mask"),
             ];
             session.run(feed).expect("run");
         }
-        let profile = session.end_profiling().expect("the profile");
-        let events: Value = serde_json::from_slice(&std::fs::read(&profile).expect("the profile file"))
-            .expect("profile JSON");
-        print_split(&format!("{dtype}"), &per_op(&events), runs - 1);
     }
+    let splits: Vec<(String, BTreeMap<String, f64>)> = variants
+        .into_iter()
+        .map(|(name, mut session)| {
+            let profile = session.end_profiling().expect("the profile");
+            let events: Value = serde_json::from_slice(&std::fs::read(&profile).expect("the profile file"))
+                .expect("profile JSON");
+            (name, per_op(&events))
+        })
+        .collect();
+    print_split(&splits, runs - 1);
 }
 
 /// Kernel microseconds per operator type over every run but the first.
@@ -110,13 +126,24 @@ fn per_op(events: &Value) -> BTreeMap<String, f64> {
     split
 }
 
-fn print_split(label: &str, split: &BTreeMap<String, f64>, runs: usize) {
-    let total: f64 = split.values().sum();
-    let mut ops: Vec<_> = split.iter().collect();
-    ops.sort_by(|a, b| b.1.total_cmp(a.1));
-    println!("\n{label}: {:.2} ms of kernels per run", total / runs as f64 / 1e3);
-    println!("{:>28} {:>10} {:>8}", "operator", "ms/run", "share");
-    for (op, us) in ops {
-        println!("{op:>28} {:>10.3} {:>7.1}%", us / runs as f64 / 1e3, 100.0 * us / total);
+/// One row per operator (the slowest first in the last variant), one column per variant:
+/// kernel milliseconds per run.
+fn print_split(splits: &[(String, BTreeMap<String, f64>)], runs: usize) {
+    let ms = |us: f64| us / runs as f64 / 1e3;
+    let Some((_, last)) = splits.last() else { return };
+    let mut ops: Vec<&String> = splits.iter().flat_map(|(_, split)| split.keys()).collect();
+    ops.sort();
+    ops.dedup();
+    ops.sort_by(|a, b| last.get(*b).unwrap_or(&0.0).total_cmp(last.get(*a).unwrap_or(&0.0)));
+    print!("\n{:>28}", "operator (ms per run)");
+    splits.iter().for_each(|(name, _)| print!(" {name:>20}"));
+    println!();
+    for op in ops {
+        print!("{op:>28}");
+        splits.iter().for_each(|(_, split)| print!(" {:>20.3}", ms(*split.get(op).unwrap_or(&0.0))));
+        println!();
     }
+    print!("{:>28}", "kernels per run");
+    splits.iter().for_each(|(_, split)| print!(" {:>20.2}", ms(split.values().sum())));
+    println!();
 }

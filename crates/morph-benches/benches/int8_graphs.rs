@@ -7,14 +7,15 @@
 //! - ONNX Runtime's own matrix products on these cores: fp32 MatMul and int8
 //!   DynamicQuantizeMatMul in GFLOP/s (2·m·k·n per call) at MiniLM's feed-forward shape (one
 //!   batch of 8 × 128 tokens) and a large square, and whether a bf16 MatMul session builds;
-//!   MiniLM's own sessions then stand against that peak.
+//!   MiniLM's own sessions then stand against that peak, and so does the layout served on this
+//!   host's cores (one single-threaded int8 instance per core, side by side).
 //!
 //! Reads `../shared/data/text`. `cargo bench -p morph-benches --bench int8_graphs [-- --texts N --rounds R]`
 
 use std::time::Instant;
 
 use morph_backend::tuning::reexec_tuned;
-use morph_core::RuntimeSpec;
+use morph_core::{RuntimeSpec, TokenPlan, UnitSpec};
 use morph_encoder::onnx::Dtype;
 use morph_encoder::onnx::product::{A, Product, Y, product_model};
 use morph_encoder::ort_runtime::{environment, session};
@@ -41,11 +42,13 @@ fn main() {
     let data_dir = morph_assets::shared_data().join("text");
     let data = |task| load(task, &data_dir).expect("../shared/data/text");
     let spec = RuntimeSpec::dynamic(512, BATCH as u32);
-    let runtime = |dtype: Dtype| {
+    let encoder = |dtype: Dtype| {
         let encoder = OrtEncoder::load(&files, Pooling::Mean, &library).and_then(|e| e.with_dtype(dtype));
-        encoder.expect("encoder").runtime(spec).expect("runtime")
+        encoder.expect("encoder")
     };
-    let (mut fp32, mut int8) = (runtime(Dtype::Fp32), runtime(Dtype::Int8));
+    let int8_encoder = encoder(Dtype::Int8);
+    let mut fp32 = encoder(Dtype::Fp32).runtime(spec).expect("runtime");
+    let mut int8 = int8_encoder.runtime(spec).expect("runtime");
     let embed = |rt: &mut dyn Engine, ids: &[Vec<u32>]| -> Vec<Vec<f32>> {
         ids.chunks(BATCH).flat_map(|batch| rt.embed(batch).expect("batch")).collect()
     };
@@ -77,7 +80,8 @@ fn main() {
         "fp32 GF/s",
         "int8 GF/s"
     );
-    for (name, corpus) in [("sst2", &sst2), ("ag_news", &ag), ("mix", &mix)] {
+    let corpora = [("sst2", &sst2), ("ag_news", &ag), ("mix", &mix)];
+    for (name, corpus) in corpora {
         let rows = ids(corpus);
         let tokens = rows.iter().map(Vec::len).sum::<usize>() / rows.len().max(1);
         let (a, b) = (embed(&mut fp32, &rows), embed(&mut int8, &rows));
@@ -126,6 +130,7 @@ fn main() {
         "\nONNX Runtime's matrix products on this CPU, 2 threads: GFLOP/s (2·m·k·n per call), median of 20"
     );
     println!("{:>22} {:>10} {:>10} {:>10}", "m x k x n", "fp32", "int8", "bf16");
+    let mut int8_peak = 0.0f64;
     for (m, k, n) in [(1024, 384, 1536), (2048, 2048, 2048)] {
         let mut cells = Vec::new();
         for product in [Product::Fp32, Product::Int8, Product::Bf16] {
@@ -147,12 +152,45 @@ fn main() {
                         times.push(started.elapsed().as_secs_f64());
                         assert!(out.get(Y).is_some());
                     }
-                    let t = median(times.split_off(2));
-                    format!("{:.0}", 2.0 * (m * k * n) as f64 / t / 1e9)
+                    let gops = 2.0 * (m * k * n) as f64 / median(times.split_off(2)) / 1e9;
+                    if product == Product::Int8 {
+                        int8_peak = int8_peak.max(gops);
+                    }
+                    format!("{gops:.0}")
                 }
             };
             cells.push(cell);
         }
         println!("{:>22} {:>10} {:>10} {:>10}", format!("{m} x {k} x {n}"), cells[0], cells[1], cells[2]);
+    }
+
+    // The layout served on this host: one single-threaded instance per core, side by side,
+    // taking the batches in turn.
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let unit = UnitSpec { threads: Some(1), ..UnitSpec::encoder(spec) };
+    let mut instances: Vec<_> =
+        (0..cores).map(|_| int8_encoder.instance(unit, &[TokenPlan::Plain]).expect("instance")).collect();
+    println!("\nAs served: {cores} single-threaded int8 instances side by side, against the int8 peak above");
+    println!("{:>10} {:>10} {:>10} {:>12}", "corpus", "ms", "GOP/s", "of peak");
+    for (name, corpus) in corpora {
+        let rows = ids(&corpus[..]);
+        let mut times = Vec::new();
+        for _ in 0..rounds {
+            let started = Instant::now();
+            std::thread::scope(|scope| {
+                for (k, rt) in instances.iter_mut().enumerate() {
+                    let rows = &rows;
+                    scope.spawn(move || {
+                        for batch in rows.chunks(BATCH).skip(k).step_by(cores) {
+                            rt.embed(batch).expect("batch");
+                        }
+                    });
+                }
+            });
+            times.push(started.elapsed().as_secs_f64());
+        }
+        let t = median(times);
+        let gops = rows.iter().map(Vec::len).sum::<usize>() as f64 * flops_per_token / 1e9 / t;
+        println!("{name:>10} {:>10.0} {gops:>10.0} {:>11.0}%", t * 1e3, 100.0 * gops / int8_peak);
     }
 }

@@ -368,6 +368,7 @@ impl OrtEncoder {
                         prune,
                         output,
                         precision: precision.clone(),
+                        remove_padding: true,
                     };
                     let bytes = encoder_graph(checkpoint, &graph_spec)?.to_model_bytes();
                     times.build += built.elapsed();

@@ -134,6 +134,7 @@ fn user_onnx_files_are_served_with_their_free_dimensions_pinned() {
             prune: None,
             output,
             precision: Precision::Fp32,
+            remove_padding: true,
         };
         let path = dir.path().join("model.onnx");
         std::fs::write(&path, encoder_graph(&checkpoint, &spec).expect("graph").to_model_bytes())
@@ -172,6 +173,7 @@ fn two_pipeline_stages_compose_to_the_whole_model() {
             prune: None,
             output,
             precision: Precision::Fp32,
+            remove_padding: true,
         };
         session(env, &encoder_graph(&checkpoint, &spec).expect("graph").to_model_bytes(), 2, &[])
             .expect("session")
@@ -256,6 +258,7 @@ fn prompt_tokens_act_as_inserted_input_embeddings() {
             prune: None,
             output: GraphOutput::Pooled(Pooling::Mean),
             precision: Precision::Fp32,
+            remove_padding: true,
         };
         let bytes = encoder_graph(&checkpoint, &spec).expect("graph").to_model_bytes();
         let mut s = session(env, &bytes, 2, &[]).expect("session");
@@ -292,6 +295,7 @@ fn token_merging_ignores_padding_and_stays_close_to_the_full_model() {
             prune: None,
             output: GraphOutput::Pooled(Pooling::Mean),
             precision: Precision::Fp32,
+            remove_padding: true,
         };
         let bytes = encoder_graph(&checkpoint, &spec).expect("graph").to_model_bytes();
         let mut s = session(env, &bytes, 2, &[]).expect("session");

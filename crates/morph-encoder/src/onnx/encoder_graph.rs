@@ -7,7 +7,8 @@
 //! pipeline stage: a graph that does not start at layer 0 takes hidden states in, one that
 //! does not end at the last layer hands hidden states out), trained prompt tokens inserted
 //! after `[CLS]`, token merging between attention and feed-forward in every layer (ToMe's
-//! bipartite soft matching, as OTAS places it), and the output.
+//! bipartite soft matching, as OTAS places it), and the output. Between the layers the
+//! padding is removed ([`super::packing`]) unless an adaptation reshapes the sequences.
 
 use std::ops::Range;
 
@@ -15,6 +16,7 @@ use candle_core::Tensor;
 
 use super::builder::Builder;
 use super::outliers::{Product, Site, split_rows};
+use super::packing::Tokens;
 use super::precision::{Precision, quantize_columns};
 use super::proto::{Attr, DataType, Dim, Graph, ValueInfo};
 use crate::architecture::{RELATIVE_BIAS, relative_buckets};
@@ -84,6 +86,10 @@ pub struct GraphSpec {
     pub output: GraphOutput,
     /// The arithmetic of the weight matrix products.
     pub precision: Precision,
+    /// Whether the padding is removed between the layers ([`super::packing`]): where no
+    /// adaptation reshapes the sequences (merging, pruning, deep prompts) and the output is
+    /// not [`GraphOutput::InputMaxima`]. Kept only to measure what removing it saves.
+    pub remove_padding: bool,
 }
 
 impl GraphSpec {
@@ -99,6 +105,7 @@ impl GraphSpec {
             prune: None,
             output,
             precision: Precision::Fp32,
+            remove_padding: true,
         }
     }
 }
@@ -185,7 +192,13 @@ pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph,
         ckpt: checkpoint,
         relative: None,
         precision: spec.precision.clone(),
+        tokens: Tokens::Padded,
     };
+    let packed = spec.remove_padding
+        && spec.merge == 0
+        && spec.deep_prompts.is_none()
+        && spec.prune.is_none()
+        && spec.output != GraphOutput::InputMaxima;
     let tensor = |name: &str, elem, dims: &[&Dim]| ValueInfo {
         name: name.to_string(),
         elem,
@@ -200,6 +213,13 @@ pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph,
         g.g.input(tensor(HIDDEN_IN, DataType::Float, &[&batch, &len, &hidden]));
         (HIDDEN_IN.to_string(), mask)
     };
+    if packed {
+        g.tokens = g.packed_tokens(&mask);
+    }
+    x = g.pack(&x, cfg.hidden_size);
+    if spec.layers.start == 0 {
+        x = g.layer_norm(&x, "embeddings.LayerNorm")?;
+    }
     // Token sizes: 1 for a real token, 0 for padding, what a merged token absorbed.
     let mut sizes = mask;
     // What pooling weighs: the sizes, less any prompts.
@@ -236,10 +256,12 @@ pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph,
     }
     match spec.output {
         GraphOutput::Hidden => {
+            let x = g.unpack(&x, cfg.hidden_size);
             g.g.name_output(&x, HIDDEN_OUT);
             g.g.output(tensor(HIDDEN_OUT, DataType::Float, &[&batch, &inner, &hidden]));
         }
         GraphOutput::Pooled(pooling) => {
+            let x = g.unpack(&x, cfg.hidden_size);
             let pooled = g.pool(pooling, &x, pooled_weights.as_deref().unwrap_or(&sizes));
             g.g.name_output(&pooled, POOLED);
             g.g.output(tensor(POOLED, DataType::Float, &[&batch, &hidden]));
@@ -268,6 +290,8 @@ pub(super) struct Writer<'a> {
     /// MPNet's relative bias table and bucket index, once written.
     relative: Option<(String, String)>,
     precision: Precision,
+    /// The layout of the hidden states between the layers.
+    pub(super) tokens: Tokens,
 }
 
 /// What one encoder layer hands on.
@@ -401,7 +425,7 @@ impl Writer<'_> {
     }
 
     /// Word embeddings (with the prompt vectors after `[CLS]`) plus position embeddings (token
-    /// type 0 folded in), layer-normed; returns them and the float mask over the same tokens.
+    /// type 0 folded in), before their norm; returns them and the float mask over the same tokens.
     fn embeddings(&mut self, prompt: &[Vec<f32>], mask: String) -> Result<(String, String), EngineError> {
         let word = self.weight("embeddings.word_embeddings.weight")?;
         let mut tokens = self.g.op("Gather", &[&word, INPUT_IDS], vec![("axis", Attr::Int(0))]);
@@ -425,8 +449,7 @@ impl Writer<'_> {
         let table = self.g.f32s("embeddings.position_and_type", &dims, values(&table)?);
         let zero = self.g.i64s(&[0]);
         let rows = self.g.op("Slice", &[&table, &zero, &len, &zero], vec![]);
-        let sum = self.g.op("Add", &[&tokens, &rows], vec![]);
-        Ok((self.layer_norm(&sum, "embeddings.LayerNorm")?, mask))
+        Ok((self.g.op("Add", &[&tokens, &rows], vec![]), mask))
     }
 
     /// `t` (leading dimension 1) repeated to `batch` rows: shape `[batch, rest...]`.
@@ -500,17 +523,19 @@ impl Writer<'_> {
         // folded into the query weights.
         let layer_in = self.padding_zeroed(x, sizes);
         let qkv = self.qkv(&layer_in, &format!("{p}.attention.self"), 1.0 / (d as f64).sqrt(), i)?;
+        // Split where the tokens are packed (fewer rows), then each part to the padded layout.
+        let widths = self.g.i64s(&[h as i64; 3]);
+        let parts: [String; 3] = self.g.op_n("Split", &[&qkv, &widths], vec![("axis", Attr::Int(-1))]);
+        let [q, k, v] = parts.map(|part| self.unpack(&part, h));
         let split = self.g.i64s(&[0, 0, heads as i64, d as i64]);
-        let mut heads_of = |part: i64, perm: [i64; 4]| {
-            let (start, end, axis) =
-                (self.g.i64s(&[part * h as i64]), self.g.i64s(&[(part + 1) * h as i64]), self.g.i64s(&[2]));
-            let t = self.g.op("Slice", &[&qkv, &start, &end, &axis], vec![]);
-            let r = self.g.op("Reshape", &[&t, &split], vec![]);
+        let mut heads_of = |part: &str, perm: [i64; 4]| {
+            let r = self.g.op("Reshape", &[part, &split], vec![]);
             self.g.op("Transpose", &[&r], vec![("perm", Attr::Ints(perm.to_vec()))])
         };
-        let q = heads_of(0, [0, 2, 1, 3]);
-        let k = heads_of(1, [0, 2, 3, 1]);
-        let v = heads_of(2, [0, 2, 1, 3]);
+        let keys = k.clone();
+        let q = heads_of(&q, [0, 2, 1, 3]);
+        let k = heads_of(&k, [0, 2, 3, 1]);
+        let v = heads_of(&v, [0, 2, 1, 3]);
         let scores = self.g.op("MatMul", &[&q, &k], vec![]);
         let scores = self.g.op("Add", &[&scores, bias], vec![]);
         let probs = self.g.op("Softmax", &[&scores], vec![("axis", Attr::Int(-1))]);
@@ -518,6 +543,7 @@ impl Writer<'_> {
         let context = self.g.op("Transpose", &[&context], vec![("perm", Attr::Ints(vec![0, 2, 1, 3]))]);
         let joined = self.g.i64s(&[0, 0, h as i64]);
         let context = self.g.op("Reshape", &[&context, &joined], vec![]);
+        let context = self.pack(&context, h);
         let at = |product| Site { layer: i, product };
         let attn =
             self.linear(&context, &format!("{p}.attention.output.dense"), at(Product::AttentionOutput))?;
@@ -525,9 +551,6 @@ impl Writer<'_> {
         let mut x = self.layer_norm(&x, &format!("{p}.attention.output.LayerNorm"))?;
         let mut sizes = sizes.to_string();
         if merge > 0 {
-            let (start, end, axis) =
-                (self.g.i64s(&[h as i64]), self.g.i64s(&[2 * h as i64]), self.g.i64s(&[2]));
-            let keys = self.g.op("Slice", &[&qkv, &start, &end, &axis], vec![]);
             (x, sizes) = self.merge_tokens(&x, &sizes, &keys, merge);
         }
         let x = self.padding_zeroed(&x, &sizes);
@@ -542,9 +565,9 @@ impl Writer<'_> {
 
     /// `x` (`[batch, len, hidden]`) with its padding rows zeroed in an int8 graph: activations
     /// are quantised with one scale per tensor, and padding's states (computed, then never
-    /// read) would otherwise widen it. Unchanged in fp32.
+    /// read) would otherwise widen it. Unchanged in fp32, and where the padding is removed.
     fn padding_zeroed(&mut self, x: &str, sizes: &str) -> String {
-        if self.precision == Precision::Fp32 {
+        if self.precision == Precision::Fp32 || self.tokens != Tokens::Padded {
             return x.to_string();
         }
         let one = self.g.scalar(1.0);

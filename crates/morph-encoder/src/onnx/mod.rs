@@ -4,6 +4,7 @@
 mod builder;
 mod encoder_graph;
 pub mod outliers;
+mod packing;
 pub mod precision;
 pub mod product;
 pub mod proto;

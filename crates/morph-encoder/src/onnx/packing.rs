@@ -1,0 +1,65 @@
+//! Padding removed between the layers: the hidden states of a batch's real tokens only,
+//! `[tokens, hidden]`, as TurboTransformers and FasterTransformer's "effective transformer"
+//! compute them. Every weight product, norm and activation is row by row, so it runs on the
+//! real tokens alone; only attention, which mixes tokens of a sequence, sees the padded
+//! `[batch, len, …]` layout, and the rows are scattered into it and gathered back around it.
+//! The results are those of the padded graph: padding rows are never read (their keys are
+//! masked), and in int8 they were zeroed, which leaves a tensor's quantisation range as it is.
+
+use super::encoder_graph::Writer;
+use super::proto::{Attr, DataType};
+
+/// How a graph's hidden states lie between its layers.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Tokens {
+    /// `[batch, len, width]`, padding rows included.
+    Padded,
+    /// `[real tokens, width]`.
+    Packed {
+        /// The flat positions (`batch · len + i`) of the real tokens, `[tokens]`.
+        real: String,
+        /// For each flat position, the row among the real tokens that fills it there, `[batch · len]`
+        /// (a padding position gets its row's last real token: any finite row serves).
+        slot: String,
+        /// `[batch, len]`.
+        shape: String,
+    },
+}
+
+impl Writer<'_> {
+    /// The packed layout of the tokens of the float `mask` (`[batch, len]`, 1 real, 0 padding).
+    pub(super) fn packed_tokens(&mut self, mask: &str) -> Tokens {
+        let shape = self.g.op("Shape", &[mask], vec![]);
+        let flat = self.g.i64s(&[-1]);
+        let flat_mask = self.g.op("Reshape", &[mask, &flat], vec![]);
+        let real = self.g.op("NonZero", &[&flat_mask], vec![]);
+        let real = self.g.op("Reshape", &[&real, &flat], vec![]);
+        let counts = self.g.op("Cast", &[&flat_mask], vec![("to", Attr::Int(DataType::Int64 as i64))]);
+        let axis = self.g.i64_scalar(0);
+        let counted = self.g.op("CumSum", &[&counts, &axis], vec![]);
+        let one = self.g.i64s(&[1]);
+        let slot = self.g.op("Sub", &[&counted, &one], vec![]);
+        Tokens::Packed { real, slot, shape }
+    }
+
+    /// `x` (`[batch, len, width]`) in the graph's layout.
+    pub(super) fn pack(&mut self, x: &str, width: usize) -> String {
+        let Tokens::Packed { real, .. } = self.tokens.clone() else {
+            return x.to_string();
+        };
+        let rows = self.g.i64s(&[-1, width as i64]);
+        let flat = self.g.op("Reshape", &[x, &rows], vec![]);
+        self.g.op("Gather", &[&flat, &real], vec![("axis", Attr::Int(0))])
+    }
+
+    /// `x` in the graph's layout as `[batch, len, width]`.
+    pub(super) fn unpack(&mut self, x: &str, width: usize) -> String {
+        let Tokens::Packed { slot, shape, .. } = self.tokens.clone() else {
+            return x.to_string();
+        };
+        let spread = self.g.op("Gather", &[x, &slot], vec![("axis", Attr::Int(0))]);
+        let width = self.g.i64s(&[width as i64]);
+        let dims = self.g.op("Concat", &[&shape, &width], vec![("axis", Attr::Int(0))]);
+        self.g.op("Reshape", &[&spread, &dims], vec![])
+    }
+}
