@@ -389,8 +389,12 @@ impl Writer<'_> {
         let index = self.g.i64_table(&format!("{name}.outlier_channels"), &[channels.len()], index);
         let x_out = self.g.op("Gather", &[x, &index], vec![("axis", Attr::Int(-1))]);
         let w_out = self.g.f32s(&format!("{name}.outlier_weight"), &[channels.len(), dims[1]], picked);
-        let y_out = self.g.op("MatMul", &[&x_out, &w_out], vec![]);
-        self.g.op("Add", &[&y_rest, &y_out], vec![])
+        if self.tokens == Tokens::Padded {
+            let y_out = self.g.op("MatMul", &[&x_out, &w_out], vec![]);
+            return self.g.op("Add", &[&y_rest, &y_out], vec![]);
+        }
+        // Packed rows are a matrix: one Gemm adds the outlier product into the int8 one.
+        self.g.op("Gemm", &[&x_out, &w_out, &y_rest], vec![])
     }
 
     fn layer_norm(&mut self, x: &str, prefix: &str) -> Result<String, EngineError> {
