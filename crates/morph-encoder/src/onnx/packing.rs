@@ -2,9 +2,10 @@
 //! `[tokens, hidden]`, as TurboTransformers and FasterTransformer's "effective transformer"
 //! compute them. Every weight product, norm and activation is row by row, so it runs on the
 //! real tokens alone; only attention, which mixes tokens of a sequence, sees the padded
-//! `[batch, len, …]` layout, and the rows are scattered into it and gathered back around it.
-//! The results are those of the padded graph: padding rows are never read (their keys are
-//! masked), and in int8 they were zeroed, which leaves a tensor's quantisation range as it is.
+//! `[batch, len, …]` layout: the rows are gathered into it and out of it again around it.
+//! In fp32 the results are the padded graph's (padding rows are never read: their keys are
+//! masked). In int8 they are what zeroing the padding before every product would give: each
+//! activation tensor's one quantisation scale is set by real tokens alone.
 
 use super::encoder_graph::Writer;
 use super::proto::{Attr, DataType};
