@@ -173,7 +173,7 @@ fn main() {
     println!("\nAs served: {cores} single-threaded int8 instances side by side, against the int8 peak above");
     println!("{:>10} {:>10} {:>10} {:>12}", "corpus", "ms", "GOP/s", "of peak");
     for (name, corpus) in corpora {
-        let rows = ids(&corpus[..]);
+        let rows = ids(corpus);
         let mut times = Vec::new();
         for _ in 0..rounds {
             let started = Instant::now();

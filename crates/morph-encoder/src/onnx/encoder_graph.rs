@@ -214,9 +214,9 @@ pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph,
         (HIDDEN_IN.to_string(), mask)
     };
     if packed {
-        g.tokens = g.packed_tokens(&mask);
+        g.tokens = g.packed_tokens(&mask, cfg.hidden_size);
     }
-    x = g.pack(&x, cfg.hidden_size);
+    x = g.pack(&x);
     if spec.layers.start == 0 {
         x = g.layer_norm(&x, "embeddings.LayerNorm")?;
     }
@@ -256,12 +256,12 @@ pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph,
     }
     match spec.output {
         GraphOutput::Hidden => {
-            let x = g.unpack(&x, cfg.hidden_size);
+            let x = g.unpack(&x);
             g.g.name_output(&x, HIDDEN_OUT);
             g.g.output(tensor(HIDDEN_OUT, DataType::Float, &[&batch, &inner, &hidden]));
         }
         GraphOutput::Pooled(pooling) => {
-            let x = g.unpack(&x, cfg.hidden_size);
+            let x = g.unpack(&x);
             let pooled = g.pool(pooling, &x, pooled_weights.as_deref().unwrap_or(&sizes));
             g.g.name_output(&pooled, POOLED);
             g.g.output(tensor(POOLED, DataType::Float, &[&batch, &hidden]));
@@ -530,7 +530,7 @@ impl Writer<'_> {
         // Split where the tokens are packed (fewer rows), then each part to the padded layout.
         let widths = self.g.i64s(&[h as i64; 3]);
         let parts: [String; 3] = self.g.op_n("Split", &[&qkv, &widths], vec![("axis", Attr::Int(-1))]);
-        let [q, k, v] = parts.map(|part| self.unpack(&part, h));
+        let [q, k, v] = parts.map(|part| self.unpack(&part));
         let split = self.g.i64s(&[0, 0, heads as i64, d as i64]);
         let mut heads_of = |part: &str, perm: [i64; 4]| {
             let r = self.g.op("Reshape", &[part, &split], vec![]);
@@ -547,7 +547,7 @@ impl Writer<'_> {
         let context = self.g.op("Transpose", &[&context], vec![("perm", Attr::Ints(vec![0, 2, 1, 3]))]);
         let joined = self.g.i64s(&[0, 0, h as i64]);
         let context = self.g.op("Reshape", &[&context, &joined], vec![]);
-        let context = self.pack(&context, h);
+        let context = self.pack(&context);
         let at = |product| Site { layer: i, product };
         let attn =
             self.linear(&context, &format!("{p}.attention.output.dense"), at(Product::AttentionOutput))?;

@@ -10,27 +10,33 @@
 use super::encoder_graph::Writer;
 use super::proto::{Attr, DataType};
 
-/// How a graph's hidden states lie between its layers.
+/// How a graph's hidden states (and Q, K, V, each as wide) lie between its layers.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Tokens {
-    /// `[batch, len, width]`, padding rows included.
+    /// `[batch, len, hidden]`, padding rows included.
     Padded,
-    /// `[real tokens, width]`.
+    /// `[real tokens, hidden]`.
     Packed {
         /// The flat positions (`batch · len + i`) of the real tokens, `[tokens]`.
         real: String,
         /// For each flat position, the row among the real tokens that fills it there, `[batch · len]`
         /// (a padding position gets its row's last real token: any finite row serves).
         slot: String,
-        /// `[batch, len]`.
-        shape: String,
+        /// `[-1, hidden]`: the padded states as rows.
+        rows: String,
+        /// `[batch, len, hidden]`.
+        padded: String,
     },
 }
 
 impl Writer<'_> {
-    /// The packed layout of the tokens of the float `mask` (`[batch, len]`, 1 real, 0 padding).
-    pub(super) fn packed_tokens(&mut self, mask: &str) -> Tokens {
+    /// The packed layout of the tokens of the float `mask` (`[batch, len]`, 1 real, 0 padding)
+    /// for states `hidden` wide.
+    pub(super) fn packed_tokens(&mut self, mask: &str, hidden: usize) -> Tokens {
         let shape = self.g.op("Shape", &[mask], vec![]);
+        let width = self.g.i64s(&[hidden as i64]);
+        let padded = self.g.op("Concat", &[&shape, &width], vec![("axis", Attr::Int(0))]);
+        let rows = self.g.i64s(&[-1, hidden as i64]);
         let flat = self.g.i64s(&[-1]);
         let flat_mask = self.g.op("Reshape", &[mask, &flat], vec![]);
         let real = self.g.op("NonZero", &[&flat_mask], vec![]);
@@ -40,27 +46,24 @@ impl Writer<'_> {
         let counted = self.g.op("CumSum", &[&counts, &axis], vec![]);
         let one = self.g.i64s(&[1]);
         let slot = self.g.op("Sub", &[&counted, &one], vec![]);
-        Tokens::Packed { real, slot, shape }
+        Tokens::Packed { real, slot, rows, padded }
     }
 
-    /// `x` (`[batch, len, width]`) in the graph's layout.
-    pub(super) fn pack(&mut self, x: &str, width: usize) -> String {
-        let Tokens::Packed { real, .. } = self.tokens.clone() else {
+    /// `x` (`[batch, len, hidden]`) in the graph's layout.
+    pub(super) fn pack(&mut self, x: &str) -> String {
+        let Tokens::Packed { real, rows, .. } = self.tokens.clone() else {
             return x.to_string();
         };
-        let rows = self.g.i64s(&[-1, width as i64]);
         let flat = self.g.op("Reshape", &[x, &rows], vec![]);
         self.g.op("Gather", &[&flat, &real], vec![("axis", Attr::Int(0))])
     }
 
-    /// `x` in the graph's layout as `[batch, len, width]`.
-    pub(super) fn unpack(&mut self, x: &str, width: usize) -> String {
-        let Tokens::Packed { slot, shape, .. } = self.tokens.clone() else {
+    /// `x` in the graph's layout as `[batch, len, hidden]`.
+    pub(super) fn unpack(&mut self, x: &str) -> String {
+        let Tokens::Packed { slot, padded, .. } = self.tokens.clone() else {
             return x.to_string();
         };
         let spread = self.g.op("Gather", &[x, &slot], vec![("axis", Attr::Int(0))]);
-        let width = self.g.i64s(&[width as i64]);
-        let dims = self.g.op("Concat", &[&shape, &width], vec![("axis", Attr::Int(0))]);
-        self.g.op("Reshape", &[&spread, &dims], vec![])
+        self.g.op("Reshape", &[&spread, &padded], vec![])
     }
 }
