@@ -167,6 +167,11 @@ impl LatencyProfile {
         })
     }
 
+    /// This profile (its model, engine, host and layout) with the latencies of `fitted`.
+    pub fn with_latencies_of(&self, fitted: LatencyProfile) -> Self {
+        Self { rows: fitted.rows, skipped: 0, ..self.clone() }
+    }
+
     pub fn load(path: &Path) -> Result<Self, ProfileError> {
         let shown = path.display().to_string();
         let text = std::fs::read_to_string(path)

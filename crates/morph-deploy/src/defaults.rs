@@ -8,9 +8,13 @@
 //! ship with Morph for the host they were measured on (`assets/profiles/` in the repository).
 //! Where there is none, a first start measures a few shapes per layout (seconds, each logged as
 //! a line and shown by `/ready`) and fits its latency over batch × length
-//! ([`morph_core::LatencyFit`]); the grid the buckets are planned from is the fit's.
+//! ([`morph_core::LatencyFit`]); the grid the buckets are planned from is the fit's. The
+//! model loaded to measure it is the one the server then serves, and the policy's refits of
+//! that profile to the batches served replace it in the cache, so that the next start plans
+//! from them.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::Context;
 use morph_backend::{Backend, EngineKind};
@@ -20,8 +24,9 @@ use morph_engine::EngineError;
 use morph_engine::timing::host_device;
 use morph_fetch::ModelFiles;
 use morph_policy::Bucket;
+use morph_policy::batching::RefitSink;
 use morph_policy::batching::plan::{layout_rate, length_plan};
-use morph_server::StartupSteps;
+use morph_server::{Preloaded, StartupSteps};
 use morph_train::profile::{MeasurePlan, measure_points};
 
 /// Profiles measured on the hosts Morph is developed on: (file name, JSON).
@@ -36,7 +41,7 @@ const MEASURED: [(u32, u32); 8] =
     [(8, 1), (64, 1), (512, 1), (512, 2), (32, 4), (256, 4), (16, 16), (128, 16)];
 
 /// What `morph serve` runs when the user set no runtime.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub(crate) struct ServeDefaults {
     pub runtime: RuntimeSpec,
     pub instances: usize,
@@ -45,9 +50,18 @@ pub(crate) struct ServeDefaults {
     /// The chosen layout's profile, and where it came from, for the log.
     pub profile: LatencyProfile,
     pub source: String,
-    /// Whether that profile was fitted to a few shapes on a first start (not shipped): the
-    /// policy refines its buckets to the batches it serves.
-    pub fitted: bool,
+    /// Where that profile is cached, when it was fitted to a few shapes on a first start (not
+    /// shipped): the policy refines its buckets to the batches it serves and keeps its refits
+    /// there ([`refits_kept_in`]).
+    pub cache_file: Option<PathBuf>,
+    /// The model as loaded to measure a layout, if one was.
+    pub preloaded: Option<Preloaded>,
+}
+
+impl ServeDefaults {
+    pub(crate) fn fitted(&self) -> bool {
+        self.cache_file.is_some()
+    }
 }
 
 /// One layout of the host's cores: `instances` instances of `threads` intra-op threads.
@@ -94,8 +108,9 @@ fn choose(profiles: Vec<(LatencyProfile, Source)>, max_len: u32) -> anyhow::Resu
         threads: profile.threads.unwrap_or(1),
         buckets: plan.buckets,
         profile,
-        fitted: !matches!(source, Source::Shipped(_)),
+        cache_file: source.cache_file().map(Path::to_path_buf),
         source: source.to_string(),
+        preloaded: None,
     })
 }
 
@@ -112,6 +127,15 @@ enum Source {
     Cached(PathBuf),
     /// Fitted now, and cached in this file.
     Measured(PathBuf),
+}
+
+impl Source {
+    fn cache_file(&self) -> Option<&Path> {
+        match self {
+            Source::Shipped(_) => None,
+            Source::Cached(path) | Source::Measured(path) => Some(path),
+        }
+    }
 }
 
 impl std::fmt::Display for Source {
@@ -152,13 +176,13 @@ impl ProfileKey {
 }
 
 /// A profile of `layout` for this model, engine and host: cached, shipped, or measured now (on
-/// `backend`, loaded the first time a layout needs measuring).
+/// `loaded`, loaded the first time a layout needs measuring).
 fn layout_profile(
     files: &ModelFiles,
     key: &ProfileKey,
     engine: &EngineKind,
     layout: Layout,
-    backend: &mut Option<Backend>,
+    loaded: &mut Option<Preloaded>,
     steps: &StartupSteps,
 ) -> anyhow::Result<(LatencyProfile, Source)> {
     let cached = key.cache_file(layout);
@@ -174,20 +198,38 @@ fn layout_profile(
             return Ok((p, Source::Shipped(name)));
         }
     }
-    let backend = match backend {
+    let loaded = match loaded {
         Some(l) => l,
         None => {
             steps.step("loading the model to profile it on this host");
-            backend.insert(Backend::load(files, Pooling::from_model_dir(&files.dir)?, engine)?)
+            let pooling = Pooling::from_model_dir(&files.dir)?;
+            let backend = Arc::new(Backend::load(files, pooling, engine)?);
+            loaded.insert(Preloaded { pooling, backend })
         }
     };
-    let mut p = measure(&files.name, backend, layout, steps)?;
+    let mut p = measure(&files.name, &loaded.backend, layout, steps)?;
     p.engine = Some(key.engine.clone());
     p.device = Some(key.device.clone());
     p.model_sha256 = Some(key.model_sha256.clone());
     std::fs::create_dir_all(cache_dir()).context("creating the profile cache")?;
-    std::fs::write(&cached, p.to_json()).with_context(|| format!("writing {}", cached.display()))?;
+    write_profile(&p, &cached)?;
     Ok((p, Source::Measured(cached)))
+}
+
+/// Writes `profile` to `path` whole (a reader sees the old file or the new one).
+fn write_profile(profile: &LatencyProfile, path: &Path) -> anyhow::Result<()> {
+    let partial = path.with_extension("json.partial");
+    std::fs::write(&partial, profile.to_json()).with_context(|| format!("writing {}", partial.display()))?;
+    std::fs::rename(&partial, path).with_context(|| format!("writing {}", path.display()))
+}
+
+/// Keeps each refit of a first start's profile in its cache file (the policy's thread writes
+/// it, a few KB, only when the refit replans).
+pub(crate) fn refits_kept_in(path: PathBuf) -> RefitSink {
+    RefitSink::new(move |profile| match write_profile(profile, &path) {
+        Ok(()) => tracing::info!(path = %path.display(), "profile refitted to the batches served, cached"),
+        Err(e) => tracing::warn!("the refitted profile is not cached: {e:#}"),
+    })
 }
 
 fn cache_dir() -> PathBuf {
@@ -254,12 +296,12 @@ pub(crate) fn serve_defaults(
         engine: engine_label(engine),
         device: host_device(),
     };
-    let mut backend = None;
+    let mut loaded = None;
     let profiles = Layout::candidates(cores)
         .into_iter()
-        .map(|layout| layout_profile(files, &key, engine, layout, &mut backend, steps))
+        .map(|layout| layout_profile(files, &key, engine, layout, &mut loaded, steps))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    choose(profiles, max_len)
+    Ok(ServeDefaults { preloaded: loaded, ..choose(profiles, max_len)? })
 }
 
 #[cfg(test)]
@@ -305,6 +347,32 @@ mod tests {
                 assert!(!key("candle-cpu").fits(&p, layout), "{name}: found for another engine");
             }
         }
+    }
+
+    #[test]
+    fn a_refit_kept_replaces_the_cached_profile_and_fits_the_next_start() {
+        let key = ProfileKey {
+            model_sha256: "ab".repeat(32),
+            engine: "onnxruntime-int8-cpu".into(),
+            device: "a test host".into(),
+        };
+        let layout = Layout { instances: 2, threads: 1 };
+        let mut measured = morph_core::fixtures::linear_profile(2.0, 0.1);
+        measured.model_sha256 = Some(key.model_sha256.clone());
+        (measured.engine, measured.device) = (Some(key.engine.clone()), Some(key.device.clone()));
+        (measured.instances, measured.threads) = (Some(2), Some(1));
+        let dir = tempfile::tempdir().unwrap();
+        let cached = dir.path().join("cached.json");
+        write_profile(&measured, &cached).unwrap();
+
+        let refit = measured.with_latencies_of(morph_core::fixtures::linear_profile(9.0, 0.1));
+        refits_kept_in(cached.clone()).keep(&refit);
+        let found = LatencyProfile::load(&cached).unwrap();
+        assert_eq!(found, refit);
+        assert_ne!(found, measured);
+        assert!(key.fits(&found, layout), "{found:?}");
+        let files: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(files, vec!["cached.json"], "written whole, nothing partial left");
     }
 
     #[test]

@@ -12,7 +12,7 @@ use morph_policy::registry::{self, Family, PolicyKind};
 use morph_server::prediction::PredictorConfig;
 use morph_server::{Deployment, StartupSteps};
 
-use crate::defaults::{ServeDefaults, serve_defaults};
+use crate::defaults::{ServeDefaults, refits_kept_in, serve_defaults};
 use crate::engine::EngineChoice;
 use crate::prompt_cache::prompt_cache;
 use crate::spec::{MaxQueue, ServeSpec, Task};
@@ -95,9 +95,10 @@ impl ServeSpec {
             policy: policy.name.to_string(),
             policy_params,
             policy_context: registry::Context {
-                profile: profile
-                    .or_else(|| plans.get(&TokenPlan::Plain).cloned())
-                    .or_else(|| profiled.filter(|d| d.fitted).map(|d| Arc::new(d.profile))),
+                profile: profile.or_else(|| plans.get(&TokenPlan::Plain).cloned()).or_else(|| {
+                    profiled.as_ref().filter(|d| d.fitted()).map(|d| Arc::new(d.profile.clone()))
+                }),
+                refits: profiled.as_ref().and_then(|d| d.cache_file.clone()).map(refits_kept_in),
                 slo: self.slo_ms.map(ms_to_nanos),
                 plans,
                 accuracy,
@@ -111,6 +112,7 @@ impl ServeSpec {
             workers: self.workers,
             stage_timing_len: self.stage_profile_len,
             limits: self.limits,
+            preloaded: profiled.and_then(|d| d.preloaded),
         })
     }
 
@@ -167,7 +169,7 @@ impl ServeSpec {
                 if let Some(d) = profiled {
                     // Buckets the user gave are kept as given; those planned from a profile
                     // fitted on a first start are refined to the batches served.
-                    if !object.contains_key("buckets") && d.fitted {
+                    if !object.contains_key("buckets") && d.fitted() {
                         object.entry("refine_every").or_insert(REFINE_EVERY.into());
                     }
                     object.entry("buckets").or_insert(serde_json::to_value(&d.buckets)?);

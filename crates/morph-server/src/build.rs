@@ -59,8 +59,12 @@ pub(crate) fn load(config: &Deployment) -> Result<Loaded, BuildError> {
             let tokenizer = Arc::new(TextTokenizer::load(&files.tokenizer)?);
             // Deployment::check let only Morph's own graphs reach worker processes, which build
             // them in the server's dtype.
+            let backend = match &config.preloaded {
+                Some(preloaded) if preloaded.pooling == pooling => preloaded.backend.clone(),
+                _ => Arc::new(Backend::load(files, pooling, engine)?),
+            };
             let launcher = match (&config.workers, engine) {
-                (None, _) => Launcher::new(Backend::load(files, pooling, engine)?),
+                (None, _) => Launcher::new(backend),
                 (Some(workers), EngineKind::Ort { library, plans, dtype, .. }) => {
                     let model = WorkerModel::Encoder {
                         dir: files.dir.clone(),
@@ -69,8 +73,7 @@ pub(crate) fn load(config: &Deployment) -> Result<Loaded, BuildError> {
                         plans: plans.clone(),
                         dtype: *dtype,
                     };
-                    Launcher::new(Backend::load(files, pooling, engine)?)
-                        .with_processes(workers.clone(), model)?
+                    Launcher::new(backend).with_processes(workers.clone(), model)?
                 }
                 (Some(_), other) => return Err(processes_refusal(other)),
             };

@@ -2,7 +2,9 @@
 //! what `morph serve` was asked, or by hand in a test), and why one cannot be built
 //! ([`BuildError`]).
 
-use morph_backend::EngineKind;
+use std::sync::Arc;
+
+use morph_backend::{Backend, EngineKind};
 use morph_backend::{NO_STAGES_OF_ONNX_FILE, NO_STAGES_ON_CANDLE};
 use morph_core::RuntimeSpec;
 use morph_encoder::Pooling;
@@ -54,6 +56,17 @@ pub struct Deployment {
     pub workers: Option<ProcessConfig>,
     /// Pipeline policies: the tokens of the one request each stage is timed on at start-up.
     pub stage_timing_len: u32,
+    /// The model as loaded already (to profile it on a first start), served rather than
+    /// loaded again.
+    pub preloaded: Option<Preloaded>,
+}
+
+/// A backend loaded before the server was built, and the pooling it was loaded with: the
+/// server takes it where it would load the same.
+#[derive(Debug, Clone)]
+pub struct Preloaded {
+    pub pooling: Pooling,
+    pub backend: Arc<Backend>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -138,8 +151,6 @@ pub(crate) fn processes_refusal(engine: &EngineKind) -> BuildError {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use morph_core::fixtures::flat_profile;
     use morph_decoder::{DecoderKernels, PromptCacheConfig};
     use morph_encoder::onnx::Dtype;
@@ -167,6 +178,7 @@ mod tests {
             limits: ConnectionLimits::default(),
             workers: None,
             stage_timing_len: 64,
+            preloaded: None,
         }
     }
 
@@ -234,5 +246,20 @@ mod tests {
         assert_eq!(refusal(int8, "dynamic-batching"), "accepted", "int8 graphs run in workers too");
         let emulated_processes = Deployment { workers: workers(), ..emulated() };
         assert!(refusal(emulated_processes, "dynamic-batching").contains(WHAT_PROCESSES_RUN));
+    }
+
+    #[test]
+    fn a_model_loaded_to_profile_it_is_served_unless_the_server_would_load_it_otherwise() {
+        let files =
+            morph_fetch::fetch_default(&morph_fetch::morph_home(), &morph_fetch::Pip::from_env()).unwrap();
+        let pooling = Pooling::from_model_dir(&files.dir).unwrap();
+        let backend = Arc::new(Backend::load(&files, pooling, &EngineKind::Candle).unwrap());
+        let preloaded = Some(Preloaded { pooling, backend: backend.clone() });
+        let config = Deployment { model: Some(files), engine: EngineKind::Candle, preloaded, ..emulated() };
+        let served = |config: &Deployment| crate::build::load(config).unwrap().launcher;
+        assert!(std::ptr::eq(served(&config).backend(), &*backend), "loaded again");
+        let other = if pooling == Pooling::Cls { Pooling::Mean } else { Pooling::Cls };
+        let repooled = Deployment { pooling: Some(other), ..config };
+        assert!(!std::ptr::eq(served(&repooled).backend(), &*backend), "served with the wrong pooling");
     }
 }

@@ -17,7 +17,7 @@ pub mod stage_timing;
 pub mod starting;
 
 pub use connections::ConnectionLimits;
-pub use deployment::{BuildError, Deployment};
+pub use deployment::{BuildError, Deployment, Preloaded};
 pub use error::CallError;
 pub use launcher::{Instance, InstanceEngine, Launcher};
 pub use server::Server;

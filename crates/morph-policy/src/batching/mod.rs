@@ -22,6 +22,7 @@ mod refine;
 use crate::replacer::Replacer;
 use buckets::{Bucket, BucketQueue};
 use refine::Refiner;
+pub use refine::RefitSink;
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -111,10 +112,11 @@ impl DynamicBatching {
         }
     }
 
-    /// Refines the buckets (see [`refine`]) planned from `profile` every `refine_every` batches.
-    pub fn refined_from(mut self, profile: &LatencyProfile) -> Self {
+    /// Refines the buckets (see [`refine`]) planned from `profile` every `refine_every` batches;
+    /// the refits that replan go to `sink` too.
+    pub fn refined_from(mut self, profile: &LatencyProfile, sink: Option<RefitSink>) -> Self {
         if self.config.refine_every > 0 {
-            self.refiner = Some(Refiner::new(profile, self.config.refine_every));
+            self.refiner = Some(Refiner::new(profile, self.config.refine_every, sink));
         }
         self
     }
@@ -481,7 +483,7 @@ mod tests {
             max_batch_tokens: 1 << 20,
             ..Default::default()
         };
-        let mut p = DynamicBatching::new(config).refined_from(&prior);
+        let mut p = DynamicBatching::new(config).refined_from(&prior, None);
         let unit = morph_core::UnitSpec::encoder(RuntimeSpec::dynamic(512, 16));
         let instance = InstanceInfo { id: InstanceId(0), unit, host: HostId(0) };
         p.on_event(Time::ZERO, Event::InstanceUp { instance, launch: None }, &mut Vec::new());

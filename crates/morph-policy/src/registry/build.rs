@@ -33,7 +33,7 @@ pub(super) fn dynamic_batching(
     let policy = DynamicBatching::new(config);
     match (refined, &context.profile) {
         (false, _) => Ok(Box::new(policy)),
-        (true, Some(profile)) => Ok(Box::new(policy.refined_from(profile))),
+        (true, Some(profile)) => Ok(Box::new(policy.refined_from(profile, context.refits.clone()))),
         (true, None) => Err(params_err(name)(serde::de::Error::custom(
             "refine_every refines buckets planned from a profile; give the profile (--profile)",
         ))),

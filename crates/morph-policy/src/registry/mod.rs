@@ -12,6 +12,8 @@ use std::sync::Arc;
 
 use morph_core::{HostSlots, LatencyProfile, Nanos, Policy, StageTimes, TokenPlan};
 
+use crate::batching::RefitSink;
+
 /// What a policy schedules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
@@ -263,4 +265,7 @@ pub struct Context {
     pub plans: BTreeMap<TokenPlan, Arc<LatencyProfile>>,
     /// Accuracy per task (by task index) under each token plan, from the profiler.
     pub accuracy: BTreeMap<TokenPlan, Vec<f64>>,
+    /// Where a profile refitted to the batches served is kept (dynamic batching's
+    /// `refine_every`); `None`: the policy alone takes it.
+    pub refits: Option<RefitSink>,
 }

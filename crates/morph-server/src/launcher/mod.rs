@@ -11,6 +11,7 @@ pub use morph_worker::host::WorkerModel;
 pub use morph_worker::{ProcessConfig, ProcessLauncher, StartReport};
 pub use relay::{IterationRelay, IterationSink};
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use morph_backend::Backend;
@@ -25,7 +26,7 @@ pub const WHAT_PROCESSES_RUN: &str = "worker processes run the ONNX graphs Morph
 /// processes.
 #[derive(Debug)]
 pub struct Launcher {
-    backend: Backend,
+    backend: Arc<Backend>,
     started: AtomicU32,
     /// Encoder replicas run as worker processes.
     processes: Option<ProcessLauncher>,
@@ -52,9 +53,9 @@ pub enum InstanceEngine {
 }
 
 impl Launcher {
-    /// A launcher of instances of `backend`.
-    pub fn new(backend: Backend) -> Self {
-        Self { backend, started: AtomicU32::new(0), processes: None }
+    /// A launcher of instances of `backend` (one loaded before, while profiling, is shared).
+    pub fn new(backend: impl Into<Arc<Backend>>) -> Self {
+        Self { backend: backend.into(), started: AtomicU32::new(0), processes: None }
     }
 
     /// What computes this launcher's instances.
@@ -65,7 +66,7 @@ impl Launcher {
     /// Runs encoder replicas (Morph's own ONNX graphs only) or a decoder's prefill stages as
     /// `morph worker` processes.
     pub fn with_processes(mut self, config: ProcessConfig, model: WorkerModel) -> Result<Self, EngineError> {
-        let fits = match (&self.backend, &model) {
+        let fits = match (self.backend.as_ref(), &model) {
             (Backend::Ort(encoder, _), WorkerModel::Encoder { .. }) => encoder.layers().is_some(),
             (Backend::Decoder(..), WorkerModel::DecoderStages { .. }) => true,
             _ => false,
@@ -144,7 +145,7 @@ impl Launcher {
         let n = self.started.fetch_add(1, Ordering::Relaxed);
         let name = format!("morph-{}-{n}", unit.runtime);
         let spawn_err = |e: std::io::Error| EngineError::Load(e.to_string());
-        let engine = match (&self.backend, unit.kind) {
+        let engine = match (self.backend.as_ref(), unit.kind) {
             (Backend::Decoder(decoder, chunk), UnitKind::Decoder) => {
                 let relay = IterationRelay::default();
                 let shape = decoder_shape(unit);

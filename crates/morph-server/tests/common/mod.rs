@@ -65,6 +65,7 @@ pub(crate) fn emulated(batch_ms: f64, runtime: RuntimeSpec, max_queue: usize) ->
         limits: Default::default(),
         workers: None,
         stage_timing_len: 64,
+        preloaded: None,
         threads: None,
     }
 }

@@ -304,7 +304,7 @@ impl Scenario {
         let accuracy = table.as_ref().map(|t| t.profiling.clone()).unwrap_or_default();
         base.correctness = table;
         let hosts = Some(base.hosts.clone());
-        let ctx = Context { profile, slo: base.slo, pipeline, hosts, plans, accuracy };
+        let ctx = Context { profile, slo: base.slo, pipeline, hosts, plans, accuracy, refits: None };
         let points = self.points();
         let total = points.len() * self.seeds.len() * self.policies.len();
         let mut rows = Vec::new();
