@@ -1,11 +1,12 @@
 //! Where one batch's time goes inside ONNX Runtime: the graph Morph writes for
 //! all-MiniLM-L6-v2 (fp32 and int8, each with the padding removed between the layers as served,
-//! and kept), run on one AG News batch (the first `--rows` test texts, padded to the longest)
+//! and kept), run on one batch of a corpus (`--corpus`, AG News unless named: the first `--rows`
+//! test texts, padded to the longest)
 //! with ONNX Runtime's profiler on, and its kernel time summed per operator type (the first
 //! run, a warm-up, left out; rounds interleave the graphs). `--save DIR` also writes each graph
 //! there as `encoder-{dtype}[-padding-kept].onnx`, to open in Netron or rerun elsewhere.
 //!
-//! Reads `../shared/data/text`. `cargo bench -p morph-benches --bench encoder_ops [-- --rows 8 --runs 20 --threads 2]`
+//! Reads `../shared/data/text`. `cargo bench -p morph-benches --bench encoder_ops [-- --rows 8 --runs 20 --threads 2 --corpus ag_news|sst2|sms_spam]`
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -30,6 +31,9 @@ fn main() {
     let rows: usize = cli_arg("--rows", 8);
     let runs: usize = cli_arg("--runs", 20);
     let threads: usize = cli_arg("--threads", 2);
+    let corpus: String = cli_arg("--corpus", Task::AgNews.name().to_string());
+    let task =
+        Task::ALL.into_iter().find(|t| t.name() == corpus).expect("--corpus ag_news, sst2 or sms_spam");
     let save: Option<PathBuf> =
         cli_arg("--save", String::new()).parse().ok().filter(|p: &PathBuf| !p.as_os_str().is_empty());
     let home = morph_home();
@@ -39,7 +43,7 @@ fn main() {
     let checkpoint = Checkpoint::load(&files).expect("checkpoint");
     let tokenizer = TextTokenizer::load(&files.tokenizer).expect("tokenizer");
     let data_dir = morph_assets::shared_data().join("text");
-    let texts = load(Task::AgNews, &data_dir).expect("../shared/data/text").test;
+    let texts = load(task, &data_dir).expect("../shared/data/text").test;
     let ids: Vec<Vec<u32>> = texts
         .iter()
         .take(rows)
@@ -49,7 +53,8 @@ fn main() {
     let (input_ids, mask) = padded_ids(&ids, rows, len, checkpoint.config.pad_token_id);
     let scratch = tempfile::tempdir().expect("a scratch directory");
     println!(
-        "all-MiniLM-L6-v2, one AG News batch of {rows} x {len} tokens, {threads} threads, kernel time per run (mean of {} runs)",
+        "all-MiniLM-L6-v2, one {corpus} batch of {rows} x {len} tokens ({} real), {threads} threads, kernel time per run (mean of {} runs)",
+        ids.iter().map(Vec::len).sum::<usize>(),
         runs - 1
     );
     let outliers = Arc::new(calibrate(env, &checkpoint, &tokenizer).expect("int8 calibration"));
