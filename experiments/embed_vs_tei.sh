@@ -16,7 +16,10 @@
 # Morph's fp32 graph, padding kept as a standard export keeps it, through
 # onnxruntime.quantization.quantize_dynamic, per-channel, made once
 # under experiments/out/embed_vs_tei/tei-int8 with a venv that pip installs onnxruntime 1.31),
-# morph-before (the defaults of another morph binary, $MORPH_BEFORE: an earlier commit).
+# morph-before (the defaults of another morph binary, $MORPH_BEFORE: an earlier commit),
+# morph-IxT (the defaults in the layout of I instances of T threads each: `--instances I
+# --threads T`, its buckets from that layout's own profile; e.g. morph-1x2 and morph-2x1 are
+# the two candidates on two cores).
 # The sweep starts at $START req/s (default 40).
 #   experiments/embed_vs_tei.sh [CORPORA: sst2,agnews,mix] [SECONDS] [SERVERS: tei-like,morph]
 set -euo pipefail
@@ -79,7 +82,8 @@ for corpus in ${corpora//,/ }; do
       morph) serve ;;
       morph-fp32) serve --dtype fp32 ;;
       morph-before) bin=${MORPH_BEFORE:?set MORPH_BEFORE to another morph binary}; serve ;;
-      *) echo "unknown server $config (tei-like, tei-int8, morph, morph-fp32, morph-before)" >&2; exit 2 ;;
+      morph-[0-9]*x[0-9]*) layout=${config#morph-}; serve --instances "${layout%x*}" --threads "${layout#*x}" ;;
+      *) echo "unknown server $config (tei-like, tei-int8, morph, morph-fp32, morph-before, morph-IxT)" >&2; exit 2 ;;
     esac
     echo "$corpus / $config:"
     sweep=$out/$corpus.$config.sweep.jsonl

@@ -53,11 +53,13 @@ pub(crate) struct ServeArgs {
     runtimes: Vec<RuntimeSpec>,
     /// Instances started for each --runtime; for policies that choose their own runtimes
     /// (arlo, arlo-paper, st, dt, infaas, arlo-ilb, arlo-ig), the total number of instances.
-    /// Default: 1, or the profile's layout (see --runtime).
+    /// Default: 1, or the profile's layout (see --runtime). With no --runtime, the layout
+    /// served is profiled and its buckets planned from its own profile, its threads filling
+    /// the cores unless --threads names them.
     #[arg(long)]
     instances: Option<usize>,
     /// Intra-op threads of each instance of --runtime. Default: every core, or the profile's
-    /// layout (see --runtime).
+    /// layout (see --runtime; with no --runtime, as for --instances).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     threads: Option<u16>,
     /// Cut the encoder into this many pipeline stages of consecutive layers, each with

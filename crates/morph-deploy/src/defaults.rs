@@ -81,9 +81,28 @@ impl Layout {
             .collect()
     }
 
+    /// The candidates on `cores` with the instances and threads the user named: both named,
+    /// that layout; one named, the other is what fills the cores (at least 1).
+    fn wanted(cores: u16, wanted: Wanted) -> Vec<Layout> {
+        let fill = |of: u16| (cores / of).max(1);
+        match (wanted.instances, wanted.threads) {
+            (Some(instances), Some(threads)) => vec![Layout { instances, threads }],
+            (Some(instances), None) => vec![Layout { instances, threads: fill(instances) }],
+            (None, Some(threads)) => vec![Layout { instances: fill(threads), threads }],
+            (None, None) => Layout::candidates(cores),
+        }
+    }
+
     fn matches(self, p: &LatencyProfile) -> bool {
         p.instances == Some(self.instances) && p.threads == Some(self.threads)
     }
+}
+
+/// The instances and threads per instance the user named (`--instances`, `--threads`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Wanted {
+    pub instances: Option<u16>,
+    pub threads: Option<u16>,
 }
 
 /// The layout that serves more, with its buckets, from one profile per candidate layout.
@@ -216,9 +235,10 @@ fn layout_profile(
     Ok((p, Source::Measured(cached)))
 }
 
-/// Writes `profile` to `path` whole (a reader sees the old file or the new one).
+/// Writes `profile` to `path` whole (a reader sees the old file or the new one; servers that
+/// share the cache each write a file of their own first).
 fn write_profile(profile: &LatencyProfile, path: &Path) -> anyhow::Result<()> {
-    let partial = path.with_extension("json.partial");
+    let partial = path.with_extension(format!("json.{}.partial", std::process::id()));
     std::fs::write(&partial, profile.to_json()).with_context(|| format!("writing {}", partial.display()))?;
     std::fs::rename(&partial, path).with_context(|| format!("writing {}", path.display()))
 }
@@ -282,11 +302,13 @@ fn measure(
     Ok(profile)
 }
 
-/// The defaults for serving `files` on `engine` on this host.
+/// The defaults for serving `files` on `engine` on this host, in the layout `wanted` where it
+/// names one: its buckets planned from that layout's own profile.
 pub(crate) fn serve_defaults(
     files: &ModelFiles,
     engine: &EngineKind,
     max_len: u32,
+    wanted: Wanted,
     steps: &StartupSteps,
 ) -> anyhow::Result<ServeDefaults> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).min(64) as u16;
@@ -297,7 +319,7 @@ pub(crate) fn serve_defaults(
         device: host_device(),
     };
     let mut loaded = None;
-    let profiles = Layout::candidates(cores)
+    let profiles = Layout::wanted(cores, wanted)
         .into_iter()
         .map(|layout| layout_profile(files, &key, engine, layout, &mut loaded, steps))
         .collect::<anyhow::Result<Vec<_>>>()?;
@@ -383,5 +405,18 @@ mod tests {
         assert_eq!(splits(2), vec![(1, 2), (2, 1)]);
         assert_eq!(splits(6), vec![(1, 6), (2, 3), (3, 2), (6, 1)]);
         assert_eq!(splits(16), vec![(1, 16), (2, 8), (4, 4), (8, 2), (16, 1)]);
+    }
+
+    #[test]
+    fn a_named_layout_is_the_only_candidate_and_one_named_half_fills_the_cores() {
+        let wanted = |instances, threads| {
+            let layouts = Layout::wanted(16, Wanted { instances, threads });
+            layouts.iter().map(|l| (l.instances, l.threads)).collect::<Vec<_>>()
+        };
+        assert_eq!(wanted(None, None).len(), 5);
+        assert_eq!(wanted(Some(4), None), vec![(4, 4)]);
+        assert_eq!(wanted(None, Some(2)), vec![(8, 2)]);
+        assert_eq!(wanted(Some(3), Some(3)), vec![(3, 3)], "as named, even where it is no split");
+        assert_eq!(wanted(None, Some(32)), vec![(1, 32)]);
     }
 }

@@ -12,7 +12,7 @@ use morph_policy::registry::{self, Family, PolicyKind};
 use morph_server::prediction::PredictorConfig;
 use morph_server::{Deployment, StartupSteps};
 
-use crate::defaults::{ServeDefaults, refits_kept_in, serve_defaults};
+use crate::defaults::{ServeDefaults, Wanted, refits_kept_in, serve_defaults};
 use crate::engine::EngineChoice;
 use crate::prompt_cache::prompt_cache;
 use crate::spec::{MaxQueue, ServeSpec, Task};
@@ -56,7 +56,7 @@ impl ServeSpec {
         };
         let profiled = match &model {
             Some(files) if self.profiled_defaults(policy, &engine) => {
-                let d = serve_defaults(files, &engine, PROFILED_MAX_LEN, steps)?;
+                let d = serve_defaults(files, &engine, PROFILED_MAX_LEN, self.wanted_layout()?, steps)?;
                 tracing::info!(
                     runtime = %d.runtime, instances = d.instances, threads = d.threads, profile = %d.source,
                     "runtimes from the engine's profile"
@@ -66,9 +66,7 @@ impl ServeSpec {
             _ => None,
         };
         let (runtimes, instances, threads) = match &profiled {
-            Some(d) => {
-                (vec![d.runtime], self.instances.unwrap_or(d.instances), self.threads.or(Some(d.threads)))
-            }
+            Some(d) => (vec![d.runtime], d.instances, Some(d.threads)),
             None => {
                 let runtimes = match (self.runtimes.is_empty(), self.task) {
                     (false, _) => self.runtimes.clone(),
@@ -137,6 +135,12 @@ impl ServeSpec {
             chat_template,
             prompt_cache: prompt_cache(self.prompt_cache_mib, self.prompt_cache_reuse, kernels)?,
         })
+    }
+
+    /// The layout `--instances` and `--threads` name, if they name one.
+    fn wanted_layout(&self) -> anyhow::Result<Wanted> {
+        let instances = self.instances.map(u16::try_from).transpose().context("--instances")?;
+        Ok(Wanted { instances, threads: self.threads })
     }
 
     /// Whether the runtimes come from the engine's profile: an encoder on ONNX Runtime, whole,
