@@ -4,7 +4,8 @@ chat --conversations`) against `morph serve --task generate` (its prompt cache o
 and llama.cpp's `llama-server` (its prompt cache on, its default), one server at a time, the
 same client, the same GGUF, slots and cores (see servers.py).
 
-Each server is started once and serves every rate in turn (neither is restarted between rates,
+With --cv, conversations arrive in bursts (Gamma gaps of that coefficient of variation) at the
+same mean rates. Each server is started once and serves every rate in turn (neither is restarted between rates,
 so each keeps what its cache holds, as a deployed server does); each rate replays other
 conversations (the seed moves with the rate). Conversations arrive as a Poisson process; each
 round is sent after the previous answer and an exponential think time; its history is the user's
@@ -36,6 +37,8 @@ def bench(args, port, rate, seed):
             "--conversations", "--sharegpt", args.sharegpt, "--max-tokens", str(args.max_tokens),
             "--rate", str(rate), "--duration", str(args.duration), "--think-s", str(args.think_s),
             "--max-rounds", str(args.max_rounds), "--timeout", "600", "--seed", str(seed), "--json"]
+    if args.cv is not None:
+        argv += ["--cv", str(args.cv)]
     out = subprocess.run(argv, check=True, capture_output=True, text=True)
     return json.loads(out.stdout)[0]
 
@@ -52,6 +55,9 @@ def main():
     ap.add_argument("--rates", default="0.04,0.08,0.12", help="conversations per second")
     ap.add_argument("--duration", type=float, default=60, help="seconds of conversation arrivals per rate")
     ap.add_argument("--think-s", type=float, default=2.0)
+    ap.add_argument("--cv", type=float, default=None,
+                    help="conversation arrivals in bursts: Gamma gaps with this coefficient of "
+                         "variation (default Poisson, CV 1)")
     ap.add_argument("--max-rounds", type=int, default=4)
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--slots", type=int, default=4)
@@ -79,7 +85,8 @@ def main():
     rates = [float(r) for r in args.rates.split(",")]
     print(f"SmolLM2-135M-Instruct Q4_1; ShareGPT conversations (heldout, 2-{args.max_rounds} rounds), greedy, "
           f"max_tokens {args.max_tokens}, think {args.think_s:g} s, {args.slots} slots; "
-          f"{args.duration:.0f} s of arrivals per rate; {os.cpu_count()} cores")
+          f"{args.duration:.0f} s of arrivals per rate, "
+          f"{'Poisson' if args.cv is None else f'Gamma CV {args.cv:g}'}; {os.cpu_count()} cores")
     results = {}
     for name, (kind, binary, extra) in servers.items():
         port = free_port()

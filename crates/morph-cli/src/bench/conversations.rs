@@ -1,5 +1,6 @@
 //! `morph bench --endpoint chat --conversations`: multi-turn replay. ShareGPT conversations
-//! arrive as a Poisson process at `--rate` conversations/s; each sends its rounds one after
+//! arrive as a Poisson process at `--rate` conversations/s (or in bursts: Gamma gaps of
+//! coefficient of variation `--cv`, as the other runs take it); each sends its rounds one after
 //! another, round k once round k−1's answer has arrived and a think time (exponential, mean
 //! `--think-s`) has passed, with every earlier user turn and the server's own earlier answers
 //! as its history (as a chat client does), greedy, streamed. A conversation ends after
@@ -11,6 +12,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use morph_sim::workload::Arrivals;
 use morph_train::predictor::dataset::{Conversation, Rounds, load_sharegpt};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -105,6 +107,8 @@ struct RoundRow {
 #[derive(Debug, Serialize)]
 pub(crate) struct ConversationReport {
     conversations_per_s: f64,
+    /// The conversation arrivals' coefficient of variation asked for (`None`: Poisson).
+    arrival_cv: Option<f64>,
     conversations: usize,
     rounds_sent: usize,
     rounds_answered: usize,
@@ -125,12 +129,12 @@ pub(crate) struct Replay<'a> {
     pub seed: u64,
 }
 
-/// Runs the replay at each of `rates` (conversations/s), one after another.
+/// Runs the replay with each of `arrivals` (of conversations), one after another.
 pub(crate) fn run(
     args: &ConversationArgs,
     sharegpt: Option<&std::path::Path>,
     rounds: &Rounds,
-    rates: &[f64],
+    arrivals: &[Arrivals],
     replay: &Replay<'_>,
     runtime: &tokio::runtime::Runtime,
 ) -> anyhow::Result<Vec<ConversationReport>> {
@@ -139,23 +143,28 @@ pub(crate) fn run(
     anyhow::ensure!(args.max_rounds >= 2, "--max-rounds must be at least 2 (a conversation)");
     let scripts = scripts(args, sharegpt, rounds)?;
     let mut reports = Vec::new();
-    for &rate in rates {
-        anyhow::ensure!(rate > 0.0, "--rate must be positive");
-        reports.push(runtime.block_on(run_rate(args, &scripts, rate, replay)));
+    for process in arrivals {
+        let run = Run::of(process, replay.duration, replay.seed)?;
+        reports.push(runtime.block_on(run_rate(args, &scripts, run, replay)));
     }
     Ok(reports)
 }
 
-/// Conversation start offsets (s) of a Poisson process at `rate` over `duration`.
-fn starts(rate: f64, duration: f64, rng: &mut StdRng) -> Vec<f64> {
-    let mut t = 0.0;
-    let mut out = Vec::new();
-    loop {
-        t += exponential(1.0 / rate, rng);
-        if t >= duration {
-            return out;
-        }
-        out.push(t);
+/// One run's conversation arrivals: their mean rate, the CV asked for, and their offsets (s).
+struct Run {
+    rate: f64,
+    cv: Option<f64>,
+    offsets: Vec<f64>,
+}
+
+impl Run {
+    fn of(process: &Arrivals, duration: f64, seed: u64) -> anyhow::Result<Run> {
+        let (rate, cv) = match process {
+            Arrivals::Gamma { rate, cv } => (*rate, Some(*cv)),
+            other => (other.mean_rate().context("conversations arrive at a rate")?, None),
+        };
+        anyhow::ensure!(rate > 0.0, "--rate must be positive");
+        Ok(Run { rate, cv, offsets: process.generate(duration, seed)? })
     }
 }
 
@@ -167,11 +176,11 @@ fn exponential(mean: f64, rng: &mut StdRng) -> f64 {
 async fn run_rate(
     args: &ConversationArgs,
     scripts: &[Script],
-    rate: f64,
+    run: Run,
     replay: &Replay<'_>,
 ) -> ConversationReport {
     let mut rng = StdRng::seed_from_u64(replay.seed);
-    let offsets = starts(rate, replay.duration, &mut rng);
+    let Run { rate, cv, offsets } = run;
     let start = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for (i, offset) in offsets.iter().enumerate() {
@@ -196,7 +205,7 @@ async fn run_rate(
         outcomes.extend(done.unwrap_or_default());
     }
     let wall_s = start.elapsed().as_secs_f64();
-    report(rate, offsets.len(), outcomes, wall_s, replay.targets)
+    ConversationReport { arrival_cv: cv, ..report(rate, offsets.len(), outcomes, wall_s, replay.targets) }
 }
 
 /// What a round is sent with.
@@ -281,6 +290,7 @@ fn report(
         .collect();
     ConversationReport {
         conversations_per_s: rate,
+        arrival_cv: None,
         conversations,
         rounds_sent: outcomes.len(),
         rounds_answered: answered.len(),
@@ -367,10 +377,21 @@ mod tests {
     }
 
     #[test]
-    fn conversations_arrive_within_the_run_in_order() {
-        let mut rng = StdRng::seed_from_u64(7);
-        let t = starts(2.0, 100.0, &mut rng);
-        assert!(t.windows(2).all(|w| w[0] < w[1]) && t.iter().all(|&x| (0.0..100.0).contains(&x)));
-        assert!((150..250).contains(&t.len()), "about 200 at 2/s over 100 s: {}", t.len());
+    fn conversations_arrive_within_the_run_in_order_and_bursts_are_burstier() {
+        let poisson = Run::of(&Arrivals::Poisson { rate: 2.0 }, 100.0, 7).unwrap();
+        let bursty = Run::of(&Arrivals::Gamma { rate: 2.0, cv: 10.0 }, 100.0, 7).unwrap();
+        assert_eq!((poisson.rate, poisson.cv, bursty.rate, bursty.cv), (2.0, None, 2.0, Some(10.0)));
+        for t in [&poisson.offsets, &bursty.offsets] {
+            assert!(t.windows(2).all(|w| w[0] <= w[1]) && t.iter().all(|&x| (0.0..100.0).contains(&x)));
+        }
+        assert!((150..250).contains(&poisson.offsets.len()), "about 200 at 2/s over 100 s");
+        // The busiest second holds a far larger share of a bursty stream.
+        let busiest = |t: &[f64]| {
+            let mut per_s = [0usize; 100];
+            t.iter().for_each(|x| per_s[*x as usize] += 1);
+            per_s.into_iter().max().unwrap_or(0) as f64 / t.len().max(1) as f64
+        };
+        assert!(busiest(&bursty.offsets) > 3.0 * busiest(&poisson.offsets));
+        assert!(Run::of(&Arrivals::Poisson { rate: 0.0 }, 100.0, 7).is_err());
     }
 }

@@ -63,7 +63,8 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_delimiter = ',', default_value = "10")]
     rate: Vec<f64>,
     /// Gamma arrivals with these coefficients of variation (comma separated; one run per CV
-    /// at the first --rate) instead of Poisson: burstiness.
+    /// at the first --rate) instead of Poisson: burstiness. With --conversations, of the
+    /// conversations.
     #[arg(long, value_delimiter = ',', conflicts_with = "trace")]
     cv: Vec<f64>,
     /// Take arrival times from a trace instead (JSONL with `timestamp` ms, or CSV with TIMESTAMP).
@@ -210,15 +211,8 @@ fn schedules(args: &BenchArgs) -> anyhow::Result<Plan> {
     };
     anyhow::ensure!(args.trace_out.is_none() || !chats.is_empty(), "--trace-out needs --endpoint chat");
     anyhow::ensure!(bodies.iter().all(|b| !b.is_empty()), "no requests to send");
-    let arrivals: Vec<Arrivals> = match (&args.trace, args.cv.is_empty()) {
-        (Some(path), _) => {
-            vec![Arrivals::Trace { trace: Trace::new(path), speedup: args.speedup, repeat: false }]
-        }
-        (None, true) => args.rate.iter().map(|&rate| Arrivals::Poisson { rate }).collect(),
-        (None, false) => args.cv.iter().map(|&cv| Arrivals::Gamma { rate: args.rate[0], cv }).collect(),
-    };
     let mut out = Vec::new();
-    for a in arrivals {
+    for a in arrival_processes(args) {
         let times = a.generate(duration, seed)?;
         // Corpora in turn; a fixed stride through each, offset by the seed: deterministic and
         // well spread.
@@ -296,8 +290,8 @@ fn replay_conversations(
 ) -> anyhow::Result<()> {
     anyhow::ensure!(args.endpoint == Endpoint::Chat, "--conversations is for --endpoint chat");
     anyhow::ensure!(
-        args.trace.is_none() && args.cv.is_empty() && args.scenario.is_none(),
-        "--conversations arrive as a Poisson process at --rate: no --trace, --cv or --scenario"
+        args.trace.is_none() && args.scenario.is_none(),
+        "--conversations arrive at --rate (Poisson, or Gamma with --cv): no --trace or --scenario"
     );
     let replay = conversations::Replay {
         client,
@@ -312,7 +306,7 @@ fn replay_conversations(
         &args.conversations,
         args.chat.sharegpt(),
         args.chat.rounds(),
-        &args.rate,
+        &arrival_processes(args),
         &replay,
         runtime,
     )?;
@@ -321,6 +315,18 @@ fn replay_conversations(
         false => conversations::print_table(&reports),
     }
     Ok(())
+}
+
+/// The arrival process of each run: the trace's, else Poisson at each rate, else Gamma at the
+/// first rate with each CV.
+fn arrival_processes(args: &BenchArgs) -> Vec<Arrivals> {
+    match (&args.trace, args.cv.is_empty()) {
+        (Some(path), _) => {
+            vec![Arrivals::Trace { trace: Trace::new(path), speedup: args.speedup, repeat: false }]
+        }
+        (None, true) => args.rate.iter().map(|&rate| Arrivals::Poisson { rate }).collect(),
+        (None, false) => args.cv.iter().map(|&cv| Arrivals::Gamma { rate: args.rate[0], cv }).collect(),
+    }
 }
 
 /// One `--requests-out` line per request of a run.
