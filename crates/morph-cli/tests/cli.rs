@@ -302,6 +302,7 @@ fn misuse_gets_one_clear_line() {
     for (flags, says) in [
         (["--max-queue", "0"], "--max-queue must be at least 1"),
         (["--max-client-batch", "0"], "--max-client-batch must be at least 1"),
+        (["--instances", "0"], "--instances must be at least 1"),
     ] {
         let out = morph().args(["serve", "--port", "0"]).args(flags).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);

@@ -84,7 +84,7 @@ impl Layout {
     /// The candidates on `cores` with the instances and threads the user named: both named,
     /// that layout; one named, the other is what fills the cores (at least 1).
     fn wanted(cores: u16, wanted: Wanted) -> Vec<Layout> {
-        let fill = |of: u16| (cores / of).max(1);
+        let fill = |of: u16| (cores / of.max(1)).max(1);
         match (wanted.instances, wanted.threads) {
             (Some(instances), Some(threads)) => vec![Layout { instances, threads }],
             (Some(instances), None) => vec![Layout { instances, threads: fill(instances) }],

@@ -95,6 +95,7 @@ impl ServeSpec {
         anyhow::ensure!(self.max_queue != Some(0), "--max-queue must be at least 1");
         anyhow::ensure!(self.max_client_batch > 0, "--max-client-batch must be at least 1");
         anyhow::ensure!(self.stages > 0, "--stages must be at least 1");
+        anyhow::ensure!(self.instances != Some(0), "--instances must be at least 1");
         anyhow::ensure!(self.limits.max_connections > 0, "--max-connections must be at least 1");
         anyhow::ensure!(
             self.chat_template.is_none() || self.task == Task::Generate,
