@@ -243,13 +243,26 @@ fn write_profile(profile: &LatencyProfile, path: &Path) -> anyhow::Result<()> {
     std::fs::rename(&partial, path).with_context(|| format!("writing {}", path.display()))
 }
 
-/// Keeps each refit of a first start's profile in its cache file (the policy's thread writes
-/// it, a few KB, only when the refit replans).
-pub(crate) fn refits_kept_in(path: PathBuf) -> RefitSink {
-    RefitSink::new(move |profile| match write_profile(profile, &path) {
-        Ok(()) => tracing::info!(path = %path.display(), "profile refitted to the batches served, cached"),
-        Err(e) => tracing::warn!("the refitted profile is not cached: {e:#}"),
-    })
+/// Keeps each refit of a first start's profile in its cache file. The policy only hands the
+/// refit over (a channel send: policies stay pure); a writer thread of its own writes it, and
+/// ends with the sink (the handle joins it).
+pub(crate) fn refits_kept_in(path: PathBuf) -> anyhow::Result<(RefitSink, std::thread::JoinHandle<()>)> {
+    let (send, refits) = std::sync::mpsc::channel::<LatencyProfile>();
+    let writer = std::thread::Builder::new().name("morph-profile-cache".into()).spawn(move || {
+        for profile in refits {
+            match write_profile(&profile, &path) {
+                Ok(()) => {
+                    tracing::info!(path = %path.display(), "profile refitted to the batches served, cached")
+                }
+                Err(e) => tracing::warn!("the refitted profile is not cached: {e:#}"),
+            }
+        }
+    })?;
+    let sink = RefitSink::new(move |profile| {
+        // The writer ends only once every sink is dropped: a send cannot fail before.
+        let _ = send.send(profile.clone());
+    });
+    Ok((sink, writer))
 }
 
 fn cache_dir() -> PathBuf {
@@ -388,7 +401,10 @@ mod tests {
         write_profile(&measured, &cached).unwrap();
 
         let refit = measured.with_latencies_of(morph_core::fixtures::linear_profile(9.0, 0.1));
-        refits_kept_in(cached.clone()).keep(&refit);
+        let (sink, writer) = refits_kept_in(cached.clone()).unwrap();
+        sink.keep(&refit);
+        drop(sink);
+        writer.join().unwrap();
         let found = LatencyProfile::load(&cached).unwrap();
         assert_eq!(found, refit);
         assert_ne!(found, measured);

@@ -96,7 +96,11 @@ impl ServeSpec {
                 profile: profile.or_else(|| plans.get(&TokenPlan::Plain).cloned()).or_else(|| {
                     profiled.as_ref().filter(|d| d.fitted()).map(|d| Arc::new(d.profile.clone()))
                 }),
-                refits: profiled.as_ref().and_then(|d| d.cache_file.clone()).map(refits_kept_in),
+                // The writer is detached: it ends with the policy that holds the sink.
+                refits: match profiled.as_ref().and_then(|d| d.cache_file.clone()) {
+                    Some(path) => Some(refits_kept_in(path)?.0),
+                    None => None,
+                },
                 slo: self.slo_ms.map(ms_to_nanos),
                 plans,
                 accuracy,

@@ -205,7 +205,7 @@ async fn run_rate(
         outcomes.extend(done.unwrap_or_default());
     }
     let wall_s = start.elapsed().as_secs_f64();
-    ConversationReport { arrival_cv: cv, ..report(rate, offsets.len(), outcomes, wall_s, replay.targets) }
+    report(rate, cv, offsets.len(), outcomes, wall_s, replay.targets)
 }
 
 /// What a round is sent with.
@@ -256,6 +256,7 @@ async fn send(request: &RoundRequest, messages: &[Value]) -> Result<(TokenTiming
 
 fn report(
     rate: f64,
+    arrival_cv: Option<f64>,
     conversations: usize,
     outcomes: Vec<RoundOutcome>,
     wall_s: f64,
@@ -290,7 +291,7 @@ fn report(
         .collect();
     ConversationReport {
         conversations_per_s: rate,
-        arrival_cv: None,
+        arrival_cv,
         conversations,
         rounds_sent: outcomes.len(),
         rounds_answered: answered.len(),
@@ -362,7 +363,7 @@ mod tests {
             RoundOutcome { round: 3, result: Err("429".into()) },
         ];
         let targets = Targets { ttft_ms: 1000.0, tpot_ms: 100.0 };
-        let r = report(0.1, 2, outcomes, 10.0, targets);
+        let r = report(0.1, None, 2, outcomes, 10.0, targets);
         assert_eq!((r.rounds_sent, r.rounds_answered), (6, 5));
         let rows: Vec<(&str, usize, usize)> =
             r.by_round.iter().map(|row| (row.round.as_str(), row.answered, row.failed)).collect();

@@ -21,7 +21,8 @@ pub(crate) const SERVED_KEPT: usize = 2_048;
 /// The mean relative difference over the grid from which a refit replans.
 pub(crate) const MATERIAL: f64 = 0.1;
 
-/// Where a profile refitted to the batches served goes besides the policy's own plan.
+/// Where a profile refitted to the batches served goes besides the policy's own plan. It is
+/// called on the policy's thread: it hands the profile on and returns (no I/O, no waiting).
 #[derive(Clone)]
 pub struct RefitSink(Arc<dyn Fn(&LatencyProfile) + Send + Sync>);
 
