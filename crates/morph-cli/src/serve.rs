@@ -101,7 +101,8 @@ pub(crate) struct ServeArgs {
     /// computed in the calls the prompt fed whole gets, so answers are bit for bit those of a
     /// server without the cache; a next round recomputes the earlier answer. `prefix`: the
     /// longest common prefix, the earlier answer included (as llama-server), in blocks of 16
-    /// tokens from the cache: less prefill on multi-turn chat, but the logits move within
+    /// tokens from the cache, and prompts fed in plain chunks rather than a piece per turn:
+    /// less prefill and fewer iterations on multi-turn chat, but the logits move within
     /// llama.cpp's rounding, so a greedy answer can differ where two tokens nearly tie.
     #[arg(long, value_parser = clap::value_parser!(Reuse))]
     prompt_cache_reuse: Option<Reuse>,

@@ -27,8 +27,9 @@
 //! message, a conversation's earlier rounds) opens in the free stream that holds the most of it,
 //! or has the cache's longest reusable prefix restored into a free stream when that is more, and
 //! skips to there (by [`Reuse::Turns`], the default: a turn start within what the kept prompt
-//! computed; [`Reuse::Prefix`] trades that exactness for the longest common prefix). Fed
-//! in [`super::pieces`], the rest runs in the same calls as when the prompt is fed whole, so the
+//! computed; [`Reuse::Prefix`] trades that exactness for the longest common prefix, and has
+//! its prompts fed in plain chunks rather than a piece per turn). Fed in [`super::pieces`]
+//! that start at the turns, the rest runs in the same calls as when the prompt is fed whole, so the
 //! logits are the same bit for bit (llama-server's prompt cache skips to the longest common
 //! prefix, which moves them: llama.cpp's tiled flash attention rounds by tiles of 64 query rows
 //! counted from a call's first row).
@@ -246,6 +247,10 @@ impl Stepper for LlamaCppStepper<'_> {
                 cache.put(stream.held.clone(), &stream.starts, state);
             }
         }
+    }
+
+    fn reuse(&self) -> Reuse {
+        self.reuse
     }
 }
 

@@ -3,7 +3,9 @@
 //! piece stopped, and holding at most `chunk` tokens. The pieces are a function of the prompt's
 //! tokens alone, so a prompt that starts like an earlier one is computed in the same calls up
 //! to any turn start they share: a stepper that kept the earlier one's cache can skip to there
-//! and still give the numbers of the prompt fed whole ([`super::Stepper::open`]).
+//! and still give the numbers of the prompt fed whole ([`super::Stepper::open`]). A stepper
+//! that reuses any common prefix has its pieces cut with no turn token: plain chunks
+//! ([`super::Reuse::piece_break`]).
 
 use std::ops::Range;
 

@@ -21,6 +21,18 @@ pub enum Reuse {
 }
 
 impl Reuse {
+    /// The token before which a prompt's pieces break, given the chat's turn-start token
+    /// `turn`: under [`Reuse::Turns`] the turn start, so that a kept prefix ending at one gives
+    /// the numbers of the prompt fed whole; under [`Reuse::Prefix`], which trades that
+    /// exactness already, none: a prompt is fed in plain chunks, in fewer iterations, as
+    /// llama-server feeds it.
+    pub fn piece_break(self, turn: Option<u32>) -> Option<u32> {
+        match self {
+            Self::Turns => turn,
+            Self::Prefix => None,
+        }
+    }
+
     /// How many of `prompt`'s first tokens (turn starts `starts`) a stream holding `kept`
     /// (whose prompt's turn starts are `kept_starts`) gives; never the whole prompt, whose last
     /// token is fed for its logits.

