@@ -10,7 +10,7 @@ Printed per stream count and server: aggregate output tokens/s, mean time to fir
 mean time per output token, the share of prompt tokens the server reports as cached
 (`usage.prompt_tokens_details.cached_tokens`), and Morph / llama-server. Bring your own llama-server (it is
 not a dependency of Morph): build it from llama.cpp's source, e.g.
-    cmake -S llama.cpp -B build -DLLAMA_CURL=OFF && cmake --build build --target llama-server
+    cmake -S llama.cpp -B build $(experiments/llama_kernels.sh) && cmake --build build --target llama-server
 then
     experiments/decoder_vs_llama_server.py --llama-server build/bin/llama-server
         [--streams 1,4,16] [--prompts 16] [--max-tokens 128] [--morph-args '...']

@@ -15,7 +15,7 @@ rate runs on a freshly started server, so no run finds the prompts of an earlier
 Both servers get the same slots (sequences at once, 2,048 tokens of context each), the same
 GGUF and every core (see servers.py). llama-server is not a dependency of Morph: bring your own
 build of llama.cpp's source, e.g.
-    cmake -S llama.cpp -B build -DLLAMA_CURL=OFF && cmake --build build --target llama-server
+    cmake -S llama.cpp -B build $(experiments/llama_kernels.sh) && cmake --build build --target llama-server
 then
     experiments/generation_goodput.py --llama-server build/bin/llama-server
         [--slots 4,8] [--rates 0.2,0.4,0.6] [--duration 60] [--morph-args '...']

@@ -16,8 +16,8 @@ TPOT <= 100 ms, per second, and whether the run's p99s were within both.
     experiments/multiturn_vs_llama_server.py --llama-server build/bin/llama-server \
         [--rates 0.04,0.08,0.12] [--duration 60] [--slots 4] [--max-tokens 128]
 
-(build llama-server from llama.cpp's source: cmake -S llama.cpp -B build -DLLAMA_CURL=OFF &&
-cmake --build build --target llama-server). Without --llama-server only Morph runs. Results are
+(build llama-server from llama.cpp's source with the kernels Morph links:
+cmake -S llama.cpp -B build $(experiments/llama_kernels.sh) && cmake --build build --target llama-server). Without --llama-server only Morph runs. Results are
 also written to experiments/out/multiturn.json.
 """
 import argparse
@@ -124,6 +124,14 @@ def main():
             theirs = goodput["llama-server"]
             line += f" {goodput[n] / theirs:>21.2f}x" if theirs else f" {'-':>22}"
         print(line)
+    # Goodput divides by each run's own wall time, so a server can serve at most the rounds sent:
+    # a goodput ratio above sent / within is out of reach at that rate.
+    print("\nrounds within both targets / rounds sent")
+    print(f"{'rate':>6} " + " ".join(f"{n:>18}" for n in servers))
+    for i, rate in enumerate(rates):
+        runs = {n: results[n][i] for n in servers}
+        cells = [f"{round(r['generation']['goodput_rps'] * r['wall_s'])}/{r['rounds_sent']}" for r in runs.values()]
+        print(f"{rate:>6g} " + " ".join(f"{c:>18}" for c in cells))
     with open(os.path.join(ROOT, "experiments/out/multiturn.json"), "w") as f:
         json.dump(results, f, indent=1)
 
