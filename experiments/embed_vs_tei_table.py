@@ -11,7 +11,7 @@ def rows(path):
     except FileNotFoundError:
         return []
 print(f"\nembedding serving, same Poisson streams, {seconds} s runs; saturation = highest rate with no errors and p99 < 500 ms")
-print(f"{'corpus':<7} {'server':<10} {'sat req/s':>9} {'p50@80%':>8} {'p99@80%':>8} {'srv CPU':>8} {'cli CPU':>8} {'@1.25x':>7} {'@1.5x':>7}")
+print(f"{'corpus':<7} {'server':<19} {'sat req/s':>9} {'p50@80%':>8} {'p99@80%':>8} {'srv CPU':>8} {'cli CPU':>8} {'@1.25x':>7} {'@1.5x':>7}")
 sat = {}
 for c in corpora:
     for s in servers:
@@ -25,7 +25,7 @@ for c in corpora:
             continue
         sat[(c, s)] = (top, pts)
         p80, o125, o15 = pts
-        print(f"{c:<7} {s:<10} {top['offered_rps']:>9.1f} {p80['latency']['p50_ms']:>8.1f} {p80['latency']['p99_ms']:>8.1f} "
+        print(f"{c:<7} {s:<19} {top['offered_rps']:>9.1f} {p80['latency']['p50_ms']:>8.1f} {p80['latency']['p99_ms']:>8.1f} "
               f"{100 * top['server_cpu_cores']:>7.0f}% {100 * top['client_cpu_cores']:>7.0f}% "
               f"{o125['throughput_rps']:>7.1f} {o15['throughput_rps']:>7.1f}")
 print()
@@ -35,7 +35,7 @@ for c in corpora:
         served = [p["throughput_rps"] for p in mp[1:]]
         print(f"{c}: morph / tei-like saturation {m['offered_rps'] / t['offered_rps']:.2f}x; p99 at 80%: morph {mp[0]['latency']['p99_ms']:.0f} ms, "
               f"tei-like {tp[0]['latency']['p99_ms']:.0f} ms; morph served past saturation {min(served):.1f} req/s vs {m['throughput_rps']:.1f} at it")
-    for base in ("tei-int8", "morph-before"):
+    for base in ("tei-int8", "tei-int8-morph-bias", "morph-before"):
         if (c, "morph") in sat and (c, base) in sat:
             (m, mp), (t, tp) = sat[(c, "morph")], sat[(c, base)]
             print(f"{c}: morph / {base} saturation {m['offered_rps'] / t['offered_rps']:.2f}x; p99 at 80%: morph {mp[0]['latency']['p99_ms']:.0f} ms, {base} {tp[0]['latency']['p99_ms']:.0f} ms")

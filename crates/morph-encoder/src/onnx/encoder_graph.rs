@@ -39,8 +39,20 @@ pub const HIDDEN_OUT: &str = "last_hidden_state";
 /// sentence-transformers' ONNX exports.
 pub const POOLED: &str = "sentence_embedding";
 
-/// Additive attention bias of a padded key (as in the candle encoder).
+/// A score that ranks last: padding in token pruning and merging.
 pub(super) const MASKED: f32 = -1e9;
+
+/// Additive attention bias of a padded key: it weighs e^−30 ≈ 1e−13 of what its score would
+/// weigh unmasked, so 512 padded keys scoring up to 6 above a row's best real key add less to
+/// the row's sum than fp32 resolves, and `exp` of the masked score stays a normal float (no
+/// underflow) unless it scores 57 below. A bias as large as [`MASKED`] makes the same Softmax
+/// 4–8× slower on Intel cores (ONNX Runtime's `exp` of a result that underflows fp32 takes a
+/// slow path; `docs/serving.md`).
+/// Its constant's name starts with [`PADDED_KEY_BIAS_STEM`], so a tool can rewrite it.
+const PADDED_KEY_BIAS: f32 = -30.0;
+/// The stem of the initialiser holding −[`PADDED_KEY_BIAS`] (`experiments/tei_int8_model.py`
+/// sets it to a standard export's value for the TEI-like baseline).
+const PADDED_KEY_BIAS_STEM: &str = "padded_key_bias";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GraphOutput {
@@ -405,7 +417,7 @@ impl Writer<'_> {
         Ok(self.g.op("LayerNormalization", &[x, &w, &b], attrs))
     }
 
-    /// The additive attention bias `[batch, 1, 1, len]` of token `sizes`: −1e9 for padding
+    /// The additive attention bias `[batch, 1, 1, len]` of token `sizes`: [`PADDED_KEY_BIAS`] for padding
     /// (size 0), else 0, plus log(size) when `proportional` (ToMe: a merged token counts as
     /// the tokens it holds); for MPNet plus its relative position bias over the `len` tokens
     /// (`[batch, heads, len, len]` then). Written once per sequence length, shared by the layers.
@@ -413,7 +425,7 @@ impl Writer<'_> {
         let one = self.g.scalar(1.0);
         let real = self.g.op("Min", &[sizes, &one], vec![]);
         let shifted = self.g.op("Sub", &[&real, &one], vec![]);
-        let big = self.g.scalar(-MASKED);
+        let big = self.g.f32s(PADDED_KEY_BIAS_STEM, &[], vec![-PADDED_KEY_BIAS]);
         let mut bias = self.g.op("Mul", &[&shifted, &big], vec![]);
         if proportional {
             let at_least_one = self.g.op("Max", &[sizes, &one], vec![]);
@@ -659,5 +671,18 @@ impl Writer<'_> {
                 self.g.op("Div", &[&sum, &count], vec![])
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PADDED_KEY_BIAS;
+
+    #[test]
+    fn padded_keys_vanish_from_a_rows_sum_without_underflowing_exp() {
+        let best_real_key = 1.0_f32;
+        let padded_keys_scoring_6_above = 512.0 * (PADDED_KEY_BIAS + 6.0).exp();
+        assert_eq!(best_real_key + padded_keys_scoring_6_above, best_real_key);
+        assert!((PADDED_KEY_BIAS - 57.0).exp().is_normal());
     }
 }
