@@ -15,7 +15,7 @@ use std::ops::Range;
 use candle_core::Tensor;
 
 use super::builder::Builder;
-use super::outliers::{Product, Site, split_rows};
+use super::outliers::{Product, Site, split_channels};
 use super::packing::Tokens;
 use super::precision::{Precision, quantize_columns};
 use super::proto::{Attr, DataType, Dim, Graph, ValueInfo};
@@ -359,8 +359,8 @@ impl Writer<'_> {
     /// `x · w + b` for `w` `[in, out]` (`dims`, values row-major), the product at `site`, in
     /// the graph's precision: fp32 MatMul and Add (which ONNX Runtime fuses), or int8
     /// `DynamicQuantizeMatMul` with the weight quantised per output column and the bias added
-    /// in fp32, its outlier input channels computed in fp32 beside it
-    /// (`Y = X_O·W_O + X_R·W_R`, LLM.int8()'s decomposition).
+    /// in fp32, its outlier input channels split into copies within the ordinary channels'
+    /// range ([`split_channels`]).
     fn matmul_bias(
         &mut self,
         x: &str,
@@ -379,34 +379,23 @@ impl Writer<'_> {
             }
             Precision::Int8(outliers) => outliers.clone(),
         };
-        let channels = outliers.channels(site);
-        let (picked, rest) = split_rows(&w, dims[1], channels);
-        let x_rest = if channels.is_empty() {
+        let split = split_channels(&w, dims[1], outliers.channels(site));
+        let x = if split.extra.is_empty() {
             x.to_string()
         } else {
-            let mut keep = vec![1f32; dims[0]];
-            channels.iter().for_each(|&j| keep[j] = 0.0);
-            let keep = self.g.f32s(&format!("{name}.int8_channels"), &[dims[0]], keep);
-            self.g.op("Mul", &[x, &keep], vec![])
+            let scale = self.g.f32s(&format!("{name}.channel_scale"), &[dims[0]], split.scale);
+            let scaled = self.g.op("Mul", &[x, &scale], vec![]);
+            let extra = split.extra.iter().map(|&j| j as i64).collect();
+            let extra = self.g.i64_table(&format!("{name}.channel_copies"), &[split.extra.len()], extra);
+            let copies = self.g.op("Gather", &[&scaled, &extra], vec![("axis", Attr::Int(-1))]);
+            self.g.op("Concat", &[&scaled, &copies], vec![("axis", Attr::Int(-1))])
         };
-        let (q, scales) = quantize_columns(&rest, dims[0], dims[1]);
-        let q = self.g.i8s(&format!("{name}.weight_int8"), dims, q);
+        let dims = [dims[0] + split.extra.len(), dims[1]];
+        let (q, scales) = quantize_columns(&split.weight, dims[0], dims[1]);
+        let q = self.g.i8s(&format!("{name}.weight_int8"), &dims, q);
         let scales = self.g.f32s(&format!("{name}.weight_scale"), &[dims[1]], scales);
         // Inputs: A, B, b_scale, b_zero_point (none: symmetric), bias.
-        let y_rest = self.g.contrib_op("DynamicQuantizeMatMul", &[&x_rest, &q, &scales, "", &bias]);
-        if channels.is_empty() {
-            return y_rest;
-        }
-        let index = channels.iter().map(|&j| j as i64).collect();
-        let index = self.g.i64_table(&format!("{name}.outlier_channels"), &[channels.len()], index);
-        let x_out = self.g.op("Gather", &[x, &index], vec![("axis", Attr::Int(-1))]);
-        let w_out = self.g.f32s(&format!("{name}.outlier_weight"), &[channels.len(), dims[1]], picked);
-        if self.tokens == Tokens::Padded {
-            let y_out = self.g.op("MatMul", &[&x_out, &w_out], vec![]);
-            return self.g.op("Add", &[&y_rest, &y_out], vec![]);
-        }
-        // Packed rows are a matrix: one Gemm adds the outlier product into the int8 one.
-        self.g.op("Gemm", &[&x_out, &w_out, &y_rest], vec![])
+        self.g.contrib_op("DynamicQuantizeMatMul", &[&x, &q, &scales, "", &bias])
     }
 
     fn layer_norm(&mut self, x: &str, prefix: &str) -> Result<String, EngineError> {
