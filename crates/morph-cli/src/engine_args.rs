@@ -35,7 +35,8 @@ pub(crate) struct EngineArgs {
     /// The arithmetic of the encoder's weight matrix products on ONNX Runtime: int8
     /// (activations quantised per call, weights per output column; ONNX Runtime's
     /// DynamicQuantizeMatMul, VNNI where the CPU has it; each product's few outlier input
-    /// channels, found on built-in calibration text when the model loads, kept in fp32) or
+    /// channels, found on built-in calibration text when the model loads, split into copies
+    /// within the other channels' range) or
     /// fp32. bf16 is refused: ONNX Runtime's CPU kernels have no bf16 MatMul. Default for
     /// `serve` and `profile`: int8 where Morph writes the graphs, in threads or worker
     /// processes (mean cosine to fp32 0.998, every vector above 0.99; docs/serving.md), else

@@ -1,6 +1,6 @@
 //! Int8 calibration: each weight product's input measured on 40 sentences of ordinary text
 //! (news, reviews, questions, instructions, chat; written for Morph), for the outlier channels
-//! kept in fp32 ([`crate::onnx::outliers`]). It runs the fp32 graph once per sentence (no
+//! split into copies in range ([`crate::onnx::outliers`]). It runs the fp32 graph once per sentence (no
 //! padding) and keeps each channel's largest |value|.
 
 use ort::session::Session;
