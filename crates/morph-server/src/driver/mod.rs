@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use morph_core::{
     DropReason, Gauge, Generation, HostId, InstanceId, Nanos, Policy, RequestId, ServiceClass, StartKind,
-    TaskId, Ticket, Time, UnitSpec,
+    TaskId, Ticket, Time, TokenPlan, UnitSpec,
 };
 use morph_decoder::{Decoding, GenEvent};
 use morph_engine::EngineError;
@@ -314,12 +314,7 @@ impl Driver {
             let driver = Arc::clone(self);
             match work {
                 Outside::Run { instance, handle, requests, rows, plan, longest, calls } => {
-                    // The batch's own span, linked to each call it serves: a trace follows a
-                    // call from its HTTP task into the batch that computed it.
-                    let batch = tracing::info_span!("batch", %instance, sequences = requests.len(), %plan);
-                    for call in &calls {
-                        batch.follows_from(call);
-                    }
+                    let batch = batch_span(instance, requests.len(), plan, &calls);
                     let run = async move {
                         let started = Instant::now();
                         let count = requests.len();
@@ -388,4 +383,22 @@ fn process_running(pid: u32) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
     // The state follows the command name, which is in parentheses and may hold spaces.
     !stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+}
+
+/// The span of one encoder batch: a root of its own, linked to each call it serves, so that a
+/// trace follows a call from its HTTP task into the batch that computed it. Not a child of the
+/// current span: a batch is started from inside the task of the batch before it, and a child
+/// keeps its parent alive in the subscriber, so every batch since start would stay chained to the
+/// next (memory, and each log line's span context, growing with every batch served).
+fn batch_span(
+    instance: InstanceId,
+    sequences: usize,
+    plan: TokenPlan,
+    calls: &[tracing::Span],
+) -> tracing::Span {
+    let batch = tracing::info_span!(parent: None, "batch", %instance, sequences, %plan);
+    for call in calls {
+        batch.follows_from(call);
+    }
+    batch
 }

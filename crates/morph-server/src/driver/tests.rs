@@ -217,3 +217,23 @@ async fn a_lost_worker_leaves_and_is_replaced_and_its_batch_runs_once_more_then_
     let late = state.batch_done(Time(5), InstanceId(0), &[id], Ok(vec![vec![1.0, 1.0]]));
     assert!(late.is_empty(), "a late report of a lost instance changes nothing");
 }
+
+/// A batch is started from inside the task of the batch before it; its span must still be a root
+/// of its own (linked to its calls), or the subscriber keeps every earlier batch alive as an
+/// ancestor and each log line inside a batch names them all.
+#[test]
+fn a_batch_started_inside_another_batch_gets_a_root_span() {
+    use tracing_subscriber::registry::{LookupSpan, Registry};
+    tracing::subscriber::with_default(tracing_subscriber::registry(), || {
+        let call = tracing::info_span!("call");
+        let earlier = super::batch_span(InstanceId(0), 1, TokenPlan::Plain, std::slice::from_ref(&call));
+        let _inside = earlier.enter();
+        let next = super::batch_span(InstanceId(0), 1, TokenPlan::Plain, &[call]);
+        tracing::dispatcher::get_default(|dispatch| {
+            let registry = dispatch.downcast_ref::<Registry>().expect("the registry is the subscriber");
+            let span = registry.span(&next.id().expect("an enabled span")).expect("a recorded span");
+            assert_eq!(span.name(), "batch");
+            assert_eq!(span.parent().map(|p| p.name()), None, "a batch span has no parent");
+        });
+    });
+}
