@@ -50,6 +50,15 @@ impl EngineKind {
         }
     }
 
+    /// The fingerprint of the code that writes and runs this engine's ONNX graph, which a cached
+    /// latency profile must share to be reused; `None` for the engines that run no such graph.
+    pub fn graph_fingerprint(&self) -> Option<&'static str> {
+        match self {
+            EngineKind::Ort { .. } => Some(morph_encoder::onnx::GRAPH_FINGERPRINT),
+            EngineKind::Candle | EngineKind::Emulated { .. } | EngineKind::Decoder { .. } => None,
+        }
+    }
+
     /// What the model computes in, as TEI's `/info` names it (`model_dtype`).
     pub fn model_dtype(&self) -> &'static str {
         match self {

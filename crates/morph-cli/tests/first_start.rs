@@ -84,6 +84,8 @@ async fn a_first_start_logs_each_profiling_step_and_a_renamed_copy_reuses_the_pr
     for path in &cached {
         let profile = morph_core::LatencyProfile::load(path).expect("the first start");
         assert_eq!(profile.model_sha256.as_deref(), Some(sha.as_str()), "{}", path.display());
+        let graph = Some(morph_encoder::onnx::GRAPH_FINGERPRINT);
+        assert_eq!(profile.graph.as_deref(), graph, "the graph timed: {}", path.display());
         assert!(
             path.file_name()
                 .expect("the first start")

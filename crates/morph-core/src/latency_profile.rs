@@ -64,6 +64,8 @@ struct ProfileFile {
     instances: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     model_sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    graph: Option<String>,
     latency: BTreeMap<String, BTreeMap<String, f64>>,
 }
 
@@ -105,6 +107,9 @@ pub struct LatencyProfile {
     /// The content of the model measured (config and weights, see `morph_fetch`), which a
     /// cached profile is found by; `None`: not recorded (found by the model's name).
     pub model_sha256: Option<String>,
+    /// The fingerprint of the engine's graph code measured (`morph_encoder`'s
+    /// `GRAPH_FINGERPRINT`); `None`: not recorded, or an engine with no such graph.
+    pub graph: Option<String>,
     /// Points in the file skipped because their batch or length key is not a number.
     pub skipped: usize,
     rows: Vec<Row>,
@@ -162,6 +167,7 @@ impl LatencyProfile {
             threads: None,
             instances: None,
             model_sha256: None,
+            graph: None,
             skipped: 0,
             rows,
         })
@@ -205,6 +211,7 @@ impl LatencyProfile {
         profile.threads = file.threads;
         profile.instances = file.instances;
         profile.model_sha256 = file.model_sha256;
+        profile.graph = file.graph;
         Ok(profile)
     }
 
@@ -227,6 +234,7 @@ impl LatencyProfile {
             threads: self.threads,
             instances: self.instances,
             model_sha256: self.model_sha256.clone(),
+            graph: self.graph.clone(),
             latency,
         };
         serde_json::to_string_pretty(&file).unwrap_or_default()

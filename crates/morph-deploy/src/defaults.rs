@@ -4,8 +4,10 @@
 //! and 8 x 2 on 16 cores), each measured with its instances running side by side, so that
 //! their contention for memory bandwidth and caches is in the measurement; the fastest serves, with length buckets and rows per bucket from its
 //! profile (`morph_policy::batching::plan`). Profiles are found by the model's content (its
-//! config's and weights' hash, whatever its folder is called) in `MORPH_HOME/profiles/`, or
-//! ship with Morph for the host they were measured on (`assets/profiles/` in the repository).
+//! config's and weights' hash, whatever its folder is called) in `MORPH_HOME/profiles/` (a cached
+//! one also by a fingerprint of the graph code it timed, so that an upgrade that changes the graph
+//! measures again), or ship with Morph for the host they were measured on (`assets/profiles/` in
+//! the repository).
 //! Where there is none, a first start measures a few shapes per layout (seconds, each logged as
 //! a line and shown by `/ready`) and fits its latency over batch × length
 //! ([`morph_core::LatencyFit`]); the grid the buckets are planned from is the fit's. The
@@ -169,19 +171,29 @@ impl std::fmt::Display for Source {
     }
 }
 
-/// What a profile is found by: the model's content, the engine and the host.
+/// What a profile is found by: the model's content, the engine and the host; a cached one also
+/// by the engine's graph code.
 struct ProfileKey {
     model_sha256: String,
     engine: String,
     device: String,
+    /// [`EngineKind::graph_fingerprint`] of this build.
+    graph: Option<&'static str>,
 }
 
 impl ProfileKey {
+    /// Whether `p` measured this model on this engine and host, in `layout`.
     fn fits(&self, p: &LatencyProfile, layout: Layout) -> bool {
         p.model_sha256.as_deref() == Some(self.model_sha256.as_str())
             && p.engine.as_deref() == Some(self.engine.as_str())
             && p.device.as_deref() == Some(self.device.as_str())
             && layout.matches(p)
+    }
+
+    /// Whether a cached `p` fits and measured this build's graph: one cached before an upgrade
+    /// that changed the graph timed another graph (the layout it chose may no longer serve most).
+    fn fits_cached(&self, p: &LatencyProfile, layout: Layout) -> bool {
+        self.fits(p, layout) && p.graph.as_deref() == self.graph
     }
 
     /// Where a profile of `layout` measured here is cached.
@@ -206,7 +218,7 @@ fn layout_profile(
 ) -> anyhow::Result<(LatencyProfile, Source)> {
     let cached = key.cache_file(layout);
     if let Ok(p) = LatencyProfile::load(&cached)
-        && key.fits(&p, layout)
+        && key.fits_cached(&p, layout)
     {
         return Ok((p, Source::Cached(cached)));
     }
@@ -230,6 +242,7 @@ fn layout_profile(
     p.engine = Some(key.engine.clone());
     p.device = Some(key.device.clone());
     p.model_sha256 = Some(key.model_sha256.clone());
+    p.graph = key.graph.map(str::to_string);
     std::fs::create_dir_all(cache_dir()).context("creating the profile cache")?;
     write_profile(&p, &cached)?;
     Ok((p, Source::Measured(cached)))
@@ -330,6 +343,7 @@ pub(crate) fn serve_defaults(
         model_sha256: files.content_sha256()?,
         engine: engine_label(engine),
         device: host_device(),
+        graph: engine.graph_fingerprint(),
     };
     let mut loaded = None;
     let profiles = Layout::wanted(cores, wanted)
@@ -374,6 +388,7 @@ mod tests {
             model_sha256: renamed.content_sha256().unwrap(),
             engine: engine.into(),
             device: "AMD EPYC, 2 cores".into(),
+            graph: Some(morph_encoder::onnx::GRAPH_FINGERPRINT),
         };
         for engine in ["onnxruntime-cpu", "onnxruntime-int8-cpu"] {
             for (p, name) in shipped(engine) {
@@ -384,18 +399,51 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_refit_kept_replaces_the_cached_profile_and_fits_the_next_start() {
-        let key = ProfileKey {
+    fn test_key() -> ProfileKey {
+        ProfileKey {
             model_sha256: "ab".repeat(32),
             engine: "onnxruntime-int8-cpu".into(),
             device: "a test host".into(),
-        };
-        let layout = Layout { instances: 2, threads: 1 };
+            graph: Some("0123456789abcdef"),
+        }
+    }
+
+    /// A profile measured for `key` in `layout`.
+    fn measured_for(key: &ProfileKey, layout: Layout) -> LatencyProfile {
         let mut measured = morph_core::fixtures::linear_profile(2.0, 0.1);
         measured.model_sha256 = Some(key.model_sha256.clone());
         (measured.engine, measured.device) = (Some(key.engine.clone()), Some(key.device.clone()));
-        (measured.instances, measured.threads) = (Some(2), Some(1));
+        (measured.instances, measured.threads) = (Some(layout.instances), Some(layout.threads));
+        measured.graph = key.graph.map(str::to_string);
+        measured
+    }
+
+    #[test]
+    fn a_cached_profile_is_reused_only_by_a_build_with_the_graph_it_timed() {
+        let (key, layout) = (test_key(), Layout { instances: 2, threads: 1 });
+        let mut measured = measured_for(&key, layout);
+        let dir = tempfile::tempdir().unwrap();
+        let cached = dir.path().join("cached.json");
+        write_profile(&measured, &cached).unwrap();
+        assert!(
+            key.fits_cached(&LatencyProfile::load(&cached).unwrap(), layout),
+            "the graph kept in the file"
+        );
+        for other in [None, Some("fedcba9876543210".to_string())] {
+            measured.graph = other;
+            assert!(key.fits(&measured, layout), "same model, engine, host and layout");
+            assert!(
+                !key.fits_cached(&measured, layout),
+                "{:?}: another graph, measured again",
+                measured.graph
+            );
+        }
+    }
+
+    #[test]
+    fn a_refit_kept_replaces_the_cached_profile_and_fits_the_next_start() {
+        let (key, layout) = (test_key(), Layout { instances: 2, threads: 1 });
+        let measured = measured_for(&key, layout);
         let dir = tempfile::tempdir().unwrap();
         let cached = dir.path().join("cached.json");
         write_profile(&measured, &cached).unwrap();
@@ -408,7 +456,7 @@ mod tests {
         let found = LatencyProfile::load(&cached).unwrap();
         assert_eq!(found, refit);
         assert_ne!(found, measured);
-        assert!(key.fits(&found, layout), "{found:?}");
+        assert!(key.fits_cached(&found, layout), "{found:?}");
         let files: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(files, vec!["cached.json"], "written whole, nothing partial left");
     }

@@ -16,3 +16,7 @@ pub use encoder_graph::{
     encoder_graph, input_max,
 };
 pub use precision::{Dtype, Precision};
+
+/// A fingerprint of the code that writes and runs the graph (see `build.rs`): a latency profile
+/// is reused only by a build with the same.
+pub const GRAPH_FINGERPRINT: &str = env!("MORPH_GRAPH_FINGERPRINT");
