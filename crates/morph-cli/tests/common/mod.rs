@@ -104,13 +104,19 @@ pub(crate) async fn get_json(url: &str, path: &str) -> Value {
 /// The value of `series` in the server's `/metrics`; a counter (`_total`) never counted is
 /// absent there, and reads 0.
 pub(crate) async fn metric(url: &str, series: &str) -> f64 {
+    let counter = series.split('{').next().is_some_and(|name| name.ends_with("_total"));
+    match metric_if_shown(url, series).await {
+        Some(value) => value,
+        None if counter => 0.0,
+        None => panic!("{series} is not in {url}/metrics"),
+    }
+}
+
+/// The value of `series` in the server's `/metrics`, if it is there.
+pub(crate) async fn metric_if_shown(url: &str, series: &str) -> Option<f64> {
     let text = reqwest::get(format!("{url}/metrics")).await.expect("metrics").text().await.expect("text");
-    let Some(line) = text.lines().find(|l| l.starts_with(series)) else {
-        let counter = series.split('{').next().is_some_and(|name| name.ends_with("_total"));
-        assert!(counter, "{series} in {text}");
-        return 0.0;
-    };
-    line.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("a number")
+    let line = text.lines().find(|l| l.starts_with(series))?;
+    Some(line.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("a number"))
 }
 
 /// The worker processes of the server, in instance order: (unit, pid, start kind, total ms).
