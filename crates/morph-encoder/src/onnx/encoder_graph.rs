@@ -48,7 +48,7 @@ pub(super) const MASKED: f32 = -1e9;
 /// underflow) unless it scores 57 below. A bias as large as [`MASKED`] makes the same Softmax
 /// 4–8× slower on Intel cores (ONNX Runtime's `exp` of a result that underflows fp32 takes a
 /// slow path; `docs/serving.md`).
-/// Its constant's name starts with [`PADDED_KEY_BIAS_STEM`], so a tool can rewrite it.
+/// The graph's initialiser holding it is named from [`PADDED_KEY_BIAS_STEM`], so a tool can rewrite it.
 const PADDED_KEY_BIAS: f32 = -30.0;
 /// The stem of the initialiser holding −[`PADDED_KEY_BIAS`] (`experiments/tei_int8_model.py`
 /// sets it to a standard export's value for the TEI-like baseline).
