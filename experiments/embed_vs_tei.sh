@@ -7,7 +7,10 @@
 # Per corpus (SST-2 sentences, AG News title + description, and the 50/50 mix) and server:
 #   - a sweep of 15 s runs at rates rising by 15% from 40 req/s until two runs in a row have
 #     errors or p99 over 500 ms (one such run can be a pause of this shared host): the
-#     saturation throughput is the highest rate that had neither;
+#     saturation throughput is the highest rate that had neither; then two runs halve (in ratio)
+#     the step between it and the rate that missed above it, so saturation is known to within
+#     1.15^(1/4), about 3.6%, rather than a whole 15% step (a run that misses there is not
+#     retried: a pause of the host can only put saturation lower);
 #   - a run at 80% of it: p50 / p99;
 #   - runs at 1.25x and 1.5x it: the rate served past saturation (it must not fall);
 #   - the server's CPU (cores busy, from /proc) and the load generator's, at saturation.
@@ -105,6 +108,12 @@ for corpus in ${corpora//,/ }; do
       rate=$(python3 -c "print(round($rate * 1.15, 1))")
     done
     [ "$sat" != 0 ] || { echo "  $config did not keep up at $start_rate req/s" >&2; stop; continue; }
+    missed=$(python3 -c "print(round($sat * 1.15, 1))")
+    for _ in 1 2; do
+      rate=$(python3 -c "print(round(($sat * $missed) ** 0.5, 1))")
+      run "$rate" "$sweep"
+      if kept_up "$sweep"; then sat=$rate; else missed=$rate; fi
+    done
     for f in 0.8 1.25 1.5; do
       run "$(python3 -c "print(round($sat * $f, 1))")" "$out/$corpus.$config.points.jsonl"
     done
