@@ -32,12 +32,15 @@ def const(name, arr, dt=T.FLOAT): return h.make_tensor(name, dt, arr.shape, arr.
 qkv_in=h.make_tensor_value_info("qkv",T.FLOAT,[B,S,3*H])
 bias_in=h.make_tensor_value_info("bias",T.FLOAT,[B,1,1,S])
 out=h.make_tensor_value_info("y",T.FLOAT,[B,S,H])
+def pattern(q, k, v, shape, y):
+    """Morph's attention on padded Q, K, V [B, S, H] (heads split by `shape4`), output reshaped by `shape`."""
+    nodes=[]
+    for t,perm in ((q,[0,2,1,3]),(k,[0,2,3,1]),(v,[0,2,1,3])):
+        nodes+= [h.make_node("Reshape",[t,"shape4"],[t+"r"]), h.make_node("Transpose",[t+"r"],[t+"t"],perm=perm)]
+    return nodes+[h.make_node("MatMul",[q+"t",k+"t"],["s"]),h.make_node("Add",["s","bias"],["sb"]),h.make_node("Softmax",["sb"],["p"],axis=-1),
+        h.make_node("MatMul",["p",v+"t"],["c"]),h.make_node("Transpose",["c"],["ct"],perm=[0,2,1,3]),h.make_node("Reshape",["ct",shape],[y])]
 # (a) Morph's pattern
-nodes=[h.make_node("Split",["qkv","split"],["q","k","v"],axis=2)]
-for t,perm in (("q",[0,2,1,3]),("k",[0,2,3,1]),("v",[0,2,1,3])):
-    nodes+= [h.make_node("Reshape",[t,"shape4"],[t+"r"]), h.make_node("Transpose",[t+"r"],[t+"t"],perm=perm)]
-nodes+=[h.make_node("MatMul",["qt","kt"],["s"]),h.make_node("Add",["s","bias"],["sb"]),h.make_node("Softmax",["sb"],["p"],axis=-1),
-        h.make_node("MatMul",["p","vt"],["c"]),h.make_node("Transpose",["c"],["ct"],perm=[0,2,1,3]),h.make_node("Reshape",["ct","shape3"],["y"])]
+nodes=[h.make_node("Split",["qkv","split"],["q","k","v"],axis=2)]+pattern("q","k","v","shape3","y")
 a=mk(nodes,[qkv_in,bias_in],[out],[const("split",np.array([H,H,H],np.int64),T.INT64),const("shape4",np.array([0,0,N,D],np.int64),T.INT64),const("shape3",np.array([0,0,H],np.int64),T.INT64)])
 # (b) MultiHeadAttention, separate q,k,v, key padding mask int32 [B,S]
 mask_in=h.make_tensor_value_info("mask",T.INT32,[B,S])
@@ -78,11 +81,7 @@ shapes=[const("split",np.array([H,H,H],np.int64),T.INT64),const("bsh",np.array([
         const("shape4",np.array([0,0,N,D],np.int64),T.INT64),const("flat",np.array([B*S,H],np.int64),T.INT64)]
 def padded(t): return [h.make_node("Gather",[t,"to_padded"],[t+"g"],axis=0),h.make_node("Reshape",[t+"g","bsh"],[t+"p"])]
 n=[h.make_node("Split",["packed","split"],["q","k","v"],axis=-1)]+padded("q")+padded("k")+padded("v")
-for t_,perm in (("q",[0,2,1,3]),("k",[0,2,3,1]),("v",[0,2,1,3])):
-    n+=[h.make_node("Reshape",[t_+"p","shape4"],[t_+"r"]),h.make_node("Transpose",[t_+"r"],[t_+"t"],perm=perm)]
-n+=[h.make_node("MatMul",["qt","kt"],["s"]),h.make_node("Add",["s","bias"],["sb"]),h.make_node("Softmax",["sb"],["p"],axis=-1),
-    h.make_node("MatMul",["p","vt"],["c"]),h.make_node("Transpose",["c"],["ct"],perm=[0,2,1,3]),h.make_node("Reshape",["ct","flat"],["cf"]),
-    h.make_node("Gather",["cf","real"],["y"],axis=0)]
+n+=pattern("qp","kp","vp","flat","cf")+[h.make_node("Gather",["cf","real"],["y"],axis=0)]
 d=mk(n,packed_in+[bias_in],[packed_out],shapes)
 n=[h.make_node("Split",["packed","split"],["q","k","v"],axis=-1)]+padded("q")+padded("k")+padded("v")
 n+=[h.make_node("MultiHeadAttention",["qp","kp","vp","","mask"],["c"],domain="com.microsoft",num_heads=N,scale=1.0,mask_filter_value=-30.0),
