@@ -92,7 +92,7 @@ pub(crate) fn run(args: ProfileArgs) -> anyhow::Result<()> {
     let mut profile = measure_profile(
         &files.name,
         &plan,
-        &mut |spec| {
+        &|spec| {
             let unit = unit(spec).map_err(|e| morph_engine::EngineError::Unsupported(e.to_string()))?;
             backend.engine(unit)
         },

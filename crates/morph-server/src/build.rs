@@ -8,10 +8,11 @@ use morph_backend::{Backend, EngineKind};
 use morph_core::{HostId, HostSlots, Policy, UnitSpec};
 use morph_encoder::tasks::served::TaskHeads;
 use morph_encoder::{Pooling, SequenceClassifier, TextTokenizer};
+use morph_engine::EngineError;
 use morph_policy::registry::{Context, PolicyKind};
 
 use crate::deployment::{BuildError, Deployment, processes_refusal};
-use crate::launcher::{Launcher, WorkerModel};
+use crate::launcher::{Instance, Launcher, WorkerModel};
 use crate::stage_timing;
 
 /// A configuration error, one line.
@@ -146,6 +147,25 @@ pub(crate) fn pipeline_context(
     Ok(Context { pipeline: Some(Arc::new(profile)), hosts: Some(hosts), ..context })
 }
 
+/// Starts every unit of the initial layout at once, each on a thread of its own, in the
+/// layout's order. An instance's start is mostly writing its graph and building its ONNX Runtime
+/// session on its own threads: one after the other, 16 single-threaded instances took 12.8 s of
+/// a 16-core host's first start.
+pub(crate) fn start_instances(
+    launcher: &Launcher,
+    layout: &[UnitSpec],
+) -> Result<Vec<Instance>, EngineError> {
+    let hosts = initial_hosts(layout.len(), launcher.hosts().as_ref());
+    std::thread::scope(|s| {
+        let starting: Vec<_> = layout
+            .iter()
+            .zip(hosts)
+            .map(|(unit, host)| s.spawn(move || launcher.start(*unit, host)))
+            .collect();
+        starting.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+    })
+}
+
 /// Where the initial layout's `count` instances go: without a cluster, this host; with one,
 /// the hosts in turn, each up to its slots (and in turn again once every host is full).
 pub(crate) fn initial_hosts(count: usize, hosts: Option<&HostSlots>) -> Vec<Option<HostId>> {
@@ -186,5 +206,20 @@ mod tests {
             [Some(0), Some(1), Some(0)],
             "past every slot: in turn again"
         );
+    }
+
+    #[test]
+    fn instances_started_at_once_come_back_in_the_layouts_order() {
+        let profile = morph_core::fixtures::linear_profile(1.0, 0.1);
+        let launcher = Launcher::new(Backend::emulated(Arc::new(profile), 4));
+        let layout: Vec<UnitSpec> = (1..=8)
+            .map(|rows| {
+                UnitSpec::encoder(morph_core::RuntimeSpec::dynamic(16 * u32::from(rows), 1))
+                    .with_threads(rows)
+            })
+            .collect();
+        let started = start_instances(&launcher, &layout).expect("every instance starts");
+        assert_eq!(started.iter().map(|i| i.unit).collect::<Vec<_>>(), layout);
+        assert!(started.iter().all(|i| i.host == HostId(0)), "one host: this one");
     }
 }

@@ -50,12 +50,7 @@ impl Server {
         }
         let policy = kind.build(&config.policy_params, &context)?;
         let layout = build::layout(&config, kind, policy.as_ref(), &launcher)?;
-        let hosts = build::initial_hosts(layout.len(), launcher.hosts().as_ref());
-        let instances = layout
-            .iter()
-            .zip(hosts)
-            .map(|(u, host)| launcher.start(*u, host))
-            .collect::<Result<Vec<_>, _>>()?;
+        let instances = build::start_instances(&launcher, &layout)?;
         let metrics = Arc::new(Metrics::default());
         for start in instances.iter().filter_map(|w| w.start.as_ref()) {
             metrics.started(start.kind, start.total());

@@ -31,6 +31,9 @@ impl MeasurePlan {
     }
 }
 
+/// Builds the runtime of a shape: called from several threads at once for instances side by side.
+pub type MakeEngine<'a> = dyn Fn(RuntimeSpec) -> Result<Box<dyn Engine>, EngineError> + Sync + 'a;
+
 /// The median batch latency of `engines` each running `input` at the same time, in ms.
 fn side_by_side(
     engines: &mut [Box<dyn Engine>],
@@ -53,7 +56,7 @@ fn side_by_side(
 pub fn measure_profile(
     model: &str,
     plan: &MeasurePlan,
-    make: &mut dyn FnMut(RuntimeSpec) -> Result<Box<dyn Engine>, EngineError>,
+    make: &MakeEngine<'_>,
     progress: &mut dyn FnMut(u32, u32, f64),
 ) -> Result<LatencyProfile, EngineError> {
     let grid: Vec<(u32, u32)> =
@@ -65,14 +68,20 @@ pub fn measure_profile(
 /// Measures each `(len, batch)` of `shapes`, in order, on the plan's `side_by_side` runtimes
 /// built by `make` (the median over all their runs is kept), calling `progress` after each.
 /// Fixed runtimes are built for each shape; dynamic ones once, at the largest shape, and fed
-/// every shape.
+/// every shape. The instances side by side are built at once, each on a thread of its own.
 pub fn measure_points(
     plan: &MeasurePlan,
     shapes: &[(u32, u32)],
-    make: &mut dyn FnMut(RuntimeSpec) -> Result<Box<dyn Engine>, EngineError>,
+    make: &MakeEngine<'_>,
     progress: &mut dyn FnMut(u32, u32, f64),
 ) -> Result<Vec<Point>, EngineError> {
-    let mut build = |spec| (0..plan.side_by_side.max(1)).map(|_| make(spec)).collect::<Result<Vec<_>, _>>();
+    let build = |spec| -> Result<Vec<Box<dyn Engine>>, EngineError> {
+        std::thread::scope(|s| {
+            let building: Vec<_> =
+                (0..plan.side_by_side.max(1)).map(|_| s.spawn(move || make(spec))).collect();
+            building.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+        })
+    };
     let mut dynamic = match plan.kind {
         ShapeKind::Dynamic => {
             let longest = shapes.iter().map(|s| s.0).max().unwrap_or(1);
@@ -124,18 +133,18 @@ mod tests {
         truth: &Arc<LatencyProfile>,
         plan: &MeasurePlan,
     ) -> (Vec<RuntimeSpec>, Vec<(u32, u32, f64)>, LatencyProfile) {
-        let (mut built, mut reported) = (Vec::new(), Vec::new());
+        let (built, mut reported) = (std::sync::Mutex::new(Vec::new()), Vec::new());
         let measured = measure_profile(
             "m",
             plan,
-            &mut |spec| {
-                built.push(spec);
+            &|spec| {
+                built.lock().unwrap().push(spec);
                 Ok(Box::new(EmulatedRuntime::new(truth.clone(), morph_core::UnitSpec::encoder(spec), 4)))
             },
             &mut |len, batch, ms| reported.push((len, batch, ms)),
         )
         .unwrap();
-        (built, reported, measured)
+        (built.into_inner().unwrap(), reported, measured)
     }
 
     #[test]
