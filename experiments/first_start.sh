@@ -22,6 +22,7 @@ arrivals=()
 sst2=../shared/data/text/sst2/dev.tsv
 agnews=../shared/data/text/ag_news/train.csv
 . experiments/live_server.sh
+. experiments/new_model.sh
 out=experiments/out/first_start
 mkdir -p "$out"
 
@@ -32,13 +33,7 @@ export MORPH_HOME=$tmp/home
 mkdir -p "$MORPH_HOME/profiles"
 for shared in models onnxruntime; do ln -s "$real_home/$shared" "$MORPH_HOME/$shared"; done
 copy=$tmp/my-encoder
-cp -r "$real_home/models/all-MiniLM-L6-v2" "$copy"
-python3 - "$copy/config.json" <<'PY'
-import json, sys
-config = json.load(open(sys.argv[1]))
-config["_copied_for"] = "experiments/first_start.sh"
-json.dump(config, open(sys.argv[1], "w"), indent=2)
-PY
+new_model "$real_home/models/all-MiniLM-L6-v2" "$copy"
 
 echo "first start of $copy (no profile for it), stderr to $out/first_start.log:"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
