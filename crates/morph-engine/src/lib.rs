@@ -6,12 +6,14 @@
 //! latency profile instead. Any of them runs on its own OS thread behind an [`EngineThread`],
 //! or in a `morph worker` process (the `morph-worker` crate's transport).
 
+mod at_once;
 pub mod emulated;
 mod mapped;
 mod start;
 pub mod thread;
 pub mod timing;
 
+pub use at_once::at_once;
 pub use emulated::EmulatedRuntime;
 pub use mapped::map_prepared;
 pub use start::StartTimes;

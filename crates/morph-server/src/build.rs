@@ -8,7 +8,7 @@ use morph_backend::{Backend, EngineKind};
 use morph_core::{HostId, HostSlots, Policy, UnitSpec};
 use morph_encoder::tasks::served::TaskHeads;
 use morph_encoder::{Pooling, SequenceClassifier, TextTokenizer};
-use morph_engine::EngineError;
+use morph_engine::{EngineError, at_once};
 use morph_policy::registry::{Context, PolicyKind};
 
 use crate::deployment::{BuildError, Deployment, processes_refusal};
@@ -156,14 +156,9 @@ pub(crate) fn start_instances(
     layout: &[UnitSpec],
 ) -> Result<Vec<Instance>, EngineError> {
     let hosts = initial_hosts(layout.len(), launcher.hosts().as_ref());
-    std::thread::scope(|s| {
-        let starting: Vec<_> = layout
-            .iter()
-            .zip(hosts)
-            .map(|(unit, host)| s.spawn(move || launcher.start(*unit, host)))
-            .collect();
-        starting.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
-    })
+    at_once(layout.iter().zip(hosts).map(|(unit, host)| move || launcher.start(*unit, host)))
+        .into_iter()
+        .collect()
 }
 
 /// Where the initial layout's `count` instances go: without a cluster, this host; with one,

@@ -3,7 +3,7 @@
 
 use morph_core::{LatencyProfile, Point, RuntimeSpec, ShapeKind, TaskId, TokenPlan};
 use morph_engine::timing::{batch_times, median, synthetic_batch};
-use morph_engine::{BatchInput, Engine, EngineError};
+use morph_engine::{BatchInput, Engine, EngineError, at_once};
 
 /// How to measure each grid point.
 #[derive(Debug, Clone)]
@@ -43,11 +43,8 @@ fn side_by_side(
     let timed = |engine: &mut Box<dyn Engine>| {
         batch_times(engine.as_mut(), input, plan.tokens, plan.warmup, plan.runs)
     };
-    let times: Vec<Result<Vec<f64>, EngineError>> = std::thread::scope(|s| {
-        let running: Vec<_> = engines.iter_mut().map(|e| s.spawn(move || timed(e))).collect();
-        running.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
-    });
-    let times = times.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let times =
+        at_once(engines.iter_mut().map(|e| move || timed(e))).into_iter().collect::<Result<Vec<_>, _>>()?;
     Ok(median(times.concat()))
 }
 
@@ -76,11 +73,7 @@ pub fn measure_points(
     progress: &mut dyn FnMut(u32, u32, f64),
 ) -> Result<Vec<Point>, EngineError> {
     let build = |spec| -> Result<Vec<Box<dyn Engine>>, EngineError> {
-        std::thread::scope(|s| {
-            let building: Vec<_> =
-                (0..plan.side_by_side.max(1)).map(|_| s.spawn(move || make(spec))).collect();
-            building.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
-        })
+        at_once((0..plan.side_by_side.max(1)).map(|_| move || make(spec))).into_iter().collect()
     };
     let mut dynamic = match plan.kind {
         ShapeKind::Dynamic => {
