@@ -25,34 +25,10 @@ rate=${2:-}
 agnews=${AGNEWS:-../shared/data/text/ag_news/train.csv}
 out=${OUT_DIR:-experiments/out/layouts}
 mkdir -p "$out"
-if [ -n "${MORPH_BIN:-}" ]; then
-  bin=$MORPH_BIN
-else
-  cargo build --release -q -p morph-cli
-  bin=target/release/morph
-fi
-tmp=$(mktemp -d)
-server=
-stop() { [ -z "$server" ] || { kill -TERM "$server" 2>/dev/null; wait "$server" 2>/dev/null || true; }; server=; }
-trap 'stop; rm -rf "$tmp"' EXIT
+. experiments/live_server.sh
 say() { echo "$*" | tee -a "$out/layouts.txt"; }
 : >"$out/layouts.txt"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-http_code() {
-  python3 - "$1" <<'PY'
-import sys, urllib.request, urllib.error
-try:
-    print(urllib.request.urlopen(sys.argv[1], timeout=2).status)
-except urllib.error.HTTPError as e:
-    print(e.code)
-except Exception:
-    print("000")
-PY
-}
-pin() { # the command prefix that runs a program on cores 0..N-1 (taskset, else Python's sched_setaffinity)
-  if command -v taskset >/dev/null; then pinned=(taskset -c "0-$(($1 - 1))")
-  else pinned=(python3 -c 'import os, sys; os.sched_setaffinity(0, range(int(sys.argv[1]))); os.execvp(sys.argv[2], sys.argv[2:])' "$1"); fi
-}
+pin() { launch=(taskset -c "0-$(($1 - 1))"); } # what `serve` starts next runs on cores 0..N-1
 
 cores=$(nproc)
 say "host: $cores cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)," \
@@ -75,21 +51,12 @@ home() { # a fresh MORPH_HOME sharing the real one's ONNX Runtime and models
     if [ -e "$real_home/$shared" ]; then ln -sfn "$real_home/$shared" "$MORPH_HOME/$shared"; fi
   done
 }
-serve() { # serve N LOG ARGS...: morph serve on cores 0..N-1, $url once it listens
-  local n=$1 log=$2; shift 2
-  local port; port=$(free_port)
-  url=http://127.0.0.1:$port
-  pin "$n"
-  "${pinned[@]}" "$bin" serve --model "$copy" --port "$port" "$@" >"$tmp/serve.out" 2>"$log" &
-  server=$!
-}
-ready() { # seconds until /ready answers 200, polled every 0.25 s
-  local start=$1
-  while [ "$(http_code "$url/ready")" != 200 ]; do
-    kill -0 "$server" 2>/dev/null || { echo "morph serve exited:" >&2; tail -20 "$2" >&2; exit 1; }
+ready() { # seconds since START until /ready answers 200 (polled every 0.25 s)
+  until [ "$(curl -s -o /dev/null -w '%{http_code}' "$url/ready" || true)" = 200 ]; do
+    kill -0 "$server" 2>/dev/null || { echo "morph serve exited:" >&2; tail -20 "$tmp/serve.err" >&2; exit 1; }
     sleep 0.25
   done
-  python3 -c "print(round($(date +%s.%N) - $start, 1))"
+  python3 -c "print(round($(date +%s.%N) - $1, 1))"
 }
 
 # 1. First starts, all cores then fewer.
@@ -97,10 +64,12 @@ counts=$cores
 for n in 8 4 2; do [ "$n" -lt "$cores" ] && counts="$counts $n"; done
 for n in $counts; do
   home "$n"
+  pin "$n"
   start=$(date +%s.%N)
-  serve "$n" "$out/first_start_$n.log"
-  after=$(ready "$start" "$out/first_start_$n.log")
+  serve --model "$copy"
+  after=$(ready "$start")
   stop
+  cp "$tmp/serve.err" "$out/first_start_$n.log"
   candidates=$(sed -n 's/.*candidate layout, by its profile instances=\([0-9]*\) threads=\([0-9]*\) sequences_per_s="\([0-9.]*\)".*/\1 x \2: \3/p' \
     "$out/first_start_$n.log" | paste -sd, | sed 's/,/, /g')
   chosen=$(sed -n 's/.*runtimes from the engine.s profile runtime=\([^ ]*\) instances=\([0-9]*\) threads=\([0-9]*\).*/\2 x \3 (\1)/p' \
@@ -125,8 +94,9 @@ PY
 
 served() { # served I T ARGS...: layout I x T on all cores, benched from its start
   local i=$1 t=$2 label=$3; shift 3
-  serve "$cores" "$tmp/layout.log" --instances "$i" --threads "$t" "$@"
-  ready "$(date +%s.%N)" "$tmp/layout.log" >/dev/null
+  pin "$cores"
+  serve --model "$copy" --instances "$i" --threads "$t" "$@"
+  ready "$(date +%s.%N)" >/dev/null
   bench "$i x $t ($label)"
   stop
 }
@@ -142,7 +112,7 @@ fi
 # 3. The chosen layout's full profile, and what it serves.
 start=$(date +%s.%N)
 pin "$cores"
-"${pinned[@]}" "$bin" profile --model "$copy" --threads "$best_t" --side-by-side "$best_i" \
+"${launch[@]}" "$bin" profile --model "$copy" --threads "$best_t" --side-by-side "$best_i" \
   --dynamic --batches 1,2,4,8,16 --out "$out/full_profile.json" 2>"$tmp/profile.log"
 say "full profile of $best_i x $best_t (35 shapes, 7 runs each): $(python3 -c "print(round($(date +%s.%N) - $start, 1))") s"
 served "$best_i" "$best_t" "fitted profile"
