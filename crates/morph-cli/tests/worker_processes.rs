@@ -258,8 +258,9 @@ async fn quart_sizes_live_stage_workers_and_adds_replicas_warm_under_load() {
 
 #[tokio::test]
 async fn a_host_cache_over_its_budget_evicts_and_every_launch_still_succeeds() {
-    // 20 MiB: stage 0's artefact (~60 MB, the embeddings) is never kept; stage 1's (~14 MB in
-    // fp32) is, until stage 2's pushes the cache over 85% and evicts it.
+    // 20 MiB: stage 0's artefact (~60 MB, the embeddings) is never kept; stages 1 and 2 (~14 MB
+    // each in fp32) start at once, and whichever is admitted second pushes the cache over 85% and
+    // evicts the other.
     let served =
         serve(&["--stages", "3", "--workers", "process", "--host-cache-mb", "20", "--dtype", "fp32"]);
     let (status, body) = embed(&served.url, &TEXTS).await;
@@ -270,7 +271,7 @@ async fn a_host_cache_over_its_budget_evicts_and_every_launch_still_succeeds() {
     let kept: Vec<&str> =
         cache["artefacts"].as_array().expect("artefacts").iter().filter_map(|a| a["key"].as_str()).collect();
     assert_eq!(kept.len(), 1, "{cache}");
-    assert!(kept[0].contains("stage2of3"), "{cache}");
+    assert!(kept[0].contains("stage1of3") || kept[0].contains("stage2of3"), "{cache}");
 
     let first = workers(&served.url).await[0].clone();
     signal(first.1, "KILL");
