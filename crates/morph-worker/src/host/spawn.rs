@@ -83,10 +83,9 @@ impl Spawner {
         &self.model
     }
 
-    /// Starts a worker of `unit` that connects to `endpoint`: warm if its artefact is cached,
-    /// else cold. `extra` is appended to its command line.
     /// Starts a worker of `unit` that connects to `endpoint`, with `extra` flags and `env`
-    /// variables.
+    /// variables: warm if its artefact is cached, else cold (it prepares one in a staging folder
+    /// of its own, numbered, so that workers started at once never share one).
     pub fn spawn(
         &self,
         unit: UnitSpec,
