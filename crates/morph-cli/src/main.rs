@@ -3,6 +3,7 @@
 mod agent;
 mod bench;
 mod cluster_args;
+mod deployment_file;
 mod engine_args;
 mod flag_env;
 mod logs;
@@ -13,6 +14,7 @@ mod process_args;
 mod profile;
 mod rounds_arg;
 mod serve;
+mod serve_models;
 mod simulate;
 mod train;
 mod worker;
@@ -86,7 +88,7 @@ fn main() -> anyhow::Result<()> {
     }
     let _telemetry = logs::init(cli.json_logs, cli.otlp_endpoint.as_deref())?;
     match cli.command {
-        Command::Serve(args) => serve::run(*args),
+        Command::Serve(args) => serve::run(*args, matches.subcommand_matches("serve")),
         Command::Worker(args) => worker::run(args),
         Command::Agent(args) => agent::run(args),
         Command::Fetch(args) if args.task == morph_deploy::Task::Generate => {

@@ -2,19 +2,21 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::Args;
 use clap::builder::{PossibleValue, PossibleValuesParser};
+use clap::{ArgMatches, Args};
 use morph_core::RuntimeSpec;
 use morph_decoder::{DecoderKernels, Reuse};
 use morph_deploy::{ServeSpec, Task};
 use morph_encoder::Pooling;
 use morph_policy::registry::POLICIES;
-use morph_server::api::AppState;
-use morph_server::{ConnectionLimits, Server, StartupSteps};
+use morph_server::drain::Drain;
+use morph_server::{ConnectionLimits, Server, Serving, StartupSteps};
 
+use crate::deployment_file;
 use crate::engine_args::EngineArgs;
 use crate::model_args::ModelArgs;
 use crate::predictor_args::PredictorArgs;
@@ -22,6 +24,16 @@ use crate::process_args::ProcessArgs;
 
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
+    /// Serve several models from a deployment file (TOML): `cores` at its top (the host's
+    /// cores the models share; default every core), then one [[models]] table per model whose
+    /// keys are this command's model flags with _ for - (model, task, served_model_name as a
+    /// list, policy, policy_params as a table, slo_ms, threads, ...; served_model_name is
+    /// required). Calls reach the model their `model` field names, else the one model of their
+    /// route's kind; an instance holds cores only while it computes, the model whose backlog
+    /// takes most of its SLO first. The server's own flags (--host, --port, --api-key, the
+    /// timeouts) stay flags; a model flag beside --config is refused. See docs/operations.md.
+    #[arg(long)]
+    config: Option<PathBuf>,
     #[command(flatten)]
     model: ModelArgs,
     /// Address to listen on. Use 0.0.0.0 to accept connections from other hosts.
@@ -188,8 +200,29 @@ pub(crate) struct ServeArgs {
 }
 
 impl ServeArgs {
+    /// The server's connection limits.
+    pub(crate) fn limits(&self) -> ConnectionLimits {
+        ConnectionLimits {
+            header_timeout: self.header_timeout_s,
+            body_timeout: self.body_timeout_s,
+            max_connections: self.max_connections,
+            drain_timeout: self.drain_timeout_s,
+        }
+    }
+
+    /// The API key calls must give (`--api-key`).
+    pub(crate) fn api_key(&self) -> Option<String> {
+        self.api_key.clone()
+    }
+
+    /// `--slo-ms` in seconds.
+    pub(crate) fn slo(&self) -> Option<f64> {
+        self.slo_ms.map(|ms| ms / 1e3)
+    }
+
     /// The flags as a spec: parsing only; `morph_deploy` resolves it.
-    fn spec(self) -> anyhow::Result<ServeSpec> {
+    pub(crate) fn spec(self) -> anyhow::Result<ServeSpec> {
+        let limits = self.limits();
         let policy_params = serde_json::from_str(&self.policy_params)
             .with_context(|| format!("--policy-params is not JSON: {}", self.policy_params))?;
         Ok(ServeSpec {
@@ -218,24 +251,27 @@ impl ServeArgs {
             max_batch_tokens: self.max_batch_tokens,
             max_queue: self.max_queue,
             max_client_batch: self.max_client_batch,
+            limits,
             served_model_names: self.served_model_name,
-            limits: ConnectionLimits {
-                header_timeout: self.header_timeout_s,
-                body_timeout: self.body_timeout_s,
-                max_connections: self.max_connections,
-                drain_timeout: self.drain_timeout_s,
-            },
             api_key: self.api_key,
         })
     }
 }
 
 /// Listens at once; the model is fetched, profiled and loaded meanwhile, `/ready` answering 503
-/// with the step it is at. Stdout's `morph listening on` line is printed once it serves.
-pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
+/// with the step it is at. Stdout's `morph listening on` line is printed once it serves. With
+/// `--config`, the deployment file's models instead (`serve`: the command line's own matches,
+/// which say which flags were given).
+pub(crate) fn run(args: ServeArgs, serve: Option<&ArgMatches>) -> anyhow::Result<()> {
     let addr: SocketAddr = format!("{}:{}", args.host, args.port)
         .parse()
         .with_context(|| format!("--host {} --port {} is not a socket address", args.host, args.port))?;
+    if let Some(path) = args.config.clone() {
+        if let Some(serve) = serve {
+            deployment_file::refuse_model_flags(serve)?;
+        }
+        return crate::serve_models::run(addr, args, &path);
+    }
     let spec = args.spec()?;
     spec.check()?;
     // candle's process settings (tuning.rs) keep freed memory for speed; ONNX Runtime and
@@ -244,6 +280,26 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         morph_backend::tuning::reexec_tuned();
     }
     let limits = spec.limits;
+    let build = move |steps: &StartupSteps, drain| -> anyhow::Result<Server> {
+        let config = spec.resolve(steps)?;
+        steps.step("starting the instances");
+        Ok(Server::build_draining(config, drain)?)
+    };
+    let announce = |server: &Server| {
+        let model = &server.state().model;
+        tracing::info!(model = %model.name(), engine = %model.engine, "serving");
+    };
+    serve_built(addr, limits, build, announce)
+}
+
+/// Listens on `addr` at once and serves what `build` makes once it has made it (see
+/// [`Server::serve_once_built`]), until a shutdown signal; `announce` logs what serves.
+pub(crate) fn serve_built<S: Serving>(
+    addr: SocketAddr,
+    limits: ConnectionLimits,
+    build: impl FnOnce(&StartupSteps, Arc<Drain>) -> anyhow::Result<S> + Send + 'static,
+    announce: impl FnOnce(&S),
+) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let served = runtime.block_on(async move {
         let listener =
@@ -252,16 +308,12 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         tracing::info!(%address, "listening; /ready answers 503 with the start's step until the model serves");
         let steps = StartupSteps::default();
         let build_steps = steps.clone();
-        let build = move |drain| -> anyhow::Result<Server> {
-            let config = spec.resolve(&build_steps)?;
-            build_steps.step("starting the instances");
-            Ok(Server::build_draining(config, drain)?)
-        };
-        let serving = |state: &AppState| {
+        let serving = |built: &S| {
             println!("morph listening on http://{address}");
-            tracing::info!(model = %state.model.name(), engine = %state.model.engine, "serving");
+            announce(built);
         };
-        Server::serve_once_built(listener, limits, shutdown_signal(), steps, build, serving).await?;
+        Server::serve_once_built(listener, limits, shutdown_signal(), steps, move |drain| build(&build_steps, drain), serving)
+            .await?;
         tracing::info!("drained, stopped");
         anyhow::Ok(())
     });

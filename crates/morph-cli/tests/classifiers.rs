@@ -19,8 +19,8 @@ use serde_json::json;
 mod common;
 
 use common::tiny::{
-    BERT_LAYER, DISTILBERT_LAYER, HIDDEN, INNER, LAYERS, VOCAB, embeddings, head_tensors, layer_tensors,
-    padded, weights, write_model,
+    self, BERT_LAYER, DISTILBERT_LAYER, HIDDEN, INNER, LAYERS, VOCAB, embeddings, head_tensors,
+    layer_tensors, padded, weights, write_model,
 };
 use common::{Served, post, quick_profile, serve_with};
 
@@ -55,23 +55,10 @@ fn encoded(tokenizer: &TextTokenizer, inputs: &[(&str, Option<&str>)]) -> (Tenso
     (ids, mask, types)
 }
 
-/// A tiny BERT cross-encoder (`BertForSequenceClassification`, one output, two token types) in
-/// `dir`, and candle-transformers' BERT with the pooler and classifier for reference.
+/// A tiny BERT cross-encoder in `dir` ([`tiny::bert_cross_encoder`]), and candle-transformers'
+/// BERT with the pooler and classifier for reference.
 fn bert_cross_encoder(dir: &Path) -> (ModelFiles, Reference) {
-    let config = json!({
-        "model_type": "bert", "architectures": ["BertForSequenceClassification"],
-        "vocab_size": VOCAB, "hidden_size": HIDDEN, "num_hidden_layers": LAYERS, "num_attention_heads": 4,
-        "intermediate_size": INNER, "hidden_act": "gelu", "max_position_embeddings": 512,
-        "type_vocab_size": 2, "pad_token_id": 0, "layer_norm_eps": 1e-12, "initializer_range": 0.02,
-        "position_embedding_type": "absolute", "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
-        "id2label": {"0": "LABEL_0"}, "label2id": {"LABEL_0": 0},
-    });
-    let mut tensors = embeddings("bert.", 512, 2);
-    for i in 0..LAYERS {
-        tensors.extend(layer_tensors(&format!("bert.encoder.layer.{i}"), BERT_LAYER));
-    }
-    tensors.extend(head_tensors("bert.pooler.dense", "classifier", 1));
-    let files = write_model(dir, &config, &tensors);
+    let (files, config) = tiny::bert_cross_encoder(dir);
     let cfg: bert::Config = serde_json::from_value(config).expect("candle-transformers' config");
     let vb = weights(&files);
     let model = bert::BertModel::load(vb.pp("bert"), &cfg).expect("candle-transformers' BERT");

@@ -26,7 +26,7 @@ use crate::reuse::Reuse;
 use crate::sampling::{Sampler, SamplingParams};
 use crate::stepper::{Slot, Stepper, StepperShape};
 use crate::stop::{Scanned, StopScan};
-use morph_engine::EngineError;
+use morph_engine::{CoreShare, Cores, EngineError};
 
 /// Why a generation ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,6 +174,19 @@ impl DecoderThread {
         prefill_chunk: usize,
         on_iteration: IterationHook,
     ) -> Result<Self, EngineError> {
+        Self::spawn_sharing(name, decoder, shape, prefill_chunk, on_iteration, None)
+    }
+
+    /// As [`Self::spawn`]; with `cores`, each iteration computes only while it holds the
+    /// stepper's threads of the host's cores (see [`morph_engine::cores`]).
+    pub fn spawn_sharing(
+        name: String,
+        decoder: LoadedDecoder,
+        shape: StepperShape,
+        prefill_chunk: usize,
+        on_iteration: IterationHook,
+        cores: Option<CoreShare>,
+    ) -> Result<Self, EngineError> {
         let (tx, rx) = channel();
         let (ready_tx, ready_rx) = sync_channel(1);
         let chunk = if prefill_chunk == 0 { usize::MAX } else { prefill_chunk };
@@ -183,7 +196,9 @@ impl DecoderThread {
                 Ok(stepper) => {
                     let _ = ready_tx.send(Ok(()));
                     let feeding = Feeding::new(decoder.model.tokenizer.turn_start, stepper.reuse(), chunk);
-                    run(stepper, &decoder.model.tokenizer, feeding, &rx, on_iteration);
+                    let cores =
+                        cores.map(|share| (share, Cores::try_from(shape.threads).unwrap_or(Cores::MAX)));
+                    run(stepper, &decoder.model.tokenizer, feeding, &rx, on_iteration, cores.as_ref());
                 }
                 Err(e) => {
                     let _ = ready_tx.send(Err(e));
@@ -283,6 +298,7 @@ fn run(
     feeding: Feeding,
     rx: &Receiver<Command>,
     mut on_iteration: IterationHook,
+    cores: Option<&(CoreShare, Cores)>,
 ) {
     let mut running: Vec<Running> = Vec::new();
     // Joined, waiting for a free place in the stepper, in join order.
@@ -313,13 +329,16 @@ fn run(
         let (mut failed, mut produced) = (false, 0);
         let (sequences, prefilling) = (running.len(), running.iter().any(|r| r.produced.is_empty()));
         let context = running.iter().map(|r| r.fed + r.produced.len()).sum();
-        let started = std::time::Instant::now();
+        let mut seconds = 0.0;
         if !running.is_empty() {
+            // The step's time counts from when it holds its cores.
+            let _held = cores.map(|(share, threads)| share.hold(*threads));
+            let started = std::time::Instant::now();
             let step = iterate(stepper.as_mut(), tokenizer, feeding, &mut running);
+            seconds = started.elapsed().as_secs_f64();
             left.extend(step.finished);
             (failed, produced) = (step.failed, step.sampled);
         }
-        let seconds = started.elapsed().as_secs_f64();
         // Stops that arrived during the iteration end with it.
         inbox.drain(rx);
         left.extend(take_cancelled(stepper.as_mut(), &mut running, &mut queued, &mut inbox.cancelled));

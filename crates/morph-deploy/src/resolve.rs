@@ -115,6 +115,7 @@ impl ServeSpec {
             stage_timing_len: self.stage_profile_len,
             limits: self.limits,
             preloaded: profiled.and_then(|d| d.preloaded),
+            cores: None,
         })
     }
 

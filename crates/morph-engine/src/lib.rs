@@ -7,6 +7,7 @@
 //! or in a `morph worker` process (the `morph-worker` crate's transport).
 
 mod at_once;
+pub mod cores;
 pub mod emulated;
 mod mapped;
 mod start;
@@ -14,6 +15,7 @@ pub mod thread;
 pub mod timing;
 
 pub use at_once::at_once;
+pub use cores::{CoreBudget, CoreShare, Cores, ModelCores};
 pub use emulated::EmulatedRuntime;
 pub use mapped::map_prepared;
 pub use start::StartTimes;

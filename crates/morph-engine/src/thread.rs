@@ -8,6 +8,7 @@ use std::thread::JoinHandle;
 use morph_core::{RuntimeSpec, TokenPlan};
 use tokio::sync::oneshot;
 
+use crate::cores::{CoreShare, Cores};
 use crate::{Engine, EngineError, Rows};
 
 type Reply = oneshot::Sender<Result<Vec<Vec<f32>>, EngineError>>;
@@ -33,13 +34,26 @@ pub struct EngineHandle {
 
 impl EngineThread {
     /// Moves `engine` onto a new thread named `name`.
-    pub fn spawn(name: String, mut engine: Box<dyn Engine>) -> std::io::Result<Self> {
+    pub fn spawn(name: String, engine: Box<dyn Engine>) -> std::io::Result<Self> {
+        Self::spawn_sharing(name, engine, None)
+    }
+
+    /// As [`Self::spawn`]; with `cores`, each batch runs only while it holds that many of the
+    /// host's cores (see [`crate::cores`]).
+    pub fn spawn_sharing(
+        name: String,
+        mut engine: Box<dyn Engine>,
+        cores: Option<(CoreShare, Cores)>,
+    ) -> std::io::Result<Self> {
         let (tx, rx) = mpsc::channel::<Command>();
         let handle = EngineHandle { tx, runtime: engine.runtime() };
         let thread = std::thread::Builder::new().name(name).spawn(move || {
             while let Ok(Command::Run { rows, plan, reply }) = rx.recv() {
+                let held = cores.as_ref().map(|(share, threads)| share.hold(*threads));
+                let out = engine.run(rows.as_input(), plan).and_then(finite);
+                drop(held);
                 // The requester may have gone away; its result is simply dropped.
-                let _ = reply.send(engine.run(rows.as_input(), plan).and_then(finite));
+                let _ = reply.send(out);
             }
         })?;
         Ok(Self { handle, thread: Some(thread) })

@@ -13,6 +13,7 @@
 
 pub mod arlo;
 pub mod batching;
+pub mod cores;
 pub mod otas;
 pub mod pipeline;
 pub mod quart;

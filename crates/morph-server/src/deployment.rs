@@ -8,7 +8,7 @@ use morph_backend::{Backend, EngineKind};
 use morph_backend::{NO_STAGES_OF_ONNX_FILE, NO_STAGES_ON_CANDLE};
 use morph_core::RuntimeSpec;
 use morph_encoder::Pooling;
-use morph_engine::EngineError;
+use morph_engine::{CoreShare, EngineError};
 use morph_fetch::ModelFiles;
 use morph_policy::registry::{self, Context, Family, PolicyKind};
 
@@ -59,6 +59,9 @@ pub struct Deployment {
     /// The model as loaded already (to profile it on a first start), served rather than
     /// loaded again.
     pub preloaded: Option<Preloaded>,
+    /// The host's cores, when this model shares them with the others of a several-model
+    /// server (`None`: its instances compute whenever they have work).
+    pub cores: Option<CoreShare>,
 }
 
 /// A backend loaded before the server was built, and the pooling it was loaded with: the
@@ -179,6 +182,7 @@ mod tests {
             workers: None,
             stage_timing_len: 64,
             preloaded: None,
+            cores: None,
         }
     }
 

@@ -2,6 +2,7 @@
 //! their own threads, and Prometheus metrics.
 
 pub mod api;
+pub mod app;
 mod build;
 pub mod connections;
 pub mod deployment;
@@ -16,9 +17,10 @@ pub mod server;
 pub mod stage_timing;
 pub mod starting;
 
+pub use app::{App, HostedSpec};
 pub use connections::ConnectionLimits;
 pub use deployment::{BuildError, Deployment, Preloaded};
 pub use error::CallError;
 pub use launcher::{Instance, InstanceEngine, Launcher};
-pub use server::Server;
+pub use server::{Server, Serving};
 pub use starting::StartupSteps;

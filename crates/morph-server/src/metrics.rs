@@ -209,6 +209,31 @@ const FAMILIES: &[(&str, Kind, Option<Unit>, &str)] = &[
         None,
         "Decoder iterations: tokens in the computed sequences' KV caches after each, summed.",
     ),
+    ("morph_host_cores", Kind::Gauge, None, "Several-model server: the host's cores its models share."),
+    (
+        "morph_model_threads",
+        Kind::Gauge,
+        None,
+        "Several-model server: cores each model's computations held, averaged over the core controller's last period (250 ms).",
+    ),
+    (
+        "morph_model_core_pressure",
+        Kind::Gauge,
+        None,
+        "Several-model server: the share of its SLO each model's backlog takes to drain on every core.",
+    ),
+    (
+        "morph_model_core_slack_seconds",
+        Kind::Gauge,
+        Some(Unit::Seconds),
+        "Several-model server: how long a model's computations may wait for cores before a more relaxed model's go first (0: the critical model).",
+    ),
+    (
+        "morph_core_moves_total",
+        Kind::Counter,
+        None,
+        "Several-model server: changes of the critical model, by the model now critical (none: no model) and why.",
+    ),
     ("morph_cluster_host_up", Kind::Gauge, None, "1 while the host's agent is registered in etcd."),
     ("morph_cluster_host_slots", Kind::Gauge, None, "Device slots the policy may use on the host."),
     ("morph_cluster_host_workers", Kind::Gauge, None, "Worker processes registered on the host."),
@@ -400,6 +425,25 @@ impl Metrics {
         let labels = [label("sequences", sequences), label("prefill", prefilling)].concat();
         self.histogram("morph_decode_iteration_seconds", labels.clone()).record(seconds);
         self.counter("morph_decode_iteration_context_tokens_total", labels).increment(context as u64);
+    }
+
+    /// A several-model server's core budget.
+    pub fn host_cores(&self, cores: u16) {
+        self.gauge("morph_host_cores", Vec::new()).set(f64::from(cores));
+    }
+
+    /// A model's cores over the core controller's last period, and its slack and pressure now.
+    pub fn model_cores(&self, model: &str, threads: f64, slack: Duration, pressure: f64) {
+        let labels = || label("model", model);
+        self.gauge("morph_model_threads", labels()).set(threads);
+        self.gauge("morph_model_core_slack_seconds", labels()).set(slack.as_secs_f64());
+        self.gauge("morph_model_core_pressure", labels()).set(pressure);
+    }
+
+    /// The critical model changed to `model` (or `none`) for `reason`.
+    pub fn core_move(&self, model: &str, reason: &str) {
+        let labels = [label("model", model), label("reason", reason)].concat();
+        self.counter("morph_core_moves_total", labels).increment(1);
     }
 
     /// The Prometheus text exposition: what was recorded, the process's series, and the state

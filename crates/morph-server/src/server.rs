@@ -43,7 +43,10 @@ impl Server {
         let kind = PolicyKind::find(&config.policy)?;
         config.check(kind)?;
         let loaded = build::load(&config)?;
-        let launcher = Arc::new(loaded.launcher);
+        let launcher = Arc::new(match config.cores.clone() {
+            Some(share) => loaded.launcher.with_cores(share),
+            None => loaded.launcher,
+        });
         let mut context = config.policy_context.clone();
         if kind.needs.stages && context.pipeline.is_none() {
             context = build::pipeline_context(&launcher, &config, context)?;
@@ -133,13 +136,13 @@ impl Server {
     /// meanwhile the start's `steps` answer (see [`crate::starting`]). Returns when `shutdown`
     /// resolves and the calls are drained (a shutdown during the start does not wait for
     /// `build`), or with `build`'s error.
-    pub async fn serve_once_built<E: From<std::io::Error> + Send + 'static>(
+    pub async fn serve_once_built<S: Serving, E: From<std::io::Error> + Send + 'static>(
         listener: TcpListener,
         limits: ConnectionLimits,
         shutdown: impl Future<Output = ()> + Send + 'static,
         steps: StartupSteps,
-        build: impl FnOnce(Arc<Drain>) -> Result<Server, E> + Send + 'static,
-        serving: impl FnOnce(&AppState),
+        build: impl FnOnce(Arc<Drain>) -> Result<S, E> + Send + 'static,
+        serving: impl FnOnce(&S),
     ) -> Result<(), E> {
         let drain = Arc::new(Drain::default());
         let gate = Gate::new(steps.clone());
@@ -163,15 +166,15 @@ impl Server {
             }
         };
         let tasks = server.start_tasks();
-        gate.open(router(server.state.clone()));
-        serving(&server.state);
+        gate.open(server.router());
+        serving(&server);
         connections.await.map_err(std::io::Error::other)?;
         Ok(server.stop(tasks).await?)
     }
 
     /// Starts serving: the driver begins, and the tasks it needs run beside the connections
     /// (the policy's clock, the hosts' membership, the reaper of exited worker processes).
-    fn start_tasks(&self) -> Vec<JoinHandle<()>> {
+    pub(crate) fn start_tasks(&self) -> Vec<JoinHandle<()>> {
         self.state.driver.begin();
         self.state.driver.forward_iterations();
         let every = |period: Duration, work: fn(&Arc<Driver>)| {
@@ -198,7 +201,7 @@ impl Server {
     }
 
     /// After the connections closed: the tasks stopped, the instances and workers with them.
-    async fn stop(self, tasks: Vec<JoinHandle<()>>) -> std::io::Result<()> {
+    pub(crate) async fn stop(self, tasks: Vec<JoinHandle<()>>) -> std::io::Result<()> {
         for task in tasks {
             task.abort();
         }
@@ -209,5 +212,30 @@ impl Server {
             launcher.shutdown();
         };
         tokio::task::spawn_blocking(stopped).await.map_err(std::io::Error::other)
+    }
+}
+
+/// What [`Server::serve_once_built`] serves once built: one model's [`Server`], or several
+/// models' [`crate::app::App`].
+pub trait Serving: Send + 'static {
+    /// The routes.
+    fn router(&self) -> axum::Router;
+    /// Starts the tasks that run beside the connections.
+    fn start_tasks(&self) -> Vec<JoinHandle<()>>;
+    /// After the connections closed: stops the tasks, the instances and the workers.
+    fn stop(self, tasks: Vec<JoinHandle<()>>) -> impl Future<Output = std::io::Result<()>> + Send;
+}
+
+impl Serving for Server {
+    fn router(&self) -> axum::Router {
+        router(self.state.clone())
+    }
+
+    fn start_tasks(&self) -> Vec<JoinHandle<()>> {
+        Server::start_tasks(self)
+    }
+
+    fn stop(self, tasks: Vec<JoinHandle<()>>) -> impl Future<Output = std::io::Result<()>> + Send {
+        Server::stop(self, tasks)
     }
 }

@@ -148,3 +148,22 @@ pub(crate) fn padded(ids: &[Vec<u32>], pad: u32) -> (Tensor, Tensor) {
         Tensor::from_vec(mask, shape, &Device::Cpu).expect("a tensor op"),
     )
 }
+
+/// A tiny BERT cross-encoder (`BertForSequenceClassification`, one output, two token types)
+/// written in `dir`, and its config.
+pub(crate) fn bert_cross_encoder(dir: &Path) -> (ModelFiles, Value) {
+    let config = serde_json::json!({
+        "model_type": "bert", "architectures": ["BertForSequenceClassification"],
+        "vocab_size": VOCAB, "hidden_size": HIDDEN, "num_hidden_layers": LAYERS, "num_attention_heads": 4,
+        "intermediate_size": INNER, "hidden_act": "gelu", "max_position_embeddings": 512,
+        "type_vocab_size": 2, "pad_token_id": 0, "layer_norm_eps": 1e-12, "initializer_range": 0.02,
+        "position_embedding_type": "absolute", "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+        "id2label": {"0": "LABEL_0"}, "label2id": {"LABEL_0": 0},
+    });
+    let mut tensors = embeddings("bert.", 512, 2);
+    for i in 0..LAYERS {
+        tensors.extend(layer_tensors(&format!("bert.encoder.layer.{i}"), BERT_LAYER));
+    }
+    tensors.extend(head_tensors("bert.pooler.dense", "classifier", 1));
+    (write_model(dir, &config, &tensors), config)
+}

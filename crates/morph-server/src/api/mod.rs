@@ -54,7 +54,7 @@ pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
 
 /// A request's raw body. One over [`MAX_BODY_BYTES`] (or one that cannot be read) is answered
 /// as every error is: JSON, with its own type, counted in `/metrics`.
-pub(super) struct Body(pub Bytes);
+pub(crate) struct Body(pub Bytes);
 
 impl FromRequest<AppState> for Body {
     type Rejection = Response;
@@ -156,6 +156,12 @@ async fn embed_all() -> CallError {
     )
 }
 
+/// Marks a call a several-model server makes to one model's routes on behalf of a call to all
+/// of them (`GET /v1/models`, `/info`): neither logged nor counted by the model (the server
+/// counts the outer call).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OnBehalf;
+
 /// The header that carries a call's id, taken from the client when it sends one.
 const REQUEST_ID: &str = "x-request-id";
 
@@ -173,7 +179,8 @@ fn count_failure(state: &AppState, response: &Response) {
 /// logged nor counted, nor is a path no route has; every failed answer is counted by its kind.
 async fn observe_calls(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let route = request.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string());
-    let Some(route) = route.filter(|r| !UNCOUNTED.contains(&r.as_str())) else {
+    let asked_for_all = request.extensions().get::<OnBehalf>().is_some();
+    let Some(route) = route.filter(|r| !UNCOUNTED.contains(&r.as_str()) && !asked_for_all) else {
         let response = next.run(request).await;
         count_failure(&state, &response);
         return response;

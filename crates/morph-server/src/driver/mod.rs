@@ -143,6 +143,11 @@ impl Driver {
         }
     }
 
+    /// Requests the policy holds waiting, now.
+    pub fn queue_len(&self) -> usize {
+        self.lock().policy().queue_len()
+    }
+
     pub fn policy_gauges(&self) -> Vec<Gauge> {
         self.lock().policy().gauges()
     }

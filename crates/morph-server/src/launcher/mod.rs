@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use morph_backend::Backend;
 use morph_core::{HostId, HostSlots, UnitKind, UnitSpec};
 use morph_decoder::{DecoderThread, StepperShape};
-use morph_engine::{EngineError, EngineThread};
+use morph_engine::{CoreShare, Cores, EngineError, EngineThread};
 
 /// What `morph worker` processes can run; the refusal of anything else.
 pub const WHAT_PROCESSES_RUN: &str = "worker processes run the ONNX graphs Morph writes (--engine ort, no --onnx) or a decoder's prefill stages";
@@ -30,6 +30,9 @@ pub struct Launcher {
     started: AtomicU32,
     /// Encoder replicas run as worker processes.
     processes: Option<ProcessLauncher>,
+    /// The host's cores this model shares with the others of a several-model server: its
+    /// instances compute only while holding their threads' worth.
+    cores: Option<CoreShare>,
 }
 
 /// One running instance: the unit it runs, the host it runs on and what runs it.
@@ -55,7 +58,12 @@ pub enum InstanceEngine {
 impl Launcher {
     /// A launcher of instances of `backend` (one loaded before, while profiling, is shared).
     pub fn new(backend: impl Into<Arc<Backend>>) -> Self {
-        Self { backend: backend.into(), started: AtomicU32::new(0), processes: None }
+        Self { backend: backend.into(), started: AtomicU32::new(0), processes: None, cores: None }
+    }
+
+    /// Instances that compute only while holding their threads of the host's shared cores.
+    pub fn with_cores(self, share: CoreShare) -> Self {
+        Self { cores: Some(share), ..self }
     }
 
     /// What computes this launcher's instances.
@@ -149,7 +157,9 @@ impl Launcher {
             (Backend::Decoder(decoder, chunk), UnitKind::Decoder) => {
                 let relay = IterationRelay::default();
                 let shape = decoder_shape(unit);
-                let thread = DecoderThread::spawn(name, decoder.clone(), shape, *chunk, relay.hook())?;
+                let cores = self.cores.clone();
+                let thread =
+                    DecoderThread::spawn_sharing(name, decoder.clone(), shape, *chunk, relay.hook(), cores)?;
                 InstanceEngine::Decoder { thread, relay }
             }
             (_, UnitKind::Decoder) => {
@@ -161,9 +171,13 @@ impl Launcher {
                     let engine = InstanceEngine::Encoder(worker);
                     return Ok(Instance { unit, host, engine, start: Some(report) });
                 }
-                None => InstanceEngine::Encoder(
-                    EngineThread::spawn(name, self.backend.engine(unit)?).map_err(spawn_err)?,
-                ),
+                None => {
+                    let cores = self.cores.clone().map(|share| (share, unit_threads(unit)));
+                    let engine = self.backend.engine(unit)?;
+                    InstanceEngine::Encoder(
+                        EngineThread::spawn_sharing(name, engine, cores).map_err(spawn_err)?,
+                    )
+                }
             },
         };
         Ok(Instance { unit, host: HostId(0), engine, start: None })
@@ -174,7 +188,13 @@ impl Launcher {
 /// runtime's length each (prompt plus output), on the unit's threads or every core.
 fn decoder_shape(unit: UnitSpec) -> StepperShape {
     let runtime = unit.runtime;
-    let threads =
-        unit.threads.map_or_else(|| std::thread::available_parallelism().map_or(1, usize::from), usize::from);
+    let threads = usize::from(unit_threads(unit));
     StepperShape { sequences: runtime.max_batch as usize, seq_tokens: runtime.max_len as usize, threads }
+}
+
+/// The threads an instance of `unit` computes on: the unit's, or every core.
+fn unit_threads(unit: UnitSpec) -> Cores {
+    unit.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, |n| Cores::try_from(n.get()).unwrap_or(Cores::MAX))
+    })
 }
