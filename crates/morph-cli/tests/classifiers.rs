@@ -22,7 +22,7 @@ use common::tiny::{
     self, BERT_LAYER, DISTILBERT_LAYER, HIDDEN, INNER, LAYERS, VOCAB, embeddings, head_tensors,
     layer_tensors, padded, weights, write_model,
 };
-use common::{Served, post, quick_profile, serve_with};
+use common::{Served, post, python_client, quick_profile, serve_with};
 
 /// A reference: the logits of each (text, optional second text).
 type Reference = Box<dyn Fn(&[(&str, Option<&str>)]) -> Vec<Vec<f32>>>;
@@ -302,20 +302,9 @@ async fn an_xlm_r_classifier_labels_texts_and_pairs_as_candle_transformers_on_bo
 }
 
 /// `clients/hf_classify.py`: huggingface_hub's `InferenceClient.text_classification` against
-/// the server, held to its last line.
+/// the server.
 async fn hf_client(url: &str, text: &str) {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/hf_classify.py");
-    let args = [script.to_string(), url.to_string(), text.to_string()];
-    let out = tokio::task::spawn_blocking(move || std::process::Command::new("python3").args(args).output())
-        .await
-        .expect("join")
-        .expect("python3 runs (the client needs: pip install huggingface_hub, as .ci/run does)");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.trim_end().ends_with("all client checks passed"),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    python_client("hf_classify.py", &[url, text], "pip install huggingface_hub").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

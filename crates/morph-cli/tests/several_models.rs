@@ -1,6 +1,7 @@
 //! Several models in one server (`morph serve --config FILE`): the default embedder, a
 //! cross-encoder and the default decoder from one deployment file, on the host's two cores.
-//! Calls reach the model they name, or the one model of their route's kind; `/v1/models`,
+//! Calls reach the model they name, or the one model of their route's kind (the openai SDK,
+//! LangChain and Cohere's SDK among the callers, `clients/app_clients.py`); `/v1/models`,
 //! `/ready`, `/info` and `/metrics` speak for every model (promtool reads the exposition); and
 //! when one model is flooded and then another, each one's cores (`morph_model_threads`) rise
 //! while it is flooded and come back after, every call answered.
@@ -10,7 +11,7 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{Served, get_json, post, serve_with, tiny, until};
+use common::{Served, get_json, post, python_client, serve_with, tiny, until};
 use serde_json::{Value, json};
 
 /// The three models, the reranker at `reranker`.
@@ -140,6 +141,10 @@ async fn three_models_share_the_cores_by_load_and_each_call_reaches_its_model() 
         unknown["error"]["message"].as_str().expect("a message").contains("'reranker' or 'smollm2'"),
         "{unknown}"
     );
+
+    // The clients an application uses, on one URL: openai and LangChain embed and chat, Cohere reranks.
+    let needs = "pip install openai langchain-openai cohere";
+    python_client("app_clients.py", &[url, "text-embedding-3-small", "reranker", "smollm2"], needs).await;
 
     // Readiness and information per model.
     let ready = get_json(url, "/ready").await;

@@ -4,7 +4,9 @@
 //! none. Waiters are served earliest deadline first: a waiter's deadline is when it began to wait
 //! plus its model's slack, which the core controller sets from each model's load and SLO (the
 //! critical model's slack is the shortest). A waiter that is first but finds too few cores free
-//! holds the others back, so that an instance of many threads is never starved by one-core ones.
+//! lets later ones that fit run on them while its deadline is ahead (backfilling), and holds the
+//! others back once it has passed, so an instance of many threads is never starved by one-core
+//! ones.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -29,6 +31,23 @@ pub struct ModelCores {
     changed: Instant,
     /// Computations it ran.
     pub grants: u64,
+}
+
+impl Book {
+    /// Whether the waiter at `place` may take its `threads` now: they are free, and every
+    /// waiter ahead of it can neither run on what is free nor has waited past its deadline (a
+    /// wide waiter is backfilled around while it has slack left, and then holds the line).
+    fn may_run(&self, place: Place, threads: Cores, now: Instant) -> bool {
+        if self.free < threads {
+            return false;
+        }
+        for (ahead, need) in self.line.range(..place) {
+            if self.free >= *need || ahead.0 <= now {
+                return false;
+            }
+        }
+        true
+    }
 }
 
 impl ModelCores {
@@ -107,8 +126,7 @@ impl CoreBudget {
         book.line.insert(place, threads);
         book.models[model].waiting += 1;
         loop {
-            let first = book.line.first_key_value().map(|(p, _)| *p);
-            if first == Some(place) && book.free >= threads {
+            if book.may_run(place, threads, Instant::now()) {
                 book.line.remove(&place);
                 book.free -= threads;
                 let account = &mut book.models[model];
@@ -235,5 +253,33 @@ mod tests {
         // The urgent two-core step was asked for after the relaxed one and still ran first.
         assert_eq!(*order.lock().unwrap(), ["urgent-wide", "relaxed"]);
         assert!(budget.accounts()[1].core_seconds > 0.0);
+    }
+
+    #[test]
+    fn a_narrow_waiter_backfills_around_a_wide_one_only_while_the_wide_one_has_slack() {
+        let budget = CoreBudget::new(2);
+        let wide = budget.share(Duration::from_secs(60));
+        let narrow = budget.share(Duration::from_secs(120));
+        let one_core = narrow.hold(1);
+        let waiting_wide = {
+            let wide = wide.clone();
+            std::thread::spawn(move || drop(wide.hold(2)))
+        };
+        while budget.accounts()[0].waiting == 0 {
+            std::thread::yield_now();
+        }
+        // The wide step waits for both cores; a later one-core batch runs on the free one.
+        drop(narrow.hold(1));
+        // An overdue wide waiter holds the line: nobody runs past it.
+        let book = budget.lock();
+        let overdue = Instant::now() + Duration::from_secs(61);
+        let (behind, _) = book.line.last_key_value().map(|(p, n)| (*p, *n)).unwrap();
+        let later = (behind.0 + Duration::from_secs(1), behind.1 + 1);
+        assert!(book.may_run(later, 1, Instant::now()));
+        assert!(!book.may_run(later, 1, overdue));
+        drop(book);
+        drop(one_core);
+        waiting_wide.join().unwrap();
+        assert_eq!(budget.accounts().iter().map(|a| a.grants).collect::<Vec<_>>(), [1, 2]);
     }
 }

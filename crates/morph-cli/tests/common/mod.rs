@@ -119,6 +119,23 @@ pub(crate) async fn metric_if_shown(url: &str, series: &str) -> Option<f64> {
     Some(line.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("a number"))
 }
 
+/// `tests/clients/SCRIPT ARGS` run by python3 (the client needs what `needs` says, as .ci/run
+/// installs it), held to its last line.
+pub(crate) async fn python_client(script: &str, args: &[&str], needs: &str) {
+    let path = format!("{}/tests/clients/{script}", env!("CARGO_MANIFEST_DIR"));
+    let args: Vec<String> = std::iter::once(path).chain(args.iter().map(|a| a.to_string())).collect();
+    let out = tokio::task::spawn_blocking(move || Command::new("python3").args(args).output())
+        .await
+        .expect("join")
+        .unwrap_or_else(|e| panic!("python3 runs (the client needs: {needs}, as .ci/run does): {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.trim_end().ends_with("all client checks passed"),
+        "{script}: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The worker processes of the server, in instance order: (unit, pid, start kind, total ms).
 pub(crate) async fn workers(url: &str) -> Vec<(String, u32, String, f64)> {
     let info = get_json(url, "/info").await;

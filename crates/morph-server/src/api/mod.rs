@@ -118,15 +118,19 @@ pub fn router(state: AppState) -> Router {
 }
 
 async fn require_key(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    if let Some(key) = &state.api_key {
-        let given = request.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok());
-        let given = given.and_then(|v| v.strip_prefix("Bearer ")).unwrap_or_default();
-        // Compared in constant time (for keys of equal length), so timing does not leak it.
-        if !bool::from(given.as_bytes().ct_eq(key.as_bytes())) {
-            return CallError::Unauthorized.into_response();
-        }
+    if !authorized(&state, request.headers()) {
+        return CallError::Unauthorized.into_response();
     }
     next.run(request).await
+}
+
+/// Whether `headers` carry the server's API key, or it has none.
+pub(crate) fn authorized(state: &AppState, headers: &axum::http::HeaderMap) -> bool {
+    let Some(key) = &state.api_key else { return true };
+    let given = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok());
+    let given = given.and_then(|v| v.strip_prefix("Bearer ")).unwrap_or_default();
+    // Compared in constant time (for keys of equal length), so timing does not leak it.
+    bool::from(given.as_bytes().ct_eq(key.as_bytes()))
 }
 
 /// The probes, the scrape and the API document and its page, left out of the call metrics and logs.

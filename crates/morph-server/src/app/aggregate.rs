@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{Shared, exposition, forward};
-use crate::api::OnBehalf;
+use crate::api::{OnBehalf, authorized};
 use crate::error::CallError;
 
 /// `?model=NAME`: one model's answer rather than every one's.
@@ -53,6 +53,10 @@ fn as_given(status: StatusCode, body: Vec<u8>) -> Response {
 async fn ask_one(shared: &Shared, name: &str, path: &str, headers: HeaderMap) -> Response {
     let model = match find(shared, name) {
         Ok(model) => model,
+        // Which models there are is not told to a caller without the key.
+        Err(_) if !authorized(&shared.models[0].state, &headers) => {
+            return shared.refuse(CallError::Unauthorized);
+        }
         Err(error) => return shared.refuse(error),
     };
     forward(model.router.clone(), on_behalf(path, headers)).await

@@ -25,7 +25,7 @@ use morph_policy::cores::CoreController;
 use tokio::task::JoinHandle;
 use tower::ServiceExt;
 
-use crate::api::{AppState, Body, MAX_BODY_BYTES, Served};
+use crate::api::{AppState, Body, MAX_BODY_BYTES, Served, authorized};
 use crate::deployment::{BuildError, Deployment};
 use crate::drain::Drain;
 use crate::error::CallError;
@@ -163,6 +163,10 @@ async fn dispatch(State(shared): State<Arc<Shared>>, request: Request) -> Respon
     let first = || shared.models[0].router.clone();
     if request.method() != axum::http::Method::POST {
         return forward(first(), request).await;
+    }
+    // The key first: which models there are is not told to a caller without it.
+    if !authorized(&shared.models[0].state, request.headers()) {
+        return shared.refuse(CallError::Unauthorized);
     }
     let route = request.uri().path().to_string();
     let (parts, body) = request.into_parts();
