@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, Command, FromArgMatches};
-use morph_deploy::{ServeSpec, Task};
+use morph_deploy::ServeSpec;
 
 use crate::serve::ServeArgs;
 
@@ -183,16 +183,14 @@ fn one_model(entry: &toml::Table, cores: u16) -> anyhow::Result<FileModel> {
     Ok(FileModel { spec: defaults_when_shared(spec, cores), slo })
 }
 
-/// A model sharing the host's cores: an encoder defaults to one instance of one thread per core
-/// (an idle instance holds no core, so each model can use every core when the others idle), a
-/// decoder to every core per step.
+/// A model sharing the host's cores defaults to one instance of one thread per core, a decoder
+/// as an encoder: an idle instance holds no core, so a model computes on every core while the
+/// others idle, and no computation waits for a second core to free (a two-thread decoder step
+/// would idle a core while a one-thread batch runs: docs/serving.md, several models).
 fn defaults_when_shared(mut spec: ServeSpec, cores: u16) -> ServeSpec {
-    if spec.task == Task::Embed && spec.threads.is_none() {
+    if spec.threads.is_none() {
         spec.threads = Some(1);
         spec.instances = spec.instances.or(Some(usize::from(cores)));
-    }
-    if spec.task == Task::Generate && spec.threads.is_none() {
-        spec.threads = Some(cores);
     }
     spec
 }
@@ -227,6 +225,8 @@ fn first_line(error: &clap::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+    use morph_deploy::Task;
+
     use super::*;
 
     const THREE: &str = r#"
@@ -262,7 +262,7 @@ mod tests {
         assert_eq!(embed.spec.max_batch_tokens, SHARED_BATCH_TOKENS);
         assert_eq!(generate.spec.prefill_chunk, SHARED_PREFILL_CHUNK);
         assert_eq!(generate.spec.task, Task::Generate);
-        assert_eq!(generate.spec.threads, Some(2));
+        assert_eq!((generate.spec.threads, generate.spec.instances), (Some(1), Some(2)));
         assert_eq!(generate.spec.policy.as_deref(), Some("ssjf"));
         assert_eq!(generate.spec.policy_params["batching"]["mode"], "continuous");
     }

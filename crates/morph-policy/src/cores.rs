@@ -5,8 +5,9 @@
 //! controller reads what every model did (core-seconds held, computations run) and what waits
 //! (requests queued, computations waiting for cores), finds the critical model — the one whose
 //! backlog takes the largest share of its SLO to drain on every core (QUART §4.2: the stage
-//! whose delay is furthest over its share of the SLO is scaled first) — and gives it no slack,
-//! so that its computations take cores first, while the others keep a quarter of their SLO.
+//! whose delay is furthest over its share of the SLO is scaled first) — and cuts its slack to a
+//! sixteenth of its SLO, so that its computations take cores ahead of the others', which keep a
+//! quarter of theirs.
 //! Cores follow the load at the grain of one batch or decoder step; the decision is pure, so the
 //! live server and the simulator make it alike.
 
@@ -70,6 +71,10 @@ pub struct CoreDecision {
 /// A model's slack when it is not critical, as a share of its SLO: its computations wait at
 /// most this long for cores before a more relaxed model's later ones go first.
 pub const SLACK_SHARE: f64 = 0.25;
+/// The critical model's slack, as a share of its SLO: its computations go ahead of the others'
+/// that began to wait up to (relaxed − critical) earlier, not of all of them (first place for
+/// the last stage of a pipeline starves the stages before it).
+pub const CRITICAL_SLACK_SHARE: f64 = SLACK_SHARE / 4.0;
 /// The pressure a model needs to become critical.
 pub const CRITICAL_PRESSURE: f64 = 0.25;
 /// A challenger replaces the critical model only with this many times its pressure (so the
@@ -133,7 +138,7 @@ impl CoreController {
             .iter()
             .enumerate()
             .map(|(m, r)| match self.critical == Some(m) {
-                true => Duration::ZERO,
+                true => r.slo.mul_f64(CRITICAL_SLACK_SHARE),
                 false => Self::relaxed_slack(r.slo),
             })
             .collect();
@@ -183,7 +188,7 @@ mod tests {
         let d = c.decide(PERIOD, &[reading(0.375, 10, 40, 500), reading(0.0, 0, 0, 100)]);
         assert_eq!(d.threads, vec![1.5, 0.0]);
         assert!((d.pressure[0] - 1.5).abs() < 1e-9, "{:?}", d.pressure);
-        assert_eq!(d.slack, vec![Duration::ZERO, Duration::from_millis(25)]);
+        assert_eq!(d.slack, vec![Duration::from_micros(31_250), Duration::from_millis(25)]);
         assert_eq!(d.moved, Some(CoreMove { critical: Some(0), was: None, reason: MoveReason::Backlog }));
         // Still loaded: no move.
         let d = c.decide(PERIOD, &[reading(0.75, 20, 30, 500), reading(0.0, 0, 0, 100)]);
@@ -206,7 +211,7 @@ mod tests {
         let d = c.decide(PERIOD, &[reading(0.75, 30, 20, 500), reading(0.75, 30, 40, 500)]);
         assert_eq!(c.critical(), Some(1));
         assert_eq!(d.moved.map(|m| (m.was, m.critical)), Some((Some(0), Some(1))));
-        assert_eq!(d.slack, vec![Duration::from_millis(125), Duration::ZERO]);
+        assert_eq!(d.slack, vec![Duration::from_millis(125), Duration::from_micros(31_250)]);
     }
 
     #[test]

@@ -226,7 +226,7 @@ const FAMILIES: &[(&str, Kind, Option<Unit>, &str)] = &[
         "morph_model_core_slack_seconds",
         Kind::Gauge,
         Some(Unit::Seconds),
-        "Several-model server: how long a model's computations may wait for cores before a more relaxed model's go first (0: the critical model).",
+        "Several-model server: how long a model's computations may wait for cores before a more relaxed model's go first (shortest for the critical model).",
     ),
     (
         "morph_core_moves_total",
