@@ -34,6 +34,9 @@ pub(crate) const SHARED_BATCH_TOKENS: u64 = 1024;
 /// A decoder's most prompt tokens fed per step when the models share the cores (alone: 256).
 pub(crate) const SHARED_PREFILL_CHUNK: usize = 128;
 
+/// `morph`'s own flags (logs, traces), which every subcommand's matches carry.
+const GLOBAL_FLAGS: [&str; 2] = ["json_logs", "otlp_endpoint"];
+
 /// One model of the file: what its flags ask, and its SLO for the core controller.
 #[derive(Debug)]
 pub(crate) struct FileModel {
@@ -54,6 +57,7 @@ pub(crate) fn refuse_model_flags(serve: &ArgMatches) -> anyhow::Result<()> {
     for id in serve.ids().map(|id| id.as_str()) {
         let source = serve.value_source(id);
         if SERVER_FLAGS.contains(&id)
+            || GLOBAL_FLAGS.contains(&id)
             || !matches!(source, Some(ValueSource::CommandLine | ValueSource::EnvVariable))
         {
             continue;
@@ -265,6 +269,27 @@ mod tests {
         assert_eq!((generate.spec.threads, generate.spec.instances), (Some(1), Some(2)));
         assert_eq!(generate.spec.policy.as_deref(), Some("ssjf"));
         assert_eq!(generate.spec.policy_params["batching"]["mode"], "continuous");
+    }
+
+    #[test]
+    fn a_model_flag_beside_config_is_refused_and_the_servers_and_morphs_own_are_not() {
+        use clap::CommandFactory;
+        let refusal = |args: &[&str]| {
+            let command = crate::flag_env::serve_flags_from_env(crate::Cli::command());
+            let matches = command.try_get_matches_from(args).expect("the flags parse");
+            refuse_model_flags(matches.subcommand_matches("serve").expect("serve"))
+                .err()
+                .map(|e| e.to_string())
+        };
+        let server =
+            ["morph", "--json-logs", "serve", "--config", "app.toml", "--port", "0", "--api-key", "k"];
+        assert_eq!(refusal(&server), None);
+        let model =
+            refusal(&["morph", "serve", "--config", "app.toml", "--max-queue", "3"]).expect("a refusal");
+        assert!(
+            model.contains("--max-queue was given beside --config") && model.contains("key max_queue"),
+            "{model}"
+        );
     }
 
     #[test]

@@ -92,6 +92,9 @@ impl App {
     /// Builds every model in turn, each sharing `cores` of the host with the others, under one
     /// `drain`. Names must differ across models (the deployment file's check says so first).
     pub fn build(specs: Vec<HostedSpec>, cores: Cores, drain: Arc<Drain>) -> Result<Self, BuildError> {
+        if specs.is_empty() {
+            return Err(BuildError::Config("a several-model server needs at least one model".into()));
+        }
         let budget = CoreBudget::new(cores);
         let (mut models, mut servers) = (Vec::new(), Vec::new());
         for spec in specs {
