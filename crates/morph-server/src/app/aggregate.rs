@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Shared, exposition, forward};
+use super::{Shared, exposition, forward, pick};
 use crate::api::{OnBehalf, authorized};
 use crate::error::CallError;
 
@@ -36,14 +36,6 @@ async fn ask_each(shared: &Shared, path: &str, headers: &HeaderMap) -> Vec<(Stat
     answers
 }
 
-/// The model named `name`, or the unknown-model refusal that lists every name.
-fn find<'a>(shared: &'a Shared, name: &str) -> Result<&'a super::Hosted, CallError> {
-    shared.models.iter().find(|m| m.names.iter().any(|n| n == name)).ok_or_else(|| {
-        let all: Vec<String> = shared.models.iter().flat_map(|m| m.names.iter().cloned()).collect();
-        CallError::unknown_model(name.to_string(), &all)
-    })
-}
-
 /// A model's answer, as it gave it.
 fn as_given(status: StatusCode, body: Vec<u8>) -> Response {
     (status, [(CONTENT_TYPE, "application/json")], body).into_response()
@@ -51,8 +43,8 @@ fn as_given(status: StatusCode, body: Vec<u8>) -> Response {
 
 /// `GET path` of the one model `?model=` names, as it answers it.
 async fn ask_one(shared: &Shared, name: &str, path: &str, headers: HeaderMap) -> Response {
-    let model = match find(shared, name) {
-        Ok(model) => model,
+    let model = match pick::by_name(name, &shared.candidates()) {
+        Ok(at) => &shared.models[at],
         // Which models there are is not told to a caller without the key.
         Err(_) if !authorized(&shared.models[0].state, &headers) => {
             return shared.refuse(CallError::Unauthorized);

@@ -29,9 +29,10 @@ use crate::api::{AppState, Body, MAX_BODY_BYTES, Served, authorized};
 use crate::deployment::{BuildError, Deployment};
 use crate::drain::Drain;
 use crate::error::CallError;
+use crate::infer::ModelKind;
 use crate::metrics::Metrics;
 use crate::server::{Server, Serving};
-use pick::{Candidate, ModelKind, pick, route_takes_model};
+use pick::{Candidate, ServedKind, pick, route_takes_model};
 
 /// One model of a several-model server, as its deployment file gave it.
 #[derive(Debug)]
@@ -42,11 +43,11 @@ pub struct HostedSpec {
 }
 
 /// A model's SLO when its deployment names none: what its computations' slack is a share of.
-pub fn default_slo(kind: ModelKind) -> Duration {
+pub fn default_slo(kind: ServedKind) -> Duration {
     match kind {
-        ModelKind::Embedding => Duration::from_millis(100),
-        ModelKind::Classifier | ModelKind::Reranker => Duration::from_millis(1000),
-        ModelKind::Generation => Duration::from_millis(200),
+        ServedKind::Encoder(ModelKind::Embedding) => Duration::from_millis(100),
+        ServedKind::Encoder(ModelKind::Classifier | ModelKind::Reranker) => Duration::from_millis(1000),
+        ServedKind::Generation => Duration::from_millis(200),
     }
 }
 
@@ -54,7 +55,7 @@ pub fn default_slo(kind: ModelKind) -> Duration {
 #[derive(Debug)]
 struct Hosted {
     names: Vec<String>,
-    kind: ModelKind,
+    kind: ServedKind,
     slo: Duration,
     state: AppState,
     router: Router,
@@ -104,8 +105,8 @@ impl App {
                 Server::build_draining(Deployment { cores: Some(share), ..spec.deployment }, drain.clone())?;
             let state = server.state().clone();
             let kind = match &state.served {
-                Served::Generation(_) => ModelKind::Generation,
-                Served::Embeddings(embedder) => embedder.kind().into(),
+                Served::Generation(_) => ServedKind::Generation,
+                Served::Embeddings(embedder) => ServedKind::Encoder(embedder.kind()),
             };
             let slo = spec.slo.unwrap_or_else(|| default_slo(kind));
             budget.set_slack(at, CoreController::relaxed_slack(slo));
@@ -181,22 +182,42 @@ async fn dispatch(State(shared): State<Arc<Shared>>, request: Request) -> Respon
             return response;
         }
     };
-    let mut json: Option<serde_json::Value> = serde_json::from_slice(&bytes).ok();
-    let named = json.as_ref().and_then(|j| j.get("model")).and_then(|m| m.as_str()).map(str::to_string);
+    // Only the name is read here (the rest is skipped); the model's route parses the body.
+    let named = serde_json::from_slice::<Named>(&bytes).ok().and_then(|n| n.model).and_then(|m| match m {
+        serde_json::Value::String(name) => Some(name),
+        _ => None,
+    });
     let chosen = match pick(&route, named.as_deref(), &shared.candidates()) {
         None => return forward(first(), Request::from_parts(parts, bytes.into())).await,
         Some(Err(error)) => return shared.refuse(error),
         Some(Ok(at)) => at,
     };
-    // TEI's bodies have no `model`: the name chose the model and leaves the body.
-    let body = match (&named, json.as_mut().and_then(|j| j.as_object_mut())) {
-        (Some(_), Some(object)) if !route_takes_model(&route) => {
+    let body = match named.is_some() && !route_takes_model(&route) {
+        true => without_model(bytes),
+        false => bytes,
+    };
+    forward(shared.models[chosen].router.clone(), Request::from_parts(parts, body.into())).await
+}
+
+/// A body's `model` field, whatever else it holds.
+#[derive(serde::Deserialize)]
+struct Named {
+    model: Option<serde_json::Value>,
+}
+
+/// A TEI body (which has no `model` of its own) without the `model` that chose its model.
+fn without_model(bytes: axum::body::Bytes) -> axum::body::Bytes {
+    let mut json: serde_json::Value = match serde_json::from_slice(&bytes) {
+        Ok(json) => json,
+        Err(_) => return bytes,
+    };
+    match json.as_object_mut() {
+        Some(object) => {
             object.remove("model");
             serde_json::to_vec(object).map_or(bytes, Into::into)
         }
-        _ => bytes,
-    };
-    forward(shared.models[chosen].router.clone(), Request::from_parts(parts, body.into())).await
+        None => bytes,
+    }
 }
 
 /// Counts a call to every model (`/v1/models`, `/info`) as the server's own, by route and status.

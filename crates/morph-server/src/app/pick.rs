@@ -3,53 +3,40 @@
 //! kind, and the call must name one.
 
 use crate::error::CallError;
+use crate::infer::ModelKind;
 
-/// What a hosted model serves.
+/// What a hosted model serves: an encoder of one of TEI's kinds, or a decoder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ModelKind {
-    /// An encoder giving vectors (and OTAS's task heads on `/v1/classify`).
-    Embedding,
-    /// A sequence classifier of several labels (`/predict`).
-    Classifier,
-    /// A cross-encoder of one relevance output (`/rerank`, `/v1/rerank`).
-    Reranker,
+pub enum ServedKind {
+    Encoder(ModelKind),
     /// A decoder (`/v1/completions`, `/v1/chat/completions`, `/v1/responses`).
     Generation,
 }
 
-impl ModelKind {
+impl ServedKind {
     pub fn label(self) -> &'static str {
         match self {
-            ModelKind::Embedding => "embedding",
-            ModelKind::Classifier => "classifier",
-            ModelKind::Reranker => "reranker",
-            ModelKind::Generation => "generation",
+            ServedKind::Encoder(kind) => kind.label(),
+            ServedKind::Generation => "generation",
         }
     }
 }
 
-impl From<crate::infer::ModelKind> for ModelKind {
-    fn from(kind: crate::infer::ModelKind) -> Self {
-        match kind {
-            crate::infer::ModelKind::Embedding => ModelKind::Embedding,
-            crate::infer::ModelKind::Classifier => ModelKind::Classifier,
-            crate::infer::ModelKind::Reranker => ModelKind::Reranker,
-        }
-    }
-}
-
-use ModelKind::{Classifier, Embedding, Generation, Reranker};
+use ServedKind::{Encoder, Generation};
+const EMBEDDING: ServedKind = Encoder(ModelKind::Embedding);
+const CLASSIFIER: ServedKind = Encoder(ModelKind::Classifier);
+const RERANKER: ServedKind = Encoder(ModelKind::Reranker);
 
 /// The kinds a route reaches when the call names no model, tier by tier: the first tier with
 /// exactly one model answers; a tier with several asks the call to name one.
-fn tiers(route: &str) -> Option<&'static [&'static [ModelKind]]> {
+fn tiers(route: &str) -> Option<&'static [&'static [ServedKind]]> {
     Some(match route {
         "/v1/embeddings" | "/embeddings" | "/embed" | "/similarity" | "/tokenize" | "/decode"
-        | "/embed_all" | "/embed_sparse" => &[&[Embedding], &[Classifier, Reranker]],
-        "/v1/classify" => &[&[Embedding], &[Classifier, Reranker]],
-        "/predict" => &[&[Classifier], &[Reranker]],
-        "/rerank" | "/v1/rerank" => &[&[Reranker], &[Classifier]],
-        "/" | "/invocations" | "/vertex" => &[&[Embedding, Classifier, Reranker]],
+        | "/embed_all" | "/embed_sparse" => &[&[EMBEDDING], &[CLASSIFIER, RERANKER]],
+        "/v1/classify" => &[&[EMBEDDING], &[CLASSIFIER, RERANKER]],
+        "/predict" => &[&[CLASSIFIER], &[RERANKER]],
+        "/rerank" | "/v1/rerank" => &[&[RERANKER], &[CLASSIFIER]],
+        "/" | "/invocations" | "/vertex" => &[&[EMBEDDING, CLASSIFIER, RERANKER]],
         "/v1/completions" | "/v1/chat/completions" | "/v1/responses" => &[&[Generation]],
         _ => return None,
     })
@@ -73,18 +60,23 @@ pub fn route_takes_model(route: &str) -> bool {
 #[derive(Debug, Clone, Copy)]
 pub struct Candidate<'a> {
     pub names: &'a [String],
-    pub kind: ModelKind,
+    pub kind: ServedKind,
+}
+
+/// The index of the model answering to `name`, or the unknown-model refusal listing every name.
+pub fn by_name(name: &str, models: &[Candidate<'_>]) -> Result<usize, CallError> {
+    let found = models.iter().position(|m| m.names.iter().any(|n| n == name));
+    found.ok_or_else(|| {
+        let all: Vec<String> = models.iter().flat_map(|m| m.names.iter().cloned()).collect();
+        CallError::unknown_model(name.to_string(), &all)
+    })
 }
 
 /// The index of the model a call to `route` naming `named` reaches; `None` for a route no model
 /// serves (the caller answers it as a path no route has).
 pub fn pick(route: &str, named: Option<&str>, models: &[Candidate<'_>]) -> Option<Result<usize, CallError>> {
     if let Some(name) = named {
-        let found = models.iter().position(|m| m.names.iter().any(|n| n == name));
-        return Some(found.ok_or_else(|| {
-            let all: Vec<String> = models.iter().flat_map(|m| m.names.iter().cloned()).collect();
-            CallError::unknown_model(name.to_string(), &all)
-        }));
+        return Some(by_name(name, models));
     }
     let tiers = tiers(route)?;
     for kinds in tiers {
@@ -124,7 +116,7 @@ mod tests {
     fn a_named_model_is_reached_by_any_of_its_names_and_an_unknown_name_lists_them_all() {
         let (embed, chat) = (names(&["minilm", "text-embedding-3-small"]), names(&["smollm"]));
         let models =
-            [Candidate { names: &embed, kind: Embedding }, Candidate { names: &chat, kind: Generation }];
+            [Candidate { names: &embed, kind: EMBEDDING }, Candidate { names: &chat, kind: Generation }];
         assert_eq!(pick("/v1/embeddings", Some("text-embedding-3-small"), &models).unwrap(), Ok(0));
         assert_eq!(pick("/embed", Some("smollm"), &models).unwrap(), Ok(1));
         let unknown = pick("/v1/embeddings", Some("gpt-4"), &models).unwrap().unwrap_err();
@@ -138,8 +130,8 @@ mod tests {
     fn an_unnamed_call_reaches_the_one_model_of_its_kind_and_is_refused_by_name_among_several() {
         let (a, b, r, g) = (names(&["a"]), names(&["b"]), names(&["r"]), names(&["g"]));
         let models = [
-            Candidate { names: &a, kind: Embedding },
-            Candidate { names: &r, kind: Reranker },
+            Candidate { names: &a, kind: EMBEDDING },
+            Candidate { names: &r, kind: RERANKER },
             Candidate { names: &g, kind: Generation },
         ];
         assert_eq!(pick("/embed", None, &models).unwrap(), Ok(0));
@@ -148,9 +140,9 @@ mod tests {
         assert_eq!(pick("/v1/chat/completions", None, &models).unwrap(), Ok(2));
         assert!(pick("/nowhere", None, &models).is_none());
         let two = [
-            Candidate { names: &a, kind: Embedding },
-            Candidate { names: &b, kind: Embedding },
-            Candidate { names: &r, kind: Reranker },
+            Candidate { names: &a, kind: EMBEDDING },
+            Candidate { names: &b, kind: EMBEDDING },
+            Candidate { names: &r, kind: RERANKER },
         ];
         let several = pick("/embed", None, &two).unwrap().unwrap_err();
         assert!(

@@ -42,6 +42,15 @@ pub enum ModelKind {
 }
 
 impl ModelKind {
+    /// The kind's name (`/info` of a several-model server).
+    pub fn label(self) -> &'static str {
+        match self {
+            ModelKind::Embedding => "embedding",
+            ModelKind::Classifier => "classifier",
+            ModelKind::Reranker => "reranker",
+        }
+    }
+
     /// What a server of this kind serves instead of embeddings, if it does not embed.
     pub fn not_embedding(self) -> Option<&'static str> {
         match self {
