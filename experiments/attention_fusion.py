@@ -10,8 +10,8 @@ median of 200 runs:
   - MultiHeadAttention with its padded keys at -30 (`mask_filter_value`) as Morph's are, alone
     and inside the padding-removed graph's attention block as served (packed Q/K/V in, gathered
     into the padded layout and the output packed again), against that block as Morph writes it.
-Needs onnxruntime and onnx (the venv experiments/embed_vs_tei.sh makes for tei-int8 has both):
-    experiments/out/embed_vs_tei/tei-int8/venv/bin/python experiments/attention_fusion.py [THREADS]
+Needs onnxruntime and onnx (the venv experiments/peers.sh makes, $MORPH_PEERS/export-venv, has both):
+    ~/.cache/morph-peers/export-venv/bin/python experiments/attention_fusion.py [THREADS]
 """
 import sys, time, numpy as np, onnx, onnxruntime as ort
 from onnx import helper as h, TensorProto as T

@@ -4,8 +4,8 @@
 //!   batches of 8 on one 2-thread instance (rounds interleave the two; ratio fp32 / int8);
 //! - per OTAS task (SST-2, AG News, SMS spam): the shipped head's accuracy on the test split
 //!   with fp32 and with int8 vectors;
-//! - ONNX Runtime's own matrix products on these cores: fp32 MatMul and int8
-//!   DynamicQuantizeMatMul in GFLOP/s (2·m·k·n per call) at MiniLM's feed-forward shape (one
+//! - ONNX Runtime's own matrix products on these cores: fp32 MatMul and int8 (each row on its
+//!   own scale, as the graphs write it: `MatMulIntegerToFloat` and its row scaling) in GFLOP/s (2·m·k·n per call) at MiniLM's feed-forward shape (one
 //!   batch of 8 × 128 tokens) and a large square, and whether a bf16 MatMul session builds;
 //!   MiniLM's own sessions then stand against that peak, and so does the layout served on this
 //!   host's cores (one single-threaded int8 instance per core, side by side).

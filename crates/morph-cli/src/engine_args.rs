@@ -33,8 +33,9 @@ pub(crate) struct EngineArgs {
     #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     pub(crate) plans: Vec<TokenPlan>,
     /// The arithmetic of the encoder's weight matrix products on ONNX Runtime: int8
-    /// (activations quantised per call, weights per output column; ONNX Runtime's
-    /// DynamicQuantizeMatMul, VNNI where the CPU has it; each product's few outlier input
+    /// (each token's activations quantised on its own scale, so a text's vector does not
+    /// depend on its batch; weights per output column; ONNX Runtime's MatMulIntegerToFloat,
+    /// VNNI where the CPU has it; each product's few outlier input
     /// channels, found on built-in calibration text when the model loads, split into copies
     /// within the other channels' range) or
     /// fp32. bf16 is refused: ONNX Runtime's CPU kernels have no bf16 MatMul. Default for

@@ -86,6 +86,7 @@ async fn stage_workers_give_the_unsplit_vectors_and_a_killed_one_comes_back_warm
 /// One dtype everywhere: a server hands its worker processes its dtype, so the same request gets
 /// the same vector from threads and from worker processes (whole models, and two stages), at
 /// int8 (the default) and at fp32; and the two dtypes' vectors differ, so the check could fail.
+/// In each, a short text gets the same vector alone and batched beside longer texts.
 #[tokio::test]
 async fn threads_and_worker_processes_serve_the_same_vectors_in_each_dtype() {
     let mut whole = Vec::new();
@@ -99,6 +100,13 @@ async fn threads_and_worker_processes_serve_the_same_vectors_in_each_dtype() {
                 let (status, body) = embed(&served.url, &TEXTS).await;
                 assert_eq!(status, 200, "{body}");
                 answers.push(vectors(&body));
+                let (_, alone) = embed(&served.url, &["ok"]).await;
+                let (_, beside) = embed(&served.url, &[TEXTS[1], "ok", TEXTS[2]]).await;
+                let c = cosine(&vectors(&alone)[0], &vectors(&beside)[1]);
+                assert!(
+                    c >= 0.99999,
+                    "{dtype}, {stages} stage(s), {workers}: \"ok\" alone and beside longer texts, cosine {c}"
+                );
             }
             for (a, b) in answers[0].iter().zip(&answers[1]) {
                 let c = cosine(a, b);

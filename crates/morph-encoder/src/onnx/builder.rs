@@ -72,6 +72,17 @@ impl Builder {
         name
     }
 
+    /// A zero-dimensional uint8 constant (a quantised tensor's zero point).
+    pub(crate) fn u8_scalar(&mut self, value: u8) -> String {
+        let name = self.fresh("zero_point");
+        self.graph.initializers.push(TensorData {
+            name: name.clone(),
+            dims: Vec::new(),
+            values: Values::U8(vec![value]),
+        });
+        name
+    }
+
     /// Renames the value `from` to `to` (an Identity node), e.g. to give an output its name.
     pub(crate) fn name_output(&mut self, from: &str, to: &str) {
         self.graph.nodes.push(Node {

@@ -17,7 +17,7 @@ use candle_core::Tensor;
 use super::builder::Builder;
 use super::outliers::{Product, Site, split_channels};
 use super::packing::Tokens;
-use super::precision::{Precision, quantize_columns};
+use super::precision::{Precision, quantize_columns, row_quantized_product};
 use super::proto::{Attr, DataType, Dim, Graph, ValueInfo};
 use crate::architecture::{RELATIVE_BIAS, relative_buckets};
 use crate::checkpoint::Checkpoint;
@@ -50,8 +50,7 @@ pub(super) const MASKED: f32 = -1e9;
 /// slow path; `docs/serving.md`).
 /// The graph's initialiser holding it is named from [`PADDED_KEY_BIAS_STEM`], so a tool can rewrite it.
 const PADDED_KEY_BIAS: f32 = -30.0;
-/// The stem of the initialiser holding −[`PADDED_KEY_BIAS`] (`experiments/tei_int8_model.py`
-/// sets it to a standard export's value for the TEI-like baseline).
+/// The stem of the initialiser holding −[`PADDED_KEY_BIAS`], for a tool that rewrites it.
 const PADDED_KEY_BIAS_STEM: &str = "padded_key_bias";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -358,8 +357,8 @@ impl Writer<'_> {
 
     /// `x · w + b` for `w` `[in, out]` (`dims`, values row-major), the product at `site`, in
     /// the graph's precision: fp32 MatMul and Add (which ONNX Runtime fuses), or int8
-    /// `DynamicQuantizeMatMul` with the weight quantised per output column and the bias added
-    /// in fp32, its outlier input channels split into copies within the ordinary channels'
+    /// ([`row_quantized_product`]: each token on its own scale, the weight per output column,
+    /// the bias added in fp32), its outlier input channels split into copies within the ordinary channels'
     /// range ([`split_channels`]).
     fn matmul_bias(
         &mut self,
@@ -394,8 +393,7 @@ impl Writer<'_> {
         let (q, scales) = quantize_columns(&split.weight, dims[0], dims[1]);
         let q = self.g.i8s(&format!("{name}.weight_int8"), &dims, q);
         let scales = self.g.f32s(&format!("{name}.weight_scale"), &[dims[1]], scales);
-        // Inputs: A, B, b_scale, b_zero_point (none: symmetric), bias.
-        self.g.contrib_op("DynamicQuantizeMatMul", &[&x, &q, &scales, "", &bias])
+        row_quantized_product(&mut self.g, &x, &q, &scales, Some(&bias))
     }
 
     fn layer_norm(&mut self, x: &str, prefix: &str) -> Result<String, EngineError> {
@@ -526,8 +524,8 @@ impl Writer<'_> {
         let p = format!("encoder.layer.{i}");
         // softmax(Q·Kᵀ/√d + bias)·V with one projection matmul for Q, K and V; the 1/√d is
         // folded into the query weights.
-        let layer_in = self.padding_zeroed(x, sizes);
-        let qkv = self.qkv(&layer_in, &format!("{p}.attention.self"), 1.0 / (d as f64).sqrt(), i)?;
+        let layer_in = x;
+        let qkv = self.qkv(layer_in, &format!("{p}.attention.self"), 1.0 / (d as f64).sqrt(), i)?;
         // Split where the tokens are packed (fewer rows), then each part to the padded layout.
         let widths = self.g.i64s(&[h as i64; 3]);
         let parts: [String; 3] = self.g.op_n("Split", &[&qkv, &widths], vec![("axis", Attr::Int(-1))]);
@@ -552,34 +550,19 @@ impl Writer<'_> {
         let at = |product| Site { layer: i, product };
         let attn =
             self.linear(&context, &format!("{p}.attention.output.dense"), at(Product::AttentionOutput))?;
-        let x = self.g.op("Add", &[&attn, &layer_in], vec![]);
+        let x = self.g.op("Add", &[&attn, layer_in], vec![]);
         let mut x = self.layer_norm(&x, &format!("{p}.attention.output.LayerNorm"))?;
         let mut sizes = sizes.to_string();
         if merge > 0 {
             (x, sizes) = self.merge_tokens(&x, &sizes, &keys, merge);
         }
-        let x = self.padding_zeroed(&x, &sizes);
         let inner = self.linear(&x, &format!("{p}.intermediate.dense"), at(Product::Up))?;
         let inner = self.gelu(&inner);
         let out = self.linear(&inner, &format!("{p}.output.dense"), at(Product::Down))?;
         let out = self.g.op("Add", &[&out, &x], vec![]);
         let hidden = self.layer_norm(&out, &format!("{p}.output.LayerNorm"))?;
-        let product_inputs = [layer_in, context, x, inner];
+        let product_inputs = [layer_in.to_string(), context, x, inner];
         Ok(LayerOut { hidden, sizes, probs, product_inputs })
-    }
-
-    /// `x` (`[batch, len, hidden]`) with its padding rows zeroed in an int8 graph: activations
-    /// are quantised with one scale per tensor, and padding's states (computed, then never
-    /// read) would otherwise widen it. Unchanged in fp32, and where the padding is removed.
-    fn padding_zeroed(&mut self, x: &str, sizes: &str) -> String {
-        if self.precision == Precision::Fp32 || self.tokens != Tokens::Padded {
-            return x.to_string();
-        }
-        let one = self.g.scalar(1.0);
-        let real = self.g.op("Min", &[sizes, &one], vec![]);
-        let last = self.g.i64s(&[2]);
-        let real = self.g.op("Unsqueeze", &[&real, &last], vec![]);
-        self.g.op("Mul", &[x, &real], vec![])
     }
 
     /// MPNet's relative position bias `[1, heads, len, len]` over the tokens of `sizes`

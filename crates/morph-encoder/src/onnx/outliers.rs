@@ -1,13 +1,14 @@
 //! The outlier channels of each weight product's input in an int8 graph, and their splitting.
 //!
-//! `DynamicQuantizeMatMul` quantises an activation with one scale per tensor, and a few input
-//! channels can be far larger than the rest (all-MiniLM-L6-v2's feed-forward input: three to
-//! five channels per layer reach 6.5–30 where the median channel peaks near 1.8), so those
-//! channels would set the step for all of them. Each such channel is split into copies that
+//! An int8 product quantises each token's activations with one scale, set by its largest value
+//! ([`super::precision::row_quantized_product`]), and a few input channels can be far larger
+//! than the rest in nearly every token (all-MiniLM-L6-v2's feed-forward input: three to five
+//! channels per layer reach 6.5–30 where the median channel peaks near 1.8), so those channels
+//! would set the step for all of them. Each such channel is split into copies that
 //! stay within the outlier magnitude, as outlier channel splitting does (OCS, Zhao et al.,
 //! 2019): channel j with calibrated peak m_j becomes c_j = ⌊m_j / 6⌋ + 1 input channels holding
 //! x_j / c_j, each multiplying W's row j, so Σ (x_j / c_j)·W_j = x_j·W_j and the product keeps
-//! its value while the tensor's range, hence its step, is that of the ordinary channels. The
+//! its value while a row's range, hence its step, is that of the ordinary channels. The
 //! channels are found once, by calibration on text, rather than per batch.
 //!
 //! Tried before: LLM.int8()'s decomposition (Y = X_O·W_O + X_R·W_R, the outliers in fp32 beside

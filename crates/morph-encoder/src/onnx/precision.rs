@@ -1,11 +1,20 @@
-//! The arithmetic of the graph's weight matrix products (`--dtype`): fp32, or int8 with
-//! ONNX Runtime's `DynamicQuantizeMatMul` (activations quantised per call to uint8, weights to
-//! int8 per output column, the product accumulated in int32 by MLAS's u8×s8 kernels, VNNI
-//! where the CPU has it) for every weight product (Q/K/V, attention output, the feed-forward up
-//! and down projections), each less its outlier input channels ([`super::outliers`]).
+//! The arithmetic of the graph's weight matrix products (`--dtype`): fp32, or int8 for every
+//! weight product (Q/K/V, attention output, the feed-forward up and down projections), each
+//! less its outlier input channels ([`super::outliers`]): weights quantised to int8 per output
+//! column, and each activation row (a token) quantised to uint8 on its own scale
+//! ([`row_quantized_product`]), the product accumulated in int32 by ONNX Runtime's
+//! `MatMulIntegerToFloat` (MLAS's u8×s8 kernels, VNNI where the CPU has it).
 //! Attention's own products (Q·Kᵀ, P·V), the norms and the embeddings stay fp32.
+//!
+//! A scale per row, not per tensor, is what makes a text's vector independent of its
+//! neighbours: `DynamicQuantizeMatMul`, used before, took one scale for the whole batch, so a
+//! short text batched beside long ones was quantised on their range (cosine 0.991–0.994 to
+//! itself alone).
 
 use std::sync::Arc;
+
+use super::builder::Builder;
+use super::proto::Attr;
 
 use super::outliers::Outliers;
 
@@ -56,6 +65,43 @@ impl Precision {
             Self::Fp32 => Dtype::Fp32,
             Self::Int8(_) => Dtype::Int8,
         }
+    }
+}
+
+/// An activation row's quantisation step once divided by its own peak |value|: ±peak → ±127.
+const ROW_STEP: f32 = 1.0 / 127.0;
+/// The uint8 zero point of a quantised row (MLAS's fast kernels take u8 activations and s8
+/// weights): q = round(x / peak · 127) + 128, within 1..=255.
+const ROW_ZERO_POINT: u8 = 128;
+/// The least peak a row is divided by, so that an all-zero row stays zero.
+const LEAST_PEAK: f32 = 1e-30;
+
+/// `x · w (+ bias)` in int8, `w` int8 `[in, out]` with `w_scale` per output column: each row of
+/// `x` (any leading dimensions) is divided by its own peak |value| p, quantised to uint8, and
+/// its int32 product scaled back by p, so a row's result depends on that row alone:
+/// y = p · (s_x · s_w · (q_x − 128) · q_w) + bias.
+pub(crate) fn row_quantized_product(
+    g: &mut Builder,
+    x: &str,
+    w: &str,
+    w_scale: &str,
+    bias: Option<&str>,
+) -> String {
+    let rows = || vec![("axes", Attr::Ints(vec![-1])), ("keepdims", Attr::Int(1))];
+    let top = g.op("ReduceMax", &[x], rows());
+    let bottom = g.op("ReduceMin", &[x], rows());
+    let bottom = g.op("Neg", &[&bottom], vec![]);
+    let least = g.scalar(LEAST_PEAK);
+    let peak = g.op("Max", &[&top, &bottom, &least], vec![]);
+    let unit = g.op("Div", &[x, &peak], vec![]);
+    let (step, zero) = (g.scalar(ROW_STEP), g.u8_scalar(ROW_ZERO_POINT));
+    let q = g.op("QuantizeLinear", &[&unit, &step, &zero], vec![]);
+    // Inputs: A, B, a_scale, b_scale, a_zero_point (b symmetric: no zero point).
+    let product = g.contrib_op("MatMulIntegerToFloat", &[&q, w, &step, w_scale, &zero]);
+    let y = g.op("Mul", &[&product, &peak], vec![]);
+    match bias {
+        Some(bias) => g.op("Add", &[&y, bias], vec![]),
+        None => y,
     }
 }
 

@@ -1,10 +1,10 @@
 //! One matrix product as an ONNX model, to measure ONNX Runtime's own kernels on this CPU
 //! (`morph-benches`' `int8_graphs`): `y = a · b` with `a` `[m, k]` the input and `b` `[k, n]`
-//! a constant, in fp32 (MatMul), int8 (DynamicQuantizeMatMul, as [`super::precision`] writes
-//! it) or bf16 (MatMul on bfloat16 inputs, `b` an input too).
+//! a constant, in fp32 (MatMul), int8 (each row on its own scale, as [`super::precision`]
+//! writes it) or bf16 (MatMul on bfloat16 inputs, `b` an input too).
 
 use super::builder::Builder;
-use super::precision::quantize_columns;
+use super::precision::{quantize_columns, row_quantized_product};
 use super::proto::{DataType, Dim, ValueInfo};
 
 /// The arithmetic of the product.
@@ -40,7 +40,7 @@ pub fn product_model(m: usize, k: usize, n: usize, product: Product) -> Vec<u8> 
         Product::Int8 => {
             let (q, scales) = quantize_columns(&values, k, n);
             let (q, scales) = (g.i8s(B, &[k, n], q), g.f32s("b_scale", &[n], scales));
-            g.contrib_op("DynamicQuantizeMatMul", &[A, &q, &scales])
+            row_quantized_product(&mut g, A, &q, &scales, None)
         }
         Product::Bf16 => {
             g.input(info(B, [k, n]));

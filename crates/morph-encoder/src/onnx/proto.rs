@@ -6,6 +6,7 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DataType {
     Float = 1,
+    Uint8 = 2,
     Int8 = 3,
     Int64 = 7,
     BFloat16 = 16,
@@ -22,6 +23,7 @@ pub struct TensorData {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Values {
     F32(Vec<f32>),
+    U8(Vec<u8>),
     I8(Vec<i8>),
     I64(Vec<i64>),
 }
@@ -152,6 +154,7 @@ impl TensorData {
         self.dims.iter().for_each(|d| w.int(1, *d));
         let (elem, raw): (DataType, Vec<u8>) = match &self.values {
             Values::F32(v) => (DataType::Float, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
+            Values::U8(v) => (DataType::Uint8, v.clone()),
             Values::I8(v) => (DataType::Int8, v.iter().map(|x| x.to_le_bytes()[0]).collect()),
             Values::I64(v) => (DataType::Int64, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
         };
