@@ -20,8 +20,11 @@ Setups (--setups, comma separated):
   morph-three      three single-model Morph servers side by side, unpinned (each on every core)
   morph-pinned     three single-model Morph servers pinned by taskset to a static split of the
                    cores; every split in --splits is run and the best per load is reported
-The real peers (TEI for the embedder and the reranker, llama-server) are to join as setups of
-their own once the real-peers scripts build them; every setup here is Morph's.
+  peers            the real peers as users run them today: TEI for the embedder and for the
+                   reranker, llama-server for the generator, side by side, unpinned; the
+                   binaries and TEI's model folders from $MORPH_PEERS (experiments/peers.md;
+                   int8 exports, Morph's precision, made by experiments/tei_model.py)
+  peers-pinned     the same three pinned to each split of --splits, the best per load reported
 
 A call meets its SLO when it answers 200 within: embed --slo-embed-ms, rerank --slo-rerank-ms,
 generation --slo-generate-ms (the whole answer); an indexing call within --slo-index-ms.
@@ -30,8 +33,9 @@ of the run. Printed: a table per load, each setup's goodput, the ratio to the be
 each call's p50/p99; also written to experiments/out/app_bench.json.
 
 usage: experiments/app_bench.py --reranker DIR [--loads poisson,bursty,shifting] [--rate 0.6]
-           [--duration 40] [--setups morph-one,morph-three,morph-pinned]
-       (DIR: a cross-encoder folder, e.g. made by experiments/random_cross_encoder.py)
+           [--duration 40] [--setups morph-one,morph-three,morph-pinned,peers,peers-pinned]
+       (DIR: a cross-encoder folder, e.g. made by experiments/random_cross_encoder.py; for the
+       peers, experiments/tei_model.py DIR $MORPH_PEERS/models/reranker)
 """
 import argparse
 import csv
@@ -46,10 +50,16 @@ import tempfile
 import threading
 import time
 
-from servers import Server, free_port
+from servers import Server, decoder_argv, free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORES = os.cpu_count()
+PEERS = os.environ.get("MORPH_PEERS", os.path.expanduser("~/.cache/morph-peers"))
+MORPH_HOME = os.environ.get("MORPH_HOME", os.path.expanduser("~/.cache/morph"))
+# The candidate passages a question reranks.
+MIN_PASSAGES, MAX_PASSAGES = 20, 50
+# The generator's sequences at once, for Morph's continuous batch (its default) and llama-server's slots.
+GENERATION_SLOTS = 4
 # Static splits of a 2-core host: the cores of (embedder, reranker, generator).
 SPLITS = {"er0-g1": ("0", "0", "1"), "e0-rg1": ("0", "1", "1"), "eg0-r1": ("0", "1", "0")}
 
@@ -69,7 +79,7 @@ class Corpus:
 
     def request(self):
         title, _ = self.rng.choice(self.rows)
-        k = self.rng.randint(20, 50)
+        k = self.rng.randint(MIN_PASSAGES, MAX_PASSAGES)
         passages = [d for _, d in self.rng.sample(self.rows, k)]
         return title, passages
 
@@ -225,6 +235,27 @@ def start_three(args, split, logs):
     return servers, ports
 
 
+def start_peers(args, split, logs):
+    """TEI (embedder), TEI (reranker) and llama-server, each pinned to its split's cores (None:
+    unpinned)."""
+    for model in (args.tei_embedder, args.tei_reranker):
+        if not os.path.exists(os.path.join(model, "onnx/model.onnx")):
+            sys.exit(f"no {model}/onnx/model.onnx: make it with experiments/tei_model.py (experiments/peers.md)")
+    tei = os.path.join(PEERS, "bin/text-embeddings-router")
+    ports = [free_port() for _ in range(3)]
+    cores = split or (None, None, None)
+    # A TEI call takes at most 32 texts by default; a rerank here sends up to 50 passages, so its
+    # user raises the limit (the embedder's indexing calls send 32).
+    argvs = [[tei, "--model-id", model, "--hostname", "127.0.0.1", "--port", str(port),
+              "--max-client-batch-size", str(MAX_PASSAGES)]
+             for model, port in zip((args.tei_embedder, args.tei_reranker), ports)]
+    argvs.append(decoder_argv("llama-server", args.llama_server, args.gguf, GENERATION_SLOTS, ports[2]))
+    # TEI loads ONNX Runtime by its soname from $MORPH_PEERS/lib (experiments/peers.sh links it).
+    os.environ["LD_LIBRARY_PATH"] = os.path.join(PEERS, "lib")
+    servers = [Server(taskset(c, a), p, logs) for c, a, p in zip(cores, argvs, ports)]
+    return servers, ports
+
+
 def start_one(args, logs):
     port = free_port()
     config = os.path.join(tempfile.mkdtemp(), "app.toml")
@@ -251,6 +282,8 @@ slo_ms = {args.core_slo_ms or args.slo_token_ms}
 def run_setup(args, setup, split, load, corpus_seed, logs):
     if setup == "morph-one":
         servers, ports = start_one(args, logs)
+    elif setup.startswith("peers"):
+        servers, ports = start_peers(args, split, logs)
     else:
         servers, ports = start_three(args, split, logs)
     slo = {"embed": args.slo_embed_ms, "rerank": args.slo_rerank_ms,
@@ -284,6 +317,13 @@ def main():
     ap.add_argument("--reranker-keys", default="", help="morph-one: more keys for the reranker's table")
     ap.add_argument("--decoder-keys", default="", help="morph-one: more keys for the decoder's table")
     ap.add_argument("--morph", default=os.path.join(ROOT, "target/release/morph"))
+    ap.add_argument("--tei-embedder", default=os.path.join(PEERS, "models/all-MiniLM-L6-v2/int8"),
+                    help="peers: the embedder's model folder TEI serves")
+    ap.add_argument("--tei-reranker", default=os.path.join(PEERS, "models/reranker/int8"),
+                    help="peers: the reranker's model folder TEI serves (tei_model.py of --reranker)")
+    ap.add_argument("--llama-server", default=os.path.join(PEERS, "bin/llama-server"))
+    ap.add_argument("--gguf", default=os.path.join(
+        MORPH_HOME, "models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--corpus", default=os.path.join(ROOT, "../shared/data/text/ag_news/train.csv"))
     args = ap.parse_args()
     os.makedirs(os.path.join(ROOT, "experiments/out"), exist_ok=True)

@@ -8,11 +8,11 @@ dynamic:2048xN` and a continuous batch of N; llama-server: `-np N -c N*2048`, 2,
 
 Printed per stream count and server: aggregate output tokens/s, mean time to first token,
 mean time per output token, the share of prompt tokens the server reports as cached
-(`usage.prompt_tokens_details.cached_tokens`), and Morph / llama-server. Bring your own llama-server (it is
-not a dependency of Morph): build it from llama.cpp's source, e.g.
-    cmake -S llama.cpp -B build $(experiments/llama_kernels.sh) && cmake --build build --target llama-server
-then
-    experiments/decoder_vs_llama_server.py --llama-server build/bin/llama-server
+(`usage.prompt_tokens_details.cached_tokens`), and Morph / llama-server; then the CPU
+kernels each was built with (llama-server's `--version`, and the CMake options of the
+llama.cpp Morph links; how llama-server was built goes beside the table, experiments/peers.md). llama-server is not a dependency of Morph: build it from
+llama.cpp's source (experiments/peers.md), then
+    experiments/decoder_vs_llama_server.py [--llama-server $MORPH_PEERS/bin/llama-server]
         [--streams 1,4,16] [--prompts 16] [--max-tokens 128] [--morph-args '...']
 Results are also written to experiments/out/decoder_vs_llama_server.json.
 """
@@ -21,6 +21,7 @@ import http.client
 import json
 import os
 import queue
+import subprocess
 import sys
 import threading
 import time
@@ -164,6 +165,16 @@ def main():
         table.append({"streams": streams, **row})
     with open(os.path.join(ROOT, "experiments/out/decoder_vs_llama_server.json"), "w") as f:
         json.dump(table, f, indent=1)
+    print_builds(args.llama_server)
+
+
+def print_builds(llama_server):
+    """What each server is: llama-server's `--version`, and the CMake options of the llama.cpp
+    Morph's decoder links."""
+    version = subprocess.run([llama_server, "--version"], capture_output=True, text=True)
+    print(f"llama-server: {' / '.join((version.stdout + version.stderr).split(chr(10))[:2])}")
+    kernels = subprocess.run([os.path.join(ROOT, "experiments/llama_kernels.sh")], capture_output=True, text=True)
+    print(f"morph (llama-cpp-sys-2): {kernels.stdout.strip() or kernels.stderr.strip()}")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,7 @@
 #!/usr/bin/env bash
 # Embedding serving: `morph serve` with no flags (runtimes, layout and length buckets from the
-# engine's profile; int8 graphs) against the TEI-like baseline configuration (one instance on
-# every core, one FIFO, batches of at most 8 padded to their longest, fp32 graphs as TEI runs:
-# `--runtime dynamic:512x8 --dtype fp32`), on the
-# same Poisson streams, one server after the other, the load generator on this machine.
+# engine's profile; int8 graphs) against the real TEI, int8 and fp32, on the same Poisson
+# streams, one server after the other, the load generator on this machine.
 # Per corpus (SST-2 sentences, AG News title + description, and the 50/50 mix) and server:
 #   - a sweep of 15 s runs at rates rising by 15% from 40 req/s until two runs in a row have
 #     errors or p99 over 500 ms (one such run can be a pause of this shared host): the
@@ -14,24 +12,26 @@
 #   - a run at 80% of it: p50 / p99;
 #   - runs at 1.25x and 1.5x it: the rate served past saturation (it must not fall);
 #   - the server's CPU (cores busy, from /proc) and the load generator's, at saturation.
-# Servers: tei-like, morph (the defaults), morph-fp32 (the defaults with --dtype fp32),
-# tei-int8 (the TEI-like configuration serving the int8 model a TEI user would make:
-# Morph's fp32 graph, padding kept and padded keys biased by the float32 minimum as a standard
-# export keeps them, through onnxruntime.quantization.quantize_dynamic, per-channel, made from
-# this checkout's graph at each run under experiments/out/embed_vs_tei/tei-int8 with a venv that
-# pip installs onnxruntime 1.31), tei-int8-morph-bias (the same with Morph's padded-key bias,
-# -30, which keeps Softmax off ONNX Runtime's slow underflow path on Intel cores),
-# morph-before (the defaults of another morph binary, $MORPH_BEFORE: an earlier commit),
-# morph-IxT (the defaults in the layout of I instances of T threads each: `--instances I
-# --threads T`, its buckets from that layout's own profile; e.g. morph-1x2 and morph-2x1 are
-# the two candidates on two cores).
+# Servers:
+#   tei       the real TEI (text-embeddings-router, ONNX Runtime backend, as its users run it:
+#             default flags) serving the int8 model a TEI user makes: a standard ONNX export of
+#             the same checkpoint quantised by onnxruntime's quantize_dynamic, per channel;
+#   tei-fp32  the real TEI on that export in fp32 (TEI's default precision);
+#   morph (the defaults), morph-fp32 (the defaults with --dtype fp32);
+#   morph-like-tei  Morph configured like TEI (one FIFO, batches of at most 8 padded to their
+#             longest, fp32 graphs: --runtime dynamic:512x8 --dtype fp32): Morph, not TEI;
+#   morph-before (the defaults of another morph binary, $MORPH_BEFORE: an earlier commit);
+#   morph-IxT (the defaults in the layout of I instances of T threads each: `--instances I
+#             --threads T`, its buckets from that layout's own profile).
+# The peers come from $MORPH_PEERS (experiments/peers.md): the TEI binary, and the model
+# directories experiments/tei_model.py makes there once.
 # The sweep starts at $START req/s (default 40).
-#   experiments/embed_vs_tei.sh [CORPORA: sst2,agnews,mix] [SECONDS] [SERVERS: tei-like,morph]
+#   experiments/embed_vs_tei.sh [CORPORA: sst2,agnews,mix] [SECONDS] [SERVERS: tei,tei-fp32,morph]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 corpora=${1:-sst2,agnews,mix}
 seconds=${2:-15}
-servers=${3:-tei-like,morph}
+servers=${3:-tei,tei-fp32,morph}
 sst2=../shared/data/text/sst2/dev.tsv
 agnews=../shared/data/text/ag_news/train.csv
 . experiments/live_server.sh
@@ -41,21 +41,7 @@ tick=$(getconf CLK_TCK)
 start_rate=${START:-40}
 own_bin=$bin
 
-# The int8 models a TEI user would serve, made from this checkout's graph once per run:
-# model-int8.onnx (a standard export's padded-key bias) and model-int8-morph-bias.onnx.
-tei_int8=$out/tei-int8
-tei_int8_made=
-tei_int8_model() {
-  [ -n "$tei_int8_made" ] && return
-  # (a bench runs in its crate's folder: the path must be absolute)
-  cargo bench -q -p morph-benches --bench encoder_ops -- --save "$PWD/$tei_int8" --runs 2 >/dev/null
-  [ -x "$tei_int8/venv/bin/python" ] || python3 -m venv "$tei_int8/venv"
-  "$tei_int8/venv/bin/pip" install -q onnxruntime==1.31.0 onnx
-  local fp32=$tei_int8/encoder-fp32-padding-kept.onnx
-  "$tei_int8/venv/bin/python" experiments/tei_int8_model.py "$fp32" "$tei_int8/model-int8.onnx"
-  "$tei_int8/venv/bin/python" experiments/tei_int8_model.py "$fp32" "$tei_int8/model-int8-morph-bias.onnx" --morph-bias
-  tei_int8_made=1
-}
+. experiments/peers.sh
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$server/stat"; }
 
@@ -87,14 +73,14 @@ for corpus in ${corpora//,/ }; do
   for config in ${servers//,/ }; do
     bin=$own_bin
     case $config in
-      tei-like) serve --runtime dynamic:512x8 --dtype fp32 ;;
-      tei-int8) tei_int8_model; serve --onnx "$tei_int8/model-int8.onnx" --runtime dynamic:512x8 ;;
-      tei-int8-morph-bias) tei_int8_model; serve --onnx "$tei_int8/model-int8-morph-bias.onnx" --runtime dynamic:512x8 ;;
+      tei) serve_tei int8 ;;
+      tei-fp32) serve_tei fp32 ;;
+      morph-like-tei) serve --runtime dynamic:512x8 --dtype fp32 ;;
       morph) serve ;;
       morph-fp32) serve --dtype fp32 ;;
       morph-before) bin=${MORPH_BEFORE:?set MORPH_BEFORE to another morph binary}; serve ;;
       morph-[0-9]*x[0-9]*) layout=${config#morph-}; serve --instances "${layout%x*}" --threads "${layout#*x}" ;;
-      *) echo "unknown server $config (tei-like, tei-int8, tei-int8-morph-bias, morph, morph-fp32, morph-before, morph-IxT)" >&2; exit 2 ;;
+      *) echo "unknown server $config (tei, tei-fp32, morph, morph-fp32, morph-like-tei, morph-before, morph-IxT)" >&2; exit 2 ;;
     esac
     echo "$corpus / $config:"
     sweep=$out/$corpus.$config.sweep.jsonl
@@ -121,4 +107,4 @@ for corpus in ${corpora//,/ }; do
   done
 done
 
-python3 experiments/embed_vs_tei_table.py "$out" "$corpora" "$servers" "$seconds"
+python3 experiments/embed_vs_tei_table.py "$out" "$corpora" "$servers" "$seconds" "$(peer_versions)"

@@ -4,8 +4,6 @@
 # targets (read here from the build's own CMake cache), so a side-by-side run compares the
 # same kernels rather than a -march=native build against a portable one (a native build also
 # picks instructions, such as AMX, that a virtual machine may refuse at run time).
-#
-#     cmake -S llama.cpp -B build $(experiments/llama_kernels.sh) && cmake --build build --target llama-server
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache=$(ls target/release/build/llama-cpp-sys-2-*/out/build/CMakeCache.txt 2>/dev/null | head -1)

@@ -13,11 +13,11 @@ earlier turns and the server's own answers. Per rate it reports TTFT and TPOT by
 prompt tokens each server says it had cached, and goodput: rounds answered with TTFT <= 1 s and
 TPOT <= 100 ms, per second, and whether the run's p99s were within both.
 
-    experiments/multiturn_vs_llama_server.py --llama-server build/bin/llama-server \
+    experiments/multiturn_vs_llama_server.py [--llama-server $MORPH_PEERS/bin/llama-server] \
         [--rates 0.04,0.08,0.12] [--duration 60] [--slots 4] [--max-tokens 128]
 
-(build llama-server from llama.cpp's source with the kernels Morph links:
-cmake -S llama.cpp -B build $(experiments/llama_kernels.sh) && cmake --build build --target llama-server). Without --llama-server only Morph runs. Results are
+(llama-server built from llama.cpp's source: experiments/peers.md). Without a llama-server
+only Morph runs. Results are
 also written to experiments/out/multiturn.json.
 """
 import argparse

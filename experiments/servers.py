@@ -74,10 +74,15 @@ def decoder_argv(name, binary, gguf, slots, port, extra=""):
 def server_args(ap, root, llama_required=False):
     """The arguments every decoder experiment takes: the two servers' binaries, the GGUF both
     serve (the default decoder in MORPH_HOME) and the ShareGPT conversations."""
+    peers = os.environ.get("MORPH_PEERS", os.path.expanduser("~/.cache/morph-peers"))
+    built = os.path.join(peers, "bin/llama-server")
     if llama_required:
-        ap.add_argument("--llama-server", required=True, help="path to llama.cpp's llama-server")
+        ap.add_argument("--llama-server", default=built,
+                        help=f"path to llama.cpp's llama-server (default {built}; experiments/peers.md)")
     else:
-        ap.add_argument("--llama-server", help="path to llama.cpp's llama-server (skipped without it)")
+        ap.add_argument("--llama-server", default=built if os.path.exists(built) else None,
+                        help=f"path to llama.cpp's llama-server (default {built} where it exists, "
+                             "else skipped; experiments/peers.md)")
     ap.add_argument("--morph", default=os.path.join(root, "target/release/morph"))
     home = os.environ.get("MORPH_HOME", os.path.expanduser("~/.cache/morph"))
     ap.add_argument("--gguf", default=os.path.join(

@@ -5,8 +5,11 @@
 //! with ONNX Runtime's profiler on, and its kernel time summed per operator type (the first
 //! run, a warm-up, left out; rounds interleave the graphs). `--save DIR` also writes each graph
 //! there as `encoder-{dtype}[-padding-kept].onnx`, to open in Netron or rerun elsewhere.
+//! `--onnx NAME=FILE,...` runs other models of the same checkpoint beside them on the same batch
+//! (e.g. the int8 export a TEI user serves, `experiments/tei_model.py`): their inputs are fed by
+//! name (`input_ids`, `attention_mask`, `token_type_ids` as zeros).
 //!
-//! Reads `../shared/data/text`. `cargo bench -p morph-benches --bench encoder_ops [-- --rows 8 --runs 20 --threads 2 --corpus ag_news|sst2|sms_spam]`
+//! Reads `../shared/data/text`. `cargo bench -p morph-benches --bench encoder_ops [-- --rows 8 --runs 20 --threads 2 --corpus ag_news|sst2|sms_spam --onnx tei-int8=model.onnx]`
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -36,6 +39,15 @@ fn main() {
         Task::ALL.into_iter().find(|t| t.name() == corpus).expect("--corpus ag_news, sst2 or sms_spam");
     let save: Option<PathBuf> =
         cli_arg("--save", String::new()).parse().ok().filter(|p: &PathBuf| !p.as_os_str().is_empty());
+    let others: String = cli_arg("--onnx", String::new());
+    let others: Vec<(String, PathBuf)> = others
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(|named| {
+            let (name, file) = named.split_once('=').expect("--onnx NAME=FILE");
+            (name.to_string(), PathBuf::from(file))
+        })
+        .collect();
     let home = morph_home();
     let files = fetch(&ModelSource::Default, &home).expect("the default model");
     let library = onnxruntime_library(None, &home, &Pip::from_env()).expect("ONNX Runtime");
@@ -74,24 +86,32 @@ fn main() {
                 std::fs::create_dir_all(dir).expect("--save directory");
                 std::fs::write(dir.join(format!("encoder-{name}.onnx")), &model).expect("write the graph");
             }
-            let build = || -> ort::Result<Session> {
-                let builder = Session::builder(env)?.with_optimization_level(GraphOptimizationLevel::All)?;
-                let builder = builder.with_intra_threads(threads)?.with_inter_threads(1)?;
-                let mut builder =
-                    builder.with_intra_op_spinning(false)?.with_profiling(scratch.path().join(&name))?;
-                builder.commit_from_memory(&model)
-            };
-            let session = build().expect("session");
+            let session = profiled(env, threads, &scratch.path().join(&name), &model).expect("session");
             variants.push((name, session));
         }
+    }
+    for (name, file) in others {
+        let model = std::fs::read(&file).unwrap_or_else(|e| panic!("--onnx {}: {e}", file.display()));
+        let session = profiled(env, threads, &scratch.path().join(&name), &model).expect("session");
+        variants.push((name, session));
     }
     // Rounds interleave the variants, so a slow spell of this shared host hits them alike.
     for _ in 0..runs {
         for (_, session) in &mut variants {
-            let feed = ort::inputs![
-                INPUT_IDS => ort::value::Tensor::from_array(([rows, len], input_ids.clone())).expect("ids"),
-                ATTENTION_MASK => ort::value::Tensor::from_array(([rows, len], mask.clone())).expect("mask"),
-            ];
+            let names: Vec<String> = session.inputs().iter().map(|i| i.name().to_string()).collect();
+            let feed: Vec<(String, ort::value::DynValue)> = names
+                .into_iter()
+                .map(|name| {
+                    let values = match name.as_str() {
+                        INPUT_IDS => input_ids.clone(),
+                        ATTENTION_MASK => mask.clone(),
+                        TOKEN_TYPE_IDS => vec![0; rows * len],
+                        other => panic!("an input this bench cannot feed: {other}"),
+                    };
+                    let tensor = ort::value::Tensor::from_array(([rows, len], values)).expect("input");
+                    (name, tensor.into_dyn())
+                })
+                .collect();
             session.run(feed).expect("run");
         }
     }
@@ -105,6 +125,22 @@ fn main() {
         })
         .collect();
     print_split(&splits, runs - 1);
+}
+
+/// The token type input of a standard export (every token of type 0 here).
+const TOKEN_TYPE_IDS: &str = "token_type_ids";
+
+/// A session of `model` as Morph builds them (every graph rewrite, no spinning), profiling into `path`.
+fn profiled(
+    env: &ort::environment::Environment,
+    threads: usize,
+    path: &std::path::Path,
+    model: &[u8],
+) -> ort::Result<Session> {
+    let builder = Session::builder(env)?.with_optimization_level(GraphOptimizationLevel::All)?;
+    let builder = builder.with_intra_threads(threads)?.with_inter_threads(1)?;
+    let mut builder = builder.with_intra_op_spinning(false)?.with_profiling(path)?;
+    builder.commit_from_memory(model)
 }
 
 /// Kernel microseconds per operator type over every run but the first.
