@@ -64,23 +64,22 @@ impl Builder {
         outputs
     }
 
-    /// An int8 constant of shape `dims` (quantised weights).
-    pub(crate) fn i8s(&mut self, stem: &str, dims: &[usize], data: Vec<i8>) -> String {
+    /// A constant of shape `dims` named from `stem`, stored in the graph.
+    fn initializer(&mut self, stem: &str, dims: &[usize], values: Values) -> String {
         let name = self.fresh(stem);
         let dims = dims.iter().map(|&d| d as i64).collect();
-        self.graph.initializers.push(TensorData { name: name.clone(), dims, values: Values::I8(data) });
+        self.graph.initializers.push(TensorData { name: name.clone(), dims, values });
         name
+    }
+
+    /// An int8 constant of shape `dims` (quantised weights).
+    pub(crate) fn i8s(&mut self, stem: &str, dims: &[usize], data: Vec<i8>) -> String {
+        self.initializer(stem, dims, Values::I8(data))
     }
 
     /// A zero-dimensional uint8 constant (a quantised tensor's zero point).
     pub(crate) fn u8_scalar(&mut self, value: u8) -> String {
-        let name = self.fresh("zero_point");
-        self.graph.initializers.push(TensorData {
-            name: name.clone(),
-            dims: Vec::new(),
-            values: Values::U8(vec![value]),
-        });
-        name
+        self.initializer("zero_point", &[], Values::U8(vec![value]))
     }
 
     /// Renames the value `from` to `to` (an Identity node), e.g. to give an output its name.
@@ -96,10 +95,7 @@ impl Builder {
 
     /// A float constant of shape `dims`.
     pub(crate) fn f32s(&mut self, stem: &str, dims: &[usize], data: Vec<f32>) -> String {
-        let name = self.fresh(stem);
-        let dims = dims.iter().map(|&d| d as i64).collect();
-        self.graph.initializers.push(TensorData { name: name.clone(), dims, values: Values::F32(data) });
-        name
+        self.initializer(stem, dims, Values::F32(data))
     }
 
     /// A float scalar constant.
@@ -114,21 +110,12 @@ impl Builder {
 
     /// An int64 constant of shape `dims` (an index table).
     pub(crate) fn i64_table(&mut self, stem: &str, dims: &[usize], values: Vec<i64>) -> String {
-        let name = self.fresh(stem);
-        let dims = dims.iter().map(|&d| d as i64).collect();
-        self.graph.initializers.push(TensorData { name: name.clone(), dims, values: Values::I64(values) });
-        name
+        self.initializer(stem, dims, Values::I64(values))
     }
 
     /// A zero-dimensional int64 constant (an axis given as a tensor).
     pub(crate) fn i64_scalar(&mut self, value: i64) -> String {
-        let name = self.fresh("int");
-        self.graph.initializers.push(TensorData {
-            name: name.clone(),
-            dims: Vec::new(),
-            values: Values::I64(vec![value]),
-        });
-        name
+        self.initializer("int", &[], Values::I64(vec![value]))
     }
 
     pub(crate) fn input(&mut self, info: ValueInfo) {
