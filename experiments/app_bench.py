@@ -241,17 +241,19 @@ def start_peers(args, split, logs):
     for model in (args.tei_embedder, args.tei_reranker):
         if not os.path.exists(os.path.join(model, "onnx/model.onnx")):
             sys.exit(f"no {model}/onnx/model.onnx: make it with experiments/tei_model.py (experiments/peers.md)")
-    tei = os.path.join(PEERS, "bin/text-embeddings-router")
+    # TEI loads ONNX Runtime by its soname from $MORPH_PEERS/lib (experiments/peers.sh links it).
+    library = os.path.join(PEERS, "lib")
+    if not os.path.exists(os.path.join(library, "libonnxruntime.so.1")):
+        sys.exit(f"no {library}/libonnxruntime.so.1: experiments/peers.sh links it (experiments/peers.md)")
+    tei = ["env", f"LD_LIBRARY_PATH={library}", os.path.join(PEERS, "bin/text-embeddings-router")]
     ports = [free_port() for _ in range(3)]
     cores = split or (None, None, None)
     # A TEI call takes at most 32 texts by default; a rerank here sends up to 50 passages, so its
     # user raises the limit (the embedder's indexing calls send 32).
-    argvs = [[tei, "--model-id", model, "--hostname", "127.0.0.1", "--port", str(port),
+    argvs = [tei + ["--model-id", model, "--hostname", "127.0.0.1", "--port", str(port),
               "--max-client-batch-size", str(MAX_PASSAGES)]
              for model, port in zip((args.tei_embedder, args.tei_reranker), ports)]
     argvs.append(decoder_argv("llama-server", args.llama_server, args.gguf, GENERATION_SLOTS, ports[2]))
-    # TEI loads ONNX Runtime by its soname from $MORPH_PEERS/lib (experiments/peers.sh links it).
-    os.environ["LD_LIBRARY_PATH"] = os.path.join(PEERS, "lib")
     servers = [Server(taskset(c, a), p, logs) for c, a, p in zip(cores, argvs, ports)]
     return servers, ports
 

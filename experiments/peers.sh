@@ -1,5 +1,5 @@
 # Sourced by the experiments that run the real peers (experiments/peers.md), after
-# live_server.sh (its $tmp, $server, $url and stop). $MORPH_PEERS (default
+# live_server.sh (its $tmp, $server, $url, await_line and stop). $MORPH_PEERS (default
 # ~/.cache/morph-peers) holds what a user built from the peers' public sources:
 #   bin/text-embeddings-router   TEI, its ONNX Runtime backend
 #   bin/llama-server             llama.cpp's server (bin/llama-server-* for other builds)
@@ -50,8 +50,7 @@ serve_tei() {
     --model-id "$peers/models/$tei_model/$1" --hostname 127.0.0.1 --port "$port" \
     >"$tmp/serve.out" 2>"$tmp/serve.err" &
   server=$!
-  for _ in $(seq 600); do grep -q ' Ready' "$tmp/serve.out" 2>/dev/null && break; sleep 0.1; done
-  grep -q ' Ready' "$tmp/serve.out" || { echo "TEI did not start:" >&2; cat "$tmp/serve.out" "$tmp/serve.err" >&2; exit 1; }
+  await_line ' Ready' TEI
   url=http://127.0.0.1:$port
 }
 
