@@ -4,6 +4,7 @@
 //! pre-tokenizer it does not know, by name. Also the chat template in the file's metadata.
 
 use std::path::Path;
+use std::sync::OnceLock;
 
 use candle_core::quantized::gguf_file::Content;
 use llama_cpp_2::model::LlamaModel;
@@ -11,6 +12,8 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::token::LlamaToken;
 
 use crate::chat::{ChatError, ChatTemplate, Message};
+use crate::grammar::{Grammar, GrammarSource, Grammars};
+use crate::tool_calls::{Tool, ToolFormat, fold_into_turns};
 use morph_engine::EngineError;
 
 /// Control tokens that open a chat turn in the templates of the families people serve (ChatML,
@@ -25,6 +28,8 @@ pub struct GgufTokenizer {
     pub turn_start: Option<u32>,
     /// The chat template from the file's metadata (`tokenizer.chat_template`).
     chat: Option<ChatTemplate>,
+    /// The grammars over this vocabulary, made at the first constrained call.
+    grammars: OnceLock<Result<Grammars, String>>,
 }
 
 impl std::fmt::Debug for GgufTokenizer {
@@ -63,7 +68,7 @@ impl GgufTokenizer {
                     kind(path)
                 ))
             })?;
-        let mut tokenizer = Self { vocab, turn_start: None, chat: None };
+        let mut tokenizer = Self { vocab, turn_start: None, chat: None, grammars: OnceLock::new() };
         tokenizer.turn_start = TURN_STARTS.iter().find_map(|text| tokenizer.control_token(text));
         if let Ok(template) = tokenizer.vocab.chat_template(None) {
             tokenizer = tokenizer.with_chat_template(template.to_string().map_err(load_err)?)?;
@@ -168,8 +173,33 @@ impl GgufTokenizer {
     }
 
     /// The prompt for `messages` by the model's chat template, ending where the assistant's
-    /// reply starts.
-    pub fn chat_prompt(&self, messages: &[Message]) -> Result<String, ChatError> {
-        self.chat.as_ref().ok_or(ChatError::NoTemplate)?.render(messages)
+    /// reply starts, with `tools` offered: written by the template where it writes tools, else
+    /// folded into the turns ([`crate::tool_calls::fold_into_turns`]).
+    pub fn chat_prompt(&self, messages: &[Message], tools: &[Tool]) -> Result<String, ChatError> {
+        let template = self.chat.as_ref().ok_or(ChatError::NoTemplate)?;
+        match (tools.is_empty(), template.takes_tools()) {
+            (true, _) => template.render(messages, None),
+            (false, true) => {
+                template.render(messages, Some(&tools.iter().map(Tool::as_json).collect::<Vec<_>>()))
+            }
+            (false, false) => template.render(&fold_into_turns(messages, tools), None),
+        }
+    }
+
+    /// How this model writes tool calls: its template's format, Hermes' where it has none.
+    pub fn tool_format(&self) -> ToolFormat {
+        match &self.chat {
+            Some(template) if template.takes_tools() => ToolFormat::of_template(template.source()),
+            _ => ToolFormat::Hermes,
+        }
+    }
+
+    /// `source` compiled over this vocabulary for constrained decoding (the first call walks
+    /// the vocabulary once, a few hundred milliseconds).
+    pub fn grammar(&self, source: GrammarSource) -> Result<Grammar, String> {
+        let grammars = self.grammars.get_or_init(|| {
+            Grammars::new(&llama_cpp_2::sampling::LlamaSampler::llguidance_tok_env(&self.vocab))
+        });
+        grammars.as_ref().map_err(Clone::clone)?.compile(source)
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod chat;
 pub mod gguf_tokenizer;
+pub mod grammar;
 pub mod llama;
 pub mod llamacpp;
 mod llamacpp_init;
@@ -20,10 +21,12 @@ pub mod stage;
 pub mod stepper;
 pub mod stop;
 pub mod thread;
+pub mod tool_calls;
 mod weights;
 
 pub use chat::{ChatError, ChatTemplate, Message};
 pub use gguf_tokenizer::GgufTokenizer;
+pub use grammar::{Grammar, GrammarSource};
 pub use llama::{Llama, LlamaConfig, SequenceCache};
 pub use llamacpp::LlamaCppBackend;
 pub use load::{DecoderKernels, LoadedDecoder, load_decoder};
@@ -38,3 +41,4 @@ pub use stop::{Scanned, StopScan};
 pub use thread::{
     DecoderThread, Decoding, FinishReason, GenEvent, GenRequest, IterationHook, IterationReport,
 };
+pub use tool_calls::{Tool, ToolCall, ToolFormat};

@@ -1,13 +1,16 @@
 //! Choosing the next token from logits with llama.cpp's sampler chain (the one llama-server
 //! runs): repetition penalties over the tokens produced so far, then top-k, top-p and min-p
 //! cuts, the temperature, and a seeded draw; greedy (the largest logit after the penalties) at
-//! temperature 0.
+//! temperature 0. A generation under a grammar ([`super::grammar`]) draws only among the tokens
+//! the grammar lets through.
 
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 use llama_cpp_2::token::data::LlamaTokenData;
 use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use serde::{Deserialize, Serialize};
+
+use crate::grammar::{Constraint, Grammar};
 
 /// How a generation's tokens are drawn (the OpenAI API's sampling fields).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -52,6 +55,7 @@ pub struct Sampler {
     params: SamplingParams,
     chain: Option<LlamaSampler>,
     candidates: LlamaTokenDataArray,
+    constraint: Option<Constraint>,
 }
 
 /// The index of the largest logit (the first of equals).
@@ -67,7 +71,17 @@ pub fn argmax(logits: &[f32]) -> u32 {
 
 impl Sampler {
     pub fn new(params: SamplingParams) -> Self {
-        Self { params, chain: None, candidates: LlamaTokenDataArray::new(Vec::new(), false) }
+        Self {
+            params,
+            chain: None,
+            candidates: LlamaTokenDataArray::new(Vec::new(), false),
+            constraint: None,
+        }
+    }
+
+    /// A sampler whose tokens keep the text within `grammar`, if there is one.
+    pub fn constrained(params: SamplingParams, grammar: Option<&Grammar>) -> Self {
+        Self { constraint: grammar.map(Grammar::start), ..Self::new(params) }
     }
 
     /// Draws the next token from `logits` (one per vocabulary entry) and remembers it.
@@ -80,12 +94,23 @@ impl Sampler {
         candidates
             .data
             .extend(entries.map(|(i, &logit)| LlamaTokenData::new(LlamaToken(i as i32), logit, 0.0)));
+        if let Some(constraint) = &mut self.constraint {
+            let allowed = constraint.allowed();
+            candidates.data.retain(|c| allowed.is_allowed(c.id().0 as u32));
+            if candidates.data.is_empty() {
+                // Only if the vocabulary could not be read: nothing to draw from.
+                return argmax(logits);
+            }
+        }
         (candidates.selected, candidates.sorted) = (None, false);
         candidates.apply_sampler(chain);
         // Every stage keeps at least one candidate and the chain ends in a draw, so one is
         // selected; the largest logit is the answer should llama.cpp ever not choose.
         let token = candidates.selected_token().map_or_else(|| argmax(logits), |t| t.0 as u32);
         chain.accept(LlamaToken(token as i32));
+        if let Some(constraint) = &mut self.constraint {
+            constraint.accept(token);
+        }
         token
     }
 }

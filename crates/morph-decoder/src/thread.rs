@@ -19,6 +19,7 @@ use std::sync::mpsc::{Receiver, Sender, channel, sync_channel};
 use std::thread::JoinHandle;
 
 use crate::gguf_tokenizer::GgufTokenizer;
+use crate::grammar::Grammar;
 use crate::load::LoadedDecoder;
 use crate::logprobs::{TokenLogprob, token_logprob};
 use crate::pieces::{next_piece, turn_starts};
@@ -70,6 +71,8 @@ pub struct Decoding {
     pub stop: Vec<String>,
     /// Each token's log-probability with this many of the most likely (`None`: not asked).
     pub logprobs: Option<u8>,
+    /// The grammar its text must match (a JSON schema, a tool call), if any.
+    pub grammar: Option<Grammar>,
 }
 
 /// One generation handed to the thread.
@@ -425,7 +428,7 @@ fn admit(
             cached: opened.cached,
             produced: Vec::new(),
             text: TextStream::default(),
-            sampler: Sampler::new(request.decoding.sampling),
+            sampler: Sampler::constrained(request.decoding.sampling, request.decoding.grammar.as_ref()),
             stop: StopScan::new(request.decoding.stop.clone()),
             request,
         });

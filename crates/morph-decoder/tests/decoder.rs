@@ -30,7 +30,7 @@ fn model() -> &'static DecoderModel {
 fn chat(question: &str) -> Vec<u32> {
     let tokenizer = &model().tokenizer;
     tokenizer
-        .encode(&tokenizer.chat_prompt(&[Message::new("user", question)]).expect("prompt"))
+        .encode(&tokenizer.chat_prompt(&[Message::new("user", question)], &[]).expect("prompt"))
         .expect("tokenize")
 }
 

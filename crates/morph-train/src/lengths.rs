@@ -63,7 +63,7 @@ pub fn record_lengths(decoder: &LoadedDecoder, run: &LengthsRun) -> anyhow::Resu
         let round = c.sampled_round();
         let Some((history, prompt)) = c.round(round) else { continue };
         match fitted_prompt(history, prompt, run.max_context, |messages| {
-            Ok(tokenizer.encode(&tokenizer.chat_prompt(messages)?)?)
+            Ok(tokenizer.encode(&tokenizer.chat_prompt(messages, &[])?)?)
         }) {
             Ok(Some((first_turn, ids))) => {
                 pending.push(Pending { conversation: c.id.clone(), round, first_turn, prompt: ids })

@@ -36,7 +36,7 @@ pub(crate) fn first_turns(tokenizer: &GgufTokenizer, sharegpt: &Path, n: usize) 
     conversations
         .iter()
         .filter_map(|c| c.round(1))
-        .filter_map(|(_, text)| tokenizer.chat_prompt(&[Message::new("user", text)]).ok())
+        .filter_map(|(_, text)| tokenizer.chat_prompt(&[Message::new("user", text)], &[]).ok())
         .filter_map(|prompt| tokenizer.encode(&prompt).ok())
         .filter(|ids| ids.len() <= 1024)
         .take(n)

@@ -402,7 +402,7 @@ impl<'de> Deserialize<'de> for Content {
 }
 
 /// Roles a chat message may have (`developer` is OpenAI's newer name for `system`).
-pub const ROLES: [&str; 4] = ["system", "developer", "user", "assistant"];
+pub const ROLES: [&str; 5] = ["system", "developer", "user", "assistant", "tool"];
 
 /// One chat message as sent: each part checked when the messages are validated.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -410,6 +410,12 @@ pub const ROLES: [&str; 4] = ["system", "developer", "user", "assistant"];
 pub struct ChatMessage {
     pub role: Option<Text>,
     pub content: Option<Content>,
+    /// An assistant turn's calls, as a chat answer gave them.
+    #[serde(default)]
+    pub tool_calls: Option<serde_json::Value>,
+    /// A `tool` turn: the call it answers.
+    #[serde(default)]
+    pub tool_call_id: Option<Text>,
 }
 
 /// `messages`: an array of `{role, content}`.
@@ -467,7 +473,12 @@ mod tests {
         assert_eq!(ok.inputs, Some(Texts::Many(vec!["a".into(), "b".into()])));
         assert_eq!(
             ok.messages,
-            Some(Messages(vec![ChatMessage { role: Some(Text("user".into())), content: None }]))
+            Some(Messages(vec![ChatMessage {
+                role: Some(Text("user".into())),
+                content: None,
+                tool_calls: None,
+                tool_call_id: None
+            }]))
         );
         assert_eq!((ok.normalize, ok.n), (Some(Flag(false)), Some(Number(2.0))));
         assert!(parse::<Body>(br#"{"inputs": null}"#).unwrap().inputs.is_none(), "null is absent");

@@ -19,6 +19,7 @@ use super::logprobs::{ChoiceLogprobs, Logprobbed};
 use super::reply::{Finished, Reply, choice_done};
 use super::requests::{ChatRequest, CompletionRequest, GenerationRequest};
 use super::responses::{CompletionResponse, GenerationUsage};
+use super::tool_reply::CallReader;
 use super::{AppState, Body, parse, stream, validate};
 use crate::error::CallError;
 use crate::infer::{GenerationFormat, Generator, StartedGeneration, ValidGeneration};
@@ -47,7 +48,8 @@ async fn serve(state: AppState, body: &[u8], format: GenerationFormat) -> Respon
         Err(e) => return e.into_response(),
     };
     state.driver.metrics.time_to_first_token(started.elapsed().as_secs_f64());
-    let reply = Reply::new(format, state.model.name().to_string());
+    let calls = state.generator().ok().and_then(|generator| CallReader::of(&call.output, generator));
+    let reply = Reply::new(format, state.model.name().to_string(), calls);
     if call.stream {
         return stream::events(generations, reply, call.include_usage, &state);
     }

@@ -26,7 +26,9 @@ mod state;
 mod stream;
 mod tei_aliases;
 mod tokens;
+mod tool_reply;
 pub mod validate;
+mod validate_output;
 pub mod validate_responses;
 pub mod validate_scores;
 

@@ -1,7 +1,8 @@
-//! `POST /v1/responses`: OpenAI's Responses API for text: the input (and `instructions`)
-//! rendered as a chat by the model's template, one generation, its text as one output message,
-//! its token counts as the Responses API names them; answered whole, or as the API's event
-//! stream ([`super::responses_stream`]).
+//! `POST /v1/responses`: OpenAI's Responses API: the input (and `instructions`) rendered as a
+//! chat by the model's template, one generation, its text as one output message (or, where the
+//! call offered tools and the model called them, one `function_call` item per call), its token
+//! counts as the Responses API names them; answered whole, or as the API's event stream
+//! ([`super::responses_stream`]).
 
 use std::time::Instant;
 
@@ -13,9 +14,10 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::generate::collect;
-use super::reply::{Finished, unix_nanos};
+use super::reply::unix_nanos;
 use super::requests::ResponsesRequest;
-use super::responses::GenerationUsage;
+use super::responses::{GenerationUsage, ToolCallOut};
+use super::tool_reply::{Answer, CallReader};
 use super::{AppState, Body, parse, responses_stream, validate_responses};
 use crate::error::CallError;
 use crate::infer::GenerationFormat;
@@ -30,7 +32,7 @@ pub(crate) struct ResponseObject {
     status: &'static str,
     incomplete_details: Option<IncompleteDetails>,
     model: String,
-    output: Vec<OutputMessage>,
+    output: Vec<OutputItem>,
     /// `null` until the response is finished.
     usage: Option<ResponseUsage>,
 }
@@ -40,8 +42,55 @@ pub(crate) struct IncompleteDetails {
     reason: &'static str,
 }
 
+/// An item of a response's output.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(untagged)]
+pub(crate) enum OutputItem {
+    Message(OutputMessage),
+    FunctionCall(FunctionCallItem),
+}
+
+/// A call of a tool the call offered.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub(crate) struct FunctionCallItem {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    id: String,
+    call_id: String,
+    name: String,
+    /// A string of JSON.
+    arguments: String,
+    status: &'static str,
+}
+
+impl FunctionCallItem {
+    pub(super) fn new(call: ToolCallOut, status: &'static str) -> Self {
+        Self {
+            kind: "function_call",
+            id: format!("fc_{}", call.id.trim_start_matches("call_")),
+            call_id: call.id,
+            name: call.function.name,
+            arguments: call.function.arguments,
+            status,
+        }
+    }
+
+    /// The item as added to a stream, its arguments still to come.
+    pub(super) fn begun(&self) -> Self {
+        Self { arguments: String::new(), status: "in_progress", ..self.clone() }
+    }
+
+    pub(super) fn arguments(&self) -> &str {
+        &self.arguments
+    }
+
+    pub(super) fn id(&self) -> &str {
+        &self.id
+    }
+}
+
 /// The assistant's message.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub(crate) struct OutputMessage {
     #[serde(rename = "type")]
     kind: &'static str,
@@ -51,7 +100,7 @@ pub(crate) struct OutputMessage {
     content: Vec<OutputText>,
 }
 
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub(crate) struct OutputText {
     #[serde(rename = "type")]
     kind: &'static str,
@@ -102,6 +151,11 @@ impl ResponseIds {
 }
 
 impl OutputMessage {
+    /// The message's text.
+    pub(super) fn text(&self) -> &str {
+        self.content.first().map_or("", |c| c.text.as_str())
+    }
+
     /// The assistant's message of `text`, `status` as its response's.
     pub(super) fn new(ids: &ResponseIds, status: &'static str, text: Option<String>) -> Self {
         let content = text.map(|text| OutputText { kind: "output_text", text, annotations: Vec::new() });
@@ -116,6 +170,10 @@ impl OutputMessage {
 }
 
 impl ResponseObject {
+    pub(super) fn output(&self) -> &[OutputItem] {
+        &self.output
+    }
+
     /// A response begun and not finished: no output yet.
     pub(super) fn in_progress(ids: &ResponseIds) -> Self {
         Self {
@@ -130,13 +188,19 @@ impl ResponseObject {
         }
     }
 
-    pub(super) fn new(ids: &ResponseIds, finished: Finished, usage: GenerationUsage) -> Self {
-        let cut = finished.reason == FinishReason::Length;
+    /// The finished response: `answer` (cut short where `reason` says the limit cut it).
+    pub(super) fn new(
+        ids: &ResponseIds,
+        answer: Answer,
+        reason: FinishReason,
+        usage: GenerationUsage,
+    ) -> Self {
+        let cut = reason == FinishReason::Length;
         let status = if cut { "incomplete" } else { "completed" };
         Self {
             status,
             incomplete_details: cut.then_some(IncompleteDetails { reason: "max_output_tokens" }),
-            output: vec![OutputMessage::new(ids, status, Some(finished.text))],
+            output: output_items(ids, status, answer),
             usage: Some(ResponseUsage {
                 input_tokens: usage.prompt_tokens,
                 input_tokens_details: CachedInput {
@@ -151,7 +215,21 @@ impl ResponseObject {
     }
 }
 
-/// OpenAI's Responses API, for text.
+/// A response's output: the message of a text answer, or any text and then one item per call.
+pub(super) fn output_items(ids: &ResponseIds, status: &'static str, answer: Answer) -> Vec<OutputItem> {
+    match answer {
+        Answer::Text(text) => vec![OutputItem::Message(OutputMessage::new(ids, status, Some(text)))],
+        Answer::Calls { text, calls } => {
+            let message = text.map(|text| OutputItem::Message(OutputMessage::new(ids, status, Some(text))));
+            let calls = calls
+                .into_iter()
+                .map(|call| OutputItem::FunctionCall(FunctionCallItem::new(call, "completed")));
+            message.into_iter().chain(calls).collect()
+        }
+    }
+}
+
+/// OpenAI's Responses API.
 #[utoipa::path(post, path = "/v1/responses", tag = "generation", request_body = ResponsesRequest,
     responses((status = 200, description = "The response: one output message (or, with `stream`, \
         its server-sent events).", body = ResponseObject)))]
@@ -167,12 +245,14 @@ pub(super) async fn create(State(state): State<AppState>, Body(body): Body) -> R
                 generator.start(&call).await?.into_iter().next().ok_or(CallError::ShuttingDown)?;
             state.driver.metrics.time_to_first_token(started.elapsed().as_secs_f64());
             let ids = ResponseIds::new(state.model.name().to_string());
+            let calls = CallReader::of(&call.output, generator);
             if call.stream {
-                return Ok(responses_stream::events(generation, ids, &state));
+                return Ok(responses_stream::events(generation, ids, calls, &state));
             }
             let metrics = &state.driver.metrics;
             let (finished, usage) = collect(generation, GenerationFormat::Chat, generator, metrics).await?;
-            Ok(Json(ResponseObject::new(&ids, finished, usage)).into_response())
+            let answer = CallReader::answer(calls.as_ref(), finished.text);
+            Ok(Json(ResponseObject::new(&ids, answer, finished.reason, usage)).into_response())
         })
         .await
 }

@@ -6,7 +6,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use morph_decoder::FinishReason;
 
 use super::logprobs::ChoiceLogprobs;
-use super::responses::{ChatDelta, ChatText, Choice, CompletionResponse, GenerationUsage};
+use super::responses::{ChatDelta, ChatText, Choice, CompletionResponse, GenerationUsage, ToolCallOut};
+use super::tool_reply::{Answer, CallReader};
 use crate::infer::{GenerationFormat, Truth};
 use crate::metrics::Metrics;
 
@@ -41,6 +42,9 @@ fn finish(reason: FinishReason) -> &'static str {
     }
 }
 
+/// An answer that is calls finishes for them.
+const TOOL_CALLS: &str = "tool_calls";
+
 /// One choice's answer, whole.
 pub(super) struct Finished {
     pub text: String,
@@ -55,17 +59,19 @@ pub(super) struct Reply {
     model: String,
     /// When the call was taken (Unix seconds): the same on every chunk, as OpenAI's are.
     created: u64,
+    /// Where the call offered tools: how calls are read out of each choice's text.
+    calls: Option<CallReader>,
 }
 
 impl Reply {
     /// The bodies of a call of `format` to `model`.
-    pub(super) fn new(format: GenerationFormat, model: String) -> Self {
+    pub(super) fn new(format: GenerationFormat, model: String, calls: Option<CallReader>) -> Self {
         let now = unix_nanos();
         let prefix = match format {
             GenerationFormat::Completion => "cmpl",
             GenerationFormat::Chat => "chatcmpl",
         };
-        Self { format, id: format!("{prefix}-{now}"), model, created: (now / 1_000_000_000) as u64 }
+        Self { format, id: format!("{prefix}-{now}"), model, created: (now / 1_000_000_000) as u64, calls }
     }
 
     /// A whole answer: each choice's text, finish reason and log-probabilities, in order, and
@@ -76,14 +82,19 @@ impl Reply {
             .enumerate()
             .map(|(index, Finished { text, reason, logprobs })| {
                 let finish_reason = Some(finish(reason));
-                match self.format {
-                    GenerationFormat::Completion => Choice::Text { index, text, logprobs, finish_reason },
-                    GenerationFormat::Chat => Choice::Message {
-                        index,
-                        message: ChatText { role: ASSISTANT, content: text },
-                        logprobs,
-                        finish_reason,
-                    },
+                match (self.format, self.answer(text)) {
+                    (GenerationFormat::Completion, Answer::Text(text)) => {
+                        Choice::Text { index, text, logprobs, finish_reason }
+                    }
+                    (_, Answer::Text(text)) => {
+                        let message =
+                            ChatText { role: ASSISTANT, content: Some(text), tool_calls: Vec::new() };
+                        Choice::Message { index, message, logprobs, finish_reason }
+                    }
+                    (_, Answer::Calls { text, calls }) => {
+                        let message = ChatText { role: ASSISTANT, content: text, tool_calls: calls };
+                        Choice::Message { index, message, logprobs, finish_reason: Some(TOOL_CALLS) }
+                    }
                 }
             })
             .collect();
@@ -105,11 +116,46 @@ impl Reply {
         let choice = match self.format {
             GenerationFormat::Completion => Choice::Text { index, text, logprobs, finish_reason },
             GenerationFormat::Chat => {
-                let role = first.then_some(ASSISTANT);
-                Choice::Delta { index, delta: ChatDelta { role, content: text }, logprobs, finish_reason }
+                let delta = ChatDelta {
+                    role: first.then_some(ASSISTANT),
+                    content: Some(text),
+                    tool_calls: Vec::new(),
+                };
+                Choice::Delta { index, delta, logprobs, finish_reason }
             }
         };
         self.response(self.object(true), vec![choice], None)
+    }
+
+    /// Whether a stream holds each choice's text to its end (to read calls out of it).
+    pub(super) fn holds_text(&self) -> bool {
+        self.calls.is_some()
+    }
+
+    /// A held choice's one chunk, at its end: its whole text, or its calls (each with its
+    /// arguments whole), with its finish reason.
+    pub(super) fn held_chunk(&self, index: usize, text: String, reason: FinishReason) -> CompletionResponse {
+        let role = Some(ASSISTANT);
+        let (delta, finish_reason) = match self.answer(text) {
+            Answer::Text(text) => {
+                (ChatDelta { role, content: Some(text), tool_calls: Vec::new() }, finish(reason))
+            }
+            Answer::Calls { text, calls } => {
+                let tool_calls = calls
+                    .into_iter()
+                    .enumerate()
+                    .map(|(k, call)| ToolCallOut { index: Some(k), ..call })
+                    .collect();
+                (ChatDelta { role, content: text, tool_calls }, TOOL_CALLS)
+            }
+        };
+        let choice = Choice::Delta { index, delta, logprobs: None, finish_reason: Some(finish_reason) };
+        self.response(self.object(true), vec![choice], None)
+    }
+
+    /// A choice's text as its answer: calls where the call offered tools and it holds some.
+    fn answer(&self, text: String) -> Answer {
+        CallReader::answer(self.calls.as_ref(), text)
     }
 
     pub(super) fn format(&self) -> GenerationFormat {

@@ -33,8 +33,9 @@ macro_rules! field_types {
 // Each number field's default and bounds ([`Bounded`]).
 field_types! {
     Bounded, RANGE: Range;
-    /// Most tokens generated per choice, up to the model's context.
-    MaxTokens = Range::whole(Some(128.0), 1.0, f64::INFINITY);
+    /// Most tokens generated per choice, up to the model's context; by default all the room
+    /// the prompt leaves in it.
+    MaxTokens = Range::whole(None, 1.0, f64::INFINITY);
     /// 0 is greedy.
     Temperature = Range::number(Some(1.0), 0.0, 2.0);
     /// Nucleus sampling: the smallest set of tokens this likely; above 0.
@@ -281,9 +282,22 @@ pub struct GenerationRequest {
     #[schema(schema_with = switch::<Stream>)]
     pub stream: Option<Flag>,
     pub stream_options: Option<StreamOptions>,
-    /// `{"type": "text"}`; the JSON modes are refused by name.
+    /// `{"type": "text"}`, `{"type": "json_object"}`, or `{"type": "json_schema", "json_schema":
+    /// {"name", "schema", "strict"}}`: a JSON answer, its tokens constrained to the schema.
     #[schema(value_type = Option<Object>)]
     pub response_format: Option<serde_json::Value>,
+    /// Functions the model may call (chat only): `[{"type": "function", "function": {"name",
+    /// "description", "parameters"}}]`.
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub tools: Option<serde_json::Value>,
+    /// `"auto"` (the default with tools), `"none"`, `"required"`, or `{"type": "function",
+    /// "function": {"name"}}`; with `required` or a name the calls are constrained to the
+    /// tools' schemas.
+    #[schema(value_type = Option<Object>)]
+    pub tool_choice: Option<serde_json::Value>,
+    /// Several calls in one answer (default true).
+    #[schema(value_type = Option<bool>)]
+    pub parallel_tool_calls: Option<Flag>,
     /// Each token's log-probability: in chat `true` (alternatives in `top_logprobs`), in
     /// completions the number of alternatives (see [`ChatRequest`], [`CompletionRequest`]).
     #[schema(value_type = Option<Object>)]
@@ -298,7 +312,7 @@ pub struct GenerationRequest {
 /// Fields only `/v1/completions` takes; a chat call that sends one is refused by name.
 pub const COMPLETION_ONLY: [&str; 1] = ["prompt"];
 /// Fields only `/v1/chat/completions` takes; a completions call that sends one is refused by name.
-pub const CHAT_ONLY: [&str; 2] = ["messages", "top_logprobs"];
+pub const CHAT_ONLY: [&str; 5] = ["messages", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls"];
 
 /// `/v1/chat/completions`' body as the OpenAPI document shows it: [`GenerationRequest`] without
 /// [`COMPLETION_ONLY`], `logprobs` true or false (alternatives in `top_logprobs`).
@@ -377,6 +391,21 @@ pub struct ResponsesRequest {
     /// Only false: nothing is stored.
     #[schema(value_type = Option<bool>)]
     pub store: Option<Flag>,
+    /// `{"format": …}`: `{"type": "text"}`, `{"type": "json_object"}`, or `{"type":
+    /// "json_schema", "name", "schema", "strict"}`: a JSON answer, its tokens constrained to the
+    /// schema.
+    #[schema(value_type = Option<Object>)]
+    pub text: Option<serde_json::Value>,
+    /// Functions the model may call: `[{"type": "function", "name", "description",
+    /// "parameters"}]`; calls come back as `function_call` output items.
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub tools: Option<serde_json::Value>,
+    /// `"auto"`, `"none"`, `"required"`, or `{"type": "function", "name"}`.
+    #[schema(value_type = Option<Object>)]
+    pub tool_choice: Option<serde_json::Value>,
+    /// Several calls in one answer (default true).
+    #[schema(value_type = Option<bool>)]
+    pub parallel_tool_calls: Option<Flag>,
     /// The caller's end user, written to the call's log line.
     #[schema(value_type = Option<String>)]
     pub user: Option<Text>,

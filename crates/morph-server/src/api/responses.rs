@@ -230,7 +230,10 @@ pub(crate) enum Choice {
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct ChatText {
     pub role: &'static str,
-    pub content: String,
+    /// The answer's text; null when it is calls only.
+    pub content: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallOut>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -238,7 +241,28 @@ pub(crate) struct ChatDelta {
     /// On a choice's first chunk only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub role: Option<&'static str>,
-    pub content: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallOut>,
+}
+
+/// A call of a tool in an answer (in a stream's delta with its `index`, its arguments whole).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub(crate) struct ToolCallOut {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index: Option<usize>,
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub function: FunctionCallOut,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub(crate) struct FunctionCallOut {
+    pub name: String,
+    /// The arguments as a string of JSON, as OpenAI's are.
+    pub arguments: String,
 }
 
 /// `GET /live`, `GET /ready`: "ok", or "unavailable" or "starting" and why.

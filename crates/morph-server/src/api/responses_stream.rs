@@ -4,7 +4,10 @@
 //! `response.output_text.delta` per piece of text, then `response.output_text.done`,
 //! `response.content_part.done`, `response.output_item.done` and `response.completed` with the
 //! whole response and its usage (its `status` `incomplete` when the token limit cut it, as vLLM
-//! sends it: the SDKs' stream helpers wait for `response.completed`). A failure ends the stream
+//! sends it: the SDKs' stream helpers wait for `response.completed`). A call that offered tools
+//! gets its output items at the end, once its text is whole (a call is known only then): each
+//! item's `added`, its text or arguments in one delta and their `done`, its `output_item.done`.
+//! A failure ends the stream
 //! with an `error` event. The call's claim travels with the stream: dropped before the end (the
 //! client went away), it cancels the generation.
 
@@ -15,15 +18,16 @@ use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use futures_util::stream::{self, BoxStream};
-use morph_decoder::GenEvent;
+use morph_decoder::{FinishReason, GenEvent};
 use morph_engine::EngineError;
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::openai_responses::{OutputMessage, ResponseIds, ResponseObject};
-use super::reply::{Finished, choice_done};
+use super::openai_responses::{OutputItem, OutputMessage, ResponseIds, ResponseObject};
+use super::reply::choice_done;
 use super::responses::GenerationUsage;
 use super::stream::choice_events;
+use super::tool_reply::{Answer, CallReader};
 use crate::driver::Claim;
 use crate::error::CallError;
 use crate::infer::{StartedGeneration, Truth};
@@ -35,6 +39,8 @@ struct Streaming {
     truth: Option<Truth>,
     ids: ResponseIds,
     text: String,
+    /// Where the call offered tools: the text is held to its end and read for calls.
+    calls: Option<CallReader>,
     /// The next event's `sequence_number`.
     sequence: u64,
     first_at: Instant,
@@ -57,14 +63,24 @@ impl Streaming {
 
     fn opening(&mut self) -> Vec<Event> {
         let response = serde_json::to_value(ResponseObject::in_progress(&self.ids)).unwrap_or_default();
+        let mut events = vec![
+            self.event("response.created", json!({ "response": response })),
+            self.event("response.in_progress", json!({ "response": response })),
+        ];
+        if self.calls.is_none() {
+            events.extend(self.message_opening());
+        }
+        events
+    }
+
+    /// The message's item and its text part, added.
+    fn message_opening(&mut self) -> Vec<Event> {
         let item =
             serde_json::to_value(OutputMessage::new(&self.ids, "in_progress", None)).unwrap_or_default();
         let part = json!({"type": "output_text", "text": "", "annotations": []});
         let mut added = self.at();
         added["part"] = part;
         vec![
-            self.event("response.created", json!({ "response": response })),
-            self.event("response.in_progress", json!({ "response": response })),
             self.event("response.output_item.added", json!({"output_index": 0, "item": item})),
             self.event("response.content_part.added", added),
         ]
@@ -78,10 +94,18 @@ impl Streaming {
         self.event("response.output_text.delta", delta)
     }
 
-    fn closing(&mut self, finished: Finished, usage: GenerationUsage) -> Vec<Event> {
-        let response = ResponseObject::new(&self.ids, finished, usage);
-        let response = serde_json::to_value(response).unwrap_or_default();
-        let item = response["output"][0].clone();
+    /// The streamed message's last events and the response's.
+    fn closing(&mut self, reason: FinishReason, usage: GenerationUsage) -> Vec<Event> {
+        let answer = Answer::Text(self.text.clone());
+        let response =
+            serde_json::to_value(ResponseObject::new(&self.ids, answer, reason, usage)).unwrap_or_default();
+        let mut events = self.message_done(&response["output"][0]);
+        events.push(self.event("response.completed", json!({ "response": response })));
+        events
+    }
+
+    /// The message `item`'s text, part and item done (output index 0).
+    fn message_done(&mut self, item: &Value) -> Vec<Event> {
         let (mut done, mut part_done) = (self.at(), self.at());
         done["text"] = json!(self.text);
         done["logprobs"] = json!([]);
@@ -90,8 +114,46 @@ impl Streaming {
             self.event("response.output_text.done", done),
             self.event("response.content_part.done", part_done),
             self.event("response.output_item.done", json!({"output_index": 0, "item": item})),
-            self.event("response.completed", json!({ "response": response })),
         ]
+    }
+
+    /// A held answer's every event at its end: its message (the text, in one delta) or its
+    /// calls (the arguments, each in one delta), then the response's.
+    fn held_closing(&mut self, reason: FinishReason, usage: GenerationUsage) -> Vec<Event> {
+        let answer = CallReader::answer(self.calls.as_ref(), std::mem::take(&mut self.text));
+        let response = ResponseObject::new(&self.ids, answer, reason, usage);
+        let value = serde_json::to_value(&response).unwrap_or_default();
+        let mut events = Vec::new();
+        for (index, item) in response.output().iter().enumerate() {
+            match item {
+                OutputItem::Message(message) => {
+                    events.extend(self.message_opening());
+                    events.push(self.delta(message.text()));
+                    events.extend(self.message_done(&value["output"][index]));
+                }
+                OutputItem::FunctionCall(call) => {
+                    let at = json!({"item_id": call.id(), "output_index": index});
+                    let (mut delta, mut done) = (at.clone(), at);
+                    delta["delta"] = json!(call.arguments());
+                    done["arguments"] = json!(call.arguments());
+                    let begun = serde_json::to_value(call.begun()).unwrap_or_default();
+                    events.push(
+                        self.event(
+                            "response.output_item.added",
+                            json!({"output_index": index, "item": begun}),
+                        ),
+                    );
+                    events.push(self.event("response.function_call_arguments.delta", delta));
+                    events.push(self.event("response.function_call_arguments.done", done));
+                    let item = &value["output"][index];
+                    events.push(
+                        self.event("response.output_item.done", json!({"output_index": index, "item": item})),
+                    );
+                }
+            }
+        }
+        events.push(self.event("response.completed", json!({ "response": value })));
+        events
     }
 
     fn failed(&mut self, e: &CallError) -> Event {
@@ -99,7 +161,12 @@ impl Streaming {
     }
 }
 
-pub(super) fn events(generation: StartedGeneration, ids: ResponseIds, state: &AppState) -> Response {
+pub(super) fn events(
+    generation: StartedGeneration,
+    ids: ResponseIds,
+    calls: Option<CallReader>,
+    state: &AppState,
+) -> Response {
     let (metrics, drain) = (state.driver.metrics.clone(), state.drain.clone());
     let StartedGeneration { claim, events, first, truth } = generation;
     let mut streaming = Streaming {
@@ -108,6 +175,7 @@ pub(super) fn events(generation: StartedGeneration, ids: ResponseIds, state: &Ap
         truth,
         ids,
         text: String::new(),
+        calls,
         sequence: 0,
         first_at: Instant::now(),
         over: false,
@@ -127,6 +195,10 @@ pub(super) fn events(generation: StartedGeneration, ids: ResponseIds, state: &Ap
             s.over = shutting_down || !matches!(event, GenEvent::Token { .. });
             let out = match event {
                 _ if shutting_down => vec![s.failed(&CallError::ShuttingDown)],
+                GenEvent::Token { text, .. } if s.calls.is_some() => {
+                    s.text.push_str(&text);
+                    Vec::new()
+                }
                 GenEvent::Token { text, .. } => vec![s.delta(&text)],
                 GenEvent::Done { reason, tail, prompt_tokens, cached_tokens, completion_tokens } => {
                     let counts = (prompt_tokens, cached_tokens, completion_tokens);
@@ -134,10 +206,14 @@ pub(super) fn events(generation: StartedGeneration, ids: ResponseIds, state: &Ap
                     if let Some(claim) = s.claim.take() {
                         claim.answered();
                     }
-                    let mut out = if tail.is_empty() { Vec::new() } else { vec![s.delta(&tail)] };
-                    let finished = Finished { text: s.text.clone(), reason, logprobs: None };
-                    out.extend(s.closing(finished, usage));
-                    out
+                    if s.calls.is_some() {
+                        s.text.push_str(&tail);
+                        s.held_closing(reason, usage)
+                    } else {
+                        let mut out = if tail.is_empty() { Vec::new() } else { vec![s.delta(&tail)] };
+                        out.extend(s.closing(reason, usage));
+                        out
+                    }
                 }
                 GenEvent::Failed(e) => vec![s.failed(&CallError::Engine(e))],
                 GenEvent::Dropped(r) => vec![s.failed(&CallError::generation_dropped(r))],

@@ -1,5 +1,7 @@
 //! A generation call as server-sent events: one chunk per piece of a choice's text (choices
-//! interleaved as their tokens come), each choice's last with its finish reason, a chunk with
+//! interleaved as their tokens come; a call that offered tools gets each choice whole at its
+//! end, as text or as calls, since a call is known only once its text is complete), each
+//! choice's last with its finish reason, a chunk with
 //! the call's usage when asked for (`stream_options.include_usage`), then `data: [DONE]`. The
 //! callers' claims travel with the stream: dropped with it before the end (the client went
 //! away), they cancel the generations still running.
@@ -37,6 +39,8 @@ struct Merged {
     sent: Vec<usize>,
     /// Whether each choice's first chunk was sent.
     begun: Vec<bool>,
+    /// Each choice's text so far, where the reply holds it to its end (to read calls out of it).
+    held: Vec<String>,
     first_at: Instant,
     /// The last events were sent.
     over: bool,
@@ -65,6 +69,7 @@ pub(super) fn events(
         open,
         sent: vec![0; open],
         begun: vec![false; open],
+        held: vec![String::new(); open],
         first_at: Instant::now(),
         over: false,
     };
@@ -86,6 +91,7 @@ pub(super) fn events(
             let failed = matches!(event, GenEvent::Failed(_) | GenEvent::Dropped(_));
             match event {
                 _ if shutting_down => out.push(error(&CallError::ShuttingDown)),
+                GenEvent::Token { text, .. } if reply.holds_text() => m.held[index].push_str(&text),
                 GenEvent::Token { id, text, logprob } => {
                     let logprobs = match (logprob, state.generator()) {
                         (Some(lp), Ok(generator)) => {
@@ -105,7 +111,10 @@ pub(super) fn events(
                         claim.answered();
                     }
                     let first = !std::mem::replace(&mut m.begun[index], true);
-                    out.push(json(&reply.chunk(index, first, tail, Some(reason), None)));
+                    out.push(json(&match reply.holds_text() {
+                        true => reply.held_chunk(index, std::mem::take(&mut m.held[index]) + &tail, reason),
+                        false => reply.chunk(index, first, tail, Some(reason), None),
+                    }));
                     m.open -= 1;
                     if m.open == 0 && include_usage {
                         out.push(json(&reply.usage_chunk(m.usage)));

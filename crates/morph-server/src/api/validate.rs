@@ -12,6 +12,7 @@ use super::requests::{
     Normalize, Penalty, PredictRequest, Seed, SkipSpecialTokens, SloMs, Stream, StreamOptions, Temperature,
     TokenizeRequest, TopK, TopLogprobs, TopP, Truncate, Utility,
 };
+use super::validate_output::{OutputFields, ToolShape, output};
 use crate::error::CallError;
 use crate::infer::{EmbedInputs, GenerationFormat, Prompt, ValidClassify, ValidEmbed, ValidGeneration};
 
@@ -161,7 +162,14 @@ pub fn generation(
     served_model(r.model, served)?;
     let prompts = match format {
         GenerationFormat::Completion => {
-            refuse_other_format(&CHAT_ONLY, &[r.messages.is_some(), r.top_logprobs.is_some()], format)?;
+            let given = [
+                r.messages.is_some(),
+                r.top_logprobs.is_some(),
+                r.tools.is_some(),
+                r.tool_choice.is_some(),
+                r.parallel_tool_calls.is_some(),
+            ];
+            refuse_other_format(&CHAT_ONLY, &given, format)?;
             texts("prompt", r.prompt, max_items)?.into_iter().map(Prompt::Text).collect()
         }
         GenerationFormat::Chat => {
@@ -177,8 +185,9 @@ pub fn generation(
         (None, Some(n)) => ("max_completion_tokens", Some(n)),
         (given, None) => ("max_tokens", given),
     };
-    let max_tokens_given = max_tokens.is_some();
-    let max_tokens = MaxTokens::RANGE.up_to(context as f64).read(max_tokens_field, max_tokens)? as u32;
+    let max_tokens = MaxTokens::RANGE.up_to(context as f64).given(max_tokens_field, max_tokens)?;
+    let (max_tokens_given, max_tokens) =
+        (max_tokens.is_some(), max_tokens.map_or(context, |n| n as usize) as u32);
     // Without a seed each call draws its own, so repeated calls sample afresh.
     let seed = Seed::RANGE.given("seed", r.seed)?.map_or_else(rand::random, |s| s as u64);
     let sampling = SamplingParams {
@@ -192,8 +201,19 @@ pub fn generation(
     };
     let stream = Stream::read(r.stream);
     let include_usage = stream_usage(r.stream_options, stream)?;
-    response_format(r.response_format)?;
+    let output = output(
+        OutputFields {
+            format: r.response_format.map(|v| (v, "response_format")),
+            tools: r.tools,
+            tool_choice: r.tool_choice,
+            parallel_tool_calls: r.parallel_tool_calls.map(|Flag(on)| on),
+        },
+        ToolShape::Nested,
+    )?;
     let logprobs = logprobs(format, r.logprobs, r.top_logprobs)?;
+    if logprobs.is_some() && output.offers_tools() {
+        return Err(CallError::validation("logprobs", "is not given with tools: leave one out"));
+    }
     log_user(format.route(), r.user);
     Ok(ValidGeneration {
         prompts,
@@ -205,6 +225,7 @@ pub fn generation(
         logprobs,
         stream,
         include_usage,
+        output,
     })
 }
 
@@ -237,19 +258,6 @@ fn stream_usage(options: Option<StreamOptions>, stream: bool) -> Result<bool, Ca
         None => Ok(false),
         Some(_) if !stream => Err(CallError::validation("stream_options", "is only for \"stream\": true")),
         Some(StreamOptions { include_usage }) => Ok(IncludeUsage::read(include_usage)),
-    }
-}
-
-/// `response_format`: plain text only; the JSON modes are refused by name.
-fn response_format(value: Option<serde_json::Value>) -> Result<(), CallError> {
-    let Some(value) = value else { return Ok(()) };
-    match value.get("type").and_then(|t| t.as_str()) {
-        Some("text") => Ok(()),
-        Some(kind @ ("json_object" | "json_schema")) => Err(CallError::validation(
-            "response_format",
-            format!("{kind} is not supported by this server: answers are plain text"),
-        )),
-        _ => Err(CallError::validation("response_format", "must be {\"type\": \"text\"}")),
     }
 }
 
@@ -355,12 +363,68 @@ fn messages(value: Option<Messages>) -> Result<Vec<Message>, CallError> {
     };
     list.into_iter()
         .enumerate()
-        .map(|(i, ChatMessage { role, content })| {
+        .map(|(i, ChatMessage { role, content, tool_calls, tool_call_id })| {
             let role = match role {
                 Some(Text(role)) => chat_role(format!("messages[{i}].role"), &role)?,
                 None => return Err(CallError::validation(format!("messages[{i}].role"), "must be a string")),
             };
-            Ok(Message { role, content: content_text(i, content)? })
+            let tool_calls = match tool_calls {
+                Some(calls) if role == "assistant" => past_calls(i, calls)?,
+                Some(_) => {
+                    return Err(CallError::validation(
+                        format!("messages[{i}].tool_calls"),
+                        "is for an assistant message",
+                    ));
+                }
+                None => Vec::new(),
+            };
+            let tool_call_id = match (tool_call_id, role.as_str()) {
+                (Some(Text(id)), "tool") => Some(id),
+                (None, "tool") => {
+                    return Err(CallError::validation(
+                        format!("messages[{i}].tool_call_id"),
+                        "is required for a tool message",
+                    ));
+                }
+                (Some(_), _) => {
+                    return Err(CallError::validation(
+                        format!("messages[{i}].tool_call_id"),
+                        "is for a tool message",
+                    ));
+                }
+                (None, _) => None,
+            };
+            // An assistant turn that only calls tools has no content.
+            let content = match content {
+                None if !tool_calls.is_empty() => String::new(),
+                content => content_text(i, content)?,
+            };
+            Ok(Message { role, content, tool_calls, tool_call_id })
+        })
+        .collect()
+}
+
+/// An assistant turn's earlier `tool_calls` (as a chat answer gave them) in the shape chat
+/// templates read: each `{"type": "function", "function": {"name", "arguments"}}`, the arguments
+/// an object.
+fn past_calls(i: usize, calls: serde_json::Value) -> Result<Vec<serde_json::Value>, CallError> {
+    let serde_json::Value::Array(calls) = calls else {
+        return Err(CallError::validation(format!("messages[{i}].tool_calls"), "must be an array"));
+    };
+    calls
+        .iter()
+        .enumerate()
+        .map(|(j, call)| {
+            let field = |what: &str| format!("messages[{i}].tool_calls[{j}].function.{what}");
+            let name = call.pointer("/function/name").and_then(|n| n.as_str());
+            let name = name.ok_or_else(|| CallError::validation(field("name"), "must be a string"))?;
+            let arguments = match call.pointer("/function/arguments") {
+                Some(serde_json::Value::String(text)) => serde_json::from_str::<serde_json::Value>(text)
+                    .map_err(|e| CallError::validation(field("arguments"), format!("must be JSON: {e}")))?,
+                _ => return Err(CallError::validation(field("arguments"), "must be a string of JSON")),
+            };
+            let id = call.get("id").cloned().unwrap_or_default();
+            Ok(serde_json::json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}}))
         })
         .collect()
 }
@@ -478,8 +542,16 @@ mod tests {
             "messages[0].content: must be a string"
         );
         assert_eq!(
+            gen_error(r#"{"messages": [{"role": "critic", "content": "x"}]}"#, chat),
+            "messages[0].role: must be one of system, developer, user, assistant, tool"
+        );
+        assert_eq!(
             gen_error(r#"{"messages": [{"role": "tool", "content": "x"}]}"#, chat),
-            "messages[0].role: must be one of system, developer, user, assistant"
+            "messages[0].tool_call_id: is required for a tool message"
+        );
+        assert_eq!(
+            gen_error(r#"{"messages": [{"role": "user", "content": "x", "tool_calls": []}]}"#, chat),
+            "messages[0].tool_calls: is for an assistant message"
         );
         assert_eq!(
             gen_error(
@@ -498,7 +570,11 @@ mod tests {
             assert!(gen_error(&body, chat).starts_with(&format!("{field}: is a field of /v1/completions")));
         }
         for field in CHAT_ONLY {
-            let value = if field == "messages" { r#"[{"role": "user", "content": "x"}]"# } else { "2" };
+            let value = match field {
+                "messages" => r#"[{"role": "user", "content": "x"}]"#,
+                "parallel_tool_calls" => "true",
+                _ => "2",
+            };
             let body = format!(r#"{{"prompt": "x", "{field}": {value}}}"#);
             let error = gen_error(&body, GenerationFormat::Completion);
             assert!(error.starts_with(&format!("{field}: is a field of /v1/chat/completions")), "{error}");
@@ -519,10 +595,7 @@ mod tests {
             ),
             (r#"{"prompt": "hi", "n": 17}"#, "n: must be between 1 and 16"),
             (r#"{"prompt": "hi", "stream_options": {"include_usage": true}}"#, "stream_options: is only for"),
-            (
-                r#"{"prompt": "hi", "response_format": {"type": "json_object"}}"#,
-                "response_format: json_object is not supported",
-            ),
+            (r#"{"prompt": "hi", "response_format": {"type": "yaml"}}"#, "response_format: must be"),
             (r#"{"prompt": "hi", "logprobs": 6}"#, "logprobs: must be between 0 and 5"),
             (r#"{"prompt": "hi", "logprobs": true}"#, "logprobs: must be a number of alternatives"),
             (r#"{"prompt": "hi", "top_logprobs": 2}"#, "top_logprobs: is a field of /v1/chat/completions"),
@@ -536,7 +609,10 @@ mod tests {
             completion,
         )
         .unwrap();
-        assert_eq!((ok.max_tokens, ok.max_tokens_given, ok.sampling.seed, ok.stream), (128, false, 7, false));
+        assert_eq!(
+            (ok.max_tokens, ok.max_tokens_given, ok.sampling.seed, ok.stream),
+            (2048, false, 7, false)
+        );
         assert_eq!(ok.logprobs, Some(2));
         let chat_logprobs = |fields: &str| {
             let body = format!(r#"{{"messages": [{{"role": "user", "content": "hi"}}], {fields}}}"#);

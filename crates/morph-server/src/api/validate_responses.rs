@@ -1,5 +1,7 @@
 //! A `/v1/responses` call checked into the generation it asks for: its input as chat messages
-//! (`instructions` first, as a system message), its sampling and its token limit.
+//! (`instructions` first, as a system message; earlier `function_call` items as an assistant's
+//! calls, `function_call_output` items as tool results), its sampling, its token limit, and what
+//! its answer must be (`text.format`, `tools`).
 
 use morph_decoder::{Message, SamplingParams};
 use serde_json::Value;
@@ -8,6 +10,7 @@ use super::bounds::{Bounded, Switch};
 use super::fields::{Flag, Text};
 use super::requests::{MaxTokens, ResponsesRequest, Stream, Temperature, TopP};
 use super::validate::{chat_role, log_user, served_model};
+use super::validate_output::{OutputFields, ToolShape, output};
 use crate::error::CallError;
 use crate::infer::{Prompt, ValidGeneration};
 
@@ -29,16 +32,26 @@ pub fn responses(
     }
     let mut messages = Vec::new();
     if let Some(Text(instructions)) = r.instructions {
-        messages.push(Message { role: "system".into(), content: instructions });
+        messages.push(Message::new("system", &instructions));
     }
     messages.extend(input(r.input)?);
     log_user(ROUTE, r.user);
-    let max_tokens = MaxTokens::RANGE.up_to(context as f64).read("max_output_tokens", r.max_output_tokens)?;
+    let output = output(
+        OutputFields {
+            format: text_format(r.text)?.map(|f| (f, "text.format")),
+            tools: r.tools,
+            tool_choice: r.tool_choice,
+            parallel_tool_calls: r.parallel_tool_calls.map(|Flag(on)| on),
+        },
+        ToolShape::Flat,
+    )?;
+    let max_tokens =
+        MaxTokens::RANGE.up_to(context as f64).given("max_output_tokens", r.max_output_tokens)?;
     Ok(ValidGeneration {
         prompts: vec![Prompt::Chat(messages)],
         n: 1,
-        max_tokens: max_tokens as u32,
-        max_tokens_given: r.max_output_tokens.is_some(),
+        max_tokens: max_tokens.map_or(context, |n| n as usize) as u32,
+        max_tokens_given: max_tokens.is_some(),
         // The Responses API has no top_k, min_p or penalties: they stay off.
         sampling: SamplingParams {
             temperature: Temperature::RANGE.read("temperature", r.temperature)? as f32,
@@ -50,7 +63,20 @@ pub fn responses(
         logprobs: None,
         stream: Stream::read(r.stream),
         include_usage: false,
+        output,
     })
+}
+
+/// `text`: only its `format` is honoured.
+fn text_format(text: Option<Value>) -> Result<Option<Value>, CallError> {
+    let Some(text) = text.filter(|t| !t.is_null()) else { return Ok(None) };
+    let Some(object) = text.as_object() else {
+        return Err(CallError::validation("text", "must be an object {\"format\": ...}"));
+    };
+    if let Some(other) = object.keys().find(|k| k.as_str() != "format") {
+        return Err(CallError::validation(format!("text.{other}"), "is not supported by this server"));
+    }
+    Ok(object.get("format").cloned())
 }
 
 /// `input`: a string (one user message) or a non-empty array of messages.
@@ -60,11 +86,31 @@ fn input(value: Option<Value>) -> Result<Vec<Message>, CallError> {
         Some(Value::String(text)) if text.is_empty() => {
             Err(CallError::validation("input", "must not be empty"))
         }
-        Some(Value::String(text)) => Ok(vec![Message { role: "user".into(), content: text }]),
+        Some(Value::String(text)) => Ok(vec![Message::new("user", &text)]),
         Some(Value::Array(items)) if items.is_empty() => {
             Err(CallError::validation("input", "must not be an empty array"))
         }
-        Some(Value::Array(items)) => items.iter().enumerate().map(|(i, item)| message(i, item)).collect(),
+        Some(Value::Array(items)) => {
+            let mut messages: Vec<Message> = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                match item.get("type").and_then(Value::as_str) {
+                    Some("function_call") => {
+                        let call = past_call(i, item)?;
+                        // Calls made together are one assistant turn.
+                        match messages.last_mut() {
+                            Some(last) if last.role == "assistant" && !last.tool_calls.is_empty() => {
+                                last.tool_calls.push(call);
+                            }
+                            _ => messages
+                                .push(Message { tool_calls: vec![call], ..Message::new("assistant", "") }),
+                        }
+                    }
+                    Some("function_call_output") => messages.push(call_output(i, item)?),
+                    _ => messages.push(message(i, item)?),
+                }
+            }
+            Ok(messages)
+        }
         Some(_) => Err(CallError::validation("input", "must be a string or an array of messages")),
     }
 }
@@ -81,12 +127,37 @@ fn message(i: usize, item: &Value) -> Result<Message, CallError> {
     match object.get("type").map(|t| t.as_str()) {
         None | Some(Some("message")) => {}
         Some(_) => {
-            let message = "only messages are supported (no function calls, reasoning or other items)";
+            let message = "only messages, function_call and function_call_output items are supported";
             return Err(CallError::validation(field(".type"), message));
         }
     }
     let role = chat_role(field(".role"), object.get("role").and_then(Value::as_str).unwrap_or_default())?;
-    Ok(Message { role, content: content(&field(".content"), object.get("content"))? })
+    Ok(Message::new(&role, &content(&field(".content"), object.get("content"))?))
+}
+
+/// Input item `i`, an earlier `function_call` (`call_id`, `name`, `arguments` a string of
+/// JSON), in the shape chat templates read.
+fn past_call(i: usize, item: &Value) -> Result<Value, CallError> {
+    let text = |key: &str| {
+        item.get(key)
+            .and_then(Value::as_str)
+            .ok_or_else(|| CallError::validation(format!("input[{i}].{key}"), "must be a string"))
+    };
+    let arguments: Value = serde_json::from_str(text("arguments")?)
+        .map_err(|e| CallError::validation(format!("input[{i}].arguments"), format!("must be JSON: {e}")))?;
+    Ok(
+        serde_json::json!({"id": text("call_id")?, "type": "function", "function": {"name": text("name")?, "arguments": arguments}}),
+    )
+}
+
+/// Input item `i`, a `function_call_output` (`call_id`, `output`): a tool's result.
+fn call_output(i: usize, item: &Value) -> Result<Message, CallError> {
+    let text = |key: &str| {
+        item.get(key)
+            .and_then(Value::as_str)
+            .ok_or_else(|| CallError::validation(format!("input[{i}].{key}"), "must be a string"))
+    };
+    Ok(Message { tool_call_id: Some(text("call_id")?.to_string()), ..Message::new("tool", text("output")?) })
 }
 
 /// A message's content: a string, or the texts of its `input_text`/`output_text` parts joined by
@@ -137,10 +208,12 @@ mod tests {
         assert!(call(parts).is_ok());
         for (body, error) in [
             (r#"{}"#, "input: is required"),
-            (r#"{"input": "Hi", "tools": []}"#, "tools: is not supported by this server"),
+            (r#"{"input": "Hi", "tools": [{"type": "web_search"}]}"#, "tools[0].type: must be \"function\""),
+            (r#"{"input": "Hi", "text": {"verbosity": "low"}}"#, "text.verbosity: is not supported"),
+            (r#"{"input": "Hi", "text": {"format": {"type": "yaml"}}}"#, "text.format: must be"),
             (
                 r#"{"input": [{"type": "function_call_output", "output": "x"}]}"#,
-                "input[0].output: is not supported",
+                "input[0].call_id: must be a string",
             ),
             (
                 r#"{"input": [{"type": "reasoning", "role": "user", "content": "x"}]}"#,

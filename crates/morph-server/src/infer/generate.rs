@@ -5,12 +5,14 @@
 use std::sync::Arc;
 
 use morph_decoder::pieces::turn_starts;
-use morph_decoder::{CacheStats, DecoderModel, GenEvent, LlamaPromptCache, Message};
+use morph_decoder::{
+    CacheStats, DecoderModel, GenEvent, Grammar, GrammarSource, LlamaPromptCache, Message, Tool,
+};
 use morph_encoder::predictor::predictor_text;
 use morph_engine::EngineError;
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use super::valid::{Prompt, ValidGeneration};
+use super::valid::{Output, Prompt, ToolChoice, ValidGeneration};
 use crate::driver::{Claim, Driver};
 use crate::error::CallError;
 use crate::prediction::Predictions;
@@ -103,26 +105,28 @@ impl Generator {
         if self.prefill_stages > 0 {
             Self::one_token(call)?;
         }
+        let grammar = self.grammar(&call.output).await?;
         let mut prompts = Vec::with_capacity(call.prompts.len());
         for prompt in &call.prompts {
-            let ids = self.tokenize(prompt, call.max_tokens).await?;
+            let (ids, max_tokens) = self.tokenize(prompt, call, call.tools()).await?;
             // A prompt's output length is predicted once, for all of its choices.
             let predicted = match self.prefill_stages {
                 0 => self.predict(prompt).await,
                 _ => None,
             };
-            prompts.push((ids, predicted));
+            prompts.push((ids, predicted, max_tokens));
         }
         let mut started = Vec::new();
-        for (index, decoding) in call.choices() {
-            let (ids, predicted) = &prompts[index];
+        for (index, mut decoding) in call.choices() {
+            decoding.grammar = grammar.clone();
+            let (ids, predicted, max_tokens) = &prompts[index];
             if self.prefill_stages > 0 {
                 started.push(Started::Ready(self.next_token(decoding, ids.clone()).await?));
                 continue;
             }
             let truth = predicted.as_ref().map(|(truth, _)| truth.clone());
             let generation = morph_core::Generation {
-                max_tokens: call.max_tokens,
+                max_tokens: *max_tokens,
                 predicted: predicted.as_ref().and_then(|(_, length)| *length),
                 cached: self.cached(ids),
             };
@@ -155,10 +159,16 @@ impl Generator {
         Some((Truth { predictions: predictions.clone(), text }, predicted))
     }
 
-    /// A prompt's token ids; with `max_tokens` they must fit in what a sequence holds (a whole
-    /// decoder's KV cache is its runtime's length, a prefill the context; a prompt alone too long
-    /// is the policy's 413).
-    async fn tokenize(&self, prompt: &Prompt, max_tokens: u32) -> Result<Vec<u32>, CallError> {
+    /// A prompt's token ids and the tokens its answer may have: the call's `max_tokens`, which
+    /// with the prompt must fit in what a sequence holds (a whole decoder's KV cache is its
+    /// runtime's length, a prefill the context), or else all the room the prompt leaves, as
+    /// OpenAI's default is (a prompt alone too long is the policy's 413).
+    async fn tokenize(
+        &self,
+        prompt: &Prompt,
+        call: &ValidGeneration,
+        tools: &[Tool],
+    ) -> Result<(Vec<u32>, u32), CallError> {
         let context = self.context();
         let holds = match self.prefill_stages {
             0 => context.min(self.max_input_len as usize),
@@ -170,7 +180,7 @@ impl Generator {
             Prompt::Chat(messages) => self
                 .model
                 .tokenizer
-                .chat_prompt(messages)
+                .chat_prompt(messages, tools)
                 .map_err(|e| CallError::validation(field, e.to_string()))?,
         };
         let model = self.model.clone();
@@ -181,6 +191,11 @@ impl Generator {
                 EngineError::Unrepresentable(message) => CallError::validation(field, message),
                 e => CallError::Engine(e),
             })?;
+        if !call.max_tokens_given {
+            let room = holds.saturating_sub(ids.len()).max(1);
+            return Ok((ids, u32::try_from(room).unwrap_or(u32::MAX)));
+        }
+        let max_tokens = call.max_tokens;
         if ids.len() < holds && ids.len() + max_tokens as usize > holds {
             let message = format!(
                 "the prompt's {} tokens plus max_tokens exceed the {holds} tokens a sequence holds here (the model's context of {context}, or the runtime's length: --runtime dynamic:LENxN)",
@@ -188,7 +203,36 @@ impl Generator {
             );
             return Err(CallError::validation("max_tokens", message));
         }
-        Ok(ids)
+        Ok((ids, max_tokens))
+    }
+}
+
+impl Generator {
+    /// The grammar the call's answers are held to: its JSON schema, or calls of its tools when
+    /// it must call one. Every schema is compiled (an `auto` call's tools too), so a keyword the
+    /// grammar engine does not implement is refused by name, not ignored.
+    async fn grammar(&self, output: &Output) -> Result<Option<Grammar>, CallError> {
+        let (source, field, forced) = match output {
+            Output::Text => return Ok(None),
+            Output::Json { schema, field } => (GrammarSource::JsonSchema(schema.clone()), *field, true),
+            Output::Tools(used) => {
+                let format = self.model.tokenizer.tool_format();
+                let forced = used.choice != ToolChoice::Auto;
+                (format.grammar(&used.callable(), used.parallel), "tools", forced)
+            }
+        };
+        let model = self.model.clone();
+        // The first grammar walks the vocabulary (hundreds of milliseconds): off the runtime.
+        let grammar = tokio::task::spawn_blocking(move || model.tokenizer.grammar(source))
+            .await
+            .map_err(|e| CallError::Engine(EngineError::Tokenize(e.to_string())))?
+            .map_err(|e| CallError::validation(field, format!("cannot be followed: {e}")))?;
+        Ok(forced.then_some(grammar))
+    }
+
+    /// How this model writes tool calls.
+    pub fn tool_format(&self) -> morph_decoder::ToolFormat {
+        self.model.tokenizer.tool_format()
     }
 }
 

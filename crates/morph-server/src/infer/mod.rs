@@ -15,5 +15,6 @@ pub use embed::{Embedded, Embedder, ModelKind};
 pub use generate::{Generator, StartedGeneration, Truth};
 pub use score::{Scored, ValidScore};
 pub use valid::{
-    EmbedInputs, GenerationFormat, Prompt, Sequence, ValidClassify, ValidEmbed, ValidGeneration,
+    EmbedInputs, GenerationFormat, Output, Prompt, Sequence, ToolChoice, ToolUse, ValidClassify, ValidEmbed,
+    ValidGeneration,
 };

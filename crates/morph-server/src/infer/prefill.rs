@@ -39,7 +39,7 @@ impl Generator {
             Err(_) => return Err(CallError::Engine(EngineError::Stopped)),
         };
         let tokenizer = &self.model.tokenizer;
-        let token = Sampler::new(decoding.sampling).sample(&logits);
+        let token = Sampler::constrained(decoding.sampling, decoding.grammar.as_ref()).sample(&logits);
         let logprob = decoding.logprobs.map(|top| token_logprob(&logits, token, usize::from(top)));
         let (events, rx) = unbounded_channel();
         let mut stop = StopScan::new(decoding.stop);

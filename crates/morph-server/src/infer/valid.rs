@@ -3,7 +3,7 @@
 
 use morph_core::TaskId;
 use morph_core::time::ms_to_nanos;
-use morph_decoder::{Decoding, Message, SamplingParams};
+use morph_decoder::{Decoding, Message, SamplingParams, Tool};
 
 use crate::driver::CallClass;
 
@@ -100,16 +100,77 @@ pub struct ValidGeneration {
     pub stream: bool,
     /// A stream's last chunk carries the call's token counts.
     pub include_usage: bool,
+    /// What the answer must be: any text, JSON of a schema, or calls of the tools offered.
+    pub output: Output,
+}
+
+/// The shape a generation's answer must take.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Output {
+    #[default]
+    Text,
+    /// One JSON value valid against this schema (`response_format`, the Responses API's
+    /// `text.format`), given at `field`.
+    Json { schema: serde_json::Value, field: &'static str },
+    /// Tools offered to the model (`tools`, `tool_choice`, `parallel_tool_calls`).
+    Tools(ToolUse),
+}
+
+impl Output {
+    pub fn offers_tools(&self) -> bool {
+        matches!(self, Output::Tools(_))
+    }
+}
+
+/// The tools a chat offers and whether the model must call one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolUse {
+    pub tools: Vec<Tool>,
+    pub choice: ToolChoice,
+    /// Several calls may be made in one answer.
+    pub parallel: bool,
+}
+
+/// `tool_choice`: whether the answer is calls (and of which tool) or the model's choice.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolChoice {
+    /// Text or calls, as the model writes; calls are read out of its text.
+    Auto,
+    /// Calls only, of any tool offered: sampling is constrained to them.
+    Required,
+    /// Calls of this tool only.
+    Named(String),
+}
+
+impl ToolUse {
+    /// The tools a call may name: all, or the one `tool_choice` names.
+    pub fn callable(&self) -> Vec<Tool> {
+        match &self.choice {
+            ToolChoice::Named(name) => self.tools.iter().filter(|t| &t.name == name).cloned().collect(),
+            ToolChoice::Auto | ToolChoice::Required => self.tools.clone(),
+        }
+    }
 }
 
 impl ValidGeneration {
+    /// The tools offered in the prompt (none unless the call offers some).
+    pub fn tools(&self) -> &[Tool] {
+        match &self.output {
+            Output::Tools(used) => &used.tools,
+            Output::Text | Output::Json { .. } => &[],
+        }
+    }
+
     /// The choices to generate, in the answer's order (OpenAI's: prompt by prompt, `n` each):
-    /// each one's prompt (by index) and decoding.
+    /// each one's prompt (by index) and decoding (its grammar, compiled for the model's
+    /// vocabulary, is the generator's to set).
     pub fn choices(&self) -> impl Iterator<Item = (usize, Decoding)> + '_ {
         (0..self.prompts.len()).flat_map(move |prompt| {
             (0..self.n as u64).map(move |i| {
                 let sampling = SamplingParams { seed: self.sampling.seed.wrapping_add(i), ..self.sampling };
-                (prompt, Decoding { sampling, stop: self.stop.clone(), logprobs: self.logprobs })
+                let decoding =
+                    Decoding { sampling, stop: self.stop.clone(), logprobs: self.logprobs, grammar: None };
+                (prompt, decoding)
             })
         })
     }

@@ -1,0 +1,217 @@
+"""What agent frameworks send first, against a live Morph decoder: structured outputs and tool
+calls through the official `openai` SDK (`chat.completions.parse` with a Pydantic model, a tool
+round trip, `tool_choice` required and named, streamed calls; the Responses API's function tools,
+`text.format` and `responses.parse`) and LangChain's `bind_tools` and
+`with_structured_output`; then 50+ varied JSON schemas, each answer parsed and validated with
+`jsonschema` (an implementation independent of the server's grammar engine).
+
+Run by tests/structured_outputs.rs: agent_clients.py GENERATE_URL MODEL [ROUTE]
+ROUTE is `chat` (default) or `completions` (a model without a chat template: the schemas go
+through /v1/completions). Exits non-zero with the failed assertion; prints one line per check.
+"""
+
+import json
+import sys
+
+import jsonschema
+from openai import OpenAI
+from pydantic import BaseModel
+
+URL, MODEL = sys.argv[1:3]
+ROUTE = sys.argv[3] if len(sys.argv) > 3 and not sys.argv[3].startswith("--") else "chat"
+client = OpenAI(base_url=f"{URL}/v1", api_key="not-checked")
+
+
+def check(name, ok, detail=""):
+    assert ok, f"{name}: {detail}"
+    print(f"ok  {name}")
+
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The current weather in a city",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "maxLength": 30},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+            },
+            "required": ["city", "unit"],
+            "additionalProperties": False,
+        },
+    },
+}
+TIME = {
+    "type": "function",
+    "function": {
+        "name": "get_time",
+        "description": "The local time in a timezone",
+        "parameters": {
+            "type": "object",
+            "properties": {"timezone": {"type": "string", "maxLength": 30}},
+            "required": ["timezone"],
+        },
+    },
+}
+
+
+def valid_call(call, tools):
+    schema = next(t["function"]["parameters"] for t in tools if t["function"]["name"] == call.function.name)
+    jsonschema.validate(json.loads(call.function.arguments), schema)
+    return True
+
+
+class City(BaseModel):
+    name: str
+    country: str
+    population: int
+    coastal: bool
+
+
+def parse_with_pydantic():
+    done = client.chat.completions.parse(
+        model=MODEL,
+        messages=[{"role": "user", "content": "Describe Paris as a city record."}],
+        response_format=City,
+        max_tokens=200,
+        temperature=0,
+    )
+    city = done.choices[0].message.parsed
+    check("chat.completions.parse fills a Pydantic model", isinstance(city, City), done.choices[0].message.content)
+
+
+def tool_round_trip():
+    messages = [{"role": "user", "content": "What is the weather in Paris, in celsius?"}]
+    tools = [WEATHER, TIME]
+    first = client.chat.completions.create(model=MODEL, messages=messages, tools=tools, tool_choice="required", max_tokens=200)
+    choice = first.choices[0]
+    calls = choice.message.tool_calls or []
+    check("tool_choice required answers with calls", choice.finish_reason == "tool_calls" and len(calls) >= 1, choice)
+    check("every call's arguments validate against its tool", all(valid_call(c, tools) for c in calls))
+    messages.append(choice.message.model_dump(exclude_none=True))
+    for call in calls:
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": "18 degrees celsius, sunny"})
+    second = client.chat.completions.create(model=MODEL, messages=messages, tools=tools, tool_choice="none", max_tokens=60)
+    answer = second.choices[0]
+    check("the round trip ends in text", answer.finish_reason in ("stop", "length") and answer.message.content and not answer.message.tool_calls, answer)
+    named = client.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "What time is it in Tokyo?"}],
+        tools=tools,
+        tool_choice={"type": "function", "function": {"name": "get_time"}},
+        parallel_tool_calls=False,
+        max_tokens=100,
+    )
+    calls = named.choices[0].message.tool_calls or []
+    check("a named tool_choice calls that tool once", [c.function.name for c in calls] == ["get_time"], named)
+    stream = client.chat.completions.create(model=MODEL, messages=messages[:1], tools=tools, tool_choice="required", stream=True, max_tokens=200)
+    names, arguments, reasons = {}, {}, []
+    for chunk in stream:
+        for c in chunk.choices:
+            reasons.append(c.finish_reason)
+            for d in c.delta.tool_calls or []:
+                names[d.index] = names.get(d.index, "") + (d.function.name or "")
+                arguments[d.index] = arguments.get(d.index, "") + (d.function.arguments or "")
+    check("a streamed call carries its name and arguments", names and all(json.loads(a) is not None for a in arguments.values()), (names, arguments))
+    check("a streamed call finishes for tool_calls", "tool_calls" in reasons, reasons)
+
+
+def responses_api():
+    flat = [{"type": "function", **t["function"]} for t in (WEATHER, TIME)]
+    ask = [{"role": "user", "content": "What is the weather in Paris, in celsius?"}]
+    first = client.responses.create(model=MODEL, input=ask, tools=flat, tool_choice="required", max_output_tokens=200)
+    calls = [item for item in first.output if item.type == "function_call"]
+    check("responses: tool_choice required answers with function_call items", calls, first.output)
+    for call in calls:
+        schema = next(t["parameters"] for t in flat if t["name"] == call.name)
+        jsonschema.validate(json.loads(call.arguments), schema)
+    check("responses: every call's arguments validate against its tool", True)
+    history = ask + [c.model_dump(exclude_none=True) for c in calls]
+    history += [{"type": "function_call_output", "call_id": c.call_id, "output": "18 degrees celsius"} for c in calls]
+    second = client.responses.create(model=MODEL, input=history, tools=flat, tool_choice="none", max_output_tokens=60)
+    check("responses: the round trip ends in text", second.output_text and all(i.type == "message" for i in second.output), second.output)
+    parsed = client.responses.parse(model=MODEL, input="Describe Rome as a city record.", text_format=City, max_output_tokens=200, temperature=0)
+    check("responses.parse fills a Pydantic model", isinstance(parsed.output_parsed, City), parsed.output_text)
+    events = list(client.responses.create(model=MODEL, input=ask, tools=flat, tool_choice="required", stream=True, max_output_tokens=200))
+    done = [e for e in events if e.type == "response.function_call_arguments.done"]
+    check("responses: a streamed call's arguments arrive whole", done and all(json.loads(e.arguments) is not None for e in done), [e.type for e in events])
+    check("responses: the stream ends completed", events[-1].type == "response.completed", events[-1].type)
+
+
+def langchain():
+    from langchain_core.tools import tool
+    from langchain_openai import ChatOpenAI
+
+    @tool
+    def multiply(a: int, b: int) -> int:
+        """Multiply two integers."""
+        return a * b
+
+    llm = ChatOpenAI(base_url=f"{URL}/v1", api_key="not-checked", model=MODEL, max_tokens=120, temperature=0)
+    message = llm.bind_tools([multiply], tool_choice="multiply").invoke("What is 6 times 7?")
+    calls = message.tool_calls
+    check("LangChain bind_tools gets a call with integer arguments", calls and calls[0]["name"] == "multiply" and all(isinstance(calls[0]["args"][k], int) for k in ("a", "b")), message)
+    structured = llm.with_structured_output(City, method="json_schema").invoke("Describe Lisbon as a city record.")
+    check("LangChain with_structured_output returns the model", isinstance(structured, City), structured)
+
+
+def schemas():
+    """50+ schemas of different shapes: flat, nested, enums, arrays, required and optional fields."""
+    text = {"type": "string", "maxLength": 24}
+    kinds = [
+        {"type": "integer", "minimum": 0, "maximum": 1000},
+        {"type": "number"},
+        {"type": "boolean"},
+        text,
+        {"type": "string", "enum": ["red", "green", "blue"]},
+        {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3},
+        {"type": "array", "items": text, "maxItems": 3},
+        {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}}, "required": ["x", "y"]},
+        {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{2}$"},
+        {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+    ]
+    fields = ["name", "age", "score", "active", "color", "ids", "tags", "point", "code", "parent"]
+    out = []
+    for n in range(1, 6):
+        for start in range(len(fields)):
+            chosen = [(fields[(start + k) % len(fields)], kinds[(start + k) % len(kinds)]) for k in range(n)]
+            properties = dict(chosen)
+            required = [name for i, (name, _) in enumerate(chosen) if i % 2 == 0 or n < 3]
+            schema = {"type": "object", "properties": properties, "required": required}
+            if n % 2:
+                schema["additionalProperties"] = False
+            if n == 5:
+                schema = {"type": "object", "properties": {"record": schema, "count": {"type": "integer"}}, "required": ["record"]}
+            out.append((f"record_{n}_{start}", schema))
+    out.append(("list_of_items", {"type": "array", "items": {"type": "object", "properties": {"id": {"type": "integer"}, "label": text}, "required": ["id", "label"]}, "maxItems": 3}))
+    out.append(("choice", {"type": "string", "enum": ["yes", "no", "maybe"]}))
+    return out
+
+
+def many_schemas():
+    cases, failed = schemas(), []
+    for name, schema in cases:
+        fmt = {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
+        ask = f"Write a {name.replace('_', ' ')} as JSON."
+        if ROUTE == "chat":
+            done = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": ask}], response_format=fmt, max_tokens=400, temperature=0.7, seed=len(name))
+            text, reason = done.choices[0].message.content, done.choices[0].finish_reason
+        else:
+            done = client.completions.create(model=MODEL, prompt=f"{ask}\n", extra_body={"response_format": fmt}, max_tokens=400, temperature=0.7, seed=len(name))
+            text, reason = done.choices[0].text, done.choices[0].finish_reason
+        try:
+            jsonschema.validate(json.loads(text), schema)
+        except Exception as e:  # the message names the schema and the answer
+            failed.append(f"{name}: {text!r} ({reason}) does not validate against {schema}: {e}")
+    check(f"{len(cases)} varied JSON schemas: every answer parses and validates", len(cases) >= 50 and not failed, "\n".join(failed))
+
+
+if ROUTE == "chat" and "--schemas-only" not in sys.argv:
+    parse_with_pydantic()
+    tool_round_trip()
+    responses_api()
+    langchain()
+many_schemas()
+print("all client checks passed")
