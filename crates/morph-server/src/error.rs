@@ -47,6 +47,9 @@ pub enum CallError {
     /// A route this server does not have; the message says why or lists the routes it has.
     #[error("{0}")]
     NotFound(String),
+    /// A route that does not take the method asked (counted as not found).
+    #[error("{path} does not take {method}: it takes {allowed}")]
+    MethodNotAllowed { method: String, path: String, allowed: String },
 }
 
 impl CallError {
@@ -75,7 +78,7 @@ impl CallError {
             CallError::WrongEndpoint { .. } => FailureKind::WrongEndpoint,
             CallError::ShuttingDown => FailureKind::ShuttingDown,
             CallError::Starting(_) => FailureKind::Starting,
-            CallError::NotFound(_) => FailureKind::NotFound,
+            CallError::NotFound(_) | CallError::MethodNotAllowed { .. } => FailureKind::NotFound,
         }
     }
 }

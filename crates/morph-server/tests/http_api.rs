@@ -227,12 +227,22 @@ async fn tei_tokenize_decode_info_and_clear_404s() {
     let (status, body) = post(&server.url, "/embed_all", r#"{"inputs": "a"}"#).await;
     assert_eq!((status, body["error"]["type"].as_str()), (404, Some("not_found")), "{body}");
     assert!(error_message(&body).contains("/embed_all (one vector per token) is not served"), "{body}");
-    let (status, body) = post(&server.url, "/v2/embed", "{}").await;
+    let (status, body) = post(&server.url, "/v3/embed", "{}").await;
     assert_eq!(status, 404);
     assert!(
-        error_message(&body).contains("no route POST /v2/embed; the routes: POST /v1/embeddings"),
+        error_message(&body).contains("no route POST /v3/embed; the routes: POST /v1/embeddings"),
         "{body}"
     );
+    // A route asked with a method it does not take answers JSON too; both carry a request id
+    // and are counted (a path no route has under one label).
+    let wrong = client().get(format!("{}/v1/embeddings", server.url)).send().await.expect("GET");
+    assert_eq!(wrong.status(), 405);
+    assert!(wrong.headers().contains_key("x-request-id") && wrong.headers().contains_key("allow"));
+    let body: serde_json::Value = wrong.json().await.expect("JSON");
+    assert!(error_message(&body).contains("/v1/embeddings does not take GET: it takes POST"), "{body}");
+    let metrics = client().get(format!("{}/metrics", server.url)).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains(r#"route="unmatched",status="404""#), "{metrics}");
+    assert!(metrics.contains(r#"route="/v1/embeddings",status="405""#), "{metrics}");
     let info: serde_json::Value =
         client().get(format!("{}/info", server.url)).send().await.unwrap().json().await.unwrap();
     assert_eq!(info["model_id"], "all-MiniLM-L6-v2");

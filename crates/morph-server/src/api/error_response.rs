@@ -27,6 +27,7 @@ impl CallError {
             CallError::WrongEndpoint { .. } => StatusCode::NOT_FOUND,
             CallError::ShuttingDown | CallError::Starting(_) => StatusCode::SERVICE_UNAVAILABLE,
             CallError::NotFound(_) => StatusCode::NOT_FOUND,
+            CallError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
         }
     }
 }

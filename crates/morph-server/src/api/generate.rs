@@ -17,10 +17,10 @@ use morph_engine::EngineError;
 
 use super::logprobs::{ChoiceLogprobs, Logprobbed};
 use super::reply::{Finished, Reply, choice_done};
-use super::requests::{ChatRequest, CompletionRequest, GenerationRequest};
+use super::requests::{ChatRequest, CompletionRequest};
 use super::responses::{CompletionResponse, GenerationUsage};
 use super::tool_reply::CallReader;
-use super::{AppState, Body, parse, stream, validate};
+use super::{AppState, Body, stream, validate};
 use crate::error::CallError;
 use crate::infer::{GenerationFormat, Generator, StartedGeneration, ValidGeneration};
 use crate::metrics::Metrics;
@@ -72,7 +72,7 @@ async fn start(
     format: GenerationFormat,
 ) -> Result<(Vec<StartedGeneration>, ValidGeneration), CallError> {
     let generator = state.generator()?;
-    let request: GenerationRequest = parse(body)?;
+    let request = validate::generation_request(body, format)?;
     let call = validate::generation(
         request,
         format,

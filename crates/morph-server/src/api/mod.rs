@@ -138,6 +138,9 @@ pub(crate) fn authorized(state: &AppState, headers: &axum::http::HeaderMap) -> b
 /// The probes, the scrape and the API document and its page, left out of the call metrics and logs.
 const UNCOUNTED: [&str; 7] = ["/live", "/ready", "/health", "/ping", "/metrics", "/openapi.json", "/docs"];
 
+/// The route label of a call to a path no route has.
+const UNMATCHED: &str = "unmatched";
+
 /// Every route, for the answer to a path that is none of them.
 const ROUTES: &str = "POST /v1/embeddings, /embed, /similarity, /tokenize, /decode, /v1/classify, /predict, \
      /rerank, /v1/rerank, /v1/completions, /v1/chat/completions, /v1/responses (and TEI's /, /invocations, \
@@ -181,16 +184,19 @@ fn count_failure(state: &AppState, response: &Response) {
 /// Runs every call in a span with its request id (the client's `x-request-id`, else a fresh
 /// one, returned in the same header), so that each log line of the call carries it; logs the
 /// call's answer, and counts it by route and status with its time until the answer's head (a
-/// stream's body goes on after it). The probes, `/metrics` and `/openapi.json` are neither
-/// logged nor counted, nor is a path no route has; every failed answer is counted by its kind.
+/// stream's body goes on after it; a path no route has under the route `unmatched`). The
+/// probes, `/metrics` and `/openapi.json` are neither logged nor counted; every failed answer is
+/// counted by its kind. A route's answer to a method it does not take is made JSON here.
 async fn observe_calls(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let route = request.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string());
+    // A path no route has is counted under one label (its path could be anything).
+    let route = request.extensions().get::<MatchedPath>().map_or(UNMATCHED, |p| p.as_str()).to_string();
     let asked_for_all = request.extensions().get::<OnBehalf>().is_some();
-    let Some(route) = route.filter(|r| !UNCOUNTED.contains(&r.as_str()) && !asked_for_all) else {
+    let (method, path) = (request.method().to_string(), request.uri().path().to_string());
+    if UNCOUNTED.contains(&route.as_str()) || asked_for_all {
         let response = next.run(request).await;
         count_failure(&state, &response);
         return response;
-    };
+    }
     let id = request
         .headers()
         .get(REQUEST_ID)
@@ -200,6 +206,22 @@ async fn observe_calls(State(state): State<AppState>, request: Request, next: Ne
     let span = tracing::info_span!("call", id = %id, route = %route);
     let started = Instant::now();
     let mut response = next.run(request).instrument(span.clone()).await;
+    if response.status() == axum::http::StatusCode::METHOD_NOT_ALLOWED
+        && response.extensions().get::<FailureKind>().is_none()
+    {
+        // The router's own 405 has no body: answered as every error is.
+        let allowed = response
+            .headers()
+            .get(axum::http::header::ALLOW)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let allow = response.headers().get(axum::http::header::ALLOW).cloned();
+        response = CallError::MethodNotAllowed { method, path, allowed }.into_response();
+        if let Some(allow) = allow {
+            response.headers_mut().insert(axum::http::header::ALLOW, allow);
+        }
+    }
     let (status, seconds) = (response.status().as_u16(), started.elapsed().as_secs_f64());
     state.driver.metrics.call(&route, status, seconds);
     count_failure(&state, &response);

@@ -4,7 +4,7 @@
 use morph_decoder::{Message, SamplingParams};
 
 use super::bounds::{Bounded, Switch};
-use super::fields::{ChatMessage, Content, Flag, Inputs, Messages, Number, ROLES, Text, Texts};
+use super::fields::{ChatMessage, Content, Flag, Inputs, Messages, Number, ROLES, Text, Texts, parse};
 use super::pair_fields::PredictInputs;
 use super::requests::{
     AddSpecialTokens, CHAT_ONLY, COMPLETION_ONLY, Choices, ClassifyRequest, CompletionLogprobs,
@@ -226,6 +226,24 @@ pub fn generation(
         stream,
         include_usage,
         output,
+    })
+}
+
+/// A generation call's body in `format`; a field no generation route takes is refused with the
+/// fields this route takes (not the other route's).
+pub fn generation_request(body: &[u8], format: GenerationFormat) -> Result<GenerationRequest, CallError> {
+    parse(body).map_err(|e| match e {
+        CallError::Validation { field, message } => {
+            let other: &[&str] = match format {
+                GenerationFormat::Chat => &COMPLETION_ONLY,
+                GenerationFormat::Completion => &CHAT_ONLY,
+            };
+            let message = other
+                .iter()
+                .fold(message, |m, f| m.replace(&format!("`{f}`, "), "").replace(&format!(", `{f}`"), ""));
+            CallError::Validation { field, message }
+        }
+        e => e,
     })
 }
 
@@ -621,6 +639,22 @@ mod tests {
         assert_eq!(chat_logprobs(r#""logprobs": true, "top_logprobs": 3"#), Ok(Some(3)));
         assert_eq!(chat_logprobs(r#""logprobs": false"#), Ok(None));
         assert!(chat_logprobs(r#""top_logprobs": 3"#).unwrap_err().starts_with("top_logprobs: needs"));
+    }
+
+    #[test]
+    fn an_unknown_field_is_refused_with_this_route_s_fields_only() {
+        let chat =
+            generation_request(br#"{"messages": [], "best_of": 2}"#, GenerationFormat::Chat).unwrap_err();
+        let text = chat.to_string();
+        assert!(text.starts_with("best_of: is not supported") && text.contains("`messages`"), "{text}");
+        assert!(!text.contains("`prompt`"), "{text}");
+        let completion =
+            generation_request(br#"{"prompt": "a", "best_of": 2}"#, GenerationFormat::Completion);
+        let text = completion.unwrap_err().to_string();
+        assert!(
+            text.contains("`prompt`") && !text.contains("`messages`") && !text.contains("`tools`"),
+            "{text}"
+        );
     }
 
     #[test]
