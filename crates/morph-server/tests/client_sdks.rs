@@ -9,9 +9,7 @@
 
 mod common;
 
-use std::process::Command;
-
-use common::{decoder, ort, start};
+use common::{decoder, ort, run_client, start};
 use morph_server::Deployment;
 
 /// The served name of the decoder (`--served-model-name`), and another name it answers to (a
@@ -47,18 +45,4 @@ async fn the_openai_sdk_and_langchain_get_what_they_ask_for() {
     .await;
     embed.stop().await;
     generate.stop().await;
-}
-
-/// Runs `clients/SCRIPT ARGS` (with node for a `.mjs`, else python3) and holds it to its last line.
-async fn run_client(script: &str, args: Vec<String>, needs: &str) {
-    let path = format!("{}/tests/clients/{script}", env!("CARGO_MANIFEST_DIR"));
-    let runner = if script.ends_with(".mjs") { "node" } else { "python3" };
-    let out = tokio::task::spawn_blocking(move || Command::new(runner).arg(path).args(args).output())
-        .await
-        .expect("joining the client")
-        .unwrap_or_else(|e| panic!("{runner} runs (the client needs: {needs}, as .ci/run does): {e}"));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{script} failed:\n{stdout}\n{stderr}");
-    assert!(stdout.contains("all client checks passed"), "{stdout}");
 }

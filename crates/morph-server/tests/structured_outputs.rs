@@ -1,16 +1,16 @@
 //! Structured outputs and tool calls, by the clients agents use: `clients/agent_clients.py`
-//! (the `openai` SDK's `parse` and tool round trip, LangChain's `bind_tools` and
-//! `with_structured_output`, 50+ JSON schemas validated by `jsonschema`) against SmolLM2 on
+//! (the `openai` SDK's `parse` and tool round trip, the Responses API's function tools,
+//! LangChain's `bind_tools` and `with_structured_output`, 50+ JSON schemas validated by
+//! `jsonschema`) and `clients/node/ai_sdk.mjs` (the AI SDK's `generateObject` and a tool call)
+//! against SmolLM2 on
 //! llama.cpp, and the schemas again against a second family, Gemma 3 270M (a base model without
 //! a chat template: through `/v1/completions`). Plus what is refused, by name, over plain HTTP.
 
 mod common;
 
-use std::process::Command;
-
-use common::{decoder, post, start};
+use common::{decoder, post, run_client, start};
+use morph_backend::EngineKind;
 use morph_decoder::PromptCacheConfig;
-use morph_engine::EngineKind;
 use morph_fetch::{Pip, fetch_gemma3_270m, morph_home};
 use morph_server::Deployment;
 use serde_json::json;
@@ -21,7 +21,10 @@ const MODEL: &str = "smollm2";
 async fn agents_get_json_of_their_schemas_and_calls_of_their_tools() {
     let server =
         start(Deployment { served_model_names: vec![MODEL.into()], ..decoder("fcfs", json!({})) }).await;
-    run_client(vec![server.url.clone(), MODEL.into()]).await;
+    let needs = "pip install openai langchain-openai jsonschema";
+    run_client("agent_clients.py", vec![server.url.clone(), MODEL.into()], needs).await;
+    let needs = "npm ci --prefix crates/morph-server/tests/clients/node";
+    run_client("node/ai_sdk.mjs", vec![server.url.clone(), MODEL.into()], needs).await;
     server.stop().await;
 }
 
@@ -38,7 +41,8 @@ async fn a_second_family_follows_the_same_schemas() {
         prompt_cache: PromptCacheConfig::OFF,
     };
     let server = start(Deployment { served_model_names: vec!["gemma".into()], engine, ..base }).await;
-    run_client(vec![server.url.clone(), "gemma".into(), "completions".into()]).await;
+    let args = vec![server.url.clone(), "gemma".into(), "completions".into()];
+    run_client("agent_clients.py", args, "pip install openai jsonschema").await;
     server.stop().await;
 }
 
@@ -84,19 +88,4 @@ async fn what_cannot_be_followed_is_refused_by_name() {
     );
     assert!(text.starts_with('{'), "{text}");
     server.stop().await;
-}
-
-/// Runs `clients/agent_clients.py ARGS` and holds it to its last line.
-async fn run_client(args: Vec<String>) {
-    let path = format!("{}/tests/clients/agent_clients.py", env!("CARGO_MANIFEST_DIR"));
-    let out = tokio::task::spawn_blocking(move || Command::new("python3").arg(path).args(args).output())
-        .await
-        .expect("joining the client")
-        .unwrap_or_else(|e| {
-            panic!("python3 runs (the client needs: pip install openai langchain-openai jsonschema): {e}")
-        });
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "agent_clients.py failed:\n{stdout}\n{stderr}");
-    assert!(stdout.contains("all client checks passed"), "{stdout}");
 }

@@ -1,6 +1,7 @@
 """The clients an application uses, against one several-model server: the openai SDK and
 LangChain's OpenAI integration embed and chat (the `model` each names chooses the model), and
-Cohere's SDK reranks. Every check asserts an answer's content.
+Cohere's SDK reranks (v1 and v2) and embeds (v1 and v2, by type). Every check asserts an
+answer's content.
 
 usage: app_clients.py URL EMBED_ALIAS RERANKER CHAT_MODEL
 """
@@ -33,5 +34,21 @@ ranked = co.rerank(model=reranker, query="what is a panda?", documents=documents
 assert len(ranked.results) == 2, ranked
 assert all(0 <= r.index < 3 for r in ranked.results), ranked
 assert ranked.results[0].relevance_score >= ranked.results[1].relevance_score, ranked
+
+v2 = cohere.ClientV2(api_key="unused", base_url=url)
+again = v2.rerank(model=reranker, query="what is a panda?", documents=documents, top_n=2, max_tokens_per_doc=64)
+assert [r.index for r in again.results] == [r.index for r in ranked.results], (again, ranked)
+assert all(abs(a.relevance_score - b.relevance_score) < 1e-5 for a, b in zip(again.results, ranked.results)), again
+cut = v2.rerank(model=reranker, query="what is a panda?", documents=documents, max_tokens_per_doc=1)
+assert len(cut.results) == 3 and cut.results[0].relevance_score != ranked.results[0].relevance_score, cut
+
+openai_vectors = [v.embedding for v in client.embeddings.create(model=embed_alias, input=documents, encoding_format="float").data]
+by_type = v2.embed(model=embed_alias, texts=documents, input_type="search_document", embedding_types=["float", "int8", "ubinary"])
+floats = by_type.embeddings.float_
+assert len(floats) == 3 and all(max(abs(a - b) for a, b in zip(f, o)) < 1e-6 for f, o in zip(floats, openai_vectors)), floats[0][:3]
+assert all(len(q) == 384 and max(abs(x) for x in q) == 127 for q in by_type.embeddings.int8), by_type.embeddings.int8[0][:5]
+assert all(len(b) == 48 for b in by_type.embeddings.ubinary), by_type.embeddings.ubinary[0][:5]
+v1 = co.embed(model=embed_alias, texts=documents, input_type="search_query")
+assert [list(e) for e in v1.embeddings] == [list(f) for f in floats], v1.response_type
 
 print("all client checks passed")

@@ -5,6 +5,9 @@
 
 pub mod bounds;
 mod classify;
+mod cohere;
+mod cohere_requests;
+mod embedding_types;
 mod embeddings;
 mod error_response;
 mod field_schemas;
@@ -93,6 +96,9 @@ pub fn router(state: AppState) -> Router {
         .route("/predict", post(classify::predict))
         .route("/rerank", post(rerank::rerank))
         .route("/v1/rerank", post(rerank::documents))
+        .route("/v2/rerank", post(cohere::rerank_v2))
+        .route("/v2/embed", post(cohere::embed_v2))
+        .route("/v1/embed", post(cohere::embed_v1))
         .route("/similarity", post(embeddings::similarity))
         .route("/vertex", post(tei_aliases::vertex))
         .route("/embed_sparse", post(tei_aliases::embed_sparse))
@@ -143,7 +149,7 @@ const UNMATCHED: &str = "unmatched";
 
 /// Every route, for the answer to a path that is none of them.
 const ROUTES: &str = "POST /v1/embeddings, /embed, /similarity, /tokenize, /decode, /v1/classify, /predict, \
-     /rerank, /v1/rerank, /v1/completions, /v1/chat/completions, /v1/responses (and TEI's /, /invocations, \
+     /rerank, /v1/rerank, /v2/rerank, /v2/embed, /v1/embed, /v1/completions, /v1/chat/completions, /v1/responses (and TEI's /, /invocations, \
      /vertex, /embeddings); GET /v1/models, \
      /info, /live, /ready, /health, /metrics, /openapi.json, /docs (and TEI's /, /ping)";
 

@@ -10,7 +10,8 @@ use utoipa_scalar::{Scalar, Servable};
 
 use super::responses::ErrorResponse;
 use super::{
-    classify, embeddings, generate, health, info, models, openai_responses, rerank, tei_aliases, tokens,
+    classify, cohere, embeddings, generate, health, info, models, openai_responses, rerank, tei_aliases,
+    tokens,
 };
 
 #[derive(OpenApi)]
@@ -27,7 +28,7 @@ use super::{
         models::one, info::info, health::live, health::ready, health::health, info::metrics, document,
         tei_aliases::root, tei_aliases::invocations, tei_aliases::openai, tei_aliases::ready_root,
         tei_aliases::ping, tei_aliases::vertex, embeddings::similarity, rerank::rerank, rerank::documents,
-        openai_responses::create
+        openai_responses::create, cohere::rerank_v2, cohere::embed_v2, cohere::embed_v1
     ),
     modifiers(&ApiKey, &Errors),
     security((), ("bearer" = [])),

@@ -226,6 +226,22 @@ pub struct SimilarityRequest {
     /// TEI's side to cut from: only `"right"` (the end).
     #[schema(value_type = Option<String>)]
     pub truncation_direction: Option<Text>,
+    /// The same settings as the Hugging Face inference API sends them (what
+    /// `InferenceClient.sentence_similarity` sends).
+    pub parameters: Option<SimilarityParameters>,
+}
+
+/// `/similarity`'s `parameters`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SimilarityParameters {
+    #[schema(schema_with = switch::<Truncate>)]
+    pub truncate: Option<Flag>,
+    #[schema(value_type = Option<String>)]
+    pub truncation_direction: Option<Text>,
+    /// A sentence-transformers prompt's name: only null (the models served have none).
+    #[schema(value_type = Option<String>)]
+    pub prompt_name: Option<Text>,
 }
 
 /// `/similarity`'s `inputs`.

@@ -16,7 +16,7 @@ use crate::infer::{Embedder, ModelKind, ValidScore};
 
 /// The texts' indices and scores by `score`, best first (the first `top_n`), and the call's
 /// token count.
-async fn ranked(
+pub(super) async fn ranked(
     embedder: &Embedder,
     score: ValidScore,
     top_n: Option<usize>,

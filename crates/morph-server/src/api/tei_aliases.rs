@@ -30,10 +30,18 @@ fn value<T: Serialize>(answer: Result<Json<T>, CallError>) -> Result<Box<RawValu
 async fn by_kind(state: &AppState, body: Bytes) -> Result<Box<RawValue>, CallError> {
     let (state, body) = (State(state.clone()), Body(body));
     match state.embedder()?.kind() {
+        // TEI's root takes a similarity body too, known by its inputs' source sentence.
+        ModelKind::Embedding if is_similarity(&body.0) => value(embeddings::similarity(state, body).await),
         ModelKind::Embedding => value(embeddings::tei(state, body).await),
         ModelKind::Classifier => value(classify::predict(state, body).await),
         ModelKind::Reranker => value(rerank::rerank(state, body).await),
     }
+}
+
+/// Whether `body` is `/similarity`'s (`inputs` an object with a `source_sentence`).
+fn is_similarity(body: &[u8]) -> bool {
+    let value: Option<serde_json::Value> = serde_json::from_slice(body).ok();
+    value.is_some_and(|v| v.pointer("/inputs/source_sentence").is_some())
 }
 
 /// The served model's route at the root, as TEI serves it.

@@ -162,7 +162,16 @@ pub fn document_rerank(
 /// TEI's `/similarity`: the source sentence first, then the sentences, as one embedding call
 /// of unit vectors (their products are the cosines).
 pub fn similarity(r: SimilarityRequest, max_items: usize) -> Result<ValidEmbed, CallError> {
-    right_side(r.truncation_direction)?;
+    let (mut truncate, mut direction) = (r.truncate, r.truncation_direction);
+    if let Some(parameters) = r.parameters {
+        if let Some(Text(name)) = parameters.prompt_name {
+            let message = format!("{name:?}: this model has no prompts (leave it out or null)");
+            return Err(CallError::validation("parameters.prompt_name", message));
+        }
+        truncate = parameters.truncate.or(truncate);
+        direction = parameters.truncation_direction.or(direction);
+    }
+    right_side(direction)?;
     let Some(SimilarityInputs { source_sentence, sentences }) = r.inputs else {
         return Err(CallError::validation("inputs", "is required"));
     };
@@ -171,7 +180,7 @@ pub fn similarity(r: SimilarityRequest, max_items: usize) -> Result<ValidEmbed, 
     Ok(ValidEmbed {
         inputs: EmbedInputs::Texts([source, sentences].concat()),
         field: "inputs.sentences",
-        truncate: Truncate::read(r.truncate),
+        truncate: Truncate::read(truncate),
         normalize: Normalize::DEFAULT,
     })
 }

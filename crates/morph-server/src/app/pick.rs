@@ -32,10 +32,12 @@ const RERANKER: ServedKind = Encoder(ModelKind::Reranker);
 fn tiers(route: &str) -> Option<&'static [&'static [ServedKind]]> {
     Some(match route {
         "/v1/embeddings" | "/embeddings" | "/embed" | "/similarity" | "/tokenize" | "/decode"
-        | "/embed_all" | "/embed_sparse" => &[&[EMBEDDING], &[CLASSIFIER, RERANKER]],
+        | "/embed_all" | "/embed_sparse" | "/v2/embed" | "/v1/embed" => {
+            &[&[EMBEDDING], &[CLASSIFIER, RERANKER]]
+        }
         "/v1/classify" => &[&[EMBEDDING], &[CLASSIFIER, RERANKER]],
         "/predict" => &[&[CLASSIFIER], &[RERANKER]],
-        "/rerank" | "/v1/rerank" => &[&[RERANKER], &[CLASSIFIER]],
+        "/rerank" | "/v1/rerank" | "/v2/rerank" => &[&[RERANKER], &[CLASSIFIER]],
         "/" | "/invocations" | "/vertex" => &[&[EMBEDDING, CLASSIFIER, RERANKER]],
         "/v1/completions" | "/v1/chat/completions" | "/v1/responses" => &[&[Generation]],
         _ => return None,
@@ -50,6 +52,9 @@ pub fn route_takes_model(route: &str) -> bool {
         "/v1/embeddings"
             | "/embeddings"
             | "/v1/rerank"
+            | "/v2/rerank"
+            | "/v2/embed"
+            | "/v1/embed"
             | "/v1/completions"
             | "/v1/chat/completions"
             | "/v1/responses"

@@ -46,6 +46,12 @@ others = ["This is an example sentence", "Bananas are yellow."]
 similar = post("/similarity", {"inputs": {"source_sentence": TEXT, "sentences": others}})
 vectors = post("/embed", {"inputs": others})
 check("/similarity is the cosine of the unit vectors", len(similar) == 2 and all(abs(s - sum(a * b for a, b in zip(embed, v))) < 1e-5 for s, v in zip(similar, vectors)) and similar[0] > similar[1], similar)
+for name, client in (("base_url", InferenceClient(base_url=URL)), ("model=URL", InferenceClient(model=URL))):
+    scores = client.sentence_similarity(TEXT, other_sentences=others)
+    check(f"InferenceClient({name}).sentence_similarity is /similarity's cosines", len(scores) == 2 and max(abs(a - b) for a, b in zip(scores, similar)) < 1e-6, scores)
+check("POST / with a similarity body is /similarity", post("/", {"inputs": {"source_sentence": TEXT, "sentences": others}}) == similar)
+with_parameters = post("/similarity", {"inputs": {"source_sentence": TEXT, "sentences": others}, "parameters": {"truncate": True, "truncation_direction": "right", "prompt_name": None}})
+check("/similarity takes TEI's parameters", with_parameters == similar, with_parameters)
 refused = urllib.request.Request(URL + "/rerank", json.dumps({"query": "q", "texts": ["a"]}).encode(), {"content-type": "application/json"})
 try:
     urllib.request.urlopen(refused)

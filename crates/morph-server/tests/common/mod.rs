@@ -4,6 +4,7 @@
 // Fixtures panic on setup failure, like the tests that call them.
 #![allow(clippy::unwrap_used)]
 
+use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -136,4 +137,18 @@ pub(crate) async fn post(url: &str, path: &str, body: &str) -> (u16, serde_json:
         .unwrap();
     let status = resp.status().as_u16();
     (status, resp.json().await.unwrap_or(serde_json::Value::Null))
+}
+
+/// Runs `clients/SCRIPT ARGS` (with node for a `.mjs`, else python3) and holds it to its last line.
+pub(crate) async fn run_client(script: &str, args: Vec<String>, needs: &str) {
+    let path = format!("{}/tests/clients/{script}", env!("CARGO_MANIFEST_DIR"));
+    let runner = if script.ends_with(".mjs") { "node" } else { "python3" };
+    let out = tokio::task::spawn_blocking(move || Command::new(runner).arg(path).args(args).output())
+        .await
+        .expect("joining the client")
+        .unwrap_or_else(|e| panic!("{runner} runs (the client needs: {needs}, as .ci/run does): {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{script} failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("all client checks passed"), "{stdout}");
 }
