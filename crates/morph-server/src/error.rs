@@ -48,7 +48,7 @@ pub enum CallError {
     #[error("{0}")]
     NotFound(String),
     /// A route that does not take the method asked (counted as not found).
-    #[error("{path} does not take {method}: it takes {allowed}")]
+    #[error("{path} does not take {method}; {allowed}")]
     MethodNotAllowed { method: String, path: String, allowed: String },
 }
 

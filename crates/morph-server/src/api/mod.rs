@@ -216,13 +216,12 @@ async fn observe_calls(State(state): State<AppState>, request: Request, next: Ne
         && response.extensions().get::<FailureKind>().is_none()
     {
         // The router's own 405 has no body: answered as every error is.
-        let allowed = response
-            .headers()
-            .get(axum::http::header::ALLOW)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_string();
         let allow = response.headers().get(axum::http::header::ALLOW).cloned();
+        let listed = allow.as_ref().and_then(|v| v.to_str().ok()).filter(|v| !v.is_empty());
+        let allowed = listed.map_or_else(
+            || "/openapi.json lists each route's method".to_string(),
+            |methods| format!("it takes {methods}"),
+        );
         response = CallError::MethodNotAllowed { method, path, allowed }.into_response();
         if let Some(allow) = allow {
             response.headers_mut().insert(axum::http::header::ALLOW, allow);
