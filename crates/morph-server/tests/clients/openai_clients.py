@@ -96,6 +96,11 @@ def openai_generation():
         final = stream.get_final_completion()
     message = final.choices[0].message
     check("stream() helper: the role and the whole answer", message.role == "assistant" and message.content == cut, message)
+    # Without a token limit the answer runs to the model's end of turn, as OpenAI's do (not to a
+    # fixed default, which the helper would take for a cut answer).
+    with client.chat.completions.stream(model=GENERATE_MODEL, messages=[{"role": "user", "content": "What is 2 + 2?"}], temperature=0) as stream:
+        final = stream.get_final_completion()
+    check("stream() helper without max_tokens ends at the end of turn", final.choices[0].finish_reason == "stop" and "4" in final.choices[0].message.content, final.choices[0])
     history = [{"role": "user", "content": QUESTION}, message.model_dump(exclude_none=True), {"role": "user", "content": "Again."}]
     again = client.chat.completions.create(model=GENERATE_MODEL, messages=history, max_completion_tokens=4, temperature=0)
     check("the streamed message sent back as history is taken", again.choices[0].message.content != "", again)
