@@ -120,6 +120,106 @@ impl ToolFormat {
     }
 }
 
+/// What a forced answer's text has revealed of its calls so far.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallPiece {
+    /// A call of this tool begins (its name is complete).
+    Begin { name: String },
+    /// More of the current call's arguments (a piece of their JSON text).
+    Arguments(String),
+}
+
+/// Reads the calls of an answer held to [`ToolFormat::grammar`] as its text grows, so their
+/// arguments can be streamed as they are written: each call is `{"name":"…","KEY":` then its
+/// arguments, a JSON object, complete when its braces close.
+#[derive(Debug, Clone)]
+pub struct CallScanner {
+    /// The name the arguments go under in this format.
+    key: &'static str,
+    /// Bytes of the text read so far.
+    read: usize,
+    /// Inside a call's arguments: their brace depth, and where a string stands.
+    arguments: Option<Depth>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Depth {
+    braces: usize,
+    in_string: bool,
+    escaped: bool,
+}
+
+impl CallScanner {
+    pub fn new(format: ToolFormat) -> Self {
+        Self { key: format.arguments_key(), read: 0, arguments: None }
+    }
+
+    /// What `text` (the whole text so far, grown since the last call) reveals beyond what was
+    /// already told.
+    pub fn feed(&mut self, text: &str) -> Vec<CallPiece> {
+        let mut pieces = Vec::new();
+        loop {
+            let rest = &text[self.read.min(text.len())..];
+            if rest.is_empty() {
+                return pieces;
+            }
+            match &mut self.arguments {
+                Some(depth) => {
+                    let taken = depth.take(rest);
+                    pieces.push(CallPiece::Arguments(rest[..taken].to_string()));
+                    self.read += taken;
+                    if depth.braces == 0 {
+                        self.arguments = None;
+                    }
+                }
+                None => {
+                    let Some((skip, name, len)) = self.header(rest) else { return pieces };
+                    self.read += skip + len;
+                    self.arguments = Some(Depth::default());
+                    pieces.push(CallPiece::Begin { name });
+                }
+            }
+        }
+    }
+
+    /// Where the next call's header starts in `rest`, its tool's name, and its length; `None`
+    /// until a whole header is there.
+    fn header(&self, rest: &str) -> Option<(usize, String, usize)> {
+        const OPEN: &str = "{\"name\":";
+        let (open, key) = (OPEN, self.key);
+        let at = rest.find(open)?;
+        let after = &rest[at + open.len()..];
+        let mut names = serde_json::Deserializer::from_str(after).into_iter::<String>();
+        let name = names.next()?.ok()?;
+        let tail = &after[names.byte_offset()..];
+        let between = format!(",\"{key}\":");
+        tail.starts_with(&between).then(|| (at, name, open.len() + names.byte_offset() + between.len()))
+    }
+}
+
+impl Depth {
+    /// Bytes of `text` that belong to the arguments (all, or up to their closing brace).
+    fn take(&mut self, text: &str) -> usize {
+        for (i, c) in text.char_indices() {
+            match (self.in_string, self.escaped, c) {
+                (true, true, _) => self.escaped = false,
+                (true, false, '\\') => self.escaped = true,
+                (true, false, '"') => self.in_string = false,
+                (false, _, '"') => self.in_string = true,
+                (false, _, '{' | '[') => self.braces += 1,
+                (false, _, '}' | ']') => {
+                    self.braces = self.braces.saturating_sub(1);
+                    if self.braces == 0 {
+                        return i + 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+        text.len()
+    }
+}
+
 /// `text` as a Lark string literal.
 fn lark_literal(text: &str) -> String {
     json!(text).to_string()
@@ -267,6 +367,29 @@ mod tests {
             "<tool_call>\n{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}\n</tool_call>"
         );
         assert_eq!(turns[3].content, "<tool_response>\n18 C\n</tool_response>");
+    }
+
+    #[test]
+    fn a_forced_answer_s_calls_are_read_as_the_text_grows() {
+        let text = "<tool_call>\n{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Pa}ris\",\"days\":[1,2]}}\n</tool_call>\n<tool_call>\n{\"name\":\"get_time\",\"arguments\":{}}\n</tool_call>";
+        let mut scanner = CallScanner::new(ToolFormat::Hermes);
+        let mut pieces = Vec::new();
+        // Fed a few bytes at a time, as tokens arrive.
+        for end in (1..=text.len()).filter(|&e| text.is_char_boundary(e)).step_by(3).chain([text.len()]) {
+            pieces.extend(scanner.feed(&text[..end]));
+        }
+        let mut calls: Vec<(String, String)> = Vec::new();
+        for piece in pieces {
+            match piece {
+                CallPiece::Begin { name } => calls.push((name, String::new())),
+                CallPiece::Arguments(more) => calls.last_mut().expect("a call began").1.push_str(&more),
+            }
+        }
+        let expected = [("get_weather", r#"{"city":"Pa}ris","days":[1,2]}"#), ("get_time", "{}")];
+        assert_eq!(calls, expected.map(|(n, a)| (n.to_string(), a.to_string())));
+        let mut llama = CallScanner::new(ToolFormat::Llama3);
+        let got = llama.feed(r#"{"name":"f","parameters":{"a":1}}"#);
+        assert_eq!(got, [CallPiece::Begin { name: "f".into() }, CallPiece::Arguments(r#"{"a":1}"#.into())]);
     }
 
     #[test]

@@ -3,10 +3,10 @@
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use morph_decoder::FinishReason;
+use morph_decoder::{CallScanner, FinishReason};
 
 use super::logprobs::ChoiceLogprobs;
-use super::responses::{ChatDelta, ChatText, Choice, CompletionResponse, GenerationUsage, ToolCallOut};
+use super::responses::{ChatDelta, ChatText, Choice, CompletionResponse, GenerationUsage, ToolCallDelta};
 use super::tool_reply::{Answer, CallReader};
 use crate::infer::{GenerationFormat, Truth};
 use crate::metrics::Metrics;
@@ -127,9 +127,34 @@ impl Reply {
         self.response(self.object(true), vec![choice], None)
     }
 
-    /// Whether a stream holds each choice's text to its end (to read calls out of it).
+    /// Whether a stream holds each choice's text (to read calls out of it).
     pub(super) fn holds_text(&self) -> bool {
         self.calls.is_some()
+    }
+
+    /// A scanner of each choice's calls as they are written, where the answer must be calls.
+    pub(super) fn scanner(&self) -> Option<CallScanner> {
+        self.calls.as_ref().and_then(CallReader::scanner)
+    }
+
+    /// A chunk of choice `index` carrying pieces of its calls (or, with `reason`, its end).
+    pub(super) fn calls_chunk(
+        &self,
+        index: usize,
+        first: bool,
+        tool_calls: Vec<ToolCallDelta>,
+        reason: Option<FinishReason>,
+    ) -> CompletionResponse {
+        let delta = ChatDelta { role: first.then_some(ASSISTANT), content: None, tool_calls };
+        let finish_reason = reason.map(|reason| match reason {
+            FinishReason::Length => finish(reason),
+            FinishReason::Stop => TOOL_CALLS,
+        });
+        self.response(
+            self.object(true),
+            vec![Choice::Delta { index, delta, logprobs: None, finish_reason }],
+            None,
+        )
     }
 
     /// A held choice's one chunk, at its end: its whole text, or its calls (each with its
@@ -144,7 +169,9 @@ impl Reply {
                 let tool_calls = calls
                     .into_iter()
                     .enumerate()
-                    .map(|(k, call)| ToolCallOut { index: Some(k), ..call })
+                    .map(|(k, call)| {
+                        ToolCallDelta::begin(k, call.id, call.function.name, call.function.arguments)
+                    })
                     .collect();
                 (ChatDelta { role, content: text, tool_calls }, TOOL_CALLS)
             }

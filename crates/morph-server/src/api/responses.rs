@@ -244,14 +244,48 @@ pub(crate) struct ChatDelta {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub tool_calls: Vec<ToolCallOut>,
+    pub tool_calls: Vec<ToolCallDelta>,
 }
 
-/// A call of a tool in an answer (in a stream's delta with its `index`, its arguments whole).
+/// A piece of a call in a stream: its first names it (`id`, `type`, `function.name`), the
+/// others carry more of its arguments.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub(crate) struct ToolCallDelta {
+    pub index: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<&'static str>,
+    pub function: FunctionDelta,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub(crate) struct FunctionDelta {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub arguments: String,
+}
+
+impl ToolCallDelta {
+    /// Call `index`'s first piece: its id and name, and `arguments` so far.
+    pub(crate) fn begin(index: usize, id: String, name: String, arguments: String) -> Self {
+        Self {
+            index,
+            id: Some(id),
+            kind: Some("function"),
+            function: FunctionDelta { name: Some(name), arguments },
+        }
+    }
+
+    /// More of call `index`'s arguments.
+    pub(crate) fn more(index: usize, arguments: String) -> Self {
+        Self { index, id: None, kind: None, function: FunctionDelta { name: None, arguments } }
+    }
+}
+
+/// A call of a tool in an answer.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub(crate) struct ToolCallOut {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub index: Option<usize>,
     pub id: String,
     #[serde(rename = "type")]
     pub kind: &'static str,

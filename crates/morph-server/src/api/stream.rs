@@ -1,7 +1,8 @@
 //! A generation call as server-sent events: one chunk per piece of a choice's text (choices
-//! interleaved as their tokens come; a call that offered tools gets each choice whole at its
-//! end, as text or as calls, since a call is known only once its text is complete), each
-//! choice's last with its finish reason, a chunk with
+//! interleaved as their tokens come), each choice's last with its finish reason; a call whose
+//! answer must be calls streams each call's name, then its arguments as they are written; a
+//! call that offered tools to a model free to answer either way gets each choice whole at its
+//! end, as text or as calls (which it is, is known only once the text is complete); a chunk with
 //! the call's usage when asked for (`stream_options.include_usage`), then `data: [DONE]`. The
 //! callers' claims travel with the stream: dropped with it before the end (the client went
 //! away), they cancel the generations still running.
@@ -14,14 +15,15 @@ use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, BoxStream, SelectAll};
 use futures_util::{Stream, StreamExt};
-use morph_decoder::GenEvent;
+use morph_decoder::{CallPiece, CallScanner, GenEvent};
 use morph_engine::EngineError;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::AppState;
 use super::logprobs::{ChoiceLogprobs, Logprobbed};
 use super::reply::{Reply, choice_done};
-use super::responses::{ErrorDetail, ErrorResponse, GenerationUsage};
+use super::responses::{ErrorDetail, ErrorResponse, GenerationUsage, ToolCallDelta};
+use super::tool_reply::call_id;
 use crate::driver::Claim;
 use crate::error::CallError;
 use crate::infer::{StartedGeneration, Truth};
@@ -39,11 +41,35 @@ struct Merged {
     sent: Vec<usize>,
     /// Whether each choice's first chunk was sent.
     begun: Vec<bool>,
-    /// Each choice's text so far, where the reply holds it to its end (to read calls out of it).
+    /// Each choice's text so far, where the reply holds it (to read calls out of it).
     held: Vec<String>,
+    /// Where the answer must be calls: each choice's calls read as they are written, and how
+    /// many have begun.
+    scanners: Vec<Option<CallScanner>>,
+    calls: Vec<usize>,
     first_at: Instant,
     /// The last events were sent.
     over: bool,
+}
+
+impl Merged {
+    /// Choice `index`'s text grown by `text`: the pieces of its calls this reveals.
+    fn call_deltas(&mut self, index: usize, text: &str) -> Vec<ToolCallDelta> {
+        self.held[index].push_str(text);
+        let Some(scanner) = self.scanners[index].as_mut() else { return Vec::new() };
+        let calls = &mut self.calls[index];
+        let pieces = scanner.feed(&self.held[index]);
+        pieces
+            .into_iter()
+            .map(|piece| match piece {
+                CallPiece::Begin { name } => {
+                    *calls += 1;
+                    ToolCallDelta::begin(*calls - 1, call_id(), name, String::new())
+                }
+                CallPiece::Arguments(more) => ToolCallDelta::more(calls.saturating_sub(1), more),
+            })
+            .collect()
+    }
 }
 
 pub(super) fn events(
@@ -70,6 +96,8 @@ pub(super) fn events(
         sent: vec![0; open],
         begun: vec![false; open],
         held: vec![String::new(); open],
+        scanners: vec![reply.scanner(); open],
+        calls: vec![0; open],
         first_at: Instant::now(),
         over: false,
     };
@@ -91,6 +119,13 @@ pub(super) fn events(
             let failed = matches!(event, GenEvent::Failed(_) | GenEvent::Dropped(_));
             match event {
                 _ if shutting_down => out.push(error(&CallError::ShuttingDown)),
+                GenEvent::Token { text, .. } if m.scanners[index].is_some() => {
+                    let deltas = m.call_deltas(index, &text);
+                    if !deltas.is_empty() {
+                        let first = !std::mem::replace(&mut m.begun[index], true);
+                        out.push(json(&reply.calls_chunk(index, first, deltas, None)));
+                    }
+                }
                 GenEvent::Token { text, .. } if reply.holds_text() => m.held[index].push_str(&text),
                 GenEvent::Token { id, text, logprob } => {
                     let logprobs = match (logprob, state.generator()) {
@@ -110,10 +145,15 @@ pub(super) fn events(
                     if let Some(claim) = m.claims[index].take() {
                         claim.answered();
                     }
+                    let streamed_calls = m.scanners[index].is_some();
+                    let deltas = if streamed_calls { m.call_deltas(index, &tail) } else { Vec::new() };
                     let first = !std::mem::replace(&mut m.begun[index], true);
-                    out.push(json(&match reply.holds_text() {
-                        true => reply.held_chunk(index, std::mem::take(&mut m.held[index]) + &tail, reason),
-                        false => reply.chunk(index, first, tail, Some(reason), None),
+                    out.push(json(&match (streamed_calls, reply.holds_text()) {
+                        (true, _) => reply.calls_chunk(index, first, deltas, Some(reason)),
+                        (false, true) => {
+                            reply.held_chunk(index, std::mem::take(&mut m.held[index]) + &tail, reason)
+                        }
+                        (false, false) => reply.chunk(index, first, tail, Some(reason), None),
                     }));
                     m.open -= 1;
                     if m.open == 0 && include_usage {

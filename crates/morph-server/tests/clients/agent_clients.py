@@ -57,9 +57,9 @@ TIME = {
 }
 
 
-def valid_call(call, tools):
-    schema = next(t["function"]["parameters"] for t in tools if t["function"]["name"] == call.function.name)
-    jsonschema.validate(json.loads(call.function.arguments), schema)
+def valid_call(name, arguments, tools):
+    schema = next(t["function"]["parameters"] for t in tools if t["function"]["name"] == name)
+    jsonschema.validate(json.loads(arguments), schema)
     return True
 
 
@@ -89,7 +89,7 @@ def tool_round_trip():
     choice = first.choices[0]
     calls = choice.message.tool_calls or []
     check("tool_choice required answers with calls", choice.finish_reason == "tool_calls" and len(calls) >= 1, choice)
-    check("every call's arguments validate against its tool", all(valid_call(c, tools) for c in calls))
+    check("every call's arguments validate against its tool", all(valid_call(c.function.name, c.function.arguments, tools) for c in calls))
     messages.append(choice.message.model_dump(exclude_none=True))
     for call in calls:
         messages.append({"role": "tool", "tool_call_id": call.id, "content": "18 degrees celsius, sunny"})
@@ -107,14 +107,16 @@ def tool_round_trip():
     calls = named.choices[0].message.tool_calls or []
     check("a named tool_choice calls that tool once", [c.function.name for c in calls] == ["get_time"], named)
     stream = client.chat.completions.create(model=MODEL, messages=messages[:1], tools=tools, tool_choice="required", stream=True, max_tokens=200)
-    names, arguments, reasons = {}, {}, []
+    names, arguments, reasons, pieces = {}, {}, [], 0
     for chunk in stream:
         for c in chunk.choices:
             reasons.append(c.finish_reason)
             for d in c.delta.tool_calls or []:
                 names[d.index] = names.get(d.index, "") + (d.function.name or "")
                 arguments[d.index] = arguments.get(d.index, "") + (d.function.arguments or "")
-    check("a streamed call carries its name and arguments", names and all(json.loads(a) is not None for a in arguments.values()), (names, arguments))
+                pieces += 1
+    check("a streamed call carries its name and arguments", names and all(valid_call(names[i], a, tools) for i, a in arguments.items()), (names, arguments))
+    check("a required call's arguments stream as they are written", pieces > 2 * len(names), pieces)
     check("a streamed call finishes for tool_calls", "tool_calls" in reasons, reasons)
 
 
