@@ -12,6 +12,7 @@ Loads (application requests arrive open-loop; each run is measured from t = 0, t
 started, every refused, failed or timed-out call counted as lost):
   poisson   Poisson arrivals at --rate
   bursty    gamma inter-arrivals of CV 4 at the same mean rate
+  bursty10  gamma inter-arrivals of CV 10 at the same mean rate (a few dense bursts per run)
   shifting  an indexing phase (the first half: bulk /embed calls of 32 passages at --index-rate
             per second, and questions at a fifth of --rate), then a question-heavy phase (--rate)
 
@@ -163,6 +164,8 @@ def arrivals(load, rate, index_rate, duration, seed):
         stream("question", rate, 0, duration)
     elif load == "bursty":
         stream("question", rate, 0, duration, cv=4.0)
+    elif load == "bursty10":
+        stream("question", rate, 0, duration, cv=10.0)
     elif load == "shifting":
         stream("index", index_rate, 0, duration / 2)
         stream("question", rate / 5, 0, duration / 2)
