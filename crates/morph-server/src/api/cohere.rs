@@ -175,7 +175,11 @@ async fn cut(
         .into_iter()
         .zip(spans)
         .map(|(text, spans)| match spans.get(max as usize - 1).and_then(|s| s.stop) {
-            Some(end) if spans.len() > max as usize => text[..end.min(text.len())].to_string(),
+            Some(end) if spans.len() > max as usize => {
+                // The offsets are bytes of the text; never cut inside a character.
+                let end = (0..=end.min(text.len())).rev().find(|&e| text.is_char_boundary(e)).unwrap_or(0);
+                text[..end].to_string()
+            }
             _ => text,
         })
         .collect())

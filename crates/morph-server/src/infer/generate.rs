@@ -5,9 +5,7 @@
 use std::sync::Arc;
 
 use morph_decoder::pieces::turn_starts;
-use morph_decoder::{
-    CacheStats, DecoderModel, GenEvent, Grammar, GrammarSource, LlamaPromptCache, Message, Tool,
-};
+use morph_decoder::{CacheStats, DecoderModel, GenEvent, Grammar, GrammarSource, LlamaPromptCache, Message};
 use morph_encoder::predictor::predictor_text;
 use morph_engine::EngineError;
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -108,7 +106,7 @@ impl Generator {
         let grammar = self.grammar(&call.output).await?;
         let mut prompts = Vec::with_capacity(call.prompts.len());
         for prompt in &call.prompts {
-            let (ids, max_tokens) = self.tokenize(prompt, call, call.tools()).await?;
+            let (ids, max_tokens) = self.tokenize(prompt, call).await?;
             // A prompt's output length is predicted once, for all of its choices.
             let predicted = match self.prefill_stages {
                 0 => self.predict(prompt).await,
@@ -163,12 +161,7 @@ impl Generator {
     /// with the prompt must fit in what a sequence holds (a whole decoder's KV cache is its
     /// runtime's length, a prefill the context), or else all the room the prompt leaves, as
     /// OpenAI's default is (a prompt alone too long is the policy's 413).
-    async fn tokenize(
-        &self,
-        prompt: &Prompt,
-        call: &ValidGeneration,
-        tools: &[Tool],
-    ) -> Result<(Vec<u32>, u32), CallError> {
+    async fn tokenize(&self, prompt: &Prompt, call: &ValidGeneration) -> Result<(Vec<u32>, u32), CallError> {
         let context = self.context();
         let holds = match self.prefill_stages {
             0 => context.min(self.max_input_len as usize),
@@ -180,7 +173,7 @@ impl Generator {
             Prompt::Chat(messages) => self
                 .model
                 .tokenizer
-                .chat_prompt(messages, tools)
+                .chat_prompt(messages, call.tools())
                 .map_err(|e| CallError::validation(field, e.to_string()))?,
         };
         let model = self.model.clone();
@@ -205,9 +198,7 @@ impl Generator {
         }
         Ok((ids, max_tokens))
     }
-}
 
-impl Generator {
     /// The grammar the call's answers are held to: its JSON schema, or calls of its tools when
     /// it must call one. Every schema is compiled (an `auto` call's tools too), so a keyword the
     /// grammar engine does not implement is refused by name, not ignored.
