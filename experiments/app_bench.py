@@ -221,7 +221,7 @@ def taskset(cores, argv):
 def morph_argv(args, task, port, names, extra=()):
     base = [args.morph, "serve", "--port", str(port), "--served-model-name", names]
     if task == "rerank":
-        return base + ["--model", args.reranker] + list(extra)
+        return base + ["--model", args.reranker, "--max-queue", str(args.rerank_queue)] + list(extra)
     if task == "generate":
         return base + ["--task", "generate"] + list(extra)
     return base + list(extra)
@@ -273,6 +273,7 @@ slo_ms = {args.core_slo_ms or args.slo_embed_ms}
 model = "{args.reranker}"
 served_model_name = ["reranker"]
 slo_ms = {args.core_slo_ms or args.slo_rerank_ms}
+max_queue = {args.rerank_queue}
 {args.reranker_keys}
 [[models]]
 task = "generate"
@@ -319,6 +320,10 @@ def main():
     ap.add_argument("--slo-index-ms", type=float, default=2000)
     ap.add_argument("--slo-token-ms", type=float, default=100, help="morph-one: the decoder's SLO per token")
     ap.add_argument("--core-slo-ms", type=float, help="morph-one: one SLO for every model's core slack (default: each call's SLO; the decoder's per token)")
+    # TEI's reranker admits 512 calls (--max-concurrent-requests) of up to MAX_PASSAGES passages
+    # each; Morph's queue counts passages, so its rerankers get the same room.
+    ap.add_argument("--rerank-queue", type=int, default=512 * MAX_PASSAGES,
+                    help="Morph's rerankers' --max-queue, in passages (default: what TEI's default admits)")
     ap.add_argument("--reranker-keys", default="", help="morph-one: more keys for the reranker's table")
     ap.add_argument("--decoder-keys", default="", help="morph-one: more keys for the decoder's table")
     ap.add_argument("--morph", default=os.path.join(ROOT, "target/release/morph"))
