@@ -84,8 +84,22 @@ impl FunctionCallItem {
         &self.arguments
     }
 
+    /// More of the arguments, as they are written.
+    pub(super) fn push_arguments(&mut self, more: &str) {
+        self.arguments.push_str(more);
+    }
+
+    /// The item with its arguments whole, `status` as its response's.
+    pub(super) fn done(&self, status: &'static str) -> Self {
+        Self { status, ..self.clone() }
+    }
+
     pub(super) fn id(&self) -> &str {
         &self.id
+    }
+
+    pub(super) fn status(&self) -> &'static str {
+        self.status
     }
 }
 
@@ -195,12 +209,30 @@ impl ResponseObject {
         reason: FinishReason,
         usage: GenerationUsage,
     ) -> Self {
+        let output = output_items(ids, Self::status(reason), answer);
+        Self::with_output(ids, output, reason, usage)
+    }
+
+    /// `completed`, or `incomplete` where the limit cut the answer.
+    pub(super) fn status(reason: FinishReason) -> &'static str {
+        match reason {
+            FinishReason::Length => "incomplete",
+            FinishReason::Stop => "completed",
+        }
+    }
+
+    /// The finished response of `output` (its calls streamed as they were written).
+    pub(super) fn with_output(
+        ids: &ResponseIds,
+        output: Vec<OutputItem>,
+        reason: FinishReason,
+        usage: GenerationUsage,
+    ) -> Self {
         let cut = reason == FinishReason::Length;
-        let status = if cut { "incomplete" } else { "completed" };
         Self {
-            status,
+            status: Self::status(reason),
             incomplete_details: cut.then_some(IncompleteDetails { reason: "max_output_tokens" }),
-            output: output_items(ids, status, answer),
+            output,
             usage: Some(ResponseUsage {
                 input_tokens: usage.prompt_tokens,
                 input_tokens_details: CachedInput {

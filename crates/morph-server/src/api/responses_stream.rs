@@ -4,9 +4,11 @@
 //! `response.output_text.delta` per piece of text, then `response.output_text.done`,
 //! `response.content_part.done`, `response.output_item.done` and `response.completed` with the
 //! whole response and its usage (its `status` `incomplete` when the token limit cut it, as vLLM
-//! sends it: the SDKs' stream helpers wait for `response.completed`). A call that offered tools
-//! gets its output items at the end, once its text is whole (a call is known only then): each
-//! item's `added`, its text or arguments in one delta and their `done`, its `output_item.done`.
+//! sends it: the SDKs' stream helpers wait for `response.completed`). A call whose answer must be
+//! calls streams each as it is written: its `output_item.added`, its arguments in
+//! `function_call_arguments.delta` pieces, their `done` and its `output_item.done`. A call that
+//! offered tools to a model free to answer either way gets its output items at the end, once its
+//! text is whole (a call is known only then), each one's text or arguments in one delta.
 //! A failure ends the stream
 //! with an `error` event. The call's claim travels with the stream: dropped before the end (the
 //! client went away), it cancels the generation.
@@ -18,16 +20,17 @@ use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use futures_util::stream::{self, BoxStream};
-use morph_decoder::{FinishReason, GenEvent};
+use morph_decoder::{CallPiece, CallScanner, FinishReason, GenEvent};
 use morph_engine::EngineError;
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::openai_responses::{OutputItem, OutputMessage, ResponseIds, ResponseObject};
+use super::openai_responses::{FunctionCallItem, OutputItem, OutputMessage, ResponseIds, ResponseObject};
 use super::reply::choice_done;
 use super::responses::GenerationUsage;
+use super::responses::{FunctionCallOut, ToolCallOut};
 use super::stream::choice_events;
-use super::tool_reply::{Answer, CallReader};
+use super::tool_reply::{Answer, CallReader, call_id};
 use crate::driver::Claim;
 use crate::error::CallError;
 use crate::infer::{StartedGeneration, Truth};
@@ -41,6 +44,9 @@ struct Streaming {
     text: String,
     /// Where the call offered tools: the text is held to its end and read for calls.
     calls: Option<CallReader>,
+    /// Where the answer must be calls: they are read as they are written, and streamed.
+    scanner: Option<CallScanner>,
+    streamed: Vec<FunctionCallItem>,
     /// The next event's `sequence_number`.
     sequence: u64,
     first_at: Instant,
@@ -156,6 +162,66 @@ impl Streaming {
         events
     }
 
+    /// The forced answer's text grown by `text`: each call that begins is added, its arguments
+    /// streamed as they come, and the call before it done.
+    fn stream_calls(&mut self, text: &str) -> Vec<Event> {
+        self.text.push_str(text);
+        let pieces = self.scanner.as_mut().map(|s| s.feed(&self.text)).unwrap_or_default();
+        let mut events = Vec::new();
+        for piece in pieces {
+            match piece {
+                CallPiece::Begin { name } => {
+                    events.extend(self.call_done("in_progress"));
+                    let call = ToolCallOut {
+                        id: call_id(),
+                        kind: "function",
+                        function: FunctionCallOut { name, arguments: String::new() },
+                    };
+                    let item = FunctionCallItem::new(call, "in_progress");
+                    let index = self.streamed.len();
+                    let added = json!({"output_index": index, "item": serde_json::to_value(&item).unwrap_or_default()});
+                    self.streamed.push(item);
+                    events.push(self.event("response.output_item.added", added));
+                }
+                CallPiece::Arguments(more) => {
+                    let index = self.streamed.len().saturating_sub(1);
+                    let Some(item) = self.streamed.last_mut() else { continue };
+                    item.push_arguments(&more);
+                    let delta = json!({"item_id": item.id(), "output_index": index, "delta": more});
+                    events.push(self.event("response.function_call_arguments.delta", delta));
+                }
+            }
+        }
+        events
+    }
+
+    /// The last streamed call's arguments and item done (nothing if none is open).
+    fn call_done(&mut self, status: &'static str) -> Vec<Event> {
+        let Some(item) = self.streamed.last() else { return Vec::new() };
+        if item.status() != "in_progress" {
+            return Vec::new();
+        }
+        let (index, done) = (self.streamed.len() - 1, item.done(status));
+        let arguments = json!({"item_id": done.id(), "output_index": index, "arguments": done.arguments()});
+        let item = json!({"output_index": index, "item": serde_json::to_value(&done).unwrap_or_default()});
+        self.streamed[index] = done;
+        vec![
+            self.event("response.function_call_arguments.done", arguments),
+            self.event("response.output_item.done", item),
+        ]
+    }
+
+    /// A forced answer's end: its last call done, then the response of the calls streamed.
+    fn calls_closing(&mut self, reason: FinishReason, usage: GenerationUsage) -> Vec<Event> {
+        let status = ResponseObject::status(reason);
+        let mut events = self.call_done(status);
+        let output = self.streamed.iter().map(|item| OutputItem::FunctionCall(item.done(status))).collect();
+        let response = ResponseObject::with_output(&self.ids, output, reason, usage);
+        let response = serde_json::to_value(response).unwrap_or_default();
+        events.push(self.event("response.completed", json!({ "response": response })));
+        events
+    }
+
     fn failed(&mut self, e: &CallError) -> Event {
         self.event("error", json!({"code": e.kind().label(), "message": e.to_string(), "param": null}))
     }
@@ -175,6 +241,8 @@ pub(super) fn events(
         truth,
         ids,
         text: String::new(),
+        scanner: calls.as_ref().and_then(CallReader::scanner),
+        streamed: Vec::new(),
         calls,
         sequence: 0,
         first_at: Instant::now(),
@@ -195,6 +263,7 @@ pub(super) fn events(
             s.over = shutting_down || !matches!(event, GenEvent::Token { .. });
             let out = match event {
                 _ if shutting_down => vec![s.failed(&CallError::ShuttingDown)],
+                GenEvent::Token { text, .. } if s.scanner.is_some() => s.stream_calls(&text),
                 GenEvent::Token { text, .. } if s.calls.is_some() => {
                     s.text.push_str(&text);
                     Vec::new()
@@ -206,7 +275,11 @@ pub(super) fn events(
                     if let Some(claim) = s.claim.take() {
                         claim.answered();
                     }
-                    if s.calls.is_some() {
+                    if s.scanner.is_some() {
+                        let mut out = s.stream_calls(&tail);
+                        out.extend(s.calls_closing(reason, usage));
+                        out
+                    } else if s.calls.is_some() {
                         s.text.push_str(&tail);
                         s.held_closing(reason, usage)
                     } else {

@@ -138,7 +138,13 @@ def responses_api():
     check("responses.parse fills a Pydantic model", isinstance(parsed.output_parsed, City), parsed.output_text)
     events = list(client.responses.create(model=MODEL, input=ask, tools=flat, tool_choice="required", stream=True, max_output_tokens=200))
     done = [e for e in events if e.type == "response.function_call_arguments.done"]
-    check("responses: a streamed call's arguments arrive whole", done and all(json.loads(e.arguments) is not None for e in done), [e.type for e in events])
+    deltas = [e for e in events if e.type == "response.function_call_arguments.delta"]
+    streamed = {}
+    for e in deltas:
+        streamed[e.item_id] = streamed.get(e.item_id, "") + e.delta
+    check("responses: a required call's arguments stream in pieces that add up to its arguments", done and len(deltas) > len(done) and all(streamed[e.item_id] == e.arguments and json.loads(e.arguments) is not None for e in done), [e.type for e in events])
+    final = [i for i in events[-1].response.output if i.type == "function_call"]
+    check("responses: the completed response holds the streamed calls", [(i.id, i.arguments) for i in final] == [(e.item_id, e.arguments) for e in done], final)
     check("responses: the stream ends completed", events[-1].type == "response.completed", events[-1].type)
 
 
