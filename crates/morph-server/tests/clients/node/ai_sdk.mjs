@@ -35,9 +35,11 @@ for (const [api, chosen] of [["chat", provider.chat(model)], ["responses", provi
     toolChoice: "required",
     prompt: "What is the weather in Paris, in celsius?",
     maxOutputTokens: 200,
+    temperature: 0,
   });
   const calls = called.toolCalls;
-  check(`AI SDK generateText (${api}) calls the tool with valid input`, calls.length >= 1 && calls.every((c) => c.toolName === "weather" && weather.inputSchema.safeParse(c.input).success), calls);
+  const seen = { calls, finishReason: called.finishReason, content: called.content };
+  check(`AI SDK generateText (${api}) calls the tool with valid input`, calls.length >= 1 && calls.every((c) => c.toolName === "weather" && weather.inputSchema.safeParse(c.input).success), seen);
   check(`AI SDK (${api}) ran the tool on the call`, called.toolResults.length === calls.length && String(called.toolResults[0].output).includes("degrees"), called.toolResults);
 }
 console.log("all client checks passed");
