@@ -5,6 +5,7 @@
 
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
+pub mod core_line;
 pub mod host;
 pub mod id_window;
 pub mod instance;
@@ -21,6 +22,7 @@ pub mod time;
 pub mod token_plan;
 pub mod unit;
 
+pub use core_line::{CoreLine, Cores, ModelCores};
 pub use host::{HostId, HostSlots};
 pub use id_window::IdWindow;
 pub use instance::{InstanceId, InstanceInfo};

@@ -13,6 +13,8 @@
 
 use std::time::Duration;
 
+use morph_core::ModelCores;
+
 /// What one model did up to now and what waits for it, as the controller reads it each period.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ModelReading {
@@ -24,6 +26,18 @@ pub struct ModelReading {
     pub backlog: usize,
     /// Its latency SLO: a call's for an encoder, an output token's for a decoder.
     pub slo: Duration,
+}
+
+impl ModelReading {
+    /// What a model's account in the host's core line and its policy's queue say now.
+    pub fn of(account: &ModelCores, queued: usize, slo: Duration) -> Self {
+        ModelReading {
+            core_seconds: account.core_seconds,
+            computations: account.grants,
+            backlog: queued + account.waiting,
+            slo,
+        }
+    }
 }
 
 /// Why the critical model changed.
@@ -67,6 +81,9 @@ pub struct CoreDecision {
     /// Set when the critical model changed.
     pub moved: Option<CoreMove>,
 }
+
+/// How often the controller reads and decides (the live server and the simulator alike).
+pub const PERIOD: Duration = Duration::from_millis(250);
 
 /// A model's slack when it is not critical, as a share of its SLO: its computations wait at
 /// most this long for cores before a more relaxed model's later ones go first.
@@ -173,8 +190,6 @@ impl CoreController {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const PERIOD: Duration = Duration::from_millis(250);
 
     fn reading(core_seconds: f64, computations: u64, backlog: usize, slo_ms: u64) -> ModelReading {
         ModelReading { core_seconds, computations, backlog, slo: Duration::from_millis(slo_ms) }

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use morph_core::{
-    Effect, Generation, HostId, HostSlots, IdWindow, InstanceId, Launched, Ledger, Nanos, NewRequest,
+    BatchPlan, Effect, Generation, HostId, HostSlots, IdWindow, InstanceId, Launched, Ledger, Nanos, NewRequest,
     OnViolation, Policy, RequestId, StageTimes, StartKind, Ticket, Time, TokenPlan, UnitKind, UnitSpec,
 };
 
@@ -181,6 +181,28 @@ impl Iterations {
     }
 }
 
+/// One computation of an instance: an encoder batch (its plan and requests) or a decoder
+/// iteration (`batch: None`), on `threads` cores for `took`.
+#[derive(Debug)]
+pub(crate) struct Computation {
+    pub(crate) instance: InstanceId,
+    pub(crate) threads: u64,
+    pub(crate) took: Nanos,
+    batch: Option<(BatchPlan, Vec<RequestId>)>,
+}
+
+/// A model's side of a shared host ([`crate::host`]): its computations ask the host's cores
+/// instead of starting at once, and say when they end.
+#[derive(Debug, Default)]
+pub(crate) struct CoreAsks {
+    /// Computations that want cores, not yet in the host's line.
+    pub(crate) asked: Vec<Computation>,
+    /// Instances whose computation ended, not yet given back.
+    pub(crate) ended: Vec<InstanceId>,
+    /// Computations in the host's line (kept by the host): ticks go on while any wait.
+    pub(crate) waiting: usize,
+}
+
 /// A request not answered yet, and the plan and end of the batch it runs in.
 #[derive(Debug)]
 struct Live {
@@ -189,7 +211,7 @@ struct Live {
 }
 
 /// The simulated world the ledger's effects are carried out in.
-struct World<'a> {
+pub(crate) struct World<'a> {
     cost: &'a dyn CostModel,
     /// Requests arrived and not answered, by id.
     live: IdWindow<Live>,
@@ -205,6 +227,8 @@ struct World<'a> {
     cores: u64,
     /// New instances may start warm from host memory (the policy's choice).
     host_cache: bool,
+    /// Set when the model shares a host's cores with others.
+    pub(crate) shared: Option<CoreAsks>,
     events: EventQueue,
     rec: Recorder,
 }
@@ -228,8 +252,46 @@ impl World<'_> {
             return;
         }
         let took = seqs.start_step(&inst.unit, cost, &self.live, chunk);
-        self.rec.busy(id.0 as usize, took);
-        self.events.push(now + took, SimEvent::StepDone(id));
+        let threads = threads(&inst.unit);
+        self.compute(now, Computation { instance: id, threads, took, batch: None });
+    }
+
+    /// `id`'s computation ended: on a shared host, its cores go back.
+    fn ended(&mut self, id: InstanceId) {
+        if let Some(asks) = &mut self.shared {
+            asks.ended.push(id);
+        }
+    }
+
+    /// Starts `c` now, or, on a shared host, asks the host's cores for it.
+    fn compute(&mut self, now: Time, c: Computation) {
+        match &mut self.shared {
+            Some(asks) => asks.asked.push(c),
+            None => self.started(now, c),
+        }
+    }
+
+    /// `c` starts now: its end is due after the time it takes.
+    pub(crate) fn started(&mut self, now: Time, c: Computation) {
+        let end = now + c.took;
+        self.rec.busy(c.instance.0 as usize, c.took);
+        let Some((plan, batch)) = c.batch else {
+            self.events.push(end, SimEvent::StepDone(c.instance));
+            return;
+        };
+        let running: Vec<&SimRequest> = batch
+            .iter()
+            .map(|r| &self.live.get(r.0).expect("a batch's requests are live").request)
+            .collect();
+        if running.first().is_some_and(|r| r.service.is_some()) {
+            self.rec.served(plan.tokens, end, &running);
+        }
+        for r in &batch {
+            if let Some(l) = self.live.get_mut(r.0) {
+                l.ran = Some((plan.tokens, end));
+            }
+        }
+        self.events.push(end, SimEvent::BatchDone(c.instance));
     }
 
     fn carry_out(&mut self, now: Time, ledger: &Ledger, effects: &mut Vec<Effect>) {
@@ -246,26 +308,14 @@ impl World<'_> {
                         self.step(now, instance);
                         continue;
                     }
-                    let running: Vec<&SimRequest> = batch
+                    let jobs: Vec<Job> = batch
                         .iter()
                         .map(|r| &self.live.get(r.0).expect("a batch's requests are live").request)
-                        .collect();
-                    let jobs: Vec<Job> = running
-                        .iter()
                         .map(|r| Job { input_len: r.input_len, output_len: r.output_len })
                         .collect();
                     let took = cost.batch_time(&inst.unit, plan.tokens, &jobs);
-                    let end = now + took;
-                    self.rec.busy(instance.0 as usize, took);
-                    if running.first().is_some_and(|r| r.service.is_some()) {
-                        self.rec.served(plan.tokens, end, &running);
-                    }
-                    for r in &batch {
-                        if let Some(l) = self.live.get_mut(r.0) {
-                            l.ran = Some((plan.tokens, end));
-                        }
-                    }
-                    self.events.push(end, SimEvent::BatchDone(instance));
+                    let threads = threads(&inst.unit);
+                    self.compute(now, Computation { instance, threads, took, batch: Some((plan, batch)) });
                 }
                 Effect::Join { instance, requests } => {
                     if let Some(inst) = self.instance(instance) {
@@ -340,50 +390,84 @@ pub fn simulate(
     requests: impl IntoIterator<Item = SimRequest>,
     options: &SimOptions,
 ) -> Report {
-    let mut requests = requests.into_iter().peekable();
-    let warmup = Time(options.warmup);
-    let utility = options.correctness.clone().map(|table| UtilityAccount::new(table, warmup));
-    let rec =
-        Recorder::new(cluster.len(), warmup, options.slo, options.interval, options.per_request, utility);
-    let mut world = World {
-        cost,
-        live: IdWindow::default(),
-        options,
-        instances: Vec::with_capacity(cluster.len()),
-        launching: HashMap::new(),
-        refused: HashMap::new(),
-        hosts: Hosts::new(&options.hosts, options.cache_bytes),
-        cores: cluster.iter().map(threads).sum(),
-        host_cache: policy.host_cache(),
-        events: EventQueue::default(),
-        rec,
-    };
-    let mut ledger = Ledger::new(policy, OnViolation::Panic);
-    let mut effects = Vec::new();
-    for unit in cluster {
-        let host = world.hosts.take(None, threads(unit) as u32).expect("the hosts hold the initial layout");
-        world.hosts.loaded(host, unit, world.bytes(unit), Time::ZERO);
-        world.instances.push(Some(Instance::new(*unit, host)));
-        ledger.add_instance(Time::ZERO, *unit, host, &mut effects);
-    }
-    world.rec.slots(Time::ZERO, ledger.slots(), world.cores);
-    world.carry_out(Time::ZERO, &ledger, &mut effects);
-    let tick = ledger.policy().tick_interval();
-    if let Some(every) = tick {
-        world.events.push(Time(every), SimEvent::Tick);
-    }
-    let mut now;
-    loop {
-        // The next event is the earlier of the heap's head and the next arrival, in the total
-        // order (time, kind, sequence); arrivals keep their stream order.
-        let take_arrival = match (requests.peek(), world.events.peek()) {
-            (Some(r), Some((t, kind))) => (r.arrival, EventKind::Arrival) < (t, kind),
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-            (None, None) => break,
+    let mut run = ModelRun::new(policy, cluster, cost, requests, options, None);
+    while run.advance().is_some() {}
+    run.finish()
+}
+
+/// One model's run: its world, its ledger and the arrivals still to come, advanced one event at
+/// a time ([`simulate`] runs one; [`crate::host`] interleaves several on one host's cores).
+pub(crate) struct ModelRun<'a, I: Iterator<Item = SimRequest>> {
+    pub(crate) world: World<'a>,
+    pub(crate) ledger: Ledger,
+    requests: std::iter::Peekable<I>,
+    tick: Option<Nanos>,
+    effects: Vec<Effect>,
+}
+
+impl<'a, I: Iterator<Item = SimRequest>> ModelRun<'a, I> {
+    /// Sets up the initial instances at t = 0 (`shared`: the model shares a host's cores).
+    pub(crate) fn new(
+        policy: Box<dyn Policy>,
+        cluster: &[UnitSpec],
+        cost: &'a dyn CostModel,
+        requests: impl IntoIterator<Item = SimRequest, IntoIter = I>,
+        options: &'a SimOptions,
+        shared: Option<CoreAsks>,
+    ) -> Self {
+        let warmup = Time(options.warmup);
+        let utility = options.correctness.clone().map(|table| UtilityAccount::new(table, warmup));
+        let rec =
+            Recorder::new(cluster.len(), warmup, options.slo, options.interval, options.per_request, utility);
+        let mut world = World {
+            cost,
+            live: IdWindow::default(),
+            options,
+            instances: Vec::with_capacity(cluster.len()),
+            launching: HashMap::new(),
+            refused: HashMap::new(),
+            hosts: Hosts::new(&options.hosts, options.cache_bytes),
+            cores: cluster.iter().map(threads).sum(),
+            host_cache: policy.host_cache(),
+            shared,
+            events: EventQueue::default(),
+            rec,
         };
-        if take_arrival {
-            let Some(r) = requests.next() else { break };
+        let mut ledger = Ledger::new(policy, OnViolation::Panic);
+        let mut effects = Vec::new();
+        for unit in cluster {
+            let host = world.hosts.take(None, threads(unit) as u32).expect("the hosts hold the initial layout");
+            world.hosts.loaded(host, unit, world.bytes(unit), Time::ZERO);
+            world.instances.push(Some(Instance::new(*unit, host)));
+            ledger.add_instance(Time::ZERO, *unit, host, &mut effects);
+        }
+        world.rec.slots(Time::ZERO, ledger.slots(), world.cores);
+        world.carry_out(Time::ZERO, &ledger, &mut effects);
+        let tick = ledger.policy().tick_interval();
+        if let Some(every) = tick {
+            world.events.push(Time(every), SimEvent::Tick);
+        }
+        Self { world, ledger, requests: requests.into_iter().peekable(), tick, effects }
+    }
+
+    /// When the next thing happens, and what kind it is: the earlier of the heap's head and
+    /// the next arrival, in the total order (time, kind, sequence); arrivals keep their order.
+    pub(crate) fn next(&mut self) -> Option<(Time, EventKind)> {
+        let arrival = self.requests.peek().map(|r| (r.arrival, EventKind::Arrival));
+        match (arrival, self.world.events.peek()) {
+            (Some(a), Some(e)) => Some(if a < e { a } else { e }),
+            (a, e) => a.or(e),
+        }
+    }
+
+    /// Takes the next thing and carries out what the policy does about it; its time, or `None`
+    /// when nothing is left to happen.
+    pub(crate) fn advance(&mut self) -> Option<Time> {
+        let (_, kind) = self.next()?;
+        let (world, ledger, effects) = (&mut self.world, &mut self.ledger, &mut self.effects);
+        let now;
+        if kind == EventKind::Arrival {
+            let r = self.requests.next()?;
             now = r.arrival;
             let generation = (r.output_len > 0).then_some(Generation {
                 max_tokens: r.max_tokens,
@@ -391,7 +475,7 @@ pub fn simulate(
                 cached: 0,
             });
             let new = NewRequest { input_len: r.input_len, generation, service: r.service };
-            let id = ledger.arrive(now, new, &mut effects);
+            let id = ledger.arrive(now, new, effects);
             let kept = world.live.push(Live { request: r, ran: None });
             debug_assert_eq!(id.0, kept, "ledger ids follow the stream");
             world.rec.arrived(now);
@@ -399,57 +483,71 @@ pub fn simulate(
                 world.events.push(now + after, SimEvent::Cancel(id));
             }
         } else {
-            let Some((t, e)) = world.events.pop() else { break };
+            let (t, e) = world.events.pop()?;
             now = t;
             match e {
                 SimEvent::StepDone(id) => {
-                    let Some(inst) = world.instance(id) else { continue };
-                    let finished = inst.seqs.end_step();
-                    ledger.iteration_done(now, id, &finished, false, &mut effects);
+                    world.ended(id);
+                    if let Some(inst) = world.instance(id) {
+                        let finished = inst.seqs.end_step();
+                        ledger.iteration_done(now, id, &finished, false, effects);
+                    }
                 }
-                SimEvent::BatchDone(id) => ledger.batch_done(now, id, false, &mut effects),
+                SimEvent::BatchDone(id) => {
+                    world.ended(id);
+                    ledger.batch_done(now, id, false, effects);
+                }
                 SimEvent::InstanceUp(ticket) => {
-                    let Some((unit, host, start, took)) = world.launching.remove(&ticket) else { continue };
-                    let launched = Launched { ticket, host, start, took };
-                    // The policy may retire it at once: that effect is carried out below.
-                    if let Some(id) = ledger.launch_up(now, launched, &mut effects) {
-                        debug_assert_eq!(id.0 as usize, world.instances.len());
-                        world.hosts.loaded(host, &unit, world.bytes(&unit), now);
-                        world.instances.push(Some(Instance::new(unit, host)));
+                    if let Some((unit, host, start, took)) = world.launching.remove(&ticket) {
+                        let launched = Launched { ticket, host, start, took };
+                        // The policy may retire it at once: that effect is carried out below.
+                        if let Some(id) = ledger.launch_up(now, launched, effects) {
+                            debug_assert_eq!(id.0 as usize, world.instances.len());
+                            world.hosts.loaded(host, &unit, world.bytes(&unit), now);
+                            world.instances.push(Some(Instance::new(unit, host)));
+                        }
                     }
                 }
                 SimEvent::LaunchFailed(ticket) => {
                     let reason = world.refused.remove(&ticket).unwrap_or_default();
-                    ledger.launch_failed(now, ticket, reason, &mut effects);
+                    ledger.launch_failed(now, ticket, reason, effects);
                 }
-                SimEvent::Cancel(request) => ledger.cancel(now, request, &mut effects),
+                SimEvent::Cancel(request) => ledger.cancel(now, request, effects),
                 SimEvent::Tick => {
                     // Ticks stop once nothing is left to happen: no arrivals to come, nothing
-                    // running and nothing waiting for a tick (a batching timeout).
-                    let busy = requests.peek().is_some()
+                    // running or waiting for cores, and nothing waiting for a tick (a batching
+                    // timeout).
+                    let busy = self.requests.peek().is_some()
                         || !world.events.is_empty()
+                        || world.shared.as_ref().is_some_and(|asks| asks.waiting > 0)
                         || ledger.policy().queue_len() > 0;
-                    if let Some(every) = tick
+                    if let Some(every) = self.tick
                         && busy
                     {
                         world.events.push(now + every, SimEvent::Tick);
                     }
-                    ledger.tick(now, &mut effects);
-                    if now >= warmup {
+                    ledger.tick(now, effects);
+                    if now >= Time(world.options.warmup) {
                         world.rec.gauges(now, ledger.policy().gauges());
                     }
                 }
             }
         }
-        world.carry_out(now, &ledger, &mut effects);
+        world.carry_out(now, ledger, effects);
         world.rec.queue(now, ledger.policy().queue_len());
+        Some(now)
     }
-    world.rec.cold_starts = world.hosts.cold;
-    world.rec.warm_starts = world.hosts.warm;
-    world.rec.evictions = world.hosts.evicted;
-    // The run spans its requests: ticks after the last answer change nothing.
-    let end = world.rec.last_activity();
-    world.rec.report(ledger.policy(), end)
+
+    /// The run's report.
+    pub(crate) fn finish(self) -> Report {
+        let mut world = self.world;
+        world.rec.cold_starts = world.hosts.cold;
+        world.rec.warm_starts = world.hosts.warm;
+        world.rec.evictions = world.hosts.evicted;
+        // The run spans its requests: ticks after the last answer change nothing.
+        let end = world.rec.last_activity();
+        world.rec.report(self.ledger.policy(), end)
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ pub mod event;
 mod hosts;
 pub mod metrics;
 pub mod scenario;
+pub mod shared_host;
 pub mod utility;
 pub mod workload;
 
@@ -15,4 +16,5 @@ pub use cost::{CostModel, PipelineCost, ProfileCost};
 pub use driver::{SimOptions, simulate};
 pub use metrics::{Answer, Interval, Report, WindowReport};
 pub use scenario::{Scenario, ScenarioError};
+pub use shared_host::{HostReport, HostedModel, Sharing, simulate_host};
 pub use workload::{Predictor, SimRequest, Workload};

@@ -111,7 +111,7 @@ pub(super) async fn info(
         .zip(&accounts)
         .map(|(m, a)| {
             json!({"model": m.names[0], "held": a.held, "waiting": a.waiting,
-                   "core_seconds": a.core_seconds, "slack_ms": a.slack.as_secs_f64() * 1e3})
+                   "core_seconds": a.core_seconds, "slack_ms": a.slack as f64 / 1e6})
         })
         .collect();
     Json(json!({"cores": shared.budget.cores(), "models": models, "core_accounts": cores})).into_response()

@@ -4,15 +4,11 @@
 //! reason (`morph_core_moves_total`, and a log line).
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use morph_policy::cores::{CoreController, ModelReading};
+use morph_policy::cores::{CoreController, ModelReading, PERIOD};
 use tokio::task::JoinHandle;
 
 use super::Shared;
-
-/// How often the controller reads and decides.
-pub(super) const PERIOD: Duration = Duration::from_millis(250);
 
 pub(super) fn spawn(shared: Arc<Shared>) -> JoinHandle<()> {
     tokio::spawn(async move {
@@ -34,12 +30,7 @@ fn step(shared: &Shared, controller: &mut CoreController) {
         .models
         .iter()
         .zip(&accounts)
-        .map(|(model, account)| ModelReading {
-            core_seconds: account.core_seconds,
-            computations: account.grants,
-            backlog: model.state.driver.queue_len() + account.waiting,
-            slo: model.slo,
-        })
+        .map(|(model, account)| ModelReading::of(account, model.state.driver.queue_len(), model.slo))
         .collect();
     let decision = controller.decide(PERIOD, &readings);
     let name = |m: Option<usize>| m.map_or("none", |m| shared.models[m].names[0].as_str());
