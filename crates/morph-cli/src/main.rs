@@ -16,6 +16,7 @@ mod rounds_arg;
 mod serve;
 mod serve_models;
 mod simulate;
+mod simulate_host;
 mod train;
 mod worker;
 mod worker_model_args;

@@ -7,6 +7,7 @@ use clap::Args;
 use morph_deploy::ModelChoice;
 use morph_encoder::TextTokenizer;
 use morph_fetch::ModelFiles;
+use morph_sim::scenario::{HostScenario, ScenarioError};
 use morph_sim::Scenario;
 
 #[derive(Debug, Clone, Args)]
@@ -27,6 +28,19 @@ impl ModelArgs {
     /// Loads a scenario; a corpus-length workload is tokenized with this model's tokenizer,
     /// fetched only if needed.
     pub(crate) fn load_scenario(&self, path: &Path) -> anyhow::Result<Scenario> {
+        self.with_tokenizer(|tokenize| Scenario::load(path, tokenize))
+    }
+
+    /// Loads a host scenario (several models on one host), its models' corpora tokenized alike.
+    pub(crate) fn load_host_scenario(&self, path: &Path) -> anyhow::Result<HostScenario> {
+        self.with_tokenizer(|tokenize| HostScenario::load(path, tokenize))
+    }
+
+    /// Calls `load` with a tokenizer of this model that is fetched at its first text.
+    fn with_tokenizer<T>(
+        &self,
+        load: impl FnOnce(&dyn Fn(&str) -> Result<u32, String>) -> Result<T, ScenarioError>,
+    ) -> anyhow::Result<T> {
         let tokenizer: RefCell<Option<TextTokenizer>> = RefCell::new(None);
         let tokenize = |text: &str| -> Result<u32, String> {
             let mut slot = tokenizer.borrow_mut();
@@ -37,7 +51,7 @@ impl ModelArgs {
             let tok = slot.as_ref().ok_or("no tokenizer")?;
             tok.encode(text).map(|ids| ids.len() as u32).map_err(|e| e.to_string())
         };
-        Ok(Scenario::load(path, &tokenize)?)
+        Ok(load(&tokenize)?)
     }
 
     pub(crate) fn choice(&self) -> ModelChoice {

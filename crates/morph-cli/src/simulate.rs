@@ -16,8 +16,14 @@ pub(crate) struct SimulateArgs {
     #[command(flatten)]
     model: ModelArgs,
     /// Scenario file (TOML): workload, cluster, profile, SLO, policies, seeds, sweep.
+    #[arg(long, required_unless_present = "host_scenario", conflicts_with = "host_scenario")]
+    scenario: Option<PathBuf>,
+    /// Host scenario file (TOML): several models on one host's cores (`cores`, one `[[models]]`
+    /// per model naming its single-model scenario), run with the cores shared by load (as one
+    /// `morph serve --config` shares them) and at every static split (pinned servers); prints
+    /// each model's SLO attainment and p99, and shared against the best split.
     #[arg(long)]
-    scenario: PathBuf,
+    host_scenario: Option<PathBuf>,
     /// Replace the scenario's seeds, comma separated.
     #[arg(long, value_delimiter = ',')]
     seeds: Option<Vec<u64>>,
@@ -40,7 +46,18 @@ pub(crate) struct SimulateArgs {
 }
 
 pub(crate) fn run(args: SimulateArgs) -> anyhow::Result<()> {
-    let mut scenario = args.model.load_scenario(&args.scenario)?;
+    let Some(path) = &args.scenario else {
+        let path = args.host_scenario.as_deref().expect("clap requires one of the two");
+        let mut host = args.model.load_host_scenario(path)?;
+        if let Some(seeds) = args.seeds {
+            host.seeds = seeds;
+        }
+        if let Some(d) = args.duration {
+            host.duration_s = d;
+        }
+        return crate::simulate_host::run(&host, args.json, args.out.as_deref());
+    };
+    let mut scenario = args.model.load_scenario(path)?;
     if let Some(seeds) = args.seeds {
         scenario.seeds = seeds;
     }

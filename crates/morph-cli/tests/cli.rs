@@ -609,6 +609,48 @@ fn simulate_writes_utility_over_time_for_query_types() {
     assert!(std::fs::read_to_string(out.join("accuracy.svg")).unwrap().contains("<svg"));
 }
 
+/// `morph simulate --host-scenario` runs the shipped RAG application (three models on one
+/// 2-core host) shared by load and at its two pinned splits on the same streams, prints each
+/// run and the comparison, and writes each model's cores per controller period; a host
+/// scenario's errors name the model and key.
+#[test]
+fn simulate_a_host_of_three_models_shared_by_load_and_pinned() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = morph_assets::path("scenarios/hosts/rag_app_cpu.toml");
+    let out = dir.path().join("out");
+    let run = morph()
+        .args(["simulate", "--host-scenario"])
+        .arg(&scenario)
+        .args(["--duration", "60", "--seeds", "1", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{stdout}{}", String::from_utf8_lossy(&run.stderr));
+    for row in ["cores by load", "split 0|0|1", "split 0|1|1", "cores by load / best static"] {
+        assert!(stdout.contains(row), "{row}: {stdout}");
+    }
+    let csv = std::fs::read_to_string(out.join("cores.csv")).unwrap();
+    assert!(csv.starts_with("seed,sharing,start_s,embedder_cores,reranker_cores,generator_cores,critical\n"));
+    // Never more cores held than the host has, in any period of any run.
+    for line in csv.lines().skip(1) {
+        let held: f64 = line.split(',').skip(3).take(3).map(|v| v.parse::<f64>().unwrap()).sum();
+        assert!(held <= 2.0 + 1e-6, "{line}");
+    }
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        format!(
+            "name = \"bad\"\ncores = 2\nduration_s = 10\n[[models]]\nname = \"a\"\nscenario = \"{0}\"\n[[models]]\nname = \"a\"\nscenario = \"{0}\"\n",
+            morph_assets::path("scenarios/hosts/models/rag_embedder_cpu.toml").display()
+        ),
+    )
+    .unwrap();
+    let run = morph().args(["simulate", "--host-scenario"]).arg(&bad).output().unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success() && stderr.contains("models 'a': two models have this name"), "{stderr}");
+}
+
 /// `morph simulate` warns on stderr before the table when recorded lengths exceed every runtime,
 /// and after the runs for a run that left most of its requests unserved, with the reason; the
 /// table's `dropped for` column gives it too.

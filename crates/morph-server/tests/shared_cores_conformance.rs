@@ -60,6 +60,7 @@ fn simulated() -> Vec<usize> {
                 .collect(),
             options: SimOptions { per_request: true, ..SimOptions::default() },
             slo: slo_ms * 1_000_000,
+            core_slo: slo_ms * 1_000_000,
         })
         .collect();
     let report = simulate_host(models, 1, &Sharing::ByLoad);

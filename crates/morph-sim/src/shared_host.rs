@@ -20,8 +20,9 @@ use crate::driver::{Computation, CoreAsks, ModelRun, SimOptions};
 use crate::metrics::Report;
 use crate::workload::SimRequest;
 
-/// One model of the host: what [`crate::simulate`] takes, and its SLO (a call's for an
-/// encoder, the whole generation's for a decoder), which the controller reads.
+/// One model of the host: what [`crate::simulate`] takes, its SLO (a request's latency, which
+/// the report's attainment counts) and the SLO the core controller reads (as the live
+/// deployment's `slo_ms`: a call's for an encoder, an output token's for a decoder).
 pub struct HostedModel<'a> {
     pub name: String,
     pub policy: Box<dyn Policy>,
@@ -30,6 +31,7 @@ pub struct HostedModel<'a> {
     pub requests: Vec<SimRequest>,
     pub options: SimOptions,
     pub slo: Nanos,
+    pub core_slo: Nanos,
 }
 
 impl std::fmt::Debug for HostedModel<'_> {
@@ -40,6 +42,7 @@ impl std::fmt::Debug for HostedModel<'_> {
             .field("cluster", &self.cluster)
             .field("requests", &self.requests.len())
             .field("slo", &self.slo)
+            .field("core_slo", &self.core_slo)
             .finish()
     }
 }
@@ -49,41 +52,63 @@ impl std::fmt::Debug for HostedModel<'_> {
 pub enum Sharing {
     /// One line for every model, slack set by the core controller each period.
     ByLoad,
-    /// Each model alone on its share of the cores, in the models' order (pinned servers).
-    Split(Vec<Cores>),
+    /// Each model pinned to a set of the host's cores (by index), in the models' order: models
+    /// pinned to the same set share its line, at their relaxed slack; sets are disjoint or equal.
+    Split(Vec<Vec<Cores>>),
 }
 
 impl Sharing {
     pub fn label(&self) -> String {
         match self {
             Sharing::ByLoad => "cores by load".into(),
-            Sharing::Split(shares) => {
-                let shares: Vec<String> = shares.iter().map(Cores::to_string).collect();
-                format!("split {}", shares.join("+"))
+            Sharing::Split(sets) => {
+                let sets: Vec<String> = sets
+                    .iter()
+                    .map(|set| set.iter().map(Cores::to_string).collect::<Vec<_>>().join(","))
+                    .collect();
+                format!("split {}", sets.join("|"))
             }
         }
     }
 
-    /// Every split of `cores` that gives each of `models` models at least one core.
+    /// Every split of `cores` into consecutive cores, at least one for each of `models` models.
     pub fn splits(cores: Cores, models: usize) -> Vec<Sharing> {
-        fn fill(left: Cores, parts: usize, prefix: &mut Vec<Cores>, out: &mut Vec<Sharing>) {
+        fn fill(from: Cores, left: Cores, parts: usize, prefix: &mut Vec<Vec<Cores>>, out: &mut Vec<Sharing>) {
             if parts == 1 {
-                prefix.push(left);
+                prefix.push((from..from + left).collect());
                 out.push(Sharing::Split(prefix.clone()));
                 prefix.pop();
                 return;
             }
             for first in 1..=left.saturating_sub(parts as Cores - 1) {
-                prefix.push(first);
-                fill(left - first, parts - 1, prefix, out);
+                prefix.push((from..from + first).collect());
+                fill(from + first, left - first, parts - 1, prefix, out);
                 prefix.pop();
             }
         }
         let mut out = Vec::new();
         if models > 0 && usize::from(cores) >= models {
-            fill(cores, models, &mut Vec::new(), &mut out);
+            fill(0, cores, models, &mut Vec::new(), &mut out);
         }
         out
+    }
+
+    /// Why this sharing cannot run `models` models on `cores` cores, if it cannot.
+    pub fn check(&self, cores: Cores, models: usize) -> Result<(), String> {
+        let Sharing::Split(sets) = self else { return Ok(()) };
+        if sets.len() != models {
+            return Err(format!("{}: names cores for {} models, the host has {models}", self.label(), sets.len()));
+        }
+        for (a, set) in sets.iter().enumerate() {
+            if set.is_empty() || set.iter().any(|&c| c >= cores) {
+                return Err(format!("{}: model {a} needs one or more of cores 0..{cores}", self.label()));
+            }
+            let overlaps = sets.iter().any(|other| other != set && other.iter().any(|c| set.contains(c)));
+            if overlaps {
+                return Err(format!("{}: models' core sets must be equal or disjoint", self.label()));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -139,20 +164,31 @@ struct Host {
 
 impl Host {
     fn new(cores: Cores, sharing: &Sharing, slos: &[Nanos]) -> Self {
-        let shares = match sharing {
-            Sharing::ByLoad => vec![cores],
-            Sharing::Split(shares) => shares.clone(),
+        if let Err(why) = sharing.check(cores, slos.len()) {
+            panic!("{why}");
+        }
+        // Each model's line: the one line, or the one of its core set.
+        let (mut lines, of): (Vec<CoreLine>, Vec<usize>) = match sharing {
+            Sharing::ByLoad => (vec![CoreLine::new(cores)], vec![0; slos.len()]),
+            Sharing::Split(sets) => {
+                let mut distinct: Vec<&Vec<Cores>> = Vec::new();
+                let of = sets
+                    .iter()
+                    .map(|set| match distinct.iter().position(|d| *d == set) {
+                        Some(at) => at,
+                        None => {
+                            distinct.push(set);
+                            distinct.len() - 1
+                        }
+                    })
+                    .collect();
+                (distinct.iter().map(|set| CoreLine::new(set.len() as Cores)).collect(), of)
+            }
         };
-        assert!(
-            matches!(sharing, Sharing::ByLoad) || shares.len() == slos.len(),
-            "a split names one share per model"
-        );
-        let mut lines: Vec<CoreLine> = shares.iter().map(|&c| CoreLine::new(c)).collect();
         let seats = slos
             .iter()
-            .enumerate()
-            .map(|(m, &slo)| {
-                let line = if lines.len() == 1 { 0 } else { m };
+            .zip(of)
+            .map(|(&slo, line)| {
                 let slack = CoreController::relaxed_slack(Duration::from_nanos(slo)).as_nanos() as u64;
                 Seat { line, account: lines[line].open(slack, Time::ZERO) }
             })
@@ -195,7 +231,7 @@ impl Host {
 /// from t = 0.
 pub fn simulate_host(models: Vec<HostedModel<'_>>, cores: Cores, sharing: &Sharing) -> HostReport {
     let names: Vec<String> = models.iter().map(|m| m.name.clone()).collect();
-    let slos: Vec<Nanos> = models.iter().map(|m| m.slo).collect();
+    let slos: Vec<Nanos> = models.iter().map(|m| m.core_slo).collect();
     let mut host = Host::new(cores, sharing, &slos);
     let options: Vec<SimOptions> =
         models.iter().map(|m| SimOptions { slo: Some(m.slo), ..m.options.clone() }).collect();

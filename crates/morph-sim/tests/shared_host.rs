@@ -36,6 +36,7 @@ fn model<'a>(name: &str, instances: usize, cost: &'a ProfileCost, arrivals: &[f6
         requests: at(arrivals),
         options: SimOptions { per_request: true, ..SimOptions::default() },
         slo: slo_ms * MS,
+        core_slo: slo_ms * MS,
     }
 }
 
@@ -68,19 +69,36 @@ fn a_split_gives_each_model_its_own_cores_and_none_of_the_others() {
     let cost = flat(10.0);
     let build = || vec![model("a", 2, &cost, &[0.0, 1.0], 1000), model("b", 1, &cost, &[2.0], 8)];
     // Split 1+1 of two cores: a's two batches share its one core, b runs at once on its own.
-    let split = simulate_host(build(), 2, &Sharing::Split(vec![1, 1]));
+    let split = simulate_host(build(), 2, &Sharing::Split(vec![vec![0], vec![1]]));
     assert_eq!(latencies(&split), vec![vec![10.0, 19.0], vec![10.0]]);
-    assert_eq!(split.sharing, "split 1+1");
+    assert_eq!(split.sharing, "split 0|1");
     // Shared by load, a's two batches take both cores at once and b waits for the first to end.
     let shared = simulate_host(build(), 2, &Sharing::ByLoad);
     assert_eq!(latencies(&shared), vec![vec![10.0, 10.0], vec![18.0]]);
 }
 
 #[test]
-fn the_splits_of_a_host_give_every_model_a_core() {
+fn the_splits_of_a_host_give_every_model_a_core_and_pinned_sets_are_equal_or_disjoint() {
     let splits: Vec<String> = Sharing::splits(4, 3).iter().map(Sharing::label).collect();
-    assert_eq!(splits, ["split 1+1+2", "split 1+2+1", "split 2+1+1"]);
+    assert_eq!(splits, ["split 0|1|2,3", "split 0|1,2|3", "split 0,1|2|3"]);
     assert!(Sharing::splits(2, 3).is_empty());
+    assert!(Sharing::Split(vec![vec![0], vec![0], vec![1]]).check(2, 3).is_ok());
+    let overlap = Sharing::Split(vec![vec![0, 1], vec![1]]).check(2, 2).unwrap_err();
+    assert!(overlap.contains("equal or disjoint"), "{overlap}");
+    assert!(Sharing::Split(vec![vec![2], vec![0]]).check(2, 2).is_err());
+}
+
+#[test]
+fn models_pinned_to_one_core_wait_for_each_other_and_not_for_the_third() {
+    let cost = flat(10.0);
+    // a and b pinned to core 0, c alone on core 1: b waits for a's batch, c runs at once.
+    let models = vec![
+        model("a", 1, &cost, &[0.0], 1000),
+        model("b", 1, &cost, &[1.0], 1000),
+        model("c", 1, &cost, &[2.0], 1000),
+    ];
+    let r = simulate_host(models, 2, &Sharing::Split(vec![vec![0], vec![0], vec![1]]));
+    assert_eq!(latencies(&r), vec![vec![10.0], vec![19.0], vec![10.0]]);
 }
 
 #[test]
@@ -103,4 +121,78 @@ fn a_flooded_model_becomes_critical_its_cores_rise_and_it_lets_go_once_drained()
         assert!(p.threads.iter().sum::<f64>() <= 2.0 + 1e-9, "{p:?}");
     }
     assert!(r.models.iter().all(|(_, m)| m.measured.dropped == 0));
+}
+
+mod host_scenarios {
+    use std::path::Path;
+
+    use morph_sim::scenario::HostScenario;
+
+    fn words(text: &str) -> Result<u32, String> {
+        Ok(text.split_whitespace().count() as u32 + 2)
+    }
+
+    /// Writes a host scenario of `models` (name, model scenario) with `extra` keys at its top.
+    fn host(dir: &Path, extra: &str, models: &[(&str, &str)]) -> std::path::PathBuf {
+        let mut text = format!("name = \"t\"\nduration_s = 10\n{extra}\n");
+        for (name, scenario) in models {
+            let path = morph_assets::path(&format!("scenarios/hosts/{scenario}"));
+            text.push_str(&format!("[[models]]\nname = \"{name}\"\nscenario = \"{}\"\n", path.display()));
+        }
+        let path = dir.join("host.toml");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn refusal(extra: &str, models: &[(&str, &str)]) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        HostScenario::load(&host(dir.path(), extra, models), &words).unwrap_err().to_string()
+    }
+
+    const EMBED: &str = "models/rag_embedder_cpu.toml";
+    const GENERATE: &str = "models/rag_generator_cpu.toml";
+
+    #[test]
+    fn the_shipped_host_scenarios_load_and_run_every_sharing_on_the_same_streams() {
+        let dir = morph_assets::path("scenarios/hosts");
+        let mut ran = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "toml") {
+                continue;
+            }
+            let mut host = HostScenario::load(&path, &words).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            host.duration_s = 30.0;
+            host.seeds = vec![1];
+            let rows = host.run(&mut |_, _| {}).unwrap();
+            assert_eq!(rows.len(), host.sharings().len());
+            assert_eq!(rows[0].sharing, "cores by load");
+            // Every way of sharing served the identical streams.
+            for row in &rows[1..] {
+                let counts = |r: &morph_sim::scenario::HostRow| -> Vec<usize> {
+                    r.models.iter().map(|m| m.measured.requests).collect()
+                };
+                assert_eq!(counts(row), counts(&rows[0]), "{}", row.sharing);
+            }
+            ran += 1;
+        }
+        assert!(ran >= 1, "no host scenario in {}", dir.display());
+        // Each model's scenario runs on its own too.
+        for entry in std::fs::read_dir(dir.join("models")).unwrap() {
+            let path = entry.unwrap().path();
+            morph_sim::Scenario::load(&path, &words).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        }
+    }
+
+    #[test]
+    fn a_host_scenario_refuses_what_it_cannot_run_naming_the_model_and_key() {
+        assert!(refusal("cores = 2", &[("a", EMBED), ("a", GENERATE)]).contains("models 'a': two models have this name"));
+        assert!(refusal("cores = 0", &[("a", EMBED)]).contains("cores: must be at least 1"));
+        let three = [("e", EMBED), ("r", "models/rag_reranker_cpu.toml"), ("g", GENERATE)];
+        assert!(refusal("cores = 2", &three).contains("list the splits to compare"));
+        assert!(refusal("cores = 2\nsplits = [[[0], [1]]]", &three).contains("names cores for 2 models"));
+        assert!(refusal("cores = 2\nsplits = [[[0, 1], [1], [0]]]", &three).contains("equal or disjoint"));
+        assert!(refusal("cores = 2", &[("x", "missing.toml")]).contains("models 'x': scenario"));
+        assert!(refusal("cores = 2\nthreads = 4", &[("a", EMBED)]).contains("unknown field `threads`"));
+    }
 }

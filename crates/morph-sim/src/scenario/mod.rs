@@ -54,6 +54,7 @@
 //! ```
 
 mod check;
+mod host;
 mod spec;
 mod warnings;
 
@@ -61,6 +62,7 @@ pub use spec::{
     Cluster, GenerationCost, HostSpec, PipelineSpec, PolicySpec, Row, RuntimeGroup, Scenario, ScenarioError,
     Sweep, SweepParam,
 };
+pub use host::{HostModelSpec, HostRow, HostScenario, HostedRow};
 pub use warnings::DROP_WARNING_SHARE;
 
 use std::collections::BTreeMap;
@@ -255,9 +257,9 @@ impl Scenario {
         }
     }
 
-    /// Runs every policy, for every seed and sweep value, on identical request streams;
-    /// `progress(done, total)` is called after each run.
-    pub fn run(&self, progress: &mut dyn FnMut(usize, usize)) -> Result<Vec<Row>, ScenarioError> {
+    /// What every run of this scenario shares: the cost model, the policies' context and the
+    /// driver's options.
+    pub(crate) fn setup(&self) -> Result<Setup, ScenarioError> {
         let pipeline = self.cluster.pipeline.as_ref().map(PipelineSpec::profile).transpose()?.map(Arc::new);
         let mut plans = BTreeMap::new();
         let (profile, cost): (Option<Arc<LatencyProfile>>, Box<dyn CostModel>) =
@@ -299,12 +301,19 @@ impl Scenario {
                     return Err(ScenarioError::Invalid(msg.into()));
                 }
             };
-        let mut base = self.options(pipeline.clone());
+        let mut options = self.options(pipeline.clone());
         let table = self.workload.service.as_ref().and_then(|m| m.table.clone());
         let accuracy = table.as_ref().map(|t| t.profiling.clone()).unwrap_or_default();
-        base.correctness = table;
-        let hosts = Some(base.hosts.clone());
-        let ctx = Context { profile, slo: base.slo, pipeline, hosts, plans, accuracy, refits: None };
+        options.correctness = table;
+        let hosts = Some(options.hosts.clone());
+        let context = Context { profile, slo: options.slo, pipeline, hosts, plans, accuracy, refits: None };
+        Ok(Setup { cost, context, options })
+    }
+
+    /// Runs every policy, for every seed and sweep value, on identical request streams;
+    /// `progress(done, total)` is called after each run.
+    pub fn run(&self, progress: &mut dyn FnMut(usize, usize)) -> Result<Vec<Row>, ScenarioError> {
+        let Setup { cost, context: ctx, options: base } = self.setup()?;
         let points = self.points();
         let total = points.len() * self.seeds.len() * self.policies.len();
         let mut rows = Vec::new();
@@ -360,6 +369,13 @@ impl Scenario {
         }
         Ok(rows)
     }
+}
+
+/// What every run of a scenario shares.
+pub(crate) struct Setup {
+    pub(crate) cost: Box<dyn CostModel>,
+    pub(crate) context: Context,
+    pub(crate) options: SimOptions,
 }
 
 /// Bisection steps of the equal-cost search (each a whole run).
