@@ -369,13 +369,13 @@ def table(load, runs):
     print("|---|---:|---:|---|---|---|---:|")
     for setup, name in best.items():
         r = runs[name]
-        ratio = r["goodput"] / top if top and top == top and top > 0 else float("nan")
+        ratio = f"{r['goodput'] / top:.2f}x" if top == top and top > 0 else "-"
         cells = []
         for kind in ("embed", "rerank", "generate"):
             c = r.get(kind)
             cells.append(f"{c['p50_ms']:.0f} / {c['p99_ms']:.0f}" if c else "-")
         lost = sum(r[k]["lost"] for k in ("embed", "rerank", "generate", "index") if k in r)
-        print(f"| {name} | {r['goodput']:.3f} | {ratio:.2f}x | " + " | ".join(cells) + f" | {lost} |")
+        print(f"| {name} | {r['goodput']:.3f} | {ratio} | " + " | ".join(cells) + f" | {lost} |")
     print()
 
 

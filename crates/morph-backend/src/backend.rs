@@ -24,8 +24,17 @@ pub enum Backend {
         dim: usize,
     },
     /// The decoder (its shape and tokenizer; its weights too on candle), what runs its
-    /// generations' steps, and the most prompt tokens a generation feeds per iteration (0: all).
-    Decoder(LoadedDecoder, usize),
+    /// generations' steps, and how its steps run.
+    Decoder(LoadedDecoder, DecoderSteps),
+}
+
+/// How a decoder's steps run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecoderSteps {
+    /// The most prompt tokens a generation feeds per iteration (0: all).
+    pub prefill_chunk: usize,
+    /// The threads of a step that feeds more than one token (`None`: its instance's threads).
+    pub batch_threads: Option<u16>,
 }
 
 impl Backend {
@@ -53,11 +62,13 @@ impl Backend {
 
     /// Loads a decoder engine's backend from its GGUF file (no other kind loads without files).
     pub fn from_gguf(kind: &EngineKind) -> Result<Self, EngineError> {
-        let EngineKind::Decoder { gguf, prefill_chunk, kernels, chat_template, prompt_cache } = kind else {
+        let EngineKind::Decoder { gguf, prefill_chunk, batch_threads, kernels, chat_template, prompt_cache } = kind
+        else {
             return Err(EngineError::Load(format!("the {} engine is not a decoder", kind.label())));
         };
         let decoder = load_decoder(gguf, *kernels, chat_template.as_deref(), *prompt_cache)?;
-        Ok(Backend::Decoder(decoder, *prefill_chunk))
+        let steps = DecoderSteps { prefill_chunk: *prefill_chunk, batch_threads: *batch_threads };
+        Ok(Backend::Decoder(decoder, steps))
     }
 
     /// Emulated instances that sleep for `profile`'s latency.

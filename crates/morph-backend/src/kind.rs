@@ -29,10 +29,12 @@ pub enum EngineKind {
     /// feeding prompts `prefill_chunk` tokens per iteration at most (0: whole prompts), its
     /// steps run by `kernels`, its chats rendered by `chat_template` (Jinja) if given, else by
     /// the file's, keeping closed sequences' prompt states in host memory as `prompt_cache`
-    /// says (llama.cpp's kernels only).
+    /// says (llama.cpp's kernels only), a step that feeds more than one token on
+    /// `batch_threads` (`None`: its instance's threads).
     Decoder {
         gguf: PathBuf,
         prefill_chunk: usize,
+        batch_threads: Option<u16>,
         kernels: DecoderKernels,
         chat_template: Option<String>,
         prompt_cache: PromptCacheConfig,

@@ -7,5 +7,5 @@ mod backend;
 mod kind;
 pub mod tuning;
 
-pub use backend::Backend;
+pub use backend::{Backend, DecoderSteps};
 pub use kind::{EngineCan, EngineKind, NO_STAGES_OF_ONNX_FILE, NO_STAGES_ON_CANDLE};

@@ -50,7 +50,7 @@ fn run(decoder: &LoadedDecoder, chunk: usize, long: usize) -> (f64, f64, f64) {
     });
     const OTHERS_TOKENS: u32 = 4096;
     let threads = std::thread::available_parallelism().map_or(1, usize::from);
-    let shape = StepperShape { sequences: 4, seq_tokens: long.max(16) + OTHERS_TOKENS as usize, threads };
+    let shape = StepperShape::new(4, long.max(16) + OTHERS_TOKENS as usize, threads);
     let worker = DecoderThread::spawn("bench".into(), decoder.clone(), shape, chunk, hook);
     let worker = Arc::new(worker.expect("worker"));
     let prompt = |len: usize, salt: u32| (0..len as u32).map(|i| 1000 + (i * 7919 + salt) % 40_000).collect();

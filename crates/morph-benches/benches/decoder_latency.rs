@@ -76,7 +76,7 @@ fn main() {
     let backend =
         load_decoder(&path, kernels, None, PromptCacheConfig::OFF).expect("loading SmolLM2").backend;
     let threads = std::thread::available_parallelism().map_or(1, usize::from);
-    let shape = StepperShape { sequences: 16, seq_tokens: SEQ_TOKENS.max(context) + runs + 1, threads };
+    let shape = StepperShape::new(16, SEQ_TOKENS.max(context) + runs + 1, threads);
     let mut stepper = backend.stepper(shape).expect("stepper");
 
     println!("SmolLM2-135M-Instruct, {}, {threads} threads, median of {runs} runs", kernels.label());

@@ -31,8 +31,10 @@ pub(crate) const SERVER_FLAGS: [&str; 8] = [
 /// An encoder's most padded tokens in one batch when the models share the cores (alone:
 /// 16,384): about 50 ms of MiniLM on one core.
 pub(crate) const SHARED_BATCH_TOKENS: u64 = 1024;
-/// A decoder's most prompt tokens fed per step when the models share the cores (alone: 256).
-pub(crate) const SHARED_PREFILL_CHUNK: usize = 128;
+/// A decoder's most prompt tokens fed per step when the models share the cores (alone: 256):
+/// a step feeding a chunk runs on every core (`--batch-threads`), about 120 ms of SmolLM2 on
+/// two cores, which an embedding call waiting for a core can afford.
+pub(crate) const SHARED_PREFILL_CHUNK: usize = 48;
 
 /// `morph`'s own flags (logs, traces), which every subcommand's matches carry.
 const GLOBAL_FLAGS: [&str; 2] = ["json_logs", "otlp_endpoint"];
@@ -183,6 +185,9 @@ fn one_model(entry: &toml::Table, cores: u16) -> anyhow::Result<FileModel> {
     if let Some(threads) = spec.threads.filter(|t| *t > cores) {
         bail!("threads = {threads} is more than the {cores} cores the models share (cores)");
     }
+    if let Some(threads) = spec.batch_threads.filter(|t| *t > cores) {
+        bail!("batch_threads = {threads} is more than the {cores} cores the models share (cores)");
+    }
     spec.check()?;
     Ok(FileModel { spec: defaults_when_shared(spec, cores), slo })
 }
@@ -309,6 +314,10 @@ mod tests {
             threads.contains("models[0] (a)") && threads.contains("threads = 3 is more than the 2 cores"),
             "{threads}"
         );
+        let batch = refusal("cores = 2\n[[models]]\ntask = \"generate\"\nserved_model_name = [\"g\"]\nbatch_threads = 4");
+        assert!(batch.contains("models[0] (g)") && batch.contains("batch_threads = 4 is more than"), "{batch}");
+        let encoder = refusal("[[models]]\nserved_model_name = [\"e\"]\nbatch_threads = 2");
+        assert!(encoder.contains("--batch-threads is for --task generate"), "{encoder}");
         let cores = refusal("cores = 3\n[[models]]\nserved_model_name = [\"a\"]");
         assert!(cores.contains("cores = 3: must be a whole number from 1 to this host's 2"), "{cores}");
         let key = refusal("[[models]]\nserved_model_name = [\"a\"]\nmax_qeue = 3");

@@ -88,6 +88,14 @@ pub(crate) struct ServeArgs {
     /// (llama.cpp kernels), with the same numbers as computed afresh.
     #[arg(long, default_value_t = 256)]
     prefill_chunk: usize,
+    /// With --task generate on llama.cpp kernels: the threads of a decoder step that feeds more
+    /// than one token (a prompt's chunk, or several sequences' next tokens; llama.cpp's
+    /// n_threads_batch); a step of one sequence's one token runs on --threads. Default: --threads;
+    /// in a deployment file (--config), every core the models share, so that a lone answer's
+    /// prompt is read on every core while the other models idle (each step holds the cores it
+    /// computes on; docs/serving.md, several models, weighs it against bursts).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    batch_threads: Option<u16>,
     /// With --task generate: a chat template (a Jinja file, as Hugging Face's chat_template) to
     /// render /v1/chat/completions prompts by, in place of the GGUF's tokenizer.chat_template,
     /// or for a GGUF that has none (whose chat calls are refused otherwise).
@@ -234,6 +242,7 @@ impl ServeArgs {
             threads: self.threads,
             stages: self.stages,
             prefill_chunk: self.prefill_chunk,
+            batch_threads: self.batch_threads,
             chat_template: self.chat_template,
             decoder_kernels: self.decoder_kernels,
             prompt_cache_mib: self.prompt_cache_mib,

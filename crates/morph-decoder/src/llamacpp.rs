@@ -89,6 +89,7 @@ impl DecodeBackend for LlamaCppBackend {
     fn stepper(&self, shape: StepperShape) -> Result<Box<dyn Stepper + '_>, EngineError> {
         let sequences = u32::try_from(shape.sequences).map_err(|_| too_many(shape))?;
         let threads = i32::try_from(shape.threads.max(1)).map_err(|_| too_many(shape))?;
+        let batch_threads = i32::try_from(shape.batch_threads.max(1)).map_err(|_| too_many(shape))?;
         let kv = shape.sequences.checked_mul(shape.seq_tokens).and_then(|n| u32::try_from(n).ok());
         let kv = kv.and_then(NonZeroU32::new).ok_or_else(|| too_many(shape))?;
         let params = LlamaContextParams::default()
@@ -100,7 +101,7 @@ impl DecodeBackend for LlamaCppBackend {
             .with_n_seq_max(sequences)
             .with_n_batch(CALL_TOKENS as u32)
             .with_n_threads(threads)
-            .with_n_threads_batch(threads);
+            .with_n_threads_batch(batch_threads);
 
         let ctx = {
             let _one_at_a_time = self.building.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

@@ -22,8 +22,23 @@ pub struct StepperShape {
     pub sequences: usize,
     /// Most tokens one sequence holds (its prompt plus its output).
     pub seq_tokens: usize,
-    /// Threads of its kernels.
+    /// Threads of its kernels for a step that feeds one token (one sequence decoding).
     pub threads: usize,
+    /// Threads for a step that feeds more (a prompt's chunk, or several sequences' tokens):
+    /// llama.cpp's `n_threads_batch`.
+    pub batch_threads: usize,
+}
+
+impl StepperShape {
+    /// A shape whose every step runs on `threads`.
+    pub fn new(sequences: usize, seq_tokens: usize, threads: usize) -> Self {
+        Self { sequences, seq_tokens, threads, batch_threads: threads }
+    }
+
+    /// The threads of a step that feeds `tokens` tokens.
+    pub fn threads_for(&self, tokens: usize) -> usize {
+        if tokens > 1 { self.batch_threads } else { self.threads }
+    }
 }
 
 /// A place given to a sequence, and how many of its prompt's first tokens that place's cache

@@ -199,8 +199,7 @@ impl DecoderThread {
                 Ok(stepper) => {
                     let _ = ready_tx.send(Ok(()));
                     let feeding = Feeding::new(decoder.model.tokenizer.turn_start, stepper.reuse(), chunk);
-                    let cores =
-                        cores.map(|share| (share, Cores::try_from(shape.threads).unwrap_or(Cores::MAX)));
+                    let cores = cores.map(|share| (share, shape));
                     run(stepper, &decoder.model.tokenizer, feeding, &rx, on_iteration, cores.as_ref());
                 }
                 Err(e) => {
@@ -301,7 +300,7 @@ fn run(
     feeding: Feeding,
     rx: &Receiver<Command>,
     mut on_iteration: IterationHook,
-    cores: Option<&(CoreShare, Cores)>,
+    cores: Option<&(CoreShare, StepperShape)>,
 ) {
     let mut running: Vec<Running> = Vec::new();
     // Joined, waiting for a free place in the stepper, in join order.
@@ -334,8 +333,11 @@ fn run(
         let context = running.iter().map(|r| r.fed + r.produced.len()).sum();
         let mut seconds = 0.0;
         if !running.is_empty() {
-            // The step's time counts from when it holds its cores.
-            let _held = cores.map(|(share, threads)| share.hold(*threads));
+            // The step's time counts from when it holds its cores: those of one token, or of a
+            // step that feeds more (a prompt's chunk, or several sequences).
+            let tokens = if prefilling { usize::MAX } else { sequences };
+            let threads = |shape: &StepperShape| Cores::try_from(shape.threads_for(tokens)).unwrap_or(Cores::MAX);
+            let _held = cores.map(|(share, shape)| share.hold(threads(shape)));
             let started = std::time::Instant::now();
             let step = iterate(stepper.as_mut(), tokenizer, feeding, &mut running);
             seconds = started.elapsed().as_secs_f64();

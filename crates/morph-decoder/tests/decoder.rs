@@ -80,7 +80,7 @@ fn greedy_answer_names_paris() {
 
 /// A stepper of `kernels` for one test: up to 4 sequences, 2 threads.
 fn stepper(kernels: DecoderKernels) -> Box<dyn Stepper + 'static> {
-    let shape = StepperShape { sequences: 4, seq_tokens: 1024, threads: 2 };
+    let shape = StepperShape::new(4, 1024, 2);
     backend(kernels).stepper(shape).expect("stepper")
 }
 
@@ -419,7 +419,7 @@ fn worker_streams_as_if_alone(kernels: DecoderKernels, prefill_chunk: usize) -> 
     let limits = [10u32, 40];
     let alone: Vec<Vec<u32>> =
         prompts.iter().zip(limits).map(|(p, n)| alone(kernels, p, n as usize).0).collect();
-    let shape = StepperShape { sequences: 2, seq_tokens: 1024, threads: 2 };
+    let shape = StepperShape::new(2, 1024, 2);
     let (worker, hook_rx) = worker(kernels, shape, prefill_chunk);
     let driver = drive(&worker, hook_rx, 2);
     let (a_request, mut rx_a) = request(0, &prompts[0], limits[0]);
@@ -461,6 +461,22 @@ fn worker_streams_as_if_alone(kernels: DecoderKernels, prefill_chunk: usize) -> 
     reports
 }
 
+/// A stepper whose steps of one token run on one thread and whose others (the prompt's
+/// chunks) on two, as a decoder sharing a host's cores runs, gives the logits of one on two
+/// threads throughout bit for bit: the thread count of a step does not change its numbers.
+#[test]
+fn a_step_on_fewer_threads_computes_the_same_logits() {
+    let prompt = chat("Name three colours.");
+    let n = 8;
+    let (want, want_logits) = alone(DecoderKernels::LlamaCpp, &prompt, n);
+    let shape = StepperShape { batch_threads: 2, ..StepperShape::new(1, prompt.len() + n, 1) };
+    let mut mixed = backend(DecoderKernels::LlamaCpp).stepper(shape).expect("stepper");
+    let opened = mixed.open(&prompt, &starts(&prompt), prompt.len() + n).expect("fits").expect("a place");
+    let (got, got_logits) = greedy(mixed.as_mut(), opened.slot, &prompt, 0, n);
+    assert_eq!(got, want);
+    assert_eq!(got_logits, want_logits);
+}
+
 /// A generation starts only when the instance has a free place: with one place, the second
 /// joined waits (unfailed) until the first leaves, then runs, and gets its tokens alone; one
 /// whose prompt plus `max_tokens` no place holds fails at once with a clear error, and the
@@ -469,7 +485,7 @@ fn worker_streams_as_if_alone(kernels: DecoderKernels, prefill_chunk: usize) -> 
 fn a_generation_waits_for_a_free_place_and_one_that_never_fits_fails_clearly() {
     let prompt = chat("Name three colours.");
     let n = 12u32;
-    let shape = StepperShape { sequences: 1, seq_tokens: prompt.len() + n as usize, threads: 2 };
+    let shape = StepperShape::new(1, prompt.len() + n as usize, 2);
     let (worker, hook_rx) = worker(DecoderKernels::LlamaCpp, shape, 0);
     let driver = drive(&worker, hook_rx, 3);
     let (first, mut rx_first) = request(0, &prompt, n);

@@ -41,7 +41,7 @@ impl Decoder {
 
     /// An instance's stepper: up to 2 sequences of 1,024 tokens, 2 threads.
     fn instance<'a>(&self, backend: &'a LlamaCppBackend) -> Box<dyn Stepper + 'a> {
-        backend.stepper(StepperShape { sequences: 2, seq_tokens: 1024, threads: 2 }).expect("stepper")
+        backend.stepper(StepperShape::new(2, 1024, 2)).expect("stepper")
     }
 
     fn starts(&self, prompt: &[u32]) -> Vec<usize> {
@@ -234,7 +234,7 @@ fn iterations_to_first_token(reuse: Reuse, chunk: usize) -> (usize, usize) {
     let hook = Box::new(move |report: IterationReport| {
         let _ = report_tx.send(report);
     });
-    let shape = StepperShape { sequences: 1, seq_tokens: 512, threads: 2 };
+    let shape = StepperShape::new(1, 512, 2);
     let worker =
         DecoderThread::spawn("prefix-feeding".into(), loaded.clone(), shape, chunk, hook).expect("worker");
     let (events, _answer) = tokio::sync::mpsc::unbounded_channel();

@@ -136,6 +136,7 @@ impl ServeSpec {
         Ok(EngineKind::Decoder {
             gguf: self.model.fetch_decoder()?,
             prefill_chunk: self.prefill_chunk,
+            batch_threads: self.batch_threads,
             kernels,
             chat_template,
             prompt_cache: prompt_cache(self.prompt_cache_mib, self.prompt_cache_reuse, kernels)?,

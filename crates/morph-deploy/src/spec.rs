@@ -36,6 +36,8 @@ pub struct ServeSpec {
     pub stages: u16,
     /// Generate: the most prompt tokens a generation feeds per iteration (0: no limit).
     pub prefill_chunk: usize,
+    /// Generate: the threads of a step that feeds more than one token; `None`: `threads`.
+    pub batch_threads: Option<u16>,
     /// Generate: a Jinja chat template in place of the GGUF's.
     pub chat_template: Option<PathBuf>,
     pub decoder_kernels: Option<DecoderKernels>,
@@ -108,6 +110,11 @@ impl ServeSpec {
         anyhow::ensure!(
             self.prompt_cache_reuse.is_none() || self.task == Task::Generate,
             "--prompt-cache-reuse is for --task generate"
+        );
+        anyhow::ensure!(
+            self.batch_threads.is_none()
+                || (self.whole_decoder() && self.decoder_kernels != Some(DecoderKernels::Candle)),
+            "--batch-threads is for --task generate on llama.cpp kernels (a whole decoder)"
         );
         self.engine.check()
     }

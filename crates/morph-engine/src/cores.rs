@@ -95,6 +95,11 @@ impl CoreShare {
         HeldCores { share: self, threads }
     }
 
+    /// The cores of the host this share is of.
+    pub fn host_cores(&self) -> Cores {
+        self.budget.cores
+    }
+
     /// The model's place among the budget's accounts.
     pub fn model(&self) -> usize {
         self.model

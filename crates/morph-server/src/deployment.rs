@@ -215,6 +215,7 @@ mod tests {
         let decoder = |kernels| EngineKind::Decoder {
             gguf: "m.gguf".into(),
             prefill_chunk: 256,
+            batch_threads: None,
             kernels,
             chat_template: None,
             prompt_cache: PromptCacheConfig::OFF,

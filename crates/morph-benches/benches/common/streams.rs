@@ -51,7 +51,7 @@ pub(crate) fn run(decoder: &LoadedDecoder, prompts: &[Vec<u32>], streams: usize,
     });
     let threads = std::thread::available_parallelism().map_or(1, usize::from);
     let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
-    let shape = StepperShape { sequences: streams, seq_tokens: longest + max_tokens as usize, threads };
+    let shape = StepperShape::new(streams, longest + max_tokens as usize, threads);
     let worker = DecoderThread::spawn("bench".into(), decoder.clone(), shape, 256, hook).expect("worker");
     let mut queue = prompts.iter().enumerate();
     // Per running generation: its events, when it joined, when its first and last tokens came, and how many.

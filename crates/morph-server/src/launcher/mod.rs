@@ -154,12 +154,12 @@ impl Launcher {
         let name = format!("morph-{}-{n}", unit.runtime);
         let spawn_err = |e: std::io::Error| EngineError::Load(e.to_string());
         let engine = match (self.backend.as_ref(), unit.kind) {
-            (Backend::Decoder(decoder, chunk), UnitKind::Decoder) => {
+            (Backend::Decoder(decoder, steps), UnitKind::Decoder) => {
                 let relay = IterationRelay::default();
-                let shape = decoder_shape(unit);
-                let cores = self.cores.clone();
+                let shape = decoder_shape(unit, steps.batch_threads, self.cores.as_ref());
+                let (chunk, cores) = (steps.prefill_chunk, self.cores.clone());
                 let thread =
-                    DecoderThread::spawn_sharing(name, decoder.clone(), shape, *chunk, relay.hook(), cores)?;
+                    DecoderThread::spawn_sharing(name, decoder.clone(), shape, chunk, relay.hook(), cores)?;
                 InstanceEngine::Decoder { thread, relay }
             }
             (_, UnitKind::Decoder) => {
@@ -185,11 +185,17 @@ impl Launcher {
 }
 
 /// What a decoder instance of `unit` holds: its runtime's rows as sequences of at most its
-/// runtime's length each (prompt plus output), on the unit's threads or every core.
-fn decoder_shape(unit: UnitSpec) -> StepperShape {
+/// runtime's length each (prompt plus output), on the unit's threads or every core; a step that
+/// feeds more than one token (a prompt's chunk, several sequences) on `batch_threads`, by
+/// default the unit's threads, or every core of the host when it shares them with other
+/// models: a lone answer's prompt is then read on every core, each step holding the cores it
+/// computes on.
+fn decoder_shape(unit: UnitSpec, batch_threads: Option<u16>, shared: Option<&CoreShare>) -> StepperShape {
     let runtime = unit.runtime;
-    let threads = usize::from(unit_threads(unit));
-    StepperShape { sequences: runtime.max_batch as usize, seq_tokens: runtime.max_len as usize, threads }
+    let threads = unit_threads(unit);
+    let batch = batch_threads.or(shared.map(CoreShare::host_cores)).unwrap_or(threads);
+    let shape = StepperShape::new(runtime.max_batch as usize, runtime.max_len as usize, usize::from(threads));
+    StepperShape { batch_threads: usize::from(batch), ..shape }
 }
 
 /// The threads an instance of `unit` computes on: the unit's, or every core.
