@@ -32,8 +32,8 @@ pub(crate) const SERVER_FLAGS: [&str; 8] = [
 /// 16,384): about 50 ms of MiniLM on one core.
 pub(crate) const SHARED_BATCH_TOKENS: u64 = 1024;
 /// A decoder's most prompt tokens fed per step when the models share the cores (alone: 256):
-/// a step feeding a chunk runs on every core (`--batch-threads`), about 120 ms of SmolLM2 on
-/// two cores, which an embedding call waiting for a core can afford.
+/// about 120 ms of SmolLM2 on two cores (a decoder alone on the host computes on every core),
+/// what an embedding call arriving meanwhile waits at most.
 pub(crate) const SHARED_PREFILL_CHUNK: usize = 48;
 
 /// `morph`'s own flags (logs, traces), which every subcommand's matches carry.

@@ -90,10 +90,10 @@ pub(crate) struct ServeArgs {
     prefill_chunk: usize,
     /// With --task generate on llama.cpp kernels: the threads of a decoder step that feeds more
     /// than one token (a prompt's chunk, or several sequences' next tokens; llama.cpp's
-    /// n_threads_batch); a step of one sequence's one token runs on --threads. Default: --threads;
-    /// in a deployment file (--config), every core the models share, so that a lone answer's
-    /// prompt is read on every core while the other models idle (each step holds the cores it
-    /// computes on; docs/serving.md, several models, weighs it against bursts).
+    /// n_threads_batch); a step of one sequence's one token runs on --threads. Default:
+    /// --threads. In a deployment file (--config) a decoder also computes every step on every
+    /// core the models share while nothing else computes, and on these threads again as soon as
+    /// anything does.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     batch_threads: Option<u16>,
     /// With --task generate: a chat template (a Jinja file, as Hugging Face's chat_template) to

@@ -142,6 +142,11 @@ impl CoreLine {
         granted
     }
 
+    /// Whether nothing holds cores and nobody waits for them.
+    pub fn idle(&self) -> bool {
+        self.free == self.cores && self.line.is_empty()
+    }
+
     /// `model` gives back `threads` cores its computation held.
     pub fn give_back(&mut self, model: usize, threads: Cores, now: Time) {
         let threads = threads.clamp(1, self.cores);

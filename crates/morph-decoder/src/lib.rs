@@ -22,6 +22,7 @@ pub mod stepper;
 pub mod stop;
 pub mod thread;
 pub mod tool_calls;
+pub mod width;
 mod weights;
 
 pub use chat::{ChatError, ChatTemplate, Message};

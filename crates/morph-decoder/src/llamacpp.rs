@@ -85,8 +85,9 @@ impl LlamaCppBackend {
     }
 }
 
-impl DecodeBackend for LlamaCppBackend {
-    fn stepper(&self, shape: StepperShape) -> Result<Box<dyn Stepper + '_>, EngineError> {
+impl LlamaCppBackend {
+    /// A context for `shape`'s sequences, on its threads.
+    fn context(&self, shape: StepperShape) -> Result<LlamaContext<'_>, EngineError> {
         let sequences = u32::try_from(shape.sequences).map_err(|_| too_many(shape))?;
         let threads = i32::try_from(shape.threads.max(1)).map_err(|_| too_many(shape))?;
         let batch_threads = i32::try_from(shape.batch_threads.max(1)).map_err(|_| too_many(shape))?;
@@ -102,14 +103,18 @@ impl DecodeBackend for LlamaCppBackend {
             .with_n_batch(CALL_TOKENS as u32)
             .with_n_threads(threads)
             .with_n_threads_batch(batch_threads);
+        let _one_at_a_time = self.building.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.model
+            .new_context(backend()?, params)
+            .map_err(|e| EngineError::Load(format!("llama.cpp context for {shape:?}: {e}")))
+    }
+}
 
-        let ctx = {
-            let _one_at_a_time = self.building.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            self.model.new_context(backend()?, params)
-        }
-        .map_err(|e| EngineError::Load(format!("llama.cpp context for {shape:?}: {e}")))?;
+impl DecodeBackend for LlamaCppBackend {
+    fn stepper(&self, shape: StepperShape) -> Result<Box<dyn Stepper + '_>, EngineError> {
         Ok(Box::new(LlamaCppStepper {
-            ctx,
+            backend: self,
+            ctx: self.context(shape)?,
             batch: LlamaBatch::new(CALL_TOKENS, 1),
             streams: vec![Stream::default(); shape.sequences],
             shape,
@@ -156,6 +161,8 @@ impl Stream {
 }
 
 struct LlamaCppStepper<'a> {
+    /// What makes its context anew when its threads change.
+    backend: &'a LlamaCppBackend,
     ctx: LlamaContext<'a>,
     batch: LlamaBatch<'static>,
     /// By slot (= llama.cpp sequence id).
@@ -252,6 +259,24 @@ impl Stepper for LlamaCppStepper<'_> {
 
     fn reuse(&self) -> Reuse {
         self.reuse
+    }
+
+    /// llama.cpp fixes a context's threads when it is made: a new context takes every stream's
+    /// cache (open sequences and kept prompts) from the old one, which then goes.
+    fn set_threads(&mut self, shape: StepperShape) -> Result<(), EngineError> {
+        let shape = StepperShape { sequences: self.shape.sequences, seq_tokens: self.shape.seq_tokens, ..shape };
+        if shape == self.shape {
+            return Ok(());
+        }
+        let mut ctx = self.backend.context(shape)?;
+        let moved = |e: String| EngineError::Load(format!("moving a sequence's cache to {shape:?}: {e}"));
+        for (slot, _) in self.streams.iter().enumerate().filter(|(_, s)| !s.held.is_empty()) {
+            let state = self.ctx.state_seq_get(slot as i32, LlamaStateSeqFlags::empty()).map_err(|e| moved(e.to_string()))?;
+            ctx.state_seq_set(&state, slot as i32).map_err(|e| moved(e.to_string()))?;
+        }
+        self.ctx = ctx;
+        self.shape = shape;
+        Ok(())
     }
 }
 

@@ -35,6 +35,11 @@ impl StepperShape {
         Self { sequences, seq_tokens, threads, batch_threads: threads }
     }
 
+    /// The same shape with every step on `threads`.
+    pub fn all_on(self, threads: usize) -> Self {
+        Self { threads, batch_threads: threads, ..self }
+    }
+
     /// The threads of a step that feeds `tokens` tokens.
     pub fn threads_for(&self, tokens: usize) -> usize {
         if tokens > 1 { self.batch_threads } else { self.threads }
@@ -76,6 +81,14 @@ pub trait Stepper {
     /// must break ([`Reuse::piece_break`]).
     fn reuse(&self) -> Reuse {
         Reuse::Turns
+    }
+
+    /// Runs the later steps on `shape`'s threads (its sequences and lengths unchanged); every
+    /// sequence, open or kept, keeps its cache. candle's kernels take the process's threads:
+    /// there it changes nothing.
+    fn set_threads(&mut self, shape: StepperShape) -> Result<(), EngineError> {
+        let _ = shape;
+        Ok(())
     }
 }
 

@@ -26,6 +26,7 @@ use crate::pieces::{next_piece, turn_starts};
 use crate::reuse::Reuse;
 use crate::sampling::{Sampler, SamplingParams};
 use crate::stepper::{Slot, Stepper, StepperShape};
+use crate::width::Width;
 use crate::stop::{Scanned, StopScan};
 use morph_engine::{CoreShare, Cores, EngineError};
 
@@ -199,8 +200,11 @@ impl DecoderThread {
                 Ok(stepper) => {
                     let _ = ready_tx.send(Ok(()));
                     let feeding = Feeding::new(decoder.model.tokenizer.turn_start, stepper.reuse(), chunk);
-                    let cores = cores.map(|share| (share, shape));
-                    run(stepper, &decoder.model.tokenizer, feeding, &rx, on_iteration, cores.as_ref());
+                    let cores = cores.map(|share| {
+                        let width = Width::new(shape, usize::from(share.host_cores()));
+                        (share, width)
+                    });
+                    run(stepper, &decoder.model.tokenizer, feeding, &rx, on_iteration, cores);
                 }
                 Err(e) => {
                     let _ = ready_tx.send(Err(e));
@@ -300,7 +304,7 @@ fn run(
     feeding: Feeding,
     rx: &Receiver<Command>,
     mut on_iteration: IterationHook,
-    cores: Option<&(CoreShare, StepperShape)>,
+    mut cores: Option<(CoreShare, Width)>,
 ) {
     let mut running: Vec<Running> = Vec::new();
     // Joined, waiting for a free place in the stepper, in join order.
@@ -333,11 +337,14 @@ fn run(
         let context = running.iter().map(|r| r.fed + r.produced.len()).sum();
         let mut seconds = 0.0;
         if !running.is_empty() {
+            if let Some((share, width)) = &mut cores {
+                widen_or_narrow(stepper.as_mut(), share, width);
+            }
             // The step's time counts from when it holds its cores: those of one token, or of a
             // step that feeds more (a prompt's chunk, or several sequences).
             let tokens = if prefilling { usize::MAX } else { sequences };
-            let threads = |shape: &StepperShape| Cores::try_from(shape.threads_for(tokens)).unwrap_or(Cores::MAX);
-            let _held = cores.map(|(share, shape)| share.hold(threads(shape)));
+            let threads = |width: &Width| Cores::try_from(width.current().threads_for(tokens)).unwrap_or(Cores::MAX);
+            let _held = cores.as_ref().map(|(share, width)| share.hold(threads(width)));
             let started = std::time::Instant::now();
             let step = iterate(stepper.as_mut(), tokenizer, feeding, &mut running);
             seconds = started.elapsed().as_secs_f64();
@@ -363,6 +370,17 @@ fn run(
     let unfinished = running.into_iter().map(|r| r.request).chain(queued).chain(inbox.joined);
     for request in unfinished {
         let _ = request.events.send(GenEvent::Failed(EngineError::Stopped));
+    }
+}
+
+/// Before a step of an instance sharing the host's cores: its width as [`Width`] says, the
+/// stepper remade on the new threads when it changes (a stepper that cannot be is left as it
+/// runs, with a warning).
+fn widen_or_narrow(stepper: &mut dyn Stepper, share: &CoreShare, width: &mut Width) {
+    let Some(shape) = width.next(share.host_idle(), std::time::Instant::now()) else { return };
+    if let Err(e) = stepper.set_threads(shape) {
+        tracing::warn!(threads = shape.threads, error = %e, "the decoder stays on its threads");
+        width.undo();
     }
 }
 

@@ -462,17 +462,25 @@ fn worker_streams_as_if_alone(kernels: DecoderKernels, prefill_chunk: usize) -> 
 }
 
 /// A stepper whose steps of one token run on one thread and whose others (the prompt's
-/// chunks) on two, as a decoder sharing a host's cores runs, gives the logits of one on two
-/// threads throughout bit for bit: the thread count of a step does not change its numbers.
+/// chunks) on two, and which moves to two threads for every step halfway through its answer
+/// (its context made anew, the sequence's cache moved), as a decoder sharing a host's cores
+/// runs, gives the logits of one on two threads throughout bit for bit: the threads of a step
+/// do not change its numbers, and the move loses nothing.
 #[test]
-fn a_step_on_fewer_threads_computes_the_same_logits() {
+fn a_step_on_other_threads_and_a_move_between_them_compute_the_same_logits() {
     let prompt = chat("Name three colours.");
-    let n = 8;
+    let (n, half) = (8, 4);
     let (want, want_logits) = alone(DecoderKernels::LlamaCpp, &prompt, n);
     let shape = StepperShape { batch_threads: 2, ..StepperShape::new(1, prompt.len() + n, 1) };
     let mut mixed = backend(DecoderKernels::LlamaCpp).stepper(shape).expect("stepper");
     let opened = mixed.open(&prompt, &starts(&prompt), prompt.len() + n).expect("fits").expect("a place");
-    let (got, got_logits) = greedy(mixed.as_mut(), opened.slot, &prompt, 0, n);
+    let (mut got, mut got_logits) = greedy(mixed.as_mut(), opened.slot, &prompt, 0, half);
+    mixed.set_threads(shape.all_on(2)).expect("the stepper moves to two threads");
+    // Its last token is not fed yet: it is the next step's.
+    let fed: Vec<u32> = prompt.iter().chain(&got).copied().collect();
+    let (rest, rest_logits) = greedy(mixed.as_mut(), opened.slot, &fed, fed.len() - 1, n - half);
+    got.extend(rest);
+    got_logits.extend(rest_logits);
     assert_eq!(got, want);
     assert_eq!(got_logits, want_logits);
 }

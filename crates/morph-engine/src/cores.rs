@@ -100,6 +100,11 @@ impl CoreShare {
         self.budget.cores
     }
 
+    /// Whether no computation of any model holds or waits for the host's cores now.
+    pub fn host_idle(&self) -> bool {
+        self.budget.lock().idle()
+    }
+
     /// The model's place among the budget's accounts.
     pub fn model(&self) -> usize {
         self.model

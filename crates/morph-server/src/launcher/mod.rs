@@ -156,7 +156,7 @@ impl Launcher {
         let engine = match (self.backend.as_ref(), unit.kind) {
             (Backend::Decoder(decoder, steps), UnitKind::Decoder) => {
                 let relay = IterationRelay::default();
-                let shape = decoder_shape(unit, steps.batch_threads, self.cores.as_ref());
+                let shape = decoder_shape(unit, steps.batch_threads);
                 let (chunk, cores) = (steps.prefill_chunk, self.cores.clone());
                 let thread =
                     DecoderThread::spawn_sharing(name, decoder.clone(), shape, chunk, relay.hook(), cores)?;
@@ -186,16 +186,14 @@ impl Launcher {
 
 /// What a decoder instance of `unit` holds: its runtime's rows as sequences of at most its
 /// runtime's length each (prompt plus output), on the unit's threads or every core; a step that
-/// feeds more than one token (a prompt's chunk, several sequences) on `batch_threads`, by
-/// default the unit's threads, or every core of the host when it shares them with other
-/// models: a lone answer's prompt is then read on every core, each step holding the cores it
-/// computes on.
-fn decoder_shape(unit: UnitSpec, batch_threads: Option<u16>, shared: Option<&CoreShare>) -> StepperShape {
+/// feeds more than one token (a prompt's chunk, several sequences) on `batch_threads` (default:
+/// the unit's threads). Sharing a host's cores, it computes on every core while nothing else
+/// does (`morph_decoder::width`).
+fn decoder_shape(unit: UnitSpec, batch_threads: Option<u16>) -> StepperShape {
     let runtime = unit.runtime;
     let threads = unit_threads(unit);
-    let batch = batch_threads.or(shared.map(CoreShare::host_cores)).unwrap_or(threads);
     let shape = StepperShape::new(runtime.max_batch as usize, runtime.max_len as usize, usize::from(threads));
-    StepperShape { batch_threads: usize::from(batch), ..shape }
+    StepperShape { batch_threads: usize::from(batch_threads.unwrap_or(threads)), ..shape }
 }
 
 /// The threads an instance of `unit` computes on: the unit's, or every core.
