@@ -377,10 +377,18 @@ fn run(
 /// stepper remade on the new threads when it changes (a stepper that cannot be is left as it
 /// runs, with a warning).
 fn widen_or_narrow(stepper: &mut dyn Stepper, share: &CoreShare, width: &mut Width) {
-    let Some(shape) = width.next(share.host_idle(), std::time::Instant::now()) else { return };
-    if let Err(e) = stepper.set_threads(shape) {
-        tracing::warn!(threads = shape.threads, error = %e, "the decoder stays on its threads");
-        width.undo();
+    let now = std::time::Instant::now();
+    let Some(shape) = width.next(share.host_idle(), now) else { return };
+    match stepper.set_threads(shape) {
+        Ok(()) => {
+            let ms = now.elapsed().as_secs_f64() * 1e3;
+            let instance = std::thread::current().name().unwrap_or_default().to_string();
+            tracing::debug!(instance, threads = shape.threads, ms, "the decoder's threads changed");
+        }
+        Err(e) => {
+            tracing::warn!(threads = shape.threads, error = %e, "the decoder stays on its threads");
+            width.undo();
+        }
     }
 }
 
