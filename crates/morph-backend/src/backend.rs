@@ -62,7 +62,8 @@ impl Backend {
 
     /// Loads a decoder engine's backend from its GGUF file (no other kind loads without files).
     pub fn from_gguf(kind: &EngineKind) -> Result<Self, EngineError> {
-        let EngineKind::Decoder { gguf, prefill_chunk, batch_threads, kernels, chat_template, prompt_cache } = kind
+        let EngineKind::Decoder { gguf, prefill_chunk, batch_threads, kernels, chat_template, prompt_cache } =
+            kind
         else {
             return Err(EngineError::Load(format!("the {} engine is not a decoder", kind.label())));
         };

@@ -314,8 +314,13 @@ mod tests {
             threads.contains("models[0] (a)") && threads.contains("threads = 3 is more than the 2 cores"),
             "{threads}"
         );
-        let batch = refusal("cores = 2\n[[models]]\ntask = \"generate\"\nserved_model_name = [\"g\"]\nbatch_threads = 4");
-        assert!(batch.contains("models[0] (g)") && batch.contains("batch_threads = 4 is more than"), "{batch}");
+        let batch = refusal(
+            "cores = 2\n[[models]]\ntask = \"generate\"\nserved_model_name = [\"g\"]\nbatch_threads = 4",
+        );
+        assert!(
+            batch.contains("models[0] (g)") && batch.contains("batch_threads = 4 is more than"),
+            "{batch}"
+        );
         let encoder = refusal("[[models]]\nserved_model_name = [\"e\"]\nbatch_threads = 2");
         assert!(encoder.contains("--batch-threads is for --task generate"), "{encoder}");
         let cores = refusal("cores = 3\n[[models]]\nserved_model_name = [\"a\"]");

@@ -7,8 +7,8 @@ use clap::Args;
 use morph_deploy::ModelChoice;
 use morph_encoder::TextTokenizer;
 use morph_fetch::ModelFiles;
-use morph_sim::scenario::{HostScenario, ScenarioError};
 use morph_sim::Scenario;
+use morph_sim::scenario::{HostScenario, ScenarioError};
 
 #[derive(Debug, Clone, Args)]
 pub(crate) struct ModelArgs {

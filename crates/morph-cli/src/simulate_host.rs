@@ -34,7 +34,11 @@ fn table(host: &HostScenario, rows: &[HostRow]) -> String {
     let mut out = format!("host scenario {} ({} cores, {} s)\n", host.name, host.cores, host.duration_s);
     let _ = write!(out, "{:>5} {:<16}", "seed", "sharing");
     for model in &host.models {
-        let _ = write!(out, " | {:<12} {:>6} {:>5} {:>6} {:>9} {:>6}", model.name, "reqs", "lost", "SLO", "p99 ms", "core·s");
+        let _ = write!(
+            out,
+            " | {:<12} {:>6} {:>5} {:>6} {:>9} {:>6}",
+            model.name, "reqs", "lost", "SLO", "p99 ms", "core·s"
+        );
     }
     let _ = writeln!(out, " | least SLO  moves");
     for row in rows {
@@ -69,7 +73,11 @@ fn comparison(rows: &[HostRow]) -> String {
         let _ = writeln!(out, "  {sharing:<16} {:>6.1}%", mean(values) * 100.0);
     }
     let shared = by.get("cores by load").map(mean);
-    let best = by.iter().filter(|(s, _)| **s != "cores by load").map(|(s, v)| (mean(v), *s)).max_by(|a, b| a.0.total_cmp(&b.0));
+    let best = by
+        .iter()
+        .filter(|(s, _)| **s != "cores by load")
+        .map(|(s, v)| (mean(v), *s))
+        .max_by(|a, b| a.0.total_cmp(&b.0));
     if let (Some(shared), Some((best, split))) = (shared, best) {
         let ratio = if best > 0.0 { format!("{:.2}×", shared / best) } else { "—".into() };
         let _ = writeln!(out, "  cores by load / best static ({split}): {ratio}");

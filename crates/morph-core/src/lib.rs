@@ -3,9 +3,9 @@
 //! server and the simulator both apply a policy's actions. No async runtime and no tensor
 //! library live here.
 
+pub mod core_line;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
-pub mod core_line;
 pub mod host;
 pub mod id_window;
 pub mod instance;

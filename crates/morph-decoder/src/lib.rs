@@ -22,8 +22,8 @@ pub mod stepper;
 pub mod stop;
 pub mod thread;
 pub mod tool_calls;
-pub mod width;
 mod weights;
+pub mod width;
 
 pub use chat::{ChatError, ChatTemplate, Message};
 pub use gguf_tokenizer::GgufTokenizer;

@@ -264,14 +264,18 @@ impl Stepper for LlamaCppStepper<'_> {
     /// llama.cpp fixes a context's threads when it is made: a new context takes every stream's
     /// cache (open sequences and kept prompts) from the old one, which then goes.
     fn set_threads(&mut self, shape: StepperShape) -> Result<(), EngineError> {
-        let shape = StepperShape { sequences: self.shape.sequences, seq_tokens: self.shape.seq_tokens, ..shape };
+        let shape =
+            StepperShape { sequences: self.shape.sequences, seq_tokens: self.shape.seq_tokens, ..shape };
         if shape == self.shape {
             return Ok(());
         }
         let mut ctx = self.backend.context(shape)?;
         let moved = |e: String| EngineError::Load(format!("moving a sequence's cache to {shape:?}: {e}"));
         for (slot, _) in self.streams.iter().enumerate().filter(|(_, s)| !s.held.is_empty()) {
-            let state = self.ctx.state_seq_get(slot as i32, LlamaStateSeqFlags::empty()).map_err(|e| moved(e.to_string()))?;
+            let state = self
+                .ctx
+                .state_seq_get(slot as i32, LlamaStateSeqFlags::empty())
+                .map_err(|e| moved(e.to_string()))?;
             ctx.state_seq_set(&state, slot as i32).map_err(|e| moved(e.to_string()))?;
         }
         self.ctx = ctx;

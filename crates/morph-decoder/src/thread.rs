@@ -26,8 +26,8 @@ use crate::pieces::{next_piece, turn_starts};
 use crate::reuse::Reuse;
 use crate::sampling::{Sampler, SamplingParams};
 use crate::stepper::{Slot, Stepper, StepperShape};
-use crate::width::Width;
 use crate::stop::{Scanned, StopScan};
+use crate::width::Width;
 use morph_engine::{CoreShare, Cores, EngineError};
 
 /// Why a generation ended.
@@ -343,7 +343,8 @@ fn run(
             // The step's time counts from when it holds its cores: those of one token, or of a
             // step that feeds more (a prompt's chunk, or several sequences).
             let tokens = if prefilling { usize::MAX } else { sequences };
-            let threads = |width: &Width| Cores::try_from(width.current().threads_for(tokens)).unwrap_or(Cores::MAX);
+            let threads =
+                |width: &Width| Cores::try_from(width.current().threads_for(tokens)).unwrap_or(Cores::MAX);
             let _held = cores.as_ref().map(|(share, width)| share.hold(threads(width)));
             let started = std::time::Instant::now();
             let step = iterate(stepper.as_mut(), tokenizer, feeding, &mut running);

@@ -16,7 +16,7 @@ use morph_policy::{DynamicBatching, DynamicBatchingConfig};
 use morph_server::Launcher;
 use morph_server::driver::Driver;
 use morph_server::metrics::Metrics;
-use morph_sim::{HostedModel, ProfileCost, SimOptions, SimRequest, Sharing, simulate_host};
+use morph_sim::{HostedModel, ProfileCost, Sharing, SimOptions, SimRequest, simulate_host};
 
 /// Every batch's time: long beside the spacing of the arrivals, so a busy machine's jitter
 /// cannot change who waits when the core comes back.
@@ -85,7 +85,8 @@ async fn live() -> Vec<usize> {
         .iter()
         .map(|&(slo_ms, instances)| {
             let slack = CoreController::relaxed_slack(Duration::from_millis(slo_ms));
-            let launcher = Launcher::new(Backend::emulated(Arc::new(profile()), 4)).with_cores(budget.share(slack));
+            let launcher =
+                Launcher::new(Backend::emulated(Arc::new(profile()), 4)).with_cores(budget.share(slack));
             let launcher = Arc::new(launcher);
             let workers = (0..instances).map(|_| launcher.start(unit(), None).expect("worker")).collect();
             let driver = Driver::new(fifo(), workers, launcher, Arc::new(Metrics::default()));

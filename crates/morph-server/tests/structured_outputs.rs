@@ -36,6 +36,7 @@ async fn a_second_family_follows_the_same_schemas() {
     let engine = EngineKind::Decoder {
         gguf,
         prefill_chunk,
+        batch_threads: None,
         kernels,
         chat_template: None,
         prompt_cache: PromptCacheConfig::OFF,

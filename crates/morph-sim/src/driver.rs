@@ -10,8 +10,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use morph_core::{
-    BatchPlan, Effect, Generation, HostId, HostSlots, IdWindow, InstanceId, Launched, Ledger, Nanos, NewRequest,
-    OnViolation, Policy, RequestId, StageTimes, StartKind, Ticket, Time, TokenPlan, UnitKind, UnitSpec,
+    BatchPlan, Effect, Generation, HostId, HostSlots, IdWindow, InstanceId, Launched, Ledger, Nanos,
+    NewRequest, OnViolation, Policy, RequestId, StageTimes, StartKind, Ticket, Time, TokenPlan, UnitKind,
+    UnitSpec,
 };
 
 use crate::cost::{CostModel, Decoding, Fed, Job, Startup};
@@ -279,10 +280,8 @@ impl World<'_> {
             self.events.push(end, SimEvent::StepDone(c.instance));
             return;
         };
-        let running: Vec<&SimRequest> = batch
-            .iter()
-            .map(|r| &self.live.get(r.0).expect("a batch's requests are live").request)
-            .collect();
+        let running: Vec<&SimRequest> =
+            batch.iter().map(|r| &self.live.get(r.0).expect("a batch's requests are live").request).collect();
         if running.first().is_some_and(|r| r.service.is_some()) {
             self.rec.served(plan.tokens, end, &running);
         }
@@ -436,7 +435,8 @@ impl<'a, I: Iterator<Item = SimRequest>> ModelRun<'a, I> {
         let mut ledger = Ledger::new(policy, OnViolation::Panic);
         let mut effects = Vec::new();
         for unit in cluster {
-            let host = world.hosts.take(None, threads(unit) as u32).expect("the hosts hold the initial layout");
+            let host =
+                world.hosts.take(None, threads(unit) as u32).expect("the hosts hold the initial layout");
             world.hosts.loaded(host, unit, world.bytes(unit), Time::ZERO);
             world.instances.push(Some(Instance::new(*unit, host)));
             ledger.add_instance(Time::ZERO, *unit, host, &mut effects);

@@ -73,7 +73,13 @@ impl Sharing {
 
     /// Every split of `cores` into consecutive cores, at least one for each of `models` models.
     pub fn splits(cores: Cores, models: usize) -> Vec<Sharing> {
-        fn fill(from: Cores, left: Cores, parts: usize, prefix: &mut Vec<Vec<Cores>>, out: &mut Vec<Sharing>) {
+        fn fill(
+            from: Cores,
+            left: Cores,
+            parts: usize,
+            prefix: &mut Vec<Vec<Cores>>,
+            out: &mut Vec<Sharing>,
+        ) {
             if parts == 1 {
                 prefix.push((from..from + left).collect());
                 out.push(Sharing::Split(prefix.clone()));
@@ -97,7 +103,11 @@ impl Sharing {
     pub fn check(&self, cores: Cores, models: usize) -> Result<(), String> {
         let Sharing::Split(sets) = self else { return Ok(()) };
         if sets.len() != models {
-            return Err(format!("{}: names cores for {} models, the host has {models}", self.label(), sets.len()));
+            return Err(format!(
+                "{}: names cores for {} models, the host has {models}",
+                self.label(),
+                sets.len()
+            ));
         }
         for (a, set) in sets.iter().enumerate() {
             if set.is_empty() || set.iter().any(|&c| c >= cores) {

@@ -6,7 +6,7 @@
 use morph_core::fixtures::flat_profile;
 use morph_core::{Policy, RuntimeSpec, Time, UnitSpec};
 use morph_policy::{DynamicBatching, DynamicBatchingConfig};
-use morph_sim::{HostedModel, ProfileCost, SimOptions, SimRequest, Sharing, simulate_host};
+use morph_sim::{HostedModel, ProfileCost, Sharing, SimOptions, SimRequest, simulate_host};
 
 const MS: u64 = 1_000_000;
 
@@ -27,7 +27,13 @@ fn at(ms: &[f64]) -> Vec<SimRequest> {
     ms.iter().map(|t| SimRequest::new(Time::from_millis_f64(*t), 10, 0)).collect()
 }
 
-fn model<'a>(name: &str, instances: usize, cost: &'a ProfileCost, arrivals: &[f64], slo_ms: u64) -> HostedModel<'a> {
+fn model<'a>(
+    name: &str,
+    instances: usize,
+    cost: &'a ProfileCost,
+    arrivals: &[f64],
+    slo_ms: u64,
+) -> HostedModel<'a> {
     HostedModel {
         name: name.into(),
         policy: fifo(),
@@ -140,13 +146,13 @@ mod host_scenarios {
             text.push_str(&format!("[[models]]\nname = \"{name}\"\nscenario = \"{}\"\n", path.display()));
         }
         let path = dir.join("host.toml");
-        std::fs::write(&path, text).unwrap();
+        std::fs::write(&path, text).expect("writing the host scenario");
         path
     }
 
     fn refusal(extra: &str, models: &[(&str, &str)]) -> String {
-        let dir = tempfile::tempdir().unwrap();
-        HostScenario::load(&host(dir.path(), extra, models), &words).unwrap_err().to_string()
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        HostScenario::load(&host(dir.path(), extra, models), &words).expect_err("refused").to_string()
     }
 
     const EMBED: &str = "models/rag_embedder_cpu.toml";
@@ -156,15 +162,16 @@ mod host_scenarios {
     fn the_shipped_host_scenarios_load_and_run_every_sharing_on_the_same_streams() {
         let dir = morph_assets::path("scenarios/hosts");
         let mut ran = 0;
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
+        for entry in std::fs::read_dir(&dir).expect("scenarios/hosts") {
+            let path = entry.expect("an entry").path();
             if path.extension().is_none_or(|e| e != "toml") {
                 continue;
             }
-            let mut host = HostScenario::load(&path, &words).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let mut host =
+                HostScenario::load(&path, &words).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             host.duration_s = 30.0;
             host.seeds = vec![1];
-            let rows = host.run(&mut |_, _| {}).unwrap();
+            let rows = host.run(&mut |_, _| {}).expect("the host runs");
             assert_eq!(rows.len(), host.sharings().len());
             assert_eq!(rows[0].sharing, "cores by load");
             // Every way of sharing served the identical streams.
@@ -178,15 +185,18 @@ mod host_scenarios {
         }
         assert!(ran >= 1, "no host scenario in {}", dir.display());
         // Each model's scenario runs on its own too.
-        for entry in std::fs::read_dir(dir.join("models")).unwrap() {
-            let path = entry.unwrap().path();
+        for entry in std::fs::read_dir(dir.join("models")).expect("scenarios/hosts/models") {
+            let path = entry.expect("an entry").path();
             morph_sim::Scenario::load(&path, &words).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         }
     }
 
     #[test]
     fn a_host_scenario_refuses_what_it_cannot_run_naming_the_model_and_key() {
-        assert!(refusal("cores = 2", &[("a", EMBED), ("a", GENERATE)]).contains("models 'a': two models have this name"));
+        assert!(
+            refusal("cores = 2", &[("a", EMBED), ("a", GENERATE)])
+                .contains("models 'a': two models have this name")
+        );
         assert!(refusal("cores = 0", &[("a", EMBED)]).contains("cores: must be at least 1"));
         let three = [("e", EMBED), ("r", "models/rag_reranker_cpu.toml"), ("g", GENERATE)];
         assert!(refusal("cores = 2", &three).contains("list the splits to compare"));

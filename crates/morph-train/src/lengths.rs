@@ -93,8 +93,7 @@ pub fn record_lengths(decoder: &LoadedDecoder, run: &LengthsRun) -> anyhow::Resu
     });
     let batch = run.batch.max(1);
     let threads = std::thread::available_parallelism().map_or(1, usize::from);
-    let shape =
-        StepperShape::new(batch, run.max_context + run.max_tokens as usize, threads);
+    let shape = StepperShape::new(batch, run.max_context + run.max_tokens as usize, threads);
     let worker = DecoderThread::spawn("lengths".into(), decoder.clone(), shape, 0, hook)?;
     let mut queue = pending.into_iter().enumerate();
     let mut running = HashMap::new();

@@ -100,6 +100,7 @@ pub(crate) fn decoder_on(kernels: DecoderKernels, policy: &str, params: serde_js
         engine: EngineKind::Decoder {
             gguf,
             prefill_chunk: 256,
+            batch_threads: None,
             kernels,
             chat_template: None,
             prompt_cache: PromptCacheConfig::OFF,

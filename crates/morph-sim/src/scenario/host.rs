@@ -24,8 +24,8 @@ use morph_core::Cores;
 use morph_core::time::ms_to_nanos;
 use serde::{Deserialize, Serialize};
 
-use super::spec::{Scenario, ScenarioError};
 use super::Setup;
+use super::spec::{Scenario, ScenarioError};
 use crate::metrics::WindowReport;
 use crate::shared_host::{HostReport, HostedModel, PeriodCores, Sharing, simulate_host};
 
@@ -112,8 +112,8 @@ impl HostScenario {
         let shown = path.display().to_string();
         let text = std::fs::read_to_string(path)
             .map_err(|source| ScenarioError::Io { path: shown.clone(), source })?;
-        let mut host: HostScenario =
-            toml::from_str(&text).map_err(|e| ScenarioError::Parse { path: shown, message: e.to_string() })?;
+        let mut host: HostScenario = toml::from_str(&text)
+            .map_err(|e| ScenarioError::Parse { path: shown, message: e.to_string() })?;
         host.check()?;
         let dir = path.parent().unwrap_or(Path::new("."));
         for model in &host.models {
@@ -156,7 +156,10 @@ impl HostScenario {
         }
         for model in &self.models {
             if model.core_slo_ms.is_some_and(|ms| !(ms.is_finite() && ms > 0.0)) {
-                return Err(invalid(format!("models '{}': core_slo_ms: must be a positive number", model.name)));
+                return Err(invalid(format!(
+                    "models '{}': core_slo_ms: must be a positive number",
+                    model.name
+                )));
             }
         }
         for split in self.splits.iter().flatten() {
@@ -165,7 +168,8 @@ impl HostScenario {
                 .map_err(|why| invalid(format!("splits: {why}")))?;
         }
         if self.splits.is_none() && usize::from(self.cores) < self.models.len() {
-            let why = format!("{} cores cannot give each of {} models its own", self.cores, self.models.len());
+            let why =
+                format!("{} cores cannot give each of {} models its own", self.cores, self.models.len());
             return Err(invalid(format!("splits: {why}; list the splits to compare")));
         }
         Ok(())

@@ -58,11 +58,11 @@ mod host;
 mod spec;
 mod warnings;
 
+pub use host::{HostModelSpec, HostRow, HostScenario, HostedRow};
 pub use spec::{
     Cluster, GenerationCost, HostSpec, PipelineSpec, PolicySpec, Row, RuntimeGroup, Scenario, ScenarioError,
     Sweep, SweepParam,
 };
-pub use host::{HostModelSpec, HostRow, HostScenario, HostedRow};
 pub use warnings::DROP_WARNING_SHARE;
 
 use std::collections::BTreeMap;
