@@ -67,13 +67,7 @@ pub(crate) fn run(args: SimulateArgs) -> anyhow::Result<()> {
     for warning in scenario.warnings()? {
         eprintln!("warning: {warning}");
     }
-    let bar = ProgressBar::new(0);
-    bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} runs, {elapsed}")?);
-    let rows = scenario.run(&mut |done, total| {
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
-    })?;
-    bar.finish_and_clear();
+    let rows = with_progress(|progress| scenario.run(progress))?;
     for warning in rows.iter().filter_map(Row::drop_warning) {
         eprintln!("warning: {warning}");
     }
@@ -90,6 +84,20 @@ pub(crate) fn run(args: SimulateArgs) -> anyhow::Result<()> {
             .with_context(|| format!("writing plots into {}", dir.display()))?;
     }
     Ok(())
+}
+
+/// Runs `run` with a progress bar of its runs on stderr, cleared when it returns.
+pub(crate) fn with_progress<T, E: Into<anyhow::Error>>(
+    run: impl FnOnce(&mut dyn FnMut(usize, usize)) -> Result<T, E>,
+) -> anyhow::Result<T> {
+    let bar = ProgressBar::new(0);
+    bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} runs, {elapsed}")?);
+    let out = run(&mut |done, total| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+    });
+    bar.finish_and_clear();
+    out.map_err(Into::into)
 }
 
 fn table(name: &str, rows: &[Row]) -> String {

@@ -6,17 +6,10 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Context;
-use indicatif::{ProgressBar, ProgressStyle};
 use morph_sim::scenario::{HostRow, HostScenario};
 
 pub(crate) fn run(host: &HostScenario, json: bool, out: Option<&Path>) -> anyhow::Result<()> {
-    let bar = ProgressBar::new(0);
-    bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} runs, {elapsed}")?);
-    let rows = host.run(&mut |done, total| {
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
-    })?;
-    bar.finish_and_clear();
+    let rows = crate::simulate::with_progress(|progress| host.run(progress))?;
     if json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
