@@ -186,14 +186,13 @@ impl CallScanner {
     /// until a whole header is there.
     fn header(&self, rest: &str) -> Option<(usize, String, usize)> {
         const OPEN: &str = "{\"name\":";
-        let (open, key) = (OPEN, self.key);
-        let at = rest.find(open)?;
-        let after = &rest[at + open.len()..];
+        let at = rest.find(OPEN)?;
+        let after = &rest[at + OPEN.len()..];
         let mut names = serde_json::Deserializer::from_str(after).into_iter::<String>();
         let name = names.next()?.ok()?;
         let tail = &after[names.byte_offset()..];
-        let between = format!(",\"{key}\":");
-        tail.starts_with(&between).then(|| (at, name, open.len() + names.byte_offset() + between.len()))
+        let between = format!(",\"{}\":", self.key);
+        tail.starts_with(&between).then(|| (at, name, OPEN.len() + names.byte_offset() + between.len()))
     }
 }
 

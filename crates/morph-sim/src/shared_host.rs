@@ -238,7 +238,7 @@ impl Host {
 }
 
 /// Runs `models` on one host of `cores` cores shared as `sharing` says; every model's requests
-/// from t = 0.
+/// from t = 0. Panics on a split [`Sharing::check`] refuses.
 pub fn simulate_host(models: Vec<HostedModel<'_>>, cores: Cores, sharing: &Sharing) -> HostReport {
     let names: Vec<String> = models.iter().map(|m| m.name.clone()).collect();
     let slos: Vec<Nanos> = models.iter().map(|m| m.core_slo).collect();

@@ -24,10 +24,10 @@ use morph_core::Cores;
 use morph_core::time::ms_to_nanos;
 use serde::{Deserialize, Serialize};
 
-use super::Setup;
 use super::spec::{Scenario, ScenarioError};
+use super::{Setup, read_toml};
 use crate::metrics::WindowReport;
-use crate::shared_host::{HostReport, HostedModel, PeriodCores, Sharing, simulate_host};
+use crate::shared_host::{CoreMoveAt, HostReport, HostedModel, PeriodCores, Sharing, simulate_host};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -79,8 +79,8 @@ pub struct HostRow {
     /// needs every model.
     pub least_attainment: f64,
     pub periods: Vec<PeriodCores>,
-    /// The core controller's moves: (seconds, critical model or "none", reason).
-    pub moves: Vec<(f64, String, &'static str)>,
+    /// The core controller's moves.
+    pub moves: Vec<CoreMoveAt>,
 }
 
 impl HostRow {
@@ -92,12 +92,14 @@ impl HostRow {
             .map(|((name, r), &core_seconds)| HostedRow { name, core_seconds, measured: r.measured })
             .collect();
         let least_attainment = models.iter().map(|m| m.measured.slo_attainment).fold(1.0, f64::min);
-        let moves = report
-            .moves
-            .into_iter()
-            .map(|m| (m.at_s, m.critical.unwrap_or_else(|| "none".into()), m.reason))
-            .collect();
-        Self { seed, sharing: report.sharing, models, least_attainment, periods: report.periods, moves }
+        Self {
+            seed,
+            sharing: report.sharing,
+            models,
+            least_attainment,
+            periods: report.periods,
+            moves: report.moves,
+        }
     }
 }
 
@@ -109,11 +111,7 @@ impl HostScenario {
     /// Loads a host scenario and each model's scenario; every bad value is refused naming its
     /// model and key. `tokenize` is as [`Scenario::load`] takes it.
     pub fn load(path: &Path, tokenize: &dyn Fn(&str) -> Result<u32, String>) -> Result<Self, ScenarioError> {
-        let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ScenarioError::Io { path: shown.clone(), source })?;
-        let mut host: HostScenario = toml::from_str(&text)
-            .map_err(|e| ScenarioError::Parse { path: shown, message: e.to_string() })?;
+        let mut host: HostScenario = read_toml(path)?;
         host.check()?;
         let dir = path.parent().unwrap_or(Path::new("."));
         for model in &host.models {

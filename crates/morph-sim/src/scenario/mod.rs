@@ -82,11 +82,7 @@ impl Scenario {
     /// Loads a scenario. `tokenize` gives a text's length in tokens; it is called only when the
     /// lengths come from a corpus (`kind = "corpus"`).
     pub fn load(path: &Path, tokenize: &dyn Fn(&str) -> Result<u32, String>) -> Result<Self, ScenarioError> {
-        let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ScenarioError::Io { path: shown.clone(), source })?;
-        let mut scenario: Scenario = toml::from_str(&text)
-            .map_err(|e| ScenarioError::Parse { path: shown, message: e.to_string() })?;
+        let mut scenario: Scenario = read_toml(path)?;
         check::check(&scenario)?;
         let dir = path.parent().unwrap_or(Path::new("."));
         scenario.resolve_paths(dir);
@@ -369,6 +365,14 @@ impl Scenario {
         }
         Ok(rows)
     }
+}
+
+/// A scenario file's contents, as `T`.
+fn read_toml<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ScenarioError> {
+    let shown = path.display().to_string();
+    let text =
+        std::fs::read_to_string(path).map_err(|source| ScenarioError::Io { path: shown.clone(), source })?;
+    toml::from_str(&text).map_err(|e| ScenarioError::Parse { path: shown, message: e.to_string() })
 }
 
 /// What every run of a scenario shares.
