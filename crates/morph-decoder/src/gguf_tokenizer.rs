@@ -182,15 +182,17 @@ impl GgufTokenizer {
             (false, true) => {
                 template.render(messages, Some(&tools.iter().map(Tool::as_json).collect::<Vec<_>>()))
             }
-            (false, false) => template.render(&fold_into_turns(messages, tools), None),
+            (false, false) => template.render(&fold_into_turns(self.tool_format(), messages, tools), None),
         }
     }
 
-    /// How this model writes tool calls: its template's format, Hermes' where it has none.
+    /// How this model writes tool calls: the format its template writes tools in, else the
+    /// one they are folded into its turns in.
     pub fn tool_format(&self) -> ToolFormat {
         match &self.chat {
             Some(template) if template.takes_tools() => ToolFormat::of_template(template.source()),
-            _ => ToolFormat::Hermes,
+            Some(template) => ToolFormat::folded_into(template.source()),
+            None => ToolFormat::Hermes,
         }
     }
 

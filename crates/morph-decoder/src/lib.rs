@@ -42,4 +42,4 @@ pub use stop::{Scanned, StopScan};
 pub use thread::{
     DecoderThread, Decoding, FinishReason, GenEvent, GenRequest, IterationHook, IterationReport,
 };
-pub use tool_calls::{CallPiece, CallScanner, Tool, ToolCall, ToolFormat};
+pub use tool_calls::{AutoPiece, AutoReader, CallPiece, CallScanner, Tool, ToolCall, ToolFormat};

@@ -3,8 +3,10 @@
 //! LangChain's `bind_tools` and `with_structured_output`, 50+ JSON schemas validated by
 //! `jsonschema`) and `clients/node/ai_sdk.mjs` (the AI SDK's `generateObject` and a tool call)
 //! against SmolLM2 on
-//! llama.cpp, and the schemas again against a second family, Gemma 3 270M (a base model without
-//! a chat template: through `/v1/completions`). Plus what is refused, by name, over plain HTTP.
+//! llama.cpp, and again against a second family, Gemma 3 270M (a base model without a chat
+//! template: the schemas through `/v1/completions`, the tools through chat with Gemma's turns
+//! given as the template, so in Gemma's Python-call format). Plus what is refused, by name,
+//! over plain HTTP.
 
 mod common;
 
@@ -16,6 +18,16 @@ use morph_server::Deployment;
 use serde_json::json;
 
 const MODEL: &str = "smollm2";
+
+/// Gemma's turns (`<start_of_turn>user` … `<end_of_turn>`, the system message opening the first
+/// user turn) for the base model, which ships no template.
+const GEMMA_TURNS: &str = "{{ bos_token }}\
+{%- set first = messages[0]['content'] + '\n\n' if messages[0]['role'] == 'system' else '' -%}\
+{%- for message in messages if message['role'] != 'system' -%}\
+<start_of_turn>{{ 'model' if message['role'] == 'assistant' else 'user' }}\n\
+{{ ((first if loop.first else '') + message['content']) | trim }}<end_of_turn>\n\
+{% endfor -%}\
+{%- if add_generation_prompt %}<start_of_turn>model\n{% endif -%}";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agents_get_json_of_their_schemas_and_calls_of_their_tools() {
@@ -38,11 +50,11 @@ async fn a_second_family_follows_the_same_schemas() {
         prefill_chunk,
         batch_threads: None,
         kernels,
-        chat_template: None,
+        chat_template: Some(GEMMA_TURNS.into()),
         prompt_cache: PromptCacheConfig::OFF,
     };
     let server = start(Deployment { served_model_names: vec!["gemma".into()], engine, ..base }).await;
-    let args = vec![server.url.clone(), "gemma".into(), "completions".into()];
+    let args = vec![server.url.clone(), "gemma".into(), "completions".into(), "--tools".into()];
     run_client("agent_clients.py", args, "pip install openai jsonschema").await;
     server.stop().await;
 }

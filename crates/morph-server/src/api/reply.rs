@@ -3,7 +3,7 @@
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use morph_decoder::{CallScanner, FinishReason};
+use morph_decoder::{AutoReader, CallScanner, FinishReason};
 
 use super::logprobs::ChoiceLogprobs;
 use super::responses::{ChatDelta, ChatText, Choice, CompletionResponse, GenerationUsage, ToolCallDelta};
@@ -127,14 +127,14 @@ impl Reply {
         self.response(self.object(true), vec![choice], None)
     }
 
-    /// Whether a stream holds each choice's text (to read calls out of it).
-    pub(super) fn holds_text(&self) -> bool {
-        self.calls.is_some()
-    }
-
     /// A scanner of each choice's calls as they are written, where the answer must be calls.
     pub(super) fn scanner(&self) -> Option<CallScanner> {
         self.calls.as_ref().and_then(CallReader::scanner)
+    }
+
+    /// A reader of each choice's text and calls as they come, where the answer may be either.
+    pub(super) fn auto(&self) -> Option<AutoReader> {
+        self.calls.as_ref().and_then(CallReader::auto)
     }
 
     /// A chunk of choice `index` carrying pieces of its calls (or, with `reason`, its end).
@@ -155,29 +155,6 @@ impl Reply {
             vec![Choice::Delta { index, delta, logprobs: None, finish_reason }],
             None,
         )
-    }
-
-    /// A held choice's one chunk, at its end: its whole text, or its calls (each with its
-    /// arguments whole), with its finish reason.
-    pub(super) fn held_chunk(&self, index: usize, text: String, reason: FinishReason) -> CompletionResponse {
-        let role = Some(ASSISTANT);
-        let (delta, finish_reason) = match self.answer(text) {
-            Answer::Text(text) => {
-                (ChatDelta { role, content: Some(text), tool_calls: Vec::new() }, finish(reason))
-            }
-            Answer::Calls { text, calls } => {
-                let tool_calls = calls
-                    .into_iter()
-                    .enumerate()
-                    .map(|(k, call)| {
-                        ToolCallDelta::begin(k, call.id, call.function.name, call.function.arguments)
-                    })
-                    .collect();
-                (ChatDelta { role, content: text, tool_calls }, TOOL_CALLS)
-            }
-        };
-        let choice = Choice::Delta { index, delta, logprobs: None, finish_reason: Some(finish_reason) };
-        self.response(self.object(true), vec![choice], None)
     }
 
     /// A choice's text as its answer: calls where the call offered tools and it holds some.

@@ -1,8 +1,9 @@
 //! A generation call as server-sent events: one chunk per piece of a choice's text (choices
 //! interleaved as their tokens come), each choice's last with its finish reason; a call whose
 //! answer must be calls streams each call's name, then its arguments as they are written; a
-//! call that offered tools to a model free to answer either way gets each choice whole at its
-//! end, as text or as calls (which it is, is known only once the text is complete); a chunk with
+//! call that offered tools to a model free to answer either way gets the text before any call as
+//! it comes, each call whole once it is (Hermes' blocks as each closes, the one-call formats at
+//! the end), and text not part of a call at the end; a chunk with
 //! the call's usage when asked for (`stream_options.include_usage`), then `data: [DONE]`. The
 //! callers' claims travel with the stream: dropped with it before the end (the client went
 //! away), they cancel the generations still running.
@@ -15,7 +16,7 @@ use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, BoxStream, SelectAll};
 use futures_util::{Stream, StreamExt};
-use morph_decoder::{CallPiece, CallScanner, GenEvent};
+use morph_decoder::{AutoPiece, AutoReader, CallPiece, CallScanner, FinishReason, GenEvent};
 use morph_engine::EngineError;
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -23,7 +24,7 @@ use super::AppState;
 use super::logprobs::{ChoiceLogprobs, Logprobbed};
 use super::reply::{Reply, choice_done};
 use super::responses::{ErrorDetail, ErrorResponse, GenerationUsage, ToolCallDelta};
-use super::tool_reply::call_id;
+use super::tool_reply::{call_id, out};
 use crate::driver::Claim;
 use crate::error::CallError;
 use crate::infer::{StartedGeneration, Truth};
@@ -41,8 +42,10 @@ struct Merged {
     sent: Vec<usize>,
     /// Whether each choice's first chunk was sent.
     begun: Vec<bool>,
-    /// Each choice's text so far, where the reply holds it (to read calls out of it).
+    /// Each choice's text so far, where the call offered tools (to read calls out of it).
     held: Vec<String>,
+    /// Where the answer may be text or calls: each choice's reader of them.
+    autos: Vec<Option<AutoReader>>,
     /// Where the answer must be calls: each choice's calls read as they are written, and how
     /// many have begun.
     scanners: Vec<Option<CallScanner>>,
@@ -53,6 +56,49 @@ struct Merged {
 }
 
 impl Merged {
+    /// Choice `index`'s text grown by `text`, where it may be text or calls: the chunks of what
+    /// this tells, and with `end` the rest and the last chunk.
+    fn auto_chunks(
+        &mut self,
+        reply: &Reply,
+        index: usize,
+        text: &str,
+        end: Option<FinishReason>,
+    ) -> Vec<String> {
+        self.held[index].push_str(text);
+        let Some(reader) = self.autos[index].as_mut() else { return Vec::new() };
+        let mut pieces = reader.feed(&self.held[index]);
+        if end.is_some() {
+            pieces.extend(reader.finish(&self.held[index]));
+        }
+        let mut chunks = Vec::with_capacity(pieces.len() + 1);
+        for piece in pieces {
+            let first = !std::mem::replace(&mut self.begun[index], true);
+            chunks.push(json(&match piece {
+                AutoPiece::Text(text) => reply.chunk(index, first, text, None, None),
+                AutoPiece::Call(call) => {
+                    let call = out(call);
+                    let delta = ToolCallDelta::begin(
+                        self.calls[index],
+                        call.id,
+                        call.function.name,
+                        call.function.arguments,
+                    );
+                    self.calls[index] += 1;
+                    reply.calls_chunk(index, first, vec![delta], None)
+                }
+            }));
+        }
+        if let Some(reason) = end {
+            let first = !std::mem::replace(&mut self.begun[index], true);
+            chunks.push(json(&match self.calls[index] {
+                0 => reply.chunk(index, first, String::new(), Some(reason), None),
+                _ => reply.calls_chunk(index, first, Vec::new(), Some(reason)),
+            }));
+        }
+        chunks
+    }
+
     /// Choice `index`'s text grown by `text`: the pieces of its calls this reveals.
     fn call_deltas(&mut self, index: usize, text: &str) -> Vec<ToolCallDelta> {
         self.held[index].push_str(text);
@@ -97,6 +143,7 @@ pub(super) fn events(
         begun: vec![false; open],
         held: vec![String::new(); open],
         scanners: vec![reply.scanner(); open],
+        autos: vec![reply.auto(); open],
         calls: vec![0; open],
         first_at: Instant::now(),
         over: false,
@@ -126,7 +173,9 @@ pub(super) fn events(
                         out.push(json(&reply.calls_chunk(index, first, deltas, None)));
                     }
                 }
-                GenEvent::Token { text, .. } if reply.holds_text() => m.held[index].push_str(&text),
+                GenEvent::Token { text, .. } if m.autos[index].is_some() => {
+                    out.extend(m.auto_chunks(&reply, index, &text, None));
+                }
                 GenEvent::Token { id, text, logprob } => {
                     let logprobs = match (logprob, state.generator()) {
                         (Some(lp), Ok(generator)) => {
@@ -145,16 +194,16 @@ pub(super) fn events(
                     if let Some(claim) = m.claims[index].take() {
                         claim.answered();
                     }
-                    let streamed_calls = m.scanners[index].is_some();
-                    let deltas = if streamed_calls { m.call_deltas(index, &tail) } else { Vec::new() };
-                    let first = !std::mem::replace(&mut m.begun[index], true);
-                    out.push(json(&match (streamed_calls, reply.holds_text()) {
-                        (true, _) => reply.calls_chunk(index, first, deltas, Some(reason)),
-                        (false, true) => {
-                            reply.held_chunk(index, std::mem::take(&mut m.held[index]) + &tail, reason)
-                        }
-                        (false, false) => reply.chunk(index, first, tail, Some(reason), None),
-                    }));
+                    if m.autos[index].is_some() {
+                        out.extend(m.auto_chunks(&reply, index, &tail, Some(reason)));
+                    } else if m.scanners[index].is_some() {
+                        let deltas = m.call_deltas(index, &tail);
+                        let first = !std::mem::replace(&mut m.begun[index], true);
+                        out.push(json(&reply.calls_chunk(index, first, deltas, Some(reason))));
+                    } else {
+                        let first = !std::mem::replace(&mut m.begun[index], true);
+                        out.push(json(&reply.chunk(index, first, tail, Some(reason), None)));
+                    }
                     m.open -= 1;
                     if m.open == 0 && include_usage {
                         out.push(json(&reply.usage_chunk(m.usage)));

@@ -1,9 +1,10 @@
 //! Tool calls read back out of a choice's text, for a call that offered tools: the calls of
 //! offered tools in the model's format become the answer's `tool_calls` (finish reason
 //! `tool_calls`); text without one stays the answer's text. Where the answer must be calls, a
-//! stream gives them as they are written ([`CallScanner`]).
+//! stream gives them as they are written ([`CallScanner`]); where it may be either, text as it
+//! comes and each call once whole ([`AutoReader`]).
 
-use morph_decoder::{CallScanner, ToolCall, ToolFormat};
+use morph_decoder::{AutoPiece, AutoReader, CallScanner, ToolCall, ToolFormat};
 
 use super::responses::{FunctionCallOut, ToolCallOut};
 use crate::infer::{Generator, Output, ToolChoice};
@@ -37,6 +38,11 @@ impl CallReader {
         self.forced.then(|| CallScanner::new(self.format))
     }
 
+    /// A reader of text and calls as they come, where the answer may be either.
+    pub(super) fn auto(&self) -> Option<AutoReader> {
+        (!self.forced).then(|| AutoReader::new(self.format, self.names.clone()))
+    }
+
     /// `text` as an answer: read by `reader` where the call offered tools, else text.
     pub(super) fn answer(reader: Option<&Self>, text: String) -> Answer {
         match reader {
@@ -45,14 +51,23 @@ impl CallReader {
         }
     }
 
-    /// `text` read as calls where it holds calls of offered tools only.
+    /// `text` read as an answer: its calls of offered tools, and the text outside them.
     pub(super) fn read(&self, text: String) -> Answer {
-        let Some((calls, rest)) = self.format.parse(&text) else { return Answer::Text(text) };
-        if !calls.iter().all(|c| self.names.contains(&c.name)) {
-            return Answer::Text(text);
+        let mut reader = AutoReader::new(self.format, self.names.clone());
+        let mut pieces = reader.feed(&text);
+        pieces.extend(reader.finish(&text));
+        let (mut outside, mut calls) = (String::new(), Vec::new());
+        for piece in pieces {
+            match piece {
+                AutoPiece::Text(more) => outside.push_str(&more),
+                AutoPiece::Call(call) => calls.push(out(call)),
+            }
         }
-        let calls = calls.into_iter().map(out).collect();
-        Answer::Calls { text: (!rest.is_empty()).then_some(rest), calls }
+        let outside = outside.trim();
+        match calls.is_empty() {
+            true => Answer::Text(text),
+            false => Answer::Calls { text: (!outside.is_empty()).then(|| outside.to_string()), calls },
+        }
     }
 }
 
@@ -62,7 +77,7 @@ pub(super) fn call_id() -> String {
 }
 
 /// A call as the OpenAI API answers it, with an id of its own.
-fn out(ToolCall { name, arguments }: ToolCall) -> ToolCallOut {
+pub(super) fn out(ToolCall { name, arguments }: ToolCall) -> ToolCallOut {
     ToolCallOut {
         id: call_id(),
         kind: "function",

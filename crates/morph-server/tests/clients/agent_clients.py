@@ -5,9 +5,10 @@ round trip, `tool_choice` required and named, streamed calls; the Responses API'
 `with_structured_output`; then 50+ varied JSON schemas, each answer parsed and validated with
 `jsonschema` (an implementation independent of the server's grammar engine).
 
-Run by tests/structured_outputs.rs: agent_clients.py GENERATE_URL MODEL [ROUTE]
-ROUTE is `chat` (default) or `completions` (a model without a chat template: the schemas go
-through /v1/completions). Exits non-zero with the failed assertion; prints one line per check.
+Run by tests/structured_outputs.rs: agent_clients.py GENERATE_URL MODEL [ROUTE] [--tools]
+ROUTE is `chat` (default) or `completions` (a model without a chat template of its own: the
+schemas go through /v1/completions); `--tools` adds the tool checks through chat (the model
+served with a chat template). Exits non-zero with the failed assertion; prints one line per check.
 """
 
 import json
@@ -120,6 +121,30 @@ def tool_round_trip():
     check("a streamed call finishes for tool_calls", "tool_calls" in reasons, reasons)
 
 
+def auto_stream():
+    """A model free to call or write: the stream tells what the whole answer does, its text as it comes."""
+    messages = [{"role": "user", "content": "What is the weather in Paris, in celsius? Call a function if one helps."}]
+    ask = dict(model=MODEL, messages=messages, tools=[WEATHER, TIME], max_tokens=120, temperature=0)
+    whole = client.chat.completions.create(**ask).choices[0]
+    content, calls, reasons, text_chunks = "", {}, [], 0
+    for chunk in client.chat.completions.create(**ask, stream=True):
+        for c in chunk.choices:
+            if c.delta.content:
+                content += c.delta.content
+                text_chunks += 1
+            for d in c.delta.tool_calls or []:
+                name, arguments = calls.get(d.index, ("", ""))
+                calls[d.index] = (name + (d.function.name or ""), arguments + (d.function.arguments or ""))
+            if c.finish_reason:
+                reasons.append(c.finish_reason)
+    whole_calls = [(t.function.name, json.loads(t.function.arguments)) for t in whole.message.tool_calls or []]
+    streamed_calls = [(name, json.loads(arguments)) for name, arguments in (calls[k] for k in sorted(calls))]
+    check("auto: the stream's calls are the whole answer's", streamed_calls == whole_calls, (streamed_calls, whole))
+    check("auto: the stream's text is the whole answer's", content.strip() == (whole.message.content or "").strip(), (content, whole))
+    check("auto: one finish reason, the whole answer's", reasons == [whole.finish_reason], (reasons, whole))
+    check("auto: text streams as it comes", len(content) < 40 or text_chunks > 1, text_chunks)
+
+
 def responses_api():
     flat = [{"type": "function", **t["function"]} for t in (WEATHER, TIME)]
     ask = [{"role": "user", "content": "What is the weather in Paris, in celsius?"}]
@@ -219,7 +244,11 @@ def many_schemas():
 if ROUTE == "chat" and "--schemas-only" not in sys.argv:
     parse_with_pydantic()
     tool_round_trip()
+    auto_stream()
     responses_api()
     langchain()
+elif "--tools" in sys.argv:
+    tool_round_trip()
+    auto_stream()
 many_schemas()
 print("all client checks passed")
