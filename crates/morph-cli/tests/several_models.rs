@@ -1,7 +1,7 @@
 //! Several models in one server (`morph serve --config FILE`): the default embedder, a
 //! cross-encoder and the default decoder from one deployment file, on the host's two cores.
 //! Calls reach the model they name, or the one model of their route's kind (the openai SDK,
-//! LangChain and Cohere's SDK among the callers, `clients/app_clients.py`); `/v1/models`,
+//! LangChain, Cohere's SDK, LiteLLM and llama-index among the callers, `clients/app_clients.py`); `/v1/models`,
 //! `/ready`, `/info` and `/metrics` speak for every model (promtool reads the exposition); and
 //! when one model is flooded and then another, each one's cores (`morph_model_threads`) rise
 //! while it is flooded and come back after, every call answered.
@@ -143,7 +143,7 @@ async fn three_models_share_the_cores_by_load_and_each_call_reaches_its_model() 
     );
 
     // The clients an application uses, on one URL: openai and LangChain embed and chat, Cohere reranks.
-    let needs = "pip install openai langchain-openai cohere";
+    let needs = "pip install openai langchain-openai cohere litellm llama-index-postprocessor-cohere-rerank";
     python_client("app_clients.py", &[url, "text-embedding-3-small", "reranker", "smollm2"], needs).await;
 
     // Readiness and information per model.

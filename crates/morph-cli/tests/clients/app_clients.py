@@ -1,13 +1,22 @@
 """The clients an application uses, against one several-model server: the openai SDK and
 LangChain's OpenAI integration embed and chat (the `model` each names chooses the model), and
-Cohere's SDK reranks (v1 and v2) and embeds (v1 and v2, by type). Every check asserts an
-answer's content.
+Cohere's SDK reranks (v1 and v2) and embeds (v1 and v2, by type); LiteLLM reranks through
+Cohere's route, embeds and calls a tool through OpenAI's; llama-index's CohereRerank reorders
+nodes. Every check asserts an answer's content.
 
 usage: app_clients.py URL EMBED_ALIAS RERANKER CHAT_MODEL
 """
+import json
+import os
 import sys
 
+# LiteLLM reads its model price list from the network unless told to use its own copy.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
 import cohere
+import litellm
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+from llama_index.postprocessor.cohere_rerank import CohereRerank
 from langchain_openai import ChatOpenAI, OpenAIEmbeddings
 from openai import OpenAI
 
@@ -50,5 +59,20 @@ assert all(len(q) == 384 and max(abs(x) for x in q) == 127 for q in by_type.embe
 assert all(len(b) == 48 for b in by_type.embeddings.ubinary), by_type.embeddings.ubinary[0][:5]
 v1 = co.embed(model=embed_alias, texts=documents, input_type="search_query")
 assert [list(e) for e in v1.embeddings] == [list(f) for f in floats], v1.response_type
+
+by_litellm = litellm.rerank(model=f"cohere/{reranker}", query="what is a panda?", documents=documents, top_n=2, api_base=url, api_key="unused")
+assert [r["index"] for r in by_litellm.results] == [r.index for r in ranked.results], by_litellm
+assert [r["document"]["text"] for r in by_litellm.results] == [documents[r.index] for r in ranked.results], by_litellm
+litellm_vectors = litellm.embedding(model=f"openai/{embed_alias}", input=documents, api_base=f"{url}/v1", api_key="unused").data
+assert all(max(abs(a - b) for a, b in zip(v["embedding"], o)) < 1e-6 for v, o in zip(litellm_vectors, openai_vectors)), litellm_vectors[0]
+weather = {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city", "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30}}, "required": ["city"]}}}
+called = litellm.completion(model=f"openai/{chat_model}", api_base=f"{url}/v1", api_key="unused", messages=[{"role": "user", "content": "Weather in Paris?"}], tools=[weather], tool_choice="required", max_tokens=60, temperature=0)
+calls = called.choices[0].message.tool_calls
+assert called.choices[0].finish_reason == "tool_calls" and calls[0].function.name == "get_weather" and isinstance(json.loads(calls[0].function.arguments)["city"], str), called
+
+nodes = [NodeWithScore(node=TextNode(text=d)) for d in documents]
+reordered = CohereRerank(model=reranker, api_key="unused", top_n=2, base_url=url).postprocess_nodes(nodes, query_bundle=QueryBundle("what is a panda?"))
+assert [n.node.text for n in reordered] == [documents[r.index] for r in ranked.results], reordered
+assert all(abs(n.score - r.relevance_score) < 1e-5 for n, r in zip(reordered, ranked.results)), reordered
 
 print("all client checks passed")

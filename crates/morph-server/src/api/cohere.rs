@@ -7,13 +7,13 @@ use axum::Json;
 use axum::extract::State;
 
 use super::cohere_requests::{
-    CohereEmbedRequest, CohereEmbedResponse, CohereMeta, CohereRank, CohereRerankRequest,
-    CohereRerankResponse,
+    CohereEmbedRequest, CohereEmbedResponse, CohereMeta, CohereRerankRequest, CohereRerankResponse,
 };
 use super::embedding_types::EmbeddingType;
 use super::fields::{Flag, Number, Text};
 use super::pair_fields::Document;
 use super::requests::DocumentRerankRequest;
+use super::responses::{DocumentRank, DocumentText};
 use super::validate::{served_model, texts};
 use super::{AppState, Body, parse, rerank, validate_scores};
 use crate::error::CallError;
@@ -31,21 +31,25 @@ pub(super) async fn rerank_v2(
         .or_deadline(async {
             let embedder = state.embedder()?;
             let r: CohereRerankRequest = parse(&body)?;
-            let documents = texts("documents", r.documents, state.max_client_batch)?;
-            let documents = cut(embedder, documents, "max_tokens_per_doc", r.max_tokens_per_doc).await?;
+            let sent = texts("documents", r.documents, state.max_client_batch)?;
+            let documents = cut(embedder, sent.clone(), "max_tokens_per_doc", r.max_tokens_per_doc).await?;
             // Cohere cuts a long pair rather than refusing it.
             let same = DocumentRerankRequest {
                 model: r.model,
                 query: r.query,
                 documents: Some(documents.into_iter().map(Document).collect()),
                 top_n: r.top_n,
-                return_documents: None,
+                return_documents: r.return_documents,
                 truncate: Some(Flag(true)),
             };
             let call = validate_scores::document_rerank(same, state.max_client_batch, &state.model.names)?;
             let (ranks, tokens) = rerank::ranked(embedder, call.score, call.top_n).await?;
-            let results =
-                ranks.into_iter().map(|(index, relevance_score)| CohereRank { index, relevance_score });
+            let document = |i: usize| call.return_texts.then(|| DocumentText { text: sent[i].clone() });
+            let results = ranks.into_iter().map(|(index, relevance_score)| DocumentRank {
+                index,
+                relevance_score,
+                document: document(index),
+            });
             Ok(Json(CohereRerankResponse {
                 id: format!("rerank-{:016x}", rand::random::<u64>()),
                 results: results.collect(),

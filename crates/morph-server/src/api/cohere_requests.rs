@@ -5,8 +5,9 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::bounds::bounded;
-use super::fields::{Number, Text, Texts};
+use super::fields::{Flag, Number, Text, Texts};
 use super::requests::TopN;
+use super::responses::DocumentRank;
 
 /// `POST /v2/rerank` (`cohere.ClientV2.rerank`, LiteLLM's `rerank(model="cohere/…")`,
 /// llama-index's `CohereRerank`).
@@ -26,6 +27,10 @@ pub(crate) struct CohereRerankRequest {
     /// longest input, past which every pair is cut anyway).
     #[schema(value_type = Option<u32>)]
     pub max_tokens_per_doc: Option<Number>,
+    /// Each result carries its document as sent (Cohere's version 1 took it; LiteLLM sends it
+    /// to version 2 too).
+    #[schema(value_type = Option<bool>)]
+    pub return_documents: Option<Flag>,
 }
 
 /// `POST /v2/embed` (`cohere.ClientV2.embed`) and `POST /v1/embed` (`cohere.Client.embed`).
@@ -59,14 +64,9 @@ pub(crate) struct CohereEmbedRequest {
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct CohereRerankResponse {
     pub id: String,
-    pub results: Vec<CohereRank>,
+    /// Each with its document where `return_documents` asked for it.
+    pub results: Vec<DocumentRank>,
     pub meta: CohereMeta,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct CohereRank {
-    pub index: usize,
-    pub relevance_score: f32,
 }
 
 /// The API version answered and the tokens the call read.
