@@ -30,8 +30,9 @@ Setups (--setups, comma separated):
 A call meets its SLO when it answers 200 within: embed --slo-embed-ms, rerank --slo-rerank-ms,
 generation --slo-generate-ms (the whole answer); an indexing call within --slo-index-ms.
 Goodput is application requests (and indexing calls) whose every call met its SLO, per second
-of the run. Printed: a table per load, each setup's goodput, the ratio to the best baseline, and
-each call's p50/p99; also written to experiments/out/app_bench.json.
+of the run. Printed: a table per load, each setup's goodput, the ratio to the best baseline,
+each call's p50/p99, and how many calls of each kind broke a request's SLO (a slow call, or one
+lost); also written to experiments/out/app_bench.json.
 
 usage: experiments/app_bench.py --reranker DIR [--loads poisson,bursty,shifting] [--rate 0.6]
            [--duration 40] [--setups morph-one,morph-three,morph-pinned,peers,peers-pinned]
@@ -111,7 +112,7 @@ class Run:
         self.ports, self.slo = ports, slo
         self.lock = threading.Lock()
         self.calls = {"embed": [], "rerank": [], "generate": [], "index": []}
-        self.requests = []  # (kind, met SLO)
+        self.requests = []  # (kind, met SLO, the calls that missed theirs)
 
     def record(self, kind, status, seconds):
         met = status == 200 and seconds * 1e3 <= self.slo[kind]
@@ -121,12 +122,17 @@ class Run:
 
     def question(self, query, passages):
         e, r, g = self.ports
-        met = True
+        missed = []
+
+        def record(kind, status, s):
+            if not self.record(kind, status, s):
+                missed.append(kind if status == 200 else f"{kind} lost")
+
         status, s, _ = call(e, "/embed", {"inputs": query, "truncate": True}, 60)
-        met &= self.record("embed", status, s)
+        record("embed", status, s)
         if status == 200:
             status, s, ranked = call(r, "/rerank", {"query": query, "texts": passages, "truncate": True}, 60)
-            met &= self.record("rerank", status, s)
+            record("rerank", status, s)
         if status == 200:
             top = [passages[x["index"]] for x in ranked[:3]]
             prompt = "Answer the question from these passages.\n" + "\n".join(f"- {p}" for p in top)
@@ -134,15 +140,15 @@ class Run:
             body = {"model": "smollm2", "messages": [{"role": "user", "content": prompt}],
                     "max_tokens": 100, "temperature": 0}
             status, s, _ = call(g, "/v1/chat/completions", body, 120)
-            met &= self.record("generate", status, s)
+            record("generate", status, s)
         with self.lock:
-            self.requests.append(("question", met and status == 200))
+            self.requests.append(("question", not missed, missed))
 
     def index(self, documents):
         status, s, _ = call(self.ports[0], "/embed", {"inputs": documents, "truncate": True}, 60)
         met = self.record("index", status, s)
         with self.lock:
-            self.requests.append(("index", met))
+            self.requests.append(("index", met, [] if met else ["index" if status == 200 else "index lost"]))
 
 
 def arrivals(load, rate, index_rate, duration, seed):
@@ -203,8 +209,13 @@ def percentile(values, q):
 
 
 def summary(run, seconds, duration):
-    good = sum(1 for _, met in run.requests if met)
-    out = {"goodput": good / duration, "requests": len(run.requests), "met": good, "wall_s": seconds}
+    good = sum(1 for _, met, _ in run.requests if met)
+    missed = {}
+    for _, _, calls in run.requests:
+        for kind in calls:
+            missed[kind] = missed.get(kind, 0) + 1
+    out = {"goodput": good / duration, "requests": len(run.requests), "met": good, "wall_s": seconds,
+           "missed": missed}
     for kind, calls in run.calls.items():
         if not calls:
             continue
@@ -365,8 +376,8 @@ def table(load, runs):
     baselines = [runs[n]["goodput"] for s, n in best.items() if s != "morph-one"]
     top = max(baselines) if baselines else float("nan")
     print(f"\n{load}: goodput (requests/s with every call in SLO), each call's p50/p99 ms, lost calls")
-    print(f"| setup | goodput | / best baseline | embed p50/p99 | rerank p50/p99 | generate p50/p99 | lost |")
-    print("|---|---:|---:|---|---|---|---:|")
+    print(f"| setup | goodput | / best baseline | embed p50/p99 | rerank p50/p99 | generate p50/p99 | lost | calls past their SLO |")
+    print("|---|---:|---:|---|---|---|---:|---|")
     for setup, name in best.items():
         r = runs[name]
         ratio = f"{r['goodput'] / top:.2f}x" if top == top and top > 0 else "-"
@@ -375,7 +386,8 @@ def table(load, runs):
             c = r.get(kind)
             cells.append(f"{c['p50_ms']:.0f} / {c['p99_ms']:.0f}" if c else "-")
         lost = sum(r[k]["lost"] for k in ("embed", "rerank", "generate", "index") if k in r)
-        print(f"| {name} | {r['goodput']:.3f} | {ratio} | " + " | ".join(cells) + f" | {lost} |")
+        missed = ", ".join(f"{kind} {n}" for kind, n in sorted(r.get("missed", {}).items())) or "none"
+        print(f"| {name} | {r['goodput']:.3f} | {ratio} | " + " | ".join(cells) + f" | {lost} | {missed} |")
     print()
 
 

@@ -85,7 +85,9 @@ pub(crate) struct ServeArgs {
     /// prefill: a long prompt shares iterations with the other streams' decode steps instead
     /// of holding them for its whole prefill); 0: no limit. Each chat turn starts a new piece,
     /// so that a later prompt starting the same way reuses the KV cache a finished one left
-    /// (llama.cpp kernels), with the same numbers as computed afresh.
+    /// (llama.cpp kernels), with the same numbers as computed afresh. In a deployment file
+    /// (--config; default 48 there) it bounds the whole step's prompt tokens, however many
+    /// prompts it reads: another model waits that long at most for a step holding the cores.
     #[arg(long, default_value_t = 256)]
     prefill_chunk: usize,
     /// With --task generate on llama.cpp kernels: the threads of a decoder step that feeds more

@@ -7,7 +7,9 @@
 //! A prompt is fed in [`super::pieces`] of at most `prefill_chunk` tokens, one piece per
 //! iteration (chunked prefill), so a long prompt's prefill shares iterations with the others'
 //! decode steps instead of holding them all for its whole length; its first token is sampled
-//! after its last piece. The pieces also start at each turn of the chat where the stepper reuses
+//! after its last piece. An instance sharing the host's cores with other models holds them for a
+//! whole iteration, so there the iteration's pieces share one chunk (the others' pieces wait for
+//! later iterations, decodes always go): a computation of another model waits one chunk at most. The pieces also start at each turn of the chat where the stepper reuses
 //! kept prefixes only there ([`Reuse::piece_break`]). Feeding starts where the stepper's kept
 //! cache of the prompt ends ([`super::stepper::Opened`]).
 //! After every iteration the thread reports which generations left, and while others remain
@@ -199,7 +201,8 @@ impl DecoderThread {
             .spawn(move || match decoder.backend.stepper(shape) {
                 Ok(stepper) => {
                     let _ = ready_tx.send(Ok(()));
-                    let feeding = Feeding::new(decoder.model.tokenizer.turn_start, stepper.reuse(), chunk);
+                    let turn = decoder.model.tokenizer.turn_start;
+                    let feeding = Feeding::new(turn, stepper.reuse(), chunk, cores.is_some());
                     let cores = cores.map(|share| {
                         let width = Width::new(shape, usize::from(share.host_cores()));
                         (share, width)
@@ -254,11 +257,32 @@ struct Feeding {
     breaks: Option<u32>,
     /// Most tokens in a piece.
     chunk: usize,
+    /// Most prompt tokens one step feeds in all (`usize::MAX`: every prefilling generation its
+    /// piece). A step that shares the host's cores holds them to its end, so there the pieces of
+    /// one step share one chunk: the first piece always, the next ones while they fit.
+    step_prompt_tokens: usize,
 }
 
 impl Feeding {
-    fn new(turn: Option<u32>, reuse: Reuse, chunk: usize) -> Self {
-        Self { turn, breaks: reuse.piece_break(turn), chunk }
+    fn new(turn: Option<u32>, reuse: Reuse, chunk: usize, shared: bool) -> Self {
+        let step_prompt_tokens = if shared { chunk } else { usize::MAX };
+        Self { turn, breaks: reuse.piece_break(turn), chunk, step_prompt_tokens }
+    }
+
+    /// Which of the generations feed in the next step, each given as whether it decodes and
+    /// how many tokens it would feed: every decoding one, and prefilling ones in order while
+    /// their pieces fit the step's prompt tokens (the first always).
+    fn members(self, generations: impl Iterator<Item = (bool, usize)>) -> Vec<bool> {
+        let mut prompt_tokens = 0usize;
+        generations
+            .map(|(decoding, tokens)| {
+                let fits = decoding || prompt_tokens == 0 || prompt_tokens + tokens <= self.step_prompt_tokens;
+                if fits && !decoding {
+                    prompt_tokens += tokens;
+                }
+                fits
+            })
+            .collect()
     }
 
     fn starts(self, prompt: &[u32]) -> Vec<usize> {
@@ -483,7 +507,9 @@ fn iterate(
     feeding: Feeding,
     running: &mut Vec<Running>,
 ) -> Step {
-    let batch: Vec<(Slot, &[u32])> = running.iter().map(|r| (r.slot, r.feed.as_slice())).collect();
+    let members = feeding.members(running.iter().map(|r| (!r.produced.is_empty(), r.feed.len())));
+    let batch: Vec<(Slot, &[u32])> =
+        running.iter().zip(&members).filter(|(_, m)| **m).map(|(r, _)| (r.slot, r.feed.as_slice())).collect();
     let logits = match stepper.step(&batch) {
         Ok(logits) => logits,
         Err(e) => {
@@ -500,7 +526,13 @@ fn iterate(
     };
     let (mut finished, mut sampled) = (Vec::new(), 0);
     let mut kept = Vec::with_capacity(running.len());
-    for (mut r, row) in running.drain(..).zip(logits) {
+    let mut rows = logits.into_iter();
+    for (mut r, member) in running.drain(..).zip(members) {
+        // A generation left out of this step feeds its piece in a later one.
+        let Some(row) = member.then(|| rows.next()).flatten() else {
+            kept.push(r);
+            continue;
+        };
         if r.fed < r.request.prompt.len() {
             // Still prefilling: this piece's logits are not a prediction anybody asked for.
             let piece = feeding.piece(&r.request.prompt, r.fed);
@@ -547,4 +579,25 @@ fn iterate(
     }
     *running = kept;
     Step { finished, failed: false, sampled }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feeding(step_prompt_tokens: usize) -> Feeding {
+        Feeding { turn: None, breaks: None, chunk: 48, step_prompt_tokens }
+    }
+
+    #[test]
+    fn a_shared_step_feeds_every_decode_and_the_prompt_pieces_that_fit_its_chunk() {
+        // Decoding (one token) or prefilling (a piece), in join order.
+        let generations = [(false, 48), (true, 1), (false, 30), (false, 16), (true, 1), (false, 48)];
+        let shared = feeding(48).members(generations.into_iter());
+        assert_eq!(shared, [true, true, false, false, true, false], "the first piece fills the chunk");
+        let later = [(false, 30), (false, 16), (false, 48)];
+        assert_eq!(feeding(48).members(later.into_iter()), [true, true, false], "30 + 16 fit, 48 more do not");
+        let alone = feeding(usize::MAX).members(generations.into_iter());
+        assert!(alone.iter().all(|&m| m), "a step of its own host's cores feeds every piece");
+    }
 }
