@@ -276,7 +276,8 @@ impl Feeding {
         let mut prompt_tokens = 0usize;
         generations
             .map(|(decoding, tokens)| {
-                let fits = decoding || prompt_tokens == 0 || prompt_tokens + tokens <= self.step_prompt_tokens;
+                let fits =
+                    decoding || prompt_tokens == 0 || prompt_tokens + tokens <= self.step_prompt_tokens;
                 if fits && !decoding {
                     prompt_tokens += tokens;
                 }
@@ -596,7 +597,11 @@ mod tests {
         let shared = feeding(48).members(generations.into_iter());
         assert_eq!(shared, [true, true, false, false, true, false], "the first piece fills the chunk");
         let later = [(false, 30), (false, 16), (false, 48)];
-        assert_eq!(feeding(48).members(later.into_iter()), [true, true, false], "30 + 16 fit, 48 more do not");
+        assert_eq!(
+            feeding(48).members(later.into_iter()),
+            [true, true, false],
+            "30 + 16 fit, 48 more do not"
+        );
         let alone = feeding(usize::MAX).members(generations.into_iter());
         assert!(alone.iter().all(|&m| m), "a step of its own host's cores feeds every piece");
     }

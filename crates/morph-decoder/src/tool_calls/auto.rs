@@ -127,25 +127,12 @@ mod tests {
         let first_call = told.iter().position(|p| p.iter().any(|p| matches!(p, AutoPiece::Call(_))));
         assert!(first_call.is_some_and(|at| at < told.len() - 2), "the first call is told before the end");
         let pieces: Vec<AutoPiece> = told.into_iter().flatten().collect();
-        let text: String = pieces
+        assert_eq!(pieces.concat_text(), "Let me <b>look</b>.\n\n");
+        let cities: Vec<&str> = pieces
             .iter()
-            .filter_map(|p| match p {
-                AutoPiece::Text(t) => Some(t.as_str()),
-                _ => None,
-            })
+            .filter_map(|p| if let AutoPiece::Call(c) = p { c.arguments["city"].as_str() } else { None })
             .collect();
-        assert_eq!(text, "Let me <b>look</b>.\n\n");
-        let calls: Vec<&ToolCall> = pieces
-            .iter()
-            .filter_map(|p| match p {
-                AutoPiece::Call(c) => Some(c),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(
-            calls.iter().map(|c| c.arguments["city"].as_str().unwrap_or_default()).collect::<Vec<_>>(),
-            ["Paris", "Oslo"]
-        );
+        assert_eq!(cities, ["Paris", "Oslo"]);
     }
 
     #[test]
