@@ -165,11 +165,6 @@ impl ResponseIds {
 }
 
 impl OutputMessage {
-    /// The message's text.
-    pub(super) fn text(&self) -> &str {
-        self.content.first().map_or("", |c| c.text.as_str())
-    }
-
     /// The assistant's message of `text`, `status` as its response's.
     pub(super) fn new(ids: &ResponseIds, status: &'static str, text: Option<String>) -> Self {
         let content = text.map(|text| OutputText { kind: "output_text", text, annotations: Vec::new() });
@@ -184,10 +179,6 @@ impl OutputMessage {
 }
 
 impl ResponseObject {
-    pub(super) fn output(&self) -> &[OutputItem] {
-        &self.output
-    }
-
     /// A response begun and not finished: no output yet.
     pub(super) fn in_progress(ids: &ResponseIds) -> Self {
         Self {

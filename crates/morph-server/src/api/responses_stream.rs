@@ -7,8 +7,9 @@
 //! sends it: the SDKs' stream helpers wait for `response.completed`). A call whose answer must be
 //! calls streams each as it is written: its `output_item.added`, its arguments in
 //! `function_call_arguments.delta` pieces, their `done` and its `output_item.done`. A call that
-//! offered tools to a model free to answer either way gets its output items at the end, once its
-//! text is whole (a call is known only then), each one's text or arguments in one delta.
+//! offered tools to a model free to answer either way gets its text as it comes, in a message
+//! item opened at its first piece and done at the end, and each call as an item of its own once
+//! the call is whole (its arguments in one delta), numbered in the order they came.
 //! A failure ends the stream
 //! with an `error` event. The call's claim travels with the stream: dropped before the end (the
 //! client went away), it cancels the generation.
@@ -20,7 +21,7 @@ use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use futures_util::stream::{self, BoxStream};
-use morph_decoder::{CallPiece, CallScanner, FinishReason, GenEvent};
+use morph_decoder::{AutoPiece, AutoReader, CallPiece, CallScanner, FinishReason, GenEvent};
 use morph_engine::EngineError;
 use serde_json::{Value, json};
 
@@ -30,7 +31,7 @@ use super::reply::choice_done;
 use super::responses::GenerationUsage;
 use super::responses::{FunctionCallOut, ToolCallOut};
 use super::stream::choice_events;
-use super::tool_reply::{Answer, CallReader, call_id};
+use super::tool_reply::{Answer, CallReader, call_id, out};
 use crate::driver::Claim;
 use crate::error::CallError;
 use crate::infer::{StartedGeneration, Truth};
@@ -47,6 +48,13 @@ struct Streaming {
     /// Where the answer must be calls: they are read as they are written, and streamed.
     scanner: Option<CallScanner>,
     streamed: Vec<FunctionCallItem>,
+    /// Where the answer may be text or calls: its reader, the whole text so far, and the items
+    /// told in order (`None`: the message, at `message_at`).
+    auto: Option<AutoReader>,
+    held: String,
+    told: Vec<Option<FunctionCallItem>>,
+    /// The message's output index.
+    message_at: usize,
     /// The next event's `sequence_number`.
     sequence: u64,
     first_at: Instant,
@@ -64,7 +72,7 @@ impl Streaming {
 
     /// Where the message's text lies, as every text event names it.
     fn at(&self) -> Value {
-        json!({"item_id": self.ids.message, "output_index": 0, "content_index": 0})
+        json!({"item_id": self.ids.message, "output_index": self.message_at, "content_index": 0})
     }
 
     fn opening(&mut self) -> Vec<Event> {
@@ -86,8 +94,9 @@ impl Streaming {
         let part = json!({"type": "output_text", "text": "", "annotations": []});
         let mut added = self.at();
         added["part"] = part;
+        let index = self.message_at;
         vec![
-            self.event("response.output_item.added", json!({"output_index": 0, "item": item})),
+            self.event("response.output_item.added", json!({"output_index": index, "item": item})),
             self.event("response.content_part.added", added),
         ]
     }
@@ -110,7 +119,7 @@ impl Streaming {
         events
     }
 
-    /// The message `item`'s text, part and item done (output index 0).
+    /// The message `item`'s text, part and item done.
     fn message_done(&mut self, item: &Value) -> Vec<Event> {
         let (mut done, mut part_done) = (self.at(), self.at());
         done["text"] = json!(self.text);
@@ -119,46 +128,80 @@ impl Streaming {
         vec![
             self.event("response.output_text.done", done),
             self.event("response.content_part.done", part_done),
-            self.event("response.output_item.done", json!({"output_index": 0, "item": item})),
+            self.event("response.output_item.done", json!({"output_index": self.message_at, "item": item})),
         ]
     }
 
-    /// A held answer's every event at its end: its message (the text, in one delta) or its
-    /// calls (the arguments, each in one delta), then the response's.
-    fn held_closing(&mut self, reason: FinishReason, usage: GenerationUsage) -> Vec<Event> {
-        let answer = CallReader::answer(self.calls.as_ref(), std::mem::take(&mut self.text));
-        let response = ResponseObject::new(&self.ids, answer, reason, usage);
-        let value = serde_json::to_value(&response).unwrap_or_default();
+    /// A free answer's text grown by `text` (with `end`, whole): its text into the message,
+    /// opened at the first piece, and each call as an item of its own once it is whole.
+    fn stream_auto(&mut self, text: &str, end: bool) -> Vec<Event> {
+        self.held.push_str(text);
+        let Some(reader) = self.auto.as_mut() else { return Vec::new() };
+        let mut pieces = reader.feed(&self.held);
+        if end {
+            pieces.extend(reader.finish(&self.held));
+        }
         let mut events = Vec::new();
-        for (index, item) in response.output().iter().enumerate() {
-            match item {
-                OutputItem::Message(message) => {
-                    events.extend(self.message_opening());
-                    events.push(self.delta(message.text()));
-                    events.extend(self.message_done(&value["output"][index]));
+        for piece in pieces {
+            match piece {
+                AutoPiece::Text(text) => {
+                    if !self.told.iter().any(Option::is_none) {
+                        events.extend(self.open_message());
+                    }
+                    events.push(self.delta(&text));
                 }
-                OutputItem::FunctionCall(call) => {
-                    let at = json!({"item_id": call.id(), "output_index": index});
-                    let (mut delta, mut done) = (at.clone(), at);
-                    delta["delta"] = json!(call.arguments());
-                    done["arguments"] = json!(call.arguments());
-                    let begun = serde_json::to_value(call.begun()).unwrap_or_default();
-                    events.push(
-                        self.event(
-                            "response.output_item.added",
-                            json!({"output_index": index, "item": begun}),
-                        ),
-                    );
-                    events.push(self.event("response.function_call_arguments.delta", delta));
-                    events.push(self.event("response.function_call_arguments.done", done));
-                    let item = &value["output"][index];
-                    events.push(
-                        self.event("response.output_item.done", json!({"output_index": index, "item": item})),
-                    );
+                AutoPiece::Call(call) => {
+                    let item = FunctionCallItem::new(out(call), "completed");
+                    events.extend(self.whole_call(self.told.len(), &item));
+                    self.told.push(Some(item));
                 }
             }
         }
-        events.push(self.event("response.completed", json!({ "response": value })));
+        events
+    }
+
+    /// The message opened as the next item.
+    fn open_message(&mut self) -> Vec<Event> {
+        self.message_at = self.told.len();
+        self.told.push(None);
+        self.message_opening()
+    }
+
+    /// A whole call's events as item `index`: added, its arguments in one delta, done.
+    fn whole_call(&mut self, index: usize, item: &FunctionCallItem) -> Vec<Event> {
+        let at = json!({"item_id": item.id(), "output_index": index});
+        let (mut delta, mut done) = (at.clone(), at);
+        delta["delta"] = json!(item.arguments());
+        done["arguments"] = json!(item.arguments());
+        let begun = serde_json::to_value(item.begun()).unwrap_or_default();
+        let whole = serde_json::to_value(item).unwrap_or_default();
+        vec![
+            self.event("response.output_item.added", json!({"output_index": index, "item": begun})),
+            self.event("response.function_call_arguments.delta", delta),
+            self.event("response.function_call_arguments.done", done),
+            self.event("response.output_item.done", json!({"output_index": index, "item": whole})),
+        ]
+    }
+
+    /// A free answer's end: its message done (opened, empty, where nothing was told), then the
+    /// response of every item in the order told.
+    fn auto_closing(&mut self, reason: FinishReason, usage: GenerationUsage) -> Vec<Event> {
+        let mut events = if self.told.is_empty() { self.open_message() } else { Vec::new() };
+        let status = ResponseObject::status(reason);
+        let output = self
+            .told
+            .iter()
+            .map(|item| match item {
+                None => OutputItem::Message(OutputMessage::new(&self.ids, status, Some(self.text.clone()))),
+                Some(call) => OutputItem::FunctionCall(call.clone()),
+            })
+            .collect();
+        let response = ResponseObject::with_output(&self.ids, output, reason, usage);
+        let response = serde_json::to_value(response).unwrap_or_default();
+        if self.told.iter().any(Option::is_none) {
+            events.extend(self.message_done(&response["output"][self.message_at]));
+        }
+        events.push(self.event("response.completed", json!({ "response": response })));
         events
     }
 
@@ -243,6 +286,10 @@ pub(super) fn events(
         text: String::new(),
         scanner: calls.as_ref().and_then(CallReader::scanner),
         streamed: Vec::new(),
+        auto: calls.as_ref().and_then(CallReader::auto),
+        held: String::new(),
+        told: Vec::new(),
+        message_at: 0,
         calls,
         sequence: 0,
         first_at: Instant::now(),
@@ -264,10 +311,7 @@ pub(super) fn events(
             let out = match event {
                 _ if shutting_down => vec![s.failed(&CallError::ShuttingDown)],
                 GenEvent::Token { text, .. } if s.scanner.is_some() => s.stream_calls(&text),
-                GenEvent::Token { text, .. } if s.calls.is_some() => {
-                    s.text.push_str(&text);
-                    Vec::new()
-                }
+                GenEvent::Token { text, .. } if s.auto.is_some() => s.stream_auto(&text, false),
                 GenEvent::Token { text, .. } => vec![s.delta(&text)],
                 GenEvent::Done { reason, tail, prompt_tokens, cached_tokens, completion_tokens } => {
                     let counts = (prompt_tokens, cached_tokens, completion_tokens);
@@ -279,9 +323,10 @@ pub(super) fn events(
                         let mut out = s.stream_calls(&tail);
                         out.extend(s.calls_closing(reason, usage));
                         out
-                    } else if s.calls.is_some() {
-                        s.text.push_str(&tail);
-                        s.held_closing(reason, usage)
+                    } else if s.auto.is_some() {
+                        let mut out = s.stream_auto(&tail, true);
+                        out.extend(s.auto_closing(reason, usage));
+                        out
                     } else {
                         let mut out = if tail.is_empty() { Vec::new() } else { vec![s.delta(&tail)] };
                         out.extend(s.closing(reason, usage));

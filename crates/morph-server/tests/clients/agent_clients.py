@@ -171,6 +171,14 @@ def responses_api():
     final = [i for i in events[-1].response.output if i.type == "function_call"]
     check("responses: the completed response holds the streamed calls", [(i.id, i.arguments) for i in final] == [(e.item_id, e.arguments) for e in done], final)
     check("responses: the stream ends completed", events[-1].type == "response.completed", events[-1].type)
+    free = dict(model=MODEL, input="What is the weather in Paris, in celsius? Call a function if one helps.", tools=flat, max_output_tokens=120, temperature=0)
+    whole = client.responses.create(**free)
+    with client.responses.stream(**free) as stream:
+        texts = [e.delta for e in stream if e.type == "response.output_text.delta"]
+        final = stream.get_final_response()
+    shape = lambda r: [(i.type, getattr(i, "name", None), json.loads(i.arguments) if i.type == "function_call" else None) for i in r.output]
+    check("responses auto: the stream helper's response is the whole answer's", shape(final) == shape(whole) and final.output_text.strip() == whole.output_text.strip(), (final.output, whole.output))
+    check("responses auto: text streams as it comes", len("".join(texts)) < 40 or len(texts) > 1, len(texts))
 
 
 def langchain():
