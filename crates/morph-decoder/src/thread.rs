@@ -9,8 +9,9 @@
 //! decode steps instead of holding them all for its whole length; its first token is sampled
 //! after its last piece. An instance sharing the host's cores with other models holds them for a
 //! whole iteration, so there the iteration's pieces share one chunk (the others' pieces wait for
-//! later iterations, decodes always go): a computation of another model waits one chunk at most. The pieces also start at each turn of the chat where the stepper reuses
-//! kept prefixes only there ([`Reuse::piece_break`]). Feeding starts where the stepper's kept
+//! later iterations, decodes always go): a computation of another model waits one chunk at most.
+//! The pieces also start at each turn of the chat where the stepper reuses kept prefixes only
+//! there ([`Reuse::piece_break`]). Feeding starts where the stepper's kept
 //! cache of the prompt ends ([`super::stepper::Opened`]).
 //! After every iteration the thread reports which generations left, and while others remain
 //! it waits for [`DecoderThread::resume`] before the next (the seam's semantics: the policy

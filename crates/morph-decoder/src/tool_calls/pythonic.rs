@@ -79,8 +79,8 @@ pub(super) enum Step {
 pub(super) fn step(text: &str, inside: bool) -> Result<(Step, usize), Unread> {
     let mut cursor = Cursor::new(text);
     let separators = |c: char| c == '[' || c == ',' || c.is_whitespace();
-    while cursor.peek().is_some_and(separators) {
-        cursor.at += 1;
+    while let Some(c) = cursor.peek().filter(|&c| separators(c)) {
+        cursor.at += c.len_utf8();
     }
     let step = if !inside {
         let name = cursor.name()?.to_string();
@@ -169,8 +169,8 @@ impl<'a> Cursor<'a> {
     }
 
     fn spaces(&mut self) {
-        while self.peek().is_some_and(char::is_whitespace) {
-            self.at += 1;
+        while let Some(c) = self.peek().filter(|c| c.is_whitespace()) {
+            self.at += c.len_utf8();
         }
     }
 
@@ -362,6 +362,9 @@ mod tests {
         assert_eq!(step(", days=3)", true), Ok((Step::Keyword("days".into(), json!(3)), 8)));
         assert_eq!(step(")]", true), Ok((Step::Close, 1)));
         assert_eq!(step("city Paris", true), Err(Unread::Invalid));
+        // Spaces outside ASCII are stepped over whole.
+        assert_eq!(step("\u{a0}f(", false), Ok((Step::Open("f".into()), 4)));
+        assert!(parse("[f(a=\u{3000}1)]").is_some());
         assert_eq!(written("f", &json!({"a": 1, "b": "x"})), "f(a=1, b=\"x\")");
     }
 
