@@ -232,6 +232,8 @@ pub(crate) struct World<'a> {
     pub(crate) shared: Option<CoreAsks>,
     events: EventQueue,
     rec: Recorder,
+    /// The batch being priced (kept to reuse its allocation).
+    jobs: Vec<Job>,
 }
 
 impl World<'_> {
@@ -280,9 +282,9 @@ impl World<'_> {
             self.events.push(end, SimEvent::StepDone(c.instance));
             return;
         };
-        let running: Vec<&SimRequest> =
-            batch.iter().map(|r| &self.live.get(r.0).expect("a batch's requests are live").request).collect();
-        if running.first().is_some_and(|r| r.service.is_some()) {
+        let request = |r: &RequestId| &self.live.get(r.0).expect("a batch's requests are live").request;
+        if batch.first().is_some_and(|r| request(r).service.is_some()) {
+            let running: Vec<&SimRequest> = batch.iter().map(request).collect();
             self.rec.served(plan.tokens, end, &running);
         }
         for r in &batch {
@@ -307,12 +309,17 @@ impl World<'_> {
                         self.step(now, instance);
                         continue;
                     }
-                    let jobs: Vec<Job> = batch
-                        .iter()
-                        .map(|r| &self.live.get(r.0).expect("a batch's requests are live").request)
-                        .map(|r| Job { input_len: r.input_len, output_len: r.output_len })
-                        .collect();
-                    let took = cost.batch_time(&inst.unit, plan.tokens, &jobs);
+                    let live = &self.live;
+                    let request =
+                        |r: &RequestId| &live.get(r.0).expect("a batch's requests are live").request;
+                    self.jobs.clear();
+                    self.jobs.extend(
+                        batch
+                            .iter()
+                            .map(request)
+                            .map(|r| Job { input_len: r.input_len, output_len: r.output_len }),
+                    );
+                    let took = cost.batch_time(&inst.unit, plan.tokens, &self.jobs);
                     let threads = threads(&inst.unit);
                     self.compute(now, Computation { instance, threads, took, batch: Some((plan, batch)) });
                 }
@@ -431,6 +438,7 @@ impl<'a, I: Iterator<Item = SimRequest>> ModelRun<'a, I> {
             shared,
             events: EventQueue::default(),
             rec,
+            jobs: Vec::new(),
         };
         let mut ledger = Ledger::new(policy, OnViolation::Panic);
         let mut effects = Vec::new();

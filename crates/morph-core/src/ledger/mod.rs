@@ -363,35 +363,31 @@ impl Ledger {
         }
     }
 
-    /// Tells the policy `event` and applies its actions.
+    /// Tells the policy `event` and applies its actions, refusing those that break a rule.
     fn tell(&mut self, now: Time, event: Event, effects: &mut Vec<Effect>) {
         let mut actions = std::mem::take(&mut self.actions);
         self.policy.on_event(now, event, &mut actions);
         for action in actions.drain(..) {
-            if let Err(violation) = self.apply(&action, effects) {
-                self.refuse(action, violation, effects);
+            match self.check(&action) {
+                Ok(()) => self.apply(action, effects),
+                Err(violation) => self.refuse(action, violation, effects),
             }
         }
         self.actions = actions;
     }
 
-    fn apply(&mut self, action: &Action, effects: &mut Vec<Effect>) -> Result<(), Violation> {
+    /// Whether `action` keeps the rules against the state as it is.
+    fn check(&self, action: &Action) -> Result<(), Violation> {
         match action {
             Action::Run { instance, requests, plan } => {
-                let (instance, plan) = (*instance, *plan);
+                let instance = *instance;
                 let slot =
                     self.slot(instance).ok_or(Violation::UnknownInstance { action: "Run", instance })?;
                 if !matches!(slot.work, Work::Idle) {
                     return Err(Violation::InstanceBusy { instance });
                 }
-                rules::check_plan(instance, &slot.unit, plan)?;
-                rules::check_batch(&self.book, instance, &slot.unit, requests, 0, "Run")?;
-                self.place_running(requests, instance);
-                let left = requests.len();
-                if let Some(slot) = self.slot_mut(instance) {
-                    slot.work = Work::Batch { requests: requests.clone(), plan, left };
-                }
-                effects.push(Effect::Run { instance, requests: requests.clone(), plan });
+                rules::check_plan(instance, &slot.unit, *plan)?;
+                rules::check_batch(&self.book, instance, &slot.unit, requests, 0, "Run")
             }
             Action::Join { instance, requests } => {
                 let instance = *instance;
@@ -407,43 +403,63 @@ impl Ledger {
                     (Work::Continuous { running }, _) => Ok(running.len()),
                     (Work::Idle, _) => Ok(0),
                 }?;
-                rules::check_batch(&self.book, instance, &slot.unit, requests, already, "Join")?;
-                self.place_running(requests, instance);
-                if let Some(slot) = self.slot_mut(instance) {
-                    match &mut slot.work {
-                        Work::Continuous { running } => running.extend_from_slice(requests),
-                        work => *work = Work::Continuous { running: requests.clone() },
-                    }
-                }
-                effects.push(Effect::Join { instance, requests: requests.clone() });
+                rules::check_batch(&self.book, instance, &slot.unit, requests, already, "Join")
             }
-            Action::Drop { request, reason } => {
-                let request = *request;
-                if !matches!(self.place(request), Some(Place::Waiting { .. })) {
-                    return Err(Violation::NotWaiting { request });
-                }
-                self.book.remove(request);
-                effects.push(Effect::Answer { request, outcome: Outcome::Dropped(reason.clone()) });
+            Action::Drop { request, .. } => match self.place(*request) {
+                Some(Place::Waiting { .. }) => Ok(()),
+                _ => Err(Violation::NotWaiting { request: *request }),
+            },
+            Action::Launch { ticket, .. } if self.launches.contains_key(ticket) => {
+                Err(Violation::TicketInUse { ticket: *ticket })
             }
-            Action::Launch { ticket, unit, host } => {
-                if self.launches.contains_key(ticket) {
-                    return Err(Violation::TicketInUse { ticket: *ticket });
-                }
-                self.launches.insert(*ticket, *unit);
-                effects.push(Effect::Launch { ticket: *ticket, unit: *unit, host: *host });
-            }
+            Action::Launch { .. } => Ok(()),
             Action::Retire { instance } => {
                 let instance = *instance;
                 let slot =
                     self.slot(instance).ok_or(Violation::UnknownInstance { action: "Retire", instance })?;
-                if !matches!(slot.work, Work::Idle) {
-                    return Err(Violation::RetireBusy { instance });
+                match slot.work {
+                    Work::Idle => Ok(()),
+                    _ => Err(Violation::RetireBusy { instance }),
                 }
+            }
+        }
+    }
+
+    /// Carries out an action [`Self::check`] passed; a batch's list moves into its instance's
+    /// work (one copy goes to the driver).
+    fn apply(&mut self, action: Action, effects: &mut Vec<Effect>) {
+        match action {
+            Action::Run { instance, requests, plan } => {
+                self.place_running(&requests, instance);
+                effects.push(Effect::Run { instance, requests: requests.clone(), plan });
+                if let Some(slot) = self.slot_mut(instance) {
+                    let left = requests.len();
+                    slot.work = Work::Batch { requests, plan, left };
+                }
+            }
+            Action::Join { instance, requests } => {
+                self.place_running(&requests, instance);
+                effects.push(Effect::Join { instance, requests: requests.clone() });
+                if let Some(slot) = self.slot_mut(instance) {
+                    match &mut slot.work {
+                        Work::Continuous { running } => running.extend_from_slice(&requests),
+                        work => *work = Work::Continuous { running: requests },
+                    }
+                }
+            }
+            Action::Drop { request, reason } => {
+                self.book.remove(request);
+                effects.push(Effect::Answer { request, outcome: Outcome::Dropped(reason) });
+            }
+            Action::Launch { ticket, unit, host } => {
+                self.launches.insert(ticket, unit);
+                effects.push(Effect::Launch { ticket, unit, host });
+            }
+            Action::Retire { instance } => {
                 self.instances[instance.0 as usize] = None;
                 effects.push(Effect::Retire { instance });
             }
         }
-        Ok(())
     }
 
     fn place_running(&mut self, requests: &[RequestId], instance: InstanceId) {

@@ -78,17 +78,18 @@ impl BucketQueue {
 
     /// Takes the batch `runtime` runs next: from the bucket whose head (among those `runtime`
     /// fits) arrived first, the longest FIFO prefix within the bucket's rows, the runtime's rows
-    /// and `max_tokens` padded tokens (one request always fits). Empty if no head fits.
-    pub(crate) fn take_batch(&mut self, runtime: RuntimeSpec, max_tokens: u64) -> Vec<RequestInfo> {
+    /// and `max_tokens` padded tokens (one request always fits), into `batch` (empty when
+    /// called; it stays empty if no head fits).
+    pub(crate) fn take_batch(&mut self, runtime: RuntimeSpec, max_tokens: u64, batch: &mut Vec<RequestInfo>) {
         let oldest = (0..self.queues.len())
             .filter_map(|b| self.queues[b].front().map(|head| (b, head)))
             .filter(|(_, head)| runtime.fits(head.input_len))
             .min_by_key(|(_, head)| (head.arrival, head.id))
             .map(|(b, _)| b);
-        let Some(bucket) = oldest else { return Vec::new() };
+        let Some(bucket) = oldest else { return };
         let max_rows = self.max_rows(bucket).min(runtime.max_batch);
         let queue = &mut self.queues[bucket];
-        let mut batch = Vec::new();
+        debug_assert!(batch.is_empty());
         let mut longest = 0;
         while let Some(head) = queue.front() {
             let rows = batch.len() as u32 + 1;
@@ -101,7 +102,6 @@ impl BucketQueue {
             batch.extend(queue.pop_front());
         }
         self.len -= batch.len();
-        batch
     }
 }
 
@@ -115,7 +115,10 @@ mod tests {
         morph_core::fixtures::request(id, input_len, Time(id))
     }
 
-    fn ids(batch: &[RequestInfo]) -> Vec<u64> {
+    /// The ids of the batch `runtime` takes next.
+    fn taken(q: &mut BucketQueue, runtime: RuntimeSpec, max_tokens: u64) -> Vec<u64> {
+        let mut batch = Vec::new();
+        q.take_batch(runtime, max_tokens, &mut batch);
         batch.iter().map(|r| r.id.0).collect()
     }
 
@@ -129,10 +132,10 @@ mod tests {
         }
         let rt = RuntimeSpec::dynamic(512, 32);
         // The oldest head is 1 (17..=64 tokens), two rows at most there.
-        assert_eq!(ids(&q.take_batch(rt, 1 << 20)), [1, 4]);
-        assert_eq!(ids(&q.take_batch(rt, 1 << 20)), [2, 3, 5]);
-        assert_eq!(ids(&q.take_batch(rt, 1 << 20)), [6]);
-        assert_eq!(ids(&q.take_batch(rt, 1 << 20)), [7], "past the last bound: its own bucket");
+        assert_eq!(taken(&mut q, rt, 1 << 20), [1, 4]);
+        assert_eq!(taken(&mut q, rt, 1 << 20), [2, 3, 5]);
+        assert_eq!(taken(&mut q, rt, 1 << 20), [6]);
+        assert_eq!(taken(&mut q, rt, 1 << 20), [7], "past the last bound: its own bucket");
         assert!(q.is_empty());
     }
 
@@ -142,13 +145,13 @@ mod tests {
         for (id, len) in [(1, 60), (2, 10), (3, 12), (4, 8)] {
             q.push_back(request(id, len));
         }
-        assert_eq!(ids(&q.take_batch(RuntimeSpec::fixed(32, 8), 1 << 20)), [2, 3, 4]);
+        assert_eq!(taken(&mut q, RuntimeSpec::fixed(32, 8), 1 << 20), [2, 3, 4]);
         q.push_back(request(5, 10));
         q.push_back(request(6, 10));
         // 2 rows padded to 10 fit 20 padded tokens; the 60-token head does not fit 32 tokens.
-        assert_eq!(ids(&q.take_batch(RuntimeSpec::dynamic(32, 8), 20)), [5, 6]);
+        assert_eq!(taken(&mut q, RuntimeSpec::dynamic(32, 8), 20), [5, 6]);
         assert_eq!(q.len(), 1);
-        assert!(q.take_batch(RuntimeSpec::dynamic(32, 8), 20).is_empty());
+        assert!(taken(&mut q, RuntimeSpec::dynamic(32, 8), 20).is_empty());
     }
 
     #[test]
@@ -160,7 +163,7 @@ mod tests {
         q.remove(RequestId(2));
         q.push_front(request(0, 40));
         assert_eq!(q.len(), 3);
-        assert_eq!(ids(&q.take_batch(RuntimeSpec::dynamic(64, 8), 1 << 20)), [0, 3]);
-        assert_eq!(ids(&q.take_batch(RuntimeSpec::dynamic(64, 8), 1 << 20)), [1]);
+        assert_eq!(taken(&mut q, RuntimeSpec::dynamic(64, 8), 1 << 20), [0, 3]);
+        assert_eq!(taken(&mut q, RuntimeSpec::dynamic(64, 8), 1 << 20), [1]);
     }
 }

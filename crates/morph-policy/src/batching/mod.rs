@@ -66,12 +66,17 @@ impl DynamicBatchingConfig {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+/// An instance up, and while it is busy, its batch (kept to hand on to the next stage) and
+/// when it started at which padded shape. One record per instance, so that a batch's start and
+/// end each touch one place (at tens of thousands of instances, the cache decides the speed).
+#[derive(Debug)]
 struct Slot {
     unit: UnitSpec,
     runtime: RuntimeSpec,
     stage: usize,
     last: bool,
+    running: Vec<RequestInfo>,
+    started: Option<(Time, PaddedShape)>,
 }
 
 #[derive(Debug)]
@@ -83,10 +88,8 @@ pub struct DynamicBatching {
     instances: Vec<Option<Slot>>,
     /// Idle instances by id, taken lowest first so that the one chosen is deterministic.
     idle: FixedBitSet,
-    /// What each busy instance runs (to hand on to the next stage), by id.
-    running: Vec<Vec<RequestInfo>>,
-    /// When each busy instance started its batch, and the batch's padded shape, by id.
-    started: Vec<Option<(Time, PaddedShape)>>,
+    /// The idle instances that took a batch in one walk (kept to reuse its allocation).
+    taken: Vec<usize>,
     longest_runtime: u32,
     replacer: Replacer,
     refiner: Option<Refiner>,
@@ -104,8 +107,7 @@ impl DynamicBatching {
             config,
             instances: Vec::new(),
             idle: FixedBitSet::new(),
-            running: Vec::new(),
-            started: Vec::new(),
+            taken: Vec::new(),
             replacer: Replacer::default(),
             longest_runtime: 0,
             refiner: None,
@@ -126,33 +128,31 @@ impl DynamicBatching {
             return;
         }
         // Idle instances in id order; those that start a batch leave the set after the walk.
-        let mut started = Vec::new();
         for k in self.idle.ones() {
             if self.queues.iter().all(BucketQueue::is_empty) {
                 break;
             }
-            let Some(slot) = self.instances[k] else { continue };
-            if self.queues[slot.stage].is_empty() {
+            let Some(slot) = &mut self.instances[k] else { continue };
+            let queue = &mut self.queues[slot.stage];
+            if queue.is_empty() {
                 continue;
             }
-            let batch = self.queues[slot.stage].take_batch(slot.runtime, self.config.max_batch_tokens);
+            queue.take_batch(slot.runtime, self.config.max_batch_tokens, &mut slot.running);
+            let batch = &slot.running;
             if batch.is_empty() {
                 continue;
             }
-            started.push(k);
+            self.taken.push(k);
             let longest = batch.iter().map(|r| r.input_len).max().unwrap_or(1);
-            self.started[k] = Some((now, slot.runtime.padded_shape(longest, batch.len() as u32)));
+            slot.started = Some((now, slot.runtime.padded_shape(longest, batch.len() as u32)));
             let then = if slot.last { Then::Finish } else { Then::NextStage };
-            let requests = batch.iter().map(|r| r.id).collect();
-            let instance = InstanceId(k as u32);
             actions.push(Action::Run {
-                instance,
-                requests,
+                instance: InstanceId(k as u32),
+                requests: batch.iter().map(|r| r.id).collect(),
                 plan: BatchPlan { tokens: self.config.plan, then },
             });
-            self.running[k] = batch;
         }
-        for k in started {
+        for k in self.taken.drain(..) {
             self.idle.set(k, false);
         }
     }
@@ -179,11 +179,11 @@ impl DynamicBatching {
             self.queues.resize_with(stage + 1, || BucketQueue::new(buckets));
         }
         if self.instances.len() <= at(id) {
-            self.instances.resize(at(id) + 1, None);
-            self.running.resize_with(at(id) + 1, Vec::new);
-            self.started.resize(at(id) + 1, None);
+            self.instances.resize_with(at(id) + 1, || None);
         }
-        self.instances[at(id)] = Some(Slot { unit, runtime: unit.runtime, stage, last });
+        let runtime = unit.runtime;
+        self.instances[at(id)] =
+            Some(Slot { unit, runtime, stage, last, running: Vec::new(), started: None });
         self.idle.grow_and_insert(at(id));
         if stage == 0 {
             self.longest_runtime = self.longest_runtime.max(unit.runtime.max_len);
@@ -191,10 +191,16 @@ impl DynamicBatching {
     }
 
     fn batch_done(&mut self, now: Time, instance: InstanceId, failed: bool) {
-        let Some(slot) = self.instances.get(at(instance)).copied().flatten() else { return };
+        let Some(slot) = self.instances.get_mut(at(instance)).and_then(Option::as_mut) else { return };
         self.idle.insert(at(instance));
-        let ran = std::mem::take(&mut self.running[at(instance)]);
-        let started = self.started[at(instance)].take();
+        let started = slot.started.take();
+        // The batch's list keeps its allocation for the instance's next batch.
+        if !slot.last && !failed {
+            for request in slot.running.drain(..) {
+                self.queues[slot.stage + 1].push_back(request);
+            }
+        }
+        slot.running.clear();
         // Only a whole model's batches that ran to the end time what the profile priced.
         let whole_model = self.queues.len() == 1;
         if let (Some(refiner), Some((at_start, shape))) = (&mut self.refiner, started)
@@ -208,11 +214,6 @@ impl DynamicBatching {
                 self.rebucket(buckets);
             }
         }
-        if !slot.last && !failed {
-            for request in ran {
-                self.queues[slot.stage + 1].push_back(request);
-            }
-        }
     }
 
     /// The layout is fixed: a lost instance is replaced by a launch of the same unit. The
@@ -220,8 +221,7 @@ impl DynamicBatching {
     fn lost(&mut self, instance: InstanceId, retried: &[RequestId], actions: &mut Vec<Action>) {
         let Some(slot) = self.instances.get_mut(at(instance)).and_then(Option::take) else { return };
         self.idle.set(at(instance), false);
-        let ran = std::mem::take(&mut self.running[at(instance)]);
-        for request in ran.into_iter().rev().filter(|r| retried.contains(&r.id)) {
+        for request in slot.running.into_iter().rev().filter(|r| retried.contains(&r.id)) {
             self.queues[slot.stage].push_front(request);
         }
         self.replacer.replace(slot.unit, actions);
