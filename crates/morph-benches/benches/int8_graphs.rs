@@ -18,7 +18,7 @@ use morph_backend::tuning::reexec_tuned;
 use morph_core::{RuntimeSpec, TokenPlan, UnitSpec};
 use morph_encoder::onnx::Dtype;
 use morph_encoder::onnx::product::{A, Product, Y, product_model};
-use morph_encoder::ort_runtime::{environment, session};
+use morph_encoder::ort_session::{environment, session};
 use morph_encoder::pooling::cosine;
 use morph_encoder::tasks::served::TaskHeads;
 use morph_encoder::{OrtEncoder, Pooling, TextTokenizer};

@@ -18,7 +18,7 @@ use clap::Args;
 use morph_core::{TokenPlan, UnitSpec};
 use morph_decoder::{DecoderStage, Llama};
 use morph_encoder::checkpoint::Checkpoint;
-use morph_encoder::ort_runtime::environment;
+use morph_encoder::ort_session::environment;
 use morph_encoder::{OrtEncoder, OrtRuntime, Pooling};
 use morph_engine::StartTimes;
 use morph_engine::{EngineError, Rows};

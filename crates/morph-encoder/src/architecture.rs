@@ -13,6 +13,8 @@
 use std::collections::HashMap;
 
 use candle_core::{DType, Device, Tensor};
+use morph_engine::EngineError;
+use morph_fetch::ModelFiles;
 use serde::Deserialize;
 
 /// The table of MPNet's relative position bias, `[buckets, heads]`, as Morph keeps it.
@@ -52,6 +54,21 @@ pub struct BertConfig {
 }
 
 impl BertConfig {
+    /// `config.json`'s sizes and padding id, whatever the architecture: what serving a user's
+    /// own ONNX export needs of it. `max_position_embeddings` counts the positions a token may
+    /// take (RoBERTa's and MPNet's rows before the first token's left out).
+    pub fn read(files: &ModelFiles) -> Result<Self, EngineError> {
+        let text = std::fs::read_to_string(&files.config)
+            .map_err(|e| EngineError::Load(format!("{}: {e}", files.config.display())))?;
+        let mut config: Self =
+            serde_json::from_str(&text).map_err(|e| EngineError::Load(format!("config.json: {e}")))?;
+        if let Ok(architecture) = config.check() {
+            let offset = architecture.position_offset(config.pad_token_id);
+            config.max_position_embeddings = config.max_position_embeddings.saturating_sub(offset);
+        }
+        Ok(config)
+    }
+
     /// The architecture, refused by name where Morph's forward pass would compute it wrongly
     /// without an error: an architecture it does not know, or relative position embeddings of
     /// BERT's kind.
@@ -120,7 +137,7 @@ impl Architecture {
     }
 
     /// Rewrites `tensors` into BERT's names and layout, for `config` as
-    /// [`crate::checkpoint::Checkpoint::sizes`] reads it (positions counted from the first
+    /// [`BertConfig::read`] reads it (positions counted from the first
     /// token's).
     pub fn to_bert(
         self,

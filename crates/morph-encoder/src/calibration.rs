@@ -9,7 +9,7 @@ use ort::value::Tensor;
 use crate::checkpoint::Checkpoint;
 use crate::onnx::outliers::{Outliers, Product, Site};
 use crate::onnx::{ATTENTION_MASK, GraphOutput, GraphSpec, INPUT_IDS, Precision, encoder_graph, input_max};
-use crate::ort_runtime::session;
+use crate::ort_session::session;
 use crate::pooling::Pooling;
 use crate::tokenize::TextTokenizer;
 use morph_engine::EngineError;

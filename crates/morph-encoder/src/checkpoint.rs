@@ -21,7 +21,7 @@ impl Checkpoint {
     /// The checkpoint in BERT's layout, whatever architecture of
     /// [`crate::architecture::Architecture`] it is.
     pub fn load(files: &ModelFiles) -> Result<Self, EngineError> {
-        let mut config = Self::sizes(files)?;
+        let mut config = BertConfig::read(files)?;
         let architecture =
             config.check().map_err(|e| EngineError::Load(format!("{}: {e}", files.config.display())))?;
         let mut tensors = candle_core::safetensors::load(&files.weights, &Device::Cpu)
@@ -47,23 +47,8 @@ impl Checkpoint {
 
     /// Only the model's `config.json`, checked to be an architecture Morph's graph computes.
     pub fn config(files: &ModelFiles) -> Result<BertConfig, EngineError> {
-        let config = Self::sizes(files)?;
+        let config = BertConfig::read(files)?;
         config.check().map_err(|e| EngineError::Load(format!("{}: {e}", files.config.display())))?;
-        Ok(config)
-    }
-
-    /// `config.json`'s sizes and padding id, whatever the architecture: what serving a user's
-    /// own ONNX export needs of it. `max_position_embeddings` counts the positions a token may
-    /// take (RoBERTa's and MPNet's rows before the first token's left out).
-    pub fn sizes(files: &ModelFiles) -> Result<BertConfig, EngineError> {
-        let text = std::fs::read_to_string(&files.config)
-            .map_err(|e| EngineError::Load(format!("{}: {e}", files.config.display())))?;
-        let mut config: BertConfig =
-            serde_json::from_str(&text).map_err(|e| EngineError::Load(format!("config.json: {e}")))?;
-        if let Ok(architecture) = config.check() {
-            let offset = architecture.position_offset(config.pad_token_id);
-            config.max_position_embeddings = config.max_position_embeddings.saturating_sub(offset);
-        }
         Ok(config)
     }
 

@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashMap};
 use candle_core::{DType, Device, Tensor};
 use serde::Deserialize;
 
-use crate::architecture::Architecture;
+use crate::architecture::{Architecture, BertConfig};
 use crate::tokenize::TextTokenizer;
 use morph_engine::EngineError;
 use morph_fetch::ModelFiles;
@@ -168,7 +168,7 @@ impl SequenceClassifier {
             return Ok(None);
         }
         let architecture = Architecture::of(config.model_type.as_deref()).map_err(EngineError::Load)?;
-        let sizes = crate::checkpoint::Checkpoint::sizes(files)?;
+        let sizes = BertConfig::read(files)?;
         let tensors = candle_core::safetensors::load(&files.weights, &Device::Cpu)
             .map_err(|e| EngineError::Load(format!("{}: {e}", files.weights.display())))?;
         let hidden = sizes.hidden_size;

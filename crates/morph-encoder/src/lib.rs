@@ -14,6 +14,7 @@ pub mod classifier;
 pub mod kernels;
 pub mod onnx;
 pub mod ort_runtime;
+pub mod ort_session;
 pub mod pooling;
 pub mod predictor;
 pub mod tasks;

@@ -5,21 +5,22 @@
 //! user's ONNX file with its free dimensions pinned to the runtime's shape.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Instant;
 
 use morph_core::{RuntimeSpec, ShapeKind, TokenPlan, UnitSpec};
 use ort::environment::Environment;
 use ort::session::Session;
-use ort::session::builder::GraphOptimizationLevel;
 use ort::value::Tensor;
 
+use crate::architecture::BertConfig;
 use crate::calibration::calibrate;
 use crate::checkpoint::Checkpoint;
 use crate::onnx::{
     ATTENTION_MASK, Dtype, GraphOutput, GraphSpec, HIDDEN_IN, HIDDEN_OUT, INPUT_IDS, POOLED, PROMPT_IN,
     Precision, encoder_graph,
 };
+use crate::ort_session::{Optimise, build_session, environment, session};
 use crate::pooling::Pooling;
 use crate::tasks::{prompts::BUILTIN_ENCODER, prompts::TaskPrompts};
 use crate::tokenize::TextTokenizer;
@@ -29,89 +30,8 @@ use morph_fetch::ModelFiles;
 /// Input of graphs that embed two segments (user files; Morph's graphs embed one).
 const TOKEN_TYPE_IDS: &str = "token_type_ids";
 
-/// The process's one ONNX Runtime environment, and the library it was loaded from.
-static ENVIRONMENT: OnceLock<Result<(PathBuf, Environment), String>> = OnceLock::new();
-
-/// Loads the ONNX Runtime library at `library` (once per process) and returns the environment.
-pub fn environment(library: &Path) -> Result<&'static Environment, EngineError> {
-    let loaded = ENVIRONMENT.get_or_init(|| {
-        let env = ort::init_from(library)
-            .map_err(|e| format!("cannot load the ONNX Runtime library {}: {e}", library.display()))?
-            .with_name("morph")
-            .build()
-            .map_err(|e| format!("ONNX Runtime did not start: {e}"))?;
-        Ok((library.to_path_buf(), env))
-    });
-    match loaded {
-        Ok((path, env)) if path == library => Ok(env),
-        Ok((path, _)) => Err(EngineError::Load(format!(
-            "ONNX Runtime is already loaded from {} in this process; cannot load {} too",
-            path.display(),
-            library.display()
-        ))),
-        Err(e) => Err(EngineError::Load(e.clone())),
-    }
-}
-
 fn ort_err(context: &str) -> impl Fn(ort::Error) -> EngineError + '_ {
     move |e| EngineError::Inference(format!("{context}: {e}"))
-}
-
-/// Builds a session from a serialised ONNX model: all graph optimisations, `threads` intra-op
-/// threads that sleep rather than spin between ops (instances share the cores), and the named
-/// free dimensions pinned to the sizes given.
-pub fn session(
-    env: &Environment,
-    model: &[u8],
-    threads: usize,
-    pinned: &[(String, i64)],
-) -> Result<Session, EngineError> {
-    build_session(env, model, threads, pinned, Optimise::All { save_to: None })
-}
-
-/// How much ONNX Runtime optimises a graph when it builds a session.
-#[derive(Debug, Clone, Copy)]
-enum Optimise<'a> {
-    /// Every optimisation; the optimised graph is also saved to `save_to` (a prepared artefact).
-    All { save_to: Option<&'a Path> },
-    /// None: the graph was optimised when it was prepared.
-    Off,
-}
-
-fn build_session(
-    env: &Environment,
-    model: &[u8],
-    threads: usize,
-    pinned: &[(String, i64)],
-    optimise: Optimise<'_>,
-) -> Result<Session, EngineError> {
-    let build = || -> ort::Result<Session> {
-        let mut builder = Session::builder(env)?;
-        builder = match optimise {
-            Optimise::All { save_to } => {
-                let builder = builder.with_optimization_level(GraphOptimizationLevel::All)?;
-                match save_to {
-                    Some(path) => builder
-                        .with_config_entry("session.save_model_format", "ORT")?
-                        .with_optimized_model_path(path)?,
-                    None => builder,
-                }
-            }
-            // The session reads the graph and its weights in place from `model` (which is why
-            // prepared bytes are `'static`): no copy of the initializers.
-            Optimise::Off => builder
-                .with_optimization_level(GraphOptimizationLevel::Disable)?
-                .with_config_entry("session.use_ort_model_bytes_directly", "1")?
-                .with_config_entry("session.use_ort_model_bytes_for_initializers", "1")?,
-        };
-        let mut builder =
-            builder.with_intra_threads(threads)?.with_inter_threads(1)?.with_intra_op_spinning(false)?;
-        for (name, size) in pinned {
-            builder = builder.with_dimension_override(name, *size)?;
-        }
-        builder.commit_from_memory(model)
-    };
-    build().map_err(|e| EngineError::Load(format!("ONNX Runtime session: {e}")))
 }
 
 /// Padded tokens above which a batch gives the memory it took back: ONNX Runtime's CPU arena
@@ -243,7 +163,7 @@ impl OrtEncoder {
     ) -> Result<Self, EngineError> {
         let env = environment(library)?;
         let bytes = std::fs::read(onnx).map_err(|e| EngineError::Load(format!("{}: {e}", onnx.display())))?;
-        let cfg = Checkpoint::sizes(files)?;
+        let cfg = BertConfig::read(files)?;
         let probe = session(env, &bytes, 1, &[])?;
         let bad = |detail: String| EngineError::Load(format!("{}: {detail}", onnx.display()));
         let input = |name: &str| probe.inputs().iter().find(|i| i.name() == name);

@@ -12,7 +12,8 @@ use morph_encoder::onnx::{
     ATTENTION_MASK, GraphOutput, GraphSpec, HIDDEN_IN, HIDDEN_OUT, INPUT_IDS, POOLED, Precision,
     encoder_graph,
 };
-use morph_encoder::ort_runtime::{environment, padded_ids, session};
+use morph_encoder::ort_runtime::padded_ids;
+use morph_encoder::ort_session::{environment, session};
 use morph_encoder::pooling::cosine;
 use morph_encoder::{CandleRuntime, Encoder, OrtEncoder, Pooling, TextTokenizer};
 use morph_engine::{BatchInput, Engine, EngineError};

@@ -16,9 +16,9 @@ use candle_core::Tensor;
 
 use super::builder::Builder;
 use super::outliers::{Product, Site, split_channels};
-use super::packing::Tokens;
 use super::precision::{Precision, quantize_columns, row_quantized_product};
 use super::proto::{Attr, DataType, Dim, Graph, ValueInfo};
+use super::writer::{Tokens, Writer};
 use crate::architecture::{RELATIVE_BIAS, relative_buckets};
 use crate::checkpoint::Checkpoint;
 use crate::pooling::Pooling;
@@ -39,13 +39,10 @@ pub const HIDDEN_OUT: &str = "last_hidden_state";
 /// sentence-transformers' ONNX exports.
 pub const POOLED: &str = "sentence_embedding";
 
-/// A score that ranks last: padding in token pruning and merging.
-pub(super) const MASKED: f32 = -1e9;
-
 /// Additive attention bias of a padded key: it weighs e^−30 ≈ 1e−13 of what its score would
 /// weigh unmasked, so 512 padded keys scoring up to 6 above a row's best real key add less to
 /// the row's sum than fp32 resolves, and `exp` of the masked score stays a normal float (no
-/// underflow) unless it scores 57 below. A bias as large as [`MASKED`] makes the same Softmax
+/// underflow) unless it scores 57 below. A bias as large as [`super::writer::MASKED`] makes the same Softmax
 /// 4–8× slower on Intel cores (ONNX Runtime's `exp` of a result that underflows fp32 takes a
 /// slow path; `docs/serving.md`).
 /// The graph's initialiser holding it is named from [`PADDED_KEY_BIAS_STEM`], so a tool can rewrite it.
@@ -293,16 +290,6 @@ pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph,
         }
     }
     Ok(g.g.finish())
-}
-
-pub(super) struct Writer<'a> {
-    pub(super) g: Builder,
-    pub(super) ckpt: &'a Checkpoint,
-    /// MPNet's relative bias table and bucket index, once written.
-    relative: Option<(String, String)>,
-    precision: Precision,
-    /// The layout of the hidden states between the layers.
-    pub(super) tokens: Tokens,
 }
 
 /// What one encoder layer hands on.

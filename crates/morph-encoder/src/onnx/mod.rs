@@ -10,6 +10,7 @@ pub mod product;
 pub mod proto;
 mod token_merge;
 mod token_prune;
+mod writer;
 
 pub use encoder_graph::{
     ATTENTION_MASK, GraphOutput, GraphSpec, HIDDEN_IN, HIDDEN_OUT, INPUT_IDS, POOLED, PROMPT_IN,

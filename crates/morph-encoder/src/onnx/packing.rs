@@ -7,27 +7,8 @@
 //! masked). In int8 they are what zeroing the padding before every product would give: each
 //! activation tensor's one quantisation scale is set by real tokens alone.
 
-use super::encoder_graph::Writer;
 use super::proto::{Attr, DataType};
-
-/// How a graph's hidden states (and Q, K, V, each as wide) lie between its layers.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) enum Tokens {
-    /// `[batch, len, hidden]`, padding rows included.
-    Padded,
-    /// `[real tokens, hidden]`.
-    Packed {
-        /// The flat positions (`batch · len + i`) of the real tokens, `[tokens]`.
-        real: String,
-        /// For each flat position, the row among the real tokens that fills it there, `[batch · len]`
-        /// (a padding position gets its row's last real token: any finite row serves).
-        slot: String,
-        /// `[-1, hidden]`: the padded states as rows.
-        rows: String,
-        /// `[batch, len, hidden]`.
-        padded: String,
-    },
-}
+use super::writer::{Tokens, Writer};
 
 impl Writer<'_> {
     /// The packed layout of the tokens of the float `mask` (`[batch, len]`, 1 real, 0 padding)

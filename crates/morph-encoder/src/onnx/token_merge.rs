@@ -2,8 +2,8 @@
 //! places it), written into the encoder graph: every shape stays static for a fixed runtime,
 //! `r` tokens fewer after each layer (fewer where a short dynamic batch has no more to give).
 
-use super::encoder_graph::{MASKED, Writer};
 use super::proto::Attr;
+use super::writer::{MASKED, Writer};
 
 impl Writer<'_> {
     /// ToMe's bipartite soft matching on `x` `[batch, n, hidden]` with token `sizes`

@@ -3,8 +3,8 @@
 //! are, so one cut after the layers that mixed the sentence is the alternative to merging a
 //! few tokens in every layer.
 
-use super::encoder_graph::{MASKED, Writer};
 use super::proto::Attr;
+use super::writer::{MASKED, Writer};
 
 impl Writer<'_> {
     /// Keeps ⌈(1 − percent/100) · n⌉ of the `n` tokens of `x` `[batch, n, hidden]`: those the
