@@ -46,7 +46,7 @@ pub(crate) fn run(args: AgentArgs) -> anyhow::Result<()> {
         let port = listener.local_addr()?.port();
         let agent = tokio::task::spawn_blocking(move || Agent::register(config, spawner, port)).await??;
         println!("morph agent listening on http://{}", listener.local_addr()?);
-        agent.run(listener, crate::serve::shutdown_signal()).await?;
+        agent.run(listener, crate::listen::shutdown_signal()).await?;
         Ok(())
     })
 }

@@ -13,7 +13,7 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, Command, FromArgMatches};
 use morph_deploy::ServeSpec;
 
-use crate::serve::ServeArgs;
+use crate::serve_args::ServeArgs;
 
 /// The flags that are the server's, not a model's: given on the command line beside `--config`,
 /// refused in a model's table.

@@ -6,14 +6,17 @@ mod cluster_args;
 mod deployment_file;
 mod engine_args;
 mod flag_env;
+mod listen;
 mod logs;
 mod model_args;
 mod plots;
 mod predictor_args;
 mod process_args;
 mod profile;
+mod progress;
 mod rounds_arg;
 mod serve;
+mod serve_args;
 mod serve_models;
 mod simulate;
 mod simulate_host;
@@ -46,7 +49,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Start the HTTP server (fetches the default model on first run).
-    Serve(Box<serve::ServeArgs>),
+    Serve(Box<serve_args::ServeArgs>),
     /// Download the model (and, unless --engine candle, the ONNX Runtime library; with --task
     /// generate the decoder) into MORPH_HOME (default ~/.cache/morph) and print where they are.
     Fetch(FetchArgs),

@@ -7,7 +7,8 @@ use std::path::Path;
 use morph_server::{App, HostedSpec};
 
 use crate::deployment_file;
-use crate::serve::{ServeArgs, serve_built};
+use crate::listen::serve_built;
+use crate::serve_args::ServeArgs;
 
 pub(crate) fn run(addr: SocketAddr, args: ServeArgs, path: &Path) -> anyhow::Result<()> {
     let host_cores =

@@ -5,10 +5,10 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 use morph_sim::scenario::Row;
 
 use crate::model_args::ModelArgs;
+use crate::progress::with_progress;
 
 #[derive(Debug, Args)]
 pub(crate) struct SimulateArgs {
@@ -84,20 +84,6 @@ pub(crate) fn run(args: SimulateArgs) -> anyhow::Result<()> {
             .with_context(|| format!("writing plots into {}", dir.display()))?;
     }
     Ok(())
-}
-
-/// Runs `run` with a progress bar of its runs on stderr, cleared when it returns.
-pub(crate) fn with_progress<T, E: Into<anyhow::Error>>(
-    run: impl FnOnce(&mut dyn FnMut(usize, usize)) -> Result<T, E>,
-) -> anyhow::Result<T> {
-    let bar = ProgressBar::new(0);
-    bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} runs, {elapsed}")?);
-    let out = run(&mut |done, total| {
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
-    });
-    bar.finish_and_clear();
-    out.map_err(Into::into)
 }
 
 fn table(name: &str, rows: &[Row]) -> String {

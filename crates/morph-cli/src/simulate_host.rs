@@ -9,7 +9,7 @@ use anyhow::Context;
 use morph_sim::scenario::{HostRow, HostScenario};
 
 pub(crate) fn run(host: &HostScenario, json: bool, out: Option<&Path>) -> anyhow::Result<()> {
-    let rows = crate::simulate::with_progress(|progress| host.run(progress))?;
+    let rows = crate::progress::with_progress(|progress| host.run(progress))?;
     if json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
