@@ -23,6 +23,7 @@ mod pair_fields;
 mod reply;
 pub mod requests;
 mod rerank;
+mod response_object;
 pub(crate) mod responses;
 mod responses_stream;
 mod state;

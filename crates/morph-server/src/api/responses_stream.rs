@@ -26,8 +26,8 @@ use morph_engine::EngineError;
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::openai_responses::{FunctionCallItem, OutputItem, OutputMessage, ResponseIds, ResponseObject};
 use super::reply::choice_done;
+use super::response_object::{FunctionCallItem, OutputItem, OutputMessage, ResponseIds, ResponseObject};
 use super::responses::GenerationUsage;
 use super::responses::{FunctionCallOut, ToolCallOut};
 use super::stream::choice_events;
