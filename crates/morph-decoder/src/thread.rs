@@ -18,8 +18,7 @@
 //! answers each report before the next iteration starts).
 
 use std::collections::VecDeque;
-use std::sync::mpsc::{Receiver, Sender, channel, sync_channel};
-use std::thread::JoinHandle;
+use std::sync::mpsc::sync_channel;
 
 use crate::gguf_tokenizer::GgufTokenizer;
 use crate::grammar::Grammar;
@@ -31,6 +30,7 @@ use crate::sampling::{Sampler, SamplingParams};
 use crate::stepper::{Slot, Stepper, StepperShape};
 use crate::stop::{Scanned, StopScan};
 use crate::width::Width;
+use morph_engine::actor::{Actor, Mail, Mailbox};
 use morph_engine::{CoreShare, Cores, EngineError};
 
 /// Why a generation ended.
@@ -121,14 +121,12 @@ enum Command {
     Resume,
     /// Take this generation out at the end of the current (or next) iteration, unanswered.
     Cancel(u64),
-    Shutdown,
 }
 
 /// Handle to the thread; dropping it stops the thread (running generations fail).
 #[derive(Debug)]
 pub struct DecoderThread {
-    tx: Sender<Command>,
-    thread: Option<JoinHandle<()>>,
+    actor: Actor<Command>,
 }
 
 struct Running {
@@ -194,29 +192,26 @@ impl DecoderThread {
         on_iteration: IterationHook,
         cores: Option<CoreShare>,
     ) -> Result<Self, EngineError> {
-        let (tx, rx) = channel();
         let (ready_tx, ready_rx) = sync_channel(1);
         let chunk = if prefill_chunk == 0 { usize::MAX } else { prefill_chunk };
-        let thread = std::thread::Builder::new()
-            .name(name)
-            .spawn(move || match decoder.backend.stepper(shape) {
-                Ok(stepper) => {
-                    let _ = ready_tx.send(Ok(()));
-                    let turn = decoder.model.tokenizer.turn_start;
-                    let feeding = Feeding::new(turn, stepper.reuse(), chunk, cores.is_some());
-                    let cores = cores.map(|share| {
-                        let width = Width::new(shape, usize::from(share.host_cores()));
-                        (share, width)
-                    });
-                    run(stepper, &decoder.model.tokenizer, feeding, &rx, on_iteration, cores);
-                }
-                Err(e) => {
-                    let _ = ready_tx.send(Err(e));
-                }
-            })
-            .map_err(|e| EngineError::Load(e.to_string()))?;
+        let actor = Actor::spawn(name, move |mailbox| match decoder.backend.stepper(shape) {
+            Ok(stepper) => {
+                let _ = ready_tx.send(Ok(()));
+                let turn = decoder.model.tokenizer.turn_start;
+                let feeding = Feeding::new(turn, stepper.reuse(), chunk, cores.is_some());
+                let cores = cores.map(|share| {
+                    let width = Width::new(shape, usize::from(share.host_cores()));
+                    (share, width)
+                });
+                run(stepper, &decoder.model.tokenizer, feeding, &mailbox, on_iteration, cores);
+            }
+            Err(e) => {
+                let _ = ready_tx.send(Err(e));
+            }
+        })
+        .map_err(|e| EngineError::Load(e.to_string()))?;
         ready_rx.recv().map_err(|_| EngineError::Stopped)??;
-        Ok(Self { tx, thread: Some(thread) })
+        Ok(Self { actor })
     }
 
     /// Adds generations to the batch; they start at the next iteration.
@@ -236,16 +231,7 @@ impl DecoderThread {
     }
 
     fn send(&self, command: Command) -> Result<(), EngineError> {
-        self.tx.send(command).map_err(|_| EngineError::Stopped)
-    }
-}
-
-impl Drop for DecoderThread {
-    fn drop(&mut self) {
-        let _ = self.tx.send(Command::Shutdown);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        self.actor.send(command).map_err(|_| EngineError::Stopped)
     }
 }
 
@@ -312,14 +298,20 @@ impl Inbox {
             Command::Join(requests) => self.joined.extend(requests),
             Command::Resume => self.resumed = true,
             Command::Cancel(key) => self.cancelled.push(key),
-            Command::Shutdown => self.shutdown = true,
         }
     }
 
-    /// Everything sent so far, without waiting.
-    fn drain(&mut self, rx: &Receiver<Command>) {
-        while let Ok(command) = rx.try_recv() {
-            self.take(command);
+    /// Everything sent so far, without waiting; the stop, if it came.
+    fn drain(&mut self, mailbox: &Mailbox<Command>) {
+        loop {
+            match mailbox.try_recv() {
+                Mail::Message(command) => self.take(command),
+                Mail::Empty => return,
+                Mail::Closed => {
+                    self.shutdown = true;
+                    return;
+                }
+            }
         }
     }
 }
@@ -328,7 +320,7 @@ fn run(
     mut stepper: Box<dyn Stepper + '_>,
     tokenizer: &GgufTokenizer,
     feeding: Feeding,
-    rx: &Receiver<Command>,
+    mailbox: &Mailbox<Command>,
     mut on_iteration: IterationHook,
     mut cores: Option<(CoreShare, Width)>,
 ) {
@@ -344,12 +336,12 @@ fn run(
             && ((running.is_empty() && queued.is_empty() && inbox.joined.is_empty())
                 || (waiting && !inbox.resumed))
         {
-            match rx.recv() {
-                Ok(command) => inbox.take(command),
-                Err(_) => inbox.shutdown = true,
+            match mailbox.recv() {
+                Some(command) => inbox.take(command),
+                None => inbox.shutdown = true,
             }
         }
-        inbox.drain(rx);
+        inbox.drain(mailbox);
         if inbox.shutdown {
             break;
         }
@@ -379,7 +371,7 @@ fn run(
             (failed, produced) = (step.failed, step.sampled);
         }
         // Stops that arrived during the iteration end with it.
-        inbox.drain(rx);
+        inbox.drain(mailbox);
         left.extend(take_cancelled(stepper.as_mut(), &mut running, &mut queued, &mut inbox.cancelled));
         inbox.cancelled.clear();
         waiting = !running.is_empty() || !queued.is_empty();

@@ -6,6 +6,7 @@
 //! latency profile instead. Any of them runs on its own OS thread behind an [`EngineThread`],
 //! or in a `morph worker` process (the `morph-worker` crate's transport).
 
+pub mod actor;
 mod at_once;
 pub mod cores;
 pub mod emulated;

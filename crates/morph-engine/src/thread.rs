@@ -1,34 +1,34 @@
-//! An engine on its own OS thread, reached through a cloneable async [`EngineHandle`].
-//! Commands travel over a channel with a oneshot reply each; dropping the [`EngineThread`]
-//! finishes the queued batches and joins the thread.
-
-use std::sync::mpsc;
-use std::thread::JoinHandle;
+//! An engine on its own OS thread (an [`Actor`]), reached through a cloneable async
+//! [`EngineHandle`]. Each batch travels with a oneshot for its reply; dropping the
+//! [`EngineThread`] finishes the batches sent before and joins the thread.
 
 use morph_core::{RuntimeSpec, TokenPlan};
 use tokio::sync::oneshot;
 
+use crate::actor::{Actor, Postbox};
 use crate::cores::{CoreShare, Cores};
 use crate::{Engine, EngineError, Rows};
 
 type Reply = oneshot::Sender<Result<Vec<Vec<f32>>, EngineError>>;
 
-enum Command {
-    Run { rows: Rows, plan: TokenPlan, reply: Reply },
-    Stop,
+/// A batch to run and where its outputs go.
+struct Batch {
+    rows: Rows,
+    plan: TokenPlan,
+    reply: Reply,
 }
 
 /// Owns the engine thread.
 #[derive(Debug)]
 pub struct EngineThread {
-    handle: EngineHandle,
-    thread: Option<JoinHandle<()>>,
+    actor: Actor<Batch>,
+    runtime: RuntimeSpec,
 }
 
 /// Sends batches to a worker; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct EngineHandle {
-    tx: mpsc::Sender<Command>,
+    postbox: Postbox<Batch>,
     runtime: RuntimeSpec,
 }
 
@@ -45,10 +45,9 @@ impl EngineThread {
         mut engine: Box<dyn Engine>,
         cores: Option<(CoreShare, Cores)>,
     ) -> std::io::Result<Self> {
-        let (tx, rx) = mpsc::channel::<Command>();
-        let handle = EngineHandle { tx, runtime: engine.runtime() };
-        let thread = std::thread::Builder::new().name(name).spawn(move || {
-            while let Ok(Command::Run { rows, plan, reply }) = rx.recv() {
+        let runtime = engine.runtime();
+        let actor = Actor::spawn(name, move |mailbox| {
+            while let Some(Batch { rows, plan, reply }) = mailbox.recv() {
                 let held = cores.as_ref().map(|(share, threads)| share.hold(*threads));
                 let out = engine.run(rows.as_input(), plan).and_then(finite);
                 drop(held);
@@ -56,20 +55,11 @@ impl EngineThread {
                 let _ = reply.send(out);
             }
         })?;
-        Ok(Self { handle, thread: Some(thread) })
+        Ok(Self { actor, runtime })
     }
 
     pub fn handle(&self) -> EngineHandle {
-        self.handle.clone()
-    }
-}
-
-impl Drop for EngineThread {
-    fn drop(&mut self) {
-        let _ = self.handle.tx.send(Command::Stop);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        EngineHandle { postbox: self.actor.postbox(), runtime: self.runtime }
     }
 }
 
@@ -89,7 +79,7 @@ impl EngineHandle {
     /// Runs one batch on the worker thread under token plan `plan`.
     pub async fn run(&self, rows: Rows, plan: TokenPlan) -> Result<Vec<Vec<f32>>, EngineError> {
         let (reply, rx) = oneshot::channel();
-        self.tx.send(Command::Run { rows, plan, reply }).map_err(|_| EngineError::Stopped)?;
+        self.postbox.send(Batch { rows, plan, reply }).map_err(|_| EngineError::Stopped)?;
         rx.await.map_err(|_| EngineError::Stopped)?
     }
 }

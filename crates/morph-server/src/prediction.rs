@@ -7,8 +7,6 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, Sender, channel};
-use std::thread::JoinHandle;
 use std::time::Instant;
 
 use morph_core::{RuntimeSpec, UnitSpec};
@@ -16,6 +14,7 @@ use morph_encoder::predictor::model::PROMPT_TOKENS;
 use morph_encoder::predictor::{LengthCache, LengthPredictor};
 use morph_encoder::{Pooling, TextTokenizer};
 use morph_engine::EngineError;
+use morph_engine::actor::{Actor, Mailbox};
 use morph_fetch::ModelFiles;
 use tokio::sync::oneshot;
 
@@ -68,8 +67,7 @@ enum Message {
 /// Handle to the prediction thread; dropping it stops the thread.
 #[derive(Debug)]
 pub struct Predictions {
-    tx: Option<Sender<Message>>,
-    thread: Option<JoinHandle<()>>,
+    actor: Actor<Message>,
     metrics: Arc<Metrics>,
     /// What `/info` says of it.
     description: serde_json::Value,
@@ -89,12 +87,10 @@ impl Predictions {
             }
             None => serde_json::json!({"kind": "oracle", "known_lengths": cache.len()}),
         };
-        let (tx, rx) = channel();
         let thread_metrics = metrics.clone();
-        let thread = std::thread::Builder::new()
-            .name("predictor".into())
-            .spawn(move || run(model, cache, &rx, &thread_metrics))?;
-        Ok(Self { tx: Some(tx), thread: Some(thread), metrics, description })
+        let actor =
+            Actor::spawn("predictor".into(), move |mailbox| run(model, cache, &mailbox, &thread_metrics))?;
+        Ok(Self { actor, metrics, description })
     }
 
     pub fn describe(&self) -> serde_json::Value {
@@ -106,7 +102,7 @@ impl Predictions {
     pub async fn predict(&self, text: String) -> Option<u32> {
         let started = Instant::now();
         let (reply, rx) = oneshot::channel();
-        self.tx.as_ref()?.send(Message::Ask { text, reply }).ok()?;
+        self.actor.send(Message::Ask { text, reply }).ok()?;
         let predicted = rx.await.ok().flatten();
         self.metrics.prediction(started.elapsed().as_secs_f64());
         predicted
@@ -114,31 +110,20 @@ impl Predictions {
 
     /// Remembers the true output length of the prompt whose predictor input is `text`.
     pub fn learn(&self, text: String, length: u32) {
-        if let Some(tx) = &self.tx {
-            let _ = tx.send(Message::Truth { text, length });
-        }
-    }
-}
-
-impl Drop for Predictions {
-    fn drop(&mut self) {
-        drop(self.tx.take());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        let _ = self.actor.send(Message::Truth { text, length });
     }
 }
 
 fn run(
     mut model: Option<LengthPredictor>,
     mut cache: LengthCache,
-    rx: &Receiver<Message>,
+    mailbox: &Mailbox<Message>,
     metrics: &Metrics,
 ) {
-    while let Ok(first) = rx.recv() {
+    while let Some(first) = mailbox.recv() {
         let mut known = Vec::new();
         let mut unknown = Vec::new();
-        for message in std::iter::once(first).chain(rx.try_iter().take(MAX_BATCH - 1)) {
+        for message in std::iter::once(first).chain(mailbox.sent().take(MAX_BATCH - 1)) {
             match message {
                 Message::Truth { text, length } => cache.insert(&text, length),
                 Message::Ask { text, reply } => match cache.get(&text) {
