@@ -46,8 +46,9 @@ pub struct NewRequest {
     pub service: Option<ServiceClass>,
 }
 
+/// An instance up: its unit and what it runs now.
 #[derive(Debug)]
-struct Slot {
+struct InstanceState {
     unit: UnitSpec,
     work: Work,
 }
@@ -72,7 +73,7 @@ pub struct Ledger {
     on_violation: OnViolation,
     book: Book,
     /// Instances up, by id (ids are handed out in order; a retired one leaves `None`).
-    instances: Vec<Option<Slot>>,
+    instances: Vec<Option<InstanceState>>,
     launches: HashMap<Ticket, UnitSpec>,
     refused: u64,
     /// The policy's answer to the event being handled (kept to reuse its allocation).
@@ -117,11 +118,11 @@ impl Ledger {
 
     /// Whether `instance` is up and runs nothing now.
     pub fn is_idle(&self, instance: InstanceId) -> bool {
-        self.slot(instance).is_some_and(|slot| matches!(slot.work, Work::Idle))
+        self.state(instance).is_some_and(|state| matches!(state.work, Work::Idle))
     }
 
     pub fn unit(&self, instance: InstanceId) -> Option<&UnitSpec> {
-        self.slot(instance).map(|s| &s.unit)
+        self.state(instance).map(|s| &s.unit)
     }
 
     /// Device slots held: instances up plus launches pending.
@@ -194,11 +195,11 @@ impl Ledger {
 
     /// The encoder batch on `instance` ended (`failed`: with the engine's error).
     pub fn batch_done(&mut self, now: Time, instance: InstanceId, failed: bool, effects: &mut Vec<Effect>) {
-        let Some(slot) = self.slot_mut(instance) else { return };
-        let Work::Batch { requests, plan, .. } = std::mem::replace(&mut slot.work, Work::Idle) else {
+        let Some(state) = self.state_mut(instance) else { return };
+        let Work::Batch { requests, plan, .. } = std::mem::replace(&mut state.work, Work::Idle) else {
             return;
         };
-        let next = slot.unit.stage_index() + 1;
+        let next = state.unit.stage_index() + 1;
         let mut gone = Vec::new();
         for &r in &requests {
             let Some(entry) = self.book.get_mut(r) else { continue };
@@ -224,9 +225,9 @@ impl Ledger {
     /// this happens to it (retried once) and is answered failed the second time, and the policy
     /// hears all of it in one event, so it never names the instance again.
     pub fn instance_lost(&mut self, now: Time, instance: InstanceId, effects: &mut Vec<Effect>) {
-        let Some(slot) = self.slot_mut(instance) else { return };
-        let stage = slot.unit.stage_index();
-        let requests = match std::mem::replace(&mut slot.work, Work::Idle) {
+        let Some(state) = self.state_mut(instance) else { return };
+        let stage = state.unit.stage_index();
+        let requests = match std::mem::replace(&mut state.work, Work::Idle) {
             Work::Batch { requests, .. } | Work::Continuous { running: requests } => requests,
             Work::Idle => Vec::new(),
         };
@@ -266,9 +267,9 @@ impl Ledger {
             let outcome = self.finish(r, failed);
             effects.push(Effect::Answer { request: r, outcome });
         }
-        let Some(slot) = self.slot_mut(instance) else { return };
+        let Some(state) = self.state_mut(instance) else { return };
         // Some(whether sequences remain) for a continuous batch; None for an ended static one.
-        let continuous = match &mut slot.work {
+        let continuous = match &mut state.work {
             Work::Continuous { running } => {
                 running.retain(|r| !finished.contains(r));
                 Some(!running.is_empty())
@@ -286,17 +287,17 @@ impl Ledger {
         match continuous {
             Some(waiting) => {
                 self.tell(now, Event::SequencesDone { instance, requests: finished.to_vec() }, effects);
-                let Some(slot) = self.slot_mut(instance) else { return };
-                if matches!(&slot.work, Work::Continuous { running } if running.is_empty()) {
-                    slot.work = Work::Idle;
+                let Some(state) = self.state_mut(instance) else { return };
+                if matches!(&state.work, Work::Continuous { running } if running.is_empty()) {
+                    state.work = Work::Idle;
                     self.tell(now, Event::BatchDone { instance, requests: Vec::new(), failed }, effects);
                 } else if waiting {
                     effects.push(Effect::Resume { instance });
                 }
             }
             None => {
-                let Some(slot) = self.slot_mut(instance) else { return };
-                if let Work::Batch { requests, .. } = std::mem::replace(&mut slot.work, Work::Idle) {
+                let Some(state) = self.state_mut(instance) else { return };
+                if let Work::Batch { requests, .. } = std::mem::replace(&mut state.work, Work::Idle) {
                     self.tell(now, Event::BatchDone { instance, requests, failed }, effects);
                 }
             }
@@ -314,7 +315,7 @@ impl Ledger {
             }
             Place::Running(instance) if !entry.cancelled => {
                 entry.cancelled = true;
-                if self.slot(instance).is_some_and(|s| s.unit.kind == UnitKind::Decoder) {
+                if self.state(instance).is_some_and(|s| s.unit.kind == UnitKind::Decoder) {
                     effects.push(Effect::Cancel { instance, request });
                 }
             }
@@ -340,17 +341,17 @@ impl Ledger {
         effects: &mut Vec<Effect>,
     ) -> InstanceId {
         let id = InstanceId(self.instances.len() as u32);
-        self.instances.push(Some(Slot { unit, work: Work::Idle }));
+        self.instances.push(Some(InstanceState { unit, work: Work::Idle }));
         let instance = InstanceInfo { id, unit, host };
         self.tell(now, Event::InstanceUp { instance, launch }, effects);
         id
     }
 
-    fn slot(&self, id: InstanceId) -> Option<&Slot> {
+    fn state(&self, id: InstanceId) -> Option<&InstanceState> {
         self.instances.get(id.0 as usize)?.as_ref()
     }
 
-    fn slot_mut(&mut self, id: InstanceId) -> Option<&mut Slot> {
+    fn state_mut(&mut self, id: InstanceId) -> Option<&mut InstanceState> {
         self.instances.get_mut(id.0 as usize)?.as_mut()
     }
 
@@ -381,19 +382,19 @@ impl Ledger {
         match action {
             Action::Run { instance, requests, plan } => {
                 let instance = *instance;
-                let slot =
-                    self.slot(instance).ok_or(Violation::UnknownInstance { action: "Run", instance })?;
-                if !matches!(slot.work, Work::Idle) {
+                let state =
+                    self.state(instance).ok_or(Violation::UnknownInstance { action: "Run", instance })?;
+                if !matches!(state.work, Work::Idle) {
                     return Err(Violation::InstanceBusy { instance });
                 }
-                rules::check_plan(instance, &slot.unit, *plan)?;
-                rules::check_batch(&self.book, instance, &slot.unit, requests, 0, "Run")
+                rules::check_plan(instance, &state.unit, *plan)?;
+                rules::check_batch(&self.book, instance, &state.unit, requests, 0, "Run")
             }
             Action::Join { instance, requests } => {
                 let instance = *instance;
-                let slot =
-                    self.slot(instance).ok_or(Violation::UnknownInstance { action: "Join", instance })?;
-                let already = match (&slot.work, slot.unit.kind) {
+                let state =
+                    self.state(instance).ok_or(Violation::UnknownInstance { action: "Join", instance })?;
+                let already = match (&state.work, state.unit.kind) {
                     (_, UnitKind::Encoder) => {
                         Err(Violation::NotContinuous { instance, why: "is an encoder" })
                     }
@@ -403,7 +404,7 @@ impl Ledger {
                     (Work::Continuous { running }, _) => Ok(running.len()),
                     (Work::Idle, _) => Ok(0),
                 }?;
-                rules::check_batch(&self.book, instance, &slot.unit, requests, already, "Join")
+                rules::check_batch(&self.book, instance, &state.unit, requests, already, "Join")
             }
             Action::Drop { request, .. } => match self.place(*request) {
                 Some(Place::Waiting { .. }) => Ok(()),
@@ -415,9 +416,9 @@ impl Ledger {
             Action::Launch { .. } => Ok(()),
             Action::Retire { instance } => {
                 let instance = *instance;
-                let slot =
-                    self.slot(instance).ok_or(Violation::UnknownInstance { action: "Retire", instance })?;
-                match slot.work {
+                let state =
+                    self.state(instance).ok_or(Violation::UnknownInstance { action: "Retire", instance })?;
+                match state.work {
                     Work::Idle => Ok(()),
                     _ => Err(Violation::RetireBusy { instance }),
                 }
@@ -432,16 +433,16 @@ impl Ledger {
             Action::Run { instance, requests, plan } => {
                 self.place_running(&requests, instance);
                 effects.push(Effect::Run { instance, requests: requests.clone(), plan });
-                if let Some(slot) = self.slot_mut(instance) {
+                if let Some(state) = self.state_mut(instance) {
                     let left = requests.len();
-                    slot.work = Work::Batch { requests, plan, left };
+                    state.work = Work::Batch { requests, plan, left };
                 }
             }
             Action::Join { instance, requests } => {
                 self.place_running(&requests, instance);
                 effects.push(Effect::Join { instance, requests: requests.clone() });
-                if let Some(slot) = self.slot_mut(instance) {
-                    match &mut slot.work {
+                if let Some(state) = self.state_mut(instance) {
+                    match &mut state.work {
                         Work::Continuous { running } => running.extend_from_slice(&requests),
                         work => *work = Work::Continuous { running: requests },
                     }

@@ -76,7 +76,7 @@ impl Level {
 
 /// Where an instance is: its level, its outstanding requests, its place in that bucket.
 #[derive(Debug, Clone, Copy)]
-struct Slot {
+struct Position {
     level: usize,
     outstanding: u32,
     at: usize,
@@ -89,7 +89,7 @@ pub struct MultiLevelQueue {
     /// Ascending `max_len`.
     levels: Vec<Level>,
     /// By instance id.
-    slots: Vec<Option<Slot>>,
+    positions: Vec<Option<Position>>,
 }
 
 impl MultiLevelQueue {
@@ -108,9 +108,9 @@ impl MultiLevelQueue {
         let at = self.levels.partition_point(|l| l.max_len < max_len);
         if self.levels.get(at).is_none_or(|l| l.max_len != max_len) {
             self.levels.insert(at, Level::new(max_len, capacity));
-            for slot in self.slots.iter_mut().flatten() {
-                if slot.level >= at {
-                    slot.level += 1;
+            for position in self.positions.iter_mut().flatten() {
+                if position.level >= at {
+                    position.level += 1;
                 }
             }
         }
@@ -119,8 +119,8 @@ impl MultiLevelQueue {
 
     /// Stops dispatching to `id` (it is being retired or replaced); its level stays.
     pub fn remove_instance(&mut self, id: InstanceId) {
-        if let Some(slot) = self.slots.get_mut(id.0 as usize).and_then(Option::take) {
-            self.unplace(id, slot);
+        if let Some(position) = self.positions.get_mut(id.0 as usize).and_then(Option::take) {
+            self.unplace(id, position);
         }
     }
 
@@ -135,20 +135,20 @@ impl MultiLevelQueue {
         l.min = if l.len == 0 { n } else { l.min.min(n) };
         l.len += 1;
         let i = id.0 as usize;
-        if self.slots.len() <= i {
-            self.slots.resize(i + 1, None);
+        if self.positions.len() <= i {
+            self.positions.resize(i + 1, None);
         }
-        self.slots[i] = Some(Slot { level, outstanding, at: l.buckets[n].len() - 1 });
+        self.positions[i] = Some(Position { level, outstanding, at: l.buckets[n].len() - 1 });
     }
 
-    /// Takes `id` out of its bucket (its slot is already taken or about to be rewritten).
-    fn unplace(&mut self, id: InstanceId, slot: Slot) {
-        let l = &mut self.levels[slot.level];
-        let bucket = &mut l.buckets[slot.outstanding as usize];
-        debug_assert_eq!(bucket[slot.at], id);
-        bucket.swap_remove(slot.at);
-        if let Some(moved) = bucket.get(slot.at) {
-            self.slots[moved.0 as usize].as_mut().expect("a placed instance").at = slot.at;
+    /// Takes `id` out of its bucket (its position is already taken or about to be rewritten).
+    fn unplace(&mut self, id: InstanceId, position: Position) {
+        let l = &mut self.levels[position.level];
+        let bucket = &mut l.buckets[position.outstanding as usize];
+        debug_assert_eq!(bucket[position.at], id);
+        bucket.swap_remove(position.at);
+        if let Some(moved) = bucket.get(position.at) {
+            self.positions[moved.0 as usize].as_mut().expect("a placed instance").at = position.at;
         }
         l.len -= 1;
         while l.min < l.buckets.len() && l.buckets[l.min].is_empty() {
@@ -209,17 +209,17 @@ impl MultiLevelQueue {
     }
 
     pub fn outstanding(&self, id: InstanceId) -> Option<u32> {
-        self.slot(id).map(|s| s.outstanding)
+        self.position(id).map(|s| s.outstanding)
     }
 
-    fn slot(&self, id: InstanceId) -> Option<Slot> {
-        self.slots.get(id.0 as usize).copied().flatten()
+    fn position(&self, id: InstanceId) -> Option<Position> {
+        self.positions.get(id.0 as usize).copied().flatten()
     }
 
     fn adjust(&mut self, id: InstanceId, delta: i32) {
-        let Some(slot) = self.slot(id) else { return };
-        self.unplace(id, slot);
-        self.place(id, slot.level, slot.outstanding.saturating_add_signed(delta));
+        let Some(position) = self.position(id) else { return };
+        self.unplace(id, position);
+        self.place(id, position.level, position.outstanding.saturating_add_signed(delta));
     }
 }
 

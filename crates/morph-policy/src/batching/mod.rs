@@ -70,7 +70,7 @@ impl DynamicBatchingConfig {
 /// when it started at which padded shape. One record per instance, so that a batch's start and
 /// end each touch one place (at tens of thousands of instances, the cache decides the speed).
 #[derive(Debug)]
-struct Slot {
+struct InstanceState {
     unit: UnitSpec,
     runtime: RuntimeSpec,
     stage: usize,
@@ -85,7 +85,7 @@ pub struct DynamicBatching {
     /// One queue per pipeline stage (one for a whole model).
     queues: Vec<BucketQueue>,
     /// Instances up, by id (ids are dense: an array, not a map, at tens of thousands).
-    instances: Vec<Option<Slot>>,
+    instances: Vec<Option<InstanceState>>,
     /// Idle instances by id, taken lowest first so that the one chosen is deterministic.
     idle: FixedBitSet,
     /// The idle instances that took a batch in one walk (kept to reuse its allocation).
@@ -132,20 +132,20 @@ impl DynamicBatching {
             if self.queues.iter().all(BucketQueue::is_empty) {
                 break;
             }
-            let Some(slot) = &mut self.instances[k] else { continue };
-            let queue = &mut self.queues[slot.stage];
+            let Some(state) = &mut self.instances[k] else { continue };
+            let queue = &mut self.queues[state.stage];
             if queue.is_empty() {
                 continue;
             }
-            queue.take_batch(slot.runtime, self.config.max_batch_tokens, &mut slot.running);
-            let batch = &slot.running;
+            queue.take_batch(state.runtime, self.config.max_batch_tokens, &mut state.running);
+            let batch = &state.running;
             if batch.is_empty() {
                 continue;
             }
             self.taken.push(k);
             let longest = batch.iter().map(|r| r.input_len).max().unwrap_or(1);
-            slot.started = Some((now, slot.runtime.padded_shape(longest, batch.len() as u32)));
-            let then = if slot.last { Then::Finish } else { Then::NextStage };
+            state.started = Some((now, state.runtime.padded_shape(longest, batch.len() as u32)));
+            let then = if state.last { Then::Finish } else { Then::NextStage };
             actions.push(Action::Run {
                 instance: InstanceId(k as u32),
                 requests: batch.iter().map(|r| r.id).collect(),
@@ -183,7 +183,7 @@ impl DynamicBatching {
         }
         let runtime = unit.runtime;
         self.instances[at(id)] =
-            Some(Slot { unit, runtime, stage, last, running: Vec::new(), started: None });
+            Some(InstanceState { unit, runtime, stage, last, running: Vec::new(), started: None });
         self.idle.grow_and_insert(at(id));
         if stage == 0 {
             self.longest_runtime = self.longest_runtime.max(unit.runtime.max_len);
@@ -191,16 +191,16 @@ impl DynamicBatching {
     }
 
     fn batch_done(&mut self, now: Time, instance: InstanceId, failed: bool) {
-        let Some(slot) = self.instances.get_mut(at(instance)).and_then(Option::as_mut) else { return };
+        let Some(state) = self.instances.get_mut(at(instance)).and_then(Option::as_mut) else { return };
         self.idle.insert(at(instance));
-        let started = slot.started.take();
+        let started = state.started.take();
         // The batch's list keeps its allocation for the instance's next batch.
-        if !slot.last && !failed {
-            for request in slot.running.drain(..) {
-                self.queues[slot.stage + 1].push_back(request);
+        if !state.last && !failed {
+            for request in state.running.drain(..) {
+                self.queues[state.stage + 1].push_back(request);
             }
         }
-        slot.running.clear();
+        state.running.clear();
         // Only a whole model's batches that ran to the end time what the profile priced.
         let whole_model = self.queues.len() == 1;
         if let (Some(refiner), Some((at_start, shape))) = (&mut self.refiner, started)
@@ -219,12 +219,12 @@ impl DynamicBatching {
     /// The layout is fixed: a lost instance is replaced by a launch of the same unit. The
     /// requests of its batch that are `retried` go back to the front of their stage's queue.
     fn lost(&mut self, instance: InstanceId, retried: &[RequestId], actions: &mut Vec<Action>) {
-        let Some(slot) = self.instances.get_mut(at(instance)).and_then(Option::take) else { return };
+        let Some(state) = self.instances.get_mut(at(instance)).and_then(Option::take) else { return };
         self.idle.set(at(instance), false);
-        for request in slot.running.into_iter().rev().filter(|r| retried.contains(&r.id)) {
-            self.queues[slot.stage].push_front(request);
+        for request in state.running.into_iter().rev().filter(|r| retried.contains(&r.id)) {
+            self.queues[state.stage].push_front(request);
         }
-        self.replacer.replace(slot.unit, actions);
+        self.replacer.replace(state.unit, actions);
     }
 
     /// Every queue split by `buckets` from now on, its waiting requests in their order.

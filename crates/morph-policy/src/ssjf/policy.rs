@@ -2,7 +2,7 @@
 //! first, with aging) feeding every instance in one of three batching modes — no batching (one
 //! request at a time), dynamic batching (a batch of up to `max_batch` once that many wait or
 //! the oldest has waited `wait_ms`; it ends with its longest), continuous batching (iteration
-//! level: a freed slot goes to the next request in queue order at once).
+//! level: a freed place goes to the next request in queue order at once).
 
 use morph_core::time::ms_to_nanos;
 use morph_core::{
@@ -96,7 +96,7 @@ impl SsjfConfig {
 }
 
 #[derive(Debug, Clone)]
-struct Slot {
+struct InstanceState {
     id: InstanceId,
     /// Most sequences its runtime takes at once (bounds every batching mode's `max_batch`).
     rows: usize,
@@ -112,7 +112,7 @@ pub struct SsjfPolicy {
     name: String,
     config: SsjfConfig,
     queue: JobQueue,
-    slots: Vec<Slot>,
+    instances: Vec<InstanceState>,
     /// The longest prompt any instance takes.
     max_len: u32,
 }
@@ -133,13 +133,13 @@ impl SsjfPolicy {
             name,
             queue: JobQueue::new(config.order, config.aging, config.prefill_weight),
             config,
-            slots: Vec::new(),
+            instances: Vec::new(),
             max_len: 0,
         }
     }
 
-    fn slot(&mut self, id: InstanceId) -> Option<&mut Slot> {
-        self.slots.iter_mut().find(|s| s.id == id)
+    fn instance(&mut self, id: InstanceId) -> Option<&mut InstanceState> {
+        self.instances.iter_mut().find(|s| s.id == id)
     }
 
     fn take(&mut self, now: Time, n: usize) -> Vec<RequestId> {
@@ -164,30 +164,30 @@ impl SsjfPolicy {
 
     /// Hands queued requests to instances with room, in queue order.
     fn schedule(&mut self, now: Time, actions: &mut Vec<Action>) {
-        for i in 0..self.slots.len() {
+        for i in 0..self.instances.len() {
             if self.queue.is_empty() {
                 return;
             }
-            let (id, rows) = (self.slots[i].id, self.slots[i].rows);
+            let (id, rows) = (self.instances[i].id, self.instances[i].rows);
             let plan = BatchPlan::FINISH;
             match self.config.batching {
-                Batching::None if !self.slots[i].busy => {
-                    self.slots[i].busy = true;
+                Batching::None if !self.instances[i].busy => {
+                    self.instances[i].busy = true;
                     actions.push(Action::Run { instance: id, requests: self.take(now, 1), plan });
                 }
-                Batching::Dynamic { max_batch, wait_ms } if !self.slots[i].busy => {
+                Batching::Dynamic { max_batch, wait_ms } if !self.instances[i].busy => {
                     let max_batch = max_batch.min(rows);
                     let waited = self.queue.oldest_arrival().is_some_and(|t| now - t >= ms_to_nanos(wait_ms));
                     if self.queue.len() >= max_batch || waited {
-                        self.slots[i].busy = true;
+                        self.instances[i].busy = true;
                         actions.push(Action::Run { instance: id, requests: self.take(now, max_batch), plan });
                     }
                 }
                 Batching::Continuous { max_batch } => {
-                    let free = max_batch.min(rows).saturating_sub(self.slots[i].running);
+                    let free = max_batch.min(rows).saturating_sub(self.instances[i].running);
                     if free > 0 {
                         let requests = self.take(now, free);
-                        self.slots[i].running += requests.len();
+                        self.instances[i].running += requests.len();
                         actions.push(Action::Join { instance: id, requests });
                     }
                 }
@@ -207,7 +207,7 @@ impl Policy for SsjfPolicy {
             Event::InstanceUp { instance, .. } => {
                 let rows = instance.unit.runtime.max_batch as usize;
                 self.max_len = self.max_len.max(instance.unit.runtime.max_len);
-                self.slots.push(Slot { id: instance.id, rows, busy: false, running: 0 });
+                self.instances.push(InstanceState { id: instance.id, rows, busy: false, running: 0 });
             }
             // Decoders run as threads of the server's own process: never lost.
             Event::LaunchFailed { .. } | Event::InstanceLost { .. } => {}
@@ -216,14 +216,14 @@ impl Policy for SsjfPolicy {
                 self.queue.remove(request);
             }
             Event::BatchDone { instance, .. } => {
-                if let Some(slot) = self.slot(instance) {
-                    slot.busy = false;
-                    slot.running = 0;
+                if let Some(state) = self.instance(instance) {
+                    state.busy = false;
+                    state.running = 0;
                 }
             }
             Event::SequencesDone { instance, requests } => {
-                if let Some(slot) = self.slot(instance) {
-                    slot.running = slot.running.saturating_sub(requests.len());
+                if let Some(state) = self.instance(instance) {
+                    state.running = state.running.saturating_sub(requests.len());
                 }
             }
             Event::Tick | Event::SlotsChanged { .. } => {}
