@@ -124,7 +124,7 @@ impl Iterations {
         live: &IdWindow<Live>,
         chunk: u32,
     ) -> Nanos {
-        let request = |id: RequestId| live.get(id.0).map(|l| l.request).expect("a running request is live");
+        let request = |id: RequestId| *live_request(live, id);
         let fresh = self.joining.drain(..).map(|id| {
             let r = request(id);
             Sequence { id, unfed: r.input_len, left: r.output_len.max(1) }
@@ -211,6 +211,11 @@ struct Live {
     ran: Option<(TokenPlan, Time)>,
 }
 
+/// The request `id`, which is running or in a batch, so not answered yet.
+fn live_request(live: &IdWindow<Live>, id: RequestId) -> &SimRequest {
+    &live.get(id.0).expect("a running request is live").request
+}
+
 /// The simulated world the ledger's effects are carried out in.
 pub(crate) struct World<'a> {
     cost: &'a dyn CostModel,
@@ -282,7 +287,7 @@ impl World<'_> {
             self.events.push(end, SimEvent::StepDone(c.instance));
             return;
         };
-        let request = |r: &RequestId| &self.live.get(r.0).expect("a batch's requests are live").request;
+        let request = |r: &RequestId| live_request(&self.live, *r);
         if batch.first().is_some_and(|r| request(r).service.is_some()) {
             let running: Vec<&SimRequest> = batch.iter().map(request).collect();
             self.rec.served(plan.tokens, end, &running);
@@ -310,13 +315,11 @@ impl World<'_> {
                         continue;
                     }
                     let live = &self.live;
-                    let request =
-                        |r: &RequestId| &live.get(r.0).expect("a batch's requests are live").request;
                     self.jobs.clear();
                     self.jobs.extend(
                         batch
                             .iter()
-                            .map(request)
+                            .map(|r| live_request(live, *r))
                             .map(|r| Job { input_len: r.input_len, output_len: r.output_len }),
                     );
                     let took = cost.batch_time(&inst.unit, plan.tokens, &self.jobs);
