@@ -351,6 +351,11 @@ impl Ledger {
         self.instances.get(id.0 as usize)?.as_ref()
     }
 
+    /// `instance`'s state, or the violation of an `action` naming an instance that is not up.
+    fn known(&self, instance: InstanceId, action: &'static str) -> Result<&InstanceState, Violation> {
+        self.state(instance).ok_or(Violation::UnknownInstance { action, instance })
+    }
+
     fn state_mut(&mut self, id: InstanceId) -> Option<&mut InstanceState> {
         self.instances.get_mut(id.0 as usize)?.as_mut()
     }
@@ -382,8 +387,7 @@ impl Ledger {
         match action {
             Action::Run { instance, requests, plan } => {
                 let instance = *instance;
-                let state =
-                    self.state(instance).ok_or(Violation::UnknownInstance { action: "Run", instance })?;
+                let state = self.known(instance, "Run")?;
                 if !matches!(state.work, Work::Idle) {
                     return Err(Violation::InstanceBusy { instance });
                 }
@@ -392,8 +396,7 @@ impl Ledger {
             }
             Action::Join { instance, requests } => {
                 let instance = *instance;
-                let state =
-                    self.state(instance).ok_or(Violation::UnknownInstance { action: "Join", instance })?;
+                let state = self.known(instance, "Join")?;
                 let already = match (&state.work, state.unit.kind) {
                     (_, UnitKind::Encoder) => {
                         Err(Violation::NotContinuous { instance, why: "is an encoder" })
@@ -416,8 +419,7 @@ impl Ledger {
             Action::Launch { .. } => Ok(()),
             Action::Retire { instance } => {
                 let instance = *instance;
-                let state =
-                    self.state(instance).ok_or(Violation::UnknownInstance { action: "Retire", instance })?;
+                let state = self.known(instance, "Retire")?;
                 match state.work {
                     Work::Idle => Ok(()),
                     _ => Err(Violation::RetireBusy { instance }),
