@@ -26,6 +26,11 @@ Setups (--setups, comma separated):
                    binaries and TEI's model folders from $MORPH_PEERS (experiments/peers.md;
                    int8 exports, Morph's precision, made by experiments/tei_model.py)
   peers-pinned     the same three pinned to each split of --splits, the best per load reported
+  SETUP+deadlines  a Morph setup whose reranker and generator give up on calls that can no
+                   longer be answered within their SLO (`deadline_ms` = the rerank's and the
+                   generation's SLO; 504 at once, counted lost), e.g. morph-one+deadlines,
+                   morph-pinned+deadlines (the embedder keeps none: its indexing calls have
+                   another SLO than its queries)
 
 A call meets its SLO when it answers 200 within: embed --slo-embed-ms, rerank --slo-rerank-ms,
 generation --slo-generate-ms (the whole answer); an indexing call within --slo-index-ms.
@@ -238,13 +243,14 @@ def morph_argv(args, task, port, names, extra=()):
     return base + list(extra)
 
 
-def start_three(args, split, logs):
+def start_three(args, split, logs, deadlines):
     """Three single-model Morph servers, each pinned to its split's cores (None: unpinned)."""
     ports = [free_port() for _ in range(3)]
     cores = split or (None, None, None)
+    rerank, generate = deadline_ms(args, deadlines)
     argvs = [morph_argv(args, "embed", ports[0], "minilm"),
-             morph_argv(args, "rerank", ports[1], "reranker"),
-             morph_argv(args, "generate", ports[2], "smollm2")]
+             morph_argv(args, "rerank", ports[1], "reranker", ["--deadline-ms", str(rerank)] if rerank else ()),
+             morph_argv(args, "generate", ports[2], "smollm2", ["--deadline-ms", str(generate)] if generate else ())]
     servers = [Server(taskset(c, a), p, logs) for c, a, p in zip(cores, argvs, ports)]
     return servers, ports
 
@@ -272,8 +278,14 @@ def start_peers(args, split, logs):
     return servers, ports
 
 
-def start_one(args, logs):
+def deadline_ms(args, deadlines):
+    """The reranker's and the generator's deadline_ms: their calls' SLOs, or none."""
+    return (args.slo_rerank_ms, args.slo_generate_ms) if deadlines else (None, None)
+
+
+def start_one(args, logs, deadlines):
     port = free_port()
+    rerank, generate = (f"deadline_ms = {ms}" if ms else "" for ms in deadline_ms(args, deadlines))
     config = os.path.join(tempfile.mkdtemp(), "app.toml")
     with open(config, "w") as f:
         f.write(f"""cores = {CORES}
@@ -285,11 +297,13 @@ model = "{args.reranker}"
 served_model_name = ["reranker"]
 slo_ms = {args.core_slo_ms or args.slo_rerank_ms}
 max_queue = {args.rerank_queue}
+{rerank}
 {args.reranker_keys}
 [[models]]
 task = "generate"
 served_model_name = ["smollm2"]
 slo_ms = {args.core_slo_ms or args.slo_token_ms}
+{generate}
 {args.decoder_keys}
 """)
     server = Server([args.morph, "serve", "--config", config, "--port", str(port)], port, logs)
@@ -297,12 +311,15 @@ slo_ms = {args.core_slo_ms or args.slo_token_ms}
 
 
 def run_setup(args, setup, split, load, corpus_seed, logs):
-    if setup == "morph-one":
-        servers, ports = start_one(args, logs)
-    elif setup.startswith("peers"):
+    base, _, variant = setup.partition("+")
+    if variant not in ("", "deadlines") or (variant and base.startswith("peers")):
+        sys.exit(f"unknown setup {setup}")
+    if base == "morph-one":
+        servers, ports = start_one(args, logs, variant == "deadlines")
+    elif base.startswith("peers"):
         servers, ports = start_peers(args, split, logs)
     else:
-        servers, ports = start_three(args, split, logs)
+        servers, ports = start_three(args, split, logs, variant == "deadlines")
     slo = {"embed": args.slo_embed_ms, "rerank": args.slo_rerank_ms,
            "generate": args.slo_generate_ms, "index": args.slo_index_ms}
     run = Run(ports, slo)
@@ -357,7 +374,7 @@ def main():
     for load in args.loads.split(","):
         results[load] = {}
         for setup in args.setups.split(","):
-            splits = args.splits.split(",") if setup.endswith("pinned") else [None]
+            splits = args.splits.split(",") if setup.split("+")[0].endswith("pinned") else [None]
             for split in splits:
                 name = f"{setup}:{split}" if split else setup
                 results[load][name] = run_setup(args, setup, SPLITS.get(split), load, args.seed, logs)
@@ -373,7 +390,7 @@ def table(load, runs):
         setup = name.split(":")[0]
         if setup not in best or r["goodput"] > runs[best[setup]]["goodput"]:
             best[setup] = name
-    baselines = [runs[n]["goodput"] for s, n in best.items() if s != "morph-one"]
+    baselines = [runs[n]["goodput"] for s, n in best.items() if not s.startswith("morph-one")]
     top = max(baselines) if baselines else float("nan")
     print(f"\n{load}: goodput (requests/s with every call in SLO), each call's p50/p99 ms, lost calls")
     print(f"| setup | goodput | / best baseline | embed p50/p99 | rerank p50/p99 | generate p50/p99 | lost | calls past their SLO |")

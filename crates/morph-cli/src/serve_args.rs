@@ -138,6 +138,13 @@ pub(crate) struct ServeArgs {
     /// and the pipeline policies (split over the stages in proportion to their times).
     #[arg(long)]
     slo_ms: Option<f64>,
+    /// Give up on calls that can no longer be answered within this many ms of their arrival:
+    /// one still queued when a batch starting now (the model's recent batches' time) would end
+    /// past it is answered 504 at once, and its place goes to calls that can still be in time;
+    /// a generation not yet started by then likewise. A call that started always finishes.
+    /// Default: none (every call is served however late). See docs/operations.md.
+    #[arg(long, value_parser = positive_ms)]
+    deadline_ms: Option<f64>,
     /// Pipeline policies (quart, infless-like, inferline-like, cocktail-like,
     /// uniform-pipeline; with --stages N and one --runtime; --instances is the slots they may
     /// fill): every stage is timed at start-up on one request of this many tokens, on 1 and 2
@@ -262,6 +269,7 @@ impl ServeArgs {
             policy: self.policy,
             policy_params,
             slo_ms: self.slo_ms,
+            deadline_ms: self.deadline_ms,
             stage_profile_len: self.stage_profile_len,
             predictor: self.predictor.choice(),
             workers: self.workers.config()?,
@@ -289,6 +297,14 @@ fn positive_seconds(text: &str) -> Result<Duration, String> {
     match text.parse::<f64>() {
         Ok(s) if s.is_finite() && s > 0.0 => Ok(Duration::from_secs_f64(s)),
         _ => Err(format!("must be a positive number of seconds, got {text}")),
+    }
+}
+
+/// A positive number of milliseconds.
+fn positive_ms(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(ms) if ms.is_finite() && ms > 0.0 => Ok(ms),
+        _ => Err(format!("must be a positive number of milliseconds, got {text}")),
     }
 }
 

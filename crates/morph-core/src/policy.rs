@@ -75,7 +75,7 @@ pub enum DropReason {
     QueueFull { capacity: usize },
     #[error("no instance accepts {len} tokens (longest runtime: {max_len})")]
     NoRuntimeFits { len: u32, max_len: u32 },
-    #[error("its deadline ({}) ms after arrival can no longer be met", *.within as f64 / 1e6)]
+    #[error("its deadline ({} ms after arrival) can no longer be met", *.within as f64 / 1e6)]
     DeadlineUnreachable { within: Nanos },
 }
 

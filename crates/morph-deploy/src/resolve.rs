@@ -102,6 +102,7 @@ impl ServeSpec {
                     None => None,
                 },
                 slo: self.slo_ms.map(ms_to_nanos),
+                deadline: self.deadline_ms.map(ms_to_nanos),
                 plans,
                 accuracy,
                 ..Default::default()

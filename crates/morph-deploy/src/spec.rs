@@ -51,6 +51,8 @@ pub struct ServeSpec {
     /// The policy's parameters (a JSON object); the limits below fill what they leave out.
     pub policy_params: serde_json::Value,
     pub slo_ms: Option<f64>,
+    /// Calls that can no longer be answered this long after arrival are given up (504).
+    pub deadline_ms: Option<f64>,
     pub stage_profile_len: u32,
     pub predictor: PredictorChoice,
     /// `None`: instances are threads of the server.

@@ -14,6 +14,7 @@
 pub mod arlo;
 pub mod batching;
 pub mod cores;
+pub mod give_up;
 pub mod otas;
 pub mod pipeline;
 pub mod quart;

@@ -43,6 +43,49 @@ async fn overload_is_429_with_a_reason_and_loses_nothing_admitted() {
     server.stop().await;
 }
 
+/// With a deadline, calls that can no longer start in time are answered 504 at once (counted by
+/// the policy), the others are served, and every call gets one of the two.
+#[tokio::test]
+async fn calls_that_can_no_longer_be_in_time_are_given_up_with_504_and_the_rest_served() {
+    // One instance, one row per batch, a second per batch, a 100 ms deadline.
+    let mut deployment = emulated(1000.0, RuntimeSpec::dynamic(64, 1), 16);
+    deployment.policy_context.deadline = Some(100_000_000);
+    let server = start(deployment).await;
+    let calls: Vec<_> = (0..6)
+        .map(|i| {
+            let url = server.url.clone();
+            tokio::spawn(
+                async move { post(&url, "/embed", &format!(r#"{{"inputs": "request {i}"}}"#)).await },
+            )
+        })
+        .collect();
+    let (mut ok, mut given_up) = (0, 0);
+    for call in calls {
+        let (status, body) = call.await.unwrap();
+        match status {
+            200 => ok += 1,
+            504 => {
+                given_up += 1;
+                let msg = body["error"]["message"].as_str().unwrap_or_default();
+                assert!(msg.contains("its deadline (100 ms after arrival) can no longer be met"), "{body}");
+                assert_eq!(body["error"]["type"], "deadline", "{body}");
+            }
+            other => panic!("unexpected status {other}: {body}"),
+        }
+    }
+    // The first call starts at once and finishes; calls arriving while a batch runs wait a
+    // second at least, past their 100 ms.
+    assert!(ok >= 1 && given_up >= 1, "{ok} served, {given_up} given up");
+    let metrics = client().get(format!("{}/metrics", server.url)).send().await.unwrap().text().await.unwrap();
+    let counted = metrics
+        .lines()
+        .find(|l| l.starts_with("morph_policy_given_up_late_total"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<f64>().ok());
+    assert_eq!(counted, Some(given_up as f64), "{metrics}");
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn shutdown_drains_in_flight_requests() {
     let mut server = start(emulated(400.0, RuntimeSpec::dynamic(64, 4), 16)).await;

@@ -272,7 +272,7 @@ fn only_waiting_requests_are_dropped() {
         effects,
         vec![Effect::Answer { request: RequestId(1), outcome: Outcome::Dropped(reason.clone()) }]
     );
-    assert_eq!(reason.to_string(), "its deadline (600) ms after arrival can no longer be met");
+    assert_eq!(reason.to_string(), "its deadline (600 ms after arrival) can no longer be met");
 }
 
 #[test]

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use morph_core::{HostSlots, LatencyProfile, Nanos, Policy, StageTimes, TokenPlan};
 
 use crate::batching::RefitSink;
+use crate::give_up::GiveUpLate;
 
 /// What a policy schedules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -207,8 +208,14 @@ impl PolicyKind {
 
     /// The policy from `params` (a JSON object of its config fields; missing fields take the
     /// preset's values, unknown ones are an error), with what it takes from `ctx`.
+    /// With a deadline in `ctx`, the policy gives up on requests that can no longer start in
+    /// time ([`GiveUpLate`]).
     pub fn build(&self, params: &serde_json::Value, ctx: &Context) -> Result<Box<dyn Policy>, PolicyError> {
-        (self.build)(self.name, params, ctx)
+        let policy = (self.build)(self.name, params, ctx)?;
+        Ok(match ctx.deadline {
+            Some(within) => Box::new(GiveUpLate::new(policy, within)),
+            None => policy,
+        })
     }
 
     /// Whether its instances may be `morph worker` processes (batches of a whole model or of a
@@ -268,4 +275,7 @@ pub struct Context {
     /// Where a profile refitted to the batches served is kept (dynamic batching's
     /// `refine_every`); `None`: the policy alone takes it.
     pub refits: Option<RefitSink>,
+    /// How long after its arrival a request must be answered (`--deadline-ms`): one that can
+    /// no longer start in time is given up; `None`: every request is served however late.
+    pub deadline: Option<Nanos>,
 }

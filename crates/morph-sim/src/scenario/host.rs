@@ -15,6 +15,7 @@
 //! name = "embedder"
 //! scenario = "rag_embedder_cpu.toml"  # relative to this file; its one policy serves it
 //! core_slo_ms = 100                 # optional: the SLO the controller reads (default slo_ms)
+//! deadline_ms = 1500                # optional: give up on requests that cannot start in time
 //! ```
 
 use std::collections::BTreeSet;
@@ -22,6 +23,7 @@ use std::path::{Path, PathBuf};
 
 use morph_core::Cores;
 use morph_core::time::ms_to_nanos;
+use morph_policy::registry::Context;
 use serde::{Deserialize, Serialize};
 
 use super::spec::{Scenario, ScenarioError};
@@ -37,6 +39,9 @@ pub struct HostModelSpec {
     /// The SLO the core controller reads, as the live deployment's `slo_ms` (a decoder's is
     /// an output token's); default: the model scenario's `slo_ms`.
     pub core_slo_ms: Option<f64>,
+    /// As the live deployment's `deadline_ms`: requests that can no longer start in time are
+    /// given up (`morph_policy::give_up`); default: none.
+    pub deadline_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -153,11 +158,13 @@ impl HostScenario {
             }
         }
         for model in &self.models {
-            if model.core_slo_ms.is_some_and(|ms| !(ms.is_finite() && ms > 0.0)) {
-                return Err(invalid(format!(
-                    "models '{}': core_slo_ms: must be a positive number",
-                    model.name
-                )));
+            for (key, ms) in [("core_slo_ms", model.core_slo_ms), ("deadline_ms", model.deadline_ms)] {
+                if ms.is_some_and(|ms| !(ms.is_finite() && ms > 0.0)) {
+                    return Err(invalid(format!(
+                        "models '{}': {key}: must be a positive number",
+                        model.name
+                    )));
+                }
             }
         }
         for split in self.splits.iter().flatten() {
@@ -217,7 +224,8 @@ fn hosted<'a>(
 ) -> Result<HostedModel<'a>, ScenarioError> {
     let (name, spec) = (&model.name, &scenario.policies[0]);
     let params = serde_json::Value::Object(spec.params.clone());
-    let policy = morph_policy::registry::build(&spec.name, &params, &setup.context)?;
+    let context = Context { deadline: model.deadline_ms.map(ms_to_nanos), ..setup.context.clone() };
+    let policy = morph_policy::registry::build(&spec.name, &params, &context)?;
     let (cluster, slots) = scenario.units(None)?;
     let cluster = policy.layout(slots).unwrap_or(cluster);
     if cluster.is_empty() {

@@ -302,7 +302,16 @@ impl Scenario {
         let accuracy = table.as_ref().map(|t| t.profiling.clone()).unwrap_or_default();
         options.correctness = table;
         let hosts = Some(options.hosts.clone());
-        let context = Context { profile, slo: options.slo, pipeline, hosts, plans, accuracy, refits: None };
+        let context = Context {
+            profile,
+            slo: options.slo,
+            pipeline,
+            hosts,
+            plans,
+            accuracy,
+            refits: None,
+            deadline: None,
+        };
         Ok(Setup { cost, context, options })
     }
 
