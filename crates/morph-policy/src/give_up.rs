@@ -61,14 +61,9 @@ impl GiveUpLate {
         }
     }
 
-    /// What the driver's event tells about queued requests and batch times, before the policy
-    /// inside sees it.
+    /// What the driver's event tells about batch times and requests that left the queue.
     fn observe(&mut self, now: Time, event: &Event) {
         match event {
-            Event::Arrival(info) => {
-                self.deadlines.push(Reverse((info.arrival + self.within, info.id)));
-                self.queued.insert(info.id);
-            }
             Event::Cancelled { request } => {
                 self.queued.remove(request);
             }
@@ -104,7 +99,7 @@ impl GiveUpLate {
     fn give_up(&mut self, now: Time, actions: &mut Vec<Action>) {
         let reach = now + self.batch_time.unwrap_or(0.0) as Nanos;
         while let Some(&Reverse((deadline, request))) = self.deadlines.peek() {
-            if deadline > reach {
+            if deadline >= reach {
                 break;
             }
             self.deadlines.pop();
@@ -139,8 +134,16 @@ impl Policy for GiveUpLate {
         self.inner.name()
     }
 
+    /// The requests already queued that can no longer be in time are given up before the
+    /// policy inside hears of the event (so that an instance freed by it takes none of them),
+    /// a new arrival after it (the policy must know a request before it forgets it).
     fn on_event(&mut self, now: Time, event: Event, actions: &mut Vec<Action>) {
         self.observe(now, &event);
+        self.give_up(now, actions);
+        if let Event::Arrival(info) = &event {
+            self.deadlines.push(Reverse((info.arrival + self.within, info.id)));
+            self.queued.insert(info.id);
+        }
         if event != Event::Tick || self.inner_ticks(now) {
             let from = actions.len();
             self.inner.on_event(now, event, actions);
@@ -224,17 +227,28 @@ mod tests {
     }
 
     #[test]
-    fn a_request_that_waited_past_its_deadline_is_given_up_and_the_next_runs_in_its_place() {
+    fn a_request_that_waited_past_its_deadline_is_given_up_and_a_later_one_is_served() {
         let mut p = one_at_a_time();
         assert_eq!(arrive(&mut p, 0, 0), vec![run(0)]);
-        assert!(arrive(&mut p, 1, 10).is_empty() && arrive(&mut p, 2, 60).is_empty());
-        assert_eq!(p.queue_len(), 2);
-        // At 110 ms request 1 is past its deadline, request 2 (which came at 60 ms) is not.
-        assert_eq!(event(&mut p, 110, Event::Tick), vec![dropped(1)]);
+        assert!(arrive(&mut p, 1, 10).is_empty());
         assert_eq!(p.queue_len(), 1);
-        // The running request 0 is never given up; its batch ends and request 2 runs.
-        assert_eq!(done(&mut p, 120, &[0]), vec![run(2)]);
+        // Past 110 ms request 1 is past its deadline; the running request 0 is never given up.
+        assert!(event(&mut p, 110, Event::Tick).is_empty());
+        assert_eq!(event(&mut p, 111, Event::Tick), vec![dropped(1)]);
+        assert_eq!(p.queue_len(), 0);
+        assert!(done(&mut p, 120, &[0]).is_empty(), "nothing is left to run");
+        assert_eq!(arrive(&mut p, 2, 130), vec![run(2)]);
         assert_eq!(p.gauges().last().map(|g| g.value), Some(1.0));
+    }
+
+    #[test]
+    fn an_instance_freed_takes_none_of_the_requests_it_could_not_answer_in_time() {
+        let mut p = one_at_a_time();
+        assert_eq!(arrive(&mut p, 0, 0), vec![run(0)]);
+        assert!(arrive(&mut p, 1, 30).is_empty() && arrive(&mut p, 2, 60).is_empty());
+        // The batch took 80 ms: request 1, due at 130 ms, would end at 160; request 2, due at
+        // 160, could end in time and runs.
+        assert_eq!(done(&mut p, 80, &[0]), vec![dropped(1), run(2)]);
     }
 
     #[test]

@@ -3,18 +3,20 @@
 //! the simulator's shared host, grants the core in the same order, so each model's requests
 //! finish in the same order with the same outcome. Model a has two instances and a relaxed SLO,
 //! model b one instance and a tight one: b's batch, asked for after a's second, goes first.
+//! With a deadline, both give up on the same requests.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use morph_backend::Backend;
 use morph_core::fixtures::flat_profile;
-use morph_core::{LatencyProfile, Policy, RuntimeSpec, Time, UnitSpec};
+use morph_core::{DropReason, LatencyProfile, Policy, RuntimeSpec, Time, UnitSpec};
 use morph_engine::CoreBudget;
 use morph_policy::cores::CoreController;
+use morph_policy::give_up::GiveUpLate;
 use morph_policy::{DynamicBatching, DynamicBatchingConfig};
 use morph_server::Launcher;
-use morph_server::driver::Driver;
+use morph_server::driver::{Driver, SeqError};
 use morph_server::metrics::Metrics;
 use morph_sim::{HostedModel, ProfileCost, Sharing, SimOptions, SimRequest, simulate_host};
 
@@ -42,18 +44,31 @@ fn unit() -> UnitSpec {
     UnitSpec::encoder(RuntimeSpec::dynamic(64, 1))
 }
 
-/// The order the script's requests finish in, by their index in the script.
-fn simulated() -> Vec<usize> {
+/// What a script runs: (model, arrival in ms) of each request, each model's SLO in ms and
+/// instances, and each model's policy.
+struct Script {
+    requests: &'static [(usize, u64)],
+    models: &'static [(u64, usize)],
+    policy: fn() -> Box<dyn Policy>,
+}
+
+const TWO_MODELS: Script = Script { requests: &SCRIPT, models: &MODELS, policy: fifo };
+
+/// The order the script's requests end in, by their index in the script, each with whether
+/// it was served (else given up).
+fn simulated(script: &Script) -> Vec<(usize, bool)> {
     let cost = ProfileCost::new(profile(), 1.0);
-    let models: Vec<HostedModel<'_>> = MODELS
+    let models: Vec<HostedModel<'_>> = script
+        .models
         .iter()
         .enumerate()
         .map(|(m, &(slo_ms, instances))| HostedModel {
             name: format!("model {m}"),
-            policy: fifo(),
+            policy: (script.policy)(),
             cluster: vec![unit(); instances],
             cost: &cost,
-            requests: SCRIPT
+            requests: script
+                .requests
                 .iter()
                 .filter(|(of, _)| *of == m)
                 .map(|(_, ms)| SimRequest::new(Time(ms * 1_000_000), 10, 0))
@@ -66,22 +81,27 @@ fn simulated() -> Vec<usize> {
     let report = simulate_host(models, 1, &Sharing::ByLoad);
     assert!(report.moves.is_empty(), "the controller moves nothing in this script: {:?}", report.moves);
     // Each request's end: its arrival plus its latency.
-    let mut ends: Vec<(u64, usize)> = Vec::new();
+    let mut ends: Vec<(u64, usize, bool)> = Vec::new();
     for (m, (_, r)) in report.models.iter().enumerate() {
-        let mine = SCRIPT.iter().enumerate().filter(|(_, (of, _))| *of == m);
+        let mine = script.requests.iter().enumerate().filter(|(_, (of, _))| *of == m);
         for ((i, (_, ms)), answer) in mine.zip(&r.answers) {
             let answer = answer.as_ref().expect("answered");
-            assert_eq!(answer.outcome, morph_core::Outcome::Done);
-            ends.push((ms * 1_000_000 + answer.latency, i));
+            let served = match &answer.outcome {
+                morph_core::Outcome::Done => true,
+                morph_core::Outcome::Dropped(DropReason::DeadlineUnreachable { .. }) => false,
+                other => panic!("request {i}: {other:?}"),
+            };
+            ends.push((ms * 1_000_000 + answer.latency, i, served));
         }
     }
     ends.sort();
-    ends.into_iter().map(|(_, i)| i).collect()
+    ends.into_iter().map(|(_, i, served)| (i, served)).collect()
 }
 
-async fn live() -> Vec<usize> {
+async fn live(script: &Script) -> Vec<(usize, bool)> {
     let budget = CoreBudget::new(1);
-    let drivers: Vec<Arc<Driver>> = MODELS
+    let drivers: Vec<Arc<Driver>> = script
+        .models
         .iter()
         .map(|&(slo_ms, instances)| {
             let slack = CoreController::relaxed_slack(Duration::from_millis(slo_ms));
@@ -89,26 +109,30 @@ async fn live() -> Vec<usize> {
                 Launcher::new(Backend::emulated(Arc::new(profile()), 4)).with_cores(budget.share(slack));
             let launcher = Arc::new(launcher);
             let workers = (0..instances).map(|_| launcher.start(unit(), None).expect("worker")).collect();
-            let driver = Driver::new(fifo(), workers, launcher, Arc::new(Metrics::default()));
+            let driver = Driver::new((script.policy)(), workers, launcher, Arc::new(Metrics::default()));
             driver.begin();
             driver
         })
         .collect();
     let start = tokio::time::Instant::now();
     let (done, mut finished) = tokio::sync::mpsc::unbounded_channel();
-    for (i, &(m, ms)) in SCRIPT.iter().enumerate() {
+    for (i, &(m, ms)) in script.requests.iter().enumerate() {
         tokio::time::sleep_until(start + Duration::from_millis(ms)).await;
         let (claim, rx) = drivers[m].submit(vec![1; 10]);
         let done = done.clone();
         tokio::spawn(async move {
             let answer = tokio::time::timeout(Duration::from_secs(30), rx).await.expect("answered in time");
             claim.answered();
-            answer.expect("answered").expect("served");
-            done.send(i).expect("the test waits");
+            let served = match answer.expect("answered") {
+                Ok(_) => true,
+                Err(SeqError::Dropped(DropReason::DeadlineUnreachable { .. })) => false,
+                Err(other) => panic!("request {i}: {other:?}"),
+            };
+            done.send((i, served)).expect("the test waits");
         });
     }
     let mut order = Vec::new();
-    for _ in SCRIPT {
+    for _ in script.requests {
         order.push(finished.recv().await.expect("every request finishes"));
     }
     for driver in drivers {
@@ -120,8 +144,32 @@ async fn live() -> Vec<usize> {
 
 #[tokio::test]
 async fn two_models_on_one_core_finish_in_the_same_order_live_and_simulated() {
-    let simulated = simulated();
+    let simulated = simulated(&TWO_MODELS);
     // a's first batch, then b's (asked for after a's second, with less slack), then a's second.
-    assert_eq!(simulated, vec![0, 2, 1], "the simulator's order");
-    assert_eq!(live().await, simulated, "the live drivers' order");
+    assert_eq!(simulated, vec![(0, true), (2, true), (1, true)], "the simulator's order");
+    assert_eq!(live(&TWO_MODELS).await, simulated, "the live drivers' order");
+}
+
+/// One model, one instance, a 200 ms deadline: request 0 runs at once; when its batch ends at
+/// 150 ms, requests 1 and 2 (due at 230 and 260 ms) are given up, since a batch starting then
+/// would end at 300 ms; request 3, coming at 400 ms to an idle instance, is served.
+fn fifo_with_deadline() -> Box<dyn Policy> {
+    Box::new(GiveUpLate::new(fifo(), 200_000_000))
+}
+
+const DEADLINE: Script = Script {
+    requests: &[(0, 0), (0, 30), (0, 60), (0, 400)],
+    models: &[(1000, 1)],
+    policy: fifo_with_deadline,
+};
+
+#[tokio::test]
+async fn with_a_deadline_both_drivers_give_up_on_the_same_requests() {
+    let by_request = |mut ends: Vec<(usize, bool)>| {
+        ends.sort();
+        ends
+    };
+    let simulated = by_request(simulated(&DEADLINE));
+    assert_eq!(simulated, vec![(0, true), (1, false), (2, false), (3, true)], "the simulator's outcomes");
+    assert_eq!(by_request(live(&DEADLINE).await), simulated, "the live drivers' outcomes");
 }

@@ -206,3 +206,29 @@ mod host_scenarios {
         assert!(refusal("cores = 2\nthreads = 4", &[("a", EMBED)]).contains("unknown field `threads`"));
     }
 }
+
+#[test]
+fn with_a_deadline_requests_that_cannot_start_in_time_are_given_up_and_the_others_served() {
+    let cost = flat(10.0);
+    // One core, 10 ms batches of one row, arrivals at 0–3 ms, a 25 ms deadline: request 0 runs
+    // at once, request 1 when it ends (its batch ends at 20 ms, 19 ms after it came); then
+    // requests 2 and 3 (due at 27 and 28 ms) are given up, since a batch would end at 30 ms.
+    let mut hosted = model("a", 1, &cost, &[0.0, 1.0, 2.0, 3.0], 15);
+    hosted.policy = Box::new(morph_policy::give_up::GiveUpLate::new(fifo(), 25 * MS));
+    let r = simulate_host(vec![hosted], 1, &Sharing::ByLoad);
+    let outcomes: Vec<(String, f64)> = r.models[0]
+        .1
+        .answers
+        .iter()
+        .map(|a| a.as_ref().expect("answered"))
+        .map(|a| (format!("{:?}", a.outcome), a.latency as f64 / 1e6))
+        .collect();
+    let given_up = format!(
+        "{:?}",
+        morph_core::Outcome::Dropped(morph_core::DropReason::DeadlineUnreachable { within: 25 * MS })
+    );
+    assert_eq!(
+        outcomes,
+        vec![("Done".into(), 10.0), ("Done".into(), 19.0), (given_up.clone(), 18.0), (given_up, 17.0)]
+    );
+}
