@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use futures_util::future::try_join_all;
 use morph_encoder::pooling::l2_normalize;
 use morph_encoder::tasks::served::TaskHeads;
 use morph_encoder::tokenize::truncate;
@@ -132,26 +133,26 @@ impl Embedder {
     }
 
     /// One wave of a call's sequences, admitted whole or refused whole (nothing of it computed
-    /// and thrown away). Each sequence's claim cancels it if this call is dropped (its client
-    /// went away) or fails before the sequence is answered.
+    /// and thrown away). The call fails as soon as any of its sequences fails (given up, an
+    /// engine error): each sequence's claim cancels it if this call is dropped (its client went
+    /// away) or fails before the sequence is answered, so its siblings still queued leave at once.
     async fn run_wave(
         &self,
         sequences: Vec<Vec<u32>>,
         class: Option<CallClass>,
     ) -> Result<Vec<Pooled>, CallError> {
         let submitted = self.driver.submit_call(sequences, class)?;
-        let mut pooled = Vec::with_capacity(submitted.len());
-        for (claim, rx) in submitted {
+        try_join_all(submitted.into_iter().map(|(claim, rx)| async move {
             let result = rx.await;
             claim.answered();
-            pooled.push(match result {
-                Ok(Ok(p)) => p,
-                Ok(Err(SeqError::Dropped(reason))) => return Err(reason.into()),
-                Ok(Err(SeqError::Engine(e))) => return Err(CallError::Engine(e)),
-                Err(_) => return Err(CallError::Engine(EngineError::Stopped)),
-            });
-        }
-        Ok(pooled)
+            match result {
+                Ok(Ok(p)) => Ok(p),
+                Ok(Err(SeqError::Dropped(reason))) => Err(reason.into()),
+                Ok(Err(SeqError::Engine(e))) => Err(CallError::Engine(e)),
+                Err(_) => Err(CallError::Engine(EngineError::Stopped)),
+            }
+        }))
+        .await
     }
 
     /// Each text's tokens, as `/tokenize` answers them.
