@@ -8,6 +8,7 @@
 //! | [`ssjf`] | SSJF: shortest-predicted-first generation (FCFS its baseline) |
 //! | [`pipeline`], [`quart`] | pipelines of stages with their own replicas; QUART's sizer and its baselines |
 //! | [`otas`] | OTAS: per-batch token plans chosen for utility within deadlines, and its baselines |
+//! | [`give_up`] | around any of them: requests that can no longer be answered in time are given up (`--deadline-ms`) |
 //!
 //! [`queueing`] holds the queueing formulas QUART's sizer and Arlo's allocation share.
 

@@ -10,18 +10,23 @@ use common::{client, decoder, emulated, post, start};
 use morph_core::RuntimeSpec;
 use morph_server::{ConnectionLimits, Deployment};
 
-#[tokio::test]
-async fn overload_is_429_with_a_reason_and_loses_nothing_admitted() {
-    // One instance, one row per batch, 300 ms per batch, two sequences may wait.
-    let server = start(emulated(300.0, RuntimeSpec::dynamic(64, 1), 2)).await;
-    let calls: Vec<_> = (0..8)
+/// `n` `/embed` calls sent at once, each of one text.
+fn embeds_at_once(url: &str, n: usize) -> Vec<tokio::task::JoinHandle<(u16, serde_json::Value)>> {
+    (0..n)
         .map(|i| {
-            let url = server.url.clone();
+            let url = url.to_string();
             tokio::spawn(
                 async move { post(&url, "/embed", &format!(r#"{{"inputs": "request {i}"}}"#)).await },
             )
         })
-        .collect();
+        .collect()
+}
+
+#[tokio::test]
+async fn overload_is_429_with_a_reason_and_loses_nothing_admitted() {
+    // One instance, one row per batch, 300 ms per batch, two sequences may wait.
+    let server = start(emulated(300.0, RuntimeSpec::dynamic(64, 1), 2)).await;
+    let calls = embeds_at_once(&server.url, 8);
     let mut ok = 0;
     let mut overloaded = 0;
     for call in calls {
@@ -51,14 +56,7 @@ async fn calls_that_can_no_longer_be_in_time_are_given_up_with_504_and_the_rest_
     let mut deployment = emulated(1000.0, RuntimeSpec::dynamic(64, 1), 16);
     deployment.policy_context.deadline = Some(100_000_000);
     let server = start(deployment).await;
-    let calls: Vec<_> = (0..6)
-        .map(|i| {
-            let url = server.url.clone();
-            tokio::spawn(
-                async move { post(&url, "/embed", &format!(r#"{{"inputs": "request {i}"}}"#)).await },
-            )
-        })
-        .collect();
+    let calls = embeds_at_once(&server.url, 6);
     let (mut ok, mut given_up) = (0, 0);
     for call in calls {
         let (status, body) = call.await.unwrap();
