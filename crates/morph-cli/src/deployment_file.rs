@@ -145,13 +145,15 @@ fn one_model(entry: &toml::Table, cores: u16) -> anyhow::Result<FileModel> {
         match value {
             toml::Value::Boolean(true) => argv.push(flag),
             toml::Value::Boolean(false) => {}
+            // `--flag=VALUE`, so that a value starting with `-` (a negative number) is read
+            // as the flag's value, not as another flag.
             toml::Value::Array(items) => {
                 for item in items {
-                    argv.extend([flag.clone(), scalar(key, item)?]);
+                    argv.push(format!("{flag}={}", scalar(key, item)?));
                 }
             }
-            toml::Value::Table(_) => argv.extend([flag, serde_json::to_string(value)?]),
-            other => argv.extend([flag, scalar(key, other)?]),
+            toml::Value::Table(_) => argv.push(format!("{flag}={}", serde_json::to_string(value)?)),
+            other => argv.push(format!("{flag}={}", scalar(key, other)?)),
         }
     }
     // A table reads its own keys only: no variable stands in for a key it leaves out.
@@ -223,7 +225,8 @@ fn first_line(error: &clap::Error) -> String {
     let line = joined.trim_start_matches("error: ");
     match error.kind() {
         clap::error::ErrorKind::UnknownArgument => {
-            let key = line.split('\'').nth(1).unwrap_or(line).trim_start_matches("--").replace('-', "_");
+            let flag = line.split('\'').nth(1).unwrap_or(line);
+            let key = flag.split('=').next().unwrap_or(flag).trim_start_matches("--").replace('-', "_");
             format!(
                 "unknown key '{key}': a model's keys are morph serve's flags, with _ for - (morph serve --help)"
             )
@@ -247,6 +250,7 @@ mod tests {
         model = "/models/cross-encoder"
         served_model_name = ["reranker"]
         max_batch_tokens = 2048
+        deadline_ms = 1500
         [[models]]
         task = "generate"
         served_model_name = ["smollm2"]
@@ -268,6 +272,7 @@ mod tests {
         assert_eq!((embed.spec.threads, embed.spec.instances), (Some(1), Some(2)));
         assert_eq!(rerank.spec.model.model.as_deref(), Some("/models/cross-encoder"));
         assert_eq!(rerank.spec.max_batch_tokens, 2048);
+        assert_eq!((rerank.spec.deadline_ms, embed.spec.deadline_ms), (Some(1500.0), None));
         assert_eq!(embed.spec.max_batch_tokens, SHARED_BATCH_TOKENS);
         assert_eq!(generate.spec.prefill_chunk, SHARED_PREFILL_CHUNK);
         assert_eq!(generate.spec.task, Task::Generate);
@@ -327,6 +332,12 @@ mod tests {
         assert!(cores.contains("cores = 3: must be a whole number from 1 to this host's 2"), "{cores}");
         let key = refusal("[[models]]\nserved_model_name = [\"a\"]\nmax_qeue = 3");
         assert!(key.contains("models[0] (a)") && key.contains("unknown key 'max_qeue'"), "{key}");
+        let deadline = refusal("[[models]]\nserved_model_name = [\"a\"]\ndeadline_ms = -5");
+        assert!(
+            deadline.contains("models[0] (a)")
+                && deadline.contains("must be a positive number of milliseconds, got -5"),
+            "{deadline}"
+        );
         let server = refusal("[[models]]\nserved_model_name = [\"a\"]\nport = 9000");
         assert!(server.contains("port is the server's setting") && server.contains("--port"), "{server}");
         let unnamed = refusal("[[models]]\ntask = \"embed\"");
