@@ -107,7 +107,7 @@ fn a_deadline_impossible_at_arrival_is_refused_at_once_and_names_it() {
     p.on_event(ms(0.0), arrival(1, 0.0, 5.0), &mut out);
     assert_eq!(drops(&out), [1]);
     let Action::Drop { reason, .. } = &out[0] else { unreachable!() };
-    assert!(reason.to_string().contains("deadline (5) ms"), "{reason}");
+    assert!(reason.to_string().contains("deadline (5 ms after arrival)"), "{reason}");
     assert!(runs(&out).is_empty());
 }
 
