@@ -65,7 +65,10 @@ async fn otas_classifies_under_its_plans_and_refuses_unknown_tasks_and_impossibl
 
     let (status, body) = classify(url, json!({ "task": "ag_news", "input": "markets", "slo_ms": 0.5 })).await;
     assert_eq!(status, 504, "{body}");
-    assert!(body["error"]["message"].as_str().unwrap_or_default().contains("deadline (0.5 ms after arrival)"), "{body}");
+    assert!(
+        body["error"]["message"].as_str().unwrap_or_default().contains("deadline (0.5 ms after arrival)"),
+        "{body}"
+    );
 
     let (status, body) = classify(url, json!({ "input": "no task" })).await;
     assert_eq!(status, 422, "{body}");
