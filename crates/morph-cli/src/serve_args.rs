@@ -294,17 +294,19 @@ fn seconds_text(d: Duration) -> String {
 
 /// A positive number of seconds.
 fn positive_seconds(text: &str) -> Result<Duration, String> {
-    match text.parse::<f64>() {
-        Ok(s) if s.is_finite() && s > 0.0 => Ok(Duration::from_secs_f64(s)),
-        _ => Err(format!("must be a positive number of seconds, got {text}")),
-    }
+    positive(text, "seconds").map(Duration::from_secs_f64)
 }
 
 /// A positive number of milliseconds.
 fn positive_ms(text: &str) -> Result<f64, String> {
+    positive(text, "milliseconds")
+}
+
+/// A positive finite number of `unit`.
+fn positive(text: &str, unit: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
-        Ok(ms) if ms.is_finite() && ms > 0.0 => Ok(ms),
-        _ => Err(format!("must be a positive number of milliseconds, got {text}")),
+        Ok(n) if n.is_finite() && n > 0.0 => Ok(n),
+        _ => Err(format!("must be a positive number of {unit}, got {text}")),
     }
 }
 

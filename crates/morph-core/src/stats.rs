@@ -1,4 +1,5 @@
-//! Latency summaries shared by the load generator and the simulator.
+//! Latency summaries shared by the load generator and the simulator, and the exponential
+//! smoothing the policies' running estimates share.
 
 use serde::Serialize;
 
@@ -11,6 +12,12 @@ pub struct LatencySummary {
     pub p98_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
+}
+
+/// `newest` folded into the running estimate `previous` with weight `weight` (0..=1); the first
+/// value is taken as it is.
+pub fn smoothed(previous: Option<f64>, newest: f64, weight: f64) -> f64 {
+    previous.map_or(newest, |s| s + weight * (newest - s))
 }
 
 /// The `q`-quantile (0..=1) of ascending `sorted`, by the nearest-rank method.

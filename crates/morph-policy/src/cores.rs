@@ -14,6 +14,7 @@
 use std::time::Duration;
 
 use morph_core::ModelCores;
+use morph_core::stats::smoothed;
 
 /// What one model did up to now and what waits for it, as the controller reads it each period.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -143,8 +144,7 @@ impl CoreController {
             threads.push(held / seconds);
             if ran > 0 {
                 let now = held / ran as f64;
-                let smoothed = self.per_computation[m].map_or(now, |s| s + SMOOTHING * (now - s));
-                self.per_computation[m] = Some(smoothed);
+                self.per_computation[m] = Some(smoothed(self.per_computation[m], now, SMOOTHING));
             }
             // Little's law on the backlog: it drains in backlog × core-seconds each / cores.
             let drain = reading.backlog as f64 * self.per_computation[m].unwrap_or(0.0) / self.cores;

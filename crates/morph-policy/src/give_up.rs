@@ -10,6 +10,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 
+use morph_core::stats::smoothed;
 use morph_core::{Action, DropReason, Event, Gauge, InstanceId, Nanos, Policy, RequestId, Time, UnitSpec};
 
 /// Weight of the newest batch in the smoothed batch time.
@@ -70,7 +71,7 @@ impl GiveUpLate {
             Event::BatchDone { instance, .. } => {
                 if let Some(start) = self.started.remove(instance) {
                     let took = now.since(start) as f64;
-                    self.batch_time = Some(self.batch_time.map_or(took, |t| t + SMOOTHING * (took - t)));
+                    self.batch_time = Some(smoothed(self.batch_time, took, SMOOTHING));
                 }
             }
             Event::InstanceLost { instance, .. } => {
