@@ -73,11 +73,10 @@ fn main() {
     let runs: usize = cli_arg("--runs", 5);
     let context: usize = cli_arg("--context", 128);
     let path = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
-    let backend =
-        load_decoder(&path, kernels, None, PromptCacheConfig::OFF).expect("loading SmolLM2").backend;
+    let loaded = load_decoder(&path, kernels, None, PromptCacheConfig::OFF).expect("loading SmolLM2").kernels;
     let threads = std::thread::available_parallelism().map_or(1, usize::from);
     let shape = StepperShape::new(16, SEQ_TOKENS.max(context) + runs + 1, threads);
-    let mut stepper = backend.stepper(shape).expect("stepper");
+    let mut stepper = loaded.stepper(shape).expect("stepper");
 
     println!("SmolLM2-135M-Instruct, {}, {threads} threads, median of {runs} runs", kernels.label());
     println!("{:>14} {:>10}", "prefill len", "ms");

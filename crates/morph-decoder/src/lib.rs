@@ -29,7 +29,7 @@ pub use chat::{ChatError, ChatTemplate, Message};
 pub use gguf_tokenizer::GgufTokenizer;
 pub use grammar::{Grammar, GrammarSource};
 pub use llama::{Llama, LlamaConfig, SequenceCache};
-pub use llamacpp::LlamaCppBackend;
+pub use llamacpp::LlamaCppKernels;
 pub use load::{DecoderKernels, LoadedDecoder, load_decoder};
 pub use logprobs::{TokenLogprob, token_logprob};
 pub use model::DecoderModel;
@@ -37,7 +37,7 @@ pub use prompt_cache::{CacheStats, LlamaPromptCache, PromptCache, PromptCacheCon
 pub use reuse::Reuse;
 pub use sampling::{Sampler, SamplingParams};
 pub use stage::{DecoderStage, StageWeights};
-pub use stepper::{CandleBackend, DecodeBackend, Opened, Slot, Stepper, StepperShape};
+pub use stepper::{CandleKernels, Opened, Slot, StepKernels, Stepper, StepperShape};
 pub use stop::{Scanned, StopScan};
 pub use thread::{
     DecoderThread, Decoding, FinishReason, GenEvent, GenRequest, IterationHook, IterationReport,

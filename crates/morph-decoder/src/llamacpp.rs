@@ -51,14 +51,14 @@ use llama_cpp_2::token::LlamaToken;
 use crate::llamacpp_init::backend;
 use crate::prompt_cache::{Found, LlamaPromptCache};
 use crate::reuse::Reuse;
-use crate::stepper::{DecodeBackend, Opened, Slot, Stepper, StepperShape, fits, unopened};
+use crate::stepper::{Opened, Slot, StepKernels, Stepper, StepperShape, fits, unopened};
 use morph_engine::EngineError;
 
 /// Most tokens one `llama_decode` call takes; a step with more is split into several calls.
 const CALL_TOKENS: usize = 512;
 
 /// A GGUF decoder loaded by llama.cpp (weights memory-mapped, kept quantized).
-pub struct LlamaCppBackend {
+pub struct LlamaCppKernels {
     model: LlamaModel,
     /// llama.cpp builds one context at a time per model (it adjusts the model while it does).
     building: Mutex<()>,
@@ -66,13 +66,13 @@ pub struct LlamaCppBackend {
     prompt_cache: Option<Arc<LlamaPromptCache>>,
 }
 
-impl std::fmt::Debug for LlamaCppBackend {
+impl std::fmt::Debug for LlamaCppKernels {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LlamaCppBackend").field("layers", &self.model.n_layer()).finish_non_exhaustive()
+        f.debug_struct("LlamaCppKernels").field("layers", &self.model.n_layer()).finish_non_exhaustive()
     }
 }
 
-impl LlamaCppBackend {
+impl LlamaCppKernels {
     pub fn load(path: &Path) -> Result<Self, EngineError> {
         let model = LlamaModel::load_from_file(backend()?, path, &LlamaModelParams::default())
             .map_err(|e| EngineError::Load(format!("llama.cpp could not load {}: {e}", path.display())))?;
@@ -85,7 +85,7 @@ impl LlamaCppBackend {
     }
 }
 
-impl LlamaCppBackend {
+impl LlamaCppKernels {
     /// A context for `shape`'s sequences, on its threads.
     fn context(&self, shape: StepperShape) -> Result<LlamaContext<'_>, EngineError> {
         let sequences = u32::try_from(shape.sequences).map_err(|_| too_many(shape))?;
@@ -110,10 +110,10 @@ impl LlamaCppBackend {
     }
 }
 
-impl DecodeBackend for LlamaCppBackend {
+impl StepKernels for LlamaCppKernels {
     fn stepper(&self, shape: StepperShape) -> Result<Box<dyn Stepper + '_>, EngineError> {
         Ok(Box::new(LlamaCppStepper {
-            backend: self,
+            kernels: self,
             ctx: self.context(shape)?,
             batch: LlamaBatch::new(CALL_TOKENS, 1),
             streams: vec![Stream::default(); shape.sequences],
@@ -162,7 +162,7 @@ impl Stream {
 
 struct LlamaCppStepper<'a> {
     /// What makes its context anew when its threads change.
-    backend: &'a LlamaCppBackend,
+    kernels: &'a LlamaCppKernels,
     ctx: LlamaContext<'a>,
     batch: LlamaBatch<'static>,
     /// By slot (= llama.cpp sequence id).
@@ -269,7 +269,7 @@ impl Stepper for LlamaCppStepper<'_> {
         if shape == self.shape {
             return Ok(());
         }
-        let mut ctx = self.backend.context(shape)?;
+        let mut ctx = self.kernels.context(shape)?;
         let moved = |e: String| EngineError::Load(format!("moving a sequence's cache to {shape:?}: {e}"));
         for (slot, _) in self.streams.iter().enumerate().filter(|(_, s)| !s.held.is_empty()) {
             let state = self

@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use crate::llama::Llama;
-use crate::llamacpp::LlamaCppBackend;
+use crate::llamacpp::LlamaCppKernels;
 use crate::model::DecoderModel;
 use crate::prompt_cache::{LlamaPromptCache, PromptCacheConfig};
-use crate::stepper::{CandleBackend, DecodeBackend};
+use crate::stepper::{CandleKernels, StepKernels};
 use morph_engine::EngineError;
 
 /// What runs a decoder's steps.
@@ -42,12 +42,12 @@ impl std::str::FromStr for DecoderKernels {
     }
 }
 
-/// A decoder as loaded: its shape and tokenizer (and, on candle, its weights), the backend
-/// that runs its steps, and the host-memory cache of its closed sequences' prompts (llama.cpp's).
+/// A decoder as loaded: its shape and tokenizer (and, on candle, its weights), the kernels
+/// that run its steps, and the host-memory cache of its closed sequences' prompts (llama.cpp's).
 #[derive(Debug, Clone)]
 pub struct LoadedDecoder {
     pub model: Arc<DecoderModel>,
-    pub backend: Arc<dyn DecodeBackend>,
+    pub kernels: Arc<dyn StepKernels>,
     pub prompt_cache: Option<Arc<LlamaPromptCache>>,
 }
 
@@ -70,14 +70,14 @@ pub fn load_decoder(
         DecoderKernels::LlamaCpp => {
             let cache = (prompt_cache.bytes > 0)
                 .then(|| Arc::new(LlamaPromptCache::new(prompt_cache.bytes, prompt_cache.reuse)));
-            let backend = LlamaCppBackend::load(gguf)?;
-            let backend = match &cache {
-                Some(cache) => backend.with_prompt_cache(cache.clone()),
-                None => backend,
+            let loaded = LlamaCppKernels::load(gguf)?;
+            let loaded = match &cache {
+                Some(cache) => loaded.with_prompt_cache(cache.clone()),
+                None => loaded,
             };
             LoadedDecoder {
                 model: Arc::new(with_template(Llama::load_shape(gguf)?)?),
-                backend: Arc::new(backend),
+                kernels: Arc::new(loaded),
                 prompt_cache: cache,
             }
         }
@@ -85,7 +85,7 @@ pub fn load_decoder(
             let model = Arc::new(with_template(Llama::load(gguf)?)?);
             LoadedDecoder {
                 model: model.clone(),
-                backend: Arc::new(CandleBackend(model)),
+                kernels: Arc::new(CandleKernels(model)),
                 prompt_cache: None,
             }
         }

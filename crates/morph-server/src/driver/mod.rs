@@ -238,7 +238,7 @@ impl Driver {
     /// The server of `instance` if it runs on a cluster host whose agent no longer answers: the
     /// host is dead, not only this worker.
     async fn dead_host_of(self: Arc<Self>, instance: InstanceId) -> Option<HostId> {
-        let host = self.lock().server_of(instance)?;
+        let host = self.lock().host_of(instance)?;
         let launcher = self.launcher.clone();
         let alive = tokio::task::spawn_blocking(move || launcher.host_alive(host)).await.ok()??;
         (!alive).then_some(host)

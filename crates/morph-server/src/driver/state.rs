@@ -230,7 +230,7 @@ impl State {
     }
 
     /// The host `instance` runs on.
-    pub(crate) fn server_of(&self, instance: InstanceId) -> Option<HostId> {
+    pub(crate) fn host_of(&self, instance: InstanceId) -> Option<HostId> {
         self.instances.get(&instance).map(|w| w.host)
     }
 
