@@ -50,8 +50,8 @@ impl Llama {
     }
 
     /// Reads the model's shape and its tokenizer from a GGUF file, and no weights: for a
-    /// decoder on kernels that hold their own ([`super::LlamaCppKernels`], any architecture llama.cpp
-    /// runs). It runs no step.
+    /// decoder on kernels that hold their own ([`super::LlamaCppKernels`], any architecture
+    /// llama.cpp runs). It runs no step.
     pub fn load_shape(path: &Path) -> Result<DecoderModel, EngineError> {
         let (_, content) = open(path)?;
         let config = config(&content, Kernels::LlamaCpp)?;

@@ -235,7 +235,7 @@ impl Driver {
         self.carry_out(outside);
     }
 
-    /// The server of `instance` if it runs on a cluster host whose agent no longer answers: the
+    /// The host of `instance` if it runs on a cluster host whose agent no longer answers: the
     /// host is dead, not only this worker.
     async fn dead_host_of(self: Arc<Self>, instance: InstanceId) -> Option<HostId> {
         let host = self.lock().host_of(instance)?;
