@@ -10,11 +10,11 @@
 //! `cargo bench -p morph-benches --bench decoder_latency [-- --kernels llama-cpp|candle --runs N
 //! --context T]`
 
-use morph_decoder::{DecoderKernels, PromptCacheConfig, Slot, Stepper, StepperShape, load_decoder};
+use morph_decoder::costs;
+use morph_decoder::{DecoderKernels, PromptCacheConfig, Stepper, StepperShape, load_decoder};
 
 use morph_backend::tuning::reexec_tuned;
 use morph_benches::cli_arg;
-use morph_engine::timing::median;
 use morph_fetch::fetch_default_decoder;
 use morph_fetch::{Pip, morph_home};
 
@@ -25,46 +25,9 @@ const SEQ_TOKENS: usize = 2048;
 /// A prompt is fed in pieces of at most this many tokens, as the served worker does.
 const PIECE: usize = 256;
 
-/// `len` token ids that are not special tokens.
-fn prompt(len: usize, seed: usize) -> Vec<u32> {
-    (0..len).map(|i| 1000 + ((i + seed * 131) as u32 * 7919) % 40_000).collect()
-}
-
-/// Milliseconds `f` took.
-fn ms(f: impl FnOnce()) -> f64 {
-    let t = std::time::Instant::now();
-    f();
-    t.elapsed().as_secs_f64() * 1e3
-}
-
-/// Opens a sequence for `ids` that will hold `tokens` at most, and feeds `ids` in pieces.
-fn prefill(stepper: &mut dyn Stepper, ids: &[u32], tokens: usize) -> Slot {
-    let opened = stepper.open(ids, &[], tokens).expect("open").expect("a free place");
-    for piece in ids.chunks(PIECE) {
-        stepper.step(&[(opened.slot, piece)]).expect("prefill");
-    }
-    opened.slot
-}
-
-/// Opens and prefills a sequence of `context` prompt tokens for each of `contexts`.
-fn open_prefilled(stepper: &mut dyn Stepper, contexts: &[usize], runs: usize) -> Vec<Slot> {
-    let mut slots = Vec::with_capacity(contexts.len());
-    for (s, &context) in contexts.iter().enumerate() {
-        slots.push(prefill(stepper, &prompt(context, s), context + runs + 1));
-    }
-    slots
-}
-
 /// Median ms of a decode step of sequences holding `contexts` tokens.
 fn step_ms(stepper: &mut dyn Stepper, contexts: &[usize], runs: usize) -> f64 {
-    let slots = open_prefilled(stepper, contexts, runs);
-    let token = [504u32];
-    let step: Vec<(Slot, &[u32])> = slots.iter().map(|&s| (s, &token[..])).collect();
-    let times = (0..runs).map(|_| ms(|| drop(stepper.step(&step).expect("decode step")))).collect();
-    for slot in slots {
-        stepper.close(slot);
-    }
-    median(times)
+    costs::step_ms(stepper, contexts, runs, PIECE).expect("decode step")
 }
 
 fn main() {
@@ -81,17 +44,9 @@ fn main() {
     println!("SmolLM2-135M-Instruct, {}, {threads} threads, median of {runs} runs", kernels.label());
     println!("{:>14} {:>10}", "prefill len", "ms");
     for len in [32usize, 128, 512, 1024] {
-        let times = (0..runs)
-            .map(|run| {
-                // A fresh prompt each run: a kept cache must not skip any of it.
-                let ids = prompt(len, 100 + run);
-                let mut slot = None;
-                let took = ms(|| slot = Some(prefill(stepper.as_mut(), &ids, len)));
-                stepper.close(slot.expect("prefilled"));
-                took
-            })
-            .collect();
-        println!("{len:>14} {:>10.1}", median(times));
+        // A fresh prompt each run: a kept cache must not skip any of it.
+        let prefill = costs::prefill_ms(stepper.as_mut(), len, runs, PIECE).expect("prefill");
+        println!("{len:>14} {prefill:>10.1}");
     }
     println!(
         "\n{:>14} {:>10} {:>14}   (each sequence at {context} tokens)",

@@ -6,6 +6,7 @@
 pub mod core_line;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
+pub mod generation_costs;
 pub mod host;
 pub mod id_window;
 pub mod instance;
@@ -23,6 +24,7 @@ pub mod token_plan;
 pub mod unit;
 
 pub use core_line::{CoreLine, Cores, ModelCores};
+pub use generation_costs::GenerationCosts;
 pub use host::{HostId, HostSlots};
 pub use id_window::IdWindow;
 pub use instance::{InstanceId, InstanceInfo};

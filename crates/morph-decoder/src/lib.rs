@@ -5,6 +5,7 @@
 //! and minijinja), and sampling.
 
 pub mod chat;
+pub mod costs;
 pub mod gguf_tokenizer;
 pub mod grammar;
 pub mod llama;

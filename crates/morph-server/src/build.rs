@@ -218,3 +218,18 @@ mod tests {
         assert!(started.iter().all(|i| i.host == HostId(0)), "one host: this one");
     }
 }
+
+/// A policy's context with the decoder's generation costs measured now on an instance of the
+/// first runtime (SSJF weighs jobs by them), unless the caller gave them.
+pub(crate) fn generation_context(
+    launcher: &Launcher,
+    config: &Deployment,
+    context: Context,
+) -> Result<Context, BuildError> {
+    let runtime = config
+        .runtimes
+        .first()
+        .ok_or_else(|| config_error("at least one runtime with one instance is needed"))?;
+    let unit = launcher.backend().unit(*runtime).with_threads_if(config.threads);
+    Ok(Context { generation: Some(launcher.generation_costs(unit)?), ..context })
+}

@@ -51,6 +51,9 @@ impl Server {
         if kind.needs.stages && context.pipeline.is_none() {
             context = build::pipeline_context(&launcher, &config, context)?;
         }
+        if kind.needs.generation_costs && context.generation.is_none() {
+            context = build::generation_context(&launcher, &config, context)?;
+        }
         let policy = kind.build(&config.policy_params, &context)?;
         let layout = build::layout(&config, kind, policy.as_ref(), &launcher)?;
         let instances = build::start_instances(&launcher, &layout)?;

@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use morph_core::{LatencyProfile, Nanos, ShapeKind, StageTimes, TokenPlan, UnitSpec, time::ms_to_nanos};
+use morph_core::{
+    GenerationCosts, LatencyProfile, Nanos, ShapeKind, StageTimes, TokenPlan, UnitSpec, time::ms_to_nanos,
+};
 
 /// One sequence of a batch: its input length, and the tokens it generates (0 for an encoder).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -169,6 +171,16 @@ impl LinearGeneration {
     /// `K(b)` in ms per token.
     pub fn k_ms(&self, batch: usize) -> f64 {
         morph_core::latency_profile::interpolate(&self.k_ms, u32::try_from(batch.max(1)).unwrap_or(u32::MAX))
+    }
+
+    /// What SSJF weighs a job by: `K(1)`, and a prompt token's prefill at the longest measured
+    /// prompt (none under a constant `C`).
+    pub fn costs(&self) -> GenerationCosts {
+        let prefill_token_ms = match &self.prefill {
+            Prefill::Constant(_) => None,
+            Prefill::ByTokens(points) => points.last().map(|&(tokens, ms)| ms / f64::from(tokens)),
+        };
+        GenerationCosts { step_ms: self.k_ms(1), prefill_token_ms }
     }
 }
 

@@ -96,7 +96,8 @@ fn shortest_first_without_batching_matches_cobhams_priority_queue() {
     assert!((shares - 0.5).abs() < 0.01, "short share {shares}");
     let mean_jct = |policy: &str| {
         let params = json!({ "batching": {"mode": "none"}, "aging": null, "max_queue": 1_000_000 });
-        let policy = build(policy, &params, &Context::default()).unwrap();
+        let costs = Context { generation: Some(cost.costs()), ..Context::default() };
+        let policy = build(policy, &params, &costs).unwrap();
         let decoder = [UnitSpec::decoder(RuntimeSpec::dynamic(512, 1))];
         let report = simulate(policy, &decoder, &cost, requests.iter().copied(), &SimOptions::default());
         assert_eq!(report.measured.completed, requests.len());

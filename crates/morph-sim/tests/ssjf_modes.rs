@@ -21,7 +21,8 @@ fn mean_jct_of(jobs: &[(u64, u32)], policy: &str, batching: serde_json::Value) -
     let requests: Vec<SimRequest> =
         jobs.iter().map(|&(ms, out)| SimRequest::new(Time(ms * 1_000_000), 16, out)).collect();
     let params = json!({ "batching": batching, "aging": null });
-    let policy = build(policy, &params, &Context::default()).expect("policy");
+    let costs = Context { generation: Some(cost.costs()), ..Context::default() };
+    let policy = build(policy, &params, &costs).expect("policy");
     let told = Predictor::Oracle.tell(&requests, 4096);
     let decoder = [UnitSpec::decoder(RuntimeSpec::dynamic(512, 4))];
     let report = simulate(policy, &decoder, &cost, told.iter().copied(), &SimOptions::default());

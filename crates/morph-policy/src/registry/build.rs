@@ -2,7 +2,7 @@
 
 use morph_core::{HostSlots, Nanos, Policy, StageTimes, TokenPlan, time::ms_to_nanos};
 
-use super::{Context, PolicyError};
+use super::{Context, PolicyError, PolicyKind};
 use crate::arlo::{ArloConfig, ArloPolicy, ServiceModel};
 use crate::otas::{OtasConfig, OtasPolicy, PlanEntry, PlanTable};
 use crate::pipeline::{PipelinePolicy, PoolConfig, Sizer};
@@ -43,9 +43,13 @@ pub(super) fn dynamic_batching(
 pub(super) fn ssjf(
     name: &str,
     params: &serde_json::Value,
-    _: &Context,
+    ctx: &Context,
 ) -> Result<Box<dyn Policy>, PolicyError> {
-    let preset = SsjfConfig::preset(name).ok_or_else(|| PolicyError::Unknown(name.to_string()))?;
+    if PolicyKind::find(name)?.needs.generation_costs && ctx.generation.is_none() {
+        return Err(PolicyError::NeedsGenerationCosts(name.to_string()));
+    }
+    let preset =
+        SsjfConfig::preset(name, ctx.generation).ok_or_else(|| PolicyError::Unknown(name.to_string()))?;
     let config: SsjfConfig = with_params(preset, params).map_err(params_err(name))?;
     Ok(Box::new(SsjfPolicy::new(config)))
 }

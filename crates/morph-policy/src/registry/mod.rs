@@ -10,7 +10,7 @@ mod tests;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use morph_core::{HostSlots, LatencyProfile, Nanos, Policy, StageTimes, TokenPlan};
+use morph_core::{GenerationCosts, HostSlots, LatencyProfile, Nanos, Policy, StageTimes, TokenPlan};
 
 use crate::batching::RefitSink;
 use crate::give_up::GiveUpLate;
@@ -44,6 +44,9 @@ pub struct Needs {
     pub plan_profiles: bool,
     /// Predicted output lengths (`--predictor`).
     pub predictions: bool,
+    /// What a decode step and a prompt token cost (the live server measures them at start; a
+    /// scenario's `cluster.generation`).
+    pub generation_costs: bool,
 }
 
 /// One policy: its name, family, needs, and how it is built.
@@ -57,8 +60,14 @@ pub struct PolicyKind {
     build: build::Builder,
 }
 
-const NONE: Needs =
-    Needs { profile: false, slo: false, stages: false, plan_profiles: false, predictions: false };
+const NONE: Needs = Needs {
+    profile: false,
+    slo: false,
+    stages: false,
+    plan_profiles: false,
+    predictions: false,
+    generation_costs: false,
+};
 const ARLO: Needs = Needs { profile: true, slo: true, ..NONE };
 const PIPELINE: Needs = Needs { stages: true, slo: true, ..NONE };
 const PLANS: Needs = Needs { plan_profiles: true, ..NONE };
@@ -124,7 +133,7 @@ pub const POLICIES: &[PolicyKind] = &[
     PolicyKind {
         name: "ssjf",
         family: Family::Generation,
-        needs: Needs { predictions: true, ..NONE },
+        needs: Needs { predictions: true, generation_costs: true, ..NONE },
         summary: "SSJF: shortest predicted output first, continuous batching of 4, aging",
         build: build::ssjf,
     },
@@ -255,6 +264,10 @@ pub enum PolicyError {
     NeedsAccuracy { name: String, plan: TokenPlan },
     #[error("policy '{0}' needs an SLO (slo_ms in the scenario or the policy, or --slo-ms)")]
     NeedsSlo(String),
+    #[error(
+        "policy '{0}' needs the decoder's generation costs (a scenario's cluster.generation; measured by `morph serve`)"
+    )]
+    NeedsGenerationCosts(String),
 }
 
 /// What a policy may take from the deployment it runs in.
@@ -266,6 +279,8 @@ pub struct Context {
     pub slo: Option<Nanos>,
     /// A pipelined model's stage times, for pipeline policies.
     pub pipeline: Option<Arc<StageTimes>>,
+    /// A decoder's step and prefill costs, for SSJF's job lengths and aging.
+    pub generation: Option<GenerationCosts>,
     /// The hosts and their slots; default: one host with every slot.
     pub hosts: Option<HostSlots>,
     /// Latency profiles of token plans other than the plain model's (OTAS's γ).

@@ -39,9 +39,29 @@ fn builds_known_policies_and_rejects_the_rest() {
     let arlo = build("arlo", &json!({"slo_ms": 50, "max_lens": [64, 512], "runtime_set": "explicit"}), &ctx);
     assert_eq!(arlo.unwrap().describe()["runtimes"].as_array().unwrap().len(), 2);
     assert!(matches!(build("arlo", &json!({"lambda": "x"}), &ctx), Err(PolicyError::Params { .. })));
-    let ssjf = build("ssjf", &json!({"batching": {"mode": "dynamic", "max_batch": 4, "wait_ms": 50}}), &none);
+    assert!(matches!(build("ssjf", &json!({}), &none), Err(PolicyError::NeedsGenerationCosts(_))));
+    let costs = Context { generation: Some(GENERATION), ..Context::default() };
+    let ssjf =
+        build("ssjf", &json!({"batching": {"mode": "dynamic", "max_batch": 4, "wait_ms": 50}}), &costs);
     assert_eq!(ssjf.unwrap().describe()["batching"]["max_batch"], 4);
     assert_eq!(build("fcfs", &json!({}), &none).unwrap().name(), "fcfs/continuous-b4");
+}
+
+/// A decoder's costs: a 20 ms step, a prompt token's prefill 5 ms.
+const GENERATION: GenerationCosts = GenerationCosts { step_ms: 20.0, prefill_token_ms: Some(5.0) };
+
+#[test]
+fn ssjf_weighs_and_ages_jobs_by_the_deployments_generation_costs() {
+    let ctx = Context { generation: Some(GENERATION), ..Context::default() };
+    let ssjf = build("ssjf", &json!({}), &ctx).unwrap().describe();
+    assert_eq!(ssjf["aging"]["token_ms"], 20.0);
+    assert_eq!(ssjf["prefill_weight"], 0.25);
+    // Under a constant prefill no prompt token weighs anything; a parameter given still wins.
+    let constant = GenerationCosts { prefill_token_ms: None, ..GENERATION };
+    let ctx = Context { generation: Some(constant), ..Context::default() };
+    let ssjf = build("ssjf", &json!({"aging": {"factor": 2.0, "token_ms": 7.0}}), &ctx).unwrap().describe();
+    assert_eq!((ssjf["prefill_weight"].as_f64(), ssjf["aging"]["token_ms"].as_f64()), (Some(0.0), Some(7.0)));
+    assert!(build("fcfs", &json!({}), &ctx).unwrap().describe()["aging"].is_null());
 }
 
 #[test]
@@ -71,8 +91,8 @@ fn pipeline_policies_need_a_pipeline_and_keep_their_own_pool_settings() {
     ));
 }
 
-/// A context every policy's needs are met in: a profile, an SLO, a pipeline, and a profile and
-/// an accuracy for every plan a preset plans with.
+/// A context every policy's needs are met in: a profile, an SLO, a pipeline, a profile and an
+/// accuracy for every plan a preset plans with, and a decoder's costs.
 fn full_context() -> Context {
     const PRESET_PLANS: [TokenPlan; 3] = [TokenPlan::Plain, TokenPlan::Exit(3), TokenPlan::Exit(4)];
     let profile = Arc::new(
@@ -94,6 +114,7 @@ fn full_context() -> Context {
         pipeline: Some(pipeline),
         plans: PRESET_PLANS.into_iter().map(|p| (p, profile.clone())).collect(),
         accuracy: PRESET_PLANS.into_iter().map(|p| (p, vec![0.9])).collect(),
+        generation: Some(GENERATION),
         ..Context::default()
     }
 }

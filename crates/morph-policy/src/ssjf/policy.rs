@@ -6,7 +6,8 @@
 
 use morph_core::time::ms_to_nanos;
 use morph_core::{
-    Action, BatchPlan, DropReason, Event, InstanceId, Nanos, Policy, RequestId, RequestInfo, Time,
+    Action, BatchPlan, DropReason, Event, GenerationCosts, InstanceId, Nanos, Policy, RequestId, RequestInfo,
+    Time,
 };
 use serde::{Deserialize, Serialize};
 
@@ -59,38 +60,36 @@ pub struct SsjfConfig {
     pub aging: Option<Aging>,
     /// Most requests waiting; beyond it arrivals are rejected.
     pub max_queue: usize,
-    /// An uncached prompt token's weight in output tokens, in a job's length: 0.11, SmolLM2-135M's
-    /// prefill (~280 tokens/s, 3.6 ms a token) over its decode step (32.6 ms) on the 2-core host.
-    #[serde(default = "SsjfConfig::default_prefill_weight")]
+    /// An uncached prompt token's weight in output tokens, in a job's length: its prefill over
+    /// a decode step ([`GenerationCosts::prefill_weight`]; 0 where prefill is priced per prompt).
     pub prefill_weight: f64,
 }
 
 impl SsjfConfig {
-    const PREFILL_WEIGHT: f64 = 0.11;
+    /// Aging promotes a request after this many times its predicted execution time.
+    const AGING_FACTOR: f64 = 16.0;
 
-    fn default_prefill_weight() -> f64 {
-        Self::PREFILL_WEIGHT
-    }
-
-    /// `ssjf` and `fcfs`: continuous batching of 4 (the paper's evaluation); `ssjf` ages after 16× the
-    /// predicted execution time at 32.6 ms per token (SmolLM2-135M's decode step for one
-    /// sequence on the 2-core host, `--bench decoder_latency`). In simulation on LMSYS lengths
-    /// a factor of 4 promoted nearly everything under load (oracle SJF's mean JCT 0.89–1.01× of
-    /// FCFS with dynamic batching), 16 kept most of SJF's gain (0.27× at 0.15 req/s) with p99
-    /// within 1.4× of FCFS but for no batching at 0.15 req/s (2.1×), and no aging reached 0.17×
-    /// at 0.25 req/s with p99 1.5–3× of FCFS.
-    pub fn preset(name: &str) -> Option<Self> {
+    /// `ssjf` and `fcfs`: continuous batching of 4 (the paper's evaluation), jobs weighed by
+    /// `costs` (a prompt token as its prefill over a decode step); `ssjf` ages after 16× the
+    /// predicted execution time at `costs`' decode step per token (none without costs: there
+    /// is no time to age by). In simulation on LMSYS lengths (32.6 ms a step) a factor of 4
+    /// promoted nearly everything under load (oracle SJF's mean JCT 0.89–1.01× of FCFS with
+    /// dynamic batching), 16 kept most of SJF's gain (0.27× at 0.15 req/s) with p99 within 1.4×
+    /// of FCFS but for no batching at 0.15 req/s (2.1×), and no aging reached 0.17× at 0.25
+    /// req/s with p99 1.5–3× of FCFS.
+    pub fn preset(name: &str, costs: Option<GenerationCosts>) -> Option<Self> {
         let order = match name {
             "ssjf" => Order::Sjf,
             "fcfs" => Order::Fcfs,
             _ => return None,
         };
+        let aging = costs.map(|c| Aging { factor: Self::AGING_FACTOR, token_ms: c.step_ms });
         Some(Self {
             order,
             batching: Batching::Continuous { max_batch: 4 },
-            aging: (order == Order::Sjf).then_some(Aging { factor: 16.0, token_ms: 32.6 }),
+            aging: aging.filter(|_| order == Order::Sjf),
             max_queue: 4096,
-            prefill_weight: Self::PREFILL_WEIGHT,
+            prefill_weight: costs.and_then(|c| c.prefill_weight()).unwrap_or(0.0),
         })
     }
 }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use morph_backend::Backend;
-use morph_core::{HostId, HostSlots, UnitKind, UnitSpec};
+use morph_core::{GenerationCosts, HostId, HostSlots, UnitKind, UnitSpec};
 use morph_decoder::{DecoderThread, StepperShape};
 use morph_engine::{CoreShare, Cores, EngineError, EngineThread};
 
@@ -181,6 +181,26 @@ impl Launcher {
             },
         };
         Ok(Instance { unit, host: HostId(0), engine, start: None })
+    }
+}
+
+impl Launcher {
+    /// What a generation costs on an instance of `unit` (its decode step and a prompt token's
+    /// prefill), measured now on the decoder's kernels with the instance's threads.
+    pub fn generation_costs(&self, unit: UnitSpec) -> Result<GenerationCosts, EngineError> {
+        match self.backend.as_ref() {
+            Backend::Decoder(decoder, steps) => {
+                let costs = morph_decoder::costs::measure(
+                    decoder.kernels.as_ref(),
+                    decoder_shape(unit, steps.batch_threads),
+                )?;
+                tracing::info!(step_ms = costs.step_ms, prefill_token_ms = ?costs.prefill_token_ms, "generation costs measured");
+                Ok(costs)
+            }
+            _ => Err(EngineError::Unsupported(
+                "generation costs are a decoder's; this model is an encoder".into(),
+            )),
+        }
     }
 }
 

@@ -258,6 +258,7 @@ impl Scenario {
     pub(crate) fn setup(&self) -> Result<Setup, ScenarioError> {
         let pipeline = self.cluster.pipeline.as_ref().map(PipelineSpec::profile).transpose()?.map(Arc::new);
         let mut plans = BTreeMap::new();
+        let mut generation = None;
         let (profile, cost): (Option<Arc<LatencyProfile>>, Box<dyn CostModel>) =
             match (&self.cluster.profile, &self.cluster.generation) {
                 (None, None) if pipeline.is_some() => {
@@ -290,6 +291,7 @@ impl Scenario {
                     let cost = LinearGeneration::new(prefill, keyed(&g.k_ms, "k_ms")?)
                         .and_then(|c| c.with_context(context))
                         .map_err(ScenarioError::Invalid)?;
+                    generation = Some(cost.costs());
                     (None, Box::new(cost))
                 }
                 _ => {
@@ -306,6 +308,7 @@ impl Scenario {
             profile,
             slo: options.slo,
             pipeline,
+            generation,
             hosts,
             plans,
             accuracy,
