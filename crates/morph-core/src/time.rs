@@ -44,6 +44,50 @@ impl Sub for Time {
     }
 }
 
+/// A span a configuration writes in milliseconds (its key ends in `_ms`), fractions allowed;
+/// read as nanoseconds with [`Millis::nanos`] where a policy measures time.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Millis(pub f64);
+
+/// A span a configuration writes in seconds (its key ends in `_s`), fractions allowed.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Seconds(pub f64);
+
+impl Millis {
+    pub fn nanos(self) -> Nanos {
+        ms_to_nanos(self.0)
+    }
+
+    pub fn secs(self) -> f64 {
+        self.0 / MS_PER_S
+    }
+}
+
+impl Seconds {
+    pub fn nanos(self) -> Nanos {
+        ms_to_nanos(self.ms())
+    }
+
+    pub fn ms(self) -> f64 {
+        self.0 * MS_PER_S
+    }
+}
+
+impl From<Seconds> for Millis {
+    fn from(s: Seconds) -> Millis {
+        Millis(s.ms())
+    }
+}
+
+const MS_PER_S: f64 = 1e3;
+
+/// Seconds in `ns` nanoseconds.
+pub fn nanos_to_secs(ns: Nanos) -> f64 {
+    ns as f64 / (NANOS_PER_MS * MS_PER_S)
+}
+
 /// Milliseconds (possibly fractional) to whole nanoseconds, rounded to nearest.
 pub fn ms_to_nanos(ms: f64) -> Nanos {
     (ms * NANOS_PER_MS).round().max(0.0) as Nanos
@@ -64,5 +108,14 @@ mod tests {
         assert_eq!(Time(10) - Time(4), 6);
         assert_eq!(Time(4) - Time(10), 0);
         assert_eq!(Time(4) + 6, Time(10));
+        assert_eq!((Millis(2.5).nanos(), Millis(250.0).secs()), (2_500_000, 0.25));
+        assert_eq!((Seconds(1.5).nanos(), Seconds(0.25).ms()), (1_500_000_000, 250.0));
+        assert_eq!((Millis::from(Seconds(2.0)), nanos_to_secs(3_000_000_000)), (Millis(2000.0), 3.0));
+    }
+
+    #[test]
+    fn spans_are_written_as_plain_numbers() {
+        let ms: Millis = serde_json::from_str("12.5").unwrap();
+        assert_eq!((ms, serde_json::to_string(&Seconds(3.0)).unwrap()), (Millis(12.5), "3.0".to_string()));
     }
 }

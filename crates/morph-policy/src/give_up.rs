@@ -11,6 +11,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 
 use morph_core::stats::smoothed;
+use morph_core::time::nanos_to_ms;
 use morph_core::{Action, DropReason, Event, Gauge, InstanceId, Nanos, Policy, RequestId, Time, UnitSpec};
 
 /// Weight of the newest batch in the smoothed batch time.
@@ -178,7 +179,7 @@ impl Policy for GiveUpLate {
     fn describe(&self) -> serde_json::Value {
         let mut described = self.inner.describe();
         if let Some(object) = described.as_object_mut() {
-            object.insert("deadline_ms".into(), (self.within as f64 / 1e6).into());
+            object.insert("deadline_ms".into(), nanos_to_ms(self.within).into());
         }
         described
     }

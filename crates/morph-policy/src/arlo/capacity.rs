@@ -11,6 +11,7 @@
 use std::collections::VecDeque;
 
 use morph_core::RuntimeSpec;
+use morph_core::time::nanos_to_secs;
 
 use super::service::ServiceModel;
 
@@ -24,7 +25,7 @@ pub fn shortfall(
     need: &[f64],
     u: f64,
 ) -> f64 {
-    let slo_s = model.slo() as f64 / 1e9;
+    let slo_s = nanos_to_secs(model.slo());
     let mut carried = 0.0;
     for ((runtime, &n), &own) in runtimes.iter().zip(counts).zip(need) {
         // Eq. 4: R_i = max(R_{i−1} + Q_i − N_i·M_i, 0), per second.

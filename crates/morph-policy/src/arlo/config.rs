@@ -1,6 +1,7 @@
 //! The parameters of a [`super::ArloPolicy`], with the presets that make it Arlo or one of
 //! Arlo's baselines (§5 "Compared schemes", §5.2.4).
 
+use morph_core::time::{Millis, Seconds};
 use serde::{Deserialize, Serialize};
 
 use super::scaling::ScalingConfig;
@@ -36,9 +37,9 @@ pub struct ArloConfig {
     /// Re-allocate instances among runtimes from the observed lengths (Arlo's Runtime Scheduler).
     pub allocate: bool,
     /// Period of the Runtime Scheduler (120 s).
-    pub period_s: f64,
+    pub period_s: Seconds,
     /// The first allocation, once some lengths are seen.
-    pub first_allocation_s: f64,
+    pub first_allocation_s: Seconds,
     /// Replacements in flight at once; 0: `replace_share` of the instances (at least one).
     pub replace_batch: usize,
     /// The share of the instances replaced at once when `replace_batch` is 0 (the paper: a tenth).
@@ -52,9 +53,9 @@ pub struct ArloConfig {
     pub make_before_break: bool,
     /// How long a make-before-break hand-over waits for the need to allow retiring the old
     /// instance before it keeps the old one and retires the new.
-    pub handover_timeout_s: f64,
+    pub handover_timeout_s: Seconds,
     /// The need is the busiest tick of this many recent seconds, per length class.
-    pub need_window_s: f64,
+    pub need_window_s: Seconds,
     /// With `dynamic_longest`: allocate onto fixed runtimes only where the lengths seen, padded
     /// to their bounds, cost less than on the dynamic runtime at its measured penalty
     /// ([`super::premise`]); off: whatever the dynamic runtime's speed.
@@ -82,9 +83,9 @@ pub struct ArloConfig {
     /// Most requests waiting over all instances; beyond it arrivals get `QueueFull`.
     pub max_queue: usize,
     /// SLO for M_i, L_i and target tracking; default: the deployment's.
-    pub slo_ms: Option<f64>,
+    pub slo_ms: Option<Millis>,
     /// Tick period for scaling checks and replacement progress.
-    pub tick_s: f64,
+    pub tick_s: Seconds,
 }
 
 impl Default for ArloConfig {
@@ -98,13 +99,13 @@ impl Default for ArloConfig {
             max_len: None,
             batch: 1,
             allocate: true,
-            period_s: 120.0,
-            first_allocation_s: 10.0,
+            period_s: Seconds(120.0),
+            first_allocation_s: Seconds(10.0),
             replace_batch: 0,
             replace_share: 0.1,
             make_before_break: false,
-            handover_timeout_s: 10.0,
-            need_window_s: 3.0,
+            handover_timeout_s: Seconds(10.0),
+            need_window_s: Seconds(3.0),
             require_fixed_gain: true,
             dispatch: DispatchRule::Arlo,
             late_binding: false,
@@ -116,7 +117,7 @@ impl Default for ArloConfig {
             scaling: ScalingConfig::default(),
             max_queue: 100_000,
             slo_ms: None,
-            tick_s: 1.0,
+            tick_s: Seconds(1.0),
         }
     }
 }
@@ -149,7 +150,7 @@ impl ArloConfig {
                 late_binding: true,
                 stable_utilisation: Some(0.9),
                 dynamic_longest: true,
-                first_allocation_s: 1.0,
+                first_allocation_s: Seconds(1.0),
                 replace_share: 0.5,
                 make_before_break: true,
                 ..paper

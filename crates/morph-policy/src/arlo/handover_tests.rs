@@ -8,6 +8,7 @@ use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use morph_core::fixtures::request;
+use morph_core::time::Seconds;
 use morph_core::{
     Action, Event, HostId, InstanceId, InstanceInfo, LatencyProfile, Launched, Nanos, Point, Policy,
     RuntimeSpec, StartKind, Ticket, Time, UnitSpec,
@@ -47,7 +48,7 @@ fn case(seed: u64) -> u64 {
     let mut rng = Lcg(seed);
     let g = 2 + rng.below(11) as usize;
     let model = ServiceModel::new(Arc::new(stairs()), 20_000_000);
-    let config = ArloConfig { period_s: 3.0, ..ArloConfig::preset("arlo").expect("preset") };
+    let config = ArloConfig { period_s: Seconds(3.0), ..ArloConfig::preset("arlo").expect("preset") };
     let u = config.stable_utilisation.expect("the robust form's accounting");
     let mut policy = ArloPolicy::new("arlo", config, model.clone());
     // A tick's lengths: a random mix of up to three clusters, light to overloaded.

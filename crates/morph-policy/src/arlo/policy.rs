@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use morph_core::time::nanos_to_ms;
 use morph_core::{
     Action, BatchPlan, DropReason, Event, Gauge, InstanceId, InstanceInfo, Launched, Nanos, PaddedShape,
     Policy, RequestId, RequestInfo, RuntimeSpec, ShapeKind, Ticket, Tickets, Time, UnitSpec,
@@ -122,10 +123,6 @@ fn shaped(config: &ArloConfig, lens: &[u32]) -> Vec<RuntimeSpec> {
         .collect()
 }
 
-fn secs(s: f64) -> Nanos {
-    (s * 1e9) as Nanos
-}
-
 impl ArloPolicy {
     /// `model` gives service times from the profile at the policy's SLO.
     pub fn new(name: impl Into<String>, config: ArloConfig, model: ServiceModel) -> Self {
@@ -146,9 +143,9 @@ impl ArloPolicy {
         };
         let queue = MultiLevelQueue::with_rule(config.dispatch_params(), config.dispatch);
         let scaler = Scaler::new(config.scaling, model.slo());
-        let next_allocation = Time(secs(config.first_allocation_s));
+        let next_allocation = Time(config.first_allocation_s.nanos());
         let need_ticks =
-            (config.need_window_s / config.tick_s.max(f64::MIN_POSITIVE)).ceil().max(1.0) as usize;
+            (config.need_window_s.0 / config.tick_s.0.max(f64::MIN_POSITIVE)).ceil().max(1.0) as usize;
         Self {
             name: name.into(),
             model,
@@ -328,7 +325,7 @@ impl ArloPolicy {
         runtimes.dedup();
         let counts: Vec<usize> =
             runtimes.iter().map(|r| serving().filter(|(_, i)| i.runtime == *r).count()).collect();
-        let need = self.recent.need(&runtimes, self.config.tick_s);
+        let need = self.recent.need(&runtimes, self.config.tick_s.0);
         let u = self.config.stable_utilisation.unwrap_or(1.0);
         shortfall(&self.model, &runtimes, &counts, &need, u)
     }
@@ -339,7 +336,7 @@ impl ArloPolicy {
     /// instead, whichever leaves the larger capacity. So serving capacity never falls below
     /// what it was before the replacement began, nor below the need.
     fn hand_over(&mut self, now: Time, actions: &mut Vec<Action>) {
-        let timeout = secs(self.config.handover_timeout_s);
+        let timeout = self.config.handover_timeout_s.nanos();
         let mut k = 0;
         while k < self.handing_over.len() {
             let h = self.handing_over[k];
@@ -507,7 +504,7 @@ impl ArloPolicy {
         let due = || now >= self.next_allocation || self.fixed_runtimes_disproved();
         if self.config.allocate && settled && due() {
             self.reallocate(now);
-            self.next_allocation = now + secs(self.config.period_s);
+            self.next_allocation = now + self.config.period_s.nanos();
         }
         self.scale(now, actions);
         self.advance_plan(actions);
@@ -594,7 +591,7 @@ impl Policy for ArloPolicy {
     fn tick_interval(&self) -> Option<Nanos> {
         let needs_ticks =
             self.config.allocate || self.config.scaling.rule != super::scaling::ScalingRule::Off;
-        needs_ticks.then(|| secs(self.config.tick_s).max(1))
+        needs_ticks.then(|| self.config.tick_s.nanos().max(1))
     }
 
     fn gauges(&self) -> Vec<Gauge> {
@@ -626,7 +623,7 @@ impl Policy for ArloPolicy {
         json!({
             "policy": self.name,
             "config": self.config,
-            "slo_ms": self.model.slo() as f64 / 1e6,
+            "slo_ms": nanos_to_ms(self.model.slo()),
             "runtimes": self.set.iter().map(|r| json!({
                 "runtime": r.to_string(),
                 "capacity": self.model.capacity(*r),

@@ -2,6 +2,7 @@
 //! headroom rule on utilisation (§5 "Compared schemes"). Both are checked on every tick and
 //! look at a sliding window of recent observations.
 
+use morph_core::time::Seconds;
 use std::collections::VecDeque;
 
 use morph_core::{Nanos, Time, stats::percentile, time::nanos_to_ms};
@@ -33,9 +34,9 @@ pub enum ScalingRule {
 pub struct ScalingConfig {
     pub rule: ScalingRule,
     /// Observations older than this are forgotten ("recent requests").
-    pub window_s: f64,
+    pub window_s: Seconds,
     /// How long the cluster must stay calm before one instance is removed (Arlo: 60 s).
-    pub scale_in_period_s: f64,
+    pub scale_in_period_s: Seconds,
     /// Target tracking: scale out at this share of the SLO (0.95) …
     pub out_at_slo: f64,
     /// … and scale in below this share (0.5).
@@ -50,8 +51,8 @@ impl Default for ScalingConfig {
     fn default() -> Self {
         Self {
             rule: ScalingRule::Off,
-            window_s: 10.0,
-            scale_in_period_s: 60.0,
+            window_s: Seconds(10.0),
+            scale_in_period_s: Seconds(60.0),
             out_at_slo: 0.95,
             in_below_slo: 0.5,
             headroom: 0.2,
@@ -100,7 +101,7 @@ impl Scaler {
     /// Checked on every tick. `instances` counts every instance holding a slot (starting ones
     /// included); `starting` those not up yet (no scale-out while one is loading).
     pub fn decide(&mut self, now: Time, instances: usize, starting: usize) -> Option<ScaleDecision> {
-        let window = (self.config.window_s * 1e9) as Nanos;
+        let window = self.config.window_s.nanos();
         let cutoff = Time(now.0.saturating_sub(window));
         while self.latencies.front().is_some_and(|(t, _)| *t < cutoff) {
             self.latencies.pop_front();
@@ -140,7 +141,7 @@ impl Scaler {
             return None;
         }
         let since = *self.calm_since.get_or_insert(now);
-        let period = (self.config.scale_in_period_s * 1e9) as Nanos;
+        let period = self.config.scale_in_period_s.nanos();
         if now.since(since) >= period && instances > self.config.min_instances {
             self.calm_since = Some(now);
             return Some(ScaleDecision::In);

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use morph_core::time::{Millis, Seconds, nanos_to_ms};
 use morph_core::{LatencyProfile, Nanos, PaddedShape, RuntimeSpec};
 
 use crate::queueing::{DelayModel, Load, delay};
@@ -29,6 +30,10 @@ impl ServiceModel {
         self.slo
     }
 
+    fn slo_ms(&self) -> f64 {
+        nanos_to_ms(self.slo)
+    }
+
     pub fn profile(&self) -> &LatencyProfile {
         &self.profile
     }
@@ -41,14 +46,14 @@ impl ServiceModel {
 
     /// M_i: the most requests one instance finishes back to back within the SLO.
     pub fn capacity(&self, runtime: RuntimeSpec) -> u32 {
-        let slo_ms = self.slo as f64 / 1e6;
+        let slo_ms = self.slo_ms();
         let batches = (slo_ms / self.service_ms(runtime)).floor();
         (batches * f64::from(runtime.max_batch)).max(1.0) as u32
     }
 
     /// ρ of an instance offered `load` requests per SLO period.
     fn utilisation(&self, runtime: RuntimeSpec, load: f64) -> f64 {
-        load * self.service_ms(runtime) / f64::from(runtime.max_batch) / (self.slo as f64 / 1e6)
+        load * self.service_ms(runtime) / f64::from(runtime.max_batch) / self.slo_ms()
     }
 
     /// M/D/1 mean latency at utilisation ρ < 1 (Poisson arrivals, deterministic service s).
@@ -72,7 +77,7 @@ impl ServiceModel {
     /// Morph's stable accounting: M_i at utilisation `u` < 1, the requests per SLO period one
     /// instance serves while staying stable (fractional; the paper's M_i is at ρ = 1, floored).
     pub fn stable_capacity(&self, runtime: RuntimeSpec, u: f64) -> f64 {
-        u * (self.slo as f64 / 1e6) / self.service_ms(runtime) * f64::from(runtime.max_batch)
+        u * self.slo_ms() / self.service_ms(runtime) * f64::from(runtime.max_batch)
     }
 
     /// M/D/c mean latency of `instances` instances pooled at utilisation ρ < 1 each: late
@@ -81,10 +86,10 @@ impl ServiceModel {
     /// instance they are the same.
     fn mdc_ms(&self, runtime: RuntimeSpec, rho: f64, instances: usize) -> f64 {
         let s = self.service_ms(runtime);
-        let mu = f64::from(runtime.max_batch) / (s / 1e3);
+        let mu = f64::from(runtime.max_batch) / Millis(s).secs();
         let c = u32::try_from(instances.max(1)).unwrap_or(u32::MAX);
         let load = Load { lambda: rho * mu * f64::from(c), mu, replicas: c, ca: 1.0, cs: 0.0 };
-        delay(DelayModel::AllenCunneen, load) * 1e3
+        Seconds(delay(DelayModel::AllenCunneen, load)).ms()
     }
 
     /// Morph's stable accounting: L_i(B) of the runtime's `instances` pooled (M/D/c) up to
@@ -96,7 +101,7 @@ impl ServiceModel {
         if rho <= u {
             self.mdc_ms(runtime, rho, instances)
         } else {
-            self.mdc_ms(runtime, u, instances) + OVERLOAD_SLOS * (self.slo as f64 / 1e6) * (rho - u)
+            self.mdc_ms(runtime, u, instances) + OVERLOAD_SLOS * self.slo_ms() * (rho - u)
         }
     }
 }

@@ -3,7 +3,8 @@
 //! its own (η, μ); otherwise it opens a new batch. Tasks are not a condition: a batch may mix
 //! tasks (§III-A). The queue stays in creation order (spec A5); Alg. 2 sorts a view.
 
-use morph_core::{Nanos, RequestId, TaskId, Time};
+use morph_core::time::Millis;
+use morph_core::{RequestId, TaskId, Time};
 use serde::{Deserialize, Serialize};
 
 /// A queued request as OTAS sees it.
@@ -25,11 +26,11 @@ pub struct Member {
 #[serde(deny_unknown_fields)]
 pub struct BatchingConfig {
     /// δ: a request joins a batch only if it arrived within δ of the batch's opening.
-    pub delta_ms: f64,
+    pub delta_ms: Millis,
     /// ε: the most requests in a batch.
     pub epsilon: usize,
     /// η: the largest difference between the batch's and the request's deadline.
-    pub eta_ms: f64,
+    pub eta_ms: Millis,
     /// μ: the largest difference between the batch's utility (its first query's) and the
     /// request's.
     pub mu: f64,
@@ -40,7 +41,7 @@ pub struct BatchingConfig {
 
 impl Default for BatchingConfig {
     fn default() -> Self {
-        Self { delta_ms: 500.0, epsilon: 64, eta_ms: 500.0, mu: 0.8, length_window: None }
+        Self { delta_ms: Millis(500.0), epsilon: 64, eta_ms: Millis(500.0), mu: 0.8, length_window: None }
     }
 }
 
@@ -92,7 +93,7 @@ impl Batch {
 /// `rows` caps ε further (the instances' rows per batch).
 pub fn join(queue: &mut Vec<Batch>, r: Member, config: &BatchingConfig, rows: usize) -> usize {
     let epsilon = config.epsilon.min(rows).max(1);
-    let (delta, eta) = (ms(config.delta_ms), ms(config.eta_ms));
+    let (delta, eta) = (config.delta_ms.nanos(), config.eta_ms.nanos());
     // Alg. 1 line 1: from the newest batch (b = N_B) down to the first.
     for (b, batch) in queue.iter_mut().enumerate().rev() {
         if batch.opened.0.saturating_add(delta) < r.arrival.0 {
@@ -112,10 +113,6 @@ pub fn join(queue: &mut Vec<Batch>, r: Member, config: &BatchingConfig, rows: us
     }
     queue.push(Batch::new(r)); // line 13: a new batch
     queue.len() - 1
-}
-
-fn ms(ms: f64) -> Nanos {
-    morph_core::time::ms_to_nanos(ms)
 }
 
 #[cfg(test)]

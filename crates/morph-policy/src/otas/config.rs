@@ -1,6 +1,7 @@
 //! OTAS's parameters, with the paper's defaults (§V; spec §2.10), and the presets that run its
 //! baselines on the same code.
 
+use morph_core::time::Millis;
 use std::collections::BTreeMap;
 
 use morph_core::TokenPlan;
@@ -23,11 +24,11 @@ pub struct OtasConfig {
     /// β: with at most this many batches queued, Alg. 3 plans instead of the DP.
     pub beta: usize,
     /// The first milliseconds of service, planned by Alg. 3 only.
-    pub initial_ms: f64,
+    pub initial_ms: Millis,
     /// κ: Alg. 3 gives the most accurate plan to batches of mean utility above it.
     pub kappa: f64,
     /// The window the arrival rate q is counted over (spec A8).
-    pub rate_window_ms: f64,
+    pub rate_window_ms: Millis,
     /// The padded length at which each plan's throughput μ(γ) is read for f(q); `None` (the
     /// default): the length a full batch of the requests arriving now pads to.
     pub rate_len: Option<u32>,
@@ -37,7 +38,7 @@ pub struct OtasConfig {
     /// the fastest only if the queue and a burst as large as the most arrivals seen within one
     /// SLO over `burst_window_ms` keep their deadlines; off: the paper's planners alone.
     pub burst_guard: bool,
-    pub burst_window_ms: f64,
+    pub burst_window_ms: Millis,
     /// The guard counts a burst's work as this many times its full batches' (Alg. 1 splits a
     /// burst by deadline and utility into more batches than full ones).
     pub burst_margin: f64,
@@ -55,8 +56,8 @@ pub struct OtasConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Switching {
-    pub hold_ms: f64,
-    pub cost_ms: f64,
+    pub hold_ms: Millis,
+    pub cost_ms: Millis,
 }
 
 impl Default for OtasConfig {
@@ -66,13 +67,13 @@ impl Default for OtasConfig {
             accuracy: BTreeMap::new(),
             batching: BatchingConfig::default(),
             beta: 5,
-            initial_ms: 2_000.0,
+            initial_ms: Millis(2_000.0),
             kappa: 0.8,
-            rate_window_ms: 1_000.0,
+            rate_window_ms: Millis(1_000.0),
             rate_len: None,
             skip: true,
             burst_guard: true,
-            burst_window_ms: 30_000.0,
+            burst_window_ms: Millis(30_000.0),
             burst_margin: 1.5,
             max_queue: 4_096,
             default_utility: 1.0,
@@ -84,7 +85,7 @@ impl Default for OtasConfig {
 /// What INFaaS-like pays to switch variants: loading one from disk on this 2-core host, measured
 /// as the wall time of a fresh `morph profile --plan P` of one tiny batch (process, ONNX
 /// Runtime, weights, graph, session): 0.44–0.67 s for 3, 4 and 6 layers.
-const SWITCH_COST_MS: f64 = 500.0;
+const SWITCH_COST: Millis = Millis(500.0);
 
 impl OtasConfig {
     /// The OTAS policies by name (the registry's token-plan family): OTAS itself, OTAS planning
@@ -100,7 +101,7 @@ impl OtasConfig {
             "infaas-like" => Some(Self {
                 plans: vec![TokenPlan::Exit(3), TokenPlan::Exit(4), TokenPlan::Plain],
                 skip: false,
-                switching: Some(Switching { hold_ms: 1_000.0, cost_ms: SWITCH_COST_MS }),
+                switching: Some(Switching { hold_ms: Millis(1_000.0), cost_ms: SWITCH_COST }),
                 ..otas
             }),
             _ => None,
@@ -116,10 +117,10 @@ impl OtasConfig {
             return Err(format!("{name} runs one fixed plan; plans has {}", self.plans.len()));
         }
         let b = &self.batching;
-        if b.epsilon == 0 || b.delta_ms < 0.0 || b.eta_ms < 0.0 || b.mu < 0.0 {
+        if b.epsilon == 0 || b.delta_ms.0 < 0.0 || b.eta_ms.0 < 0.0 || b.mu < 0.0 {
             return Err("batching needs epsilon ≥ 1 and non-negative delta_ms, eta_ms, mu".into());
         }
-        if self.rate_window_ms <= 0.0 || self.rate_len == Some(0) || self.burst_window_ms <= 0.0 {
+        if self.rate_window_ms.0 <= 0.0 || self.rate_len == Some(0) || self.burst_window_ms.0 <= 0.0 {
             return Err("rate_window_ms, rate_len and burst_window_ms must be positive".into());
         }
         if self.burst_margin.is_nan() || self.burst_margin < 1.0 {

@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use morph_core::time::ms_to_nanos;
+use morph_core::time::{Seconds, ms_to_nanos, nanos_to_secs};
 use morph_core::{
     Action, BatchPlan, DropReason, Event, Gauge, InstanceId, InstanceInfo, Policy, RequestId, RequestInfo,
     RuntimeSpec, Time, TokenPlan, UnitSpec,
@@ -68,7 +68,7 @@ pub struct OtasPolicy {
 impl OtasPolicy {
     /// `name` is the preset's; `table` holds `config.plans` in order, with their profiles.
     pub fn new(name: &str, config: OtasConfig, table: PlanTable) -> Self {
-        let bursts = config.burst_guard.then(|| Bursts::new(ms_to_nanos(config.burst_window_ms)));
+        let bursts = config.burst_guard.then(|| Bursts::new(config.burst_window_ms.nanos()));
         Self {
             name: name.to_string(),
             config,
@@ -117,7 +117,7 @@ impl OtasPolicy {
 
     /// Forgets arrivals older than the rate window ending at `now`; returns the window.
     fn forget_old_arrivals(&mut self, now: Time) -> u64 {
-        let window = ms_to_nanos(self.config.rate_window_ms);
+        let window = self.config.rate_window_ms.nanos();
         while self.arrivals.front().is_some_and(|&(t, _)| now.since(t) > window) {
             self.arrivals.pop_front();
         }
@@ -127,7 +127,7 @@ impl OtasPolicy {
     /// q: arrivals per second over the rate window ending at `now`.
     fn rate(&mut self, now: Time) -> f64 {
         let window = self.forget_old_arrivals(now);
-        self.arrivals.len() as f64 * 1e9 / window as f64
+        self.arrivals.len() as f64 / nanos_to_secs(window)
     }
 
     fn unreachable(member: &Member) -> DropReason {
@@ -194,7 +194,7 @@ impl OtasPolicy {
             })
             .collect();
         let started = *self.started.get_or_insert(now);
-        let initial = now.since(started) < ms_to_nanos(self.config.initial_ms);
+        let initial = now.since(started) < self.config.initial_ms.nanos();
         // Alg. 2 line 2: short queue or initial stage → Alg. 3.
         let choices = if let Some(switching) = self.config.switching {
             let rated = self.rated(now);
@@ -219,7 +219,7 @@ impl OtasPolicy {
         let len = self.config.rate_len.unwrap_or_else(|| self.full_batch_len(rows));
         let per_second = self.table.throughput(0, rows, len);
         let work = self.config.burst_margin * arrivals as f64 / per_second;
-        Some(Burst { work: (work * 1e9) as u64, slo })
+        Some(Burst { work: Seconds(work).nanos(), slo })
     }
 
     /// f(q): the most accurate plan whose throughput exceeds the current arrival rate.
@@ -251,10 +251,10 @@ impl OtasPolicy {
     fn switch(&mut self, now: Time, rated: usize, switching: Switching) -> usize {
         match self.candidate {
             _ if rated == self.current => self.candidate = None,
-            Some((plan, since)) if plan == rated && now.since(since) >= ms_to_nanos(switching.hold_ms) => {
+            Some((plan, since)) if plan == rated && now.since(since) >= switching.hold_ms.nanos() => {
                 self.current = rated;
                 self.candidate = None;
-                self.blocked_until = now + ms_to_nanos(switching.cost_ms);
+                self.blocked_until = now + switching.cost_ms.nanos();
             }
             Some((plan, _)) if plan == rated => {}
             _ => self.candidate = Some((rated, now)),

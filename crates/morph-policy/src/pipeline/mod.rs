@@ -9,6 +9,7 @@ mod pool;
 pub mod share;
 pub mod stats;
 
+use morph_core::time::{Millis, Seconds};
 use morph_core::{Gauge, StageTime, Time};
 use serde::{Deserialize, Serialize};
 
@@ -44,7 +45,7 @@ pub struct StageView<'a> {
 impl StageView<'_> {
     /// Seconds one request takes on a replica with `threads` threads (1/μ_i).
     pub fn service_s(&self, threads: u16) -> f64 {
-        self.time.ms(threads) / 1e3 + self.hop_s
+        Millis(self.time.ms(threads)).secs() + self.hop_s
     }
 
     /// r_i: replicas up or starting, at least one.
@@ -90,12 +91,12 @@ pub struct PoolConfig {
     /// Threads per replica at start.
     pub threads: u16,
     /// The control period.
-    pub period_s: f64,
+    pub period_s: Seconds,
     /// A stage shrinks only to the largest count asked for over this long.
-    pub scale_down_delay_s: f64,
+    pub scale_down_delay_s: Seconds,
     /// λ_i and observed delays over this window; arrival times kept for `history_s`.
-    pub window_s: f64,
-    pub history_s: f64,
+    pub window_s: Seconds,
+    pub history_s: Seconds,
     /// Inter-arrival gaps the CV is taken over.
     pub cv_window: usize,
     pub placement: PlacementRule,
@@ -114,10 +115,10 @@ impl Default for PoolConfig {
             max_queue: 100_000,
             initial_replicas: 1,
             threads: 1,
-            period_s: 1.0,
-            scale_down_delay_s: 30.0,
-            window_s: 10.0,
-            history_s: 60.0,
+            period_s: Seconds(1.0),
+            scale_down_delay_s: Seconds(30.0),
+            window_s: Seconds(10.0),
+            history_s: Seconds(60.0),
             cv_window: 200,
             placement: PlacementRule::FirstFit,
             reserve: 1,

@@ -5,9 +5,10 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
+use morph_core::time::{Millis, nanos_to_secs};
 use morph_core::{
     Action, BatchPlan, DropReason, Event, Gauge, HostId, HostSlots, InstanceId, InstanceInfo, Nanos, Policy,
-    RequestId, StageTime, StageTimes, Ticket, Tickets, Time, UnitSpec, time::ms_to_nanos,
+    RequestId, StageTime, StageTimes, Ticket, Tickets, Time, UnitSpec,
 };
 
 use super::placement::ClusterView;
@@ -104,18 +105,12 @@ impl<S: Sizer> PipelinePolicy<S> {
             let b_ms = profile.stages.iter().map(|t| t.b_ms).sum();
             vec![(StageTime { a_ms, b_ms }, 0.0)]
         } else {
-            let hop = |i: usize| if i > 0 { profile.hop_ms / 1e3 } else { 0.0 };
+            let hop = |i: usize| if i > 0 { Millis(profile.hop_ms).secs() } else { 0.0 };
             profile.stages.iter().enumerate().map(|(i, t)| (*t, hop(i))).collect()
         };
         let target =
             StageTarget { replicas: config.initial_replicas.max(1), threads: config.threads, key: false };
-        let stats = || {
-            StageStats::new(
-                ms_to_nanos(config.window_s * 1e3),
-                ms_to_nanos(config.history_s * 1e3),
-                config.cv_window,
-            )
-        };
+        let stats = || StageStats::new(config.window_s.nanos(), config.history_s.nanos(), config.cv_window);
         let stages = stage_times
             .into_iter()
             .map(|(time, hop_s)| Stage {
@@ -132,7 +127,7 @@ impl<S: Sizer> PipelinePolicy<S> {
         Self {
             name: name.to_string(),
             cluster: ClusterView::new(hosts),
-            slo_s: slo as f64 / 1e9,
+            slo_s: nanos_to_secs(slo),
             config,
             profile,
             sizer,
@@ -315,7 +310,7 @@ impl<S: Sizer> PipelinePolicy<S> {
         };
         let mut targets = self.sizer.size(&view);
         self.share_scarce_slots(&mut targets);
-        let delay = ms_to_nanos(self.config.scale_down_delay_s * 1e3);
+        let delay = self.config.scale_down_delay_s.nanos();
         for (i, target) in targets.into_iter().enumerate().take(self.stages.len()) {
             let s = &mut self.stages[i];
             s.target = StageTarget { replicas: target.replicas.max(1), ..target };
@@ -432,7 +427,7 @@ impl<S: Sizer> Policy for PipelinePolicy<S> {
             }
             Event::Tick => {
                 if now >= self.next_control {
-                    self.next_control = now + ms_to_nanos(self.config.period_s * 1e3);
+                    self.next_control = now + self.config.period_s.nanos();
                     self.control(now, actions);
                 }
             }
@@ -453,7 +448,7 @@ impl<S: Sizer> Policy for PipelinePolicy<S> {
     }
 
     fn tick_interval(&self) -> Option<Nanos> {
-        Some(ms_to_nanos(self.config.period_s * 1e3))
+        Some(self.config.period_s.nanos())
     }
 
     fn host_cache(&self) -> bool {

@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 
+use morph_core::time::nanos_to_secs;
 use morph_core::{Nanos, Time};
 
 /// Sliding windows over one stage's arrivals and completions.
@@ -36,7 +37,7 @@ impl StageStats {
 
     pub fn arrive(&mut self, now: Time) {
         if let Some(&last) = self.arrivals.back() {
-            self.gaps.push_back(now.since(last) as f64 / 1e9);
+            self.gaps.push_back(nanos_to_secs(now.since(last)));
             if self.gaps.len() > self.cv_window {
                 self.gaps.pop_front();
             }
@@ -73,7 +74,7 @@ impl StageStats {
         let span = span.min(self.history).min(now.0).max(1);
         let since = Time(now.0 - span);
         let count = self.arrivals.iter().rev().take_while(|&&t| t > since).count();
-        count as f64 / (span as f64 / 1e9)
+        count as f64 / nanos_to_secs(span)
     }
 
     /// The CV (σ/mean) of the last inter-arrival times, and how many gaps it rests on;
@@ -117,7 +118,7 @@ impl StageStats {
 
     pub fn observed_delay(&self) -> Option<f64> {
         let n = self.delays.len();
-        (n > 0).then(|| self.delays.iter().map(|d| d.1 as f64).sum::<f64>() / n as f64 / 1e9)
+        (n > 0).then(|| nanos_to_secs(self.delays.iter().map(|d| d.1).sum::<Nanos>()) / n as f64)
     }
 
     pub fn total_arrivals(&self) -> u64 {

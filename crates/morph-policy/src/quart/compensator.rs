@@ -4,6 +4,7 @@
 //! corrector's count instead (Alg. 1 line 24: "call Correct").
 
 use morph_core::StageTime;
+use morph_core::time::Millis;
 
 use crate::queueing::{DelayModel, Load, delay};
 
@@ -33,7 +34,7 @@ pub struct Cut {
 /// corrector's count at the current threads.
 pub fn compensate(model: DelayModel, cut: Cut, choices: &[u16]) -> Compensated {
     let meets = |threads: u16| {
-        let mu = 1.0 / (cut.time.ms(threads) / 1e3 + cut.hop_s);
+        let mu = 1.0 / (Millis(cut.time.ms(threads)).secs() + cut.hop_s);
         let load = Load { lambda: cut.lambda, mu, replicas: cut.smoothed, ca: cut.ca, cs: 0.0 };
         delay(model, load) <= cut.target
     };

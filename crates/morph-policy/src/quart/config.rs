@@ -1,6 +1,7 @@
 //! Every QUART parameter in one place (spec §5.4), settable from scenarios and
 //! `--policy-params`; the switches are the ablations the paper lacks.
 
+use morph_core::time::{Millis, Seconds};
 use serde::{Deserialize, Serialize};
 
 use super::corrector::Gains;
@@ -22,14 +23,14 @@ pub enum DelaySource {
 pub struct QuartConfig {
     /// End-to-end SLO split over the stages in proportion to their service times; default:
     /// the deployment's.
-    pub slo_ms: Option<f64>,
+    pub slo_ms: Option<Millis>,
     pub delay_model: DelayModel,
     pub delay_source: DelaySource,
     pub gains: Gains,
     pub r_min: u32,
     pub r_max: u32,
     /// A stage stays key this long after it last exceeded its target.
-    pub key_hold_s: f64,
+    pub key_hold_s: Seconds,
     /// A stage's measured CV replaces QNA's prediction once it rests on this many gaps.
     pub cv_enough: usize,
     /// CV of a stage's service time (0: deterministic, as for fixed-shape stages).
@@ -48,13 +49,13 @@ pub struct QuartConfig {
     /// Morph's extension: a stage is sized for its arrival rate plus the requests queued at it,
     /// drained over this many seconds (the critical flow carries a burst on to the later
     /// stages). 0: the arrival rate alone, as the paper sizes.
-    pub backlog_drain_s: f64,
+    pub backlog_drain_s: Seconds,
     /// Morph's robust floor: no stage below what InferLine's envelope rule asks of it (the
     /// largest arrival rate over windows up to `robust_window_s`, its backlog drained over
     /// 10 s), so where QUART's mean-rate forecast cannot see a burst coming it sizes as the
     /// robust baseline does rather than lose to it; off: QUART's own sizing alone.
     pub robust_floor: bool,
-    pub robust_window_s: f64,
+    pub robust_window_s: Seconds,
     /// Where QUART's forecast cannot help, it falls back to the robust sizing alone: when the
     /// ingress's index of dispersion over 1 s bins (1 for Poisson) exceeds this, its stages are
     /// sized by the envelope rule without QUART's own additions (the bursts outlast the rate
@@ -72,7 +73,7 @@ impl Default for QuartConfig {
             gains: Gains::default(),
             r_min: 1,
             r_max: 8,
-            key_hold_s: 60.0,
+            key_hold_s: Seconds(60.0),
             cv_enough: 200,
             service_cv: 0.0,
             threads: vec![1, 2, 4, 8],
@@ -81,9 +82,9 @@ impl Default for QuartConfig {
             smoother: true,
             compensator: true,
             paper_literal: false,
-            backlog_drain_s: 1.0,
+            backlog_drain_s: Seconds(1.0),
             robust_floor: true,
-            robust_window_s: 60.0,
+            robust_window_s: Seconds(60.0),
             fallback_dispersion: 2.0,
             pool: PoolConfig {
                 placement: PlacementRule::CacheAware,

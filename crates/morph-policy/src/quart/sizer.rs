@@ -1,7 +1,7 @@
 //! QUART's online loop (Fig. 4, Alg. 1): per control period, the corrector, then the smoother,
 //! then the CPU compensator, over the stages' measured rates and CVs.
 
-use morph_core::{Gauge, Nanos, Time, time::ms_to_nanos};
+use morph_core::{Gauge, Nanos, Time, time::Millis};
 
 use super::budget::{Budget, threads_to_fit};
 use super::compensator::{Cut, compensate};
@@ -103,15 +103,15 @@ impl Sizer for QuartSizer {
         self.pid.resize(n, PidState::default());
         self.key_until.resize(n, Time::ZERO);
         let model = self.model();
-        let slo = c.slo_ms.map_or(view.slo_s, |ms| ms / 1e3);
+        let slo = c.slo_ms.map_or(view.slo_s, Millis::secs);
         let service: Vec<f64> = view.stages.iter().map(|s| s.service_s(s.threads)).collect();
         let total: f64 = service.iter().sum();
         // T_target,i = SLO · s_i / Σ_j s_j (spec §1.4 [R]).
         let targets: Vec<f64> = service.iter().map(|s| slo * s / total.max(f64::MIN_POSITIVE)).collect();
         // λ_i, plus (our extension) the requests queued at stage i drained over the horizon: a
         // burst counts where it waits, so the critical stage is the one that asks for replicas.
-        let drain = |q: usize| match c.backlog_drain_s > 0.0 && !c.paper_literal {
-            true => q as f64 / c.backlog_drain_s,
+        let drain = |q: usize| match c.backlog_drain_s.0 > 0.0 && !c.paper_literal {
+            true => q as f64 / c.backlog_drain_s.0,
             false => 0.0,
         };
         let lambda: Vec<f64> = view.stages.iter().map(|s| s.stats.rate(view.now) + drain(s.queued)).collect();
@@ -153,7 +153,7 @@ impl Sizer for QuartSizer {
                 ..*view
             };
             let envelope = |counts: &[u16]| {
-                envelope_targets(&at(counts), c.robust_window_s, ROBUST_DRAIN_S, 0.0, c.r_max)
+                envelope_targets(&at(counts), c.robust_window_s.0, ROBUST_DRAIN_S, 0.0, c.r_max)
             };
             let bursty = view.stages.first().and_then(|s| s.stats.dispersion(view.now, DISPERSION_BIN));
             if bursty.is_some_and(|d| d > c.fallback_dispersion) {
@@ -180,7 +180,7 @@ impl Sizer for QuartSizer {
         }
         let params = CorrectorParams {
             gains: c.gains,
-            dt: c.pool.period_s,
+            dt: c.pool.period_s.0,
             r_min: c.r_min,
             r_max: c.r_max,
             r_total: view.slots as u32,
@@ -189,7 +189,7 @@ impl Sizer for QuartSizer {
         };
         // Corrector (Alg. 1 lines 1–5).
         let corrected = correct(&params, &mut self.pid, &stage_delays);
-        let hold: Nanos = ms_to_nanos(c.key_hold_s * 1e3);
+        let hold: Nanos = c.key_hold_s.nanos();
         for i in 0..n {
             if corrected.key[i] {
                 self.key_until[i] = view.now + hold;

@@ -1,6 +1,6 @@
 //! How each family of policies is built from its parameters and the deployment's context.
 
-use morph_core::{HostSlots, Nanos, Policy, StageTimes, TokenPlan, time::ms_to_nanos};
+use morph_core::{HostSlots, Nanos, Policy, StageTimes, TokenPlan, time::Millis};
 
 use super::{Context, PolicyError, PolicyKind};
 use crate::arlo::{ArloConfig, ArloPolicy, ServiceModel};
@@ -74,8 +74,11 @@ pub(super) fn arlo(
     let preset = ArloConfig::preset(name).ok_or_else(|| PolicyError::Unknown(name.to_string()))?;
     let config: ArloConfig = with_params(preset, params).map_err(params_err(name))?;
     let profile = ctx.profile.clone().ok_or_else(|| PolicyError::NeedsProfile(name.to_string()))?;
-    let slo =
-        config.slo_ms.map(ms_to_nanos).or(ctx.slo).ok_or_else(|| PolicyError::NeedsSlo(name.to_string()))?;
+    let slo = config
+        .slo_ms
+        .map(Millis::nanos)
+        .or(ctx.slo)
+        .ok_or_else(|| PolicyError::NeedsSlo(name.to_string()))?;
     Ok(Box::new(ArloPolicy::new(name, config, ServiceModel::new(profile, slo))))
 }
 
@@ -116,7 +119,7 @@ pub(super) fn pipeline(
     Ok(match name {
         "quart" => {
             let c: QuartConfig = with_nested_params(QuartConfig::default(), params).map_err(params_err)?;
-            let slo = c.slo_ms.map_or(slo, ms_to_nanos);
+            let slo = c.slo_ms.map_or(slo, Millis::nanos);
             boxed(on(c.pool.clone(), slo), QuartSizer::new(c))
         }
         "infless-like" => {

@@ -4,7 +4,7 @@
 //! the oldest has waited `wait_ms`; it ends with its longest), continuous batching (iteration
 //! level: a freed place goes to the next request in queue order at once).
 
-use morph_core::time::ms_to_nanos;
+use morph_core::time::Millis;
 use morph_core::{
     Action, BatchPlan, DropReason, Event, GenerationCosts, InstanceId, Nanos, Policy, RequestId, RequestInfo,
     Time,
@@ -17,7 +17,7 @@ use super::queue::{Aging, JobQueue, Order};
 #[serde(tag = "mode", rename_all = "lowercase", try_from = "RawBatching")]
 pub enum Batching {
     None,
-    Dynamic { max_batch: usize, wait_ms: f64 },
+    Dynamic { max_batch: usize, wait_ms: Millis },
     Continuous { max_batch: usize },
 }
 
@@ -28,7 +28,7 @@ pub enum Batching {
 struct RawBatching {
     mode: String,
     max_batch: Option<usize>,
-    wait_ms: Option<f64>,
+    wait_ms: Option<Millis>,
 }
 
 impl TryFrom<RawBatching> for Batching {
@@ -83,7 +83,7 @@ impl SsjfConfig {
             "fcfs" => Order::Fcfs,
             _ => return None,
         };
-        let aging = costs.map(|c| Aging { factor: Self::AGING_FACTOR, token_ms: c.step_ms });
+        let aging = costs.map(|c| Aging { factor: Self::AGING_FACTOR, token_ms: Millis(c.step_ms) });
         Some(Self {
             order,
             batching: Batching::Continuous { max_batch: 4 },
@@ -176,7 +176,7 @@ impl SsjfPolicy {
                 }
                 Batching::Dynamic { max_batch, wait_ms } if !self.instances[i].busy => {
                     let max_batch = max_batch.min(rows);
-                    let waited = self.queue.oldest_arrival().is_some_and(|t| now - t >= ms_to_nanos(wait_ms));
+                    let waited = self.queue.oldest_arrival().is_some_and(|t| now - t >= wait_ms.nanos());
                     if self.queue.len() >= max_batch || waited {
                         self.instances[i].busy = true;
                         actions.push(Action::Run { instance: id, requests: self.take(now, max_batch), plan });
@@ -237,7 +237,7 @@ impl Policy for SsjfPolicy {
     /// Dynamic batching checks its wait bound every tenth of it.
     fn tick_interval(&self) -> Option<Nanos> {
         match self.config.batching {
-            Batching::Dynamic { wait_ms, .. } => Some(ms_to_nanos(wait_ms / 10.0).max(1)),
+            Batching::Dynamic { wait_ms, .. } => Some((wait_ms.nanos() / 10).max(1)),
             _ => None,
         }
     }
@@ -267,7 +267,7 @@ mod tests {
         assert!(err.contains("unknown field `wiat_ms`"), "{err}");
         assert_eq!(parse(serde_json::json!({"mode": "none"})), Ok(Batching::None));
         let dynamic = parse(serde_json::json!({"mode": "dynamic", "max_batch": 2, "wait_ms": 5.0}));
-        assert_eq!(dynamic, Ok(Batching::Dynamic { max_batch: 2, wait_ms: 5.0 }));
+        assert_eq!(dynamic, Ok(Batching::Dynamic { max_batch: 2, wait_ms: Millis(5.0) }));
         let round = serde_json::to_value(Batching::Continuous { max_batch: 3 }).unwrap();
         assert_eq!(parse(round), Ok(Batching::Continuous { max_batch: 3 }));
     }

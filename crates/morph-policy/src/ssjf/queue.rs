@@ -7,6 +7,7 @@
 //! uncached prompt is long, and its aging bound grows with it, so it waits longer but never
 //! starves.
 
+use morph_core::time::Millis;
 use std::collections::{BTreeSet, HashMap};
 
 use morph_core::{RequestId, RequestInfo, Time, time::ms_to_nanos};
@@ -27,7 +28,7 @@ pub enum Order {
 pub struct Aging {
     pub factor: f64,
     /// Estimated execution time per output token, ms.
-    pub token_ms: f64,
+    pub token_ms: Millis,
 }
 
 type Key = (u32, Time, RequestId);
@@ -85,7 +86,7 @@ impl JobQueue {
         };
         let key = (primary, r.arrival, r.id);
         let promote_at =
-            self.aging.map(|a| r.arrival + ms_to_nanos(a.factor * a.token_ms * f64::from(length.max(1))));
+            self.aging.map(|a| r.arrival + ms_to_nanos(a.factor * a.token_ms.0 * f64::from(length.max(1))));
         self.by_key.insert(key);
         self.by_arrival.insert((r.arrival, r.id));
         if let Some(t) = promote_at {
@@ -164,7 +165,7 @@ mod tests {
     /// shorter ones; before that it waits behind them.
     #[test]
     fn aging_promotes_a_long_job_that_waited_past_its_bound() {
-        let aging = Some(Aging { factor: 2.0, token_ms: 1.0 });
+        let aging = Some(Aging { factor: 2.0, token_ms: Millis(1.0) });
         let filled = |order| {
             let mut q = JobQueue::new(order, aging, 0.0);
             q.push(&req(0, 0, 300)); // promoted at 600 ms

@@ -3,6 +3,7 @@
 //! r_i = ⌈(λ̂(t + h) + q/D)·(1 + headroom)·s_i⌉, q the requests waiting, drained over D =
 //! `backlog_drain_s`. Cold starts per stage.
 
+use morph_core::time::Seconds;
 use serde::{Deserialize, Serialize};
 
 use super::backlog_rate;
@@ -15,9 +16,9 @@ pub struct CocktailConfig {
     pub alpha: f64,
     pub beta: f64,
     /// How far ahead to provision: the cold-start time h.
-    pub horizon_s: f64,
+    pub horizon_s: Seconds,
     pub headroom: f64,
-    pub backlog_drain_s: f64,
+    pub backlog_drain_s: Seconds,
     pub r_max: u32,
     pub pool: PoolConfig,
 }
@@ -27,9 +28,9 @@ impl Default for CocktailConfig {
         Self {
             alpha: 0.5,
             beta: 0.3,
-            horizon_s: 5.6,
+            horizon_s: Seconds(5.6),
             headroom: 0.1,
-            backlog_drain_s: 10.0,
+            backlog_drain_s: Seconds(10.0),
             r_max: 8,
             pool: PoolConfig::default(),
         }
@@ -54,8 +55,8 @@ impl Sizer for CocktailSizer {
         let Some(ingress) = view.stages.first() else { return Vec::new() };
         let c = &self.config;
         // The rate over the last period is the observation Holt smooths.
-        let period = c.pool.period_s.max(1e-3);
-        let observed = ingress.stats.rate_over(view.now, morph_core::time::ms_to_nanos(period * 1e3));
+        let period = Seconds(c.pool.period_s.0.max(1e-3));
+        let observed = ingress.stats.rate_over(view.now, period.nanos());
         let (level, trend) = match self.state {
             None => (observed, 0.0),
             Some((l, t)) => {
@@ -65,7 +66,7 @@ impl Sizer for CocktailSizer {
         };
         self.state = Some((level, trend));
         let forecast =
-            (level + trend * c.horizon_s / period).max(0.0) + backlog_rate(view, c.backlog_drain_s);
+            (level + trend * c.horizon_s.0 / period.0).max(0.0) + backlog_rate(view, c.backlog_drain_s.0);
         view.stages
             .iter()
             .map(|s| {

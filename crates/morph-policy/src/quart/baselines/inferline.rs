@@ -5,9 +5,8 @@
 //! with: the requests waiting are added to the envelope's rate, drained over
 //! `backlog_drain_s`. Cold starts per stage; conservative 30 s scale-down.
 
+use morph_core::time::Seconds;
 use serde::{Deserialize, Serialize};
-
-use morph_core::time::ms_to_nanos;
 
 use super::backlog_rate;
 use crate::pipeline::{PoolConfig, PoolView, Sizer, StageTarget};
@@ -16,10 +15,10 @@ use crate::pipeline::{PoolConfig, PoolView, Sizer, StageTarget};
 #[serde(default, deny_unknown_fields)]
 pub struct InferlineConfig {
     /// The longest envelope window.
-    pub max_window_s: f64,
+    pub max_window_s: Seconds,
     /// Replicas asked on top, as a share (the equal-cost comparison's knob).
     pub headroom: f64,
-    pub backlog_drain_s: f64,
+    pub backlog_drain_s: Seconds,
     pub r_max: u32,
     pub pool: PoolConfig,
 }
@@ -27,9 +26,9 @@ pub struct InferlineConfig {
 impl Default for InferlineConfig {
     fn default() -> Self {
         Self {
-            max_window_s: 60.0,
+            max_window_s: Seconds(60.0),
             headroom: 0.0,
-            backlog_drain_s: 10.0,
+            backlog_drain_s: Seconds(10.0),
             r_max: 8,
             pool: PoolConfig::default(),
         }
@@ -55,7 +54,7 @@ pub(crate) fn envelope_targets(
     let mut window = service.max(1e-3);
     let mut peak: f64 = 0.0;
     while window <= max_window_s {
-        peak = peak.max(ingress.stats.rate_over(view.now, ms_to_nanos(window * 1e3)));
+        peak = peak.max(ingress.stats.rate_over(view.now, Seconds(window).nanos()));
         window *= 2.0;
     }
     let rate = (peak + backlog_rate(view, drain_s)) * (1.0 + headroom);
@@ -71,7 +70,7 @@ pub(crate) fn envelope_targets(
 impl Sizer for InferlineSizer {
     fn size(&mut self, view: &PoolView<'_>) -> Vec<StageTarget> {
         let c = &self.0;
-        envelope_targets(view, c.max_window_s, c.backlog_drain_s, c.headroom, c.r_max)
+        envelope_targets(view, c.max_window_s.0, c.backlog_drain_s.0, c.headroom, c.r_max)
     }
 
     fn describe(&self) -> serde_json::Value {

@@ -7,6 +7,7 @@
 //! backlog of the first cold start is cleared. Instances are kept alive for a minute (in place
 //! of INFless's idle-time histograms).
 
+use morph_core::time::Seconds;
 use serde::{Deserialize, Serialize};
 
 use super::backlog_rate;
@@ -19,15 +20,16 @@ pub struct InflessConfig {
     pub utilisation: f64,
     /// Replicas asked on top, as a share (the equal-cost comparison's knob).
     pub headroom: f64,
-    pub backlog_drain_s: f64,
+    pub backlog_drain_s: Seconds,
     pub r_max: u32,
     pub pool: PoolConfig,
 }
 
 impl Default for InflessConfig {
     fn default() -> Self {
-        let pool = PoolConfig { whole_model: true, scale_down_delay_s: 60.0, ..PoolConfig::default() };
-        Self { utilisation: 0.8, headroom: 0.0, backlog_drain_s: 10.0, r_max: 48, pool }
+        let pool =
+            PoolConfig { whole_model: true, scale_down_delay_s: Seconds(60.0), ..PoolConfig::default() };
+        Self { utilisation: 0.8, headroom: 0.0, backlog_drain_s: Seconds(10.0), r_max: 48, pool }
     }
 }
 
@@ -37,7 +39,7 @@ pub struct InflessSizer(pub InflessConfig);
 impl Sizer for InflessSizer {
     fn size(&mut self, view: &PoolView<'_>) -> Vec<StageTarget> {
         let c = &self.0;
-        let backlog = backlog_rate(view, c.backlog_drain_s);
+        let backlog = backlog_rate(view, c.backlog_drain_s.0);
         view.stages
             .iter()
             .map(|s| {
