@@ -21,7 +21,7 @@ use morph_core::{RuntimeSpec, TokenPlan, UnitSpec};
 use morph_decoder::{DecoderKernels, PromptCacheConfig, load_decoder};
 use morph_encoder::predictor::LengthPredictor;
 use morph_encoder::predictor::model::PROMPT_TOKENS;
-use morph_encoder::{OrtEncoder, Pooling, TextTokenizer};
+use morph_encoder::{OrtEncoder, TextTokenizer, model_pooling};
 use morph_fetch::fetch_default_decoder;
 use morph_fetch::onnxruntime_library;
 use morph_fetch::{ModelSource, Pip, fetch, morph_home};
@@ -53,8 +53,8 @@ fn main() {
         conversations.iter().filter_map(|c| c.round(1)).map(|(_, t)| t).take(prompts).collect();
     let files = fetch(&ModelSource::Default, &home).expect("fetching the default encoder");
     let library = onnxruntime_library(None, &home, &Pip::from_env()).expect("fetching ONNX Runtime");
-    let encoder = OrtEncoder::load(&files, Pooling::from_model_dir(&files.dir).expect("pooling"), &library)
-        .expect("encoder");
+    let encoder =
+        OrtEncoder::load(&files, model_pooling(&files.dir).expect("pooling"), &library).expect("encoder");
     let predictor = |threads| {
         let unit = UnitSpec::encoder(RuntimeSpec::dynamic(PROMPT_TOKENS as u32, 32)).with_threads(threads);
         let runtime = encoder.instance(unit, &[TokenPlan::Plain]).expect("an encoder instance");

@@ -19,7 +19,7 @@ use morph_core::{TokenPlan, UnitSpec};
 use morph_decoder::{DecoderStage, Llama};
 use morph_encoder::checkpoint::Checkpoint;
 use morph_encoder::ort_session::environment;
-use morph_encoder::{OrtEncoder, OrtRuntime, Pooling};
+use morph_encoder::{OrtEncoder, OrtRuntime, given_or_model_pooling};
 use morph_engine::StartTimes;
 use morph_engine::{EngineError, Rows};
 use morph_fetch::{ModelSource, fetch, morph_home};
@@ -159,7 +159,7 @@ fn build_encoder(
             environment(library)?;
             let library_time = started.elapsed();
             let read = Instant::now();
-            let pooling = Pooling::given_or_model_dir(args.model.pooling, &files.dir)?;
+            let pooling = given_or_model_pooling(args.model.pooling, &files.dir)?;
             let encoder = OrtEncoder::load(&files, pooling, library)?.with_dtype(args.model.dtype)?;
             let read = read.elapsed();
             let (runtime, mut times) = encoder.compile(unit, plans, prepare)?;

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use morph_encoder::Pooling;
 use morph_encoder::onnx::Dtype;
+use morph_encoder::{Pooling, given_or_model_pooling};
 use morph_fetch::{Pip, morph_home, onnxruntime_library};
 use morph_worker::host::WorkerModel;
 
@@ -42,7 +42,7 @@ impl WorkerModelArgs {
             Some(library) => library.clone(),
             None => onnxruntime_library(None, &morph_home(), &Pip::from_env())?,
         };
-        let pooling = Pooling::given_or_model_dir(self.pooling, &dir)?;
+        let pooling = given_or_model_pooling(self.pooling, &dir)?;
         Ok(WorkerModel::Encoder { dir, library, pooling, plans: Vec::new(), dtype: self.dtype })
     }
 }

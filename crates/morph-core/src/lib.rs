@@ -4,6 +4,7 @@
 //! library live here.
 
 pub mod core_line;
+pub mod dtype;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
 pub mod generation_costs;
@@ -16,6 +17,7 @@ pub mod ledger;
 pub mod pipeline;
 pub mod plan_accuracy;
 pub mod policy;
+pub mod pooling;
 pub mod request;
 pub mod runtime;
 pub mod stats;
@@ -24,6 +26,7 @@ pub mod token_plan;
 pub mod unit;
 
 pub use core_line::{CoreLine, Cores, ModelCores};
+pub use dtype::Dtype;
 pub use generation_costs::GenerationCosts;
 pub use host::{HostId, HostSlots};
 pub use id_window::IdWindow;
@@ -34,6 +37,7 @@ pub use ledger::{Effect, Ledger, NewRequest, OnViolation, Outcome};
 pub use pipeline::{StageTime, StageTimes};
 pub use plan_accuracy::{AccuracyFileError, CorrectnessLine, PlanAccuracy};
 pub use policy::{Action, BatchPlan, DropReason, Event, Gauge, Policy, Then};
+pub use pooling::Pooling;
 pub use request::{Generation, RequestId, RequestInfo, ServiceClass, TaskId};
 pub use runtime::{PaddedShape, RuntimeSpec, ShapeKind};
 pub use stats::LatencySummary;

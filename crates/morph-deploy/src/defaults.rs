@@ -21,7 +21,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use morph_backend::{Backend, EngineKind};
 use morph_core::{LatencyFit, LatencyProfile, RuntimeSpec, ShapeKind, TokenPlan, UnitSpec};
-use morph_encoder::Pooling;
+use morph_encoder::model_pooling;
 use morph_engine::EngineError;
 use morph_engine::timing::host_device;
 use morph_fetch::ModelFiles;
@@ -233,7 +233,7 @@ fn layout_profile(
         Some(l) => l,
         None => {
             steps.step("loading the model to profile it on this host");
-            let pooling = Pooling::from_model_dir(&files.dir)?;
+            let pooling = model_pooling(&files.dir)?;
             let backend = Arc::new(Backend::load(files, pooling, engine)?);
             loaded.insert(Preloaded { pooling, backend })
         }

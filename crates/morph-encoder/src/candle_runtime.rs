@@ -9,7 +9,7 @@ use morph_core::{RuntimeSpec, TokenPlan};
 
 use crate::bert::{BertModel, Kernels};
 use crate::checkpoint::Checkpoint;
-use crate::pooling::Pooling;
+use crate::pooling::{Pool, Pooling};
 use morph_core::PromptMode;
 use morph_engine::{BatchInput, Engine, EngineError, check_batch, plain_tokens};
 use morph_fetch::ModelFiles;

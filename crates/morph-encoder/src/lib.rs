@@ -23,5 +23,5 @@ pub mod tokenize;
 pub use candle_runtime::{CandleRuntime, Encoder};
 pub use classifier::{Scoring, SequenceClassifier};
 pub use ort_runtime::{OrtEncoder, OrtRuntime};
-pub use pooling::Pooling;
+pub use pooling::{Pool, Pooling, given_or_model_pooling, model_pooling};
 pub use tokenize::{TextTokenizer, TokenSpan};

@@ -21,7 +21,7 @@ use crate::onnx::{
     Precision, encoder_graph,
 };
 use crate::ort_session::{Optimise, build_session, environment, session};
-use crate::pooling::Pooling;
+use crate::pooling::{Pool, Pooling};
 use crate::tasks::{prompts::BUILTIN_ENCODER, prompts::TaskPrompts};
 use crate::tokenize::TextTokenizer;
 use morph_engine::{BatchInput, Engine, EngineError, StartTimes, check_lengths};

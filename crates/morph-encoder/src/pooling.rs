@@ -3,44 +3,11 @@
 use std::path::Path;
 
 use candle_core::{D, Result, Tensor};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::bert::masked_sum;
+pub use morph_core::Pooling;
 use morph_engine::EngineError;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Pooling {
-    /// Mean of the real (unmasked) tokens: sentence-transformers' default.
-    #[default]
-    Mean,
-    /// The first token (`[CLS]`).
-    Cls,
-    /// The last real token (decoder-style embedding models).
-    Last,
-}
-
-impl std::str::FromStr for Pooling {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        match s {
-            "mean" => Ok(Pooling::Mean),
-            "cls" => Ok(Pooling::Cls),
-            "last" => Ok(Pooling::Last),
-            other => Err(format!("pooling '{other}' is not one of: mean, cls, last")),
-        }
-    }
-}
-
-impl std::fmt::Display for Pooling {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Pooling::Mean => "mean",
-            Pooling::Cls => "cls",
-            Pooling::Last => "last",
-        })
-    }
-}
 
 /// sentence-transformers' `1_Pooling/config.json`: one mode set.
 #[derive(Deserialize)]
@@ -59,44 +26,56 @@ struct SentenceTransformersPooling {
     pooling_mode_weightedmean_tokens: bool,
 }
 
-impl Pooling {
-    /// Reads sentence-transformers' `1_Pooling/config.json`; mean pooling if it is absent. A
-    /// mode Morph does not pool by (max, mean·√len, weighted mean, or several at once) is
-    /// refused by name rather than replaced by another.
-    pub fn from_model_dir(dir: &Path) -> std::result::Result<Self, EngineError> {
-        let path = dir.join("1_Pooling").join("config.json");
-        let Ok(text) = std::fs::read_to_string(&path) else { return Ok(Pooling::Mean) };
-        let bad = |detail: String| EngineError::Load(format!("{}: {detail}", path.display()));
-        let c: SentenceTransformersPooling = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
-        let modes = [
-            (c.pooling_mode_mean_tokens, "pooling_mode_mean_tokens", Some(Pooling::Mean)),
-            (c.pooling_mode_cls_token, "pooling_mode_cls_token", Some(Pooling::Cls)),
-            (c.pooling_mode_lasttoken, "pooling_mode_lasttoken", Some(Pooling::Last)),
-            (c.pooling_mode_max_tokens, "pooling_mode_max_tokens", None),
-            (c.pooling_mode_mean_sqrt_len_tokens, "pooling_mode_mean_sqrt_len_tokens", None),
-            (c.pooling_mode_weightedmean_tokens, "pooling_mode_weightedmean_tokens", None),
-        ];
-        let set: Vec<_> = modes.iter().filter(|(on, ..)| *on).collect();
-        match set.as_slice() {
-            [] => Ok(Pooling::Mean),
-            [(_, _, Some(pooling))] => Ok(*pooling),
-            [(_, name, None)] => {
-                Err(bad(format!("{name} is not supported (Morph pools by mean, cls or last token)")))
-            }
-            several => {
-                let names: Vec<&str> = several.iter().map(|(_, name, _)| *name).collect();
-                Err(bad(format!("{} are set together; Morph pools by one mode", names.join(", "))))
-            }
+/// Reads sentence-transformers' `1_Pooling/config.json`; mean pooling if it is absent. A
+/// mode Morph does not pool by (max, mean·√len, weighted mean, or several at once) is
+/// refused by name rather than replaced by another.
+pub fn model_pooling(dir: &Path) -> std::result::Result<Pooling, EngineError> {
+    let path = dir.join("1_Pooling").join("config.json");
+    let Ok(text) = std::fs::read_to_string(&path) else { return Ok(Pooling::Mean) };
+    let bad = |detail: String| EngineError::Load(format!("{}: {detail}", path.display()));
+    let c: SentenceTransformersPooling = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    let modes = [
+        (c.pooling_mode_mean_tokens, "pooling_mode_mean_tokens", Some(Pooling::Mean)),
+        (c.pooling_mode_cls_token, "pooling_mode_cls_token", Some(Pooling::Cls)),
+        (c.pooling_mode_lasttoken, "pooling_mode_lasttoken", Some(Pooling::Last)),
+        (c.pooling_mode_max_tokens, "pooling_mode_max_tokens", None),
+        (c.pooling_mode_mean_sqrt_len_tokens, "pooling_mode_mean_sqrt_len_tokens", None),
+        (c.pooling_mode_weightedmean_tokens, "pooling_mode_weightedmean_tokens", None),
+    ];
+    let set: Vec<_> = modes.iter().filter(|(on, ..)| *on).collect();
+    match set.as_slice() {
+        [] => Ok(Pooling::Mean),
+        [(_, _, Some(pooling))] => Ok(*pooling),
+        [(_, name, None)] => {
+            Err(bad(format!("{name} is not supported (Morph pools by mean, cls or last token)")))
+        }
+        several => {
+            let names: Vec<&str> = several.iter().map(|(_, name, _)| *name).collect();
+            Err(bad(format!("{} are set together; Morph pools by one mode", names.join(", "))))
         }
     }
+}
 
-    /// `given` (a `--pooling` flag) if set, else what the model at `dir` says ([`Self::from_model_dir`]).
-    pub fn given_or_model_dir(given: Option<Pooling>, dir: &Path) -> std::result::Result<Self, EngineError> {
-        given.map_or_else(|| Self::from_model_dir(dir), Ok)
-    }
+/// `given` (a `--pooling` flag) if set, else what the model at `dir` says ([`model_pooling`]).
+pub fn given_or_model_pooling(
+    given: Option<Pooling>,
+    dir: &Path,
+) -> std::result::Result<Pooling, EngineError> {
+    given.map_or_else(|| model_pooling(dir), Ok)
+}
 
+/// What a [`Pooling`] does to hidden states.
+pub trait Pool {
     /// `hidden`: `[batch, len, hidden]`, `mask`: `[batch, len]` → `[batch, hidden]`.
-    pub fn apply(self, hidden: &Tensor, mask: &Tensor) -> Result<Tensor> {
+    fn apply(self, hidden: &Tensor, mask: &Tensor) -> Result<Tensor>;
+
+    /// One sequence's hidden states, `len × dim` floats row by row, with its 1/0 `mask` →
+    /// the pooled vector (the same as [`Pool::apply`], on plain slices).
+    fn apply_rows(self, hidden: &[f32], mask: &[i64], dim: usize) -> Vec<f32>;
+}
+
+impl Pool for Pooling {
+    fn apply(self, hidden: &Tensor, mask: &Tensor) -> Result<Tensor> {
         match self {
             Pooling::Cls => hidden.narrow(1, 0, 1)?.squeeze(1),
             Pooling::Last => masked_sum(hidden, &last_token(mask)?),
@@ -107,9 +86,7 @@ impl Pooling {
         }
     }
 
-    /// One sequence's hidden states, `len × dim` floats row by row, with its 1/0 `mask` →
-    /// the pooled vector (the same as [`Pooling::apply`], on plain slices).
-    pub fn apply_rows(self, hidden: &[f32], mask: &[i64], dim: usize) -> Vec<f32> {
+    fn apply_rows(self, hidden: &[f32], mask: &[i64], dim: usize) -> Vec<f32> {
         match self {
             Pooling::Cls => hidden[..dim].to_vec(),
             Pooling::Last => {
@@ -184,18 +161,18 @@ mod tests {
     #[test]
     fn sentence_transformers_modes_are_read_and_the_unsupported_refused_by_name() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(Pooling::from_model_dir(dir.path()).unwrap(), Pooling::Mean, "no config: mean");
+        assert_eq!(model_pooling(dir.path()).unwrap(), Pooling::Mean, "no config: mean");
         std::fs::create_dir(dir.path().join("1_Pooling")).unwrap();
         let write = |json: &str| std::fs::write(dir.path().join("1_Pooling/config.json"), json).unwrap();
         write(r#"{"word_embedding_dimension": 8, "pooling_mode_lasttoken": true}"#);
-        assert_eq!(Pooling::from_model_dir(dir.path()).unwrap(), Pooling::Last);
+        assert_eq!(model_pooling(dir.path()).unwrap(), Pooling::Last);
         write(r#"{"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false}"#);
-        assert_eq!(Pooling::from_model_dir(dir.path()).unwrap(), Pooling::Cls);
+        assert_eq!(model_pooling(dir.path()).unwrap(), Pooling::Cls);
         write(r#"{"pooling_mode_max_tokens": true}"#);
-        let err = Pooling::from_model_dir(dir.path()).unwrap_err().to_string();
+        let err = model_pooling(dir.path()).unwrap_err().to_string();
         assert!(err.contains("pooling_mode_max_tokens is not supported"), "{err}");
         write(r#"{"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": true}"#);
-        let err = Pooling::from_model_dir(dir.path()).unwrap_err().to_string();
+        let err = model_pooling(dir.path()).unwrap_err().to_string();
         assert!(err.contains("set together"), "{err}");
     }
 

@@ -4,15 +4,15 @@ use std::sync::Arc;
 
 use morph_core::RuntimeSpec;
 use morph_encoder::pooling::{cosine, l2_normalize};
-use morph_encoder::{CandleRuntime, Encoder, Pooling, TextTokenizer};
+use morph_encoder::{CandleRuntime, Encoder, TextTokenizer, model_pooling};
 use morph_engine::Engine;
 use morph_fetch::ModelSource;
 use morph_fetch::{fetch, morph_home};
 
 fn load() -> (Arc<Encoder>, TextTokenizer) {
     let files = fetch(&ModelSource::Default, &morph_home()).expect("fetching the default model");
-    let encoder = Encoder::load(&files, Pooling::from_model_dir(&files.dir).expect("pooling"))
-        .expect("loading weights");
+    let encoder =
+        Encoder::load(&files, model_pooling(&files.dir).expect("pooling")).expect("loading weights");
     let tokenizer = TextTokenizer::load(&files.tokenizer).expect("loading tokenizer");
     (Arc::new(encoder), tokenizer)
 }

@@ -15,7 +15,7 @@ use morph_encoder::onnx::{
 use morph_encoder::ort_runtime::padded_ids;
 use morph_encoder::ort_session::{environment, session};
 use morph_encoder::pooling::cosine;
-use morph_encoder::{CandleRuntime, Encoder, OrtEncoder, Pooling, TextTokenizer};
+use morph_encoder::{CandleRuntime, Encoder, OrtEncoder, Pooling, TextTokenizer, model_pooling};
 use morph_engine::{BatchInput, Engine, EngineError};
 use morph_fetch::onnxruntime_library;
 use morph_fetch::{ModelFiles, ModelSource};
@@ -36,7 +36,7 @@ fn models() -> &'static Models {
         let home = morph_home();
         let files = fetch(&ModelSource::Default, &home).expect("fetching the default model");
         let library = onnxruntime_library(None, &home, &Pip::from_env()).expect("fetching ONNX Runtime");
-        let pooling = Pooling::from_model_dir(&files.dir).expect("pooling");
+        let pooling = model_pooling(&files.dir).expect("pooling");
         Models {
             files: files.clone(),
             library: library.clone(),

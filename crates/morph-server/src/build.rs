@@ -7,7 +7,7 @@ use std::sync::Arc;
 use morph_backend::{Backend, EngineKind};
 use morph_core::{HostId, HostSlots, Policy, UnitSpec};
 use morph_encoder::tasks::served::TaskHeads;
-use morph_encoder::{Pooling, SequenceClassifier, TextTokenizer};
+use morph_encoder::{Pooling, SequenceClassifier, TextTokenizer, given_or_model_pooling};
 use morph_engine::{EngineError, at_once};
 use morph_policy::registry::{Context, PolicyKind};
 
@@ -48,7 +48,7 @@ pub(crate) fn load(config: &Deployment) -> Result<Loaded, BuildError> {
         (engine, Some(files)) => {
             let classifier = SequenceClassifier::load(files)?.map(Arc::new);
             let pooling = match (&classifier, config.pooling) {
-                (None, given) => Pooling::given_or_model_dir(given, &files.dir)?,
+                (None, given) => given_or_model_pooling(given, &files.dir)?,
                 (Some(_), None | Some(Pooling::Cls)) => Pooling::Cls,
                 (Some(_), Some(other)) => {
                     return Err(config_error(format!(

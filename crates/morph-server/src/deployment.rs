@@ -7,7 +7,7 @@ use std::sync::Arc;
 use morph_backend::{Backend, EngineKind};
 use morph_backend::{NO_STAGES_OF_ONNX_FILE, NO_STAGES_ON_CANDLE};
 use morph_core::RuntimeSpec;
-use morph_encoder::Pooling;
+use morph_encoder::{Pooling, model_pooling};
 use morph_engine::{CoreShare, EngineError};
 use morph_fetch::ModelFiles;
 use morph_policy::registry::{self, Context, Family, PolicyKind};
@@ -257,7 +257,7 @@ mod tests {
     fn a_model_loaded_to_profile_it_is_served_unless_the_server_would_load_it_otherwise() {
         let files =
             morph_fetch::fetch_default(&morph_fetch::morph_home(), &morph_fetch::Pip::from_env()).unwrap();
-        let pooling = Pooling::from_model_dir(&files.dir).unwrap();
+        let pooling = model_pooling(&files.dir).unwrap();
         let backend = Arc::new(Backend::load(&files, pooling, &EngineKind::Candle).unwrap());
         let preloaded = Some(Preloaded { pooling, backend: backend.clone() });
         let config = Deployment { model: Some(files), engine: EngineKind::Candle, preloaded, ..emulated() };

@@ -12,7 +12,7 @@ use std::time::Instant;
 use morph_core::{RuntimeSpec, UnitSpec};
 use morph_encoder::predictor::model::PROMPT_TOKENS;
 use morph_encoder::predictor::{LengthCache, LengthPredictor};
-use morph_encoder::{Pooling, TextTokenizer};
+use morph_encoder::{TextTokenizer, model_pooling};
 use morph_engine::EngineError;
 use morph_engine::actor::{Actor, Mailbox};
 use morph_fetch::ModelFiles;
@@ -44,7 +44,7 @@ impl PredictorConfig {
         let (model, cache) = match self {
             PredictorConfig::None => return Ok(None),
             PredictorConfig::Model { encoder, engine, head } => {
-                let backend = Backend::load(encoder, Pooling::from_model_dir(&encoder.dir)?, engine)?;
+                let backend = Backend::load(encoder, model_pooling(&encoder.dir)?, engine)?;
                 let runtime = backend.engine(UnitSpec::encoder(RuntimeSpec::dynamic(
                     PROMPT_TOKENS as u32,
                     MAX_BATCH as u32,

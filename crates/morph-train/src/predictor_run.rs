@@ -19,7 +19,7 @@ use morph_encoder::checkpoint::Checkpoint;
 use morph_encoder::predictor::head::Scores;
 use morph_encoder::predictor::{Buckets, HeadMeta, LengthHead, Objective, embed_ids, prompt_ids, stack};
 use morph_encoder::predictor::{model::PROMPT_TOKENS, model::TUNED_ENCODER};
-use morph_encoder::{Pooling, TextTokenizer};
+use morph_encoder::{TextTokenizer, model_pooling};
 use morph_fetch::ModelFiles;
 
 use crate::TrainConfig;
@@ -86,7 +86,7 @@ pub fn train_predictor(files: &ModelFiles, engine: &EngineKind, run: &PredictorR
         None => 0,
     };
     let tokenizer = TextTokenizer::load(&files.tokenizer)?;
-    let backend = Backend::load(files, Pooling::from_model_dir(&files.dir)?, engine)?;
+    let backend = Backend::load(files, model_pooling(&files.dir)?, engine)?;
     let mut engine = backend.engine(UnitSpec::encoder(RuntimeSpec::dynamic(PROMPT_TOKENS as u32, 32)))?;
 
     let started = Instant::now();
@@ -147,7 +147,7 @@ pub fn train_predictor(files: &ModelFiles, engine: &EngineKind, run: &PredictorR
             0 => (s, predicted, None),
             layers => {
                 let checkpoint = Checkpoint::load(files)?;
-                let top = TunedTop::new(&checkpoint, layers, Pooling::from_model_dir(&files.dir)?)?;
+                let top = TunedTop::new(&checkpoint, layers, model_pooling(&files.dir)?)?;
                 let states = |rows: &[usize]| {
                     top.frozen_states(&rows.iter().map(|&i| ids[i].clone()).collect::<Vec<_>>())
                 };

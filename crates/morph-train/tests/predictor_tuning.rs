@@ -6,7 +6,7 @@
 use candle_nn::VarMap;
 use morph_encoder::checkpoint::Checkpoint;
 use morph_encoder::predictor::{Buckets, LengthHead, Objective, prompt_ids};
-use morph_encoder::{Encoder, Pooling, TextTokenizer};
+use morph_encoder::{Encoder, TextTokenizer, model_pooling};
 use morph_fetch::ModelSource;
 use morph_fetch::{fetch, morph_home};
 use morph_train::predictor::tune::TunedTop;
@@ -40,7 +40,7 @@ fn max_difference(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
 fn a_tuned_top_layer_trains_and_its_saved_encoder_serves_what_it_learned() {
     let home = morph_home();
     let files = fetch(&ModelSource::Default, &home).expect("fetching the default encoder");
-    let pooling = Pooling::from_model_dir(&files.dir).expect("pooling");
+    let pooling = model_pooling(&files.dir).expect("pooling");
     let tokenizer = TextTokenizer::load(&files.tokenizer).expect("tokenizer");
     let ids = prompt_ids(&tokenizer, &PROMPTS).expect("tokenizing");
     let checkpoint = Checkpoint::load(&files).expect("checkpoint");
@@ -72,7 +72,7 @@ fn a_tuned_top_layer_trains_and_its_saved_encoder_serves_what_it_learned() {
     let dir = tempfile::tempdir().expect("tempdir");
     top.save_encoder(&checkpoint, &files, dir.path()).expect("saving");
     let saved = fetch(&ModelSource::Local(dir.path().into()), &home).expect("the saved encoder's files");
-    assert_eq!(Pooling::from_model_dir(&saved.dir).expect("pooling"), pooling);
+    assert_eq!(model_pooling(&saved.dir).expect("pooling"), pooling);
     let reloaded = served(&Encoder::load(&saved, pooling).expect("the saved encoder"), &ids);
     assert!(max_difference(&reloaded, &after) < 1e-4, "{}", max_difference(&reloaded, &after));
     let predicted = top.predict(&head, &states).expect("predicting");

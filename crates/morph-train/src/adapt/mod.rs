@@ -19,7 +19,7 @@ use morph_encoder::predictor::{embed_ids, stack};
 use morph_encoder::tasks::head::ClassifierHead;
 use morph_encoder::tasks::served::{HeadTraining, TaskMeta, TasksFile};
 use morph_encoder::tokenize::truncate;
-use morph_encoder::{Pooling, TextTokenizer};
+use morph_encoder::{TextTokenizer, model_pooling};
 use morph_engine::Engine;
 use morph_fetch::ModelFiles;
 
@@ -66,7 +66,7 @@ pub fn train_adapt(
     run: &AdaptRun,
 ) -> anyhow::Result<()> {
     let tokenizer = TextTokenizer::load(&files.tokenizer)?;
-    let pooling = Pooling::from_model_dir(&files.dir)?;
+    let pooling = model_pooling(&files.dir)?;
     let mut plans = plans.to_vec();
     let prompted = |p: &TokenPlan| matches!(p, TokenPlan::Prompt(..));
     let prompt_encoders =

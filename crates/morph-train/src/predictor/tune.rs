@@ -14,7 +14,7 @@ use candle_nn::{VarBuilder, VarMap};
 use crate::fit::{TrainConfig, fit};
 use morph_encoder::bert::{BertModel, TopLayers};
 use morph_encoder::checkpoint::Checkpoint;
-use morph_encoder::pooling::{Pooling, l2_normalize_rows};
+use morph_encoder::pooling::{Pool, Pooling, l2_normalize_rows};
 use morph_encoder::predictor::head::LengthHead;
 use morph_engine::EngineError;
 use morph_fetch::ModelFiles;

@@ -9,9 +9,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::remote::Endpoint;
-use morph_core::{StartKind, UnitSpec};
-use morph_encoder::Pooling;
-use morph_encoder::onnx::Dtype;
+use morph_core::{Dtype, Pooling, StartKind, UnitSpec};
 use morph_engine::EngineError;
 
 use super::cache::{CachedArtefact, HostCache};
