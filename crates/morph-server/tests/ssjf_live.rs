@@ -1,6 +1,7 @@
 //! SSJF served live on SmolLM2: the queue runs the shortest predicted generation first (FCFS
 //! runs them by arrival), and the built-in predictor's lengths reach the scheduler; a repeated
-//! prompt is answered from the length cache, which learnt its true length when it finished.
+//! prompt is answered from the length cache, which learnt its true length when it finished; the
+//! jobs are weighed by the decoder's costs the server measured as it started.
 
 mod common;
 
@@ -80,5 +81,9 @@ async fn the_builtin_predictor_feeds_the_scheduler_and_finished_lengths_are_cach
         client().get(format!("{}/info", server.url)).send().await.unwrap().json().await.unwrap();
     assert_eq!(info["predictor"]["kind"], "model", "{info}");
     assert_eq!(info["predictor"]["objective"], "regression-l1", "{info}");
+    // The jobs are weighed and aged by the decode step and prefill measured as the server started.
+    let (step, weight) = (&info["policy"]["aging"]["token_ms"], &info["policy"]["prefill_weight"]);
+    let measured = |v: &serde_json::Value| v.as_f64().is_some_and(|x| x.is_finite() && x > 0.0);
+    assert!(measured(step) && measured(weight), "{info}");
     server.stop().await;
 }
