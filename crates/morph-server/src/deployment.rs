@@ -7,7 +7,7 @@ use std::sync::Arc;
 use morph_backend::{Backend, EngineKind};
 use morph_backend::{NO_STAGES_OF_ONNX_FILE, NO_STAGES_ON_CANDLE};
 use morph_core::RuntimeSpec;
-use morph_encoder::{Pooling, model_pooling};
+use morph_encoder::Pooling;
 use morph_engine::{CoreShare, EngineError};
 use morph_fetch::ModelFiles;
 use morph_policy::registry::{self, Context, Family, PolicyKind};
@@ -159,6 +159,7 @@ mod tests {
     use morph_encoder::onnx::Dtype;
 
     use super::*;
+    use morph_encoder::model_pooling;
 
     /// A deployment of emulated instances on one dynamic runtime, nothing loaded.
     fn emulated() -> Deployment {
