@@ -156,10 +156,10 @@ pub(crate) fn processes_refusal(engine: &EngineKind) -> BuildError {
 mod tests {
     use morph_core::fixtures::flat_profile;
     use morph_decoder::{DecoderKernels, PromptCacheConfig};
+    use morph_encoder::model_pooling;
     use morph_encoder::onnx::Dtype;
 
     use super::*;
-    use morph_encoder::model_pooling;
 
     /// A deployment of emulated instances on one dynamic runtime, nothing loaded.
     fn emulated() -> Deployment {
