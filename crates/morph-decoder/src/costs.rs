@@ -9,12 +9,15 @@ use morph_engine::timing::median;
 
 use crate::stepper::{Slot, StepKernels, Stepper, StepperShape};
 
-/// The prompt the server's measurement prefills: long enough that a token's share of the step
-/// is what it costs in a longer prompt (SmolLM2 on 2 cores: 3.4 ms a token at 32 and 1,024).
-const MEASURED_PROMPT: usize = 64;
+/// The prompt the server's measurement prefills: a token of it costs what a token of a longer
+/// prompt does (SmolLM2 on 2 cores: 3.4 ms a token at 32 and at 1,024).
+const MEASURED_PROMPT: usize = 32;
 /// Prefills timed (after one that warms the kernels up), and decode steps timed.
 const PREFILL_RUNS: usize = 2;
 const STEP_RUNS: usize = 4;
+/// The tokens a sequence holds while its decode steps are timed (a step's cost hardly grows
+/// with its context at this length; SmolLM2 with 4 sequences: 20.4 ms at 128, 29.8 ms at 512).
+const STEP_CONTEXT: usize = 8;
 
 /// `len` token ids that are not special tokens, different for each `seed` (so a kept cache
 /// holds none of another seed's prompt).
@@ -92,11 +95,11 @@ pub fn prefill_ms(
 /// One sequence's decode step and a prompt token's prefill on `kernels`, on a stepper of
 /// `shape`'s threads (one sequence).
 pub fn measure(kernels: &dyn StepKernels, shape: StepperShape) -> Result<GenerationCosts, EngineError> {
-    let seq_tokens = MEASURED_PROMPT + STEP_RUNS + 1;
+    let seq_tokens = MEASURED_PROMPT.max(STEP_CONTEXT + STEP_RUNS + 1);
     let mut stepper = kernels.stepper(StepperShape { sequences: 1, seq_tokens, ..shape })?;
     let stepper = stepper.as_mut();
     prefill_ms(stepper, MEASURED_PROMPT, 1, MEASURED_PROMPT)?;
     let prefill = prefill_ms(stepper, MEASURED_PROMPT, PREFILL_RUNS, MEASURED_PROMPT)?;
-    let step = step_ms(stepper, &[MEASURED_PROMPT], STEP_RUNS, MEASURED_PROMPT)?;
+    let step = step_ms(stepper, &[STEP_CONTEXT], STEP_RUNS, STEP_CONTEXT)?;
     Ok(GenerationCosts { step_ms: step, prefill_token_ms: Some(prefill / MEASURED_PROMPT as f64) })
 }

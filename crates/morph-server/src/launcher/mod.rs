@@ -190,11 +190,12 @@ impl Launcher {
     pub fn generation_costs(&self, unit: UnitSpec) -> Result<GenerationCosts, EngineError> {
         match self.backend.as_ref() {
             Backend::Decoder(decoder, steps) => {
-                let costs = morph_decoder::costs::measure(
-                    decoder.kernels.as_ref(),
-                    decoder_shape(unit, steps.batch_threads),
-                )?;
-                tracing::info!(step_ms = costs.step_ms, prefill_token_ms = ?costs.prefill_token_ms, "generation costs measured");
+                let started = std::time::Instant::now();
+                let shape = decoder_shape(unit, steps.batch_threads);
+                let costs = morph_decoder::costs::measure(decoder.kernels.as_ref(), shape)?;
+                let (step_ms, prefill_token_ms) = (costs.step_ms, costs.prefill_token_ms);
+                let took_ms = started.elapsed().as_secs_f64() * 1e3;
+                tracing::info!(step_ms, ?prefill_token_ms, took_ms, "generation costs measured");
                 Ok(costs)
             }
             _ => Err(EngineError::Unsupported(
