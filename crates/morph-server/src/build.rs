@@ -147,6 +147,21 @@ pub(crate) fn pipeline_context(
     Ok(Context { pipeline: Some(Arc::new(profile)), hosts: Some(hosts), ..context })
 }
 
+/// A policy's context with the decoder's generation costs measured now on an instance of the
+/// first runtime (SSJF weighs jobs by them), unless the caller gave them.
+pub(crate) fn generation_context(
+    launcher: &Launcher,
+    config: &Deployment,
+    context: Context,
+) -> Result<Context, BuildError> {
+    let runtime = config
+        .runtimes
+        .first()
+        .ok_or_else(|| config_error("at least one runtime with one instance is needed"))?;
+    let unit = launcher.backend().unit(*runtime).with_threads_if(config.threads);
+    Ok(Context { generation: Some(launcher.generation_costs(unit)?), ..context })
+}
+
 /// Starts every unit of the initial layout at once, each on a thread of its own, in the
 /// layout's order. An instance's start is mostly writing its graph and building its ONNX Runtime
 /// session on its own threads: one after the other, 16 single-threaded instances took 12.8 s of
@@ -217,19 +232,4 @@ mod tests {
         assert_eq!(started.iter().map(|i| i.unit).collect::<Vec<_>>(), layout);
         assert!(started.iter().all(|i| i.host == HostId(0)), "one host: this one");
     }
-}
-
-/// A policy's context with the decoder's generation costs measured now on an instance of the
-/// first runtime (SSJF weighs jobs by them), unless the caller gave them.
-pub(crate) fn generation_context(
-    launcher: &Launcher,
-    config: &Deployment,
-    context: Context,
-) -> Result<Context, BuildError> {
-    let runtime = config
-        .runtimes
-        .first()
-        .ok_or_else(|| config_error("at least one runtime with one instance is needed"))?;
-    let unit = launcher.backend().unit(*runtime).with_threads_if(config.threads);
-    Ok(Context { generation: Some(launcher.generation_costs(unit)?), ..context })
 }
