@@ -103,8 +103,8 @@ impl Backend {
     /// The unit an instance of `runtime` runs: a whole decoder or encoder, as this serves.
     pub fn unit(&self, runtime: RuntimeSpec) -> UnitSpec {
         match self {
-            Backend::Decoder(..) => UnitSpec::decoder(runtime),
-            _ => UnitSpec::encoder(runtime),
+            Backend::Decoder(..) => UnitSpec::generation(runtime),
+            _ => UnitSpec::batch(runtime),
         }
     }
 
@@ -126,7 +126,7 @@ impl Backend {
             return Err(EngineError::Unsupported(format!("{count} stages of a {layers}-layer model")));
         }
         let stage = |k| StageSpec::even(ModelId(0), k, count, layers as u16);
-        Ok((0..count).map(|k| UnitSpec::encoder(runtime).with_stage(stage(k))).collect())
+        Ok((0..count).map(|k| UnitSpec::batch(runtime).with_stage(stage(k))).collect())
     }
 
     /// One engine instance of an encoder `unit` (a whole model, a pipeline stage, or a
@@ -140,7 +140,7 @@ impl Backend {
             Backend::Candle(encoder) => Box::new(CandleRuntime::new(encoder.clone(), spec)?),
             Backend::Ort(encoder, plans) => Box::new(encoder.instance(unit, plans)?),
             Backend::Emulated { profile, dim } => Box::new(EmulatedRuntime::new(profile.clone(), unit, *dim)),
-            Backend::Decoder(..) if unit.kind == UnitKind::Decoder => {
+            Backend::Decoder(..) if unit.kind == UnitKind::Generation => {
                 return Err(EngineError::Load("a decoder runs generations, not encoder batches".into()));
             }
             // An encoder unit of a decoder is a prefill: of a stage, or (no stage) of the whole.

@@ -49,7 +49,7 @@ fn main() {
     let library = onnxruntime_library(None, &home, &Pip::from_env()).expect("fetching ONNX Runtime");
     let ort = OrtEncoder::load(&files, Pooling::Mean, &library).expect("ONNX Runtime encoder");
     let instance = |spec, threads| {
-        ort.instance(UnitSpec::encoder(spec).with_threads(threads), &[TokenPlan::Plain]).expect("runtime")
+        ort.instance(UnitSpec::batch(spec).with_threads(threads), &[TokenPlan::Plain]).expect("runtime")
     };
     println!("padded tokens/s, all-MiniLM-L6-v2 on ONNX Runtime, full batches, {seconds} s per cell");
     println!(

@@ -167,7 +167,7 @@ fn main() {
     // The layout served on this host: one single-threaded instance per core, side by side,
     // taking the batches in turn.
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    let unit = UnitSpec { threads: Some(1), ..UnitSpec::encoder(spec) };
+    let unit = UnitSpec { threads: Some(1), ..UnitSpec::batch(spec) };
     let mut instances: Vec<_> =
         (0..cores).map(|_| int8_encoder.instance(unit, &[TokenPlan::Plain]).expect("instance")).collect();
     println!("\nAs served: {cores} single-threaded int8 instances side by side, against the int8 peak above");

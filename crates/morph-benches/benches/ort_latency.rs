@@ -63,7 +63,7 @@ fn main() {
     println!("{:>14} {:>10} {:>10} {:>12}", "merged/layer", "ms", "speed-up", "min cosine");
     for merge in [0, 4, 8, 16] {
         let plan = if merge == 0 { TokenPlan::Plain } else { TokenPlan::Merge(merge) };
-        let mut rt = ort.instance(UnitSpec::encoder(spec), &[plan]).expect("merging runtime");
+        let mut rt = ort.instance(UnitSpec::batch(spec), &[plan]).expect("merging runtime");
         let ms = time_batch(&mut rt, BatchInput::Tokens(&inputs), plan, 2, runs).expect("merging batch");
         let got = rt.run(BatchInput::Tokens(&inputs), plan).expect("merging batch");
         let worst = got.iter().zip(&reference).map(|(a, b)| cosine(a, b)).fold(1.0f32, f32::min);

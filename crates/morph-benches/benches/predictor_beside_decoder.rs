@@ -56,7 +56,7 @@ fn main() {
     let encoder =
         OrtEncoder::load(&files, model_pooling(&files.dir).expect("pooling"), &library).expect("encoder");
     let predictor = |threads| {
-        let unit = UnitSpec::encoder(RuntimeSpec::dynamic(PROMPT_TOKENS as u32, 32)).with_threads(threads);
+        let unit = UnitSpec::batch(RuntimeSpec::dynamic(PROMPT_TOKENS as u32, 32)).with_threads(threads);
         let runtime = encoder.instance(unit, &[TokenPlan::Plain]).expect("an encoder instance");
         let tokenizer = TextTokenizer::load(&files.tokenizer).expect("tokenizer");
         LengthPredictor::new(tokenizer, Box::new(runtime), None).expect("the built-in head")

@@ -40,12 +40,12 @@ fn main() {
     };
     let decoder = || WorkerModel::DecoderStages { gguf: gguf.clone() };
     let runtime = RuntimeSpec::dynamic(512, 32);
-    let stage = |k| UnitSpec::encoder(runtime).with_stage(StageSpec::even(ModelId(0), k, 3, 6));
-    let decoder_stage = |k| UnitSpec::encoder(runtime).with_stage(StageSpec::even(ModelId(0), k, 5, 30));
+    let stage = |k| UnitSpec::batch(runtime).with_stage(StageSpec::even(ModelId(0), k, 3, 6));
+    let decoder_stage = |k| UnitSpec::batch(runtime).with_stage(StageSpec::even(ModelId(0), k, 5, 30));
     let units: [(&str, UnitSpec, &dyn Fn() -> WorkerModel); 6] = [
         ("MiniLM stage 0 (embeddings, L0-2)", stage(0), &encoder),
         ("MiniLM stage 1 (L2-4)", stage(1), &encoder),
-        ("MiniLM whole (L0-6)", UnitSpec::encoder(runtime), &encoder),
+        ("MiniLM whole (L0-6)", UnitSpec::batch(runtime), &encoder),
         ("SmolLM2 stage 0 (embeddings, L0-6)", decoder_stage(0), &decoder),
         ("SmolLM2 stage 2 (L12-18)", decoder_stage(2), &decoder),
         ("SmolLM2 stage 4 (L24-30, head)", decoder_stage(4), &decoder),

@@ -73,7 +73,7 @@ pub(crate) fn run(args: ProfileArgs) -> anyhow::Result<()> {
     let unit = |spec: RuntimeSpec| -> anyhow::Result<UnitSpec> {
         Ok(match stage {
             Some((k, n)) => backend.stage_units(spec, n)?.swap_remove(usize::from(k)),
-            None => UnitSpec::encoder(spec),
+            None => UnitSpec::batch(spec),
         })
         .map(|u| u.with_threads_if(args.threads))
     };

@@ -188,7 +188,7 @@ fn registrations_live_as_long_as_their_lease_is_kept_and_a_frozen_host_leaves_an
         host: "x".into(),
         pid: 7,
         model: "m".into(),
-        unit: morph_core::UnitSpec::encoder(morph_core::RuntimeSpec::dynamic(64, 4)),
+        unit: morph_core::UnitSpec::batch(morph_core::RuntimeSpec::dynamic(64, 4)),
         address: "127.0.0.1".parse().expect("ip"),
         server: "tcp:127.0.0.1:1".into(),
     };

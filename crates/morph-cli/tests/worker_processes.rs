@@ -168,8 +168,7 @@ async fn a_worker_that_stops_answering_is_declared_dead_after_the_batch_timeout(
 fn a_worker_in_another_network_namespace_serves_a_stage_over_tcp() {
     let files = fetch(&ModelSource::Default, &morph_home()).expect("the default model");
     let library = onnxruntime_library(None, &morph_home(), &Pip::from_env()).expect("ONNX Runtime");
-    let stage =
-        UnitSpec::encoder(RuntimeSpec::dynamic(64, 2)).with_stage(StageSpec::even(ModelId(0), 1, 3, 6));
+    let stage = UnitSpec::batch(RuntimeSpec::dynamic(64, 2)).with_stage(StageSpec::even(ModelId(0), 1, 3, 6));
     let hidden = vec![vec![0.25f32; 5 * 384], vec![-0.5f32; 3 * 384]];
     let local = OrtEncoder::load(&files, Pooling::Mean, &library).expect("encoder");
     let expected = local

@@ -67,12 +67,12 @@ impl StageTimes {
     /// The unit of stage `index` on `threads` threads.
     pub fn stage_unit(&self, index: u16, threads: u16) -> UnitSpec {
         let stage = StageSpec::even(ModelId(0), index, self.stage_count(), self.layers);
-        UnitSpec::encoder(self.runtime).with_stage(stage).with_threads(threads)
+        UnitSpec::batch(self.runtime).with_stage(stage).with_threads(threads)
     }
 
     /// The whole model in one instance on `threads` threads.
     pub fn whole_unit(&self, threads: u16) -> UnitSpec {
-        UnitSpec::encoder(self.runtime).with_threads(threads)
+        UnitSpec::batch(self.runtime).with_threads(threads)
     }
 
     /// Milliseconds `unit` takes for one request: its stage's time plus the hop that brought

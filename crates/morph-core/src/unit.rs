@@ -14,10 +14,11 @@ use crate::time::Nanos;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum UnitKind {
-    /// An encoder: a batch of sequences in, pooled vectors (or hidden states, scores) out.
-    Encoder,
-    /// A decoder LM: generations, run as a static or a continuous batch.
-    Decoder,
+    /// Batches: a batch of sequences in, one output each (pooled vectors, hidden states, scores)
+    /// out, in one pass: an encoder or a stage of one, or a decoder's prefill stage.
+    Batch,
+    /// Generations: a decoder LM producing tokens, run as a static or a continuous batch.
+    Generation,
 }
 
 /// A model of the deployment, by index (0: the served model). The driver maps it to files.
@@ -62,14 +63,15 @@ pub struct UnitSpec {
 }
 
 impl UnitSpec {
-    /// A whole encoder of `runtime` with the engine's default threads.
-    pub fn encoder(runtime: RuntimeSpec) -> Self {
-        Self { runtime, kind: UnitKind::Encoder, stage: None, threads: None }
+    /// A whole model running batches of `runtime` (an encoder, or a decoder's prefill) with the
+    /// engine's default threads.
+    pub fn batch(runtime: RuntimeSpec) -> Self {
+        Self { runtime, kind: UnitKind::Batch, stage: None, threads: None }
     }
 
-    /// A whole decoder of `runtime` (its `max_batch` bounds the continuous batch).
-    pub fn decoder(runtime: RuntimeSpec) -> Self {
-        Self { runtime, kind: UnitKind::Decoder, stage: None, threads: None }
+    /// A whole decoder generating on `runtime` (its `max_batch` bounds the continuous batch).
+    pub fn generation(runtime: RuntimeSpec) -> Self {
+        Self { runtime, kind: UnitKind::Generation, stage: None, threads: None }
     }
 
     pub fn with_stage(self, stage: StageSpec) -> Self {

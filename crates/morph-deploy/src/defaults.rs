@@ -306,7 +306,7 @@ fn measure(
     let points = measure_points(
         &plan,
         &MEASURED,
-        &|spec| backend.engine(UnitSpec::encoder(spec).with_threads(layout.threads)),
+        &|spec| backend.engine(UnitSpec::batch(spec).with_threads(layout.threads)),
         &mut |len, batch, ms| {
             done += 1;
             steps.step(format!(

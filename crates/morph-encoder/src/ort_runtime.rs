@@ -209,7 +209,7 @@ impl OrtEncoder {
 
     /// Compiles one instance of `spec`: the whole model, plain, on every core.
     pub fn runtime(&self, spec: RuntimeSpec) -> Result<OrtRuntime, EngineError> {
-        self.instance(UnitSpec::encoder(spec), &[TokenPlan::Plain])
+        self.instance(UnitSpec::batch(spec), &[TokenPlan::Plain])
     }
 
     /// Compiles one instance of `unit` (a layer range when it is a pipeline stage, with its

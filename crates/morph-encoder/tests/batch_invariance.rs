@@ -57,7 +57,7 @@ fn probes_and_batch(files: &ModelFiles) -> (Vec<Vec<u32>>, Vec<Vec<u32>>, Vec<us
 fn embed(encoder: &OrtEncoder, layout: Layout, inputs: &[Vec<u32>]) -> Vec<Vec<f32>> {
     let rows = inputs.len() as u32;
     let whole = |spec: RuntimeSpec, threads: u16| {
-        let unit = UnitSpec::encoder(spec).with_threads(threads);
+        let unit = UnitSpec::batch(spec).with_threads(threads);
         let mut instance = encoder.instance(unit, &[TokenPlan::Plain]).expect("instance");
         instance.embed(inputs).expect("embed")
     };
@@ -68,7 +68,7 @@ fn embed(encoder: &OrtEncoder, layout: Layout, inputs: &[Vec<u32>]) -> Vec<Vec<f
             let spec = RuntimeSpec::dynamic(LONGEST, rows);
             let mut stages = (0..3).map(|index| {
                 let stage = StageSpec::even(ModelId(0), index, 3, 6);
-                let unit = UnitSpec::encoder(spec).with_stage(stage).with_threads(1);
+                let unit = UnitSpec::batch(spec).with_stage(stage).with_threads(1);
                 encoder.instance(unit, &[TokenPlan::Plain]).expect("stage")
             });
             let mut first = stages.next().expect("stage 0");

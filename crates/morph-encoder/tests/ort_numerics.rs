@@ -208,7 +208,7 @@ fn three_stage_instances_hand_on_to_the_unsplit_vectors_and_plans_pick_their_gra
     let stage = |index: u16| {
         let s = StageSpec::even(ModelId(0), index, 3, 6);
         m.ort
-            .instance(UnitSpec::encoder(runtime).with_stage(s).with_threads(1), &[TokenPlan::Plain])
+            .instance(UnitSpec::batch(runtime).with_stage(s).with_threads(1), &[TokenPlan::Plain])
             .expect("stage")
     };
     let inputs = vec![random_ids(60, 21), random_ids(9, 22), random_ids(33, 23)];
@@ -231,7 +231,7 @@ fn three_stage_instances_hand_on_to_the_unsplit_vectors_and_plans_pick_their_gra
     ));
 
     let plans = [TokenPlan::Plain, TokenPlan::Merge(1)];
-    let mut both = m.ort.instance(UnitSpec::encoder(runtime), &plans).expect("plain and merging sessions");
+    let mut both = m.ort.instance(UnitSpec::batch(runtime), &plans).expect("plain and merging sessions");
     let plain = both.run(BatchInput::Tokens(&inputs), TokenPlan::Plain).expect("plain");
     let merged = both.run(BatchInput::Tokens(&inputs), TokenPlan::Merge(1)).expect("merged");
     assert_close(&plain, &whole, "the plain plan is the plain model");
@@ -339,13 +339,13 @@ fn an_exit_plan_pools_its_layers_and_merging_clamps_on_short_rows() {
     let exit = TokenPlan::Exit(4);
     let pooled = m
         .ort
-        .instance(UnitSpec::encoder(runtime), &[exit])
+        .instance(UnitSpec::batch(runtime), &[exit])
         .expect("exit plan")
         .run(BatchInput::Tokens(&inputs), exit);
     let pooled = pooled.expect("exit after 4 layers");
     let stage = StageSpec { model: ModelId(0), index: 0, count: 2, first_layer: 0, end_layer: 4 };
     let mut first =
-        m.ort.instance(UnitSpec::encoder(runtime).with_stage(stage), &[TokenPlan::Plain]).expect("stage");
+        m.ort.instance(UnitSpec::batch(runtime).with_stage(stage), &[TokenPlan::Plain]).expect("stage");
     let hidden = first.run(BatchInput::Tokens(&inputs), TokenPlan::Plain).expect("layers 0..4");
     let means: Vec<Vec<f32>> = hidden
         .iter()
@@ -358,12 +358,12 @@ fn an_exit_plan_pools_its_layers_and_merging_clamps_on_short_rows() {
     let whole = m.ort.runtime(runtime).expect("whole").embed(&inputs).expect("whole");
     assert!(cosine(&pooled[0], &whole[0]) < 0.999, "two fewer layers change the vector");
     assert!(
-        m.ort.instance(UnitSpec::encoder(runtime), &[TokenPlan::Exit(6)]).is_err(),
+        m.ort.instance(UnitSpec::batch(runtime), &[TokenPlan::Exit(6)]).is_err(),
         "6 layers: exits 1 to 5"
     );
 
     let short = vec![random_ids(5, 33), random_ids(4, 34)];
-    let mut merging = m.ort.instance(UnitSpec::encoder(runtime), &[TokenPlan::Merge(4)]).expect("merging");
+    let mut merging = m.ort.instance(UnitSpec::batch(runtime), &[TokenPlan::Merge(4)]).expect("merging");
     let vectors = merging
         .run(BatchInput::Tokens(&short), TokenPlan::Merge(4))
         .expect("a short batch merges what it can");
@@ -378,8 +378,7 @@ fn pruning_once_drops_padding_first_and_then_the_least_attended_tokens() {
     let m = models();
     let runtime = RuntimeSpec::dynamic(128, 4);
     let prune = TokenPlan::Prune { after: 2, percent: 50 };
-    let mut rt =
-        m.ort.instance(UnitSpec::encoder(runtime), &[TokenPlan::Plain, prune]).expect("pruning plan");
+    let mut rt = m.ort.instance(UnitSpec::batch(runtime), &[TokenPlan::Plain, prune]).expect("pruning plan");
     let inputs = vec![random_ids(40, 41), random_ids(7, 42)];
     let pruned = rt.run(BatchInput::Tokens(&inputs), prune).expect("pruned");
     let plain = rt.run(BatchInput::Tokens(&inputs), TokenPlan::Plain).expect("plain");
@@ -387,7 +386,7 @@ fn pruning_once_drops_padding_first_and_then_the_least_attended_tokens() {
     assert!((0.7..0.999).contains(&c), "40 tokens cut to 20 after layer 2: cosine {c}");
     assert_close(&pruned[1..], &plain[1..], "a 7-token row padded to 40 keeps its tokens");
     assert!(
-        m.ort.instance(UnitSpec::encoder(runtime), &[TokenPlan::Prune { after: 6, percent: 50 }]).is_err(),
+        m.ort.instance(UnitSpec::batch(runtime), &[TokenPlan::Prune { after: 6, percent: 50 }]).is_err(),
         "after the last layer"
     );
 }

@@ -121,7 +121,7 @@ fn the_shipped_prompts_are_served_by_plan_for_a_batch_mixing_tasks() {
     let tasks = [TaskId(0), TaskId(1), TaskId(2)];
     for plan in [TokenPlan::Prompt(2, PromptMode::Additive), TokenPlan::Prompt(2, PromptMode::Replace)] {
         let mut rt = ort
-            .instance(UnitSpec::encoder(RuntimeSpec::dynamic(128, 4)), &[TokenPlan::Plain, plan])
+            .instance(UnitSpec::batch(RuntimeSpec::dynamic(128, 4)), &[TokenPlan::Plain, plan])
             .expect("instance");
         let mixed = rt.run(BatchInput::Tasked(&inputs, &tasks), plan).expect("mixed batch");
         for (r, row) in inputs.iter().enumerate() {
@@ -135,7 +135,7 @@ fn the_shipped_prompts_are_served_by_plan_for_a_batch_mixing_tasks() {
         assert!(matches!(untasked, Err(EngineError::Unsupported(_))), "a prompt plan needs each row's task");
     }
     let untrained = ort.instance(
-        UnitSpec::encoder(RuntimeSpec::dynamic(128, 4)),
+        UnitSpec::batch(RuntimeSpec::dynamic(128, 4)),
         &[TokenPlan::Prompt(7, PromptMode::Additive)],
     );
     assert!(matches!(untrained, Err(EngineError::Unsupported(_))), "no prompts trained for p = 7");

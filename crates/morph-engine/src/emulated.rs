@@ -95,7 +95,7 @@ mod tests {
             ],
         )
         .unwrap();
-        let unit = |r| UnitSpec::encoder(r);
+        let unit = |r| UnitSpec::batch(r);
         let mut fixed = EmulatedRuntime::new(Arc::new(profile.clone()), unit(RuntimeSpec::fixed(64, 2)), 3);
         assert_eq!(fixed.batch_time(10, 1), Duration::from_millis(12));
         let dynamic = EmulatedRuntime::new(Arc::new(profile), unit(RuntimeSpec::dynamic(64, 2)), 3);
@@ -112,7 +112,7 @@ mod tests {
         let profile =
             Arc::new(LatencyProfile::from_points("m", [Point { batch: 1, len: 16, ms: 0.1 }]).unwrap());
         let stage = |index| morph_core::StageSpec::even(morph_core::ModelId(0), index, 2, 6);
-        let unit = UnitSpec::encoder(RuntimeSpec::dynamic(16, 2));
+        let unit = UnitSpec::batch(RuntimeSpec::dynamic(16, 2));
         let mut first = EmulatedRuntime::new(profile.clone(), unit.with_stage(stage(0)), 3);
         let mut last = EmulatedRuntime::new(profile, unit.with_stage(stage(1)), 3);
         let hidden =

@@ -98,7 +98,7 @@ mod tests {
         let profile =
             Arc::new(LatencyProfile::from_points("m", [Point { batch: 1, len: 8, ms: 1.0 }]).unwrap());
         let engine =
-            EmulatedRuntime::new(profile, morph_core::UnitSpec::encoder(RuntimeSpec::dynamic(8, 2)), 4);
+            EmulatedRuntime::new(profile, morph_core::UnitSpec::batch(RuntimeSpec::dynamic(8, 2)), 4);
         let worker = EngineThread::spawn("test".into(), Box::new(engine)).unwrap();
         let handle = worker.handle();
         let tokens = |rows| Rows::Tokens(rows);

@@ -37,7 +37,7 @@ fn emulated_batches_take_the_profiles_latency() {
     for (len, batch) in [(17u32, 1u32), (125, 1), (509, 1), (61, 8), (253, 16), (509, 64)] {
         let mut engine = EmulatedRuntime::new(
             profile.clone(),
-            morph_core::UnitSpec::encoder(RuntimeSpec::fixed(len, batch)),
+            morph_core::UnitSpec::batch(RuntimeSpec::fixed(len, batch)),
             8,
         );
         let want = profile.latency(PaddedShape { len, batch });

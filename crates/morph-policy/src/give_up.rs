@@ -199,7 +199,7 @@ mod tests {
     fn one_at_a_time() -> GiveUpLate {
         let config = DynamicBatchingConfig { max_batch_tokens: 16, ..Default::default() };
         let mut p = GiveUpLate::new(Box::new(DynamicBatching::new(config)), 100 * MS);
-        let unit = morph_core::UnitSpec::encoder(RuntimeSpec::dynamic(16, 8));
+        let unit = morph_core::UnitSpec::batch(RuntimeSpec::dynamic(16, 8));
         let instance = InstanceInfo { id: InstanceId(0), unit, host: HostId(0) };
         p.on_event(Time::ZERO, Event::InstanceUp { instance, launch: None }, &mut Vec::new());
         p

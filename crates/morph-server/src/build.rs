@@ -224,8 +224,7 @@ mod tests {
         let launcher = Launcher::new(Backend::emulated(Arc::new(profile), 4));
         let layout: Vec<UnitSpec> = (1..=8)
             .map(|rows| {
-                UnitSpec::encoder(morph_core::RuntimeSpec::dynamic(16 * u32::from(rows), 1))
-                    .with_threads(rows)
+                UnitSpec::batch(morph_core::RuntimeSpec::dynamic(16 * u32::from(rows), 1)).with_threads(rows)
             })
             .collect();
         let started = start_instances(&launcher, &layout).expect("every instance starts");

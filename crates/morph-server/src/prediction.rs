@@ -45,10 +45,8 @@ impl PredictorConfig {
             PredictorConfig::None => return Ok(None),
             PredictorConfig::Model { encoder, engine, head } => {
                 let backend = Backend::load(encoder, model_pooling(&encoder.dir)?, engine)?;
-                let runtime = backend.engine(UnitSpec::encoder(RuntimeSpec::dynamic(
-                    PROMPT_TOKENS as u32,
-                    MAX_BATCH as u32,
-                )))?;
+                let runtime = backend
+                    .engine(UnitSpec::batch(RuntimeSpec::dynamic(PROMPT_TOKENS as u32, MAX_BATCH as u32)))?;
                 let tokenizer = TextTokenizer::load(&encoder.tokenizer)?;
                 let model = LengthPredictor::new(tokenizer, runtime, head.as_deref())?;
                 (Some(model), LengthCache::new(CACHE_CAPACITY))

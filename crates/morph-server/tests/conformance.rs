@@ -29,11 +29,11 @@ fn runtime() -> RuntimeSpec {
 }
 
 fn stage(index: u16) -> UnitSpec {
-    UnitSpec::encoder(runtime()).with_stage(StageSpec::even(ModelId(0), index, 2, 6))
+    UnitSpec::batch(runtime()).with_stage(StageSpec::even(ModelId(0), index, 2, 6))
 }
 
 fn whole() -> UnitSpec {
-    UnitSpec::encoder(runtime())
+    UnitSpec::batch(runtime())
 }
 
 /// The initial layout: the two stages of a pipeline and one whole model.

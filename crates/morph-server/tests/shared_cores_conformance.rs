@@ -41,7 +41,7 @@ fn fifo() -> Box<dyn Policy> {
 }
 
 fn unit() -> UnitSpec {
-    UnitSpec::encoder(RuntimeSpec::dynamic(64, 1))
+    UnitSpec::batch(RuntimeSpec::dynamic(64, 1))
 }
 
 /// What a script runs: (model, arrival in ms) of each request, each model's SLO in ms and

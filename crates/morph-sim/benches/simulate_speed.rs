@@ -27,7 +27,7 @@ fn run(profile: &LatencyProfile, rate: f64, seconds: f64, instances: usize) {
         max_queue: usize::MAX,
         ..Default::default()
     }));
-    let cluster = vec![UnitSpec::encoder(RuntimeSpec::dynamic(512, 8)); instances];
+    let cluster = vec![UnitSpec::batch(RuntimeSpec::dynamic(512, 8)); instances];
     let started = Instant::now();
     let stream = workload.stream(seconds, 1, 1.0).expect("workload");
     let options = SimOptions { slo: Some(ms_to_nanos(150.0)), ..SimOptions::default() };

@@ -254,7 +254,7 @@ mod tests {
         .unwrap();
         let cost = ProfileCost::new(p, 1.5);
         let jobs = |len| [Job { input_len: len, output_len: 0 }];
-        let unit = |r| UnitSpec::encoder(r);
+        let unit = |r| UnitSpec::batch(r);
         let plain = TokenPlan::Plain;
         assert_eq!(cost.batch_time(&unit(RuntimeSpec::fixed(64, 4)), plain, &jobs(10)), 8_000_000);
         assert_eq!(cost.batch_time(&unit(RuntimeSpec::dynamic(64, 4)), plain, &jobs(16)), 1_500_000);
@@ -273,7 +273,7 @@ mod tests {
             stage1,
         );
         let job = [Job { input_len: 16, output_len: 0 }];
-        let unit = UnitSpec::encoder(RuntimeSpec::fixed(16, 1));
+        let unit = UnitSpec::batch(RuntimeSpec::fixed(16, 1));
         let stage = |index| morph_core::StageSpec::even(morph_core::ModelId(0), index, 3, 6);
         assert_eq!(cost.batch_time(&unit, TokenPlan::Plain, &job), 6_000_000);
         assert_eq!(cost.batch_time(&unit, TokenPlan::Merge(2), &job), 4_000_000);
@@ -288,7 +288,7 @@ mod tests {
     #[test]
     fn linear_generation_is_c_plus_k_times_the_longest_output() {
         let cost = LinearGeneration::new(Prefill::Constant(100.0), vec![(1, 10.0), (4, 16.0)]).unwrap();
-        let rt = &UnitSpec::decoder(RuntimeSpec::dynamic(512, 4));
+        let rt = &UnitSpec::generation(RuntimeSpec::dynamic(512, 4));
         let job = |out| Job { input_len: 20, output_len: out };
         let plain = TokenPlan::Plain;
         assert_eq!(cost.batch_time(rt, plain, &[job(50)]), ms_to_nanos(100.0 + 10.0 * 50.0));
@@ -310,7 +310,7 @@ mod tests {
     fn prefill_grows_with_the_prompts_tokens() {
         let prefill = Prefill::ByTokens(vec![(500, 250.0), (100, 50.0)]);
         let cost = LinearGeneration::new(prefill, vec![(1, 10.0)]).unwrap();
-        let rt = &UnitSpec::decoder(RuntimeSpec::dynamic(2048, 4));
+        let rt = &UnitSpec::generation(RuntimeSpec::dynamic(2048, 4));
         // 100 + 200 tokens: halfway from 100 to 500, so 150 ms; plus K(2) = 20 ms (proportional
         // past batch 1).
         let fresh = |now| Fed { before: 0, now };
@@ -349,7 +349,7 @@ mod tests {
             .unwrap()
             .with_context(context)
             .unwrap();
-        let rt = &UnitSpec::decoder(RuntimeSpec::dynamic(2048, 4));
+        let rt = &UnitSpec::generation(RuntimeSpec::dynamic(2048, 4));
         let step = |running, fed, sequences, context| {
             cost.step_time(rt, running, fed, Decoding { sequences, context })
         };

@@ -309,7 +309,7 @@ impl World<'_> {
                     else {
                         continue;
                     };
-                    if inst.unit.kind == UnitKind::Decoder {
+                    if inst.unit.kind == UnitKind::Generation {
                         inst.seqs.joining = batch;
                         self.step(now, instance);
                         continue;
@@ -602,7 +602,7 @@ mod tests {
         // Service 10 ms, one row per batch: arrivals at 0, 1, 2 ms finish at 10, 20, 30 ms.
         let r = simulate(
             fifo(),
-            &[UnitSpec::encoder(RuntimeSpec::dynamic(512, 1))],
+            &[UnitSpec::batch(RuntimeSpec::dynamic(512, 1))],
             &flat(10.0),
             at(&[0.0, 1.0, 2.0]),
             &each(Some(20_000_000)),
@@ -621,7 +621,7 @@ mod tests {
         // Three 10 ms batches on one 4-thread instance: 0.03 instance-seconds, 0.12 core-seconds.
         let r = simulate(
             fifo(),
-            &[UnitSpec::encoder(RuntimeSpec::dynamic(512, 1)).with_threads(4)],
+            &[UnitSpec::batch(RuntimeSpec::dynamic(512, 1)).with_threads(4)],
             &flat(10.0),
             at(&[0.0, 1.0, 2.0]),
             &SimOptions::default(),
@@ -635,7 +635,7 @@ mod tests {
         // The batch done at 10 ms comes before the arrival at 10 ms (kind order).
         let r = simulate(
             fifo(),
-            &[UnitSpec::encoder(RuntimeSpec::dynamic(512, 1))],
+            &[UnitSpec::batch(RuntimeSpec::dynamic(512, 1))],
             &flat(10.0),
             at(&[0.0, 10.0]),
             &each(None),
@@ -654,7 +654,7 @@ mod tests {
             .collect();
         let r = simulate(
             fifo(),
-            &[UnitSpec::encoder(RuntimeSpec::dynamic(512, 1))],
+            &[UnitSpec::batch(RuntimeSpec::dynamic(512, 1))],
             &flat(10.0),
             impatient,
             &each(None),
@@ -673,7 +673,7 @@ mod tests {
         // 30 ms (25 ms: late); the queue held two at most.
         let r = simulate(
             fifo(),
-            &[UnitSpec::encoder(RuntimeSpec::dynamic(512, 1))],
+            &[UnitSpec::batch(RuntimeSpec::dynamic(512, 1))],
             &flat(10.0),
             at(&[0.0, 1.0, 2.0, 15.0]),
             &SimOptions { slo: Some(15_000_000), interval: 10_000_000, ..SimOptions::default() },
@@ -697,7 +697,7 @@ mod tests {
         }));
         let r = simulate(
             one,
-            &[UnitSpec::encoder(RuntimeSpec::dynamic(512, 1))],
+            &[UnitSpec::batch(RuntimeSpec::dynamic(512, 1))],
             &flat(10.0),
             at(&[0.0, 1.0, 2.0, 3.0, 30.0, 50.0]),
             &SimOptions { warmup: 5_000_000, slo: Some(100_000_000), ..SimOptions::default() },
@@ -716,7 +716,7 @@ mod tests {
         // Batch of up to 4: the first runs alone; the next three wait and run together.
         let r = simulate(
             fifo(),
-            &[UnitSpec::encoder(RuntimeSpec::dynamic(512, 4))],
+            &[UnitSpec::batch(RuntimeSpec::dynamic(512, 4))],
             &flat(10.0),
             at(&[0.0, 1.0, 2.0, 3.0]),
             &each(None),

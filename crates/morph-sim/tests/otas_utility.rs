@@ -53,7 +53,7 @@ fn utility_and_outcome_types_by_hand() {
     ];
     let ctx = Context { profile: Some(Arc::new(flat())), ..Context::default() };
     let policy = build("pets-like", &json!({}), &ctx).unwrap();
-    let cluster = [UnitSpec::encoder(RuntimeSpec::dynamic(128, 32))];
+    let cluster = [UnitSpec::batch(RuntimeSpec::dynamic(128, 32))];
     let options = SimOptions { correctness: Some(table), ..SimOptions::default() };
     let report = simulate(policy, &cluster, &ProfileCost::new(flat(), 1.0), requests, &options);
     let u = report.utility.expect("a utility account");

@@ -34,7 +34,7 @@ fn md1_mean_wait_matches_pollaczek_khinchine() {
     assert!(requests.len() > 390_000);
     let report = simulate(
         fifo(),
-        &[UnitSpec::encoder(RuntimeSpec::dynamic(512, 1))],
+        &[UnitSpec::batch(RuntimeSpec::dynamic(512, 1))],
         &cost,
         requests.iter().copied(),
         &SimOptions { slo: Some(ms_to_nanos(1e9)), ..SimOptions::default() },
@@ -62,7 +62,7 @@ fn pooled_servers_wait_less_at_the_same_load() {
     let requests = workload.generate(1_000.0, 3).unwrap();
     let report = simulate(
         fifo(),
-        &[UnitSpec::encoder(RuntimeSpec::dynamic(512, 1)); 4],
+        &[UnitSpec::batch(RuntimeSpec::dynamic(512, 1)); 4],
         &cost,
         requests,
         &SimOptions::default(),
@@ -98,7 +98,7 @@ fn shortest_first_without_batching_matches_cobhams_priority_queue() {
         let params = json!({ "batching": {"mode": "none"}, "aging": null, "max_queue": 1_000_000 });
         let costs = Context { generation: Some(cost.costs()), ..Context::default() };
         let policy = build(policy, &params, &costs).unwrap();
-        let decoder = [UnitSpec::decoder(RuntimeSpec::dynamic(512, 1))];
+        let decoder = [UnitSpec::generation(RuntimeSpec::dynamic(512, 1))];
         let report = simulate(policy, &decoder, &cost, requests.iter().copied(), &SimOptions::default());
         assert_eq!(report.measured.completed, requests.len());
         report.measured.mean_latency_ms

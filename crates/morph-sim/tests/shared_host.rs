@@ -37,7 +37,7 @@ fn model<'a>(
     HostedModel {
         name: name.into(),
         policy: fifo(),
-        cluster: vec![UnitSpec::encoder(RuntimeSpec::dynamic(512, 1)); instances],
+        cluster: vec![UnitSpec::batch(RuntimeSpec::dynamic(512, 1)); instances],
         cost,
         requests: at(arrivals),
         options: SimOptions { per_request: true, ..SimOptions::default() },

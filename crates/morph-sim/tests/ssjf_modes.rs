@@ -24,7 +24,7 @@ fn mean_jct_of(jobs: &[(u64, u32)], policy: &str, batching: serde_json::Value) -
     let costs = Context { generation: Some(cost.costs()), ..Context::default() };
     let policy = build(policy, &params, &costs).expect("policy");
     let told = Predictor::Oracle.tell(&requests, 4096);
-    let decoder = [UnitSpec::decoder(RuntimeSpec::dynamic(512, 4))];
+    let decoder = [UnitSpec::generation(RuntimeSpec::dynamic(512, 4))];
     let report = simulate(policy, &decoder, &cost, told.iter().copied(), &SimOptions::default());
     assert_eq!(report.measured.completed, jobs.len());
     report.measured.mean_latency_ms
@@ -92,7 +92,7 @@ fn chunked_prefill_lets_running_sequences_go_on_between_a_long_prompts_chunks() 
         let params = json!({ "batching": {"mode": "continuous", "max_batch": 2}, "aging": null });
         let policy = build("fcfs", &params, &Context::default()).expect("policy");
         let told = Predictor::Oracle.tell(&requests, 4096);
-        let decoder = [UnitSpec::decoder(RuntimeSpec::dynamic(512, 4))];
+        let decoder = [UnitSpec::generation(RuntimeSpec::dynamic(512, 4))];
         let options = SimOptions { prefill_chunk: chunk, ..SimOptions::default() };
         let report = simulate(policy, &decoder, &cost, told.iter().copied(), &options);
         assert_eq!(report.measured.completed, 2);
@@ -118,7 +118,7 @@ fn decode_steps_pay_for_the_tokens_their_sequences_hold() {
         let params = json!({ "batching": {"mode": "continuous", "max_batch": 2}, "aging": null });
         let policy = build("fcfs", &params, &Context::default()).expect("policy");
         let told = Predictor::Oracle.tell(&requests, 4096);
-        let decoder = [UnitSpec::decoder(RuntimeSpec::dynamic(512, 4))];
+        let decoder = [UnitSpec::generation(RuntimeSpec::dynamic(512, 4))];
         let report = simulate(policy, &decoder, &cost, told.iter().copied(), &SimOptions::default());
         assert_eq!(report.measured.completed, 2);
         report.measured.mean_latency_ms

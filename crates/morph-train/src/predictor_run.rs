@@ -87,7 +87,7 @@ pub fn train_predictor(files: &ModelFiles, engine: &EngineKind, run: &PredictorR
     };
     let tokenizer = TextTokenizer::load(&files.tokenizer)?;
     let backend = Backend::load(files, model_pooling(&files.dir)?, engine)?;
-    let mut engine = backend.engine(UnitSpec::encoder(RuntimeSpec::dynamic(PROMPT_TOKENS as u32, 32)))?;
+    let mut engine = backend.engine(UnitSpec::batch(RuntimeSpec::dynamic(PROMPT_TOKENS as u32, 32)))?;
 
     let started = Instant::now();
     let texts: Vec<&str> = examples.iter().map(|e| e.prompt.as_str()).collect();

@@ -132,7 +132,7 @@ mod tests {
             plan,
             &|spec| {
                 built.lock().unwrap().push(spec);
-                Ok(Box::new(EmulatedRuntime::new(truth.clone(), morph_core::UnitSpec::encoder(spec), 4)))
+                Ok(Box::new(EmulatedRuntime::new(truth.clone(), morph_core::UnitSpec::batch(spec), 4)))
             },
             &mut |len, batch, ms| reported.push((len, batch, ms)),
         )

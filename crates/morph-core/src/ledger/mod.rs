@@ -315,7 +315,7 @@ impl Ledger {
             }
             Place::Running(instance) if !entry.cancelled => {
                 entry.cancelled = true;
-                if self.state(instance).is_some_and(|s| s.unit.kind == UnitKind::Decoder) {
+                if self.state(instance).is_some_and(|s| s.unit.kind == UnitKind::Generation) {
                     effects.push(Effect::Cancel { instance, request });
                 }
             }
@@ -398,9 +398,7 @@ impl Ledger {
                 let instance = *instance;
                 let state = self.known(instance, "Join")?;
                 let already = match (&state.work, state.unit.kind) {
-                    (_, UnitKind::Encoder) => {
-                        Err(Violation::NotContinuous { instance, why: "is an encoder" })
-                    }
+                    (_, UnitKind::Batch) => Err(Violation::NotContinuous { instance, why: "is an encoder" }),
                     (Work::Batch { .. }, _) => {
                         Err(Violation::NotContinuous { instance, why: "runs a static batch" })
                     }

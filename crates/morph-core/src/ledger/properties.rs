@@ -76,9 +76,9 @@ proptest! {
         let policy = Puppet::default();
         let mut ledger = Ledger::new(Box::new(policy.clone()), OnViolation::Refuse);
         let runtime = RuntimeSpec::dynamic(64, 2);
-        let stage = |k| UnitSpec::encoder(runtime).with_stage(StageSpec::even(ModelId(0), k, 2, 6));
+        let stage = |k| UnitSpec::batch(runtime).with_stage(StageSpec::even(ModelId(0), k, 2, 6));
         // Whole encoders and both stages of a two-stage cut.
-        for unit in [UnitSpec::encoder(runtime), stage(0), stage(1), stage(0), UnitSpec::encoder(runtime)] {
+        for unit in [UnitSpec::batch(runtime), stage(0), stage(1), stage(0), UnitSpec::batch(runtime)] {
             ledger.add_instance(Time::ZERO, unit, HostId(0), &mut Vec::new());
         }
         let mut arrived = Vec::new();

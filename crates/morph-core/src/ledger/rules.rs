@@ -45,8 +45,8 @@ fn what(generation: bool) -> &'static str {
 
 fn kind(unit: UnitKind) -> &'static str {
     match unit {
-        UnitKind::Encoder => "an encoder",
-        UnitKind::Decoder => "a decoder",
+        UnitKind::Batch => "a batch unit (an encoder, or a decoder's prefill)",
+        UnitKind::Generation => "a generating decoder",
     }
 }
 
@@ -74,7 +74,7 @@ pub(super) fn check_batch(
         let Some(entry) = book.get(request) else { return Err(Violation::NotWaiting { request }) };
         let Place::Waiting { stage } = entry.place else { return Err(Violation::NotWaiting { request }) };
         let generation = entry.info.generation.is_some();
-        if generation != (unit.kind == UnitKind::Decoder) {
+        if generation != (unit.kind == UnitKind::Generation) {
             return Err(Violation::WrongKind { request, generation, instance, unit: unit.kind });
         }
         if stage != unit.stage_index() {

@@ -14,11 +14,11 @@ struct Fixture {
 }
 
 fn encoder() -> UnitSpec {
-    UnitSpec::encoder(RuntimeSpec::dynamic(64, 2))
+    UnitSpec::batch(RuntimeSpec::dynamic(64, 2))
 }
 
 fn decoder() -> UnitSpec {
-    UnitSpec::decoder(RuntimeSpec::dynamic(64, 2))
+    UnitSpec::generation(RuntimeSpec::dynamic(64, 2))
 }
 
 fn stage(index: u16) -> UnitSpec {
@@ -172,7 +172,7 @@ fn a_generation_on_an_encoder_and_an_embedding_on_a_decoder_are_refused() {
         request: RequestId(0),
         generation: true,
         instance: InstanceId(0),
-        unit: UnitKind::Encoder,
+        unit: UnitKind::Batch,
     };
     assert_eq!(refused(&effects), expected);
     let effects = f.arrive(EMBED, vec![join(1, &[1])]);

@@ -143,7 +143,7 @@ fn case(seed: u64) -> u64 {
                     };
                     let info = InstanceInfo {
                         id: InstanceId(next_instance),
-                        unit: UnitSpec::encoder(runtime),
+                        unit: UnitSpec::batch(runtime),
                         host: HostId(0),
                     };
                     runtimes.push(runtime);

@@ -312,7 +312,7 @@ impl ArloPolicy {
     fn launch(&mut self, runtime: RuntimeSpec, purpose: Purpose, actions: &mut Vec<Action>) {
         let ticket = self.tickets.issue();
         self.starting.push((ticket, purpose));
-        actions.push(Action::Launch { ticket, unit: UnitSpec::encoder(runtime), host: None });
+        actions.push(Action::Launch { ticket, unit: UnitSpec::batch(runtime), host: None });
     }
 
     /// Requests per second the serving instances, less `without`, cannot serve of the current
@@ -577,13 +577,13 @@ impl Policy for ArloPolicy {
     /// has one (Eq. 7).
     fn layout(&self, slots: usize) -> Option<Vec<UnitSpec>> {
         if self.config.dynamic_longest {
-            return Some(vec![UnitSpec::encoder(self.largest()); slots]);
+            return Some(vec![UnitSpec::batch(self.largest()); slots]);
         }
         let k = self.set.len();
         let (each, rest) = (slots / k, slots % k);
         let mut out = Vec::with_capacity(slots);
         for (i, r) in self.set.iter().enumerate() {
-            out.extend(std::iter::repeat_n(UnitSpec::encoder(*r), each + usize::from(i >= k - rest)));
+            out.extend(std::iter::repeat_n(UnitSpec::batch(*r), each + usize::from(i >= k - rest)));
         }
         Some(out)
     }

@@ -300,7 +300,7 @@ mod tests {
         let mut p =
             DynamicBatching::new(DynamicBatchingConfig { max_batch_tokens, max_queue, ..Default::default() });
         for (i, runtime) in runtimes.iter().enumerate() {
-            let unit = morph_core::UnitSpec::encoder(*runtime);
+            let unit = morph_core::UnitSpec::batch(*runtime);
             let instance = InstanceInfo { id: InstanceId(i as u32), unit, host: HostId(0) };
             p.on_event(Time::ZERO, Event::InstanceUp { instance, launch: None }, &mut Vec::new());
         }
@@ -366,7 +366,7 @@ mod tests {
             DynamicBatching::new(DynamicBatchingConfig { plan: TokenPlan::Merge(1), ..Default::default() });
         for index in 0..2u16 {
             let stage = StageSpec::even(ModelId(0), index, 2, 6);
-            let unit = UnitSpec::encoder(RuntimeSpec::dynamic(64, 4)).with_stage(stage);
+            let unit = UnitSpec::batch(RuntimeSpec::dynamic(64, 4)).with_stage(stage);
             let instance = InstanceInfo { id: InstanceId(u32::from(index)), unit, host: HostId(0) };
             p.on_event(Time::ZERO, Event::InstanceUp { instance, launch: None }, &mut Vec::new());
         }
@@ -396,7 +396,7 @@ mod tests {
         let buckets = vec![Bucket { max_len: 16, max_rows: 4 }, Bucket { max_len: 512, max_rows: 1 }];
         let config = DynamicBatchingConfig { buckets, ..Default::default() };
         let mut p = DynamicBatching::new(config);
-        let unit = morph_core::UnitSpec::encoder(RuntimeSpec::dynamic(512, 4));
+        let unit = morph_core::UnitSpec::batch(RuntimeSpec::dynamic(512, 4));
         let instance = InstanceInfo { id: InstanceId(0), unit, host: HostId(0) };
         p.on_event(Time::ZERO, Event::InstanceUp { instance, launch: None }, &mut Vec::new());
         arrive(&mut p, 1, 8); // runs at once; the instance is busy from here on
@@ -484,7 +484,7 @@ mod tests {
             ..Default::default()
         };
         let mut p = DynamicBatching::new(config).refined_from(&prior, None);
-        let unit = morph_core::UnitSpec::encoder(RuntimeSpec::dynamic(512, 16));
+        let unit = morph_core::UnitSpec::batch(RuntimeSpec::dynamic(512, 16));
         let instance = InstanceInfo { id: InstanceId(0), unit, host: HostId(0) };
         p.on_event(Time::ZERO, Event::InstanceUp { instance, launch: None }, &mut Vec::new());
 

@@ -29,7 +29,7 @@ fn policy(name: &str, params: serde_json::Value) -> Box<dyn Policy> {
     ctx.plans.insert(PROMPT_2, flat(PROMPT_2, 30.0));
     ctx.profile = Some(flat(TokenPlan::Plain, 20.0));
     let mut p = build(name, &params, &ctx).expect("an OTAS policy");
-    let unit = UnitSpec::encoder(RuntimeSpec::dynamic(128, 64));
+    let unit = UnitSpec::batch(RuntimeSpec::dynamic(128, 64));
     let up = Event::InstanceUp {
         instance: InstanceInfo { id: InstanceId(0), unit, host: HostId(0) },
         launch: None,
@@ -178,7 +178,7 @@ fn infaas_like_switches_to_a_faster_variant_after_the_hold_and_pays_the_switch()
     let params = json!({ "plans": ["merge:2", "prompt:2"], "accuracy": { "merge:2": [0.8], "prompt:2": [0.9] },
         "switching": { "hold_ms": 1000.0, "cost_ms": 250.0 } });
     let mut p = build("infaas-like", &params, &ctx).expect("infaas-like");
-    let unit = UnitSpec::encoder(RuntimeSpec::dynamic(128, 64));
+    let unit = UnitSpec::batch(RuntimeSpec::dynamic(128, 64));
     let up = Event::InstanceUp {
         instance: InstanceInfo { id: InstanceId(0), unit, host: HostId(0) },
         launch: None,

@@ -328,7 +328,7 @@ impl State {
             None => return Vec::new(),
             Some(morph_core::ledger::Place::Waiting { .. }) => CancelKind::Queued,
             Some(morph_core::ledger::Place::Running(i)) => match self.ledger.unit(i).map(|u| u.kind) {
-                Some(UnitKind::Decoder) => CancelKind::Stopped,
+                Some(UnitKind::Generation) => CancelKind::Stopped,
                 _ => CancelKind::Discarded,
             },
         };

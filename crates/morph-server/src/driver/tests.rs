@@ -22,7 +22,7 @@ fn state_with(policy: Box<dyn Policy>) -> (State, Arc<Metrics>) {
     let mut state = State::new(policy, metrics.clone());
     let profile = flat_profile(1.0, 8);
     let launcher = Launcher::new(Backend::emulated(Arc::new(profile), 2));
-    let instance = launcher.start(UnitSpec::encoder(RuntimeSpec::dynamic(64, 8)), None).expect("an instance");
+    let instance = launcher.start(UnitSpec::batch(RuntimeSpec::dynamic(64, 8)), None).expect("an instance");
     let (id, outside) = state.add_instance(Time::ZERO, instance);
     assert_eq!((id, outside.len()), (InstanceId(0), 0));
     (state, metrics)
@@ -192,7 +192,7 @@ async fn a_lost_worker_leaves_and_is_replaced_and_its_batch_runs_once_more_then_
     let outside = state.lost(Time(2), InstanceId(0), &requests, lost.clone());
     assert!(rx.try_recv().is_err(), "not answered: it waits to run again");
     assert!(matches!(outside[0], Outside::Retire { park: false, .. }), "never parked: {outside:?}");
-    let unit = UnitSpec::encoder(RuntimeSpec::dynamic(64, 8));
+    let unit = UnitSpec::batch(RuntimeSpec::dynamic(64, 8));
     let tickets: Vec<_> = outside
         .iter()
         .filter_map(|o| match o {

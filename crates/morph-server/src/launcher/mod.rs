@@ -154,7 +154,7 @@ impl Launcher {
         let name = format!("morph-{}-{n}", unit.runtime);
         let spawn_err = |e: std::io::Error| EngineError::Load(e.to_string());
         let engine = match (self.backend.as_ref(), unit.kind) {
-            (Backend::Decoder(decoder, steps), UnitKind::Decoder) => {
+            (Backend::Decoder(decoder, steps), UnitKind::Generation) => {
                 let relay = IterationRelay::default();
                 let shape = decoder_shape(unit, steps.batch_threads);
                 let (chunk, cores) = (steps.prefill_chunk, self.cores.clone());
@@ -162,10 +162,10 @@ impl Launcher {
                     DecoderThread::spawn_sharing(name, decoder.clone(), shape, chunk, relay.hook(), cores)?;
                 InstanceEngine::Decoder { thread, relay }
             }
-            (_, UnitKind::Decoder) => {
+            (_, UnitKind::Generation) => {
                 return Err(EngineError::Unsupported(format!("a {:?} unit on this launcher", unit.kind)));
             }
-            (_, UnitKind::Encoder) => match &self.processes {
+            (_, UnitKind::Batch) => match &self.processes {
                 Some(processes) => {
                     let (worker, report, host) = processes.start(unit, host, name)?;
                     let engine = InstanceEngine::Encoder(worker);

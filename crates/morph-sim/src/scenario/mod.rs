@@ -154,8 +154,8 @@ impl Scenario {
             let runtime: RuntimeSpec =
                 group.runtime.parse().map_err(|e| ScenarioError::Invalid(format!("{e}")))?;
             let unit = match self.workload.outputs {
-                Some(_) => UnitSpec::decoder(runtime),
-                None => UnitSpec::encoder(runtime),
+                Some(_) => UnitSpec::generation(runtime),
+                None => UnitSpec::batch(runtime),
             };
             cluster.extend(std::iter::repeat_n(unit, instances_override.unwrap_or(group.instances)));
         }

@@ -72,7 +72,7 @@ pub fn train_adapt(
     let prompt_encoders =
         if plans.iter().any(prompted) { Some(PromptEncoders::load(files, pooling)?) } else { None };
     let backend = Backend::load(files, pooling, engine)?;
-    let mut engine = backend.engine(UnitSpec::encoder(RuntimeSpec::dynamic(run.max_len, 32)))?;
+    let mut engine = backend.engine(UnitSpec::batch(RuntimeSpec::dynamic(run.max_len, 32)))?;
 
     let encode = |examples: &[Example]| -> anyhow::Result<(Vec<Vec<u32>>, Vec<u32>)> {
         let rows = examples.iter().take(run.limit.unwrap_or(usize::MAX));
