@@ -21,7 +21,7 @@ const STEP_CONTEXT: usize = 8;
 
 /// `len` token ids that are not special tokens, different for each `seed` (so a kept cache
 /// holds none of another seed's prompt).
-pub fn synthetic_prompt(len: usize, seed: usize) -> Vec<u32> {
+fn synthetic_prompt(len: usize, seed: usize) -> Vec<u32> {
     (0..len).map(|i| 1000 + ((i + seed * 131) as u32 * 7919) % 40_000).collect()
 }
 
@@ -34,12 +34,7 @@ fn timed<T>(f: impl FnOnce() -> T) -> (f64, T) {
 
 /// Opens a sequence for `ids` that will hold `tokens` at most, and feeds `ids` in pieces of at
 /// most `piece` tokens.
-pub fn prefill(
-    stepper: &mut dyn Stepper,
-    ids: &[u32],
-    tokens: usize,
-    piece: usize,
-) -> Result<Slot, EngineError> {
+fn prefill(stepper: &mut dyn Stepper, ids: &[u32], tokens: usize, piece: usize) -> Result<Slot, EngineError> {
     let opened = stepper
         .open(ids, &[], tokens)?
         .ok_or_else(|| EngineError::Inference("no free place to measure a prefill in".into()))?;
