@@ -71,10 +71,11 @@ fn run(decoder: &LoadedDecoder, chunk: usize, long: usize) -> (f64, f64, f64) {
     let (others, _streams): (Vec<_>, Vec<_>) =
         (0..3).map(|k| request(k, prompt(16, k as u32), OTHERS_TOKENS)).unzip();
     worker.join(others).expect("join");
-    // Let the three streams run a few iterations (resuming each) before the long prompt joins.
+    worker.step_every().expect("step");
+    // Let the three streams run a few steps (each after the last's report) before the long prompt joins.
     for _ in 0..4 {
         reports.recv_timeout(Duration::from_secs(60)).expect("an iteration");
-        worker.resume().expect("resume");
+        worker.step_every().expect("step");
     }
     let (long_request, mut long_events) = request(9, prompt(long, 7), 1);
     let joined = Instant::now();
@@ -86,7 +87,7 @@ fn run(decoder: &LoadedDecoder, chunk: usize, long: usize) -> (f64, f64, f64) {
         if report.left.contains(&9) {
             break;
         }
-        worker.resume().expect("resume");
+        worker.step_every().expect("step");
     }
     match long_events.try_recv() {
         Ok(GenEvent::Token { .. }) => {}

@@ -12,9 +12,11 @@
 //!   answered when its own output ends, and one [`Event::BatchDone`] naming them all comes when
 //!   the last ends. A *continuous* batch ([`Action::Join`]) takes newcomers between iterations;
 //!   every iteration's end is reported as [`Event::SequencesDone`] (maybe with none finished),
-//!   and the next iteration starts only after the policy has answered that report, with every
-//!   request joined until then. An emptied continuous batch is also reported as
-//!   [`Event::BatchDone`] with no requests (each was already named in a `SequencesDone`).
+//!   with what each sequence left would feed next, and the next iteration is the step the policy
+//!   answers with ([`Action::Step`]: which sequences compute in it, and how many prompt tokens
+//!   each feeds). A batch the policy has just started on an idle instance waits for its first
+//!   `Step` the same way. An emptied continuous batch is also reported as [`Event::BatchDone`]
+//!   with no requests (each was already named in a `SequencesDone`).
 //! - **Cancellation**: a client that goes away cancels its request. Waiting with the policy
 //!   (queued, or between stages), it leaves at once and the policy gets [`Event::Cancelled`].
 //!   In a continuous or static generation batch it stops at the next iteration's end, reported
@@ -28,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use crate::host::HostId;
 use crate::instance::{InstanceId, InstanceInfo};
 use crate::request::{RequestId, RequestInfo};
+use crate::step::{Pending, StepPlan};
 use crate::time::{Nanos, Time};
 use crate::token_plan::TokenPlan;
 use crate::unit::{Launched, Ticket, UnitSpec};
@@ -53,9 +56,11 @@ pub enum Event {
     /// second time) or had been cancelled.
     InstanceLost { instance: InstanceId, retried: Vec<RequestId>, failed: Vec<RequestId> },
     /// An iteration of the continuous batch on `instance` ended and these generations in it
-    /// finished (maybe none); their slots are free. The next iteration starts once the policy
-    /// has answered. Reported before the [`Event::BatchDone`] of an emptied batch.
-    SequencesDone { instance: InstanceId, requests: Vec<RequestId> },
+    /// finished (maybe none); their slots are free. `pending` is every generation left in the
+    /// batch, in join order, with what its next step would feed: the next iteration is the
+    /// [`Action::Step`] the policy answers with. Reported before the [`Event::BatchDone`] of an
+    /// emptied batch.
+    SequencesDone { instance: InstanceId, requests: Vec<RequestId>, pending: Vec<Pending> },
     /// A request the policy holds (queued, or between stages) was cancelled by its client and
     /// is gone: the policy must forget it.
     Cancelled { request: RequestId },
@@ -116,6 +121,10 @@ pub enum Action {
     /// Add these waiting generations to the continuous batch on a decoder instance: they start
     /// at its next iteration, and each leaves when done ([`Event::SequencesDone`]).
     Join { instance: InstanceId, requests: Vec<RequestId> },
+    /// The next iteration of the continuous batch on `instance`: legal once per
+    /// [`Event::SequencesDone`] that leaves generations in the batch, and once after a `Join` on
+    /// an idle instance. Generations it leaves out wait for a later step.
+    Step { instance: InstanceId, plan: StepPlan },
     /// Give up on a request waiting with the policy; it is answered with `reason`.
     Drop { request: RequestId, reason: DropReason },
     /// Start a new instance of `unit` (scale out, or the new half of a replacement) on

@@ -40,7 +40,5 @@ pub use sampling::{Sampler, SamplingParams};
 pub use stage::{DecoderStage, StageWeights};
 pub use stepper::{CandleKernels, Opened, Slot, StepKernels, Stepper, StepperShape};
 pub use stop::{Scanned, StopScan};
-pub use thread::{
-    DecoderThread, Decoding, FinishReason, GenEvent, GenRequest, IterationHook, IterationReport,
-};
+pub use thread::{DecoderThread, Decoding, FinishReason, GenEvent, GenRequest, IterationReport, Reports};
 pub use tool_calls::{AutoPiece, AutoReader, CallPiece, CallScanner, Tool, ToolCall, ToolFormat};

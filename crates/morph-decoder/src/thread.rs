@@ -1,21 +1,17 @@
-//! A decoder instance on its own OS thread, running its generations by iterations: generations
-//! join between iterations ([`DecoderThread::join`]) and start once its [`Stepper`] has a free
-//! place (in join order); every iteration runs one [`Stepper::step`] over all of them, samples
-//! each one's next token and streams it to its caller; a generation leaves at its
-//! end-of-sequence token, at `max_tokens`, at one of its stop strings ([`super::stop`]), or when
-//! stopped (its client left).
-//! A prompt is fed in [`super::pieces`] of at most `prefill_chunk` tokens, one piece per
-//! iteration (chunked prefill), so a long prompt's prefill shares iterations with the others'
-//! decode steps instead of holding them all for its whole length; its first token is sampled
-//! after its last piece. An instance sharing the host's cores with other models holds them for a
-//! whole iteration, so there the iteration's pieces share one chunk (the others' pieces wait for
-//! later iterations, decodes always go): a computation of another model waits one chunk at most.
-//! The pieces also start at each turn of the chat where the stepper reuses kept prefixes only
-//! there ([`Reuse::piece_break`]). Feeding starts where the stepper's kept
-//! cache of the prompt ends ([`super::stepper::Opened`]).
-//! After every iteration the thread reports which generations left, and while others remain
-//! it waits for [`DecoderThread::resume`] before the next (the seam's semantics: the policy
-//! answers each report before the next iteration starts).
+//! A decoder instance on its own OS thread, running its generations by steps: generations
+//! join between steps ([`DecoderThread::join`]) and start once its [`Stepper`] has a free place
+//! (in join order); each step is the one its driver sends ([`DecoderThread::step`]: the policy's
+//! [`StepPlan`], which generations compute and how many prompt tokens each feeds). A step runs
+//! one [`Stepper::step`] over its members, samples the next token of each whose prompt is all fed
+//! and streams it to its caller; a generation leaves at its end-of-sequence token, at
+//! `max_tokens`, at one of its stop strings ([`super::stop`]), or when stopped (its client left).
+//! A prompt is fed in [`super::pieces`] of at most `prefill_chunk` tokens (chunked prefill), cut
+//! shorter where the plan gives it fewer tokens, and starting at each turn of the chat where the
+//! stepper reuses kept prefixes only there ([`Reuse::piece_break`]); its first token is sampled
+//! after its last piece. Feeding starts where the stepper's kept cache of the prompt ends
+//! ([`super::stepper::Opened`]).
+//! After every step the thread sends its report ([`IterationReport`], with what each generation
+//! left would feed next) down a channel and waits for the next step: it never calls its driver.
 
 use std::collections::VecDeque;
 use std::sync::mpsc::sync_channel;
@@ -30,6 +26,7 @@ use crate::sampling::{Sampler, SamplingParams};
 use crate::stepper::{Slot, Stepper, StepperShape};
 use crate::stop::{Scanned, StopScan};
 use crate::width::Width;
+use morph_core::{Pending, RequestId, StepPlan};
 use morph_engine::actor::{Actor, Mail, Mailbox};
 use morph_engine::{CoreShare, Cores, EngineError};
 
@@ -90,16 +87,18 @@ pub struct GenRequest {
     pub events: tokio::sync::mpsc::UnboundedSender<GenEvent>,
 }
 
-/// What one iteration did: the keys of the generations that left the batch in it (finished,
-/// or stopped), and whether the engine failed them all.
+/// What one step did: the keys of the generations that left the batch in it (finished, or
+/// stopped), and whether the engine failed them all.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IterationReport {
     pub left: Vec<u64>,
     pub failed: bool,
     /// Tokens sampled in it (one per generation that ran and did not fail).
     pub produced: usize,
-    /// No generation remains; otherwise the thread holds the next iteration until resumed.
+    /// No generation remains; otherwise the thread waits for its next step.
     pub empty: bool,
+    /// Every generation left, in join order, with what its next step would feed.
+    pub pending: Vec<Pending>,
     /// The generations it computed, whether any of them fed a prompt chunk, and its wall time
     /// (for the decode cost a simulator prices: K(b) and the prefill).
     pub sequences: usize,
@@ -110,16 +109,22 @@ pub struct IterationReport {
     pub context: usize,
 }
 
-/// Called on the decoder thread after every iteration with its report. A hook that answers
-/// at once (the server's driver: its joins, cancels and [`DecoderThread::resume`] sent before
-/// it returns) lets the next iteration start without waiting.
-pub type IterationHook = Box<dyn FnMut(IterationReport) + Send>;
+/// Where the thread posts its reports, one per step: a channel's sender (the server's is
+/// read by a task of its own; the thread waits for the step it answers with, and never runs
+/// its driver's code).
+pub type Reports = Box<dyn FnMut(IterationReport) + Send>;
+
+/// The next step a driver sends.
+enum NextStep {
+    /// Every generation feeds its next piece (a driver that schedules nothing itself).
+    Every,
+    Plan(StepPlan),
+}
 
 enum Command {
     Join(Vec<GenRequest>),
-    /// The last report was answered: the next iteration may start.
-    Resume,
-    /// Take this generation out at the end of the current (or next) iteration, unanswered.
+    Step(NextStep),
+    /// Take this generation out at the end of the current (or next) step, unanswered.
     Cancel(u64),
 }
 
@@ -132,9 +137,7 @@ pub struct DecoderThread {
 struct Running {
     request: GenRequest,
     slot: Slot,
-    /// What the next iteration feeds: a piece of the prompt, or the last sampled token.
-    feed: Vec<u32>,
-    /// Prompt tokens fed, `feed` included.
+    /// Prompt tokens fed (the kept cache's included).
     fed: usize,
     /// Prompt tokens the stepper's kept cache held when it opened.
     cached: usize,
@@ -171,15 +174,15 @@ impl TextStream {
 
 impl DecoderThread {
     /// A thread running `decoder`'s steps over at most `shape`'s sequences, feeding prompts
-    /// `prefill_chunk` tokens per iteration at most (0: whole).
+    /// `prefill_chunk` tokens per step at most (0: whole), its reports sent to `reports`.
     pub fn spawn(
         name: String,
         decoder: LoadedDecoder,
         shape: StepperShape,
         prefill_chunk: usize,
-        on_iteration: IterationHook,
+        reports: Reports,
     ) -> Result<Self, EngineError> {
-        Self::spawn_sharing(name, decoder, shape, prefill_chunk, on_iteration, None)
+        Self::spawn_sharing(name, decoder, shape, prefill_chunk, reports, None)
     }
 
     /// As [`Self::spawn`]; with `cores`, each iteration computes only while it holds the
@@ -189,7 +192,7 @@ impl DecoderThread {
         decoder: LoadedDecoder,
         shape: StepperShape,
         prefill_chunk: usize,
-        on_iteration: IterationHook,
+        reports: Reports,
         cores: Option<CoreShare>,
     ) -> Result<Self, EngineError> {
         let (ready_tx, ready_rx) = sync_channel(1);
@@ -198,12 +201,12 @@ impl DecoderThread {
             Ok(stepper) => {
                 let _ = ready_tx.send(Ok(()));
                 let turn = decoder.model.tokenizer.turn_start;
-                let feeding = Feeding::new(turn, stepper.reuse(), chunk, cores.is_some());
+                let feeding = Feeding::new(turn, stepper.reuse(), chunk);
                 let cores = cores.map(|share| {
                     let width = Width::new(shape, usize::from(share.host_cores()));
                     (share, width)
                 });
-                run(stepper, &decoder.model.tokenizer, feeding, &mailbox, on_iteration, cores);
+                run(stepper, &decoder.model.tokenizer, feeding, &mailbox, reports, cores);
             }
             Err(e) => {
                 let _ = ready_tx.send(Err(e));
@@ -214,18 +217,25 @@ impl DecoderThread {
         Ok(Self { actor })
     }
 
-    /// Adds generations to the batch; they start at the next iteration.
+    /// Adds generations to the batch; the next step takes them in (its plan says whether they
+    /// compute in it).
     pub fn join(&self, requests: Vec<GenRequest>) -> Result<(), EngineError> {
         self.send(Command::Join(requests))
     }
 
-    /// Lets the next iteration start (after the last report was answered).
-    pub fn resume(&self) -> Result<(), EngineError> {
-        self.send(Command::Resume)
+    /// Runs the next step as `plan` says: once after each report that leaves generations, and
+    /// once after joining generations to an idle thread.
+    pub fn step(&self, plan: StepPlan) -> Result<(), EngineError> {
+        self.send(Command::Step(NextStep::Plan(plan)))
     }
 
-    /// Stops generation `key` (its client left): it leaves at the end of the iteration running
-    /// now, or of the next if none is, and is reported among that iteration's left ones.
+    /// Runs the next step over every generation, each feeding its next piece.
+    pub fn step_every(&self) -> Result<(), EngineError> {
+        self.send(Command::Step(NextStep::Every))
+    }
+
+    /// Stops generation `key` (its client left): it leaves at the end of the step running now,
+    /// or of the next if none is, and is reported among that step's left ones.
     pub fn cancel(&self, key: u64) -> Result<(), EngineError> {
         self.send(Command::Cancel(key))
     }
@@ -235,7 +245,7 @@ impl DecoderThread {
     }
 }
 
-/// How a prompt is cut into the pieces fed one per iteration.
+/// How a prompt is cut into the pieces fed one per step.
 #[derive(Debug, Clone, Copy)]
 struct Feeding {
     /// The chat's turn-start token: a prompt's turn starts are where a kept prefix may end.
@@ -244,51 +254,41 @@ struct Feeding {
     breaks: Option<u32>,
     /// Most tokens in a piece.
     chunk: usize,
-    /// Most prompt tokens one step feeds in all (`usize::MAX`: every prefilling generation its
-    /// piece). A step that shares the host's cores holds them to its end, so there the pieces of
-    /// one step share one chunk: the first piece always, the next ones while they fit.
-    step_prompt_tokens: usize,
 }
 
 impl Feeding {
-    fn new(turn: Option<u32>, reuse: Reuse, chunk: usize, shared: bool) -> Self {
-        let step_prompt_tokens = if shared { chunk } else { usize::MAX };
-        Self { turn, breaks: reuse.piece_break(turn), chunk, step_prompt_tokens }
-    }
-
-    /// Which of the generations feed in the next step, each given as whether it decodes and
-    /// how many tokens it would feed: every decoding one, and prefilling ones in order while
-    /// their pieces fit the step's prompt tokens (the first always).
-    fn members(self, generations: impl Iterator<Item = (bool, usize)>) -> Vec<bool> {
-        let mut prompt_tokens = 0usize;
-        generations
-            .map(|(decoding, tokens)| {
-                let fits =
-                    decoding || prompt_tokens == 0 || prompt_tokens + tokens <= self.step_prompt_tokens;
-                if fits && !decoding {
-                    prompt_tokens += tokens;
-                }
-                fits
-            })
-            .collect()
+    fn new(turn: Option<u32>, reuse: Reuse, chunk: usize) -> Self {
+        Self { turn, breaks: reuse.piece_break(turn), chunk }
     }
 
     fn starts(self, prompt: &[u32]) -> Vec<usize> {
         turn_starts(prompt, self.turn)
     }
 
-    /// The piece of `prompt` fed from `from`.
-    fn piece(self, prompt: &[u32], from: usize) -> std::ops::Range<usize> {
-        next_piece(prompt, from, self.breaks, self.chunk)
+    /// The piece of `prompt` fed from `from`, at most `tokens` long.
+    fn piece(self, prompt: &[u32], from: usize, tokens: usize) -> std::ops::Range<usize> {
+        next_piece(prompt, from, self.breaks, self.chunk.min(tokens))
+    }
+
+    /// What `r`'s next step would feed.
+    fn pending(self, r: &Running) -> Pending {
+        let prompt = &r.request.prompt;
+        let piece = if r.fed < prompt.len() { self.piece(prompt, r.fed, usize::MAX).len() } else { 0 };
+        let as_u32 = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        Pending {
+            request: RequestId(r.request.key),
+            prompt_left: as_u32(prompt.len() - r.fed),
+            piece: as_u32(piece),
+        }
     }
 }
 
-/// The thread's commands, applied between iterations.
+/// The thread's commands, applied between steps.
 #[derive(Default)]
 struct Inbox {
     joined: Vec<GenRequest>,
     cancelled: Vec<u64>,
-    resumed: bool,
+    step: Option<NextStep>,
     shutdown: bool,
 }
 
@@ -296,7 +296,7 @@ impl Inbox {
     fn take(&mut self, command: Command) {
         match command {
             Command::Join(requests) => self.joined.extend(requests),
-            Command::Resume => self.resumed = true,
+            Command::Step(step) => self.step = Some(step),
             Command::Cancel(key) => self.cancelled.push(key),
         }
     }
@@ -321,40 +321,36 @@ fn run(
     tokenizer: &GgufTokenizer,
     feeding: Feeding,
     mailbox: &Mailbox<Command>,
-    mut on_iteration: IterationHook,
+    mut reports: Reports,
     mut cores: Option<(CoreShare, Width)>,
 ) {
     let mut running: Vec<Running> = Vec::new();
     // Joined, waiting for a free place in the stepper, in join order.
     let mut queued: VecDeque<GenRequest> = VecDeque::new();
     let mut inbox = Inbox::default();
-    // Whether the last report is still unanswered (the thread holds the next iteration).
-    let mut waiting = false;
     loop {
-        // Idle: wait for work. Holding: wait for Resume. Otherwise take what was sent.
-        while !inbox.shutdown
-            && ((running.is_empty() && queued.is_empty() && inbox.joined.is_empty())
-                || (waiting && !inbox.resumed))
-        {
+        // Wait for the next step, taking joins and stops as they come.
+        while !inbox.shutdown && inbox.step.is_none() {
             match mailbox.recv() {
                 Some(command) => inbox.take(command),
                 None => inbox.shutdown = true,
             }
         }
         inbox.drain(mailbox);
-        if inbox.shutdown {
-            break;
-        }
-        inbox.resumed = false;
+        let Some(next) = inbox.step.take().filter(|_| !inbox.shutdown) else { break };
         queued.extend(inbox.joined.drain(..));
-        // Sequences stopped before this iteration leave without computing in it.
+        // Sequences stopped before this step leave without computing in it.
         let mut left = take_cancelled(stepper.as_mut(), &mut running, &mut queued, &mut inbox.cancelled);
         left.extend(admit(stepper.as_mut(), feeding, &mut queued, &mut running));
+        let feeds = feeds(feeding, &running, &next);
         let (mut failed, mut produced) = (false, 0);
-        let (sequences, prefilling) = (running.len(), running.iter().any(|r| r.produced.is_empty()));
-        let context = running.iter().map(|r| r.fed + r.produced.len()).sum();
+        let members = running.iter().zip(&feeds).filter(|(_, f)| f.is_some());
+        let sequences = members.clone().count();
+        let prefilling = members.clone().any(|(r, _)| r.produced.is_empty());
+        let context =
+            members.map(|(r, f)| r.fed + r.produced.len() + f.as_ref().map_or(0, |f| f.len())).sum();
         let mut seconds = 0.0;
-        if !running.is_empty() {
+        if sequences > 0 {
             if let Some((share, width)) = &mut cores {
                 widen_or_narrow(stepper.as_mut(), share, width);
             }
@@ -365,31 +361,60 @@ fn run(
                 |width: &Width| Cores::try_from(width.current().threads_for(tokens)).unwrap_or(Cores::MAX);
             let _held = cores.as_ref().map(|(share, width)| share.hold(threads(width)));
             let started = std::time::Instant::now();
-            let step = iterate(stepper.as_mut(), tokenizer, feeding, &mut running);
+            let step = iterate(stepper.as_mut(), tokenizer, &mut running, feeds);
             seconds = started.elapsed().as_secs_f64();
             left.extend(step.finished);
             (failed, produced) = (step.failed, step.sampled);
         }
-        // Stops that arrived during the iteration end with it.
+        // Stops that arrived during the step end with it.
         inbox.drain(mailbox);
         left.extend(take_cancelled(stepper.as_mut(), &mut running, &mut queued, &mut inbox.cancelled));
         inbox.cancelled.clear();
-        waiting = !running.is_empty() || !queued.is_empty();
-        on_iteration(IterationReport {
+        let waiting = queued.iter().chain(&inbox.joined);
+        let pending: Vec<Pending> =
+            running.iter().map(|r| feeding.pending(r)).chain(waiting.map(fresh)).collect();
+        let empty = pending.is_empty();
+        let report = IterationReport {
             left,
             failed,
             produced,
-            empty: !waiting,
+            empty,
+            pending,
             sequences,
             prefilling,
             seconds,
             context,
-        });
+        };
+        reports(report);
     }
     let unfinished = running.into_iter().map(|r| r.request).chain(queued).chain(inbox.joined);
     for request in unfinished {
         let _ = request.events.send(GenEvent::Failed(EngineError::Stopped));
     }
+}
+
+/// A joined generation not opened yet: it has not looked for a kept prefix of its prompt.
+fn fresh(request: &GenRequest) -> Pending {
+    Pending::fresh(RequestId(request.key), u32::try_from(request.prompt.len()).unwrap_or(u32::MAX))
+}
+
+/// What each of `running` feeds in the step `next` says: its last sampled token, or the next
+/// piece of its prompt (cut to the plan's tokens); `None` where it sits the step out.
+fn feeds(feeding: Feeding, running: &[Running], next: &NextStep) -> Vec<Option<Vec<u32>>> {
+    running
+        .iter()
+        .map(|r| {
+            let tokens = match next {
+                NextStep::Every => usize::MAX,
+                NextStep::Plan(plan) => plan.tokens_of(RequestId(r.request.key))? as usize,
+            };
+            let prompt = &r.request.prompt;
+            Some(match r.produced.last() {
+                Some(&last) if r.fed == prompt.len() => vec![last],
+                _ => prompt[feeding.piece(prompt, r.fed, tokens)].to_vec(),
+            })
+        })
+        .collect()
 }
 
 /// Before a step of an instance sharing the host's cores: its width as [`Width`] says, the
@@ -467,11 +492,9 @@ fn admit(
             }
         };
         let Some(request) = queued.pop_front() else { break };
-        let piece = feeding.piece(&request.prompt, opened.cached);
         running.push(Running {
             slot: opened.slot,
-            feed: request.prompt[piece.clone()].to_vec(),
-            fed: piece.end,
+            fed: opened.cached,
             cached: opened.cached,
             produced: Vec::new(),
             text: TextStream::default(),
@@ -493,17 +516,16 @@ struct Step {
     sampled: usize,
 }
 
-/// One step over every running generation: each feeds its next prompt chunk or its last token;
-/// those whose prompt is all fed sample their next token.
+/// One step over the running generations `feeds` names: each feeds its piece or its last
+/// token; those whose prompt is then all fed sample their next token.
 fn iterate(
     stepper: &mut dyn Stepper,
     tokenizer: &GgufTokenizer,
-    feeding: Feeding,
     running: &mut Vec<Running>,
+    feeds: Vec<Option<Vec<u32>>>,
 ) -> Step {
-    let members = feeding.members(running.iter().map(|r| (!r.produced.is_empty(), r.feed.len())));
     let batch: Vec<(Slot, &[u32])> =
-        running.iter().zip(&members).filter(|(_, m)| **m).map(|(r, _)| (r.slot, r.feed.as_slice())).collect();
+        running.iter().zip(&feeds).filter_map(|(r, f)| Some((r.slot, f.as_deref()?))).collect();
     let logits = match stepper.step(&batch) {
         Ok(logits) => logits,
         Err(e) => {
@@ -521,18 +543,19 @@ fn iterate(
     let (mut finished, mut sampled) = (Vec::new(), 0);
     let mut kept = Vec::with_capacity(running.len());
     let mut rows = logits.into_iter();
-    for (mut r, member) in running.drain(..).zip(members) {
-        // A generation left out of this step feeds its piece in a later one.
-        let Some(row) = member.then(|| rows.next()).flatten() else {
+    for (mut r, feed) in running.drain(..).zip(feeds) {
+        // A generation left out of this step waits for a later one.
+        let Some((row, feed)) = feed.and_then(|f| Some((rows.next()?, f))) else {
             kept.push(r);
             continue;
         };
         if r.fed < r.request.prompt.len() {
-            // Still prefilling: this piece's logits are not a prediction anybody asked for.
-            let piece = feeding.piece(&r.request.prompt, r.fed);
-            (r.feed, r.fed) = (r.request.prompt[piece.clone()].to_vec(), piece.end);
-            kept.push(r);
-            continue;
+            r.fed += feed.len();
+            if r.fed < r.request.prompt.len() {
+                // Still prefilling: this piece's logits are not a prediction anybody asked for.
+                kept.push(r);
+                continue;
+            }
         }
         sampled += 1;
         let next = r.sampler.sample(&row);
@@ -565,37 +588,9 @@ fn iterate(
                 stepper.close(r.slot);
                 finished.push(r.request.key);
             }
-            None => {
-                r.feed = vec![next];
-                kept.push(r);
-            }
+            None => kept.push(r),
         }
     }
     *running = kept;
     Step { finished, failed: false, sampled }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn feeding(step_prompt_tokens: usize) -> Feeding {
-        Feeding { turn: None, breaks: None, chunk: 48, step_prompt_tokens }
-    }
-
-    #[test]
-    fn a_shared_step_feeds_every_decode_and_the_prompt_pieces_that_fit_its_chunk() {
-        // Decoding (one token) or prefilling (a piece), in join order.
-        let generations = [(false, 48), (true, 1), (false, 30), (false, 16), (true, 1), (false, 48)];
-        let shared = feeding(48).members(generations.into_iter());
-        assert_eq!(shared, [true, true, false, false, true, false], "the first piece fills the chunk");
-        let later = [(false, 30), (false, 16), (false, 48)];
-        assert_eq!(
-            feeding(48).members(later.into_iter()),
-            [true, true, false],
-            "30 + 16 fit, 48 more do not"
-        );
-        let alone = feeding(usize::MAX).members(generations.into_iter());
-        assert!(alone.iter().all(|&m| m), "a step of its own host's cores feeds every piece");
-    }
 }

@@ -363,7 +363,7 @@ fn worker(
     (Arc::new(worker), hook_rx)
 }
 
-/// The driver's part: answers each report that leaves generations waiting with a Resume, until
+/// The driver's part: answers each report that leaves generations waiting with a step, until
 /// `expected` generations have left and the batch is empty; the reports.
 fn drive(
     worker: &Arc<DecoderThread>,
@@ -380,7 +380,7 @@ fn drive(
                 break;
             }
             if !empty {
-                worker.resume().expect("resume");
+                worker.step_every().expect("step");
             }
         }
         reports
@@ -428,12 +428,16 @@ fn worker_streams_as_if_alone(kernels: DecoderKernels, prefill_chunk: usize) -> 
     let driver = drive(&worker, hook_rx, 2);
     let (a_request, mut rx_a) = request(0, &prompts[0], limits[0]);
     worker.join(vec![a_request]).expect("join a");
+    worker.step_every().expect("the first step");
     let mut a = Vec::new();
     while a.len() < 3 {
         a.push(rx_a.blocking_recv().expect("a streams"));
     }
     let (b_request, mut rx_b) = request(1, &prompts[1], limits[1]);
+    // Joined while a runs: the driver's next step takes it in (a step sent here as well, in
+    // case a has just ended, runs once more at worst).
     worker.join(vec![b_request]).expect("join b");
+    worker.step_every().expect("step");
     let mut b = Vec::new();
     collect(&mut rx_a, &mut a);
     collect(&mut rx_b, &mut b);
@@ -504,6 +508,7 @@ fn a_generation_waits_for_a_free_place_and_one_that_never_fits_fails_clearly() {
     let (huge, mut rx_huge) = request(1, &prompt, n + 1);
     let (second, mut rx_second) = request(2, &prompt, n);
     worker.join(vec![first, huge, second]).expect("join");
+    worker.step_every().expect("the first step");
     let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
     collect(&mut rx_first, &mut a);
     collect(&mut rx_huge, &mut b);

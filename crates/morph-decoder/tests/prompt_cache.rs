@@ -241,6 +241,7 @@ fn iterations_to_first_token(reuse: Reuse, chunk: usize) -> (usize, usize) {
     let request =
         GenRequest { key: 0, prompt: prompt.clone(), max_tokens: 2, decoding: Decoding::default(), events };
     worker.join(vec![request]).expect("join");
+    worker.step_every().expect("step");
     let mut iterations = 0;
     loop {
         let report = reports.recv_timeout(std::time::Duration::from_secs(60)).expect("a report");
@@ -249,7 +250,7 @@ fn iterations_to_first_token(reuse: Reuse, chunk: usize) -> (usize, usize) {
             return (iterations, prompt.len());
         }
         assert!(!report.empty && !report.failed, "{report:?}");
-        worker.resume().expect("resume");
+        worker.step_every().expect("step");
     }
 }
 

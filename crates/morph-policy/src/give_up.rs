@@ -92,7 +92,7 @@ impl GiveUpLate {
                 }
                 Action::Join { requests, .. } => requests.iter().for_each(|r| _ = self.queued.remove(r)),
                 Action::Drop { request, .. } => _ = self.queued.remove(request),
-                Action::Launch { .. } | Action::Retire { .. } => {}
+                Action::Launch { .. } | Action::Retire { .. } | Action::Step { .. } => {}
             }
         }
     }

@@ -23,6 +23,7 @@ pub mod queueing;
 pub mod registry;
 mod replacer;
 pub mod ssjf;
+pub mod step;
 
 pub use arlo::{ArloConfig, ArloPolicy};
 pub use batching::buckets::Bucket;

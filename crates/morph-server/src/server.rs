@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use morph_policy::registry::PolicyKind;
+use morph_policy::registry::{Context, PolicyKind};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
@@ -47,7 +47,8 @@ impl Server {
             Some(share) => loaded.launcher.with_cores(share),
             None => loaded.launcher,
         });
-        let mut context = config.policy_context.clone();
+        // A decoder's step is bounded as its deployment says.
+        let mut context = Context { step: launcher.step_budget(), ..config.policy_context.clone() };
         if kind.needs.stages && context.pipeline.is_none() {
             context = build::pipeline_context(&launcher, &config, context)?;
         }

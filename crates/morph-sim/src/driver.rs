@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use morph_core::{
     BatchPlan, Effect, Generation, HostId, HostSlots, IdWindow, InstanceId, Launched, Ledger, Nanos,
-    NewRequest, OnViolation, Policy, RequestId, StageTimes, StartKind, Ticket, Time, TokenPlan, UnitKind,
-    UnitSpec,
+    NewRequest, OnViolation, Pending, Policy, RequestId, StageTimes, StartKind, StepPlan, Ticket, Time,
+    TokenPlan, UnitKind, UnitSpec,
 };
 
 use crate::cost::{CostModel, Decoding, Fed, Job, Startup};
@@ -78,12 +78,13 @@ impl SimOptions {
     }
 }
 
-/// A generation on an instance: its prompt tokens not fed yet and the tokens it has left to
-/// produce.
+/// A generation on an instance: its prompt tokens not fed yet, the tokens it has left to
+/// produce, and whether it computes in the current step.
 struct Sequence {
     id: RequestId,
     unfed: u32,
     left: u32,
+    member: bool,
 }
 
 /// A simulated instance: its unit and host, and the generations it iterates (a decoder's; kept
@@ -109,30 +110,35 @@ struct Iterations {
     joining: Vec<RequestId>,
     /// Sequences whose client left: reported finished at the end of the current iteration.
     stopped: Vec<RequestId>,
-    step_pending: bool,
-    /// The last iteration was reported and the ledger has not said `Resume` yet.
-    awaiting_resume: bool,
+    /// What the sequences left would feed next, as the last iteration's report says.
+    pending: Vec<Pending>,
 }
 
 impl Iterations {
-    /// Starts the next iteration with every running and joined sequence, each prompt feeding
-    /// its next chunk (of `chunk` tokens at most; 0: all of it); returns its time.
+    /// Starts the next iteration as `plan` says, every joined sequence now in the batch: each
+    /// sequence it names feeds its last token, or its prompt's next chunk (at most the plan's
+    /// tokens and `chunk`; 0: all of it); returns its time.
     fn start_step(
         &mut self,
         unit: &UnitSpec,
         cost: &dyn CostModel,
         live: &IdWindow<Live>,
         chunk: u32,
+        plan: &StepPlan,
     ) -> Nanos {
         let request = |id: RequestId| *live_request(live, id);
         let fresh = self.joining.drain(..).map(|id| {
             let r = request(id);
-            Sequence { id, unfed: r.input_len, left: r.output_len.max(1) }
+            Sequence { id, unfed: r.input_len, left: r.output_len.max(1), member: false }
         });
         self.stepping.extend(fresh);
         let chunk = if chunk == 0 { u32::MAX } else { chunk };
-        let (mut fed, mut decoding) = (Fed::default(), Decoding::default());
+        let (mut fed, mut decoding, mut members) = (Fed::default(), Decoding::default(), 0);
         for s in &mut self.stepping {
+            let tokens = plan.tokens_of(s.id);
+            s.member = tokens.is_some();
+            let Some(tokens) = tokens else { continue };
+            members += 1;
             let r = request(s.id);
             if s.unfed == 0 {
                 // Its prompt and the tokens it produced, the last of which it feeds now.
@@ -141,23 +147,22 @@ impl Iterations {
                 decoding.context += r.input_len + produced;
                 continue;
             }
-            let n = s.unfed.min(chunk);
+            let n = s.unfed.min(chunk).min(tokens);
             fed.before += r.input_len - s.unfed;
             fed.now += n;
             s.unfed -= n;
         }
-        self.step_pending = true;
-        cost.step_time(unit, self.stepping.len(), fed, decoding)
+        cost.step_time(unit, members, fed, decoding)
     }
 
-    /// Ends the iteration: the sequences that produced their last token or were stopped.
-    fn end_step(&mut self) -> Vec<RequestId> {
-        self.step_pending = false;
+    /// Ends the iteration: the sequences that produced their last token or were stopped; what
+    /// the others would feed next is in `pending` (each prompt's next piece at most `chunk`).
+    fn end_step(&mut self, chunk: u32) -> Vec<RequestId> {
         let mut finished = Vec::new();
         let stopped = std::mem::take(&mut self.stopped);
         self.stepping.retain_mut(|s| {
-            // A sequence whose prompt is all fed sampled a token in this iteration.
-            if s.unfed == 0 {
+            // A member whose prompt is all fed sampled a token in this iteration.
+            if s.member && s.unfed == 0 {
                 s.left -= 1;
             }
             let done = s.left == 0 || stopped.contains(&s.id);
@@ -173,7 +178,13 @@ impl Iterations {
             }
             !gone
         });
-        self.awaiting_resume = !self.stepping.is_empty();
+        let chunk = if chunk == 0 { u32::MAX } else { chunk };
+        self.pending.clear();
+        self.pending.extend(self.stepping.iter().map(|s| Pending {
+            request: s.id,
+            prompt_left: s.unfed,
+            piece: s.unfed.min(chunk),
+        }));
         finished
     }
 
@@ -251,15 +262,15 @@ impl World<'_> {
         self.instances.get_mut(id.0 as usize).and_then(Option::as_mut)
     }
 
-    /// Starts the next iteration on `id` if it may start and has work.
-    fn step(&mut self, now: Time, id: InstanceId) {
+    /// Starts the next iteration on `id` as `plan` says.
+    fn step(&mut self, now: Time, id: InstanceId, plan: &StepPlan) {
         let (cost, chunk) = (self.cost, self.options.prefill_chunk);
         let Some(inst) = self.instances.get_mut(id.0 as usize).and_then(Option::as_mut) else { return };
         let seqs = &mut inst.seqs;
-        if seqs.step_pending || seqs.awaiting_resume || !seqs.has_work() {
+        if !seqs.has_work() {
             return;
         }
-        let took = seqs.start_step(&inst.unit, cost, &self.live, chunk);
+        let took = seqs.start_step(&inst.unit, cost, &self.live, chunk, plan);
         let threads = threads(&inst.unit);
         self.compute(now, Computation { instance: id, threads, took, batch: None });
     }
@@ -309,9 +320,9 @@ impl World<'_> {
                     else {
                         continue;
                     };
+                    // A static batch of generations: its steps follow ([`Effect::Step`]).
                     if inst.unit.kind == UnitKind::Generation {
                         inst.seqs.joining = batch;
-                        self.step(now, instance);
                         continue;
                     }
                     let live = &self.live;
@@ -329,15 +340,9 @@ impl World<'_> {
                 Effect::Join { instance, requests } => {
                     if let Some(inst) = self.instance(instance) {
                         inst.seqs.joining.extend(requests);
-                        self.step(now, instance);
                     }
                 }
-                Effect::Resume { instance } => {
-                    if let Some(inst) = self.instance(instance) {
-                        inst.seqs.awaiting_resume = false;
-                        self.step(now, instance);
-                    }
-                }
+                Effect::Step { instance, plan } => self.step(now, instance, &plan),
                 Effect::Cancel { instance, request } => {
                     if let Some(inst) = self.instance(instance) {
                         inst.seqs.stopped.push(request);
@@ -499,9 +504,10 @@ impl<'a, I: Iterator<Item = SimRequest>> ModelRun<'a, I> {
             match e {
                 SimEvent::StepDone(id) => {
                     world.ended(id);
+                    let chunk = world.options.prefill_chunk;
                     if let Some(inst) = world.instance(id) {
-                        let finished = inst.seqs.end_step();
-                        ledger.iteration_done(now, id, &finished, false, effects);
+                        let finished = inst.seqs.end_step(chunk);
+                        ledger.iteration_done(now, id, &finished, false, &inst.seqs.pending, effects);
                     }
                 }
                 SimEvent::BatchDone(id) => {

@@ -98,7 +98,7 @@ pub fn record_lengths(decoder: &LoadedDecoder, run: &LengthsRun) -> anyhow::Resu
     let mut queue = pending.into_iter().enumerate();
     let mut running = HashMap::new();
     let (started, mut answered, mut tokens) = (Instant::now(), 0usize, 0usize);
-    // The worker holds its next iteration until the last report is answered.
+    // The worker waits for its next step after each report that leaves generations.
     let mut holding = false;
     loop {
         let mut joining = Vec::new();
@@ -115,11 +115,12 @@ pub fn record_lengths(decoder: &LoadedDecoder, run: &LengthsRun) -> anyhow::Resu
             });
             running.insert(key as u64, (p, rx));
         }
-        if !joining.is_empty() {
+        let joined = !joining.is_empty();
+        if joined {
             worker.join(joining)?;
         }
-        if holding {
-            worker.resume()?;
+        if holding || joined {
+            worker.step_every()?;
         }
         if running.is_empty() {
             break;

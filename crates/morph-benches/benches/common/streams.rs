@@ -74,11 +74,12 @@ pub(crate) fn run(decoder: &LoadedDecoder, prompts: &[Vec<u32>], streams: usize,
             });
             running.insert(key as u64, (rx, Instant::now(), None::<Instant>, Instant::now(), 0usize));
         }
-        if !joining.is_empty() {
+        let joined = !joining.is_empty();
+        if joined {
             worker.join(joining).expect("join");
         }
-        if holding {
-            worker.resume().expect("resume");
+        if holding || joined {
+            worker.step_every().expect("step");
         }
         if running.is_empty() {
             break;

@@ -5,6 +5,7 @@ use crate::host::HostId;
 use crate::instance::InstanceId;
 use crate::policy::{BatchPlan, DropReason};
 use crate::request::RequestId;
+use crate::step::StepPlan;
 use crate::unit::{Ticket, UnitSpec};
 
 use super::rules::Violation;
@@ -16,9 +17,9 @@ pub enum Effect {
     Run { instance: InstanceId, requests: Vec<RequestId>, plan: BatchPlan },
     /// Add these generations to the instance's continuous batch, for its next iteration.
     Join { instance: InstanceId, requests: Vec<RequestId> },
-    /// The policy has answered the instance's last iteration report: its next iteration may
-    /// start (with whatever joined). Said only while sequences remain in the batch.
-    Resume { instance: InstanceId },
+    /// Run the instance's next iteration as `plan` says (a continuous batch's as the policy
+    /// decided it; a static batch's over all its generations).
+    Step { instance: InstanceId, plan: StepPlan },
     /// Cancel this running generation at the end of the current iteration (its client left);
     /// the driver reports it among that iteration's finished sequences.
     Cancel { instance: InstanceId, request: RequestId },

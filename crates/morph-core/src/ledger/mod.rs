@@ -27,6 +27,7 @@ use crate::host::HostId;
 use crate::instance::{InstanceId, InstanceInfo};
 use crate::policy::{Action, BatchPlan, Event, Policy, Then};
 use crate::request::{Generation, RequestId, RequestInfo, ServiceClass};
+use crate::step::{Pending, StepPlan};
 use crate::time::Time;
 use crate::unit::{Launched, Ticket, UnitKind, UnitSpec};
 use book::{Book, Entry};
@@ -62,9 +63,11 @@ enum Work {
         plan: BatchPlan,
         left: usize,
     },
-    /// A continuous batch with these sequences in it.
+    /// A continuous batch with these sequences in it (in join order); `awaits_step`: its last
+    /// iteration was reported (or it has just started) and the policy has not said its next step.
     Continuous {
         running: Vec<RequestId>,
+        awaits_step: bool,
     },
 }
 
@@ -228,7 +231,7 @@ impl Ledger {
         let Some(state) = self.state_mut(instance) else { return };
         let stage = state.unit.stage_index();
         let requests = match std::mem::replace(&mut state.work, Work::Idle) {
-            Work::Batch { requests, .. } | Work::Continuous { running: requests } => requests,
+            Work::Batch { requests, .. } | Work::Continuous { running: requests, .. } => requests,
             Work::Idle => Vec::new(),
         };
         let (mut retried, mut failed) = (Vec::new(), Vec::new());
@@ -253,14 +256,17 @@ impl Ledger {
     }
 
     /// An iteration of the generations on `instance` ended and `finished` left the batch
-    /// (`failed`: the engine failed them). A continuous batch reports it to the policy and
-    /// resumes once it has answered; a static batch resumes at once and reports its end.
+    /// (`failed`: the engine failed them); `pending`: what the generations left would feed next,
+    /// as the engine says. A continuous batch reports it to the policy, whose [`Action::Step`]
+    /// is the next iteration; a static batch steps on at once over all its generations and
+    /// reports its end.
     pub fn iteration_done(
         &mut self,
         now: Time,
         instance: InstanceId,
         finished: &[RequestId],
         failed: bool,
+        pending: &[Pending],
         effects: &mut Vec<Effect>,
     ) {
         for &r in finished {
@@ -268,40 +274,44 @@ impl Ledger {
             effects.push(Effect::Answer { request: r, outcome });
         }
         let Some(state) = self.state_mut(instance) else { return };
-        // Some(whether sequences remain) for a continuous batch; None for an ended static one.
-        let continuous = match &mut state.work {
-            Work::Continuous { running } => {
+        match &mut state.work {
+            Work::Continuous { running, awaits_step } => {
                 running.retain(|r| !finished.contains(r));
-                Some(!running.is_empty())
-            }
-            Work::Batch { left, .. } => {
-                *left = left.saturating_sub(finished.len());
-                if *left > 0 {
-                    effects.push(Effect::Resume { instance });
-                    return;
-                }
-                None
-            }
-            Work::Idle => return,
-        };
-        match continuous {
-            Some(waiting) => {
-                self.tell(now, Event::SequencesDone { instance, requests: finished.to_vec() }, effects);
+                *awaits_step = !running.is_empty();
+                let pending = self.pending(instance, pending);
+                let event = Event::SequencesDone { instance, requests: finished.to_vec(), pending };
+                self.tell(now, event, effects);
                 let Some(state) = self.state_mut(instance) else { return };
-                if matches!(&state.work, Work::Continuous { running } if running.is_empty()) {
+                if matches!(&state.work, Work::Continuous { running, .. } if running.is_empty()) {
                     state.work = Work::Idle;
                     self.tell(now, Event::BatchDone { instance, requests: Vec::new(), failed }, effects);
-                } else if waiting {
-                    effects.push(Effect::Resume { instance });
                 }
             }
-            None => {
-                let Some(state) = self.state_mut(instance) else { return };
+            Work::Batch { left, requests, .. } => {
+                *left = left.saturating_sub(finished.len());
+                if *left > 0 {
+                    effects.push(Effect::Step { instance, plan: StepPlan::all(requests) });
+                    return;
+                }
                 if let Work::Batch { requests, .. } = std::mem::replace(&mut state.work, Work::Idle) {
                     self.tell(now, Event::BatchDone { instance, requests, failed }, effects);
                 }
             }
+            Work::Idle => {}
         }
+    }
+
+    /// Every generation in `instance`'s continuous batch, in join order, with what it would feed
+    /// next: as the engine `reported`, or (joined after the engine reported) its whole prompt.
+    fn pending(&self, instance: InstanceId, reported: &[Pending]) -> Vec<Pending> {
+        let Some(Work::Continuous { running, .. }) = self.state(instance).map(|s| &s.work) else {
+            return Vec::new();
+        };
+        let fresh = |r: RequestId| Pending::fresh(r, self.book.get(r).map_or(0, |e| e.info.input_len));
+        running
+            .iter()
+            .map(|&r| reported.iter().find(|p| p.request == r).copied().unwrap_or_else(|| fresh(r)))
+            .collect()
     }
 
     /// The client of `request` went away. Unknown or answered requests are ignored.
@@ -402,10 +412,19 @@ impl Ledger {
                     (Work::Batch { .. }, _) => {
                         Err(Violation::NotContinuous { instance, why: "runs a static batch" })
                     }
-                    (Work::Continuous { running }, _) => Ok(running.len()),
+                    (Work::Continuous { running, .. }, _) => Ok(running.len()),
                     (Work::Idle, _) => Ok(0),
                 }?;
                 rules::check_batch(&self.book, instance, &state.unit, requests, already, "Join")
+            }
+            Action::Step { instance, plan } => {
+                let state = self.known(*instance, "Step")?;
+                match &state.work {
+                    Work::Continuous { running, awaits_step: true } => {
+                        rules::check_step(*instance, running, plan)
+                    }
+                    _ => Err(Violation::NoStepAwaited { instance: *instance }),
+                }
             }
             Action::Drop { request, .. } => match self.place(*request) {
                 Some(Place::Waiting { .. }) => Ok(()),
@@ -434,6 +453,10 @@ impl Ledger {
                 self.place_running(&requests, instance);
                 effects.push(Effect::Run { instance, requests: requests.clone(), plan });
                 if let Some(state) = self.state_mut(instance) {
+                    // A static batch of generations steps over all of them from its first step.
+                    if state.unit.kind == UnitKind::Generation {
+                        effects.push(Effect::Step { instance, plan: StepPlan::all(&requests) });
+                    }
                     let left = requests.len();
                     state.work = Work::Batch { requests, plan, left };
                 }
@@ -443,10 +466,22 @@ impl Ledger {
                 effects.push(Effect::Join { instance, requests: requests.clone() });
                 if let Some(state) = self.state_mut(instance) {
                     match &mut state.work {
-                        Work::Continuous { running } => running.extend_from_slice(&requests),
-                        work => *work = Work::Continuous { running: requests },
+                        Work::Continuous { running, awaits_step } => {
+                            // Emptied by the report being answered: the engine waits for a step.
+                            *awaits_step |= running.is_empty();
+                            running.extend_from_slice(&requests);
+                        }
+                        work => *work = Work::Continuous { running: requests, awaits_step: true },
                     }
                 }
+            }
+            Action::Step { instance, plan } => {
+                if let Some(InstanceState { work: Work::Continuous { awaits_step, .. }, .. }) =
+                    self.state_mut(instance)
+                {
+                    *awaits_step = false;
+                }
+                effects.push(Effect::Step { instance, plan });
             }
             Action::Drop { request, reason } => {
                 self.book.remove(request);
@@ -479,7 +514,7 @@ impl Ledger {
         let named: &[RequestId] = match &action {
             Action::Run { requests, .. } | Action::Join { requests, .. } => requests,
             Action::Drop { request, .. } => std::slice::from_ref(request),
-            Action::Launch { .. } | Action::Retire { .. } => &[],
+            Action::Launch { .. } | Action::Retire { .. } | Action::Step { .. } => &[],
         };
         for &request in named {
             if matches!(self.place(request), Some(Place::Waiting { .. })) {

@@ -4,6 +4,7 @@
 use crate::instance::InstanceId;
 use crate::policy::{BatchPlan, Then};
 use crate::request::RequestId;
+use crate::step::StepPlan;
 use crate::unit::{Ticket, UnitKind, UnitSpec};
 
 use super::book::{Book, Place};
@@ -33,6 +34,14 @@ pub enum Violation {
     NoNextStage { instance: InstanceId },
     #[error("Join on instance {instance}, which {why}")]
     NotContinuous { instance: InstanceId, why: &'static str },
+    #[error(
+        "Step on instance {instance}, which awaits no step (none reported since its last, or no continuous batch)"
+    )]
+    NoStepAwaited { instance: InstanceId },
+    #[error("Step on instance {instance} feeds request {}, which is not in its batch", .request.0)]
+    NotInBatch { request: RequestId, instance: InstanceId },
+    #[error("Step on instance {instance} feeds request {} no token", .request.0)]
+    NothingFed { request: RequestId, instance: InstanceId },
     #[error("Retire of instance {instance}, which is running work")]
     RetireBusy { instance: InstanceId },
     #[error("Launch with ticket {}, which names a launch still pending", .ticket.0)]
@@ -100,4 +109,29 @@ pub(super) fn check_plan(instance: InstanceId, unit: &UnitSpec, plan: BatchPlan)
         (Then::NextStage, _) => Err(Violation::NoNextStage { instance }),
         (Then::Finish, _) => Ok(()),
     }
+}
+
+/// A step on `instance`, whose batch holds `running`: some generation feeds, each of the batch,
+/// once and at least one token.
+pub(super) fn check_step(
+    instance: InstanceId,
+    running: &[RequestId],
+    plan: &StepPlan,
+) -> Result<(), Violation> {
+    if plan.feeds.is_empty() {
+        return Err(Violation::EmptyBatch { action: "Step", instance });
+    }
+    for (i, feed) in plan.feeds.iter().enumerate() {
+        let request = feed.request;
+        if plan.feeds[..i].iter().any(|f| f.request == request) {
+            return Err(Violation::Duplicate { request });
+        }
+        if !running.contains(&request) {
+            return Err(Violation::NotInBatch { request, instance });
+        }
+        if feed.tokens == 0 {
+            return Err(Violation::NothingFed { request, instance });
+        }
+    }
+    Ok(())
 }

@@ -88,6 +88,22 @@ fn join(instance: u32, ids: &[u64]) -> Action {
     Action::Join { instance: InstanceId(instance), requests: r(ids) }
 }
 
+/// A step on `instance` feeding each of `ids` one token.
+fn step(instance: u32, ids: &[u64]) -> Action {
+    let feeds = r(ids).into_iter().map(|request| crate::step::StepFeed { request, tokens: 1 }).collect();
+    Action::Step { instance: InstanceId(instance), plan: StepPlan { feeds } }
+}
+
+fn step_effect(instance: u32, ids: &[u64]) -> Effect {
+    let Action::Step { instance, plan } = step(instance, ids) else { unreachable!() };
+    Effect::Step { instance, plan }
+}
+
+/// `ids` decoding (their prompts fed), in this order.
+fn decoding(ids: &[u64]) -> Vec<Pending> {
+    r(ids).into_iter().map(|request| Pending { request, prompt_left: 0, piece: 0 }).collect()
+}
+
 /// The one violation refused among `effects`.
 fn refused(effects: &[Effect]) -> Violation {
     let found: Vec<&Violation> = effects
@@ -347,15 +363,55 @@ fn a_running_generation_is_stopped_and_reported_finished() {
     assert_eq!(effects, vec![Effect::Cancel { instance: InstanceId(0), request: RequestId(1) }]);
     f.events();
     effects.clear();
-    f.ledger.iteration_done(Time(3), InstanceId(0), &r(&[1]), false, &mut effects);
+    f.will(vec![step(0, &[0])]);
+    f.ledger.iteration_done(Time(3), InstanceId(0), &r(&[1]), false, &decoding(&[0]), &mut effects);
     assert_eq!(
         effects,
-        vec![
-            Effect::Answer { request: RequestId(1), outcome: Outcome::Cancelled },
-            Effect::Resume { instance: InstanceId(0) },
-        ]
+        vec![Effect::Answer { request: RequestId(1), outcome: Outcome::Cancelled }, step_effect(0, &[0])]
     );
-    assert_eq!(f.events(), vec![Event::SequencesDone { instance: InstanceId(0), requests: r(&[1]) }]);
+    let pending = decoding(&[0]);
+    assert_eq!(
+        f.events(),
+        vec![Event::SequencesDone { instance: InstanceId(0), requests: r(&[1]), pending }]
+    );
+}
+
+#[test]
+fn a_step_is_legal_once_per_report_and_only_over_the_batch() {
+    let mut f = Fixture::new(&[decoder()]);
+    f.waiting(GENERATE, 3);
+    let effects = f.on_tick(vec![join(0, &[0, 1]), step(0, &[0, 1]), step(0, &[0])]);
+    assert_eq!(
+        refused(&effects),
+        Violation::NoStepAwaited { instance: InstanceId(0) },
+        "one step per report"
+    );
+    assert!(effects.contains(&step_effect(0, &[0, 1])));
+    let mut effects = Vec::new();
+    f.will(vec![step(0, &[2])]);
+    f.ledger.iteration_done(Time(3), InstanceId(0), &[], false, &decoding(&[0, 1]), &mut effects);
+    let outside = Violation::NotInBatch { request: RequestId(2), instance: InstanceId(0) };
+    assert_eq!(refused(&effects), outside);
+    // Refused, the step is still awaited: the policy's next answer may give it.
+    let effects = f.on_tick(vec![step(0, &[1])]);
+    assert_eq!(effects, vec![step_effect(0, &[1])]);
+    let effects = f.on_tick(vec![Action::Step { instance: InstanceId(0), plan: StepPlan::default() }]);
+    assert_eq!(refused(&effects), Violation::NoStepAwaited { instance: InstanceId(0) });
+}
+
+#[test]
+fn a_report_lists_every_generation_of_the_batch_in_join_order() {
+    let mut f = Fixture::new(&[decoder()]);
+    f.arrive(GENERATE, vec![join(0, &[0]), step(0, &[0])]);
+    f.arrive(GENERATE, vec![join(0, &[1])]);
+    f.events();
+    // The engine saw only the first: the one joined during its step feeds its whole prompt next.
+    let mut effects = Vec::new();
+    let reported = [Pending { request: RequestId(0), prompt_left: 4, piece: 2 }];
+    f.ledger.iteration_done(Time(3), InstanceId(0), &[], false, &reported, &mut effects);
+    let fresh = Pending { request: RequestId(1), prompt_left: GENERATE.input_len, piece: GENERATE.input_len };
+    let pending = vec![reported[0], fresh];
+    assert_eq!(f.events(), vec![Event::SequencesDone { instance: InstanceId(0), requests: vec![], pending }]);
 }
 
 #[test]
@@ -364,26 +420,26 @@ fn a_continuous_batch_resumes_after_the_policy_answered_with_its_joins() {
     f.arrive(GENERATE, vec![join(0, &[0])]);
     f.arrive(GENERATE, vec![join(0, &[1])]);
     f.waiting(GENERATE, 1);
-    f.will(vec![join(0, &[2])]);
+    f.will(vec![join(0, &[2]), step(0, &[1, 2])]);
     let mut effects = Vec::new();
-    f.ledger.iteration_done(Time(3), InstanceId(0), &r(&[0]), false, &mut effects);
+    f.ledger.iteration_done(Time(3), InstanceId(0), &r(&[0]), false, &decoding(&[1]), &mut effects);
     assert_eq!(
         effects,
         vec![
             Effect::Answer { request: RequestId(0), outcome: Outcome::Done },
             Effect::Join { instance: InstanceId(0), requests: r(&[2]) },
-            Effect::Resume { instance: InstanceId(0) },
+            step_effect(0, &[1, 2]),
         ]
     );
-    // Emptied: SequencesDone then BatchDone, and no Resume (the worker is idle).
+    // Emptied: SequencesDone then BatchDone, and no step is awaited (the worker is idle).
     f.events();
     effects.clear();
-    f.ledger.iteration_done(Time(4), InstanceId(0), &r(&[1, 2]), false, &mut effects);
+    f.ledger.iteration_done(Time(4), InstanceId(0), &r(&[1, 2]), false, &[], &mut effects);
     assert_eq!(effects.len(), 2);
     assert_eq!(
         f.events(),
         vec![
-            Event::SequencesDone { instance: InstanceId(0), requests: r(&[1, 2]) },
+            Event::SequencesDone { instance: InstanceId(0), requests: r(&[1, 2]), pending: vec![] },
             Event::BatchDone { instance: InstanceId(0), requests: vec![], failed: false },
         ]
     );
@@ -394,19 +450,15 @@ fn a_static_batch_of_generations_answers_each_and_ends_with_its_longest() {
     let mut f = Fixture::new(&[decoder()]);
     f.waiting(GENERATE, 2);
     let plan = BatchPlan { tokens: TokenPlan::Merge(2), then: Then::Finish };
-    f.on_tick(vec![Action::Run { instance: InstanceId(0), requests: r(&[0, 1]), plan }]);
+    let effects = f.on_tick(vec![Action::Run { instance: InstanceId(0), requests: r(&[0, 1]), plan }]);
+    let every = Effect::Step { instance: InstanceId(0), plan: StepPlan::all(&r(&[0, 1])) };
+    assert_eq!(effects.last(), Some(&every), "its first step goes at once, over all of it");
     f.events();
     let mut effects = Vec::new();
-    f.ledger.iteration_done(Time(3), InstanceId(0), &r(&[1]), false, &mut effects);
-    assert_eq!(
-        effects,
-        vec![
-            Effect::Answer { request: RequestId(1), outcome: Outcome::Done },
-            Effect::Resume { instance: InstanceId(0) },
-        ]
-    );
+    f.ledger.iteration_done(Time(3), InstanceId(0), &r(&[1]), false, &[], &mut effects);
+    assert_eq!(effects, vec![Effect::Answer { request: RequestId(1), outcome: Outcome::Done }, every]);
     assert!(f.events().is_empty(), "the policy hears of a static batch only at its end");
-    f.ledger.iteration_done(Time(4), InstanceId(0), &r(&[0]), false, &mut effects);
+    f.ledger.iteration_done(Time(4), InstanceId(0), &r(&[0]), false, &[], &mut effects);
     assert_eq!(
         f.events(),
         vec![Event::BatchDone { instance: InstanceId(0), requests: r(&[0, 1]), failed: false }]

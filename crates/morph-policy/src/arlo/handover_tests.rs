@@ -174,7 +174,7 @@ fn case(seed: u64) -> u64 {
                     let dynamic = r.kind == morph_core::ShapeKind::Dynamic;
                     push(&mut queue, now + delay, Next::Up(ticket, r.max_len, r.max_batch, dynamic));
                 }
-                Action::Retire { .. } | Action::Drop { .. } | Action::Join { .. } => {}
+                Action::Retire { .. } | Action::Drop { .. } | Action::Join { .. } | Action::Step { .. } => {}
             }
         }
         if !check {

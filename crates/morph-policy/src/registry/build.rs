@@ -51,7 +51,7 @@ pub(super) fn ssjf(
     let preset =
         SsjfConfig::preset(name, ctx.generation).ok_or_else(|| PolicyError::Unknown(name.to_string()))?;
     let config: SsjfConfig = with_params(preset, params).map_err(params_err(name))?;
-    Ok(Box::new(SsjfPolicy::new(config)))
+    Ok(Box::new(SsjfPolicy::new(config, ctx.step)))
 }
 
 pub(super) fn otas(

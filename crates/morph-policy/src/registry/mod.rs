@@ -10,7 +10,9 @@ mod tests;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use morph_core::{GenerationCosts, HostSlots, LatencyProfile, Nanos, Policy, StageTimes, TokenPlan};
+use morph_core::{
+    GenerationCosts, HostSlots, LatencyProfile, Nanos, Policy, StageTimes, StepBudget, TokenPlan,
+};
 
 use crate::batching::RefitSink;
 use crate::give_up::GiveUpLate;
@@ -281,6 +283,8 @@ pub struct Context {
     pub pipeline: Option<Arc<StageTimes>>,
     /// A decoder's step and prefill costs, for SSJF's job lengths and aging.
     pub generation: Option<GenerationCosts>,
+    /// What one step of a decoder instance may feed (its prefill chunk, its prompt tokens).
+    pub step: StepBudget,
     /// The hosts and their slots; default: one host with every slot.
     pub hosts: Option<HostSlots>,
     /// Latency profiles of token plans other than the plain model's (OTAS's γ).

@@ -2,16 +2,18 @@
 //! first, with aging) feeding every instance in one of three batching modes — no batching (one
 //! request at a time), dynamic batching (a batch of up to `max_batch` once that many wait or
 //! the oldest has waited `wait_ms`; it ends with its longest), continuous batching (iteration
-//! level: a freed place goes to the next request in queue order at once).
+//! level: a freed place goes to the next request in queue order at once, and every step of the
+//! batch is the policy's: [`StepRule`] over the generations in join order).
 
 use morph_core::time::Millis;
 use morph_core::{
-    Action, BatchPlan, DropReason, Event, GenerationCosts, InstanceId, Nanos, Policy, RequestId, RequestInfo,
-    Time,
+    Action, BatchPlan, DropReason, Event, GenerationCosts, InstanceId, Nanos, Pending, Policy, RequestId,
+    RequestInfo, StepBudget, Time,
 };
 use serde::{Deserialize, Serialize};
 
 use super::queue::{Aging, JobQueue, Order};
+use crate::step::StepRule;
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "mode", rename_all = "lowercase", try_from = "RawBatching")]
@@ -63,6 +65,9 @@ pub struct SsjfConfig {
     /// An uncached prompt token's weight in output tokens, in a job's length: its prefill over
     /// a decode step ([`GenerationCosts::prefill_weight`]; 0 where prefill is priced per prompt).
     pub prefill_weight: f64,
+    /// How a continuous batch's steps are filled (default: every decode and whole prompt pieces).
+    #[serde(default)]
+    pub step: StepRule,
 }
 
 impl SsjfConfig {
@@ -90,6 +95,7 @@ impl SsjfConfig {
             aging: aging.filter(|_| order == Order::Sjf),
             max_queue: 4096,
             prefill_weight: costs.and_then(|c| c.prefill_weight()).unwrap_or(0.0),
+            step: StepRule::default(),
         })
     }
 }
@@ -101,8 +107,10 @@ struct InstanceState {
     rows: usize,
     /// A batch run as a unit is on it.
     busy: bool,
-    /// Sequences in its continuous batch.
-    running: usize,
+    /// Its continuous batch, in join order, with what each would feed next.
+    pending: Vec<Pending>,
+    /// The driver waits for this batch's next step.
+    awaits_step: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -114,10 +122,12 @@ pub struct SsjfPolicy {
     instances: Vec<InstanceState>,
     /// The longest prompt any instance takes.
     max_len: u32,
+    /// What one decoder step may feed, from the deployment.
+    budget: StepBudget,
 }
 
 impl SsjfPolicy {
-    pub fn new(config: SsjfConfig) -> Self {
+    pub fn new(config: SsjfConfig, budget: StepBudget) -> Self {
         let order = match config.order {
             Order::Sjf => "ssjf",
             Order::Fcfs => "fcfs",
@@ -134,6 +144,7 @@ impl SsjfPolicy {
             config,
             instances: Vec::new(),
             max_len: 0,
+            budget,
         }
     }
 
@@ -142,6 +153,11 @@ impl SsjfPolicy {
     }
 
     fn take(&mut self, now: Time, n: usize) -> Vec<RequestId> {
+        self.take_with_prompts(now, n).into_iter().map(|(id, _)| id).collect()
+    }
+
+    /// The next `n` requests in queue order, with their prompts' lengths.
+    fn take_with_prompts(&mut self, now: Time, n: usize) -> Vec<(RequestId, u32)> {
         std::iter::from_fn(|| self.queue.pop(now)).take(n).collect()
     }
 
@@ -183,15 +199,26 @@ impl SsjfPolicy {
                     }
                 }
                 Batching::Continuous { max_batch } => {
-                    let free = max_batch.min(rows).saturating_sub(self.instances[i].running);
+                    let free = max_batch.min(rows).saturating_sub(self.instances[i].pending.len());
                     if free > 0 {
-                        let requests = self.take(now, free);
-                        self.instances[i].running += requests.len();
+                        let joined = self.take_with_prompts(now, free);
+                        let fresh = joined.iter().map(|&(r, len)| Pending::fresh(r, len));
+                        self.instances[i].pending.extend(fresh);
+                        let requests = joined.into_iter().map(|(r, _)| r).collect();
                         actions.push(Action::Join { instance: id, requests });
                     }
                 }
                 _ => {}
             }
+        }
+    }
+
+    /// The next step of every continuous batch whose driver waits for one.
+    fn step(&mut self, actions: &mut Vec<Action>) {
+        let (rule, budget) = (self.config.step, self.budget);
+        for state in self.instances.iter_mut().filter(|s| s.awaits_step && !s.pending.is_empty()) {
+            state.awaits_step = false;
+            actions.push(Action::Step { instance: state.id, plan: rule.plan(budget, &state.pending) });
         }
     }
 }
@@ -206,7 +233,14 @@ impl Policy for SsjfPolicy {
             Event::InstanceUp { instance, .. } => {
                 let rows = instance.unit.runtime.max_batch as usize;
                 self.max_len = self.max_len.max(instance.unit.runtime.max_len);
-                self.instances.push(InstanceState { id: instance.id, rows, busy: false, running: 0 });
+                let state = InstanceState {
+                    id: instance.id,
+                    rows,
+                    busy: false,
+                    pending: Vec::new(),
+                    awaits_step: true,
+                };
+                self.instances.push(state);
             }
             // Decoders run as threads of the server's own process: never lost.
             Event::LaunchFailed { .. } | Event::InstanceLost { .. } => {}
@@ -217,17 +251,20 @@ impl Policy for SsjfPolicy {
             Event::BatchDone { instance, .. } => {
                 if let Some(state) = self.instance(instance) {
                     state.busy = false;
-                    state.running = 0;
+                    // Emptied: its next batch's first step is awaited.
+                    (state.pending, state.awaits_step) = (Vec::new(), true);
                 }
             }
-            Event::SequencesDone { instance, requests } => {
+            Event::SequencesDone { instance, pending, .. } => {
+                // The driver waits for the next step of whatever the batch holds after the answer.
                 if let Some(state) = self.instance(instance) {
-                    state.running = state.running.saturating_sub(requests.len());
+                    (state.pending, state.awaits_step) = (pending, true);
                 }
             }
             Event::Tick | Event::SlotsChanged { .. } => {}
         }
         self.schedule(now, actions);
+        self.step(actions);
     }
 
     fn queue_len(&self) -> usize {

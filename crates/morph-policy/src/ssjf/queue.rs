@@ -42,7 +42,8 @@ pub struct JobQueue {
     by_key: BTreeSet<Key>,
     by_arrival: BTreeSet<(Time, RequestId)>,
     by_promotion: BTreeSet<(Time, RequestId)>,
-    entries: HashMap<RequestId, (Key, Option<Time>)>,
+    /// Each queued request's key, promotion time and prompt length.
+    entries: HashMap<RequestId, (Key, Option<Time>, u32)>,
 }
 
 /// The length a request is scheduled by, in output tokens: its predicted output (at most its
@@ -92,19 +93,21 @@ impl JobQueue {
         if let Some(t) = promote_at {
             self.by_promotion.insert((t, r.id));
         }
-        self.entries.insert(r.id, (key, promote_at));
+        self.entries.insert(r.id, (key, promote_at, r.input_len));
     }
 
-    /// The request to run next at `now`: the most overdue promoted one, else the first in order.
-    pub fn pop(&mut self, now: Time) -> Option<RequestId> {
+    /// The request to run next at `now` (the most overdue promoted one, else the first in
+    /// order), with its prompt's length.
+    pub fn pop(&mut self, now: Time) -> Option<(RequestId, u32)> {
         let promoted = self.by_promotion.first().filter(|(t, _)| *t <= now).map(|(_, id)| *id);
         let id = promoted.or_else(|| self.by_key.first().map(|k| k.2))?;
-        self.remove(id).then_some(id)
+        let prompt = self.entries.get(&id)?.2;
+        self.remove(id).then_some((id, prompt))
     }
 
     /// Takes `id` out of the queue; whether it was there.
     pub fn remove(&mut self, id: RequestId) -> bool {
-        let Some((key, promote_at)) = self.entries.remove(&id) else { return false };
+        let Some((key, promote_at, _)) = self.entries.remove(&id) else { return false };
         self.by_key.remove(&key);
         self.by_arrival.remove(&(key.1, id));
         if let Some(t) = promote_at {
@@ -132,7 +135,7 @@ mod tests {
     }
 
     fn drain(q: &mut JobQueue, now_ms: u64) -> Vec<u64> {
-        std::iter::from_fn(|| q.pop(Time(now_ms * 1_000_000)).map(|r| r.0)).collect()
+        std::iter::from_fn(|| q.pop(Time(now_ms * 1_000_000)).map(|(r, _)| r.0)).collect()
     }
 
     #[test]

@@ -17,7 +17,7 @@ use morph_core::{
     DropReason, Gauge, Generation, HostId, InstanceId, Nanos, Policy, RequestId, ServiceClass, StartKind,
     TaskId, Ticket, Time, TokenPlan, UnitSpec,
 };
-use morph_decoder::{Decoding, GenEvent};
+use morph_decoder::{Decoding, GenEvent, IterationReport};
 use morph_engine::EngineError;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::oneshot;
@@ -26,7 +26,7 @@ use tracing::Instrument;
 pub use job::{Pooled, SeqError, SeqResult};
 use state::{Outside, State};
 
-use crate::launcher::{Instance, InstanceEngine, IterationRelay, Launcher};
+use crate::launcher::{Instance, InstanceEngine, Launcher};
 use crate::metrics::Metrics;
 
 /// Shared by every HTTP handler and batch task.
@@ -280,35 +280,33 @@ impl Driver {
         self.carry_out(outside);
     }
 
-    /// Binds every new decoder instance's iteration reports to the state: each decoder thread,
-    /// after each iteration, takes the lock and carries out what the policy decided itself, so
-    /// its joins and resume are in its inbox before it looks (no hop through another thread).
+    /// Takes every new decoder instance's step reports to the state, on a task of the server's
+    /// runtime per instance: each report is told to the policy under the lock, and the step it
+    /// answers with goes to the decoder thread's inbox (the thread never calls the server).
     /// Call from within the runtime (the server's start, and after each launch).
     pub fn forward_iterations(self: &Arc<Self>) {
-        let unbound: Vec<(InstanceId, IterationRelay)> = self
+        let untaken: Vec<(InstanceId, UnboundedReceiver<IterationReport>)> = self
             .lock()
             .instances_mut()
-            .filter_map(|(id, w)| match &w.engine {
-                InstanceEngine::Decoder { relay, .. } if !relay.is_bound() => Some((*id, relay.clone())),
+            .filter_map(|(id, w)| match &mut w.engine {
+                InstanceEngine::Decoder { reports, .. } => Some((*id, reports.take()?)),
                 _ => None,
             })
             .collect();
-        let runtime = tokio::runtime::Handle::current();
-        for (instance, relay) in unbound {
+        for (instance, mut reports) in untaken {
             let driver = Arc::downgrade(self);
-            let runtime = runtime.clone();
-            relay.bind(Box::new(move |report| {
-                // The driver is gone at shutdown: nothing is left to tell.
-                let Some(driver) = driver.upgrade() else { return };
-                // Batches and launches it starts go to the server's runtime.
-                let _runtime = runtime.enter();
-                if report.sequences > 0 {
-                    let r = &report;
-                    driver.metrics.decode_iteration(r.sequences, r.prefilling, r.seconds, r.context);
+            tokio::spawn(async move {
+                // Ends when the thread stops (its sender dropped), or the driver has gone.
+                while let Some(report) = reports.recv().await {
+                    let Some(driver) = driver.upgrade() else { return };
+                    if report.sequences > 0 {
+                        let r = &report;
+                        driver.metrics.decode_iteration(r.sequences, r.prefilling, r.seconds, r.context);
+                    }
+                    let outside = driver.lock().iteration(driver.now(), instance, report);
+                    driver.carry_out(outside);
                 }
-                let outside = driver.lock().iteration(driver.now(), instance, report);
-                driver.carry_out(outside);
-            }));
+            });
         }
     }
 

@@ -279,7 +279,7 @@ impl State {
         self.metrics.generated_tokens(report.produced);
         let left: Vec<RequestId> = report.left.into_iter().map(RequestId).collect();
         let mut effects = Vec::new();
-        self.ledger.iteration_done(now, instance, &left, report.failed, &mut effects);
+        self.ledger.iteration_done(now, instance, &left, report.failed, &report.pending, &mut effects);
         self.apply(effects)
     }
 
@@ -360,7 +360,7 @@ impl State {
                 Effect::Join { instance, requests } => {
                     self.start(instance, &requests, TokenPlan::Plain);
                 }
-                Effect::Resume { instance } => self.decoder(instance, |d| d.resume()),
+                Effect::Step { instance, plan } => self.decoder(instance, |d| d.step(plan)),
                 Effect::Cancel { instance, request } => self.decoder(instance, |d| d.cancel(request.0)),
                 Effect::Launch { ticket, unit, host } => {
                     self.launches.insert(ticket, Instant::now());

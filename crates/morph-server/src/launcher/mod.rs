@@ -5,19 +5,17 @@
 //! [`ProcessConfig`], encoder replicas and a decoder's prefill stages are `morph worker`
 //! processes (`morph_worker::process`) started cold, warm or hot.
 
-mod relay;
-
 pub use morph_worker::host::WorkerModel;
 pub use morph_worker::{ProcessConfig, ProcessLauncher, StartReport};
-pub use relay::{IterationRelay, IterationSink};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use morph_backend::Backend;
-use morph_core::{GenerationCosts, HostId, HostSlots, UnitKind, UnitSpec};
-use morph_decoder::{DecoderThread, StepperShape};
+use morph_core::{GenerationCosts, HostId, HostSlots, StepBudget, UnitKind, UnitSpec};
+use morph_decoder::{DecoderThread, IterationReport, StepperShape};
 use morph_engine::{CoreShare, Cores, EngineError, EngineThread};
+use tokio::sync::mpsc::UnboundedReceiver;
 
 /// What `morph worker` processes can run; the refusal of anything else.
 pub const WHAT_PROCESSES_RUN: &str = "worker processes run the ONNX graphs Morph writes (--engine ort, no --onnx) or a decoder's prefill stages";
@@ -48,10 +46,11 @@ pub struct Instance {
 #[derive(Debug)]
 pub enum InstanceEngine {
     Encoder(EngineThread),
-    /// A decoder, and where its iteration reports go (the driver binds it).
+    /// A decoder, and its step reports until the driver takes them
+    /// ([`crate::driver::Driver::forward_iterations`]; the channel keeps those sent before).
     Decoder {
         thread: DecoderThread,
-        relay: IterationRelay,
+        reports: Option<UnboundedReceiver<IterationReport>>,
     },
 }
 
@@ -155,12 +154,13 @@ impl Launcher {
         let spawn_err = |e: std::io::Error| EngineError::Load(e.to_string());
         let engine = match (self.backend.as_ref(), unit.kind) {
             (Backend::Decoder(decoder, steps), UnitKind::Generation) => {
-                let relay = IterationRelay::default();
+                let (reports_tx, reports) = tokio::sync::mpsc::unbounded_channel();
                 let shape = decoder_shape(unit, steps.batch_threads);
                 let (chunk, cores) = (steps.prefill_chunk, self.cores.clone());
-                let thread =
-                    DecoderThread::spawn_sharing(name, decoder.clone(), shape, chunk, relay.hook(), cores)?;
-                InstanceEngine::Decoder { thread, relay }
+                // A driver gone (shutdown) is told nothing; the thread stops with its handle.
+                let post = Box::new(move |report| _ = reports_tx.send(report));
+                let thread = DecoderThread::spawn_sharing(name, decoder.clone(), shape, chunk, post, cores)?;
+                InstanceEngine::Decoder { thread, reports: Some(reports) }
             }
             (_, UnitKind::Generation) => {
                 return Err(EngineError::Unsupported(format!("a {:?} unit on this launcher", unit.kind)));
@@ -185,6 +185,18 @@ impl Launcher {
 }
 
 impl Launcher {
+    /// What one step of a decoder instance may feed: each prompt `--prefill-chunk` tokens at
+    /// most, and where the host's cores are shared with other models one chunk in all (a step
+    /// holds its cores to its end, and every other model's computation waits that long).
+    pub fn step_budget(&self) -> StepBudget {
+        let chunk = match self.backend.as_ref() {
+            Backend::Decoder(_, steps) => u32::try_from(steps.prefill_chunk).unwrap_or(u32::MAX),
+            _ => 0,
+        };
+        let shared = self.cores.is_some() && chunk > 0;
+        StepBudget { prefill_chunk: chunk, step_prompt_tokens: shared.then_some(chunk) }
+    }
+
     /// What a generation costs on an instance of `unit` (its decode step and a prompt token's
     /// prefill), measured now on the decoder's kernels with the instance's threads.
     pub fn generation_costs(&self, unit: UnitSpec) -> Result<GenerationCosts, EngineError> {

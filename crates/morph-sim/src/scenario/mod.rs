@@ -69,7 +69,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use morph_core::{HostSlots, LatencyProfile, RuntimeSpec, StageTimes, UnitSpec, time::ms_to_nanos};
+use morph_core::{
+    HostSlots, LatencyProfile, RuntimeSpec, StageTimes, StepBudget, UnitSpec, time::ms_to_nanos,
+};
 
 use morph_policy::registry::Context;
 
@@ -309,6 +311,8 @@ impl Scenario {
             slo: options.slo,
             pipeline,
             generation,
+            // The step bounded as the decoder bounds it (the chunk; every piece in a step).
+            step: StepBudget { prefill_chunk: options.prefill_chunk, step_prompt_tokens: None },
             hosts,
             plans,
             accuracy,
