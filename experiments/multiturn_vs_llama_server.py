@@ -68,19 +68,26 @@ def main():
                     help="Morph's policies to run with each reuse mode: fcfs (the default) and/or ssjf "
                          "(cache-aware shortest job first; --predictor none: every round has the same "
                          "max_tokens, so its uncached prefill orders it)")
+    ap.add_argument("--step-tokens", type=int, default=None,
+                    help="also run each Morph server with a step budget of this many tokens, decodes "
+                         "first (the policy's `step.tokens`: chunked prefill under a token budget)")
     ap.add_argument("--morph-args", default="", help="extra `morph serve` arguments")
     ap.add_argument("--llama-args", default="", help="extra llama-server arguments")
     args = ap.parse_args()
 
     policy_args = {"fcfs": "", "ssjf": "--policy ssjf --predictor none"}
     servers = {}
+    steps = [None] + ([args.step_tokens] if args.step_tokens else [])
     for policy in args.policies.split(","):
         for reuse in args.reuse.split(","):
-            name = f"morph {reuse}" + ("" if policy == "fcfs" else f" {policy}")
-            extra = f"--prompt-cache-reuse {reuse} {policy_args[policy]} {args.morph_args}"
-            servers[name] = ("morph", args.morph, extra)
+            for step in steps:
+                name = f"morph {reuse}" + ("" if policy == "fcfs" else f" {policy}")
+                name += "" if step is None else f" step-{step}"
+                extra = f"--prompt-cache-reuse {reuse} {policy_args[policy]} {args.morph_args}"
+                params = None if step is None else {"step": {"tokens": step}}
+                servers[name] = ("morph", args.morph, extra, params)
     if args.llama_server:
-        servers["llama-server"] = ("llama-server", args.llama_server, args.llama_args)
+        servers["llama-server"] = ("llama-server", args.llama_server, args.llama_args, None)
     os.makedirs(os.path.join(ROOT, "experiments/out"), exist_ok=True)
     rates = [float(r) for r in args.rates.split(",")]
     print(f"SmolLM2-135M-Instruct Q4_1; ShareGPT conversations (heldout, 2-{args.max_rounds} rounds), greedy, "
@@ -88,11 +95,12 @@ def main():
           f"{args.duration:.0f} s of arrivals per rate, "
           f"{'Poisson' if args.cv is None else f'Gamma CV {args.cv:g}'}; {os.cpu_count()} cores")
     results = {}
-    for name, (kind, binary, extra) in servers.items():
+    for name, (kind, binary, extra, params) in servers.items():
         port = free_port()
         runs = []
         with open(os.path.join(ROOT, f"experiments/out/{name.replace(' ', '-')}-multiturn.log"), "w") as log:
-            server = Server(decoder_argv(kind, binary, args.gguf, args.slots, port, extra), port, log)
+            argv = decoder_argv(kind, binary, args.gguf, args.slots, port, extra, params)
+            server = Server(argv, port, log)
             try:
                 warm_up(port)
                 for i, rate in enumerate(rates):

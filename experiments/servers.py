@@ -56,15 +56,17 @@ def warm_up(port):
     conn.close()
 
 
-def decoder_argv(name, binary, gguf, slots, port, extra=""):
-    """`morph serve --task generate` (`--runtime dynamic:2048xN` and a continuous batch of N) or
-    llama-server (`-np N -c N*2048`), each with `extra` arguments appended."""
+def decoder_argv(name, binary, gguf, slots, port, extra="", params=None):
+    """`morph serve --task generate` (`--runtime dynamic:2048xN` and a continuous batch of N, and
+    any other policy `params`) or llama-server (`-np N -c N*2048`), each with `extra` arguments
+    appended."""
     cores = str(os.cpu_count())
     if name == "morph":
         argv = [binary, "serve", "--task", "generate", "--model", gguf, "--port", str(port),
                 "--runtime", f"dynamic:2048x{slots}",
                 # The policy's continuous batch defaults to 4 sequences.
-                "--policy-params", json.dumps({"batching": {"mode": "continuous", "max_batch": slots}})]
+                "--policy-params",
+                json.dumps({"batching": {"mode": "continuous", "max_batch": slots}, **(params or {})})]
     else:
         argv = [binary, "-m", gguf, "--host", "127.0.0.1", "--port", str(port), "-np", str(slots),
                 "-c", str(2048 * slots), "-t", cores, "-tb", cores]

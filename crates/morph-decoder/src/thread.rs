@@ -347,8 +347,13 @@ fn run(
         let members = running.iter().zip(&feeds).filter(|(_, f)| f.is_some());
         let sequences = members.clone().count();
         let prefilling = members.clone().any(|(r, _)| r.produced.is_empty());
-        let context =
-            members.map(|(r, f)| r.fed + r.produced.len() + f.as_ref().map_or(0, |f| f.len())).sum();
+        // What the members' caches hold after the step: the prompt fed so far and this piece, or
+        // the prompt and every token produced (the last of which this step feeds).
+        let held = |r: &Running, f: &Option<Vec<u32>>| match r.fed < r.request.prompt.len() {
+            true => r.fed + f.as_ref().map_or(0, Vec::len),
+            false => r.fed + r.produced.len(),
+        };
+        let context = members.map(|(r, f)| held(r, f)).sum();
         let mut seconds = 0.0;
         if sequences > 0 {
             if let Some((share, width)) = &mut cores {
