@@ -127,7 +127,8 @@ pub(crate) struct ServeArgs {
     prompt_cache_reuse: Option<Reuse>,
     /// Scheduling policy (default: dynamic-batching to embed, fcfs to generate); its
     /// parameters go in --policy-params, e.g. '{"batching": {"mode": "none" | "dynamic" |
-    /// "continuous", ...}}' for ssjf and fcfs.
+    /// "continuous", ...}}' for ssjf and fcfs, and '{"step": {"tokens": N}}' for a continuous
+    /// batch whose every step feeds at most N tokens, decodes first.
     #[arg(long, value_parser = policy_names())]
     policy: Option<String>,
     /// The policy's parameters as a JSON object, e.g. '{"period_s": 60, "scaling": {"rule":

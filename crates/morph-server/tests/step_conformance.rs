@@ -98,8 +98,8 @@ fn gated(name: &str, params: &serde_json::Value, step: StepBudget) -> (Box<dyn P
 fn simulated(name: &str, params: &serde_json::Value, step: StepBudget) -> Vec<(Event, Vec<Action>)> {
     let (policy, log) = gated(name, params, step);
     let requests = GENERATIONS.iter().map(|&(input, output)| SimRequest::new(Time::ZERO, input, output));
-    let cost =
-        LinearGeneration::new(Prefill::ByTokens(vec![(16, 16.0)]), vec![(1, 10.0), (2, 12.0)]).unwrap();
+    let cost = LinearGeneration::new(Prefill::ByTokens(vec![(16, 16.0)]), vec![(1, 10.0), (2, 12.0)])
+        .expect("a cost");
     let options = SimOptions { prefill_chunk: CHUNK as u32, ..SimOptions::default() };
     let report = simulate(policy, &[unit()], &cost, requests, &options);
     assert_eq!(report.measured.completed, GENERATIONS.len(), "every generation served");

@@ -204,7 +204,15 @@ impl Launcher {
             Backend::Decoder(decoder, steps) => {
                 let started = std::time::Instant::now();
                 let shape = decoder_shape(unit, steps.batch_threads);
-                let costs = morph_decoder::costs::measure(decoder.kernels.as_ref(), shape)?;
+                let kernels = decoder.kernels.as_ref();
+                // On a thread of its own: measured on the server's building thread, every decoder
+                // step after it ran 3× slower (35 ms against 11.6 ms a token, one stream of
+                // SmolLM2 on a 2-core Xeon), the instances' threads being spawned from that one
+                // and inheriting what llama.cpp left in its per-thread state.
+                let costs = std::thread::scope(|scope| {
+                    scope.spawn(|| morph_decoder::costs::measure(kernels, shape)).join()
+                })
+                .map_err(|_| EngineError::Inference("measuring the generation costs panicked".into()))??;
                 let (step_ms, prefill_token_ms) = (costs.step_ms, costs.prefill_token_ms);
                 let took_ms = started.elapsed().as_secs_f64() * 1e3;
                 tracing::info!(step_ms, ?prefill_token_ms, took_ms, "generation costs measured");
