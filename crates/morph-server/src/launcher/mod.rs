@@ -207,8 +207,8 @@ impl Launcher {
                 let kernels = decoder.kernels.as_ref();
                 // On a thread of its own: measured on the server's building thread, every decoder
                 // step after it ran 3× slower (35 ms against 11.6 ms a token, one stream of
-                // SmolLM2 on a 2-core Xeon), the instances' threads being spawned from that one
-                // and inheriting what llama.cpp left in its per-thread state.
+                // SmolLM2 on a 2-core Xeon); the instances' threads are spawned from that one
+                // (what carries over was not pinned down).
                 let costs = std::thread::scope(|scope| {
                     scope.spawn(|| morph_decoder::costs::measure(kernels, shape)).join()
                 })
