@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use morph_core::{
     BatchPlan, Effect, Generation, HostId, HostSlots, IdWindow, InstanceId, Launched, Ledger, Nanos,
-    NewRequest, OnViolation, Pending, Policy, RequestId, StageTimes, StartKind, StepPlan, Ticket, Time,
-    TokenPlan, UnitKind, UnitSpec,
+    NewRequest, OnViolation, Pending, Policy, RequestId, StageTimes, StartKind, StepBudget, StepPlan, Ticket,
+    Time, TokenPlan, UnitKind, UnitSpec,
 };
 
 use crate::cost::{CostModel, Decoding, Fed, Job, Startup};
@@ -72,6 +72,11 @@ impl Default for SimOptions {
 }
 
 impl SimOptions {
+    /// Most prompt tokens a sequence feeds in one step (`prefill_chunk`, 0 being no bound).
+    fn chunk(&self) -> u32 {
+        StepBudget { prefill_chunk: self.prefill_chunk, step_prompt_tokens: None }.chunk()
+    }
+
     /// The share of the model `unit` holds (its layers of a pipeline; else all of it).
     fn share(&self, unit: &UnitSpec) -> f64 {
         self.pipeline.as_ref().map_or(1.0, |p| p.layer_share(unit))
@@ -117,7 +122,7 @@ struct Iterations {
 impl Iterations {
     /// Starts the next iteration as `plan` says, every joined sequence now in the batch: each
     /// sequence it names feeds its last token, or its prompt's next chunk (at most the plan's
-    /// tokens and `chunk`; 0: all of it); returns its time.
+    /// tokens and `chunk`); returns its time.
     fn start_step(
         &mut self,
         unit: &UnitSpec,
@@ -132,7 +137,6 @@ impl Iterations {
             Sequence { id, unfed: r.input_len, left: r.output_len.max(1), member: false }
         });
         self.stepping.extend(fresh);
-        let chunk = if chunk == 0 { u32::MAX } else { chunk };
         let (mut fed, mut decoding, mut members) = (Fed::default(), Decoding::default(), 0);
         for s in &mut self.stepping {
             let tokens = plan.tokens_of(s.id);
@@ -178,7 +182,6 @@ impl Iterations {
             }
             !gone
         });
-        let chunk = if chunk == 0 { u32::MAX } else { chunk };
         self.pending.clear();
         self.pending.extend(self.stepping.iter().map(|s| Pending {
             request: s.id,
@@ -264,7 +267,7 @@ impl World<'_> {
 
     /// Starts the next iteration on `id` as `plan` says.
     fn step(&mut self, now: Time, id: InstanceId, plan: &StepPlan) {
-        let (cost, chunk) = (self.cost, self.options.prefill_chunk);
+        let (cost, chunk) = (self.cost, self.options.chunk());
         let Some(inst) = self.instances.get_mut(id.0 as usize).and_then(Option::as_mut) else { return };
         let seqs = &mut inst.seqs;
         if !seqs.has_work() {
@@ -504,7 +507,7 @@ impl<'a, I: Iterator<Item = SimRequest>> ModelRun<'a, I> {
             match e {
                 SimEvent::StepDone(id) => {
                     world.ended(id);
-                    let chunk = world.options.prefill_chunk;
+                    let chunk = world.options.chunk();
                     if let Some(inst) = world.instance(id) {
                         let finished = inst.seqs.end_step(chunk);
                         ledger.iteration_done(now, id, &finished, false, &inst.seqs.pending, effects);

@@ -153,7 +153,7 @@ impl SsjfPolicy {
     }
 
     fn take(&mut self, now: Time, n: usize) -> Vec<RequestId> {
-        self.take_with_prompts(now, n).into_iter().map(|(id, _)| id).collect()
+        std::iter::from_fn(|| self.queue.pop(now)).map(|(id, _)| id).take(n).collect()
     }
 
     /// The next `n` requests in queue order, with their prompts' lengths.
