@@ -14,7 +14,7 @@ use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use tower::ServiceExt;
 
-use crate::api::responses::Health;
+use crate::api::Health;
 use crate::error::CallError;
 
 /// Where a start is, for `/ready` while it lasts and for the log: each step is logged as a line

@@ -229,10 +229,13 @@ async fn tei_tokenize_decode_info_and_clear_404s() {
     assert!(error_message(&body).contains("/embed_all (one vector per token) is not served"), "{body}");
     let (status, body) = post(&server.url, "/v3/embed", "{}").await;
     assert_eq!(status, 404);
-    assert!(
-        error_message(&body).contains("no route POST /v3/embed; the routes: POST /v1/embeddings"),
-        "{body}"
-    );
+    // The list is the OpenAPI document's: every route by method.
+    let message = error_message(&body);
+    let listed =
+        message.strip_prefix("no route POST /v3/embed; the routes: POST ").expect("a list of routes");
+    let (posts, gets) = listed.split_once("; GET ").expect("the POST routes, then the GET routes");
+    assert!(posts.contains("/v1/embeddings") && posts.contains("/v1/chat/completions"), "{body}");
+    assert!(gets.contains("/v1/models") && gets.contains("/openapi.json"), "{body}");
     // A route asked with a method it does not take answers JSON too; both carry a request id
     // and are counted (a path no route has under one label).
     let wrong = client().get(format!("{}/v1/embeddings", server.url)).send().await.expect("GET");

@@ -7,7 +7,7 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use morph_engine::EngineError;
 
-use super::responses::{ErrorDetail, ErrorResponse};
+use super::answers::{ErrorDetail, ErrorResponse};
 use crate::error::CallError;
 
 impl CallError {

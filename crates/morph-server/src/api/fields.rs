@@ -71,10 +71,10 @@ macro_rules! refuse {
     };
 }
 
-pub(super) use refuse;
+pub(crate) use refuse;
 
 /// A visitor whose refusals say "must be {MUST}".
-pub(super) trait Must {
+pub(crate) trait Must {
     const MUST: &'static str;
 }
 

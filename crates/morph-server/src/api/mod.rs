@@ -1,55 +1,45 @@
-//! The HTTP edge: routes, the body every call reads, the API key, and what each call records in
-//! the metrics. Each route parses its body into its request type ([`requests`]), checks it into
-//! a `Valid*` value ([`validate`]), hands that to the work behind it ([`crate::infer`]) and
-//! answers with its response type (`responses`).
+//! The HTTP edge: the routes, the body every call reads, the API key, and what each call records
+//! in the metrics. A route family is one folder (`embeddings/`, `scores/` (classification and
+//! reranking), `generation/`, `cohere/`, `tei/` (TEI's other names), `operations/`), holding its
+//! request types (`requests.rs`), their checks (`validate.rs`), its handlers with their OpenAPI
+//! entries, its answers (`answers.rs`), and the list of its routes (`routes()` in its `mod.rs`).
+//! [`routes`] joins those lists: the router, the 404's list of routes and the OpenAPI document are
+//! all made from it. A handler opens with the extractors of [`opening`] (the model it needs, the
+//! body parsed and checked); the drain's deadline and the API key wrap every keyed route.
 
+mod answers;
 pub mod bounds;
-mod classify;
+mod checks;
 mod cohere;
-mod cohere_requests;
-mod embedding_types;
 mod embeddings;
 mod error_response;
 mod field_schemas;
+mod field_types;
 pub mod fields;
-mod generate;
-mod health;
-mod info;
-mod logprobs;
-mod models;
-mod openai_responses;
-mod openapi;
-mod pair_fields;
-mod reply;
-pub mod requests;
-mod rerank;
-mod response_object;
-pub(crate) mod responses;
-mod responses_stream;
+mod generation;
+mod opening;
+mod operations;
+mod scores;
 mod state;
-mod stream;
-mod tei_aliases;
-mod tokens;
-mod tool_reply;
-pub mod validate;
-mod validate_output;
-pub mod validate_responses;
-pub mod validate_scores;
+mod tei;
 
+use std::sync::Arc;
 use std::time::Instant;
 
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, FromRequest, MatchedPath, Request, State};
 use axum::http::HeaderValue;
 use axum::http::header::AUTHORIZATION;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::{Extension, Router};
 use subtle::ConstantTimeEq;
 use tracing::Instrument;
+use utoipa::openapi::{OpenApi as Document, PathItem};
+use utoipa_axum::router::OpenApiRouter;
 
 pub use fields::parse;
+pub(crate) use operations::health::Health;
 pub use state::{AppState, Served, ServedModel};
 
 use crate::error::CallError;
@@ -81,49 +71,57 @@ impl FromRequest<AppState> for Body {
     }
 }
 
-/// The probes (`/health`, `/ready`, `/live`) and `/metrics` stay open; every other route needs
-/// the API key when one is set.
+/// Every route with its OpenAPI entry, family by family: the one list the router, the 404's list
+/// of routes and the document are made from. The probes (`/health`, `/ready`, `/live`, TEI's
+/// `GET /` and `/ping`), `/metrics` and the document stay open; every other route is keyed,
+/// wrapped by `wrap_keyed`.
+fn routes(
+    wrap_keyed: impl FnOnce(OpenApiRouter<AppState>) -> OpenApiRouter<AppState>,
+) -> OpenApiRouter<AppState> {
+    let keyed = OpenApiRouter::new()
+        .merge(embeddings::routes())
+        .merge(scores::routes())
+        .merge(generation::routes())
+        .merge(cohere::routes())
+        .merge(tei::routes())
+        .merge(operations::keyed_routes());
+    OpenApiRouter::with_openapi(operations::openapi::base())
+        .merge(wrap_keyed(keyed))
+        .merge(operations::open_routes())
+        .merge(tei::open_routes())
+}
+
+/// The OpenAPI document of every route.
+#[cfg(test)]
+pub(crate) fn document() -> Document {
+    operations::openapi::finish(routes(|keyed| keyed).into_openapi())
+}
+
+/// The server's routes: a keyed one needs the API key when one is set and is answered 503 once
+/// the drain's deadline passes; a path no route has gets a 404 that lists them.
 pub fn router(state: AppState) -> Router {
-    let protected = Router::new()
-        .route("/v1/embeddings", post(embeddings::openai))
-        .route("/embed", post(embeddings::tei))
-        .route("/", post(tei_aliases::root))
-        .route("/invocations", post(tei_aliases::invocations))
-        .route("/embeddings", post(tei_aliases::openai))
-        .route("/tokenize", post(tokens::tokenize))
-        .route("/decode", post(tokens::decode))
-        .route("/embed_all", post(embed_all))
-        .route("/v1/classify", post(classify::classify))
-        .route("/predict", post(classify::predict))
-        .route("/rerank", post(rerank::rerank))
-        .route("/v1/rerank", post(rerank::documents))
-        .route("/v2/rerank", post(cohere::rerank_v2))
-        .route("/v2/embed", post(cohere::embed_v2))
-        .route("/v1/embed", post(cohere::embed_v1))
-        .route("/similarity", post(embeddings::similarity))
-        .route("/vertex", post(tei_aliases::vertex))
-        .route("/embed_sparse", post(tei_aliases::embed_sparse))
-        .route("/v1/completions", post(generate::completions))
-        .route("/v1/chat/completions", post(generate::chat_completions))
-        .route("/v1/responses", post(openai_responses::create))
-        .route("/info", get(info::info))
-        .route("/v1/models", get(models::list))
-        .route("/v1/models/{*id}", get(models::one))
-        .route_layer(middleware::from_fn_with_state(state.clone(), require_key));
-    Router::new()
-        .merge(protected)
-        .route("/health", get(health::health))
-        .route("/ready", get(health::ready))
-        .route("/live", get(health::live))
-        .route("/", get(tei_aliases::ready_root))
-        .route("/ping", get(tei_aliases::ping))
-        .route("/metrics", get(info::metrics))
-        .route("/openapi.json", get(openapi::document))
-        .merge(openapi::page())
-        .fallback(no_route)
+    let (routes, document) = routes(|keyed| {
+        keyed
+            .route_layer(middleware::from_fn_with_state(state.clone(), within_drain))
+            .route_layer(middleware::from_fn_with_state(state.clone(), require_key))
+    })
+    .split_for_parts();
+    let document = operations::openapi::finish(document);
+    let listed: Arc<str> = route_list(&document).into();
+    routes
+        .merge(operations::openapi::page(&document))
+        .fallback(move |request: Request| no_route(request, listed.clone()))
+        .layer(Extension(Arc::new(document)))
         .layer(middleware::from_fn_with_state(state.clone(), observe_calls))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
+}
+
+/// A keyed call under the drain's deadline: once it passes, the call is answered 503 (its claims
+/// cancel what it had asked of the engines).
+async fn within_drain(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let answered = state.drain.or_deadline(async { Ok(next.run(request).await) }).await;
+    answered.unwrap_or_else(IntoResponse::into_response)
 }
 
 async fn require_key(State(state): State<AppState>, request: Request, next: Next) -> Response {
@@ -148,28 +146,28 @@ const UNCOUNTED: [&str; 7] = ["/live", "/ready", "/health", "/ping", "/metrics",
 /// The route label of a call to a path no route has.
 const UNMATCHED: &str = "unmatched";
 
-/// Every route, for the answer to a path that is none of them.
-const ROUTES: &str = "POST /v1/embeddings, /embed, /similarity, /tokenize, /decode, /v1/classify, /predict, \
-     /rerank, /v1/rerank, /v2/rerank, /v2/embed, /v1/embed, /v1/completions, /v1/chat/completions, /v1/responses (and TEI's /, /invocations, \
-     /vertex, /embeddings); GET /v1/models, \
-     /info, /live, /ready, /health, /metrics, /openapi.json, /docs (and TEI's /, /ping)";
+/// The document's routes by method (`POST /v1/embeddings, ...; GET /v1/models, ...`), for the
+/// answer to a path that is none of them.
+fn route_list(document: &Document) -> String {
+    let paths = &document.paths.paths;
+    let with = |method: fn(&PathItem) -> bool| {
+        paths
+            .iter()
+            .filter(|(_, item)| method(item))
+            .map(|(path, _)| path.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!("POST {}; GET {}, /docs", with(|item| item.post.is_some()), with(|item| item.get.is_some()))
+}
 
 /// A path no route has: a JSON 404 that lists the routes.
-async fn no_route(request: Request) -> CallError {
+async fn no_route(request: Request, routes: Arc<str>) -> CallError {
     CallError::NotFound(format!(
-        "no route {} {}; the routes: {ROUTES} (docs/api.md)",
+        "no route {} {}; the routes: {routes} (docs/api.md)",
         request.method(),
         request.uri().path()
     ))
-}
-
-/// text-embeddings-inference's token-level embeddings, which Morph does not serve.
-async fn embed_all() -> CallError {
-    CallError::NotFound(
-        "/embed_all (one vector per token) is not served: Morph's graphs pool inside the engine; \
-         /embed and /v1/embeddings give one vector per input"
-            .into(),
-    )
 }
 
 /// Marks a call a several-model server makes to one model's routes on behalf of a call to all

@@ -62,7 +62,7 @@ pub struct AppState {
 
 impl AppState {
     /// The encoder, or a 404 saying what this server serves instead.
-    pub(crate) fn embedder(&self) -> Result<&Embedder, CallError> {
+    pub(crate) fn embedder(&self) -> Result<&Arc<Embedder>, CallError> {
         match &self.served {
             Served::Embeddings(embedder) => Ok(embedder),
             Served::Generation(_) => Err(CallError::WrongEndpoint {
@@ -72,7 +72,7 @@ impl AppState {
     }
 
     /// The decoder, or a 404 saying what this server serves instead.
-    pub(crate) fn generator(&self) -> Result<&Generator, CallError> {
+    pub(crate) fn generator(&self) -> Result<&Arc<Generator>, CallError> {
         match &self.served {
             Served::Generation(generator) => Ok(generator),
             Served::Embeddings(_) => {

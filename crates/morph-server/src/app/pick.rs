@@ -118,6 +118,17 @@ mod tests {
     }
 
     #[test]
+    fn every_model_route_of_the_api_reaches_a_kind_of_model() {
+        let document = crate::api::document();
+        let posts = document.paths.paths.iter().filter(|(_, item)| item.post.is_some());
+        let paths: Vec<&String> = posts.map(|(path, _)| path).collect();
+        assert!(paths.iter().any(|p| *p == "/v1/embeddings") && paths.iter().any(|p| *p == "/v1/responses"));
+        for path in paths {
+            assert!(tiers(path).is_some(), "a several-model server sends {path} to no model");
+        }
+    }
+
+    #[test]
     fn a_named_model_is_reached_by_any_of_its_names_and_an_unknown_name_lists_them_all() {
         let (embed, chat) = (names(&["minilm", "text-embedding-3-small"]), names(&["smollm"]));
         let models =

@@ -1,0 +1,45 @@
+//! TEI's own routes' bodies: Vertex AI's shape, `/tokenize` and `/decode`.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::api::bounds::switch;
+use crate::api::field_types::{AddSpecialTokens, SkipSpecialTokens};
+use crate::api::fields::{Flag, Inputs, Texts};
+
+/// `POST /vertex` (Vertex AI's prediction shape, as TEI serves it): each instance is a body for
+/// `POST /`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct VertexRequest {
+    #[schema(value_type = Vec<Object>, required = true)]
+    pub instances: Option<Vec<serde_json::Value>>,
+}
+
+/// `POST /tokenize` (text-embeddings-inference).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TokenizeRequest {
+    #[schema(required = true)]
+    pub inputs: Option<Texts>,
+    #[schema(schema_with = switch::<AddSpecialTokens>)]
+    pub add_special_tokens: Option<Flag>,
+}
+
+/// `POST /decode` (text-embeddings-inference).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DecodeRequest {
+    /// An array of token ids, or an array of them.
+    #[schema(required = true)]
+    pub ids: Option<Inputs>,
+    #[schema(schema_with = switch::<SkipSpecialTokens>)]
+    pub skip_special_tokens: Option<Flag>,
+}
+
+/// `POST /vertex`: each instance's answer, as `POST /` gives it.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct VertexResponse {
+    #[schema(value_type = Vec<Object>)]
+    pub predictions: Vec<Box<serde_json::value::RawValue>>,
+}
