@@ -1,6 +1,7 @@
 //! The default and bounds of a number field, and the default of a true-or-false one, stated once
-//! beside its request type (see [`super::requests`]): [`super::validate`] applies them, and the
-//! OpenAPI document shows them as the field's `default`, `minimum` and `maximum`.
+//! as a unit type of [`super::field_types`] that the request types name: each family's checks
+//! apply them, and the OpenAPI document shows them as the field's `default`, `minimum` and
+//! `maximum`.
 
 use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};

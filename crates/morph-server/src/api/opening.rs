@@ -8,7 +8,6 @@ use std::sync::Arc;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
-
 use serde::de::DeserializeOwned;
 
 use super::{AppState, Body, parse};

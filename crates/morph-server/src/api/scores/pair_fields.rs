@@ -1,4 +1,4 @@
-//! The field types of the classification and reranking routes, read as [`super::fields`] reads
+//! The field types of the classification and reranking routes, read as [`crate::api::fields`] reads
 //! every field: a value of the wrong type is refused with what it must be.
 
 use std::fmt;
