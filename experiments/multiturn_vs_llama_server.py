@@ -72,6 +72,10 @@ def main():
                     help="also run each Morph server with a step budget of this many tokens, decodes "
                          "first (the policy's `step.tokens`: chunked prefill under a token budget)")
     ap.add_argument("--morph-args", default="", help="extra `morph serve` arguments")
+    ap.add_argument("--policy-params", default="{}",
+                    help="JSON written over every Morph server's policy parameters, e.g. "
+                         "'{\"aging\": {\"factor\": 4}}' (--morph-args cannot carry it: the "
+                         "batching is passed as --policy-params already)")
     ap.add_argument("--llama-args", default="", help="extra llama-server arguments")
     args = ap.parse_args()
 
@@ -84,7 +88,7 @@ def main():
                 name = f"morph {reuse}" + ("" if policy == "fcfs" else f" {policy}")
                 name += "" if step is None else f" step-{step}"
                 extra = f"--prompt-cache-reuse {reuse} {policy_args[policy]} {args.morph_args}"
-                params = None if step is None else {"step": {"tokens": step}}
+                params = json.loads(args.policy_params) | ({} if step is None else {"step": {"tokens": step}})
                 servers[name] = ("morph", args.morph, extra, params)
     if args.llama_server:
         servers["llama-server"] = ("llama-server", args.llama_server, args.llama_args, None)
