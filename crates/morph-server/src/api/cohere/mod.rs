@@ -36,9 +36,9 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 pub(super) async fn rerank_v2(
     State(state): State<AppState>,
     Encoder(embedder): Encoder,
-    Checked(call): Checked<CohereRerankRequest>,
+    Checked(mut call): Checked<CohereRerankRequest>,
 ) -> Result<Json<CohereRerankResponse>, CallError> {
-    let sent = call.documents.clone();
+    let sent = std::mem::take(&mut call.documents);
     let documents = cut(&embedder, sent.clone(), "max_tokens_per_doc", call.max_tokens_per_doc).await?;
     let call = call.on(documents).check(&state)?;
     let (ranks, tokens) = rerank::ranked(&embedder, call.score, call.top_n).await?;
