@@ -86,7 +86,7 @@ def parse_with_pydantic():
 def tool_round_trip():
     messages = [{"role": "user", "content": "What is the weather in Paris, in celsius?"}]
     tools = [WEATHER, TIME]
-    first = client.chat.completions.create(model=MODEL, messages=messages, tools=tools, tool_choice="required", max_tokens=200)
+    first = client.chat.completions.create(model=MODEL, messages=messages, tools=tools, tool_choice="required", max_tokens=200, temperature=0)
     choice = first.choices[0]
     calls = choice.message.tool_calls or []
     check("tool_choice required answers with calls", choice.finish_reason == "tool_calls" and len(calls) >= 1, choice)
@@ -94,7 +94,7 @@ def tool_round_trip():
     messages.append(choice.message.model_dump(exclude_none=True))
     for call in calls:
         messages.append({"role": "tool", "tool_call_id": call.id, "content": "18 degrees celsius, sunny"})
-    second = client.chat.completions.create(model=MODEL, messages=messages, tools=tools, tool_choice="none", max_tokens=60)
+    second = client.chat.completions.create(model=MODEL, messages=messages, tools=tools, tool_choice="none", max_tokens=60, temperature=0)
     answer = second.choices[0]
     check("the round trip ends in text", answer.finish_reason in ("stop", "length") and answer.message.content and not answer.message.tool_calls, answer)
     named = client.chat.completions.create(
@@ -104,10 +104,11 @@ def tool_round_trip():
         tool_choice={"type": "function", "function": {"name": "get_time"}},
         parallel_tool_calls=False,
         max_tokens=100,
+        temperature=0,
     )
     calls = named.choices[0].message.tool_calls or []
     check("a named tool_choice calls that tool once", [c.function.name for c in calls] == ["get_time"], named)
-    stream = client.chat.completions.create(model=MODEL, messages=messages[:1], tools=tools, tool_choice="required", stream=True, max_tokens=200)
+    stream = client.chat.completions.create(model=MODEL, messages=messages[:1], tools=tools, tool_choice="required", stream=True, max_tokens=200, temperature=0)
     names, arguments, reasons, pieces = {}, {}, [], 0
     for chunk in stream:
         for c in chunk.choices:
