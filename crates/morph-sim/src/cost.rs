@@ -7,6 +7,8 @@ use morph_core::{
     GenerationCosts, LatencyProfile, Nanos, ShapeKind, StageTimes, TokenPlan, UnitSpec, time::ms_to_nanos,
 };
 
+use crate::price_table::{PriceTable, penalised};
+
 /// One sequence of a batch: its input length, and the tokens it generates (0 for an encoder).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Job {
@@ -47,6 +49,8 @@ pub struct Decoding {
 #[derive(Debug, Clone)]
 pub struct ProfileCost {
     profile: LatencyProfile,
+    /// The whole model's plain prices, shape by shape (`None`: a profile too large to table).
+    table: Option<PriceTable>,
     /// By (stage index, plan).
     variants: BTreeMap<(u16, TokenPlan), LatencyProfile>,
     dynamic_penalty: f64,
@@ -54,7 +58,8 @@ pub struct ProfileCost {
 
 impl ProfileCost {
     pub fn new(profile: LatencyProfile, dynamic_penalty: f64) -> Self {
-        Self { profile, variants: BTreeMap::new(), dynamic_penalty }
+        let table = PriceTable::new(&profile, dynamic_penalty);
+        Self { profile, table, variants: BTreeMap::new(), dynamic_penalty }
     }
 
     /// Prices batches of pipeline stage `stage` (0 for a whole model) under `plan` by `profile`.
@@ -69,11 +74,16 @@ impl CostModel for ProfileCost {
         let runtime = unit.runtime;
         let longest = batch.iter().map(|j| j.input_len).max().unwrap_or(1);
         let shape = runtime.padded_shape(longest, batch.len() as u32);
-        let profile = self.variants.get(&(unit.stage_index(), plan)).unwrap_or(&self.profile);
-        let base = profile.latency(shape);
+        let variant = self.variants.get(&(unit.stage_index(), plan));
+        if variant.is_none()
+            && let Some(took) = self.table.as_ref().and_then(|table| table.get(shape, runtime.kind))
+        {
+            return took;
+        }
+        let base = variant.unwrap_or(&self.profile).latency(shape);
         match runtime.kind {
             ShapeKind::Fixed => base,
-            ShapeKind::Dynamic => (base as f64 * self.dynamic_penalty).round() as Nanos,
+            ShapeKind::Dynamic => penalised(base, self.dynamic_penalty),
         }
     }
 

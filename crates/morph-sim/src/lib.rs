@@ -7,6 +7,7 @@ pub mod driver;
 pub mod event;
 mod hosts;
 pub mod metrics;
+mod price_table;
 pub mod scenario;
 pub mod shared_host;
 pub mod utility;
