@@ -179,6 +179,11 @@ pub trait Policy: Send {
         None
     }
 
+    /// A hint that an event about `instance` comes soon (a simulator at tens of thousands of
+    /// instances knows which batch ends next): a policy may ask the cache for what it keeps of
+    /// the instance. It changes no decision; the default does nothing.
+    fn prefetch(&self, _instance: InstanceId) {}
+
     /// Whether new instances may start from parameters kept in host memory (a warm start);
     /// `false` makes every launch cold, as for systems without such a cache.
     fn host_cache(&self) -> bool {

@@ -265,6 +265,21 @@ impl World<'_> {
         self.instances.get_mut(id.0 as usize).and_then(Option::as_mut)
     }
 
+    /// Asks the cache ahead for what the next two batch ends will touch: the instances' records
+    /// for the one after next, their batches' lists and first requests for the next (whose
+    /// records were asked for one event earlier). At tens of thousands of instances these are
+    /// spread over megabytes, and a batch end would otherwise wait on each in turn.
+    fn prefetch_ahead(&self, ledger: &Ledger) {
+        let [next, after] = self.events.next_two();
+        if let Some(SimEvent::BatchDone { instance, .. }) = after {
+            ledger.prefetch_instance(instance);
+        }
+        if let Some(SimEvent::BatchDone { instance, first }) = next {
+            ledger.prefetch_batch(instance, first);
+            self.live.prefetch(first.0);
+        }
+    }
+
     /// Starts the next iteration on `id` as `plan` says.
     fn step(&mut self, now: Time, id: InstanceId, plan: &StepPlan) {
         let (cost, chunk) = (self.cost, self.options.chunk());
@@ -311,7 +326,8 @@ impl World<'_> {
                 l.ran = Some((plan.tokens, end));
             }
         }
-        self.events.push(end, SimEvent::BatchDone(c.instance));
+        let first = batch.first().copied().unwrap_or(RequestId(u64::MAX));
+        self.events.push(end, SimEvent::BatchDone { instance: c.instance, first });
     }
 
     fn carry_out(&mut self, now: Time, ledger: &Ledger, effects: &mut Vec<Effect>) {
@@ -504,6 +520,7 @@ impl<'a, I: Iterator<Item = SimRequest>> ModelRun<'a, I> {
         } else {
             let (t, e) = world.events.pop()?;
             now = t;
+            world.prefetch_ahead(ledger);
             match e {
                 SimEvent::StepDone(id) => {
                     world.ended(id);
@@ -513,7 +530,7 @@ impl<'a, I: Iterator<Item = SimRequest>> ModelRun<'a, I> {
                         ledger.iteration_done(now, id, &finished, false, &inst.seqs.pending, effects);
                     }
                 }
-                SimEvent::BatchDone(id) => {
+                SimEvent::BatchDone { instance: id, .. } => {
                     world.ended(id);
                     ledger.batch_done(now, id, false, effects);
                 }

@@ -23,7 +23,11 @@ pub enum EventKind {
 pub enum SimEvent {
     /// An iteration of a continuous batch ended.
     StepDone(InstanceId),
-    BatchDone(InstanceId),
+    /// A batch ended; `first`: its first request (what the driver asks the cache for ahead).
+    BatchDone {
+        instance: InstanceId,
+        first: RequestId,
+    },
     /// The launch with this ticket finished loading.
     InstanceUp(Ticket),
     /// The launch with this ticket found no slot.
@@ -37,7 +41,7 @@ impl SimEvent {
     fn kind(self) -> EventKind {
         match self {
             SimEvent::StepDone(_) => EventKind::StepDone,
-            SimEvent::BatchDone(_) => EventKind::BatchDone,
+            SimEvent::BatchDone { .. } => EventKind::BatchDone,
             SimEvent::InstanceUp(_) | SimEvent::LaunchFailed(_) => EventKind::InstanceUp,
             SimEvent::Cancel(_) => EventKind::Cancel,
             SimEvent::Tick => EventKind::Tick,
@@ -97,6 +101,14 @@ impl EventQueue {
         self.heap.pop().map(|e| (e.time(), e.event))
     }
 
+    /// The next event and the one after it, without removing them.
+    pub fn next_two(&self) -> [Option<SimEvent>; 2] {
+        let heap = self.heap.as_slice();
+        // A heap's second is the first's larger child (the order is reversed).
+        let second = heap.get(1..3).and_then(|children| children.iter().max());
+        [heap.first(), second].map(|e| e.map(|e| e.event))
+    }
+
     /// Time and kind of the next event, without removing it.
     pub fn peek(&self) -> Option<(Time, EventKind)> {
         self.heap.peek().map(|e| (e.time(), e.event.kind()))
@@ -111,23 +123,27 @@ impl EventQueue {
 mod tests {
     use super::*;
 
+    fn done(instance: u32) -> SimEvent {
+        SimEvent::BatchDone { instance: InstanceId(instance), first: RequestId(0) }
+    }
+
     #[test]
     fn pops_by_time_then_kind_then_push_order() {
         // Completions before arrivals before ticks at equal times (arrivals merge by this order).
         assert!(EventKind::BatchDone < EventKind::Arrival && EventKind::Arrival < EventKind::Tick);
         let mut q = EventQueue::default();
         q.push(Time(5), SimEvent::Tick);
-        q.push(Time(5), SimEvent::BatchDone(InstanceId(2)));
+        q.push(Time(5), done(2));
         q.push(Time(1), SimEvent::Tick);
-        q.push(Time(5), SimEvent::BatchDone(InstanceId(1)));
+        q.push(Time(5), done(1));
         assert_eq!(q.peek(), Some((Time(1), EventKind::Tick)));
         let order: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
         assert_eq!(
             order,
             vec![
                 (Time(1), SimEvent::Tick),
-                (Time(5), SimEvent::BatchDone(InstanceId(2))),
-                (Time(5), SimEvent::BatchDone(InstanceId(1))),
+                (Time(5), done(2)),
+                (Time(5), done(1)),
                 (Time(5), SimEvent::Tick),
             ]
         );

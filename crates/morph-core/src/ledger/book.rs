@@ -41,6 +41,10 @@ impl Book {
         self.0.get(id.0)
     }
 
+    pub(super) fn prefetch(&self, id: RequestId) {
+        self.0.prefetch(id.0);
+    }
+
     pub(super) fn get_mut(&mut self, id: RequestId) -> Option<&mut Entry> {
         self.0.get_mut(id.0)
     }

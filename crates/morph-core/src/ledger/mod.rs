@@ -366,6 +366,27 @@ impl Ledger {
         self.state(instance).ok_or(Violation::UnknownInstance { action, instance })
     }
 
+    /// Asks the cache for what the ledger and the policy keep of `instance`: the first of two
+    /// hints for a driver that knows which batches end next (they change nothing).
+    pub fn prefetch_instance(&self, instance: InstanceId) {
+        if let Some(state) = self.instances.get(instance.0 as usize) {
+            mem_prefetch::prefetch_write_data::<_, 3>(state);
+        }
+        self.policy.prefetch(instance);
+    }
+
+    /// Asks the cache for the list of the batch on `instance` and for `first`, its first
+    /// request: the second hint, once the instance's own record is in the cache.
+    pub fn prefetch_batch(&self, instance: InstanceId, first: RequestId) {
+        let state = self.instances.get(instance.0 as usize).and_then(Option::as_ref);
+        if let Some(InstanceState { work: Work::Batch { requests, .. }, .. }) = state
+            && let Some(head) = requests.first()
+        {
+            mem_prefetch::prefetch_read_data::<_, 3>(head);
+        }
+        self.book.prefetch(first);
+    }
+
     fn state_mut(&mut self, id: InstanceId) -> Option<&mut InstanceState> {
         self.instances.get_mut(id.0 as usize)?.as_mut()
     }

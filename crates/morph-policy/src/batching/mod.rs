@@ -8,7 +8,6 @@
 //! plain model). Buckets planned from a profile fitted on a first start can be refined to the
 //! batches served ([`refine`]).
 
-use fixedbitset::FixedBitSet;
 use morph_core::{
     Action, BatchPlan, DropReason, Event, Gauge, InstanceId, InstanceInfo, LatencyProfile, PaddedShape,
     Policy, RequestId, RequestInfo, RuntimeSpec, Then, Time, TokenPlan, UnitSpec,
@@ -16,11 +15,13 @@ use morph_core::{
 use serde_json::json;
 
 pub mod buckets;
+mod idle;
 pub mod plan;
 mod refine;
 
 use crate::replacer::Replacer;
 use buckets::{Bucket, BucketQueue};
+use idle::IdleSet;
 use refine::Refiner;
 pub use refine::RefitSink;
 
@@ -87,7 +88,7 @@ pub struct DynamicBatching {
     /// Instances up, by id (ids are dense: an array, not a map, at tens of thousands).
     instances: Vec<Option<InstanceState>>,
     /// Idle instances by id, taken lowest first so that the one chosen is deterministic.
-    idle: FixedBitSet,
+    idle: IdleSet,
     /// The idle instances that took a batch in one walk (kept to reuse its allocation).
     taken: Vec<usize>,
     longest_runtime: u32,
@@ -106,7 +107,7 @@ impl DynamicBatching {
             queues: vec![BucketQueue::new(&config.buckets)],
             config,
             instances: Vec::new(),
-            idle: FixedBitSet::new(),
+            idle: IdleSet::default(),
             taken: Vec::new(),
             replacer: Replacer::default(),
             longest_runtime: 0,
@@ -128,7 +129,7 @@ impl DynamicBatching {
             return;
         }
         // Idle instances in id order; those that start a batch leave the set after the walk.
-        for k in self.idle.ones() {
+        for k in self.idle.lowest_first() {
             if self.queues.iter().all(BucketQueue::is_empty) {
                 break;
             }
@@ -153,7 +154,7 @@ impl DynamicBatching {
             });
         }
         for k in self.taken.drain(..) {
-            self.idle.set(k, false);
+            self.idle.remove(k);
         }
     }
 
@@ -184,7 +185,7 @@ impl DynamicBatching {
         let runtime = unit.runtime;
         self.instances[at(id)] =
             Some(InstanceState { unit, runtime, stage, last, running: Vec::new(), started: None });
-        self.idle.grow_and_insert(at(id));
+        self.idle.insert(at(id));
         if stage == 0 {
             self.longest_runtime = self.longest_runtime.max(unit.runtime.max_len);
         }
@@ -220,7 +221,7 @@ impl DynamicBatching {
     /// requests of its batch that are `retried` go back to the front of their stage's queue.
     fn lost(&mut self, instance: InstanceId, retried: &[RequestId], actions: &mut Vec<Action>) {
         let Some(state) = self.instances.get_mut(at(instance)).and_then(Option::take) else { return };
-        self.idle.set(at(instance), false);
+        self.idle.remove(at(instance));
         for request in state.running.into_iter().rev().filter(|r| retried.contains(&r.id)) {
             self.queues[state.stage].push_front(request);
         }
@@ -267,6 +268,12 @@ impl Policy for DynamicBatching {
 
     fn queue_len(&self) -> usize {
         self.queues.iter().map(BucketQueue::len).sum()
+    }
+
+    fn prefetch(&self, instance: InstanceId) {
+        if let Some(state) = self.instances.get(at(instance)) {
+            mem_prefetch::prefetch_write_data::<_, 3>(state);
+        }
     }
 
     fn gauges(&self) -> Vec<Gauge> {
