@@ -149,4 +149,35 @@ mod tests {
         );
         assert!(q.is_empty());
     }
+
+    #[test]
+    fn pushes_between_pops_keep_the_total_order() {
+        // Pushes at or after the last popped time, some at that very instant with a kind that
+        // comes earlier: each pop gives what a sorted map of the events pushed so far and not
+        // taken gives first.
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let mut q = EventQueue::default();
+        let mut sorted = std::collections::BTreeMap::new();
+        let (mut now, mut seq) = (0u64, 0u64);
+        for _ in 0..5_000 {
+            for _ in 0..rng.random_range(0..3) {
+                let (later, event) = match rng.random_range(0..4) {
+                    0 => (0, SimEvent::StepDone(InstanceId(1))),
+                    1 => (0, SimEvent::LaunchFailed(Ticket(2))),
+                    2 => (rng.random_range(0..1_000), done(3)),
+                    _ => (rng.random_range(0..50), SimEvent::Tick),
+                };
+                q.push(Time(now + later), event);
+                sorted.insert((now + later, event.kind(), seq), event);
+                seq += 1;
+            }
+            let expected = sorted.pop_first().map(|((at, _, _), e)| (Time(at), e));
+            assert_eq!(q.pop(), expected);
+            if let Some((at, _)) = expected {
+                now = at.0;
+            }
+        }
+        assert_eq!(q.is_empty(), sorted.is_empty());
+    }
 }
