@@ -40,7 +40,7 @@ impl<T> IdWindow<T> {
     pub fn prefetch(&self, id: u64) {
         let at = id.checked_sub(self.base).and_then(|at| usize::try_from(at).ok());
         if let Some(slot) = at.and_then(|at| self.slots.get(at)) {
-            mem_prefetch::prefetch_write_data::<_, 3>(slot);
+            crate::prefetch::prefetch(slot);
         }
     }
 

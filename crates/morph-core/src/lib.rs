@@ -18,6 +18,7 @@ pub mod pipeline;
 pub mod plan_accuracy;
 pub mod policy;
 pub mod pooling;
+pub mod prefetch;
 pub mod request;
 pub mod runtime;
 pub mod stats;

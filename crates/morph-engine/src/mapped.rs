@@ -1,4 +1,4 @@
-//! Prepared artefacts mapped into memory: the workspace's one `unsafe` exception, audited here.
+//! Prepared artefacts mapped into memory: one of the workspace's two `unsafe` exceptions, audited here.
 
 use std::path::Path;
 

@@ -370,7 +370,7 @@ impl Ledger {
     /// hints for a driver that knows which batches end next (they change nothing).
     pub fn prefetch_instance(&self, instance: InstanceId) {
         if let Some(state) = self.instances.get(instance.0 as usize) {
-            mem_prefetch::prefetch_write_data::<_, 3>(state);
+            crate::prefetch::prefetch(state);
         }
         self.policy.prefetch(instance);
     }
@@ -382,7 +382,7 @@ impl Ledger {
         if let Some(InstanceState { work: Work::Batch { requests, .. }, .. }) = state
             && let Some(head) = requests.first()
         {
-            mem_prefetch::prefetch_read_data::<_, 3>(head);
+            crate::prefetch::prefetch(head);
         }
         self.book.prefetch(first);
     }

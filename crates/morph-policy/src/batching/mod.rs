@@ -91,6 +91,9 @@ pub struct DynamicBatching {
     idle: IdleSet,
     /// The idle instances that took a batch in one walk (kept to reuse its allocation).
     taken: Vec<usize>,
+    /// Lists of ended batches, handed back by the ledger, for the next batches' lists (one
+    /// allocation fewer per batch).
+    spare_lists: Vec<Vec<RequestId>>,
     longest_runtime: u32,
     replacer: Replacer,
     refiner: Option<Refiner>,
@@ -109,6 +112,7 @@ impl DynamicBatching {
             instances: Vec::new(),
             idle: IdleSet::default(),
             taken: Vec::new(),
+            spare_lists: Vec::new(),
             replacer: Replacer::default(),
             longest_runtime: 0,
             refiner: None,
@@ -126,6 +130,7 @@ impl DynamicBatching {
 
     fn schedule(&mut self, now: Time, actions: &mut Vec<Action>) {
         if self.queues.iter().all(BucketQueue::is_empty) {
+            self.prefetch_next_start();
             return;
         }
         // Idle instances in id order; those that start a batch leave the set after the walk.
@@ -147,14 +152,29 @@ impl DynamicBatching {
             let longest = batch.iter().map(|r| r.input_len).max().unwrap_or(1);
             state.started = Some((now, state.runtime.padded_shape(longest, batch.len() as u32)));
             let then = if state.last { Then::Finish } else { Then::NextStage };
+            let mut requests = self.spare_lists.pop().unwrap_or_default();
+            requests.extend(batch.iter().map(|r| r.id));
             actions.push(Action::Run {
                 instance: InstanceId(k as u32),
-                requests: batch.iter().map(|r| r.id).collect(),
+                requests,
                 plan: BatchPlan { tokens: self.config.plan, then },
             });
         }
         for k in self.taken.drain(..) {
             self.idle.remove(k);
+        }
+    }
+
+    /// Asks the cache for the record and the batch list of the instance the next arrival
+    /// would start on (the lowest idle one), while nothing waits: at tens of thousands of
+    /// instances its record has often left the cache since its last batch.
+    fn prefetch_next_start(&mut self) {
+        let Some(k) = self.idle.lowest_first().next() else { return };
+        if let Some(state) = &mut self.instances[k] {
+            if let Some(slot) = state.running.spare_capacity_mut().first() {
+                morph_core::prefetch::prefetch(slot);
+            }
+            morph_core::prefetch::prefetch(state);
         }
     }
 
@@ -258,7 +278,11 @@ impl Policy for DynamicBatching {
             Event::InstanceUp { instance, .. } => self.instance_up(instance),
             Event::Arrival(request) => self.admit(request, actions),
             Event::Cancelled { request } => self.cancelled(request),
-            Event::BatchDone { instance, failed, .. } => self.batch_done(now, instance, failed),
+            Event::BatchDone { instance, failed, mut requests } => {
+                self.batch_done(now, instance, failed);
+                requests.clear();
+                self.spare_lists.push(requests);
+            }
             Event::InstanceLost { instance, retried, .. } => self.lost(instance, &retried, actions),
             Event::LaunchFailed { unit, .. } => self.replacer.launch_failed(now, unit),
             Event::Tick | Event::SlotsChanged { .. } | Event::SequencesDone { .. } => {}
@@ -272,7 +296,7 @@ impl Policy for DynamicBatching {
 
     fn prefetch(&self, instance: InstanceId) {
         if let Some(state) = self.instances.get(at(instance)) {
-            mem_prefetch::prefetch_write_data::<_, 3>(state);
+            morph_core::prefetch::prefetch(state);
         }
     }
 

@@ -78,7 +78,7 @@ use morph_policy::registry::Context;
 use crate::cost::{ContextCost, CostModel, LinearGeneration, PipelineCost, Prefill, ProfileCost, Startup};
 use crate::driver::{SimOptions, simulate};
 use crate::metrics::Report;
-use crate::workload::{Arrivals, Lengths, Predictor, RequestStream, Workload, corpus};
+use crate::workload::{Arrivals, Lengths, Predictor, RequestStream, Workload, corpus, drawn_ahead};
 
 impl Scenario {
     /// Loads a scenario. `tokenize` gives a text's length in tokens; it is called only when the
@@ -351,7 +351,9 @@ impl Scenario {
                             .stream(point, seed)?
                             .enumerate()
                             .map(|(i, r)| spec.predictor.tell_one(i as u64, r, self.max_tokens));
-                        Ok(simulate(policy, &layout, cost.as_ref(), told, &options))
+                        Ok(std::thread::scope(|s| {
+                            simulate(policy, &layout, cost.as_ref(), drawn_ahead(s, told), &options)
+                        }))
                     };
                     let mut report = match &spec.equal_cost_to {
                         None => run(&params)?,

@@ -1,6 +1,7 @@
 //! Workloads: a seeded request stream of arrival times, input lengths and, for generation,
 //! output lengths.
 
+mod ahead;
 mod arrivals;
 pub mod corpus;
 mod lengths;
@@ -8,6 +9,7 @@ mod predictor;
 mod service;
 mod trace;
 
+pub use ahead::drawn_ahead;
 pub use arrivals::{ArrivalTimes, Arrivals};
 pub use lengths::{LengthSampler, Lengths};
 use morph_core::{Nanos, ServiceClass, Time, time::ms_to_nanos};
