@@ -3,7 +3,7 @@
 //! is told as soon as it closes, and the rest is read at the end. Only calls of the tools
 //! offered count; anything else stays text.
 
-use super::{HERMES_CLOSE, HERMES_OPEN, ToolCall, ToolFormat, hermes_block};
+use super::{HERMES_CLOSE, HERMES_OPEN, ToolCall, ToolFormat, hermes_block, hermes_close};
 
 /// What a free answer's text has shown so far.
 #[derive(Debug, Clone, PartialEq)]
@@ -94,11 +94,11 @@ fn push_text(pieces: &mut Vec<AutoPiece>, text: &str) {
 }
 
 /// The first closed Hermes block in `text`: the text before it, what is inside, and where it
-/// ends.
+/// ends (a tag inside one of its call's strings does not close it).
 fn closed_block(text: &str) -> Option<(&str, &str, usize)> {
     let open = text.find(HERMES_OPEN)?;
     let inside_at = open + HERMES_OPEN.len();
-    let close = text[inside_at..].find(HERMES_CLOSE)? + inside_at;
+    let close = hermes_close(&text[inside_at..])? + inside_at;
     Some((&text[..open], &text[inside_at..close], close + HERMES_CLOSE.len()))
 }
 
@@ -133,6 +133,18 @@ mod tests {
             .filter_map(|p| if let AutoPiece::Call(c) = p { c.arguments["city"].as_str() } else { None })
             .collect();
         assert_eq!(cities, ["Paris", "Oslo"]);
+    }
+
+    #[test]
+    fn a_block_is_told_when_its_own_tag_closes_it_not_one_inside_an_argument() {
+        let text =
+            "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"</tool_call>\"}}</tool_call>";
+        let pieces: Vec<AutoPiece> = read(reader(ToolFormat::Hermes), text).into_iter().flatten().collect();
+        let calls: Vec<&ToolCall> =
+            pieces.iter().filter_map(|p| if let AutoPiece::Call(c) = p { Some(c) } else { None }).collect();
+        assert_eq!(calls.len(), 1, "{pieces:?}");
+        assert_eq!(calls[0].arguments, json!({"city": "</tool_call>"}));
+        assert_eq!(pieces.concat_text(), "");
     }
 
     #[test]

@@ -200,7 +200,9 @@ fn hermes_calls(text: &str) -> (Vec<ToolCall>, String) {
     while let Some(at) = left.find(HERMES_OPEN) {
         rest.push_str(&left[..at]);
         let body = &left[at + HERMES_OPEN.len()..];
-        let (inside, after) = body.split_once(HERMES_CLOSE).unwrap_or((body, ""));
+        // A body that is not JSON closes at the first tag, wherever it is.
+        let close = hermes_close(body).or_else(|| body.find(HERMES_CLOSE));
+        let (inside, after) = close.map_or((body, ""), |at| (&body[..at], &body[at + HERMES_CLOSE.len()..]));
         match hermes_block(inside) {
             Some(c) => calls.push(c),
             None => rest.push_str(&left[at..at + HERMES_OPEN.len() + inside.len()]),
@@ -213,6 +215,23 @@ fn hermes_calls(text: &str) -> (Vec<ToolCall>, String) {
 
 const HERMES_OPEN: &str = "<tool_call>";
 const HERMES_CLOSE: &str = "</tool_call>";
+
+/// Where the Hermes block whose body starts `body` closes: the first `</tool_call>` outside the
+/// JSON strings of its call (an argument may hold the tag); `None` while none has come.
+fn hermes_close(body: &str) -> Option<usize> {
+    let (mut in_string, mut escaped) = (false, false);
+    body.char_indices().find_map(|(at, c)| {
+        match (in_string, escaped, c) {
+            (true, true, _) => escaped = false,
+            (true, false, '\\') => escaped = true,
+            (true, false, '"') => in_string = false,
+            (false, _, '"') => in_string = true,
+            (false, _, _) if body[at..].starts_with(HERMES_CLOSE) => return Some(at),
+            _ => {}
+        }
+        None
+    })
+}
 
 /// The call inside one of Hermes' blocks.
 fn hermes_block(inside: &str) -> Option<ToolCall> {

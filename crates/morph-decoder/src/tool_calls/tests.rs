@@ -33,6 +33,20 @@ fn calls_are_read_in_each_format_and_text_without_one_is_not_a_call() {
 }
 
 #[test]
+fn a_hermes_tag_inside_an_argument_does_not_close_the_call() {
+    // A sampled call once wrote the closing tag inside its argument string; an escaped quote
+    // before it keeps it inside. A block that is not JSON still closes at its first tag.
+    let tagged = "<tool_call>{\"name\": \"note\", \"arguments\": {\"text\": \"a \\\"b</tool_call>\"}}</tool_call> after";
+    let (calls, rest) = ToolFormat::Hermes.parse(tagged).expect("one call");
+    assert_eq!(calls[0].arguments, json!({"text": "a \"b</tool_call>"}));
+    assert_eq!(rest, "after");
+    let (calls, rest) = ToolFormat::Hermes
+        .parse("<tool_call>not \"json</tool_call> <tool_call>{\"name\": \"f\"}</tool_call>")
+        .expect("the second block's call");
+    assert_eq!((calls.len(), rest.as_str()), (1, "<tool_call>not \"json"));
+}
+
+#[test]
 fn a_template_s_format_is_read_from_what_it_writes() {
     assert_eq!(ToolFormat::of_template("{{ '[TOOL_CALLS]' }}"), ToolFormat::Mistral);
     assert_eq!(ToolFormat::of_template("<|start_header_id|>ipython"), ToolFormat::Llama3);
