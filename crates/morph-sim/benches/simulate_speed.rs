@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use morph_core::{LatencyProfile, RuntimeSpec, UnitSpec, time::ms_to_nanos};
 use morph_policy::{DynamicBatching, DynamicBatchingConfig};
-use morph_sim::workload::{Arrivals, Lengths};
+use morph_sim::workload::{Arrivals, Lengths, drawn_ahead};
 use morph_sim::{ProfileCost, SimOptions, Workload, simulate};
 
 /// Simulates `seconds` of Poisson arrivals at `rate` over `instances`; prints one table row.
@@ -31,7 +31,8 @@ fn run(profile: &LatencyProfile, rate: f64, seconds: f64, instances: usize) {
     let started = Instant::now();
     let stream = workload.stream(seconds, 1, 1.0).expect("workload");
     let options = SimOptions { slo: Some(ms_to_nanos(150.0)), ..SimOptions::default() };
-    let report = simulate(policy, &cluster, &cost, stream, &options);
+    // Drawn on a second thread, as `morph simulate` draws a scenario's stream.
+    let report = std::thread::scope(|s| simulate(policy, &cluster, &cost, drawn_ahead(s, stream), &options));
     let took = started.elapsed().as_secs_f64();
     let r = &report.measured;
     assert_eq!(r.completed, r.requests, "every request served");
