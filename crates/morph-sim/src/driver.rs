@@ -326,6 +326,8 @@ impl World<'_> {
                 l.ran = Some((plan.tokens, end));
             }
         }
+        // A batch holds a request (the ledger refuses an empty one); the id past every window
+        // would only make the hint ask for nothing.
         let first = batch.first().copied().unwrap_or(RequestId(u64::MAX));
         self.events.push(end, SimEvent::BatchDone { instance: c.instance, first });
     }
