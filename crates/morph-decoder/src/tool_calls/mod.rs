@@ -9,6 +9,7 @@
 
 mod auto;
 mod fold;
+mod json_strings;
 mod pythonic;
 mod scanner;
 
@@ -219,18 +220,10 @@ const HERMES_CLOSE: &str = "</tool_call>";
 /// Where the Hermes block whose body starts `body` closes: the first `</tool_call>` outside the
 /// JSON strings of its call (an argument may hold the tag); `None` while none has come.
 fn hermes_close(body: &str) -> Option<usize> {
-    let (mut in_string, mut escaped) = (false, false);
-    body.char_indices().find_map(|(at, c)| {
-        match (in_string, escaped, c) {
-            (true, true, _) => escaped = false,
-            (true, false, '\\') => escaped = true,
-            (true, false, '"') => in_string = false,
-            (false, _, '"') => in_string = true,
-            (false, _, _) if body[at..].starts_with(HERMES_CLOSE) => return Some(at),
-            _ => {}
-        }
-        None
-    })
+    let mut strings = json_strings::JsonStrings::default();
+    body.char_indices()
+        .find(|&(at, c)| strings.outside(c) && body[at..].starts_with(HERMES_CLOSE))
+        .map(|(at, _)| at)
 }
 
 /// The call inside one of Hermes' blocks.

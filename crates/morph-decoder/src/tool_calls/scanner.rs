@@ -4,6 +4,7 @@
 use serde_json::json;
 
 use super::ToolFormat;
+use super::json_strings::JsonStrings;
 use super::pythonic::{self, Step};
 
 /// What a forced answer's text has revealed of its calls so far.
@@ -34,8 +35,7 @@ pub struct CallScanner {
 #[derive(Debug, Clone, Copy, Default)]
 struct Depth {
     braces: usize,
-    in_string: bool,
-    escaped: bool,
+    strings: JsonStrings,
 }
 
 impl CallScanner {
@@ -119,13 +119,12 @@ impl Depth {
     /// Bytes of `text` that belong to the arguments (all, or up to their closing brace).
     fn take(&mut self, text: &str) -> usize {
         for (i, c) in text.char_indices() {
-            match (self.in_string, self.escaped, c) {
-                (true, true, _) => self.escaped = false,
-                (true, false, '\\') => self.escaped = true,
-                (true, false, '"') => self.in_string = false,
-                (false, _, '"') => self.in_string = true,
-                (false, _, '{' | '[') => self.braces += 1,
-                (false, _, '}' | ']') => {
+            if !self.strings.outside(c) {
+                continue;
+            }
+            match c {
+                '{' | '[' => self.braces += 1,
+                '}' | ']' => {
                     self.braces = self.braces.saturating_sub(1);
                     if self.braces == 0 {
                         return i + 1;
