@@ -2,7 +2,10 @@
 //!
 //! A *fixed* runtime pads every batch to exactly `(max_len, max_batch)` (Arlo's statically
 //! compiled runtime). A *dynamic* runtime pads only to the longest sequence in the batch and
-//! runs as many rows as it was given (what TEI does on CPU).
+//! runs as many rows as it was given (what TEI does on CPU). A fixed runtime may keep a
+//! *dynamic fallback* beside it (a second, dynamic-shaped engine on the same instance, run one
+//! batch at a time, never concurrently): a batch longer than its shape runs there, at its own
+//! length, up to the fallback's length.
 
 use std::fmt;
 use std::str::FromStr;
@@ -22,6 +25,14 @@ pub struct RuntimeSpec {
     pub kind: ShapeKind,
     pub max_len: u32,
     pub max_batch: u32,
+    /// A fixed runtime's dynamic fallback: the longest sequence it takes past `max_len`, run
+    /// dynamic-shaped; 0 without one.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub fallback_len: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The tensor shape a batch actually runs at, after padding.
@@ -40,24 +51,49 @@ impl PaddedShape {
 
 impl RuntimeSpec {
     pub fn fixed(max_len: u32, max_batch: u32) -> Self {
-        Self { kind: ShapeKind::Fixed, max_len, max_batch }
+        Self { kind: ShapeKind::Fixed, max_len, max_batch, fallback_len: 0 }
     }
 
     pub fn dynamic(max_len: u32, max_batch: u32) -> Self {
-        Self { kind: ShapeKind::Dynamic, max_len, max_batch }
+        Self { kind: ShapeKind::Dynamic, max_len, max_batch, fallback_len: 0 }
+    }
+
+    /// A fixed runtime with a dynamic fallback up to `fallback_len` tokens (a dynamic runtime
+    /// already takes every length up to its own; it stays as it is).
+    pub fn with_fallback(self, fallback_len: u32) -> Self {
+        match self.kind {
+            ShapeKind::Fixed if fallback_len > self.max_len => Self { fallback_len, ..self },
+            _ => self,
+        }
+    }
+
+    /// The runtime a batch whose longest sequence has `longest` tokens runs on: this one, or
+    /// past its shape its dynamic fallback.
+    pub fn running(&self, longest: u32) -> RuntimeSpec {
+        if longest > self.max_len && self.fallback_len > 0 {
+            Self::dynamic(self.fallback_len, self.max_batch)
+        } else {
+            *self
+        }
     }
 
     /// The padded shape a batch of sequences with these lengths runs at.
     /// `longest` is the longest sequence and `rows` the number of sequences.
     pub fn padded_shape(&self, longest: u32, rows: u32) -> PaddedShape {
-        match self.kind {
-            ShapeKind::Fixed => PaddedShape { len: self.max_len, batch: self.max_batch },
+        let runtime = self.running(longest);
+        match runtime.kind {
+            ShapeKind::Fixed => PaddedShape { len: runtime.max_len, batch: runtime.max_batch },
             ShapeKind::Dynamic => PaddedShape { len: longest, batch: rows },
         }
     }
 
+    /// The longest sequence it takes, its fallback's included.
+    pub fn longest_taken(&self) -> u32 {
+        self.max_len.max(self.fallback_len)
+    }
+
     pub fn fits(&self, len: u32) -> bool {
-        len <= self.max_len
+        len <= self.longest_taken()
     }
 }
 
@@ -67,12 +103,18 @@ impl fmt::Display for RuntimeSpec {
             ShapeKind::Fixed => "fixed",
             ShapeKind::Dynamic => "dynamic",
         };
-        write!(f, "{kind}:{}x{}", self.max_len, self.max_batch)
+        write!(f, "{kind}:{}x{}", self.max_len, self.max_batch)?;
+        if self.fallback_len > 0 {
+            write!(f, "+{}", self.fallback_len)?;
+        }
+        Ok(())
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("runtime '{0}' is not KIND:MAX_LENxMAX_BATCH, e.g. fixed:128x8 or dynamic:512x32")]
+#[error(
+    "runtime '{0}' is not KIND:MAX_LENxMAX_BATCH[+FALLBACK_LEN], e.g. fixed:128x8, dynamic:512x32 or fixed:128x8+512 (a fixed shape with a dynamic fallback up to 512 tokens)"
+)]
 pub struct ParseRuntimeError(String);
 
 impl FromStr for RuntimeSpec {
@@ -81,15 +123,22 @@ impl FromStr for RuntimeSpec {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let err = || ParseRuntimeError(s.to_string());
         let (kind, dims) = s.split_once(':').ok_or_else(err)?;
-        let (len, batch) = dims.split_once('x').ok_or_else(err)?;
+        let (len, rest) = dims.split_once('x').ok_or_else(err)?;
+        let (batch, fallback) = match rest.split_once('+') {
+            Some((batch, fallback)) => (batch, Some(fallback.parse::<u32>().map_err(|_| err())?)),
+            None => (rest, None),
+        };
         let max_len: u32 = len.parse().map_err(|_| err())?;
         let max_batch: u32 = batch.parse().map_err(|_| err())?;
         if max_len == 0 || max_batch == 0 {
             return Err(err());
         }
-        match kind {
-            "fixed" => Ok(Self::fixed(max_len, max_batch)),
-            "dynamic" => Ok(Self::dynamic(max_len, max_batch)),
+        match (kind, fallback) {
+            ("fixed", None) => Ok(Self::fixed(max_len, max_batch)),
+            ("fixed", Some(fallback)) if fallback > max_len => {
+                Ok(Self::fixed(max_len, max_batch).with_fallback(fallback))
+            }
+            ("dynamic", None) => Ok(Self::dynamic(max_len, max_batch)),
             _ => Err(err()),
         }
     }
@@ -107,6 +156,23 @@ mod tests {
         assert!("dynamic:0x8".parse::<RuntimeSpec>().is_err());
         assert!("static:128x8".parse::<RuntimeSpec>().is_err());
         assert!("fixed:128".parse::<RuntimeSpec>().is_err());
+        let f: RuntimeSpec = "fixed:128x1+512".parse().unwrap();
+        assert_eq!(f, RuntimeSpec::fixed(128, 1).with_fallback(512));
+        assert_eq!(f.to_string(), "fixed:128x1+512");
+        for wrong in ["fixed:128x1+64", "dynamic:128x1+512", "fixed:128x1+"] {
+            assert!(wrong.parse::<RuntimeSpec>().is_err(), "{wrong}");
+        }
+    }
+
+    #[test]
+    fn a_fallback_runs_what_its_fixed_shape_cannot_dynamically() {
+        let f = RuntimeSpec::fixed(128, 4).with_fallback(512);
+        assert!(f.fits(512) && !f.fits(513) && !RuntimeSpec::fixed(128, 4).fits(129));
+        assert_eq!(f.padded_shape(100, 2), PaddedShape { len: 128, batch: 4 });
+        assert_eq!(f.padded_shape(300, 2), PaddedShape { len: 300, batch: 2 });
+        assert_eq!(f.running(300), RuntimeSpec::dynamic(512, 4));
+        assert_eq!(f.running(128), f);
+        assert_eq!(RuntimeSpec::dynamic(512, 4).with_fallback(1024), RuntimeSpec::dynamic(512, 4));
     }
 
     #[test]

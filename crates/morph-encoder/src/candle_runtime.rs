@@ -104,7 +104,7 @@ pub struct CandleRuntime {
 
 impl CandleRuntime {
     pub fn new(encoder: Arc<Encoder>, spec: RuntimeSpec) -> Result<Self, EngineError> {
-        if spec.max_len > encoder.max_positions() {
+        if spec.longest_taken() > encoder.max_positions() {
             return Err(EngineError::Shape {
                 runtime: spec,
                 detail: format!("the model has {} positions", encoder.max_positions()),

@@ -229,11 +229,14 @@ impl OrtEncoder {
         prepare: Option<&Path>,
     ) -> Result<(OrtRuntime, StartTimes), EngineError> {
         let spec = unit.runtime;
-        if spec.max_len as usize > self.max_positions {
+        if spec.longest_taken() as usize > self.max_positions {
             let detail = format!("the model has {} positions", self.max_positions);
             return Err(EngineError::Shape { runtime: spec, detail });
         }
-        let fixed = spec.kind == ShapeKind::Fixed;
+        // A fixed shape is pinned in the session. With a dynamic fallback the session stays
+        // unpinned (no second, pinned session is built): the batches that fit are still padded
+        // to the shape ([`RuntimeSpec::padded_shape`]), the longer ones run at their length.
+        let fixed = spec.kind == ShapeKind::Fixed && spec.fallback_len == 0;
         let threads = unit_threads(unit);
         let mut times = StartTimes::default();
         let mut sessions = Vec::with_capacity(plans.len());

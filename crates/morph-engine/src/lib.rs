@@ -143,8 +143,11 @@ pub fn check_lengths(runtime: RuntimeSpec, lens: &[usize]) -> Result<u32, Engine
         return Err(shape_err(format!("{} rows (1..={} allowed)", lens.len(), runtime.max_batch)));
     }
     let longest = lens.iter().copied().max().unwrap_or(0);
-    if longest == 0 || longest > runtime.max_len as usize {
-        return Err(shape_err(format!("longest sequence {longest} tokens (1..={})", runtime.max_len)));
+    if longest == 0 || !runtime.fits(u32::try_from(longest).unwrap_or(u32::MAX)) {
+        return Err(shape_err(format!(
+            "longest sequence {longest} tokens (1..={})",
+            runtime.longest_taken()
+        )));
     }
     Ok(longest as u32)
 }

@@ -71,8 +71,8 @@ impl ProfileCost {
 
 impl CostModel for ProfileCost {
     fn batch_time(&self, unit: &UnitSpec, plan: TokenPlan, batch: &[Job]) -> Nanos {
-        let runtime = unit.runtime;
         let longest = batch.iter().map(|j| j.input_len).max().unwrap_or(1);
+        let runtime = unit.runtime.running(longest);
         let shape = runtime.padded_shape(longest, batch.len() as u32);
         let variant = self.variants.get(&(unit.stage_index(), plan));
         if variant.is_none()

@@ -94,8 +94,8 @@ pub(super) fn check_batch(
                 stage: unit.stage_index(),
             });
         }
-        if entry.info.input_len > unit.runtime.max_len {
-            let (len, max_len) = (entry.info.input_len, unit.runtime.max_len);
+        if !unit.runtime.fits(entry.info.input_len) {
+            let (len, max_len) = (entry.info.input_len, unit.runtime.longest_taken());
             return Err(Violation::TooLong { request, instance, len, max_len });
         }
     }

@@ -159,6 +159,14 @@ fn a_request_longer_than_the_runtime_is_refused() {
     let expected =
         Violation::TooLong { request: RequestId(0), instance: InstanceId(0), len: 65, max_len: 64 };
     assert_eq!(refused(&effects), expected);
+    // A fixed shape's dynamic fallback takes it, up to the fallback's length.
+    let fallback = || Fixture::new(&[UnitSpec::batch(RuntimeSpec::fixed(64, 2).with_fallback(128))]);
+    let effects = fallback().arrive(NewRequest { input_len: 65, ..EMBED }, vec![run(0, &[0])]);
+    assert!(effects.iter().all(|e| !matches!(e, Effect::Refused(_))), "{effects:?}");
+    let effects = fallback().arrive(NewRequest { input_len: 129, ..EMBED }, vec![run(0, &[0])]);
+    let expected =
+        Violation::TooLong { request: RequestId(0), instance: InstanceId(0), len: 129, max_len: 128 };
+    assert_eq!(refused(&effects), expected);
 }
 
 #[test]

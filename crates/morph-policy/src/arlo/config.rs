@@ -66,6 +66,12 @@ pub struct ArloConfig {
     /// Requests wait by length bound and an idle instance takes the oldest it fits (Morph's
     /// robust Arlo, `super::waiting`), instead of binding to an instance on arrival by `dispatch`.
     pub late_binding: bool,
+    /// With `late_binding`: every fixed runtime keeps a dynamic fallback up to the set's longest
+    /// length (a second engine on its instance, [`morph_core::RuntimeSpec::with_fallback`]), so
+    /// a long request that finds no idle instance of a runtime that fits it runs on any idle
+    /// one, and an idle instance with nothing it fits waiting takes the oldest longer request
+    /// (late binding across classes): the long tail is pooled over the fleet, as DT pools it.
+    pub dynamic_fallback: bool,
     /// The allocation's accounting: `None`, the paper's (M_i at ρ = 1, Eq. 3); a utilisation
     /// `u`, Morph's stable accounting (M_i at ρ = u, overload carried to the longer runtimes
     /// and priced; see `crate::arlo::reallocate::Accounting`).
@@ -109,6 +115,7 @@ impl Default for ArloConfig {
             require_fixed_gain: true,
             dispatch: DispatchRule::Arlo,
             late_binding: false,
+            dynamic_fallback: false,
             stable_utilisation: None,
             dynamic_longest: false,
             lambda: d.lambda,
@@ -148,6 +155,7 @@ impl ArloConfig {
             "arlo" => Self {
                 runtime_set: RuntimeSet::Optimised,
                 late_binding: true,
+                dynamic_fallback: true,
                 stable_utilisation: Some(0.9),
                 dynamic_longest: true,
                 first_allocation_s: Seconds(1.0),

@@ -38,7 +38,8 @@ impl Lcg {
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Next {
     Done(InstanceId),
-    Up(Ticket, u32, u32, bool),
+    /// Launched: its ticket and runtime (max length, max batch, dynamic, fallback length).
+    Up(Ticket, u32, u32, bool, u32),
     Tick,
 }
 
@@ -135,11 +136,11 @@ fn case(seed: u64) -> u64 {
             let event = match next {
                 Next::Tick => Event::Tick,
                 Next::Done(instance) => Event::BatchDone { instance, requests: Vec::new(), failed: false },
-                Next::Up(ticket, max_len, batch, dynamic) => {
+                Next::Up(ticket, max_len, batch, dynamic, fallback) => {
                     let runtime = if dynamic {
                         RuntimeSpec::dynamic(max_len, batch)
                     } else {
-                        RuntimeSpec::fixed(max_len, batch)
+                        RuntimeSpec::fixed(max_len, batch).with_fallback(fallback)
                     };
                     let info = InstanceInfo {
                         id: InstanceId(next_instance),
@@ -172,7 +173,8 @@ fn case(seed: u64) -> u64 {
                     let delay = 200_000_000 + rng.below(1_300) * 1_000_000;
                     let r = unit.runtime;
                     let dynamic = r.kind == morph_core::ShapeKind::Dynamic;
-                    push(&mut queue, now + delay, Next::Up(ticket, r.max_len, r.max_batch, dynamic));
+                    let up = Next::Up(ticket, r.max_len, r.max_batch, dynamic, r.fallback_len);
+                    push(&mut queue, now + delay, up);
                 }
                 Action::Retire { .. } | Action::Drop { .. } | Action::Join { .. } | Action::Step { .. } => {}
             }

@@ -9,6 +9,8 @@ pub mod capacity;
 pub mod config;
 pub mod dispatch;
 #[cfg(test)]
+mod fallback_tests;
+#[cfg(test)]
 mod handover_tests;
 mod instances;
 pub mod policy;

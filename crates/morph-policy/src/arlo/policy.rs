@@ -98,6 +98,8 @@ struct Counters {
     scale_ins: u64,
     /// Requests sent to a longer runtime than their ideal one.
     demoted: u64,
+    /// Requests run on a fixed runtime's dynamic fallback (longer than its shape).
+    spilled: u64,
     rejected: u64,
     /// Make-before-break hand-overs that kept the old instance (the need did not allow the new).
     handovers_abandoned: u64,
@@ -107,17 +109,22 @@ struct Counters {
 }
 
 /// The runtimes of the given ascending max lengths: all fixed-shape, or with `dynamic_longest`
-/// the longest one dynamic-shaped.
+/// the longest one dynamic-shaped; with `dynamic_fallback` (and late binding) the fixed ones
+/// fall back to a dynamic shape up to the longest length.
 fn shaped(config: &ArloConfig, lens: &[u32]) -> Vec<RuntimeSpec> {
     let batch = config.batch.max(1);
     let last = lens.len().saturating_sub(1);
+    let fallback = match lens.last() {
+        Some(&longest) if config.dynamic_fallback && config.late_binding => longest,
+        _ => 0,
+    };
     lens.iter()
         .enumerate()
         .map(|(i, &l)| {
             if config.dynamic_longest && i == last {
                 RuntimeSpec::dynamic(l, batch)
             } else {
-                RuntimeSpec::fixed(l, batch)
+                RuntimeSpec::fixed(l, batch).with_fallback(fallback)
             }
         })
         .collect()
@@ -196,9 +203,10 @@ impl ArloPolicy {
             actions.push(reject(DropReason::QueueFull { capacity: self.config.max_queue }));
             return;
         }
-        let ideal = self.set.iter().find(|r| r.fits(request.input_len)).map(|r| r.max_len);
+        let len = request.input_len;
+        let ideal = self.set.iter().find(|r| len <= r.max_len).map(|r| r.max_len);
         let bound = if self.config.late_binding {
-            ideal.map(|bound| (bound, self.waiting.idle_fitting(request.input_len).map(|(_, id)| id)))
+            ideal.map(|bound| (bound, self.idle_taking(len)))
         } else {
             self.queue.dispatch(request.input_len).map(|id| (0, Some(id)))
         };
@@ -215,11 +223,21 @@ impl ArloPolicy {
             return;
         };
         let runtime = self.instances.map[&id].runtime;
-        if ideal.is_some_and(|ideal| ideal < runtime.max_len) {
+        if len > runtime.max_len {
+            self.counters.spilled += 1;
+        } else if ideal.is_some_and(|ideal| ideal < runtime.max_len) {
             self.counters.demoted += 1;
         }
         self.instances.enqueue(id, request);
         self.run_next(request.arrival, id, actions);
+    }
+
+    /// With late binding, the idle instance a request of `len` tokens starts on at once: the one
+    /// with the shortest runtime that fits it (least padding), else, with dynamic fallbacks,
+    /// any idle one whose fallback takes it.
+    fn idle_taking(&self, len: u32) -> Option<InstanceId> {
+        let spill = || self.waiting.idle_longest().filter(|(_, id)| self.instances.map[id].runtime.fits(len));
+        self.waiting.idle_fitting(len).or_else(spill).map(|(_, id)| id)
     }
 
     /// With late binding, an instance with nothing bound to it takes the oldest waiting requests
@@ -230,8 +248,10 @@ impl ArloPolicy {
             return;
         }
         let runtime = instance.runtime;
-        if let Some((bound, batch)) = self.waiting.take(runtime.max_len, runtime.max_batch as usize) {
-            if bound < runtime.max_len {
+        if let Some((bound, batch)) = self.waiting.take(runtime) {
+            if bound > runtime.max_len {
+                self.counters.spilled += batch.len() as u64;
+            } else if bound < runtime.max_len {
                 self.counters.demoted += batch.len() as u64;
             }
             batch.into_iter().for_each(|r| self.instances.enqueue(id, r));
@@ -281,8 +301,8 @@ impl ArloPolicy {
     /// A batch on `id` took `took`: against the profile's time for its shape.
     fn measure(&mut self, id: InstanceId, took: Nanos) {
         let Some(instance) = self.instances.map.get(&id) else { return };
-        let runtime = instance.runtime;
         if let Some(longest) = instance.running.iter().map(|r| r.input_len).max() {
+            let runtime = instance.runtime.running(longest);
             let shape = runtime.padded_shape(longest, instance.running.len() as u32);
             self.speed.observe(runtime.kind, took, self.model.profile().latency(shape));
         }
@@ -608,6 +628,7 @@ impl Policy for ArloPolicy {
             ("scale_outs", c.scale_outs),
             ("scale_ins", c.scale_ins),
             ("demoted", c.demoted),
+            ("spilled", c.spilled),
             ("rejected", c.rejected),
             ("handovers_abandoned", c.handovers_abandoned),
             ("fixed_declined", c.fixed_declined),

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use morph_core::{InstanceId, RequestId, RequestInfo};
+use morph_core::{InstanceId, RequestId, RequestInfo, RuntimeSpec};
 
 #[derive(Debug, Default)]
 pub(super) struct Waiting {
@@ -38,6 +38,11 @@ impl Waiting {
         self.idle.range((len, InstanceId(0))..).next().copied()
     }
 
+    /// The idle instance with the longest runtime.
+    pub(super) fn idle_longest(&self) -> Option<(u32, InstanceId)> {
+        self.idle.last().copied()
+    }
+
     pub(super) fn set_idle(&mut self, max_len: u32, id: InstanceId) {
         self.idle.insert((max_len, id));
     }
@@ -46,12 +51,22 @@ impl Waiting {
         self.idle.remove(&(max_len, id));
     }
 
-    /// For an instance whose runtime serves up to `max_len` tokens: up to `max_batch` requests,
-    /// oldest first, from the longest non-empty bound it serves. Returns them with the bound
-    /// they waited under.
-    pub(super) fn take(&mut self, max_len: u32, max_batch: usize) -> Option<(u32, Vec<RequestInfo>)> {
-        let (&bound, queue) = self.by_bound.range_mut(..=max_len).rev().find(|(_, q)| !q.is_empty())?;
-        let n = queue.len().min(max_batch.max(1));
+    /// For an instance of `runtime`: up to its `max_batch` requests, oldest first, from the
+    /// longest non-empty bound its shape serves; if none waits, from the longer bound its
+    /// dynamic fallback takes whose head has waited longest. Returns them with the bound they
+    /// waited under.
+    pub(super) fn take(&mut self, runtime: RuntimeSpec) -> Option<(u32, Vec<RequestInfo>)> {
+        let waiting =
+            |(&bound, queue): (&u32, &VecDeque<RequestInfo>)| queue.front().map(|r| (bound, r.arrival));
+        let own = self.by_bound.range(..=runtime.max_len).rev().find_map(waiting).map(|(bound, _)| bound);
+        let spilled = || {
+            let longer = (runtime.fallback_len > runtime.max_len)
+                .then(|| self.by_bound.range(runtime.max_len + 1..=runtime.fallback_len))?;
+            longer.filter_map(waiting).min_by_key(|&(_, arrival)| arrival).map(|(bound, _)| bound)
+        };
+        let bound = own.or_else(spilled)?;
+        let queue = self.by_bound.get_mut(&bound)?;
+        let n = queue.len().min((runtime.max_batch as usize).max(1));
         let batch: Vec<RequestInfo> = queue.drain(..n).collect();
         self.len -= batch.len();
         Some((bound, batch))
@@ -93,12 +108,12 @@ mod tests {
         w.push(64, req(3, 20, 20));
         w.push(128, req(4, 100, 1));
         // A 64-token instance serves only the 64 bound, in arrival order.
-        assert_eq!(ids(w.take(64, 1)), vec![1]);
+        assert_eq!(ids(w.take(RuntimeSpec::fixed(64, 1))), vec![1]);
         // A 512-token instance takes its own bound first (2), then the longest it helps (4).
-        assert_eq!(ids(w.take(512, 1)), vec![2]);
-        assert_eq!(ids(w.take(512, 1)), vec![4]);
-        assert_eq!(w.take(128, 1).map(|(bound, _)| bound), Some(64));
-        assert_eq!((w.queued(), w.take(512, 4)), (0, None));
+        assert_eq!(ids(w.take(RuntimeSpec::fixed(512, 1))), vec![2]);
+        assert_eq!(ids(w.take(RuntimeSpec::fixed(512, 1))), vec![4]);
+        assert_eq!(w.take(RuntimeSpec::fixed(128, 1)).map(|(bound, _)| bound), Some(64));
+        assert_eq!((w.queued(), w.take(RuntimeSpec::fixed(512, 4))), (0, None));
     }
 
     #[test]
@@ -107,8 +122,25 @@ mod tests {
         w.push(64, req(1, 30, 7));
         w.push(64, req(2, 30, 8));
         w.push(256, req(3, 200, 9));
-        assert_eq!(ids(w.take(256, 4)), vec![3]);
-        assert_eq!(ids(w.take(256, 4)), vec![1, 2]);
+        assert_eq!(ids(w.take(RuntimeSpec::fixed(256, 4))), vec![3]);
+        assert_eq!(ids(w.take(RuntimeSpec::fixed(256, 4))), vec![1, 2]);
+    }
+
+    #[test]
+    fn a_fallback_takes_the_longest_waiting_longer_request_only_when_nothing_it_fits_waits() {
+        let mut w = Waiting::default();
+        let with_fallback = RuntimeSpec::fixed(64, 1).with_fallback(512);
+        w.push(256, req(1, 200, 9));
+        w.push(512, req(2, 400, 5));
+        w.push(64, req(3, 30, 20));
+        assert_eq!(w.take(RuntimeSpec::fixed(64, 1)).map(|(b, _)| b), Some(64));
+        assert_eq!(w.take(RuntimeSpec::fixed(64, 1)), None, "no fallback, nothing it fits");
+        // The fallback takes the longer request that has waited longest (2, at 5), then 1.
+        assert_eq!(ids(w.take(with_fallback)), vec![2]);
+        assert_eq!(ids(w.take(with_fallback)), vec![1]);
+        w.set_idle(64, InstanceId(4));
+        w.set_idle(128, InstanceId(5));
+        assert_eq!(w.idle_longest(), Some((128, InstanceId(5))));
     }
 
     #[test]

@@ -1,0 +1,83 @@
+//! Late binding across classes: with dynamic fallbacks, a long request that finds no idle
+//! instance of a runtime that fits it runs on an idle shorter one, and an instance with nothing
+//! its shape fits waiting takes the longer request that has waited longest; its own class still
+//! comes first.
+
+use std::sync::Arc;
+
+use morph_core::fixtures::request;
+use morph_core::{
+    Action, Event, HostId, InstanceId, InstanceInfo, LatencyProfile, Point, Policy, RequestId, Time,
+};
+
+use super::config::RuntimeSet;
+use super::{ArloConfig, ArloPolicy, ServiceModel};
+
+/// Instance 0 runs fixed:64 (with a fallback to 512 when `fallback`), instance 1 fixed:512.
+fn fleet(fallback: bool) -> ArloPolicy {
+    let points = [Point { batch: 1, len: 64, ms: 1.0 }, Point { batch: 1, len: 512, ms: 4.0 }];
+    let model = ServiceModel::new(Arc::new(LatencyProfile::from_points("m", points).unwrap()), 100_000_000);
+    let config = ArloConfig {
+        runtime_set: RuntimeSet::Explicit,
+        max_lens: vec![64, 512],
+        allocate: false,
+        dynamic_longest: false,
+        dynamic_fallback: fallback,
+        ..ArloConfig::preset("arlo").unwrap()
+    };
+    let mut policy = ArloPolicy::new("arlo", config, model);
+    let mut actions = Vec::new();
+    for (id, unit) in policy.layout(2).unwrap().into_iter().enumerate() {
+        let instance = InstanceInfo { id: InstanceId(id as u32), unit, host: HostId(0) };
+        policy.on_event(Time::ZERO, Event::InstanceUp { instance, launch: None }, &mut actions);
+    }
+    assert_eq!(
+        policy.layout(2).unwrap()[0].runtime.to_string(),
+        if fallback { "fixed:64x1+512" } else { "fixed:64x1" }
+    );
+    policy
+}
+
+/// (instance, request) of each batch started by `event`.
+fn runs(policy: &mut ArloPolicy, at: u64, event: Event) -> Vec<(u32, u64)> {
+    let mut actions = Vec::new();
+    policy.on_event(Time(at), event, &mut actions);
+    actions
+        .into_iter()
+        .filter_map(|a| match a {
+            Action::Run { instance, requests, .. } => Some((instance.0, requests[0].0)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn arrive(policy: &mut ArloPolicy, id: u64, len: u32) -> Vec<(u32, u64)> {
+    runs(policy, id, Event::Arrival(request(id, len, Time(id))))
+}
+
+fn done(policy: &mut ArloPolicy, instance: u32) -> Vec<(u32, u64)> {
+    let requests: Vec<RequestId> = Vec::new();
+    runs(policy, 100, Event::BatchDone { instance: InstanceId(instance), requests, failed: false })
+}
+
+#[test]
+fn a_long_request_runs_on_an_idle_short_instance_and_its_own_class_comes_first() {
+    let mut p = fleet(true);
+    assert_eq!(arrive(&mut p, 1, 400), vec![(1, 1)], "the runtime that fits it first");
+    assert_eq!(arrive(&mut p, 2, 300), vec![(0, 2)], "then the short instance's fallback");
+    assert_eq!(arrive(&mut p, 3, 500), vec![]);
+    assert_eq!(arrive(&mut p, 4, 30), vec![]);
+    assert_eq!(done(&mut p, 0), vec![(0, 4)], "its own class before the older long request");
+    assert_eq!(done(&mut p, 0), vec![(0, 3)], "then the long one, with nothing of its own");
+    assert_eq!(p.describe()["counters"]["spilled"], 2);
+}
+
+#[test]
+fn without_a_fallback_a_long_request_waits_for_a_runtime_that_fits() {
+    let mut p = fleet(false);
+    assert_eq!(arrive(&mut p, 1, 400), vec![(1, 1)]);
+    assert_eq!(arrive(&mut p, 2, 300), vec![]);
+    assert_eq!(done(&mut p, 0), vec![], "the short instance cannot take it");
+    assert_eq!(done(&mut p, 1), vec![(1, 2)]);
+    assert_eq!(p.describe()["counters"]["spilled"], 0);
+}
