@@ -67,5 +67,9 @@ fn runtime_rejects_batches_outside_its_shape() {
     let mut fixed = CandleRuntime::new(encoder.clone(), RuntimeSpec::fixed(16, 2)).unwrap();
     assert!(fixed.embed(&[vec![101; 17]]).is_err());
     assert!(fixed.embed(&vec![vec![101, 102]; 3]).is_err());
-    assert!(CandleRuntime::new(encoder, RuntimeSpec::fixed(513, 1)).is_err());
+    assert!(CandleRuntime::new(encoder.clone(), RuntimeSpec::fixed(513, 1)).is_err());
+    // A dynamic fallback takes what the shape cannot, up to its own length.
+    let mut fallback = CandleRuntime::new(encoder, RuntimeSpec::fixed(16, 2).with_fallback(32)).unwrap();
+    assert_eq!(fallback.embed(&[vec![101; 30]]).unwrap().len(), 1);
+    assert!(fallback.embed(&[vec![101; 33]]).is_err());
 }
