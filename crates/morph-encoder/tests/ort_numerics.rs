@@ -113,7 +113,10 @@ fn runtimes_reject_what_their_shape_cannot_hold() {
     assert!(fixed.embed(&[vec![101; 17]]).is_err());
     assert!(fixed.embed(&vec![vec![101, 102]; 3]).is_err());
     assert!(m.ort.runtime(RuntimeSpec::fixed(513, 1)).is_err());
-    assert!(m.ort.runtime(RuntimeSpec::fixed(16, 1).with_fallback(513)).is_err(), "a fallback past the model");
+    assert!(
+        m.ort.runtime(RuntimeSpec::fixed(16, 1).with_fallback(513)).is_err(),
+        "a fallback past the model"
+    );
 }
 
 /// A fixed runtime with a dynamic fallback (Arlo's late binding across classes) runs a longer
@@ -126,7 +129,8 @@ fn a_fixed_runtime_with_a_fallback_runs_longer_sequences_at_their_length() {
     let short = m.tokenizer.encode("short").expect("tokenize");
     assert!(long.len() > 16 && long.len() <= 64, "{} tokens", long.len());
     let mut dynamic = m.ort.runtime(RuntimeSpec::dynamic(512, 2)).expect("dynamic");
-    let mut fallback = m.ort.runtime(RuntimeSpec::fixed(16, 2).with_fallback(64)).expect("fixed with fallback");
+    let mut fallback =
+        m.ort.runtime(RuntimeSpec::fixed(16, 2).with_fallback(64)).expect("fixed with fallback");
     let want = dynamic.embed(&[long.clone(), short.clone()]).expect("dynamic");
     assert_close(&fallback.embed(&[long, short.clone()]).expect("past the shape"), &want, "on the fallback");
     assert_close(&fallback.embed(&[short]).expect("within the shape"), &want[1..], "padded to the shape");

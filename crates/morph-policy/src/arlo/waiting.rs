@@ -1,9 +1,10 @@
 //! Late binding (Morph's robust Arlo, `late_binding = true`): a request waits in the queue of its
 //! length bound (the shortest runtime of the set that fits it), not on an instance, and an idle
-//! instance takes waiting requests it can serve: those of the longest bound it fits first (its
-//! own class, which the fewest instances can serve), then, oldest first, the shorter ones it can
-//! help with. Nothing waits behind a busy instance while another that fits is idle, so a backlog
-//! formed at the edge of capacity drains at the whole fleet's rate; the longest runtime takes
+//! instance takes waiting requests it can serve: those of its own bound first (its own class,
+//! which the fewest instances can serve), then, oldest first, the shorter ones it can help with,
+//! then, with a dynamic fallback, the longer ones. Nothing waits behind a busy instance while
+//! another that fits is idle, so a backlog formed at the edge of capacity drains at the whole
+//! fleet's rate; the longest runtime takes
 //! demoted work only when it is idle, so it is never a single point of overload (the failure of
 //! binding on arrival, issue 19); and a small class of long inputs never waits behind the short
 //! ones its instances help with (a tail the mean-optimal allocation does not see).
@@ -51,25 +52,31 @@ impl Waiting {
         self.idle.remove(&(max_len, id));
     }
 
-    /// For an instance of `runtime`: up to its `max_batch` requests, oldest first, from the
-    /// longest non-empty bound its shape serves; if none waits, from the longer bound its
-    /// dynamic fallback takes whose head has waited longest. Returns them with the bound they
-    /// waited under.
+    /// For an instance of `runtime`: up to its `max_batch` requests, oldest first, from its own
+    /// bound (its `max_len`); if none waits there, from the shorter bound whose head has waited
+    /// longest; if none waits there either, from the longer bound its dynamic fallback takes
+    /// whose head has waited longest. Returns them with the bound they waited under.
     pub(super) fn take(&mut self, runtime: RuntimeSpec) -> Option<(u32, Vec<RequestInfo>)> {
-        let waiting =
-            |(&bound, queue): (&u32, &VecDeque<RequestInfo>)| queue.front().map(|r| (bound, r.arrival));
-        let own = self.by_bound.range(..=runtime.max_len).rev().find_map(waiting).map(|(bound, _)| bound);
-        let spilled = || {
-            let longer = (runtime.fallback_len > runtime.max_len)
-                .then(|| self.by_bound.range(runtime.max_len + 1..=runtime.fallback_len))?;
-            longer.filter_map(waiting).min_by_key(|&(_, arrival)| arrival).map(|(bound, _)| bound)
+        let own =
+            self.by_bound.get(&runtime.max_len).is_some_and(|q| !q.is_empty()).then_some(runtime.max_len);
+        let shorter = || self.oldest(..runtime.max_len);
+        let longer = || {
+            (runtime.fallback_len > runtime.max_len)
+                .then(|| self.oldest(runtime.max_len + 1..=runtime.fallback_len))
+                .flatten()
         };
-        let bound = own.or_else(spilled)?;
+        let bound = own.or_else(shorter).or_else(longer)?;
         let queue = self.by_bound.get_mut(&bound)?;
         let n = queue.len().min((runtime.max_batch as usize).max(1));
         let batch: Vec<RequestInfo> = queue.drain(..n).collect();
         self.len -= batch.len();
         Some((bound, batch))
+    }
+
+    /// The bound within `bounds` whose head has waited longest.
+    fn oldest(&self, bounds: impl std::ops::RangeBounds<u32>) -> Option<u32> {
+        let heads = self.by_bound.range(bounds).filter_map(|(&b, q)| q.front().map(|r| (r.arrival, b)));
+        heads.min().map(|(_, bound)| bound)
     }
 
     /// Takes a waiting request out (its client left); whether it was waiting here.
@@ -114,6 +121,17 @@ mod tests {
         assert_eq!(ids(w.take(RuntimeSpec::fixed(512, 1))), vec![4]);
         assert_eq!(w.take(RuntimeSpec::fixed(128, 1)).map(|(bound, _)| bound), Some(64));
         assert_eq!((w.queued(), w.take(RuntimeSpec::fixed(512, 4))), (0, None));
+    }
+
+    #[test]
+    fn among_the_bounds_it_helps_the_oldest_head_goes_first_not_the_longest() {
+        let mut w = Waiting::default();
+        w.push(256, req(1, 200, 9));
+        w.push(64, req(2, 30, 3));
+        w.push(128, req(3, 100, 5));
+        // A 512-token instance with none of its own waiting: 2 (at 3), 3 (at 5), then 1 (at 9).
+        let order: Vec<Vec<u64>> = (0..3).map(|_| ids(w.take(RuntimeSpec::fixed(512, 1)))).collect();
+        assert_eq!(order, vec![vec![2], vec![3], vec![1]]);
     }
 
     #[test]
