@@ -207,7 +207,7 @@ impl DynamicBatching {
             Some(InstanceState { unit, runtime, stage, last, running: Vec::new(), started: None });
         self.idle.insert(at(id));
         if stage == 0 {
-            self.longest_runtime = self.longest_runtime.max(unit.runtime.max_len);
+            self.longest_runtime = self.longest_runtime.max(unit.runtime.longest_taken());
         }
     }
 
@@ -473,6 +473,17 @@ mod tests {
             vec![Action::Drop {
                 request: RequestId(4),
                 reason: DropReason::NoRuntimeFits { len: 129, max_len: 128 }
+            }]
+        );
+
+        // A fixed shape with a dynamic fallback takes what the fallback takes.
+        let mut p = policy(4096, 8, &[RuntimeSpec::fixed(64, 8).with_fallback(512)]);
+        assert_eq!(arrive(&mut p, 1, 300), vec![run(0, &[1])]);
+        assert_eq!(
+            arrive(&mut p, 2, 513),
+            vec![Action::Drop {
+                request: RequestId(2),
+                reason: DropReason::NoRuntimeFits { len: 513, max_len: 512 }
             }]
         );
     }

@@ -100,7 +100,7 @@ impl OtasPolicy {
     }
 
     fn longest_input(&self) -> Option<u32> {
-        self.instances.values().map(|u| u.runtime.max_len).max()
+        self.instances.values().map(|u| u.runtime.longest_taken()).max()
     }
 
     fn member(&self, r: &RequestInfo) -> Member {

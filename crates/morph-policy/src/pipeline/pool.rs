@@ -404,7 +404,7 @@ impl<S: Sizer> Policy for PipelinePolicy<S> {
                 }
             }
             Event::Arrival(r) => {
-                let max_len = self.profile.runtime.max_len;
+                let max_len = self.profile.runtime.longest_taken();
                 if r.input_len > max_len {
                     actions.push(Action::Drop {
                         request: r.id,

@@ -232,7 +232,7 @@ impl Policy for SsjfPolicy {
         match event {
             Event::InstanceUp { instance, .. } => {
                 let rows = instance.unit.runtime.max_batch as usize;
-                self.max_len = self.max_len.max(instance.unit.runtime.max_len);
+                self.max_len = self.max_len.max(instance.unit.runtime.longest_taken());
                 let state = InstanceState {
                     id: instance.id,
                     rows,
