@@ -103,20 +103,25 @@ mod tests {
         request(id, len, Time(arrival))
     }
 
+    /// Requests waiting, each as (bound, id, length, arrival).
+    fn waiting(requests: &[(u32, u64, u32, u64)]) -> Waiting {
+        let mut w = Waiting::default();
+        for &(bound, id, len, arrival) in requests {
+            w.push(bound, req(id, len, arrival));
+        }
+        w
+    }
+
     fn ids(batch: Option<(u32, Vec<RequestInfo>)>) -> Vec<u64> {
         batch.map(|(_, b)| b.iter().map(|r| r.id.0).collect()).unwrap_or_default()
     }
 
     #[test]
     fn an_instance_takes_its_own_class_first_then_helps_and_never_takes_a_longer_one() {
-        let mut w = Waiting::default();
-        w.push(64, req(1, 30, 10));
-        w.push(512, req(2, 400, 5));
-        w.push(64, req(3, 20, 20));
-        w.push(128, req(4, 100, 1));
+        let mut w = waiting(&[(64, 1, 30, 10), (512, 2, 400, 5), (64, 3, 20, 20), (128, 4, 100, 1)]);
         // A 64-token instance serves only the 64 bound, in arrival order.
         assert_eq!(ids(w.take(RuntimeSpec::fixed(64, 1))), vec![1]);
-        // A 512-token instance takes its own bound first (2), then the longest it helps (4).
+        // A 512-token instance takes its own bound first (2), then the oldest it helps (4, at 1).
         assert_eq!(ids(w.take(RuntimeSpec::fixed(512, 1))), vec![2]);
         assert_eq!(ids(w.take(RuntimeSpec::fixed(512, 1))), vec![4]);
         assert_eq!(w.take(RuntimeSpec::fixed(128, 1)).map(|(bound, _)| bound), Some(64));
@@ -125,10 +130,7 @@ mod tests {
 
     #[test]
     fn among_the_bounds_it_helps_the_oldest_head_goes_first_not_the_longest() {
-        let mut w = Waiting::default();
-        w.push(256, req(1, 200, 9));
-        w.push(64, req(2, 30, 3));
-        w.push(128, req(3, 100, 5));
+        let mut w = waiting(&[(256, 1, 200, 9), (64, 2, 30, 3), (128, 3, 100, 5)]);
         // A 512-token instance with none of its own waiting: 2 (at 3), 3 (at 5), then 1 (at 9).
         let order: Vec<Vec<u64>> = (0..3).map(|_| ids(w.take(RuntimeSpec::fixed(512, 1)))).collect();
         assert_eq!(order, vec![vec![2], vec![3], vec![1]]);
@@ -136,21 +138,15 @@ mod tests {
 
     #[test]
     fn batches_stay_in_one_bound_oldest_first() {
-        let mut w = Waiting::default();
-        w.push(64, req(1, 30, 7));
-        w.push(64, req(2, 30, 8));
-        w.push(256, req(3, 200, 9));
+        let mut w = waiting(&[(64, 1, 30, 7), (64, 2, 30, 8), (256, 3, 200, 9)]);
         assert_eq!(ids(w.take(RuntimeSpec::fixed(256, 4))), vec![3]);
         assert_eq!(ids(w.take(RuntimeSpec::fixed(256, 4))), vec![1, 2]);
     }
 
     #[test]
     fn a_fallback_takes_the_longest_waiting_longer_request_only_when_nothing_it_fits_waits() {
-        let mut w = Waiting::default();
+        let mut w = waiting(&[(256, 1, 200, 9), (512, 2, 400, 5), (64, 3, 30, 20)]);
         let with_fallback = RuntimeSpec::fixed(64, 1).with_fallback(512);
-        w.push(256, req(1, 200, 9));
-        w.push(512, req(2, 400, 5));
-        w.push(64, req(3, 30, 20));
         assert_eq!(w.take(RuntimeSpec::fixed(64, 1)).map(|(b, _)| b), Some(64));
         assert_eq!(w.take(RuntimeSpec::fixed(64, 1)), None, "no fallback, nothing it fits");
         // The fallback takes the longer request that has waited longest (2, at 5), then 1.
