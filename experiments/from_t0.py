@@ -20,7 +20,8 @@ on (Twitter-like and SMS spam lengths, the shipped Poisson and walk streams).
 - quart: QUART against its baselines at equal cost on bursty streams of CV >= 4 and >= 10 where
   the slots do not bind (75 and 100 req/s) and where they do (150), cores charged.
 - ssjf: FCFS, SSJF and oracle SJF on the LMSYS lengths by rate and by burstiness.
-- scale: `morph simulate` on 100 M requests over 30,000 instances: wall time and peak memory.
+- scale: `morph simulate` on 100 M requests over 30,000 instances, as one pool and as 15 servers
+  behind a round-robin balancer: wall time and peak memory.
 
 --quick runs one seed and shorter streams (for a smoke test; the tables in docs/ are full runs).
 """
@@ -416,11 +417,16 @@ def shipped():
 
 def scale():
     """100 M requests over 30,000 instances (Twitter-like lengths on the GPU table, the TEI-like
-    policy, Poisson at 0.6 of its capacity): `morph simulate`'s wall time and peak memory."""
+    policy, Poisson at 0.6 of its capacity): `morph simulate`'s wall time and peak memory, with the
+    instances as one pool under one policy and as separate servers behind a round-robin balancer
+    (`cluster.partitions`, each server a thread of its own)."""
     instances, rate = 30_000, 10_000_000
     seconds = 1 if QUICK else 10
-    with tempfile.TemporaryDirectory() as folder:
-        path = scenario(folder, "scale", f"""
+    print(f"## morph simulate at scale: {instances:,} instances, {rate * seconds:,} requests expected")
+    print(f"{'servers':>8} {'requests':>12} {'wall s':>7} {'peak MiB':>9} {'mean ms':>8} {'p99 ms':>8} {'dropped':>8}")
+    for partitions in (1, 15):
+        with tempfile.TemporaryDirectory() as folder:
+            path = scenario(folder, "scale", f"""
 name = "scale"
 duration_s = {seconds}
 seeds = [1]
@@ -431,25 +437,26 @@ lengths = {{ kind = "twitter", max = 512 }}
 [cluster]
 profile = "{GPU_TABLE}"
 runtimes = [{{ runtime = "dynamic:512x8", instances = {instances} }}]
+partitions = {partitions}
 [[policies]]
 name = "dynamic-batching"
 max_batch_tokens = 4096
 max_queue = 100000000
 """)
-        # The process's own accounting (`/usr/bin/time -v`), not a parent's rusage.
-        out = subprocess.run(["/usr/bin/time", "-v", MORPH, "simulate", "--scenario", path, "--json"],
-                             capture_output=True, text=True)
-        if out.returncode != 0:
-            sys.exit(f"morph simulate {path} failed:\n{out.stderr}")
-        rows = json.loads(out.stdout)
-    accounting = dict(line.strip().rsplit(": ", 1) for line in out.stderr.splitlines() if ": " in line)
-    clock = accounting["Elapsed (wall clock) time (h:mm:ss or m:ss)"].split(":")
-    wall = sum(float(part) * 60 ** i for i, part in enumerate(reversed(clock)))
-    peak = int(accounting["Maximum resident set size (kbytes)"]) / 1024
-    r = rows[0]
-    print(f"## morph simulate at scale: {r['requests']:,} requests over {instances:,} instances")
-    print(f"wall {wall:.1f} s, peak RSS {peak:.0f} MiB (/usr/bin/time -v), mean {r['mean_latency_ms']:.3f} ms, "
-          f"p99 {r['p99_latency_ms']:.3f} ms (quantiles within 2^-10), {r['dropped']} dropped\n")
+            # The process's own accounting (`/usr/bin/time -v`), not a parent's rusage.
+            out = subprocess.run(["/usr/bin/time", "-v", MORPH, "simulate", "--scenario", path, "--json"],
+                                 capture_output=True, text=True)
+            if out.returncode != 0:
+                sys.exit(f"morph simulate {path} failed:\n{out.stderr}")
+            rows = json.loads(out.stdout)
+        accounting = dict(line.strip().rsplit(": ", 1) for line in out.stderr.splitlines() if ": " in line)
+        clock = accounting["Elapsed (wall clock) time (h:mm:ss or m:ss)"].split(":")
+        wall = sum(float(part) * 60 ** i for i, part in enumerate(reversed(clock)))
+        peak = int(accounting["Maximum resident set size (kbytes)"]) / 1024
+        r = rows[0]
+        print(f"{partitions:>8} {r['requests']:>12,} {wall:>7.1f} {peak:>9.0f} {r['mean_latency_ms']:>8.3f} "
+              f"{r['p99_latency_ms']:>8.3f} {r['dropped']:>8}")
+    print("(wall and peak memory by /usr/bin/time -v; quantiles within 2^-10)\n")
 
 
 PARTS = {"arlo": arlo, "arlo-paper": arlo_paper, "otas": otas, "quart": quart, "ssjf": ssjf, "shipped": shipped, "scale": scale}

@@ -16,7 +16,8 @@ pub struct Job {
     pub output_len: u32,
 }
 
-pub trait CostModel {
+/// `Sync`: a partitioned run's servers share one ([`crate::partitions`]).
+pub trait CostModel: Sync {
     /// The time an encoder batch takes on `unit` under token plan `plan`.
     fn batch_time(&self, unit: &UnitSpec, plan: TokenPlan, batch: &[Job]) -> Nanos;
 

@@ -579,13 +579,18 @@ impl<'a, I: Iterator<Item = SimRequest>> ModelRun<'a, I> {
 
     /// The run's report.
     pub(crate) fn finish(self) -> Report {
+        let (rec, policy, state) = self.recording();
+        rec.report(policy, state)
+    }
+
+    /// What the run recorded, its policy's name and its account of itself at the end.
+    pub(crate) fn recording(self) -> (Recorder, String, serde_json::Value) {
         let mut world = self.world;
         world.rec.cold_starts = world.hosts.cold;
         world.rec.warm_starts = world.hosts.warm;
         world.rec.evictions = world.hosts.evicted;
-        // The run spans its requests: ticks after the last answer change nothing.
-        let end = world.rec.last_activity();
-        world.rec.report(self.ledger.policy(), end)
+        let policy = self.ledger.policy();
+        (world.rec, policy.name().to_string(), policy.describe())
     }
 }
 

@@ -121,3 +121,26 @@ fn a_rate_sweep_over_mmpp_arrivals_is_nested() {
     let carried: Vec<usize> = rows.iter().map(|r| r.report.measured.requests).collect();
     assert_eq!(carried, vec![streams[1].len(), streams[0].len(), streams[2].len(), streams[3].len()]);
 }
+
+/// A cluster split into partitions (separate servers, each on a thread of its own) gives the
+/// same JSON every run, whatever the threads' timing, serves the same stream as the whole
+/// cluster does, and refuses a split that is not even, naming the key.
+#[test]
+fn partitions_are_deterministic_and_serve_the_same_stream() {
+    let mut s = shipped("twitter_stable_gpu.toml");
+    let whole = s.run(&mut |_, _| {}).expect("run");
+    s.cluster.partitions = 5;
+    let first = json(&s);
+    assert_eq!(first, json(&s), "same seed, same partitions: identical JSON");
+    let parts = s.run(&mut |_, _| {}).expect("run");
+    assert_eq!(parts[0].report.measured.requests, whole[0].report.measured.requests);
+    assert_eq!(parts[0].report.arrival_cv, whole[0].report.arrival_cv, "the whole stream's gaps");
+    assert_eq!(parts[0].report.utilisation.len(), 10);
+    assert_eq!(parts[0].report.policy_state["partitions"].as_array().map(Vec::len), Some(5));
+    s.cluster.partitions = 4;
+    let error = s.run(&mut |_, _| {}).expect_err("10 instances in 4 partitions").to_string();
+    assert!(
+        error.contains("cluster.runtimes[0]: 10 instances do not split into cluster.partitions = 4"),
+        "{error}"
+    );
+}

@@ -35,6 +35,13 @@ impl Latencies {
         self.max = self.max.max(latency);
     }
 
+    /// Takes in `other`'s latencies, as if each had been recorded here.
+    pub fn absorb(&mut self, other: &Latencies) {
+        self.histogram.add(&other.histogram).expect("the histograms grow to take any value");
+        self.sum += other.sum;
+        self.max = self.max.max(other.max);
+    }
+
     pub fn count(&self) -> usize {
         self.histogram.len() as usize
     }

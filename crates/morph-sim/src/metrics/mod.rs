@@ -4,14 +4,17 @@
 //! after it, and in the run's intervals from t = 0; nothing that happens is dropped from the
 //! report.
 
+mod gaps;
 mod latencies;
+mod merge;
 mod timeline;
 mod window;
 
 use std::collections::BTreeMap;
 
+pub use gaps::ArrivalGaps;
 pub use latencies::{Latencies, QUANTILE_ERROR};
-use morph_core::{Gauge, Nanos, Outcome, Policy, Time, TokenPlan};
+use morph_core::{Gauge, Nanos, Outcome, Time, TokenPlan};
 use serde::Serialize;
 pub use timeline::Interval;
 use timeline::Timeline;
@@ -67,8 +70,7 @@ pub(crate) struct Recorder {
     utility: Option<UtilityAccount>,
     /// The last arrival or answer.
     last: Time,
-    /// The inter-arrival gaps: the previous arrival, their count, sum and sum of squares (ms).
-    gaps: (Option<Time>, u64, f64, f64),
+    gaps: ArrivalGaps,
 }
 
 impl Recorder {
@@ -100,7 +102,7 @@ impl Recorder {
             evictions: 0,
             utility,
             last: Time::ZERO,
-            gaps: (None, 0, 0.0, 0.0),
+            gaps: ArrivalGaps::default(),
         }
     }
 
@@ -110,13 +112,7 @@ impl Recorder {
 
     pub(crate) fn arrived(&mut self, at: Time) {
         self.last = self.last.max(at);
-        if let Some(before) = self.gaps.0 {
-            let gap = (at - before) as f64 / 1e6;
-            self.gaps.1 += 1;
-            self.gaps.2 += gap;
-            self.gaps.3 += gap * gap;
-        }
-        self.gaps.0 = Some(at);
+        self.gaps.arrived(at);
         self.window(at).arrived();
         self.timeline.arrived(at);
     }
@@ -189,13 +185,11 @@ impl Recorder {
         }
     }
 
-    /// When the run's last request arrived or was answered: its end.
-    pub(crate) fn last_activity(&self) -> Time {
-        self.last
-    }
-
-    /// The report of a run that ended at `end`.
-    pub(crate) fn report(self, policy: &dyn Policy, end: Time) -> Report {
+    /// The run's report, its policy named `policy` and its account of itself `policy_state`.
+    /// The run spans its requests, from t = 0 to the last arrival or answer: ticks after the
+    /// last answer change nothing.
+    pub(crate) fn report(self, policy: String, policy_state: serde_json::Value) -> Report {
+        let end = self.last;
         let warmup = self.warmup;
         let span_s = (end.0 as f64 / 1e9).max(f64::MIN_POSITIVE);
         let (mut instance_seconds, mut core_seconds) = (0.0, 0.0);
@@ -208,16 +202,10 @@ impl Recorder {
         let instances_over_time = self.slots.iter().map(|(t, n, _)| (t.as_millis_f64() / 1e3, *n)).collect();
         let utilisation: Vec<f64> = self.busy.iter().map(|b| *b as f64 / 1e9 / span_s).collect();
         let measured_s = end.0.saturating_sub(warmup.0) as f64 / 1e9;
-        let (_, n, sum, squares) = self.gaps;
-        let arrival_cv = if n < 2 {
-            f64::NAN
-        } else {
-            let mean = sum / n as f64;
-            (squares / n as f64 - mean * mean).max(0.0).sqrt() / mean
-        };
+        let arrival_cv = self.gaps.cv();
         Report {
-            policy: policy.name().to_string(),
-            policy_state: policy.describe(),
+            policy,
+            policy_state,
             measured: self.measured.report(measured_s),
             warmup: (warmup > Time::ZERO).then(|| self.warming.report(warmup.0.min(end.0) as f64 / 1e9)),
             latency_cdf: self.measured.latencies().cdf(CDF_POINTS),

@@ -18,7 +18,8 @@ pub struct Interval {
     pub cancelled: usize,
     pub mean_latency_ms: f64,
     pub max_latency_ms: f64,
-    /// The most requests waiting at any moment of it.
+    /// The most requests waiting at any moment of it (of a partitioned run, the sum of each
+    /// partition's most: a bound from above).
     pub max_queue: usize,
 }
 
@@ -67,6 +68,22 @@ impl Timeline {
     pub(crate) fn queue(&mut self, now: Time, len: usize) {
         let interval = self.at(now);
         interval.max_queue = interval.max_queue.max(len);
+    }
+
+    /// Takes in another partition's timeline of the same width, interval by interval.
+    pub(crate) fn absorb(&mut self, other: Timeline) {
+        debug_assert_eq!(self.width, other.width);
+        for (k, (theirs, sum)) in other.intervals.into_iter().zip(other.sums).enumerate() {
+            let ours = self.at(Time(k as u64 * self.width));
+            ours.arrived += theirs.arrived;
+            ours.completed += theirs.completed;
+            ours.late += theirs.late;
+            ours.lost += theirs.lost;
+            ours.cancelled += theirs.cancelled;
+            ours.max_latency_ms = ours.max_latency_ms.max(theirs.max_latency_ms);
+            ours.max_queue += theirs.max_queue;
+            self.sums[k] += sum;
+        }
     }
 
     pub(crate) fn finish(mut self) -> Vec<Interval> {

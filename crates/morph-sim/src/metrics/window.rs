@@ -39,6 +39,18 @@ impl Window {
         }
     }
 
+    /// Takes in another window's requests (another partition's, of the same span).
+    pub(crate) fn absorb(&mut self, other: Window) {
+        self.requests += other.requests;
+        self.latencies.absorb(&other.latencies);
+        self.late += other.late;
+        self.dropped += other.dropped;
+        for (kind, n) in other.dropped_by {
+            *self.dropped_by.entry(kind).or_default() += n;
+        }
+        self.cancelled += other.cancelled;
+    }
+
     pub(crate) fn latencies(&self) -> &Latencies {
         &self.latencies
     }

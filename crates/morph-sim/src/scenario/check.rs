@@ -3,6 +3,7 @@
 //! would otherwise loop, measure nothing or be quietly coerced).
 
 use super::spec::{Cluster, Scenario, ScenarioError};
+use crate::partitions::MAX_PARTITIONS;
 use crate::workload::{Arrivals, Lengths};
 
 fn bad(key: &str, why: String) -> Result<(), ScenarioError> {
@@ -92,9 +93,28 @@ fn pipeline(c: &Cluster) -> Result<(), ScenarioError> {
         if hosts.count == 0 || hosts.slots == 0 {
             return bad("cluster.hosts", "needs at least one host with one slot".into());
         }
+        if usize::from(hosts.count) % c.partitions != 0 {
+            let why = format!(
+                "{} hosts do not split into cluster.partitions = {} equal shares",
+                hosts.count, c.partitions
+            );
+            return bad("cluster.hosts.count", why);
+        }
         if let Some(mb) = hosts.cache_mb {
             positive("cluster.hosts.cache_mb", mb)?;
         }
+    }
+    Ok(())
+}
+
+fn partitions(s: &Scenario) -> Result<(), ScenarioError> {
+    let n = s.cluster.partitions;
+    if !(1..=MAX_PARTITIONS).contains(&n) {
+        return bad("cluster.partitions", format!("must be 1 to {MAX_PARTITIONS} (a thread each), got {n}"));
+    }
+    if n > 1 && s.workload.service.is_some() {
+        let why = "a service mix's utility account (OTAS) is kept for one server only: give 1".into();
+        return bad("cluster.partitions", why);
     }
     Ok(())
 }
@@ -134,6 +154,7 @@ pub(crate) fn check(s: &Scenario) -> Result<(), ScenarioError> {
     if let Some(patience) = s.workload.patience_s {
         positive("workload.patience_s", patience)?;
     }
+    partitions(s)?;
     if s.cluster.instances == Some(0) {
         return bad("cluster.instances", "must be at least 1".into());
     }
@@ -238,6 +259,16 @@ mod tests {
                 "profile = \"p.json\"",
                 "profile = \"p.json\"\nservers = { count = 0, slots = 4 }",
                 "cluster.hosts",
+            ),
+            (
+                "profile = \"p.json\"",
+                "profile = \"p.json\"\npartitions = 0",
+                "cluster.partitions: must be 1 to",
+            ),
+            (
+                "profile = \"p.json\"",
+                "profile = \"p.json\"\npartitions = 2\nhosts = { count = 3, slots = 4 }",
+                "cluster.hosts.count: 3 hosts do not split into cluster.partitions = 2",
             ),
         ] {
             let got = error(from, to).unwrap_or_else(|| panic!("{to} was accepted"));

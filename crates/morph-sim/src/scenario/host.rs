@@ -223,6 +223,11 @@ fn hosted<'a>(
     seed: u64,
 ) -> Result<HostedModel<'a>, ScenarioError> {
     let (name, spec) = (&model.name, &scenario.policies[0]);
+    if scenario.cluster.partitions != 1 {
+        return Err(invalid(format!(
+            "models '{name}': cluster.partitions: a shared host runs each model as one server"
+        )));
+    }
     let params = serde_json::Value::Object(spec.params.clone());
     let context = Context { deadline: model.deadline_ms.map(ms_to_nanos), ..setup.context.clone() };
     let policy = morph_policy::registry::build(&spec.name, &params, &context)?;

@@ -29,6 +29,8 @@
 //! dynamic_penalty = 1.0
 //! instances = 10                                  # device slots, for policies that lay out their own
 //! runtimes = [{ runtime = "dynamic:512x8", instances = 10 }]   # for the others
+//! partitions = 1                                  # separate servers behind a round-robin balancer,
+//!                                                 # each a policy over its share (a thread each)
 //! startup_ms = 1000                               # a launched instance's load time (cold)
 //! warm_startup_ms = 1000                          # … when its parameters are cached on its host
 //! # or, for a pipelined model (QUART), stage times instead of a profile, and hosts:
@@ -76,9 +78,10 @@ use morph_core::{
 use morph_policy::registry::Context;
 
 use crate::cost::{ContextCost, CostModel, LinearGeneration, PipelineCost, Prefill, ProfileCost, Startup};
-use crate::driver::{SimOptions, simulate};
+use crate::driver::SimOptions;
 use crate::metrics::Report;
-use crate::workload::{Arrivals, Lengths, Predictor, RequestStream, Workload, corpus, drawn_ahead};
+use crate::partitions::{Partition, simulate_partitioned};
+use crate::workload::{Arrivals, Lengths, Predictor, RequestStream, Workload, corpus};
 
 impl Scenario {
     /// Loads a scenario. `tokenize` gives a text's length in tokens; it is called only when the
@@ -147,22 +150,36 @@ impl Scenario {
         Ok(())
     }
 
-    /// The configured units, one per instance (decoders when the workload generates, else
-    /// encoders), and the number of slots. With no runtimes listed, the list is empty and only
-    /// policies with their own layout can run.
+    /// The configured units of one partition (of `cluster.partitions`; the whole cluster by
+    /// default), one per instance (decoders when the workload generates, else encoders), and its
+    /// number of slots. With no runtimes listed, the list is empty and only policies with their
+    /// own layout can run.
     fn units(&self, instances_override: Option<usize>) -> Result<(Vec<UnitSpec>, usize), ScenarioError> {
+        let n = self.cluster.partitions;
+        let share = |key: &str, count: usize| match count % n {
+            0 => Ok(count / n),
+            _ => Err(ScenarioError::Invalid(format!(
+                "{key}: {count} instances do not split into cluster.partitions = {n} equal shares"
+            ))),
+        };
         let mut cluster = Vec::new();
-        for group in &self.cluster.runtimes {
+        for (i, group) in self.cluster.runtimes.iter().enumerate() {
             let runtime: RuntimeSpec =
                 group.runtime.parse().map_err(|e| ScenarioError::Invalid(format!("{e}")))?;
             let unit = match self.workload.outputs {
                 Some(_) => UnitSpec::generation(runtime),
                 None => UnitSpec::batch(runtime),
             };
-            cluster.extend(std::iter::repeat_n(unit, instances_override.unwrap_or(group.instances)));
+            let count =
+                share(&format!("cluster.runtimes[{i}]"), instances_override.unwrap_or(group.instances))?;
+            cluster.extend(std::iter::repeat_n(unit, count));
         }
         let hosts = self.cluster.hosts.as_ref().map(|s| usize::from(s.count) * usize::from(s.slots));
-        let slots = instances_override.or(self.cluster.instances).or(hosts).unwrap_or(cluster.len());
+        let slots = instances_override.or(self.cluster.instances).or(hosts);
+        let slots = match slots {
+            Some(slots) => share("cluster.instances", slots)?,
+            None => cluster.len(),
+        };
         if slots == 0 {
             return Err(ScenarioError::Invalid("the cluster has no instances".into()));
         }
@@ -179,8 +196,9 @@ impl Scenario {
             slo: self.slo_ms.map(ms_to_nanos),
             warmup: ms_to_nanos(self.warmup_s * 1e3),
             startup: Startup { cold, warm },
+            // A partition's share of the hosts (checked to split evenly).
             hosts: hosts.map_or(defaults.hosts, |s| {
-                let slots = HostSlots::new(s.count, s.slots);
+                let slots = HostSlots::new(s.count / self.cluster.partitions as u16, s.slots);
                 match s.cores {
                     Some(cores) => slots.with_cores(cores),
                     None => slots,
@@ -341,19 +359,22 @@ impl Scenario {
                 for spec in &self.policies {
                     let params = serde_json::Value::Object(spec.params.clone());
                     let run = |params: &serde_json::Value| -> Result<Report, ScenarioError> {
-                        let policy = morph_policy::registry::build(&spec.name, params, &ctx)?;
-                        let layout = policy.layout(slots).unwrap_or_else(|| cluster.clone());
-                        if layout.is_empty() {
-                            let msg = format!("policy '{}' needs cluster.runtimes", spec.name);
-                            return Err(ScenarioError::Invalid(msg));
-                        }
+                        let partitions = (0..self.cluster.partitions)
+                            .map(|_| {
+                                let policy = morph_policy::registry::build(&spec.name, params, &ctx)?;
+                                let layout = policy.layout(slots).unwrap_or_else(|| cluster.clone());
+                                if layout.is_empty() {
+                                    let msg = format!("policy '{}' needs cluster.runtimes", spec.name);
+                                    return Err(ScenarioError::Invalid(msg));
+                                }
+                                Ok(Partition { policy, cluster: layout, options: options.clone() })
+                            })
+                            .collect::<Result<Vec<Partition>, ScenarioError>>()?;
                         let told = self
                             .stream(point, seed)?
                             .enumerate()
                             .map(|(i, r)| spec.predictor.tell_one(i as u64, r, self.max_tokens));
-                        Ok(std::thread::scope(|s| {
-                            simulate(policy, &layout, cost.as_ref(), drawn_ahead(s, told), &options)
-                        }))
+                        Ok(simulate_partitioned(partitions, cost.as_ref(), told))
                     };
                     let mut report = match &spec.equal_cost_to {
                         None => run(&params)?,

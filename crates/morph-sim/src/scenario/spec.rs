@@ -58,6 +58,11 @@ pub struct Cluster {
     /// `servers`, its earlier name, is read too.
     #[serde(alias = "servers")]
     pub hosts: Option<HostSpec>,
+    /// The cluster as this many separate servers behind a round-robin balancer: its instances
+    /// (and hosts) split into equal partitions, each with a policy of its own, the stream dealt
+    /// to them in turn ([`crate::partitions`]). Default 1: one policy over every instance.
+    #[serde(default = "one_partition")]
+    pub partitions: usize,
 }
 
 /// `[cluster.pipeline]`: stage times of one request at one thread, how much of them more
@@ -106,6 +111,10 @@ impl PipelineSpec {
 
 fn one() -> f64 {
     1.0
+}
+
+fn one_partition() -> usize {
+    1
 }
 
 fn thousand() -> f64 {

@@ -9,7 +9,7 @@ mod predictor;
 mod service;
 mod trace;
 
-pub use ahead::drawn_ahead;
+pub use ahead::{Dealt, dealt_ahead, drawn_ahead};
 pub use arrivals::{ArrivalTimes, Arrivals};
 pub use lengths::{LengthSampler, Lengths};
 use morph_core::{Nanos, ServiceClass, Time, time::ms_to_nanos};
