@@ -6,6 +6,8 @@
 
 pub mod placement;
 mod pool;
+#[cfg(test)]
+mod pool_tests;
 pub mod share;
 pub mod stats;
 

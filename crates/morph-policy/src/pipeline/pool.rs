@@ -71,6 +71,15 @@ impl Stage {
     }
 }
 
+/// What a stage's launches are for ([`PipelinePolicy::grow`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Growth {
+    /// Replicas up to its target.
+    ToTarget,
+    /// One replica at the target's threads to replace one at another count.
+    Rethread,
+}
+
 /// A pipeline policy: the shared executor driven by a [`Sizer`].
 #[derive(Debug)]
 pub struct PipelinePolicy<S> {
@@ -182,12 +191,12 @@ impl<S: Sizer> PipelinePolicy<S> {
         self.waiting.insert(request, stage);
     }
 
-    /// Launches replicas (at the target's threads) of `stage` up to its target, counting those
-    /// at other thread counts, while slots are free; a stage whose target changed its threads
-    /// is re-threaded one replica at a time (a replica at the new count is launched while none
-    /// is starting, and the stale ones retire first), so a thread change never takes capacity
-    /// away in a burst.
-    fn grow(&mut self, stage: u16, actions: &mut Vec<Action>) {
+    /// Launches replicas (at the target's threads) of `stage` while slots are free: up to its
+    /// target, counting those at other thread counts, for [`Growth::ToTarget`]; one more for
+    /// [`Growth::Rethread`] when its target changed its threads (a replica at the new count is
+    /// launched while none is starting, and the stale ones retire first), so a thread change
+    /// never takes capacity away in a burst.
+    fn grow(&mut self, stage: u16, growth: Growth, actions: &mut Vec<Action>) {
         let i = usize::from(stage);
         let s = &self.stages[i];
         let target = s.target;
@@ -195,8 +204,11 @@ impl<S: Sizer> PipelinePolicy<S> {
         let held = up + starting;
         let (fresh_up, fresh_starting) = s.fresh();
         let stale = held - fresh_up - fresh_starting;
-        let rolling = u32::from(stale > 0 && fresh_starting == 0 && held <= target.replicas);
-        for _ in 0..(target.replicas.saturating_sub(held) + rolling) {
+        let launches = match growth {
+            Growth::ToTarget => target.replicas.saturating_sub(held),
+            Growth::Rethread => u32::from(stale > 0 && fresh_starting == 0 && held <= target.replicas),
+        };
+        for _ in 0..launches {
             let placed = self.cluster.place(
                 self.config.placement,
                 stage,
@@ -255,11 +267,14 @@ impl<S: Sizer> PipelinePolicy<S> {
         for stage in 0..self.stages.len() as u16 {
             self.shrink(stage, pressed, actions);
         }
-        // The stages furthest below their targets take the free slots first.
+        // The stages furthest below their targets take the free slots first; a re-threading
+        // replica only takes a slot no stage below its target asks for.
         let mut order: Vec<u16> = (0..self.stages.len() as u16).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(self.stages[usize::from(i)].short()));
-        for stage in order {
-            self.grow(stage, actions);
+        for growth in [Growth::ToTarget, Growth::Rethread] {
+            for &stage in &order {
+                self.grow(stage, growth, actions);
+            }
         }
     }
 
