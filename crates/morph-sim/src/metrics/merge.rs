@@ -22,8 +22,8 @@ impl Recorder {
             whole.warming.absorb(part.warming);
             whole.measured.absorb(part.measured);
             whole.timeline.absorb(part.timeline);
-            if let (Some(all), Some(answers)) = (whole.answers.take(), part.answers) {
-                whole.answers = Some(spread(all, answers, k, n));
+            if let Some(answers) = part.answers {
+                whole.answers = Some(spread(whole.answers.take().unwrap_or_default(), answers, k, n));
             }
             whole.busy.extend(part.busy);
             slots.push(part.slots);
