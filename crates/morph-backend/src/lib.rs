@@ -1,11 +1,18 @@
-//! What computes a deployment's batches, chosen once ([`EngineKind`], the `--engine` flag) and
-//! loaded once ([`Backend`]): the weights stay in host memory, and every instance the server,
-//! `morph profile` or `morph train` starts is built from them ([`Backend::engine`]), so a new
-//! runtime starts without reading them from disk again.
+//! What computes a deployment's batches, chosen once ([`EngineKind`]: `--engine` by name from
+//! [`ENGINES`], or a decoder for `--task generate`) and loaded once ([`Backend`]): the weights
+//! stay in host memory, and every instance the server, `morph profile` or `morph train` starts is
+//! built from them ([`Backend::engine`]), so a new runtime starts without reading them from disk
+//! again.
+//!
+//! Adding an engine: a file in `engines/` implementing [`EngineConfig`] and [`LoadedModel`],
+//! and its line in [`ENGINES`].
 
 mod backend;
-mod kind;
+mod engine;
+pub mod engines;
+mod registry;
 pub mod tuning;
 
-pub use backend::{Backend, DecoderSteps};
-pub use kind::{EngineCan, EngineKind, NO_STAGES_OF_ONNX_FILE, NO_STAGES_ON_CANDLE};
+pub use backend::Backend;
+pub use engine::{DecoderSteps, EngineCan, EngineConfig, EngineKind, LoadedModel, ModelInput};
+pub use registry::{ENGINES, EngineEntry, EngineFlags};

@@ -3,16 +3,16 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use morph_backend::EngineKind;
-use morph_core::TokenPlan;
-use morph_deploy::{EngineChoice, EngineSpec};
-use morph_encoder::onnx::Dtype;
+use clap::builder::{PossibleValue, PossibleValuesParser};
+use morph_backend::{ENGINES, EngineEntry, EngineKind};
+use morph_core::{Dtype, TokenPlan};
+use morph_deploy::EngineSpec;
 
 #[derive(Debug, Clone, Args)]
 pub(crate) struct EngineArgs {
     /// What computes the batches.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub(crate) engine: EngineChoice,
+    #[arg(long, default_value = "auto", value_parser = engine_names())]
+    pub(crate) engine: String,
     /// The ONNX Runtime shared library (libonnxruntime.so, version 1.31). Default:
     /// $ORT_DYLIB_PATH, else the copy in MORPH_HOME, fetched from the PyPI onnxruntime wheel
     /// on first use.
@@ -48,23 +48,28 @@ pub(crate) struct EngineArgs {
 }
 
 impl EngineArgs {
-    pub(crate) fn spec(&self) -> EngineSpec {
-        EngineSpec {
-            engine: self.engine,
+    pub(crate) fn spec(&self) -> anyhow::Result<EngineSpec> {
+        Ok(EngineSpec {
+            engine: EngineEntry::find(&self.engine)?,
             ort_library: self.ort_library.clone(),
             onnx: self.onnx.clone(),
             plans: self.plans.clone(),
             dtype: self.dtype,
-        }
+        })
     }
 
     /// See [`EngineSpec::real`].
     pub(crate) fn real(&self) -> anyhow::Result<EngineKind> {
-        self.spec().real()
+        self.spec()?.real()
     }
 
-    /// See [`EngineSpec::serving`].
+    /// See [`EngineSpec::serving`] (no emulated instances: `morph serve` resolves those).
     pub(crate) fn serving(&self) -> anyhow::Result<EngineKind> {
-        self.spec().serving()
+        self.spec()?.serving(None, 0)
     }
+}
+
+/// Every engine's name, with its line of help.
+fn engine_names() -> PossibleValuesParser {
+    PossibleValuesParser::new(ENGINES.iter().map(|e| PossibleValue::new(e.name).help(e.summary)))
 }

@@ -102,8 +102,8 @@ fn main() -> anyhow::Result<()> {
         Command::Fetch(args) => {
             let files = args.model.fetch()?;
             println!("{}", files.dir.display());
-            if let morph_backend::EngineKind::Ort { library, .. } = args.engine.real()? {
-                println!("{}", library.display());
+            if let Some(ort) = args.engine.real()?.settings::<morph_backend::engines::OrtEngine>() {
+                println!("{}", ort.library.display());
             }
             Ok(())
         }

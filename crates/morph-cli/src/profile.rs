@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use morph_backend::Backend;
 use morph_core::{PaddedShape, RuntimeSpec, ShapeKind, TokenPlan, UnitSpec};
 use morph_encoder::model_pooling;
 use morph_train::profile::{MeasurePlan, measure_profile};
@@ -67,7 +66,7 @@ pub(crate) fn run(args: ProfileArgs) -> anyhow::Result<()> {
     let mut engine = args.engine.clone();
     engine.plans.push(args.plan);
     let kind = engine.serving()?;
-    let backend = Backend::load(&files, model_pooling(&files.dir)?, &kind)?;
+    let backend = kind.load(Some((&files, model_pooling(&files.dir)?)))?;
     let stage = args.stage.as_deref().map(parse_stage).transpose()?;
     // The unit measured at each shape: the whole model, or stage K of N.
     let unit = |spec: RuntimeSpec| -> anyhow::Result<UnitSpec> {

@@ -258,7 +258,7 @@ impl ServeArgs {
         Ok(ServeSpec {
             task: self.task,
             model: self.model.choice(),
-            engine: self.engine.spec(),
+            engine: self.engine.spec()?,
             runtimes: self.runtimes,
             instances: self.instances,
             threads: self.threads,

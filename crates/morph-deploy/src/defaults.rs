@@ -177,7 +177,7 @@ struct ProfileKey {
     model_sha256: String,
     engine: String,
     device: String,
-    /// [`EngineKind::graph_fingerprint`] of this build.
+    /// [`morph_backend::EngineConfig::graph_fingerprint`] of this build.
     graph: Option<&'static str>,
 }
 
@@ -234,7 +234,7 @@ fn layout_profile(
         None => {
             steps.step("loading the model to profile it on this host");
             let pooling = model_pooling(&files.dir)?;
-            let backend = Arc::new(Backend::load(files, pooling, engine)?);
+            let backend = Arc::new(engine.load(Some((files, pooling)))?);
             loaded.insert(Preloaded { pooling, backend })
         }
     };

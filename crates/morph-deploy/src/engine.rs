@@ -1,38 +1,16 @@
-//! Which engine computes the batches, and the rules of what each one takes (token plans, a
-//! dtype, an ONNX file), each refusal written here once.
+//! The engine asked for (`--engine NAME`, one of `morph_backend::ENGINES`) and the flags of
+//! what it runs, each refusal of a flag the engine does not read written here once.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
-use morph_backend::EngineKind;
-use morph_core::TokenPlan;
-use morph_encoder::onnx::Dtype;
-use morph_fetch::{Pip, morph_home, onnxruntime_library};
-
-/// The engine asked for (`--engine`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum EngineChoice {
-    /// ONNX Runtime when its library is given or can be fetched, else candle (with a warning).
-    Auto,
-    /// ONNX Runtime 1.31 running the graph Morph writes for each runtime shape.
-    Ort,
-    /// The candle encoder on the CPU.
-    Candle,
-    /// Sleep for the latency a profile gives (serve only; needs --profile); vectors are
-    /// placeholders.
-    Emulated,
-}
-
-impl EngineChoice {
-    /// Whether it runs ONNX Runtime graphs, the only ones token plans and dtypes apply to.
-    fn runs_graphs(self) -> bool {
-        matches!(self, EngineChoice::Auto | EngineChoice::Ort)
-    }
-}
+use morph_backend::{EngineEntry, EngineFlags, EngineKind};
+use morph_core::{Dtype, LatencyProfile, TokenPlan};
 
 /// The engine and what it runs (`--engine`, `--ort-library`, `--onnx`, `--plans`, `--dtype`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct EngineSpec {
-    pub engine: EngineChoice,
+    pub engine: &'static EngineEntry,
     /// libonnxruntime.so; `None`: `$ORT_DYLIB_PATH`, else fetched into `MORPH_HOME`.
     pub ort_library: Option<PathBuf>,
     /// An ONNX file served in place of the graph Morph writes.
@@ -47,20 +25,25 @@ impl EngineSpec {
     /// The engine for a real model (`emulated` is the caller's case), fp32 unless the dtype is
     /// given: what `morph train` fits heads on.
     pub fn real(&self) -> anyhow::Result<EngineKind> {
-        self.kind(Dtype::Fp32)
+        self.kind(Dtype::Fp32, None, 0)
     }
 
     /// The engine `morph serve` and `morph profile` run: as [`Self::real`], but int8 graphs by
     /// default where they run: Morph's own graphs on ONNX Runtime (in threads and in worker
-    /// processes alike: the worker's command line carries the dtype).
-    pub fn serving(&self) -> anyhow::Result<EngineKind> {
-        let int8_runs = self.onnx.is_none() && self.engine.runs_graphs();
-        self.kind(if int8_runs { Dtype::Int8 } else { Dtype::Fp32 })
+    /// processes alike: the worker's command line carries the dtype); emulated instances
+    /// sleep for `profile`'s latency and answer vectors of `emulated_dim`.
+    pub fn serving(
+        &self,
+        profile: Option<Arc<LatencyProfile>>,
+        emulated_dim: usize,
+    ) -> anyhow::Result<EngineKind> {
+        let int8_runs = self.onnx.is_none() && self.engine.runs_graphs;
+        self.kind(if int8_runs { Dtype::Int8 } else { Dtype::Fp32 }, profile, emulated_dim)
     }
 
     /// Refuses what the engine does not take.
     pub fn check(&self) -> anyhow::Result<()> {
-        if self.engine.runs_graphs() {
+        if self.engine.runs_graphs {
             return Ok(());
         }
         if self.onnx.is_some() {
@@ -77,25 +60,23 @@ impl EngineSpec {
         }
     }
 
-    /// The engine with the dtype given, or `default` where it is not.
-    fn kind(&self, default: Dtype) -> anyhow::Result<EngineKind> {
+    /// The engine with the dtype given, or `default_dtype` where it is not.
+    fn kind(
+        &self,
+        default_dtype: Dtype,
+        profile: Option<Arc<LatencyProfile>>,
+        emulated_dim: usize,
+    ) -> anyhow::Result<EngineKind> {
         self.check()?;
-        let library = || onnxruntime_library(self.ort_library.as_deref(), &morph_home(), &Pip::from_env());
-        let (onnx, plans, dtype) = (self.onnx.clone(), self.plans.clone(), self.dtype.unwrap_or(default));
-        match self.engine {
-            EngineChoice::Ort => Ok(EngineKind::Ort { library: library()?, onnx, plans, dtype }),
-            EngineChoice::Candle => Ok(EngineKind::Candle),
-            EngineChoice::Auto => match library() {
-                Ok(library) => Ok(EngineKind::Ort { library, onnx, plans, dtype }),
-                // Asked for by name (a file or a dtype): no quiet fall-back to candle's fp32.
-                Err(e) if onnx.is_some() || self.dtype.is_some_and(|d| d != Dtype::Fp32) => Err(e.into()),
-                Err(e) => {
-                    tracing::warn!("ONNX Runtime unavailable ({e}); using the candle engine");
-                    Ok(EngineKind::Candle)
-                }
-            },
-            EngineChoice::Emulated => anyhow::bail!("--engine emulated is for `morph serve` with --profile"),
-        }
+        self.engine.build(&EngineFlags {
+            ort_library: self.ort_library.clone(),
+            onnx: self.onnx.clone(),
+            plans: self.plans.clone(),
+            dtype: self.dtype,
+            default_dtype,
+            profile,
+            emulated_dim,
+        })
     }
 }
 
@@ -106,23 +87,28 @@ pub fn onnx_off_ort() -> anyhow::Error {
 
 #[cfg(test)]
 mod tests {
+    use morph_backend::engines::CandleEngine;
+
     use super::*;
 
-    fn spec(engine: EngineChoice) -> EngineSpec {
+    fn spec(engine: &str) -> EngineSpec {
+        let engine = EngineEntry::find(engine).unwrap();
         EngineSpec { engine, ort_library: None, onnx: None, plans: Vec::new(), dtype: None }
     }
 
     #[test]
     fn what_only_onnx_runtime_runs_is_refused_elsewhere_by_its_flag() {
         let refusal = |s: EngineSpec| s.check().unwrap_err().to_string();
-        let onnx = EngineSpec { onnx: Some("m.onnx".into()), ..spec(EngineChoice::Candle) };
+        let onnx = EngineSpec { onnx: Some("m.onnx".into()), ..spec("candle") };
         assert!(refusal(onnx).starts_with("--onnx runs on ONNX Runtime"));
-        let plans = EngineSpec { plans: vec![TokenPlan::Plain], ..spec(EngineChoice::Emulated) };
+        let plans = EngineSpec { plans: vec![TokenPlan::Plain], ..spec("emulated") };
         assert!(refusal(plans).starts_with("--plans compiles ONNX Runtime graphs"));
-        let int8 = EngineSpec { dtype: Some(Dtype::Int8), ..spec(EngineChoice::Candle) };
+        let int8 = EngineSpec { dtype: Some(Dtype::Int8), ..spec("candle") };
         assert!(refusal(int8).starts_with("--dtype int8 quantises"));
-        assert!(EngineSpec { dtype: Some(Dtype::Fp32), ..spec(EngineChoice::Candle) }.check().is_ok());
-        assert!(spec(EngineChoice::Ort).check().is_ok());
-        assert!(matches!(spec(EngineChoice::Candle).real().unwrap(), EngineKind::Candle));
+        assert!(EngineSpec { dtype: Some(Dtype::Fp32), ..spec("candle") }.check().is_ok());
+        assert!(spec("ort").check().is_ok());
+        assert!(spec("candle").real().unwrap().settings::<CandleEngine>().is_some());
+        let emulated = spec("emulated").real().unwrap_err().to_string();
+        assert!(emulated.contains("--profile"), "{emulated}");
     }
 }

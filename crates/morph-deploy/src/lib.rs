@@ -16,7 +16,7 @@ mod prompt_cache;
 mod resolve;
 pub mod spec;
 
-pub use engine::{EngineChoice, EngineSpec};
+pub use engine::EngineSpec;
 pub use model::ModelChoice;
 pub use morph_server::Deployment;
 pub use predictor::PredictorChoice;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use morph_backend::EngineKind;
+use morph_backend::engines::{DecoderEngine, OrtEngine};
 use morph_core::{LatencyProfile, RuntimeSpec, TokenPlan, time::ms_to_nanos};
 use morph_decoder::DecoderKernels;
 use morph_policy::registry::{self, Family, PolicyKind};
@@ -13,7 +14,6 @@ use morph_server::prediction::PredictorConfig;
 use morph_server::{Deployment, StartupSteps};
 
 use crate::defaults::{ServeDefaults, Wanted, refits_kept_in, serve_defaults};
-use crate::engine::EngineChoice;
 use crate::prompt_cache::prompt_cache;
 use crate::spec::{MaxQueue, ServeSpec, Task};
 
@@ -37,13 +37,7 @@ impl ServeSpec {
             Some(path) => Some(Arc::new(LatencyProfile::load(path)?)),
             None => None,
         };
-        let engine = match (self.engine.engine, &profile) {
-            (EngineChoice::Emulated, Some(profile)) => {
-                EngineKind::Emulated { profile: profile.clone(), dim: self.emulated_dim }
-            }
-            (EngineChoice::Emulated, None) => anyhow::bail!("--engine emulated needs --profile FILE"),
-            _ => self.engine.serving()?,
-        };
+        let engine = self.engine.serving(profile.clone(), self.emulated_dim)?;
         let policy = self.policy.as_deref().unwrap_or(match self.whole_decoder() {
             true => "fcfs",
             false => "dynamic-batching",
@@ -134,14 +128,14 @@ impl ServeSpec {
             true => DecoderKernels::LlamaCpp,
             false => DecoderKernels::Candle,
         });
-        Ok(EngineKind::Decoder {
+        Ok(EngineKind::new(DecoderEngine {
             gguf: self.model.fetch_decoder()?,
             prefill_chunk: self.prefill_chunk,
             batch_threads: self.batch_threads,
             kernels,
             chat_template,
             prompt_cache: prompt_cache(self.prompt_cache_mib, self.prompt_cache_reuse, kernels)?,
-        })
+        }))
     }
 
     /// The layout `--instances` and `--threads` name, if they name one.
@@ -157,7 +151,7 @@ impl ServeSpec {
             && self.stages <= 1
             && policy.family == Family::Batching
             && self.workers.is_none()
-            && matches!(engine, EngineKind::Ort { .. })
+            && engine.settings::<OrtEngine>().is_some()
     }
 
     /// The policy's parameters, with the queue and batch limits (and the profile's length

@@ -9,7 +9,7 @@ use morph_encoder::Pooling;
 use morph_server::ConnectionLimits;
 use morph_worker::ProcessConfig;
 
-use crate::engine::{EngineChoice, EngineSpec};
+use crate::engine::EngineSpec;
 use crate::model::ModelChoice;
 use crate::predictor::PredictorChoice;
 
@@ -125,7 +125,7 @@ impl ServeSpec {
     /// before anything loads (`morph_backend::tuning`). `--engine auto` falling back to candle
     /// where ONNX Runtime cannot be had runs without them.
     pub fn runs_candle(&self) -> bool {
-        self.task == Task::Generate || self.engine.engine == EngineChoice::Candle
+        self.task == Task::Generate || self.engine.engine.runs_candle
     }
 
     /// Whether the whole decoder generates (no prefill stages).

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use morph_backend::{Backend, EngineKind};
+use morph_backend::ModelInput;
 use morph_core::{HostId, HostSlots, Policy, UnitSpec};
 use morph_encoder::tasks::served::TaskHeads;
 use morph_encoder::{Pooling, SequenceClassifier, TextTokenizer, given_or_model_pooling};
@@ -12,7 +12,7 @@ use morph_engine::{EngineError, at_once};
 use morph_policy::registry::{Context, PolicyKind};
 
 use crate::deployment::{BuildError, Deployment, processes_refusal};
-use crate::launcher::{Instance, Launcher, WorkerModel};
+use crate::launcher::{Instance, Launcher};
 use crate::stage_timing;
 
 /// A configuration error, one line.
@@ -33,60 +33,51 @@ pub(crate) struct Loaded {
 
 /// Loads the model and makes its launcher (with worker processes when configured).
 pub(crate) fn load(config: &Deployment) -> Result<Loaded, BuildError> {
-    match (&config.engine, &config.model) {
-        (EngineKind::Decoder { gguf, .. }, _) => {
-            let launcher = Launcher::new(Backend::from_gguf(&config.engine)?);
-            let launcher = match &config.workers {
-                None => launcher,
-                Some(workers) => launcher
-                    .with_processes(workers.clone(), WorkerModel::DecoderStages { gguf: gguf.clone() })?,
-            };
-            let name =
-                gguf.file_stem().map_or_else(|| "decoder".into(), |s| s.to_string_lossy().into_owned());
-            Ok(Loaded { launcher, tokenizer: None, name, pooling: None, classifier: None })
+    if config.engine.generates() {
+        let launcher = with_processes(Launcher::new(config.engine.load(None)?), config, None)?;
+        let name = config.engine.model_name().unwrap_or_else(|| "decoder".into());
+        return Ok(Loaded { launcher, tokenizer: None, name, pooling: None, classifier: None });
+    }
+    let Some(files) = &config.model else {
+        return Err(config_error("an encoder engine needs the model's files"));
+    };
+    let classifier = SequenceClassifier::load(files)?.map(Arc::new);
+    let pooling = match (&classifier, config.pooling) {
+        (None, given) => given_or_model_pooling(given, &files.dir)?,
+        (Some(_), None | Some(Pooling::Cls)) => Pooling::Cls,
+        (Some(_), Some(other)) => {
+            return Err(config_error(format!(
+                "--pooling {other}: a sequence-classification model's head reads its first \
+                 token (cls); leave --pooling out"
+            )));
         }
-        (engine, Some(files)) => {
-            let classifier = SequenceClassifier::load(files)?.map(Arc::new);
-            let pooling = match (&classifier, config.pooling) {
-                (None, given) => given_or_model_pooling(given, &files.dir)?,
-                (Some(_), None | Some(Pooling::Cls)) => Pooling::Cls,
-                (Some(_), Some(other)) => {
-                    return Err(config_error(format!(
-                        "--pooling {other}: a sequence-classification model's head reads its first \
-                         token (cls); leave --pooling out"
-                    )));
-                }
-            };
-            let tokenizer = Arc::new(TextTokenizer::load(&files.tokenizer)?);
-            // Deployment::check let only Morph's own graphs reach worker processes, which build
-            // them in the server's dtype.
-            let backend = match &config.preloaded {
-                Some(preloaded) if preloaded.pooling == pooling => preloaded.backend.clone(),
-                _ => Arc::new(Backend::load(files, pooling, engine)?),
-            };
-            let launcher = match (&config.workers, engine) {
-                (None, _) => Launcher::new(backend),
-                (Some(workers), EngineKind::Ort { library, plans, dtype, .. }) => {
-                    let model = WorkerModel::Encoder {
-                        dir: files.dir.clone(),
-                        library: library.clone(),
-                        pooling,
-                        plans: plans.clone(),
-                        dtype: *dtype,
-                    };
-                    Launcher::new(backend).with_processes(workers.clone(), model)?
-                }
-                (Some(_), other) => return Err(processes_refusal(other)),
-            };
-            Ok(Loaded {
-                launcher,
-                tokenizer: Some(tokenizer),
-                name: files.name.clone(),
-                pooling: Some(pooling),
-                classifier,
-            })
-        }
-        (_, None) => Err(config_error("an encoder engine needs the model's files")),
+    };
+    let tokenizer = Arc::new(TextTokenizer::load(&files.tokenizer)?);
+    let backend = match &config.preloaded {
+        Some(preloaded) if preloaded.pooling == pooling => preloaded.backend.clone(),
+        _ => Arc::new(config.engine.load(Some((files, pooling)))?),
+    };
+    Ok(Loaded {
+        launcher: with_processes(Launcher::new(backend), config, Some((files, pooling)))?,
+        tokenizer: Some(tokenizer),
+        name: files.name.clone(),
+        pooling: Some(pooling),
+        classifier,
+    })
+}
+
+/// The launcher running its instances as worker processes where the deployment asks for them
+/// (Deployment::check let only engines that run in them, and a worker builds Morph's graphs in
+/// the server's dtype).
+fn with_processes(
+    launcher: Launcher,
+    config: &Deployment,
+    model: ModelInput,
+) -> Result<Launcher, BuildError> {
+    let Some(workers) = &config.workers else { return Ok(launcher) };
+    match config.engine.processes_model(model) {
+        Some(model) => Ok(launcher.with_processes(workers.clone(), model)?),
+        None => Err(processes_refusal(&config.engine)),
     }
 }
 
@@ -197,6 +188,7 @@ pub(crate) fn initial_hosts(count: usize, hosts: Option<&HostSlots>) -> Vec<Opti
 #[cfg(test)]
 mod tests {
     use super::*;
+    use morph_backend::Backend;
 
     #[test]
     fn the_initial_layout_goes_round_the_hosts_within_their_slots() {

@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use morph_backend::{Backend, EngineKind};
-use morph_backend::{NO_STAGES_OF_ONNX_FILE, NO_STAGES_ON_CANDLE};
 use morph_core::RuntimeSpec;
 use morph_encoder::Pooling;
 use morph_engine::{CoreShare, EngineError};
@@ -13,7 +12,7 @@ use morph_fetch::ModelFiles;
 use morph_policy::registry::{self, Context, Family, PolicyKind};
 
 use crate::connections::ConnectionLimits;
-use crate::launcher::{ProcessConfig, WHAT_PROCESSES_RUN};
+use crate::launcher::ProcessConfig;
 use crate::prediction::PredictorConfig;
 
 /// A resolved deployment: the model, engine, layout, policy and limits one server runs.
@@ -90,23 +89,17 @@ fn refuse(message: impl Into<String>) -> Result<(), BuildError> {
 impl Deployment {
     /// Refuses what the policy, the engine, the stages and the workers cannot run together,
     /// naming the flag: every such rule of the server, checked against the engine's declared
-    /// abilities ([`EngineKind::can`]) and the policy's family and needs, before anything loads.
+    /// abilities ([`morph_backend::EngineConfig::can`]) and the policy's family and needs, before anything loads.
     pub fn check(&self, kind: &PolicyKind) -> Result<(), BuildError> {
         let can = self.engine.can();
         let staged = self.stages > 1;
         if self.instances == 0 {
             return refuse("at least one instance is needed");
         }
-        if staged && !can.stages {
-            return refuse(match &self.engine {
-                EngineKind::Decoder { .. } => {
-                    "a decoder's prefill stages run on candle (--decoder-kernels candle), not llama.cpp"
-                }
-                EngineKind::Ort { .. } => NO_STAGES_OF_ONNX_FILE,
-                _ => NO_STAGES_ON_CANDLE,
-            });
+        if staged && let Err(why) = can.stages {
+            return refuse(why);
         }
-        if matches!(self.engine, EngineKind::Decoder { .. }) && staged && kind.family == Family::Generation {
+        if self.engine.generates() && staged && kind.family == Family::Generation {
             return refuse(format!(
                 "policy '{}' runs whole decoders; a decoder's prefill stages are batched by dynamic-batching or a pipeline policy",
                 kind.name
@@ -129,7 +122,7 @@ impl Deployment {
         if self.workers.is_none() {
             return Ok(());
         }
-        if matches!(self.engine, EngineKind::Decoder { .. }) && !staged {
+        if self.engine.generates() && !staged {
             return refuse(
                 "worker processes run a decoder's prefill stages (--stages N); whole decoders generate in threads of the server",
             );
@@ -147,6 +140,9 @@ impl Deployment {
     }
 }
 
+/// What `morph worker` processes can run; the refusal of anything else.
+pub const WHAT_PROCESSES_RUN: &str = "worker processes run the ONNX graphs Morph writes (--engine ort, no --onnx) or a decoder's prefill stages";
+
 /// The refusal of worker processes for an engine they do not run.
 pub(crate) fn processes_refusal(engine: &EngineKind) -> BuildError {
     BuildError::Config(format!("{WHAT_PROCESSES_RUN}, not the {} engine", engine.label()))
@@ -154,10 +150,13 @@ pub(crate) fn processes_refusal(engine: &EngineKind) -> BuildError {
 
 #[cfg(test)]
 mod tests {
+    use morph_backend::engines::{
+        CandleEngine, DecoderEngine, EmulatedEngine, NO_STAGES_OF_ONNX_FILE, NO_STAGES_ON_CANDLE, OrtEngine,
+    };
+    use morph_core::Dtype;
     use morph_core::fixtures::flat_profile;
     use morph_decoder::{DecoderKernels, PromptCacheConfig};
     use morph_encoder::model_pooling;
-    use morph_encoder::onnx::Dtype;
 
     use super::*;
 
@@ -166,7 +165,7 @@ mod tests {
         Deployment {
             model: None,
             pooling: None,
-            engine: EngineKind::Emulated { profile: Arc::new(flat_profile(1.0, 1)), dim: 8 },
+            engine: EngineKind::new(EmulatedEngine { profile: Arc::new(flat_profile(1.0, 1)), dim: 8 }),
             runtimes: vec![RuntimeSpec::dynamic(512, 8)],
             instances: 1,
             stages: 1,
@@ -207,26 +206,30 @@ mod tests {
 
     #[test]
     fn what_cannot_run_together_is_refused_by_the_engines_abilities_and_the_policys_family() {
-        let ort = |onnx: Option<&str>, dtype| EngineKind::Ort {
-            library: "libonnxruntime.so".into(),
-            onnx: onnx.map(Into::into),
-            plans: Vec::new(),
-            dtype,
+        let ort = |onnx: Option<&str>, dtype| {
+            EngineKind::new(OrtEngine {
+                library: "libonnxruntime.so".into(),
+                onnx: onnx.map(Into::into),
+                plans: Vec::new(),
+                dtype,
+            })
         };
-        let decoder = |kernels| EngineKind::Decoder {
-            gguf: "m.gguf".into(),
-            prefill_chunk: 256,
-            batch_threads: None,
-            kernels,
-            chat_template: None,
-            prompt_cache: PromptCacheConfig::OFF,
+        let decoder = |kernels| {
+            EngineKind::new(DecoderEngine {
+                gguf: "m.gguf".into(),
+                prefill_chunk: 256,
+                batch_threads: None,
+                kernels,
+                chat_template: None,
+                prompt_cache: PromptCacheConfig::OFF,
+            })
         };
         assert_eq!(refusal(emulated(), "dynamic-batching"), "accepted");
         assert_eq!(
             refusal(Deployment { instances: 0, ..emulated() }, "dynamic-batching"),
             "at least one instance is needed"
         );
-        let candle_stages = Deployment { engine: EngineKind::Candle, stages: 2, ..emulated() };
+        let candle_stages = Deployment { engine: EngineKind::new(CandleEngine), stages: 2, ..emulated() };
         assert_eq!(refusal(candle_stages, "dynamic-batching"), NO_STAGES_ON_CANDLE);
         let file_stages = Deployment { engine: ort(Some("m.onnx"), Dtype::Fp32), stages: 2, ..emulated() };
         assert_eq!(refusal(file_stages, "dynamic-batching"), NO_STAGES_OF_ONNX_FILE);
@@ -259,9 +262,10 @@ mod tests {
         let files =
             morph_fetch::fetch_default(&morph_fetch::morph_home(), &morph_fetch::Pip::from_env()).unwrap();
         let pooling = model_pooling(&files.dir).unwrap();
-        let backend = Arc::new(Backend::load(&files, pooling, &EngineKind::Candle).unwrap());
+        let backend = Arc::new(EngineKind::new(CandleEngine).load(Some((&files, pooling))).unwrap());
         let preloaded = Some(Preloaded { pooling, backend: backend.clone() });
-        let config = Deployment { model: Some(files), engine: EngineKind::Candle, preloaded, ..emulated() };
+        let config =
+            Deployment { model: Some(files), engine: EngineKind::new(CandleEngine), preloaded, ..emulated() };
         let served = |config: &Deployment| crate::build::load(config).unwrap().launcher;
         assert!(std::ptr::eq(served(&config).backend(), &*backend), "loaded again");
         let other = if pooling == Pooling::Cls { Pooling::Mean } else { Pooling::Cls };

@@ -19,7 +19,7 @@ use morph_fetch::ModelFiles;
 use tokio::sync::oneshot;
 
 use crate::metrics::Metrics;
-use morph_backend::{Backend, EngineKind};
+use morph_backend::EngineKind;
 
 /// Prompts predicted in one encoder pass at most.
 const MAX_BATCH: usize = 32;
@@ -44,7 +44,7 @@ impl PredictorConfig {
         let (model, cache) = match self {
             PredictorConfig::None => return Ok(None),
             PredictorConfig::Model { encoder, engine, head } => {
-                let backend = Backend::load(encoder, model_pooling(&encoder.dir)?, engine)?;
+                let backend = engine.load(Some((encoder, model_pooling(&encoder.dir)?)))?;
                 let runtime = backend
                     .engine(UnitSpec::batch(RuntimeSpec::dynamic(PROMPT_TOKENS as u32, MAX_BATCH as u32)))?;
                 let tokenizer = TextTokenizer::load(&encoder.tokenizer)?;

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use common::{client, emulated, post, start};
 use morph_backend::EngineKind;
+use morph_backend::engines::EmulatedEngine;
 use morph_core::{LatencyProfile, Point, RuntimeSpec, time::ms_to_nanos};
 use morph_policy::registry::Context;
 use serde_json::json;
@@ -29,7 +30,7 @@ async fn arlo_reallocates_and_replaces_instances_while_serving() {
         )
         .unwrap(),
     );
-    config.engine = EngineKind::Emulated { profile: profile.clone(), dim: 8 };
+    config.engine = EngineKind::new(EmulatedEngine { profile: profile.clone(), dim: 8 });
     config.policy = "arlo".into();
     // Emulated instances have no dynamic-shape penalty, so fixed shapes would not pay here and
     // the robust form would keep DT's layout: this test is of the reallocation's mechanics.

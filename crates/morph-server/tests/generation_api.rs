@@ -6,6 +6,7 @@ mod common;
 
 use common::{client, decoder, decoder_on, post, start};
 use morph_backend::EngineKind;
+use morph_backend::engines::DecoderEngine;
 use morph_core::RuntimeSpec;
 use morph_decoder::DecoderKernels;
 use morph_server::Deployment;
@@ -23,9 +24,9 @@ fn content(body: &serde_json::Value) -> String {
 /// SmolLM2 in one place (one sequence at a time), with a prompt cache of `cache_bytes`.
 fn one_place(cache_bytes: usize) -> Deployment {
     let mut deployment = decoder("fcfs", json!({}));
-    if let EngineKind::Decoder { prompt_cache, .. } = &mut deployment.engine {
-        prompt_cache.bytes = cache_bytes;
-    }
+    let mut engine = deployment.engine.settings::<DecoderEngine>().expect("a decoder").clone();
+    engine.prompt_cache.bytes = cache_bytes;
+    deployment.engine = EngineKind::new(engine);
     deployment.runtimes = vec![RuntimeSpec::dynamic(2048, 1)];
     deployment
 }

@@ -6,6 +6,7 @@ mod common;
 
 use common::{ort, post, start};
 use morph_backend::EngineKind;
+use morph_backend::engines::OrtEngine;
 use morph_core::{RuntimeSpec, TokenPlan};
 use morph_encoder::pooling::cosine;
 use morph_server::Deployment;
@@ -49,8 +50,8 @@ async fn three_stages_served_live_give_the_unsplit_vectors_and_a_plan_is_served_
     assert!(metrics.contains("morph_instances{runtime=\"dynamic:128x4/stage2of3:L4-6\"} 1"), "{metrics}");
 
     let merged = |config: Deployment| {
-        let EngineKind::Ort { library, onnx, dtype, .. } = config.engine else { panic!("ort") };
-        let engine = EngineKind::Ort { library, onnx, plans: vec![TokenPlan::Merge(1)], dtype };
+        let ort = config.engine.settings::<OrtEngine>().expect("ort").clone();
+        let engine = EngineKind::new(OrtEngine { plans: vec![TokenPlan::Merge(1)], ..ort });
         let params = json!({"plan": -1, "max_batch_tokens": 16384, "max_queue": 64});
         Deployment { engine, policy_params: params, ..config }
     };

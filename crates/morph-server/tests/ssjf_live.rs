@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use common::{client, decoder, post, start};
 use morph_backend::EngineKind;
-use morph_encoder::onnx::Dtype;
+use morph_backend::engines::OrtEngine;
+use morph_core::Dtype;
 use morph_fetch::ModelSource;
 use morph_fetch::onnxruntime_library;
 use morph_fetch::{Pip, fetch, morph_home};
@@ -66,7 +67,7 @@ async fn the_builtin_predictor_feeds_the_scheduler_and_finished_lengths_are_cach
     let encoder = fetch(&ModelSource::Default, &morph_home()).expect("fetching the encoder");
     config.predictor = PredictorConfig::Model {
         encoder,
-        engine: EngineKind::Ort { library, onnx: None, plans: Vec::new(), dtype: Dtype::Fp32 },
+        engine: EngineKind::new(OrtEngine { library, onnx: None, plans: Vec::new(), dtype: Dtype::Fp32 }),
         head: None,
     };
     let server = start(config).await;

