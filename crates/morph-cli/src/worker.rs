@@ -90,7 +90,7 @@ fn register(
     let record = WorkerRecord {
         host: host.clone(),
         pid: boot.pid,
-        model: args.model.worker_model().ok()?.name(),
+        model: args.model.worker_model().ok()?.name,
         unit,
         address: args.cluster.advertise?,
         server: connect.to_string(),

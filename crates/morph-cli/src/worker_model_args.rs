@@ -4,8 +4,9 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use morph_encoder::onnx::Dtype;
-use morph_encoder::{Pooling, given_or_model_pooling};
+use morph_backend::engines::{DecoderEngine, OrtEngine};
+use morph_core::{Dtype, Pooling};
+use morph_encoder::given_or_model_pooling;
 use morph_fetch::{Pip, morph_home, onnxruntime_library};
 use morph_worker::host::WorkerModel;
 
@@ -35,7 +36,7 @@ impl WorkerModelArgs {
     /// The model the workers run.
     pub(crate) fn worker_model(&self) -> anyhow::Result<WorkerModel> {
         if let Some(gguf) = &self.gguf {
-            return Ok(WorkerModel::DecoderStages { gguf: gguf.clone() });
+            return Ok(DecoderEngine::stages_worker(gguf));
         }
         let dir = self.model.clone().context("--model or --gguf")?;
         let library = match &self.ort_library {
@@ -43,6 +44,6 @@ impl WorkerModelArgs {
             None => onnxruntime_library(None, &morph_home(), &Pip::from_env())?,
         };
         let pooling = given_or_model_pooling(self.pooling, &dir)?;
-        Ok(WorkerModel::Encoder { dir, library, pooling, plans: Vec::new(), dtype: self.dtype })
+        Ok(OrtEngine::worker(&dir, &library, pooling, &[], self.dtype))
     }
 }

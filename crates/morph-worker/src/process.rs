@@ -113,7 +113,7 @@ impl ProcessLauncher {
         let sockets = tempfile::Builder::new().prefix("morph-workers").tempdir().map_err(io)?;
         let remote = match &config.remote {
             Some(remote) => {
-                Some(RemoteHosts::join(remote, &model.name()).map_err(|e| replica_unstarted(e.to_string()))?)
+                Some(RemoteHosts::join(remote, &model.name).map_err(|e| replica_unstarted(e.to_string()))?)
             }
             None => None,
         };
@@ -193,10 +193,7 @@ impl ProcessLauncher {
     }
 
     fn plans(&self) -> &[TokenPlan] {
-        match self.spawner.model() {
-            WorkerModel::Encoder { plans, .. } => plans,
-            WorkerModel::DecoderStages { .. } => &[],
-        }
+        &self.spawner.model().plans
     }
 
     /// The hosts of the cluster, if replicas run on hosts found through etcd.

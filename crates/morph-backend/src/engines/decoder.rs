@@ -1,7 +1,7 @@
 //! A decoder LM from a GGUF file, for generation: each instance a continuous batch whose steps
 //! run on llama.cpp's or candle's kernels; its prefill stages (candle) as encoder units.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use morph_core::{UnitKind, UnitSpec};
 use morph_decoder::{DecoderKernels, DecoderStage, LoadedDecoder, PromptCacheConfig, load_decoder};
@@ -60,7 +60,23 @@ impl EngineConfig for DecoderEngine {
     }
 
     fn worker_model(&self, _model: ModelInput) -> Option<WorkerModel> {
-        Some(WorkerModel::DecoderStages { gguf: self.gguf.clone() })
+        Some(Self::stages_worker(&self.gguf))
+    }
+}
+
+impl DecoderEngine {
+    /// What a `morph worker` process loads to run prefill stages of the decoder in `gguf` (on
+    /// candle's kernels, which size their thread pool from rayon's variable).
+    pub fn stages_worker(gguf: &Path) -> WorkerModel {
+        let args = vec!["--gguf".into(), gguf.into()];
+        let name = WorkerModel::name_of(gguf);
+        WorkerModel {
+            name,
+            args,
+            plans: Vec::new(),
+            variant: String::new(),
+            threads_env: Some("RAYON_NUM_THREADS"),
+        }
     }
 }
 

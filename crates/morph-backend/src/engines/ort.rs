@@ -1,9 +1,9 @@
 //! ONNX Runtime: sessions of the graph Morph writes for each instance's unit (a runtime shape, a
 //! layer range), or of a user's ONNX file with its free dimensions pinned.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use morph_core::{Dtype, TokenPlan, UnitSpec};
+use morph_core::{Dtype, Pooling, TokenPlan, UnitSpec};
 use morph_encoder::OrtEncoder;
 use morph_engine::{Engine, EngineError};
 use morph_worker::host::WorkerModel;
@@ -65,13 +65,30 @@ impl EngineConfig for OrtEngine {
 
     fn worker_model(&self, model: ModelInput) -> Option<WorkerModel> {
         let (files, pooling) = model?;
-        Some(WorkerModel::Encoder {
-            dir: files.dir.clone(),
-            library: self.library.clone(),
-            pooling,
-            plans: self.plans.clone(),
-            dtype: self.dtype,
-        })
+        Some(Self::worker(&files.dir, &self.library, pooling, &self.plans, self.dtype))
+    }
+}
+
+impl OrtEngine {
+    /// What a `morph worker` process loads to run Morph's graphs of the encoder in `dir`, their
+    /// weight products in `dtype` (the server's own, so that every mode serves the same
+    /// vectors), compiling `plans` besides the plain model.
+    pub fn worker(
+        dir: &Path,
+        library: &Path,
+        pooling: Pooling,
+        plans: &[TokenPlan],
+        dtype: Dtype,
+    ) -> WorkerModel {
+        let mut args = vec!["--model".into(), dir.into(), "--ort-library".into(), library.into()];
+        args.push(format!("--pooling={pooling}").into());
+        args.push(format!("--dtype={dtype}").into());
+        if !plans.is_empty() {
+            let plans: Vec<String> = plans.iter().map(TokenPlan::to_string).collect();
+            args.push(format!("--plans={}", plans.join(",")).into());
+        }
+        let (plans, variant) = (plans.to_vec(), dtype.to_string());
+        WorkerModel { name: WorkerModel::name_of(dir), args, plans, variant, threads_env: None }
     }
 }
 

@@ -84,7 +84,7 @@ impl Agent {
             agent: format!("http://{}", std::net::SocketAddr::new(config.address, port)),
             address: config.address,
             slots: config.slots,
-            model: spawner.model().name(),
+            model: spawner.model().name.clone(),
             cache: Vec::new(),
         };
         let value = serde_json::to_vec(&record).map_err(|e| ClusterError::Agent(e.to_string()))?;

@@ -3,36 +3,40 @@
 //! (from the weights; the artefact it prepares is staged, then taken into the cache once the
 //! worker is up). The server's launcher uses it for local replicas, a host agent for its host's.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::remote::Endpoint;
-use morph_core::{Dtype, Pooling, StartKind, UnitSpec};
+use morph_core::{StartKind, TokenPlan, UnitSpec};
 use morph_engine::EngineError;
 
 use super::cache::{CachedArtefact, HostCache};
 use crate::locking::lock;
-use morph_core::TokenPlan;
 
-/// What a worker process runs, besides its unit.
+/// What a worker process runs besides its unit, as its engine describes it
+/// (`morph_backend`'s `EngineConfig::worker_model`).
 #[derive(Debug, Clone)]
-pub enum WorkerModel {
-    /// The ONNX Runtime graphs Morph writes of the encoder in `dir`, their weight products in
-    /// `dtype` (the server's own, so that every mode serves the same vectors).
-    Encoder { dir: PathBuf, library: PathBuf, pooling: Pooling, plans: Vec<TokenPlan>, dtype: Dtype },
-    /// Prefill stages of the decoder in a GGUF file.
-    DecoderStages { gguf: PathBuf },
+pub struct WorkerModel {
+    /// The model's name (its folder's or file's), as the cluster's records show it.
+    pub name: String,
+    /// The flags of `morph worker` that load it (`--model DIR --ort-library FILE ...`).
+    pub args: Vec<OsString>,
+    /// The token plans every worker compiles besides the plain model (sent to an agent).
+    pub plans: Vec<TokenPlan>,
+    /// What its prepared artefacts differ by besides the unit (an encoder's dtype), in their
+    /// cache keys; empty for nothing.
+    pub variant: String,
+    /// The environment variable its kernels size their thread pool from (candle's: rayon's),
+    /// set to the unit's threads.
+    pub threads_env: Option<&'static str>,
 }
 
 impl WorkerModel {
-    /// The model's name: its folder's or file's.
-    pub fn name(&self) -> String {
-        let path = match self {
-            WorkerModel::Encoder { dir, .. } => dir,
-            WorkerModel::DecoderStages { gguf } => gguf,
-        };
+    /// The name of a model at `path`: its folder's or file's.
+    pub fn name_of(path: &std::path::Path) -> String {
         let stem = path.file_stem().or_else(|| path.file_name());
         stem.map_or_else(|| path.display().to_string(), |s| s.to_string_lossy().into_owned())
     }
@@ -134,22 +138,9 @@ impl Spawner {
             .arg(format!("--unit={unit}"))
             .stdin(Stdio::null())
             .stdout(Stdio::null());
-        match &self.model {
-            WorkerModel::Encoder { dir, library, pooling, plans, dtype } => {
-                cmd.arg("--model").arg(dir).arg("--ort-library").arg(library);
-                cmd.arg(format!("--pooling={pooling}")).arg(format!("--dtype={dtype}"));
-                if !plans.is_empty() {
-                    let plans: Vec<String> = plans.iter().map(TokenPlan::to_string).collect();
-                    cmd.arg(format!("--plans={}", plans.join(",")));
-                }
-            }
-            WorkerModel::DecoderStages { gguf } => {
-                cmd.arg("--gguf").arg(gguf);
-                // candle's kernels size their thread pool from rayon's variable.
-                if let Some(threads) = threads {
-                    cmd.env("RAYON_NUM_THREADS", threads.to_string());
-                }
-            }
+        cmd.args(&self.model.args);
+        if let (Some(threads), Some(variable)) = (threads, self.model.threads_env) {
+            cmd.env(variable, threads.to_string());
         }
         cmd
     }
@@ -187,11 +178,12 @@ fn remove_orphaned_caches(parent: &std::path::Path) {
     }
 }
 
-/// A unit's name (and an encoder's dtype: its graphs differ by it) as a file name.
+/// A unit's name (and the model's variant, an encoder's dtype: its graphs differ by it) as a
+/// file name.
 fn cache_key(model: &WorkerModel, unit: UnitSpec) -> String {
-    let name = match model {
-        WorkerModel::Encoder { dtype, .. } => format!("{dtype}-{unit}"),
-        WorkerModel::DecoderStages { .. } => unit.to_string(),
+    let name = match model.variant.as_str() {
+        "" => unit.to_string(),
+        variant => format!("{variant}-{unit}"),
     };
     name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect()
 }
