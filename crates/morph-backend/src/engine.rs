@@ -5,6 +5,7 @@
 use std::any::Any;
 use std::fmt::Debug;
 use std::ops::Deref;
+use std::path::Path;
 use std::sync::Arc;
 
 use morph_core::{Pooling, UnitSpec};
@@ -85,6 +86,15 @@ pub trait LoadedModel: Debug + Send + Sync {
     fn decoder(&self) -> Option<(&LoadedDecoder, DecoderSteps)> {
         None
     }
+}
+
+/// How a `morph worker` process starts its unit: warm from the prepared artefact in `prepared`,
+/// or cold, keeping the artefact it prepares in `prepare` if given.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkerStart<'a> {
+    pub unit: UnitSpec,
+    pub prepared: Option<&'a Path>,
+    pub prepare: Option<&'a Path>,
 }
 
 /// How a decoder's steps run.

@@ -14,5 +14,5 @@ mod registry;
 pub mod tuning;
 
 pub use backend::Backend;
-pub use engine::{DecoderSteps, EngineCan, EngineConfig, EngineKind, LoadedModel, ModelInput};
+pub use engine::{DecoderSteps, EngineCan, EngineConfig, EngineKind, LoadedModel, ModelInput, WorkerStart};
 pub use registry::{ENGINES, EngineEntry, EngineFlags};

@@ -2,13 +2,16 @@
 //! run on llama.cpp's or candle's kernels; its prefill stages (candle) as encoder units.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
 
 use morph_core::{UnitKind, UnitSpec};
-use morph_decoder::{DecoderKernels, DecoderStage, LoadedDecoder, PromptCacheConfig, load_decoder};
-use morph_engine::{Engine, EngineError};
+use morph_decoder::{DecoderKernels, DecoderStage, Llama, LoadedDecoder, PromptCacheConfig, load_decoder};
+use morph_engine::{Engine, EngineError, Rows, StartTimes};
 use morph_worker::host::WorkerModel;
+use morph_worker::remote::Built;
 
-use crate::{DecoderSteps, EngineCan, EngineConfig, LoadedModel, ModelInput};
+use crate::{DecoderSteps, EngineCan, EngineConfig, LoadedModel, ModelInput, WorkerStart};
 
 /// Why a decoder on llama.cpp's kernels cannot be cut into prefill stages.
 const NO_STAGES_ON_LLAMA_CPP: &str =
@@ -77,6 +80,33 @@ impl DecoderEngine {
             variant: String::new(),
             threads_env: Some("RAYON_NUM_THREADS"),
         }
+    }
+
+    /// In a `morph worker` process: the prefill of the unit's stage (or of the whole model) of
+    /// the decoder in `gguf`, warm from its prepared f32 tensors, or cold, its layers read from
+    /// the GGUF file and expanded to f32.
+    pub fn start_stage(gguf: &Path, start: WorkerStart) -> Result<Built, EngineError> {
+        let unit = start.unit;
+        let read = Instant::now();
+        let llama = match (start.prepared, unit.stage) {
+            (Some(dir), _) => Llama::load_prepared(dir)?,
+            (None, Some(stage)) => {
+                Llama::load_stage(gguf, usize::from(stage.first_layer)..usize::from(stage.end_layer))?
+            }
+            (None, None) => Llama::load(gguf)?.llama,
+        };
+        let read = read.elapsed();
+        let build = Instant::now();
+        if let Some(dir) = start.prepare {
+            llama.save_prepared(dir)?;
+        }
+        let times = StartTimes { read, build: build.elapsed(), ..StartTimes::default() };
+        let first = match unit.stage.map_or(0, |s| s.index) {
+            0 => Rows::Tokens(vec![vec![0, 0]]),
+            _ => Rows::Hidden(vec![vec![0.0; 2 * llama.config.hidden]]),
+        };
+        let engine = DecoderStage::new(Arc::new(llama), unit.runtime, unit.stage);
+        Ok(Built { engine: Box::new(engine), prepared: start.prepared.is_some(), times, first })
     }
 }
 

@@ -3,12 +3,18 @@
 
 use std::path::{Path, PathBuf};
 
-use morph_core::{Dtype, Pooling, TokenPlan, UnitSpec};
-use morph_encoder::OrtEncoder;
-use morph_engine::{Engine, EngineError};
-use morph_worker::host::WorkerModel;
+use std::time::Instant;
 
-use crate::{EngineCan, EngineConfig, LoadedModel, ModelInput};
+use morph_core::{Dtype, Pooling, TokenPlan, UnitSpec};
+use morph_encoder::checkpoint::Checkpoint;
+use morph_encoder::ort_session::environment;
+use morph_encoder::{OrtEncoder, OrtRuntime, given_or_model_pooling};
+use morph_engine::{Engine, EngineError, Rows};
+use morph_fetch::{ModelSource, fetch, morph_home};
+use morph_worker::host::WorkerModel;
+use morph_worker::remote::Built;
+
+use crate::{EngineCan, EngineConfig, LoadedModel, ModelInput, WorkerStart};
 
 /// Why a user's ONNX file cannot be cut into pipeline stages (nor run in worker processes).
 pub const NO_STAGES_OF_ONNX_FILE: &str = "pipeline stages of a user's ONNX file (Morph's own graphs only)";
@@ -89,6 +95,47 @@ impl OrtEngine {
         }
         let (plans, variant) = (plans.to_vec(), dtype.to_string());
         WorkerModel { name: WorkerModel::name_of(dir), args, plans, variant, threads_env: None }
+    }
+
+    /// In a `morph worker` process: the unit of the encoder in `dir` (pooled as given, else as
+    /// the model says), compiled with `plans` (the plain model among them): warm from its
+    /// prepared graphs, or cold from the weights, the graph written and optimised.
+    pub fn start_worker(
+        dir: &Path,
+        library: &Path,
+        pooling: Option<Pooling>,
+        dtype: Dtype,
+        plans: &[TokenPlan],
+        start: WorkerStart,
+    ) -> Result<Built, EngineError> {
+        let unit = start.unit;
+        let load = |e: morph_fetch::FetchError| EngineError::Load(e.to_string());
+        let files = fetch(&ModelSource::Local(dir.to_path_buf()), &morph_home()).map_err(load)?;
+        let config = Checkpoint::config(&files)?;
+        let first = match unit.stage {
+            Some(stage) if stage.index > 0 => Rows::Hidden(vec![vec![0.0; 2 * config.hidden_size]]),
+            _ => Rows::Tokens(vec![vec![config.pad_token_id, config.pad_token_id]]),
+        };
+        let (engine, times) = match start.prepared {
+            Some(dir) => {
+                let shape = (config.hidden_size, config.pad_token_id);
+                OrtRuntime::load_prepared(library, dir, unit, plans, shape)?
+            }
+            None => {
+                let started = Instant::now();
+                environment(library)?;
+                let library_time = started.elapsed();
+                let read = Instant::now();
+                let pooling = given_or_model_pooling(pooling, &files.dir)?;
+                let encoder = OrtEncoder::load(&files, pooling, library)?.with_dtype(dtype)?;
+                let read = read.elapsed();
+                let (runtime, mut times) = encoder.compile(unit, plans, start.prepare)?;
+                times.read = read;
+                times.library = library_time;
+                (runtime, times)
+            }
+        };
+        Ok(Built { engine: Box::new(engine), prepared: start.prepared.is_some(), times, first })
     }
 }
 
