@@ -69,3 +69,61 @@ impl Backend {
         self.0.instance(unit)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use morph_core::UnitKind;
+    use morph_core::fixtures::flat_profile;
+    use morph_engine::EmulatedRuntime;
+
+    use super::*;
+    use crate::{EngineCan, EngineConfig, EngineKind, ModelInput};
+
+    /// An engine from outside `engines/`: a two-layer model whose instances sleep, to show that
+    /// nothing but its two traits is asked of a new engine.
+    #[derive(Debug)]
+    struct TwoLayers;
+
+    impl EngineConfig for TwoLayers {
+        fn label(&self) -> &'static str {
+            "two-layers"
+        }
+
+        fn can(&self) -> EngineCan {
+            EngineCan { stages: Ok(()), processes: false }
+        }
+
+        fn load_model(&self, _model: ModelInput) -> Result<Box<dyn LoadedModel>, EngineError> {
+            Ok(Box::new(TwoLayers))
+        }
+    }
+
+    impl LoadedModel for TwoLayers {
+        fn dim(&self) -> usize {
+            4
+        }
+
+        fn layers(&self, _stages: u16) -> Result<usize, EngineError> {
+            Ok(2)
+        }
+
+        fn instance(&self, unit: UnitSpec) -> Result<Box<dyn Engine>, EngineError> {
+            Ok(Box::new(EmulatedRuntime::new(Arc::new(flat_profile(1.0, 1)), unit, self.dim())))
+        }
+    }
+
+    #[test]
+    fn a_new_engine_is_served_through_its_two_traits_alone() {
+        let engine = EngineKind::new(TwoLayers);
+        assert!(engine.processes_model(None).is_none(), "no worker processes where it cannot run them");
+        let backend = engine.load(None).unwrap();
+        let runtime = RuntimeSpec::dynamic(64, 4);
+        assert_eq!(backend.unit(runtime).kind, UnitKind::Batch, "an encoder's unit: it does not generate");
+        assert!(backend.decoder().is_none());
+        let stages = backend.stage_units(runtime, 2).unwrap();
+        assert_eq!(stages.iter().map(|u| u.stage.unwrap().end_layer).collect::<Vec<_>>(), [1, 2]);
+        let too_many = backend.stage_units(runtime, 3).unwrap_err().to_string();
+        assert!(too_many.contains("3 stages of a 2-layer model"), "{too_many}");
+        assert_eq!(backend.engine(stages[1]).unwrap().dim(), 4);
+    }
+}
