@@ -10,7 +10,8 @@ use morph_deploy::EngineSpec;
 
 #[derive(Debug, Clone, Args)]
 pub(crate) struct EngineArgs {
-    /// What computes the batches.
+    /// What computes the batches. With --task generate: what runs the length predictor's encoder
+    /// (refused where no predictor runs; the decoder's kernels are --decoder-kernels).
     #[arg(long, default_value = "auto", value_parser = engine_names())]
     pub(crate) engine: String,
     /// The ONNX Runtime shared library (libonnxruntime.so, version 1.31). Default:

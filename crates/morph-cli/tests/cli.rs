@@ -260,6 +260,17 @@ fn misuse_gets_one_clear_line() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--engine emulated needs --profile FILE"), "{err}");
+    // A generation server's --engine runs only its length predictor's encoder: refused where
+    // none runs, never ignored; and an encoder graph's flags are refused outright.
+    let decoder = ["serve", "--port", "0", "--task", "generate", "--engine", "candle"];
+    let out = morph().args(decoder).env_remove("RUST_BACKTRACE").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--engine sets the length predictor's encoder"), "{err}");
+    assert!(err.contains("policy 'fcfs' runs none") && err.contains("--decoder-kernels"), "{err}");
+    let plans = ["serve", "--port", "0", "--task", "generate", "--policy", "ssjf", "--plans", "merge:1"];
+    let out = morph().args(plans).env_remove("RUST_BACKTRACE").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--plans is for an encoder's engine"), "{err}");
     let out = morph().args(["serve", "--runtime", "fixed:128"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("is not KIND:MAX_LENxMAX_BATCH"), "{err}");

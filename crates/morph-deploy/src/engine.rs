@@ -60,6 +60,19 @@ impl EngineSpec {
         }
     }
 
+    /// The first of these flags given, by name (`None`: every one left at its default).
+    pub fn flag_given(&self) -> Option<&'static str> {
+        [
+            (self.engine.name != "auto", "--engine"),
+            (self.ort_library.is_some(), "--ort-library"),
+            (self.onnx.is_some(), "--onnx"),
+            (!self.plans.is_empty(), "--plans"),
+            (self.dtype.is_some(), "--dtype"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))
+    }
+
     /// The engine with the dtype given, or `default_dtype` where it is not.
     fn kind(
         &self,

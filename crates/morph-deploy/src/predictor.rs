@@ -45,6 +45,15 @@ impl FromStr for PredictorChoice {
 }
 
 impl PredictorChoice {
+    /// Whether a server with `policy` runs this predictor's encoder (on `--engine`).
+    pub fn runs_encoder(&self, policy: &PolicyKind) -> bool {
+        match self {
+            Self::Auto => policy.needs.predictions,
+            Self::Builtin | Self::Trained(_) => true,
+            Self::None | Self::Oracle { .. } => false,
+        }
+    }
+
     /// The predictor for a server with `policy`, its encoder run on `engine`.
     pub fn resolve(
         &self,

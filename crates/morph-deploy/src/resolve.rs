@@ -37,16 +37,22 @@ impl ServeSpec {
             Some(path) => Some(Arc::new(LatencyProfile::load(path)?)),
             None => None,
         };
-        let engine = self.engine.serving(profile.clone(), self.emulated_dim)?;
         let policy = self.policy.as_deref().unwrap_or(match self.whole_decoder() {
             true => "fcfs",
             false => "dynamic-batching",
         });
         let policy = PolicyKind::find(policy)?;
-        steps.step("fetching the model");
         let (model, engine, predictor) = match self.task {
-            Task::Generate => (None, self.decoder()?, self.predictor.resolve(policy, || self.engine.real())?),
-            Task::Embed => (Some(self.model.fetch()?), engine, PredictorConfig::None),
+            Task::Generate => {
+                self.check_predictor_engine(policy)?;
+                steps.step("fetching the model");
+                (None, self.decoder()?, self.predictor.resolve(policy, || self.engine.real())?)
+            }
+            Task::Embed => {
+                let engine = self.engine.serving(profile.clone(), self.emulated_dim)?;
+                steps.step("fetching the model");
+                (Some(self.model.fetch()?), engine, PredictorConfig::None)
+            }
         };
         let profiled = match &model {
             Some(files) if self.profiled_defaults(policy, &engine) => {
@@ -136,6 +142,32 @@ impl ServeSpec {
             chat_template,
             prompt_cache: prompt_cache(self.prompt_cache_mib, self.prompt_cache_reuse, kernels)?,
         }))
+    }
+
+    /// A generation server's length predictor runs its encoder on `--engine`: the engine's flags are
+    /// refused by name where no predictor's encoder runs (the decoder's kernels are
+    /// `--decoder-kernels`), and `--onnx` and `--plans` always (the predictor runs Morph's own
+    /// graph of its encoder, plain).
+    fn check_predictor_engine(&self, policy: &PolicyKind) -> anyhow::Result<()> {
+        let own_graph = |flag| {
+            anyhow::anyhow!(
+                "{flag} is for an encoder's engine; --task generate's length predictor runs Morph's own graph"
+            )
+        };
+        if self.engine.onnx.is_some() {
+            return Err(own_graph("--onnx"));
+        }
+        if !self.engine.plans.is_empty() {
+            return Err(own_graph("--plans"));
+        }
+        match self.engine.flag_given() {
+            Some(flag) if !self.predictor.runs_encoder(policy) => anyhow::bail!(
+                "{flag} sets the length predictor's encoder with --task generate, and policy '{}' runs none \
+                 (a decoder's kernels are --decoder-kernels); leave {flag} out",
+                policy.name
+            ),
+            _ => Ok(()),
+        }
     }
 
     /// The layout `--instances` and `--threads` name, if they name one.
