@@ -15,4 +15,4 @@ pub mod tuning;
 
 pub use backend::Backend;
 pub use engine::{DecoderSteps, EngineCan, EngineConfig, EngineKind, LoadedModel, ModelInput, WorkerStart};
-pub use registry::{ENGINES, EngineEntry, EngineFlags};
+pub use registry::{DEFAULT_ENGINE, ENGINES, EngineEntry, EngineFlags};

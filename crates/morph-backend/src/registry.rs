@@ -42,10 +42,13 @@ pub struct EngineFlags {
     pub emulated_dim: usize,
 }
 
+/// The engine `--engine` names when it is left out.
+pub const DEFAULT_ENGINE: &str = "auto";
+
 /// Every engine `--engine` names.
 pub const ENGINES: &[EngineEntry] = &[
     EngineEntry {
-        name: "auto",
+        name: DEFAULT_ENGINE,
         summary: "ONNX Runtime when its library is given or can be fetched, else candle (with a warning)",
         runs_graphs: true,
         runs_candle: false,

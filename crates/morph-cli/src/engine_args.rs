@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use clap::builder::{PossibleValue, PossibleValuesParser};
-use morph_backend::{ENGINES, EngineEntry, EngineKind};
+use morph_backend::{DEFAULT_ENGINE, ENGINES, EngineEntry, EngineKind};
 use morph_core::{Dtype, TokenPlan};
 use morph_deploy::EngineSpec;
 
@@ -12,7 +12,7 @@ use morph_deploy::EngineSpec;
 pub(crate) struct EngineArgs {
     /// What computes the batches. With --task generate: what runs the length predictor's encoder
     /// (refused where no predictor runs; the decoder's kernels are --decoder-kernels).
-    #[arg(long, default_value = "auto", value_parser = engine_names())]
+    #[arg(long, default_value = DEFAULT_ENGINE, value_parser = engine_names())]
     pub(crate) engine: String,
     /// The ONNX Runtime shared library (libonnxruntime.so, version 1.31). Default:
     /// $ORT_DYLIB_PATH, else the copy in MORPH_HOME, fetched from the PyPI onnxruntime wheel

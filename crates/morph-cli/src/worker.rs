@@ -57,17 +57,13 @@ pub(crate) struct WorkerArgs {
 pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<()> {
     let connect = &args.connect;
     let unit: UnitSpec = serde_json::from_str(&args.unit).context("--unit")?;
-    let mut plans = args.plans.clone();
-    plans.push(TokenPlan::Plain);
-    plans.sort_unstable();
-    plans.dedup();
     let build = || {
         let start = WorkerStart { unit, prepared: args.prepared.as_deref(), prepare: prepare_folder(&args)? };
         let model = &args.model;
         match (&model.gguf, &model.model, &model.ort_library) {
             (Some(gguf), _, _) => DecoderEngine::start_stage(gguf, start),
             (None, Some(dir), Some(library)) => {
-                OrtEngine::start_worker(dir, library, model.pooling, model.dtype, &plans, start)
+                OrtEngine::start_worker(dir, library, model.pooling, model.dtype, &args.plans, start)
             }
             _ => Err(EngineError::Load("a worker needs --gguf, or --model and --ort-library".into())),
         }

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use morph_backend::{EngineEntry, EngineFlags, EngineKind};
+use morph_backend::{DEFAULT_ENGINE, EngineEntry, EngineFlags, EngineKind};
 use morph_core::{Dtype, LatencyProfile, TokenPlan};
 
 /// The engine and what it runs (`--engine`, `--ort-library`, `--onnx`, `--plans`, `--dtype`).
@@ -63,7 +63,7 @@ impl EngineSpec {
     /// The first of these flags given, by name (`None`: every one left at its default).
     pub fn flag_given(&self) -> Option<&'static str> {
         [
-            (self.engine.name != "auto", "--engine"),
+            (self.engine.name != DEFAULT_ENGINE, "--engine"),
             (self.ort_library.is_some(), "--ort-library"),
             (self.onnx.is_some(), "--onnx"),
             (!self.plans.is_empty(), "--plans"),

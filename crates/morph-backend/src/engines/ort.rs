@@ -62,11 +62,7 @@ impl EngineConfig for OrtEngine {
             Some(onnx) => OrtEncoder::load_file(files, onnx, pooling, &self.library)?,
         }
         .with_dtype(self.dtype)?;
-        let mut plans = self.plans.clone();
-        plans.push(TokenPlan::Plain);
-        plans.sort_unstable();
-        plans.dedup();
-        Ok(Box::new(OrtModel { encoder, plans }))
+        Ok(Box::new(OrtModel { encoder, plans: with_plain(&self.plans) }))
     }
 
     fn worker_model(&self, model: ModelInput) -> Option<WorkerModel> {
@@ -98,7 +94,7 @@ impl OrtEngine {
     }
 
     /// In a `morph worker` process: the unit of the encoder in `dir` (pooled as given, else as
-    /// the model says), compiled with `plans` (the plain model among them): warm from its
+    /// the model says), compiled with `plans` besides the plain model: warm from its
     /// prepared graphs, or cold from the weights, the graph written and optimised.
     pub fn start_worker(
         dir: &Path,
@@ -108,7 +104,7 @@ impl OrtEngine {
         plans: &[TokenPlan],
         start: WorkerStart,
     ) -> Result<Built, EngineError> {
-        let unit = start.unit;
+        let (unit, plans) = (start.unit, &with_plain(plans));
         let load = |e: morph_fetch::FetchError| EngineError::Load(e.to_string());
         let files = fetch(&ModelSource::Local(dir.to_path_buf()), &morph_home()).map_err(load)?;
         let config = Checkpoint::config(&files)?;
@@ -137,6 +133,15 @@ impl OrtEngine {
         };
         Ok(Built { engine: Box::new(engine), prepared: start.prepared.is_some(), times, first })
     }
+}
+
+/// `plans` and the plain model, each once, in order: what every instance compiles.
+fn with_plain(plans: &[TokenPlan]) -> Vec<TokenPlan> {
+    let mut plans = plans.to_vec();
+    plans.push(TokenPlan::Plain);
+    plans.sort_unstable();
+    plans.dedup();
+    plans
 }
 
 /// The encoder and the token plans every instance compiles.
