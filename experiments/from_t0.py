@@ -7,7 +7,8 @@ Each part writes its scenarios into a temporary folder, runs `morph simulate --j
 prints the runs and the goal's ratios (ours ÷ the baseline; below 1 is better for latency,
 above 1 for utility). Nothing is warmed up: the start-up, the bursts and every lost request
 count. The lengths, traces and arrival processes here are not the ones the policies were tuned
-on (Twitter-like and SMS spam lengths, the shipped Poisson and walk streams).
+on (Twitter-like and SMS spam lengths, the shipped Poisson and walk streams). `MORPH=path` runs
+another build of `morph` (default: target/release/morph).
 
 - arlo: Morph's Arlo (`arlo`) against DT (one dynamic runtime, what TEI runs) and ST, on SST-2
   and AG News lengths, 10 and 90 instances, Poisson, bursty (MMPP) and gamma (CV 12) arrivals,
@@ -39,7 +40,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.normpath(os.path.join(ROOT, "..", "shared", "data"))
-MORPH = os.path.join(ROOT, "target", "release", "morph")
+MORPH = os.environ.get("MORPH", os.path.join(ROOT, "target", "release", "morph"))
 QUICK = "--quick" in sys.argv
 
 

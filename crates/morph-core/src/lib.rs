@@ -38,7 +38,7 @@ pub use latency_profile::{LatencyProfile, Point, ProfileError};
 pub use ledger::{Effect, Ledger, NewRequest, OnViolation, Outcome};
 pub use pipeline::{StageTime, StageTimes};
 pub use plan_accuracy::{AccuracyFileError, CorrectnessLine, PlanAccuracy};
-pub use policy::{Action, BatchPlan, DropReason, Event, Gauge, Policy, Then};
+pub use policy::{Action, BatchPlan, DropReason, Event, Gauge, InitialPlacement, Policy, Then};
 pub use pooling::Pooling;
 pub use request::{Generation, RequestId, RequestInfo, ServiceClass, TaskId};
 pub use runtime::{PaddedShape, RuntimeSpec, ShapeKind};

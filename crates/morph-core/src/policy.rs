@@ -156,6 +156,17 @@ impl Gauge {
     }
 }
 
+/// Where a driver puts the initial layout's instances over its hosts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InitialPlacement {
+    /// Each on the first host with room: hosts filled one after another.
+    Packed,
+    /// One per host in turn, so every unit's parameters are cached on a host that still has free
+    /// slots beside it and its first scale-up can start warm (QUART §6.2: key stages dispersed,
+    /// room kept for their expansion).
+    Spread,
+}
+
 /// A scheduling policy, driven by events. `Send` so a driver may keep it behind a lock.
 pub trait Policy: Send {
     /// Short name for `/info`, metrics labels and reports.
@@ -183,6 +194,11 @@ pub trait Policy: Send {
     /// instances knows which batch ends next): a policy may ask the cache for what it keeps of
     /// the instance. It changes no decision; the default does nothing.
     fn prefetch(&self, _instance: InstanceId) {}
+
+    /// Where the initial layout's instances go over the hosts.
+    fn initial_placement(&self) -> InitialPlacement {
+        InitialPlacement::Packed
+    }
 
     /// Whether new instances may start from parameters kept in host memory (a warm start);
     /// `false` makes every launch cold, as for systems without such a cache.

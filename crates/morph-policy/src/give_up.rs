@@ -12,7 +12,9 @@ use std::collections::{BinaryHeap, HashMap, HashSet};
 
 use morph_core::stats::smoothed;
 use morph_core::time::nanos_to_ms;
-use morph_core::{Action, DropReason, Event, Gauge, InstanceId, Nanos, Policy, RequestId, Time, UnitSpec};
+use morph_core::{
+    Action, DropReason, Event, Gauge, InitialPlacement, InstanceId, Nanos, Policy, RequestId, Time, UnitSpec,
+};
 
 /// Weight of the newest batch in the smoothed batch time.
 const SMOOTHING: f64 = 0.3;
@@ -164,6 +166,10 @@ impl Policy for GiveUpLate {
 
     fn tick_interval(&self) -> Option<Nanos> {
         Some(self.inner.tick_interval().map_or(TICK, |t| t.min(TICK)))
+    }
+
+    fn initial_placement(&self) -> InitialPlacement {
+        self.inner.initial_placement()
     }
 
     fn host_cache(&self) -> bool {

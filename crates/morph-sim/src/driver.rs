@@ -10,9 +10,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use morph_core::{
-    BatchPlan, Effect, Generation, HostId, HostSlots, IdWindow, InstanceId, Launched, Ledger, Nanos,
-    NewRequest, OnViolation, Pending, Policy, RequestId, StageTimes, StartKind, StepBudget, StepPlan, Ticket,
-    Time, TokenPlan, UnitKind, UnitSpec,
+    BatchPlan, Effect, Generation, HostId, HostSlots, IdWindow, InitialPlacement, InstanceId, Launched,
+    Ledger, Nanos, NewRequest, OnViolation, Pending, Policy, RequestId, StageTimes, StartKind, StepBudget,
+    StepPlan, Ticket, Time, TokenPlan, UnitKind, UnitSpec,
 };
 
 use crate::cost::{CostModel, Decoding, Fed, Job, Startup};
@@ -469,11 +469,13 @@ impl<'a, I: Iterator<Item = SimRequest>> ModelRun<'a, I> {
             rec,
             jobs: Vec::new(),
         };
+        let spread = policy.initial_placement() == InitialPlacement::Spread;
         let mut ledger = Ledger::new(policy, OnViolation::Panic);
         let mut effects = Vec::new();
-        for unit in cluster {
+        for (i, unit) in cluster.iter().enumerate() {
+            let want = spread.then(|| world.hosts.spread(i, threads(unit) as u32)).flatten();
             let host =
-                world.hosts.take(None, threads(unit) as u32).expect("the hosts hold the initial layout");
+                world.hosts.take(want, threads(unit) as u32).expect("the hosts hold the initial layout");
             world.hosts.loaded(host, unit, world.bytes(unit), Time::ZERO);
             world.instances.push(Some(Instance::new(*unit, host)));
             ledger.add_instance(Time::ZERO, *unit, host, &mut effects);

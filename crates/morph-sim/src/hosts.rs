@@ -22,6 +22,13 @@ struct Host {
     cache: Vec<(UnitSpec, u64, Time)>,
 }
 
+impl Host {
+    /// A free slot and `threads` free cores.
+    fn has_room(&self, threads: u32) -> bool {
+        self.used < self.slots && self.cores.is_none_or(|c| self.threads + threads <= u32::from(c))
+    }
+}
+
 /// The parameters a unit needs, whatever its thread count.
 fn key(unit: &UnitSpec) -> UnitSpec {
     UnitSpec { threads: None, ..*unit }
@@ -56,14 +63,13 @@ impl Hosts {
     /// Takes a slot and `threads` cores on `want` (or the first host with both free); why not,
     /// if none has them.
     pub(crate) fn take(&mut self, want: Option<HostId>, threads: u32) -> Result<HostId, String> {
-        let room = |h: &Host| h.used < h.slots && h.cores.is_none_or(|c| h.threads + threads <= u32::from(c));
         let index = match want {
             Some(s) => {
                 let host = self.hosts.get(usize::from(s.0)).ok_or_else(|| format!("no host {s}"))?;
                 if host.used >= host.slots {
                     return Err(format!("host {s} has no free slot ({} of {} used)", host.used, host.slots));
                 }
-                if !room(host) {
+                if !host.has_room(threads) {
                     let cores = host.cores.unwrap_or_default();
                     return Err(format!(
                         "host {s} has no {threads} free cores ({} of {cores} held)",
@@ -72,11 +78,22 @@ impl Hosts {
                 }
                 usize::from(s.0)
             }
-            None => self.hosts.iter().position(room).ok_or("no host has a free slot and the cores")?,
+            None => self
+                .hosts
+                .iter()
+                .position(|h| h.has_room(threads))
+                .ok_or("no host has a free slot and the cores")?,
         };
         self.hosts[index].used += 1;
         self.hosts[index].threads += threads;
         Ok(HostId(index as u16))
+    }
+
+    /// The host the `i`-th instance of a spread layout goes to: host `i` modulo their number, or
+    /// the next one after it with a free slot and `threads` free cores.
+    pub(crate) fn spread(&self, i: usize, threads: u32) -> Option<HostId> {
+        let n = self.hosts.len();
+        (0..n).map(|k| (i + k) % n).find(|&h| self.hosts[h].has_room(threads)).map(|h| HostId(h as u16))
     }
 
     /// Gives back a slot and `threads` cores on `host`.
@@ -138,5 +155,16 @@ mod tests {
         assert!(hosts.take(None, 1).is_err(), "every core held, slots free");
         hosts.free(first, 4);
         assert_eq!(hosts.take(None, 4), Ok(HostId(0)));
+    }
+
+    #[test]
+    fn a_spread_layout_goes_one_per_host_in_turn_past_full_ones() {
+        let mut hosts = Hosts::new(&HostSlots::new(3, 1), u64::MAX);
+        assert_eq!(hosts.spread(4, 1), Some(HostId(1)), "4 modulo 3");
+        hosts.take(Some(HostId(1)), 1).unwrap();
+        assert_eq!(hosts.spread(4, 1), Some(HostId(2)), "host 1 is full: the next");
+        hosts.take(Some(HostId(2)), 1).unwrap();
+        hosts.take(Some(HostId(0)), 1).unwrap();
+        assert_eq!(hosts.spread(0, 1), None);
     }
 }

@@ -128,9 +128,16 @@ impl ClusterView {
                 (!self.loaded[s].contains(&stage), self.key_replicas[s], u16::MAX - self.free(s), s)
             }),
             PlacementRule::CacheAware => {
-                // Best fit, away from key stages, leaving `reserve` slots free next to them.
+                // Cached first (a warm start is seconds sooner for any stage); else where the
+                // fewest other stages are cached, keeping the room beside them for their own
+                // warm starts; then best fit, away from key stages, leaving `reserve` slots free
+                // next to them.
                 let allowed = |s: &usize| self.key_replicas[*s] == 0 || self.free(*s) > reserve;
-                let best = |s: &usize| (self.key_replicas[*s] > 0, self.free(*s), *s);
+                let best = |s: &usize| {
+                    let cached = self.loaded[*s].contains(&stage);
+                    let others = if cached { 0 } else { self.loaded[*s].len() };
+                    (!cached, others, self.key_replicas[*s] > 0, self.free(*s), *s)
+                };
                 open.iter()
                     .copied()
                     .filter(allowed)
@@ -166,7 +173,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn key_stages_go_where_they_are_cached_then_spread_and_the_rest_fill_tightly() {
+    fn replicas_go_where_they_are_cached_key_ones_spread_and_the_rest_fill_tightly() {
         let mut view = ClusterView::new(&HostSlots::new(3, 4));
         // Host 0 holds two plain replicas, host 1 one key replica of stage 5.
         view.hold(HostId(0), 1, false, 1);
@@ -176,9 +183,15 @@ mod tests {
         assert_eq!(view.place(PlacementRule::CacheAware, 5, true, 1, 1), Some(HostId(1)));
         // A key replica of an uncached stage: the host with no key replicas and most room.
         assert_eq!(view.place(PlacementRule::CacheAware, 7, true, 1, 1), Some(HostId(2)));
-        // A plain replica: best fit on the fullest host without key stages.
-        assert_eq!(view.place(PlacementRule::CacheAware, 3, false, 1, 1), Some(HostId(0)));
+        // A plain replica of a stage cached on host 0: there, to start warm.
+        assert_eq!(view.place(PlacementRule::CacheAware, 1, false, 1, 1), Some(HostId(0)));
+        // A plain replica cached nowhere: not beside other stages' cached parameters (their
+        // room is for their own warm starts).
+        assert_eq!(view.place(PlacementRule::CacheAware, 3, false, 1, 1), Some(HostId(2)));
         assert_eq!(view.place(PlacementRule::FirstFit, 3, false, 1, 1), Some(HostId(0)));
+        // With stages cached everywhere: best fit on the fullest host among the fewest cached.
+        view.hold(HostId(2), 6, false, 1);
+        assert_eq!(view.place(PlacementRule::CacheAware, 3, false, 1, 1), Some(HostId(2)));
     }
 
     #[test]

@@ -7,11 +7,11 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use morph_core::time::{Millis, nanos_to_secs};
 use morph_core::{
-    Action, BatchPlan, DropReason, Event, Gauge, HostId, HostSlots, InstanceId, InstanceInfo, Nanos, Policy,
-    RequestId, StageTime, StageTimes, Ticket, Tickets, Time, UnitSpec,
+    Action, BatchPlan, DropReason, Event, Gauge, HostId, HostSlots, InitialPlacement, InstanceId,
+    InstanceInfo, Nanos, Policy, RequestId, StageTime, StageTimes, Ticket, Tickets, Time, UnitSpec,
 };
 
-use super::placement::ClusterView;
+use super::placement::{ClusterView, PlacementRule};
 use super::share::share_slots;
 use super::stats::StageStats;
 use super::{PoolConfig, PoolView, Sizer, StageTarget, StageView};
@@ -464,6 +464,15 @@ impl<S: Sizer> Policy for PipelinePolicy<S> {
 
     fn tick_interval(&self) -> Option<Nanos> {
         Some(self.config.period_s.nanos())
+    }
+
+    /// The dispersing rules spread the first replicas too, so each stage has room for warm
+    /// starts beside its cached parameters from t = 0; first-fit packs them.
+    fn initial_placement(&self) -> InitialPlacement {
+        match self.config.placement {
+            PlacementRule::FirstFit => InitialPlacement::Packed,
+            PlacementRule::CacheAware | PlacementRule::KlRandom => InitialPlacement::Spread,
+        }
     }
 
     fn host_cache(&self) -> bool {
