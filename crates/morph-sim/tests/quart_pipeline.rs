@@ -1,8 +1,8 @@
 //! QUART and its baselines on simulated pipelines: QNA's CV propagation against a simulated
 //! two-stage tandem, scale-up from one replica per stage with every request answered once,
 //! cold versus warm starts from the host cache (and a first scale-up warm from a spread layout),
-//! launches bounded by servers' slots, and replicas placed away from a server that left and on
-//! one that joined.
+//! bursts sized by the fallback or the burst forecast, launches bounded by servers' slots, and
+//! replicas placed away from a server that left and on one that joined.
 
 use std::sync::Arc;
 
@@ -161,6 +161,22 @@ fn a_spread_layout_makes_the_first_scale_up_warm() {
         spread.cold_starts
     );
     assert_eq!(packed.measured.completed, packed.measured.requests);
+}
+
+/// Where the arrivals are too bursty for QUART's mean-rate window, the default falls back to the
+/// envelope rule; `bursts = "forecast"` sizes by QUART's burst forecast instead, and the
+/// counters say which decided.
+#[test]
+fn bursty_arrivals_are_sized_by_the_fallback_or_the_burst_forecast() {
+    let p = pipeline(&[10.0, 10.0]);
+    let gauge = |r: &Report, name: &str| r.gauge_means.get(name).copied().unwrap_or_default();
+    let fallback = run("quart", json!({}), &p, HostSlots::new(4, 4), 150.0, 6.0);
+    assert!(gauge(&fallback, "quart_fallbacks_total") > 0.0, "{:?}", fallback.gauge_means);
+    assert_eq!(gauge(&fallback, "quart_burst_periods_total"), 0.0);
+    let forecast = run("quart", json!({ "bursts": "forecast" }), &p, HostSlots::new(4, 4), 150.0, 6.0);
+    assert!(gauge(&forecast, "quart_burst_periods_total") > 0.0, "{:?}", forecast.gauge_means);
+    assert_eq!(gauge(&forecast, "quart_fallbacks_total"), 0.0);
+    assert_eq!(forecast.measured.completed, forecast.measured.requests);
 }
 
 /// Every baseline runs on the same seams: the whole-model INFless-like pool launches whole

@@ -92,11 +92,34 @@ impl StageStats {
         Some((var.sqrt() / mean, n))
     }
 
-    /// Mean time a request spent at the stage over the window, in seconds.
     /// The index of dispersion of the arrivals kept (the history): the variance over the mean
     /// of their counts in bins of `bin`, 1 for Poisson arrivals, far above it when bursts and
     /// lulls last longer than a bin. `None` before two whole bins have passed.
     pub fn dispersion(&self, now: Time, bin: Nanos) -> Option<f64> {
+        let counts = self.bin_counts(now, bin)?;
+        let n = counts.len() as f64;
+        let mean = counts.iter().map(|&c| f64::from(c)).sum::<f64>() / n;
+        if mean <= 0.0 {
+            return None;
+        }
+        let var = counts.iter().map(|&c| (f64::from(c) - mean).powi(2)).sum::<f64>() / (n - 1.0);
+        Some(var / mean)
+    }
+
+    /// The rate of the busy state, read off the history in bins of `bin` as a two-state
+    /// (MMPP) process: the mean of the bins that ran at half the busiest one or more, as
+    /// arrivals per second. The busiest bin alone overshoots by the state's own Poisson noise.
+    /// `None` before two whole bins have passed.
+    pub fn busy_rate(&self, now: Time, bin: Nanos) -> Option<f64> {
+        let counts = self.bin_counts(now, bin)?;
+        let most = *counts.iter().max()?;
+        let busy: Vec<u32> = counts.into_iter().filter(|&c| 2 * c >= most).collect();
+        let mean = busy.iter().map(|&c| f64::from(c)).sum::<f64>() / busy.len() as f64;
+        Some(mean / nanos_to_secs(bin.max(1)))
+    }
+
+    /// The arrivals kept, counted in the whole bins of `bin` that end at `now`; `None` before two.
+    fn bin_counts(&self, now: Time, bin: Nanos) -> Option<Vec<u32>> {
         let bin = bin.max(1);
         let bins = (self.history.min(now.0) / bin) as usize;
         if bins < 2 {
@@ -108,14 +131,10 @@ impl StageStats {
             let k = (((t.0 - start) / bin) as usize).min(bins - 1);
             counts[k] += 1;
         }
-        let mean = counts.iter().map(|&c| f64::from(c)).sum::<f64>() / bins as f64;
-        if mean <= 0.0 {
-            return None;
-        }
-        let var = counts.iter().map(|&c| (f64::from(c) - mean).powi(2)).sum::<f64>() / (bins - 1) as f64;
-        Some(var / mean)
+        Some(counts)
     }
 
+    /// Mean time a request spent at the stage over the window, in seconds.
     pub fn observed_delay(&self) -> Option<f64> {
         let n = self.delays.len();
         (n > 0).then(|| nanos_to_secs(self.delays.iter().map(|d| d.1).sum::<Nanos>()) / n as f64)

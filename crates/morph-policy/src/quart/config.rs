@@ -4,6 +4,7 @@
 use morph_core::time::{Millis, Seconds};
 use serde::{Deserialize, Serialize};
 
+use super::burst::BurstForecast;
 use super::corrector::Gains;
 use crate::pipeline::{PlacementRule, PoolConfig};
 use crate::queueing::DelayModel;
@@ -16,6 +17,16 @@ pub enum DelaySource {
     Model,
     /// The mean delay requests spent at the stage over the window (the authors' code).
     Observed,
+}
+
+/// What sizes QUART's stages where the arrivals are too bursty for its mean-rate window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BurstRule {
+    /// QUART's own burst forecast ([`super::burst`]), without the robust floor.
+    Forecast,
+    /// InferLine's envelope rule alone, at the pool's threads.
+    Fallback,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -61,6 +72,10 @@ pub struct QuartConfig {
     /// sized by the envelope rule without QUART's own additions (the bursts outlast the rate
     /// window its queueing model reads).
     pub fallback_dispersion: f64,
+    /// What sizes the stages where the arrivals are that bursty.
+    pub bursts: BurstRule,
+    /// The burst forecast's settings.
+    pub burst: BurstForecast,
     pub pool: PoolConfig,
 }
 
@@ -86,6 +101,8 @@ impl Default for QuartConfig {
             robust_floor: true,
             robust_window_s: Seconds(60.0),
             fallback_dispersion: 2.0,
+            bursts: BurstRule::Fallback,
+            burst: BurstForecast::default(),
             pool: PoolConfig {
                 placement: PlacementRule::CacheAware,
                 host_cache: true,

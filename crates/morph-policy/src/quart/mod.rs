@@ -6,6 +6,7 @@
 
 pub mod baselines;
 pub mod budget;
+pub mod burst;
 pub mod compensator;
 pub mod config;
 pub mod corrector;
@@ -16,5 +17,5 @@ pub mod smoother;
 #[cfg(test)]
 mod tests;
 
-pub use config::{DelaySource, QuartConfig};
+pub use config::{BurstRule, DelaySource, QuartConfig};
 pub use sizer::QuartSizer;

@@ -5,7 +5,7 @@ use morph_core::{Gauge, Nanos, Time, time::Millis};
 
 use super::budget::{Budget, threads_to_fit};
 use super::compensator::{Cut, compensate};
-use super::config::{DelaySource, QuartConfig};
+use super::config::{BurstRule, DelaySource, QuartConfig};
 use super::corrector::{CorrectorParams, PidState, StageDelay, correct};
 use super::critical::carry_critical_flow;
 use super::qna::{StageFlow, arrival_cvs};
@@ -36,8 +36,10 @@ pub struct QuartSizer {
     estimates: Vec<Estimate>,
     /// The critical stage at the last period.
     critical: Option<usize>,
-    /// Periods sized by the robust rule alone (the arrivals too bursty for the forecast).
+    /// Periods sized by the robust rule alone (the arrivals too bursty, the burst forecast off).
     fallbacks: u64,
+    /// Periods sized by the burst forecast.
+    burst_periods: u64,
 }
 
 impl QuartSizer {
@@ -49,6 +51,7 @@ impl QuartSizer {
             estimates: Vec::new(),
             critical: None,
             fallbacks: 0,
+            burst_periods: 0,
         }
     }
 
@@ -108,22 +111,41 @@ impl Sizer for QuartSizer {
         let total: f64 = service.iter().sum();
         // T_target,i = SLO · s_i / Σ_j s_j (spec §1.4 [R]).
         let targets: Vec<f64> = service.iter().map(|s| slo * s / total.max(f64::MIN_POSITIVE)).collect();
+        // Bursts that outlast the rate window (the ingress's dispersion over 1 s bins above
+        // `fallback_dispersion`; Poisson is 1): QUART's burst forecast reads λ_i, or, without
+        // it, the envelope rule sizes alone (below).
+        let bursty = !c.paper_literal
+            && c.robust_floor
+            && view
+                .stages
+                .first()
+                .and_then(|s| s.stats.dispersion(view.now, DISPERSION_BIN))
+                .is_some_and(|d| d > c.fallback_dispersion);
+        let forecast = (bursty && c.bursts == BurstRule::Forecast).then_some(c.burst);
+        let rate = |s: &StageView<'_>| match forecast {
+            Some(f) => f.read(s.stats, view.now).rate,
+            None => s.stats.rate(view.now),
+        };
         // λ_i, plus (our extension) the requests queued at stage i drained over the horizon: a
         // burst counts where it waits, so the critical stage is the one that asks for replicas.
-        let drain = |q: usize| match c.backlog_drain_s.0 > 0.0 && !c.paper_literal {
-            true => q as f64 / c.backlog_drain_s.0,
+        let drain_s = forecast.map_or(c.backlog_drain_s, |f| f.drain_s).0;
+        let drain = |q: usize| match drain_s > 0.0 && !c.paper_literal {
+            true => q as f64 / drain_s,
             false => 0.0,
         };
-        let lambda: Vec<f64> = view.stages.iter().map(|s| s.stats.rate(view.now) + drain(s.queued)).collect();
+        let lambda: Vec<f64> = view.stages.iter().map(|s| rate(s) + drain(s.queued)).collect();
+        // The forecast reads the ingress as two states, each Poisson within itself (an MMPP):
+        // the gaps' CV over both states is what it has already modelled, so QNA starts from 1.
+        let measured_cv = |s: &StageView<'_>| s.stats.cv().filter(|_| forecast.is_none());
         let flows: Vec<StageFlow> = (0..n)
             .map(|i| StageFlow {
                 rho: lambda[i] * service[i] / f64::from(view.stages[i].replicas()),
                 replicas: view.stages[i].replicas(),
                 cs: c.service_cv,
-                measured: view.stages[i].stats.cv(),
+                measured: measured_cv(&view.stages[i]),
             })
             .collect();
-        let ingress_cv = view.stages.first().and_then(|s| s.stats.cv()).map_or(1.0, |m| m.0);
+        let ingress_cv = view.stages.first().and_then(measured_cv).map_or(1.0, |m| m.0);
         // ĈV_i: QNA from the ingress, measured where there are enough arrivals (Alg. 1 line 7).
         let cvs = arrival_cvs(ingress_cv, &flows, c.cv_enough);
         let loads = Loads { view, lambda, cvs, targets, service_cv: c.service_cv };
@@ -155,15 +177,19 @@ impl Sizer for QuartSizer {
             let envelope = |counts: &[u16]| {
                 envelope_targets(&at(counts), c.robust_window_s.0, ROBUST_DRAIN_S, 0.0, c.r_max)
             };
-            let bursty = view.stages.first().and_then(|s| s.stats.dispersion(view.now, DISPERSION_BIN));
-            if bursty.is_some_and(|d| d > c.fallback_dispersion) {
+            if bursty && forecast.is_none() {
                 self.fallbacks += 1;
                 return envelope(&vec![c.pool.threads; n]);
             }
-            for (need, floor) in needs.iter_mut().zip(envelope(&threads)) {
-                *need = (*need).max(floor.replicas);
+            // The floor holds a burst's replicas through the lulls; the burst forecast lets
+            // them go and brings them back warm.
+            if !bursty {
+                for (need, floor) in needs.iter_mut().zip(envelope(&threads)) {
+                    *need = (*need).max(floor.replicas);
+                }
             }
         }
+        self.burst_periods += u64::from(forecast.is_some());
         self.critical = critical;
         self.estimates.clear();
         let mut stage_delays: Vec<StageDelay> = Vec::with_capacity(n);
@@ -234,7 +260,10 @@ impl Sizer for QuartSizer {
     }
 
     fn gauges(&self) -> Vec<Gauge> {
-        let mut out = vec![Gauge::new("quart_fallbacks_total", self.fallbacks as f64)];
+        let mut out = vec![
+            Gauge::new("quart_fallbacks_total", self.fallbacks as f64),
+            Gauge::new("quart_burst_periods_total", self.burst_periods as f64),
+        ];
         for (i, e) in self.estimates.iter().enumerate() {
             let g = |name: &str, value: f64| Gauge::new(name, value).label("stage", i.to_string());
             out.push(g("stage_target_delay_seconds", e.target_s));
