@@ -323,6 +323,8 @@ QUART_STREAMS = {
 }
 QUART_BASELINES = ["cocktail-like", "inferline-like", "infless-like", "uniform-pipeline"]
 QUART_EQUAL_COST = ["cocktail-like", "inferline-like"]
+# Issue 74: QUART's mean and p99 at most this share of the best baseline's on bursty load.
+QUART_GOAL = 0.8
 
 
 def quart_scenario(folder, name, arrivals, seeds, slo_ms, policies, sweep):
@@ -353,7 +355,8 @@ def quart_baselines(names):
 
 def quart():
     print("## QUART from t = 0 against its baselines at equal cost (core-seconds), cores charged "
-          "(goal where slots do not bind: mean and p99 <= the best baseline's at equal cost)\n")
+          f"(issue 74's goal on these bursty streams: mean and p99 <= {QUART_GOAL}x the best baseline's "
+          "at equal cost)\n")
     seeds = [1] if QUICK else [1, 2, 3]
     missed = 0
     with tempfile.TemporaryDirectory() as folder:
@@ -379,9 +382,14 @@ def quart():
                           f"{r['instance_seconds']:>8.0f} {ratio(q['mean_latency_ms'], r['mean_latency_ms']):>11.2f} "
                           f"{ratio(q['p99_latency_ms'], r['p99_latency_ms']):>10.2f}{mark}")
                 b = equal[best]
-                ok = q["mean_latency_ms"] <= b["mean_latency_ms"] and q["p99_latency_ms"] <= b["p99_latency_ms"]
+                ok = all(ratio(q[k], b[k]) <= QUART_GOAL for k in ["mean_latency_ms", "p99_latency_ms"])
                 missed += not ok
-                print(f"{'':>5} {'':>4} {'':>5} {'goal (vs ' + best + ')':<32} {'met' if ok else 'MISSED'}\n")
+                # The share of QUART's control periods its fallback (InferLine's envelope rule) decided.
+                share = q["gauge_means"].get("quart_fallback_active", 0.0)
+                print(f"{'':>5} {'':>4} {'':>5} {'goal (vs ' + best + ')':<32} {'met' if ok else 'MISSED'}; "
+                      f"quart {ratio(q['mean_latency_ms'], b['mean_latency_ms']):.2f}x its mean, "
+                      f"{ratio(q['p99_latency_ms'], b['p99_latency_ms']):.2f}x its p99; the fallback decided "
+                      f"{100 * share:.0f}% of QUART's periods\n")
     print(f"QUART: {'every run met the goal' if missed == 0 else f'{missed} runs missed the goal'}\n")
 
 

@@ -177,6 +177,11 @@ fn bursty_arrivals_are_sized_by_the_fallback_or_the_burst_forecast() {
     assert!(gauge(&forecast, "quart_burst_periods_total") > 0.0, "{:?}", forecast.gauge_means);
     assert_eq!(gauge(&forecast, "quart_fallbacks_total"), 0.0);
     assert_eq!(forecast.measured.completed, forecast.measured.requests);
+    // The shares of time each decided are gauges' means, between 0 and 1.
+    let share = gauge(&fallback, "quart_fallback_active");
+    assert!(share > 0.0 && share <= 1.0, "{share}");
+    assert_eq!(gauge(&forecast, "quart_fallback_active"), 0.0);
+    assert!(gauge(&forecast, "quart_burst_forecast_active") > 0.0);
 }
 
 /// Every baseline runs on the same seams: the whole-model INFless-like pool launches whole

@@ -40,6 +40,20 @@ pub struct QuartSizer {
     fallbacks: u64,
     /// Periods sized by the burst forecast.
     burst_periods: u64,
+    /// What sized the stages at the last period.
+    last: Decider,
+}
+
+/// What sized QUART's stages in one period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum Decider {
+    /// QUART's queueing model on its mean-rate window (with the robust floor).
+    #[default]
+    Own,
+    /// QUART's queueing model on the burst forecast.
+    BurstForecast,
+    /// The envelope rule alone.
+    Fallback,
 }
 
 impl QuartSizer {
@@ -52,6 +66,7 @@ impl QuartSizer {
             critical: None,
             fallbacks: 0,
             burst_periods: 0,
+            last: Decider::Own,
         }
     }
 
@@ -179,6 +194,7 @@ impl Sizer for QuartSizer {
             };
             if bursty && forecast.is_none() {
                 self.fallbacks += 1;
+                self.last = Decider::Fallback;
                 return envelope(&vec![c.pool.threads; n]);
             }
             // The floor holds a burst's replicas through the lulls; the burst forecast lets
@@ -190,6 +206,7 @@ impl Sizer for QuartSizer {
             }
         }
         self.burst_periods += u64::from(forecast.is_some());
+        self.last = if forecast.is_some() { Decider::BurstForecast } else { Decider::Own };
         self.critical = critical;
         self.estimates.clear();
         let mut stage_delays: Vec<StageDelay> = Vec::with_capacity(n);
@@ -263,6 +280,12 @@ impl Sizer for QuartSizer {
         let mut out = vec![
             Gauge::new("quart_fallbacks_total", self.fallbacks as f64),
             Gauge::new("quart_burst_periods_total", self.burst_periods as f64),
+            // 0 or 1 each period: over a run their means are the shares of time each decided.
+            Gauge::new("quart_fallback_active", f64::from(u8::from(self.last == Decider::Fallback))),
+            Gauge::new(
+                "quart_burst_forecast_active",
+                f64::from(u8::from(self.last == Decider::BurstForecast)),
+            ),
         ];
         for (i, e) in self.estimates.iter().enumerate() {
             let g = |name: &str, value: f64| Gauge::new(name, value).label("stage", i.to_string());
