@@ -20,8 +20,9 @@ another build of `morph` (default: target/release/morph).
   0.6 / 1.0 / 1.5 C0, seeds 1-3, with the requests each loses.
 - otas-paper: under the paper's conditions (a load walking between 0.5 and 1.8 C0 for 30 min, its
   baselines PetS and INFaaS): OTAS's utility over each, beside the paper's +18.2%.
-- quart: QUART against its baselines at equal cost on bursty streams of CV >= 4 and >= 10 where
-  the slots do not bind (75 and 100 req/s) and where they do (150), cores charged.
+- quart: QUART against its baselines at equal cost on bursty streams of CV >= 4 and >= 10 (on/off
+  MMPPs and gamma gaps) at 75, 100 and 150 req/s, cores charged, with the share of QUART's
+  periods its fallback decided.
 - quart-paper: under the paper's conditions (Fig. 7: CV 0.1-8, lenient SLO; Fig. 6b: a real trace
   at SLO 1.5x; its baselines INFless, InferLine, Cocktail): mean latency cut and goodput ratio.
 - ssjf: FCFS, SSJF and oracle SJF on the LMSYS lengths by rate and by burstiness (the paper's
@@ -315,11 +316,14 @@ def otas_paper():
 # ---------------------------------------------------------------------------------------------
 # QUART
 
-# On/off MMPP streams at a mean of 150 req/s (a rate sweep thins them): a quiet state and a
-# burst state, 15 s each on average; inter-arrival CV about 4 and about 10 (measured per run).
+# Streams at a mean of 150 req/s (a rate sweep thins them): on/off MMPPs (a quiet state and a
+# burst state, 15 s each on average; inter-arrival CV about 4 and about 10, measured per run) and
+# gamma gaps.
 QUART_STREAMS = {
     "mmpp-cv4": '{ kind = "mmpp", rates = [8, 292], dwell_s = 15 }',
     "mmpp-cv10": '{ kind = "mmpp", rates = [1.5, 298.5], dwell_s = 15 }',
+    # Gamma gaps of CV 12 (CV >= 10 without on/off states; 10.7-13.4 measured per run).
+    "gamma-cv12": '{ kind = "gamma", rate = 150, cv = 12 }',
 }
 QUART_BASELINES = ["cocktail-like", "inferline-like", "infless-like", "uniform-pipeline"]
 QUART_EQUAL_COST = ["cocktail-like", "inferline-like"]
