@@ -1,6 +1,7 @@
 //! QUART's own forecast where the arrivals come in bursts (Morph's extension, issue 74; chosen
-//! by `bursts = "forecast"`, not the default: on the from-t0 streams it lost to the envelope
-//! fallback once warm starts worked, see `docs/quart.md`). The paper's λ_i over a window is a
+//! by `bursts = "forecast"`, not the default: it ties the envelope fallback on the from-t0 MMPP
+//! streams and loses to it on the shipped scenarios and the paper's gamma CVs, see
+//! `docs/quart.md`). The paper's λ_i over a window is a
 //! mean that a burst longer than the window hides and a lull after it inflates; here the ingress
 //! is read as two states, quiet and burst:
 //! - the burst state's rate is remembered: the mean of the history's busy bins (an MMPP's two
@@ -9,7 +10,8 @@
 //!   is sized for the whole burst at once (QUART's warm starts bring the replicas up within a
 //!   second, where the baselines' cold starts take several);
 //! - out of a burst a stage is sized for the rate of the last `settle`, so the burst's replicas go
-//!   once it has ended (after the executor's own scale-down delay), not a 60 s envelope later.
+//!   once it has ended (after the executor's own scale-down delay), not a 60 s envelope later;
+//! - the stages stay at the pool's threads (the sizer does not re-thread under the forecast).
 
 use morph_core::time::Seconds;
 use morph_core::{Nanos, Time};

@@ -23,7 +23,8 @@ pub enum DelaySource {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BurstRule {
-    /// QUART's own burst forecast ([`super::burst`]), without the robust floor.
+    /// QUART's own burst forecast ([`super::burst`]), without the robust floor, at the pool's
+    /// threads.
     Forecast,
     /// InferLine's envelope rule alone, at the pool's threads.
     Fallback,
@@ -67,12 +68,12 @@ pub struct QuartConfig {
     /// robust baseline does rather than lose to it; off: QUART's own sizing alone.
     pub robust_floor: bool,
     pub robust_window_s: Seconds,
-    /// Where QUART's forecast cannot help, it falls back to the robust sizing alone: when the
-    /// ingress's index of dispersion over 1 s bins (1 for Poisson) exceeds this, its stages are
-    /// sized by the envelope rule without QUART's own additions (the bursts outlast the rate
-    /// window its queueing model reads).
+    /// Where QUART's mean-rate window cannot help: when the ingress's index of dispersion over
+    /// 1 s bins (1 for Poisson) exceeds this, the bursts outlast the window its queueing model
+    /// reads, and `bursts` says what sizes the stages instead.
     pub fallback_dispersion: f64,
-    /// What sizes the stages where the arrivals are that bursty.
+    /// What sizes the stages where the arrivals are that bursty: the envelope rule alone (the
+    /// default) or QUART's burst forecast.
     pub bursts: BurstRule,
     /// The burst forecast's settings.
     pub burst: BurstForecast,

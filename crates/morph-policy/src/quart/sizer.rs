@@ -164,10 +164,18 @@ impl Sizer for QuartSizer {
         // ĈV_i: QNA from the ingress, measured where there are enough arrivals (Alg. 1 line 7).
         let cvs = arrival_cvs(ingress_cv, &flows, c.cv_enough);
         let loads = Loads { view, lambda, cvs, targets, service_cv: c.service_cv };
-        let mut threads: Vec<u16> = view.stages.iter().map(|s| s.threads).collect();
+        // Under the burst forecast the stages stay at the pool's threads, as under the fallback:
+        // a burst's need past the slots is shared out by the executor, not bought with threads
+        // (8 threads serve a request in 0.74x the time for 8x the cores; re-threading in bursts
+        // cost 1.01-1.34x the cores at 150 req/s, docs/quart.md).
+        let rethread = c.compensator && forecast.is_none();
+        let mut threads: Vec<u16> = match forecast {
+            Some(_) => vec![c.pool.threads; n],
+            None => view.stages.iter().map(|s| s.threads).collect(),
+        };
         let (mut needs, mut critical) = self.needs(&loads, &threads);
         // The CPU compensator when the needs do not fit the slots (see [`super::budget`]).
-        if c.compensator && !c.paper_literal {
+        if rethread && !c.paper_literal {
             let most = threads.iter().copied().max().unwrap_or(1);
             let needs_at = |t: u16| self.needs(&loads, &vec![t; n]).0;
             let budget = Budget { slots: view.slots as u32, cores: view.cores.map(|c| c as u32) };
@@ -256,7 +264,7 @@ impl Sizer for QuartSizer {
                     threads: threads[i],
                     key: self.key_until[i] > view.now,
                 };
-                if c.compensator && smoothed[i] < corrected.replicas[i] {
+                if rethread && smoothed[i] < corrected.replicas[i] {
                     let cut = Cut {
                         time: stage.time,
                         hop_s: stage.hop_s,

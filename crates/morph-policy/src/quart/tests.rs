@@ -3,7 +3,7 @@
 
 use morph_core::{StageTime, Time};
 
-use super::{QuartConfig, QuartSizer};
+use super::{BurstRule, QuartConfig, QuartSizer};
 use crate::pipeline::{PoolView, Sizer, StageStats, StageTarget, StageView};
 
 const S: u64 = 1_000_000_000;
@@ -109,4 +109,19 @@ fn the_compensator_gives_threads_to_stages_the_slot_budget_cut() {
     assert_eq!(replicas(&off), vec![2; 4]);
     assert!(on.iter().all(|t| t.threads == 2), "{on:?}");
     assert!(off.iter().all(|t| t.threads == 1), "{off:?}");
+}
+
+#[test]
+fn the_burst_forecast_keeps_the_pools_threads_where_the_slots_bind() {
+    // The burst and the 8 slots the compensator meets with 2 threads a stage (above): under
+    // the burst forecast every stage stays at the pool's one thread and the executor shares
+    // the slots out.
+    let stats: Vec<StageStats> = (0..4).map(|_| steady(250.0)).collect();
+    let v = view(&stats, &[3; 4], &[0; 4], 8);
+    let forecast = QuartConfig { bursts: BurstRule::Forecast, ..QuartConfig::default() };
+    let (targets, sizer) = size(forecast, &v);
+    let periods = sizer.gauges().iter().find(|g| g.name == "quart_burst_periods_total").map(|g| g.value);
+    assert_eq!(periods, Some(1.0), "the forecast decided");
+    assert!(targets.iter().all(|t| t.threads == 1), "{targets:?}");
+    assert!(size(own(), &v).0.iter().all(|t| t.threads == 2));
 }
