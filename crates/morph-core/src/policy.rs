@@ -195,6 +195,13 @@ pub trait Policy: Send {
     /// the instance. It changes no decision; the default does nothing.
     fn prefetch(&self, _instance: InstanceId) {}
 
+    /// The instance the next arrival would start on, where the policy knows it (dynamic
+    /// batching: its lowest idle instance while nothing waits): a hint like [`Policy::prefetch`],
+    /// for a driver to ask the cache for its own records of that instance. The default knows none.
+    fn next_start(&self) -> Option<InstanceId> {
+        None
+    }
+
     /// Where the initial layout's instances go over the hosts.
     fn initial_placement(&self) -> InitialPlacement {
         InitialPlacement::Packed

@@ -273,10 +273,18 @@ impl World<'_> {
         let [next, after] = self.events.next_two();
         if let Some(SimEvent::BatchDone { instance, .. }) = after {
             ledger.prefetch_instance(instance);
+            self.prefetch_instance(instance);
         }
         if let Some(SimEvent::BatchDone { instance, first }) = next {
             ledger.prefetch_batch(instance, first);
             self.live.prefetch(first.0);
+        }
+    }
+
+    /// Asks the cache for the driver's record of `id`, which a batch starts on soon.
+    fn prefetch_instance(&self, id: InstanceId) {
+        if let Some(record) = self.instances.get(id.0 as usize) {
+            morph_core::prefetch::prefetch(record);
         }
     }
 
@@ -576,6 +584,9 @@ impl<'a, I: Iterator<Item = SimRequest>> ModelRun<'a, I> {
         }
         world.carry_out(now, ledger, effects);
         world.rec.queue(now, ledger.policy().queue_len());
+        if let Some(next) = ledger.prefetch_next_start() {
+            world.prefetch_instance(next);
+        }
         Some(now)
     }
 

@@ -375,6 +375,16 @@ impl Ledger {
         self.policy.prefetch(instance);
     }
 
+    /// Asks the cache for the ledger's record of the instance the policy would start the next
+    /// arrival on ([`Policy::next_start`]) and names it, for the driver's own records.
+    pub fn prefetch_next_start(&self) -> Option<InstanceId> {
+        let next = self.policy.next_start()?;
+        if let Some(state) = self.instances.get(next.0 as usize) {
+            crate::prefetch::prefetch(state);
+        }
+        Some(next)
+    }
+
     /// Asks the cache for the list of the batch on `instance` and for `first`, its first
     /// request: the second hint, once the instance's own record is in the cache.
     pub fn prefetch_batch(&self, instance: InstanceId, first: RequestId) {

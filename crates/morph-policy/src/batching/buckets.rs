@@ -79,14 +79,22 @@ impl BucketQueue {
     /// Takes the batch `runtime` runs next: from the bucket whose head (among those `runtime`
     /// fits) arrived first, the longest FIFO prefix within the bucket's rows, the runtime's rows
     /// and `max_tokens` padded tokens (one request always fits), into `batch` (empty when
-    /// called; it stays empty if no head fits).
-    pub(crate) fn take_batch(&mut self, runtime: RuntimeSpec, max_tokens: u64, batch: &mut Vec<RequestInfo>) {
+    /// called; it stays empty if no head fits), their ids onto `ids`. Returns the longest input
+    /// taken (0: none): the caller needs no read of `batch`, whose list has often left the
+    /// cache since the instance's last batch (at tens of thousands of instances).
+    pub(crate) fn take_batch(
+        &mut self,
+        runtime: RuntimeSpec,
+        max_tokens: u64,
+        batch: &mut Vec<RequestInfo>,
+        ids: &mut Vec<RequestId>,
+    ) -> u32 {
         let oldest = (0..self.queues.len())
             .filter_map(|b| self.queues[b].front().map(|head| (b, head)))
             .filter(|(_, head)| runtime.fits(head.input_len))
             .min_by_key(|(_, head)| (head.arrival, head.id))
             .map(|(b, _)| b);
-        let Some(bucket) = oldest else { return };
+        let Some(bucket) = oldest else { return 0 };
         let max_rows = self.max_rows(bucket).min(runtime.max_batch);
         let queue = &mut self.queues[bucket];
         debug_assert!(batch.is_empty());
@@ -99,9 +107,11 @@ impl BucketQueue {
                 break;
             }
             longest = longest.max(head.input_len);
+            ids.push(head.id);
             batch.extend(queue.pop_front());
         }
         self.len -= batch.len();
+        longest
     }
 }
 
@@ -115,10 +125,13 @@ mod tests {
         morph_core::fixtures::request(id, input_len, Time(id))
     }
 
-    /// The ids of the batch `runtime` takes next.
+    /// The ids of the batch `runtime` takes next (the ids listed and the longest input
+    /// returned agree with the batch).
     fn taken(q: &mut BucketQueue, runtime: RuntimeSpec, max_tokens: u64) -> Vec<u64> {
-        let mut batch = Vec::new();
-        q.take_batch(runtime, max_tokens, &mut batch);
+        let (mut batch, mut ids) = (Vec::new(), vec![RequestId(99)]);
+        let longest = q.take_batch(runtime, max_tokens, &mut batch, &mut ids);
+        assert_eq!(longest, batch.iter().map(|r| r.input_len).max().unwrap_or(0));
+        assert_eq!(ids[1..], batch.iter().map(|r| r.id).collect::<Vec<_>>(), "appended after what was there");
         batch.iter().map(|r| r.id.0).collect()
     }
 

@@ -89,6 +89,8 @@ pub struct DynamicBatching {
     instances: Vec<Option<InstanceState>>,
     /// Idle instances by id, taken lowest first so that the one chosen is deterministic.
     idle: IdleSet,
+    /// The instance the next arrival starts on, while nothing waits ([`Policy::next_start`]).
+    next_start: Option<InstanceId>,
     /// The idle instances that took a batch in one walk (kept to reuse its allocation).
     taken: Vec<usize>,
     /// Lists of ended batches, handed back by the ledger, for the next batches' lists (one
@@ -111,6 +113,7 @@ impl DynamicBatching {
             config,
             instances: Vec::new(),
             idle: IdleSet::default(),
+            next_start: None,
             taken: Vec::new(),
             spare_lists: Vec::new(),
             replacer: Replacer::default(),
@@ -129,8 +132,16 @@ impl DynamicBatching {
     }
 
     fn schedule(&mut self, now: Time, actions: &mut Vec<Action>) {
+        self.start_batches(now, actions);
+        self.next_start = None;
         if self.queues.iter().all(BucketQueue::is_empty) {
             self.prefetch_next_start();
+        }
+    }
+
+    /// Starts a batch on every idle instance that finds one in its stage's queue.
+    fn start_batches(&mut self, now: Time, actions: &mut Vec<Action>) {
+        if self.queues.iter().all(BucketQueue::is_empty) {
             return;
         }
         // Idle instances in id order; those that start a batch leave the set after the walk.
@@ -143,17 +154,20 @@ impl DynamicBatching {
             if queue.is_empty() {
                 continue;
             }
-            queue.take_batch(state.runtime, self.config.max_batch_tokens, &mut state.running);
-            let batch = &state.running;
-            if batch.is_empty() {
+            let mut requests = self.spare_lists.pop().unwrap_or_default();
+            let longest = queue.take_batch(
+                state.runtime,
+                self.config.max_batch_tokens,
+                &mut state.running,
+                &mut requests,
+            );
+            if requests.is_empty() {
+                self.spare_lists.push(requests);
                 continue;
             }
             self.taken.push(k);
-            let longest = batch.iter().map(|r| r.input_len).max().unwrap_or(1);
-            state.started = Some((now, state.runtime.padded_shape(longest, batch.len() as u32)));
+            state.started = Some((now, state.runtime.padded_shape(longest, requests.len() as u32)));
             let then = if state.last { Then::Finish } else { Then::NextStage };
-            let mut requests = self.spare_lists.pop().unwrap_or_default();
-            requests.extend(batch.iter().map(|r| r.id));
             actions.push(Action::Run {
                 instance: InstanceId(k as u32),
                 requests,
@@ -170,6 +184,7 @@ impl DynamicBatching {
     /// instances its record has often left the cache since its last batch.
     fn prefetch_next_start(&mut self) {
         let Some(k) = self.idle.lowest_first().next() else { return };
+        self.next_start = Some(InstanceId(k as u32));
         if let Some(state) = &mut self.instances[k] {
             if let Some(slot) = state.running.spare_capacity_mut().first() {
                 morph_core::prefetch::prefetch(slot);
@@ -300,6 +315,10 @@ impl Policy for DynamicBatching {
         }
     }
 
+    fn next_start(&self) -> Option<InstanceId> {
+        self.next_start
+    }
+
     fn gauges(&self) -> Vec<Gauge> {
         if self.queues.len() < 2 {
             return Vec::new();
@@ -347,6 +366,26 @@ mod tests {
     fn run(instance: u32, ids: &[u64]) -> Action {
         let requests = ids.iter().map(|i| RequestId(*i)).collect();
         Action::Run { instance: InstanceId(instance), requests, plan: BatchPlan::FINISH }
+    }
+
+    #[test]
+    fn the_next_start_hint_names_the_instance_the_next_arrival_starts_on() {
+        let rt = RuntimeSpec::dynamic(512, 1);
+        let mut p = policy(1000, 10, &[rt, rt, rt]);
+        for id in 1..=3 {
+            let named = p.next_start().expect("an idle instance");
+            assert_eq!(arrive(&mut p, id, 10), vec![run(named.0, &[id])]);
+        }
+        assert_eq!(p.next_start(), None, "every instance is busy");
+        assert!(arrive(&mut p, 4, 10).is_empty());
+        let done = |i| Event::BatchDone { instance: InstanceId(i), requests: vec![], failed: false };
+        let mut out = Vec::new();
+        p.on_event(Time(5), done(1), &mut out);
+        assert_eq!(out, vec![run(1, &[4])]);
+        assert_eq!(p.next_start(), None, "the freed instance took the waiting request");
+        p.on_event(Time(6), done(2), &mut Vec::new());
+        assert_eq!(p.next_start(), Some(InstanceId(2)));
+        assert_eq!(arrive(&mut p, 5, 10), vec![run(2, &[5])]);
     }
 
     #[test]
