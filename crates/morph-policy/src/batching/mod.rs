@@ -141,9 +141,6 @@ impl DynamicBatching {
 
     /// Starts a batch on every idle instance that finds one in its stage's queue.
     fn start_batches(&mut self, now: Time, actions: &mut Vec<Action>) {
-        if self.queues.iter().all(BucketQueue::is_empty) {
-            return;
-        }
         // Idle instances in id order; those that start a batch leave the set after the walk.
         for k in self.idle.lowest_first() {
             if self.queues.iter().all(BucketQueue::is_empty) {
