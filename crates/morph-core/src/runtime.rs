@@ -5,7 +5,8 @@
 //! runs as many rows as it was given (what TEI does on CPU). A fixed runtime may keep a
 //! *dynamic fallback* beside it (a second, dynamic-shaped engine on the same instance, run one
 //! batch at a time, never concurrently): a batch longer than its shape runs there, at its own
-//! length, up to the fallback's length.
+//! length, up to the fallback's length; and so may a batch of the shorter inputs a runtime
+//! helps with (`demoted_len`), which would otherwise pay the whole padding of the shape.
 
 use std::fmt;
 use std::str::FromStr;
@@ -29,6 +30,11 @@ pub struct RuntimeSpec {
     /// dynamic-shaped; 0 without one.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub fallback_len: u32,
+    /// With a fallback: a batch whose longest input has at most this many tokens runs on the
+    /// fallback too, at its own length (inputs of shorter classes, demoted to this runtime,
+    /// that pay less there than padded to the shape); 0: none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub demoted_len: u32,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -51,11 +57,11 @@ impl PaddedShape {
 
 impl RuntimeSpec {
     pub fn fixed(max_len: u32, max_batch: u32) -> Self {
-        Self { kind: ShapeKind::Fixed, max_len, max_batch, fallback_len: 0 }
+        Self { kind: ShapeKind::Fixed, max_len, max_batch, fallback_len: 0, demoted_len: 0 }
     }
 
     pub fn dynamic(max_len: u32, max_batch: u32) -> Self {
-        Self { kind: ShapeKind::Dynamic, max_len, max_batch, fallback_len: 0 }
+        Self { kind: ShapeKind::Dynamic, max_len, max_batch, fallback_len: 0, demoted_len: 0 }
     }
 
     /// A fixed runtime with a dynamic fallback up to `fallback_len` tokens (a dynamic runtime
@@ -67,10 +73,21 @@ impl RuntimeSpec {
         }
     }
 
+    /// A fixed runtime with a fallback that also runs the batches of at most `demoted_len`
+    /// tokens (below its shape; without a fallback it stays as it is).
+    pub fn with_demoted(self, demoted_len: u32) -> Self {
+        match self.kind {
+            ShapeKind::Fixed if self.fallback_len > 0 && demoted_len < self.max_len => {
+                Self { demoted_len, ..self }
+            }
+            _ => self,
+        }
+    }
+
     /// The runtime a batch whose longest sequence has `longest` tokens runs on: this one, or
-    /// past its shape its dynamic fallback.
+    /// past its shape, or at most `demoted_len` long, its dynamic fallback.
     pub fn running(&self, longest: u32) -> RuntimeSpec {
-        if longest > self.max_len && self.fallback_len > 0 {
+        if self.fallback_len > 0 && (longest > self.max_len || longest <= self.demoted_len) {
             Self::dynamic(self.fallback_len, self.max_batch)
         } else {
             *self
@@ -107,13 +124,16 @@ impl fmt::Display for RuntimeSpec {
         if self.fallback_len > 0 {
             write!(f, "+{}", self.fallback_len)?;
         }
+        if self.demoted_len > 0 {
+            write!(f, "/{}", self.demoted_len)?;
+        }
         Ok(())
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "runtime '{0}' is not KIND:MAX_LENxMAX_BATCH[+FALLBACK_LEN], e.g. fixed:128x8, dynamic:512x32 or fixed:128x8+512 (a fixed shape with a dynamic fallback up to 512 tokens)"
+    "runtime '{0}' is not KIND:MAX_LENxMAX_BATCH[+FALLBACK_LEN[/DEMOTED_LEN]], e.g. fixed:128x8, dynamic:512x32, fixed:128x8+512 (a fixed shape with a dynamic fallback up to 512 tokens) or fixed:128x8+512/64 (whose fallback also runs the batches of at most 64 tokens)"
 )]
 pub struct ParseRuntimeError(String);
 
@@ -124,9 +144,15 @@ impl FromStr for RuntimeSpec {
         let err = || ParseRuntimeError(s.to_string());
         let (kind, dims) = s.split_once(':').ok_or_else(err)?;
         let (len, rest) = dims.split_once('x').ok_or_else(err)?;
-        let (batch, fallback) = match rest.split_once('+') {
-            Some((batch, fallback)) => (batch, Some(fallback.parse::<u32>().map_err(|_| err())?)),
-            None => (rest, None),
+        let (batch, fallback, demoted) = match rest.split_once('+') {
+            Some((batch, fallback)) => {
+                let (fallback, demoted) = match fallback.split_once('/') {
+                    Some((fallback, demoted)) => (fallback, demoted.parse::<u32>().map_err(|_| err())?),
+                    None => (fallback, 0),
+                };
+                (batch, Some(fallback.parse::<u32>().map_err(|_| err())?), demoted)
+            }
+            None => (rest, None, 0),
         };
         let max_len: u32 = len.parse().map_err(|_| err())?;
         let max_batch: u32 = batch.parse().map_err(|_| err())?;
@@ -135,8 +161,8 @@ impl FromStr for RuntimeSpec {
         }
         match (kind, fallback) {
             ("fixed", None) => Ok(Self::fixed(max_len, max_batch)),
-            ("fixed", Some(fallback)) if fallback > max_len => {
-                Ok(Self::fixed(max_len, max_batch).with_fallback(fallback))
+            ("fixed", Some(fallback)) if fallback > max_len && demoted < max_len => {
+                Ok(Self::fixed(max_len, max_batch).with_fallback(fallback).with_demoted(demoted))
             }
             ("dynamic", None) => Ok(Self::dynamic(max_len, max_batch)),
             _ => Err(err()),
@@ -159,7 +185,12 @@ mod tests {
         let f: RuntimeSpec = "fixed:128x1+512".parse().unwrap();
         assert_eq!(f, RuntimeSpec::fixed(128, 1).with_fallback(512));
         assert_eq!(f.to_string(), "fixed:128x1+512");
-        for wrong in ["fixed:128x1+64", "dynamic:128x1+512", "fixed:128x1+"] {
+        let d: RuntimeSpec = "fixed:128x1+512/64".parse().unwrap();
+        assert_eq!(d, RuntimeSpec::fixed(128, 1).with_fallback(512).with_demoted(64));
+        assert_eq!(d.to_string(), "fixed:128x1+512/64");
+        for wrong in
+            ["fixed:128x1+64", "dynamic:128x1+512", "fixed:128x1+", "fixed:128x1+512/128", "fixed:128x1/64"]
+        {
             assert!(wrong.parse::<RuntimeSpec>().is_err(), "{wrong}");
         }
     }
@@ -173,6 +204,16 @@ mod tests {
         assert_eq!(f.running(300), RuntimeSpec::dynamic(512, 4));
         assert_eq!(f.running(128), f);
         assert_eq!(RuntimeSpec::dynamic(512, 4).with_fallback(1024), RuntimeSpec::dynamic(512, 4));
+    }
+
+    #[test]
+    fn a_fallback_runs_the_demoted_short_batches_at_their_own_length() {
+        let f = RuntimeSpec::fixed(128, 4).with_fallback(512).with_demoted(64);
+        assert_eq!(f.padded_shape(64, 2), PaddedShape { len: 64, batch: 2 }, "a shorter class's batch");
+        assert_eq!(f.padded_shape(65, 2), PaddedShape { len: 128, batch: 4 }, "its own class pads");
+        assert_eq!(f.padded_shape(300, 1), PaddedShape { len: 300, batch: 1 });
+        assert_eq!(f.running(10), RuntimeSpec::dynamic(512, 4));
+        assert_eq!(RuntimeSpec::fixed(128, 4).with_demoted(64), RuntimeSpec::fixed(128, 4), "no fallback");
     }
 
     #[test]

@@ -80,8 +80,9 @@ async fn arlo_reallocates_and_replaces_instances_while_serving() {
     assert!(metrics.contains(&format!("morph_policy_instances{{runtime=\"{fixed}\"}}")), "{metrics}");
     assert!(metrics.contains("morph_instances{runtime=\"dynamic:512x1\"}"), "{metrics}");
     assert!(metrics.contains("morph_policy_replacements_total"), "{metrics}");
-    // Its fixed runtimes keep a dynamic fallback (late binding across classes), counted.
-    assert!(fixed.ends_with("+512"), "{fixed}");
+    // Its fixed runtimes keep a dynamic fallback (late binding across classes), counted; past
+    // the shortest one, it also runs the shorter classes' inputs (`/N`, the pooled backlog).
+    assert!(fixed.contains("+512"), "{fixed}");
     assert!(metrics.contains("morph_policy_spilled_total"), "{metrics}");
     server.stop().await;
 }

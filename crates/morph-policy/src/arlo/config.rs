@@ -72,6 +72,14 @@ pub struct ArloConfig {
     /// one, and an idle instance with nothing it fits waiting takes the oldest longer request
     /// (late binding across classes): the long tail is pooled over the fleet, as DT pools it.
     pub dynamic_fallback: bool,
+    /// With `dynamic_fallback`: the backlog is one pool, as DT's is. An idle instance takes the
+    /// oldest request it can run, whatever its class, and a fixed runtime's fallback runs the
+    /// shorter classes' inputs at their own length ([`morph_core::RuntimeSpec::with_demoted`]),
+    /// so that helping them costs a short input's time at the dynamic penalty, not the padding
+    /// of the longer shape. Off: an idle instance takes its own class first, then the shorter
+    /// ones (padded to its shape), then the longer ones, each oldest first; in a burst past
+    /// capacity the class its instances serve slowest then waits longest.
+    pub pooled_backlog: bool,
     /// The allocation's accounting: `None`, the paper's (M_i at ρ = 1, Eq. 3); a utilisation
     /// `u`, Morph's stable accounting (M_i at ρ = u, overload carried to the longer runtimes
     /// and priced; see `crate::arlo::reallocate::Accounting`).
@@ -116,6 +124,7 @@ impl Default for ArloConfig {
             dispatch: DispatchRule::Arlo,
             late_binding: false,
             dynamic_fallback: false,
+            pooled_backlog: false,
             stable_utilisation: None,
             dynamic_longest: false,
             lambda: d.lambda,
@@ -156,6 +165,7 @@ impl ArloConfig {
                 runtime_set: RuntimeSet::Optimised,
                 late_binding: true,
                 dynamic_fallback: true,
+                pooled_backlog: true,
                 stable_utilisation: Some(0.9),
                 dynamic_longest: true,
                 first_allocation_s: Seconds(1.0),

@@ -13,8 +13,9 @@ use morph_core::{
 use super::config::RuntimeSet;
 use super::{ArloConfig, ArloPolicy, ServiceModel};
 
-/// Instance 0 runs fixed:64 (with a fallback to 512 when `fallback`), instance 1 fixed:512.
-fn fleet(fallback: bool) -> ArloPolicy {
+/// Instance 0 runs fixed:64 (with a fallback to 512 when `fallback`), instance 1 fixed:512;
+/// `pooled`: the backlog is taken oldest first whatever the class.
+fn fleet(fallback: bool, pooled: bool) -> ArloPolicy {
     let points = [Point { batch: 1, len: 64, ms: 1.0 }, Point { batch: 1, len: 512, ms: 4.0 }];
     let model = ServiceModel::new(Arc::new(LatencyProfile::from_points("m", points).unwrap()), 100_000_000);
     let config = ArloConfig {
@@ -23,6 +24,7 @@ fn fleet(fallback: bool) -> ArloPolicy {
         allocate: false,
         dynamic_longest: false,
         dynamic_fallback: fallback,
+        pooled_backlog: pooled,
         ..ArloConfig::preset("arlo").unwrap()
     };
     let mut policy = ArloPolicy::new("arlo", config, model);
@@ -62,7 +64,7 @@ fn done(policy: &mut ArloPolicy, instance: u32) -> Vec<(u32, u64)> {
 
 #[test]
 fn a_long_request_runs_on_an_idle_short_instance_and_its_own_class_comes_first() {
-    let mut p = fleet(true);
+    let mut p = fleet(true, false);
     assert_eq!(arrive(&mut p, 1, 400), vec![(1, 1)], "the runtime that fits it first");
     assert_eq!(arrive(&mut p, 2, 300), vec![(0, 2)], "then the short instance's fallback");
     assert_eq!(arrive(&mut p, 3, 500), vec![]);
@@ -74,10 +76,21 @@ fn a_long_request_runs_on_an_idle_short_instance_and_its_own_class_comes_first()
 
 #[test]
 fn without_a_fallback_a_long_request_waits_for_a_runtime_that_fits() {
-    let mut p = fleet(false);
+    let mut p = fleet(false, false);
     assert_eq!(arrive(&mut p, 1, 400), vec![(1, 1)]);
     assert_eq!(arrive(&mut p, 2, 300), vec![]);
     assert_eq!(done(&mut p, 0), vec![], "the short instance cannot take it");
     assert_eq!(done(&mut p, 1), vec![(1, 2)]);
     assert_eq!(p.describe()["counters"]["spilled"], 0);
+}
+
+#[test]
+fn pooled_the_long_instance_takes_the_oldest_it_fits_whatever_its_class() {
+    let mut p = fleet(true, true);
+    assert_eq!(arrive(&mut p, 1, 400), vec![(1, 1)]);
+    assert_eq!(arrive(&mut p, 2, 300), vec![(0, 2)]);
+    assert_eq!(arrive(&mut p, 3, 30), vec![]);
+    assert_eq!(arrive(&mut p, 4, 500), vec![]);
+    assert_eq!(done(&mut p, 1), vec![(1, 3)], "the older short request before its own class");
+    assert_eq!(done(&mut p, 1), vec![(1, 4)]);
 }

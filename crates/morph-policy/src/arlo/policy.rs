@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, VecDeque};
 
 use morph_core::time::nanos_to_ms;
 use morph_core::{
-    Action, BatchPlan, DropReason, Event, Gauge, InstanceId, InstanceInfo, Launched, Nanos, PaddedShape,
-    Policy, RequestId, RequestInfo, RuntimeSpec, ShapeKind, Ticket, Tickets, Time, UnitSpec,
+    Action, BatchPlan, DropReason, Event, Gauge, InstanceId, InstanceInfo, LatencyProfile, Launched, Nanos,
+    PaddedShape, Policy, RequestId, RequestInfo, RuntimeSpec, ShapeKind, Ticket, Tickets, Time, UnitSpec,
 };
 use serde_json::json;
 
@@ -110,8 +110,9 @@ struct Counters {
 
 /// The runtimes of the given ascending max lengths: all fixed-shape, or with `dynamic_longest`
 /// the longest one dynamic-shaped; with `dynamic_fallback` (and late binding) the fixed ones
-/// fall back to a dynamic shape up to the longest length.
-fn shaped(config: &ArloConfig, lens: &[u32]) -> Vec<RuntimeSpec> {
+/// fall back to a dynamic shape up to the longest length, and with `pooled_backlog` for the
+/// inputs of the shorter classes too, as far as [`demoted_len`] finds it pays at `penalty`.
+fn shaped(config: &ArloConfig, lens: &[u32], profile: &LatencyProfile, penalty: f64) -> Vec<RuntimeSpec> {
     let batch = config.batch.max(1);
     let last = lens.len().saturating_sub(1);
     let fallback = match lens.last() {
@@ -124,10 +125,23 @@ fn shaped(config: &ArloConfig, lens: &[u32]) -> Vec<RuntimeSpec> {
             if config.dynamic_longest && i == last {
                 RuntimeSpec::dynamic(l, batch)
             } else {
-                RuntimeSpec::fixed(l, batch).with_fallback(fallback)
+                let shorter = if config.pooled_backlog && i > 0 { lens[i - 1] } else { 0 };
+                let demoted = demoted_len(profile, shorter, RuntimeSpec::fixed(l, batch), penalty);
+                RuntimeSpec::fixed(l, batch).with_fallback(fallback).with_demoted(demoted)
             }
         })
         .collect()
+}
+
+/// How far the shorter classes' inputs (up to `shorter` tokens) run on `runtime`'s dynamic
+/// fallback rather than padded to its shape: the longest length up to which every length, a
+/// full batch of it at the dynamic `penalty`, is priced by `profile` below a batch of the
+/// shape (0: none). Short inputs on a flat stretch of the profile cost more at the penalty
+/// than padded a little; those further below the shape cost less.
+fn demoted_len(profile: &LatencyProfile, shorter: u32, runtime: RuntimeSpec, penalty: f64) -> u32 {
+    let padded = profile.latency_ms(PaddedShape { len: runtime.max_len, batch: runtime.max_batch });
+    let own_length = |len| penalty * profile.latency_ms(PaddedShape { len, batch: runtime.max_batch });
+    (1..=shorter).take_while(|&len| own_length(len) < padded).last().unwrap_or(0)
 }
 
 impl ArloPolicy {
@@ -135,17 +149,21 @@ impl ArloPolicy {
     pub fn new(name: impl Into<String>, config: ArloConfig, model: ServiceModel) -> Self {
         let max_len = config.max_len.unwrap_or_else(|| model.profile().max_len().next_multiple_of(8)).max(1);
         let batch = config.batch.max(1);
+        // No batch has run yet: the dynamic runtime is taken at the profile's speed.
+        let (profile, penalty) = (model.profile(), 1.0);
         let set: Vec<RuntimeSpec> = match config.runtime_set {
             RuntimeSet::Dynamic => vec![RuntimeSpec::dynamic(max_len, batch)],
-            RuntimeSet::Explicit if config.max_lens.is_empty() => shaped(&config, &[max_len]),
+            RuntimeSet::Explicit if config.max_lens.is_empty() => {
+                shaped(&config, &[max_len], profile, penalty)
+            }
             RuntimeSet::Explicit => {
                 let mut lens = config.max_lens.clone();
                 lens.sort_unstable();
                 lens.dedup();
-                shaped(&config, &lens)
+                shaped(&config, &lens, profile, penalty)
             }
             RuntimeSet::Staircase | RuntimeSet::Optimised => {
-                shaped(&config, &staircase(model.profile(), max_len, config.runtimes))
+                shaped(&config, &staircase(profile, max_len, config.runtimes), profile, penalty)
             }
         };
         let queue = MultiLevelQueue::with_rule(config.dispatch_params(), config.dispatch);
@@ -159,7 +177,7 @@ impl ArloPolicy {
             set,
             instances: Instances::default(),
             queue,
-            waiting: Waiting::default(),
+            waiting: Waiting::new(config.pooled_backlog && config.dynamic_fallback),
             scaler,
             starting: Vec::new(),
             handing_over: Vec::new(),
@@ -481,7 +499,8 @@ impl ArloPolicy {
         );
         let costs: Vec<f64> = sets.iter().map(|(_, c)| *c).collect();
         let k = knee(&costs, KNEE_GAIN);
-        self.set = shaped(&self.config, &sets[k - 1].0);
+        let penalty = self.speed.dynamic_penalty().unwrap_or(1.0);
+        self.set = shaped(&self.config, &sets[k - 1].0, profile, penalty);
     }
 
     fn scale(&mut self, now: Time, actions: &mut Vec<Action>) {

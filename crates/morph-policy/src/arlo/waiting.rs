@@ -1,13 +1,16 @@
 //! Late binding (Morph's robust Arlo, `late_binding = true`): a request waits in the queue of its
 //! length bound (the shortest runtime of the set that fits it), not on an instance, and an idle
-//! instance takes waiting requests it can serve: those of its own bound first (its own class,
-//! which the fewest instances can serve), then, oldest first, the shorter ones it can help with,
-//! then, with a dynamic fallback, the longer ones. Nothing waits behind a busy instance while
-//! another that fits is idle, so a backlog formed at the edge of capacity drains at the whole
-//! fleet's rate; the longest runtime takes
+//! instance takes waiting requests it can serve. Pooled (`pooled_backlog`), it takes the oldest
+//! of those its shape fits, its own class and the shorter ones alike, as DT's one queue does
+//! (a fixed runtime's dynamic fallback runs the shorter classes' inputs at their own length
+//! where that costs less than the padding), so no class waits longer than the rest in a burst
+//! past capacity. Otherwise it takes those of its own bound first (its own class, which the
+//! fewest instances can serve), then, oldest first, the shorter ones it can help with. Then,
+//! with a dynamic fallback, the longer ones, oldest first. Either way nothing waits behind a
+//! busy instance while another that fits is idle, so a backlog
+//! formed at the edge of capacity drains at the whole fleet's rate; the longest runtime takes
 //! demoted work only when it is idle, so it is never a single point of overload (the failure of
-//! binding on arrival, issue 19); and a small class of long inputs never waits behind the short
-//! ones its instances help with (a tail the mean-optimal allocation does not see).
+//! binding on arrival, issue 19).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -15,6 +18,8 @@ use morph_core::{InstanceId, RequestId, RequestInfo, RuntimeSpec};
 
 #[derive(Debug, Default)]
 pub(super) struct Waiting {
+    /// An idle instance takes the oldest request its shape fits, its own bound's or a shorter one's.
+    pooled: bool,
     /// Length bound → requests no longer than it, oldest first. Any instance whose runtime's
     /// `max_len` is at least the bound serves them, so the queues outlive a change of runtime set.
     by_bound: BTreeMap<u32, VecDeque<RequestInfo>>,
@@ -24,6 +29,12 @@ pub(super) struct Waiting {
 }
 
 impl Waiting {
+    /// Requests waiting by bound; `pooled`: taken oldest first over an instance's own bound and
+    /// the shorter ones, else its own bound first.
+    pub(super) fn new(pooled: bool) -> Self {
+        Self { pooled, ..Self::default() }
+    }
+
     /// Requests waiting, not bound to any instance yet.
     pub(super) fn queued(&self) -> usize {
         self.len
@@ -52,11 +63,14 @@ impl Waiting {
         self.idle.remove(&(max_len, id));
     }
 
-    /// For an instance of `runtime`: up to its `max_batch` requests, oldest first, from its own
-    /// bound (its `max_len`); if none waits there, from the shorter bound whose head has waited
-    /// longest; if none waits there either, from the longer bound its dynamic fallback takes
-    /// whose head has waited longest. Returns them with the bound they waited under.
+    /// For an instance of `runtime`: up to its `max_batch` requests, oldest first, from one bound.
+    /// Pooled, the bound whose head has waited longest of its own and the shorter ones.
+    /// Otherwise its own bound (its `max_len`); if none waits there, the shorter bound whose head
+    /// has waited longest. Either way, if none of those waits, the longer bound its dynamic
+    /// fallback takes whose head has waited longest. Returns them with the bound they waited
+    /// under.
     pub(super) fn take(&mut self, runtime: RuntimeSpec) -> Option<(u32, Vec<RequestInfo>)> {
+        let pooled = || self.oldest(..=runtime.max_len);
         let own =
             self.by_bound.get(&runtime.max_len).is_some_and(|q| !q.is_empty()).then_some(runtime.max_len);
         let shorter = || self.oldest(..runtime.max_len);
@@ -65,7 +79,8 @@ impl Waiting {
                 .then(|| self.oldest(runtime.max_len + 1..=runtime.fallback_len))
                 .flatten()
         };
-        let bound = own.or_else(shorter).or_else(longer)?;
+        let fitting = if self.pooled { pooled() } else { own.or_else(shorter) };
+        let bound = fitting.or_else(longer)?;
         let queue = self.by_bound.get_mut(&bound)?;
         let n = queue.len().min((runtime.max_batch as usize).max(1));
         let batch: Vec<RequestInfo> = queue.drain(..n).collect();
@@ -155,6 +170,21 @@ mod tests {
         w.set_idle(64, InstanceId(4));
         w.set_idle(128, InstanceId(5));
         assert_eq!(w.idle_longest(), Some((128, InstanceId(5))));
+    }
+
+    #[test]
+    fn pooled_an_instance_takes_the_oldest_head_its_shape_fits_then_a_longer_one() {
+        let mut w = Waiting::new(true);
+        for (bound, id, len, arrival) in [(128, 1, 100, 9), (64, 2, 30, 3), (512, 3, 400, 1), (96, 4, 90, 5)]
+        {
+            w.push(bound, req(id, len, arrival));
+        }
+        let with_fallback = RuntimeSpec::fixed(128, 1).with_fallback(512).with_demoted(96);
+        // 2 (at 3) and 4 (at 5), shorter classes, before its own 1 (at 9); then the longer 3,
+        // the oldest of all, only once nothing its shape fits waits.
+        let order: Vec<Vec<u64>> = (0..4).map(|_| ids(w.take(with_fallback))).collect();
+        assert_eq!(order, vec![vec![2], vec![4], vec![1], vec![3]]);
+        assert_eq!(w.queued(), 0);
     }
 
     #[test]
