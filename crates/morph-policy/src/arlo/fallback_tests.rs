@@ -94,3 +94,29 @@ fn pooled_the_long_instance_takes_the_oldest_it_fits_whatever_its_class() {
     assert_eq!(done(&mut p, 1), vec![(1, 3)], "the older short request before its own class");
     assert_eq!(done(&mut p, 1), vec![(1, 4)]);
 }
+
+/// The runtime set of a pooled Arlo with bounds 64, 128 and 512 (the longest dynamic), on a
+/// profile of one-row points `(len, ms)`.
+fn pooled_set(points: &[(u32, f64)]) -> Vec<String> {
+    let points = points.iter().map(|&(len, ms)| Point { batch: 1, len, ms });
+    let model = ServiceModel::new(Arc::new(LatencyProfile::from_points("m", points).unwrap()), 100_000_000);
+    let config = ArloConfig {
+        runtime_set: RuntimeSet::Explicit,
+        max_lens: vec![64, 128, 512],
+        allocate: false,
+        ..ArloConfig::preset("arlo").unwrap()
+    };
+    let described = ArloPolicy::new("arlo", config, model).describe();
+    let set = described["runtimes"].as_array().unwrap().iter();
+    set.map(|r| r["runtime"].as_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn a_fallback_runs_a_shorter_class_only_where_the_profile_prices_it_below_the_padding() {
+    // Every input of the 64 class costs less at its own length than padded to 128.
+    let cheaper = pooled_set(&[(1, 0.8), (64, 1.0), (128, 1.5), (512, 4.0)]);
+    assert_eq!(cheaper, vec!["fixed:64x1+512", "fixed:128x1+512/64", "dynamic:512x1"]);
+    // The shortest inputs cost as much as the shape (a flat start, as on a GPU): none moves.
+    let flat = pooled_set(&[(1, 1.5), (64, 1.0), (128, 1.5), (512, 4.0)]);
+    assert_eq!(flat, vec!["fixed:64x1+512", "fixed:128x1+512", "dynamic:512x1"]);
+}
