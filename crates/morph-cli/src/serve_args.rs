@@ -52,7 +52,8 @@ pub(crate) struct ServeArgs {
     /// Runtime shape, KIND:MAX_LENxMAX_BATCH; repeat for several. `fixed` pads every batch to
     /// exactly that shape, `dynamic` pads to the longest sequence of the batch;
     /// `fixed:MAX_LENxMAX_BATCH+FALLBACK` runs a batch longer than its shape dynamic-shaped, up
-    /// to FALLBACK tokens (a dynamic fallback beside the fixed shape). Default for
+    /// to FALLBACK tokens (a dynamic fallback beside the fixed shape), and
+    /// `fixed:MAX_LENxMAX_BATCH+FALLBACK/SHORT` a batch of at most SHORT tokens too. Default for
     /// embed on ONNX Runtime with dynamic-batching: read off the engine's profile for this host
     /// and model (shipped, or fitted on the first start to a few shapes measured in seconds,
     /// and cached in MORPH_HOME/profiles by the model's content, whatever its folder's name):
