@@ -73,12 +73,13 @@ pub struct ArloConfig {
     /// (late binding across classes): the long tail is pooled over the fleet, as DT pools it.
     pub dynamic_fallback: bool,
     /// With `dynamic_fallback`: the backlog is one pool, as DT's is. An idle instance takes the
-    /// oldest request it can run, whatever its class, and a fixed runtime's fallback runs the
-    /// shorter classes' inputs at their own length ([`morph_core::RuntimeSpec::with_demoted`]),
-    /// so that helping them costs a short input's time at the dynamic penalty, not the padding
-    /// of the longer shape. Off: an idle instance takes its own class first, then the shorter
-    /// ones (padded to its shape), then the longer ones, each oldest first; in a burst past
-    /// capacity the class its instances serve slowest then waits longest.
+    /// oldest request its shape fits, its own class's or a shorter one's (then, as before, the
+    /// oldest longer one on its fallback), and a fixed runtime's fallback runs the next shorter
+    /// class's inputs at their own length ([`morph_core::RuntimeSpec::with_demoted`]) as far as
+    /// the profile prices that, at the dynamic penalty, below the padding of its shape. Off: an
+    /// idle instance takes its own class first, then the shorter ones (padded to its shape),
+    /// each oldest first; in a burst past capacity the class whose instances keep up least then
+    /// waits longest.
     pub pooled_backlog: bool,
     /// The allocation's accounting: `None`, the paper's (M_i at ρ = 1, Eq. 3); a utilisation
     /// `u`, Morph's stable accounting (M_i at ρ = u, overload carried to the longer runtimes
@@ -181,6 +182,17 @@ impl ArloConfig {
             "infaas" => baseline(RuntimeSet::Staircase, DispatchRule::FirstFit),
             _ => return None,
         })
+    }
+
+    /// Refuses, by name, a switch that would do nothing without the one it builds on.
+    pub fn check(&self) -> Result<(), String> {
+        if self.dynamic_fallback && !self.late_binding {
+            return Err("dynamic_fallback needs late_binding (a request bound on arrival never moves)".into());
+        }
+        if self.pooled_backlog && !self.dynamic_fallback {
+            return Err("pooled_backlog needs dynamic_fallback (the runtimes it pools run on it)".into());
+        }
+        Ok(())
     }
 
     pub fn dispatch_params(&self) -> DispatchParams {

@@ -177,7 +177,7 @@ impl ArloPolicy {
             set,
             instances: Instances::default(),
             queue,
-            waiting: Waiting::new(config.pooled_backlog && config.dynamic_fallback),
+            waiting: Waiting::new(config.pooled_backlog),
             scaler,
             starting: Vec::new(),
             handing_over: Vec::new(),

@@ -7,10 +7,9 @@
 //! past capacity. Otherwise it takes those of its own bound first (its own class, which the
 //! fewest instances can serve), then, oldest first, the shorter ones it can help with. Then,
 //! with a dynamic fallback, the longer ones, oldest first. Either way nothing waits behind a
-//! busy instance while another that fits is idle, so a backlog
-//! formed at the edge of capacity drains at the whole fleet's rate; the longest runtime takes
-//! demoted work only when it is idle, so it is never a single point of overload (the failure of
-//! binding on arrival, issue 19).
+//! busy instance while another that fits is idle, so a backlog formed at the edge of capacity
+//! drains at the whole fleet's rate, and nothing is bound to the longest runtime on arrival, so
+//! it is never a single point of overload (the failure of binding on arrival, issue 19).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 

@@ -73,6 +73,7 @@ pub(super) fn arlo(
 ) -> Result<Box<dyn Policy>, PolicyError> {
     let preset = ArloConfig::preset(name).ok_or_else(|| PolicyError::Unknown(name.to_string()))?;
     let config: ArloConfig = with_params(preset, params).map_err(params_err(name))?;
+    config.check().map_err(|why| params_err(name)(serde::de::Error::custom(why)))?;
     let profile = ctx.profile.clone().ok_or_else(|| PolicyError::NeedsProfile(name.to_string()))?;
     let slo = config
         .slo_ms

@@ -39,6 +39,14 @@ fn builds_known_policies_and_rejects_the_rest() {
     let arlo = build("arlo", &json!({"slo_ms": 50, "max_lens": [64, 512], "runtime_set": "explicit"}), &ctx);
     assert_eq!(arlo.unwrap().describe()["runtimes"].as_array().unwrap().len(), 2);
     assert!(matches!(build("arlo", &json!({"lambda": "x"}), &ctx), Err(PolicyError::Params { .. })));
+    // A switch that would do nothing without the one it builds on is refused by name.
+    for (params, named) in [
+        (json!({"slo_ms": 50, "late_binding": false}), "dynamic_fallback needs late_binding"),
+        (json!({"slo_ms": 50, "dynamic_fallback": false}), "pooled_backlog needs dynamic_fallback"),
+    ] {
+        let refusal = build("arlo", &params, &ctx).err().expect("refused").to_string();
+        assert!(refusal.contains(named), "{refusal}");
+    }
     assert!(matches!(build("ssjf", &json!({}), &none), Err(PolicyError::NeedsGenerationCosts(_))));
     let costs = Context { generation: Some(GENERATION), ..Context::default() };
     let ssjf =
