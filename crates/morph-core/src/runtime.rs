@@ -133,7 +133,7 @@ impl fmt::Display for RuntimeSpec {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "runtime '{0}' is not KIND:MAX_LENxMAX_BATCH[+FALLBACK_LEN[/DEMOTED_LEN]], e.g. fixed:128x8, dynamic:512x32, fixed:128x8+512 (a fixed shape with a dynamic fallback up to 512 tokens) or fixed:128x8+512/64 (whose fallback also runs the batches of at most 64 tokens)"
+    "runtime '{0}' is not KIND:MAX_LENxMAX_BATCH[+FALLBACK_LEN[/SHORT_LEN]], e.g. fixed:128x8, dynamic:512x32, fixed:128x8+512 (a fixed shape with a dynamic fallback up to 512 tokens) or fixed:128x8+512/64 (whose fallback also runs the batches of at most 64 tokens)"
 )]
 pub struct ParseRuntimeError(String);
 
