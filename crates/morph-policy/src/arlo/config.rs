@@ -74,8 +74,8 @@ pub struct ArloConfig {
     pub dynamic_fallback: bool,
     /// With `dynamic_fallback`: the backlog is one pool, as DT's is. An idle instance takes the
     /// oldest request its shape fits, its own class's or a shorter one's (then, as before, the
-    /// oldest longer one on its fallback), and a fixed runtime's fallback runs the next shorter
-    /// class's inputs at their own length ([`morph_core::RuntimeSpec::with_demoted`]) as far as
+    /// oldest longer one on its fallback), and a fixed runtime's fallback runs the shorter
+    /// classes' inputs at their own length ([`morph_core::RuntimeSpec::with_demoted`]) as far as
     /// the profile prices that, at the dynamic penalty, below the padding of its shape. Off: an
     /// idle instance takes its own class first, then the shorter ones (padded to its shape),
     /// each oldest first; in a burst past capacity the class whose instances keep up least then
