@@ -196,7 +196,7 @@ pub trait Policy: Send {
     fn prefetch(&self, _instance: InstanceId) {}
 
     /// The instance the next arrival would start on, where the policy knows it (dynamic
-    /// batching: its lowest idle instance while nothing waits): a hint like [`Policy::prefetch`],
+    /// batching: its last freed idle instance while nothing waits): a hint like [`Policy::prefetch`],
     /// for a driver to ask the cache for its own records of that instance. The default knows none.
     fn next_start(&self) -> Option<InstanceId> {
         None

@@ -1,47 +1,87 @@
-//! The idle instances, by id, walked lowest first.
+//! The idle instances, walked most recently idle first.
 
-use fixedbitset::{Block, FixedBitSet};
+/// No instance: the end of the list.
+const NONE: u32 = u32::MAX;
 
-/// Bits in one block of the set.
-const BLOCK_BITS: usize = Block::BITS as usize;
+/// An idle instance's neighbours in the walk's order.
+#[derive(Debug, Clone, Copy)]
+struct Link {
+    prev: u32,
+    next: u32,
+    idle: bool,
+}
 
-/// Idle instances by id. Every block below `floor` is known empty, so that a walk at tens of
-/// thousands of instances, whose lowest ids are the busiest (they are taken first), starts at
-/// the first block that may hold an idle one instead of at id 0.
-#[derive(Debug, Default)]
+const APART: Link = Link { prev: NONE, next: NONE, idle: false };
+
+/// Idle instances as a list linked through their ids: an instance its batch just freed goes
+/// first, one that just came up goes last (a fresh cluster is walked lowest id first). The
+/// instance a batch starts on is then the one whose records the last batch end left in the
+/// cache; at tens of thousands of instances the lowest idle id's records have mostly left it.
+/// Insertion, removal and the walk's next step are each O(1).
+#[derive(Debug)]
 pub(super) struct IdleSet {
-    bits: FixedBitSet,
-    floor: usize,
+    links: Vec<Link>,
+    first: u32,
+    last: u32,
+}
+
+impl Default for IdleSet {
+    fn default() -> Self {
+        Self { links: Vec::new(), first: NONE, last: NONE }
+    }
 }
 
 impl IdleSet {
-    pub(super) fn insert(&mut self, id: usize) {
-        self.bits.grow_and_insert(id);
-        self.floor = self.floor.min(id / BLOCK_BITS);
+    /// `id` just became idle: it is walked first.
+    pub(super) fn push_first(&mut self, id: usize) {
+        self.remove(id);
+        self.link(id, NONE, self.first);
+    }
+
+    /// `id` just came up: it is walked after every instance already idle.
+    pub(super) fn push_last(&mut self, id: usize) {
+        self.remove(id);
+        self.link(id, self.last, NONE);
     }
 
     pub(super) fn remove(&mut self, id: usize) {
-        if id < self.bits.len() {
-            self.bits.remove(id);
+        let Some(&Link { prev, next, idle: true }) = self.links.get(id) else { return };
+        match prev {
+            NONE => self.first = next,
+            p => self.links[p as usize].next = next,
+        }
+        match next {
+            NONE => self.last = prev,
+            n => self.links[n as usize].prev = prev,
+        }
+        self.links[id] = APART;
+    }
+
+    /// Puts `id` between `prev` and `next`, which are neighbours (or the list's ends).
+    fn link(&mut self, id: usize, prev: u32, next: u32) {
+        if self.links.len() <= id {
+            self.links.resize(id + 1, APART);
+        }
+        let key = u32::try_from(id).expect("instance ids fit in u32");
+        self.links[id] = Link { prev, next, idle: true };
+        match prev {
+            NONE => self.first = key,
+            p => self.links[p as usize].next = key,
+        }
+        match next {
+            NONE => self.last = key,
+            n => self.links[n as usize].prev = key,
         }
     }
 
-    /// The idle instances in ascending id order.
-    pub(super) fn lowest_first(&mut self) -> impl Iterator<Item = usize> + '_ {
-        let blocks = self.bits.as_slice();
-        while self.floor < blocks.len() && blocks[self.floor] == 0 {
-            self.floor += 1;
-        }
-        let floor = self.floor;
-        blocks[floor..].iter().enumerate().flat_map(move |(i, &block)| {
-            let base = (floor + i) * BLOCK_BITS;
-            let mut left = block;
-            std::iter::from_fn(move || {
-                (left != 0).then(|| {
-                    let bit = left.trailing_zeros() as usize;
-                    left &= left - 1;
-                    base + bit
-                })
+    /// The idle instances, most recently idle first.
+    pub(super) fn walk(&self) -> impl Iterator<Item = usize> + '_ {
+        let mut at = self.first;
+        std::iter::from_fn(move || {
+            (at != NONE).then(|| {
+                let id = at as usize;
+                at = self.links[id].next;
+                id
             })
         })
     }
@@ -51,21 +91,37 @@ impl IdleSet {
 mod tests {
     use super::*;
 
+    fn walked(idle: &IdleSet) -> Vec<usize> {
+        idle.walk().collect()
+    }
+
     #[test]
-    fn walks_ascending_across_blocks_and_past_emptied_ones() {
+    fn freed_instances_go_first_and_instances_up_go_last() {
         let mut idle = IdleSet::default();
-        for id in [200, 3, 64, 65, 130] {
-            idle.insert(id);
+        for id in [0, 1, 2, 3] {
+            idle.push_last(id);
         }
-        assert_eq!(idle.lowest_first().collect::<Vec<_>>(), vec![3, 64, 65, 130, 200]);
-        for id in [3, 64, 65] {
+        assert_eq!(walked(&idle), vec![0, 1, 2, 3], "a fresh cluster: lowest id first");
+        for id in [0, 2] {
             idle.remove(id);
         }
-        assert_eq!(idle.lowest_first().collect::<Vec<_>>(), vec![130, 200]);
-        assert_eq!(idle.floor, 2, "the walk moved past the emptied blocks");
-        idle.insert(1);
-        assert_eq!(idle.lowest_first().collect::<Vec<_>>(), vec![1, 130, 200]);
-        idle.remove(999);
-        assert_eq!(idle.lowest_first().count(), 3, "removing an id never seen is a no-op");
+        assert_eq!(walked(&idle), vec![1, 3]);
+        idle.push_first(2);
+        idle.push_first(0);
+        assert_eq!(walked(&idle), vec![0, 2, 1, 3], "the last freed first");
+        idle.push_last(7);
+        assert_eq!(walked(&idle), vec![0, 2, 1, 3, 7]);
+        idle.push_first(3);
+        assert_eq!(walked(&idle), vec![3, 0, 2, 1, 7], "an idle instance pushed again moves, once");
+        for id in [3, 7, 999] {
+            idle.remove(id);
+        }
+        assert_eq!(walked(&idle), vec![0, 2, 1], "both ends removed; an id never seen is a no-op");
+        for id in [0, 2, 1] {
+            idle.remove(id);
+        }
+        assert!(walked(&idle).is_empty());
+        idle.push_first(5);
+        assert_eq!(walked(&idle), vec![5]);
     }
 }

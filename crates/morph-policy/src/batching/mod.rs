@@ -87,7 +87,7 @@ pub struct DynamicBatching {
     queues: Vec<BucketQueue>,
     /// Instances up, by id (ids are dense: an array, not a map, at tens of thousands).
     instances: Vec<Option<InstanceState>>,
-    /// Idle instances by id, taken lowest first so that the one chosen is deterministic.
+    /// Idle instances, the most recently freed taken first ([`IdleSet`]).
     idle: IdleSet,
     /// The instance the next arrival starts on, while nothing waits ([`Policy::next_start`]).
     next_start: Option<InstanceId>,
@@ -141,8 +141,9 @@ impl DynamicBatching {
 
     /// Starts a batch on every idle instance that finds one in its stage's queue.
     fn start_batches(&mut self, now: Time, actions: &mut Vec<Action>) {
-        // Idle instances in id order; those that start a batch leave the set after the walk.
-        for k in self.idle.lowest_first() {
+        // Idle instances, the last freed first; those that start a batch leave the set after
+        // the walk.
+        for k in self.idle.walk() {
             if self.queues.iter().all(BucketQueue::is_empty) {
                 break;
             }
@@ -177,10 +178,9 @@ impl DynamicBatching {
     }
 
     /// Asks the cache for the record and the batch list of the instance the next arrival
-    /// would start on (the lowest idle one), while nothing waits: at tens of thousands of
-    /// instances its record has often left the cache since its last batch.
+    /// would start on (the first idle one), while nothing waits.
     fn prefetch_next_start(&mut self) {
-        let Some(k) = self.idle.lowest_first().next() else { return };
+        let Some(k) = self.idle.walk().next() else { return };
         self.next_start = Some(InstanceId(k as u32));
         if let Some(state) = &mut self.instances[k] {
             if let Some(slot) = state.running.spare_capacity_mut().first() {
@@ -217,7 +217,7 @@ impl DynamicBatching {
         let runtime = unit.runtime;
         self.instances[at(id)] =
             Some(InstanceState { unit, runtime, stage, last, running: Vec::new(), started: None });
-        self.idle.insert(at(id));
+        self.idle.push_last(at(id));
         if stage == 0 {
             self.longest_runtime = self.longest_runtime.max(unit.runtime.longest_taken());
         }
@@ -225,7 +225,7 @@ impl DynamicBatching {
 
     fn batch_done(&mut self, now: Time, instance: InstanceId, failed: bool) {
         let Some(state) = self.instances.get_mut(at(instance)).and_then(Option::as_mut) else { return };
-        self.idle.insert(at(instance));
+        self.idle.push_first(at(instance));
         let started = state.started.take();
         // The batch's list keeps its allocation for the instance's next batch.
         if !state.last && !failed {
@@ -383,6 +383,22 @@ mod tests {
         p.on_event(Time(6), done(2), &mut Vec::new());
         assert_eq!(p.next_start(), Some(InstanceId(2)));
         assert_eq!(arrive(&mut p, 5, 10), vec![run(2, &[5])]);
+    }
+
+    #[test]
+    fn the_instance_freed_last_takes_the_next_batch() {
+        let rt = RuntimeSpec::dynamic(512, 1);
+        let mut p = policy(1000, 10, &[rt, rt, rt, rt]);
+        for id in 0..4 {
+            assert_eq!(arrive(&mut p, id, 10), vec![run(id as u32, &[id])], "lowest id first at the start");
+        }
+        let done = |i| Event::BatchDone { instance: InstanceId(i), requests: vec![], failed: false };
+        for (t, i) in [(5, 1), (6, 3), (7, 0)] {
+            p.on_event(Time(t), done(i), &mut Vec::new());
+        }
+        assert_eq!(arrive(&mut p, 10, 10), vec![run(0, &[10])]);
+        assert_eq!(arrive(&mut p, 11, 10), vec![run(3, &[11])]);
+        assert_eq!(arrive(&mut p, 12, 10), vec![run(1, &[12])]);
     }
 
     #[test]
