@@ -46,14 +46,7 @@ impl IdleSet {
 
     pub(super) fn remove(&mut self, id: usize) {
         let Some(&Link { prev, next, idle: true }) = self.links.get(id) else { return };
-        match prev {
-            NONE => self.first = next,
-            p => self.links[p as usize].next = next,
-        }
-        match next {
-            NONE => self.last = prev,
-            n => self.links[n as usize].prev = prev,
-        }
+        self.join(prev, next);
         self.links[id] = APART;
     }
 
@@ -64,13 +57,19 @@ impl IdleSet {
         }
         let key = u32::try_from(id).expect("instance ids fit in u32");
         self.links[id] = Link { prev, next, idle: true };
+        self.join(prev, key);
+        self.join(key, next);
+    }
+
+    /// Makes `prev` and `next` neighbours; either may be the list's end (`NONE`).
+    fn join(&mut self, prev: u32, next: u32) {
         match prev {
-            NONE => self.first = key,
-            p => self.links[p as usize].next = key,
+            NONE => self.first = next,
+            p => self.links[p as usize].next = next,
         }
         match next {
-            NONE => self.last = key,
-            n => self.links[n as usize].prev = key,
+            NONE => self.last = prev,
+            n => self.links[n as usize].prev = prev,
         }
     }
 
