@@ -69,16 +69,18 @@ impl Waiting {
     /// fallback takes whose head has waited longest. Returns them with the bound they waited
     /// under.
     pub(super) fn take(&mut self, runtime: RuntimeSpec) -> Option<(u32, Vec<RequestInfo>)> {
-        let pooled = || self.oldest(..=runtime.max_len);
         let own =
-            self.by_bound.get(&runtime.max_len).is_some_and(|q| !q.is_empty()).then_some(runtime.max_len);
-        let shorter = || self.oldest(..runtime.max_len);
+            || self.by_bound.get(&runtime.max_len).is_some_and(|q| !q.is_empty()).then_some(runtime.max_len);
         let longer = || {
             (runtime.fallback_len > runtime.max_len)
                 .then(|| self.oldest(runtime.max_len + 1..=runtime.fallback_len))
                 .flatten()
         };
-        let fitting = if self.pooled { pooled() } else { own.or_else(shorter) };
+        let fitting = if self.pooled {
+            self.oldest(..=runtime.max_len)
+        } else {
+            own().or_else(|| self.oldest(..runtime.max_len))
+        };
         let bound = fitting.or_else(longer)?;
         let queue = self.by_bound.get_mut(&bound)?;
         let n = queue.len().min((runtime.max_batch as usize).max(1));
