@@ -134,6 +134,10 @@ pub enum Action {
     Launch { ticket: Ticket, unit: UnitSpec, host: Option<HostId> },
     /// Stop an idle instance and free its slot (scale in, or the old half of a replacement).
     Retire { instance: InstanceId },
+    /// Load `unit`'s parameters into `host`'s memory without a slot, so that a later launch of it
+    /// there starts warm; a host loads one unit at a time, each in a cold start's time. Nothing
+    /// reports it; a driver without a host cache ignores it.
+    Preload { unit: UnitSpec, host: HostId },
 }
 
 /// One of a policy's gauges or counters, as plain data: `name` without the driver's prefix

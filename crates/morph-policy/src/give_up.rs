@@ -94,7 +94,10 @@ impl GiveUpLate {
                 }
                 Action::Join { requests, .. } => requests.iter().for_each(|r| _ = self.queued.remove(r)),
                 Action::Drop { request, .. } => _ = self.queued.remove(request),
-                Action::Launch { .. } | Action::Retire { .. } | Action::Step { .. } => {}
+                Action::Launch { .. }
+                | Action::Retire { .. }
+                | Action::Step { .. }
+                | Action::Preload { .. } => {}
             }
         }
     }

@@ -380,9 +380,13 @@ impl World<'_> {
                 Effect::Launch { ticket, unit, host } => {
                     match self.hosts.take(host, threads(&unit) as u32) {
                         Ok(host) => {
-                            let warm = self.hosts.start(host, &unit, self.host_cache);
+                            let (startup, share) = (&self.options.startup, self.options.share(&unit));
+                            let times = Startup {
+                                cold: startup_time(startup, false, share),
+                                warm: startup_time(startup, true, share),
+                            };
+                            let (warm, took) = self.hosts.start(host, &unit, now, self.host_cache, times);
                             let start = if warm { StartKind::Warm } else { StartKind::Cold };
-                            let took = startup_time(&self.options.startup, warm, self.options.share(&unit));
                             self.launching.insert(ticket, (unit, host, start, took));
                             self.cores += threads(&unit);
                             self.events.push(now + took, SimEvent::InstanceUp(ticket));
@@ -394,6 +398,12 @@ impl World<'_> {
                     }
                     self.rec.slots(now, ledger.slots(), self.cores);
                 }
+                Effect::Preload { unit, host } if self.host_cache => {
+                    let took = startup_time(&self.options.startup, false, self.options.share(&unit));
+                    let bytes = self.bytes(&unit);
+                    self.hosts.preload(host, &unit, bytes, now, took);
+                }
+                Effect::Preload { .. } => {}
                 Effect::Retire { instance } => {
                     if let Some(slot) = self.instances.get_mut(instance.0 as usize)
                         && let Some(gone) = slot.take()

@@ -1,7 +1,8 @@
 //! The simulated hosts: device slots per host, and each host's memory parameter cache
 //! (QUART's KeysManager, §6.1): parameters of every unit loaded there stay in memory, evicted
 //! least recently used once they pass 85% of the budget. A launch whose unit is cached on its
-//! host starts warm; otherwise cold.
+//! host starts warm; otherwise cold. A preload loads a unit into the cache without a slot, one
+//! at a time per host, each in a cold start's time.
 
 use morph_core::{HostId, HostSlots, Nanos, Time, UnitSpec};
 
@@ -18,8 +19,11 @@ struct Host {
     /// Cores for the threads of its instances (`None`: unbounded), and those held.
     cores: Option<u16>,
     threads: u32,
-    /// (parameters, bytes, last used), least recently used first after `touch`.
+    /// (parameters, bytes, last used), least recently used first after `touch`; an entry whose
+    /// time is still to come is being preloaded.
     cache: Vec<(UnitSpec, u64, Time)>,
+    /// When its last preload ends.
+    loading_until: Time,
 }
 
 impl Host {
@@ -55,6 +59,7 @@ impl Hosts {
                 cores: hosts.cores_of(i),
                 threads: 0,
                 cache: Vec::new(),
+                loading_until: Time::ZERO,
             })
             .collect();
         Self { hosts, cache_bytes, cold: 0, warm: 0, evicted: 0 }
@@ -104,17 +109,53 @@ impl Hosts {
         }
     }
 
-    /// Whether `unit`'s parameters are in `host`'s host memory (a warm start); counts it.
-    pub(crate) fn start(&mut self, host: HostId, unit: &UnitSpec, cache_on: bool) -> bool {
+    /// How a launch of `unit` on `host` at `now` starts, taking `cold` or `warm`: with the cache
+    /// on, warm where its parameters are in the host's memory, or once a preload of them ends if
+    /// that is no later than a cold start; counts it. Whether warm, and how long it takes.
+    pub(crate) fn start(
+        &mut self,
+        host: HostId,
+        unit: &UnitSpec,
+        now: Time,
+        cache_on: bool,
+        took: Startup,
+    ) -> (bool, Nanos) {
         let k = key(unit);
-        let warm =
-            cache_on && self.hosts.get(usize::from(host.0)).is_some_and(|h| h.cache.iter().any(|e| e.0 == k));
-        if warm {
-            self.warm += 1
-        } else {
-            self.cold += 1
+        let cached = self.hosts.get(usize::from(host.0)).and_then(|h| h.cache.iter().find(|e| e.0 == k));
+        let loaded_at = cached.filter(|_| cache_on).map(|e| e.2);
+        let from_memory =
+            loaded_at.map(|t| t.0.saturating_sub(now.0) + took.warm).filter(|&t| t <= took.cold);
+        match from_memory {
+            Some(took) => {
+                self.warm += 1;
+                (true, took)
+            }
+            None => {
+                self.cold += 1;
+                (false, took.cold)
+            }
         }
-        warm
+    }
+
+    /// Loads `unit` into `host`'s memory after the host's earlier preloads, taking `took`; a unit
+    /// already there (or on its way) is not loaded again. Whether it loads.
+    pub(crate) fn preload(
+        &mut self,
+        host: HostId,
+        unit: &UnitSpec,
+        bytes: u64,
+        now: Time,
+        took: Nanos,
+    ) -> bool {
+        let k = key(unit);
+        let Some(h) = self.hosts.get_mut(usize::from(host.0)) else { return false };
+        if h.cache.iter().any(|e| e.0 == k) {
+            return false;
+        }
+        h.loading_until = Time(h.loading_until.0.max(now.0) + took);
+        let done = h.loading_until;
+        self.loaded(host, unit, bytes, done);
+        true
     }
 
     /// `unit` was loaded on `host` at `now`: its parameters stay cached (LRU above 85%).
@@ -142,6 +183,8 @@ pub(crate) fn startup_time(startup: &Startup, warm: bool, share: f64) -> Nanos {
 
 #[cfg(test)]
 mod tests {
+    use morph_core::RuntimeSpec;
+
     use super::*;
 
     #[test]
@@ -155,6 +198,29 @@ mod tests {
         assert!(hosts.take(None, 1).is_err(), "every core held, slots free");
         hosts.free(first, 4);
         assert_eq!(hosts.take(None, 4), Ok(HostId(0)));
+    }
+
+    const S: Nanos = 1_000_000_000;
+
+    #[test]
+    fn a_preload_makes_a_later_launch_warm_and_a_host_loads_one_unit_at_a_time() {
+        let mut hosts = Hosts::new(&HostSlots::new(2, 4), u64::MAX);
+        let (a, b) =
+            (UnitSpec::batch(RuntimeSpec::dynamic(128, 1)), UnitSpec::batch(RuntimeSpec::dynamic(512, 1)));
+        let took = Startup { cold: 5 * S, warm: S };
+        assert!(hosts.preload(HostId(0), &a, 1, Time::ZERO, 5 * S));
+        assert!(hosts.preload(HostId(0), &b, 1, Time::ZERO, 5 * S), "after a: loaded at 10 s");
+        assert!(!hosts.preload(HostId(0), &a, 1, Time(S), 5 * S), "already on its way");
+        // At 6 s a is in memory: warm. b's load ends at 10 s: waiting for it and starting warm
+        // (5 s) is no later than a cold start (5 s).
+        assert_eq!(hosts.start(HostId(0), &a, Time(6 * S), true, took), (true, S));
+        assert_eq!(hosts.start(HostId(0), &b, Time(6 * S), true, took), (true, 5 * S));
+        // At 2 s, b would be 9 s away warm: cold is sooner.
+        assert_eq!(hosts.start(HostId(0), &b, Time(2 * S), true, took), (false, 5 * S));
+        // Another host, or the cache off: cold.
+        assert_eq!(hosts.start(HostId(1), &a, Time(6 * S), true, took), (false, 5 * S));
+        assert_eq!(hosts.start(HostId(0), &a, Time(6 * S), false, took), (false, 5 * S));
+        assert_eq!((hosts.warm, hosts.cold), (2, 3));
     }
 
     #[test]

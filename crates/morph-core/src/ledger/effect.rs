@@ -27,6 +27,8 @@ pub enum Effect {
     Launch { ticket: Ticket, unit: UnitSpec, host: Option<HostId> },
     /// Stop the instance and free its slot; it holds no work.
     Retire { instance: InstanceId },
+    /// Load `unit`'s parameters into `host`'s memory ([`crate::Action::Preload`]).
+    Preload { unit: UnitSpec, host: HostId },
     /// The request is over: deliver its output, its error, or nothing (cancelled).
     Answer { request: RequestId, outcome: Outcome },
     /// Keep the request's output as the input of pipeline stage `stage`; it waits for the policy.

@@ -464,7 +464,7 @@ impl Ledger {
             Action::Launch { ticket, .. } if self.launches.contains_key(ticket) => {
                 Err(Violation::TicketInUse { ticket: *ticket })
             }
-            Action::Launch { .. } => Ok(()),
+            Action::Launch { .. } | Action::Preload { .. } => Ok(()),
             Action::Retire { instance } => {
                 let instance = *instance;
                 let state = self.known(instance, "Retire")?;
@@ -526,6 +526,7 @@ impl Ledger {
                 self.instances[instance.0 as usize] = None;
                 effects.push(Effect::Retire { instance });
             }
+            Action::Preload { unit, host } => effects.push(Effect::Preload { unit, host }),
         }
     }
 
@@ -545,7 +546,9 @@ impl Ledger {
         let named: &[RequestId] = match &action {
             Action::Run { requests, .. } | Action::Join { requests, .. } => requests,
             Action::Drop { request, .. } => std::slice::from_ref(request),
-            Action::Launch { .. } | Action::Retire { .. } | Action::Step { .. } => &[],
+            Action::Launch { .. } | Action::Retire { .. } | Action::Step { .. } | Action::Preload { .. } => {
+                &[]
+            }
         };
         for &request in named {
             if matches!(self.place(request), Some(Place::Waiting { .. })) {

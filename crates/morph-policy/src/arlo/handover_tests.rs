@@ -176,7 +176,11 @@ fn case(seed: u64) -> u64 {
                     let up = Next::Up(ticket, r.max_len, r.max_batch, dynamic, r.fallback_len);
                     push(&mut queue, now + delay, up);
                 }
-                Action::Retire { .. } | Action::Drop { .. } | Action::Join { .. } | Action::Step { .. } => {}
+                Action::Retire { .. }
+                | Action::Drop { .. }
+                | Action::Join { .. }
+                | Action::Step { .. }
+                | Action::Preload { .. } => {}
             }
         }
         if !check {

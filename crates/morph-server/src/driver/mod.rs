@@ -355,6 +355,13 @@ impl Driver {
                 Outside::Retire { instance, park: false } => {
                     tokio::task::spawn_blocking(move || drop(instance));
                 }
+                Outside::Preload { unit, host } => {
+                    tokio::task::spawn_blocking(move || {
+                        if let Err(e) = driver.launcher.preload(unit, host) {
+                            tracing::warn!(%unit, %host, error = %e, "preloading a unit failed");
+                        }
+                    });
+                }
             }
         }
     }

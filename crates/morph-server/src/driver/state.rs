@@ -40,6 +40,8 @@ pub(crate) enum Outside {
     /// Retire this instance (stop it, joining its thread), or, when `park`, hand it to the
     /// launcher, which may keep it loaded for a hot start.
     Retire { instance: Box<Instance>, park: bool },
+    /// Load `unit` on `host` ahead of a launch ([`crate::launcher::Launcher::preload`]).
+    Preload { unit: UnitSpec, host: HostId },
 }
 
 #[derive(Debug)]
@@ -366,6 +368,7 @@ impl State {
                     self.launches.insert(ticket, Instant::now());
                     outside.push(Outside::Launch { ticket, unit, host });
                 }
+                Effect::Preload { unit, host } => outside.push(Outside::Preload { unit, host }),
                 Effect::Retire { instance } => {
                     let park = !self.lost.remove(&instance);
                     let instance = self.instances.remove(&instance);

@@ -96,6 +96,19 @@ impl Launcher {
         }
     }
 
+    /// Loads `unit` on `host` ahead of a launch ([`morph_core::Action::Preload`]): a worker
+    /// process is started there and parked, so a later launch of it starts hot. Threads of this
+    /// process share the weights the backend already holds in memory: for them there is nothing
+    /// to load.
+    pub fn preload(&self, unit: UnitSpec, host: HostId) -> Result<(), EngineError> {
+        if self.processes.is_none() || unit.kind != UnitKind::Batch {
+            return Ok(());
+        }
+        let instance = self.start(unit, Some(host))?;
+        drop(self.retire(instance));
+        Ok(())
+    }
+
     /// Stops parked worker processes and gives the host cache's memory back (at shutdown).
     pub fn shutdown(&self) {
         if let Some(p) = &self.processes {
