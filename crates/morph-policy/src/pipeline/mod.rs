@@ -10,6 +10,7 @@ mod pool;
 mod pool_tests;
 pub mod share;
 pub mod stats;
+mod warm_match;
 
 use morph_core::time::{Millis, Seconds};
 use morph_core::{Gauge, StageTime, Time};
@@ -106,6 +107,10 @@ pub struct PoolConfig {
     pub reserve: u16,
     /// New replicas may start from parameters kept in host memory (else always cold).
     pub host_cache: bool,
+    /// With the host cache: every host with slots loads every stage's parameters into its
+    /// memory from the start ([`morph_core::Action::Preload`], no slot held), so that a burst's
+    /// launches start warm wherever a slot is free (Morph's extension of QUART §6.1).
+    pub preload: bool,
     /// Every replica is the whole model (no stages).
     pub whole_model: bool,
 }
@@ -125,6 +130,7 @@ impl Default for PoolConfig {
             placement: PlacementRule::FirstFit,
             reserve: 1,
             host_cache: false,
+            preload: false,
             whole_model: false,
         }
     }

@@ -7,6 +7,8 @@ use std::collections::BTreeSet;
 use morph_core::{HostId, HostSlots};
 use serde::{Deserialize, Serialize};
 
+use super::warm_match::{Wanted, WarmSlots, Warmth};
+
 /// The placement rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -32,6 +34,9 @@ pub struct ClusterView {
     key_replicas: Vec<u16>,
     /// Stages (by index) loaded on each host at some point.
     loaded: Vec<BTreeSet<u16>>,
+    /// Stages asked to be preloaded on each host: cached once the host has loaded them, which
+    /// the policy is not told, so they rank after `loaded`.
+    preloaded: Vec<BTreeSet<u16>>,
     /// xorshift state for `KlRandom`.
     rng: u64,
 }
@@ -46,6 +51,7 @@ impl ClusterView {
             threads: vec![0; n],
             key_replicas: vec![0; n],
             loaded: vec![BTreeSet::new(); n],
+            preloaded: vec![BTreeSet::new(); n],
             rng: 0x9E37_79B9_7F4A_7C15,
         }
     }
@@ -64,6 +70,16 @@ impl ClusterView {
         self.cores.iter().map(|c| c.map(usize::from)).sum()
     }
 
+    /// How warm a replica of `stage` would start on host `s`: 0 where it has run, 1 where it
+    /// was preloaded (warm once the load is done), 2 cold.
+    fn warmth(&self, s: usize, stage: u16) -> u8 {
+        match (self.loaded[s].contains(&stage), self.preloaded[s].contains(&stage)) {
+            (true, _) => 0,
+            (false, true) => 1,
+            (false, false) => 2,
+        }
+    }
+
     /// Device slots on every host together.
     pub fn total_slots(&self) -> usize {
         self.capacity.iter().map(|&c| usize::from(c)).sum()
@@ -80,6 +96,7 @@ impl ClusterView {
             self.threads.resize(n, 0);
             self.key_replicas.resize(n, 0);
             self.loaded.resize(n, BTreeSet::new());
+            self.preloaded.resize(n, BTreeSet::new());
         }
         self.capacity[s] = slots;
     }
@@ -125,7 +142,7 @@ impl ClusterView {
             PlacementRule::CacheAware if key => open.iter().copied().min_by_key(|&s| {
                 // Cached first, then the fewest key replicas (the smallest KL of the key-stage
                 // distribution to uniform), then the most free slots, then the lowest id.
-                (!self.loaded[s].contains(&stage), self.key_replicas[s], u16::MAX - self.free(s), s)
+                (self.warmth(s, stage), self.key_replicas[s], u16::MAX - self.free(s), s)
             }),
             PlacementRule::CacheAware => {
                 // Cached first (a warm start is seconds sooner for any stage); else where the
@@ -134,9 +151,9 @@ impl ClusterView {
                 // next to them.
                 let allowed = |s: &usize| self.key_replicas[*s] == 0 || self.free(*s) > reserve;
                 let best = |s: &usize| {
-                    let cached = self.loaded[*s].contains(&stage);
-                    let others = if cached { 0 } else { self.loaded[*s].len() };
-                    (!cached, others, self.key_replicas[*s] > 0, self.free(*s), *s)
+                    let warmth = self.warmth(*s, stage);
+                    let others = if warmth < 2 { 0 } else { self.loaded[*s].len() };
+                    (warmth, others, self.key_replicas[*s] > 0, self.free(*s), *s)
                 };
                 open.iter()
                     .copied()
@@ -146,6 +163,36 @@ impl ClusterView {
             }
         };
         chosen.map(|s| HostId(s as u16))
+    }
+
+    /// Every (host, stage) of `stages` neither loaded nor preloaded yet, marked preloaded, in the
+    /// order to load them: in rounds, each host with slots takes the stage it lacks that the
+    /// fewest hosts hold (then the lowest index), so that early in the loading every stage is on
+    /// some hosts.
+    pub fn preload_all(&mut self, stages: u16) -> Vec<(HostId, u16)> {
+        let hosts = 0..self.capacity.len();
+        let mut held: Vec<usize> =
+            (0..stages).map(|stage| hosts.clone().filter(|&s| self.warmth(s, stage) < 2).count()).collect();
+        let mut out = Vec::new();
+        loop {
+            let before = out.len();
+            for s in hosts.clone().filter(|&s| self.capacity[s] > 0) {
+                let lacking = (0..stages).filter(|&stage| self.warmth(s, stage) == 2);
+                if let Some(stage) = lacking.min_by_key(|&stage| (held[usize::from(stage)], stage)) {
+                    held[usize::from(stage)] += 1;
+                    self.preloaded[s].insert(stage);
+                    out.push((HostId(s as u16), stage));
+                }
+            }
+            if out.len() == before {
+                return out;
+            }
+        }
+    }
+
+    /// Whether host `host` could take a replica at `threads` now.
+    pub fn fits_on(&self, host: HostId, threads: u16) -> bool {
+        usize::from(host.0) < self.capacity.len() && self.fits(usize::from(host.0), threads)
     }
 
     fn draw(&mut self, open: &[usize]) -> Option<usize> {
@@ -165,6 +212,29 @@ impl ClusterView {
             pick -= f;
         }
         open.last().copied()
+    }
+}
+
+impl WarmSlots for ClusterView {
+    /// The cache-aware rule's order among the hosts that hold the stage: a key replica where
+    /// the fewest key replicas are and the most room, the rest best fit away from key stages.
+    fn warm_hosts(&self, want: &Wanted, warmth: Warmth) -> Vec<usize> {
+        let level = match warmth {
+            Warmth::Ran => 0,
+            Warmth::Preloaded => 1,
+        };
+        let mut hosts: Vec<usize> = (0..self.capacity.len())
+            .filter(|&s| self.warmth(s, want.stage) == level && self.fits(s, want.threads))
+            .collect();
+        match want.key {
+            true => hosts.sort_by_key(|&s| (self.key_replicas[s], u16::MAX - self.free(s), s)),
+            false => hosts.sort_by_key(|&s| (self.key_replicas[s] > 0, self.free(s), s)),
+        }
+        hosts
+    }
+
+    fn free_on(&self, host: usize) -> u16 {
+        self.free(host)
     }
 }
 
@@ -192,6 +262,19 @@ mod tests {
         // With stages cached everywhere: best fit on the fullest host among the fewest cached.
         view.hold(HostId(2), 6, false, 1);
         assert_eq!(view.place(PlacementRule::CacheAware, 3, false, 1, 1), Some(HostId(2)));
+    }
+
+    #[test]
+    fn a_host_a_stage_has_run_on_comes_before_one_it_was_preloaded_on() {
+        let mut view = ClusterView::new(&HostSlots::new(3, 4));
+        view.hold(HostId(2), 0, false, 1);
+        view.release(HostId(2), false, 1);
+        assert_eq!(view.preload_all(1), [(HostId(0), 0), (HostId(1), 0)]);
+        for key in [false, true] {
+            assert_eq!(view.place(PlacementRule::CacheAware, 0, key, 1, 1), Some(HostId(2)), "key {key}");
+        }
+        // A stage neither ran nor was preloaded anywhere: cold wherever it goes.
+        assert_eq!(view.place(PlacementRule::CacheAware, 1, false, 1, 1), Some(HostId(0)));
     }
 
     #[test]

@@ -14,6 +14,7 @@ use morph_core::{
 use super::placement::{ClusterView, PlacementRule};
 use super::share::share_slots;
 use super::stats::StageStats;
+use super::warm_match::{Wanted, match_warm};
 use super::{PoolConfig, PoolView, Sizer, StageTarget, StageView};
 
 #[derive(Debug)]
@@ -98,6 +99,8 @@ pub struct PipelinePolicy<S> {
     slots_short: u32,
     /// Whether the shortfall has been logged.
     reported_short: bool,
+    /// Stages asked to be loaded into hosts' memory ([`PoolConfig::preload`]).
+    preloads: u64,
 }
 
 impl<S: Sizer> PipelinePolicy<S> {
@@ -146,6 +149,7 @@ impl<S: Sizer> PipelinePolicy<S> {
             next_control: Time::ZERO,
             slots_short: 0,
             reported_short: false,
+            preloads: 0,
         }
     }
 
@@ -195,8 +199,9 @@ impl<S: Sizer> PipelinePolicy<S> {
     /// target, counting those at other thread counts, for [`Growth::ToTarget`]; one more for
     /// [`Growth::Rethread`] when its target changed its threads (a replica at the new count is
     /// launched while none is starting, and the stale ones retire first), so a thread change
-    /// never takes capacity away in a burst.
-    fn grow(&mut self, stage: u16, growth: Growth, actions: &mut Vec<Action>) {
+    /// never takes capacity away in a burst. `warm` are hosts matched for its warm starts
+    /// ([`match_warm`]), taken first.
+    fn grow(&mut self, stage: u16, growth: Growth, mut warm: Vec<HostId>, actions: &mut Vec<Action>) {
         let i = usize::from(stage);
         let s = &self.stages[i];
         let target = s.target;
@@ -208,24 +213,35 @@ impl<S: Sizer> PipelinePolicy<S> {
             Growth::ToTarget => target.replicas.saturating_sub(held),
             Growth::Rethread => u32::from(stale > 0 && fresh_starting == 0 && held <= target.replicas),
         };
+        warm.reverse();
         for _ in 0..launches {
-            let placed = self.cluster.place(
-                self.config.placement,
-                stage,
-                target.key,
-                self.config.reserve,
-                target.threads,
-            );
+            let matched =
+                std::iter::from_fn(|| warm.pop()).find(|&h| self.cluster.fits_on(h, target.threads));
+            let placed = matched.or_else(|| {
+                self.cluster.place(
+                    self.config.placement,
+                    stage,
+                    target.key,
+                    self.config.reserve,
+                    target.threads,
+                )
+            });
             let Some(host) = placed else {
                 break;
             };
-            self.cluster.hold(host, stage, target.key, target.threads);
-            let ticket = self.tickets.issue();
-            let unit = self.unit(stage, target.threads);
-            let start = Starting { threads: target.threads, host, key: target.key };
-            self.stages[i].starting.insert(ticket, start);
-            actions.push(Action::Launch { ticket, unit, host: Some(host) });
+            self.launch(stage, host, actions);
         }
+    }
+
+    /// Starts a replica of `stage` at its target's threads on `host`.
+    fn launch(&mut self, stage: u16, host: HostId, actions: &mut Vec<Action>) {
+        let target = self.stages[usize::from(stage)].target;
+        self.cluster.hold(host, stage, target.key, target.threads);
+        let ticket = self.tickets.issue();
+        let unit = self.unit(stage, target.threads);
+        let start = Starting { threads: target.threads, host, key: target.key };
+        self.stages[usize::from(stage)].starting.insert(ticket, start);
+        actions.push(Action::Launch { ticket, unit, host: Some(host) });
     }
 
     /// Retires idle replicas of `stage`, those at other thread counts first (down to its target),
@@ -271,11 +287,29 @@ impl<S: Sizer> PipelinePolicy<S> {
         // replica only takes a slot no stage below its target asks for.
         let mut order: Vec<u16> = (0..self.stages.len() as u16).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(self.stages[usize::from(i)].short()));
-        for growth in [Growth::ToTarget, Growth::Rethread] {
-            for &stage in &order {
-                self.grow(stage, growth, actions);
-            }
+        let mut warm = self.warm_starts(&order).into_iter();
+        for &stage in &order {
+            self.grow(stage, Growth::ToTarget, warm.next().unwrap_or_default(), actions);
         }
+        for &stage in &order {
+            self.grow(stage, Growth::Rethread, Vec::new(), actions);
+        }
+    }
+
+    /// With the host cache and cache-aware placement, the hosts where the launches up to the
+    /// targets start warm, for the stages in `order`, matched together (QUART §6.2).
+    fn warm_starts(&self, order: &[u16]) -> Vec<Vec<HostId>> {
+        if !self.config.host_cache || self.config.placement != PlacementRule::CacheAware {
+            return Vec::new();
+        }
+        let wants: Vec<Wanted> = order
+            .iter()
+            .map(|&stage| {
+                let s = &self.stages[usize::from(stage)];
+                Wanted { stage, launches: s.short(), threads: s.target.threads, key: s.target.key }
+            })
+            .collect();
+        match_warm(&self.cluster, &wants)
     }
 
     /// Targets that ask for more replicas than the cluster has slots are cut to shares by need
@@ -335,8 +369,21 @@ impl<S: Sizer> PipelinePolicy<S> {
             }
         }
         self.rebalance(actions);
+        self.preload(actions);
         for stage in 0..self.stages.len() as u16 {
             self.dispatch(stage, actions);
+        }
+    }
+
+    /// [`PoolConfig::preload`]: the stages every host has not loaded yet (all of them at the
+    /// first period, a joining host's later), loaded one after another by the driver.
+    fn preload(&mut self, actions: &mut Vec<Action>) {
+        if !self.config.preload || !self.config.host_cache {
+            return;
+        }
+        for (host, stage) in self.cluster.preload_all(self.stages.len() as u16) {
+            self.preloads += 1;
+            actions.push(Action::Preload { unit: self.unit(stage, self.config.threads), host });
         }
     }
 
@@ -482,6 +529,7 @@ impl<S: Sizer> Policy for PipelinePolicy<S> {
     fn gauges(&self) -> Vec<Gauge> {
         let mut out = self.sizer.gauges();
         out.push(Gauge::new("pipeline_slots_short", f64::from(self.slots_short)));
+        out.push(Gauge::new("pipeline_preloads_total", self.preloads as f64));
         for (i, s) in self.stages.iter().enumerate() {
             let stage = i.to_string();
             let g = |name: &str, value: f64| Gauge::new(name, value).label("stage", stage.clone());

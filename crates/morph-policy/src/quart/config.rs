@@ -107,6 +107,7 @@ impl Default for QuartConfig {
             pool: PoolConfig {
                 placement: PlacementRule::CacheAware,
                 host_cache: true,
+                preload: true,
                 ..PoolConfig::default()
             },
         }
