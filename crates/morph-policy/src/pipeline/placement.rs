@@ -70,13 +70,12 @@ impl ClusterView {
         self.cores.iter().map(|c| c.map(usize::from)).sum()
     }
 
-    /// How warm a replica of `stage` would start on host `s`: 0 where it has run, 1 where it
-    /// was preloaded (warm once the load is done), 2 cold.
-    fn warmth(&self, s: usize, stage: u16) -> u8 {
+    /// How a replica of `stage` would start on host `s`.
+    fn warmth(&self, s: usize, stage: u16) -> Warmth {
         match (self.loaded[s].contains(&stage), self.preloaded[s].contains(&stage)) {
-            (true, _) => 0,
-            (false, true) => 1,
-            (false, false) => 2,
+            (true, _) => Warmth::Ran,
+            (false, true) => Warmth::Preloaded,
+            (false, false) => Warmth::Cold,
         }
     }
 
@@ -152,7 +151,7 @@ impl ClusterView {
                 let allowed = |s: &usize| self.key_replicas[*s] == 0 || self.free(*s) > reserve;
                 let best = |s: &usize| {
                     let warmth = self.warmth(*s, stage);
-                    let others = if warmth < 2 { 0 } else { self.loaded[*s].len() };
+                    let others = if warmth == Warmth::Cold { self.loaded[*s].len() } else { 0 };
                     (warmth, others, self.key_replicas[*s] > 0, self.free(*s), *s)
                 };
                 open.iter()
@@ -171,13 +170,14 @@ impl ClusterView {
     /// some hosts.
     pub fn preload_all(&mut self, stages: u16) -> Vec<(HostId, u16)> {
         let hosts = 0..self.capacity.len();
-        let mut held: Vec<usize> =
-            (0..stages).map(|stage| hosts.clone().filter(|&s| self.warmth(s, stage) < 2).count()).collect();
+        let mut held: Vec<usize> = (0..stages)
+            .map(|stage| hosts.clone().filter(|&s| self.warmth(s, stage) != Warmth::Cold).count())
+            .collect();
         let mut out = Vec::new();
         loop {
             let before = out.len();
             for s in hosts.clone().filter(|&s| self.capacity[s] > 0) {
-                let lacking = (0..stages).filter(|&stage| self.warmth(s, stage) == 2);
+                let lacking = (0..stages).filter(|&stage| self.warmth(s, stage) == Warmth::Cold);
                 if let Some(stage) = lacking.min_by_key(|&stage| (held[usize::from(stage)], stage)) {
                     held[usize::from(stage)] += 1;
                     self.preloaded[s].insert(stage);
@@ -219,12 +219,8 @@ impl WarmSlots for ClusterView {
     /// The cache-aware rule's order among the hosts that hold the stage: a key replica where
     /// the fewest key replicas are and the most room, the rest best fit away from key stages.
     fn warm_hosts(&self, want: &Wanted, warmth: Warmth) -> Vec<usize> {
-        let level = match warmth {
-            Warmth::Ran => 0,
-            Warmth::Preloaded => 1,
-        };
         let mut hosts: Vec<usize> = (0..self.capacity.len())
-            .filter(|&s| self.warmth(s, want.stage) == level && self.fits(s, want.threads))
+            .filter(|&s| self.warmth(s, want.stage) == warmth && self.fits(s, want.threads))
             .collect();
         match want.key {
             true => hosts.sort_by_key(|&s| (self.key_replicas[s], u16::MAX - self.free(s), s)),

@@ -201,7 +201,7 @@ impl<S: Sizer> PipelinePolicy<S> {
     /// launched while none is starting, and the stale ones retire first), so a thread change
     /// never takes capacity away in a burst. `warm` are hosts matched for its warm starts
     /// ([`match_warm`]), taken first.
-    fn grow(&mut self, stage: u16, growth: Growth, mut warm: Vec<HostId>, actions: &mut Vec<Action>) {
+    fn grow(&mut self, stage: u16, growth: Growth, warm: Vec<HostId>, actions: &mut Vec<Action>) {
         let i = usize::from(stage);
         let s = &self.stages[i];
         let target = s.target;
@@ -213,10 +213,9 @@ impl<S: Sizer> PipelinePolicy<S> {
             Growth::ToTarget => target.replicas.saturating_sub(held),
             Growth::Rethread => u32::from(stale > 0 && fresh_starting == 0 && held <= target.replicas),
         };
-        warm.reverse();
+        let mut warm = warm.into_iter();
         for _ in 0..launches {
-            let matched =
-                std::iter::from_fn(|| warm.pop()).find(|&h| self.cluster.fits_on(h, target.threads));
+            let matched = warm.by_ref().find(|&h| self.cluster.fits_on(h, target.threads));
             let placed = matched.or_else(|| {
                 self.cluster.place(
                     self.config.placement,
@@ -299,7 +298,8 @@ impl<S: Sizer> PipelinePolicy<S> {
     /// With the host cache and cache-aware placement, the hosts where the launches up to the
     /// targets start warm, for the stages in `order`, matched together (QUART §6.2).
     fn warm_starts(&self, order: &[u16]) -> Vec<Vec<HostId>> {
-        if !self.config.host_cache || self.config.placement != PlacementRule::CacheAware {
+        let cache_aware = self.config.host_cache && self.config.placement == PlacementRule::CacheAware;
+        if !cache_aware || self.stages.iter().all(|s| s.short() == 0) {
             return Vec::new();
         }
         let wants: Vec<Wanted> = order

@@ -18,12 +18,14 @@ pub(super) struct Wanted {
     pub key: bool,
 }
 
-/// How sure a warm start is: the stage has run on the host, or it was preloaded there (warm once
-/// the host's load is done, which the policy is not told).
+/// How a replica of a stage would start on a host, surest warm start first: the stage has run
+/// there, or it was preloaded there (warm once the host's load is done, which the policy is not
+/// told), or neither (cold).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum Warmth {
     Ran,
     Preloaded,
+    Cold,
 }
 
 /// The free slots on hosts and which stages each host can start warm.
@@ -37,7 +39,7 @@ pub(super) trait WarmSlots {
 
 /// For each of `wants` (in priority order), the hosts its warm launches go to: a maximum
 /// matching of launches to free slots beside hosts where the stage has run (Kuhn's augmenting
-/// paths), then one of the launches left to the slots left beside preloaded ones. Where not
+/// paths), then of the launches left to the slots left beside preloaded ones. Where not
 /// every launch can start warm, the earlier wants keep theirs: a launch once matched stays
 /// matched. Launches without a host here start wherever the placement rule puts them.
 pub(super) fn match_warm(slots: &impl WarmSlots, wants: &[Wanted]) -> Vec<Vec<HostId>> {
@@ -112,6 +114,7 @@ mod tests {
             let holds = |h: &(u16, Vec<u16>, Vec<u16>)| match warmth {
                 Warmth::Ran => h.1.contains(&want.stage),
                 Warmth::Preloaded => h.2.contains(&want.stage),
+                Warmth::Cold => false,
             };
             (0..self.0.len()).filter(|&h| self.0[h].0 > 0 && holds(&self.0[h])).collect()
         }
