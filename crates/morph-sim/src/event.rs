@@ -123,7 +123,10 @@ impl EventQueue {
     /// The next event and the one after it, without removing them.
     pub fn next_two(&self) -> [Option<SimEvent>; 2] {
         // A heap's second is the first's earlier child.
-        let second = self.heap.get(1..3).and_then(|children| children.iter().min_by_key(|e| e.key));
+        let second = self
+            .heap
+            .get(1..self.heap.len().min(3))
+            .and_then(|children| children.iter().min_by_key(|e| e.key));
         [self.heap.first(), second].map(|e| e.map(|e| e.event))
     }
 
@@ -155,6 +158,11 @@ mod tests {
         q.push(Time(1), SimEvent::Tick);
         q.push(Time(5), done(1));
         assert_eq!(q.peek(), Some((Time(1), EventKind::Tick)));
+        assert_eq!(q.next_two(), [Some(SimEvent::Tick), Some(done(2))]);
+        let mut two = EventQueue::default();
+        two.push(Time(5), done(2));
+        two.push(Time(1), SimEvent::Tick);
+        assert_eq!(two.next_two(), [Some(SimEvent::Tick), Some(done(2))], "the second of two events too");
         let order: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
         assert_eq!(
             order,
