@@ -406,10 +406,13 @@ def quart():
                 missed += not ok
                 # The share of QUART's control periods its fallback (InferLine's envelope rule) decided.
                 share = q["gauge_means"].get("quart_fallback_active", 0.0)
+                forecast = q["gauge_means"].get("quart_burst_forecast_active", 0.0)
+                persistence = q["gauge_means"].get("quart_burst_persistence", float("nan"))
                 print(f"{'':>5} {'':>4} {'':>5} {'goal (vs ' + best + ')':<32} {'met' if ok else 'MISSED'}; "
                       f"quart {ratio(q['mean_latency_ms'], b['mean_latency_ms']):.2f}x its mean, "
                       f"{ratio(q['p99_latency_ms'], b['p99_latency_ms']):.2f}x its p99; the fallback decided "
-                      f"{100 * share:.0f}% of QUART's periods\n")
+                      f"{100 * share:.0f}% of QUART's periods, its burst forecast {100 * forecast:.0f}% (the "
+                      f"ingress's burst persistence {persistence:.2f} on average)\n")
     print(f"QUART: {'every run met the goal' if missed == 0 else f'{missed} runs missed the goal'}\n")
 
 

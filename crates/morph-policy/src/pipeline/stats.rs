@@ -106,6 +106,29 @@ impl StageStats {
         Some(var / mean)
     }
 
+    /// Whether the history's bursts last longer than a bin of `bin`: the lag-1 autocorrelation
+    /// of its busy bins (those at half the busiest or more, the burst state as [`Self::busy_rate`]
+    /// reads it), (P(busy | the bin before busy) − P(busy)) / (1 − P(busy)). Near 1 when a
+    /// burst's second follows its first (an MMPP's states), near 0 for bursts that begin and end
+    /// within a bin (renewal arrivals of any CV), 0 when every bin is busy (no quiet state);
+    /// `None` while no busy bin has yet had a bin after it (at a first burst's onset: no
+    /// evidence either way).
+    pub fn burst_persistence(&self, now: Time, bin: Nanos) -> Option<f64> {
+        let counts = self.bin_counts(now, bin)?;
+        let most = *counts.iter().max()?;
+        let busy: Vec<bool> = counts.iter().map(|&c| most > 0 && 2 * c >= most).collect();
+        let share = busy.iter().filter(|&&b| b).count() as f64 / busy.len() as f64;
+        let after_busy: Vec<bool> = busy.windows(2).filter(|w| w[0]).map(|w| w[1]).collect();
+        if after_busy.is_empty() {
+            return None;
+        }
+        if share >= 1.0 {
+            return Some(0.0);
+        }
+        let followed = after_busy.iter().filter(|&&b| b).count() as f64 / after_busy.len() as f64;
+        Some((followed - share) / (1.0 - share))
+    }
+
     /// The rate of the busy state, read off the history in bins of `bin` as a two-state
     /// (MMPP) process: the mean of the bins that ran at half the busiest one or more, as
     /// arrivals per second. The busiest bin alone overshoots by the state's own Poisson noise.
@@ -168,6 +191,35 @@ mod tests {
         assert!(even.dispersion(now, S).unwrap() < 0.01);
         assert!(bursts.dispersion(now, S).unwrap() > 50.0, "{:?}", bursts.dispersion(now, S));
         assert_eq!(StageStats::new(10 * S, 60 * S, 200).dispersion(Time(S), S), None);
+    }
+
+    #[test]
+    fn bursts_that_last_persist_and_alternating_ones_do_not() {
+        let mut lasting = StageStats::new(10 * S, 60 * S, 200);
+        let mut alternating = StageStats::new(10 * S, 60 * S, 200);
+        for k in 0..6_000u64 {
+            let t = Time(k * S / 100);
+            // On for 10 s and off for 10 s; on for 1 s and off for 1 s.
+            if (t.0 / (10 * S)).is_multiple_of(2) {
+                lasting.arrive(t);
+            }
+            if (t.0 / S).is_multiple_of(2) {
+                alternating.arrive(t);
+            }
+        }
+        let now = Time(60 * S);
+        // 30 busy bins of 60, each with a bin after it; 27 of those are busy too.
+        let expected = (27.0 / 30.0 - 0.5) / 0.5;
+        assert!((lasting.burst_persistence(now, S).unwrap() - expected).abs() < 1e-9);
+        assert_eq!(alternating.burst_persistence(now, S), Some(-1.0));
+        let mut even = StageStats::new(10 * S, 60 * S, 200);
+        (0..600u64).for_each(|k| even.arrive(Time(k * S / 10)));
+        assert_eq!(even.burst_persistence(now, S), Some(0.0), "every bin busy: no quiet state");
+        // A first burst's first second after a quiet minute: nothing says yet whether it lasts.
+        let mut onset = StageStats::new(10 * S, 60 * S, 200);
+        (0..59u64).for_each(|s| onset.arrive(Time(s * S + S / 2)));
+        (0..100u64).for_each(|k| onset.arrive(Time(59 * S + k * S / 100)));
+        assert_eq!(onset.burst_persistence(now, S), None);
     }
 
     #[test]

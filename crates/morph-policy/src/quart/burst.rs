@@ -32,11 +32,16 @@ pub struct BurstForecast {
     /// A stage's queue is drained over this long on top of the forecast (QUART's own
     /// `backlog_drain_s` is for its mean-rate window, which a burst's queue must make up for).
     pub drain_s: Seconds,
+    /// Under `bursts = "by-persistence"`, the forecast decides only where the ingress's burst
+    /// persistence (the lag-1 autocorrelation of its busy bins of `bin_s`) is at least this, or
+    /// not yet known: its two states are then states that last. Renewal arrivals of any CV sit
+    /// near 0, an MMPP whose states last 15 s near 0.8.
+    pub lasting: f64,
 }
 
 impl Default for BurstForecast {
     fn default() -> Self {
-        Self { bin_s: Seconds(1.0), enter: 0.5, settle_s: Seconds(3.0), drain_s: Seconds(3.0) }
+        Self { bin_s: Seconds(1.0), enter: 0.5, settle_s: Seconds(3.0), drain_s: Seconds(3.0), lasting: 0.5 }
     }
 }
 

@@ -28,6 +28,9 @@ pub enum BurstRule {
     Forecast,
     /// InferLine's envelope rule alone, at the pool's threads.
     Fallback,
+    /// The forecast where the bursts last (the ingress's 1 s counts correlated from one second
+    /// to the next, [`BurstForecast::lasting`]), the envelope rule where they do not.
+    ByPersistence,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

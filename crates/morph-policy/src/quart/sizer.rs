@@ -42,6 +42,8 @@ pub struct QuartSizer {
     burst_periods: u64,
     /// What sized the stages at the last period.
     last: Decider,
+    /// The ingress's burst persistence at the last period (`StageStats::burst_persistence`).
+    persistence: Option<f64>,
 }
 
 /// What sized QUART's stages in one period.
@@ -67,6 +69,7 @@ impl QuartSizer {
             fallbacks: 0,
             burst_periods: 0,
             last: Decider::Own,
+            persistence: None,
         }
     }
 
@@ -129,14 +132,21 @@ impl Sizer for QuartSizer {
         // Bursts that outlast the rate window (the ingress's dispersion over 1 s bins above
         // `fallback_dispersion`; Poisson is 1): QUART's burst forecast reads λ_i, or, without
         // it, the envelope rule sizes alone (below).
+        let ingress = view.stages.first().map(|s| s.stats);
         let bursty = !c.paper_literal
             && c.robust_floor
-            && view
-                .stages
-                .first()
-                .and_then(|s| s.stats.dispersion(view.now, DISPERSION_BIN))
+            && ingress
+                .and_then(|s| s.dispersion(view.now, DISPERSION_BIN))
                 .is_some_and(|d| d > c.fallback_dispersion);
-        let forecast = (bursty && c.bursts == BurstRule::Forecast).then_some(c.burst);
+        // Whether those bursts last (an MMPP's states) or come and go within a bin; until a burst
+        // has shown which, QUART's own forecast decides.
+        self.persistence = ingress.and_then(|s| s.burst_persistence(view.now, c.burst.bin_s.nanos()));
+        let forecast = match c.bursts {
+            BurstRule::Forecast => bursty,
+            BurstRule::Fallback => false,
+            BurstRule::ByPersistence => bursty && self.persistence.is_none_or(|r| r >= c.burst.lasting),
+        };
+        let forecast = forecast.then_some(c.burst);
         let rate = |s: &StageView<'_>| match forecast {
             Some(f) => f.read(s.stats, view.now).rate,
             None => s.stats.rate(view.now),
@@ -295,6 +305,9 @@ impl Sizer for QuartSizer {
                 f64::from(u8::from(self.last == Decider::BurstForecast)),
             ),
         ];
+        if let Some(r) = self.persistence {
+            out.push(Gauge::new("quart_burst_persistence", r));
+        }
         for (i, e) in self.estimates.iter().enumerate() {
             let g = |name: &str, value: f64| Gauge::new(name, value).label("stage", i.to_string());
             out.push(g("stage_target_delay_seconds", e.target_s));

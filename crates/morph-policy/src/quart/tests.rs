@@ -125,3 +125,27 @@ fn the_burst_forecast_keeps_the_pools_threads_where_the_slots_bind() {
     assert!(targets.iter().all(|t| t.threads == 1), "{targets:?}");
     assert!(size(own(), &v).0.iter().all(|t| t.threads == 2));
 }
+
+/// Under `bursts = "by-persistence"` the forecast sizes a burst that lasts (the last 10 s of
+/// 20, each second like the one before) and the envelope rule one that comes and goes within
+/// a second (every other second busy: the counts anti-correlated), as bursty by dispersion.
+#[test]
+fn bursts_that_last_go_to_the_forecast_and_bursts_within_a_second_to_the_fallback() {
+    let lasting: Vec<StageStats> = (0..2).map(|_| steady(250.0)).collect();
+    let mut flicker = StageStats::new(10 * S, 60 * S, 200);
+    (0..NOW.0 / S)
+        .filter(|s| s % 2 == 0)
+        .for_each(|s| (0..250).for_each(|k| flicker.arrive(Time(s * S + k * S / 250))));
+    let flickering = [flicker.clone(), flicker];
+    let rule = QuartConfig { bursts: BurstRule::ByPersistence, ..QuartConfig::default() };
+    let gauge =
+        |sizer: &QuartSizer, name: &str| sizer.gauges().iter().find(|g| g.name == name).map(|g| g.value);
+    let (_, on_lasting) = size(rule.clone(), &view(&lasting, &[1; 2], &[0; 2], 64));
+    assert_eq!(gauge(&on_lasting, "quart_burst_periods_total"), Some(1.0));
+    assert_eq!(gauge(&on_lasting, "quart_fallbacks_total"), Some(0.0));
+    assert!(gauge(&on_lasting, "quart_burst_persistence").unwrap() > 0.5);
+    let (_, on_flicker) = size(rule, &view(&flickering, &[1; 2], &[0; 2], 64));
+    assert_eq!(gauge(&on_flicker, "quart_burst_periods_total"), Some(0.0));
+    assert_eq!(gauge(&on_flicker, "quart_fallbacks_total"), Some(1.0));
+    assert!(gauge(&on_flicker, "quart_burst_persistence").unwrap() < 0.0);
+}
