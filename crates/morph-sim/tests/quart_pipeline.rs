@@ -24,15 +24,15 @@ fn pipeline(stage_ms: &[f64]) -> Arc<StageTimes> {
     })
 }
 
-fn gamma(rate: f64, cv: f64, seconds: f64, seed: u64) -> Vec<morph_sim::SimRequest> {
+fn requests(arrivals: Arrivals, seconds: f64, seed: u64) -> Vec<morph_sim::SimRequest> {
     let workload = Workload {
-        arrivals: Arrivals::Gamma { rate, cv },
+        arrivals,
         lengths: Lengths::Fixed { len: 64 },
         outputs: None,
         patience_s: None,
         service: None,
     };
-    workload.generate(seconds, seed).expect("gamma arrivals")
+    workload.generate(seconds, seed).expect("arrivals")
 }
 
 fn run(
@@ -42,6 +42,16 @@ fn run(
     hosts: HostSlots,
     rate: f64,
     cv: f64,
+) -> Report {
+    run_on(name, params, p, hosts, Arrivals::Gamma { rate, cv })
+}
+
+fn run_on(
+    name: &str,
+    params: serde_json::Value,
+    p: &Arc<StageTimes>,
+    hosts: HostSlots,
+    arrivals: Arrivals,
 ) -> Report {
     let slo = ms_to_nanos(500.0);
     let ctx = Context {
@@ -62,7 +72,7 @@ fn run(
         per_request: true,
         ..SimOptions::default()
     };
-    simulate(policy, &layout, &PipelineCost(p.clone()), gamma(rate, cv, 240.0, 7), &options)
+    simulate(policy, &layout, &PipelineCost(p.clone()), requests(arrivals, 240.0, 7), &options)
 }
 
 /// Whitt's QNA says a busy deterministic stage smooths bursty arrivals,
@@ -163,17 +173,19 @@ fn a_spread_layout_makes_the_first_scale_up_warm() {
     assert_eq!(packed.measured.completed, packed.measured.requests);
 }
 
-/// Where the arrivals are too bursty for QUART's mean-rate window, the default falls back to the
-/// envelope rule; `bursts = "forecast"` sizes by QUART's burst forecast instead, and the
-/// counters say which decided.
+/// Where the arrivals are too bursty for QUART's mean-rate window, `bursts = "fallback"` sizes
+/// by the envelope rule and `bursts = "forecast"` by QUART's burst forecast; the default gives
+/// bursts that last (an MMPP's states) to the forecast and bursts that come and go within a
+/// second (gamma gaps of CV 6) to the fallback; the counters say which decided.
 #[test]
 fn bursty_arrivals_are_sized_by_the_fallback_or_the_burst_forecast() {
     let p = pipeline(&[10.0, 10.0]);
     let gauge = |r: &Report, name: &str| r.gauge_means.get(name).copied().unwrap_or_default();
-    let fallback = run("quart", json!({}), &p, HostSlots::new(4, 4), 150.0, 6.0);
+    let on_gamma = |params| run("quart", params, &p, HostSlots::new(4, 4), 150.0, 6.0);
+    let fallback = on_gamma(json!({ "bursts": "fallback" }));
     assert!(gauge(&fallback, "quart_fallbacks_total") > 0.0, "{:?}", fallback.gauge_means);
     assert_eq!(gauge(&fallback, "quart_burst_periods_total"), 0.0);
-    let forecast = run("quart", json!({ "bursts": "forecast" }), &p, HostSlots::new(4, 4), 150.0, 6.0);
+    let forecast = on_gamma(json!({ "bursts": "forecast" }));
     assert!(gauge(&forecast, "quart_burst_periods_total") > 0.0, "{:?}", forecast.gauge_means);
     assert_eq!(gauge(&forecast, "quart_fallbacks_total"), 0.0);
     assert_eq!(forecast.measured.completed, forecast.measured.requests);
@@ -182,6 +194,18 @@ fn bursty_arrivals_are_sized_by_the_fallback_or_the_burst_forecast() {
     assert!(share > 0.0 && share <= 1.0, "{share}");
     assert_eq!(gauge(&forecast, "quart_fallback_active"), 0.0);
     assert!(gauge(&forecast, "quart_burst_forecast_active") > 0.0);
+    // The default: on the gamma gaps the fallback decides most periods, on an on/off MMPP of
+    // the same mean the forecast.
+    let by_default = on_gamma(json!({}));
+    let mmpp = Arrivals::Mmpp { rates: vec![15.0, 285.0], dwell_s: 15.0 };
+    let on_mmpp = run_on("quart", json!({}), &p, HostSlots::new(4, 4), mmpp);
+    for (report, forecast_most) in [(&by_default, false), (&on_mmpp, true)] {
+        let (forecast, fallback) =
+            (gauge(report, "quart_burst_forecast_active"), gauge(report, "quart_fallback_active"));
+        assert_eq!(forecast > fallback, forecast_most, "{:?}", report.gauge_means);
+        assert_eq!(report.measured.completed, report.measured.requests);
+    }
+    assert!(gauge(&on_mmpp, "quart_burst_persistence") > gauge(&by_default, "quart_burst_persistence"));
 }
 
 /// Every baseline runs on the same seams: the whole-model INFless-like pool launches whole

@@ -1,9 +1,8 @@
-//! QUART's own forecast where the arrivals come in bursts (Morph's extension, issue 74; chosen
-//! by `bursts = "forecast"`, not the default: it ties the envelope fallback on the from-t0 MMPP
-//! streams and loses to it on the shipped scenarios and the paper's gamma CVs, see
-//! `docs/quart.md`). The paper's λ_i over a window is a
-//! mean that a burst longer than the window hides and a lull after it inflates; here the ingress
-//! is read as two states, quiet and burst:
+//! QUART's own forecast where the arrivals come in bursts (Morph's extension, issue 74; by
+//! default it decides where the bursts last, `bursts = "by-persistence"`, and the envelope
+//! fallback where they come and go within a second: see `docs/quart.md`). The paper's λ_i over
+//! a window is a mean that a burst longer than the window hides and a lull after it inflates;
+//! here the ingress is read as two states, quiet and burst:
 //! - the burst state's rate is remembered: the mean of the history's busy bins (an MMPP's two
 //!   rates, read off the counts);
 //! - a burst has begun when the last bin ran at `enter` × that rate or more, and then every stage

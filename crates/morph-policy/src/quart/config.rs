@@ -28,8 +28,9 @@ pub enum BurstRule {
     Forecast,
     /// InferLine's envelope rule alone, at the pool's threads.
     Fallback,
-    /// The forecast where the bursts last (the ingress's 1 s counts correlated from one second
-    /// to the next, [`BurstForecast::lasting`]), the envelope rule where they do not.
+    /// The default: the forecast where the bursts last (a busy second followed by another,
+    /// [`BurstForecast::lasting`]) or have not yet shown whether they do, the envelope rule
+    /// where they come and go within a second.
     ByPersistence,
 }
 
@@ -75,8 +76,8 @@ pub struct QuartConfig {
     /// 1 s bins (1 for Poisson) exceeds this, the bursts outlast the window its queueing model
     /// reads, and `bursts` says what sizes the stages instead.
     pub fallback_dispersion: f64,
-    /// What sizes the stages where the arrivals are that bursty: the envelope rule alone (the
-    /// default) or QUART's burst forecast.
+    /// What sizes the stages where the arrivals are that bursty: QUART's burst forecast where
+    /// the bursts last and the envelope rule where they do not (the default), or either alone.
     pub bursts: BurstRule,
     /// The burst forecast's settings.
     pub burst: BurstForecast,
@@ -105,7 +106,7 @@ impl Default for QuartConfig {
             robust_floor: true,
             robust_window_s: Seconds(60.0),
             fallback_dispersion: 2.0,
-            bursts: BurstRule::Fallback,
+            bursts: BurstRule::ByPersistence,
             burst: BurstForecast::default(),
             pool: PoolConfig {
                 placement: PlacementRule::CacheAware,

@@ -55,13 +55,13 @@ fn replicas(targets: &[StageTarget]) -> Vec<u32> {
 }
 
 /// Arrivals that came only in the last 10 s of 20 (a burst after a lull) are too bursty for
-/// QUART's forecast: with the robust floor it sizes every stage by the envelope rule alone, for
-/// the busiest window (250 req/s on 10 ms stages: 3 replicas), and says so.
+/// QUART's mean-rate window: with `bursts = "fallback"` it sizes every stage by the envelope
+/// rule alone, for the busiest window (250 req/s on 10 ms stages: 3 replicas), and says so.
 #[test]
 fn too_bursty_arrivals_fall_back_to_the_envelope_rule() {
     let stats: Vec<StageStats> = (0..4).map(|_| steady(250.0)).collect();
     let v = view(&stats, &[1; 4], &[0; 4], 64);
-    let (targets, sizer) = size(QuartConfig::default(), &v);
+    let (targets, sizer) = size(QuartConfig { bursts: BurstRule::Fallback, ..QuartConfig::default() }, &v);
     assert_eq!(replicas(&targets), vec![3; 4]);
     let fallbacks = sizer.gauges().iter().find(|g| g.name == "quart_fallbacks_total").map(|g| g.value);
     assert_eq!(fallbacks, Some(1.0));
@@ -137,7 +137,8 @@ fn bursts_that_last_go_to_the_forecast_and_bursts_within_a_second_to_the_fallbac
         .filter(|s| s % 2 == 0)
         .for_each(|s| (0..250).for_each(|k| flicker.arrive(Time(s * S + k * S / 250))));
     let flickering = [flicker.clone(), flicker];
-    let rule = QuartConfig { bursts: BurstRule::ByPersistence, ..QuartConfig::default() };
+    let rule = QuartConfig::default();
+    assert_eq!(rule.bursts, BurstRule::ByPersistence, "the default");
     let gauge =
         |sizer: &QuartSizer, name: &str| sizer.gauges().iter().find(|g| g.name == name).map(|g| g.value);
     let (_, on_lasting) = size(rule.clone(), &view(&lasting, &[1; 2], &[0; 2], 64));
