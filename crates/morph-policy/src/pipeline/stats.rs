@@ -116,7 +116,7 @@ impl StageStats {
     pub fn burst_persistence(&self, now: Time, bin: Nanos) -> Option<f64> {
         let counts = self.bin_counts(now, bin)?;
         let most = *counts.iter().max()?;
-        let busy: Vec<bool> = counts.iter().map(|&c| most > 0 && 2 * c >= most).collect();
+        let busy: Vec<bool> = counts.iter().map(|&c| most > 0 && in_burst(c, most)).collect();
         let share = busy.iter().filter(|&&b| b).count() as f64 / busy.len() as f64;
         let after_busy: Vec<bool> = busy.windows(2).filter(|w| w[0]).map(|w| w[1]).collect();
         if after_busy.is_empty() {
@@ -136,7 +136,7 @@ impl StageStats {
     pub fn busy_rate(&self, now: Time, bin: Nanos) -> Option<f64> {
         let counts = self.bin_counts(now, bin)?;
         let most = *counts.iter().max()?;
-        let busy: Vec<u32> = counts.into_iter().filter(|&c| 2 * c >= most).collect();
+        let busy: Vec<u32> = counts.into_iter().filter(|&c| in_burst(c, most)).collect();
         let mean = busy.iter().map(|&c| f64::from(c)).sum::<f64>() / busy.len() as f64;
         Some(mean / nanos_to_secs(bin.max(1)))
     }
@@ -166,6 +166,12 @@ impl StageStats {
     pub fn total_arrivals(&self) -> u64 {
         self.total_arrivals
     }
+}
+
+/// A bin of `count` arrivals is in the burst state when it ran at half the busiest bin (`most`)
+/// or more: the two-state reading shared by the busy rate and the bursts' persistence.
+fn in_burst(count: u32, most: u32) -> bool {
+    2 * count >= most
 }
 
 #[cfg(test)]
