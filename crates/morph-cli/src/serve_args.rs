@@ -170,6 +170,12 @@ pub(crate) struct ServeArgs {
     /// the instances must compile those plans (--plans).
     #[arg(long)]
     plan_profiles: Option<PathBuf>,
+    /// Classification: the task heads /v1/classify serves, from `morph train adapt --out DIR`
+    /// (DIR/heads.safetensors and DIR/tasks.json), in place of the built-in ones (sst2, ag_news,
+    /// sms_spam on all-MiniLM-L6-v2). Their encoder must be the served model. Prompt plans
+    /// (--plans prompt:P) serve the built-in prompts only, so they are refused beside it.
+    #[arg(long)]
+    task_heads: Option<PathBuf>,
     /// Output size of emulated instances.
     #[arg(long, default_value_t = 384)]
     emulated_dim: usize,
@@ -279,6 +285,7 @@ impl ServeArgs {
             workers: self.workers.config()?,
             profile: self.profile,
             plan_profiles: self.plan_profiles,
+            task_heads: self.task_heads,
             emulated_dim: self.emulated_dim,
             pooling: self.pooling,
             max_batch_tokens: self.max_batch_tokens,

@@ -142,3 +142,65 @@ async fn fixed_prompts_serve_a_batch_mixing_tasks_with_each_tasks_prompts() {
         }
     }
 }
+
+/// Task heads a user trained (`morph train adapt --out DIR`) served in place of the built-in ones
+/// (`morph serve --task-heads DIR`): the answers carry DIR's classes. Heads read off another
+/// encoder are refused at start, naming both encoders, and so are prompt plans beside them.
+#[tokio::test]
+async fn heads_a_user_trained_are_served_in_place_of_the_builtin_ones() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let heads = dir.path().to_str().expect("a UTF-8 path");
+    let data = morph_assets::shared_data().join("text");
+    let trained = std::process::Command::new(env!("CARGO_BIN_EXE_morph"))
+        .args(["train", "adapt", "--limit", "40", "--epochs", "3", "--out", heads, "--data"])
+        .arg(data)
+        .output()
+        .expect("morph train adapt");
+    assert!(trained.status.success(), "{}", String::from_utf8_lossy(&trained.stderr));
+    // The user's own names for SST-2's classes: what the answers must carry.
+    let meta_path = dir.path().join("tasks.json");
+    let meta = std::fs::read_to_string(&meta_path).expect("tasks.json");
+    std::fs::write(
+        &meta_path,
+        meta.replacen(r#""negative","#, r#""bad","#, 1).replacen(r#""positive""#, r#""good""#, 1),
+    )
+    .expect("tasks.json written");
+
+    let served = serve(&["--task-heads", heads]);
+    let (status, body) =
+        classify(&served.url, json!({ "task": "sst2", "input": ["a fine film", "a dull film"] })).await;
+    assert_eq!(status, 200, "{body}");
+    for d in body["data"].as_array().expect("data") {
+        let classes: Vec<&String> = d["scores"].as_object().expect("scores").keys().collect();
+        assert_eq!(classes, ["bad", "good"], "{body}");
+        assert!(["bad", "good"].contains(&d["label"].as_str().expect("label")), "{body}");
+    }
+    drop(served);
+
+    let refused = |flags: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_morph"))
+            .args([
+                "serve",
+                "--port",
+                "0",
+                "--engine",
+                "ort",
+                "--runtime",
+                "dynamic:128x4",
+                "--task-heads",
+                heads,
+            ])
+            .args(flags)
+            .output()
+            .expect("morph serve");
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let stderr = refused(&["--plans", "prompt:2"]);
+    assert!(stderr.contains("--plans prompt:2") && stderr.contains("--task-heads"), "{stderr}");
+    let meta = std::fs::read_to_string(&meta_path).expect("tasks.json");
+    std::fs::write(&meta_path, meta.replace("all-MiniLM-L6-v2", "all-mpnet-base-v2"))
+        .expect("tasks.json written");
+    let stderr = refused(&[]);
+    assert!(stderr.contains("all-mpnet-base-v2") && stderr.contains("all-MiniLM-L6-v2"), "{stderr}");
+}

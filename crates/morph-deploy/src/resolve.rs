@@ -9,6 +9,7 @@ use morph_backend::EngineKind;
 use morph_backend::engines::{DecoderEngine, OrtEngine};
 use morph_core::{LatencyProfile, RuntimeSpec, TokenPlan, time::ms_to_nanos};
 use morph_decoder::DecoderKernels;
+use morph_encoder::tasks::served::TaskHeads;
 use morph_policy::registry::{self, Family, PolicyKind};
 use morph_server::prediction::PredictorConfig;
 use morph_server::{Deployment, StartupSteps};
@@ -116,6 +117,12 @@ impl ServeSpec {
             stage_timing_len: self.stage_profile_len,
             limits: self.limits,
             preloaded: profiled.and_then(|d| d.preloaded),
+            task_heads: match &self.task_heads {
+                Some(dir) => Some(Arc::new(
+                    TaskHeads::from_dir(dir).with_context(|| format!("--task-heads {}", dir.display()))?,
+                )),
+                None => None,
+            },
             cores: None,
         })
     }

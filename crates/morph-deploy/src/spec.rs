@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use morph_core::RuntimeSpec;
+use morph_core::{RuntimeSpec, TokenPlan};
 use morph_decoder::{DecoderKernels, Reuse};
 use morph_encoder::Pooling;
 use morph_server::ConnectionLimits;
@@ -61,6 +61,9 @@ pub struct ServeSpec {
     pub profile: Option<PathBuf>,
     /// OTAS: each token plan's latency profile and accuracy.
     pub plan_profiles: Option<PathBuf>,
+    /// Classification: task heads of the user's (`morph train adapt --out DIR`); `None`: the
+    /// built-in ones.
+    pub task_heads: Option<PathBuf>,
     /// The output size of emulated instances.
     pub emulated_dim: usize,
     pub pooling: Option<Pooling>,
@@ -105,6 +108,18 @@ impl ServeSpec {
             self.chat_template.is_none() || self.task == Task::Generate,
             "--chat-template is for --task generate"
         );
+        anyhow::ensure!(
+            self.task_heads.is_none() || self.task == Task::Embed,
+            "--task-heads is for --task embed"
+        );
+        if let (Some(_), Some(plan)) =
+            (&self.task_heads, self.engine.plans.iter().find(|p| matches!(p, TokenPlan::Prompt(..))))
+        {
+            anyhow::bail!(
+                "--plans {plan} serves the built-in prompts (all-MiniLM-L6-v2's), which do not go with \
+                 --task-heads: leave the prompt plans out"
+            );
+        }
         anyhow::ensure!(
             self.prompt_cache_mib.is_none() || self.task == Task::Generate,
             "--prompt-cache-mib is for --task generate"

@@ -112,16 +112,29 @@ pub(crate) fn layout(
     Ok(units.flat_map(|u| std::iter::repeat_n(u, config.instances)).collect())
 }
 
-/// OTAS's task heads, served with the encoder they read (all-MiniLM-L6-v2) only.
-pub(crate) fn task_heads(model: &str) -> Option<Arc<TaskHeads>> {
-    match TaskHeads::builtin() {
+/// The task heads /v1/classify serves on `model`: the deployment's (`given`), which must read
+/// `model`; else the built-in ones, served with the encoder they read (all-MiniLM-L6-v2) only.
+pub(crate) fn task_heads(
+    model: &str,
+    given: Option<Arc<TaskHeads>>,
+) -> Result<Option<Arc<TaskHeads>>, BuildError> {
+    if let Some(heads) = given {
+        return match heads.encoder() == model {
+            true => Ok(Some(heads)),
+            false => Err(config_error(format!(
+                "the task heads read {}'s vectors, not those of the served model {model}",
+                heads.encoder()
+            ))),
+        };
+    }
+    Ok(match TaskHeads::builtin() {
         Ok(heads) if heads.encoder() == model => Some(Arc::new(heads)),
         Ok(_) => None,
         Err(e) => {
             tracing::warn!(error = %e, "the task heads could not be loaded; /v1/classify serves no task");
             None
         }
-    }
+    })
 }
 
 /// A pipeline policy's context on this one host: the stages' times measured now (unless the

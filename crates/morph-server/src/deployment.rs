@@ -7,6 +7,7 @@ use std::sync::Arc;
 use morph_backend::{Backend, EngineKind};
 use morph_core::RuntimeSpec;
 use morph_encoder::Pooling;
+use morph_encoder::tasks::served::TaskHeads;
 use morph_engine::{CoreShare, EngineError};
 use morph_fetch::ModelFiles;
 use morph_policy::registry::{self, Context, Family, PolicyKind};
@@ -61,6 +62,8 @@ pub struct Deployment {
     /// The host's cores, when this model shares them with the others of a several-model
     /// server (`None`: its instances compute whenever they have work).
     pub cores: Option<CoreShare>,
+    /// Classification: the task heads to serve (`None`: the built-in ones, on their encoder).
+    pub task_heads: Option<Arc<TaskHeads>>,
 }
 
 /// A backend loaded before the server was built, and the pooling it was loaded with: the
@@ -183,6 +186,7 @@ mod tests {
             stage_timing_len: 64,
             preloaded: None,
             cores: None,
+            task_heads: None,
         }
     }
 

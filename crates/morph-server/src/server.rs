@@ -43,6 +43,8 @@ impl Server {
         let kind = PolicyKind::find(&config.policy)?;
         config.check(kind)?;
         let loaded = build::load(&config)?;
+        // OTAS's heads are found by the model's own name, whatever the API calls it.
+        let task_heads = build::task_heads(&loaded.name, config.task_heads.clone())?;
         let launcher = Arc::new(match config.cores.clone() {
             Some(share) => loaded.launcher.with_cores(share),
             None => loaded.launcher,
@@ -64,8 +66,6 @@ impl Server {
         }
         let predictions = config.predictor.start(metrics.clone())?.map(Arc::new);
         let driver = Driver::new(policy, instances, launcher.clone(), metrics);
-        // OTAS's heads are found by the model's own name, whatever the API calls it.
-        let own_name = loaded.name.clone();
         let model = ServedModel {
             names: match config.served_model_names.is_empty() {
                 true => vec![loaded.name],
@@ -95,7 +95,7 @@ impl Server {
             (None, Some(tokenizer)) => Served::Embeddings(Arc::new(Embedder::new(
                 driver.clone(),
                 tokenizer,
-                build::task_heads(&own_name),
+                task_heads,
                 loaded.classifier,
                 model.max_input_len,
                 config.call_wave,

@@ -1,6 +1,7 @@
-//! The task heads Morph serves: one linear head per (task, plan) over all-MiniLM-L6-v2's pooled,
-//! normalised vector, as `morph train adapt --out assets/weights/tasks` wrote them. A plan
-//! without heads of its own (token merging) reads the plain model's.
+//! The task heads Morph serves: one linear head per (task, plan) over an encoder's pooled,
+//! normalised vector, as `morph train adapt --out DIR` wrote them: built in, those of
+//! `--out assets/weights/tasks` on all-MiniLM-L6-v2; else a user's (`morph serve --task-heads
+//! DIR`). A plan without heads of its own (token merging) reads the plain model's.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -72,6 +73,17 @@ impl TaskHeads {
     /// The heads shipped with Morph.
     pub fn builtin() -> Result<Self, EngineError> {
         Self::from_saved(BUILTIN_WEIGHTS, BUILTIN_META)
+    }
+
+    /// The heads `morph train adapt --out DIR` wrote: `DIR/heads.safetensors` and `DIR/tasks.json`.
+    pub fn from_dir(dir: &std::path::Path) -> Result<Self, EngineError> {
+        let read = |file: &str| {
+            let path = dir.join(file);
+            std::fs::read(&path).map_err(|e| EngineError::Load(format!("{}: {e}", path.display())))
+        };
+        let meta = String::from_utf8(read("tasks.json")?)
+            .map_err(|e| EngineError::Load(format!("{}: {e}", dir.join("tasks.json").display())))?;
+        Self::from_saved(&read("heads.safetensors")?, &meta)
     }
 
     pub fn from_saved(weights: &[u8], meta: &str) -> Result<Self, EngineError> {

@@ -68,6 +68,7 @@ pub(crate) fn emulated(batch_ms: f64, runtime: RuntimeSpec, max_queue: usize) ->
         workers: None,
         stage_timing_len: 64,
         preloaded: None,
+        task_heads: None,
         cores: None,
         threads: None,
     }
