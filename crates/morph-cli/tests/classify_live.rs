@@ -114,8 +114,9 @@ async fn otas_classifies_under_its_plans_and_refuses_unknown_tasks_and_impossibl
     let c = &report["classify"];
     let types: f64 = c["types"].as_array().expect("types").iter().map(|t| t.as_f64().unwrap_or(0.0)).sum();
     assert!((types - 1.0).abs() < 1e-9, "{report}");
-    let answered: u64 =
-        c["plans"].as_object().expect("plans").values().map(|n| n.as_u64().unwrap_or(0)).sum();
+    let plans = c["plans"].as_object().expect("plans");
+    assert!(plans.keys().all(|plan| ["exit:1", "exit:3"].contains(&plan.as_str())), "{report}");
+    let answered: u64 = plans.values().map(|n| n.as_u64().unwrap_or(0)).sum();
     assert_eq!(answered, report["ok"].as_u64().expect("ok"), "{report}");
     assert!(c["utility"].as_f64() <= c["attainable"].as_f64(), "{report}");
 }

@@ -29,8 +29,8 @@ pub(super) struct ClassifyReport {
     /// Shares: 1 correct within the SLO, 2 wrong within it, 3 answered late, 4 refused or
     /// evicted (504) or failed.
     pub types: [f64; 4],
-    /// Answers per token plan.
-    pub plans: BTreeMap<i64, usize>,
+    /// Answers per token plan, by the plan's name in the answer (`exit:1`).
+    pub plans: BTreeMap<String, usize>,
 }
 
 /// The bodies of `requests` (a scenario's stream with query types) for `/v1/classify`, with
@@ -69,7 +69,8 @@ pub(super) fn score(expected: &[Expected], answers: &[super::Outcome]) -> Classi
         let answer = outcome.body.as_ref().map(|b| &b["data"][0]);
         let kind = match (outcome.status, answer) {
             (Ok(200), Some(a)) => {
-                *plans.entry(a["plan"].as_i64().unwrap_or(0)).or_insert(0) += 1;
+                let plan = a["plan"].as_str().map_or_else(|| a["plan"].to_string(), String::from);
+                *plans.entry(plan).or_insert(0) += 1;
                 match (outcome.latency_ms < want.slo_ms, a["label"].as_str() == Some(want.label.as_str())) {
                     (true, true) => 0,
                     (true, false) => 1,
