@@ -122,7 +122,9 @@ pub(crate) fn task_heads(
         return match heads.encoder() == model {
             true => Ok(Some(heads)),
             false => Err(config_error(format!(
-                "the task heads read {}'s vectors, not those of the served model {model}",
+                "the task heads read {}'s vectors, not those of the served model {model} (serve the \
+                 model as it was named when the heads were trained: a directory of the same name, \
+                 or the same hub id)",
                 heads.encoder()
             ))),
         };

@@ -206,10 +206,9 @@ pub fn train_adapt(
         })
         .collect();
     let meta = TasksFile {
-        encoder: files
-            .dir
-            .file_name()
-            .map_or_else(|| files.name.clone(), |n| n.to_string_lossy().into_owned()),
+        // The model's name as the server names it (a local directory's name, a hub id), which
+        // `morph serve --task-heads` checks the served model against.
+        encoder: files.name.clone(),
         dim: engine.dim(),
         max_len: Some(run.max_len),
         tasks: task_list,
