@@ -2,8 +2,8 @@
 //!
 //! | folder | what |
 //! |---|---|
-//! | `weights/` | what Morph serves by default besides the model: OTAS's task heads and prompts (`weights/tasks/`), SSJF's length head (`weights/predictor/`); embedded in the binary |
-//! | `profiles/` | latency profiles measured on the hosts Morph is developed on; two are embedded as `morph serve`'s defaults |
+//! | `weights/` | what Morph serves by default besides the model: OTAS's task heads and prompts (`weights/tasks/`), SSJF's length head (`weights/predictor/`); embedded in the binary. Also task heads for all-mpnet-base-v2 (`weights/tasks_mpnet/`, served with `morph serve --task-heads`; not embedded) |
+//! | `profiles/` | latency profiles measured on the hosts Morph is developed on; two are embedded as `morph serve`'s defaults. OTAS's plans' latency and accuracy on all-MiniLM-L6-v2 (`profiles/otas/`) and all-mpnet-base-v2 (`profiles/otas_mpnet/`) |
 //! | `datasets/` | recorded output lengths and predictions (SSJF's training and test data) |
 //! | `scenarios/` | `morph simulate` scenarios |
 //!
