@@ -27,7 +27,8 @@ fn readable(value: &serde_json::Value, what: &str) {
 fn profiles_accuracy_tables_and_heads_name_their_plans_readably() {
     let json = files(&morph_assets::path("profiles"), "json");
     assert!(json.len() > 10, "{json:?}");
-    for path in json.iter().chain([&morph_assets::path("weights/tasks/tasks.json")]) {
+    let heads_meta = ["weights/tasks/tasks.json", "weights/tasks_mpnet/tasks.json"].map(morph_assets::path);
+    for path in json.iter().chain(&heads_meta) {
         let what = path.display().to_string();
         let file: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         if let Some(plan) = file.get("plan") {
