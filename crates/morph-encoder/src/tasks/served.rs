@@ -77,13 +77,12 @@ impl TaskHeads {
 
     /// The heads `morph train adapt --out DIR` wrote: `DIR/heads.safetensors` and `DIR/tasks.json`.
     pub fn from_dir(dir: &std::path::Path) -> Result<Self, EngineError> {
-        let read = |file: &str| {
-            let path = dir.join(file);
-            std::fs::read(&path).map_err(|e| EngineError::Load(format!("{}: {e}", path.display())))
-        };
-        let meta = String::from_utf8(read("tasks.json")?)
-            .map_err(|e| EngineError::Load(format!("{}: {e}", dir.join("tasks.json").display())))?;
-        Self::from_saved(&read("heads.safetensors")?, &meta)
+        let failed =
+            |file: &str, e: std::io::Error| EngineError::Load(format!("{}: {e}", dir.join(file).display()));
+        let meta = std::fs::read_to_string(dir.join("tasks.json")).map_err(|e| failed("tasks.json", e))?;
+        let weights =
+            std::fs::read(dir.join("heads.safetensors")).map_err(|e| failed("heads.safetensors", e))?;
+        Self::from_saved(&weights, &meta)
     }
 
     pub fn from_saved(weights: &[u8], meta: &str) -> Result<Self, EngineError> {
