@@ -19,6 +19,7 @@ use morph_backend::tuning::reexec_tuned;
 use morph_encoder::calibration::calibrate;
 use morph_encoder::checkpoint::Checkpoint;
 use morph_encoder::onnx::{ATTENTION_MASK, GraphSpec, INPUT_IDS, Precision, encoder_graph};
+use morph_encoder::ort_kernels::operators;
 use morph_encoder::ort_runtime::padded_ids;
 use morph_encoder::ort_session::environment;
 use morph_encoder::{Pooling, TextTokenizer};
@@ -138,7 +139,8 @@ fn profiled(
     path: &std::path::Path,
     model: &[u8],
 ) -> ort::Result<Session> {
-    let builder = Session::builder(env)?.with_optimization_level(GraphOptimizationLevel::All)?;
+    let builder = Session::builder(env)?.with_operators(operators()?)?;
+    let builder = builder.with_optimization_level(GraphOptimizationLevel::All)?;
     let builder = builder.with_intra_threads(threads)?.with_inter_threads(1)?;
     let mut builder = builder.with_intra_op_spinning(false)?.with_profiling(path)?;
     builder.commit_from_memory(model)

@@ -12,7 +12,7 @@ const LN2_LO: f32 = 1.428_606_8e-6;
 /// Elements per parallel task: large tensors use every core, small ones stay on the caller.
 const CHUNK: usize = 16 * 1024;
 /// Adding and subtracting 1.5·2²³ rounds an `f32` of magnitude < 2²² to the nearest integer.
-const ROUND_MAGIC: f32 = 12_582_912.0;
+pub(crate) const ROUND_MAGIC: f32 = 12_582_912.0;
 
 /// `eˣ` for `x ≤ 0` (inputs below -87 are clamped there), relative error below 4e-7 (~3 ulp).
 /// `x = n·ln2 + r` with |r| ≤ ln2/2; `eʳ` by its degree-6 Taylor polynomial; `2ⁿ` by the

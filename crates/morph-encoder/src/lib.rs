@@ -13,6 +13,7 @@ pub mod checkpoint;
 pub mod classifier;
 pub mod kernels;
 pub mod onnx;
+pub mod ort_kernels;
 pub mod ort_runtime;
 pub mod ort_session;
 pub mod pooling;

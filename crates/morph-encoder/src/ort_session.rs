@@ -1,10 +1,13 @@
 //! The process's ONNX Runtime: its one environment (the library loaded once) and how a session
-//! is built from a graph's bytes (threads, optimisation, pinned dimensions).
+//! is built from a graph's bytes (threads, optimisation, pinned dimensions, Morph's own
+//! operators).
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use morph_engine::EngineError;
+
+use crate::ort_kernels;
 use ort::environment::Environment;
 use ort::session::Session;
 use ort::session::builder::GraphOptimizationLevel;
@@ -62,7 +65,7 @@ pub(crate) fn build_session(
     optimise: Optimise<'_>,
 ) -> Result<Session, EngineError> {
     let build = || -> ort::Result<Session> {
-        let mut builder = Session::builder(env)?;
+        let mut builder = Session::builder(env)?.with_operators(ort_kernels::operators()?)?;
         builder = match optimise {
             Optimise::All { save_to } => {
                 let builder = builder.with_optimization_level(GraphOptimizationLevel::All)?;

@@ -45,6 +45,11 @@ impl Builder {
         output
     }
 
+    /// Adds a node of Morph's own operator `op` ([`crate::ort_kernels`]) with `N` outputs.
+    pub(crate) fn morph_op<const N: usize>(&mut self, op: &'static str, inputs: &[&str]) -> [String; N] {
+        self.node(op, Some(crate::ort_kernels::DOMAIN), inputs, Vec::new())
+    }
+
     /// Adds a node of `op` from operator set `domain` with `N` fresh outputs.
     fn node<const N: usize>(
         &mut self,

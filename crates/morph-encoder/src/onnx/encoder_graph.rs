@@ -16,7 +16,7 @@ use candle_core::Tensor;
 
 use super::builder::Builder;
 use super::outliers::{Product, Site, split_channels};
-use super::precision::{Precision, quantize_columns, row_quantized_product};
+use super::precision::{ChannelSplit, Precision, quantize_columns, row_quantized_product};
 use super::proto::{Attr, DataType, Dim, Graph, ValueInfo};
 use super::writer::{Tokens, Writer};
 use crate::architecture::{RELATIVE_BIAS, relative_buckets};
@@ -366,21 +366,18 @@ impl Writer<'_> {
             Precision::Int8(outliers) => outliers.clone(),
         };
         let split = split_channels(&w, dims[1], outliers.channels(site));
-        let x = if split.extra.is_empty() {
-            x.to_string()
-        } else {
+        let channels = (!split.extra.is_empty()).then(|| {
             let scale = self.g.f32s(&format!("{name}.channel_scale"), &[dims[0]], split.scale);
-            let scaled = self.g.op("Mul", &[x, &scale], vec![]);
             let extra = split.extra.iter().map(|&j| j as i64).collect();
-            let extra = self.g.i64_table(&format!("{name}.channel_copies"), &[split.extra.len()], extra);
-            let copies = self.g.op("Gather", &[&scaled, &extra], vec![("axis", Attr::Int(-1))]);
-            self.g.op("Concat", &[&scaled, &copies], vec![("axis", Attr::Int(-1))])
-        };
+            let copies = self.g.i64_table(&format!("{name}.channel_copies"), &[split.extra.len()], extra);
+            (scale, copies)
+        });
+        let channels = channels.as_ref().map(|(scale, copies)| ChannelSplit { scale, copies });
         let dims = [dims[0] + split.extra.len(), dims[1]];
         let (q, scales) = quantize_columns(&split.weight, dims[0], dims[1]);
         let q = self.g.i8s(&format!("{name}.weight_int8"), &dims, q);
         let scales = self.g.f32s(&format!("{name}.weight_scale"), &[dims[1]], scales);
-        row_quantized_product(&mut self.g, &x, &q, &scales, Some(&bias))
+        row_quantized_product(&mut self.g, x, channels, &q, &scales, Some(&bias))
     }
 
     fn layer_norm(&mut self, x: &str, prefix: &str) -> Result<String, EngineError> {

@@ -2,8 +2,9 @@
 //! weight product (Q/K/V, attention output, the feed-forward up and down projections), each
 //! less its outlier input channels ([`super::outliers`]): weights quantised to int8 per output
 //! column, and each activation row (a token) quantised to uint8 on its own scale
-//! ([`row_quantized_product`]), the product accumulated in int32 by ONNX Runtime's
-//! `MatMulIntegerToFloat` (MLAS's u8×s8 kernels, VNNI where the CPU has it).
+//! ([`row_quantized_product`], in one pass by Morph's own operator), the product accumulated
+//! in int32 by ONNX Runtime's `MatMulIntegerToFloat` (MLAS's u8×s8 kernels, VNNI where the CPU
+//! has it).
 //! Attention's own products (Q·Kᵀ, P·V), the norms and the embeddings stay fp32.
 //!
 //! A scale per row, not per tensor, is what makes a text's vector independent of its
@@ -14,7 +15,8 @@
 use std::sync::Arc;
 
 use super::builder::Builder;
-use super::proto::Attr;
+use crate::ort_kernels::rows::{ROW_STEP, ROW_ZERO_POINT};
+use crate::ort_kernels::{ROW_QUANTIZE, ROW_RESCALE};
 
 use super::outliers::Outliers;
 pub use morph_core::Dtype;
@@ -36,41 +38,37 @@ impl Precision {
     }
 }
 
-/// An activation row's quantisation step once divided by its own peak |value|: ±peak → ±127.
-const ROW_STEP: f32 = 1.0 / 127.0;
-/// The uint8 zero point of a quantised row (MLAS's fast kernels take u8 activations and s8
-/// weights): q = round(x / peak · 127) + 128, within 1..=255.
-const ROW_ZERO_POINT: u8 = 128;
-/// The least peak a row is divided by, so that an all-zero row stays zero.
-const LEAST_PEAK: f32 = 1e-30;
+/// An int8 product's outlier input channels split into copies ([`super::outliers`]): the scale
+/// of each input channel and the channels copied after the row, as graph constants.
+pub(crate) struct ChannelSplit<'a> {
+    pub scale: &'a str,
+    pub copies: &'a str,
+}
 
 /// `x · w (+ bias)` in int8, `w` int8 `[in, out]` with `w_scale` per output column: each row of
 /// `x` (any leading dimensions) is divided by its own peak |value| p, quantised to uint8, and
 /// its int32 product scaled back by p, so a row's result depends on that row alone:
-/// y = p · (s_x · s_w · (q_x − 128) · q_w) + bias.
+/// y = p · (s_x · s_w · (q_x − 128) · q_w) + bias. The row steps are Morph's own operators
+/// ([`crate::ort_kernels`]), the product ONNX Runtime's.
 pub(crate) fn row_quantized_product(
     g: &mut Builder,
     x: &str,
+    split: Option<ChannelSplit<'_>>,
     w: &str,
     w_scale: &str,
     bias: Option<&str>,
 ) -> String {
-    let rows = || vec![("axes", Attr::Ints(vec![-1])), ("keepdims", Attr::Int(1))];
-    let top = g.op("ReduceMax", &[x], rows());
-    let bottom = g.op("ReduceMin", &[x], rows());
-    let bottom = g.op("Neg", &[&bottom], vec![]);
-    let least = g.scalar(LEAST_PEAK);
-    let peak = g.op("Max", &[&top, &bottom, &least], vec![]);
-    let unit = g.op("Div", &[x, &peak], vec![]);
+    let inputs = match &split {
+        Some(split) => vec![x, split.scale, split.copies],
+        None => vec![x],
+    };
+    let [q, peak] = g.morph_op(ROW_QUANTIZE, &inputs);
     let (step, zero) = (g.scalar(ROW_STEP), g.u8_scalar(ROW_ZERO_POINT));
-    let q = g.op("QuantizeLinear", &[&unit, &step, &zero], vec![]);
     // Inputs: A, B, a_scale, b_scale, a_zero_point (b symmetric: no zero point).
     let product = g.contrib_op("MatMulIntegerToFloat", &[&q, w, &step, w_scale, &zero]);
-    let y = g.op("Mul", &[&product, &peak], vec![]);
-    match bias {
-        Some(bias) => g.op("Add", &[&y, bias], vec![]),
-        None => y,
-    }
+    let inputs = [&product, &peak].into_iter().map(String::as_str).chain(bias).collect::<Vec<_>>();
+    let [y] = g.morph_op(ROW_RESCALE, &inputs);
+    y
 }
 
 /// `w` (`[in, out]`, row-major) quantised symmetrically per output column: the int8 values and

@@ -40,7 +40,7 @@ pub fn product_model(m: usize, k: usize, n: usize, product: Product) -> Vec<u8> 
         Product::Int8 => {
             let (q, scales) = quantize_columns(&values, k, n);
             let (q, scales) = (g.i8s(B, &[k, n], q), g.f32s("b_scale", &[n], scales));
-            row_quantized_product(&mut g, A, &q, &scales, None)
+            row_quantized_product(&mut g, A, None, &q, &scales, None)
         }
         Product::Bf16 => {
             g.input(info(B, [k, n]));

@@ -90,10 +90,12 @@ impl Graph {
             o.string(1, "");
             o.int(2, OPSET);
         });
-        w.message(8, |o| {
-            o.string(1, CONTRIB);
-            o.int(2, 1);
-        });
+        for domain in [CONTRIB, crate::ort_kernels::DOMAIN] {
+            w.message(8, |o| {
+                o.string(1, domain);
+                o.int(2, 1);
+            });
+        }
         w.buf
     }
 
