@@ -27,7 +27,7 @@ pub fn operators() -> ort::Result<OperatorDomain> {
 struct RowQuantize;
 struct RowRescale;
 
-/// The kernel of both operators: a closure over the compute context.
+/// The kernel of both operators: the function that computes it from its inputs.
 struct Rows(fn(&ComputeContext) -> ort::Result<()>);
 
 impl Kernel for Rows {
