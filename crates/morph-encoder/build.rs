@@ -1,12 +1,13 @@
 //! Fingerprints the code that writes and runs Morph's ONNX graph (the writer, its int8
-//! calibration, and the ONNX Runtime sessions) into `MORPH_GRAPH_FINGERPRINT`: a latency profile
+//! calibration, Morph's own operators, and the ONNX Runtime sessions) into `MORPH_GRAPH_FINGERPRINT`: a latency profile
 //! cached by a build whose graph differs measured another graph, and is measured again.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 
 /// The sources whose content the fingerprint covers: every file under these.
-const SOURCES: [&str; 3] = ["src/onnx", "src/calibration.rs", "src/ort_runtime.rs"];
+const SOURCES: [&str; 5] =
+    ["src/onnx", "src/calibration.rs", "src/ort_kernels", "src/ort_runtime.rs", "src/ort_session.rs"];
 
 fn files_under(path: &Path, found: &mut Vec<PathBuf>) {
     match std::fs::read_dir(path) {
