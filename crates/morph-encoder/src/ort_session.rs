@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use morph_engine::EngineError;
-
-use crate::ort_kernels;
 use ort::environment::Environment;
 use ort::session::Session;
 use ort::session::builder::GraphOptimizationLevel;
+
+use crate::ort_kernels;
 
 /// The process's one ONNX Runtime environment, and the library it was loaded from.
 static ENVIRONMENT: OnceLock<Result<(PathBuf, Environment), String>> = OnceLock::new();

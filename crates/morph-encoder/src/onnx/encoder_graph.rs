@@ -367,17 +367,17 @@ impl Writer<'_> {
         };
         let split = split_channels(&w, dims[1], outliers.channels(site));
         let channels = (!split.extra.is_empty()).then(|| {
-            let scale = self.g.f32s(&format!("{name}.channel_scale"), &[dims[0]], split.scale);
             let extra = split.extra.iter().map(|&j| j as i64).collect();
-            let copies = self.g.i64_table(&format!("{name}.channel_copies"), &[split.extra.len()], extra);
-            (scale, copies)
+            ChannelSplit {
+                scale: self.g.f32s(&format!("{name}.channel_scale"), &[dims[0]], split.scale),
+                copies: self.g.i64_table(&format!("{name}.channel_copies"), &[split.extra.len()], extra),
+            }
         });
-        let channels = channels.as_ref().map(|(scale, copies)| ChannelSplit { scale, copies });
         let dims = [dims[0] + split.extra.len(), dims[1]];
         let (q, scales) = quantize_columns(&split.weight, dims[0], dims[1]);
         let q = self.g.i8s(&format!("{name}.weight_int8"), &dims, q);
         let scales = self.g.f32s(&format!("{name}.weight_scale"), &[dims[1]], scales);
-        row_quantized_product(&mut self.g, x, channels, &q, &scales, Some(&bias))
+        row_quantized_product(&mut self.g, x, channels.as_ref(), &q, &scales, Some(&bias))
     }
 
     fn layer_norm(&mut self, x: &str, prefix: &str) -> Result<String, EngineError> {

@@ -40,9 +40,9 @@ impl Precision {
 
 /// An int8 product's outlier input channels split into copies ([`super::outliers`]): the scale
 /// of each input channel and the channels copied after the row, as graph constants.
-pub(crate) struct ChannelSplit<'a> {
-    pub scale: &'a str,
-    pub copies: &'a str,
+pub(crate) struct ChannelSplit {
+    pub scale: String,
+    pub copies: String,
 }
 
 /// `x · w (+ bias)` in int8, `w` int8 `[in, out]` with `w_scale` per output column: each row of
@@ -53,13 +53,13 @@ pub(crate) struct ChannelSplit<'a> {
 pub(crate) fn row_quantized_product(
     g: &mut Builder,
     x: &str,
-    split: Option<ChannelSplit<'_>>,
+    split: Option<&ChannelSplit>,
     w: &str,
     w_scale: &str,
     bias: Option<&str>,
 ) -> String {
-    let inputs = match &split {
-        Some(split) => vec![x, split.scale, split.copies],
+    let inputs = match split {
+        Some(split) => vec![x, &split.scale, &split.copies],
         None => vec![x],
     };
     let [q, peak] = g.morph_op(ROW_QUANTIZE, &inputs);
