@@ -103,7 +103,7 @@ pub(crate) fn run(args: ProfileArgs) -> anyhow::Result<()> {
     bar.finish();
     profile.engine = Some(format!("{}-cpu", kind.label()));
     profile.graph = kind.graph_fingerprint().map(str::to_string);
-    profile.device = Some(morph_engine::timing::host_device());
+    profile.device = Some(morph_engine::host::host_device());
     profile.runs = Some(plan.runs);
     profile.stage = stage.map(|(k, _)| k);
     profile.plan = (args.plan != TokenPlan::Plain).then_some(args.plan);

@@ -23,7 +23,7 @@ use morph_backend::{Backend, EngineKind};
 use morph_core::{LatencyFit, LatencyProfile, RuntimeSpec, ShapeKind, TokenPlan, UnitSpec};
 use morph_encoder::model_pooling;
 use morph_engine::EngineError;
-use morph_engine::timing::host_device;
+use morph_engine::host::host_device;
 use morph_fetch::ModelFiles;
 use morph_policy::Bucket;
 use morph_policy::batching::RefitSink;
@@ -384,17 +384,22 @@ mod tests {
         let files =
             morph_fetch::fetch_default(&morph_fetch::morph_home(), &morph_fetch::Pip::from_env()).unwrap();
         let renamed = ModelFiles { name: "my-copy".into(), ..files.clone() };
-        let key = |engine: &str| ProfileKey {
+        let key_on = |engine: &str, device: &str| ProfileKey {
             model_sha256: renamed.content_sha256().unwrap(),
             engine: engine.into(),
-            device: "AMD EPYC, 2 cores".into(),
+            device: device.into(),
             graph: Some(morph_encoder::onnx::GRAPH_FINGERPRINT),
         };
+        let key = |engine: &str| key_on(engine, "AMD EPYC, 2 cores, AVX-512 VNNI");
         for engine in ["onnxruntime-cpu", "onnxruntime-int8-cpu"] {
             for (p, name) in shipped(engine) {
                 let layout = Layout { instances: p.instances.unwrap(), threads: p.threads.unwrap() };
                 assert!(key(engine).fits(&p, layout), "{name}");
                 assert!(!key("candle-cpu").fits(&p, layout), "{name}: found for another engine");
+                // A virtual machine that names the same CPU but offers AVX2 only runs the
+                // kernels several times slower: it measures its own.
+                let avx2 = key_on(engine, "AMD EPYC, 2 cores, AVX2");
+                assert!(!avx2.fits(&p, layout), "{name}: found for a host of narrower vectors");
             }
         }
     }

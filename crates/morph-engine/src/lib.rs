@@ -10,6 +10,7 @@ pub mod actor;
 mod at_once;
 pub mod cores;
 pub mod emulated;
+pub mod host;
 mod mapped;
 mod start;
 pub mod thread;

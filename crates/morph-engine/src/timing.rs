@@ -6,18 +6,6 @@ use morph_core::TokenPlan;
 
 use crate::{BatchInput, Engine, EngineError};
 
-/// This host as profiles name it: the CPU's model name and the cores this process may use.
-pub fn host_device() -> String {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo
-        .lines()
-        .find(|l| l.starts_with("model name"))
-        .and_then(|l| l.split_once(':'))
-        .map_or(std::env::consts::ARCH, |(_, name)| name.trim());
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    format!("{model}, {cores} cores")
-}
-
 /// The median of `xs` (NaN for none).
 pub fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
