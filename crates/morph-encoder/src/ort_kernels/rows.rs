@@ -71,7 +71,7 @@ fn to_step(v: f32) -> u8 {
 }
 
 /// `out = y · peak + bias` over one row of a product (`bias` as long as the row, if any).
-#[multiversion(targets("x86_64+avx2+fma", "x86_64+avx512f+avx512bw+avx2+fma"))]
+#[multiversion(targets("x86_64+avx512f+avx512bw+avx2+fma", "x86_64+avx2+fma"))]
 pub fn rescale_row(y: &[f32], peak: f32, bias: Option<&[f32]>, out: &mut [f32]) {
     let scaled = out.iter_mut().zip(y);
     match bias {
