@@ -14,28 +14,49 @@ const VECTOR_LEVELS: [(&str, &str); 5] = [
     ("avx2", "AVX2"),
 ];
 
+/// Flags of int8 dot-product instructions, which accumulate u8·s8 products in 32 bits.
+const INT8_DOT_FLAGS: [&str; 3] = ["amx_int8", "avx512_vnni", "avx_vnni"];
+
 /// This host: the CPU's model name, the cores this process may use, and its vector level
 /// (`AMD EPYC, 2 cores, AVX-512 VNNI`).
 pub fn host_device() -> String {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let field = |name: &str| {
-        cpuinfo
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_once(':'))
-            .map(|(_, value)| value.trim())
-    };
-    let model = field("model name").unwrap_or(std::env::consts::ARCH);
+    let cpuinfo = cpuinfo();
+    let model = field(&cpuinfo, "model name").unwrap_or(std::env::consts::ARCH);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let level = vector_level(field("flags").unwrap_or_default());
+    let level = vector_level(field(&cpuinfo, "flags").unwrap_or_default());
     format!("{model}, {cores} cores, {level}")
+}
+
+/// Whether int8 products on this CPU add pairs of u8·s8 products in 16 bits, which saturate
+/// (an x86 CPU without VNNI or AMX, where ONNX Runtime's kernels use `vpmaddubsw`).
+pub fn int8_pairs_saturate() -> bool {
+    static SATURATE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SATURATE.get_or_init(|| {
+        cfg!(target_arch = "x86_64") && !has_int8_dot(field(&cpuinfo(), "flags").unwrap_or_default())
+    })
+}
+
+fn cpuinfo() -> String {
+    std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default()
+}
+
+/// The value of `/proc/cpuinfo`'s first line named `name`.
+fn field<'a>(cpuinfo: &'a str, name: &str) -> Option<&'a str> {
+    cpuinfo.lines().find(|l| l.starts_with(name)).and_then(|l| l.split_once(':')).map(|(_, v)| v.trim())
+}
+
+fn has_flag(flags: &str, flag: &str) -> bool {
+    flags.split_ascii_whitespace().any(|f| f == flag)
+}
+
+fn has_int8_dot(flags: &str) -> bool {
+    INT8_DOT_FLAGS.iter().any(|flag| has_flag(flags, flag))
 }
 
 /// The best of [`VECTOR_LEVELS`] among the CPU's `flags` (space-separated, as `/proc/cpuinfo`
 /// lists them); `baseline` for none (or no x86 at all).
 fn vector_level(flags: &str) -> &'static str {
-    let has = |flag: &str| flags.split_ascii_whitespace().any(|f| f == flag);
-    VECTOR_LEVELS.iter().find(|(flag, _)| has(flag)).map_or("baseline", |(_, level)| level)
+    VECTOR_LEVELS.iter().find(|(flag, _)| has_flag(flags, flag)).map_or("baseline", |(_, level)| level)
 }
 
 #[cfg(test)]
@@ -53,6 +74,15 @@ mod tests {
         // A flag is a whole word: avx512f is not avx512fp16's prefix match.
         assert_eq!(vector_level("avx2 avx512fp16x"), "AVX2");
         assert_eq!(vector_level(""), "baseline");
+    }
+
+    #[test]
+    fn int8_pairs_saturate_only_without_dot_product_instructions() {
+        assert!(has_int8_dot("avx2 avx512f avx512_vnni"));
+        assert!(has_int8_dot("avx2 avx_vnni"));
+        assert!(has_int8_dot("avx512f amx_int8"));
+        assert!(!has_int8_dot("fma avx2 bmi2"), "AVX2 alone");
+        assert!(!has_int8_dot("avx2 avx512f avx512bw"), "AVX-512 without VNNI");
     }
 
     #[test]

@@ -16,7 +16,7 @@ use candle_core::Tensor;
 
 use super::builder::Builder;
 use super::outliers::{Product, Site, split_channels};
-use super::precision::{ChannelSplit, Precision, quantize_columns, row_quantized_product};
+use super::precision::{ChannelSplit, Precision, WeightSteps, quantize_columns, row_quantized_product};
 use super::proto::{Attr, DataType, Dim, Graph, ValueInfo};
 use super::writer::{Tokens, Writer};
 use crate::architecture::{RELATIVE_BIAS, relative_buckets};
@@ -374,7 +374,7 @@ impl Writer<'_> {
             }
         });
         let dims = [dims[0] + split.extra.len(), dims[1]];
-        let (q, scales) = quantize_columns(&split.weight, dims[0], dims[1]);
+        let (q, scales) = quantize_columns(&split.weight, dims[0], dims[1], WeightSteps::for_host());
         let q = self.g.i8s(&format!("{name}.weight_int8"), &dims, q);
         let scales = self.g.f32s(&format!("{name}.weight_scale"), &[dims[1]], scales);
         row_quantized_product(&mut self.g, x, channels.as_ref(), &q, &scales, Some(&bias))

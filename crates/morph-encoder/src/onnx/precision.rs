@@ -1,7 +1,7 @@
 //! The arithmetic of the graph's weight matrix products (`--dtype`): fp32, or int8 for every
 //! weight product (Q/K/V, attention output, the feed-forward up and down projections), each
 //! less its outlier input channels ([`super::outliers`]): weights quantised to int8 per output
-//! column, and each activation row (a token) quantised to uint8 on its own scale
+//! column (7 bits where the CPU has no int8 dot products: [`WeightSteps`]), and each activation row (a token) quantised to uint8 on its own scale
 //! ([`row_quantized_product`], in one pass by Morph's own operator), the product accumulated
 //! in int32 by ONNX Runtime's `MatMulIntegerToFloat` (MLAS's u8×s8 kernels, VNNI where the CPU
 //! has it).
@@ -71,20 +71,38 @@ pub(crate) fn row_quantized_product(
     y
 }
 
+/// The steps either side of zero a weight column's largest |value| maps to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WeightSteps {
+    /// ±127: where the CPU's int8 products accumulate in 32 bits (VNNI, AMX, other arches).
+    Full = 127,
+    /// ±63, as ONNX Runtime's `reduce_range`: where they add pairs of u8·s8 products in 16
+    /// bits (x86 without VNNI), so that 2 · 255 · 63 stays below 32,767 and nothing saturates.
+    Reduced = 63,
+}
+
+impl WeightSteps {
+    /// The steps this host's int8 products can take without saturating.
+    pub fn for_host() -> Self {
+        if morph_engine::host::int8_pairs_saturate() { Self::Reduced } else { Self::Full }
+    }
+}
+
 /// `w` (`[in, out]`, row-major) quantised symmetrically per output column: the int8 values and
-/// each column's scale (max |w| / 127; 1 for an all-zero column).
-pub fn quantize_columns(w: &[f32], rows: usize, cols: usize) -> (Vec<i8>, Vec<f32>) {
+/// each column's scale (max |w| / `steps`; 1 for an all-zero column).
+pub fn quantize_columns(w: &[f32], rows: usize, cols: usize, steps: WeightSteps) -> (Vec<i8>, Vec<f32>) {
+    let steps = f32::from(steps as u8);
     let mut scales = vec![0f32; cols];
     for row in w.chunks_exact(cols).take(rows) {
         for (s, x) in scales.iter_mut().zip(row) {
             *s = s.max(x.abs());
         }
     }
-    scales.iter_mut().for_each(|s| *s = if *s > 0.0 { *s / 127.0 } else { 1.0 });
+    scales.iter_mut().for_each(|s| *s = if *s > 0.0 { *s / steps } else { 1.0 });
     let q = w
         .iter()
         .enumerate()
-        .map(|(i, x)| (x / scales[i % cols]).round().clamp(-127.0, 127.0) as i8)
+        .map(|(i, x)| (x / scales[i % cols]).round().clamp(-steps, steps) as i8)
         .collect();
     (q, scales)
 }
@@ -97,9 +115,13 @@ mod tests {
     fn columns_are_scaled_to_their_own_largest_value() {
         // Two rows, three columns: column maxima 2.0, 0.5 and 0 (all zero).
         let w = [2.0, -0.5, 0.0, -1.0, 0.25, 0.0];
-        let (q, scales) = quantize_columns(&w, 2, 3);
+        let (q, scales) = quantize_columns(&w, 2, 3, WeightSteps::Full);
         assert_eq!(scales, vec![2.0 / 127.0, 0.5 / 127.0, 1.0]);
         assert_eq!(q, vec![127, -127, 0, -64, 64, 0]);
+        let (q, scales) = quantize_columns(&w, 2, 3, WeightSteps::Reduced);
+        assert_eq!(scales, vec![2.0 / 63.0, 0.5 / 63.0, 1.0]);
+        assert_eq!(q[..3], [63, -63, 0], "each column's largest value on the last step");
+        assert!(q.iter().all(|v| v.abs() <= 63), "7 bits: {q:?}");
     }
 
     #[test]
