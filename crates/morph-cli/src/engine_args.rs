@@ -35,14 +35,16 @@ pub(crate) struct EngineArgs {
     pub(crate) plans: Vec<TokenPlan>,
     /// The arithmetic of the encoder's weight matrix products on ONNX Runtime: int8
     /// (each token's activations quantised on its own scale, so a text's vector does not
-    /// depend on its batch; weights per output column; ONNX Runtime's MatMulIntegerToFloat,
+    /// depend on its batch; weights per output column, 7 bits on an x86 CPU without VNNI or
+    /// AMX, whose int8 kernels would saturate; ONNX Runtime's MatMulIntegerToFloat,
     /// VNNI where the CPU has it; each product's few outlier input
     /// channels, found on built-in calibration text when the model loads, split into copies
     /// within the other channels' range) or
     /// fp32. bf16 is refused: ONNX Runtime's CPU kernels have no bf16 MatMul. Default for
     /// `serve` and `profile`: int8 where Morph writes the graphs, in threads or worker
-    /// processes (mean cosine to fp32 0.998, every vector above 0.99; docs/serving.md), else
-    /// fp32 (candle, a --onnx file); `morph train` and the length predictor's encoder: fp32,
+    /// processes, on a CPU with int8 dot products (VNNI, AMX; mean cosine to fp32 0.998, every
+    /// vector above 0.99; docs/serving.md), else fp32 (candle, a --onnx file, a CPU without
+    /// them, where int8 is no faster); `morph train` and the length predictor's encoder: fp32,
     /// what their heads are fitted on.
     #[arg(long)]
     pub(crate) dtype: Option<Dtype>,

@@ -26,9 +26,10 @@ pub(crate) struct WorkerModelArgs {
     /// Pooling of the last stage (default: the model's own).
     #[arg(long)]
     pub(crate) pooling: Option<Pooling>,
-    /// The encoder graphs' weight products: int8 (the default, as `morph serve`'s) or fp32. A
-    /// server gives its workers its own; an agent's must match its servers'.
-    #[arg(long, default_value_t = Dtype::Int8)]
+    /// The encoder graphs' weight products: int8 or fp32; default as `morph serve`'s (int8 on a
+    /// CPU with VNNI or AMX, else fp32). A server gives its workers its own; an agent's must
+    /// match its servers'.
+    #[arg(long, default_value_t = morph_deploy::engine::default_graph_dtype())]
     pub(crate) dtype: Dtype,
 }
 

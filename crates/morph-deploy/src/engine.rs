@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use morph_backend::{DEFAULT_ENGINE, EngineEntry, EngineFlags, EngineKind};
 use morph_core::{Dtype, LatencyProfile, TokenPlan};
+use morph_engine::host;
 
 /// The engine and what it runs (`--engine`, `--ort-library`, `--onnx`, `--plans`, `--dtype`).
 #[derive(Debug, Clone)]
@@ -29,16 +30,18 @@ impl EngineSpec {
     }
 
     /// The engine `morph serve` and `morph profile` run: as [`Self::real`], but int8 graphs by
-    /// default where they run: Morph's own graphs on ONNX Runtime (in threads and in worker
-    /// processes alike: the worker's command line carries the dtype); emulated instances
-    /// sleep for `profile`'s latency and answer vectors of `emulated_dim`.
+    /// default where they run and pay: Morph's own graphs on ONNX Runtime (in threads and in
+    /// worker processes alike: the worker's command line carries the dtype), on a CPU with int8
+    /// dot products (without them int8 products run no faster than fp32 and are less exact:
+    /// docs/serving.md, Int8 graphs); emulated instances sleep for `profile`'s latency and
+    /// answer vectors of `emulated_dim`.
     pub fn serving(
         &self,
         profile: Option<Arc<LatencyProfile>>,
         emulated_dim: usize,
     ) -> anyhow::Result<EngineKind> {
-        let int8_runs = self.onnx.is_none() && self.engine.runs_graphs;
-        self.kind(if int8_runs { Dtype::Int8 } else { Dtype::Fp32 }, profile, emulated_dim)
+        let graphs = self.onnx.is_none() && self.engine.runs_graphs;
+        self.kind(if graphs { default_graph_dtype() } else { Dtype::Fp32 }, profile, emulated_dim)
     }
 
     /// Refuses what the engine does not take.
@@ -96,6 +99,12 @@ impl EngineSpec {
 /// The refusal of an ONNX file with an engine other than ONNX Runtime.
 pub fn onnx_off_ort() -> anyhow::Error {
     anyhow::anyhow!("--onnx runs on ONNX Runtime; drop --engine or use --engine ort")
+}
+
+/// The dtype Morph's own graphs serve in by default on this host: int8 where the CPU has int8
+/// dot products, else fp32 (as fast there, and exact).
+pub fn default_graph_dtype() -> Dtype {
+    if host::int8_pairs_saturate() { Dtype::Fp32 } else { Dtype::Int8 }
 }
 
 #[cfg(test)]
