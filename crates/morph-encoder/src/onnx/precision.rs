@@ -1,7 +1,8 @@
 //! The arithmetic of the graph's weight matrix products (`--dtype`): fp32, or int8 for every
 //! weight product (Q/K/V, attention output, the feed-forward up and down projections), each
 //! less its outlier input channels ([`super::outliers`]): weights quantised to int8 per output
-//! column (7 bits where the CPU has no int8 dot products: [`WeightSteps`]), and each activation row (a token) quantised to uint8 on its own scale
+//! column (7 bits where the CPU has no int8 dot products: [`WeightSteps`]), and each
+//! activation row (a token) quantised to uint8 on its own scale
 //! ([`row_quantized_product`], in one pass by Morph's own operator), the product accumulated
 //! in int32 by ONNX Runtime's `MatMulIntegerToFloat` (MLAS's u8×s8 kernels, VNNI where the CPU
 //! has it).
