@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Embedding serving: `morph serve` with no flags (runtimes, layout and length buckets from the
-# engine's profile; int8 graphs) against the real TEI, int8 and fp32, on the same Poisson
+# engine's profile; int8 graphs where int8 pays) against the real TEI, int8 and fp32, on the same Poisson
 # streams, one server after the other, the load generator on this machine.
 # Per corpus (SST-2 sentences, AG News title + description, and the 50/50 mix) and server:
 #   - a sweep of 15 s runs at rates rising by 15% from 40 req/s until two runs in a row have
@@ -17,7 +17,8 @@
 #             default flags) serving the int8 model a TEI user makes: a standard ONNX export of
 #             the same checkpoint quantised by onnxruntime's quantize_dynamic, per channel;
 #   tei-fp32  the real TEI on that export in fp32 (TEI's default precision);
-#   morph (the defaults), morph-fp32 (the defaults with --dtype fp32);
+#   morph (the defaults: int8 graphs where the CPU has int8 dot products, VNNI or AMX, else
+#             fp32), morph-fp32 and morph-int8 (the defaults with --dtype fp32 or int8);
 #   morph-like-tei  Morph configured like TEI (one FIFO, batches of at most 8 padded to their
 #             longest, fp32 graphs: --runtime dynamic:512x8 --dtype fp32): Morph, not TEI;
 #   morph-before (the defaults of another morph binary, $MORPH_BEFORE: an earlier commit);
@@ -78,9 +79,10 @@ for corpus in ${corpora//,/ }; do
       morph-like-tei) serve --runtime dynamic:512x8 --dtype fp32 ;;
       morph) serve ;;
       morph-fp32) serve --dtype fp32 ;;
+      morph-int8) serve --dtype int8 ;;
       morph-before) bin=${MORPH_BEFORE:?set MORPH_BEFORE to another morph binary}; serve ;;
       morph-[0-9]*x[0-9]*) layout=${config#morph-}; serve --instances "${layout%x*}" --threads "${layout#*x}" ;;
-      *) echo "unknown server $config (tei, tei-fp32, morph, morph-fp32, morph-like-tei, morph-before, morph-IxT)" >&2; exit 2 ;;
+      *) echo "unknown server $config (tei, tei-fp32, morph, morph-fp32, morph-int8, morph-like-tei, morph-before, morph-IxT)" >&2; exit 2 ;;
     esac
     echo "$corpus / $config:"
     sweep=$out/$corpus.$config.sweep.jsonl

@@ -35,13 +35,17 @@ print()
 # Past saturation: the mean of what a server served at 1.25x and 1.5x of its own saturation
 # (not rounded down to a sweep step, as a saturation rate is).
 past = lambda pts: sum(p["throughput_rps"] for p in pts[1:]) / len(pts[1:])
+# Morph's own rows (its defaults, and each precision where it ran) against every baseline that ran.
+ours = ("morph", "morph-int8", "morph-fp32")
 for c in corpora:
-    if (c, "morph") in sat:
-        (m, mp) = sat[(c, "morph")]
-        print(f"{c}: morph served past saturation {min(p['throughput_rps'] for p in mp[1:]):.1f} req/s, "
+    for o in ours:
+        if (c, o) not in sat:
+            continue
+        (m, mp) = sat[(c, o)]
+        print(f"{c}: {o} served past saturation {min(p['throughput_rps'] for p in mp[1:]):.1f} req/s, "
               f"{min(p['throughput_rps'] for p in mp[1:]) / m['throughput_rps']:.2f}x what it served at saturation")
-    for base in ("tei", "tei-fp32", "morph-like-tei", "morph-before", "morph-fp32"):
-        if (c, "morph") in sat and (c, base) in sat:
-            (m, mp), (t, tp) = sat[(c, "morph")], sat[(c, base)]
-            print(f"{c}: morph / {base} saturation {m['offered_rps'] / t['offered_rps']:.2f}x, served past saturation "
-                  f"{past(mp) / past(tp):.2f}x; p99 at 80%: morph {mp[0]['latency']['p99_ms']:.0f} ms, {base} {tp[0]['latency']['p99_ms']:.0f} ms")
+        for base in ("tei", "tei-fp32", "morph-like-tei", "morph-before", "morph-fp32"):
+            if base != o and (c, base) in sat:
+                (t, tp) = sat[(c, base)]
+                print(f"{c}: {o} / {base} saturation {m['offered_rps'] / t['offered_rps']:.2f}x, served past saturation "
+                      f"{past(mp) / past(tp):.2f}x; p99 at 80%: {o} {mp[0]['latency']['p99_ms']:.0f} ms, {base} {tp[0]['latency']['p99_ms']:.0f} ms")
