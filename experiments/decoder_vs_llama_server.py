@@ -11,10 +11,11 @@ mean time per output token, the share of prompt tokens the server reports as cac
 (`usage.prompt_tokens_details.cached_tokens`), and Morph / llama-server; then the CPU
 kernels each was built with (llama-server's `--version`, and the CMake options of the
 llama.cpp Morph links; how llama-server was built goes beside the table, experiments/peers.md). llama-server is not a dependency of Morph: build it from
-llama.cpp's source (experiments/peers.md), then
+llama.cpp's source (experiments/build_peers.sh llama-server; experiments/peers.md), then
     experiments/decoder_vs_llama_server.py [--llama-server $MORPH_PEERS/bin/llama-server]
         [--streams 1,4,16] [--prompts 16] [--max-tokens 128] [--morph-args '...']
-Results are also written to experiments/out/decoder_vs_llama_server.json.
+Results are also written to experiments/out/decoder_vs_llama_server.json (a run of one server,
+`--servers morph`, to decoder_vs_llama_server.morph.json, so that a probe keeps the comparison).
 """
 import argparse
 import http.client
@@ -163,7 +164,9 @@ def main():
                   f"{r['cached_tokens'] / max(1, r['prompt_tokens']):>7.0%} "
                   f"{'' if ratio is None else f'{ratio:.2f}x':>19}", flush=True)
         table.append({"streams": streams, **row})
-    with open(os.path.join(ROOT, "experiments/out/decoder_vs_llama_server.json"), "w") as f:
+    ran = args.servers.split(",")
+    name = "decoder_vs_llama_server" + ("" if set(ran) >= set(servers) else "." + "+".join(ran))
+    with open(os.path.join(ROOT, f"experiments/out/{name}.json"), "w") as f:
         json.dump(table, f, indent=1)
     print_builds(args.llama_server)
 

@@ -14,7 +14,7 @@ rate runs on a freshly started server, so no run finds the prompts of an earlier
 
 Both servers get the same slots (sequences at once, 2,048 tokens of context each), the same
 GGUF and every core (see servers.py). llama-server is not a dependency of Morph: build it from
-llama.cpp's source (experiments/peers.md), then
+llama.cpp's source (experiments/build_peers.sh llama-server; experiments/peers.md), then
     experiments/generation_goodput.py [--llama-server $MORPH_PEERS/bin/llama-server]
         [--slots 4,8] [--rates 0.2,0.4,0.6] [--duration 60] [--morph-args '...']
 Without --llama-server only Morph runs, and the table says llama-server was skipped.

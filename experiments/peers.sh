@@ -14,7 +14,7 @@ tei_model=all-MiniLM-L6-v2
 
 need_peer() {
   [ -x "$peers/bin/$1" ] || {
-    echo "no $peers/bin/$1: build it from its public source (experiments/peers.md) and put it there, or set MORPH_PEERS" >&2
+    echo "no $peers/bin/$1: build it from its public source: experiments/build_peers.sh (experiments/peers.md), or set MORPH_PEERS" >&2
     exit 2
   }
 }
@@ -29,13 +29,15 @@ tei_models() {
   "$peers/export-venv/bin/python" experiments/tei_model.py "$morph_home/models/$tei_model" "$dir"
 }
 
-# TEI loads ONNX Runtime by its soname; it gets the library Morph fetched.
+# TEI loads ONNX Runtime by its soname (and links to it by its plain name when built:
+# experiments/build_peers.sh); it gets the library Morph fetched.
 tei_library() {
   local fetched
   fetched=$(ls "$morph_home"/onnxruntime/*/libonnxruntime.so.* 2>/dev/null | head -1)
   [ -n "$fetched" ] || { "$bin" fetch >/dev/null; fetched=$(ls "$morph_home"/onnxruntime/*/libonnxruntime.so.* | head -1); }
   mkdir -p "$peers/lib"
   ln -sf "$fetched" "$peers/lib/libonnxruntime.so.1"
+  ln -sf "$fetched" "$peers/lib/libonnxruntime.so"
 }
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }

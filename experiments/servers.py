@@ -80,11 +80,13 @@ def server_args(ap, root, llama_required=False):
     built = os.path.join(peers, "bin/llama-server")
     if llama_required:
         ap.add_argument("--llama-server", default=built,
-                        help=f"path to llama.cpp's llama-server (default {built}; experiments/peers.md)")
+                        help=f"path to llama.cpp's llama-server (default {built}; built by "
+                             "experiments/build_peers.sh llama-server: experiments/peers.md)")
     else:
         ap.add_argument("--llama-server", default=built if os.path.exists(built) else None,
                         help=f"path to llama.cpp's llama-server (default {built} where it exists, "
-                             "else skipped; experiments/peers.md)")
+                             "else skipped; experiments/build_peers.sh llama-server builds it: "
+                             "experiments/peers.md)")
     ap.add_argument("--morph", default=os.path.join(root, "target/release/morph"))
     home = os.environ.get("MORPH_HOME", os.path.expanduser("~/.cache/morph"))
     ap.add_argument("--gguf", default=os.path.join(
