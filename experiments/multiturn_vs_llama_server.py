@@ -14,13 +14,14 @@ prompt tokens each server says it had cached, and goodput: rounds answered with 
 TPOT <= 100 ms, per second, and whether the run's p99s were within both.
 
     experiments/multiturn_vs_llama_server.py [--llama-server $MORPH_PEERS/bin/llama-server] \
-        [--rates 0.04,0.08,0.12] [--duration 60] [--slots 4] [--max-tokens 128]
+        [--rates 0.04,0.08,0.12] [--duration 60] [--slots 4] [--max-tokens 128] [--deadlines]
 
 (llama-server built from llama.cpp's source: experiments/peers.md). Without a llama-server
 only Morph runs. Results are
 also written to experiments/out/multiturn.json.
 """
 import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -29,6 +30,8 @@ import sys
 from servers import server_args, Server, decoder_argv, free_port, warm_up
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The TTFT target of goodput (`morph bench --conversations`), and the deadline `--deadlines` sets.
+TTFT_TARGET_MS = 1000
 
 
 def bench(args, port, rate, seed):
@@ -71,6 +74,10 @@ def main():
     ap.add_argument("--step-tokens", type=int, default=None,
                     help="also run each Morph server with a step budget of this many tokens, decodes "
                          "first (the policy's `step.tokens`: chunked prefill under a token budget)")
+    ap.add_argument("--deadlines", action="store_true",
+                    help="also run each Morph server with --deadline-ms at the TTFT target (1 s): a "
+                         "round that has not started by then is given up (504), which ends its "
+                         "conversation as a refused round does")
     ap.add_argument("--morph-args", default="", help="extra `morph serve` arguments")
     ap.add_argument("--policy-params", default="{}",
                     help="JSON written over every Morph server's policy parameters, e.g. "
@@ -82,14 +89,16 @@ def main():
     policy_args = {"fcfs": "", "ssjf": "--policy ssjf --predictor none"}
     servers = {}
     steps = [None] + ([args.step_tokens] if args.step_tokens else [])
-    for policy in args.policies.split(","):
-        for reuse in args.reuse.split(","):
-            for step in steps:
-                name = f"morph {reuse}" + ("" if policy == "fcfs" else f" {policy}")
-                name += "" if step is None else f" step-{step}"
-                extra = f"--prompt-cache-reuse {reuse} {policy_args[policy]} {args.morph_args}"
-                params = json.loads(args.policy_params) | ({} if step is None else {"step": {"tokens": step}})
-                servers[name] = ("morph", args.morph, extra, params)
+    deadlines = [False] + ([True] if args.deadlines else [])
+    for policy, reuse, step, deadline in itertools.product(args.policies.split(","), args.reuse.split(","),
+                                                           steps, deadlines):
+        name = f"morph {reuse}" + ("" if policy == "fcfs" else f" {policy}")
+        name += "" if step is None else f" step-{step}"
+        name += " deadline" if deadline else ""
+        extra = f"--prompt-cache-reuse {reuse} {policy_args[policy]} {args.morph_args}"
+        extra += f" --deadline-ms {TTFT_TARGET_MS}" if deadline else ""
+        params = json.loads(args.policy_params) | ({} if step is None else {"step": {"tokens": step}})
+        servers[name] = ("morph", args.morph, extra, params)
     if args.llama_server:
         servers["llama-server"] = ("llama-server", args.llama_server, args.llama_args, None)
     os.makedirs(os.path.join(ROOT, "experiments/out"), exist_ok=True)
@@ -138,11 +147,13 @@ def main():
         print(line)
     # Goodput divides by each run's own wall time, so a server can serve at most the rounds sent:
     # a goodput ratio above sent / within is out of reach at that rate.
-    print("\nrounds within both targets / rounds sent")
+    print("\nrounds within both targets / rounds sent (refused: 429, or given up past a deadline: 504)")
     print(f"{'rate':>6} " + " ".join(f"{n:>18}" for n in servers))
     for i, rate in enumerate(rates):
         runs = {n: results[n][i] for n in servers}
-        cells = [f"{round(r['generation']['goodput_rps'] * r['wall_s'])}/{r['rounds_sent']}" for r in runs.values()]
+        cells = [f"{round(r['generation']['goodput_rps'] * r['wall_s'])}/{r['rounds_sent']}"
+                 + (f" ({r['rounds_sent'] - r['rounds_answered']} refused)" if r['rounds_answered'] < r['rounds_sent'] else "")
+                 for r in runs.values()]
         print(f"{rate:>6g} " + " ".join(f"{c:>18}" for c in cells))
     with open(os.path.join(ROOT, "experiments/out/multiturn.json"), "w") as f:
         json.dump(results, f, indent=1)
