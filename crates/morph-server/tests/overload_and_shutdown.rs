@@ -84,6 +84,52 @@ async fn calls_that_can_no_longer_be_in_time_are_given_up_with_504_and_the_rest_
     server.stop().await;
 }
 
+/// On a generator the deadline is one to first token: chats that have not started by then are
+/// given up with 504 (counted), the ones that started run to their end, and a chat sent once
+/// the batch is free is served.
+#[tokio::test]
+async fn chats_that_cannot_start_by_the_deadline_are_given_up_and_started_ones_finish() {
+    // A continuous batch of 2 and a 200 ms deadline: 128 tokens take seconds on a CPU, so the
+    // chats beyond the first two wait past it.
+    let mut deployment = decoder("fcfs", serde_json::json!({}));
+    deployment.policy_context.deadline = Some(200_000_000);
+    let server = start(deployment).await;
+    let chat = |max_tokens: u32| {
+        let content = "Write a long story about a cat.";
+        serde_json::json!({"messages": [{"role": "user", "content": content}], "max_tokens": max_tokens, "temperature": 0})
+            .to_string()
+    };
+    let calls: Vec<_> = (0..6)
+        .map(|_| {
+            let (url, body) = (server.url.clone(), chat(128));
+            tokio::spawn(async move { post(&url, "/v1/chat/completions", &body).await })
+        })
+        .collect();
+    let (mut answered, mut given_up) = (0, 0);
+    for call in calls {
+        match call.await.expect("joined") {
+            (200, body) => {
+                assert_eq!(
+                    body["choices"][0]["finish_reason"], "length",
+                    "a started chat runs to its end: {body}"
+                );
+                answered += 1;
+            }
+            (504, body) => {
+                assert_eq!(body["error"]["type"], "deadline", "{body}");
+                given_up += 1;
+            }
+            (status, body) => panic!("{status}: {body}"),
+        }
+    }
+    assert!(answered >= 2 && given_up >= 1, "{answered} answered, {given_up} given up");
+    let (status, body) = post(&server.url, "/v1/chat/completions", &chat(4)).await;
+    assert_eq!(status, 200, "the batch is free again: {body}");
+    let metrics = client().get(format!("{}/metrics", server.url)).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains(&format!("morph_policy_given_up_late_total {given_up}")), "{metrics}");
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn shutdown_drains_in_flight_requests() {
     let mut server = start(emulated(400.0, RuntimeSpec::dynamic(64, 4), 16)).await;
