@@ -84,7 +84,7 @@ async fn calls_that_can_no_longer_be_in_time_are_given_up_with_504_and_the_rest_
     server.stop().await;
 }
 
-/// On a generator the deadline is one to first token: chats that have not started by then are
+/// On a generator the deadline is one to start: chats that have not started by then are
 /// given up with 504 (counted), the ones that started run to their end, and a chat sent once
 /// the batch is free is served.
 #[tokio::test]
