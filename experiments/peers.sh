@@ -33,7 +33,7 @@ tei_models() {
 # experiments/build_peers.sh); it gets the library Morph fetched.
 tei_library() {
   local fetched
-  fetched=$(ls "$morph_home"/onnxruntime/*/libonnxruntime.so.* 2>/dev/null | head -1)
+  fetched=$(ls "$morph_home"/onnxruntime/*/libonnxruntime.so.* 2>/dev/null | head -1 || true)
   [ -n "$fetched" ] || { "$bin" fetch >/dev/null; fetched=$(ls "$morph_home"/onnxruntime/*/libonnxruntime.so.* | head -1); }
   mkdir -p "$peers/lib"
   ln -sf "$fetched" "$peers/lib/libonnxruntime.so.1"
