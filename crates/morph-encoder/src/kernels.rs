@@ -24,7 +24,9 @@ fn exp_nonpositive(x: f32) -> f32 {
     let r = (x - n * LN2_HI) - n * LN2_LO;
     let p = 1.0
         + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
-    let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    // 2ⁿ from its biased exponent n + 127 (1..=127 here), read off the low mantissa bits as
+    // in `ROUND_MAGIC`'s rounding: `n as i32` (a saturating conversion) does not vectorise.
+    let scale = f32::from_bits(((n + 127.0 + ROUND_MAGIC).to_bits() & 0xff) << 23);
     p * scale
 }
 
@@ -42,7 +44,7 @@ fn erf(z: f32) -> f32 {
 
 /// GELU with the exact (erf) form: `x·½·(1 + erf(x/√2))`.
 #[inline(always)]
-fn gelu(x: f32) -> f32 {
+pub(crate) fn gelu(x: f32) -> f32 {
     0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2))
 }
 

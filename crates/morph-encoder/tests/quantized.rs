@@ -3,7 +3,8 @@
 //! all-MiniLM-L6-v2 weights: within the stated bound (mean cosine ≥ 0.99, every vector ≥ 0.98:
 //! on 200 SST-2 sentences `int8_graphs` measured 0.9986 and 0.9956), and not the same
 //! computation (some vector moves); splitting the outlier channels brings int8 nearer fp32;
-//! calibration finds the outliers the real model has; padding does not move a vector.
+//! calibration finds the outliers the real model has; padding does not move a vector; the
+//! feed-forward block's middle is one operator.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,7 +14,10 @@ use morph_core::fixtures::random_ids;
 use morph_encoder::calibration::calibrate;
 use morph_encoder::checkpoint::Checkpoint;
 use morph_encoder::onnx::outliers::{Outliers, Product, Site};
-use morph_encoder::onnx::{ATTENTION_MASK, Dtype, GraphSpec, INPUT_IDS, POOLED, Precision, encoder_graph};
+use morph_encoder::onnx::proto::Graph;
+use morph_encoder::onnx::{
+    ATTENTION_MASK, Dtype, GraphOutput, GraphSpec, INPUT_IDS, POOLED, Precision, encoder_graph,
+};
 use morph_encoder::ort_runtime::padded_ids;
 use morph_encoder::ort_session::{environment, session};
 use morph_encoder::pooling::cosine;
@@ -117,6 +121,33 @@ fn splitting_the_outlier_channels_brings_int8_closer_to_fp32() {
     let unsplit = mean_cosine(run(Precision::Int8(Arc::new(none))));
     assert!(split >= MEAN_BOUND, "mean cosine {split} to fp32 with the outliers split");
     assert!(split > unsplit, "split {split} is no closer to fp32 than unsplit {unsplit}");
+}
+
+/// Between the feed-forward block's two int8 products one operator scales back, applies GELU
+/// and quantises again: the int8 graph has one `GeluRowQuantize` per layer feeding the down
+/// projection's product and no `Erf`, where fp32 has one `Erf` per layer; calibration's input
+/// maxima (of fp32 tensors int8 no longer writes) are refused in int8.
+#[test]
+fn the_int8_feed_forward_middle_is_one_operator() {
+    let (files, _) = real_model();
+    let checkpoint = Checkpoint::load(&files).expect("checkpoint");
+    let layers = checkpoint.config.num_hidden_layers;
+    let none = Arc::new(Outliers::from_maxima(&vec![vec![Vec::new(); Product::ALL.len()]; layers]));
+    let graph = |precision: Precision, output| {
+        let spec = GraphSpec { precision, output, ..GraphSpec::pooled(None, Pooling::Mean, layers) };
+        encoder_graph(&checkpoint, &spec)
+    };
+    let count = |g: &Graph, op: &str| g.nodes.iter().filter(|n| n.op == op).count();
+    let int8 = graph(Precision::Int8(none.clone()), GraphOutput::Pooled(Pooling::Mean)).expect("int8 graph");
+    let fp32 = graph(Precision::Fp32, GraphOutput::Pooled(Pooling::Mean)).expect("fp32 graph");
+    assert_eq!((count(&int8, "GeluRowQuantize"), count(&int8, "Erf")), (layers, 0));
+    assert_eq!((count(&fp32, "GeluRowQuantize"), count(&fp32, "Erf")), (0, layers));
+    for middle in int8.nodes.iter().filter(|n| n.op == "GeluRowQuantize") {
+        let consumer = int8.nodes.iter().find(|n| n.inputs.contains(&middle.outputs[0]));
+        assert_eq!(consumer.map(|n| n.op), Some("MatMulIntegerToFloat"), "{middle:?}");
+    }
+    let refused = graph(Precision::Int8(none), GraphOutput::InputMaxima).expect_err("input maxima in int8");
+    assert!(refused.to_string().contains("fp32"), "{refused}");
 }
 
 /// Calibration on the real model finds outlier channels (all-MiniLM-L6-v2's feed-forward input

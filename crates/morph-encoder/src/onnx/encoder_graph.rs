@@ -15,8 +15,11 @@ use std::ops::Range;
 use candle_core::Tensor;
 
 use super::builder::Builder;
-use super::outliers::{Product, Site, split_channels};
-use super::precision::{ChannelSplit, Precision, WeightSteps, quantize_columns, row_quantized_product};
+use super::outliers::{Outlier, Product, Site, split_channels};
+use super::precision::{
+    ChannelSplit, Int8Weights, Precision, WeightSteps, int8_feed_forward, quantize_columns,
+    row_quantized_product,
+};
 use super::proto::{Attr, DataType, Dim, Graph, ValueInfo};
 use super::writer::{Tokens, Writer};
 use crate::architecture::{RELATIVE_BIAS, relative_buckets};
@@ -163,6 +166,11 @@ pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph,
             cfg.num_hidden_layers
         ));
     }
+    if spec.output == GraphOutput::InputMaxima && spec.precision != Precision::Fp32 {
+        return bad(
+            "input maxima are measured on the fp32 graph (int8 has no fp32 down-projection input)".into()
+        );
+    }
     let prompted = spec.prompt.len();
     if prompted > 0 && spec.layers.start != 0 {
         return bad("prompt tokens are inserted by the embeddings (layers from 0)".into());
@@ -277,6 +285,7 @@ pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph,
         GraphOutput::InputMaxima => {
             for (layer, inputs) in product_inputs {
                 for (product, input) in Product::ALL.into_iter().zip(inputs) {
+                    let input = input.expect("every product's input: fp32, checked above");
                     let width =
                         if product == Product::Down { cfg.intermediate_size } else { cfg.hidden_size };
                     let magnitude = g.g.op("Abs", &[&input], vec![]);
@@ -299,8 +308,16 @@ struct LayerOut {
     sizes: String,
     /// The attention probabilities.
     probs: String,
-    /// Each weight product's input, in [`Product::ALL`] order.
-    product_inputs: [String; 4],
+    /// Each weight product's input, in [`Product::ALL`] order (the down projection's only in
+    /// fp32: int8 writes none).
+    product_inputs: [Option<String>; 4],
+}
+
+/// A linear layer's weight `[in, out]` (`dims`, values row-major) and bias.
+struct LinearWeights {
+    dims: Vec<usize>,
+    w: Vec<f32>,
+    b: Vec<f32>,
 }
 
 /// A tensor's values, row-major.
@@ -319,11 +336,16 @@ impl Writer<'_> {
     /// `x · Wᵀ + b` for the Hugging Face `Linear` at `prefix` (weight `[out, in]`), the
     /// product at `site`.
     fn linear(&mut self, x: &str, prefix: &str, site: Site) -> Result<String, EngineError> {
+        let LinearWeights { dims, w, b } = self.linear_weights(prefix)?;
+        Ok(self.matmul_bias(x, prefix, &dims, w, b, site))
+    }
+
+    /// The Hugging Face `Linear` at `prefix`, its weight transposed to `[in, out]`.
+    fn linear_weights(&self, prefix: &str) -> Result<LinearWeights, EngineError> {
         let w = self.ckpt.get(&format!("{prefix}.weight"))?;
         let b = self.ckpt.get(&format!("{prefix}.bias"))?;
         let wt = w.t()?.contiguous()?;
-        let dims = wt.dims().to_vec();
-        Ok(self.matmul_bias(x, prefix, &dims, values(&wt)?, values(b)?, site))
+        Ok(LinearWeights { dims: wt.dims().to_vec(), w: values(&wt)?, b: values(b)? })
     }
 
     /// The query, key and value projections at `prefix` as one `[hidden, 3·hidden]` matmul;
@@ -345,8 +367,7 @@ impl Writer<'_> {
     /// `x · w + b` for `w` `[in, out]` (`dims`, values row-major), the product at `site`, in
     /// the graph's precision: fp32 MatMul and Add (which ONNX Runtime fuses), or int8
     /// ([`row_quantized_product`]: each token on its own scale, the weight per output column,
-    /// the bias added in fp32), its outlier input channels split into copies within the ordinary channels'
-    /// range ([`split_channels`]).
+    /// the bias added in fp32).
     fn matmul_bias(
         &mut self,
         x: &str,
@@ -357,15 +378,23 @@ impl Writer<'_> {
         site: Site,
     ) -> String {
         let bias = self.g.f32s(&format!("{name}.bias"), &[dims[1]], b);
-        let outliers = match &self.precision {
+        match self.precision.clone() {
             Precision::Fp32 => {
                 let w = self.g.f32s(&format!("{name}.weight"), dims, w);
                 let xw = self.g.op("MatMul", &[x, &w], vec![]);
-                return self.g.op("Add", &[&xw, &bias], vec![]);
+                self.g.op("Add", &[&xw, &bias], vec![])
             }
-            Precision::Int8(outliers) => outliers.clone(),
-        };
-        let split = split_channels(&w, dims[1], outliers.channels(site));
+            Precision::Int8(outliers) => {
+                let w = self.int8_weights(name, dims, &w, outliers.channels(site));
+                row_quantized_product(&mut self.g, x, &w, Some(&bias))
+            }
+        }
+    }
+
+    /// `w` (`[in, out]`) as int8 constants per output column, its `outliers` input channels
+    /// split into copies within the ordinary channels' range ([`split_channels`]).
+    fn int8_weights(&mut self, name: &str, dims: &[usize], w: &[f32], outliers: &[Outlier]) -> Int8Weights {
+        let split = split_channels(w, dims[1], outliers);
         let channels = (!split.extra.is_empty()).then(|| {
             let extra = split.extra.iter().map(|&j| j as i64).collect();
             ChannelSplit {
@@ -375,9 +404,37 @@ impl Writer<'_> {
         });
         let dims = [dims[0] + split.extra.len(), dims[1]];
         let (q, scales) = quantize_columns(&split.weight, dims[0], dims[1], WeightSteps::for_host());
-        let q = self.g.i8s(&format!("{name}.weight_int8"), &dims, q);
-        let scales = self.g.f32s(&format!("{name}.weight_scale"), &[dims[1]], scales);
-        row_quantized_product(&mut self.g, x, channels.as_ref(), &q, &scales, Some(&bias))
+        Int8Weights {
+            w: self.g.i8s(&format!("{name}.weight_int8"), &dims, q),
+            scale: self.g.f32s(&format!("{name}.weight_scale"), &[dims[1]], scales),
+            split: channels,
+        }
+    }
+
+    /// The feed-forward block of layer `layer` (`prefix`): `gelu(x · up + b) · down + b`; in
+    /// fp32 also the down projection's input, for calibration. Int8 writes no fp32 tensor
+    /// between the two products ([`int8_feed_forward`]).
+    fn feed_forward(
+        &mut self,
+        x: &str,
+        prefix: &str,
+        layer: usize,
+    ) -> Result<(String, Option<String>), EngineError> {
+        let at = |product| Site { layer, product };
+        let (up, down) = (format!("{prefix}.intermediate.dense"), format!("{prefix}.output.dense"));
+        let Precision::Int8(outliers) = self.precision.clone() else {
+            let inner = self.linear(x, &up, at(Product::Up))?;
+            let inner = self.gelu(&inner);
+            return Ok((self.linear(&inner, &down, at(Product::Down))?, Some(inner)));
+        };
+        let mut int8 = |name: &str, product| -> Result<(Int8Weights, String), EngineError> {
+            let LinearWeights { dims, w, b } = self.linear_weights(name)?;
+            let bias = self.g.f32s(&format!("{name}.bias"), &[dims[1]], b);
+            Ok((self.int8_weights(name, &dims, &w, outliers.channels(at(product))), bias))
+        };
+        let (up, up_bias) = int8(&up, Product::Up)?;
+        let (down, down_bias) = int8(&down, Product::Down)?;
+        Ok((int8_feed_forward(&mut self.g, x, (&up, &up_bias), (&down, &down_bias)), None))
     }
 
     fn layer_norm(&mut self, x: &str, prefix: &str) -> Result<String, EngineError> {
@@ -540,12 +597,10 @@ impl Writer<'_> {
         if merge > 0 {
             (x, sizes) = self.merge_tokens(&x, &sizes, &keys, merge);
         }
-        let inner = self.linear(&x, &format!("{p}.intermediate.dense"), at(Product::Up))?;
-        let inner = self.gelu(&inner);
-        let out = self.linear(&inner, &format!("{p}.output.dense"), at(Product::Down))?;
+        let (out, inner) = self.feed_forward(&x, &p, i)?;
         let out = self.g.op("Add", &[&out, &x], vec![]);
         let hidden = self.layer_norm(&out, &format!("{p}.output.LayerNorm"))?;
-        let product_inputs = [layer_in.to_string(), context, x, inner];
+        let product_inputs = [Some(layer_in.to_string()), Some(context), Some(x), inner];
         Ok(LayerOut { hidden, sizes, probs, product_inputs })
     }
 

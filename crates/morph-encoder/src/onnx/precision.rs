@@ -4,8 +4,9 @@
 //! column (7 bits where the CPU has no int8 dot products: [`WeightSteps`]), and each
 //! activation row (a token) quantised to uint8 on its own scale
 //! ([`row_quantized_product`], in one pass by Morph's own operator), the product accumulated
-//! in int32 by ONNX Runtime's `MatMulIntegerToFloat` (MLAS's u8×s8 kernels, VNNI where the CPU
-//! has it).
+//! in int32 by ONNX Runtime's `MatMulIntegerToFloat` (MLAS's u8×s8 kernels, VNNI or AMX where
+//! the CPU has them); between the feed-forward block's two products one operator scales back,
+//! applies GELU and quantises again ([`int8_feed_forward`]).
 //! Attention's own products (Q·Kᵀ, P·V), the norms and the embeddings stay fp32.
 //!
 //! A scale per row, not per tensor, is what makes a text's vector independent of its
@@ -17,7 +18,7 @@ use std::sync::Arc;
 
 use super::builder::Builder;
 use crate::ort_kernels::rows::{ROW_STEP, ROW_ZERO_POINT};
-use crate::ort_kernels::{ROW_QUANTIZE, ROW_RESCALE};
+use crate::ort_kernels::{GELU_ROW_QUANTIZE, ROW_QUANTIZE, ROW_RESCALE};
 
 use super::outliers::Outliers;
 pub use morph_core::Dtype;
@@ -46,30 +47,72 @@ pub(crate) struct ChannelSplit {
     pub copies: String,
 }
 
-/// `x · w (+ bias)` in int8, `w` int8 `[in, out]` with `w_scale` per output column: each row of
-/// `x` (any leading dimensions) is divided by its own peak |value| p, quantised to uint8, and
-/// its int32 product scaled back by p, so a row's result depends on that row alone:
+/// One int8 weight product's constants in the graph: `w` int8 `[in (+ copies), out]`, its
+/// scale per output column, and the input channels split, if any.
+pub(crate) struct Int8Weights {
+    pub w: String,
+    pub scale: String,
+    pub split: Option<ChannelSplit>,
+}
+
+/// Rows of a product's input quantised to uint8, each on its own peak |value| p.
+struct QuantizedRows {
+    q: String,
+    peak: String,
+}
+
+/// `x · w (+ bias)` in int8: each row of `x` (any leading dimensions) is divided by its own
+/// peak |value| p, quantised to uint8, and its int32 product scaled back by p, so a row's
+/// result depends on that row alone:
 /// y = p · (s_x · s_w · (q_x − 128) · q_w) + bias. The row steps are Morph's own operators
 /// ([`crate::ort_kernels`]), the product ONNX Runtime's.
-pub(crate) fn row_quantized_product(
+pub(crate) fn row_quantized_product(g: &mut Builder, x: &str, w: &Int8Weights, bias: Option<&str>) -> String {
+    let rows = quantize_rows(g, x, w.split.as_ref());
+    let product = integer_product(g, &rows, w);
+    let inputs = [&product, &rows.peak].into_iter().map(String::as_str).chain(bias).collect::<Vec<_>>();
+    let [y] = g.morph_op(ROW_RESCALE, &inputs);
+    y
+}
+
+/// The feed-forward block `gelu(x · up + up_bias) · down + down_bias` in int8, as two
+/// [`row_quantized_product`]s whose middle (scale back, bias, GELU, quantise for the down
+/// projection) is one pass per row, `GeluRowQuantize`: no fp32 tensor of the block's inner
+/// width is written between the products.
+pub(crate) fn int8_feed_forward(
     g: &mut Builder,
     x: &str,
-    split: Option<&ChannelSplit>,
-    w: &str,
-    w_scale: &str,
-    bias: Option<&str>,
+    (up, up_bias): (&Int8Weights, &str),
+    (down, down_bias): (&Int8Weights, &str),
 ) -> String {
+    let rows = quantize_rows(g, x, up.split.as_ref());
+    let inner = integer_product(g, &rows, up);
+    let mut inputs = vec![inner.as_str(), &rows.peak, up_bias];
+    if let Some(split) = &down.split {
+        inputs.extend([split.scale.as_str(), &split.copies]);
+    }
+    let [q, peak] = g.morph_op(GELU_ROW_QUANTIZE, &inputs);
+    let inner = QuantizedRows { q, peak };
+    let product = integer_product(g, &inner, down);
+    let [y] = g.morph_op(ROW_RESCALE, &[&product, &inner.peak, down_bias]);
+    y
+}
+
+/// `RowQuantize`: each row of `x` (times its channel scales, its outlier channels copied
+/// after it) on its own peak.
+fn quantize_rows(g: &mut Builder, x: &str, split: Option<&ChannelSplit>) -> QuantizedRows {
     let inputs = match split {
         Some(split) => vec![x, &split.scale, &split.copies],
         None => vec![x],
     };
     let [q, peak] = g.morph_op(ROW_QUANTIZE, &inputs);
+    QuantizedRows { q, peak }
+}
+
+/// The product of quantised rows and int8 weights, in units of each row's peak.
+fn integer_product(g: &mut Builder, rows: &QuantizedRows, w: &Int8Weights) -> String {
     let (step, zero) = (g.scalar(ROW_STEP), g.u8_scalar(ROW_ZERO_POINT));
     // Inputs: A, B, a_scale, b_scale, a_zero_point (b symmetric: no zero point).
-    let product = g.contrib_op("MatMulIntegerToFloat", &[&q, w, &step, w_scale, &zero]);
-    let inputs = [&product, &peak].into_iter().map(String::as_str).chain(bias).collect::<Vec<_>>();
-    let [y] = g.morph_op(ROW_RESCALE, &inputs);
-    y
+    g.contrib_op("MatMulIntegerToFloat", &[&rows.q, &w.w, &step, &w.scale, &zero])
 }
 
 /// The steps either side of zero a weight column's largest |value| maps to.

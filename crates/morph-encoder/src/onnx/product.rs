@@ -4,7 +4,7 @@
 //! writes it) or bf16 (MatMul on bfloat16 inputs, `b` an input too).
 
 use super::builder::Builder;
-use super::precision::{WeightSteps, quantize_columns, row_quantized_product};
+use super::precision::{Int8Weights, WeightSteps, quantize_columns, row_quantized_product};
 use super::proto::{DataType, Dim, ValueInfo};
 
 /// The arithmetic of the product.
@@ -39,8 +39,9 @@ pub fn product_model(m: usize, k: usize, n: usize, product: Product) -> Vec<u8> 
         }
         Product::Int8 => {
             let (q, scales) = quantize_columns(&values, k, n, WeightSteps::for_host());
-            let (q, scales) = (g.i8s(B, &[k, n], q), g.f32s("b_scale", &[n], scales));
-            row_quantized_product(&mut g, A, None, &q, &scales, None)
+            let w =
+                Int8Weights { w: g.i8s(B, &[k, n], q), scale: g.f32s("b_scale", &[n], scales), split: None };
+            row_quantized_product(&mut g, A, &w, None)
         }
         Product::Bf16 => {
             g.input(info(B, [k, n]));

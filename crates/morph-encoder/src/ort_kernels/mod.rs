@@ -1,33 +1,76 @@
-//! ONNX Runtime operators Morph adds to every session it builds (domain [`DOMAIN`]): the two
-//! per-row steps of an int8 product ([`rows`]), each one pass where the standard operators took
-//! several. Their nodes are written by [`crate::onnx::precision::row_quantized_product`].
+//! ONNX Runtime operators Morph adds to every session it builds (domain [`DOMAIN`]): the
+//! per-row steps of int8 products ([`rows`]), each one pass where the standard operators took
+//! several. Their nodes are written by [`crate::onnx::precision`].
 //!
 //! - `RowQuantize(x [.., k], channel_scale [k]?, copies [e] int64?) → (q [.., k + e] uint8,
 //!   peak [.., 1])`: each row times the channel scales, quantised on its own peak, then the
 //!   quantised values of channels `copies` appended (an outlier channel split into copies).
 //! - `RowRescale(y [.., n], peak [.., 1], bias [n]?) → [.., n]`: `y · peak + bias`.
+//! - `GeluRowQuantize(y [.., k], peak [.., 1], bias [k], channel_scale [k]?, copies [e] int64?)
+//!   → (q [.., k + e] uint8, peak [.., 1])`: `RowQuantize(gelu(y · peak + bias))`, the
+//!   feed-forward block's middle, with no fp32 tensor between its two products.
 
 pub mod rows;
 
 use ort::operator::{
     ComputeContext, Kernel, KernelContext, Operator, OperatorDomain, OperatorInput, OperatorOutput,
 };
-use ort::value::TensorElementType;
+use ort::value::TensorElementType::{self, Float32, Int64, Uint8};
 
 /// The operator set Morph's graphs name for these operators.
 pub const DOMAIN: &str = "morph";
 pub const ROW_QUANTIZE: &str = "RowQuantize";
 pub const ROW_RESCALE: &str = "RowRescale";
+pub const GELU_ROW_QUANTIZE: &str = "GeluRowQuantize";
 
 /// The operators, to register with a session (`SessionBuilder::with_operators`).
 pub fn operators() -> ort::Result<OperatorDomain> {
-    OperatorDomain::new(DOMAIN)?.add(RowQuantize)?.add(RowRescale)
+    OperatorDomain::new(DOMAIN)?.add(ROW_QUANTIZE_OP)?.add(ROW_RESCALE_OP)?.add(GELU_ROW_QUANTIZE_OP)
 }
 
-struct RowQuantize;
-struct RowRescale;
+/// Whether an operator's input must be given.
+#[derive(Clone, Copy)]
+enum Given {
+    Always,
+    Optionally,
+}
 
-/// The kernel of both operators: the function that computes it from its inputs.
+/// One of the operators: its name, inputs, outputs and the function that computes it.
+struct RowOperator {
+    name: &'static str,
+    inputs: &'static [(TensorElementType, Given)],
+    outputs: &'static [TensorElementType],
+    compute: fn(&ComputeContext) -> ort::Result<()>,
+}
+
+const ROW_QUANTIZE_OP: RowOperator = RowOperator {
+    name: ROW_QUANTIZE,
+    inputs: &[(Float32, Given::Always), (Float32, Given::Optionally), (Int64, Given::Optionally)],
+    outputs: &[Uint8, Float32],
+    compute: quantize,
+};
+
+const ROW_RESCALE_OP: RowOperator = RowOperator {
+    name: ROW_RESCALE,
+    inputs: &[(Float32, Given::Always), (Float32, Given::Always), (Float32, Given::Optionally)],
+    outputs: &[Float32],
+    compute: rescale,
+};
+
+const GELU_ROW_QUANTIZE_OP: RowOperator = RowOperator {
+    name: GELU_ROW_QUANTIZE,
+    inputs: &[
+        (Float32, Given::Always),
+        (Float32, Given::Always),
+        (Float32, Given::Always),
+        (Float32, Given::Optionally),
+        (Int64, Given::Optionally),
+    ],
+    outputs: &[Uint8, Float32],
+    compute: gelu_quantize,
+};
+
+/// The kernel of every operator: the function that computes it from its inputs.
 struct Rows(fn(&ComputeContext) -> ort::Result<()>);
 
 impl Kernel for Rows {
@@ -36,54 +79,26 @@ impl Kernel for Rows {
     }
 }
 
-impl Operator for RowQuantize {
+impl Operator for RowOperator {
     type Kernel<'attr> = Rows;
 
     fn name(&self) -> &str {
-        ROW_QUANTIZE
+        self.name
     }
 
     fn inputs(&self) -> impl IntoIterator<Item = OperatorInput> {
-        [
-            OperatorInput::required(TensorElementType::Float32),
-            OperatorInput::optional(TensorElementType::Float32),
-            OperatorInput::optional(TensorElementType::Int64),
-        ]
+        self.inputs.iter().map(|&(elem, given)| match given {
+            Given::Always => OperatorInput::required(elem),
+            Given::Optionally => OperatorInput::optional(elem),
+        })
     }
 
     fn outputs(&self) -> impl IntoIterator<Item = OperatorOutput> {
-        [
-            OperatorOutput::required(TensorElementType::Uint8),
-            OperatorOutput::required(TensorElementType::Float32),
-        ]
+        self.outputs.iter().map(|&elem| OperatorOutput::required(elem))
     }
 
     fn create_kernel<'attr>(&self, _: &KernelContext<'attr>) -> ort::Result<Rows> {
-        Ok(Rows(quantize))
-    }
-}
-
-impl Operator for RowRescale {
-    type Kernel<'attr> = Rows;
-
-    fn name(&self) -> &str {
-        ROW_RESCALE
-    }
-
-    fn inputs(&self) -> impl IntoIterator<Item = OperatorInput> {
-        [
-            OperatorInput::required(TensorElementType::Float32),
-            OperatorInput::required(TensorElementType::Float32),
-            OperatorInput::optional(TensorElementType::Float32),
-        ]
-    }
-
-    fn outputs(&self) -> impl IntoIterator<Item = OperatorOutput> {
-        [OperatorOutput::required(TensorElementType::Float32)]
-    }
-
-    fn create_kernel<'attr>(&self, _: &KernelContext<'attr>) -> ort::Result<Rows> {
-        Ok(Rows(rescale))
+        Ok(Rows(self.compute))
     }
 }
 
@@ -95,16 +110,50 @@ fn missing(what: &str) -> ort::Error {
 fn quantize(ctx: &ComputeContext) -> ort::Result<()> {
     let x = ctx.input(0)?.ok_or_else(|| missing("input x"))?;
     let (shape, x) = x.try_extract_tensor::<f32>()?;
+    write_quantized(ctx, ROW_QUANTIZE, shape, 1, |row, scale, q| {
+        rows::quantize_row(&x[row * q.len()..][..q.len()], scale, q)
+    })
+}
+
+/// `GeluRowQuantize`'s computation (see the module's documentation).
+fn gelu_quantize(ctx: &ComputeContext) -> ort::Result<()> {
+    let y = ctx.input(0)?.ok_or_else(|| missing("input y"))?;
+    let (shape, y) = y.try_extract_tensor::<f32>()?;
     let width = *shape.last().ok_or_else(|| missing("row dimension"))? as usize;
-    let scale = ctx.input(1)?;
+    let peaks = ctx.input(1)?.ok_or_else(|| missing("input peak"))?;
+    let (_, peaks) = peaks.try_extract_tensor::<f32>()?;
+    let bias = ctx.input(2)?.ok_or_else(|| missing("input bias"))?;
+    let (_, bias) = bias.try_extract_tensor::<f32>()?;
+    if bias.len() != width || (width > 0 && peaks.len() != y.len() / width) {
+        return Err(ort::Error::new(format!(
+            "{GELU_ROW_QUANTIZE}: peaks or bias do not fit rows of {width}"
+        )));
+    }
+    let mut buffer = vec![0f32; width];
+    write_quantized(ctx, GELU_ROW_QUANTIZE, shape, 3, |row, scale, q| {
+        rows::gelu_quantize_row(&y[row * width..][..width], peaks[row], bias, scale, &mut buffer, q)
+    })
+}
+
+/// The outputs of a quantising operator over rows of `shape` (its last dimension the row
+/// width): each row's values and peak by `quantize_row(row index, channel scales, q)`, then the
+/// copied channels appended. The channel scales and copies are the inputs at `channels` and
+/// `channels + 1`.
+fn write_quantized(
+    ctx: &ComputeContext,
+    op: &str,
+    shape: &[i64],
+    channels: usize,
+    mut quantize_row: impl FnMut(usize, Option<&[f32]>, &mut [u8]) -> f32,
+) -> ort::Result<()> {
+    let width = *shape.last().ok_or_else(|| missing("row dimension"))? as usize;
+    let scale = ctx.input(channels)?;
     let scale = scale.as_ref().map(|s| s.try_extract_tensor::<f32>()).transpose()?.map(|(_, s)| s);
-    let copies = ctx.input(2)?;
+    let copies = ctx.input(channels + 1)?;
     let copies =
         copies.as_ref().map(|c| c.try_extract_tensor::<i64>()).transpose()?.map_or(&[][..], |(_, c)| c);
     if scale.is_some_and(|s| s.len() != width) || copies.iter().any(|&c| c < 0 || c as usize >= width) {
-        return Err(ort::Error::new(format!(
-            "{ROW_QUANTIZE}: channel scales or copies do not fit rows of {width}"
-        )));
+        return Err(ort::Error::new(format!("{op}: channel scales or copies do not fit rows of {width}")));
     }
     let widened = width + copies.len();
     let mut q_shape = shape.to_vec();
@@ -119,16 +168,15 @@ fn quantize(ctx: &ComputeContext) -> ort::Result<()> {
         peaks.fill(0.0);
         return Ok(());
     }
-    for ((x, q), peak) in x.chunks_exact(width).zip(q.chunks_exact_mut(widened)).zip(peaks.iter_mut()) {
+    for (i, (q, peak)) in q.chunks_exact_mut(widened).zip(peaks.iter_mut()).enumerate() {
         let (row, extra) = q.split_at_mut(width);
-        *peak = rows::quantize_row(x, scale, row);
+        *peak = quantize_row(i, scale, row);
         for (e, &c) in extra.iter_mut().zip(copies) {
             *e = row[c as usize];
         }
     }
     Ok(())
 }
-
 /// `RowRescale`'s computation (see the module's documentation).
 fn rescale(ctx: &ComputeContext) -> ort::Result<()> {
     let y = ctx.input(0)?.ok_or_else(|| missing("input y"))?;

@@ -1,12 +1,13 @@
 //! The per-row arithmetic of int8 products (see [`crate::onnx::precision`]), one pass over a
 //! row where ONNX Runtime's standard operators took six: a token row quantised to uint8 on its
-//! own peak, and a product's row scaled back by that peak with the bias added. Written over
+//! own peak, a product's row scaled back by that peak with the bias added, and, between the
+//! feed-forward block's two products, both at once with GELU between them. Written over
 //! fixed-width lanes so the compiler vectorises them, and compiled for AVX-512, AVX2 and the
 //! build's baseline, the best the CPU has chosen at run time (`multiversion`).
 
 use multiversion::multiversion;
 
-use crate::kernels::ROUND_MAGIC;
+use crate::kernels::{ROUND_MAGIC, gelu};
 
 /// The steps either side of zero a row's peak |value| maps to: ±peak → ±127.
 const ROW_STEPS: f32 = 127.0;
@@ -24,6 +25,12 @@ const LANES: usize = 16;
 /// all ones), divided by the row's peak |value| p, to uint8 in `q` (`x.len()` values); returns p.
 #[multiversion(targets("x86_64+avx512f+avx512bw+avx2+fma", "x86_64+avx2+fma"))]
 pub fn quantize_row(x: &[f32], scale: Option<&[f32]>, q: &mut [u8]) -> f32 {
+    quantize(x, scale, q)
+}
+
+/// [`quantize_row`]'s body, inlined into each of its callers' instruction sets.
+#[inline(always)]
+fn quantize(x: &[f32], scale: Option<&[f32]>, q: &mut [u8]) -> f32 {
     let peak = peak_of(x, scale);
     let to_steps = ROW_STEPS / peak;
     match scale {
@@ -80,6 +87,23 @@ pub fn rescale_row(y: &[f32], peak: f32, bias: Option<&[f32]>, out: &mut [f32]) 
     }
 }
 
+/// The feed-forward block's middle in one pass per row: a row of the up projection's product
+/// scaled back by its `peak` with the `bias` added, through GELU into `row` (as wide as `y`,
+/// a buffer that stays in cache), then quantised for the down projection as [`quantize_row`]
+/// does (its channel `scale`, into `q`); returns the new row's peak.
+#[multiversion(targets("x86_64+avx512f+avx512bw+avx2+fma", "x86_64+avx2+fma"))]
+pub fn gelu_quantize_row(
+    y: &[f32],
+    peak: f32,
+    bias: &[f32],
+    scale: Option<&[f32]>,
+    row: &mut [f32],
+    q: &mut [u8],
+) -> f32 {
+    row.iter_mut().zip(y).zip(bias).for_each(|((out, y), b)| *out = gelu(y * peak + b));
+    quantize(row, scale, q)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,5 +153,24 @@ mod tests {
         assert_eq!(out, [4.5, -7.5, 1.0]);
         rescale_row(&[1.0, -2.0, 0.5], 2.0, None, &mut out);
         assert_eq!(out, [2.0, -4.0, 1.0]);
+    }
+
+    #[test]
+    fn the_feed_forward_middle_is_rescale_then_gelu_then_quantize() {
+        // 37 values: two lane blocks and a tail; a channel scale halves every third channel.
+        let y: Vec<f32> = (0..37).map(|i| (i as f32 * 0.377).cos() * 3.0).collect();
+        let bias: Vec<f32> = (0..37).map(|i| (i as f32 - 18.0) / 20.0).collect();
+        let scale: Vec<f32> = (0..37).map(|i| if i % 3 == 0 { 0.5 } else { 1.0 }).collect();
+        let mut separate = vec![0.0; 37];
+        rescale_row(&y, 1.5, Some(&bias), &mut separate);
+        separate.iter_mut().for_each(|v| *v = gelu(*v));
+        let mut want = vec![0u8; 37];
+        let want_peak = quantize_row(&separate, Some(&scale), &mut want);
+        let (mut row, mut q) = (vec![0.0; 37], vec![0u8; 37]);
+        let peak = gelu_quantize_row(&y, 1.5, &bias, Some(&scale), &mut row, &mut q);
+        assert_eq!(peak, want_peak);
+        assert_eq!(row, separate);
+        assert_eq!(q, want);
+        assert!(q.iter().any(|&v| v < ROW_ZERO_POINT) && q.iter().any(|&v| v > ROW_ZERO_POINT));
     }
 }
