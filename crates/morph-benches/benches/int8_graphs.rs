@@ -17,7 +17,9 @@ use std::time::Instant;
 use morph_backend::tuning::reexec_tuned;
 use morph_core::{RuntimeSpec, TokenPlan, UnitSpec};
 use morph_encoder::onnx::Dtype;
+use morph_encoder::onnx::precision::IntegerKernel;
 use morph_encoder::onnx::product::{A, Product, Y, product_model};
+use morph_encoder::ort_kernels::tiles;
 use morph_encoder::ort_session::{environment, session};
 use morph_encoder::pooling::cosine;
 use morph_encoder::tasks::served::TaskHeads;
@@ -129,11 +131,12 @@ fn main() {
     println!(
         "\nONNX Runtime's matrix products on this CPU, 2 threads: GFLOP/s (2·m·k·n per call), median of 20"
     );
-    println!("{:>22} {:>10} {:>10} {:>10}", "m x k x n", "fp32", "int8", "bf16");
+    println!("{:>22} {:>10} {:>10} {:>10} {:>10}", "m x k x n", "fp32", "int8 MLAS", "int8 tiles", "bf16");
     let mut int8_peak = 0.0f64;
     for (m, k, n) in [(1024, 384, 1536), (2048, 2048, 2048)] {
         let mut cells = Vec::new();
-        for product in [Product::Fp32, Product::Int8, Product::Bf16] {
+        let int8 = [IntegerKernel::Mlas, IntegerKernel::Tiles].map(Product::Int8);
+        for product in [Product::Fp32, int8[0], int8[1], Product::Bf16] {
             let model = product_model(m, k, n, product);
             let cell = match session(env, &model, 2, &[]) {
                 Err(e) if product == Product::Bf16 => {
@@ -141,6 +144,7 @@ fn main() {
                     "no kernel".to_string()
                 }
                 Err(e) => panic!("{product:?} session: {e}"),
+                Ok(_) if product == int8[1] && !tiles::available() => "no AMX".to_string(),
                 Ok(_) if product == Product::Bf16 => "builds".to_string(),
                 Ok(mut s) => {
                     let a: Vec<f32> = (0..m * k).map(|i| ((i * 13 % 97) as f32 / 48.0) - 1.0).collect();
@@ -153,7 +157,7 @@ fn main() {
                         assert!(out.get(Y).is_some());
                     }
                     let gops = 2.0 * (m * k * n) as f64 / median(times.split_off(2)) / 1e9;
-                    if product == Product::Int8 {
+                    if int8.contains(&product) {
                         int8_peak = int8_peak.max(gops);
                     }
                     format!("{gops:.0}")
@@ -161,7 +165,8 @@ fn main() {
             };
             cells.push(cell);
         }
-        println!("{:>22} {:>10} {:>10} {:>10}", format!("{m} x {k} x {n}"), cells[0], cells[1], cells[2]);
+        let shape = format!("{m} x {k} x {n}");
+        println!("{shape:>22} {:>10} {:>10} {:>10} {:>10}", cells[0], cells[1], cells[2], cells[3]);
     }
 
     // The layout served on this host: one single-threaded instance per core, side by side,

@@ -14,6 +14,7 @@ use morph_core::fixtures::random_ids;
 use morph_encoder::calibration::calibrate;
 use morph_encoder::checkpoint::Checkpoint;
 use morph_encoder::onnx::outliers::{Outliers, Product, Site};
+use morph_encoder::onnx::precision::IntegerKernel;
 use morph_encoder::onnx::proto::Graph;
 use morph_encoder::onnx::{
     ATTENTION_MASK, Dtype, GraphOutput, GraphSpec, INPUT_IDS, POOLED, Precision, encoder_graph,
@@ -142,9 +143,17 @@ fn the_int8_feed_forward_middle_is_one_operator() {
     let fp32 = graph(Precision::Fp32, GraphOutput::Pooled(Pooling::Mean)).expect("fp32 graph");
     assert_eq!((count(&int8, "GeluRowQuantize"), count(&int8, "Erf")), (layers, 0));
     assert_eq!((count(&fp32, "GeluRowQuantize"), count(&fp32, "Erf")), (0, layers));
+    // The products on the host's kernel: AMX tiles, which scale the rows back themselves, or
+    // ONNX Runtime's, followed by `RowRescale` (four products a layer, the up projection's
+    // rescaling inside `GeluRowQuantize`).
+    let (product, rescales) = match IntegerKernel::for_host().expect("the host's kernel") {
+        IntegerKernel::Tiles => ("TileProduct", 0),
+        IntegerKernel::Mlas => ("MatMulIntegerToFloat", 3 * layers),
+    };
+    assert_eq!((count(&int8, product), count(&int8, "RowRescale")), (4 * layers, rescales));
     for middle in int8.nodes.iter().filter(|n| n.op == "GeluRowQuantize") {
         let consumer = int8.nodes.iter().find(|n| n.inputs.contains(&middle.outputs[0]));
-        assert_eq!(consumer.map(|n| n.op), Some("MatMulIntegerToFloat"), "{middle:?}");
+        assert_eq!(consumer.map(|n| n.op), Some(product), "{middle:?}");
     }
     let refused = graph(Precision::Int8(none), GraphOutput::InputMaxima).expect_err("input maxima in int8");
     assert!(refused.to_string().contains("fp32"), "{refused}");

@@ -82,6 +82,11 @@ impl Builder {
         self.initializer(stem, dims, Values::I8(data))
     }
 
+    /// An int32 constant of shape `dims` (exact integer sums).
+    pub(crate) fn i32s(&mut self, stem: &str, dims: &[usize], data: Vec<i32>) -> String {
+        self.initializer(stem, dims, Values::I32(data))
+    }
+
     /// A zero-dimensional uint8 constant (a quantised tensor's zero point).
     pub(crate) fn u8_scalar(&mut self, value: u8) -> String {
         self.initializer("zero_point", &[], Values::U8(vec![value]))

@@ -17,7 +17,7 @@ use candle_core::Tensor;
 use super::builder::Builder;
 use super::outliers::{Outlier, Product, Site, split_channels};
 use super::precision::{
-    ChannelSplit, Int8Weights, Precision, WeightSteps, int8_feed_forward, quantize_columns,
+    ChannelSplit, Int8Weights, IntegerKernel, Precision, int8_feed_forward, int8_weights,
     row_quantized_product,
 };
 use super::proto::{Attr, DataType, Dim, Graph, ValueInfo};
@@ -208,6 +208,7 @@ pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph,
         ckpt: checkpoint,
         relative: None,
         precision: spec.precision.clone(),
+        kernel: IntegerKernel::for_host().map_err(EngineError::Load)?,
         tokens: Tokens::Padded,
     };
     let packed = spec.remove_padding
@@ -403,12 +404,7 @@ impl Writer<'_> {
             }
         });
         let dims = [dims[0] + split.extra.len(), dims[1]];
-        let (q, scales) = quantize_columns(&split.weight, dims[0], dims[1], WeightSteps::for_host());
-        Int8Weights {
-            w: self.g.i8s(&format!("{name}.weight_int8"), &dims, q),
-            scale: self.g.f32s(&format!("{name}.weight_scale"), &[dims[1]], scales),
-            split: channels,
-        }
+        int8_weights(&mut self.g, name, dims, &split.weight, channels, self.kernel)
     }
 
     /// The feed-forward block of layer `layer` (`prefix`): `gelu(x · up + b) · down + b`; in

@@ -4,9 +4,10 @@
 //! column (7 bits where the CPU has no int8 dot products: [`WeightSteps`]), and each
 //! activation row (a token) quantised to uint8 on its own scale
 //! ([`row_quantized_product`], in one pass by Morph's own operator), the product accumulated
-//! in int32 by ONNX Runtime's `MatMulIntegerToFloat` (MLAS's u8×s8 kernels, VNNI or AMX where
-//! the CPU has them); between the feed-forward block's two products one operator scales back,
-//! applies GELU and quantises again ([`int8_feed_forward`]).
+//! in int32 by the [`IntegerKernel`] the host runs best: Morph's own on AMX tiles, which also
+//! scales the rows back, or else ONNX Runtime's `MatMulIntegerToFloat` (MLAS's kernels);
+//! between the feed-forward block's two products one operator scales back, applies GELU and
+//! quantises again ([`int8_feed_forward`]).
 //! Attention's own products (Q·Kᵀ, P·V), the norms and the embeddings stay fp32.
 //!
 //! A scale per row, not per tensor, is what makes a text's vector independent of its
@@ -18,7 +19,8 @@ use std::sync::Arc;
 
 use super::builder::Builder;
 use crate::ort_kernels::rows::{ROW_STEP, ROW_ZERO_POINT};
-use crate::ort_kernels::{GELU_ROW_QUANTIZE, ROW_QUANTIZE, ROW_RESCALE};
+use crate::ort_kernels::tiles;
+use crate::ort_kernels::{GELU_ROW_QUANTIZE, ROW_QUANTIZE, ROW_RESCALE, TILE_PRODUCT};
 
 use super::outliers::Outliers;
 pub use morph_core::Dtype;
@@ -47,12 +49,76 @@ pub(crate) struct ChannelSplit {
     pub copies: String,
 }
 
-/// One int8 weight product's constants in the graph: `w` int8 `[in (+ copies), out]`, its
-/// scale per output column, and the input channels split, if any.
+/// The kernel that multiplies quantised rows by int8 weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntegerKernel {
+    /// ONNX Runtime's `MatMulIntegerToFloat`, weights `[in, out]`; the rows scaled back by
+    /// Morph's `RowRescale`.
+    Mlas,
+    /// Morph's `TileProduct` on AMX tiles ([`tiles`]), weights packed into the tiles' layout;
+    /// it scales the rows back itself.
+    Tiles,
+}
+
+/// The environment variable that chooses the [`IntegerKernel`] (`mlas` or `tiles`) instead of
+/// the host's best.
+pub const KERNEL_VARIABLE: &str = "MORPH_INT8_KERNEL";
+
+impl IntegerKernel {
+    /// The kernel [`KERNEL_VARIABLE`] names, else tiles where this process can use them, else
+    /// ONNX Runtime's; an unknown name, or tiles on a CPU without them, is refused.
+    pub fn for_host() -> Result<Self, String> {
+        let tiles = tiles::available();
+        match std::env::var(KERNEL_VARIABLE).as_deref() {
+            Err(_) => Ok(if tiles { Self::Tiles } else { Self::Mlas }),
+            Ok("mlas") => Ok(Self::Mlas),
+            Ok("tiles") if tiles => Ok(Self::Tiles),
+            Ok("tiles") => Err(format!("{KERNEL_VARIABLE}=tiles: this CPU has no AMX int8 tiles")),
+            Ok(other) => Err(format!("{KERNEL_VARIABLE}={other}: not a kernel (mlas or tiles)")),
+        }
+    }
+}
+
+/// One int8 weight product's constants in the graph: `w` int8 (`[in (+ copies), out]` for
+/// MLAS, packed for tiles), the scale per output column (for tiles times the rows' step),
+/// the tiles' zero-point sums, and the input channels split, if any.
 pub(crate) struct Int8Weights {
     pub w: String,
     pub scale: String,
+    pub zero_sums: Option<String>,
     pub split: Option<ChannelSplit>,
+}
+
+/// `w` (`[k, n]`, its outlier channels already split into `split`) quantised per output
+/// column and laid out for `kernel`, as constants named from `name`.
+pub(crate) fn int8_weights(
+    g: &mut Builder,
+    name: &str,
+    [k, n]: [usize; 2],
+    w: &[f32],
+    split: Option<ChannelSplit>,
+    kernel: IntegerKernel,
+) -> Int8Weights {
+    let (q, scales) = quantize_columns(w, k, n, WeightSteps::for_host());
+    match kernel {
+        IntegerKernel::Mlas => Int8Weights {
+            w: g.i8s(&format!("{name}.weight_int8"), &[k, n], q),
+            scale: g.f32s(&format!("{name}.weight_scale"), &[n], scales),
+            zero_sums: None,
+            split,
+        },
+        IntegerKernel::Tiles => {
+            let (packed, zero_sums) = tiles::pack(&q, k, n);
+            // The step times the column's scale, the product MLAS forms from its two scales.
+            let scale = scales.iter().map(|s| ROW_STEP * s).collect();
+            Int8Weights {
+                w: g.i8s(&format!("{name}.weight_tiles"), &tiles::packed_dims(k, n), packed),
+                scale: g.f32s(&format!("{name}.weight_scale"), &[n], scale),
+                zero_sums: Some(g.i32s(&format!("{name}.zero_sums"), &[n], zero_sums)),
+                split,
+            }
+        }
+    }
 }
 
 /// Rows of a product's input quantised to uint8, each on its own peak |value| p.
@@ -65,13 +131,10 @@ struct QuantizedRows {
 /// peak |value| p, quantised to uint8, and its int32 product scaled back by p, so a row's
 /// result depends on that row alone:
 /// y = p · (s_x · s_w · (q_x − 128) · q_w) + bias. The row steps are Morph's own operators
-/// ([`crate::ort_kernels`]), the product ONNX Runtime's.
+/// ([`crate::ort_kernels`]), the product ONNX Runtime's or Morph's ([`IntegerKernel`]).
 pub(crate) fn row_quantized_product(g: &mut Builder, x: &str, w: &Int8Weights, bias: Option<&str>) -> String {
     let rows = quantize_rows(g, x, w.split.as_ref());
-    let product = integer_product(g, &rows, w);
-    let inputs = [&product, &rows.peak].into_iter().map(String::as_str).chain(bias).collect::<Vec<_>>();
-    let [y] = g.morph_op(ROW_RESCALE, &inputs);
-    y
+    integer_product(g, &rows, w, Units::Rescaled { bias })
 }
 
 /// The feed-forward block `gelu(x · up + up_bias) · down + down_bias` in int8, as two
@@ -85,16 +148,14 @@ pub(crate) fn int8_feed_forward(
     (down, down_bias): (&Int8Weights, &str),
 ) -> String {
     let rows = quantize_rows(g, x, up.split.as_ref());
-    let inner = integer_product(g, &rows, up);
+    let inner = integer_product(g, &rows, up, Units::OfPeak);
     let mut inputs = vec![inner.as_str(), &rows.peak, up_bias];
     if let Some(split) = &down.split {
         inputs.extend([split.scale.as_str(), &split.copies]);
     }
     let [q, peak] = g.morph_op(GELU_ROW_QUANTIZE, &inputs);
     let inner = QuantizedRows { q, peak };
-    let product = integer_product(g, &inner, down);
-    let [y] = g.morph_op(ROW_RESCALE, &[&product, &inner.peak, down_bias]);
-    y
+    integer_product(g, &inner, down, Units::Rescaled { bias: Some(down_bias) })
 }
 
 /// `RowQuantize`: each row of `x` (times its channel scales, its outlier channels copied
@@ -108,11 +169,37 @@ fn quantize_rows(g: &mut Builder, x: &str, split: Option<&ChannelSplit>) -> Quan
     QuantizedRows { q, peak }
 }
 
-/// The product of quantised rows and int8 weights, in units of each row's peak.
-fn integer_product(g: &mut Builder, rows: &QuantizedRows, w: &Int8Weights) -> String {
+/// The units an integer product's rows are left in.
+#[derive(Clone, Copy)]
+enum Units<'a> {
+    /// Of each row's peak (the next operator scales them back).
+    OfPeak,
+    /// The input's: scaled back by each row's peak, the bias added.
+    Rescaled { bias: Option<&'a str> },
+}
+
+/// The product of quantised rows and int8 weights, in `units`.
+fn integer_product(g: &mut Builder, rows: &QuantizedRows, w: &Int8Weights, units: Units<'_>) -> String {
+    if let Some(zero_sums) = &w.zero_sums {
+        let mut inputs = vec![rows.q.as_str(), &w.w, &w.scale, zero_sums];
+        if let Units::Rescaled { bias } = units {
+            inputs.extend(std::iter::once(rows.peak.as_str()).chain(bias));
+        }
+        let [y] = g.morph_op(TILE_PRODUCT, &inputs);
+        return y;
+    }
     let (step, zero) = (g.scalar(ROW_STEP), g.u8_scalar(ROW_ZERO_POINT));
     // Inputs: A, B, a_scale, b_scale, a_zero_point (b symmetric: no zero point).
-    g.contrib_op("MatMulIntegerToFloat", &[&rows.q, &w.w, &step, &w.scale, &zero])
+    let product = g.contrib_op("MatMulIntegerToFloat", &[&rows.q, &w.w, &step, &w.scale, &zero]);
+    match units {
+        Units::OfPeak => product,
+        Units::Rescaled { bias } => {
+            let inputs =
+                [&product, &rows.peak].into_iter().map(String::as_str).chain(bias).collect::<Vec<_>>();
+            let [y] = g.morph_op(ROW_RESCALE, &inputs);
+            y
+        }
+    }
 }
 
 /// The steps either side of zero a weight column's largest |value| maps to.

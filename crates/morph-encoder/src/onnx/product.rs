@@ -4,14 +4,15 @@
 //! writes it) or bf16 (MatMul on bfloat16 inputs, `b` an input too).
 
 use super::builder::Builder;
-use super::precision::{Int8Weights, WeightSteps, quantize_columns, row_quantized_product};
+use super::precision::{IntegerKernel, int8_weights, row_quantized_product};
 use super::proto::{DataType, Dim, ValueInfo};
 
 /// The arithmetic of the product.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Product {
     Fp32,
-    Int8,
+    /// Int8 on the kernel given.
+    Int8(IntegerKernel),
     Bf16,
 }
 
@@ -37,10 +38,8 @@ pub fn product_model(m: usize, k: usize, n: usize, product: Product) -> Vec<u8> 
             let b = g.f32s(B, &[k, n], values);
             g.op("MatMul", &[A, &b], vec![])
         }
-        Product::Int8 => {
-            let (q, scales) = quantize_columns(&values, k, n, WeightSteps::for_host());
-            let w =
-                Int8Weights { w: g.i8s(B, &[k, n], q), scale: g.f32s("b_scale", &[n], scales), split: None };
+        Product::Int8(kernel) => {
+            let w = int8_weights(&mut g, B, [k, n], &values, None, kernel);
             row_quantized_product(&mut g, A, &w, None)
         }
         Product::Bf16 => {

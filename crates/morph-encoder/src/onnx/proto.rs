@@ -8,6 +8,7 @@ pub enum DataType {
     Float = 1,
     Uint8 = 2,
     Int8 = 3,
+    Int32 = 6,
     Int64 = 7,
     BFloat16 = 16,
 }
@@ -25,6 +26,7 @@ pub enum Values {
     F32(Vec<f32>),
     U8(Vec<u8>),
     I8(Vec<i8>),
+    I32(Vec<i32>),
     I64(Vec<i64>),
 }
 
@@ -158,6 +160,7 @@ impl TensorData {
             Values::F32(v) => (DataType::Float, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
             Values::U8(v) => (DataType::Uint8, v.clone()),
             Values::I8(v) => (DataType::Int8, v.iter().map(|x| x.to_le_bytes()[0]).collect()),
+            Values::I32(v) => (DataType::Int32, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
             Values::I64(v) => (DataType::Int64, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
         };
         w.int(2, elem as i64);

@@ -3,7 +3,7 @@
 //! the methods of their part).
 
 use super::builder::Builder;
-use super::precision::Precision;
+use super::precision::{IntegerKernel, Precision};
 use crate::checkpoint::Checkpoint;
 
 /// A score that ranks last: padding in token pruning and merging.
@@ -15,6 +15,8 @@ pub(super) struct Writer<'a> {
     /// MPNet's relative bias table and bucket index, once written.
     pub(super) relative: Option<(String, String)>,
     pub(super) precision: Precision,
+    /// What multiplies int8 products, where the precision is int8.
+    pub(super) kernel: IntegerKernel,
     /// The layout of the hidden states between the layers.
     pub(super) tokens: Tokens,
 }

@@ -1,6 +1,7 @@
 //! ONNX Runtime operators Morph adds to every session it builds (domain [`DOMAIN`]): the
 //! per-row steps of int8 products ([`rows`]), each one pass where the standard operators took
-//! several. Their nodes are written by [`crate::onnx::precision`].
+//! several, and, where the CPU has AMX, the products themselves ([`tiles`]). Their nodes are
+//! written by [`crate::onnx::precision`].
 //!
 //! - `RowQuantize(x [.., k], channel_scale [k]?, copies [e] int64?) → (q [.., k + e] uint8,
 //!   peak [.., 1])`: each row times the channel scales, quantised on its own peak, then the
@@ -9,23 +10,34 @@
 //! - `GeluRowQuantize(y [.., k], peak [.., 1], bias [k], channel_scale [k]?, copies [e] int64?)
 //!   → (q [.., k + e] uint8, peak [.., 1])`: `RowQuantize(gelu(y · peak + bias))`, the
 //!   feed-forward block's middle, with no fp32 tensor between its two products.
+//! - `TileProduct(q [.., k] uint8, w int8 packed, scale [n], zero_sums [n] int32, peak [.., 1]?,
+//!   bias [n]?) → [.., n]`: the int8 product on AMX tiles ([`tiles`]), in the units
+//!   `MatMulIntegerToFloat` gives, or scaled back as `RowRescale` where `peak` is given.
 
 pub mod rows;
+pub mod tiles;
+
+use std::sync::{Mutex, PoisonError};
 
 use ort::operator::{
     ComputeContext, Kernel, KernelContext, Operator, OperatorDomain, OperatorInput, OperatorOutput,
 };
-use ort::value::TensorElementType::{self, Float32, Int64, Uint8};
+use ort::value::TensorElementType::{self, Float32, Int8, Int32, Int64, Uint8};
 
 /// The operator set Morph's graphs name for these operators.
 pub const DOMAIN: &str = "morph";
 pub const ROW_QUANTIZE: &str = "RowQuantize";
 pub const ROW_RESCALE: &str = "RowRescale";
 pub const GELU_ROW_QUANTIZE: &str = "GeluRowQuantize";
+pub const TILE_PRODUCT: &str = "TileProduct";
 
 /// The operators, to register with a session (`SessionBuilder::with_operators`).
 pub fn operators() -> ort::Result<OperatorDomain> {
-    OperatorDomain::new(DOMAIN)?.add(ROW_QUANTIZE_OP)?.add(ROW_RESCALE_OP)?.add(GELU_ROW_QUANTIZE_OP)
+    OperatorDomain::new(DOMAIN)?
+        .add(ROW_QUANTIZE_OP)?
+        .add(ROW_RESCALE_OP)?
+        .add(GELU_ROW_QUANTIZE_OP)?
+        .add(TILE_PRODUCT_OP)
 }
 
 /// Whether an operator's input must be given.
@@ -68,6 +80,20 @@ const GELU_ROW_QUANTIZE_OP: RowOperator = RowOperator {
     ],
     outputs: &[Uint8, Float32],
     compute: gelu_quantize,
+};
+
+const TILE_PRODUCT_OP: RowOperator = RowOperator {
+    name: TILE_PRODUCT,
+    inputs: &[
+        (Uint8, Given::Always),
+        (Int8, Given::Always),
+        (Float32, Given::Always),
+        (Int32, Given::Always),
+        (Float32, Given::Optionally),
+        (Float32, Given::Optionally),
+    ],
+    outputs: &[Float32],
+    compute: tile_product,
 };
 
 /// The kernel of every operator: the function that computes it from its inputs.
@@ -198,4 +224,48 @@ fn rescale(ctx: &ComputeContext) -> ort::Result<()> {
         rows::rescale_row(y, peak, bias, out);
     }
     Ok(())
+}
+
+/// `TileProduct`'s computation (see the module's documentation).
+fn tile_product(ctx: &ComputeContext) -> ort::Result<()> {
+    let q = ctx.input(0)?.ok_or_else(|| missing("input q"))?;
+    let (shape, q) = q.try_extract_tensor::<u8>()?;
+    let k = *shape.last().ok_or_else(|| missing("row dimension"))? as usize;
+    let packed = ctx.input(1)?.ok_or_else(|| missing("input w"))?;
+    let (_, packed) = packed.try_extract_tensor::<i8>()?;
+    let scale = ctx.input(2)?.ok_or_else(|| missing("input scale"))?;
+    let (_, scale) = scale.try_extract_tensor::<f32>()?;
+    let zero_sums = ctx.input(3)?.ok_or_else(|| missing("input zero_sums"))?;
+    let (_, zero_sums) = zero_sums.try_extract_tensor::<i32>()?;
+    let (peaks, bias) = (ctx.input(4)?, ctx.input(5)?);
+    let peaks = peaks.as_ref().map(|p| p.try_extract_tensor::<f32>()).transpose()?.map(|(_, p)| p);
+    let bias = bias.as_ref().map(|b| b.try_extract_tensor::<f32>()).transpose()?.map(|(_, b)| b);
+    let n = scale.len();
+    let rows = q.len().checked_div(k).unwrap_or(0);
+    let [n_padded, k_padded] = tiles::packed_dims(k, n);
+    if k == 0
+        || packed.len() != n_padded * k_padded
+        || zero_sums.len() != n
+        || peaks.is_some_and(|p| p.len() != rows)
+        || bias.is_some_and(|b| peaks.is_none() || b.len() != n)
+    {
+        return Err(ort::Error::new(format!(
+            "{TILE_PRODUCT}: weights, sums, peaks or bias do not fit rows of {k} into {n} columns"
+        )));
+    }
+    if !tiles::available() {
+        return Err(ort::Error::new(format!("{TILE_PRODUCT}: this CPU has no AMX int8 tiles")));
+    }
+    let mut out_shape = shape.to_vec();
+    *out_shape.last_mut().expect("a row dimension") = n as i64;
+    let mut out = ctx.output(0, out_shape)?.ok_or_else(|| missing("output"))?;
+    let (_, out) = out.try_extract_tensor_mut::<f32>()?;
+    let weights = tiles::TileWeights { packed, zero_sums, scale };
+    let rescale = peaks.map(|peaks| tiles::Rescale { peaks, bias });
+    // A block of rows per task, on the session's intra-op threads.
+    let blocks: Vec<Mutex<&mut [f32]>> = out.chunks_mut(tiles::BLOCK * n.max(1)).map(Mutex::new).collect();
+    ctx.par_for(blocks.len(), blocks.len(), |block| {
+        let mut out = blocks[block].lock().unwrap_or_else(PoisonError::into_inner);
+        tiles::multiply_block(q, k, weights, rescale, block, &mut out);
+    })
 }
