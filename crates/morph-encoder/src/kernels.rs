@@ -18,7 +18,7 @@ pub(crate) const ROUND_MAGIC: f32 = 12_582_912.0;
 /// `x = n·ln2 + r` with |r| ≤ ln2/2; `eʳ` by its degree-6 Taylor polynomial; `2ⁿ` by the
 /// exponent bits.
 #[inline(always)]
-fn exp_nonpositive(x: f32) -> f32 {
+pub(crate) fn exp_nonpositive(x: f32) -> f32 {
     let x = x.max(-87.0);
     let n = (x * LOG2_E + ROUND_MAGIC) - ROUND_MAGIC;
     let r = (x - n * LN2_HI) - n * LN2_LO;

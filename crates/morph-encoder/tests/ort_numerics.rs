@@ -220,6 +220,36 @@ fn two_pipeline_stages_compose_to_the_whole_model() {
     assert_close(&got, &want, "stages 0..3 then 3..6");
 }
 
+/// Attention over packed tokens is Morph's one operator a layer (no `Softmax` left), and gives
+/// the padded graph's vectors for rows of different lengths in one batch.
+#[test]
+fn packed_attention_is_one_operator_a_layer_and_gives_the_padded_graph_s_vectors() {
+    let m = models();
+    let checkpoint = Checkpoint::load(&m.files).expect("checkpoint");
+    let layers = checkpoint.config.num_hidden_layers;
+    let env = environment(&m.library).expect("environment");
+    let (rows, len) = (3usize, 70usize);
+    let inputs = vec![random_ids(70, 7), random_ids(3, 8), random_ids(33, 9)];
+    let (ids, mask) = padded_ids(&inputs, rows, len, 0);
+    let vectors = |remove_padding| {
+        let spec = GraphSpec { remove_padding, ..GraphSpec::pooled(None, Pooling::Mean, layers) };
+        let graph = encoder_graph(&checkpoint, &spec).expect("graph");
+        let count = |op| graph.nodes.iter().filter(|n| n.op == op).count();
+        let ops = (count("PackedAttention"), count("Softmax"));
+        let mut session = session(env, &graph.to_model_bytes(), 1, &[]).expect("session");
+        let tensor = |data: &[i64]| Tensor::from_array(([rows, len], data.to_vec())).expect("tensor");
+        let out = session
+            .run(ort::inputs![INPUT_IDS => tensor(&ids), ATTENTION_MASK => tensor(&mask)])
+            .expect("run");
+        let (_, pooled) = out[POOLED].try_extract_tensor::<f32>().expect("pooled");
+        (ops, pooled.chunks_exact(384).map(<[f32]>::to_vec).collect::<Vec<_>>())
+    };
+    let (packed_ops, packed) = vectors(true);
+    let (padded_ops, padded) = vectors(false);
+    assert_eq!((packed_ops, padded_ops), ((layers, 0), (0, layers)));
+    assert_close(&packed, &padded, "packed attention against the padded graph");
+}
+
 /// Through the engine contract: all-MiniLM-L6-v2 cut into 3 stages of 2 layers (dynamic
 /// shapes, rows of different lengths), each stage's hidden states handed to the next, gives
 /// the unsplit model's vectors; a token plan of −1 runs the merging graph of the same unit.

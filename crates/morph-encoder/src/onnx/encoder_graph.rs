@@ -24,6 +24,7 @@ use super::proto::{Attr, DataType, Dim, Graph, ValueInfo};
 use super::writer::{Tokens, Writer};
 use crate::architecture::{RELATIVE_BIAS, relative_buckets};
 use crate::checkpoint::Checkpoint;
+use crate::ort_kernels::PACKED_ATTENTION;
 use crate::pooling::Pooling;
 use morph_core::PromptMode;
 use morph_engine::EngineError;
@@ -267,6 +268,7 @@ pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph,
         if let Some((k, percent)) = spec.prune
             && layer + 1 == spec.layers.start + k
         {
+            let probs = probs.expect("pruning keeps the padding");
             (x, sizes) = g.prune_tokens(&x, &sizes, &probs, percent);
             bias = g.attention_bias(&sizes, false)?;
         }
@@ -307,11 +309,19 @@ struct LayerOut {
     hidden: String,
     /// The token sizes after the layer (changed by merging).
     sizes: String,
-    /// The attention probabilities.
-    probs: String,
+    /// The attention probabilities, where attention ran padded (never where pruning follows).
+    probs: Option<String>,
     /// Each weight product's input, in [`Product::ALL`] order (the down projection's only in
     /// fp32: int8 writes none).
     product_inputs: [Option<String>; 4],
+}
+
+/// What attention in the padded layout hands on besides the context, for pruning and merging.
+struct PaddedAttention {
+    /// The attention probabilities `[batch, heads, len, len]`.
+    probs: String,
+    /// The keys `[batch, len, hidden]`.
+    keys: String,
 }
 
 /// A linear layer's weight `[in, out]` (`dims`, values row-major) and bias.
@@ -563,9 +573,48 @@ impl Writer<'_> {
         // folded into the query weights.
         let layer_in = x;
         let qkv = self.qkv(layer_in, &format!("{p}.attention.self"), 1.0 / (d as f64).sqrt(), i)?;
+        let (context, padded) = match self.tokens.clone() {
+            Tokens::Packed { lengths, .. } if cfg.relative_attention_num_buckets.is_none() => {
+                let heads = self.g.i64s(&[heads as i64]);
+                let [context] = self.g.morph_op(PACKED_ATTENTION, &[&qkv, &lengths, &heads]);
+                (context, None)
+            }
+            _ => {
+                let (context, padded) = self.padded_attention(&qkv, bias, heads, d);
+                (context, Some(padded))
+            }
+        };
+        let at = |product| Site { layer: i, product };
+        let attn =
+            self.linear(&context, &format!("{p}.attention.output.dense"), at(Product::AttentionOutput))?;
+        let x = self.g.op("Add", &[&attn, layer_in], vec![]);
+        let mut x = self.layer_norm(&x, &format!("{p}.attention.output.LayerNorm"))?;
+        let mut sizes = sizes.to_string();
+        if merge > 0 {
+            let keys = &padded.as_ref().expect("merging keeps the padding").keys;
+            (x, sizes) = self.merge_tokens(&x, &sizes, keys, merge);
+        }
+        let (out, inner) = self.feed_forward(&x, &p, i)?;
+        let out = self.g.op("Add", &[&out, &x], vec![]);
+        let hidden = self.layer_norm(&out, &format!("{p}.output.LayerNorm"))?;
+        let product_inputs = [Some(layer_in.to_string()), Some(context), Some(x), inner];
+        Ok(LayerOut { hidden, sizes, probs: padded.map(|p| p.probs), product_inputs })
+    }
+
+    /// Attention in the padded layout, from the packed one where the tokens are: `qkv`
+    /// (`[.., 3 · hidden]`) split into Q, K and V, each spread to `[batch, heads, len, d]`,
+    /// `softmax(Q·Kᵀ + bias)·V`, and the context back in the graph's layout.
+    fn padded_attention(
+        &mut self,
+        qkv: &str,
+        bias: &str,
+        heads: usize,
+        d: usize,
+    ) -> (String, PaddedAttention) {
+        let h = heads * d;
         // Split where the tokens are packed (fewer rows), then each part to the padded layout.
         let widths = self.g.i64s(&[h as i64; 3]);
-        let parts: [String; 3] = self.g.op_n("Split", &[&qkv, &widths], vec![("axis", Attr::Int(-1))]);
+        let parts: [String; 3] = self.g.op_n("Split", &[qkv, &widths], vec![("axis", Attr::Int(-1))]);
         let [q, k, v] = parts.map(|part| self.unpack(&part));
         let split = self.g.i64s(&[0, 0, heads as i64, d as i64]);
         let mut heads_of = |part: &str, perm: [i64; 4]| {
@@ -583,21 +632,7 @@ impl Writer<'_> {
         let context = self.g.op("Transpose", &[&context], vec![("perm", Attr::Ints(vec![0, 2, 1, 3]))]);
         let joined = self.g.i64s(&[0, 0, h as i64]);
         let context = self.g.op("Reshape", &[&context, &joined], vec![]);
-        let context = self.pack(&context);
-        let at = |product| Site { layer: i, product };
-        let attn =
-            self.linear(&context, &format!("{p}.attention.output.dense"), at(Product::AttentionOutput))?;
-        let x = self.g.op("Add", &[&attn, layer_in], vec![]);
-        let mut x = self.layer_norm(&x, &format!("{p}.attention.output.LayerNorm"))?;
-        let mut sizes = sizes.to_string();
-        if merge > 0 {
-            (x, sizes) = self.merge_tokens(&x, &sizes, &keys, merge);
-        }
-        let (out, inner) = self.feed_forward(&x, &p, i)?;
-        let out = self.g.op("Add", &[&out, &x], vec![]);
-        let hidden = self.layer_norm(&out, &format!("{p}.output.LayerNorm"))?;
-        let product_inputs = [Some(layer_in.to_string()), Some(context), Some(x), inner];
-        Ok(LayerOut { hidden, sizes, probs, product_inputs })
+        (self.pack(&context), PaddedAttention { probs, keys })
     }
 
     /// MPNet's relative position bias `[1, heads, len, len]` over the tokens of `sizes`

@@ -1,8 +1,9 @@
 //! Padding removed between the layers: the hidden states of a batch's real tokens only,
 //! `[tokens, hidden]`, as TurboTransformers and FasterTransformer's "effective transformer"
 //! compute them. Every weight product, norm and activation is row by row, so it runs on the
-//! real tokens alone; only attention, which mixes tokens of a sequence, sees the padded
-//! `[batch, len, …]` layout: the rows are gathered into it and out of it again around it.
+//! real tokens alone. Attention, which mixes tokens of a sequence, runs on them too where
+//! Morph's `PackedAttention` can take the model ([`crate::ort_kernels::attention`]); else it
+//! sees the padded `[batch, len, …]` layout: the rows are gathered into it and out of it again.
 //! In fp32 the results are the padded graph's (padding rows are never read: their keys are
 //! masked). In int8 they are what zeroing the padding before every product would give: each
 //! activation tensor's one quantisation scale is set by real tokens alone.
@@ -27,7 +28,10 @@ impl Writer<'_> {
         let counted = self.g.op("CumSum", &[&counts, &axis], vec![]);
         let one = self.g.i64s(&[1]);
         let slot = self.g.op("Sub", &[&counted, &one], vec![]);
-        Tokens::Packed { real, slot, rows, padded }
+        let sequence_axis = self.g.i64s(&[1]);
+        let lengths = self.g.op("ReduceSum", &[mask, &sequence_axis], vec![("keepdims", Attr::Int(0))]);
+        let lengths = self.g.op("Cast", &[&lengths], vec![("to", Attr::Int(DataType::Int64 as i64))]);
+        Tokens::Packed { real, slot, rows, padded, lengths }
     }
 
     /// `x` (`[batch, len, hidden]`) in the graph's layout.

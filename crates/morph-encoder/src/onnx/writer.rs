@@ -37,5 +37,8 @@ pub(super) enum Tokens {
         rows: String,
         /// `[batch, len, hidden]`.
         padded: String,
+        /// Each sequence's count of real tokens, `[batch]` int64: its rows among the packed
+        /// ones follow the sequences before it.
+        lengths: String,
     },
 }

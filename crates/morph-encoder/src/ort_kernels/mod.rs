@@ -13,7 +13,11 @@
 //! - `TileProduct(q [.., k] uint8, w int8 packed, scale [n], zero_sums [n] int32, peak [.., 1]?,
 //!   bias [n]?) → [.., n]`: the int8 product on AMX tiles ([`tiles`]), in the units
 //!   `MatMulIntegerToFloat` gives, or scaled back as `RowRescale` where `peak` is given.
+//! - `PackedAttention(qkv [tokens, 3 · hidden], lengths [batch] int64, heads [1] int64) →
+//!   [tokens, hidden]`: self-attention over packed tokens ([`attention`]), the sequences' rows
+//!   one after another, `lengths` of them each.
 
+pub mod attention;
 pub mod rows;
 pub mod tiles;
 
@@ -30,6 +34,7 @@ pub const ROW_QUANTIZE: &str = "RowQuantize";
 pub const ROW_RESCALE: &str = "RowRescale";
 pub const GELU_ROW_QUANTIZE: &str = "GeluRowQuantize";
 pub const TILE_PRODUCT: &str = "TileProduct";
+pub const PACKED_ATTENTION: &str = "PackedAttention";
 
 /// The operators, to register with a session (`SessionBuilder::with_operators`).
 pub fn operators() -> ort::Result<OperatorDomain> {
@@ -37,7 +42,8 @@ pub fn operators() -> ort::Result<OperatorDomain> {
         .add(ROW_QUANTIZE_OP)?
         .add(ROW_RESCALE_OP)?
         .add(GELU_ROW_QUANTIZE_OP)?
-        .add(TILE_PRODUCT_OP)
+        .add(TILE_PRODUCT_OP)?
+        .add(PACKED_ATTENTION_OP)
 }
 
 /// Whether an operator's input must be given.
@@ -94,6 +100,13 @@ const TILE_PRODUCT_OP: RowOperator = RowOperator {
     ],
     outputs: &[Float32],
     compute: tile_product,
+};
+
+const PACKED_ATTENTION_OP: RowOperator = RowOperator {
+    name: PACKED_ATTENTION,
+    inputs: &[(Float32, Given::Always), (Int64, Given::Always), (Int64, Given::Always)],
+    outputs: &[Float32],
+    compute: packed_attention,
 };
 
 /// The kernel of every operator: the function that computes it from its inputs.
@@ -267,5 +280,50 @@ fn tile_product(ctx: &ComputeContext) -> ort::Result<()> {
     ctx.par_for(blocks.len(), blocks.len(), |block| {
         let mut out = blocks[block].lock().unwrap_or_else(PoisonError::into_inner);
         tiles::multiply_block(q, k, weights, rescale, block, &mut out);
+    })
+}
+
+/// `PackedAttention`'s computation (see the module's documentation).
+fn packed_attention(ctx: &ComputeContext) -> ort::Result<()> {
+    let qkv = ctx.input(0)?.ok_or_else(|| missing("input qkv"))?;
+    let (shape, qkv) = qkv.try_extract_tensor::<f32>()?;
+    let lengths = ctx.input(1)?.ok_or_else(|| missing("input lengths"))?;
+    let (_, lengths) = lengths.try_extract_tensor::<i64>()?;
+    let heads = ctx.input(2)?.ok_or_else(|| missing("input heads"))?;
+    let (_, heads) = heads.try_extract_tensor::<i64>()?;
+    let width = match &shape[..] {
+        [_, width] => *width as usize,
+        _ => return Err(ort::Error::new(format!("{PACKED_ATTENTION}: qkv is not [tokens, 3 · hidden]"))),
+    };
+    let (hidden, tokens) = (width / 3, qkv.len().checked_div(width).unwrap_or(0));
+    let heads = match heads {
+        [heads] if *heads > 0 => *heads as usize,
+        _ => return Err(ort::Error::new(format!("{PACKED_ATTENTION}: heads is not one positive count"))),
+    };
+    let head = hidden.checked_div(heads).unwrap_or(0);
+    if width != 3 * hidden || head == 0 || head * heads != hidden {
+        return Err(ort::Error::new(format!(
+            "{PACKED_ATTENTION}: rows of {width} are not 3 × {heads} heads"
+        )));
+    }
+    if lengths.iter().any(|&n| n < 0) || lengths.iter().sum::<i64>() != tokens as i64 {
+        return Err(ort::Error::new(format!("{PACKED_ATTENTION}: lengths do not add up to {tokens} tokens")));
+    }
+    let mut out = ctx.output(0, vec![tokens as i64, hidden as i64])?.ok_or_else(|| missing("output"))?;
+    let (_, mut out) = out.try_extract_tensor_mut::<f32>()?;
+    // A sequence per task, on the session's intra-op threads.
+    let mut sequences = Vec::with_capacity(lengths.len());
+    let mut qkv = qkv;
+    for &n in lengths {
+        let n = n as usize;
+        let (rows, rest) = qkv.split_at(n * width);
+        let (context, others) = std::mem::take(&mut out).split_at_mut(n * hidden);
+        sequences.push(Mutex::new((rows, context)));
+        (qkv, out) = (rest, others);
+    }
+    ctx.par_for(sequences.len(), sequences.len(), |s| {
+        let mut sequence = sequences[s].lock().unwrap_or_else(PoisonError::into_inner);
+        let (rows, ref mut context) = *sequence;
+        attention::attend(rows, hidden, heads, context);
     })
 }
