@@ -309,7 +309,7 @@ struct LayerOut {
     hidden: String,
     /// The token sizes after the layer (changed by merging).
     sizes: String,
-    /// The attention probabilities, where attention ran padded (never where pruning follows).
+    /// The attention probabilities, where attention ran padded (as it does where pruning follows).
     probs: Option<String>,
     /// Each weight product's input, in [`Product::ALL`] order (the down projection's only in
     /// fp32: int8 writes none).
