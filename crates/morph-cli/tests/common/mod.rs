@@ -2,8 +2,10 @@
 //! waiting, and network namespaces standing in for hosts.
 #![allow(dead_code)]
 
+use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -36,20 +38,75 @@ pub(crate) fn serve_with(args: &[&str]) -> Served {
 }
 
 impl Served {
-    /// Runs `cmd` (a `morph serve`) and waits for the address it prints once it serves.
+    /// Runs `cmd` (a `morph serve`) and waits for the address it prints once it serves; should
+    /// it stop first, the panic shows how it exited and the last lines of its log (stderr).
+    /// Backtraces are off in the child: their frames would push the error out of the lines kept.
     pub(crate) fn start(mut cmd: Command) -> Served {
-        cmd.stderr(Stdio::null());
-        Self::start_logged(cmd)
+        cmd.env("RUST_BACKTRACE", "0").env("RUST_LIB_BACKTRACE", "0");
+        let mut child =
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("starting morph serve");
+        let log = LogTail::drain(child.stderr.take().expect("stderr"));
+        Self::await_address(child, Some(log))
     }
 
     /// As [`Self::start`], its log (stderr) where `cmd` sends it.
     pub(crate) fn start_logged(mut cmd: Command) -> Served {
-        let mut child = cmd.stdout(Stdio::piped()).spawn().expect("starting morph serve");
+        let child = cmd.stdout(Stdio::piped()).spawn().expect("starting morph serve");
+        Self::await_address(child, None)
+    }
+
+    /// The child once it prints its address; else it is stopped, and the panic says how it
+    /// ended, with `log`'s lines where it was kept.
+    fn await_address(mut child: Child, log: Option<LogTail>) -> Served {
         let mut line = String::new();
         BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("stdout line");
-        let url =
-            line.trim().strip_prefix("morph listening on ").unwrap_or_else(|| panic!("{line:?}")).to_string();
-        Served { child, url }
+        if let Some(url) = line.trim().strip_prefix("morph listening on ") {
+            return Served { child, url: url.to_string() };
+        }
+        let _ = child.kill();
+        let status = child.wait().expect("the child's exit status");
+        let log = log.map_or_else(|| "(its log went where the command sent it)".to_string(), LogTail::lines);
+        panic!(
+            "morph serve printed {line:?} instead of its address and ended: {status}; its log ends:\n{log}"
+        )
+    }
+}
+
+/// The last lines a child writes to a pipe, read by a thread for the child's whole life so that
+/// the pipe never fills and blocks it.
+struct LogTail {
+    lines: Arc<Mutex<VecDeque<String>>>,
+    reader: std::thread::JoinHandle<()>,
+}
+
+impl LogTail {
+    const KEPT: usize = 40;
+    /// How long the lines are awaited once the child has ended: its worker processes, which
+    /// write to the same pipe, may keep it open after it.
+    const SETTLE: Duration = Duration::from_secs(2);
+
+    fn drain(pipe: impl std::io::Read + Send + 'static) -> LogTail {
+        let lines = Arc::new(Mutex::new(VecDeque::with_capacity(Self::KEPT)));
+        let kept = Arc::clone(&lines);
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                let mut tail = kept.lock().expect("log lines");
+                if tail.len() == Self::KEPT {
+                    tail.pop_front();
+                }
+                tail.push_back(line);
+            }
+        });
+        LogTail { lines, reader }
+    }
+
+    /// The kept lines, once the pipe is closed or [`Self::SETTLE`] has passed.
+    fn lines(self) -> String {
+        let settled = std::time::Instant::now() + Self::SETTLE;
+        while !self.reader.is_finished() && std::time::Instant::now() < settled {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Vec::from(self.lines.lock().expect("log lines").clone()).join("\n")
     }
 }
 
