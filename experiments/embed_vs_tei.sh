@@ -18,7 +18,8 @@
 #             the same checkpoint quantised by onnxruntime's quantize_dynamic, per channel;
 #   tei-fp32  the real TEI on that export in fp32 (TEI's default precision);
 #   morph (the defaults: int8 graphs where the CPU has int8 dot products, VNNI or AMX, else
-#             fp32), morph-fp32 and morph-int8 (the defaults with --dtype fp32 or int8);
+#             the dtype whose profile serves more), morph-fp32 and morph-int8 (the defaults
+#             with --dtype fp32 or int8);
 #   morph-like-tei  Morph configured like TEI (one FIFO, batches of at most 8 padded to their
 #             longest, fp32 graphs: --runtime dynamic:512x8 --dtype fp32): Morph, not TEI;
 #   morph-before (the defaults of another morph binary, $MORPH_BEFORE: an earlier commit);

@@ -9,7 +9,7 @@
 #      profile step 1 cached for it) on the same Poisson stream of AG News at RATE req/s (default
 #      0.8 x the chosen candidate's sequences/s, past saturation) for SECONDS: served req/s, p99,
 #      requests lost.
-#   3. The full profile of the chosen layout (`morph profile --dynamic`: 7 lengths x 5 batch sizes, 35
+#   3. The full profile of the chosen layout in its dtype (`morph profile --dynamic`: 7 lengths x 5 batch sizes, 35
 #      shapes as the shipped profiles have, its instances side by side), timed; then that layout
 #      served as in 2 from its fitted profile and from the full one (`--profile`), one after the
 #      other: the fitted profile's rate against the full one's.
@@ -70,16 +70,18 @@ for n in $counts; do
   after=$(ready "$start")
   stop
   cp "$tmp/serve.err" "$out/first_start_$n.log"
-  candidates=$(sed -n 's/.*candidate layout, by its profile instances=\([0-9]*\) threads=\([0-9]*\) sequences_per_s="\([0-9.]*\)".*/\1 x \2: \3/p' \
+  candidates=$(sed -n 's/.*candidate layout, by its profile instances=\([0-9]*\) threads=\([0-9]*\) sequences_per_s="\([0-9.]*\)" engine="\([^"]*\)".*/\4 \1 x \2: \3/p' \
     "$out/first_start_$n.log" | paste -sd, | sed 's/,/, /g')
   chosen=$(sed -n 's/.*runtimes from the engine.s profile runtime=\([^ ]*\) instances=\([0-9]*\) threads=\([0-9]*\).*/\2 x \3 (\1)/p' \
     "$out/first_start_$n.log")
   say "$n cores: /ready 200 after $after s, $(wc -l <"$out/first_start_$n.log") log lines; candidates (sequences/s by the fitted profile): $candidates; chosen $chosen"
 done
 export MORPH_HOME=$tmp/home-$cores
-read -r best_i best_t best_rate < <(sed -n 's/.*runtimes from the engine.s profile runtime=[^ ]* instances=\([0-9]*\) threads=\([0-9]*\).*/\1 \2/p' \
-  "$out/first_start_$cores.log" | while read -r i t; do
-  echo "$i $t $(sed -n "s/.*instances=$i threads=$t sequences_per_s=\"\([0-9.]*\)\".*/\1/p" "$out/first_start_$cores.log")"; done)
+read -r best_i best_t best_rate < <(sed -n 's/.*runtimes from the engine.s profile runtime=[^ ]* instances=\([0-9]*\) threads=\([0-9]*\) sequences_per_s="\([0-9.]*\)".*/\1 \2 \3/p' \
+  "$out/first_start_$cores.log")
+# The dtype it chose (both are measured on a CPU without int8 dot products): the full profile's.
+best_dtype=$(grep -q 'runtimes from the engine.s profile .*engine="onnxruntime-int8"' "$out/first_start_$cores.log" &&
+  echo int8 || echo fp32)
 rate=${rate:-$(python3 -c "print(round(0.8 * $best_rate))")}
 
 bench() { # bench LABEL: the AG News stream against $url; one line of layouts.txt
@@ -112,8 +114,8 @@ fi
 # 3. The chosen layout's full profile, and what it serves.
 start=$(date +%s.%N)
 pin "$cores"
-"${launch[@]}" "$bin" profile --model "$copy" --threads "$best_t" --side-by-side "$best_i" \
+"${launch[@]}" "$bin" profile --model "$copy" --threads "$best_t" --side-by-side "$best_i" --dtype "$best_dtype" \
   --dynamic --batches 1,2,4,8,16 --out "$out/full_profile.json" 2>"$tmp/profile.log"
 say "full profile of $best_i x $best_t (35 shapes, 7 runs each): $(python3 -c "print(round($(date +%s.%N) - $start, 1))") s"
 served "$best_i" "$best_t" "fitted profile"
-served "$best_i" "$best_t" "full profile" --profile "$out/full_profile.json"
+served "$best_i" "$best_t" "full profile" --profile "$out/full_profile.json" --dtype "$best_dtype"

@@ -44,9 +44,11 @@ pub(crate) struct EngineArgs {
     /// fp32. bf16 is refused: ONNX Runtime's CPU kernels have no bf16 MatMul. Default for
     /// `serve` and `profile`: int8 where Morph writes the graphs, in threads or worker
     /// processes, on a CPU with int8 dot products (VNNI, AMX; mean cosine to fp32 0.998, every
-    /// vector above 0.99; docs/serving.md), else fp32 (candle, a --onnx file, a CPU without
-    /// them, where int8 is no faster); `morph train` and the length predictor's encoder: fp32,
-    /// what their heads are fitted on.
+    /// vector above 0.99; docs/serving.md); on a CPU without them, `serve` with its runtimes
+    /// read off the profiles measures both on a first start and serves the faster, elsewhere
+    /// fp32 (int8's speed there differs by CPU: 0.95-2.1x fp32's); fp32 on candle and for a
+    /// --onnx file; `morph train` and the length predictor's encoder: fp32, what their heads
+    /// are fitted on.
     #[arg(long)]
     pub(crate) dtype: Option<Dtype>,
 }

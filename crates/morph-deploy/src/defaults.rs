@@ -48,6 +48,8 @@ pub(crate) struct ServeDefaults {
     pub runtime: RuntimeSpec,
     pub instances: usize,
     pub threads: u16,
+    /// Sequences per second this layout serves, by its profile.
+    pub rate: f64,
     pub buckets: Vec<Bucket>,
     /// The chosen layout's profile, and where it came from, for the log.
     pub profile: LatencyProfile,
@@ -116,17 +118,19 @@ fn choose(profiles: Vec<(LatencyProfile, Source)>, max_len: u32) -> anyhow::Resu
             instances,
             threads = p.threads.unwrap_or(1),
             sequences_per_s = format!("{rate:.0}"),
+            engine = p.engine.as_deref().unwrap_or("unnamed"),
             "candidate layout, by its profile"
         );
         (rate, p, source)
     });
-    let (_, profile, source) =
+    let (rate, profile, source) =
         rated.max_by(|a, b| a.0.total_cmp(&b.0)).context("no profile to choose a layout from")?;
     let plan = length_plan(&profile, max_len);
     Ok(ServeDefaults {
         runtime: RuntimeSpec::dynamic(max_len, plan.max_rows),
         instances: usize::from(profile.instances.unwrap_or(1)),
         threads: profile.threads.unwrap_or(1),
+        rate,
         buckets: plan.buckets,
         profile,
         cache_file: source.cache_file().map(Path::to_path_buf),
@@ -238,7 +242,7 @@ fn layout_profile(
             loaded.insert(Preloaded { pooling, backend })
         }
     };
-    let mut p = measure(&files.name, &loaded.backend, layout, steps)?;
+    let mut p = measure(&files.name, &loaded.backend, &key.engine, layout, steps)?;
     p.engine = Some(key.engine.clone());
     p.device = Some(key.device.clone());
     p.model_sha256 = Some(key.model_sha256.clone());
@@ -287,6 +291,7 @@ fn cache_dir() -> PathBuf {
 fn measure(
     model: &str,
     backend: &Backend,
+    engine: &str,
     layout: Layout,
     steps: &StartupSteps,
 ) -> anyhow::Result<LatencyProfile> {
@@ -300,7 +305,7 @@ fn measure(
         kind: ShapeKind::Dynamic,
         side_by_side: usize::from(layout.instances),
     };
-    let what = format!("profiling {} x {} thread(s)", layout.instances, layout.threads);
+    let what = format!("profiling {engine} in {} x {} thread(s)", layout.instances, layout.threads);
     steps.step(format!("{what}: 0/{}", MEASURED.len()));
     let mut done = 0;
     let points = measure_points(
@@ -353,6 +358,23 @@ pub(crate) fn serve_defaults(
     Ok(ServeDefaults { preloaded: loaded, ..choose(profiles, max_len)? })
 }
 
+/// Of the defaults for serving the model on each of `candidates` (the same engine in other
+/// dtypes), the engine and defaults whose chosen layout serves most by its profile.
+pub(crate) fn fastest(
+    candidates: Vec<(EngineKind, ServeDefaults)>,
+) -> anyhow::Result<(EngineKind, ServeDefaults)> {
+    for (engine, d) in &candidates {
+        tracing::info!(
+            engine = engine.label(),
+            instances = d.instances,
+            threads = d.threads,
+            sequences_per_s = format!("{:.0}", d.rate),
+            "candidate engine, by its fastest layout's profile"
+        );
+    }
+    candidates.into_iter().max_by(|a, b| a.1.rate.total_cmp(&b.1.rate)).context("no engine to choose from")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -377,6 +399,20 @@ mod tests {
             assert!(d.buckets.len() >= 3, "short inputs never share a batch with long ones: {d:?}");
             assert_eq!(d.runtime.max_batch, d.buckets.iter().map(|b| b.max_rows).max().unwrap());
         }
+    }
+
+    #[test]
+    fn of_the_engines_measured_the_one_whose_layout_serves_most_serves_in_either_order() {
+        let fp32 = choose(shipped("onnxruntime-cpu"), 512).unwrap();
+        let int8 = choose(shipped("onnxruntime-int8-cpu"), 512).unwrap();
+        let most = fp32.rate.max(int8.rate);
+        assert!(fp32.rate != int8.rate, "the shipped profiles rate the dtypes apart");
+        let engine = || crate::engine::tests::spec("candle").real().unwrap();
+        for candidates in [[fp32.clone(), int8.clone()], [int8, fp32]] {
+            let (_, chosen) = fastest(candidates.into_iter().map(|d| (engine(), d)).collect()).unwrap();
+            assert_eq!(chosen.rate, most);
+        }
+        assert!(fastest(Vec::new()).is_err());
     }
 
     #[test]

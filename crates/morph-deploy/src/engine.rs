@@ -40,8 +40,29 @@ impl EngineSpec {
         profile: Option<Arc<LatencyProfile>>,
         emulated_dim: usize,
     ) -> anyhow::Result<EngineKind> {
-        let graphs = self.onnx.is_none() && self.engine.runs_graphs;
+        let graphs = self.runs_own_graphs();
         self.kind(if graphs { default_graph_dtype() } else { Dtype::Fp32 }, profile, emulated_dim)
+    }
+
+    /// [`Self::serving`] in `dtype` unless `--dtype` names one.
+    pub fn serving_in(&self, dtype: Dtype) -> anyhow::Result<EngineKind> {
+        self.kind(dtype, None, 0)
+    }
+
+    /// The dtypes a first start measures Morph's own graphs in and serves the faster of, where
+    /// the dtype is left to the host: int8 and fp32 on a CPU without int8 dot products, where
+    /// int8's speed against fp32 differs by CPU (served 0.95-0.99x on one AVX2-only VM,
+    /// 1.4-2.1x on another: docs/serving.md, Int8 graphs). Empty where the dtype is given or the rule
+    /// ([`default_graph_dtype`]) decides.
+    pub fn dtypes_to_measure(&self) -> Vec<Dtype> {
+        match self.dtype.is_none() && self.runs_own_graphs() && host::int8_pairs_saturate() {
+            true => vec![Dtype::Int8, Dtype::Fp32],
+            false => Vec::new(),
+        }
+    }
+
+    fn runs_own_graphs(&self) -> bool {
+        self.onnx.is_none() && self.engine.runs_graphs
     }
 
     /// Refuses what the engine does not take.
@@ -108,14 +129,28 @@ pub fn default_graph_dtype() -> Dtype {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use morph_backend::engines::CandleEngine;
 
     use super::*;
 
-    fn spec(engine: &str) -> EngineSpec {
+    pub(crate) fn spec(engine: &str) -> EngineSpec {
         let engine = EngineEntry::find(engine).unwrap();
         EngineSpec { engine, ort_library: None, onnx: None, plans: Vec::new(), dtype: None }
+    }
+
+    #[test]
+    fn a_first_start_measures_both_dtypes_only_where_the_host_leaves_the_choice_open() {
+        let open = match host::int8_pairs_saturate() {
+            true => vec![Dtype::Int8, Dtype::Fp32],
+            false => Vec::new(),
+        };
+        assert_eq!(spec("ort").dtypes_to_measure(), open);
+        let named = EngineSpec { dtype: Some(Dtype::Fp32), ..spec("ort") };
+        assert!(named.dtypes_to_measure().is_empty(), "--dtype decides");
+        let file = EngineSpec { onnx: Some("m.onnx".into()), ..spec("ort") };
+        assert!(file.dtypes_to_measure().is_empty(), "an ONNX file has its own dtype");
+        assert!(spec("candle").dtypes_to_measure().is_empty());
     }
 
     #[test]

@@ -10,11 +10,12 @@ use morph_backend::engines::{DecoderEngine, OrtEngine};
 use morph_core::{LatencyProfile, RuntimeSpec, TokenPlan, time::ms_to_nanos};
 use morph_decoder::DecoderKernels;
 use morph_encoder::tasks::served::TaskHeads;
+use morph_fetch::ModelFiles;
 use morph_policy::registry::{self, Family, PolicyKind};
 use morph_server::prediction::PredictorConfig;
 use morph_server::{Deployment, StartupSteps};
 
-use crate::defaults::{ServeDefaults, Wanted, refits_kept_in, serve_defaults};
+use crate::defaults::{ServeDefaults, Wanted, fastest, refits_kept_in, serve_defaults};
 use crate::prompt_cache::prompt_cache;
 use crate::spec::{MaxQueue, ServeSpec, Task};
 
@@ -55,16 +56,17 @@ impl ServeSpec {
                 (Some(self.model.fetch()?), engine, PredictorConfig::None)
             }
         };
-        let profiled = match &model {
+        let (engine, profiled) = match &model {
             Some(files) if self.profiled_defaults(policy, &engine) => {
-                let d = serve_defaults(files, &engine, PROFILED_MAX_LEN, self.wanted_layout()?, steps)?;
+                let (engine, d) = self.profiled(files, engine, steps)?;
                 tracing::info!(
-                    runtime = %d.runtime, instances = d.instances, threads = d.threads, profile = %d.source,
+                    runtime = %d.runtime, instances = d.instances, threads = d.threads,
+                    sequences_per_s = format!("{:.0}", d.rate), profile = %d.source, engine = engine.label(),
                     "runtimes from the engine's profile"
                 );
-                Some(d)
+                (engine, Some(d))
             }
-            _ => None,
+            _ => (engine, None),
         };
         let (runtimes, instances, threads) = match &profiled {
             Some(d) => (vec![d.runtime], d.instances, Some(d.threads)),
@@ -181,6 +183,31 @@ impl ServeSpec {
     fn wanted_layout(&self) -> anyhow::Result<Wanted> {
         let instances = self.instances.map(u16::try_from).transpose().context("--instances")?;
         Ok(Wanted { instances, threads: self.threads })
+    }
+
+    /// The defaults read off `engine`'s profiles; where the host leaves the dtype to
+    /// measurement ([`crate::engine::EngineSpec::dtypes_to_measure`]), off each dtype's, and the
+    /// engine in the dtype that serves more.
+    fn profiled(
+        &self,
+        files: &ModelFiles,
+        engine: EngineKind,
+        steps: &StartupSteps,
+    ) -> anyhow::Result<(EngineKind, ServeDefaults)> {
+        let wanted = self.wanted_layout()?;
+        let measured = self.engine.dtypes_to_measure();
+        let engines = match measured.is_empty() {
+            true => vec![engine],
+            false => {
+                measured.into_iter().map(|dtype| self.engine.serving_in(dtype)).collect::<Result<_, _>>()?
+            }
+        };
+        let mut candidates = Vec::with_capacity(engines.len());
+        for engine in engines {
+            let defaults = serve_defaults(files, &engine, PROFILED_MAX_LEN, wanted, steps)?;
+            candidates.push((engine, defaults));
+        }
+        fastest(candidates)
     }
 
     /// Whether the runtimes come from the engine's profile: an encoder on ONNX Runtime, whole,
