@@ -3,7 +3,7 @@
 //! operators).
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use morph_engine::EngineError;
 use ort::environment::Environment;
@@ -14,6 +14,13 @@ use crate::ort_kernels;
 
 /// The process's one ONNX Runtime environment, and the library it was loaded from.
 static ENVIRONMENT: OnceLock<Result<(PathBuf, Environment), String>> = OnceLock::new();
+
+/// Whether a session with Morph's operators has been built in this process. ONNX Runtime adds
+/// a custom operators' domain to a process-wide map the first time a session uses it, checking
+/// and adding without a lock: two sessions built at once the first time can both add it, and one
+/// fails ("the domain is already exist"; onnxruntime issue 22663). So sessions are built one at
+/// a time until one has been; after that the domain is found and none adds it.
+static DOMAIN_ADDED: Mutex<bool> = Mutex::new(false);
 
 /// Loads the ONNX Runtime library at `library` (once per process) and returns the environment.
 pub fn environment(library: &Path) -> Result<&'static Environment, EngineError> {
@@ -90,5 +97,17 @@ pub(crate) fn build_session(
         }
         builder.commit_from_memory(model)
     };
-    build().map_err(|e| EngineError::Load(format!("ONNX Runtime session: {e}")))
+    once_domain_added(build).map_err(|e| EngineError::Load(format!("ONNX Runtime session: {e}")))
+}
+
+/// `build`, alone while no session has added Morph's operator domain ([`DOMAIN_ADDED`]).
+fn once_domain_added(build: impl FnOnce() -> ort::Result<Session>) -> ort::Result<Session> {
+    let mut added = DOMAIN_ADDED.lock().unwrap_or_else(PoisonError::into_inner);
+    if *added {
+        drop(added);
+        return build();
+    }
+    let built = build();
+    *added = built.is_ok();
+    built
 }
