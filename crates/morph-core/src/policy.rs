@@ -48,7 +48,10 @@ pub enum Event {
     /// The batch last started on `instance` ended and it is idle again. `requests` are the
     /// ones the [`Action::Run`] started (none for an emptied continuous batch); `failed`: the
     /// engine failed and they were answered with its error (none goes on to a next stage).
-    BatchDone { instance: InstanceId, requests: Vec<RequestId>, failed: bool },
+    /// `computed`: how long the engine computed the batch, where it measured that (its wall
+    /// time less the time its thread waited for a core the host's other threads held); `None`:
+    /// the batch took the time between its start and this event (the simulator's clock).
+    BatchDone { instance: InstanceId, requests: Vec<RequestId>, failed: bool, computed: Option<Nanos> },
     /// The worker of `instance` is gone (it crashed, or stopped answering and was declared
     /// dead): the instance has left (the policy must not name it again). Of the batch it was
     /// running, `retried` are waiting again at that instance's stage (their first loss: the

@@ -12,6 +12,7 @@ pub mod cores;
 pub mod emulated;
 pub mod host;
 mod mapped;
+mod on_core;
 mod start;
 pub mod thread;
 pub mod timing;
@@ -21,7 +22,7 @@ pub use cores::{CoreBudget, CoreShare, Cores, ModelCores};
 pub use emulated::EmulatedRuntime;
 pub use mapped::map_prepared;
 pub use start::StartTimes;
-pub use thread::{EngineHandle, EngineThread};
+pub use thread::{EngineHandle, EngineThread, Ran};
 
 use morph_core::{RuntimeSpec, TaskId, TokenPlan};
 

@@ -2,14 +2,23 @@
 //! [`EngineHandle`]. Each batch travels with a oneshot for its reply; dropping the
 //! [`EngineThread`] finishes the batches sent before and joins the thread.
 
-use morph_core::{RuntimeSpec, TokenPlan};
+use morph_core::{Nanos, RuntimeSpec, TokenPlan};
 use tokio::sync::oneshot;
 
 use crate::actor::{Actor, Postbox};
 use crate::cores::{CoreShare, Cores};
+use crate::on_core::OnCore;
 use crate::{Engine, EngineError, Rows};
 
-type Reply = oneshot::Sender<Result<Vec<Vec<f32>>, EngineError>>;
+type Reply = oneshot::Sender<Result<Ran, EngineError>>;
+
+/// A batch's outputs, and how long the engine computed it ([`OnCore`]: not the time it waited
+/// for its cores, or for a core the host's other threads held).
+#[derive(Debug)]
+pub struct Ran {
+    pub vectors: Vec<Vec<f32>>,
+    pub computed: Nanos,
+}
 
 /// A batch to run and where its outputs go.
 struct Batch {
@@ -49,10 +58,12 @@ impl EngineThread {
         let actor = Actor::spawn(name, move |mailbox| {
             while let Some(Batch { rows, plan, reply }) = mailbox.recv() {
                 let held = cores.as_ref().map(|(share, threads)| share.hold(*threads));
+                let clock = OnCore::start();
                 let out = engine.run(rows.as_input(), plan).and_then(finite);
+                let computed = clock.took();
                 drop(held);
                 // The requester may have gone away; its result is simply dropped.
-                let _ = reply.send(out);
+                let _ = reply.send(out.map(|vectors| Ran { vectors, computed }));
             }
         })?;
         Ok(Self { actor, runtime })
@@ -77,7 +88,7 @@ impl EngineHandle {
     }
 
     /// Runs one batch on the engine's thread under token plan `plan`.
-    pub async fn run(&self, rows: Rows, plan: TokenPlan) -> Result<Vec<Vec<f32>>, EngineError> {
+    pub async fn run(&self, rows: Rows, plan: TokenPlan) -> Result<Ran, EngineError> {
         let (reply, rx) = oneshot::channel();
         self.postbox.send(Batch { rows, plan, reply }).map_err(|_| EngineError::Stopped)?;
         rx.await.map_err(|_| EngineError::Stopped)?
@@ -102,11 +113,17 @@ mod tests {
         let worker = EngineThread::spawn("test".into(), Box::new(engine)).unwrap();
         let handle = worker.handle();
         let tokens = |rows| Rows::Tokens(rows);
-        assert_eq!(handle.run(tokens(vec![vec![1, 2]]), TokenPlan::Plain).await.unwrap().len(), 1);
+        let ran = handle.run(tokens(vec![vec![1, 2]]), TokenPlan::Plain).await.unwrap();
+        assert_eq!(ran.vectors.len(), 1);
+        // The emulated engine sleeps its profile's 1 ms: time it held no core, yet computed.
+        assert!(ran.computed > 0, "{ran:?}");
         let too_long = handle.run(tokens(vec![vec![1; 9]]), TokenPlan::Plain).await;
         assert!(matches!(too_long, Err(EngineError::Shape { .. })));
         drop(worker);
-        assert_eq!(handle.run(tokens(vec![vec![1]]), TokenPlan::Plain).await, Err(EngineError::Stopped));
+        assert!(matches!(
+            handle.run(tokens(vec![vec![1]]), TokenPlan::Plain).await,
+            Err(EngineError::Stopped)
+        ));
     }
 
     #[test]

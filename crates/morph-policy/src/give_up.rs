@@ -226,7 +226,7 @@ mod tests {
 
     fn done(p: &mut GiveUpLate, ms: u64, ids: &[u64]) -> Vec<Action> {
         let requests = ids.iter().map(|i| RequestId(*i)).collect();
-        event(p, ms, Event::BatchDone { instance: InstanceId(0), requests, failed: false })
+        event(p, ms, Event::BatchDone { instance: InstanceId(0), requests, failed: false, computed: None })
     }
 
     fn run(id: u64) -> Action {

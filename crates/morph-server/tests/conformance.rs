@@ -92,7 +92,9 @@ impl Policy for Script {
                 }
                 _ => self.held.push(r),
             },
-            Event::BatchDone { instance, requests, failed: false } if Some(instance) == self.stages[0] => {
+            Event::BatchDone { instance, requests, failed: false, .. }
+                if Some(instance) == self.stages[0] =>
+            {
                 let plan = BatchPlan { tokens: TokenPlan::Merge(1), then: Then::Finish };
                 let next = self.stages[1].expect("stage 1");
                 actions.push(Action::Run { instance: next, requests, plan });

@@ -554,7 +554,7 @@ impl<'a, I: Iterator<Item = SimRequest>> ModelRun<'a, I> {
                 }
                 SimEvent::BatchDone { instance: id, .. } => {
                     world.ended(id);
-                    ledger.batch_done(now, id, false, effects);
+                    ledger.batch_done(now, id, false, None, effects);
                 }
                 SimEvent::InstanceUp(ticket) => {
                     if let Some((unit, host, start, took)) = world.launching.remove(&ticket) {

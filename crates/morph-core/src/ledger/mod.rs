@@ -28,7 +28,7 @@ use crate::instance::{InstanceId, InstanceInfo};
 use crate::policy::{Action, BatchPlan, Event, Policy, Then};
 use crate::request::{Generation, RequestId, RequestInfo, ServiceClass};
 use crate::step::{Pending, StepPlan};
-use crate::time::Time;
+use crate::time::{Nanos, Time};
 use crate::unit::{Launched, Ticket, UnitKind, UnitSpec};
 use book::{Book, Entry};
 
@@ -196,8 +196,16 @@ impl Ledger {
         id
     }
 
-    /// The encoder batch on `instance` ended (`failed`: with the engine's error).
-    pub fn batch_done(&mut self, now: Time, instance: InstanceId, failed: bool, effects: &mut Vec<Effect>) {
+    /// The encoder batch on `instance` ended (`failed`: with the engine's error; `computed`: as
+    /// [`Event::BatchDone`] has it).
+    pub fn batch_done(
+        &mut self,
+        now: Time,
+        instance: InstanceId,
+        failed: bool,
+        computed: Option<Nanos>,
+        effects: &mut Vec<Effect>,
+    ) {
         let Some(state) = self.state_mut(instance) else { return };
         let Work::Batch { requests, plan, .. } = std::mem::replace(&mut state.work, Work::Idle) else {
             return;
@@ -217,7 +225,7 @@ impl Ledger {
                 effects.push(Effect::Answer { request: r, outcome });
             }
         }
-        self.tell(now, Event::BatchDone { instance, requests, failed }, effects);
+        self.tell(now, Event::BatchDone { instance, requests, failed, computed }, effects);
         for request in gone {
             self.tell(now, Event::Cancelled { request }, effects);
         }
@@ -284,7 +292,11 @@ impl Ledger {
                 let Some(state) = self.state_mut(instance) else { return };
                 if matches!(&state.work, Work::Continuous { running, .. } if running.is_empty()) {
                     state.work = Work::Idle;
-                    self.tell(now, Event::BatchDone { instance, requests: Vec::new(), failed }, effects);
+                    self.tell(
+                        now,
+                        Event::BatchDone { instance, requests: Vec::new(), failed, computed: None },
+                        effects,
+                    );
                 }
             }
             Work::Batch { left, requests, .. } => {
@@ -294,7 +306,7 @@ impl Ledger {
                     return;
                 }
                 if let Work::Batch { requests, .. } = std::mem::replace(&mut state.work, Work::Idle) {
-                    self.tell(now, Event::BatchDone { instance, requests, failed }, effects);
+                    self.tell(now, Event::BatchDone { instance, requests, failed, computed: None }, effects);
                 }
             }
             Work::Idle => {}

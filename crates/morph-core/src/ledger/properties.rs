@@ -94,7 +94,7 @@ proptest! {
                 }
                 Step::Tick => ledger.tick(now, &mut effects),
                 Step::BatchDone { instance, failed } => {
-                    ledger.batch_done(now, InstanceId(*instance), *failed, &mut effects)
+                    ledger.batch_done(now, InstanceId(*instance), *failed, None, &mut effects)
                 }
                 Step::Cancel { request } => ledger.cancel(now, RequestId(*request), &mut effects),
                 Step::Lost { instance } => ledger.instance_lost(now, InstanceId(*instance), &mut effects),
@@ -123,7 +123,7 @@ proptest! {
             let mut effects = Vec::new();
             ledger.tick(Time(1000 + round), &mut effects);
             for instance in 0..5 {
-                ledger.batch_done(Time(1000 + round), InstanceId(instance), false, &mut effects);
+                ledger.batch_done(Time(1000 + round), InstanceId(instance), false, None, &mut effects);
             }
             for effect in &effects {
                 if let Effect::Answer { request, .. } = effect {

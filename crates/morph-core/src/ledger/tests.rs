@@ -226,7 +226,7 @@ fn handing_on_from_the_last_stage_or_a_whole_model_is_refused() {
     }]);
     assert!(!effects.iter().any(|e| matches!(e, Effect::Refused(_))));
     let mut effects = Vec::new();
-    f.ledger.batch_done(Time(3), InstanceId(0), false, &mut effects);
+    f.ledger.batch_done(Time(3), InstanceId(0), false, None, &mut effects);
     assert_eq!(effects, vec![Effect::Forward { request: RequestId(1), stage: 1 }]);
     let last = Action::Run { instance: InstanceId(1), requests: r(&[1]), plan: BatchPlan::next_stage() };
     assert_eq!(refused(&f.on_tick(vec![last])), Violation::NoNextStage { instance: InstanceId(1) });
@@ -262,7 +262,7 @@ fn only_idle_instances_are_retired() {
     f.arrive(EMBED, vec![run(0, &[0])]);
     let retire = Action::Retire { instance: InstanceId(0) };
     assert_eq!(refused(&f.on_tick(vec![retire.clone()])), Violation::RetireBusy { instance: InstanceId(0) });
-    f.ledger.batch_done(Time(3), InstanceId(0), false, &mut Vec::new());
+    f.ledger.batch_done(Time(3), InstanceId(0), false, None, &mut Vec::new());
     assert_eq!(f.on_tick(vec![retire.clone()]), vec![Effect::Retire { instance: InstanceId(0) }]);
     let gone = Violation::UnknownInstance { action: "Retire", instance: InstanceId(0) };
     assert_eq!(refused(&f.on_tick(vec![retire])), gone);
@@ -331,7 +331,7 @@ fn a_cancelled_embedding_finishes_its_batch_and_is_discarded() {
     let mut effects = Vec::new();
     f.ledger.cancel(Time(3), RequestId(1), &mut effects);
     assert!(effects.is_empty(), "nothing stops an encoder batch");
-    f.ledger.batch_done(Time(4), InstanceId(0), false, &mut effects);
+    f.ledger.batch_done(Time(4), InstanceId(0), false, None, &mut effects);
     assert_eq!(
         effects,
         vec![
@@ -350,12 +350,12 @@ fn a_request_cancelled_between_stages_is_reported_after_its_batch() {
     f.ledger.cancel(Time(3), RequestId(0), &mut Vec::new());
     f.events();
     let mut effects = Vec::new();
-    f.ledger.batch_done(Time(4), InstanceId(0), false, &mut effects);
+    f.ledger.batch_done(Time(4), InstanceId(0), false, None, &mut effects);
     assert_eq!(effects, vec![Effect::Answer { request: RequestId(0), outcome: Outcome::Cancelled }]);
     assert_eq!(
         f.events(),
         vec![
-            Event::BatchDone { instance: InstanceId(0), requests: r(&[0]), failed: false },
+            Event::BatchDone { instance: InstanceId(0), requests: r(&[0]), failed: false, computed: None },
             Event::Cancelled { request: RequestId(0) },
         ]
     );
@@ -448,7 +448,7 @@ fn a_continuous_batch_resumes_after_the_policy_answered_with_its_joins() {
         f.events(),
         vec![
             Event::SequencesDone { instance: InstanceId(0), requests: r(&[1, 2]), pending: vec![] },
-            Event::BatchDone { instance: InstanceId(0), requests: vec![], failed: false },
+            Event::BatchDone { instance: InstanceId(0), requests: vec![], failed: false, computed: None },
         ]
     );
 }
@@ -469,7 +469,12 @@ fn a_static_batch_of_generations_answers_each_and_ends_with_its_longest() {
     f.ledger.iteration_done(Time(4), InstanceId(0), &r(&[0]), false, &[], &mut effects);
     assert_eq!(
         f.events(),
-        vec![Event::BatchDone { instance: InstanceId(0), requests: r(&[0, 1]), failed: false }]
+        vec![Event::BatchDone {
+            instance: InstanceId(0),
+            requests: r(&[0, 1]),
+            failed: false,
+            computed: None
+        }]
     );
 }
 
@@ -483,7 +488,7 @@ fn a_failed_batch_answers_its_requests_with_the_error_and_hands_none_on() {
         plan: BatchPlan::next_stage(),
     }]);
     let mut effects = Vec::new();
-    f.ledger.batch_done(Time(3), InstanceId(0), true, &mut effects);
+    f.ledger.batch_done(Time(3), InstanceId(0), true, None, &mut effects);
     assert_eq!(effects, vec![Effect::Answer { request: RequestId(0), outcome: Outcome::Failed }]);
     assert!(f.ledger.unanswered().is_empty());
 }
@@ -493,7 +498,7 @@ fn the_book_keeps_only_the_window_of_unanswered_requests() {
     let mut f = Fixture::new(&[encoder()]);
     for i in 0..100 {
         f.arrive(EMBED, vec![run(0, &[i])]);
-        f.ledger.batch_done(Time(2), InstanceId(0), false, &mut Vec::new());
+        f.ledger.batch_done(Time(2), InstanceId(0), false, None, &mut Vec::new());
     }
     assert!(f.ledger.unanswered().is_empty());
     assert_eq!(f.ledger.book.slots_len(), 0);

@@ -59,7 +59,11 @@ fn arrive(policy: &mut ArloPolicy, id: u64, len: u32) -> Vec<(u32, u64)> {
 
 fn done(policy: &mut ArloPolicy, instance: u32) -> Vec<(u32, u64)> {
     let requests: Vec<RequestId> = Vec::new();
-    runs(policy, 100, Event::BatchDone { instance: InstanceId(instance), requests, failed: false })
+    runs(
+        policy,
+        100,
+        Event::BatchDone { instance: InstanceId(instance), requests, failed: false, computed: None },
+    )
 }
 
 #[test]

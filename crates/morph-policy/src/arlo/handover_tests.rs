@@ -135,7 +135,9 @@ fn case(seed: u64) -> u64 {
             check = !matches!(next, Next::Done(_));
             let event = match next {
                 Next::Tick => Event::Tick,
-                Next::Done(instance) => Event::BatchDone { instance, requests: Vec::new(), failed: false },
+                Next::Done(instance) => {
+                    Event::BatchDone { instance, requests: Vec::new(), failed: false, computed: None }
+                }
                 Next::Up(ticket, max_len, batch, dynamic, fallback) => {
                     let runtime = if dynamic {
                         RuntimeSpec::dynamic(max_len, batch)

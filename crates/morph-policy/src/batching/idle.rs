@@ -73,6 +73,11 @@ impl IdleSet {
         }
     }
 
+    /// No instance is idle.
+    pub(super) fn is_empty(&self) -> bool {
+        self.first == NONE
+    }
+
     /// The idle instances, most recently idle first.
     pub(super) fn walk(&self) -> impl Iterator<Item = usize> + '_ {
         let mut at = self.first;

@@ -9,8 +9,8 @@
 //! batches served ([`refine`]).
 
 use morph_core::{
-    Action, BatchPlan, DropReason, Event, Gauge, InstanceId, InstanceInfo, LatencyProfile, PaddedShape,
-    Policy, RequestId, RequestInfo, RuntimeSpec, Then, Time, TokenPlan, UnitSpec,
+    Action, BatchPlan, DropReason, Event, Gauge, InstanceId, InstanceInfo, LatencyProfile, Nanos,
+    PaddedShape, Policy, RequestId, RequestInfo, RuntimeSpec, Then, Time, TokenPlan, UnitSpec,
 };
 use serde_json::json;
 
@@ -68,8 +68,8 @@ impl DynamicBatchingConfig {
 }
 
 /// An instance up, and while it is busy, its batch (kept to hand on to the next stage) and
-/// when it started at which padded shape. One record per instance, so that a batch's start and
-/// end each touch one place (at tens of thousands of instances, the cache decides the speed).
+/// how it started. One record per instance, so that a batch's start and end each touch one
+/// place (at tens of thousands of instances, the cache decides the speed).
 #[derive(Debug)]
 struct InstanceState {
     unit: UnitSpec,
@@ -77,7 +77,15 @@ struct InstanceState {
     stage: usize,
     last: bool,
     running: Vec<RequestInfo>,
-    started: Option<(Time, PaddedShape)>,
+    started: Option<Started>,
+}
+
+/// When a batch started, at which padded shape, and whether every other instance was busy then.
+#[derive(Debug, Clone, Copy)]
+struct Started {
+    at: Time,
+    shape: PaddedShape,
+    all_busy: bool,
 }
 
 #[derive(Debug)]
@@ -164,7 +172,8 @@ impl DynamicBatching {
                 continue;
             }
             self.taken.push(k);
-            state.started = Some((now, state.runtime.padded_shape(longest, requests.len() as u32)));
+            let shape = state.runtime.padded_shape(longest, requests.len() as u32);
+            state.started = Some(Started { at: now, shape, all_busy: false });
             let then = if state.last { Then::Finish } else { Then::NextStage };
             actions.push(Action::Run {
                 instance: InstanceId(k as u32),
@@ -172,8 +181,16 @@ impl DynamicBatching {
                 plan: BatchPlan { tokens: self.config.plan, then },
             });
         }
-        for k in self.taken.drain(..) {
+        for &k in &self.taken {
             self.idle.remove(k);
+        }
+        let all_busy = self.idle.is_empty();
+        for k in self.taken.drain(..) {
+            if let Some(Started { all_busy: busy, .. }) =
+                self.instances[k].as_mut().and_then(|s| s.started.as_mut())
+            {
+                *busy = all_busy;
+            }
         }
     }
 
@@ -223,8 +240,9 @@ impl DynamicBatching {
         }
     }
 
-    fn batch_done(&mut self, now: Time, instance: InstanceId, failed: bool) {
+    fn batch_done(&mut self, now: Time, instance: InstanceId, failed: bool, computed: Option<Nanos>) {
         let Some(state) = self.instances.get_mut(at(instance)).and_then(Option::as_mut) else { return };
+        let all_busy = self.idle.is_empty();
         self.idle.push_first(at(instance));
         let started = state.started.take();
         // The batch's list keeps its allocation for the instance's next batch.
@@ -234,14 +252,20 @@ impl DynamicBatching {
             }
         }
         state.running.clear();
-        // Only a whole model's batches that ran to the end time what the profile priced.
+        // Only a whole model's batches that ran to the end time what the profile priced, and
+        // only those that ran as the profile measured them: beside every other instance busy
+        // (one that ran alone at light load is faster; the profile would learn the load).
         let whole_model = self.queues.len() == 1;
-        if let (Some(refiner), Some((at_start, shape))) = (&mut self.refiner, started)
+        if let (Some(refiner), Some(started)) = (&mut self.refiner, started)
             && whole_model
             && !failed
+            && started.all_busy
+            && all_busy
         {
-            let ms = morph_core::time::nanos_to_ms(now.since(at_start));
-            if let Some(buckets) = refiner.served(shape, ms, &self.config.buckets, self.longest_runtime) {
+            let ms = morph_core::time::nanos_to_ms(computed.unwrap_or_else(|| now.since(started.at)));
+            if let Some(buckets) =
+                refiner.served(started.shape, ms, &self.config.buckets, self.longest_runtime)
+            {
                 let bounds: Vec<(u32, u32)> = buckets.iter().map(|b| (b.max_len, b.max_rows)).collect();
                 tracing::info!(refits = refiner.changes, ?bounds, "buckets replanned to the batches served");
                 self.rebucket(buckets);
@@ -290,8 +314,8 @@ impl Policy for DynamicBatching {
             Event::InstanceUp { instance, .. } => self.instance_up(instance),
             Event::Arrival(request) => self.admit(request, actions),
             Event::Cancelled { request } => self.cancelled(request),
-            Event::BatchDone { instance, failed, mut requests } => {
-                self.batch_done(now, instance, failed);
+            Event::BatchDone { instance, failed, mut requests, computed } => {
+                self.batch_done(now, instance, failed, computed);
                 requests.clear();
                 self.spare_lists.push(requests);
             }
@@ -375,7 +399,8 @@ mod tests {
         }
         assert_eq!(p.next_start(), None, "every instance is busy");
         assert!(arrive(&mut p, 4, 10).is_empty());
-        let done = |i| Event::BatchDone { instance: InstanceId(i), requests: vec![], failed: false };
+        let done =
+            |i| Event::BatchDone { instance: InstanceId(i), requests: vec![], failed: false, computed: None };
         let mut out = Vec::new();
         p.on_event(Time(5), done(1), &mut out);
         assert_eq!(out, vec![run(1, &[4])]);
@@ -392,7 +417,8 @@ mod tests {
         for id in 0..4 {
             assert_eq!(arrive(&mut p, id, 10), vec![run(id as u32, &[id])], "lowest id first at the start");
         }
-        let done = |i| Event::BatchDone { instance: InstanceId(i), requests: vec![], failed: false };
+        let done =
+            |i| Event::BatchDone { instance: InstanceId(i), requests: vec![], failed: false, computed: None };
         for (t, i) in [(5, 1), (6, 3), (7, 0)] {
             p.on_event(Time(t), done(i), &mut Vec::new());
         }
@@ -418,7 +444,7 @@ mod tests {
         let mut out = Vec::new();
         p.on_event(
             Time(10),
-            Event::BatchDone { instance: InstanceId(0), requests: vec![], failed: false },
+            Event::BatchDone { instance: InstanceId(0), requests: vec![], failed: false, computed: None },
             &mut out,
         );
         // 3 rows padded to 30 = 90 tokens fit 100; a 4th row would be 120.
@@ -435,7 +461,8 @@ mod tests {
         assert!(arrive(&mut p, 4, 10).is_empty());
         // instance 0 (max_len 64) cannot take the 200-token head, so FIFO waits for instance 1
         let mut out = Vec::new();
-        let done = |i| Event::BatchDone { instance: InstanceId(i), requests: vec![], failed: false };
+        let done =
+            |i| Event::BatchDone { instance: InstanceId(i), requests: vec![], failed: false, computed: None };
         p.on_event(Time(5), done(0), &mut out);
         assert!(out.is_empty());
         p.on_event(Time(6), done(1), &mut out);
@@ -460,7 +487,12 @@ mod tests {
         );
         assert!(arrive(&mut p, 2, 10).is_empty(), "stage 0 is busy");
         let mut out = Vec::new();
-        let done = Event::BatchDone { instance: InstanceId(0), requests: vec![RequestId(1)], failed: false };
+        let done = Event::BatchDone {
+            instance: InstanceId(0),
+            requests: vec![RequestId(1)],
+            failed: false,
+            computed: None,
+        };
         p.on_event(Time(3), done, &mut out);
         let last = BatchPlan { tokens: TokenPlan::Merge(1), then: Then::Finish };
         assert_eq!(
@@ -496,7 +528,8 @@ mod tests {
                 next += 1;
             }
             let mut out = Vec::new();
-            let done = Event::BatchDone { instance: InstanceId(0), requests: vec![], failed: false };
+            let done =
+                Event::BatchDone { instance: InstanceId(0), requests: vec![], failed: false, computed: None };
             p.on_event(Time(next), done, &mut out);
             let [Action::Run { requests, .. }] = out.as_slice() else { panic!("one batch: {out:?}") };
             if requests.contains(&RequestId(6)) {
@@ -605,7 +638,7 @@ mod tests {
                 let (refits, waiting) = (p.describe()["bucket_refits"].clone(), p.queue_len());
                 p.on_event(
                     now,
-                    Event::BatchDone { instance: InstanceId(0), requests, failed: false },
+                    Event::BatchDone { instance: InstanceId(0), requests, failed: false, computed: None },
                     &mut out,
                 );
                 if p.describe()["bucket_refits"] != refits {
@@ -620,5 +653,64 @@ mod tests {
         assert_eq!(p.queue_len(), 0);
         served.sort_unstable();
         assert_eq!(served, (0..64 * 4).collect::<Vec<_>>());
+    }
+
+    /// Bucket refits of a policy planned from a profile where a call costs 0.5 ms, on two
+    /// instances serving 40-token inputs whose batches take 20 ms a call by the clock (and
+    /// 0.25 ms a padded token), each reported as `computed` from its clock time. `at_once`
+    /// arrive together (both instances busy until the queue empties), else one at a time,
+    /// each served before the next arrives (one instance busy, the other idle).
+    fn refits(at_once: bool, computed: fn(Nanos) -> Option<Nanos>) -> u64 {
+        let prior = morph_core::fixtures::linear_profile(0.5, 0.25);
+        let buckets = plan::length_plan(&prior, 512).buckets;
+        let config = DynamicBatchingConfig {
+            buckets,
+            refine_every: 8,
+            max_batch_tokens: 1 << 20,
+            ..Default::default()
+        };
+        let mut p = DynamicBatching::new(config).refined_from(&prior, None);
+        let unit = morph_core::UnitSpec::batch(RuntimeSpec::dynamic(512, 16));
+        for id in [0, 1] {
+            let instance = InstanceInfo { id: InstanceId(id), unit, host: HostId(0) };
+            p.on_event(Time::ZERO, Event::InstanceUp { instance, launch: None }, &mut Vec::new());
+        }
+        let (mut now, mut out, mut running) = (Time::ZERO, Vec::new(), Vec::new());
+        let arrive = |p: &mut DynamicBatching, id: u64, now: Time, out: &mut Vec<Action>| {
+            p.on_event(now, Event::Arrival(morph_core::fixtures::request(id, 40, now)), out)
+        };
+        let requests = 400;
+        if at_once {
+            (0..requests).for_each(|id| arrive(&mut p, id, now, &mut out));
+        }
+        for id in 0..requests {
+            if !at_once {
+                arrive(&mut p, id, now, &mut out);
+            }
+            // Runs started end in the order they end, each freeing its instance for the next.
+            loop {
+                for action in out.drain(..) {
+                    let Action::Run { instance, requests, .. } = action else { panic!("{action:?}") };
+                    let took = morph_core::time::ms_to_nanos(20.0 + 0.25 * 40.0 * requests.len() as f64);
+                    running.push((Time(now.0 + took), took, instance, requests));
+                }
+                running.sort_by_key(|r| std::cmp::Reverse(r.0));
+                let Some((end, took, instance, requests)) = running.pop() else { break };
+                now = end;
+                let done = Event::BatchDone { instance, requests, failed: false, computed: computed(took) };
+                p.on_event(now, done, &mut out);
+            }
+        }
+        p.describe()["bucket_refits"].as_u64().unwrap()
+    }
+
+    #[test]
+    fn buckets_are_refined_only_by_batches_timed_as_the_profile_was_beside_every_instance_busy() {
+        let by_the_clock = |_| None;
+        assert!(refits(true, by_the_clock) > 0, "served at 40x the profiled cost a call, both busy");
+        assert_eq!(refits(false, by_the_clock), 0, "a batch beside an idle instance is not weighed");
+        // The engine says each computed as profiled: its clock time was the host's, not the batch's.
+        let as_profiled = |took: Nanos| Some(took - morph_core::time::ms_to_nanos(19.5));
+        assert_eq!(refits(true, as_profiled), 0, "the engine's computed time is weighed, not the clock's");
     }
 }

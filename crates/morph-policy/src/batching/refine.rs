@@ -6,7 +6,9 @@
 //! rounding, and the plan's thresholds would flip on it), the buckets are planned from it
 //! ([`length_plan`]), and the policy takes them when they differ from its own. A refit that
 //! replans is also handed to the deployment's [`RefitSink`] (the server's profile cache), so
-//! that the next start plans from the batches this one served.
+//! that the next start plans from the batches this one served. Only batches timed as the
+//! profile's shapes were are weighed: by the engine's time on a core, beside every other
+//! instance busy (the policy's `batch_done`).
 
 use std::collections::VecDeque;
 use std::sync::Arc;

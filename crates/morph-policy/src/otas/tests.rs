@@ -56,7 +56,7 @@ fn arrival(id: u64, at_ms: f64, slo_ms: f64) -> Event {
 }
 
 fn done() -> Event {
-    Event::BatchDone { instance: InstanceId(0), requests: Vec::new(), failed: false }
+    Event::BatchDone { instance: InstanceId(0), requests: Vec::new(), failed: false, computed: None }
 }
 
 /// The runs in `actions`: (requests, plan).

@@ -12,7 +12,7 @@ use morph_core::{
     Policy, RequestId, ServiceClass, StartKind, TaskId, Ticket, Time, TokenPlan, UnitKind, UnitSpec,
 };
 use morph_decoder::{Decoding, GenEvent, GenRequest, IterationReport};
-use morph_engine::{EngineError, EngineHandle, Rows};
+use morph_engine::{EngineError, EngineHandle, Ran, Rows};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 use tokio::sync::oneshot;
 
@@ -152,7 +152,12 @@ impl State {
         while let Some(work) = pending.pop() {
             match work {
                 Outside::Run { instance, requests, .. } if requests.iter().all(|r| withdrawn.contains(r)) => {
-                    pending.extend(self.batch_done(now, instance, &requests, Ok(Vec::new())));
+                    pending.extend(self.batch_done(
+                        now,
+                        instance,
+                        &requests,
+                        Ok(Ran { vectors: Vec::new(), computed: 0 }),
+                    ));
                 }
                 other => kept.push(other),
             }
@@ -198,15 +203,21 @@ impl State {
         now: Time,
         instance: InstanceId,
         requests: &[RequestId],
-        result: Result<Vec<Vec<f32>>, EngineError>,
+        result: Result<Ran, EngineError>,
     ) -> Vec<Outside> {
         let failed = result.is_err();
-        match result {
-            Ok(vectors) => self.outputs.extend(requests.iter().copied().zip(vectors.into_iter().map(Ok))),
-            Err(e) => self.outputs.extend(requests.iter().map(|r| (*r, Err(e.clone())))),
-        }
+        let computed = match result {
+            Ok(Ran { vectors, computed }) => {
+                self.outputs.extend(requests.iter().copied().zip(vectors.into_iter().map(Ok)));
+                Some(computed)
+            }
+            Err(e) => {
+                self.outputs.extend(requests.iter().map(|r| (*r, Err(e.clone()))));
+                None
+            }
+        };
         let mut effects = Vec::new();
-        self.ledger.batch_done(now, instance, failed, &mut effects);
+        self.ledger.batch_done(now, instance, failed, computed, &mut effects);
         self.apply(effects)
     }
 

@@ -8,7 +8,7 @@ use morph_core::{
     Action, BatchPlan, Event, InstanceId, Policy, RuntimeSpec, ServiceClass, TaskId, Time, TokenPlan,
     UnitSpec,
 };
-use morph_engine::{EngineError, Rows};
+use morph_engine::{EngineError, Ran, Rows};
 use morph_policy::{DynamicBatching, DynamicBatchingConfig};
 
 use super::job::{Pooled, SeqError};
@@ -16,6 +16,11 @@ use super::state::{Outside, State};
 use crate::launcher::Launcher;
 use crate::metrics::Metrics;
 use morph_backend::Backend;
+
+/// A batch's outputs, as if computed in 1 ms.
+fn outputs(vectors: Vec<Vec<f32>>) -> Result<Ran, EngineError> {
+    Ok(Ran { vectors, computed: 1_000_000 })
+}
 
 fn state_with(policy: Box<dyn Policy>) -> (State, Arc<Metrics>) {
     let metrics = Arc::new(Metrics::default());
@@ -61,7 +66,7 @@ async fn a_finished_batch_answers_each_caller_with_its_vector() {
     let (requests, rows) = run_of(outside);
     assert_eq!((requests, rows), (vec![id], Rows::Tokens(vec![vec![1, 2, 3]])));
     assert!(rx.try_recv().is_err(), "not answered before the batch ends");
-    let outside = state.batch_done(Time(2), InstanceId(0), &[id], Ok(vec![vec![0.5, 0.5]]));
+    let outside = state.batch_done(Time(2), InstanceId(0), &[id], outputs(vec![vec![0.5, 0.5]]));
     assert!(outside.is_empty());
     assert_eq!(
         rx.try_recv().expect("answered"),
@@ -94,7 +99,7 @@ async fn a_queued_request_whose_caller_left_leaves_the_queue_and_is_counted() {
     assert!(rx_b.try_recv().is_err(), "no answer: the caller is gone");
     assert!(metrics.render(&[], &[], &[]).contains("morph_cancellations_total{kind=\"queued\"} 1\n"));
     // a's batch ends and nothing else runs: b is gone for good.
-    let outside = state.batch_done(Time(3), InstanceId(0), &[a], Ok(vec![vec![1.0]]));
+    let outside = state.batch_done(Time(3), InstanceId(0), &[a], outputs(vec![vec![1.0]]));
     assert!(outside.is_empty());
     assert!(state.ledger().unanswered().is_empty());
     // A running embedding whose caller leaves is computed and discarded.
@@ -102,7 +107,7 @@ async fn a_queued_request_whose_caller_left_leaves_the_queue_and_is_counted() {
     run_of(outside);
     state.cancel(Time(5), c);
     assert!(metrics.render(&[], &[], &[]).contains("morph_cancellations_total{kind=\"discarded\"} 1\n"));
-    state.batch_done(Time(6), InstanceId(0), &[c], Ok(vec![vec![1.0]]));
+    state.batch_done(Time(6), InstanceId(0), &[c], outputs(vec![vec![1.0]]));
     assert!(rx_c.try_recv().is_err());
     assert!(state.ledger().unanswered().is_empty());
 }
@@ -160,10 +165,15 @@ async fn a_call_is_admitted_whole_or_refused_whole_before_any_of_it_runs() {
     );
     // The first call's batches run to the end; no sequence of the refused call ever runs.
     let mut ran = first.clone();
-    let mut outside = state.batch_done(Time(3), InstanceId(0), &first, Ok(vec![vec![1.0]]));
+    let mut outside = state.batch_done(Time(3), InstanceId(0), &first, outputs(vec![vec![1.0]]));
     while let Some(Outside::Run { instance, requests, .. }) = outside.pop() {
         ran.extend(requests.iter().copied());
-        outside.extend(state.batch_done(Time(4), instance, &requests, Ok(vec![vec![1.0]; requests.len()])));
+        outside.extend(state.batch_done(
+            Time(4),
+            instance,
+            &requests,
+            outputs(vec![vec![1.0]; requests.len()]),
+        ));
     }
     assert_eq!(ran, admitted.iter().map(|(id, _)| *id).collect::<Vec<_>>());
     assert!(state.ledger().unanswered().is_empty());
@@ -214,7 +224,7 @@ async fn a_lost_worker_leaves_and_is_replaced_and_its_batch_runs_once_more_then_
     state.lost(Time(4), replacement, &again, lost.clone());
     assert_eq!(rx.try_recv().expect("answered"), Err(SeqError::Engine(lost)), "lost twice: the error");
     assert!(state.ledger().unanswered().is_empty());
-    let late = state.batch_done(Time(5), InstanceId(0), &[id], Ok(vec![vec![1.0, 1.0]]));
+    let late = state.batch_done(Time(5), InstanceId(0), &[id], outputs(vec![vec![1.0, 1.0]]));
     assert!(late.is_empty(), "a late report of a lost instance changes nothing");
 }
 
