@@ -134,6 +134,10 @@ impl Policy for Recorded {
                 Event::InstanceUp { instance, launch: launch.map(|l| morph_core::Launched { took: 0, ..l }) }
             }
             Event::Arrival(r) => Event::Arrival(RequestInfo { arrival: Time::ZERO, ..r }),
+            // The live engine measures each batch; the simulator's clock is its time.
+            Event::BatchDone { instance, requests, failed, .. } => {
+                Event::BatchDone { instance, requests, failed, computed: None }
+            }
             other => other,
         };
         self.log.lock().expect("log").push((event, actions[start..].to_vec()));
