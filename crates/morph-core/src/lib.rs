@@ -41,7 +41,7 @@ pub use plan_accuracy::{AccuracyFileError, CorrectnessLine, PlanAccuracy};
 pub use policy::{Action, BatchPlan, DropReason, Event, Gauge, InitialPlacement, Policy, Then};
 pub use pooling::Pooling;
 pub use request::{Generation, RequestId, RequestInfo, ServiceClass, TaskId};
-pub use runtime::{PaddedShape, RuntimeSpec, ShapeKind};
+pub use runtime::{Computed, PaddedShape, RuntimeSpec, ShapeKind};
 pub use stats::LatencySummary;
 pub use step::{Pending, StepBudget, StepFeed, StepPlan};
 pub use time::{Nanos, Time};

@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use crate::host::HostId;
 use crate::instance::{InstanceId, InstanceInfo};
 use crate::request::{RequestId, RequestInfo};
+use crate::runtime::Computed;
 use crate::step::{Pending, StepPlan};
 use crate::time::{Nanos, Time};
 use crate::token_plan::TokenPlan;
@@ -49,9 +50,10 @@ pub enum Event {
     /// ones the [`Action::Run`] started (none for an emptied continuous batch); `failed`: the
     /// engine failed and they were answered with its error (none goes on to a next stage).
     /// `computed`: how long the engine computed the batch, where it measured that (its wall
-    /// time less the time its thread waited for a core the host's other threads held); `None`:
-    /// the batch took the time between its start and this event (the simulator's clock).
-    BatchDone { instance: InstanceId, requests: Vec<RequestId>, failed: bool, computed: Option<Nanos> },
+    /// time less the time its thread waited for a core the host's other threads held), and the
+    /// shape that work is priced at; `None`: the batch took the time between its start and this
+    /// event (the simulator's clock), at its padded shape.
+    BatchDone { instance: InstanceId, requests: Vec<RequestId>, failed: bool, computed: Option<Computed> },
     /// The worker of `instance` is gone (it crashed, or stopped answering and was declared
     /// dead): the instance has left (the policy must not name it again). Of the batch it was
     /// running, `retried` are waiting again at that instance's stage (their first loss: the

@@ -13,6 +13,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::time::Nanos;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ShapeKind {
@@ -53,6 +55,14 @@ impl PaddedShape {
     pub fn tokens(self) -> u64 {
         u64::from(self.len) * u64::from(self.batch)
     }
+}
+
+/// An engine's account of a batch it ran: its time on a core, and the shape whose price in a
+/// profile (measured on rows of one length each) that work is ([`RuntimeSpec::priced_shape`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Computed {
+    pub took: Nanos,
+    pub shape: PaddedShape,
 }
 
 impl RuntimeSpec {
@@ -101,6 +111,23 @@ impl RuntimeSpec {
         match runtime.kind {
             ShapeKind::Fixed => PaddedShape { len: runtime.max_len, batch: runtime.max_batch },
             ShapeKind::Dynamic => PaddedShape { len: longest, batch: rows },
+        }
+    }
+
+    /// The shape a profile prices a batch of rows of `lens` tokens at: its padded shape, or
+    /// where the engine computes only the rows' real tokens (`packed`), its rows at their mean
+    /// length, rounded up (the profile measured rows of one length; a packed batch of shorter
+    /// rows does less work than its padded shape).
+    pub fn priced_shape(&self, lens: &[usize], packed: bool) -> PaddedShape {
+        let rows = u32::try_from(lens.len()).unwrap_or(u32::MAX);
+        let longest = lens.iter().copied().max().map_or(0, |l| u32::try_from(l).unwrap_or(u32::MAX));
+        match packed {
+            true if rows > 0 => {
+                let total: usize = lens.iter().sum();
+                let len = u32::try_from(total.div_ceil(lens.len())).unwrap_or(u32::MAX);
+                PaddedShape { len, batch: rows }
+            }
+            _ => self.padded_shape(longest, rows),
         }
     }
 
@@ -173,6 +200,21 @@ impl FromStr for RuntimeSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_packed_batch_is_priced_at_its_mean_length_a_padded_one_at_its_padded_shape() {
+        let lens = [4, 10, 30];
+        let dynamic = RuntimeSpec::dynamic(64, 8);
+        assert_eq!(dynamic.priced_shape(&lens, false), PaddedShape { len: 30, batch: 3 });
+        assert_eq!(
+            dynamic.priced_shape(&lens, true),
+            PaddedShape { len: 15, batch: 3 },
+            "44 tokens / 3 rows"
+        );
+        let fixed = RuntimeSpec::fixed(64, 8);
+        assert_eq!(fixed.priced_shape(&lens, false), PaddedShape { len: 64, batch: 8 });
+        assert_eq!(fixed.priced_shape(&lens, true), PaddedShape { len: 15, batch: 3 });
+    }
 
     #[test]
     fn parses_and_prints() {

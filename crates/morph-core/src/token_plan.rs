@@ -101,6 +101,12 @@ impl TokenPlan {
         Err(PlanError::Depth { plan: self, why })
     }
 
+    /// Whether every token stays in its place through the layers (merging and pruning drop
+    /// tokens, prompts add them), so that a graph may remove the padding between them.
+    pub fn keeps_tokens_in_place(self) -> bool {
+        matches!(self, TokenPlan::Plain | TokenPlan::Exit(_))
+    }
+
     /// Whether a classifier needs heads of its own under this plan (it pools different
     /// features); merging and pruning reuse the plain model's heads (they are training-free).
     pub fn own_heads(self) -> bool {

@@ -322,7 +322,10 @@ impl OrtEncoder {
         }
         let io = io.ok_or_else(|| EngineError::Load("an instance needs at least one token plan".into()))?;
         let prompts = self.prompts.clone();
-        Ok((OrtRuntime { sessions, spec, dim: self.dim, pad: self.pad, io, takes_hidden, prompts }, times))
+        let written = matches!(self.source, Source::Written { .. });
+        let runtime =
+            OrtRuntime { sessions, spec, dim: self.dim, pad: self.pad, io, takes_hidden, prompts, written };
+        Ok((runtime, times))
     }
 
     /// Padding token id of the model.
@@ -375,7 +378,8 @@ impl OrtRuntime {
         // Prompt plans were compiled for the model Morph's prompts were trained on.
         let prompted = plans.iter().any(|p| matches!(p, TokenPlan::Prompt(..)));
         let prompts = if prompted { Some(TaskPrompts::builtin()?) } else { None };
-        Ok((OrtRuntime { sessions, spec: unit.runtime, dim, pad, io, takes_hidden, prompts }, times))
+        let spec = unit.runtime;
+        Ok((OrtRuntime { sessions, spec, dim, pad, io, takes_hidden, prompts, written: true }, times))
     }
 }
 
@@ -395,6 +399,9 @@ pub struct OrtRuntime {
     /// A pipeline stage past the first: it takes hidden states, not token ids.
     takes_hidden: bool,
     prompts: Option<Arc<TaskPrompts>>,
+    /// Morph's own graph (it removes the padding under the plans that keep every token in
+    /// place), not a user's `--onnx` file.
+    written: bool,
 }
 
 impl Engine for OrtRuntime {
@@ -406,12 +413,13 @@ impl Engine for OrtRuntime {
         self.dim
     }
 
+    fn packs(&self, plan: TokenPlan) -> bool {
+        self.written && plan.keeps_tokens_in_place()
+    }
+
     fn run(&mut self, input: BatchInput<'_>, plan: TokenPlan) -> Result<Vec<Vec<f32>>, EngineError> {
         let dim = self.dim;
-        let lens: Vec<usize> = match input {
-            BatchInput::Hidden(rows) => rows.iter().map(|r| r.len() / dim).collect(),
-            tokens => tokens.tokens().unwrap_or_default().iter().map(Vec::len).collect(),
-        };
+        let lens = input.lens(dim);
         let longest = check_lengths(self.spec, &lens)?;
         let shape = self.spec.padded_shape(longest, lens.len() as u32);
         let (rows, len) = (shape.batch as usize, shape.len as usize);

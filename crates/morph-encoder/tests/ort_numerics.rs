@@ -139,14 +139,19 @@ fn a_fixed_runtime_with_a_fallback_runs_longer_sequences_at_their_length() {
 
 /// Morph's graph written to a file with free dimensions is served as a user's ONNX file, pooled
 /// in the graph (`sentence_embedding`) or here (`last_hidden_state`), its free dimensions
-/// pinned for a fixed runtime.
+/// pinned for a fixed runtime, and priced padded.
 #[test]
 fn user_onnx_files_are_served_with_their_free_dimensions_pinned() {
     let m = models();
     let checkpoint = Checkpoint::load(&m.files).expect("checkpoint");
     let dir = tempfile::tempdir().expect("tempdir");
     let inputs = vec![random_ids(40, 3), random_ids(9, 4)];
-    let want = m.ort.runtime(RuntimeSpec::dynamic(512, 4)).expect("written").embed(&inputs).expect("written");
+    let mut written = m.ort.runtime(RuntimeSpec::dynamic(512, 4)).expect("written");
+    // Morph's own graph removes the padding under the plans that keep every token in place (a
+    // batch is priced at its rows' mean length); a user's file is priced padded.
+    let plans = [TokenPlan::Plain, TokenPlan::Exit(3), TokenPlan::Merge(2)];
+    assert_eq!(plans.map(|plan| written.packs(plan)), [true, true, false]);
+    let want = written.embed(&inputs).expect("written");
     for output in [GraphOutput::Pooled(Pooling::Mean), GraphOutput::Hidden] {
         let spec = GraphSpec {
             shape: None,
@@ -165,7 +170,9 @@ fn user_onnx_files_are_served_with_their_free_dimensions_pinned() {
         let user = OrtEncoder::load_file(&m.files, &path, Pooling::Mean, &m.library).expect("user file");
         assert_eq!(user.dim(), 384);
         for runtime in [RuntimeSpec::dynamic(512, 4), RuntimeSpec::fixed(64, 4)] {
-            let got = user.runtime(runtime).expect("runtime").embed(&inputs).expect("user file run");
+            let mut served = user.runtime(runtime).expect("runtime");
+            assert!(!served.packs(TokenPlan::Plain), "a user's file keeps its padding");
+            let got = served.embed(&inputs).expect("user file run");
             assert_close(&got, &want, &format!("{output:?} at {runtime}"));
         }
     }

@@ -62,10 +62,7 @@ impl Engine for EmulatedRuntime {
     /// Every plan costs what the plain model does.
     fn run(&mut self, input: BatchInput<'_>, _plan: TokenPlan) -> Result<Vec<Vec<f32>>, EngineError> {
         let start = Instant::now();
-        let lens: Vec<usize> = match input {
-            BatchInput::Hidden(rows) => rows.iter().map(|r| r.len() / self.dim.max(1)).collect(),
-            tokens => tokens.tokens().unwrap_or_default().iter().map(Vec::len).collect(),
-        };
+        let lens = input.lens(self.dim);
         let longest = check_lengths(self.spec, &lens)?;
         wait_until(start + self.batch_time(longest, lens.len() as u32));
         if self.hands_on {

@@ -74,6 +74,14 @@ impl<'a> BatchInput<'a> {
             BatchInput::Hidden(_) => None,
         }
     }
+
+    /// Each row's length in tokens (a hidden state row holds `dim` floats a token).
+    pub fn lens(self, dim: usize) -> Vec<usize> {
+        match self {
+            BatchInput::Hidden(rows) => rows.iter().map(|r| r.len() / dim.max(1)).collect(),
+            tokens => tokens.tokens().unwrap_or_default().iter().map(Vec::len).collect(),
+        }
+    }
 }
 
 /// A batch's rows, owned (to send to an engine's thread or a worker process).
@@ -115,6 +123,13 @@ pub trait Engine: Send {
     /// one batch under token plan `plan`; returns one vector per row, in order: its pooled,
     /// unnormalised vector, or, on a stage that hands on to a next one, its hidden states.
     fn run(&mut self, input: BatchInput<'_>, plan: TokenPlan) -> Result<Vec<Vec<f32>>, EngineError>;
+
+    /// Whether a batch under `plan` computes only its rows' real tokens (the padding removed),
+    /// so that it costs what its rows at their mean length cost ([`RuntimeSpec::priced_shape`]);
+    /// otherwise every row costs what the longest does.
+    fn packs(&self, _plan: TokenPlan) -> bool {
+        false
+    }
 
     /// The pooled vectors of a batch of token ids on the plain model.
     fn embed(&mut self, inputs: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, EngineError> {

@@ -2,7 +2,7 @@
 //! [`EngineHandle`]. Each batch travels with a oneshot for its reply; dropping the
 //! [`EngineThread`] finishes the batches sent before and joins the thread.
 
-use morph_core::{Nanos, RuntimeSpec, TokenPlan};
+use morph_core::{Computed, RuntimeSpec, TokenPlan};
 use tokio::sync::oneshot;
 
 use crate::actor::{Actor, Postbox};
@@ -13,11 +13,11 @@ use crate::{Engine, EngineError, Rows};
 type Reply = oneshot::Sender<Result<Ran, EngineError>>;
 
 /// A batch's outputs, and how long the engine computed it ([`OnCore`]: not the time it waited
-/// for its cores, or for a core the host's other threads held).
+/// for its cores, or for a core the host's other threads held) at which priced shape.
 #[derive(Debug)]
 pub struct Ran {
     pub vectors: Vec<Vec<f32>>,
-    pub computed: Nanos,
+    pub computed: Computed,
 }
 
 /// A batch to run and where its outputs go.
@@ -60,8 +60,10 @@ impl EngineThread {
                 let held = cores.as_ref().map(|(share, threads)| share.hold(*threads));
                 let clock = OnCore::start();
                 let out = engine.run(rows.as_input(), plan).and_then(finite);
-                let computed = clock.took();
+                let took = clock.took();
                 drop(held);
+                let lens = rows.as_input().lens(engine.dim());
+                let computed = Computed { took, shape: runtime.priced_shape(&lens, engine.packs(plan)) };
                 // The requester may have gone away; its result is simply dropped.
                 let _ = reply.send(out.map(|vectors| Ran { vectors, computed }));
             }
@@ -113,10 +115,12 @@ mod tests {
         let worker = EngineThread::spawn("test".into(), Box::new(engine)).unwrap();
         let handle = worker.handle();
         let tokens = |rows| Rows::Tokens(rows);
-        let ran = handle.run(tokens(vec![vec![1, 2]]), TokenPlan::Plain).await.unwrap();
-        assert_eq!(ran.vectors.len(), 1);
+        let ran = handle.run(tokens(vec![vec![1, 2], vec![1; 6]]), TokenPlan::Plain).await.unwrap();
+        assert_eq!(ran.vectors.len(), 2);
         // The emulated engine sleeps its profile's 1 ms: time it held no core, yet computed.
-        assert!(ran.computed > 0, "{ran:?}");
+        assert!(ran.computed.took > 0, "{ran:?}");
+        // It pads every row to the longest: priced at its padded shape.
+        assert_eq!(ran.computed.shape, morph_core::PaddedShape { len: 6, batch: 2 });
         let too_long = handle.run(tokens(vec![vec![1; 9]]), TokenPlan::Plain).await;
         assert!(matches!(too_long, Err(EngineError::Shape { .. })));
         drop(worker);

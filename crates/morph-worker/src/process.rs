@@ -78,7 +78,7 @@ impl StartReport {
     fn hot(total: Duration, pid: u32) -> Self {
         let zero = Duration::ZERO;
         let times = morph_engine::StartTimes::default();
-        let boot = Boot { pid, dim: 0, prepared: true, times, first_batch: zero };
+        let boot = Boot { pid, dim: 0, prepared: true, times, first_batch: zero, packs: false };
         Self::new(StartKind::Hot, total, &boot)
     }
 

@@ -93,6 +93,9 @@ pub struct Boot {
     pub times: StartTimes,
     /// The first batch (one short sequence), run before `Ready`.
     pub first_batch: std::time::Duration,
+    /// The engine removes the padding under the plans that keep every token in place
+    /// ([`morph_engine::Engine::packs`]).
+    pub packs: bool,
 }
 
 /// Writes `message` as one frame and flushes.

@@ -23,8 +23,14 @@ fn handshake(greeting: &[u8], token: Option<&str>) -> Result<RemoteEngine, Strin
         // the connection closed: whatever it writes then is lost).
         let _ = wire::check_greeting(&mut stream, "the server");
         let _ = wire::send(&mut stream, &FromWorker::Hello { token });
-        let boot =
-            Boot { pid: 7, dim: 4, prepared: false, times: Default::default(), first_batch: Duration::ZERO };
+        let boot = Boot {
+            pid: 7,
+            dim: 4,
+            prepared: false,
+            times: Default::default(),
+            first_batch: Duration::ZERO,
+            packs: true,
+        };
         let _ = wire::send(&mut stream, &FromWorker::Ready(boot));
     });
     let deadline = Instant::now() + Duration::from_secs(10);

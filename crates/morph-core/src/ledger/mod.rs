@@ -27,8 +27,9 @@ use crate::host::HostId;
 use crate::instance::{InstanceId, InstanceInfo};
 use crate::policy::{Action, BatchPlan, Event, Policy, Then};
 use crate::request::{Generation, RequestId, RequestInfo, ServiceClass};
+use crate::runtime::Computed;
 use crate::step::{Pending, StepPlan};
-use crate::time::{Nanos, Time};
+use crate::time::Time;
 use crate::unit::{Launched, Ticket, UnitKind, UnitSpec};
 use book::{Book, Entry};
 
@@ -203,7 +204,7 @@ impl Ledger {
         now: Time,
         instance: InstanceId,
         failed: bool,
-        computed: Option<Nanos>,
+        computed: Option<Computed>,
         effects: &mut Vec<Effect>,
     ) {
         let Some(state) = self.state_mut(instance) else { return };

@@ -9,7 +9,7 @@
 //! batches served ([`refine`]).
 
 use morph_core::{
-    Action, BatchPlan, DropReason, Event, Gauge, InstanceId, InstanceInfo, LatencyProfile, Nanos,
+    Action, BatchPlan, Computed, DropReason, Event, Gauge, InstanceId, InstanceInfo, LatencyProfile,
     PaddedShape, Policy, RequestId, RequestInfo, RuntimeSpec, Then, Time, TokenPlan, UnitSpec,
 };
 use serde_json::json;
@@ -240,7 +240,7 @@ impl DynamicBatching {
         }
     }
 
-    fn batch_done(&mut self, now: Time, instance: InstanceId, failed: bool, computed: Option<Nanos>) {
+    fn batch_done(&mut self, now: Time, instance: InstanceId, failed: bool, computed: Option<Computed>) {
         let Some(state) = self.instances.get_mut(at(instance)).and_then(Option::as_mut) else { return };
         let all_busy = self.idle.is_empty();
         self.idle.push_first(at(instance));
@@ -262,10 +262,12 @@ impl DynamicBatching {
             && started.all_busy
             && all_busy
         {
-            let ms = morph_core::time::nanos_to_ms(computed.unwrap_or_else(|| now.since(started.at)));
-            if let Some(buckets) =
-                refiner.served(started.shape, ms, &self.config.buckets, self.longest_runtime)
-            {
+            // The engine's account where it gave one (a packed batch is priced at its rows' mean
+            // length), else the clock's at the padded shape.
+            let Computed { took, shape } =
+                computed.unwrap_or(Computed { took: now.since(started.at), shape: started.shape });
+            let ms = morph_core::time::nanos_to_ms(took);
+            if let Some(buckets) = refiner.served(shape, ms, &self.config.buckets, self.longest_runtime) {
                 let bounds: Vec<(u32, u32)> = buckets.iter().map(|b| (b.max_len, b.max_rows)).collect();
                 tracing::info!(refits = refiner.changes, ?bounds, "buckets replanned to the batches served");
                 self.rebucket(buckets);
@@ -363,7 +365,7 @@ impl Policy for DynamicBatching {
 
 #[cfg(test)]
 mod tests {
-    use morph_core::{HostId, RequestId};
+    use morph_core::{HostId, Nanos, RequestId};
 
     use super::*;
 
@@ -655,50 +657,61 @@ mod tests {
         assert_eq!(served, (0..64 * 4).collect::<Vec<_>>());
     }
 
-    /// Bucket refits of a policy planned from a profile where a call costs 0.5 ms, on two
-    /// instances serving 40-token inputs whose batches take 20 ms a call by the clock (and
-    /// 0.25 ms a padded token), each reported as `computed` from its clock time. `at_once`
-    /// arrive together (both instances busy until the queue empties), else one at a time,
-    /// each served before the next arrives (one instance busy, the other idle).
-    fn refits(at_once: bool, computed: fn(Nanos) -> Option<Nanos>) -> u64 {
-        let prior = morph_core::fixtures::linear_profile(0.5, 0.25);
-        let buckets = plan::length_plan(&prior, 512).buckets;
+    /// Traffic the refits below weigh: inputs of `lens` tokens in turn, on two instances, whose
+    /// batches take 20 ms a call by the clock and 0.25 ms a real token (the engine removes the
+    /// padding). `at_once`: they arrive together (both instances busy until the queue empties),
+    /// else one at a time, each served before the next arrives (one instance busy, one idle).
+    struct Served {
+        at_once: bool,
+        lens: &'static [u32],
+    }
+
+    /// Bucket refits of a policy planned from `prior` into `buckets` serving `served`, each batch
+    /// reported by the engine as `computed` gives from its clock time and its inputs' lengths.
+    fn refits(
+        prior: &LatencyProfile,
+        buckets: Vec<Bucket>,
+        served: Served,
+        computed: impl Fn(Nanos, &[u32]) -> Option<Computed>,
+    ) -> u64 {
         let config = DynamicBatchingConfig {
             buckets,
             refine_every: 8,
             max_batch_tokens: 1 << 20,
             ..Default::default()
         };
-        let mut p = DynamicBatching::new(config).refined_from(&prior, None);
+        let mut p = DynamicBatching::new(config).refined_from(prior, None);
         let unit = morph_core::UnitSpec::batch(RuntimeSpec::dynamic(512, 16));
         for id in [0, 1] {
             let instance = InstanceInfo { id: InstanceId(id), unit, host: HostId(0) };
             p.on_event(Time::ZERO, Event::InstanceUp { instance, launch: None }, &mut Vec::new());
         }
+        let len_of = |id: u64| served.lens[id as usize % served.lens.len()];
         let (mut now, mut out, mut running) = (Time::ZERO, Vec::new(), Vec::new());
         let arrive = |p: &mut DynamicBatching, id: u64, now: Time, out: &mut Vec<Action>| {
-            p.on_event(now, Event::Arrival(morph_core::fixtures::request(id, 40, now)), out)
+            p.on_event(now, Event::Arrival(morph_core::fixtures::request(id, len_of(id), now)), out)
         };
         let requests = 400;
-        if at_once {
+        if served.at_once {
             (0..requests).for_each(|id| arrive(&mut p, id, now, &mut out));
         }
         for id in 0..requests {
-            if !at_once {
+            if !served.at_once {
                 arrive(&mut p, id, now, &mut out);
             }
             // Runs started end in the order they end, each freeing its instance for the next.
             loop {
                 for action in out.drain(..) {
                     let Action::Run { instance, requests, .. } = action else { panic!("{action:?}") };
-                    let took = morph_core::time::ms_to_nanos(20.0 + 0.25 * 40.0 * requests.len() as f64);
-                    running.push((Time(now.0 + took), took, instance, requests));
+                    let lens: Vec<u32> = requests.iter().map(|r| len_of(r.0)).collect();
+                    let tokens: u32 = lens.iter().sum();
+                    let took = morph_core::time::ms_to_nanos(20.0 + 0.25 * f64::from(tokens));
+                    running.push((Time(now.0 + took), computed(took, &lens), instance, requests));
                 }
                 running.sort_by_key(|r| std::cmp::Reverse(r.0));
-                let Some((end, took, instance, requests)) = running.pop() else { break };
+                let Some((end, computed, instance, requests)) = running.pop() else { break };
                 now = end;
-                let done = Event::BatchDone { instance, requests, failed: false, computed: computed(took) };
-                p.on_event(now, done, &mut out);
+                p.on_event(now, Event::BatchDone { instance, requests, failed: false, computed }, &mut out);
             }
         }
         p.describe()["bucket_refits"].as_u64().unwrap()
@@ -706,11 +719,34 @@ mod tests {
 
     #[test]
     fn buckets_are_refined_only_by_batches_timed_as_the_profile_was_beside_every_instance_busy() {
-        let by_the_clock = |_| None;
-        assert!(refits(true, by_the_clock) > 0, "served at 40x the profiled cost a call, both busy");
-        assert_eq!(refits(false, by_the_clock), 0, "a batch beside an idle instance is not weighed");
+        // Profiled at 0.5 ms a call; served at 20 ms a call by the clock.
+        let prior = morph_core::fixtures::linear_profile(0.5, 0.25);
+        let planned = || plan::length_plan(&prior, 512).buckets;
+        let forties = |at_once| Served { at_once, lens: &[40] };
+        let by_the_clock = |_: Nanos, _: &[u32]| None;
+        assert!(refits(&prior, planned(), forties(true), by_the_clock) > 0, "40x the cost a call, both busy");
+        assert_eq!(refits(&prior, planned(), forties(false), by_the_clock), 0, "one beside an idle instance");
         // The engine says each computed as profiled: its clock time was the host's, not the batch's.
-        let as_profiled = |took: Nanos| Some(took - morph_core::time::ms_to_nanos(19.5));
-        assert_eq!(refits(true, as_profiled), 0, "the engine's computed time is weighed, not the clock's");
+        let as_profiled = |took: Nanos, lens: &[u32]| {
+            let shape = PaddedShape { len: 40, batch: lens.len() as u32 };
+            Some(Computed { took: took - morph_core::time::ms_to_nanos(19.5), shape })
+        };
+        assert_eq!(refits(&prior, planned(), forties(true), as_profiled), 0, "the engine's time is weighed");
+    }
+
+    #[test]
+    fn a_packed_batch_of_short_and_long_inputs_is_weighed_at_the_shape_the_engine_computed() {
+        // Profiled as served: 20 ms a call and 0.25 ms a token, on rows of one length each.
+        let prior = morph_core::fixtures::linear_profile(20.0, 0.25);
+        let one_bucket = || vec![Bucket { max_len: 512, max_rows: 16 }];
+        let mixed = || Served { at_once: true, lens: &[10, 40] };
+        // Padded to the longest (40), a batch looks 37% cheaper a row than it is.
+        let by_the_clock = |_: Nanos, _: &[u32]| None;
+        assert!(refits(&prior, one_bucket(), mixed(), by_the_clock) > 0, "padded shapes: a false refit");
+        let packed = |took: Nanos, lens: &[u32]| {
+            let lens: Vec<usize> = lens.iter().map(|&l| l as usize).collect();
+            Some(Computed { took, shape: RuntimeSpec::dynamic(512, 16).priced_shape(&lens, true) })
+        };
+        assert_eq!(refits(&prior, one_bucket(), mixed(), packed), 0, "at the rows' mean length: as profiled");
     }
 }

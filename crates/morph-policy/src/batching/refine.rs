@@ -7,8 +7,9 @@
 //! ([`length_plan`]), and the policy takes them when they differ from its own. A refit that
 //! replans is also handed to the deployment's [`RefitSink`] (the server's profile cache), so
 //! that the next start plans from the batches this one served. Only batches timed as the
-//! profile's shapes were are weighed: by the engine's time on a core, beside every other
-//! instance busy (the policy's `batch_done`).
+//! profile's shapes were are weighed: by the engine's time on a core, at the shape it computed
+//! (a batch whose padding the engine removed, at its rows' mean length: the profile measured
+//! rows of one length), beside every other instance busy (the policy's `batch_done`).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -73,7 +74,7 @@ impl Refiner {
         Self { prior, planned_from, batches, lens, served, every, since: 0, sink, changes: 0 }
     }
 
-    /// A batch of `rows` padded to `len` tokens took `ms`. Every `every` batches: the buckets
+    /// A batch priced at `shape` took `ms`. Every `every` batches: the buckets
     /// up to `max_len` a refit plans, if they differ from `current`.
     pub(crate) fn served(
         &mut self,

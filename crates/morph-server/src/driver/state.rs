@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use morph_core::{
-    DropReason, Effect, Generation, HostId, InstanceId, Launched, Ledger, NewRequest, OnViolation, Outcome,
-    Policy, RequestId, ServiceClass, StartKind, TaskId, Ticket, Time, TokenPlan, UnitKind, UnitSpec,
+    Computed, DropReason, Effect, Generation, HostId, InstanceId, Launched, Ledger, NewRequest, OnViolation,
+    Outcome, Policy, RequestId, ServiceClass, StartKind, TaskId, Ticket, Time, TokenPlan, UnitKind, UnitSpec,
 };
 use morph_decoder::{Decoding, GenEvent, GenRequest, IterationReport};
 use morph_engine::{EngineError, EngineHandle, Ran, Rows};
@@ -152,12 +152,7 @@ impl State {
         while let Some(work) = pending.pop() {
             match work {
                 Outside::Run { instance, requests, .. } if requests.iter().all(|r| withdrawn.contains(r)) => {
-                    pending.extend(self.batch_done(
-                        now,
-                        instance,
-                        &requests,
-                        Ok(Ran { vectors: Vec::new(), computed: 0 }),
-                    ));
+                    pending.extend(self.batch_ended(now, instance, false, None));
                 }
                 other => kept.push(other),
             }
@@ -216,6 +211,17 @@ impl State {
                 None
             }
         };
+        self.batch_ended(now, instance, failed, computed)
+    }
+
+    /// The batch on `instance` ended (see [`morph_core::Event::BatchDone`]).
+    fn batch_ended(
+        &mut self,
+        now: Time,
+        instance: InstanceId,
+        failed: bool,
+        computed: Option<Computed>,
+    ) -> Vec<Outside> {
         let mut effects = Vec::new();
         self.ledger.batch_done(now, instance, failed, computed, &mut effects);
         self.apply(effects)

@@ -19,7 +19,8 @@ use morph_backend::Backend;
 
 /// A batch's outputs, as if computed in 1 ms.
 fn outputs(vectors: Vec<Vec<f32>>) -> Result<Ran, EngineError> {
-    Ok(Ran { vectors, computed: 1_000_000 })
+    let shape = morph_core::PaddedShape { len: 1, batch: vectors.len() as u32 };
+    Ok(Ran { vectors, computed: morph_core::Computed { took: 1_000_000, shape } })
 }
 
 fn state_with(policy: Box<dyn Policy>) -> (State, Arc<Metrics>) {

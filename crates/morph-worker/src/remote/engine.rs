@@ -181,6 +181,10 @@ impl Engine for RemoteEngine {
         self.boot.dim
     }
 
+    fn packs(&self, plan: TokenPlan) -> bool {
+        self.boot.packs && plan.keeps_tokens_in_place()
+    }
+
     fn run(&mut self, input: BatchInput<'_>, plan: TokenPlan) -> Result<Vec<Vec<f32>>, EngineError> {
         self.exchange(plan, Rows::from(input))
     }

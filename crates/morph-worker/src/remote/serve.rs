@@ -51,6 +51,7 @@ pub fn serve_engine<K>(
         prepared: built.prepared,
         times: built.times,
         first_batch: first.elapsed(),
+        packs: built.engine.packs(morph_core::TokenPlan::Plain),
     };
     wire::send(&mut stream, &FromWorker::Ready(boot.clone()))?;
     let _kept = ready(&boot);
