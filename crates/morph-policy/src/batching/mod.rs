@@ -184,14 +184,15 @@ impl DynamicBatching {
         for &k in &self.taken {
             self.idle.remove(k);
         }
-        let all_busy = self.idle.is_empty();
-        for k in self.taken.drain(..) {
-            if let Some(Started { all_busy: busy, .. }) =
-                self.instances[k].as_mut().and_then(|s| s.started.as_mut())
-            {
-                *busy = all_busy;
+        // Only a refit asks whether every instance was busy (not the simulator's hot path).
+        if self.refiner.is_some() && self.idle.is_empty() {
+            for &k in &self.taken {
+                if let Some(started) = self.instances[k].as_mut().and_then(|s| s.started.as_mut()) {
+                    started.all_busy = true;
+                }
             }
         }
+        self.taken.clear();
     }
 
     /// Asks the cache for the record and the batch list of the instance the next arrival
