@@ -4,7 +4,9 @@
 //! batch's; a profile refined from wall times would learn the load as the cost of batching.
 //! The wait is Linux's per-thread scheduler statistic (`/proc/thread-self/schedstat`); where it
 //! cannot be read, the wall time. Only the calling thread's wait is taken off: an engine that
-//! computes on threads of its own (ONNX Runtime's intra-op pool) keeps theirs.
+//! computes on threads of its own (ONNX Runtime's intra-op pool) keeps theirs, and in a virtual
+//! machine the time the hypervisor gave the core to another guest (steal) stays in, as does the
+//! time the kernel spent in interrupts meanwhile.
 
 use std::time::Instant;
 
@@ -66,11 +68,10 @@ mod tests {
         let runs: Vec<_> = runs.into_iter().map(|r| r.join().unwrap()).collect();
         for &(took, wall, held) in &runs {
             assert!(took <= wall, "took {took} ns, wall {wall} ns");
-            // What it held a core, within a few scheduler ticks.
-            assert!(
-                took.abs_diff(held) < 60_000_000,
-                "took {took} ns against {held} ns on a core (wall {wall})"
-            );
+            // At least what it held a core, within a few scheduler ticks: only waits are taken
+            // off. (Not at most: in a virtual machine the time the hypervisor gave its core to
+            // another guest counts as neither, and stays in `took`.)
+            assert!(took + 60_000_000 > held, "took {took} ns against {held} ns on a core (wall {wall})");
         }
         // More threads than cores: some waited for the others' slices, and that was taken off.
         assert!(runs.iter().any(|&(took, wall, _)| wall - took > 100_000_000), "{runs:?}");
