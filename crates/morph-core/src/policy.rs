@@ -52,7 +52,8 @@ pub enum Event {
     /// `computed`: how long the engine computed the batch, where it measured that (its wall
     /// time less the time its thread waited for a core the host's other threads held), and the
     /// shape that work is priced at; `None`: the batch took the time between its start and this
-    /// event (the simulator's clock), at its padded shape.
+    /// event, at its padded shape (the simulator's clock; and a batch whose callers all left
+    /// before it ran, which took none).
     BatchDone { instance: InstanceId, requests: Vec<RequestId>, failed: bool, computed: Option<Computed> },
     /// The worker of `instance` is gone (it crashed, or stopped answering and was declared
     /// dead): the instance has left (the policy must not name it again). Of the batch it was

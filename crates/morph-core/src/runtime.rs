@@ -117,7 +117,9 @@ impl RuntimeSpec {
     /// The shape a profile prices a batch of rows of `lens` tokens at: its padded shape, or
     /// where the engine computes only the rows' real tokens (`packed`), its rows at their mean
     /// length, rounded up (the profile measured rows of one length; a packed batch of shorter
-    /// rows does less work than its padded shape).
+    /// rows does less work than its padded shape). The mean prices the work linear in tokens
+    /// exactly and a mixed batch's attention, which grows with each row's length squared,
+    /// slightly low: short texts' attention is a small share of an encoder's work.
     pub fn priced_shape(&self, lens: &[usize], packed: bool) -> PaddedShape {
         let rows = u32::try_from(lens.len()).unwrap_or(u32::MAX);
         let longest = lens.iter().copied().max().map_or(0, |l| u32::try_from(l).unwrap_or(u32::MAX));

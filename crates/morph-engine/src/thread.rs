@@ -130,6 +130,43 @@ mod tests {
         ));
     }
 
+    /// The emulated engine, as if it removed the padding (as Morph's own graph does).
+    struct Packing(EmulatedRuntime);
+
+    impl Engine for Packing {
+        fn runtime(&self) -> RuntimeSpec {
+            self.0.runtime()
+        }
+
+        fn dim(&self) -> usize {
+            self.0.dim()
+        }
+
+        fn run(
+            &mut self,
+            input: crate::BatchInput<'_>,
+            plan: TokenPlan,
+        ) -> Result<Vec<Vec<f32>>, EngineError> {
+            self.0.run(input, plan)
+        }
+
+        fn packs(&self, _plan: TokenPlan) -> bool {
+            true
+        }
+    }
+
+    #[tokio::test]
+    async fn a_batch_an_engine_packs_is_priced_at_its_rows_mean_length() {
+        let profile =
+            Arc::new(LatencyProfile::from_points("m", [Point { batch: 1, len: 8, ms: 1.0 }]).unwrap());
+        let unit = morph_core::UnitSpec::batch(RuntimeSpec::dynamic(8, 2));
+        let engine = Packing(EmulatedRuntime::new(profile, unit, 4));
+        let worker = EngineThread::spawn("test".into(), Box::new(engine)).unwrap();
+        let ran =
+            worker.handle().run(Rows::Tokens(vec![vec![1, 2], vec![1; 5]]), TokenPlan::Plain).await.unwrap();
+        assert_eq!(ran.computed.shape, morph_core::PaddedShape { len: 4, batch: 2 }, "7 tokens in 2 rows");
+    }
+
     #[test]
     fn non_finite_outputs_are_an_error_not_a_vector() {
         assert_eq!(finite(vec![vec![1.0, -2.0]]), Ok(vec![vec![1.0, -2.0]]));

@@ -17,7 +17,7 @@ use morph_engine::{EngineError, Rows, StartTimes};
 pub const MAX_FRAME: usize = 1 << 30;
 
 /// The version of the messages below: raise it whenever their encoding changes.
-pub const PROTOCOL: u32 = 1;
+pub const PROTOCOL: u32 = 2;
 
 /// What every greeting starts with.
 const MAGIC: [u8; 5] = *b"MORPH";

@@ -6,6 +6,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use morph_core::RuntimeSpec;
+use morph_engine::Engine;
 use morph_worker::remote::{Endpoint, Listener, RemoteEngine};
 use morph_worker::wire::{self, Boot, FromWorker, PROTOCOL};
 
@@ -54,6 +55,8 @@ fn greeting(version: u32) -> Vec<u8> {
 fn a_worker_of_another_protocol_or_without_the_token_is_refused_by_name() {
     let ok = handshake(&greeting(PROTOCOL), Some("s3cret")).expect("the right protocol and token");
     assert_eq!(ok.pid(), 7);
+    // Its engine removes the padding, as its report said: under the plain plan, not a merging one.
+    assert!(ok.packs(morph_core::TokenPlan::Plain) && !ok.packs(morph_core::TokenPlan::Merge(2)));
     let other = handshake(&greeting(PROTOCOL + 1), Some("s3cret")).unwrap_err();
     let said = format!("the worker speaks Morph's worker protocol {}, this process {PROTOCOL}", PROTOCOL + 1);
     assert!(other.contains(&said), "{other}");

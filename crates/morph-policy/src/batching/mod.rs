@@ -80,7 +80,8 @@ struct InstanceState {
     started: Option<Started>,
 }
 
-/// When a batch started, at which padded shape, and whether every other instance was busy then.
+/// When a batch started, at which padded shape, and whether every other instance was busy then
+/// (marked only where a refit weighs it; false otherwise).
 #[derive(Debug, Clone, Copy)]
 struct Started {
     at: Time,

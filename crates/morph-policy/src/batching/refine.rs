@@ -74,8 +74,8 @@ impl Refiner {
         Self { prior, planned_from, batches, lens, served, every, since: 0, sink, changes: 0 }
     }
 
-    /// A batch priced at `shape` took `ms`. Every `every` batches: the buckets
-    /// up to `max_len` a refit plans, if they differ from `current`.
+    /// A batch priced at `shape` took `ms`. Every `every` batches: the buckets up to `max_len`
+    /// a refit plans, if they differ from `current`.
     pub(crate) fn served(
         &mut self,
         shape: PaddedShape,
