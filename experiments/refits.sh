@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Bucket refits under load, from a given profile. Each binary serves the 50/50 SST-2/AG News mix
 # from PROFILE (a cached profile file, named as MORPH_HOME's profile cache names it: e.g. a 2 x 1
-# int8 profile of all-MiniLM-L6-v2 that a first start measured earlier), at each of RATES req/s
-# for SECONDS, the binaries in turns. After each server: what it served, the refits that changed
-# its buckets (/info's policy.bucket_refits), the buckets it replanned to, and the profile it
-# refitted beside PROFILE and beside the profile the binary measured afresh on its own first
-# start (where a refit should move towards).
+# int8 profile of all-MiniLM-L6-v2 that a first start measured earlier, NAME.measured.json), at
+# each of RATES req/s for SECONDS, the binaries in turns. After each server: what it served, the
+# refits that changed its buckets (/info's policy.bucket_refits), the buckets it replanned to,
+# and the profile it refitted (kept in NAME.served.json) beside PROFILE and beside the profile the
+# binary measured afresh on its own first start (where a refit should move towards).
 # Each binary runs in a MORPH_HOME of its own under a temporary folder (the models linked from
 # $MORPH_HOME, default ~/.cache/morph): its first start measures the profiles (the fresh one is
 # kept), then PROFILE is written over its cache file, stamped with that binary's graph
-# fingerprint so that it is read, before every turn.
+# fingerprint so that it is read, and the refit an earlier turn kept is removed, before every turn.
 #   experiments/refits.sh PROFILE "BIN [BIN...]" [RATES: 400,300,214] [SECONDS: 30] [TURNS: 2]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +25,10 @@ server=""
 stop() { if [ -n "$server" ]; then kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; server=""; fi; }
 trap 'stop; rm -rf "$tmp"' EXIT
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-cached() { echo "$tmp/home$1/profiles/$(basename "$profile")"; }
+name=$(basename "$profile" .json)
+name=${name%.measured}
+cached() { echo "$tmp/home$1/profiles/$name.measured.json"; }
+served() { echo "$tmp/home$1/profiles/$name.served.json"; }
 
 # serve K LOG: binary K on its own home, until it answers /ready.
 serve() {
@@ -53,8 +56,10 @@ for turn in $(seq 1 "$turns"); do
 import json, sys
 p = json.load(open(sys.argv[1]))
 p["graph"] = json.load(open(sys.argv[2])).get("graph")
+p.pop("served_batches", None)
 json.dump(p, open(sys.argv[3], "w"))
 PY
+    rm -f "$(served "$k")"
     log="$tmp/turn$turn.$k.log"
     serve "$k" "$log"
     for rate in "${rates[@]}"; do
@@ -70,7 +75,8 @@ PY
     done
     stop
     grep -o 'buckets replanned.*' "$log" | sed 's/^/  /' || echo "  no bucket replanned"
-    python3 - "$profile" "$(cached "$k")" "$tmp/fresh$k.json" <<'PY'
+    [ -f "$(served "$k")" ] || { echo "  no refit kept"; continue; }
+    python3 - "$profile" "$(served "$k")" "$tmp/fresh$k.json" <<'PY'
 import json, sys
 given, refit, fresh = (json.load(open(f))["latency"] for f in sys.argv[1:])
 print("  ms at batch x len: given -> refitted (measured afresh)")

@@ -94,6 +94,8 @@ async fn a_first_start_logs_each_profiling_step_and_a_renamed_copy_reuses_the_pr
                 .starts_with(&sha[..16])
         );
         assert_eq!(profile.batches().collect::<Vec<_>>(), vec![1, 2, 4, 8, 16], "the fit fills the grid");
+        let name = path.to_string_lossy();
+        assert!(name.ends_with(".measured.json") && profile.served_batches.is_none(), "{name}: measured");
     }
 
     // The same content in another folder: found by its hash, nothing measured.

@@ -66,6 +66,8 @@ struct ProfileFile {
     model_sha256: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     graph: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    served_batches: Option<u32>,
     latency: BTreeMap<String, BTreeMap<String, f64>>,
 }
 
@@ -110,6 +112,9 @@ pub struct LatencyProfile {
     /// The fingerprint of the engine's graph code measured (`morph_encoder`'s
     /// `GRAPH_FINGERPRINT`); `None`: not recorded, or an engine with no such graph.
     pub graph: Option<String>,
+    /// A refit to the batches a server ran: how many it weighed beside the profile it refined;
+    /// `None`: measured (or shipped), every shape timed alike on the engine alone.
+    pub served_batches: Option<u32>,
     /// Points in the file skipped because their batch or length key is not a number.
     pub skipped: usize,
     rows: Vec<Row>,
@@ -168,6 +173,7 @@ impl LatencyProfile {
             instances: None,
             model_sha256: None,
             graph: None,
+            served_batches: None,
             skipped: 0,
             rows,
         })
@@ -212,6 +218,7 @@ impl LatencyProfile {
         profile.instances = file.instances;
         profile.model_sha256 = file.model_sha256;
         profile.graph = file.graph;
+        profile.served_batches = file.served_batches;
         Ok(profile)
     }
 
@@ -235,6 +242,7 @@ impl LatencyProfile {
             instances: self.instances,
             model_sha256: self.model_sha256.clone(),
             graph: self.graph.clone(),
+            served_batches: self.served_batches,
             latency,
         };
         serde_json::to_string_pretty(&file).unwrap_or_default()
@@ -329,6 +337,9 @@ mod tests {
         );
         assert!(keyed.to_json().contains(r#""plan": "merge:2""#), "{}", keyed.to_json());
         assert_eq!(LatencyProfile::from_json(&keyed.to_json()).unwrap(), keyed);
+        assert_eq!(keyed.served_batches, None, "measured");
+        let refit = LatencyProfile { served_batches: Some(2048), ..keyed };
+        assert_eq!(LatencyProfile::from_json(&refit.to_json()).unwrap(), refit);
     }
 
     #[test]

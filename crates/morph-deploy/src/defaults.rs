@@ -11,9 +11,11 @@
 //! Where there is none, a first start measures a few shapes per layout (seconds, each logged as
 //! a line and shown by `/ready`) and fits its latency over batch × length
 //! ([`morph_core::LatencyFit`]); the grid the buckets are planned from is the fit's. The
-//! model loaded to measure it is the one the server then serves, and the policy's refits of
-//! that profile to the batches served replace it in the cache, so that the next start plans
-//! from them.
+//! model loaded to measure it is the one the server then serves. The policy's refits of that
+//! profile to the batches served are kept beside it in the cache, and the next start plans the
+//! same layout's buckets from them; layouts and dtypes are still compared on profiles measured
+//! alike (the engine alone at each shape), never a served layout's refit against another's
+//! measurement.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -54,18 +56,41 @@ pub(crate) struct ServeDefaults {
     /// The chosen layout's profile, and where it came from, for the log.
     pub profile: LatencyProfile,
     pub source: String,
-    /// Where that profile is cached, when it was fitted to a few shapes on a first start (not
-    /// shipped): the policy refines its buckets to the batches it serves and keeps its refits
-    /// there ([`refits_kept_in`]).
-    pub cache_file: Option<PathBuf>,
+    /// Where this layout's refits to the batches served are kept, when its profile was fitted
+    /// to a few shapes on a first start (not shipped): the policy refines its buckets to the
+    /// batches it serves and keeps its refits there ([`refits_kept_in`]), beside the measured
+    /// profile ([`served_beside`]).
+    pub refits_file: Option<PathBuf>,
     /// The model as loaded to measure a layout, if one was.
     pub preloaded: Option<Preloaded>,
 }
 
 impl ServeDefaults {
     pub(crate) fn fitted(&self) -> bool {
-        self.cache_file.is_some()
+        self.refits_file.is_some()
     }
+
+    /// These defaults with the buckets planned from `refit`, a refit of the chosen layout's
+    /// profile to the batches an earlier start served. The rate the layout was chosen by stays
+    /// its measured one.
+    fn planned_from_refit(self, refit: LatencyProfile, path: &Path, max_len: u32) -> Self {
+        let plan = length_plan(&refit, max_len);
+        let source =
+            format!("{} (refitted to {} batches served)", path.display(), refit.served_batches.unwrap_or(0));
+        Self {
+            runtime: RuntimeSpec::dynamic(max_len, plan.max_rows),
+            buckets: plan.buckets,
+            profile: refit,
+            source,
+            ..self
+        }
+    }
+}
+
+/// Where the refits of the profile measured into `measured` (`NAME.measured.json`) are kept:
+/// `NAME.served.json` beside it.
+fn served_beside(measured: &Path) -> PathBuf {
+    measured.with_extension("").with_extension("served.json")
 }
 
 /// One layout of the host's cores: `instances` instances of `threads` intra-op threads.
@@ -133,7 +158,7 @@ fn choose(profiles: Vec<(LatencyProfile, Source)>, max_len: u32) -> anyhow::Resu
         rate,
         buckets: plan.buckets,
         profile,
-        cache_file: source.cache_file().map(Path::to_path_buf),
+        refits_file: source.cache_file().map(served_beside),
         source: source.to_string(),
         preloaded: None,
     })
@@ -194,19 +219,33 @@ impl ProfileKey {
             && layout.matches(p)
     }
 
-    /// Whether a cached `p` fits and measured this build's graph: one cached before an upgrade
+    /// Whether a cached `p` fits and timed this build's graph: one cached before an upgrade
     /// that changed the graph timed another graph (the layout it chose may no longer serve most).
     fn fits_cached(&self, p: &LatencyProfile, layout: Layout) -> bool {
         self.fits(p, layout) && p.graph.as_deref() == self.graph
     }
 
-    /// Where a profile of `layout` measured here is cached.
+    /// Whether a cached `p` fits and was measured, not refitted to batches served: layouts are
+    /// compared on measurements alone.
+    fn fits_measured(&self, p: &LatencyProfile, layout: Layout) -> bool {
+        self.fits_cached(p, layout) && p.served_batches.is_none()
+    }
+
+    /// Whether a cached `p` fits and is a refit to the batches served in `layout`.
+    fn fits_served(&self, p: &LatencyProfile, layout: Layout) -> bool {
+        self.fits_cached(p, layout) && p.served_batches.is_some()
+    }
+
+    /// Where a profile of `layout` measured here is cached (`.measured.json`: files of builds
+    /// that wrote refits over the measurement were named `.json`, and are left unread).
     fn cache_file(&self, layout: Layout) -> PathBuf {
         let slug: String =
             self.device.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
         let model = &self.model_sha256[..self.model_sha256.len().min(16)];
-        cache_dir()
-            .join(format!("{model}-{}-{slug}-{}x{}.json", self.engine, layout.instances, layout.threads))
+        cache_dir().join(format!(
+            "{model}-{}-{slug}-{}x{}.measured.json",
+            self.engine, layout.instances, layout.threads
+        ))
     }
 }
 
@@ -222,7 +261,7 @@ fn layout_profile(
 ) -> anyhow::Result<(LatencyProfile, Source)> {
     let cached = key.cache_file(layout);
     if let Ok(p) = LatencyProfile::load(&cached)
-        && key.fits_cached(&p, layout)
+        && key.fits_measured(&p, layout)
     {
         return Ok((p, Source::Cached(cached)));
     }
@@ -355,7 +394,19 @@ pub(crate) fn serve_defaults(
         .into_iter()
         .map(|layout| layout_profile(files, &key, engine, layout, &mut loaded, steps))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    Ok(ServeDefaults { preloaded: loaded, ..choose(profiles, max_len)? })
+    let chosen = with_served_refit(choose(profiles, max_len)?, &key, max_len);
+    Ok(ServeDefaults { preloaded: loaded, ..chosen })
+}
+
+/// The chosen defaults with their buckets planned from the layout's refit to the batches an
+/// earlier start served, where one is kept for this model, engine, host and graph.
+fn with_served_refit(chosen: ServeDefaults, key: &ProfileKey, max_len: u32) -> ServeDefaults {
+    let layout = Layout { instances: chosen.instances as u16, threads: chosen.threads };
+    let Some(path) = chosen.refits_file.clone() else { return chosen };
+    match LatencyProfile::load(&path) {
+        Ok(refit) if key.fits_served(&refit, layout) => chosen.planned_from_refit(refit, &path, max_len),
+        _ => chosen,
+    }
 }
 
 /// Of the defaults for serving the model on each of `candidates` (the same engine in other
@@ -482,24 +533,60 @@ mod tests {
     }
 
     #[test]
-    fn a_refit_kept_replaces_the_cached_profile_and_fits_the_next_start() {
-        let (key, layout) = (test_key(), Layout { instances: 2, threads: 1 });
-        let measured = measured_for(&key, layout);
+    fn a_refit_kept_plans_the_next_starts_buckets_but_layouts_are_compared_as_measured() {
+        let key = test_key();
+        let (two, one) = (Layout { instances: 2, threads: 1 }, Layout { instances: 1, threads: 2 });
         let dir = tempfile::tempdir().unwrap();
-        let cached = dir.path().join("cached.json");
-        write_profile(&measured, &cached).unwrap();
-
-        let refit = measured.with_latencies_of(morph_core::fixtures::linear_profile(9.0, 0.1));
-        let (sink, writer) = refits_kept_in(cached.clone()).unwrap();
+        let (two_file, one_file) =
+            (dir.path().join("two.measured.json"), dir.path().join("one.measured.json"));
+        // Measured alike, two one-thread instances serve twice what one two-thread one does.
+        let (measured_two, measured_one) = (measured_for(&key, two), measured_for(&key, one));
+        write_profile(&measured_two, &two_file).unwrap();
+        write_profile(&measured_one, &one_file).unwrap();
+        // Served, the two instances' batches took three times their measurement: as a refit
+        // the layout would lose to the other's measurement.
+        let mut refit = measured_two.with_latencies_of(morph_core::fixtures::linear_profile(6.0, 0.3));
+        refit.served_batches = Some(512);
+        assert!(layout_rate(&refit, 2) < layout_rate(&measured_one, 1));
+        let (sink, writer) = refits_kept_in(served_beside(&two_file)).unwrap();
         sink.keep(&refit);
         drop(sink);
         writer.join().unwrap();
-        let found = LatencyProfile::load(&cached).unwrap();
-        assert_eq!(found, refit);
-        assert_ne!(found, measured);
-        assert!(key.fits_cached(&found, layout), "{found:?}");
-        let files: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
-        assert_eq!(files, vec!["cached.json"], "written whole, nothing partial left");
+        let mut files: Vec<_> =
+            std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        files.sort();
+        assert_eq!(
+            files,
+            ["one.measured.json", "two.measured.json", "two.served.json"],
+            "beside it, written whole"
+        );
+
+        // The next start: the layout by the measurements, its buckets from the refit.
+        let found = |path: &Path| LatencyProfile::load(path).unwrap();
+        assert_eq!(found(&two_file), measured_two, "the measurement is kept");
+        assert!(key.fits_measured(&found(&two_file), two) && key.fits_measured(&found(&one_file), one));
+        let kept = found(&served_beside(&two_file));
+        assert_eq!(kept, refit);
+        assert!(key.fits_served(&kept, two) && !key.fits_measured(&kept, two), "a refit is no measurement");
+        let next = || {
+            let profiles = vec![
+                (found(&one_file), Source::Cached(one_file.clone())),
+                (found(&two_file), Source::Cached(two_file.clone())),
+            ];
+            with_served_refit(choose(profiles, 512).unwrap(), &key, 512)
+        };
+        let chosen = next();
+        assert_eq!((chosen.instances, chosen.threads), (2, 1));
+        assert_eq!(chosen.rate, layout_rate(&measured_two, 2), "chosen by its measured rate");
+        assert_eq!(chosen.profile, refit);
+        assert_eq!(chosen.buckets, length_plan(&refit, 512).buckets);
+        assert_ne!(chosen.buckets, length_plan(&measured_two, 512).buckets);
+        assert_eq!(chosen.refits_file, Some(served_beside(&two_file)), "refitted on");
+
+        // A refit of another build's graph is not planned from.
+        refit.graph = Some("fedcba9876543210".into());
+        write_profile(&refit, &served_beside(&two_file)).unwrap();
+        assert_eq!(next().buckets, length_plan(&measured_two, 512).buckets);
     }
 
     #[test]

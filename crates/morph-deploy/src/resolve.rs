@@ -100,7 +100,7 @@ impl ServeSpec {
                     profiled.as_ref().filter(|d| d.fitted()).map(|d| Arc::new(d.profile.clone()))
                 }),
                 // The writer is detached: it ends with the policy that holds the sink.
-                refits: match profiled.as_ref().and_then(|d| d.cache_file.clone()) {
+                refits: match profiled.as_ref().and_then(|d| d.refits_file.clone()) {
                     Some(path) => Some(refits_kept_in(path)?.0),
                     None => None,
                 },
