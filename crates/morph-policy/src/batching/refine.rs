@@ -1,11 +1,12 @@
 //! Buckets refined while serving. A first start plans its buckets from a profile fitted to a
 //! few measured shapes; the batches served then time the shapes the traffic really has. Every
-//! `every` batches the latency is fitted again ([`LatencyFit`]) to the profile's grid and the
-//! batches served (the most recent [`SERVED_KEPT`]). Where the new fit differs materially from
+//! `every` batches the profile is corrected to the batches served (the most recent
+//! [`SERVED_KEPT`]) by two numbers ([`Correction`]): a slowdown of every shape alike and a cost
+//! per batch the profile did not see. Where the corrected profile differs materially from
 //! the profile the buckets were planned from ([`MATERIAL`]; a refit of the same times moves by
 //! rounding, and the plan's thresholds would flip on it), the buckets are planned from it
-//! ([`length_plan`]), and the policy takes them when they differ from its own. A refit that
-//! replans is also handed to the deployment's [`RefitSink`] (the server's profile cache), so
+//! ([`length_plan`]), and the policy takes them when they differ from its own. That corrected
+//! profile is also handed to the deployment's [`RefitSink`] (the server's profile cache), so
 //! that the next start plans from the batches this one served. Only batches timed as the
 //! profile's shapes were are weighed: by the engine's time on a core, at the shape it computed
 //! (a batch whose padding the engine removed, at its rows' mean length: the profile measured
@@ -14,7 +15,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use morph_core::{LatencyFit, LatencyProfile, PaddedShape, Point};
+use morph_core::{LatencyProfile, PaddedShape, Point};
 
 use super::buckets::Bucket;
 use super::plan::length_plan;
@@ -45,15 +46,50 @@ impl std::fmt::Debug for RefitSink {
     }
 }
 
+/// The batches served as the prior profile's times: t_served(b, l) = `scale` · t_prior(b, l) +
+/// `per_batch_ms`. Two numbers fitted over every shape served, so the shapes the traffic never
+/// ran keep the prior's proportions. (A free refit of the four-term latency fit weighed mostly
+/// the shapes served, full batches under overload, and extrapolated to the rest: a served run
+/// replanned one row for every length, then sixteen again.)
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Correction {
+    scale: f64,
+    per_batch_ms: f64,
+}
+
+impl Correction {
+    /// Least squares on relative error over `(prior ms, served ms)` pairs, the cost per batch at
+    /// least 0; `None` without a positive scale.
+    fn fit(served: impl Iterator<Item = (f64, f64)> + Clone) -> Option<Self> {
+        // Minimise Σ (scale·xᵢ + per_batch·yᵢ − 1)², xᵢ = priorᵢ / servedᵢ, yᵢ = 1 / servedᵢ.
+        let (mut xx, mut xy, mut yy, mut x1, mut y1) = (0.0, 0.0, 0.0, 0.0, 0.0);
+        for (prior, ms) in served.filter(|&(prior, ms)| prior > 0.0 && ms > 0.0) {
+            let (x, y) = (prior / ms, 1.0 / ms);
+            (xx, xy, yy, x1, y1) = (xx + x * x, xy + x * y, yy + y * y, x1 + x, y1 + y);
+        }
+        let det = xx * yy - xy * xy;
+        let both = (det > 1e-9 * xx * yy)
+            .then(|| Self { scale: (x1 * yy - y1 * xy) / det, per_batch_ms: (xx * y1 - xy * x1) / det });
+        let fit = match both {
+            Some(c) if c.per_batch_ms >= 0.0 => c,
+            _ => Self { scale: x1 / xx, per_batch_ms: 0.0 },
+        };
+        (fit.scale > 0.0 && fit.scale.is_finite()).then_some(fit)
+    }
+
+    fn ms(self, prior_ms: f64) -> f64 {
+        self.scale * prior_ms + self.per_batch_ms
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Refiner {
-    /// The profile the first buckets came from, as points over its grid.
-    prior: Vec<Point>,
+    /// The profile the first buckets came from, which every correction applies to.
+    prior: LatencyProfile,
     /// The profile the buckets now were planned from.
     planned_from: LatencyProfile,
-    batches: Vec<u32>,
-    lens: Vec<u32>,
-    served: VecDeque<Point>,
+    /// The batches served: the prior's time at the shape each computed, and the time it took.
+    served: VecDeque<(f64, f64)>,
     every: u32,
     since: u32,
     sink: Option<RefitSink>,
@@ -64,14 +100,17 @@ pub(crate) struct Refiner {
 impl Refiner {
     /// Refits `profile` every `every` batches; those that replan go to `sink` too.
     pub(crate) fn new(profile: &LatencyProfile, every: u32, sink: Option<RefitSink>) -> Self {
-        let (batches, lens): (Vec<u32>, Vec<u32>) = (profile.batches().collect(), profile.lengths());
-        let grid = batches.iter().flat_map(|&batch| lens.iter().map(move |&len| (batch, len)));
-        let prior = grid
-            .map(|(batch, len)| Point { batch, len, ms: profile.latency_ms(PaddedShape { batch, len }) })
-            .collect();
         let (served, every) = (VecDeque::new(), every.max(1));
-        let planned_from = profile.clone();
-        Self { prior, planned_from, batches, lens, served, every, since: 0, sink, changes: 0 }
+        let (prior, planned_from) = (profile.clone(), profile.clone());
+        Self { prior, planned_from, served, every, since: 0, sink, changes: 0 }
+    }
+
+    /// The prior's grid of shapes.
+    fn grid(&self) -> impl Iterator<Item = PaddedShape> + '_ {
+        let lens = self.prior.lengths();
+        self.prior
+            .batches()
+            .flat_map(move |batch| lens.clone().into_iter().map(move |len| PaddedShape { batch, len }))
     }
 
     /// A batch priced at `shape` took `ms`. Every `every` batches: the buckets up to `max_len`
@@ -87,19 +126,26 @@ impl Refiner {
             if self.served.len() == SERVED_KEPT {
                 self.served.pop_front();
             }
-            self.served.push_back(Point { batch: shape.batch, len: shape.len, ms });
+            self.served.push_back((self.prior.latency_ms(shape), ms));
         }
         self.since += 1;
         if self.since < self.every {
             return None;
         }
         self.since = 0;
-        let points: Vec<Point> = self.prior.iter().chain(&self.served).copied().collect();
-        let fitted = LatencyFit::fit(&points)?.profile("refined", &self.batches, &self.lens).ok()?;
+        let correction = Correction::fit(self.served.iter().copied())?;
+
+        let corrected = self.grid().map(|shape| Point {
+            batch: shape.batch,
+            len: shape.len,
+            ms: correction.ms(self.prior.latency_ms(shape)),
+        });
+        let fitted = LatencyProfile::from_points("refined", corrected.collect::<Vec<_>>()).ok()?;
         if self.difference(&fitted) < MATERIAL {
             return None;
         }
-        let profile = self.planned_from.with_latencies_of(fitted);
+        let mut profile = self.planned_from.with_latencies_of(fitted);
+        profile.served_batches = Some(self.served.len() as u32);
         if let Some(sink) = &self.sink {
             sink.keep(&profile);
         }
@@ -113,9 +159,11 @@ impl Refiner {
 
     /// The mean relative difference of `profile` from the one the buckets were planned from.
     fn difference(&self, profile: &LatencyProfile) -> f64 {
-        let shapes = self.prior.iter().map(|p| PaddedShape { batch: p.batch, len: p.len });
-        let relative = shapes.map(|s| (profile.latency_ms(s) / self.planned_from.latency_ms(s) - 1.0).abs());
-        relative.sum::<f64>() / self.prior.len().max(1) as f64
+        let relative: Vec<f64> = self
+            .grid()
+            .map(|s| (profile.latency_ms(s) / self.planned_from.latency_ms(s) - 1.0).abs())
+            .collect();
+        relative.iter().sum::<f64>() / relative.len().max(1) as f64
     }
 }
 
@@ -124,6 +172,8 @@ mod tests {
     use super::*;
 
     use morph_core::fixtures::linear_profile as linear;
+
+    use super::super::plan::rows_worth;
 
     #[test]
     fn served_batches_that_cost_more_per_call_than_profiled_replan_to_more_rows() {
@@ -161,9 +211,55 @@ mod tests {
             (kept[0].threads, kept[0].instances, kept[0].model.as_str()),
             (Some(1), Some(2), "linear")
         );
+        assert_eq!(kept[0].served_batches, Some(64), "marked a refit, of the batches it weighed");
         let one_call = PaddedShape { batch: 1, len: 16 };
         let (refit, profiled) = (kept[0].latency_ms(one_call), prior.latency_ms(one_call));
         assert!(refit > 1.2 * profiled, "towards the served 24 ms from the profiled {profiled}: {refit}");
+    }
+
+    #[test]
+    fn a_correction_is_a_slowdown_and_a_cost_per_batch_of_at_least_zero() {
+        let prior = [2.0, 5.0, 30.0, 120.0];
+        let fit = |served: &dyn Fn(f64) -> f64| {
+            let pairs: Vec<(f64, f64)> = prior.iter().map(|&p| (p, served(p))).collect();
+            Correction::fit(pairs.into_iter()).unwrap()
+        };
+        let c = fit(&|p| 1.3 * p + 2.0);
+        assert!((c.scale - 1.3).abs() < 1e-9 && (c.per_batch_ms - 2.0).abs() < 1e-9, "{c:?}");
+        // Cheaper a batch than profiled: no negative cost per batch, a scale alone.
+        let c = fit(&|p| 0.9 * p - 1.0);
+        assert_eq!(c.per_batch_ms, 0.0);
+        assert!(c.scale > 0.0 && c.scale < 0.9, "{c:?}");
+        assert_eq!(Correction::fit(std::iter::empty()), None);
+    }
+
+    #[test]
+    fn full_batches_served_slower_scale_the_shapes_never_served_alike() {
+        // Overload: only batches of 16 rows, every one 30% slower than profiled. The single rows
+        // never served keep their proportion to them, so the rows planned stay the prior's.
+        let prior = morph_core::fixtures::linear_profile(2.0, 0.25);
+        let current = length_plan(&prior, 512).buckets;
+        let kept = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = RefitSink::new({
+            let kept = kept.clone();
+            move |p: &LatencyProfile| kept.lock().unwrap().push(p.clone())
+        });
+        let mut refiner = Refiner::new(&prior, 60, Some(sink));
+        for k in 0..60u32 {
+            let shape = PaddedShape { batch: 16, len: [16, 32, 64, 128][k as usize % 4] };
+            refiner.served(shape, 1.3 * prior.latency_ms(shape), &current, 512);
+        }
+        let kept = kept.lock().unwrap();
+        assert_eq!(kept.len(), 1, "a 30% slowdown is kept for the next start");
+        for shape in [PaddedShape { batch: 1, len: 8 }, PaddedShape { batch: 2, len: 512 }] {
+            let ratio = kept[0].latency_ms(shape) / prior.latency_ms(shape);
+            assert!((ratio - 1.3).abs() < 1e-6, "{shape:?}: {ratio}");
+        }
+        // (The bounds may move by a token where the fixture's straight lines tie with the
+        // padding budget.)
+        for len in 1..=512 {
+            assert_eq!(rows_worth(&kept[0], len), rows_worth(&prior, len), "{len} tokens");
+        }
     }
 
     #[test]
