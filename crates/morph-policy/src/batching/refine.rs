@@ -60,7 +60,7 @@ struct Correction {
 impl Correction {
     /// Least squares on relative error over `(prior ms, served ms)` pairs, the cost per batch at
     /// least 0; `None` without a positive scale.
-    fn fit(served: impl Iterator<Item = (f64, f64)> + Clone) -> Option<Self> {
+    fn fit(served: impl Iterator<Item = (f64, f64)>) -> Option<Self> {
         // Minimise Σ (scale·xᵢ + per_batch·yᵢ − 1)², xᵢ = priorᵢ / servedᵢ, yᵢ = 1 / servedᵢ.
         let (mut xx, mut xy, mut yy, mut x1, mut y1) = (0.0, 0.0, 0.0, 0.0, 0.0);
         for (prior, ms) in served.filter(|&(prior, ms)| prior > 0.0 && ms > 0.0) {
@@ -98,7 +98,8 @@ pub(crate) struct Refiner {
 }
 
 impl Refiner {
-    /// Refits `profile` every `every` batches; those that replan go to `sink` too.
+    /// Corrects `profile` every `every` batches; corrections that move it materially go to
+    /// `sink` too.
     pub(crate) fn new(profile: &LatencyProfile, every: u32, sink: Option<RefitSink>) -> Self {
         let (served, every) = (VecDeque::new(), every.max(1));
         let (prior, planned_from) = (profile.clone(), profile.clone());
@@ -134,7 +135,6 @@ impl Refiner {
         }
         self.since = 0;
         let correction = Correction::fit(self.served.iter().copied())?;
-
         let corrected = self.grid().map(|shape| Point {
             batch: shape.batch,
             len: shape.len,
