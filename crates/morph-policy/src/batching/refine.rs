@@ -175,17 +175,23 @@ mod tests {
 
     use super::super::plan::rows_worth;
 
+    /// A sink that keeps every profile it is handed, and what it kept.
+    fn keeping() -> (RefitSink, Arc<std::sync::Mutex<Vec<LatencyProfile>>>) {
+        let kept = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = RefitSink::new({
+            let kept = kept.clone();
+            move |p: &LatencyProfile| kept.lock().unwrap().push(p.clone())
+        });
+        (sink, kept)
+    }
+
     #[test]
     fn served_batches_that_cost_more_per_call_than_profiled_replan_to_more_rows() {
         // Profiled: 0.5 ms a call; served: 20 ms a call, so batching pays at longer lengths.
         let mut prior = linear(0.5, 0.25);
         (prior.threads, prior.instances) = (Some(1), Some(2));
         let current = length_plan(&prior, 512).buckets;
-        let kept = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let sink = RefitSink::new({
-            let kept = kept.clone();
-            move |p: &LatencyProfile| kept.lock().unwrap().push(p.clone())
-        });
+        let (sink, kept) = keeping();
         let mut refiner = Refiner::new(&prior, 64, Some(sink));
         let truth = |b: u32, l: u32| 20.0 + 0.25 * f64::from(b * l);
         let mut replanned = None;
@@ -237,13 +243,9 @@ mod tests {
     fn full_batches_served_slower_scale_the_shapes_never_served_alike() {
         // Overload: only batches of 16 rows, every one 30% slower than profiled. The single rows
         // never served keep their proportion to them, so the rows planned stay the prior's.
-        let prior = morph_core::fixtures::linear_profile(2.0, 0.25);
+        let prior = linear(2.0, 0.25);
         let current = length_plan(&prior, 512).buckets;
-        let kept = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let sink = RefitSink::new({
-            let kept = kept.clone();
-            move |p: &LatencyProfile| kept.lock().unwrap().push(p.clone())
-        });
+        let (sink, kept) = keeping();
         let mut refiner = Refiner::new(&prior, 60, Some(sink));
         for k in 0..60u32 {
             let shape = PaddedShape { batch: 16, len: [16, 32, 64, 128][k as usize % 4] };
