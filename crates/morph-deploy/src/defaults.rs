@@ -74,17 +74,17 @@ impl ServeDefaults {
     /// profile to the batches an earlier start served. The rate the layout was chosen by stays
     /// its measured one.
     fn planned_from_refit(self, refit: LatencyProfile, path: &Path, max_len: u32) -> Self {
-        let plan = length_plan(&refit, max_len);
+        let (runtime, buckets) = planned(&refit, max_len);
         let source =
             format!("{} (refitted to {} batches served)", path.display(), refit.served_batches.unwrap_or(0));
-        Self {
-            runtime: RuntimeSpec::dynamic(max_len, plan.max_rows),
-            buckets: plan.buckets,
-            profile: refit,
-            source,
-            ..self
-        }
+        Self { runtime, buckets, profile: refit, source, ..self }
     }
+}
+
+/// The runtime and the length buckets `profile` plans up to `max_len`.
+fn planned(profile: &LatencyProfile, max_len: u32) -> (RuntimeSpec, Vec<Bucket>) {
+    let plan = length_plan(profile, max_len);
+    (RuntimeSpec::dynamic(max_len, plan.max_rows), plan.buckets)
 }
 
 /// Where the refits of the profile measured into `measured` (`NAME.measured.json`) are kept:
@@ -150,13 +150,13 @@ fn choose(profiles: Vec<(LatencyProfile, Source)>, max_len: u32) -> anyhow::Resu
     });
     let (rate, profile, source) =
         rated.max_by(|a, b| a.0.total_cmp(&b.0)).context("no profile to choose a layout from")?;
-    let plan = length_plan(&profile, max_len);
+    let (runtime, buckets) = planned(&profile, max_len);
     Ok(ServeDefaults {
-        runtime: RuntimeSpec::dynamic(max_len, plan.max_rows),
+        runtime,
         instances: usize::from(profile.instances.unwrap_or(1)),
         threads: profile.threads.unwrap_or(1),
         rate,
-        buckets: plan.buckets,
+        buckets,
         profile,
         refits_file: source.cache_file().map(served_beside),
         source: source.to_string(),
