@@ -1,6 +1,6 @@
 //! The discrete-event driver: the same [`Policy`] objects as the live server, in virtual time,
 //! their actions applied through the same [`Ledger`]. Arrivals come from the pre-generated
-//! stream (merged with the event heap, in the same total order), batch times from the cost
+//! stream (merged with the event queue, in the same total order), batch times from the cost
 //! model, instances from the policy's launches after a start-up delay, ticks from the policy's
 //! interval, cancellations from each request's `cancel_after`. Encoder batches end as a unit;
 //! generations run by iterations (one token of every running sequence), each answered when its
@@ -507,7 +507,7 @@ impl<'a, I: Iterator<Item = SimRequest>> ModelRun<'a, I> {
         Self { world, ledger, requests: requests.into_iter().peekable(), tick, effects }
     }
 
-    /// When the next thing happens, and what kind it is: the earlier of the heap's head and
+    /// When the next thing happens, and what kind it is: the earlier of the event queue's head and
     /// the next arrival, in the total order (time, kind, sequence); arrivals keep their order.
     pub(crate) fn next(&mut self) -> Option<(Time, EventKind)> {
         let arrival = self.requests.peek().map(|r| (r.arrival, EventKind::Arrival));
