@@ -116,13 +116,17 @@ impl EventQueue {
         }
     }
 
-    /// The earliest event.
-    pub fn pop(&mut self) -> Option<(Time, SimEvent)> {
-        let from_run = match (self.run.last(), self.soon.first()) {
+    /// Whether the earliest event is the run's last, not the small heap's first.
+    fn next_in_run(&self) -> bool {
+        match (self.run.last(), self.soon.first()) {
             (Some(r), Some(s)) => r.key < s.key,
             (r, _) => r.is_some(),
-        };
-        let entry = if from_run { self.run.pop() } else { self.soon.pop() }?;
+        }
+    }
+
+    /// The earliest event.
+    pub fn pop(&mut self) -> Option<(Time, SimEvent)> {
+        let entry = if self.next_in_run() { self.run.pop() } else { self.soon.pop() }?;
         self.pops_to_rebuild = self.pops_to_rebuild.saturating_sub(1);
         self.refill();
         Some((entry.time(), entry.event))
@@ -225,10 +229,7 @@ impl EventQueue {
 
     /// Time and kind of the next event, without removing it.
     pub fn peek(&self) -> Option<(Time, EventKind)> {
-        let next = match (self.run.last(), self.soon.first()) {
-            (Some(r), Some(s)) => Some(if r.key < s.key { r } else { s }),
-            (r, s) => r.or(s),
-        };
+        let next = if self.next_in_run() { self.run.last() } else { self.soon.first() };
         next.map(|e| (e.time(), e.event.kind()))
     }
 
