@@ -1,8 +1,13 @@
 //! CPU kernels that candle runs as scalar libm calls: GELU (`erf`) and softmax (`exp`).
 //! Written branch-free over contiguous `f32` slices so the compiler vectorises them; in a
 //! profile of b8·l128 the scalar versions took 14% (erf) and 4% (exp) of CPU time.
+//! Each polynomial step is a fused multiply-add (`mul_add`: one rounding, the same bits in
+//! every copy): one instruction in the loops compiled for AVX2 and AVX-512 with FMA
+//! (`multiversion`, as every caller is); a CPU without FMA runs the build's baseline copy,
+//! which calls libm's `fmaf`.
 
 use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Tensor, bail};
+use multiversion::multiversion;
 use rayon::prelude::*;
 
 const LOG2_E: f32 = std::f32::consts::LOG2_E;
@@ -20,10 +25,9 @@ pub(crate) const ROUND_MAGIC: f32 = 12_582_912.0;
 #[inline(always)]
 pub(crate) fn exp_nonpositive(x: f32) -> f32 {
     let x = x.max(-87.0);
-    let n = (x * LOG2_E + ROUND_MAGIC) - ROUND_MAGIC;
-    let r = (x - n * LN2_HI) - n * LN2_LO;
-    let p = 1.0
-        + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
+    let n = x.mul_add(LOG2_E, ROUND_MAGIC) - ROUND_MAGIC;
+    let r = (-n).mul_add(LN2_LO, (-n).mul_add(LN2_HI, x));
+    let p = horner(r, [1.0, 1.0, 0.5, 1.0 / 6.0, 1.0 / 24.0, 1.0 / 120.0, 1.0 / 720.0]);
     // 2ⁿ from its biased exponent n + 127 (1..=127 here), read off the low mantissa bits as
     // in `ROUND_MAGIC`'s rounding: `n as i32` (a saturating conversion) does not vectorise.
     let scale = f32::from_bits(((n + 127.0 + ROUND_MAGIC).to_bits() & 0xff) << 23);
@@ -37,15 +41,39 @@ fn erf(z: f32) -> f32 {
     const P: f32 = 0.327_591_1;
     const A: [f32; 5] = [0.254_829_6, -0.284_496_74, 1.421_413_7, -1.453_152, 1.061_405_4];
     let a = z.abs();
-    let t = 1.0 / (1.0 + P * a);
-    let poly = t * (A[0] + t * (A[1] + t * (A[2] + t * (A[3] + t * A[4]))));
-    (1.0 - poly * exp_nonpositive(-a * a)).copysign(z)
+    let t = 1.0 / P.mul_add(a, 1.0);
+    let poly = t * horner(t, A);
+    (-poly).mul_add(exp_nonpositive(-a * a), 1.0).copysign(z)
 }
 
 /// GELU with the exact (erf) form: `x·½·(1 + erf(x/√2))`.
 #[inline(always)]
 pub(crate) fn gelu(x: f32) -> f32 {
-    0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2))
+    let half = 0.5 * x;
+    half.mul_add(erf(x * std::f32::consts::FRAC_1_SQRT_2), half)
+}
+
+/// `c₀ + x·(c₁ + x·(c₂ + …))`, a fused multiply-add a step.
+#[inline(always)]
+fn horner<const N: usize>(x: f32, coefficients: [f32; N]) -> f32 {
+    coefficients.into_iter().rev().reduce(|acc, c| acc.mul_add(x, c)).unwrap_or(0.0)
+}
+
+/// GELU of each of `xs` into `out`.
+#[multiversion(targets("x86_64+avx512f+avx512bw+avx2+fma", "x86_64+avx2+fma"))]
+fn gelu_into(xs: &[f32], out: &mut [f32]) {
+    out.iter_mut().zip(xs).for_each(|(o, &x)| *o = gelu(x));
+}
+
+/// Each row of `n` values of `rows` to its softmax, in place.
+#[multiversion(targets("x86_64+avx512f+avx512bw+avx2+fma", "x86_64+avx2+fma"))]
+fn softmax_rows(rows: &mut [f32], n: usize) {
+    for row in rows.chunks_exact_mut(n) {
+        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        row.iter_mut().for_each(|v| *v = exp_nonpositive(*v - max));
+        let inv = 1.0 / row.iter().sum::<f32>();
+        row.iter_mut().for_each(|v| *v *= inv);
+    }
 }
 
 fn contiguous_f32<'a>(op: &str, storage: &'a CpuStorage, layout: &Layout) -> Result<&'a [f32]> {
@@ -64,9 +92,7 @@ impl CustomOp1 for GeluErf {
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
         let xs = contiguous_f32(self.name(), storage, layout)?;
         let mut out = vec![0f32; xs.len()];
-        out.par_chunks_mut(CHUNK).zip(xs.par_chunks(CHUNK)).for_each(|(out, xs)| {
-            out.iter_mut().zip(xs).for_each(|(o, &x)| *o = gelu(x));
-        });
+        out.par_chunks_mut(CHUNK).zip(xs.par_chunks(CHUNK)).for_each(|(out, xs)| gelu_into(xs, out));
         Ok((CpuStorage::F32(out), layout.shape().clone()))
     }
 }
@@ -83,14 +109,7 @@ impl CustomOp1 for SoftmaxLastDim {
         let n = layout.shape().dims().last().copied().unwrap_or(1).max(1);
         let mut out = xs.to_vec();
         let rows_per_task = (CHUNK / n).max(1);
-        out.par_chunks_mut(rows_per_task * n).for_each(|rows| {
-            for row in rows.chunks_exact_mut(n) {
-                let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                row.iter_mut().for_each(|v| *v = exp_nonpositive(*v - max));
-                let inv = 1.0 / row.iter().sum::<f32>();
-                row.iter_mut().for_each(|v| *v *= inv);
-            }
-        });
+        out.par_chunks_mut(rows_per_task * n).for_each(|rows| softmax_rows(rows, n));
         Ok((CpuStorage::F32(out), layout.shape().clone()))
     }
 }

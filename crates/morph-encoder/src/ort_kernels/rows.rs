@@ -34,8 +34,8 @@ fn quantize(x: &[f32], scale: Option<&[f32]>, q: &mut [u8]) -> f32 {
     let peak = peak_of(x, scale);
     let to_steps = ROW_STEPS / peak;
     match scale {
-        Some(scale) => x.iter().zip(scale).zip(q).for_each(|((v, s), q)| *q = to_step(v * s * to_steps)),
-        None => x.iter().zip(q).for_each(|(v, q)| *q = to_step(v * to_steps)),
+        Some(scale) => x.iter().zip(scale).zip(q).for_each(|((v, s), q)| *q = to_step(v * s, to_steps)),
+        None => x.iter().zip(q).for_each(|(v, q)| *q = to_step(*v, to_steps)),
     }
     peak
 }
@@ -68,12 +68,13 @@ fn peak_of(x: &[f32], scale: Option<&[f32]>) -> f32 {
     lanes.into_iter().fold(LEAST_PEAK, f32::max)
 }
 
-/// A value in steps (|v| ≤ 127) to its uint8 step: moved by the zero point and rounded half
-/// to even, as QuantizeLinear rounds. Adding 1.5·2²³ leaves the rounded integer in the low
-/// mantissa bits, which avoids a float-to-integer conversion that does not vectorise.
+/// A value times `to_steps` (|v · to_steps| ≤ 127) to its uint8 step: moved by the zero point
+/// and rounded half to even, as QuantizeLinear rounds. Adding 1.5·2²³ leaves the rounded
+/// integer in the low mantissa bits, which avoids a float-to-integer conversion that does not
+/// vectorise.
 #[inline(always)]
-fn to_step(v: f32) -> u8 {
-    let shifted = (v + f32::from(ROW_ZERO_POINT)).clamp(0.0, 255.0);
+fn to_step(v: f32, to_steps: f32) -> u8 {
+    let shifted = v.mul_add(to_steps, f32::from(ROW_ZERO_POINT)).clamp(0.0, 255.0);
     ((shifted + ROUND_MAGIC).to_bits() & 0xff) as u8
 }
 
@@ -82,7 +83,7 @@ fn to_step(v: f32) -> u8 {
 pub fn rescale_row(y: &[f32], peak: f32, bias: Option<&[f32]>, out: &mut [f32]) {
     let scaled = out.iter_mut().zip(y);
     match bias {
-        Some(bias) => scaled.zip(bias).for_each(|((out, y), b)| *out = y * peak + b),
+        Some(bias) => scaled.zip(bias).for_each(|((out, y), b)| *out = y.mul_add(peak, *b)),
         None => scaled.for_each(|(out, y)| *out = y * peak),
     }
 }
@@ -100,7 +101,7 @@ pub fn gelu_quantize_row(
     row: &mut [f32],
     q: &mut [u8],
 ) -> f32 {
-    row.iter_mut().zip(y).zip(bias).for_each(|((out, y), b)| *out = gelu(y * peak + b));
+    row.iter_mut().zip(y).zip(bias).for_each(|((out, y), b)| *out = gelu(y.mul_add(peak, *b)));
     quantize(row, scale, q)
 }
 
