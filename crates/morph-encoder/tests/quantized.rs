@@ -126,10 +126,12 @@ fn splitting_the_outlier_channels_brings_int8_closer_to_fp32() {
 
 /// Between the feed-forward block's two int8 products one operator scales back, applies GELU
 /// and quantises again: the int8 graph has one `GeluRowQuantize` per layer feeding the down
-/// projection's product and no `Erf`, where fp32 has one `Erf` per layer; calibration's input
+/// projection's product and no `Erf`, where fp32 has one `Erf` per layer. After each block's
+/// output product one operator scales back, adds the residual and normalises
+/// (`RowRescaleNorm`), where fp32 has `Add` and `LayerNormalization`. Calibration's input
 /// maxima (of fp32 tensors int8 no longer writes) are refused in int8.
 #[test]
-fn the_int8_feed_forward_middle_is_one_operator() {
+fn the_int8_feed_forward_middle_and_block_outputs_are_one_operator_each() {
     let (files, _) = real_model();
     let checkpoint = Checkpoint::load(&files).expect("checkpoint");
     let layers = checkpoint.config.num_hidden_layers;
@@ -144,16 +146,24 @@ fn the_int8_feed_forward_middle_is_one_operator() {
     assert_eq!((count(&int8, "GeluRowQuantize"), count(&int8, "Erf")), (layers, 0));
     assert_eq!((count(&fp32, "GeluRowQuantize"), count(&fp32, "Erf")), (0, layers));
     // The products on the host's kernel: AMX tiles, which scale the rows back themselves, or
-    // ONNX Runtime's, followed by `RowRescale` (four products a layer, the up projection's
-    // rescaling inside `GeluRowQuantize`).
+    // ONNX Runtime's, followed by `RowRescale` (four products a layer: the up projection's
+    // rescaling inside `GeluRowQuantize`, the two block outputs' inside `RowRescaleNorm`).
     let (product, rescales) = match IntegerKernel::for_host().expect("the host's kernel") {
         IntegerKernel::Tiles => ("TileProduct", 0),
-        IntegerKernel::Mlas => ("MatMulIntegerToFloat", 3 * layers),
+        IntegerKernel::Mlas => ("MatMulIntegerToFloat", layers),
     };
     assert_eq!((count(&int8, product), count(&int8, "RowRescale")), (4 * layers, rescales));
     for middle in int8.nodes.iter().filter(|n| n.op == "GeluRowQuantize") {
         let consumer = int8.nodes.iter().find(|n| n.inputs.contains(&middle.outputs[0]));
         assert_eq!(consumer.map(|n| n.op), Some(product), "{middle:?}");
+    }
+    // Only the embeddings' norm is ONNX Runtime's in int8; each block's output is normalised
+    // straight from its product's rows.
+    assert_eq!((count(&int8, "RowRescaleNorm"), count(&int8, "LayerNormalization")), (2 * layers, 1));
+    assert_eq!((count(&fp32, "RowRescaleNorm"), count(&fp32, "LayerNormalization")), (0, 2 * layers + 1));
+    for output in int8.nodes.iter().filter(|n| n.op == "RowRescaleNorm") {
+        let producer = int8.nodes.iter().find(|n| n.outputs.contains(&output.inputs[0]));
+        assert_eq!(producer.map(|n| n.op), Some(product), "{output:?}");
     }
     let refused = graph(Precision::Int8(none), GraphOutput::InputMaxima).expect_err("input maxima in int8");
     assert!(refused.to_string().contains("fp32"), "{refused}");

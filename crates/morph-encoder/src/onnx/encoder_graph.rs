@@ -15,10 +15,10 @@ use std::ops::Range;
 use candle_core::Tensor;
 
 use super::builder::Builder;
-use super::outliers::{Outlier, Product, Site, split_channels};
+use super::outliers::{Outlier, Outliers, Product, Site, split_channels};
 use super::precision::{
-    ChannelSplit, Int8Weights, IntegerKernel, Precision, int8_feed_forward, int8_weights,
-    row_quantized_product,
+    ChannelSplit, Int8Weights, IntegerKernel, Precision, ResidualNorm, int8_feed_forward, int8_weights,
+    row_quantized_output, row_quantized_product,
 };
 use super::proto::{Attr, DataType, Dim, Graph, ValueInfo};
 use super::writer::{Tokens, Writer};
@@ -417,9 +417,44 @@ impl Writer<'_> {
         int8_weights(&mut self.g, name, dims, &split.weight, channels, self.kernel)
     }
 
-    /// The feed-forward block of layer `layer` (`prefix`): `gelu(x · up + b) · down + b`; in
-    /// fp32 also the down projection's input, for calibration. Int8 writes no fp32 tensor
-    /// between the two products ([`int8_feed_forward`]).
+    /// The int8 weights of the Hugging Face `Linear` at `prefix`, the product at `site`, and
+    /// its bias.
+    fn int8_linear(
+        &mut self,
+        prefix: &str,
+        site: Site,
+        outliers: &Outliers,
+    ) -> Result<(Int8Weights, String), EngineError> {
+        let LinearWeights { dims, w, b } = self.linear_weights(prefix)?;
+        let bias = self.g.f32s(&format!("{prefix}.bias"), &[dims[1]], b);
+        Ok((self.int8_weights(prefix, &dims, &w, outliers.channels(site)), bias))
+    }
+
+    /// A block's output, `LayerNormalization(x · Wᵀ + b + residual)` for the `Linear` at
+    /// `prefix` (the product at `site`) and the norm at `norm`; in int8 the product's rows are
+    /// scaled back, added and normalised by one operator ([`row_quantized_output`]).
+    fn block_output(
+        &mut self,
+        x: &str,
+        prefix: &str,
+        site: Site,
+        residual: &str,
+        norm: &str,
+    ) -> Result<String, EngineError> {
+        let Precision::Int8(outliers) = self.precision.clone() else {
+            let y = self.linear(x, prefix, site)?;
+            let sum = self.g.op("Add", &[&y, residual], vec![]);
+            return self.layer_norm(&sum, norm);
+        };
+        let (w, bias) = self.int8_linear(prefix, site, &outliers)?;
+        let then = self.residual_norm(residual, norm)?;
+        Ok(row_quantized_output(&mut self.g, x, &w, &bias, &then))
+    }
+
+    /// The feed-forward block of layer `layer` (`prefix`) with its residual `x` and norm:
+    /// `LayerNormalization(gelu(x · up + b) · down + b + x)`; in fp32 also the down
+    /// projection's input, for calibration. Int8 writes no fp32 tensor between the two
+    /// products ([`int8_feed_forward`]).
     fn feed_forward(
         &mut self,
         x: &str,
@@ -428,19 +463,26 @@ impl Writer<'_> {
     ) -> Result<(String, Option<String>), EngineError> {
         let at = |product| Site { layer, product };
         let (up, down) = (format!("{prefix}.intermediate.dense"), format!("{prefix}.output.dense"));
+        let norm = format!("{prefix}.output.LayerNorm");
         let Precision::Int8(outliers) = self.precision.clone() else {
             let inner = self.linear(x, &up, at(Product::Up))?;
             let inner = self.gelu(&inner);
-            return Ok((self.linear(&inner, &down, at(Product::Down))?, Some(inner)));
+            return Ok((self.block_output(&inner, &down, at(Product::Down), x, &norm)?, Some(inner)));
         };
-        let mut int8 = |name: &str, product| -> Result<(Int8Weights, String), EngineError> {
-            let LinearWeights { dims, w, b } = self.linear_weights(name)?;
-            let bias = self.g.f32s(&format!("{name}.bias"), &[dims[1]], b);
-            Ok((self.int8_weights(name, &dims, &w, outliers.channels(at(product))), bias))
-        };
-        let (up, up_bias) = int8(&up, Product::Up)?;
-        let (down, down_bias) = int8(&down, Product::Down)?;
-        Ok((int8_feed_forward(&mut self.g, x, (&up, &up_bias), (&down, &down_bias)), None))
+        let (up, up_bias) = self.int8_linear(&up, at(Product::Up), &outliers)?;
+        let (down, down_bias) = self.int8_linear(&down, at(Product::Down), &outliers)?;
+        let then = self.residual_norm(x, &norm)?;
+        Ok((int8_feed_forward(&mut self.g, x, (&up, &up_bias), (&down, &down_bias), &then), None))
+    }
+
+    /// The residual `x` and the weights of the norm at `prefix`, for an int8 block output.
+    fn residual_norm(&mut self, x: &str, prefix: &str) -> Result<ResidualNorm, EngineError> {
+        Ok(ResidualNorm {
+            residual: x.to_string(),
+            gamma: self.weight(&format!("{prefix}.weight"))?,
+            beta: self.weight(&format!("{prefix}.bias"))?,
+            epsilon: self.g.scalar(self.ckpt.config.layer_norm_eps as f32),
+        })
     }
 
     fn layer_norm(&mut self, x: &str, prefix: &str) -> Result<String, EngineError> {
@@ -584,19 +626,16 @@ impl Writer<'_> {
                 (context, Some(padded))
             }
         };
-        let at = |product| Site { layer: i, product };
-        let attn =
-            self.linear(&context, &format!("{p}.attention.output.dense"), at(Product::AttentionOutput))?;
-        let x = self.g.op("Add", &[&attn, layer_in], vec![]);
-        let mut x = self.layer_norm(&x, &format!("{p}.attention.output.LayerNorm"))?;
+        let site = Site { layer: i, product: Product::AttentionOutput };
+        let (dense, norm) =
+            (format!("{p}.attention.output.dense"), format!("{p}.attention.output.LayerNorm"));
+        let mut x = self.block_output(&context, &dense, site, layer_in, &norm)?;
         let mut sizes = sizes.to_string();
         if merge > 0 {
             let keys = &padded.as_ref().expect("merging keeps the padding").keys;
             (x, sizes) = self.merge_tokens(&x, &sizes, keys, merge);
         }
-        let (out, inner) = self.feed_forward(&x, &p, i)?;
-        let out = self.g.op("Add", &[&out, &x], vec![]);
-        let hidden = self.layer_norm(&out, &format!("{p}.output.LayerNorm"))?;
+        let (hidden, inner) = self.feed_forward(&x, &p, i)?;
         let product_inputs = [Some(layer_in.to_string()), Some(context), Some(x), inner];
         Ok(LayerOut { hidden, sizes, probs: padded.map(|p| p.probs), product_inputs })
     }

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use super::builder::Builder;
 use crate::ort_kernels::rows::{ROW_STEP, ROW_ZERO_POINT};
 use crate::ort_kernels::tiles;
-use crate::ort_kernels::{GELU_ROW_QUANTIZE, ROW_QUANTIZE, ROW_RESCALE, TILE_PRODUCT};
+use crate::ort_kernels::{GELU_ROW_QUANTIZE, ROW_QUANTIZE, ROW_RESCALE, ROW_RESCALE_NORM, TILE_PRODUCT};
 
 use super::outliers::Outliers;
 pub use morph_core::Dtype;
@@ -137,6 +137,29 @@ pub(crate) fn row_quantized_product(g: &mut Builder, x: &str, w: &Int8Weights, b
     integer_product(g, &rows, w, Units::Rescaled { bias })
 }
 
+/// A block's output, `LayerNormalization(x · w + bias + residual)`, in int8: the product as in
+/// [`row_quantized_product`], its rows scaled back, the residual added and normalised in one
+/// pass (`RowRescaleNorm`).
+pub(crate) fn row_quantized_output(
+    g: &mut Builder,
+    x: &str,
+    w: &Int8Weights,
+    bias: &str,
+    then: &ResidualNorm,
+) -> String {
+    let rows = quantize_rows(g, x, w.split.as_ref());
+    integer_product(g, &rows, w, Units::Normed { bias, then })
+}
+
+/// What follows a block's output product: its residual added and the sum layer-normalised
+/// (the graph's names of the residual, the norm's weights and its epsilon).
+pub(crate) struct ResidualNorm {
+    pub residual: String,
+    pub gamma: String,
+    pub beta: String,
+    pub epsilon: String,
+}
+
 /// The feed-forward block `gelu(x · up + up_bias) · down + down_bias` in int8, as two
 /// [`row_quantized_product`]s whose middle (scale back, bias, GELU, quantise for the down
 /// projection) is one pass per row, `GeluRowQuantize`: no fp32 tensor of the block's inner
@@ -146,6 +169,7 @@ pub(crate) fn int8_feed_forward(
     x: &str,
     (up, up_bias): (&Int8Weights, &str),
     (down, down_bias): (&Int8Weights, &str),
+    then: &ResidualNorm,
 ) -> String {
     let rows = quantize_rows(g, x, up.split.as_ref());
     let inner = integer_product(g, &rows, up, Units::OfPeak);
@@ -155,7 +179,7 @@ pub(crate) fn int8_feed_forward(
     }
     let [q, peak] = g.morph_op(GELU_ROW_QUANTIZE, &inputs);
     let inner = QuantizedRows { q, peak };
-    integer_product(g, &inner, down, Units::Rescaled { bias: Some(down_bias) })
+    integer_product(g, &inner, down, Units::Normed { bias: down_bias, then })
 }
 
 /// `RowQuantize`: each row of `x` (times its channel scales, its outlier channels copied
@@ -176,27 +200,41 @@ enum Units<'a> {
     OfPeak,
     /// The input's: scaled back by each row's peak, the bias added.
     Rescaled { bias: Option<&'a str> },
+    /// A block's output: scaled back, the bias and the residual added, normalised.
+    Normed { bias: &'a str, then: &'a ResidualNorm },
 }
 
 /// The product of quantised rows and int8 weights, in `units`.
 fn integer_product(g: &mut Builder, rows: &QuantizedRows, w: &Int8Weights, units: Units<'_>) -> String {
-    if let Some(zero_sums) = &w.zero_sums {
-        let mut inputs = vec![rows.q.as_str(), &w.w, &w.scale, zero_sums];
-        if let Units::Rescaled { bias } = units {
-            inputs.extend(std::iter::once(rows.peak.as_str()).chain(bias));
-        }
-        let [y] = g.morph_op(TILE_PRODUCT, &inputs);
+    if let (Some(zero_sums), Units::Rescaled { bias }) = (&w.zero_sums, units) {
+        // The tiles scale their rows back themselves.
+        let inputs = [rows.q.as_str(), &w.w, &w.scale, zero_sums, &rows.peak].into_iter().chain(bias);
+        let [y] = g.morph_op(TILE_PRODUCT, &inputs.collect::<Vec<_>>());
         return y;
     }
-    let (step, zero) = (g.scalar(ROW_STEP), g.u8_scalar(ROW_ZERO_POINT));
-    // Inputs: A, B, a_scale, b_scale, a_zero_point (b symmetric: no zero point).
-    let product = g.contrib_op("MatMulIntegerToFloat", &[&rows.q, &w.w, &step, &w.scale, &zero]);
+    let product = match &w.zero_sums {
+        Some(zero_sums) => {
+            let [y] = g.morph_op(TILE_PRODUCT, &[&rows.q, &w.w, &w.scale, zero_sums]);
+            y
+        }
+        None => {
+            let (step, zero) = (g.scalar(ROW_STEP), g.u8_scalar(ROW_ZERO_POINT));
+            // Inputs: A, B, a_scale, b_scale, a_zero_point (b symmetric: no zero point).
+            g.contrib_op("MatMulIntegerToFloat", &[&rows.q, &w.w, &step, &w.scale, &zero])
+        }
+    };
     match units {
         Units::OfPeak => product,
         Units::Rescaled { bias } => {
             let inputs =
                 [&product, &rows.peak].into_iter().map(String::as_str).chain(bias).collect::<Vec<_>>();
             let [y] = g.morph_op(ROW_RESCALE, &inputs);
+            y
+        }
+        Units::Normed { bias, then } => {
+            let ResidualNorm { residual, gamma, beta, epsilon } = then;
+            let [y] =
+                g.morph_op(ROW_RESCALE_NORM, &[&product, &rows.peak, bias, residual, gamma, beta, epsilon]);
             y
         }
     }

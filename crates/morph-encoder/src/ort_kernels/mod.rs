@@ -7,6 +7,8 @@
 //!   peak [.., 1])`: each row times the channel scales, quantised on its own peak, then the
 //!   quantised values of channels `copies` appended (an outlier channel split into copies).
 //! - `RowRescale(y [.., n], peak [.., 1], bias [n]?) → [.., n]`: `y · peak + bias`.
+//! - `RowRescaleNorm(y [.., n], peak [.., 1], bias [n], residual [.., n], gamma [n], beta [n],
+//!   epsilon [1]) → [.., n]`: `LayerNormalization(y · peak + bias + residual)`, a block's output.
 //! - `GeluRowQuantize(y [.., k], peak [.., 1], bias [k], channel_scale [k]?, copies [e] int64?)
 //!   → (q [.., k + e] uint8, peak [.., 1])`: `RowQuantize(gelu(y · peak + bias))`, the
 //!   feed-forward block's middle, with no fp32 tensor between its two products.
@@ -32,6 +34,7 @@ use ort::value::TensorElementType::{self, Float32, Int8, Int32, Int64, Uint8};
 pub const DOMAIN: &str = "morph";
 pub const ROW_QUANTIZE: &str = "RowQuantize";
 pub const ROW_RESCALE: &str = "RowRescale";
+pub const ROW_RESCALE_NORM: &str = "RowRescaleNorm";
 pub const GELU_ROW_QUANTIZE: &str = "GeluRowQuantize";
 pub const TILE_PRODUCT: &str = "TileProduct";
 pub const PACKED_ATTENTION: &str = "PackedAttention";
@@ -41,6 +44,7 @@ pub fn operators() -> ort::Result<OperatorDomain> {
     OperatorDomain::new(DOMAIN)?
         .add(ROW_QUANTIZE_OP)?
         .add(ROW_RESCALE_OP)?
+        .add(ROW_RESCALE_NORM_OP)?
         .add(GELU_ROW_QUANTIZE_OP)?
         .add(TILE_PRODUCT_OP)?
         .add(PACKED_ATTENTION_OP)
@@ -73,6 +77,13 @@ const ROW_RESCALE_OP: RowOperator = RowOperator {
     inputs: &[(Float32, Given::Always), (Float32, Given::Always), (Float32, Given::Optionally)],
     outputs: &[Float32],
     compute: rescale,
+};
+
+const ROW_RESCALE_NORM_OP: RowOperator = RowOperator {
+    name: ROW_RESCALE_NORM,
+    inputs: &[(Float32, Given::Always); 7],
+    outputs: &[Float32],
+    compute: rescale_norm,
 };
 
 const GELU_ROW_QUANTIZE_OP: RowOperator = RowOperator {
@@ -235,6 +246,40 @@ fn rescale(ctx: &ComputeContext) -> ort::Result<()> {
     }
     for ((y, out), &peak) in y.chunks_exact(width).zip(out.chunks_exact_mut(width)).zip(peaks) {
         rows::rescale_row(y, peak, bias, out);
+    }
+    Ok(())
+}
+
+/// `RowRescaleNorm`'s computation (see the module's documentation).
+fn rescale_norm(ctx: &ComputeContext) -> ort::Result<()> {
+    const INPUTS: [&str; 7] = ["input y", "peak", "bias", "residual", "gamma", "beta", "epsilon"];
+    let values = (0..INPUTS.len())
+        .map(|i| ctx.input(i)?.ok_or_else(|| missing(INPUTS[i])))
+        .collect::<ort::Result<Vec<_>>>()?;
+    let tensors = values.iter().map(|v| v.try_extract_tensor::<f32>()).collect::<ort::Result<Vec<_>>>()?;
+    let [(shape, y), (_, peaks), (_, bias), (_, residual), (_, gamma), (_, beta), (_, epsilon)] = tensors[..]
+    else {
+        unreachable!("{} inputs read", INPUTS.len())
+    };
+    let width = *shape.last().ok_or_else(|| missing("row dimension"))? as usize;
+    if [bias.len(), gamma.len(), beta.len()] != [width; 3]
+        || residual.len() != y.len()
+        || epsilon.len() != 1
+        || (width > 0 && peaks.len() != y.len() / width)
+    {
+        return Err(ort::Error::new(format!(
+            "{ROW_RESCALE_NORM}: peaks, bias, residual, norm or epsilon do not fit rows of {width}"
+        )));
+    }
+    let mut out = ctx.output(0, shape.to_vec())?.ok_or_else(|| missing("output"))?;
+    let (_, out) = out.try_extract_tensor_mut::<f32>()?;
+    if width == 0 {
+        return Ok(());
+    }
+    let norm = rows::RowNorm { gamma, beta, epsilon: epsilon[0] };
+    let rows = y.chunks_exact(width).zip(residual.chunks_exact(width)).zip(out.chunks_exact_mut(width));
+    for (((y, residual), out), &peak) in rows.zip(peaks) {
+        rows::rescale_norm_row(y, peak, bias, residual, &norm, out);
     }
     Ok(())
 }

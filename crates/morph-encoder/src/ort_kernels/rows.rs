@@ -1,7 +1,8 @@
 //! The per-row arithmetic of int8 products (see [`crate::onnx::precision`]), one pass over a
 //! row where ONNX Runtime's standard operators took six: a token row quantised to uint8 on its
 //! own peak, a product's row scaled back by that peak with the bias added, and, between the
-//! feed-forward block's two products, both at once with GELU between them. Written over
+//! feed-forward block's two products, both at once with GELU between them, and after a block's
+//! output product, the scaling back, the residual and the layer norm at once. Written over
 //! fixed-width lanes so the compiler vectorises them, and compiled for AVX-512, AVX2 and the
 //! build's baseline, the best the CPU has chosen at run time (`multiversion`).
 
@@ -88,6 +89,54 @@ pub fn rescale_row(y: &[f32], peak: f32, bias: Option<&[f32]>, out: &mut [f32]) 
     }
 }
 
+/// A layer normalisation's weights: `(v − mean) / √(variance + epsilon) · gamma + beta` over a
+/// row.
+#[derive(Debug, Clone, Copy)]
+pub struct RowNorm<'a> {
+    pub gamma: &'a [f32],
+    pub beta: &'a [f32],
+    pub epsilon: f32,
+}
+
+/// A block's output row in one pass where the standard graph took three (`RowRescale`, `Add`,
+/// `LayerNormalization`): a product's row `y` scaled back by its `peak`, the `bias` and the
+/// `residual` row added, and the sum normalised by `norm` into `out` (the mean and the
+/// variance taken in two passes over `out`, which stays in cache).
+#[multiversion(targets("x86_64+avx512f+avx512bw+avx2+fma", "x86_64+avx2+fma"))]
+pub fn rescale_norm_row(
+    y: &[f32],
+    peak: f32,
+    bias: &[f32],
+    residual: &[f32],
+    norm: &RowNorm<'_>,
+    out: &mut [f32],
+) {
+    out.iter_mut()
+        .zip(y)
+        .zip(bias)
+        .zip(residual)
+        .for_each(|(((out, y), b), r)| *out = y.mul_add(peak, *b) + r);
+    let n = out.len().max(1) as f32;
+    let mean = lane_sum(out, |v| v) / n;
+    let variance = lane_sum(out, |v| (v - mean) * (v - mean)) / n;
+    let scale = 1.0 / (variance + norm.epsilon).sqrt();
+    out.iter_mut()
+        .zip(norm.gamma)
+        .zip(norm.beta)
+        .for_each(|((v, g), b)| *v = ((*v - mean) * scale).mul_add(*g, *b));
+}
+
+/// The sum of `term` of each of `x`, kept per lane so that it vectorises.
+#[inline(always)]
+fn lane_sum(x: &[f32], term: impl Fn(f32) -> f32) -> f32 {
+    let mut lanes = [0f32; LANES];
+    let blocks = x.chunks_exact(LANES);
+    let tail = blocks.remainder();
+    blocks.for_each(|block| lanes.iter_mut().zip(block).for_each(|(lane, &v)| *lane += term(v)));
+    lanes.iter_mut().zip(tail).for_each(|(lane, &v)| *lane += term(v));
+    lanes.into_iter().sum()
+}
+
 /// The feed-forward block's middle in one pass per row: a row of the up projection's product
 /// scaled back by its `peak` with the `bias` added, through GELU into `row` (as wide as `y`,
 /// a buffer that stays in cache), then quantised for the down projection as [`quantize_row`]
@@ -154,6 +203,36 @@ mod tests {
         assert_eq!(out, [4.5, -7.5, 1.0]);
         rescale_row(&[1.0, -2.0, 0.5], 2.0, None, &mut out);
         assert_eq!(out, [2.0, -4.0, 1.0]);
+    }
+
+    #[test]
+    fn a_block_output_is_rescaled_added_to_its_residual_and_normalised() {
+        // 37 values: two lane blocks and a tail; the reference in f64 as LayerNormalization
+        // defines it.
+        let y: Vec<f32> = (0..37).map(|i| (i as f32 * 0.377).cos() * 3.0).collect();
+        let bias: Vec<f32> = (0..37).map(|i| (i as f32 - 18.0) / 20.0).collect();
+        let residual: Vec<f32> = (0..37).map(|i| (i as f32 * 0.91).sin() + 2.0).collect();
+        let gamma: Vec<f32> = (0..37).map(|i| 1.0 + i as f32 / 37.0).collect();
+        let beta: Vec<f32> = (0..37).map(|i| (i % 5) as f32 * 0.1).collect();
+        let (peak, epsilon) = (1.5, 1e-12);
+        let mut out = vec![0.0; 37];
+        rescale_norm_row(
+            &y,
+            peak,
+            &bias,
+            &residual,
+            &RowNorm { gamma: &gamma, beta: &beta, epsilon },
+            &mut out,
+        );
+        let v: Vec<f64> =
+            (0..37).map(|i| f64::from(y[i]) * peak as f64 + f64::from(bias[i] + residual[i])).collect();
+        let mean = v.iter().sum::<f64>() / 37.0;
+        let variance = v.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / 37.0;
+        for (i, got) in out.iter().enumerate() {
+            let want = (v[i] - mean) / (variance + f64::from(epsilon)).sqrt() * f64::from(gamma[i])
+                + f64::from(beta[i]);
+            assert!((f64::from(*got) - want).abs() < 1e-5, "value {i}: {got} vs {want}");
+        }
     }
 
     #[test]
