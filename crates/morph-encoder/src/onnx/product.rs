@@ -1,7 +1,8 @@
 //! One matrix product as an ONNX model, to measure ONNX Runtime's own kernels on this CPU
-//! (`morph-benches`' `int8_graphs`): `y = a · b` with `a` `[m, k]` the input and `b` `[k, n]`
-//! a constant, in fp32 (MatMul), int8 (each row on its own scale, as [`super::precision`]
-//! writes it) or bf16 (MatMul on bfloat16 inputs, `b` an input too).
+//! (`morph-benches`' `int8_graphs`): `y = a · b + bias` with `a` `[m, k]` the input and `b`
+//! `[k, n]` and `bias` `[n]` constants, in fp32 (MatMul, Add), int8 (each row on its own scale,
+//! as [`super::precision`] writes it, the bias added as the row is scaled back) or bf16
+//! (MatMul on bfloat16 inputs, `b` an input too, no bias).
 
 use super::builder::Builder;
 use super::precision::{IntegerKernel, int8_weights, row_quantized_product};
@@ -19,10 +20,11 @@ pub enum Product {
 /// Input `a`, and for bf16 input `b`; output `y`.
 pub const A: &str = "a";
 pub const B: &str = "b";
+const BIAS: &str = "bias";
 pub const Y: &str = "y";
 
-/// The serialised model of `[m, k] · [k, n]` in `product`'s arithmetic; `b`'s values are a
-/// fixed pattern in ±1.
+/// The serialised model of `[m, k] · [k, n] + [n]` in `product`'s arithmetic; `b`'s values are
+/// a fixed pattern in ±1, the bias's in ±0.5.
 pub fn product_model(m: usize, k: usize, n: usize, product: Product) -> Vec<u8> {
     let mut g = Builder::new("morph-product");
     let elem = if product == Product::Bf16 { DataType::BFloat16 } else { DataType::Float };
@@ -33,14 +35,17 @@ pub fn product_model(m: usize, k: usize, n: usize, product: Product) -> Vec<u8> 
     };
     g.input(info(A, [m, k]));
     let values: Vec<f32> = (0..k * n).map(|i| ((i * 37 % 101) as f32 / 50.0) - 1.0).collect();
+    let bias: Vec<f32> = (0..n).map(|c| (c * 3 % 8) as f32 / 8.0 - 0.5).collect();
     let y = match product {
         Product::Fp32 => {
-            let b = g.f32s(B, &[k, n], values);
-            g.op("MatMul", &[A, &b], vec![])
+            let (b, bias) = (g.f32s(B, &[k, n], values), g.f32s(BIAS, &[n], bias));
+            let y = g.op("MatMul", &[A, &b], vec![]);
+            g.op("Add", &[&y, &bias], vec![])
         }
         Product::Int8(kernel) => {
             let w = int8_weights(&mut g, B, [k, n], &values, None, kernel);
-            row_quantized_product(&mut g, A, &w, None)
+            let bias = g.f32s(BIAS, &[n], bias);
+            row_quantized_product(&mut g, A, &w, Some(&bias))
         }
         Product::Bf16 => {
             g.input(info(B, [k, n]));

@@ -137,7 +137,8 @@ pub fn multiply_block(
     amx::release();
 }
 
-/// One block row of accumulators to fp32, as [`multiply_block`] describes.
+/// One block row of accumulators to fp32, as [`multiply_block`] describes; the bias added in
+/// one rounding (a fused multiply-add), as `RowRescale` adds it.
 #[inline(always)]
 fn write_row(
     acc: &[i32],
@@ -150,7 +151,7 @@ fn write_row(
         None => out.iter_mut().zip(exact).for_each(|(o, y)| *o = y),
         Some((peak, None)) => out.iter_mut().zip(exact).for_each(|(o, y)| *o = y * peak),
         Some((peak, Some(bias))) => {
-            out.iter_mut().zip(exact).zip(bias).for_each(|((o, y), b)| *o = y * peak + b)
+            out.iter_mut().zip(exact).zip(bias).for_each(|((o, y), b)| *o = y.mul_add(peak, *b))
         }
     }
 }
@@ -365,7 +366,7 @@ mod tests {
             let bias: Vec<f32> = (0..n).map(|c| c as f32 - 3.0).collect();
             multiply(&q, k, weights, Some(Rescale { peaks: &peaks, bias: Some(&bias) }), &mut out);
             let rescaled: Vec<f32> =
-                expected.iter().enumerate().map(|(i, y)| y * peaks[i / n] + bias[i % n]).collect();
+                expected.iter().enumerate().map(|(i, y)| y.mul_add(peaks[i / n], bias[i % n])).collect();
             assert_eq!(out, rescaled, "{m} x {k} x {n} rescaled");
         }
     }
