@@ -188,6 +188,13 @@ pub trait Policy: Send {
     /// Sequences admitted but not yet started.
     fn queue_len(&self) -> usize;
 
+    /// Why the policy would refuse any arrival now, whatever its length, where it learns nothing
+    /// from a refused arrival (a full queue): a server may then refuse a call before reading its
+    /// tokens, and the policy never sees it. The default, `None`: every arrival is shown to it.
+    fn refuses_any(&self) -> Option<DropReason> {
+        None
+    }
+
     /// The units to start on a cluster of `slots` device slots, one entry per instance;
     /// `None` if the policy takes whatever the driver was configured with.
     fn layout(&self, slots: usize) -> Option<Vec<UnitSpec>> {

@@ -163,6 +163,12 @@ impl Policy for GiveUpLate {
         self.inner.queue_len()
     }
 
+    /// The policy inside's, as of the last event: requests late since then are given up at the
+    /// next one (a tick at most [`TICK`] away).
+    fn refuses_any(&self) -> Option<DropReason> {
+        self.inner.refuses_any()
+    }
+
     fn layout(&self, slots: usize) -> Option<Vec<UnitSpec>> {
         self.inner.layout(slots)
     }

@@ -246,3 +246,34 @@ async fn the_drain_deadline_answers_every_call_left_with_shutting_down() {
     }
     server.join.take().expect("join").await.expect("server task").expect("server io");
 }
+
+/// The value of the unlabelled metric `name` in the server's `/metrics`.
+async fn metric(url: &str, name: &str) -> f64 {
+    let response = client().get(format!("{url}/metrics")).send().await.expect("GET /metrics");
+    let text = response.text().await.expect("the metrics' text");
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
+}
+
+/// A call that finds the queue full is refused before its texts are tokenized: past saturation
+/// the refusals leave the cores to the batches.
+#[tokio::test]
+async fn a_call_that_finds_the_queue_full_is_refused_before_it_is_tokenized() {
+    // One instance, one row per batch, two seconds per batch, one sequence may wait.
+    let server = start(emulated(2000.0, RuntimeSpec::dynamic(64, 1), 1)).await;
+    let admitted = embeds_at_once(&server.url, 2);
+    while metric(&server.url, "morph_queue_sequences").await < 1.0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let tokenized = metric(&server.url, "morph_tokenization_seconds_count").await;
+    assert_eq!(tokenized, 2.0);
+    let (status, body) = post(&server.url, "/embed", r#"{"inputs": "one too many"}"#).await;
+    assert_eq!(status, 429, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap_or_default().contains("queue is full"), "{body}");
+    assert_eq!(metric(&server.url, "morph_tokenization_seconds_count").await, tokenized, "not tokenized");
+    for call in admitted {
+        assert_eq!(call.await.unwrap().0, 200);
+    }
+    server.stop().await;
+}

@@ -213,10 +213,8 @@ impl DynamicBatching {
         let max_len = self.longest_runtime;
         let reason = if request.input_len > max_len {
             Some(DropReason::NoRuntimeFits { len: request.input_len, max_len })
-        } else if self.queue_len() >= self.config.max_queue {
-            Some(DropReason::QueueFull { capacity: self.config.max_queue })
         } else {
-            None
+            self.refuses_any()
         };
         match reason {
             Some(reason) => actions.push(Action::Drop { request: request.id, reason }),
@@ -332,6 +330,11 @@ impl Policy for DynamicBatching {
 
     fn queue_len(&self) -> usize {
         self.queues.iter().map(BucketQueue::len).sum()
+    }
+
+    fn refuses_any(&self) -> Option<DropReason> {
+        let capacity = self.config.max_queue;
+        (self.queue_len() >= capacity).then_some(DropReason::QueueFull { capacity })
     }
 
     fn prefetch(&self, instance: InstanceId) {

@@ -148,6 +148,12 @@ impl Driver {
         self.lock().policy().queue_len()
     }
 
+    /// Why the policy would refuse any call now, before its tokens are known (see
+    /// [`morph_core::Policy::refuses_any`]).
+    pub fn refuses_any(&self) -> Option<DropReason> {
+        self.lock().policy().refuses_any()
+    }
+
     pub fn policy_gauges(&self) -> Vec<Gauge> {
         self.lock().policy().gauges()
     }

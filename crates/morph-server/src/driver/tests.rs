@@ -150,14 +150,18 @@ async fn a_refused_action_answers_its_request_with_an_error_and_is_counted() {
 async fn a_call_is_admitted_whole_or_refused_whole_before_any_of_it_runs() {
     let small_queue = DynamicBatchingConfig { max_batch_tokens: 1 << 20, max_queue: 2, ..Default::default() };
     let (mut state, metrics) = state_with(Box::new(DynamicBatching::new(small_queue)));
+    assert_eq!(state.policy().refuses_any(), None, "an empty queue refuses nothing");
     // An idle server takes a call of three: one runs at once, two wait.
     let (admitted, outside) = state.submit_call(Time(1), vec![vec![1], vec![2], vec![3]], None);
     let admitted = admitted.expect("admitted whole");
     let (first, _) = run_of(outside);
     assert_eq!((admitted.len(), state.policy().queue_len()), (3, 2));
-    // A second call while the queue is full: refused whole, nothing of it left behind.
+    // A second call while the queue is full: refused whole, nothing of it left behind, for the
+    // reason the policy gives before any tokens are known (the server's refusal before tokenizing).
+    let full = Some(morph_core::DropReason::QueueFull { capacity: 2 });
+    assert_eq!(state.policy().refuses_any(), full);
     let (refused, outside) = state.submit_call(Time(2), vec![vec![4], vec![5]], None);
-    assert_eq!(refused.err(), Some(morph_core::DropReason::QueueFull { capacity: 2 }));
+    assert_eq!(refused.err(), full);
     assert!(outside.is_empty());
     assert_eq!(state.policy().queue_len(), 2);
     assert!(

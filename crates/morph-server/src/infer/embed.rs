@@ -113,6 +113,10 @@ impl Embedder {
         cut: bool,
         class: Option<CallClass>,
     ) -> Result<(Vec<Pooled>, usize), CallError> {
+        // Refused before tokenizing, a call past saturation costs the engines' cores little.
+        if let Some(reason) = self.driver.refuses_any() {
+            return Err(reason.into());
+        }
         let sequences = match inputs {
             EmbedInputs::Texts(texts) => self.tokenize(texts).await?,
             EmbedInputs::Tokens(ids) => self.known_ids(ids, field)?,
