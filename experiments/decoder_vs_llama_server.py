@@ -8,12 +8,14 @@ dynamic:2048xN` and a continuous batch of N; llama-server: `-np N -c N*2048`, 2,
 
 Printed per stream count and server: aggregate output tokens/s, mean time to first token,
 mean time per output token, the share of prompt tokens the server reports as cached
-(`usage.prompt_tokens_details.cached_tokens`), and Morph / llama-server; then the CPU
+(`usage.prompt_tokens_details.cached_tokens`), and Morph / llama-server; with `--rounds N`,
+N such pairs run back to back (the first server turned each round), then the medians of the
+rounds' ratios (TTFT under its column; tokens/s with the rounds' range); then the CPU
 kernels each was built with (llama-server's `--version`, and the CMake options of the
 llama.cpp Morph links; how llama-server was built goes beside the table, experiments/peers.md). llama-server is not a dependency of Morph: build it from
 llama.cpp's source (experiments/build_peers.sh llama-server; experiments/peers.md), then
     experiments/decoder_vs_llama_server.py [--llama-server $MORPH_PEERS/bin/llama-server]
-        [--streams 1,4,16] [--prompts 16] [--max-tokens 128] [--morph-args '...']
+        [--streams 1,4,16] [--prompts 16] [--max-tokens 128] [--rounds 1] [--morph-args '...']
 Results are also written to experiments/out/decoder_vs_llama_server.json (a run of one server,
 `--servers morph`, to decoder_vs_llama_server.morph.json, so that a probe keeps the comparison).
 """
@@ -22,6 +24,7 @@ import http.client
 import json
 import os
 import queue
+import statistics
 import subprocess
 import sys
 import threading
@@ -120,6 +123,32 @@ def run(port, prompts, streams, max_tokens):
     }
 
 
+def serve(name, argv, streams, prompts, max_tokens):
+    """One run of server `name` (`argv(streams, port)`) over every prompt from `streams` clients."""
+    port = free_port()
+    with open(os.path.join(ROOT, f"experiments/out/{name}.log"), "w") as log:
+        server = Server(argv(streams, port), port, log)
+        try:
+            generate(port, prompts[0], 8)  # warm-up, not counted
+            return run(port, prompts, streams, max_tokens)
+        finally:
+            server.stop()
+
+
+def ratio_of(row, key="tokens_per_s"):
+    """Morph's `key` over llama-server's in one round, if both ran."""
+    if "morph" in row and "llama-server" in row:
+        return row["morph"][key] / row["llama-server"][key]
+    return None
+
+
+def print_row(streams, name, r, ratio):
+    print(f"{streams:>7} {name:>13} {r['tokens_per_s']:>9.1f} {r['ttft_ms']:>8.0f} "
+          f"{r['tpot_ms']:>9.1f} {r['completion_tokens']:>8} "
+          f"{r['cached_tokens'] / max(1, r['prompt_tokens']):>7.0%} "
+          f"{'' if ratio is None else f'{ratio:.2f}x':>19}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     server_args(ap, ROOT, llama_required=True)
@@ -128,6 +157,10 @@ def main():
     ap.add_argument("--streams", default="1,4,16")
     ap.add_argument("--morph-args", default="", help="extra `morph serve` arguments")
     ap.add_argument("--servers", default="morph,llama-server", help="which of the two to run")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="runs of each server per stream count, in pairs back to back with the "
+                         "first server turned each round; with several, the median of the rounds' "
+                         "ratios and their range are printed too")
     args = ap.parse_args()
 
     # About 4 characters a token: first turns that leave room for the answer in 2,048 tokens.
@@ -143,27 +176,28 @@ def main():
           f"max_tokens {args.max_tokens}, streamed; {cores} cores")
     print(f"{'streams':>7} {'server':>13} {'tokens/s':>9} {'TTFT ms':>8} {'ms/token':>9} "
           f"{'out tok':>8} {'cached':>7} {'morph/llama-server':>19}")
+    chosen = [name for name in servers if name in args.servers.split(",")]
     for streams in [int(s) for s in args.streams.split(",")]:
-        row = {}
-        for name, argv in servers.items():
-            if name not in args.servers.split(","):
-                continue
-            port = free_port()
-            with open(os.path.join(ROOT, f"experiments/out/{name}.log"), "w") as log:
-                server = Server(argv(streams, port), port, log)
-                try:
-                    generate(port, prompts[0], 8)  # warm-up, not counted
-                    row[name] = run(port, prompts, streams, args.max_tokens)
-                finally:
-                    server.stop()
-        for name, r in row.items():
-            theirs = row.get("llama-server")
-            ratio = r["tokens_per_s"] / theirs["tokens_per_s"] if name == "morph" and theirs else None
-            print(f"{streams:>7} {name:>13} {r['tokens_per_s']:>9.1f} {r['ttft_ms']:>8.0f} "
-                  f"{r['tpot_ms']:>9.1f} {r['completion_tokens']:>8} "
-                  f"{r['cached_tokens'] / max(1, r['prompt_tokens']):>7.0%} "
-                  f"{'' if ratio is None else f'{ratio:.2f}x':>19}", flush=True)
-        table.append({"streams": streams, **row})
+        rounds = []
+        for r in range(args.rounds):
+            # Each round runs the servers back to back, the first one turned each round, so
+            # the host's drift falls on both sides of a round's ratio alike.
+            order = chosen[r % len(chosen):] + chosen[:r % len(chosen)]
+            row = {name: serve(name, servers[name], streams, prompts, args.max_tokens) for name in order}
+            for name in chosen:
+                print_row(streams, name, row[name], ratio_of(row) if name == "morph" else None)
+            rounds.append(row)
+        ratios = sorted(x for x in map(ratio_of, rounds) if x is not None)
+        ttft = sorted(x for x in (ratio_of(row, "ttft_ms") for row in rounds) if x is not None)
+        if len(ratios) > 1:
+            # The medians of the rounds' ratios (Morph's over llama-server's): TTFT under its
+            # column, tokens/s with its range.
+            low, mid, high = ratios[0], statistics.median(ratios), ratios[-1]
+            print(f"{streams:>7} {'median of ' + str(len(ratios)):>13} {'':>9} "
+                  f"{f'{statistics.median(ttft):.2f}x':>8} {'':>9} {'':>8} {'':>7} "
+                  f"{f'{mid:.2f}x ({low:.2f}-{high:.2f})':>19}", flush=True)
+        table.append({"streams": streams, "rounds": rounds, "tokens_per_s_ratios": ratios,
+                      "ttft_ratios": ttft})
     ran = args.servers.split(",")
     name = "decoder_vs_llama_server" + ("" if set(ran) >= set(servers) else "." + "+".join(ran))
     with open(os.path.join(ROOT, f"experiments/out/{name}.json"), "w") as f:
