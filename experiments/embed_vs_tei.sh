@@ -11,6 +11,10 @@
 #     retried: a pause of the host can only put saturation lower);
 #   - a run at 80% of it: p50 / p99;
 #   - runs at 1.25x and 1.5x it: the rate served past saturation (it must not fall);
+#   - with PAST_ROUNDS=N, N more rounds of a run at saturation and one at 1.5x it, back to back
+#     (the first of the two turned each round), and the medians over the rounds of served at
+#     1.5x / served at saturation in the same round, and / the saturation rate (one pair reads
+#     either only to about +-0.1 on a shared host);
 #   - the server's CPU (cores busy, from /proc) and the load generator's, at saturation.
 # Servers:
 #   tei       the real TEI (text-embeddings-router, ONNX Runtime backend, as its users run it:
@@ -41,6 +45,7 @@ out=experiments/out/embed_vs_tei
 mkdir -p "$out"
 tick=$(getconf CLK_TCK)
 start_rate=${START:-40}
+past_rounds=${PAST_ROUNDS:-0}
 own_bin=$bin
 
 . experiments/peers.sh
@@ -106,6 +111,24 @@ for corpus in ${corpora//,/ }; do
     for f in 0.8 1.25 1.5; do
       run "$(python3 -c "print(round($sat * $f, 1))")" "$out/$corpus.$config.points.jsonl"
     done
+    past=$out/$corpus.$config.past.jsonl
+    rm -f "$past"
+    for round in $(seq "$past_rounds"); do
+      # Saturation and 1.5x it back to back, the first of the two turned each round.
+      factors="1 1.5"; [ $((round % 2)) = 0 ] && factors="1.5 1"
+      for f in $factors; do run "$(python3 -c "print(round($sat * $f, 1))")" "$past"; done
+    done
+    [ "$past_rounds" = 0 ] || python3 - "$past" <<'PY'
+import json, statistics, sys
+runs = [json.loads(l) for l in open(sys.argv[1])]
+pairs = [sorted(runs[i:i + 2], key=lambda r: r["offered_rps"]) for i in range(0, len(runs), 2)]
+def summary(ratios):
+    ratios = sorted(ratios)
+    return f"median {statistics.median(ratios):.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f})"
+print(f"  served at 1.5x, {len(pairs)} rounds: / served at saturation in its round "
+      f"{summary(high['throughput_rps'] / at['throughput_rps'] for at, high in pairs)}; "
+      f"/ the saturation rate {summary(high['throughput_rps'] / at['offered_rps'] for at, high in pairs)}")
+PY
     stop
   done
 done
