@@ -82,6 +82,8 @@ pub struct Found<S> {
 struct Entry<S> {
     tokens: Vec<u32>,
     keys: Vec<PrefixKey>,
+    /// Whether a prompt may reuse all of `tokens` ([`Reuse::whole_reusable`]).
+    whole: bool,
     state: Arc<S>,
     bytes: usize,
     /// Its place in the LRU order.
@@ -191,7 +193,8 @@ impl<S: Snapshot> PromptCache<S> {
         for key in &keys {
             entries.by_prefix.entry(*key).or_default().push(id);
         }
-        let entry = Entry { tokens, keys, state: Arc::new(state), bytes, used: 0 };
+        let whole = self.reuse.whole_reusable(tokens.len(), starts);
+        let entry = Entry { tokens, keys, whole, state: Arc::new(state), bytes, used: 0 };
         entries.by_id.insert(id, entry);
         entries.stats.entries += 1;
         entries.stats.bytes += bytes;
@@ -212,7 +215,13 @@ impl<S> Entries<S> {
         keys.iter().rev().find_map(|key| {
             let ids = self.by_prefix.get(key)?;
             let s = key.0;
-            ids.iter().copied().find(|id| self.by_id[id].tokens[..s] == prompt[..s]).map(|id| (id, s))
+            ids.iter()
+                .copied()
+                .find(|id| {
+                    let entry = &self.by_id[id];
+                    (s < entry.tokens.len() || entry.whole) && entry.tokens[..s] == prompt[..s]
+                })
+                .map(|id| (id, s))
         })
     }
 
@@ -286,9 +295,10 @@ mod tests {
         crate::pieces::turn_starts(p, Some(TURN))
     }
 
-    /// A chat of `turns` turns, each `[TURN, word, word, word]` with words from `seed`.
+    /// A chat of `turns` turns, each `[TURN, word, word, word, ...]` of 10 tokens (longer than
+    /// a reply's opening) with words from `seed`.
     fn chat(seed: u32, turns: u32) -> Vec<u32> {
-        (0..turns).flat_map(|t| [TURN, 10 + seed, 20 + t, 30 + seed * t]).collect()
+        (0..turns).flat_map(|t| [TURN, 10 + seed, 20 + t].into_iter().chain([30 + seed * t; 7])).collect()
     }
 
     #[test]
@@ -310,6 +320,11 @@ mod tests {
         // Another conversation shares nothing beyond position 0.
         let other = chat(2, 3);
         assert_eq!(cache.peek(&other, &starts(&other)), 0);
+        // A prompt ending in a reply's opening gives up to the opening, never all of it.
+        let opened = [chat(3, 2).as_slice(), &[TURN, 5]].concat();
+        cache.put(opened.clone(), &starts(&opened), Sized(100));
+        let after = [opened.as_slice(), &[TURN, 9, 9]].concat();
+        assert_eq!(cache.peek(&after, &starts(&after)), opened.len() - 2);
         assert_eq!(
             (cache.stats().hits, cache.stats().misses, cache.stats().tokens_reused),
             (1, 1, round1.len() as u64)

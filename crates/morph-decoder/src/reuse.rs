@@ -1,6 +1,8 @@
 //! Which of a kept sequence's tokens a new prompt may start from ([`Reuse`]): the rule a
 //! stepper applies to the streams it holds and the prompt cache to the states it keeps.
 
+use crate::pieces::reply_opening;
+
 /// Prefix reuse counts in whole blocks of this many tokens (vLLM's default block size).
 pub const BLOCK: usize = 16;
 
@@ -41,7 +43,9 @@ impl Reuse {
         let last = prompt.len().saturating_sub(1);
         match self {
             Self::Turns => {
-                let breaks = |s: usize| s == kept.len() || kept_starts.contains(&s);
+                let breaks = |s: usize| {
+                    kept_starts.contains(&s) || (s == kept.len() && self.whole_reusable(s, kept_starts))
+                };
                 starts
                     .iter()
                     .copied()
@@ -51,6 +55,14 @@ impl Reuse {
             }
             Self::Prefix => common.min(last),
         }
+    }
+
+    /// Whether a later prompt may reuse all of a kept one of `len` tokens (turn starts
+    /// `starts`): under [`Reuse::Turns`], not where it ends in a reply turn's opening, which may
+    /// have ridden with the piece before it ([`super::pieces`]) where the later prompt would
+    /// feed it alone.
+    pub fn whole_reusable(self, len: usize, starts: &[usize]) -> bool {
+        self == Self::Prefix || reply_opening(len, starts).is_none()
     }
 
     /// Of a closing sequence's `held` tokens (its prompt's first `prompt`), how many are worth
@@ -114,15 +126,17 @@ mod tests {
 
     #[test]
     fn turns_reuse_up_to_a_turn_start_both_prompts_break_at() {
-        let kept = [TURN, 5, 6, TURN, 7, 8];
+        let kept = [TURN, 5, 6, TURN, 7, 8, 8, 8, 8, 8, 8, 8, 8];
         let k = starts(&kept);
         let turns = |prompt: &[u32]| Reuse::Turns.reusable(&kept, &k, prompt, &starts(prompt));
         // The next round: all of the kept prompt, whose end is a turn start of the next.
-        assert_eq!(turns(&[TURN, 5, 6, TURN, 7, 8, TURN, 9, TURN, 4]), 6);
+        let next: Vec<u32> = kept.iter().copied().chain([TURN, 9, TURN, 4]).collect();
+        assert_eq!(turns(&next), kept.len());
         // The same prompt: all but its last turn, which is fed for the logits.
         assert_eq!(turns(&kept), 3);
         // Another last turn after a shared first one.
         assert_eq!(turns(&[TURN, 5, 6, TURN, 9, 9]), 3);
+        assert!(!Reuse::Turns.whole_reusable(7, &[0, 5]) && Reuse::Prefix.whole_reusable(7, &[0, 5]));
         // Agreeing up to a turn start of the new prompt that the kept one has no break at: the
         // kept one's piece ran on past it, so its numbers are another call's.
         let kept_on = [TURN, 5, 6, 7, 7];
@@ -130,6 +144,11 @@ mod tests {
         assert_eq!(Reuse::Turns.reusable(&kept_on, &starts(&kept_on), &split, &starts(&split)), 0);
         assert_eq!(Reuse::Turns.reusable(&kept, &k, &[2, 3, 4], &[]), 0, "nothing shared");
         assert_eq!(Reuse::Turns.kept(10, 6), 6, "only the prompt is kept");
+        // A kept prompt ending in a reply's opening (which rode with the turn before it) gives
+        // up to the opening only, even to a prompt with a turn start right after it.
+        let opened = [TURN, 5, 6, 6, 6, TURN, 7];
+        let next = [TURN, 5, 6, 6, 6, TURN, 7, TURN, 9];
+        assert_eq!(Reuse::Turns.reusable(&opened, &starts(&opened), &next, &starts(&next)), 5);
     }
 
     #[test]

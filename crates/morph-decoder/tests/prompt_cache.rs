@@ -255,12 +255,13 @@ fn iterations_to_first_token(reuse: Reuse, chunk: usize) -> (usize, usize) {
 }
 
 /// Under [`Reuse::Turns`] a prompt is fed a piece per turn (the kept prefixes it reuses end at
-/// turn starts, exactly); under [`Reuse::Prefix`], which reuses any common prefix, it is fed in
-/// plain chunks: whole in one iteration, or in ⌈length / 16⌉ pieces of 16.
+/// turn starts, exactly), the reply's opening with the turn before it; under [`Reuse::Prefix`],
+/// which reuses any common prefix, it is fed in plain chunks: whole in one iteration, or in
+/// ⌈length / 16⌉ pieces of 16.
 #[test]
 fn prefix_reuse_feeds_a_prompt_in_chunks_rather_than_a_piece_per_turn() {
     let (by_turn, len) = iterations_to_first_token(Reuse::Turns, 0);
-    assert!(by_turn >= 3, "system, user and reply turns: {by_turn} iterations for {len} tokens");
+    assert_eq!(by_turn, 2, "the system turn, then the user's with the reply's opening: {len} tokens");
     assert_eq!(iterations_to_first_token(Reuse::Prefix, 0), (1, len));
     assert_eq!(iterations_to_first_token(Reuse::Prefix, 16), (len.div_ceil(16), len));
 }
