@@ -50,8 +50,10 @@ pub fn next_piece(prompt: &[u32], from: usize, turn_start: Option<u32>, chunk: u
     let chunk = chunk.max(1);
     let limit = prompt.len().min(from.saturating_add(chunk));
     let end = (from + 1..limit).find(|&i| Some(prompt[i]) == turn_start).unwrap_or(limit);
+    // Only a piece ending near the prompt's end looks for the opening (and its later starts).
     let rest = &prompt[from..];
-    let opening = reply_opening(rest.len(), &turn_starts(rest, turn_start)) == Some(end - from);
+    let opening = prompt.len() - end <= REPLY_OPENING
+        && reply_opening(rest.len(), &turn_starts(rest, turn_start)) == Some(end - from);
     let rides = opening && prompt.len() - from <= chunk && same_kernels(end - from, prompt.len() - from);
     from..if rides { prompt.len() } else { end }
 }
