@@ -7,6 +7,7 @@ use morph_core::GenerationCosts;
 use morph_engine::EngineError;
 use morph_engine::timing::median;
 
+use crate::pieces::Cut;
 use crate::stepper::{Slot, StepKernels, Stepper, StepperShape};
 
 /// The prompt the server's measurement prefills: a token of it costs what a token of a longer
@@ -36,7 +37,7 @@ fn timed<T>(f: impl FnOnce() -> T) -> (f64, T) {
 /// most `piece` tokens.
 fn prefill(stepper: &mut dyn Stepper, ids: &[u32], tokens: usize, piece: usize) -> Result<Slot, EngineError> {
     let opened = stepper
-        .open(ids, &[], tokens)?
+        .open(ids, &[], Cut { breaks: None, chunk: piece }, tokens)?
         .ok_or_else(|| EngineError::Inference("no free place to measure a prefill in".into()))?;
     for chunk in ids.chunks(piece.max(1)) {
         stepper.step(&[(opened.slot, chunk)])?;

@@ -26,13 +26,13 @@
 //! copied to host memory: a later prompt that starts the same way (the chat template's system
 //! message, a conversation's earlier rounds) opens in the free stream that holds the most of it,
 //! or has the cache's longest reusable prefix restored into a free stream when that is more, and
-//! skips to there (by [`Reuse::Turns`], the default: a turn start within what the kept prompt
-//! computed; [`Reuse::Prefix`] trades that exactness for the longest common prefix, and has
-//! its prompts fed in plain chunks rather than a piece per turn). Fed in [`super::pieces`]
-//! that start at the turns, the rest runs in the same calls as when the prompt is fed whole, so the
-//! logits are the same bit for bit (llama-server's prompt cache skips to the longest common
-//! prefix, which moves them: llama.cpp's tiled flash attention rounds by tiles of 64 query rows
-//! counted from a call's first row).
+//! skips to there. By [`Reuse::Turns`], the default, a stream records the kernel each of its
+//! rows ran in ([`Kernel`]), and gives a prompt the rows that ran in the kernels the prompt fed
+//! whole runs them in, as far as the rest, fed in [`super::pieces`] from there, runs in its
+//! whole-feed kernels too: the logits are the same bit for bit. [`Reuse::Prefix`] trades that
+//! exactness for the longest common prefix, as llama-server's prompt cache does (rows computed
+//! a row at a time as answers are then reused where a prompt fed whole would tile them), and
+//! has its prompts fed in plain chunks rather than a piece per turn.
 
 use std::cmp::Reverse;
 use std::num::NonZeroU32;
@@ -49,6 +49,7 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::token::LlamaToken;
 
 use crate::llamacpp_init::backend;
+use crate::pieces::{Cut, Kernel, WholeFeed};
 use crate::prompt_cache::{Found, LlamaPromptCache};
 use crate::reuse::Reuse;
 use crate::stepper::{Opened, Slot, StepKernels, Stepper, StepperShape, fits, unopened};
@@ -139,24 +140,33 @@ struct Fed {
     last: bool,
 }
 
-/// One KV stream (= llama.cpp sequence id): the tokens it holds from position 0, of which the
-/// first `prompt` are its sequence's prompt (turn starts `starts`); once that sequence closes,
-/// the prompt alone (as far as it was fed).
+/// One KV stream (= llama.cpp sequence id): the tokens it holds from position 0 and the kernel
+/// each ran in, of which the first `prompt` are its sequence's prompt (turn starts `starts`);
+/// once that sequence closes, the prompt alone (as far as it was fed).
 #[derive(Debug, Clone, Default)]
 struct Stream {
     held: Vec<u32>,
+    ran: Vec<Kernel>,
+    /// The kernel each row of its prompt runs in fed whole.
+    whole: Vec<Kernel>,
     prompt: usize,
     starts: Vec<usize>,
     open: bool,
 }
 
 impl Stream {
-    /// How many of `prompt`'s first tokens (turn starts `starts`) this stream gives by `reuse`.
-    fn reusable(&self, reuse: Reuse, prompt: &[u32], starts: &[usize]) -> usize {
+    /// How many of `prompt`'s first tokens (fed whole: `whole`) this stream gives by `reuse`.
+    fn reusable(&self, reuse: Reuse, prompt: &[u32], whole: &WholeFeed) -> usize {
         if self.open {
             return 0;
         }
-        reuse.reusable(&self.held, &self.starts, prompt, starts)
+        reuse.reusable(&self.held, &self.ran, prompt, whole)
+    }
+
+    /// Keeps the first `n` tokens.
+    fn keep(&mut self, n: usize) {
+        self.held.truncate(n);
+        self.ran.truncate(n);
     }
 }
 
@@ -178,14 +188,16 @@ impl Stepper for LlamaCppStepper<'_> {
         &mut self,
         prompt: &[u32],
         starts: &[usize],
+        cut: Cut,
         tokens: usize,
     ) -> Result<Option<Opened>, EngineError> {
         fits(tokens, self.shape)?;
+        let whole = cut.whole(prompt);
         // The free stream that holds the most of the prompt; the lowest on a tie, which keeps
         // the open ones' ids consecutive.
         let free = self.streams.iter().enumerate().filter(|(_, s)| !s.open);
         let best = free
-            .map(|(i, s)| (i, s.reusable(self.reuse, prompt, starts)))
+            .map(|(i, s)| (i, s.reusable(self.reuse, prompt, &whole)))
             .min_by_key(|&(i, kept)| (Reverse(kept), i));
         let Some((mut slot, mut cached)) = best else { return Ok(None) };
         let found = self.cache.as_ref().and_then(|cache| cache.take(prompt, starts, cached));
@@ -197,7 +209,11 @@ impl Stepper for LlamaCppStepper<'_> {
         // Removing a stream's tail cannot fail (only a partial removal of a recurrent model can).
         let _ = self.ctx.clear_kv_cache_seq(Some(slot as u32), Some(cached as u32), None);
         let stream = &mut self.streams[slot];
-        stream.held.truncate(cached);
+        stream.keep(cached);
+        // What a reused row ran in is the whole prompt's kernel (the stream's by the rule, a
+        // cached state's at a turn start both prompts break at).
+        stream.ran = whole.kernels()[..cached].to_vec();
+        stream.whole = whole.kernels().to_vec();
         (stream.prompt, stream.starts, stream.open) = (prompt.len(), starts.to_vec(), true);
         Ok(Some(Opened { slot: Slot(slot), cached }))
     }
@@ -223,14 +239,17 @@ impl Stepper for LlamaCppStepper<'_> {
                 _ => calls.push(tokens),
             }
         }
+        let shared = decoding.len() > 1;
         calls.push(decoding);
         let logits = self.decode(batch.len(), &calls);
         if logits.is_err() {
             // What a failed call left in the streams is unknown: no prompt may reuse any of it.
-            self.streams.iter_mut().for_each(|s| s.held.clear());
+            self.streams.iter_mut().for_each(|s| s.keep(0));
         } else {
             for &(slot, feed) in batch {
-                self.streams[slot.0].held.extend_from_slice(feed);
+                let stream = &mut self.streams[slot.0];
+                stream.held.extend_from_slice(feed);
+                stream.ran.extend(ran_in(feed.len(), shared));
             }
         }
         logits
@@ -240,6 +259,10 @@ impl Stepper for LlamaCppStepper<'_> {
         let Some(stream) = self.streams.get_mut(slot.0) else { return };
         stream.open = false;
         let mut kept = self.reuse.kept(stream.held.len(), stream.prompt);
+        if self.reuse == Reuse::Turns {
+            // The prompt cache reuses a state by its turns: only rows that ran as fed whole.
+            kept = kept.min(stream.ran.iter().zip(&stream.whole).take_while(|(a, b)| a == b).count());
+        }
         let _ = self.ctx.clear_kv_cache_seq(Some(slot.0 as u32), Some(kept as u32), None);
         // A sliding-window layer's cache drops what falls out of its window: a stream that no
         // longer holds its first tokens cannot give any prefix.
@@ -247,7 +270,7 @@ impl Stepper for LlamaCppStepper<'_> {
             let _ = self.ctx.clear_kv_cache_seq(Some(slot.0 as u32), None, None);
             kept = 0;
         }
-        stream.held.truncate(kept);
+        stream.keep(kept);
         let Some(cache) = &self.cache else { return };
         if kept > 0 {
             // A state that cannot be read is not kept; the stream itself still is.
@@ -297,7 +320,7 @@ impl LlamaCppStepper<'_> {
             }
             Err(_) => {
                 let _ = self.ctx.clear_kv_cache_seq(Some(slot as u32), None, None);
-                stream.held.clear();
+                stream.keep(0);
                 0
             }
         }
@@ -318,6 +341,23 @@ impl LlamaCppStepper<'_> {
             }
         }
         Ok(logits)
+    }
+}
+
+/// The kernels a sequence's `fed` tokens of one step ran in: a prompt chunk in calls of its own
+/// (of at most [`CALL_TOKENS`]), a single token in the call of the step's decode tokens, alone
+/// or `shared` with other sequences'.
+fn ran_in(fed: usize, shared: bool) -> Vec<Kernel> {
+    match fed {
+        1 if shared => vec![Kernel::Shared],
+        1 => vec![Kernel::Lone],
+        _ => (0..fed)
+            .step_by(CALL_TOKENS)
+            .flat_map(|at| {
+                let rows = (fed - at).min(CALL_TOKENS);
+                std::iter::repeat_n(Kernel::of(rows), rows)
+            })
+            .collect(),
     }
 }
 

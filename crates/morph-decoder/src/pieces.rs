@@ -1,19 +1,24 @@
 //! How a prompt is fed to a stepper: in pieces, one per iteration, each starting at a turn of
 //! the chat (the chat template's turn-start token, `<|im_start|>` in ChatML) or where the last
-//! piece stopped, and holding at most `chunk` tokens. The pieces are a function of the prompt's
-//! tokens alone, so a prompt that starts like an earlier one is computed in the same calls up
-//! to any turn start they share: a stepper that kept the earlier one's cache can skip to there
-//! and still give the numbers of the prompt fed whole ([`super::Stepper::open`]). A stepper
-//! that reuses any common prefix has its pieces cut with no turn token: plain chunks
-//! ([`super::Reuse::piece_break`]).
+//! piece stopped, and holding at most `chunk` tokens ([`Cut`]). The pieces are a function of the
+//! prompt's tokens alone, so a prompt that starts like an earlier one is computed in the same
+//! calls up to any turn start they share. A stepper that reuses any common prefix has its
+//! pieces cut with no turn token: plain chunks ([`super::Reuse::piece_break`]).
+//!
+//! A row's numbers depend on the rows before it in its sequence's cache and on the llama.cpp
+//! kernel its call runs it in ([`Kernel`]: a lone row, a row at a time, or tiles of 64 rows),
+//! never on the other rows of its call: each row's attention runs over the same tiles of the
+//! cache whatever shares its call (a tile masked for a row is skipped for that row alone), and
+//! every other operation is a row's own. So a kept prefix may end anywhere, mid-piece too, where
+//! every kept row ran in the kernel the prompt fed whole runs it in, and the rest, fed from
+//! there ([`WholeFeed::resumes_at`]), runs each row in its whole-feed kernel as well: the logits
+//! are then those of the prompt fed whole, bit for bit.
 //!
 //! One turn start does not begin a piece: the reply turn's opening (`<|im_start|>assistant\n`,
 //! the few tokens after a chat prompt's last turn start) rides with the piece before it where
-//! every row of that piece runs in the same llama.cpp kernels with it as without it
-//! ([`same_kernels`]), which spares each prompt a call of its own for it. Each row's numbers then
-//! do not depend on the rows after it, so a later prompt that reuses the cache up to the opening
-//! still gets the numbers of the prompt fed whole. A kept prompt that ends in its opening is
-//! reused up to the opening, never whole ([`super::Reuse::whole_reusable`]).
+//! every row of that piece runs in the same kernel with it as without it, which spares each
+//! prompt a call of its own for it. A kept prompt that ends in its opening is reused by the
+//! prompt cache up to the opening, never whole ([`super::Reuse::whole_reusable`]).
 
 use std::ops::Range;
 
@@ -37,11 +42,37 @@ pub fn reply_opening(len: usize, starts: &[usize]) -> Option<usize> {
     starts.last().copied().filter(|&s| s > 0 && len - s <= REPLY_OPENING)
 }
 
-/// Whether the rows of a piece of `alone` rows run in the same kernels when more rows follow
-/// them in the call, `with` in all: attention tiled in both or in neither, and never a lone row
-/// (whose attention llama.cpp splits across threads once its cache spans 512 cells).
+/// Which of llama.cpp's flash-attention kernels runs a prompt row, by how many rows of its
+/// sequence its call feeds (`ggml_compute_forward_flash_attn_ext_f16`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kernel {
+    /// A row alone in its call: its attention split across threads once the cache spans 512
+    /// cells.
+    Lone,
+    /// 2 to 63 rows: a row at a time.
+    Rows,
+    /// [`TILED_ROWS`] rows or more: in tiles of query rows.
+    Tiled,
+    /// A row fed beside other sequences' decode tokens, whose kernel depends on them: never
+    /// the kernel of a prompt fed whole.
+    Shared,
+}
+
+impl Kernel {
+    /// The kernel of a call that feeds `rows` rows of one sequence alone.
+    pub fn of(rows: usize) -> Self {
+        match rows {
+            0 | 1 => Self::Lone,
+            r if r < TILED_ROWS => Self::Rows,
+            _ => Self::Tiled,
+        }
+    }
+}
+
+/// Whether the rows of a piece of `alone` rows run in the same kernel when more rows follow
+/// them in the call, `with` in all (and are not a lone row).
 fn same_kernels(alone: usize, with: usize) -> bool {
-    alone >= 2 && (alone >= TILED_ROWS) == (with >= TILED_ROWS)
+    alone >= 2 && Kernel::of(alone) == Kernel::of(with)
 }
 
 /// The piece of `prompt` fed from `from`: at most `chunk` tokens, ending before the next turn,
@@ -56,6 +87,58 @@ pub fn next_piece(prompt: &[u32], from: usize, turn_start: Option<u32>, chunk: u
         && reply_opening(rest.len(), &turn_starts(rest, turn_start)) == Some(end - from);
     let rides = opening && prompt.len() - from <= chunk && same_kernels(end - from, prompt.len() - from);
     from..if rides { prompt.len() } else { end }
+}
+
+/// How a prompt is cut into pieces: at most `chunk` tokens each, each ending before the next
+/// `breaks` token (a chat turn's start; `None`: plain chunks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cut {
+    pub breaks: Option<u32>,
+    pub chunk: usize,
+}
+
+impl Cut {
+    /// The piece of `prompt` fed from `from` ([`next_piece`]).
+    pub fn piece(self, prompt: &[u32], from: usize) -> Range<usize> {
+        next_piece(prompt, from, self.breaks, self.chunk)
+    }
+
+    /// `prompt` fed whole in its pieces.
+    pub fn whole(self, prompt: &[u32]) -> WholeFeed {
+        let mut kernels = Vec::with_capacity(prompt.len());
+        let mut begins = vec![false; prompt.len() + 1];
+        for piece in pieces(prompt, 0, self.breaks, self.chunk) {
+            begins[piece.start] = true;
+            kernels.extend(std::iter::repeat_n(Kernel::of(piece.len()), piece.len()));
+        }
+        begins[prompt.len()] = true;
+        WholeFeed { cut: self, kernels, begins }
+    }
+}
+
+/// A prompt fed whole by its [`Cut`]: the kernel each row runs in, and where pieces begin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WholeFeed {
+    cut: Cut,
+    kernels: Vec<Kernel>,
+    /// By offset (the prompt's end included): whether a piece begins there.
+    begins: Vec<bool>,
+}
+
+impl WholeFeed {
+    /// The kernel each row runs in.
+    pub fn kernels(&self) -> &[Kernel] {
+        &self.kernels
+    }
+
+    /// Whether `prompt` (the one fed whole) fed from `from` on runs every row in its whole-feed
+    /// kernel: the piece from there ends where a whole-feed piece ends (the rest are then the
+    /// same pieces), and each of its rows runs in its whole-feed kernel.
+    pub fn resumes_at(&self, prompt: &[u32], from: usize) -> bool {
+        let piece = self.cut.piece(prompt, from);
+        let kernel = Kernel::of(piece.len());
+        self.begins[piece.end] && self.kernels[piece].iter().all(|&k| k == kernel)
+    }
 }
 
 /// Every piece of `prompt` from `from` on, in order.
@@ -101,6 +184,21 @@ mod tests {
         assert_eq!(pieces(&long, 0, TURN, usize::MAX), vec![0..63, 63..65], "63 rows tiled only with it");
         let tiled: Vec<u32> = [1].into_iter().chain([8; 63]).chain([1, 7]).collect();
         assert_eq!(pieces(&tiled, 0, TURN, usize::MAX), vec![0..66], "tiled either way");
+        // Fed whole: each row's kernel, and where a feed may resume with every row's kernel.
+        let cut = Cut { breaks: TURN, chunk: usize::MAX };
+        let whole = cut.whole(&long);
+        assert_eq!(whole.kernels()[..63], [Kernel::Rows; 63], "63 rows a row at a time");
+        assert!(
+            whole.resumes_at(&long, 63) && whole.resumes_at(&long, 1),
+            "from a turn, or within the first"
+        );
+        assert!(!whole.resumes_at(&long, 64), "the opening's last row alone runs in the lone row's kernel");
+        assert!(!cut.whole(&tiled).resumes_at(&tiled, 2), "64 rows from 2 are not tiled");
+        let longer: Vec<u32> = [1].into_iter().chain([8; 70]).chain([1, 7]).collect();
+        assert!(cut.whole(&longer).resumes_at(&longer, 7), "66 rows, tiled as the whole 73");
+        assert!(!cut.whole(&longer).resumes_at(&longer, 10), "63 rows are not");
+        let chunked = Cut { breaks: TURN, chunk: 3 };
+        assert!(!chunked.whole(&prompt).resumes_at(&prompt, 5), "from 5 a chunk ends at 8, within 7..10");
         // Without a turn-start token (a raw completion prompt), only chunks.
         assert!(turn_starts(&prompt, None).is_empty());
         assert_eq!(pieces(&prompt, 0, None, 5), vec![0..5, 5..10, 10..15, 15..20, 20..21]);

@@ -1,7 +1,7 @@
 //! Which of a kept sequence's tokens a new prompt may start from ([`Reuse`]): the rule a
 //! stepper applies to the streams it holds and the prompt cache to the states it keeps.
 
-use crate::pieces::reply_opening;
+use crate::pieces::{Kernel, WholeFeed, reply_opening};
 
 /// Prefix reuse counts in whole blocks of this many tokens (vLLM's default block size).
 pub const BLOCK: usize = 16;
@@ -9,10 +9,12 @@ pub const BLOCK: usize = 16;
 /// How much of a kept sequence a prompt that starts the same way reuses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Reuse {
-    /// Up to a turn start where the kept prompt's own pieces also broke, and none of the kept
-    /// sequence's output (computed a row at a time): fed in [`super::pieces`], the rest runs in
-    /// the calls the prompt fed whole gets, so the logits are bit for bit those computed afresh.
-    /// A conversation's next round reuses its earlier round's prompt up to the reply turn.
+    /// Up to where every kept row ran in the kernel the prompt fed whole runs it in, and none
+    /// of the kept sequence's output (computed a row at a time): fed in [`super::pieces`] from
+    /// there, every other row runs in its whole-feed kernel too, so the logits are bit for bit
+    /// those computed afresh. A conversation's next round reuses its earlier round's prompt up
+    /// to the reply turn; another question after the same system message reuses the user
+    /// turn's opening too.
     #[default]
     Turns,
     /// The longest common prefix (in whole [`BLOCK`]s from the prompt cache), the kept
@@ -35,25 +37,21 @@ impl Reuse {
         }
     }
 
-    /// How many of `prompt`'s first tokens (turn starts `starts`) a stream holding `kept`
-    /// (whose prompt's turn starts are `kept_starts`) gives; never the whole prompt, whose last
-    /// token is fed for its logits.
-    pub fn reusable(self, kept: &[u32], kept_starts: &[usize], prompt: &[u32], starts: &[usize]) -> usize {
-        let common = kept.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+    /// How many of `prompt`'s first tokens (fed whole: `whole`) a stream holding `kept`, whose
+    /// rows ran in the kernels `ran`, gives; never the whole prompt, whose last token is fed
+    /// for its logits.
+    pub fn reusable(self, kept: &[u32], ran: &[Kernel], prompt: &[u32], whole: &WholeFeed) -> usize {
         let last = prompt.len().saturating_sub(1);
         match self {
             Self::Turns => {
-                let breaks = |s: usize| {
-                    kept_starts.contains(&s) || (s == kept.len() && self.whole_reusable(s, kept_starts))
-                };
-                starts
-                    .iter()
-                    .copied()
-                    .filter(|&s| s > 0 && s <= last && s <= common && breaks(s))
-                    .max()
-                    .unwrap_or(0)
+                let rows = kept.iter().zip(ran);
+                let agree = rows
+                    .zip(prompt.iter().zip(whole.kernels()))
+                    .take_while(|((k, r), (p, w))| k == p && r == w)
+                    .count();
+                (1..=agree.min(last)).rev().find(|&at| whole.resumes_at(prompt, at)).unwrap_or(0)
             }
-            Self::Prefix => common.min(last),
+            Self::Prefix => kept.iter().zip(prompt).take_while(|(a, b)| a == b).count().min(last),
         }
     }
 
@@ -117,50 +115,52 @@ impl std::str::FromStr for Reuse {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pieces::Cut;
 
     const TURN: u32 = 1;
 
-    fn starts(p: &[u32]) -> Vec<usize> {
-        crate::pieces::turn_starts(p, Some(TURN))
+    const CUT: Cut = Cut { breaks: Some(TURN), chunk: usize::MAX };
+
+    /// What `rule` reuses of `kept` (fed whole) for `prompt`.
+    fn reused(rule: Reuse, kept: &[u32], prompt: &[u32]) -> usize {
+        rule.reusable(kept, CUT.whole(kept).kernels(), prompt, &CUT.whole(prompt))
     }
 
     #[test]
-    fn turns_reuse_up_to_a_turn_start_both_prompts_break_at() {
+    fn turns_reuse_up_to_where_every_row_ran_in_its_whole_feed_kernel() {
         let kept = [TURN, 5, 6, TURN, 7, 8, 8, 8, 8, 8, 8, 8, 8];
-        let k = starts(&kept);
-        let turns = |prompt: &[u32]| Reuse::Turns.reusable(&kept, &k, prompt, &starts(prompt));
+        let turns = |prompt: &[u32]| reused(Reuse::Turns, &kept, prompt);
         // The next round: all of the kept prompt, whose end is a turn start of the next.
         let next: Vec<u32> = kept.iter().copied().chain([TURN, 9, TURN, 4]).collect();
         assert_eq!(turns(&next), kept.len());
-        // The same prompt: all but its last turn, which is fed for the logits.
-        assert_eq!(turns(&kept), 3);
-        // Another last turn after a shared first one.
-        assert_eq!(turns(&[TURN, 5, 6, TURN, 9, 9]), 3);
-        assert!(!Reuse::Turns.whole_reusable(7, &[0, 5]) && Reuse::Prefix.whole_reusable(7, &[0, 5]));
-        // Agreeing up to a turn start of the new prompt that the kept one has no break at: the
-        // kept one's piece ran on past it, so its numbers are another call's.
-        let kept_on = [TURN, 5, 6, 7, 7];
-        let split = [TURN, 5, 6, TURN, 7];
-        assert_eq!(Reuse::Turns.reusable(&kept_on, &starts(&kept_on), &split, &starts(&split)), 0);
-        assert_eq!(Reuse::Turns.reusable(&kept, &k, &[2, 3, 4], &[]), 0, "nothing shared");
+        // The same prompt: all but its last two rows (a lone last row would run in another
+        // kernel than beside the row before it).
+        assert_eq!(turns(&kept), 11);
+        // Another last turn after a shared first one: its turn-start token too, whose row ran a
+        // row at a time in both prompts.
+        assert_eq!(turns(&[TURN, 5, 6, TURN, 9, 9]), 4);
+        // Agreeing up to a turn start the kept prompt has no break at: its piece ran on past
+        // it, in the same kernel, so the rows before it hold the same numbers.
+        assert_eq!(reused(Reuse::Turns, &[TURN, 5, 6, 7, 7], &[TURN, 5, 6, TURN, 7]), 3);
+        // Rows the kept prompt ran tiled that the new one runs a row at a time: nothing.
+        let tiled: Vec<u32> = [TURN].into_iter().chain([5; 70]).collect();
+        let rows: Vec<u32> = [TURN].into_iter().chain([5; 10]).chain([TURN, 7]).collect();
+        assert_eq!(reused(Reuse::Turns, &tiled, &rows), 0);
+        assert_eq!(turns(&[2, 3, 4]), 0, "nothing shared");
         assert_eq!(Reuse::Turns.kept(10, 6), 6, "only the prompt is kept");
-        // A kept prompt ending in a reply's opening (which rode with the turn before it) gives
-        // up to the opening only, even to a prompt with a turn start right after it.
+        // A kept prompt ending in a reply's opening, which rode with the turn before it a row
+        // at a time, as the next round runs it beside that round's own reply opening: all of it.
         let opened = [TURN, 5, 6, 6, 6, TURN, 7];
-        let next = [TURN, 5, 6, 6, 6, TURN, 7, TURN, 9];
-        assert_eq!(Reuse::Turns.reusable(&opened, &starts(&opened), &next, &starts(&next)), 5);
+        assert_eq!(reused(Reuse::Turns, &opened, &[TURN, 5, 6, 6, 6, TURN, 7, TURN, 9]), 7);
+        // The prompt cache keeps no kernels: it reuses such a prompt up to its opening only.
+        assert!(!Reuse::Turns.whole_reusable(7, &[0, 5]) && Reuse::Prefix.whole_reusable(7, &[0, 5]));
     }
 
     #[test]
     fn prefix_reuses_the_longest_common_prefix_and_is_found_by_blocks() {
         let kept = [TURN, 5, 6, 7, 7];
-        let split = [TURN, 5, 6, TURN, 7];
-        assert_eq!(Reuse::Prefix.reusable(&kept, &starts(&kept), &split, &starts(&split)), 3);
-        assert_eq!(
-            Reuse::Prefix.reusable(&kept, &starts(&kept), &kept, &starts(&kept)),
-            4,
-            "all but the last"
-        );
+        assert_eq!(reused(Reuse::Prefix, &kept, &[TURN, 5, 6, TURN, 7]), 3);
+        assert_eq!(reused(Reuse::Prefix, &kept, &kept), 4, "all but the last");
         assert_eq!(Reuse::Prefix.kept(10, 6), 10, "the output is kept too");
         assert_eq!(Reuse::Prefix.ends(40, &[0, 20]), vec![16, 20, 32, 40]);
         assert_eq!(Reuse::Turns.ends(40, &[0, 20]), vec![20, 40]);

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use crate::llama::{Llama, SequenceCache};
 use crate::model::DecoderModel;
+use crate::pieces::Cut;
 use crate::reuse::Reuse;
 use morph_engine::EngineError;
 
@@ -56,15 +57,16 @@ pub struct Opened {
 
 /// One instance's sequences and their KV caches, driven by its decoder thread.
 pub trait Stepper {
-    /// A place for a sequence starting with `prompt` that will hold at most `tokens` tokens
-    /// (prompt plus output), whose caller feeds the prompt in [`super::pieces`]: `cached` is 0
-    /// or one of `starts` (the prompt's turn starts), from where the pieces give the numbers the
-    /// whole prompt gets. `None` while every place is taken (one frees when a sequence closes),
+    /// A place for a sequence starting with `prompt` (turn starts `starts`) that will hold at
+    /// most `tokens` tokens (prompt plus output), whose caller feeds the prompt in the pieces
+    /// `cut` makes: from `cached` on they give the numbers the whole prompt gets (under
+    /// [`Reuse::Turns`]). `None` while every place is taken (one frees when a sequence closes),
     /// an error when no place could ever hold that many.
     fn open(
         &mut self,
         prompt: &[u32],
         starts: &[usize],
+        cut: Cut,
         tokens: usize,
     ) -> Result<Option<Opened>, EngineError>;
 
@@ -121,6 +123,7 @@ impl Stepper for CandleStepper<'_> {
         &mut self,
         _prompt: &[u32],
         _starts: &[usize],
+        _cut: Cut,
         tokens: usize,
     ) -> Result<Option<Opened>, EngineError> {
         fits(tokens, self.shape)?;

@@ -20,7 +20,7 @@ use crate::gguf_tokenizer::GgufTokenizer;
 use crate::grammar::Grammar;
 use crate::load::LoadedDecoder;
 use crate::logprobs::{TokenLogprob, token_logprob};
-use crate::pieces::{next_piece, turn_starts};
+use crate::pieces::{Cut, next_piece, turn_starts};
 use crate::reuse::Reuse;
 use crate::sampling::{Sampler, SamplingParams};
 use crate::stepper::{Slot, Stepper, StepperShape};
@@ -248,17 +248,15 @@ impl DecoderThread {
 /// How a prompt is cut into the pieces fed one per step.
 #[derive(Debug, Clone, Copy)]
 struct Feeding {
-    /// The chat's turn-start token: a prompt's turn starts are where a kept prefix may end.
+    /// The chat's turn-start token: the prompt cache looks for kept prefixes at turn starts.
     turn: Option<u32>,
-    /// The token a piece ends before ([`Reuse::piece_break`]).
-    breaks: Option<u32>,
-    /// Most tokens in a piece.
-    chunk: usize,
+    /// Before which token a piece ends ([`Reuse::piece_break`]), and its most tokens.
+    cut: Cut,
 }
 
 impl Feeding {
     fn new(turn: Option<u32>, reuse: Reuse, chunk: usize) -> Self {
-        Self { turn, breaks: reuse.piece_break(turn), chunk }
+        Self { turn, cut: Cut { breaks: reuse.piece_break(turn), chunk } }
     }
 
     fn starts(self, prompt: &[u32]) -> Vec<usize> {
@@ -267,7 +265,7 @@ impl Feeding {
 
     /// The piece of `prompt` fed from `from`, at most `tokens` long.
     fn piece(self, prompt: &[u32], from: usize, tokens: usize) -> std::ops::Range<usize> {
-        next_piece(prompt, from, self.breaks, self.chunk.min(tokens))
+        next_piece(prompt, from, self.cut.breaks, self.cut.chunk.min(tokens))
     }
 
     /// What `r`'s next step would feed.
@@ -485,6 +483,7 @@ fn admit(
         let opened = match stepper.open(
             &request.prompt,
             &starts,
+            feeding.cut,
             request.prompt.len() + request.max_tokens as usize,
         ) {
             Ok(Some(opened)) => opened,

@@ -101,7 +101,7 @@ fn loaded_kernels(kernels: DecoderKernels) -> &'static Arc<dyn StepKernels> {
 fn alone(kernels: DecoderKernels, prompt: &[u32], n: usize) -> (Vec<u32>, Vec<Vec<f32>>) {
     let mut stepper = stepper(kernels);
     let opened =
-        stepper.open(prompt, &starts(prompt), prompt.len() + n).expect("fits").expect("a free place");
+        stepper.open(prompt, &starts(prompt), cut(), prompt.len() + n).expect("fits").expect("a free place");
     assert_eq!(opened.cached, 0, "a fresh stepper holds nothing");
     greedy(stepper.as_mut(), opened.slot, prompt, 0, n)
 }
@@ -139,6 +139,11 @@ fn starts(prompt: &[u32]) -> Vec<usize> {
     pieces::turn_starts(prompt, model().tokenizer.turn_start)
 }
 
+/// How a worker feeding whole prompts cuts them: a piece per chat turn.
+fn cut() -> pieces::Cut {
+    pieces::Cut { breaks: model().tokenizer.turn_start, chunk: usize::MAX }
+}
+
 /// `prompt`'s pieces from `from` on, as a worker feeding whole prompts feeds them.
 fn prompt_pieces(prompt: &[u32], from: usize) -> Vec<Vec<u32>> {
     pieces::pieces(prompt, from, model().tokenizer.turn_start, usize::MAX)
@@ -171,7 +176,7 @@ fn forced_together(kernels: DecoderKernels, seqs: &[(usize, Vec<u32>, Vec<u32>)]
             let (_, prompt, forced) = &seqs[i];
             let slot = *slots[i].get_or_insert_with(|| {
                 let tokens = prompt.len() + forced.len();
-                stepper.open(prompt, &starts(prompt), tokens).expect("fits").expect("a place").slot
+                stepper.open(prompt, &starts(prompt), cut(), tokens).expect("fits").expect("a place").slot
             });
             batch.push((slot, feeds[i][fed[i]].as_slice()));
         }
@@ -232,34 +237,54 @@ fn continuous_batching_gives_the_tokens_of_each_sequence_alone() {
     }
 }
 
-/// A prompt that starts like one a closed sequence left in a place reuses that cache up to its
-/// last turn start within the earlier prompt, and gets the logits it gets on a fresh stepper
-/// bit for bit: a conversation's next round (all but the last round's reply prompt), another
-/// first turn (the system message), the same prompt again (all but its reply prompt). candle
-/// keeps no closed cache.
+/// A prompt that starts like one a closed sequence left in a place reuses that cache as far as
+/// every kept row ran in the kernel the prompt fed whole runs it in, and gets the logits it gets
+/// on a fresh stepper bit for bit: a conversation's next round (all but the last round's reply
+/// prompt, whose rows ran tiled with a long question and run a row at a time with the answer),
+/// another long-asked first turn (the system message: its question's first rows ran tiled), the
+/// same prompt again (all but its last two rows), another short question (its user turn's
+/// opening and first word too), a long question after a short one (the system message), one
+/// that shares the long one's first sentences (those too, tiled in both). candle keeps no
+/// closed cache.
 #[test]
-fn a_prompt_reuses_what_a_closed_sequence_left_up_to_a_turn_start_with_the_same_logits() {
+fn a_prompt_reuses_what_a_closed_sequence_left_where_its_rows_ran_in_the_same_kernels() {
     let n = 12;
     let tok = &model().tokenizer;
-    let first = chat(&format!("Summarise this: {}", "the river rose and the town moved uphill. ".repeat(12)));
+    let river = "the river rose and the town moved uphill. ";
+    let first = chat(&format!("Summarise this: {}", river.repeat(12)));
+    // The same first 8 sentences, then 64 tokens and more of others: a resume within a tiled piece.
+    let sea =
+        chat(&format!("Summarise this: {}{}", river.repeat(8), "and the sea came in again. ".repeat(10)));
+    let shared = first.iter().zip(&sea).take_while(|(a, b)| a == b).count();
     let (answer, _) = alone(DecoderKernels::LlamaCpp, &first, n);
     let follow =
         tok.encode("<|im_end|>\n<|im_start|>user\nShorter, please.<|im_end|>\n<|im_start|>assistant\n");
     let second: Vec<u32> = first.iter().chain(&answer).chain(&follow.expect("tokenize")).copied().collect();
     let other = chat("Name three colours.");
+    let another = chat("Name two animals.");
+    let common = other.iter().zip(&another).take_while(|(a, b)| a == b).count();
     let reply_prompt = |p: &[u32]| *starts(p).last().expect("turns");
     let system = starts(&other)[1];
+    // The user turn's opening (`<|im_start|>user\n`) and "Name".
+    assert_eq!(common, system + 4);
+    assert!(shared >= system + 64 && sea.len() - shared >= 64, "{shared} of {}", sea.len());
     assert!(first.len() >= 128 && system >= 20, "{} tokens, system message {system}", first.len());
 
     let mut kept = stepper(DecoderKernels::LlamaCpp);
-    let round = kept.open(&first, &starts(&first), first.len() + n).expect("fits").expect("a place");
+    let round = kept.open(&first, &starts(&first), cut(), first.len() + n).expect("fits").expect("a place");
     assert_eq!(round.cached, 0);
     greedy(kept.as_mut(), round.slot, &first, 0, n);
     kept.close(round.slot);
-    for (prompt, want_cached) in
-        [(&second, reply_prompt(&first)), (&other, system), (&other, reply_prompt(&other))]
-    {
-        let opened = kept.open(prompt, &starts(prompt), prompt.len() + n).expect("fits").expect("a place");
+    for (prompt, want_cached) in [
+        (&second, reply_prompt(&first)),
+        (&other, system),
+        (&other, other.len() - 2),
+        (&another, common),
+        (&first, system),
+        (&sea, shared),
+    ] {
+        let opened =
+            kept.open(prompt, &starts(prompt), cut(), prompt.len() + n).expect("fits").expect("a place");
         assert_eq!(opened.slot, round.slot, "the place holding the prompt's start");
         assert_eq!(opened.cached, want_cached, "of {} tokens", prompt.len());
         let reused = greedy(kept.as_mut(), opened.slot, prompt, opened.cached, n);
@@ -268,11 +293,11 @@ fn a_prompt_reuses_what_a_closed_sequence_left_up_to_a_turn_start_with_the_same_
     }
 
     let mut candle = stepper(DecoderKernels::Candle);
-    let a = candle.open(&other, &starts(&other), other.len() + 1).expect("fits").expect("a place");
+    let a = candle.open(&other, &starts(&other), cut(), other.len() + 1).expect("fits").expect("a place");
     candle.step(&[(a.slot, &other)]).expect("step");
     candle.close(a.slot);
     assert_eq!(
-        candle.open(&other, &starts(&other), other.len() + 1).expect("fits").expect("a place").cached,
+        candle.open(&other, &starts(&other), cut(), other.len() + 1).expect("fits").expect("a place").cached,
         0
     );
 }
@@ -486,7 +511,8 @@ fn a_step_on_other_threads_and_a_move_between_them_compute_the_same_logits() {
     let (want, want_logits) = alone(DecoderKernels::LlamaCpp, &prompt, n);
     let shape = StepperShape { batch_threads: 2, ..StepperShape::new(1, prompt.len() + n, 1) };
     let mut mixed = loaded_kernels(DecoderKernels::LlamaCpp).stepper(shape).expect("stepper");
-    let opened = mixed.open(&prompt, &starts(&prompt), prompt.len() + n).expect("fits").expect("a place");
+    let opened =
+        mixed.open(&prompt, &starts(&prompt), cut(), prompt.len() + n).expect("fits").expect("a place");
     let (mut got, mut got_logits) = greedy(mixed.as_mut(), opened.slot, &prompt, 0, half);
     mixed.set_threads(shape.all_on(2)).expect("the stepper moves to two threads");
     // Its last token is not fed yet: it is the next step's.

@@ -53,7 +53,9 @@ impl Decoder {
     /// from the prompt's last piece on. The sequence is closed after.
     fn answer(&self, stepper: &mut dyn Stepper, prompt: &[u32]) -> (usize, Vec<u32>, Vec<Vec<f32>>) {
         let starts = self.starts(prompt);
-        let opened = stepper.open(prompt, &starts, prompt.len() + ANSWER).expect("fits").expect("a place");
+        let cut = pieces::Cut { breaks: self.tokenizer.turn_start, chunk: usize::MAX };
+        let opened =
+            stepper.open(prompt, &starts, cut, prompt.len() + ANSWER).expect("fits").expect("a place");
         let (tokens, logits) = self.greedy(stepper, opened.slot, prompt, opened.cached);
         stepper.close(opened.slot);
         (opened.cached, tokens, logits)
@@ -254,8 +256,8 @@ fn iterations_to_first_token(reuse: Reuse, chunk: usize) -> (usize, usize) {
     }
 }
 
-/// Under [`Reuse::Turns`] a prompt is fed a piece per turn (the kept prefixes it reuses end at
-/// turn starts, exactly), the reply's opening with the turn before it; under [`Reuse::Prefix`],
+/// Under [`Reuse::Turns`] a prompt is fed a piece per turn (a kept prefix it reuses gives the
+/// numbers of the prompt fed so), the reply's opening with the turn before it; under [`Reuse::Prefix`],
 /// which reuses any common prefix, it is fed in plain chunks: whole in one iteration, or in
 /// ⌈length / 16⌉ pieces of 16.
 #[test]
