@@ -18,9 +18,10 @@
 #   llama-server   llama.cpp as llama-cpp-python $LLAMA_CPP_PYTHON (0.3.36) vendors it (its
 #                  source distribution on PyPI), built as llama.cpp's docs/build.md builds it:
 #                  CMake Release, native (GGML_NATIVE on: every instruction set this CPU has),
-#                  without curl. Where the host refuses an instruction -march=native picks (AMX
-#                  in some virtual machines), add options: LLAMA_CMAKE_ARGS='-DGGML_NATIVE=OFF
-#                  -DGGML_AVX2=ON ...'.
+#                  without curl. Where a native build dies on this host, name the instruction
+#                  sets to leave out of -march=native: LLAMA_NATIVE_WITHOUT='amx-tile amx-int8
+#                  amx-bf16' (on AMX hosts llama.cpp 0.3.36's AMX matrix product faults at
+#                  ldtilecfg: experiments/peers.md); or give CMake options: LLAMA_CMAKE_ARGS.
 #   llama-server-morph-kernels
 #                  the same source with the CPU kernels Morph's decoder links
 #                  (experiments/llama_kernels.sh; needs a release build of this checkout).
@@ -110,8 +111,14 @@ for peer in ${*:-tei llama-server}; do
   fi
   case $peer in
     tei) build_tei ;;
-    # shellcheck disable=SC2086 # the options are words
-    llama-server) build_llama llama-server build -DLLAMA_CURL=OFF ${LLAMA_CMAKE_ARGS:-} ;;
+    # shellcheck disable=SC2086 # the options and instruction sets are words
+    llama-server)
+      if [ -n "${LLAMA_NATIVE_WITHOUT:-}" ]; then
+        flags="-march=native$(printf ' -mno-%s' $LLAMA_NATIVE_WITHOUT)"
+        CFLAGS=$flags CXXFLAGS=$flags build_llama llama-server build -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF ${LLAMA_CMAKE_ARGS:-}
+      else
+        build_llama llama-server build -DLLAMA_CURL=OFF ${LLAMA_CMAKE_ARGS:-}
+      fi ;;
     # shellcheck disable=SC2046
     llama-server-morph-kernels) build_llama "$peer" build-morph-kernels $(experiments/llama_kernels.sh) ;;
     *) echo "unknown peer $peer (tei, llama-server, llama-server-morph-kernels)" >&2; exit 2 ;;
