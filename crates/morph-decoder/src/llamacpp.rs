@@ -49,14 +49,11 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::token::LlamaToken;
 
 use crate::llamacpp_init::backend;
-use crate::pieces::{Cut, Kernel, WholeFeed};
+use crate::pieces::{CALL_TOKENS, Cut, Kernel, WholeFeed, piece_kernels};
 use crate::prompt_cache::{Found, LlamaPromptCache};
 use crate::reuse::Reuse;
 use crate::stepper::{Opened, Slot, StepKernels, Stepper, StepperShape, fits, unopened};
 use morph_engine::EngineError;
-
-/// Most tokens one `llama_decode` call takes; a step with more is split into several calls.
-const CALL_TOKENS: usize = 512;
 
 /// A GGUF decoder loaded by llama.cpp (weights memory-mapped, kept quantized).
 pub struct LlamaCppKernels {
@@ -344,20 +341,13 @@ impl LlamaCppStepper<'_> {
     }
 }
 
-/// The kernels a sequence's `fed` tokens of one step ran in: a prompt chunk in calls of its own
-/// (of at most [`CALL_TOKENS`]), a single token in the call of the step's decode tokens, alone
-/// or `shared` with other sequences'.
+/// The kernels a sequence's `fed` tokens of one step ran in: a prompt chunk in calls of its own,
+/// a single token in the call of the step's decode tokens, alone or `shared` with other
+/// sequences'.
 fn ran_in(fed: usize, shared: bool) -> Vec<Kernel> {
     match fed {
         1 if shared => vec![Kernel::Shared],
-        1 => vec![Kernel::Lone],
-        _ => (0..fed)
-            .step_by(CALL_TOKENS)
-            .flat_map(|at| {
-                let rows = (fed - at).min(CALL_TOKENS);
-                std::iter::repeat_n(Kernel::of(rows), rows)
-            })
-            .collect(),
+        _ => piece_kernels(fed).collect(),
     }
 }
 

@@ -69,6 +69,18 @@ impl Kernel {
     }
 }
 
+/// Most tokens one `llama_decode` call takes: a longer piece runs in several calls.
+pub(crate) const CALL_TOKENS: usize = 512;
+
+/// The kernel each row of a piece of `rows` rows runs in, in its calls of at most
+/// [`CALL_TOKENS`].
+pub(crate) fn piece_kernels(rows: usize) -> impl Iterator<Item = Kernel> {
+    (0..rows).step_by(CALL_TOKENS).flat_map(move |at| {
+        let call = (rows - at).min(CALL_TOKENS);
+        std::iter::repeat_n(Kernel::of(call), call)
+    })
+}
+
 /// Whether the rows of a piece of `alone` rows run in the same kernel when more rows follow
 /// them in the call, `with` in all (and are not a lone row).
 fn same_kernels(alone: usize, with: usize) -> bool {
@@ -109,7 +121,7 @@ impl Cut {
         let mut begins = vec![false; prompt.len() + 1];
         for piece in pieces(prompt, 0, self.breaks, self.chunk) {
             begins[piece.start] = true;
-            kernels.extend(std::iter::repeat_n(Kernel::of(piece.len()), piece.len()));
+            kernels.extend(piece_kernels(piece.len()));
         }
         begins[prompt.len()] = true;
         WholeFeed { cut: self, kernels, begins }
@@ -136,8 +148,7 @@ impl WholeFeed {
     /// same pieces), and each of its rows runs in its whole-feed kernel.
     pub fn resumes_at(&self, prompt: &[u32], from: usize) -> bool {
         let piece = self.cut.piece(prompt, from);
-        let kernel = Kernel::of(piece.len());
-        self.begins[piece.end] && self.kernels[piece].iter().all(|&k| k == kernel)
+        self.begins[piece.end] && self.kernels[piece.clone()].iter().copied().eq(piece_kernels(piece.len()))
     }
 }
 
@@ -184,6 +195,12 @@ mod tests {
         assert_eq!(pieces(&long, 0, TURN, usize::MAX), vec![0..63, 63..65], "63 rows tiled only with it");
         let tiled: Vec<u32> = [1].into_iter().chain([8; 63]).chain([1, 7]).collect();
         assert_eq!(pieces(&tiled, 0, TURN, usize::MAX), vec![0..66], "tiled either way");
+        // A piece longer than a call runs in several: 512 rows tiled, then one alone.
+        let split: Vec<Kernel> = piece_kernels(CALL_TOKENS + 1).collect();
+        assert_eq!(
+            (split[..CALL_TOKENS].iter().all(|&k| k == Kernel::Tiled), split[CALL_TOKENS]),
+            (true, Kernel::Lone)
+        );
         // Fed whole: each row's kernel, and where a feed may resume with every row's kernel.
         let cut = Cut { breaks: TURN, chunk: usize::MAX };
         let whole = cut.whole(&long);
