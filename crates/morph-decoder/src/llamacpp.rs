@@ -3,8 +3,8 @@
 //! on every thread of the instance. Morph keeps the scheduling: a [`Stepper`] here is one
 //! llama.cpp context holding the instance's sequences (one llama.cpp sequence id, and one KV
 //! stream, per slot), and a step is one `llama_decode` over every decoding sequence's token,
-//! so the weights are read once per step for the whole batch; each prompt chunk runs in a call
-//! of its own. Both choices keep a sequence's numbers independent of what shares its steps
+//! so the weights are read once per step for the whole batch; each prompt chunk of two tokens
+//! or more runs in a call of its own (one of a token rides in the decode call). Both choices keep a sequence's numbers independent of what shares its steps
 //! (continuous batching gives exactly the tokens of each sequence alone), which the recorded
 //! output lengths that SSJF's oracle and predictor learn from rely on. In a call shared with
 //! decode tokens, llama.cpp would cut a prompt chunk so that its first token shares a
@@ -144,8 +144,8 @@ struct Fed {
 struct Stream {
     held: Vec<u32>,
     ran: Vec<Kernel>,
-    /// The kernel each row of its prompt runs in fed whole.
-    whole: Vec<Kernel>,
+    /// Its prompt fed whole.
+    whole: Option<WholeFeed>,
     prompt: usize,
     starts: Vec<usize>,
     open: bool,
@@ -189,6 +189,9 @@ impl Stepper for LlamaCppStepper<'_> {
         tokens: usize,
     ) -> Result<Option<Opened>, EngineError> {
         fits(tokens, self.shape)?;
+        if self.streams.iter().all(|s| s.open) {
+            return Ok(None);
+        }
         let whole = cut.whole(prompt);
         // The free stream that holds the most of the prompt; the lowest on a tie, which keeps
         // the open ones' ids consecutive.
@@ -210,7 +213,7 @@ impl Stepper for LlamaCppStepper<'_> {
         // What a reused row ran in is the whole prompt's kernel (the stream's by the rule, a
         // cached state's at a turn start both prompts break at).
         stream.ran = whole.kernels()[..cached].to_vec();
-        stream.whole = whole.kernels().to_vec();
+        stream.whole = Some(whole);
         (stream.prompt, stream.starts, stream.open) = (prompt.len(), starts.to_vec(), true);
         Ok(Some(Opened { slot: Slot(slot), cached }))
     }
@@ -236,7 +239,6 @@ impl Stepper for LlamaCppStepper<'_> {
                 _ => calls.push(tokens),
             }
         }
-        let shared = decoding.len() > 1;
         calls.push(decoding);
         let logits = self.decode(batch.len(), &calls);
         if logits.is_err() {
@@ -245,8 +247,8 @@ impl Stepper for LlamaCppStepper<'_> {
         } else {
             for &(slot, feed) in batch {
                 let stream = &mut self.streams[slot.0];
+                stream.ran.extend(ran_in(stream.held.len(), feed.len()));
                 stream.held.extend_from_slice(feed);
-                stream.ran.extend(ran_in(feed.len(), shared));
             }
         }
         logits
@@ -256,9 +258,9 @@ impl Stepper for LlamaCppStepper<'_> {
         let Some(stream) = self.streams.get_mut(slot.0) else { return };
         stream.open = false;
         let mut kept = self.reuse.kept(stream.held.len(), stream.prompt);
-        if self.reuse == Reuse::Turns {
+        if let (Reuse::Turns, Some(whole)) = (self.reuse, &stream.whole) {
             // The prompt cache reuses a state by its turns: only rows that ran as fed whole.
-            kept = kept.min(stream.ran.iter().zip(&stream.whole).take_while(|(a, b)| a == b).count());
+            kept = kept.min(whole.kept_as_fed(&stream.ran));
         }
         let _ = self.ctx.clear_kv_cache_seq(Some(slot.0 as u32), Some(kept as u32), None);
         // A sliding-window layer's cache drops what falls out of its window: a stream that no
@@ -272,7 +274,8 @@ impl Stepper for LlamaCppStepper<'_> {
         if kept > 0 {
             // A state that cannot be read is not kept; the stream itself still is.
             if let Ok(state) = self.ctx.state_seq_get(slot.0 as i32, LlamaStateSeqFlags::empty()) {
-                cache.put(stream.held.clone(), &stream.starts, state);
+                let starts: Vec<usize> = stream.starts.iter().copied().filter(|&s| s < kept).collect();
+                cache.put(stream.held.clone(), &starts, state);
             }
         }
     }
@@ -341,15 +344,22 @@ impl LlamaCppStepper<'_> {
     }
 }
 
-/// The kernels a sequence's `fed` tokens of one step ran in: a prompt chunk in calls of its own,
-/// a single token in the call of the step's decode tokens, alone or `shared` with other
-/// sequences'.
-fn ran_in(fed: usize, shared: bool) -> Vec<Kernel> {
+/// The kernels a sequence's `fed` tokens of one step, fed after its first `held`, ran in: a
+/// prompt chunk in calls of its own; a single token in the call of the step's decode tokens,
+/// a row at a time whatever shares it while its stream's cache view stays under 512 cells
+/// (llama.cpp pads the view to 256: [`LONE_UNSPLIT`]), else split or not by what shares it
+/// and the threads.
+fn ran_in(held: usize, fed: usize) -> Vec<Kernel> {
     match fed {
-        1 if shared => vec![Kernel::Shared],
+        1 if held < LONE_UNSPLIT => vec![Kernel::Lone],
+        1 => vec![Kernel::Shared],
         _ => piece_kernels(fed).collect(),
     }
 }
+
+/// While a stream holds fewer tokens than this, a token fed alone runs in the one-row kernel
+/// unsplit: its cache view (padded to 256 cells) is under the 512 of the split kernel.
+const LONE_UNSPLIT: usize = 256;
 
 fn inference(e: impl std::fmt::Display) -> EngineError {
     EngineError::Inference(format!("llama.cpp: {e}"))

@@ -46,15 +46,16 @@ pub fn reply_opening(len: usize, starts: &[usize]) -> Option<usize> {
 /// sequence its call feeds (`ggml_compute_forward_flash_attn_ext_f16`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kernel {
-    /// A row alone in its call: its attention split across threads once the cache spans 512
-    /// cells.
+    /// A row alone in its call: its attention split across the call's threads once the cache
+    /// view spans 512 cells (from about 257 tokens), so its numbers depend on the threads.
     Lone,
     /// 2 to 63 rows: a row at a time.
     Rows,
     /// [`TILED_ROWS`] rows or more: in tiles of query rows.
     Tiled,
-    /// A row fed beside other sequences' decode tokens, whose kernel depends on them: never
-    /// the kernel of a prompt fed whole.
+    /// What a single token fed once its stream's cache view may span 512 cells ran in: the
+    /// step's call of decode tokens, split across the threads of that moment or not, by what
+    /// shares the call. Never matched, so such a row is never reused.
     Shared,
 }
 
@@ -81,10 +82,10 @@ pub(crate) fn piece_kernels(rows: usize) -> impl Iterator<Item = Kernel> {
     })
 }
 
-/// Whether the rows of a piece of `alone` rows run in the same kernel when more rows follow
-/// them in the call, `with` in all (and are not a lone row).
+/// Whether the rows of a piece of `alone` rows run in the same kernels when more rows follow
+/// them, `with` in all (a lone row never does: beside others it is not alone).
 fn same_kernels(alone: usize, with: usize) -> bool {
-    alone >= 2 && Kernel::of(alone) == Kernel::of(with)
+    piece_kernels(alone).eq(piece_kernels(with).take(alone))
 }
 
 /// The piece of `prompt` fed from `from`: at most `chunk` tokens, ending before the next turn,
@@ -143,6 +144,22 @@ impl WholeFeed {
         &self.kernels
     }
 
+    /// How many of the prompt's first rows, which ran in `ran`, a kept state may hold for the
+    /// prompt cache, which reuses it at turn starts: up to a piece's start (or the prompt's
+    /// end), every row before it run in its whole-feed kernel.
+    pub fn kept_as_fed(&self, ran: &[Kernel]) -> usize {
+        let agree = ran.iter().zip(&self.kernels).take_while(|(r, k)| r == k).count();
+        (0..=agree).rev().find(|&at| self.begins[at]).unwrap_or(0)
+    }
+
+    /// The furthest offset at or before `bound` from which `prompt` (the one fed whole) runs
+    /// every row in its whole-feed kernel ([`Self::resumes_at`]): at worst the start of the
+    /// whole-feed piece holding `bound`, which resumes as fed whole.
+    pub fn resume_at_or_before(&self, prompt: &[u32], bound: usize) -> usize {
+        let start = (0..=bound).rev().find(|&at| self.begins[at]).unwrap_or(0);
+        (start + 1..=bound).rev().find(|&at| self.resumes_at(prompt, at)).unwrap_or(start)
+    }
+
     /// Whether `prompt` (the one fed whole) fed from `from` on runs every row in its whole-feed
     /// kernel: the piece from there ends where a whole-feed piece ends (the rest are then the
     /// same pieces), and each of its rows runs in its whole-feed kernel.
@@ -195,6 +212,9 @@ mod tests {
         assert_eq!(pieces(&long, 0, TURN, usize::MAX), vec![0..63, 63..65], "63 rows tiled only with it");
         let tiled: Vec<u32> = [1].into_iter().chain([8; 63]).chain([1, 7]).collect();
         assert_eq!(pieces(&tiled, 0, TURN, usize::MAX), vec![0..66], "tiled either way");
+        // A turn of 513 rows runs its last row alone, and beside the opening it would not.
+        let over: Vec<u32> = [1].into_iter().chain([8; CALL_TOKENS]).chain([1, 7]).collect();
+        assert_eq!(pieces(&over, 0, TURN, usize::MAX), vec![0..513, 513..515], "the opening rides not");
         // A piece longer than a call runs in several: 512 rows tiled, then one alone.
         let split: Vec<Kernel> = piece_kernels(CALL_TOKENS + 1).collect();
         assert_eq!(
@@ -214,6 +234,14 @@ mod tests {
         let longer: Vec<u32> = [1].into_iter().chain([8; 70]).chain([1, 7]).collect();
         assert!(cut.whole(&longer).resumes_at(&longer, 7), "66 rows, tiled as the whole 73");
         assert!(!cut.whole(&longer).resumes_at(&longer, 10), "63 rows are not");
+        assert_eq!(whole.resume_at_or_before(&long, 64), 63, "back to the opening's start");
+        assert_eq!(cut.whole(&longer).resume_at_or_before(&longer, 72), 7, "back to 66 rows tiled");
+        // Kept for the prompt cache: rows that ran as fed whole, up to a piece's start.
+        let mut ran = whole.kernels().to_vec();
+        assert_eq!(whole.kept_as_fed(&ran), long.len());
+        ran[40] = Kernel::Shared;
+        assert_eq!(whole.kept_as_fed(&ran), 0, "a row of the first piece ran otherwise");
+        assert_eq!(whole.kept_as_fed(&ran[..30]), 0, "fed to mid-piece");
         let chunked = Cut { breaks: TURN, chunk: 3 };
         assert!(!chunked.whole(&prompt).resumes_at(&prompt, 5), "from 5 a chunk ends at 8, within 7..10");
         // Without a turn-start token (a raw completion prompt), only chunks.

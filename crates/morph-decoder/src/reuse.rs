@@ -26,10 +26,10 @@ pub enum Reuse {
 
 impl Reuse {
     /// The token before which a prompt's pieces break, given the chat's turn-start token
-    /// `turn`: under [`Reuse::Turns`] the turn start, so that a kept prefix ending at one gives
-    /// the numbers of the prompt fed whole; under [`Reuse::Prefix`], which trades that
-    /// exactness already, none: a prompt is fed in plain chunks, in fewer iterations, as
-    /// llama-server feeds it.
+    /// `turn`: under [`Reuse::Turns`] the turn start, so that prompts sharing their first turns
+    /// run them in the same kernels and the prompt cache finds them by turn; under
+    /// [`Reuse::Prefix`], which trades that exactness already, none: a prompt is fed in plain
+    /// chunks, in fewer iterations, as llama-server feeds it.
     pub fn piece_break(self, turn: Option<u32>) -> Option<u32> {
         match self {
             Self::Turns => turn,
@@ -49,7 +49,7 @@ impl Reuse {
                     .zip(prompt.iter().zip(whole.kernels()))
                     .take_while(|((k, r), (p, w))| k == p && r == w)
                     .count();
-                (1..=agree.min(last)).rev().find(|&at| whole.resumes_at(prompt, at)).unwrap_or(0)
+                whole.resume_at_or_before(prompt, agree.min(last))
             }
             Self::Prefix => kept.iter().zip(prompt).take_while(|(a, b)| a == b).count().min(last),
         }
