@@ -4,11 +4,12 @@
 //! llama.cpp context holding the instance's sequences (one llama.cpp sequence id, and one KV
 //! stream, per slot), and a step is one `llama_decode` over every decoding sequence's token,
 //! so the weights are read once per step for the whole batch; each prompt chunk of two tokens
-//! or more runs in a call of its own (one of a token rides in the decode call). Both choices keep a sequence's numbers independent of what shares its steps
-//! (continuous batching gives exactly the tokens of each sequence alone), which the recorded
-//! output lengths that SSJF's oracle and predictor learn from rely on. In a call shared with
-//! decode tokens, llama.cpp would cut a prompt chunk so that its first token shares a
-//! micro-batch with them, and that token's attention would run in another kernel than alone.
+//! or more runs in a call of its own (one of a token rides in the decode call). Both choices
+//! keep a sequence's numbers independent of what shares its steps (continuous batching gives
+//! exactly the tokens of each sequence alone), which the recorded output lengths that SSJF's
+//! oracle and predictor learn from rely on. In a call shared with decode tokens, llama.cpp
+//! would cut a prompt chunk so that its first token shares a micro-batch with them, and that
+//! token's attention would run in another kernel than alone.
 //!
 //! The limit of that exactness: once a sequence's KV stream spans 512 cells, llama.cpp's flash
 //! attention runs its decode step alone in a kernel that splits the cache across threads, and
@@ -349,12 +350,9 @@ impl LlamaCppStepper<'_> {
 /// a row at a time whatever shares it while its stream's cache view stays under 512 cells
 /// (llama.cpp pads the view to 256: [`LONE_UNSPLIT`]), else split or not by what shares it
 /// and the threads.
-fn ran_in(held: usize, fed: usize) -> Vec<Kernel> {
-    match fed {
-        1 if held < LONE_UNSPLIT => vec![Kernel::Lone],
-        1 => vec![Kernel::Shared],
-        _ => piece_kernels(fed).collect(),
-    }
+fn ran_in(held: usize, fed: usize) -> impl Iterator<Item = Kernel> {
+    let split = fed == 1 && held >= LONE_UNSPLIT;
+    piece_kernels(fed).map(move |k| if split { Kernel::Shared } else { k })
 }
 
 /// While a stream holds fewer tokens than this, a token fed alone runs in the one-row kernel

@@ -149,14 +149,19 @@ impl WholeFeed {
     /// end), every row before it run in its whole-feed kernel.
     pub fn kept_as_fed(&self, ran: &[Kernel]) -> usize {
         let agree = ran.iter().zip(&self.kernels).take_while(|(r, k)| r == k).count();
-        (0..=agree).rev().find(|&at| self.begins[at]).unwrap_or(0)
+        self.piece_start(agree)
+    }
+
+    /// The start of the whole-feed piece holding offset `at` (`at` itself where one begins).
+    fn piece_start(&self, at: usize) -> usize {
+        (0..=at).rev().find(|&i| self.begins[i]).unwrap_or(0)
     }
 
     /// The furthest offset at or before `bound` from which `prompt` (the one fed whole) runs
     /// every row in its whole-feed kernel ([`Self::resumes_at`]): at worst the start of the
     /// whole-feed piece holding `bound`, which resumes as fed whole.
     pub fn resume_at_or_before(&self, prompt: &[u32], bound: usize) -> usize {
-        let start = (0..=bound).rev().find(|&at| self.begins[at]).unwrap_or(0);
+        let start = self.piece_start(bound);
         (start + 1..=bound).rev().find(|&at| self.resumes_at(prompt, at)).unwrap_or(start)
     }
 
