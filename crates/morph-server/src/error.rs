@@ -23,7 +23,11 @@ pub enum CallError {
          send \"truncate\": true to cut it"
     )]
     TooLong { field: String, len: usize, max_len: u32 },
-    #[error("the prompt has {len} tokens, more than the decoder's runtime takes ({max_len})")]
+    /// `max_len` is the most prompt tokens: the runtime's length less the answer's first token.
+    #[error(
+        "the prompt has {len} tokens, more than the decoder takes ({max_len}: its runtime's \
+         length less one token for the answer)"
+    )]
     PromptTooLong { len: u32, max_len: u32 },
     #[error("model '{asked}' is not served here; this server serves {served}")]
     UnknownModel { asked: String, served: String },
@@ -88,7 +92,9 @@ impl CallError {
     /// named as a prompt (generation has no `truncate`).
     pub fn generation_dropped(reason: DropReason) -> Self {
         match reason {
-            DropReason::NoRuntimeFits { len, max_len } => CallError::PromptTooLong { len, max_len },
+            DropReason::NoRuntimeFits { len, max_len } => {
+                CallError::PromptTooLong { len, max_len: max_len.saturating_sub(1) }
+            }
             other => other.into(),
         }
     }

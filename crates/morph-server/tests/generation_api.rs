@@ -199,9 +199,17 @@ async fn bad_requests_and_overload_get_clear_errors() {
     assert!(
         reply
             .to_string()
-            .contains("the prompt has 2501 tokens, more than the decoder's runtime takes (2048)"),
+            .contains("the prompt has 2501 tokens, more than the decoder takes (2047: its runtime's length"),
         "{reply}"
     );
+    // A prompt that fills the runtime leaves no room for the answer: refused the same way, with
+    // max_tokens or without, never an engine failure.
+    for limit in [json!(1), json!(null)] {
+        let full = json!({"prompt": "hello ".repeat(2047), "max_tokens": limit});
+        let (status, reply) = post(&server.url, "/v1/completions", &full.to_string()).await;
+        assert_eq!(status, 413, "{reply}");
+        assert!(reply.to_string().contains("the prompt has 2048 tokens"), "{reply}");
+    }
     server.stop().await;
 }
 

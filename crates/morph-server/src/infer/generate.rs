@@ -160,7 +160,7 @@ impl Generator {
     /// A prompt's token ids and the tokens its answer may have: the call's `max_tokens`, which
     /// with the prompt must fit in what a sequence holds (a whole decoder's KV cache is its
     /// runtime's length, a prefill the context), or else all the room the prompt leaves, as
-    /// OpenAI's default is (a prompt alone too long is the policy's 413).
+    /// OpenAI's default is; a prompt that leaves no room for one token is a 413.
     async fn tokenize(&self, prompt: &Prompt, call: &ValidGeneration) -> Result<(Vec<u32>, u32), CallError> {
         let context = self.context();
         let holds = match self.prefill_stages {
@@ -184,12 +184,20 @@ impl Generator {
                 EngineError::Unrepresentable(message) => CallError::validation(field, message),
                 e => CallError::Engine(e),
             })?;
+        if ids.len() >= holds {
+            // No room for the answer's first token: refused before it is queued.
+            let as_u32 = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+            return Err(CallError::PromptTooLong {
+                len: as_u32(ids.len()),
+                max_len: as_u32(holds.saturating_sub(1)),
+            });
+        }
         if !call.max_tokens_given {
-            let room = holds.saturating_sub(ids.len()).max(1);
+            let room = holds - ids.len();
             return Ok((ids, u32::try_from(room).unwrap_or(u32::MAX)));
         }
         let max_tokens = call.max_tokens;
-        if ids.len() < holds && ids.len() + max_tokens as usize > holds {
+        if ids.len() + max_tokens as usize > holds {
             let message = format!(
                 "the prompt's {} tokens plus max_tokens exceed the {holds} tokens a sequence holds here (the model's context of {context}, or the runtime's length: --runtime dynamic:LENxN)",
                 ids.len()
