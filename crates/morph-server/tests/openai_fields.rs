@@ -168,7 +168,8 @@ fn documented(docs: &str, route: &str, field: &str) -> Option<String> {
     Some(row.to_string())
 }
 
-/// `n` and a list of prompts make as many choices, in OpenAI's order; `stop` cuts the text.
+/// `n` and a list of prompts make as many choices, in OpenAI's order, the usage counting each
+/// prompt once; `stop` cuts the text.
 #[tokio::test]
 async fn choices_come_per_prompt_and_per_n_and_stop_cuts_each() {
     let server = start(decoder("fcfs", json!({}))).await;
@@ -189,6 +190,11 @@ async fn choices_come_per_prompt_and_per_n_and_stop_cuts_each() {
     assert_eq!((texts[0], texts[2]), (texts[1], texts[3]), "{whole}");
     assert_ne!(texts[0], texts[2]);
     assert_eq!(whole["usage"]["completion_tokens"], 32, "{whole}");
+    // The usage counts each prompt once however many choices it has, as OpenAI does.
+    let once = json!({"prompt": ["The capital of France is", "One, two,"], "max_tokens": 1});
+    let (status, once) = post(&server.url, "/v1/completions", &once.to_string()).await;
+    assert_eq!(status, 200, "{once}");
+    assert_eq!(whole["usage"]["prompt_tokens"], once["usage"]["prompt_tokens"], "{whole} {once}");
     // A stop string taken from inside the first answer cuts it there, with finish_reason stop.
     let first = texts[0];
     let stop = &first[first.len() / 2..first.len() / 2 + 1];

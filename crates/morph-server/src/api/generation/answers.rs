@@ -29,6 +29,16 @@ impl GenerationUsage {
         }
     }
 
+    /// What choice `choice` of a call of `n` choices a prompt adds to the call's usage: OpenAI
+    /// counts a prompt once however many choices it has, so its later choices add their
+    /// completion tokens only.
+    pub(crate) fn of_choice(self, choice: usize, n: usize) -> Self {
+        match choice % n.max(1) {
+            0 => self,
+            _ => Self::new(0, 0, self.completion_tokens),
+        }
+    }
+
     /// The usage of a call of several choices: their counts summed.
     pub(crate) fn add(self, other: Self) -> Self {
         Self::new(

@@ -1,7 +1,7 @@
 //! `POST /v1/completions` and `POST /v1/chat/completions` in the OpenAI formats, on a server
 //! started with a decoder: the fields honoured are in [`super::requests::GenerationRequest`]
 //! (and docs/api.md); `n` choices per prompt run as generations of their own; `usage` counts
-//! prompt and completion tokens over all of them. A refusal by the scheduler is a 429 (or 413
+//! each prompt's tokens once, as OpenAI does, and the completion tokens of every choice. A refusal by the scheduler is a 429 (or 413
 //! for a prompt no instance takes) before anything streams. A client
 //! that goes away (a dropped connection, a stream closed early) cancels its generation: it stops
 //! at the decoder's next iteration.
@@ -58,9 +58,9 @@ async fn serve(
     let calls = CallReader::of(&call.output, &generator);
     let reply = Reply::new(format, state.model.name().to_string(), calls);
     if call.stream {
-        return stream::events(generations, reply, call.include_usage, &state);
+        return stream::events(generations, reply, call.include_usage, call.n as usize, &state);
     }
-    match whole(generations, &reply, &generator, &state.driver.metrics).await {
+    match whole(generations, &reply, call.n as usize, &generator, &state.driver.metrics).await {
         Ok(body) => Json(body).into_response(),
         Err(e) => e.into_response(),
     }
@@ -79,18 +79,20 @@ async fn start(
     Ok((generator.start(&call).await?, call))
 }
 
-/// Collects every choice's tokens into one answer; the first to fail fails the call (and the
-/// others are cancelled).
+/// Collects every choice's tokens into one answer (`n` choices a prompt); the first to fail fails
+/// the call (and the others are cancelled).
 async fn whole(
     generations: Vec<StartedGeneration>,
     reply: &Reply,
+    n: usize,
     generator: &Generator,
     metrics: &Metrics,
 ) -> Result<CompletionResponse, CallError> {
     let format = reply.format();
     let finished =
         try_join_all(generations.into_iter().map(|g| collect(g, format, generator, metrics))).await?;
-    let usage = finished.iter().fold(GenerationUsage::default(), |sum, (_, usage)| sum.add(*usage));
+    let usage = (finished.iter().enumerate())
+        .fold(GenerationUsage::default(), |sum, (choice, (_, usage))| sum.add(usage.of_choice(choice, n)));
     Ok(reply.whole(finished.into_iter().map(|(choice, _)| choice).collect(), usage))
 }
 

@@ -123,6 +123,7 @@ pub(super) fn events(
     generations: Vec<StartedGeneration>,
     reply: Reply,
     include_usage: bool,
+    n: usize,
     state: &AppState,
 ) -> Response {
     let (metrics, drain) = (state.driver.metrics.clone(), state.drain.clone());
@@ -191,7 +192,8 @@ pub(super) fn events(
                 }
                 GenEvent::Done { reason, tail, prompt_tokens, cached_tokens, completion_tokens } => {
                     let counts = (prompt_tokens, cached_tokens, completion_tokens);
-                    m.usage = m.usage.add(choice_done(&metrics, m.first_at, &mut m.truths[index], counts));
+                    let usage = choice_done(&metrics, m.first_at, &mut m.truths[index], counts);
+                    m.usage = m.usage.add(usage.of_choice(index, n));
                     if let Some(claim) = m.claims[index].take() {
                         claim.answered();
                     }
