@@ -147,17 +147,20 @@ pub enum Action {
 }
 
 /// One of a policy's gauges or counters, as plain data: `name` without the driver's prefix
-/// (counters end in `_total`), with its labels. The server formats them for Prometheus.
+/// (counters end in `_total`), what it measures (Prometheus' `# HELP` line; one text per name),
+/// and its labels. The server formats them for Prometheus.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Gauge {
     pub name: String,
+    #[serde(skip)]
+    pub help: &'static str,
     pub labels: Vec<(String, String)>,
     pub value: f64,
 }
 
 impl Gauge {
-    pub fn new(name: impl Into<String>, value: f64) -> Self {
-        Self { name: name.into(), labels: Vec::new(), value }
+    pub fn new(name: impl Into<String>, help: &'static str, value: f64) -> Self {
+        Self { name: name.into(), help, labels: Vec::new(), value }
     }
 
     pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {

@@ -187,7 +187,11 @@ impl Policy for GiveUpLate {
 
     fn gauges(&self) -> Vec<Gauge> {
         let mut gauges = self.inner.gauges();
-        gauges.push(Gauge::new("given_up_late_total", self.given_up as f64));
+        gauges.push(Gauge::new(
+            "given_up_late_total",
+            "Requests given up (504) once their deadline could no longer be met.",
+            self.given_up as f64,
+        ));
         gauges
     }
 

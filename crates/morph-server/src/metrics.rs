@@ -465,11 +465,16 @@ impl Metrics {
         for g in policy {
             let name = format!("morph_policy_{}", g.name);
             let labels: Labels = g.labels.clone();
+            let help = SharedString::from(g.help);
             match name.ends_with("_total") {
                 true => {
+                    self.recorder.describe_counter(KeyName::from(name.clone()), None, help);
                     self.recorder.register_counter(&key(name, labels), &METADATA).absolute(g.value as u64)
                 }
-                false => now.push((name, labels, g.value)),
+                false => {
+                    self.recorder.describe_gauge(KeyName::from(name.clone()), None, help);
+                    now.push((name, labels, g.value));
+                }
             }
         }
         self.set_snapshot(now);
@@ -509,13 +514,14 @@ mod tests {
     fn policy_gauges_are_prefixed_labelled_and_counters_by_their_suffix() {
         let m = Metrics::default();
         let gauges = [
-            Gauge::new("instances", 3.0).label("runtime", "fixed:64x1"),
-            Gauge::new("allocations_total", 2.0),
+            Gauge::new("instances", "Instances up.", 3.0).label("runtime", "fixed:64x1"),
+            Gauge::new("allocations_total", "Allocator runs.", 2.0),
         ];
         let out = m.render(&[], &gauges, &[]);
         assert!(out.contains("morph_policy_instances{runtime=\"fixed:64x1\"} 3\n"), "{out}");
+        assert!(out.contains("# HELP morph_policy_instances Instances up.\n"), "{out}");
         assert!(
-            out.contains("# TYPE morph_policy_allocations_total counter\nmorph_policy_allocations_total 2\n"),
+            out.contains("# HELP morph_policy_allocations_total Allocator runs.\n# TYPE morph_policy_allocations_total counter\nmorph_policy_allocations_total 2\n"),
             "{out}"
         );
         // A series gone since the last scrape reads 0, not its last value.

@@ -1,7 +1,7 @@
 //! `/metrics` as Prometheus reads it: `promtool check metrics` (Debian's `prometheus` package,
-//! installed by `.ci/run`) parses each server's exposition and finds no naming problem; calls
-//! are counted by route and status, failures timed too; each server exports only the families
-//! of what it serves, and the process's own.
+//! installed by `.ci/run`) parses each server's exposition, the policy's own series included, and
+//! finds no naming problem or missing help; calls are counted by route and status, failures
+//! timed too; each server exports only the families of what it serves, and the process's own.
 
 mod common;
 
@@ -31,7 +31,10 @@ fn promtool(exposition: &str) -> (bool, String) {
 
 #[tokio::test]
 async fn each_servers_metrics_pass_promtool_and_hold_only_its_own_families() {
-    let embed = start(candle()).await;
+    // With a deadline, so that the policy's own series (given up late) are exported too.
+    let mut deployment = candle();
+    deployment.policy_context.deadline = Some(60_000_000_000);
+    let embed = start(deployment).await;
     let (status, _) = post(&embed.url, "/v1/embeddings", r#"{"input": ["a", "b"]}"#).await;
     assert_eq!(status, 200);
     let (status, _) = post(&embed.url, "/v1/embeddings", r#"{"input": 3}"#).await;
@@ -48,6 +51,7 @@ async fn each_servers_metrics_pass_promtool_and_hold_only_its_own_families() {
         "morph_batch_padded_tokens_count",
         "process_cpu_seconds_total",
         "process_resident_memory_bytes",
+        "# HELP morph_policy_given_up_late_total ",
     ] {
         assert!(text.contains(series), "{series} in\n{text}");
     }

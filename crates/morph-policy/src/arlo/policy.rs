@@ -637,22 +637,41 @@ impl Policy for ArloPolicy {
         let mut out: Vec<Gauge> = self
             .counts()
             .into_iter()
-            .map(|(r, n)| Gauge::new("instances", n as f64).label("runtime", r.to_string()))
+            .map(|(r, n)| {
+                Gauge::new("instances", "Arlo: instances up, by runtime.", n as f64)
+                    .label("runtime", r.to_string())
+            })
             .collect();
-        out.push(Gauge::new("instances_starting", self.starting.len() as f64));
+        out.push(Gauge::new(
+            "instances_starting",
+            "Arlo: instances launched and not yet up.",
+            self.starting.len() as f64,
+        ));
         let c = &self.counters;
-        for (name, v) in [
-            ("allocations", c.allocations),
-            ("replacements", c.replacements),
-            ("scale_outs", c.scale_outs),
-            ("scale_ins", c.scale_ins),
-            ("demoted", c.demoted),
-            ("spilled", c.spilled),
-            ("rejected", c.rejected),
-            ("handovers_abandoned", c.handovers_abandoned),
-            ("fixed_declined", c.fixed_declined),
+        for (name, help, v) in [
+            ("allocations_total", "Arlo: allocator runs (Alg. 1).", c.allocations),
+            (
+                "replacements_total",
+                "Arlo: instances replaced by one of another runtime (make-before-break).",
+                c.replacements,
+            ),
+            ("scale_outs_total", "Arlo: instances added by its scaling rule.", c.scale_outs),
+            ("scale_ins_total", "Arlo: instances removed by its scaling rule.", c.scale_ins),
+            ("demoted_total", "Arlo: requests sent to a longer runtime than their ideal one.", c.demoted),
+            ("spilled_total", "Arlo: requests run on a fixed runtime's dynamic fallback.", c.spilled),
+            ("rejected_total", "Arlo: requests no runtime takes.", c.rejected),
+            (
+                "handovers_abandoned_total",
+                "Arlo: hand-overs that kept the old instance.",
+                c.handovers_abandoned,
+            ),
+            (
+                "fixed_declined_total",
+                "Arlo: allocations that kept the dynamic layout, fixed shapes costing more.",
+                c.fixed_declined,
+            ),
         ] {
-            out.push(Gauge::new(format!("{name}_total"), v as f64));
+            out.push(Gauge::new(name, help, v as f64));
         }
         out
     }

@@ -352,7 +352,12 @@ impl Policy for DynamicBatching {
             return Vec::new();
         }
         let queued = self.queues.iter().enumerate();
-        queued.map(|(k, q)| Gauge::new("stage_queue", q.len() as f64).label("stage", k.to_string())).collect()
+        queued
+            .map(|(k, q)| {
+                Gauge::new("stage_queue", "Requests waiting for a stage, by stage.", q.len() as f64)
+                    .label("stage", k.to_string())
+            })
+            .collect()
     }
 
     fn describe(&self) -> serde_json::Value {

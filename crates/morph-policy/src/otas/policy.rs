@@ -369,13 +369,34 @@ impl Policy for OtasPolicy {
     fn gauges(&self) -> Vec<Gauge> {
         let c = &self.counts;
         let mut gauges = vec![
-            Gauge::new("otas_queued_batches", self.queue.len() as f64),
-            Gauge::new("otas_evicted_total", c.evicted as f64),
-            Gauge::new("otas_decisions_total", c.by_dp as f64).label("rule", "dp"),
-            Gauge::new("otas_decisions_total", c.by_rule as f64).label("rule", "rate"),
+            Gauge::new(
+                "otas_queued_batches",
+                "OTAS: batches waiting for an instance.",
+                self.queue.len() as f64,
+            ),
+            Gauge::new(
+                "otas_evicted_total",
+                "OTAS: requests evicted from a batch that could not meet their deadlines.",
+                c.evicted as f64,
+            ),
+            Gauge::new(
+                "otas_decisions_total",
+                "OTAS: batch plans chosen, by rule (dp: Alg. 3's split; rate: the arrival-rate rule).",
+                c.by_dp as f64,
+            )
+            .label("rule", "dp"),
+            Gauge::new(
+                "otas_decisions_total",
+                "OTAS: batch plans chosen, by rule (dp: Alg. 3's split; rate: the arrival-rate rule).",
+                c.by_rule as f64,
+            )
+            .label("rule", "rate"),
         ];
         for (plan, n) in &c.batches {
-            gauges.push(Gauge::new("otas_batches_total", *n as f64).label("plan", plan.to_string()));
+            gauges.push(
+                Gauge::new("otas_batches_total", "OTAS: batches run, by token plan.", *n as f64)
+                    .label("plan", plan.to_string()),
+            );
         }
         gauges
     }

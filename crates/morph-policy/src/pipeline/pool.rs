@@ -528,24 +528,57 @@ impl<S: Sizer> Policy for PipelinePolicy<S> {
 
     fn gauges(&self) -> Vec<Gauge> {
         let mut out = self.sizer.gauges();
-        out.push(Gauge::new("pipeline_slots_short", f64::from(self.slots_short)));
-        out.push(Gauge::new("pipeline_preloads_total", self.preloads as f64));
+        out.push(Gauge::new(
+            "pipeline_slots_short",
+            "Pipeline: slots the stages' targets want beyond those the host has.",
+            f64::from(self.slots_short),
+        ));
+        out.push(Gauge::new(
+            "pipeline_preloads_total",
+            "Pipeline: replicas started from the host-memory cache.",
+            self.preloads as f64,
+        ));
         for (i, s) in self.stages.iter().enumerate() {
             let stage = i.to_string();
-            let g = |name: &str, value: f64| Gauge::new(name, value).label("stage", stage.clone());
-            out.push(g("stage_replicas", s.replicas.len() as f64));
-            out.push(g("stage_starting", s.starting.len() as f64));
-            out.push(g("stage_target_replicas", f64::from(s.target.replicas)));
-            out.push(g("stage_threads", f64::from(s.target.threads)));
-            out.push(g("stage_key", f64::from(u8::from(s.target.key))));
-            out.push(g("stage_queue", s.queue.len() as f64));
-            out.push(g("stage_busy", s.replicas.values().filter(|r| !r.running.is_empty()).count() as f64));
-            out.push(g("stage_arrivals_total", s.stats.total_arrivals() as f64));
+            let g = |name: &str, help: &'static str, value: f64| {
+                Gauge::new(name, help, value).label("stage", stage.clone())
+            };
+            out.push(g("stage_replicas", "Pipeline: replicas up, by stage.", s.replicas.len() as f64));
+            out.push(g("stage_starting", "Pipeline: replicas starting, by stage.", s.starting.len() as f64));
+            let target = f64::from(s.target.replicas);
+            out.push(g(
+                "stage_target_replicas",
+                "Pipeline: replicas the controller wants, by stage.",
+                target,
+            ));
+            out.push(g(
+                "stage_threads",
+                "Pipeline: threads per replica, by stage.",
+                f64::from(s.target.threads),
+            ));
+            out.push(g(
+                "stage_key",
+                "Pipeline: 1 for the stage the controller sizes first.",
+                f64::from(u8::from(s.target.key)),
+            ));
+            out.push(g("stage_queue", "Requests waiting for a stage, by stage.", s.queue.len() as f64));
+            let busy = s.replicas.values().filter(|r| !r.running.is_empty()).count() as f64;
+            out.push(g("stage_busy", "Pipeline: replicas running a batch, by stage.", busy));
+            let arrivals = s.stats.total_arrivals() as f64;
+            out.push(g("stage_arrivals_total", "Pipeline: requests that reached the stage.", arrivals));
             if let Some((cv, _)) = s.stats.cv() {
-                out.push(g("stage_cv", cv));
+                out.push(g(
+                    "stage_cv",
+                    "Pipeline: the coefficient of variation of the stage's inter-arrival gaps.",
+                    cv,
+                ));
             }
             if let Some(d) = s.stats.observed_delay() {
-                out.push(g("stage_observed_delay_seconds", d));
+                out.push(g(
+                    "stage_observed_delay_seconds",
+                    "Pipeline: the stage's observed queueing delay.",
+                    d,
+                ));
             }
         }
         out

@@ -296,27 +296,56 @@ impl Sizer for QuartSizer {
 
     fn gauges(&self) -> Vec<Gauge> {
         let mut out = vec![
-            Gauge::new("quart_fallbacks_total", self.fallbacks as f64),
-            Gauge::new("quart_burst_periods_total", self.burst_periods as f64),
+            Gauge::new(
+                "quart_fallbacks_total",
+                "QUART: control periods sized by the fallback rule.",
+                self.fallbacks as f64,
+            ),
+            Gauge::new(
+                "quart_burst_periods_total",
+                "QUART: control periods sized by the burst forecast.",
+                self.burst_periods as f64,
+            ),
             // 0 or 1 each period: over a run their means are the shares of time each decided.
-            Gauge::new("quart_fallback_active", f64::from(u8::from(self.last == Decider::Fallback))),
+            Gauge::new(
+                "quart_fallback_active",
+                "QUART: 1 while the fallback rule sized the last period.",
+                f64::from(u8::from(self.last == Decider::Fallback)),
+            ),
             Gauge::new(
                 "quart_burst_forecast_active",
+                "QUART: 1 while the burst forecast sized the last period.",
                 f64::from(u8::from(self.last == Decider::BurstForecast)),
             ),
         ];
         if let Some(r) = self.persistence {
-            out.push(Gauge::new("quart_burst_persistence", r));
+            out.push(Gauge::new(
+                "quart_burst_persistence",
+                "QUART: how far a busy second predicts the next (its bursts' persistence).",
+                r,
+            ));
         }
         for (i, e) in self.estimates.iter().enumerate() {
-            let g = |name: &str, value: f64| Gauge::new(name, value).label("stage", i.to_string());
-            out.push(g("stage_target_delay_seconds", e.target_s));
+            let g = |name: &str, help: &'static str, value: f64| {
+                Gauge::new(name, help, value).label("stage", i.to_string())
+            };
+            out.push(g(
+                "stage_target_delay_seconds",
+                "QUART: the stage's share of the delay target.",
+                e.target_s,
+            ));
             if e.delay_s.is_finite() {
-                out.push(g("stage_estimated_delay_seconds", e.delay_s));
+                let help = "QUART: the stage's queueing delay its model predicts (Eq. 7).";
+                out.push(g("stage_estimated_delay_seconds", help, e.delay_s));
             }
-            out.push(g("stage_predicted_cv", e.cv));
-            out.push(g("stage_needed_replicas", f64::from(e.need)));
-            out.push(g("stage_critical", f64::from(u8::from(self.critical == Some(i)))));
+            out.push(g("stage_predicted_cv", "QUART: the inter-arrival CV the stage is sized for.", e.cv));
+            out.push(g(
+                "stage_needed_replicas",
+                "QUART: replicas the stage needs to meet its target.",
+                f64::from(e.need),
+            ));
+            let critical = f64::from(u8::from(self.critical == Some(i)));
+            out.push(g("stage_critical", "QUART: 1 for the critical stage.", critical));
         }
         out
     }
