@@ -194,9 +194,10 @@ pub(crate) struct ServeArgs {
     #[arg(long)]
     max_queue: Option<usize>,
     /// Most inputs in one call (embeddings, classification) or prompts (completions); OpenAI's
-    /// limit by default. A call larger than --max-queue allows goes to the queue in waves (of
-    /// half of --max-queue, at most 128), each once the last is answered: on an idle server it
-    /// is served whole, on a loaded one it may get 429 part-way.
+    /// limit by default. An embedding call larger than --max-queue allows goes to the queue in
+    /// waves (of half of --max-queue, at most 128), each once the last is answered: on an idle
+    /// server it is served whole, on a loaded one it may get 429 part-way. A generation call's
+    /// choices (prompts × n) are admitted whole or refused whole (429) before any computes.
     #[arg(long, default_value_t = 2048)]
     max_client_batch: usize,
     /// The model's names in the API (the `model` fields, /v1/models), comma separated or

@@ -158,6 +158,27 @@ async fn futures_join<F: std::future::Future<Output = T> + Send + 'static, T: Se
     out
 }
 
+/// A call of more choices than the queue holds beside the running batch is refused whole (429)
+/// before any of it computes, and leaves nothing behind: the next call is served.
+#[tokio::test]
+async fn a_call_the_queue_cannot_hold_is_refused_whole_and_computes_nothing() {
+    let server = start(decoder("fcfs", json!({"max_queue": 2}))).await;
+    let body = json!({"prompt": ["Count to three.", "Count to five."], "n": 4, "max_tokens": 4});
+    let (status, reply) = post(&server.url, "/v1/completions", &body.to_string()).await;
+    assert_eq!(status, 429, "{reply}");
+    let metrics = common::client().get(format!("{}/metrics", server.url)).send().await.expect("scrape");
+    let metrics = metrics.text().await.expect("text");
+    // No decoder iteration ran, no token was sampled, no sequence was counted as cancelled.
+    for computed in ["morph_decode_iteration_seconds_count", "morph_cancellations_total"] {
+        assert!(!metrics.contains(computed), "{computed} after a refused call:\n{metrics}");
+    }
+    assert!(metrics.contains("morph_generated_tokens_total 0\n"), "{metrics}");
+    let body = json!({"prompt": ["Hi", "Bye"], "max_tokens": 4});
+    let (status, reply) = post(&server.url, "/v1/completions", &body.to_string()).await;
+    assert_eq!(status, 200, "{reply}");
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn bad_requests_and_overload_get_clear_errors() {
     let server = start(decoder("fcfs", json!({"max_queue": 0}))).await;

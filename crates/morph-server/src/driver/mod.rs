@@ -9,6 +9,7 @@ mod job;
 mod state;
 #[cfg(test)]
 mod tests;
+mod to_decoder;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
@@ -233,6 +234,18 @@ impl Driver {
         let (id, rx, outside) = self.lock().generate(self.now(), prompt, generation, decoding);
         self.carry_out(outside);
         (self.claim(id), rx)
+    }
+
+    /// Hands a call's generations to the policy together ([`Driver::generate`] each): all are
+    /// admitted, or none is and the call gets the first event of the one refused (or failed).
+    #[allow(clippy::type_complexity)]
+    pub fn generate_call(
+        self: &Arc<Self>,
+        choices: Vec<(Vec<u32>, Generation, Decoding)>,
+    ) -> Result<Vec<(Claim, UnboundedReceiver<GenEvent>)>, GenEvent> {
+        let (admitted, outside) = self.lock().generate_call(self.now(), choices);
+        self.carry_out(outside);
+        Ok(admitted?.into_iter().map(|(id, events)| (self.claim(id), events)).collect())
     }
 
     /// The caller of `request` went away.

@@ -17,6 +17,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 use tokio::sync::oneshot;
 
 use super::job::{Input, Job, Pooled, SeqError, SeqResult};
+use super::to_decoder::{Held, ToDecoder};
 use crate::launcher::{Instance, InstanceEngine};
 use crate::metrics::{CancelKind, Metrics};
 
@@ -55,6 +56,9 @@ pub(crate) struct State {
     launches: HashMap<Ticket, Instant>,
     /// Instances whose worker is gone, until the ledger retires them (never parked).
     lost: HashSet<InstanceId>,
+    /// While a call's generations are admitted, what their decoders are told, until the call
+    /// is admitted or refused ([`State::generate_call`]).
+    held: Option<Held>,
     metrics: Arc<Metrics>,
 }
 
@@ -67,6 +71,7 @@ impl State {
             outputs: HashMap::new(),
             launches: HashMap::new(),
             lost: HashSet::new(),
+            held: None,
             metrics,
         }
     }
@@ -176,6 +181,42 @@ impl State {
             Job::Generate { request: Some(request), enqueued: Instant::now() }
         });
         (id, rx, outside)
+    }
+
+    /// Admits a call's generations together: all of them, or none and the call's refusal or
+    /// failure (the first event of the one the policy did not take). Their decoders hear of
+    /// them only once that is decided, steps last, so a refused call's admitted generations
+    /// leave before any step computes them.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn generate_call(
+        &mut self,
+        now: Time,
+        choices: Vec<(Vec<u32>, Generation, Decoding)>,
+    ) -> (Result<Vec<(RequestId, UnboundedReceiver<GenEvent>)>, GenEvent>, Vec<Outside>) {
+        self.held = Some(Held::default());
+        let (mut admitted, mut outside, mut refused) = (Vec::with_capacity(choices.len()), Vec::new(), None);
+        for (prompt, generation, decoding) in choices {
+            let (id, mut events, more) = self.generate(now, prompt, generation, decoding);
+            outside.extend(more);
+            // Answered already: refused or failed by the policy as it arrived.
+            if !self.jobs.contains_key(&id) {
+                refused = Some(events.try_recv().unwrap_or(GenEvent::Failed(EngineError::Stopped)));
+                break;
+            }
+            admitted.push((id, events));
+        }
+        if refused.is_some() {
+            for (id, _) in &admitted {
+                outside.extend(self.withdraw(now, *id));
+            }
+        }
+        for (instance, command) in self.held.take().unwrap_or_default().in_sending_order() {
+            self.send_to_decoder(instance, command);
+        }
+        match refused {
+            Some(event) => (Err(event), outside),
+            None => (Ok(admitted), outside),
+        }
     }
 
     /// The ledger admits the request (and the policy hears of it) before its job exists, so the
@@ -379,8 +420,10 @@ impl State {
                 Effect::Join { instance, requests } => {
                     self.start(instance, &requests, TokenPlan::Plain);
                 }
-                Effect::Step { instance, plan } => self.decoder(instance, |d| d.step(plan)),
-                Effect::Cancel { instance, request } => self.decoder(instance, |d| d.cancel(request.0)),
+                Effect::Step { instance, plan } => self.tell_decoder(instance, ToDecoder::Step(plan)),
+                Effect::Cancel { instance, request } => {
+                    self.tell_decoder(instance, ToDecoder::Cancel(request.0))
+                }
                 Effect::Launch { ticket, unit, host } => {
                     self.launches.insert(ticket, Instant::now());
                     outside.push(Outside::Launch { ticket, unit, host });
@@ -451,7 +494,7 @@ impl State {
                 let longest = longest.unwrap_or(0);
                 Some(Outside::Run { instance, handle: engine.handle(), requests, rows, plan, longest, calls })
             }
-            Some(InstanceEngine::Decoder { thread, .. }) => {
+            Some(InstanceEngine::Decoder { .. }) => {
                 let mut generations = Vec::with_capacity(requests.len());
                 for r in requests {
                     if let Some(Job::Generate { request, enqueued }) = self.jobs.get_mut(r)
@@ -461,22 +504,24 @@ impl State {
                         generations.push(g);
                     }
                 }
-                if let Err(e) = thread.join(generations) {
-                    tracing::error!(%instance, error = %e, "decoder instance stopped");
-                }
+                self.tell_decoder(instance, ToDecoder::Join(generations));
                 None
             }
             None => None,
         }
     }
 
-    fn decoder(
-        &self,
-        instance: InstanceId,
-        send: impl FnOnce(&morph_decoder::DecoderThread) -> Result<(), EngineError>,
-    ) {
+    /// Tells decoder `instance` `command`, or holds it while a call is admitted.
+    fn tell_decoder(&mut self, instance: InstanceId, command: ToDecoder) {
+        match &mut self.held {
+            Some(held) => held.push(instance, command),
+            None => self.send_to_decoder(instance, command),
+        }
+    }
+
+    fn send_to_decoder(&self, instance: InstanceId, command: ToDecoder) {
         if let Some(InstanceEngine::Decoder { thread, .. }) = self.instances.get(&instance).map(|w| &w.engine)
-            && let Err(e) = send(thread)
+            && let Err(e) = command.send(thread)
         {
             tracing::error!(%instance, error = %e, "decoder instance stopped");
         }

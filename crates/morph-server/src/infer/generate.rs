@@ -96,9 +96,9 @@ impl Generator {
         self.model.llama.config.context
     }
 
-    /// Starts the call's generations (one per choice, all handed over before any is awaited)
-    /// and waits for each one's first event: a refusal or failure then is the call's error
-    /// status (the others started are cancelled as their claims drop).
+    /// Starts the call's generations (one per choice, admitted together: all or none, so a
+    /// refused call computes nothing) and waits for each one's first event: a failure then is
+    /// the call's error status (the others started are cancelled as their claims drop).
     pub async fn start(&self, call: &ValidGeneration) -> Result<Vec<StartedGeneration>, CallError> {
         if self.prefill_stages > 0 {
             Self::one_token(call)?;
@@ -114,34 +114,36 @@ impl Generator {
             };
             prompts.push((ids, predicted, max_tokens));
         }
-        let mut started = Vec::new();
-        for (index, mut decoding) in call.choices() {
+        let choices = call.choices().map(|(index, mut decoding)| {
             decoding.grammar = grammar.clone();
-            let (ids, predicted, max_tokens) = &prompts[index];
-            if self.prefill_stages > 0 {
-                started.push(Started::Ready(self.next_token(decoding, ids.clone()).await?));
-                continue;
+            (&prompts[index], decoding)
+        });
+        if self.prefill_stages > 0 {
+            let mut answered = Vec::new();
+            for ((ids, _, _), decoding) in choices {
+                answered.push(self.next_token(decoding, ids.clone()).await?);
             }
-            let truth = predicted.as_ref().map(|(truth, _)| truth.clone());
+            return Ok(answered);
+        }
+        let (mut handed, mut truths) = (Vec::new(), Vec::new());
+        for ((ids, predicted, max_tokens), decoding) in choices {
+            truths.push(predicted.as_ref().map(|(truth, _)| truth.clone()));
             let generation = morph_core::Generation {
                 max_tokens: *max_tokens,
                 predicted: predicted.as_ref().and_then(|(_, length)| *length),
                 cached: self.cached(ids),
             };
-            let (claim, events) = self.driver.generate(ids.clone(), generation, decoding);
-            started.push(Started::Waiting { claim, events, truth });
+            handed.push((ids.clone(), generation, decoding));
         }
-        let mut generations = Vec::with_capacity(started.len());
-        for start in started {
-            generations.push(match start {
-                Started::Ready(generation) => generation,
-                Started::Waiting { claim, mut events, truth } => match events.recv().await {
-                    Some(GenEvent::Dropped(r)) => return Err(CallError::generation_dropped(r)),
-                    Some(GenEvent::Failed(e)) => return Err(CallError::Engine(e)),
-                    None => return Err(CallError::Engine(EngineError::Stopped)),
-                    Some(first) => StartedGeneration { claim, events, first, truth },
-                },
-            });
+        let admitted = self.driver.generate_call(handed).map_err(|e| first_failure(Some(e)))?;
+        let mut generations = Vec::with_capacity(admitted.len());
+        for ((claim, mut events), truth) in admitted.into_iter().zip(truths) {
+            match events.recv().await {
+                Some(first @ (GenEvent::Token { .. } | GenEvent::Done { .. })) => {
+                    generations.push(StartedGeneration { claim, events, first, truth });
+                }
+                failure => return Err(first_failure(failure)),
+            }
         }
         Ok(generations)
     }
@@ -235,11 +237,14 @@ impl Generator {
     }
 }
 
-/// A choice handed over: answered already (a prefill-stage server's one token), or waiting for
-/// its first event.
-enum Started {
-    Ready(StartedGeneration),
-    Waiting { claim: Claim, events: UnboundedReceiver<GenEvent>, truth: Option<Truth> },
+/// The call's error for the first event of a generation that did not start (none: its decoder
+/// stopped).
+fn first_failure(event: Option<GenEvent>) -> CallError {
+    match event {
+        Some(GenEvent::Dropped(r)) => CallError::generation_dropped(r),
+        Some(GenEvent::Failed(e)) => CallError::Engine(e),
+        _ => CallError::Engine(EngineError::Stopped),
+    }
 }
 
 /// What the length predictor reads of a chat: its earlier turns and last prompt (§3.1), the
