@@ -45,14 +45,6 @@ fn finish(reason: FinishReason) -> &'static str {
 /// An answer that is calls finishes for them.
 const TOOL_CALLS: &str = "tool_calls";
 
-/// The finish reason of an answer holding calls: for them, unless the token limit cut it.
-fn calls_finish(reason: FinishReason) -> &'static str {
-    match reason {
-        FinishReason::Length => finish(reason),
-        FinishReason::Stop => TOOL_CALLS,
-    }
-}
-
 /// One choice's answer, whole.
 pub(super) struct Finished {
     pub text: String,
@@ -101,12 +93,7 @@ impl Reply {
                     }
                     (_, Answer::Calls { text, calls }) => {
                         let message = ChatText { role: ASSISTANT, content: text, tool_calls: calls };
-                        Choice::Message {
-                            index,
-                            message,
-                            logprobs,
-                            finish_reason: Some(calls_finish(reason)),
-                        }
+                        Choice::Message { index, message, logprobs, finish_reason: Some(TOOL_CALLS) }
                     }
                 }
             })
@@ -159,7 +146,10 @@ impl Reply {
         reason: Option<FinishReason>,
     ) -> CompletionResponse {
         let delta = ChatDelta { role: first.then_some(ASSISTANT), content: None, tool_calls };
-        let finish_reason = reason.map(calls_finish);
+        let finish_reason = reason.map(|reason| match reason {
+            FinishReason::Length => finish(reason),
+            FinishReason::Stop => TOOL_CALLS,
+        });
         self.response(
             self.object(true),
             vec![Choice::Delta { index, delta, logprobs: None, finish_reason }],
