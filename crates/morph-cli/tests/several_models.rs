@@ -161,13 +161,19 @@ async fn three_models_share_the_cores_by_load_and_each_call_reaches_its_model() 
     assert_eq!(kinds, ["embedding", "reranker", "generation"]);
     assert_eq!(info["cores"], 2);
 
+    // TEI's `POST /`, answered by the model named, is counted under its own route.
+    let (status, vectors) = post(url, "/", json!({"inputs": "hi", "model": "minilm"})).await;
+    assert_eq!(status, 200, "{vectors}");
+
     // The exposition, every model's series labelled with its name, reads as Prometheus reads it.
     let exposition =
         reqwest::get(format!("{url}/metrics")).await.expect("metrics").text().await.expect("text");
-    assert!(
-        exposition.contains("morph_requests_total{model=\"reranker\",route=\"/rerank\",status=\"200\"} 1"),
-        "{exposition}"
-    );
+    for series in [
+        "morph_requests_total{model=\"reranker\",route=\"/rerank\",status=\"200\"} 1",
+        "morph_requests_total{model=\"minilm\",route=\"/\",status=\"200\"} 1",
+    ] {
+        assert!(exposition.contains(series), "{series} in\n{exposition}");
+    }
     let path = dir.path().join("metrics.txt");
     std::fs::write(&path, &exposition).expect("the exposition");
     let checked = Command::new("promtool")

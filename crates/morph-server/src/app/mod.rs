@@ -236,8 +236,10 @@ fn count_refusal(shared: &Shared, response: &Response) {
     }
 }
 
-/// `request` answered by one model's routes.
-async fn forward(router: Router, request: Request) -> Response {
+/// `request` answered by one model's routes, which match its path afresh (this router's match,
+/// left on it, would prefix theirs: `POST /` counted as route "//").
+async fn forward(router: Router, mut request: Request) -> Response {
+    request.extensions_mut().remove::<MatchedPath>();
     match router.oneshot(request).await {
         Ok(response) => response,
         Err(never) => match never {},
