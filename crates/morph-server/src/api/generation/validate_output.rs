@@ -67,11 +67,23 @@ pub(super) fn output(fields: OutputFields, shape: ToolShape) -> Result<Output, C
 fn json_schema(value: Value, field: &'static str) -> Result<Option<(Value, &'static str)>, CallError> {
     let kind = value.get("type").and_then(Value::as_str);
     match kind {
-        Some("text") => Ok(None),
-        Some("json_object") => Ok(Some((json!({"type": "object"}), field))),
+        Some("text") => known_keys(&value, field, &["type"]).map(|()| None),
+        Some("json_object") => {
+            known_keys(&value, field, &["type"])?;
+            Ok(Some((json!({"type": "object"}), field)))
+        }
         Some("json_schema") => {
             // Chat nests the schema under `json_schema`; the Responses API gives it beside `type`.
-            let spec = value.get("json_schema").unwrap_or(&value);
+            known_keys(&value, field, &["type", "json_schema", "name", "description", "schema", "strict"])?;
+            let nested = value.get("json_schema");
+            if let Some(spec) = nested {
+                known_keys(
+                    spec,
+                    &format!("{field}.json_schema"),
+                    &["name", "description", "schema", "strict"],
+                )?;
+            }
+            let spec = nested.unwrap_or(&value);
             let schema = spec.get("schema").cloned().unwrap_or_else(|| json!({}));
             if !schema.is_object() {
                 return Err(CallError::validation(field, "json_schema.schema must be a JSON schema object"));
@@ -88,6 +100,19 @@ fn json_schema(value: Value, field: &'static str) -> Result<Option<(Value, &'sta
     }
 }
 
+/// Refuses, by name, a key of the object `value` (at `field`) that is not one of `known`: a
+/// field the server does not know is never ignored.
+fn known_keys(value: &Value, field: &str, known: &[&str]) -> Result<(), CallError> {
+    let unknown = value.as_object().and_then(|o| o.keys().find(|k| !known.contains(&k.as_str())));
+    match unknown {
+        Some(key) => Err(CallError::validation(
+            format!("{field}.{key}"),
+            format!("is not supported (the fields taken here: {})", known.join(", ")),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Tool `i` of the call, in `shape`; only functions are tools here.
 fn tool(value: &Value, i: usize, shape: ToolShape) -> Result<Tool, CallError> {
     let at = |what: &str| format!("tools[{i}]{what}");
@@ -97,12 +122,19 @@ fn tool(value: &Value, i: usize, shape: ToolShape) -> Result<Tool, CallError> {
             "must be \"function\": only function tools are served",
         ));
     }
+    const FUNCTION: [&str; 4] = ["name", "description", "parameters", "strict"];
     let (function, prefix) = match shape {
-        ToolShape::Nested => (
-            value.get("function").ok_or_else(|| CallError::validation(at(".function"), "is required"))?,
-            ".function",
-        ),
-        ToolShape::Flat => (value, ""),
+        ToolShape::Nested => {
+            known_keys(value, &at(""), &["type", "function"])?;
+            let function =
+                value.get("function").ok_or_else(|| CallError::validation(at(".function"), "is required"))?;
+            known_keys(function, &at(".function"), &FUNCTION)?;
+            (function, ".function")
+        }
+        ToolShape::Flat => {
+            known_keys(value, &at(""), &[&["type"][..], &FUNCTION].concat())?;
+            (value, "")
+        }
     };
     let name = function.get("name").and_then(Value::as_str).unwrap_or_default();
     let valid = !name.is_empty()
@@ -236,6 +268,20 @@ mod tests {
             (
                 json!({"tools": weather(), "tool_choice": "required", "response_format": {"type": "json_object"}}),
                 "ask for one or the other",
+            ),
+            // A field the server does not know, at any depth, is named, never ignored.
+            (
+                json!({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}, "bogus": 1}}}),
+                "response_format.json_schema.bogus: is not supported",
+            ),
+            (json!({"response_format": {"type": "json_object", "schema": {}}}), "response_format.schema"),
+            (
+                json!({"tools": [{"type": "function", "bogus": 1, "function": {"name": "f"}}]}),
+                "tools[0].bogus: is not supported",
+            ),
+            (
+                json!({"tools": [{"type": "function", "function": {"name": "f", "bogus": 2}}]}),
+                "tools[0].function.bogus",
             ),
         ];
         for (fields, expected) in cases {
