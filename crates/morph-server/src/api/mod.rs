@@ -144,7 +144,7 @@ pub(crate) fn authorized(state: &AppState, headers: &axum::http::HeaderMap) -> b
 const UNCOUNTED: [&str; 7] = ["/live", "/ready", "/health", "/ping", "/metrics", "/openapi.json", "/docs"];
 
 /// The route label of a call to a path no route has.
-const UNMATCHED: &str = "unmatched";
+pub(crate) const UNMATCHED: &str = "unmatched";
 
 /// The document's routes by method (`POST /v1/embeddings, ...; GET /v1/models, ...`), for the
 /// answer to a path that is none of them.

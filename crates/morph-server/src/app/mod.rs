@@ -25,7 +25,7 @@ use morph_policy::cores::CoreController;
 use tokio::task::JoinHandle;
 use tower::ServiceExt;
 
-use crate::api::{AppState, Body, MAX_BODY_BYTES, Served, authorized};
+use crate::api::{AppState, Body, MAX_BODY_BYTES, Served, UNMATCHED, authorized};
 use crate::deployment::{BuildError, Deployment};
 use crate::drain::Drain;
 use crate::error::CallError;
@@ -79,6 +79,19 @@ impl Shared {
     fn refuse(&self, error: CallError) -> Response {
         self.metrics.fail(error.kind());
         error.into_response()
+    }
+
+    /// A call to `route` (begun at `started`) refused before any model took it, counted as the
+    /// server's own call too (under `route` where it is a model's route, else as unmatched).
+    fn refuse_call(&self, route: &str, started: Instant, error: CallError) -> Response {
+        let response = self.refuse(error);
+        self.count_call(route, started, &response);
+        response
+    }
+
+    fn count_call(&self, route: &str, started: Instant, response: &Response) {
+        let route = if pick::serves(route) { route } else { UNMATCHED };
+        self.metrics.call(route, response.status().as_u16(), started.elapsed().as_secs_f64());
     }
 }
 
@@ -168,17 +181,18 @@ async fn dispatch(State(shared): State<Arc<Shared>>, request: Request) -> Respon
     if request.method() != axum::http::Method::POST {
         return forward(first(), request).await;
     }
+    let (started, route) = (Instant::now(), request.uri().path().to_string());
     // The key first: which models there are is not told to a caller without it.
     if !authorized(&shared.models[0].state, request.headers()) {
-        return shared.refuse(CallError::Unauthorized);
+        return shared.refuse_call(&route, started, CallError::Unauthorized);
     }
-    let route = request.uri().path().to_string();
     let (parts, body) = request.into_parts();
     let ids = &shared.models[0].state;
     let bytes = match Body::from_request(Request::from_parts(parts.clone(), body), ids).await {
         Ok(Body(bytes)) => bytes,
         Err(response) => {
             count_refusal(&shared, &response);
+            shared.count_call(&route, started, &response);
             return response;
         }
     };
@@ -189,7 +203,7 @@ async fn dispatch(State(shared): State<Arc<Shared>>, request: Request) -> Respon
     });
     let chosen = match pick(&route, named.as_deref(), &shared.candidates()) {
         None => return forward(first(), Request::from_parts(parts, bytes.into())).await,
-        Some(Err(error)) => return shared.refuse(error),
+        Some(Err(error)) => return shared.refuse_call(&route, started, error),
         Some(Ok(at)) => at,
     };
     let body = match named.is_some() && !route_takes_model(&route) {

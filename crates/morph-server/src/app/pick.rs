@@ -27,6 +27,11 @@ const EMBEDDING: ServedKind = Encoder(ModelKind::Embedding);
 const CLASSIFIER: ServedKind = Encoder(ModelKind::Classifier);
 const RERANKER: ServedKind = Encoder(ModelKind::Reranker);
 
+/// Whether some model's kind serves `route` (a `POST` route of the models).
+pub fn serves(route: &str) -> bool {
+    tiers(route).is_some()
+}
+
 /// The kinds a route reaches when the call names no model, tier by tier: the first tier with
 /// exactly one model answers; a tier with several asks the call to name one.
 fn tiers(route: &str) -> Option<&'static [&'static [ServedKind]]> {
