@@ -87,7 +87,12 @@ const PADDED_TOKENS: &[f64] = &[64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.
 
 /// Every family: its name, kind, unit and help (the `# HELP` line).
 const FAMILIES: &[(&str, Kind, Option<Unit>, &str)] = &[
-    ("morph_requests_total", Kind::Counter, None, "HTTP calls answered, by route and status."),
+    (
+        "morph_requests_total",
+        Kind::Counter,
+        None,
+        "HTTP calls, by route and status (499: the client left before the answer).",
+    ),
     (
         "morph_request_duration_seconds",
         Kind::Histogram,

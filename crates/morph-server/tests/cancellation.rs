@@ -1,6 +1,7 @@
 //! A client that leaves frees its place: on SmolLM2 with one slot, a streamed chat whose client
 //! disconnects after two chunks stops at the decoder's next iteration, the slot goes to the
-//! request queued behind it, and `/metrics` counts the cancellation.
+//! request queued behind it, and `/metrics` counts the cancellation; a client that leaves a whole
+//! chat is counted as a call of status 499.
 
 mod common;
 
@@ -80,5 +81,25 @@ async fn a_client_that_leaves_a_streamed_chat_stops_its_generation_and_frees_the
         "the first chat made {first} tokens of {max_tokens}"
     );
     println!("the first chat stopped after {first} of its {max_tokens} tokens");
+
+    // A client that leaves a whole (not streamed) chat before its answer: the call is counted,
+    // with nginx's 499, as well as its generation's cancellation.
+    let whole = json!({"messages": long["messages"], "max_tokens": max_tokens, "temperature": 0});
+    let left = client()
+        .post(format!("{}/v1/chat/completions", server.url))
+        .header("content-type", "application/json")
+        .body(whole.to_string())
+        .timeout(Duration::from_millis(300))
+        .send()
+        .await;
+    assert!(left.is_err(), "the call was answered within 300 ms: {left:?}");
+    let series = "morph_requests_total{route=\"/v1/chat/completions\",status=\"499\"}";
+    let mut waited = 0;
+    while !metrics(&server.url).await.contains(series) {
+        waited += 1;
+        assert!(waited < 600, "{series} never counted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(metric(&metrics(&server.url).await, series), 1.0);
     server.stop().await;
 }

@@ -192,6 +192,30 @@ fn count_failure(state: &AppState, response: &Response) {
 /// stream's body goes on after it; a path no route has under the route `unmatched`). The
 /// probes, `/metrics` and `/openapi.json` are neither logged nor counted; every failed answer is
 /// counted by its kind. A route's answer to a method it does not take is made JSON here.
+/// Counts a call whose client went away before its answer (the call's future dropped), with
+/// nginx's status for it, 499; nothing once the call is answered.
+struct ClientLeft {
+    metrics: Arc<crate::metrics::Metrics>,
+    route: String,
+    started: Instant,
+    span: tracing::Span,
+    answered: bool,
+}
+
+/// nginx's status for a call whose client closed the connection before the answer.
+const CLIENT_CLOSED: u16 = 499;
+
+impl Drop for ClientLeft {
+    fn drop(&mut self) {
+        if self.answered {
+            return;
+        }
+        let seconds = self.started.elapsed().as_secs_f64();
+        self.metrics.call(&self.route, CLIENT_CLOSED, seconds);
+        self.span.in_scope(|| tracing::info!(status = CLIENT_CLOSED, ms = seconds * 1e3, "client left"));
+    }
+}
+
 async fn observe_calls(State(state): State<AppState>, request: Request, next: Next) -> Response {
     // A path no route has is counted under one label (its path could be anything).
     let route = request.extensions().get::<MatchedPath>().map_or(UNMATCHED, |p| p.as_str()).to_string();
@@ -210,7 +234,15 @@ async fn observe_calls(State(state): State<AppState>, request: Request, next: Ne
         .map_or_else(|| format!("{:016x}", rand::random::<u64>()), str::to_string);
     let span = tracing::info_span!("call", id = %id, route = %route);
     let started = Instant::now();
+    let mut left = ClientLeft {
+        metrics: state.driver.metrics.clone(),
+        route: route.clone(),
+        started,
+        span: span.clone(),
+        answered: false,
+    };
     let mut response = next.run(request).instrument(span.clone()).await;
+    left.answered = true;
     if response.status() == axum::http::StatusCode::METHOD_NOT_ALLOWED
         && response.extensions().get::<FailureKind>().is_none()
     {
