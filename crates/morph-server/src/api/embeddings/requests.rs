@@ -38,6 +38,15 @@ pub(crate) struct EmbedRequest {
     pub normalize: Option<Flag>,
     #[schema(schema_with = switch::<Truncate>)]
     pub truncate: Option<Flag>,
+    /// TEI's side to cut from: only `"right"` (the end).
+    #[schema(value_type = Option<String>)]
+    pub truncation_direction: Option<Text>,
+    /// A sentence-transformers prompt's name: only null (the models served have none).
+    #[schema(value_type = Option<String>)]
+    pub prompt_name: Option<Text>,
+    /// The vector's size: only the model's own (its vectors were not trained to be cut).
+    #[schema(value_type = Option<u32>)]
+    pub dimensions: Option<Number>,
 }
 
 /// `POST /similarity` (text-embeddings-inference): the cosine of each sentence's vector with the

@@ -22,7 +22,7 @@ impl Check for EmbedRequest {
     type Valid = ValidEmbed;
 
     fn check(self, state: &AppState) -> Result<ValidEmbed, CallError> {
-        embed(self, state.max_client_batch)
+        embed(self, state.max_client_batch, state.model.dim)
     }
 }
 
@@ -65,21 +65,42 @@ fn embeddings(
         Some(f) if f == "base64" => EncodingFormat::Base64,
         Some(_) => return Err(CallError::validation("encoding_format", "must be \"float\" or \"base64\"")),
     };
-    if let Some(Number(asked)) = r.dimensions
-        && asked != dim as f64
-    {
-        let message = format!(
-            "this model's vectors have {dim} dimensions and were not trained to be cut shorter \
-             (Matryoshka): ask for {dim} or leave it out"
-        );
-        return Err(CallError::validation("dimensions", message));
-    }
+    own_dimensions(r.dimensions, dim)?;
     log_user("/v1/embeddings", r.user);
     let embed = ValidEmbed { inputs, field: "input", truncate: Truncate::read(r.truncate), normalize: true };
     Ok(EmbeddingsCall { embed, encoding })
 }
 
-fn embed(r: EmbedRequest, max_items: usize) -> Result<ValidEmbed, CallError> {
+/// `dimensions`, when given, must be the model's own `dim`.
+fn own_dimensions(dimensions: Option<Number>, dim: usize) -> Result<(), CallError> {
+    match dimensions {
+        Some(Number(asked)) if asked != dim as f64 => {
+            let message = format!(
+                "this model's vectors have {dim} dimensions and were not trained to be cut shorter \
+                 (Matryoshka): ask for {dim} or leave it out"
+            );
+            Err(CallError::validation("dimensions", message))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// TEI's `prompt_name` (at `field`): only null, as the models served have no prompts.
+fn no_prompt(field: &str, prompt_name: Option<Text>) -> Result<(), CallError> {
+    match prompt_name {
+        Some(Text(name)) => {
+            let message = format!("{name:?}: this model has no prompts (leave it out or null)");
+            Err(CallError::validation(field, message))
+        }
+        None => Ok(()),
+    }
+}
+
+/// TEI's `/embed` on a model whose vectors have `dim` dimensions.
+fn embed(r: EmbedRequest, max_items: usize, dim: usize) -> Result<ValidEmbed, CallError> {
+    right_side(r.truncation_direction)?;
+    no_prompt("prompt_name", r.prompt_name)?;
+    own_dimensions(r.dimensions, dim)?;
     Ok(ValidEmbed {
         inputs: inputs("inputs", r.inputs, max_items)?,
         field: "inputs",
@@ -93,10 +114,7 @@ fn embed(r: EmbedRequest, max_items: usize) -> Result<ValidEmbed, CallError> {
 fn similarity(r: SimilarityRequest, max_items: usize) -> Result<ValidEmbed, CallError> {
     let (mut truncate, mut direction) = (r.truncate, r.truncation_direction);
     if let Some(parameters) = r.parameters {
-        if let Some(Text(name)) = parameters.prompt_name {
-            let message = format!("{name:?}: this model has no prompts (leave it out or null)");
-            return Err(CallError::validation("parameters.prompt_name", message));
-        }
+        no_prompt("parameters.prompt_name", parameters.prompt_name)?;
         truncate = parameters.truncate.or(truncate);
         direction = parameters.truncation_direction.or(direction);
     }
@@ -122,6 +140,29 @@ mod tests {
     fn embed_call(body: &str, max_items: usize) -> Result<EmbeddingsCall, String> {
         let r: EmbeddingsRequest = parse(body.as_bytes()).map_err(|e| e.to_string())?;
         embeddings(r, max_items, &["m".to_string()], 384).map_err(|e| e.to_string())
+    }
+
+    /// TEI's `/embed` takes TEI's fields, with the values this server serves.
+    #[test]
+    fn tei_embed_takes_its_fields_with_the_values_served() {
+        let embed_with = |body: &str| -> Result<(), String> {
+            let r: EmbedRequest = parse(body.as_bytes()).map_err(|e| e.to_string())?;
+            embed(r, 2, 384).map(|_| ()).map_err(|e| e.to_string())
+        };
+        let served =
+            r#"{"inputs": "a", "truncation_direction": "Right", "prompt_name": null, "dimensions": 384}"#;
+        assert_eq!(embed_with(served), Ok(()));
+        for (body, expected) in [
+            (r#"{"inputs": "a", "truncation_direction": "Left"}"#, "truncation_direction: only \"right\""),
+            (
+                r#"{"inputs": "a", "prompt_name": "query"}"#,
+                "prompt_name: \"query\": this model has no prompts",
+            ),
+            (r#"{"inputs": "a", "dimensions": 128}"#, "dimensions: this model's vectors have 384"),
+        ] {
+            let err = embed_with(body).expect_err("refused");
+            assert!(err.starts_with(expected), "{body}: {err}");
+        }
     }
 
     fn embed_error(body: &str, max_items: usize) -> String {
