@@ -130,7 +130,8 @@ async fn live(name: &str, params: &serde_json::Value) -> (Vec<(Event, Vec<Action
         // Greedy, so that each generation's length is its cap (none of these ends early).
         let sampling = SamplingParams { temperature: 0.0, ..SamplingParams::default() };
         let decoding = Decoding { sampling, ..Decoding::default() };
-        streams.push(driver.generate(prompt(input, i as u32), generation, decoding));
+        let call = vec![(prompt(input, i as u32), generation, decoding)];
+        streams.extend(driver.generate_call(call).expect("admitted"));
     }
     for ((claim, mut events), &(_, output)) in streams.into_iter().zip(&GENERATIONS) {
         let mut tokens = 0;

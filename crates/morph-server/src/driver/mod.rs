@@ -222,22 +222,10 @@ impl Driver {
         Ok(admitted?.into_iter().map(|(id, rx)| (self.claim(id), rx)).collect())
     }
 
-    /// Hands one generation (its prompt's token ids, its cap and predicted output length, how
-    /// it samples, where it stops and what it reports) to the policy; the receiver streams its
-    /// tokens, then `Done`, or says why it failed or was given up on.
-    pub fn generate(
-        self: &Arc<Self>,
-        prompt: Vec<u32>,
-        generation: Generation,
-        decoding: Decoding,
-    ) -> (Claim, UnboundedReceiver<GenEvent>) {
-        let (id, rx, outside) = self.lock().generate(self.now(), prompt, generation, decoding);
-        self.carry_out(outside);
-        (self.claim(id), rx)
-    }
-
-    /// Hands a call's generations to the policy together ([`Driver::generate`] each): all are
-    /// admitted, or none is and the call gets the first event of the one refused (or failed).
+    /// Hands a call's generations (each its prompt's token ids, its cap and predicted output
+    /// length, how it samples, where it stops and what it reports) to the policy together: all
+    /// are admitted, each receiver streaming its tokens, then `Done`, or why it failed or was
+    /// given up on; or none is, and the call gets the first event of the one refused (or failed).
     #[allow(clippy::type_complexity)]
     pub fn generate_call(
         self: &Arc<Self>,
