@@ -186,12 +186,6 @@ fn count_failure(state: &AppState, response: &Response) {
     }
 }
 
-/// Runs every call in a span with its request id (the client's `x-request-id`, else a fresh
-/// one, returned in the same header), so that each log line of the call carries it; logs the
-/// call's answer, and counts it by route and status with its time until the answer's head (a
-/// stream's body goes on after it; a path no route has under the route `unmatched`). The
-/// probes, `/metrics` and `/openapi.json` are neither logged nor counted; every failed answer is
-/// counted by its kind. A route's answer to a method it does not take is made JSON here.
 /// Counts a call whose client went away before its answer (the call's future dropped), with
 /// nginx's status for it, 499; nothing once the call is answered.
 struct ClientLeft {
@@ -216,6 +210,13 @@ impl Drop for ClientLeft {
     }
 }
 
+/// Runs every call in a span with its request id (the client's `x-request-id`, else a fresh
+/// one, returned in the same header), so that each log line of the call carries it; logs the
+/// call's answer, and counts it by route and status with its time until the answer's head (a
+/// stream's body goes on after it; a path no route has under the route `unmatched`). The
+/// probes, `/metrics` and `/openapi.json` are neither logged nor counted; every failed answer is
+/// counted by its kind; a call whose client left before the answer, with 499 ([`ClientLeft`]).
+/// A route's answer to a method it does not take is made JSON here.
 async fn observe_calls(State(state): State<AppState>, request: Request, next: Next) -> Response {
     // A path no route has is counted under one label (its path could be anything).
     let route = request.extensions().get::<MatchedPath>().map_or(UNMATCHED, |p| p.as_str()).to_string();
