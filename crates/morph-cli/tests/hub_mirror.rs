@@ -1,7 +1,7 @@
 //! A model named by hub id resolves through Morph's hub code path, tested against a local
 //! mirror of the hub's file layout (the hub itself is not reachable here): `morph fetch --model
 //! ORG/NAME --revision REV` with `HF_ENDPOINT` at the mirror and `HF_TOKEN` set downloads every
-//! file at that revision, sends the token, and caches them in `MORPH_HOME/hub`; a decoder named
+//! file at that revision (the sentence-transformers config among them), sends the token, and caches them in `MORPH_HOME/hub`; a decoder named
 //! `ORG/NAME:QUANT` is picked from the repository's file list the same way.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -114,7 +114,7 @@ fn a_hub_id_at_a_revision_resolves_through_a_mirror_of_the_hub_with_the_token() 
     assert!(out.status.success(), "{stderr}");
     let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).lines().next().expect("a dir").trim());
     assert!(dir.starts_with(home.path().join("hub")), "cached in MORPH_HOME/hub: {}", dir.display());
-    for file in ["config.json", "model.safetensors", "tokenizer.json"] {
+    for file in ["config.json", "model.safetensors", "tokenizer.json", "sentence_bert_config.json"] {
         let (got, want) =
             (morph_fetch::sha256_hex(&dir.join(file)), morph_fetch::sha256_hex(&default_dir.join(file)));
         assert_eq!(got.expect("downloaded"), want.expect("original"), "{file}");

