@@ -44,6 +44,12 @@ pub trait EngineConfig: Debug + Send + Sync + Any {
         false
     }
 
+    /// Whether its vectors are the model's, computed from its files (emulated instances only
+    /// sleep a profile's latency): where they are, the model's own longest input holds.
+    fn computes_the_model(&self) -> bool {
+        true
+    }
+
     /// The model's name, where the settings hold the model (a decoder's GGUF file); an encoder's
     /// comes with its files.
     fn model_name(&self) -> Option<String> {

@@ -18,6 +18,7 @@ pub mod ort_runtime;
 pub mod ort_session;
 pub mod pooling;
 pub mod predictor;
+pub mod sentence_config;
 pub mod tasks;
 pub mod tokenize;
 

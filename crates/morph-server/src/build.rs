@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use morph_backend::ModelInput;
 use morph_core::{HostId, HostSlots, Policy, UnitSpec};
+use morph_encoder::sentence_config::max_seq_length;
 use morph_encoder::tasks::served::TaskHeads;
 use morph_encoder::{Pooling, SequenceClassifier, TextTokenizer, given_or_model_pooling};
 use morph_engine::{EngineError, at_once};
@@ -20,14 +21,16 @@ fn config_error(message: impl Into<String>) -> BuildError {
     BuildError::Config(message.into())
 }
 
-/// The model as loaded: its launcher, and for an encoder its tokenizer, pooling and, for a
-/// sequence-classification checkpoint, its head.
+/// The model as loaded: its launcher, and for an encoder its tokenizer, pooling, longest input
+/// (where its sentence-transformers config names one) and, for a sequence-classification
+/// checkpoint, its head.
 #[derive(Debug)]
 pub(crate) struct Loaded {
     pub launcher: Launcher,
     pub tokenizer: Option<Arc<TextTokenizer>>,
     pub name: String,
     pub pooling: Option<Pooling>,
+    pub max_seq_length: Option<u32>,
     pub classifier: Option<Arc<SequenceClassifier>>,
 }
 
@@ -36,7 +39,14 @@ pub(crate) fn load(config: &Deployment) -> Result<Loaded, BuildError> {
     if config.engine.generates() {
         let launcher = with_processes(Launcher::new(config.engine.load(None)?), config, None)?;
         let name = config.engine.model_name().unwrap_or_else(|| "decoder".into());
-        return Ok(Loaded { launcher, tokenizer: None, name, pooling: None, classifier: None });
+        return Ok(Loaded {
+            launcher,
+            tokenizer: None,
+            name,
+            pooling: None,
+            max_seq_length: None,
+            classifier: None,
+        });
     }
     let Some(files) = &config.model else {
         return Err(config_error("an encoder engine needs the model's files"));
@@ -62,6 +72,10 @@ pub(crate) fn load(config: &Deployment) -> Result<Loaded, BuildError> {
         tokenizer: Some(tokenizer),
         name: files.name.clone(),
         pooling: Some(pooling),
+        max_seq_length: match config.engine.computes_the_model() {
+            true => max_seq_length(files)?,
+            false => None,
+        },
         classifier,
     })
 }
@@ -79,6 +93,20 @@ fn with_processes(
         Some(model) => Ok(launcher.with_processes(workers.clone(), model)?),
         None => Err(processes_refusal(&config.engine)),
     }
+}
+
+/// The longest input served: the longest runtime's, or the model's `max_seq_length` where that
+/// is shorter (a longer runtime still runs, for inputs up to it).
+pub(crate) fn max_input_len(layout: &[UnitSpec], max_seq_length: Option<u32>) -> u32 {
+    let longest_runtime = layout.iter().map(|u| u.runtime.longest_taken()).max().unwrap_or(0);
+    if let Some(model) = max_seq_length.filter(|&model| model < longest_runtime) {
+        tracing::info!(
+            "inputs are served up to {model} tokens, the model's max_seq_length (its \
+             sentence-transformers config), though the longest runtime takes {longest_runtime}"
+        );
+        return model;
+    }
+    longest_runtime
 }
 
 /// The units of the initial instances: the policy's own layout, else every runtime (or its

@@ -19,8 +19,9 @@ pub enum CallError {
     #[error("{field}: {message}")]
     Validation { field: String, message: String },
     #[error(
-        "{field} has {len} tokens, more than the longest runtime accepts ({max_len}); \
-         send \"truncate\": true to cut it"
+        "{field} has {len} tokens, more than this server takes ({max_len}: the longest runtime's \
+         length or the model's max_seq_length, whichever is less); send \"truncate\": true to \
+         cut it"
     )]
     TooLong { field: String, len: usize, max_len: u32 },
     /// `max_len` is the most prompt tokens: the runtime's length less the answer's first token.

@@ -76,7 +76,7 @@ impl Server {
             pooling: loaded.pooling,
             engine: config.engine.label().to_string(),
             dtype: config.engine.model_dtype(),
-            max_input_len: layout.iter().map(|u| u.runtime.longest_taken()).max().unwrap_or(0),
+            max_input_len: build::max_input_len(&layout, loaded.max_seq_length),
         };
         let served = match (launcher.backend().decoder(), loaded.tokenizer) {
             (Some(decoder), _) => {

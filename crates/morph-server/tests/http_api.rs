@@ -35,6 +35,36 @@ async fn onnx_runtime_embeddings_with_length_buckets_and_an_instance_per_core() 
     real_embeddings(config, "onnxruntime").await;
 }
 
+/// all-MiniLM-L6-v2's sentence-transformers config says 256 tokens (its positions go to 512):
+/// a longer text is refused there, or cut there when asked, as sentence-transformers and TEI do,
+/// though the runtime takes 512.
+#[tokio::test]
+async fn a_text_past_the_models_max_seq_length_is_refused_or_cut_there() {
+    let server = start(Deployment { runtimes: vec![RuntimeSpec::dynamic(512, 4)], ..ort() }).await;
+    let info: serde_json::Value =
+        client().get(format!("{}/info", server.url)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(info["max_input_length"], 256, "{info}");
+    assert_eq!(info["runtimes"][0]["runtime"], "dynamic:512x4", "{info}");
+    // "word" is one token: 300 of them and the two special tokens are 302.
+    let long = "word ".repeat(300);
+    let (status, body) = post(&server.url, "/embed", &serde_json::json!({"inputs": long}).to_string()).await;
+    assert_eq!(status, 413, "{body}");
+    assert!(error_message(&body).contains("302 tokens, more than this server takes (256"), "{body}");
+    let embed = |inputs: String, truncate: bool| {
+        let url = server.url.clone();
+        async move {
+            let body = serde_json::json!({"inputs": inputs, "truncate": truncate}).to_string();
+            let (status, body) = post(&url, "/embed", &body).await;
+            assert_eq!(status, 200, "{body}");
+            serde_json::from_value::<Vec<Vec<f32>>>(body).expect("vectors").remove(0)
+        }
+    };
+    let cut = embed(long, true).await;
+    let fits = embed("word ".repeat(254), false).await;
+    assert_eq!(cut, fits, "cut to the model's 256 tokens, the closing token kept");
+    server.stop().await;
+}
+
 async fn real_embeddings(config: Deployment, engine: &str) {
     let server = start(config).await;
     let info: serde_json::Value = client()

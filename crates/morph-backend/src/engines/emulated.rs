@@ -25,6 +25,10 @@ impl EngineConfig for EmulatedEngine {
         EngineCan { stages: Ok(()), processes: false }
     }
 
+    fn computes_the_model(&self) -> bool {
+        false
+    }
+
     fn load_model(&self, _model: ModelInput) -> Result<Box<dyn LoadedModel>, EngineError> {
         Ok(Box::new(self.clone()))
     }
