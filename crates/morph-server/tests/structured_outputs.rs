@@ -101,3 +101,61 @@ async fn what_cannot_be_followed_is_refused_by_name() {
     assert!(text.starts_with('{'), "{text}");
     server.stop().await;
 }
+
+/// A forced call cut by the token limit ends alike whole and streamed: `tool_calls` where every
+/// call begun was whole (only the closing markup was cut), `length` where the cut fell inside
+/// one or before any; the whole answer never carries the cut markup as its text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_call_cut_by_the_token_limit_ends_alike_whole_and_streamed() {
+    let server = start(decoder("fcfs", json!({}))).await;
+    let tool = json!({"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}});
+    let (mut reasons, mut whole_calls) = (Vec::new(), 0);
+    for max_tokens in 1..=24 {
+        let body = |stream: bool| {
+            json!({"messages": [{"role": "user", "content": "What is the weather in Paris?"}],
+                "tools": [tool], "tool_choice": "required", "max_tokens": max_tokens, "temperature": 0, "stream": stream})
+            .to_string()
+        };
+        let (status, whole) = post(&server.url, "/v1/chat/completions", &body(false)).await;
+        assert_eq!(status, 200, "{whole}");
+        let choice = &whole["choices"][0];
+        let reason = choice["finish_reason"].as_str().expect("a finish reason").to_string();
+        assert!(choice["message"]["content"].is_null(), "max_tokens {max_tokens}: {whole}");
+        let calls = choice["message"]["tool_calls"].as_array().cloned().unwrap_or_default();
+        for call in &calls {
+            let arguments = call["function"]["arguments"].as_str().expect("arguments");
+            assert!(serde_json::from_str::<serde_json::Value>(arguments).is_ok(), "{whole}");
+        }
+        if calls.is_empty() {
+            assert_eq!(reason, "length", "max_tokens {max_tokens}: {whole}");
+        }
+        whole_calls += usize::from(!calls.is_empty());
+
+        let streamed = common::client()
+            .post(format!("{}/v1/chat/completions", server.url))
+            .header("content-type", "application/json")
+            .body(body(true))
+            .send()
+            .await
+            .expect("a stream")
+            .text()
+            .await
+            .expect("its events");
+        let last_reason = streamed
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter_map(|e| serde_json::from_str::<serde_json::Value>(e).ok())
+            .filter_map(|e| e["choices"][0]["finish_reason"].as_str().map(String::from))
+            .next_back();
+        assert_eq!(
+            last_reason.as_deref(),
+            Some(reason.as_str()),
+            "max_tokens {max_tokens}: {whole}\n{streamed}"
+        );
+        reasons.push(reason);
+    }
+    assert!(reasons.iter().any(|r| r == "length"), "{reasons:?}");
+    assert!(whole_calls > 0 && reasons.last().map(String::as_str) == Some("tool_calls"), "{reasons:?}");
+    server.stop().await;
+}

@@ -101,6 +101,14 @@ impl CallScanner {
         pieces
     }
 
+    /// Whether the text read so far leaves a call open: its arguments begun and not closed.
+    pub fn in_a_call(&self) -> bool {
+        match self.pythonic {
+            Some(inside) => inside.is_some(),
+            None => self.arguments.is_some(),
+        }
+    }
+
     /// Where the next call's header starts in `rest`, its tool's name, and its length; `None`
     /// until a whole header is there.
     fn header(&self, rest: &str) -> Option<(usize, String, usize)> {

@@ -7,7 +7,7 @@ use morph_decoder::{AutoReader, CallScanner, FinishReason};
 
 use super::answers::{ChatDelta, ChatText, Choice, CompletionResponse, GenerationUsage, ToolCallDelta};
 use super::logprobs::ChoiceLogprobs;
-use super::tool_reply::{Answer, CallReader};
+use super::tool_reply::{Answer, CallReader, CallsEnd};
 use crate::infer::{GenerationFormat, Truth};
 use crate::metrics::Metrics;
 
@@ -44,6 +44,15 @@ fn finish(reason: FinishReason) -> &'static str {
 
 /// An answer that is calls finishes for them.
 const TOOL_CALLS: &str = "tool_calls";
+
+/// An answer of calls finishes for them (whatever the token limit cut after them), unless it
+/// holds none or the limit cut one open: then for its reason (`length`).
+fn calls_finish(CallsEnd { reason, calls, left_open }: CallsEnd) -> &'static str {
+    match calls == 0 || (left_open && reason == FinishReason::Length) {
+        true => finish(reason),
+        false => TOOL_CALLS,
+    }
+}
 
 /// One choice's answer, whole.
 pub(super) struct Finished {
@@ -91,9 +100,11 @@ impl Reply {
                             ChatText { role: ASSISTANT, content: Some(text), tool_calls: Vec::new() };
                         Choice::Message { index, message, logprobs, finish_reason }
                     }
-                    (_, Answer::Calls { text, calls }) => {
+                    (_, Answer::Calls { text, calls, left_open }) => {
+                        let finish_reason =
+                            Some(calls_finish(CallsEnd { reason, calls: calls.len(), left_open }));
                         let message = ChatText { role: ASSISTANT, content: text, tool_calls: calls };
-                        Choice::Message { index, message, logprobs, finish_reason: Some(TOOL_CALLS) }
+                        Choice::Message { index, message, logprobs, finish_reason }
                     }
                 }
             })
@@ -137,19 +148,16 @@ impl Reply {
         self.calls.as_ref().and_then(CallReader::auto)
     }
 
-    /// A chunk of choice `index` carrying pieces of its calls (or, with `reason`, its end).
+    /// A chunk of choice `index` carrying pieces of its calls (or, with `end`, its end).
     pub(super) fn calls_chunk(
         &self,
         index: usize,
         first: bool,
         tool_calls: Vec<ToolCallDelta>,
-        reason: Option<FinishReason>,
+        end: Option<CallsEnd>,
     ) -> CompletionResponse {
         let delta = ChatDelta { role: first.then_some(ASSISTANT), content: None, tool_calls };
-        let finish_reason = reason.map(|reason| match reason {
-            FinishReason::Length => finish(reason),
-            FinishReason::Stop => TOOL_CALLS,
-        });
+        let finish_reason = end.map(calls_finish);
         self.response(
             self.object(true),
             vec![Choice::Delta { index, delta, logprobs: None, finish_reason }],

@@ -229,7 +229,7 @@ impl ResponseObject {
 pub(super) fn output_items(ids: &ResponseIds, status: &'static str, answer: Answer) -> Vec<OutputItem> {
     match answer {
         Answer::Text(text) => vec![OutputItem::Message(OutputMessage::new(ids, status, Some(text)))],
-        Answer::Calls { text, calls } => {
+        Answer::Calls { text, calls, .. } => {
             let message = text.map(|text| OutputItem::Message(OutputMessage::new(ids, status, Some(text))));
             let calls = calls
                 .into_iter()

@@ -23,7 +23,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use super::answers::{GenerationUsage, ToolCallDelta};
 use super::logprobs::{ChoiceLogprobs, Logprobbed};
 use super::reply::{Reply, choice_done};
-use super::tool_reply::{call_id, out};
+use super::tool_reply::{CallsEnd, call_id, out};
 use crate::api::AppState;
 use crate::api::answers::{ErrorDetail, ErrorResponse};
 use crate::driver::Claim;
@@ -94,10 +94,27 @@ impl Merged {
             let first = !std::mem::replace(&mut self.begun[index], true);
             chunks.push(json(&match self.calls[index] {
                 0 => reply.chunk(index, first, String::new(), Some(reason), None),
-                _ => reply.calls_chunk(index, first, Vec::new(), Some(reason)),
+                calls => {
+                    let end = CallsEnd { reason, calls, left_open: false };
+                    reply.calls_chunk(index, first, Vec::new(), Some(end))
+                }
             }));
         }
         chunks
+    }
+
+    /// Where choice `index` must be calls, its last `tail` (with its generation's `reason`):
+    /// the pieces of its calls this reveals, and how its calls ended.
+    fn forced_end(
+        &mut self,
+        index: usize,
+        tail: &str,
+        reason: FinishReason,
+    ) -> Option<(Vec<ToolCallDelta>, CallsEnd)> {
+        self.scanners[index].as_ref()?;
+        let deltas = self.call_deltas(index, tail);
+        let left_open = self.scanners[index].as_ref().is_some_and(CallScanner::in_a_call);
+        Some((deltas, CallsEnd { reason, calls: self.calls[index], left_open }))
     }
 
     /// Choice `index`'s text grown by `text`: the pieces of its calls this reveals.
@@ -199,10 +216,10 @@ pub(super) fn events(
                     }
                     if m.autos[index].is_some() {
                         out.extend(m.auto_chunks(&reply, index, &tail, Some(reason)));
-                    } else if m.scanners[index].is_some() {
-                        let deltas = m.call_deltas(index, &tail);
+                    } else if let Some(end) = m.forced_end(index, &tail, reason) {
+                        let (deltas, end) = end;
                         let first = !std::mem::replace(&mut m.begun[index], true);
-                        out.push(json(&reply.calls_chunk(index, first, deltas, Some(reason))));
+                        out.push(json(&reply.calls_chunk(index, first, deltas, Some(end))));
                     } else {
                         let first = !std::mem::replace(&mut m.begun[index], true);
                         out.push(json(&reply.chunk(index, first, tail, Some(reason), None)));

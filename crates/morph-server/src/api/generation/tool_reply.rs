@@ -1,10 +1,11 @@
 //! Tool calls read back out of a choice's text, for a call that offered tools: the calls of
 //! offered tools in the model's format become the answer's `tool_calls` (finish reason
-//! `tool_calls`); text without one stays the answer's text. Where the answer must be calls, a
-//! stream gives them as they are written ([`CallScanner`]); where it may be either, text as it
-//! comes and each call once whole ([`AutoReader`]).
+//! `tool_calls`, unless the token limit cut one open or came before any: `length`); text
+//! without one stays the answer's text. Where the answer must be calls, they are read as a
+//! stream gives them, as they are written ([`CallScanner`]), whole or streamed; where it may be
+//! either, text as it comes and each call once whole ([`AutoReader`]).
 
-use morph_decoder::{AutoPiece, AutoReader, CallScanner, ToolCall, ToolFormat};
+use morph_decoder::{AutoPiece, AutoReader, CallPiece, CallScanner, FinishReason, ToolCall, ToolFormat};
 
 use super::answers::{FunctionCallOut, ToolCallOut};
 use crate::infer::{Generator, Output, ToolChoice};
@@ -18,11 +19,21 @@ pub(super) struct CallReader {
     forced: bool,
 }
 
-/// A choice's answer: its text, or calls (with any text outside them).
+/// A choice's answer: its text, or calls (with any text outside them, and whether the text
+/// left a call open, as a token limit cuts one).
 #[derive(Debug)]
 pub(super) enum Answer {
     Text(String),
-    Calls { text: Option<String>, calls: Vec<ToolCallOut> },
+    Calls { text: Option<String>, calls: Vec<ToolCallOut>, left_open: bool },
+}
+
+/// How an answer that must be, or holds, calls ended: the generation's reason, the calls it
+/// holds, and whether it left one open.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct CallsEnd {
+    pub reason: FinishReason,
+    pub calls: usize,
+    pub left_open: bool,
 }
 
 impl CallReader {
@@ -53,6 +64,9 @@ impl CallReader {
 
     /// `text` read as an answer: its calls of offered tools, and the text outside them.
     pub(super) fn read(&self, text: String) -> Answer {
+        if self.forced {
+            return self.read_forced(&text);
+        }
         let mut reader = AutoReader::new(self.format, self.names.clone());
         let mut pieces = reader.feed(&text);
         pieces.extend(reader.finish(&text));
@@ -66,8 +80,40 @@ impl CallReader {
         let outside = outside.trim();
         match calls.is_empty() {
             true => Answer::Text(text),
-            false => Answer::Calls { text: (!outside.is_empty()).then(|| outside.to_string()), calls },
+            false => Answer::Calls {
+                text: (!outside.is_empty()).then(|| outside.to_string()),
+                calls,
+                left_open: false,
+            },
         }
+    }
+
+    /// Where the answer must be calls: the calls of `text` as a stream gives them (a
+    /// [`CallScanner`]'s), each one's arguments whole JSON, and no text (outside whole calls
+    /// lies only the markup of one the token limit cut); a call it left open is left out (a
+    /// stream sent its first arguments already).
+    fn read_forced(&self, text: &str) -> Answer {
+        let mut scanner = CallScanner::new(self.format);
+        let mut begun: Vec<(String, String)> = Vec::new();
+        for piece in scanner.feed(text) {
+            match piece {
+                CallPiece::Begin { name } => begun.push((name, String::new())),
+                CallPiece::Arguments(more) => {
+                    if let Some((_, arguments)) = begun.last_mut() {
+                        arguments.push_str(&more);
+                    }
+                }
+            }
+        }
+        // A call left open has arguments that are not yet JSON.
+        let left_open = scanner.in_a_call();
+        let calls = begun
+            .into_iter()
+            .filter_map(|(name, arguments)| {
+                Some(out(ToolCall { name, arguments: serde_json::from_str(&arguments).ok()? }))
+            })
+            .collect();
+        Answer::Calls { text: None, calls, left_open }
     }
 }
 
