@@ -165,7 +165,11 @@ async fn a_call_the_queue_cannot_hold_is_refused_whole_and_computes_nothing() {
     let server = start(decoder("fcfs", json!({"max_queue": 2}))).await;
     let body = json!({"prompt": ["Count to three.", "Count to five."], "n": 4, "max_tokens": 4});
     let (status, reply) = post(&server.url, "/v1/completions", &body.to_string()).await;
-    assert_eq!(status, 429, "{reply}");
+    // Refused on an idle server, where no retry helps: named by n, not "retry later".
+    assert_eq!(status, 422, "{reply}");
+    let message = reply["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.starts_with("n: the call's choices, prompts × n = 8, are more"), "{reply}");
+    assert!(message.contains("more than this server holds at once"), "{reply}");
     let metrics = common::client().get(format!("{}/metrics", server.url)).send().await.expect("scrape");
     let metrics = metrics.text().await.expect("text");
     // No decoder iteration ran, no token was sampled, no sequence was counted as cancelled.
@@ -205,7 +209,13 @@ async fn bad_requests_and_overload_get_clear_errors() {
         ),
         ("/v1/completions", json!({"prompt": "hi", "model": "gpt-4"}), 404, "gpt-4"),
         ("/v1/embeddings", json!({"input": "hi"}), 404, "use /v1/completions"),
-        ("/v1/completions", json!({"prompt": "hi", "max_tokens": 4}), 429, "queue is full"),
+        // No queue at all: nothing is ever held, so the call is refused as too large, not 429.
+        (
+            "/v1/completions",
+            json!({"prompt": "hi", "max_tokens": 4}),
+            422,
+            "prompt: the call's choices, prompts × n = 1",
+        ),
     ];
     for (path, body, want, text) in cases {
         let (status, reply) = post(&server.url, path, &body.to_string()).await;

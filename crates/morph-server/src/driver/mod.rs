@@ -25,6 +25,16 @@ use tokio::sync::oneshot;
 use tracing::Instrument;
 
 pub use job::{Pooled, SeqError, SeqResult};
+
+/// Why a generation call's choices were not admitted.
+#[derive(Debug)]
+pub enum CallRefused {
+    /// The first event of the choice the policy did not take (refused or failed).
+    Choice(GenEvent),
+    /// The queue was full on an idle server: it holds at most `holds` of the call's `choices`
+    /// at once, so no retry of the call helps.
+    NeverFits { choices: usize, holds: usize },
+}
 use state::{Outside, State};
 
 use crate::launcher::{Instance, InstanceEngine, Launcher};
@@ -225,12 +235,12 @@ impl Driver {
     /// Hands a call's generations (each its prompt's token ids, its cap and predicted output
     /// length, how it samples, where it stops and what it reports) to the policy together: all
     /// are admitted, each receiver streaming its tokens, then `Done`, or why it failed or was
-    /// given up on; or none is, and the call gets the first event of the one refused (or failed).
+    /// given up on; or none is, and the call gets why ([`CallRefused`]).
     #[allow(clippy::type_complexity)]
     pub fn generate_call(
         self: &Arc<Self>,
         choices: Vec<(Vec<u32>, Generation, Decoding)>,
-    ) -> Result<Vec<(Claim, UnboundedReceiver<GenEvent>)>, GenEvent> {
+    ) -> Result<Vec<(Claim, UnboundedReceiver<GenEvent>)>, CallRefused> {
         let (admitted, outside) = self.lock().generate_call(self.now(), choices);
         self.carry_out(outside);
         Ok(admitted?.into_iter().map(|(id, events)| (self.claim(id), events)).collect())

@@ -16,6 +16,7 @@ use morph_engine::{EngineError, EngineHandle, Ran, Rows};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 use tokio::sync::oneshot;
 
+use super::CallRefused;
 use super::job::{Input, Job, Pooled, SeqError, SeqResult};
 use super::to_decoder::{Held, ToDecoder};
 use crate::launcher::{Instance, InstanceEngine};
@@ -192,7 +193,9 @@ impl State {
         &mut self,
         now: Time,
         choices: Vec<(Vec<u32>, Generation, Decoding)>,
-    ) -> (Result<Vec<(RequestId, UnboundedReceiver<GenEvent>)>, GenEvent>, Vec<Outside>) {
+    ) -> (Result<Vec<(RequestId, UnboundedReceiver<GenEvent>)>, CallRefused>, Vec<Outside>) {
+        // Nothing else held: a full queue is the call's own size, which no retry changes.
+        let (idle, count) = (self.jobs.is_empty(), choices.len());
         self.held = Some(Held::default());
         let (mut admitted, mut outside, mut refused) = (Vec::with_capacity(choices.len()), Vec::new(), None);
         for (prompt, generation, decoding) in choices {
@@ -214,7 +217,10 @@ impl State {
             self.send_to_decoder(instance, command);
         }
         match refused {
-            Some(event) => (Err(event), outside),
+            Some(GenEvent::Dropped(DropReason::QueueFull { .. })) if idle => {
+                (Err(CallRefused::NeverFits { choices: count, holds: admitted.len() }), outside)
+            }
+            Some(event) => (Err(CallRefused::Choice(event)), outside),
             None => (Ok(admitted), outside),
         }
     }

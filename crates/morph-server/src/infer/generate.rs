@@ -11,7 +11,7 @@ use morph_engine::EngineError;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::valid::{Output, Prompt, ToolChoice, ValidGeneration};
-use crate::driver::{Claim, Driver};
+use crate::driver::{CallRefused, Claim, Driver};
 use crate::error::CallError;
 use crate::prediction::Predictions;
 
@@ -135,7 +135,10 @@ impl Generator {
             };
             handed.push((ids.clone(), generation, decoding));
         }
-        let admitted = self.driver.generate_call(handed).map_err(|e| first_failure(Some(e)))?;
+        let admitted = self.driver.generate_call(handed).map_err(|refused| match refused {
+            CallRefused::Choice(event) => first_failure(Some(event)),
+            CallRefused::NeverFits { choices, holds } => never_fits(call, choices, holds),
+        })?;
         let mut generations = Vec::with_capacity(admitted.len());
         for ((claim, mut events), truth) in admitted.into_iter().zip(truths) {
             match events.recv().await {
@@ -245,6 +248,19 @@ fn first_failure(event: Option<GenEvent>) -> CallError {
         Some(GenEvent::Failed(e)) => CallError::Engine(e),
         _ => CallError::Engine(EngineError::Stopped),
     }
+}
+
+/// A call of more `choices` than the server `holds` at once, even idle: named by `n` where it
+/// asks for several choices a prompt, else by its prompts.
+fn never_fits(call: &ValidGeneration, choices: usize, holds: usize) -> CallError {
+    let field = if call.n > 1 { "n" } else { "prompt" };
+    CallError::validation(
+        field,
+        format!(
+            "the call's choices, prompts × n = {choices}, are more than this server holds at once \
+             ({holds}: its queue, --max-queue, beside the running batch); send fewer"
+        ),
+    )
 }
 
 /// What the length predictor reads of a chat: its earlier turns and last prompt (§3.1), the
