@@ -5,6 +5,7 @@ mod common;
 use common::{candle, client, emulated, ort, post, start};
 use morph_core::RuntimeSpec;
 use morph_server::Deployment;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn error_message(body: &serde_json::Value) -> String {
     body["error"]["message"].as_str().unwrap_or_default().to_string()
@@ -194,7 +195,8 @@ async fn api_key_guards_everything_but_health_and_metrics() {
     server.stop().await;
 }
 
-/// A body over the limit is refused like every other error: JSON, its own type, counted.
+/// A body over the limit is refused like every other error: JSON, its own type, counted; one
+/// whose `Content-Length` says so is refused before it is sent (not after the body timeout).
 #[tokio::test]
 async fn an_oversize_body_is_a_json_413_of_its_own_kind_and_counted() {
     let server = start(emulated(1.0, RuntimeSpec::dynamic(64, 4), 16)).await;
@@ -212,10 +214,23 @@ async fn an_oversize_body_is_a_json_413_of_its_own_kind_and_counted() {
         assert_eq!(body["error"]["type"], "body_too_large", "{body}");
         assert!(error_message(&body).contains("larger than the limit of 2097152 bytes"), "{body}");
     }
+    // Only the head, declaring 3 MiB: the answer comes without the body.
+    let address = server.url.trim_start_matches("http://").to_string();
+    let mut stream = tokio::net::TcpStream::connect(&address).await.expect("a connection");
+    let head = format!(
+        "POST /embed HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        3 * 1024 * 1024
+    );
+    stream.write_all(head.as_bytes()).await.expect("the head");
+    let mut answer = vec![0; 1024];
+    let read = stream.read(&mut answer).await.expect("an answer");
+    let answer = String::from_utf8_lossy(&answer[..read]).to_string();
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("body_too_large"), "{answer}");
     let metrics = client().get(format!("{}/metrics", server.url)).send().await.unwrap().text().await.unwrap();
-    assert!(metrics.contains("morph_request_failures_total{kind=\"body_too_large\"} 2"), "{metrics}");
-    for route in ["/v1/embeddings", "/embed"] {
-        let series = format!("morph_requests_total{{route=\"{route}\",status=\"413\"}} 1\n");
+    assert!(metrics.contains("morph_request_failures_total{kind=\"body_too_large\"} 3"), "{metrics}");
+    for (route, count) in [("/v1/embeddings", 1), ("/embed", 2)] {
+        let series = format!("morph_requests_total{{route=\"{route}\",status=\"413\"}} {count}\n");
         assert!(metrics.contains(&series), "{series} in {metrics}");
     }
     server.stop().await;

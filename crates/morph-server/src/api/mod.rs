@@ -29,7 +29,7 @@ use std::time::Instant;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, FromRequest, MatchedPath, Request, State};
 use axum::http::HeaderValue;
-use axum::http::header::AUTHORIZATION;
+use axum::http::header::{AUTHORIZATION, CONTENT_LENGTH};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Router};
@@ -56,6 +56,12 @@ impl FromRequest<AppState> for Body {
     type Rejection = Response;
 
     async fn from_request(request: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        // A body declared over the limit is refused at once, before it is sent or read.
+        let declared =
+            request.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if declared.is_some_and(|len| len > MAX_BODY_BYTES as u64) {
+            return Err(CallError::BodyTooLarge { limit: MAX_BODY_BYTES }.into_response());
+        }
         let read = tokio::time::timeout(state.body_timeout, Bytes::from_request(request, state)).await;
         let error = match read {
             Ok(Ok(bytes)) => return Ok(Body(bytes)),
