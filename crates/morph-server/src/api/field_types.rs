@@ -53,8 +53,8 @@ field_types! {
 // Each true-or-false field's value when absent ([`Switch`]).
 field_types! {
     Switch, DEFAULT: bool;
-    /// Morph's extension (TEI's on /embed): cut inputs longer than the longest runtime instead
-    /// of refusing them.
+    /// Morph's extension (TEI's on /embed): cut inputs longer than the longest input served
+    /// (`/info`'s `max_input_length`) instead of refusing them.
     Truncate = false;
     /// Unit-length vectors.
     Normalize = true;

@@ -25,7 +25,8 @@ pub struct ServedModel {
     pub engine: String,
     /// `float32`, `int8` (the encoder's weight products), or `gguf` (a decoder's file's own types).
     pub dtype: &'static str,
-    /// The longest input any runtime accepts.
+    /// The longest input served: the longest runtime's, or an encoder's `max_seq_length` where
+    /// shorter.
     pub max_input_len: u32,
 }
 

@@ -25,7 +25,8 @@ pub struct Embedder {
     /// A sequence-classification checkpoint's own head: the server classifies or reranks, and
     /// does not embed.
     pub(super) classifier: Option<Arc<SequenceClassifier>>,
-    /// The longest input any runtime accepts.
+    /// The longest input served: the longest runtime's, or the model's `max_seq_length` where
+    /// shorter.
     max_input_len: u32,
     /// Most of one call's sequences handed to the policy at once: a larger call goes in waves,
     /// each once the last is answered, so that it fits the policy's queue.
@@ -104,7 +105,7 @@ impl Embedder {
         Ok(Embedded { vectors, tokens })
     }
 
-    /// The pooled outputs of `inputs` (from `field`; cut to the longest runtime when `cut`)
+    /// The pooled outputs of `inputs` (from `field`; cut to the longest input served when `cut`)
     /// with the plan each ran under, and their token count; `class` is every input's.
     pub(super) async fn pool(
         &self,
@@ -227,7 +228,8 @@ impl Embedder {
         Ok(encoded)
     }
 
-    /// Sequences longer than the longest runtime are cut when `cut`, else refused.
+    /// Sequences longer than the longest input served (`max_input_len`) are cut when `cut`,
+    /// else refused.
     fn fit(&self, encoded: Vec<Vec<u32>>, field: &str, cut: bool) -> Result<Vec<Vec<u32>>, CallError> {
         let max_len = self.max_input_len as usize;
         let n = encoded.len();
