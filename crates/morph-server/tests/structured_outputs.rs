@@ -102,19 +102,21 @@ async fn what_cannot_be_followed_is_refused_by_name() {
     server.stop().await;
 }
 
-/// A forced call cut by the token limit ends alike whole and streamed: `tool_calls` where every
-/// call begun was whole (only the closing markup was cut), `length` where the cut fell inside
-/// one or before any; the whole answer never carries the cut markup as its text.
+/// A forced call cut by the token limit ends alike whole and streamed: the same calls (names
+/// and arguments as written, the last cut where the limit fell), `tool_calls` where every call
+/// was whole (only the closing markup was cut), `length` where the cut fell inside one or before
+/// any; the whole answer never carries the cut markup as its text.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forced_call_cut_by_the_token_limit_ends_alike_whole_and_streamed() {
     let server = start(decoder("fcfs", json!({}))).await;
     let tool = json!({"type": "function", "function": {"name": "get_weather", "parameters": {
         "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}});
-    let (mut reasons, mut whole_calls) = (Vec::new(), 0);
+    let mut reasons = Vec::new();
     for max_tokens in 1..=24 {
         let body = |stream: bool| {
             json!({"messages": [{"role": "user", "content": "What is the weather in Paris?"}],
-                "tools": [tool], "tool_choice": "required", "max_tokens": max_tokens, "temperature": 0, "stream": stream})
+                "tools": [tool], "tool_choice": "required", "max_tokens": max_tokens, "temperature": 0,
+                "stream": stream})
             .to_string()
         };
         let (status, whole) = post(&server.url, "/v1/chat/completions", &body(false)).await;
@@ -122,15 +124,26 @@ async fn a_forced_call_cut_by_the_token_limit_ends_alike_whole_and_streamed() {
         let choice = &whole["choices"][0];
         let reason = choice["finish_reason"].as_str().expect("a finish reason").to_string();
         assert!(choice["message"]["content"].is_null(), "max_tokens {max_tokens}: {whole}");
-        let calls = choice["message"]["tool_calls"].as_array().cloned().unwrap_or_default();
-        for call in &calls {
-            let arguments = call["function"]["arguments"].as_str().expect("arguments");
-            assert!(serde_json::from_str::<serde_json::Value>(arguments).is_ok(), "{whole}");
+        let calls: Vec<(String, String)> = choice["message"]["tool_calls"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|c| {
+                (
+                    c["function"]["name"].as_str().unwrap().into(),
+                    c["function"]["arguments"].as_str().unwrap().into(),
+                )
+            })
+            .collect();
+        match reason.as_str() {
+            "tool_calls" => {
+                for (_, arguments) in &calls {
+                    assert!(serde_json::from_str::<serde_json::Value>(arguments).is_ok(), "{whole}");
+                }
+            }
+            other => assert_eq!(other, "length", "max_tokens {max_tokens}: {whole}"),
         }
-        if calls.is_empty() {
-            assert_eq!(reason, "length", "max_tokens {max_tokens}: {whole}");
-        }
-        whole_calls += usize::from(!calls.is_empty());
 
         let streamed = common::client()
             .post(format!("{}/v1/chat/completions", server.url))
@@ -142,20 +155,28 @@ async fn a_forced_call_cut_by_the_token_limit_ends_alike_whole_and_streamed() {
             .text()
             .await
             .expect("its events");
-        let last_reason = streamed
-            .lines()
-            .filter_map(|l| l.strip_prefix("data: "))
-            .filter_map(|e| serde_json::from_str::<serde_json::Value>(e).ok())
-            .filter_map(|e| e["choices"][0]["finish_reason"].as_str().map(String::from))
-            .next_back();
-        assert_eq!(
-            last_reason.as_deref(),
-            Some(reason.as_str()),
-            "max_tokens {max_tokens}: {whole}\n{streamed}"
-        );
+        let (mut streamed_calls, mut last_reason) = (Vec::<(String, String)>::new(), None);
+        for event in streamed.lines().filter_map(|l| l.strip_prefix("data: ")) {
+            let Ok(event) = serde_json::from_str::<serde_json::Value>(event) else { continue };
+            let choice = &event["choices"][0];
+            for delta in choice["delta"]["tool_calls"].as_array().into_iter().flatten() {
+                let index = delta["index"].as_u64().expect("an index") as usize;
+                if index == streamed_calls.len() {
+                    streamed_calls
+                        .push((delta["function"]["name"].as_str().unwrap_or("").into(), String::new()));
+                }
+                streamed_calls[index].1.push_str(delta["function"]["arguments"].as_str().unwrap_or(""));
+            }
+            if let Some(reason) = choice["finish_reason"].as_str() {
+                last_reason = Some(reason.to_string());
+            }
+        }
+        let context = format!("max_tokens {max_tokens}: {whole}\n{streamed}");
+        assert_eq!(last_reason.as_deref(), Some(reason.as_str()), "{context}");
+        assert_eq!(streamed_calls, calls, "{context}");
         reasons.push(reason);
     }
     assert!(reasons.iter().any(|r| r == "length"), "{reasons:?}");
-    assert!(whole_calls > 0 && reasons.last().map(String::as_str) == Some("tool_calls"), "{reasons:?}");
+    assert_eq!(reasons.last().map(String::as_str), Some("tool_calls"), "{reasons:?}");
     server.stop().await;
 }

@@ -190,4 +190,21 @@ mod tests {
         assert_eq!(calls[0].0, "get_weather");
         assert_eq!(arguments, [json!({"city": "Paris", "days": [1, 2]}), json!({})]);
     }
+
+    #[test]
+    fn a_call_cut_inside_its_arguments_is_left_open_and_one_cut_after_them_is_not() {
+        let open = |format: ToolFormat, text: &str| {
+            let mut scanner = CallScanner::new(format);
+            scanner.feed(text);
+            scanner.in_a_call()
+        };
+        let hermes = "<tool_call>\n{\"name\":\"f\",\"arguments\":{\"a\":{\"b\":1}}}\n</tool_call>";
+        for (cut, left_open) in [(10, false), (38, true), (45, true), (50, false), (hermes.len(), false)] {
+            assert_eq!(open(ToolFormat::Hermes, &hermes[..cut]), left_open, "{:?}", &hermes[..cut]);
+        }
+        let gemma = "[f(a=1, b=\"x\"), g()]";
+        for (cut, left_open) in [(1, false), (3, true), (9, true), (14, false), (gemma.len(), false)] {
+            assert_eq!(open(ToolFormat::Gemma, &gemma[..cut]), left_open, "{:?}", &gemma[..cut]);
+        }
+    }
 }

@@ -46,9 +46,10 @@ fn finish(reason: FinishReason) -> &'static str {
 const TOOL_CALLS: &str = "tool_calls";
 
 /// An answer of calls finishes for them (whatever the token limit cut after them), unless it
-/// holds none or the limit cut one open: then for its reason (`length`).
+/// holds none or its last was left open (cut by the token limit or a stop string): then for its
+/// reason (`length`, `stop`).
 fn calls_finish(CallsEnd { reason, calls, left_open }: CallsEnd) -> &'static str {
-    match calls == 0 || (left_open && reason == FinishReason::Length) {
+    match calls == 0 || left_open {
         true => finish(reason),
         false => TOOL_CALLS,
     }

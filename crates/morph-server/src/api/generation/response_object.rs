@@ -231,9 +231,8 @@ pub(super) fn output_items(ids: &ResponseIds, status: &'static str, answer: Answ
         Answer::Text(text) => vec![OutputItem::Message(OutputMessage::new(ids, status, Some(text)))],
         Answer::Calls { text, calls, .. } => {
             let message = text.map(|text| OutputItem::Message(OutputMessage::new(ids, status, Some(text))));
-            let calls = calls
-                .into_iter()
-                .map(|call| OutputItem::FunctionCall(FunctionCallItem::new(call, "completed")));
+            let calls =
+                calls.into_iter().map(|call| OutputItem::FunctionCall(FunctionCallItem::new(call, status)));
             message.into_iter().chain(calls).collect()
         }
     }

@@ -1,9 +1,10 @@
 //! Tool calls read back out of a choice's text, for a call that offered tools: the calls of
 //! offered tools in the model's format become the answer's `tool_calls` (finish reason
-//! `tool_calls`, unless the token limit cut one open or came before any: `length`); text
-//! without one stays the answer's text. Where the answer must be calls, they are read as a
-//! stream gives them, as they are written ([`CallScanner`]), whole or streamed; where it may be
-//! either, text as it comes and each call once whole ([`AutoReader`]).
+//! `tool_calls`, unless there is none or the last was left open, cut by the token limit or a
+//! stop string: then `length` or `stop`); text without one stays the answer's text. Where the
+//! answer must be calls, they are read as they are written ([`CallScanner`]), the same whole
+//! or streamed; where it may be either, text as it comes and each call once whole
+//! ([`AutoReader`]).
 
 use morph_decoder::{AutoPiece, AutoReader, CallPiece, CallScanner, FinishReason, ToolCall, ToolFormat};
 
@@ -89,31 +90,27 @@ impl CallReader {
     }
 
     /// Where the answer must be calls: the calls of `text` as a stream gives them (a
-    /// [`CallScanner`]'s), each one's arguments whole JSON, and no text (outside whole calls
-    /// lies only the markup of one the token limit cut); a call it left open is left out (a
-    /// stream sent its first arguments already).
+    /// [`CallScanner`]'s, arguments as written), and no text (outside the calls lies only the
+    /// markup of one the token limit cut before its name); the last may be left open, its
+    /// arguments cut, as OpenAI answers a call the limit cut.
     fn read_forced(&self, text: &str) -> Answer {
         let mut scanner = CallScanner::new(self.format);
-        let mut begun: Vec<(String, String)> = Vec::new();
+        let mut calls: Vec<ToolCallOut> = Vec::new();
         for piece in scanner.feed(text) {
             match piece {
-                CallPiece::Begin { name } => begun.push((name, String::new())),
+                CallPiece::Begin { name } => calls.push(ToolCallOut {
+                    id: call_id(),
+                    kind: "function",
+                    function: FunctionCallOut { name, arguments: String::new() },
+                }),
                 CallPiece::Arguments(more) => {
-                    if let Some((_, arguments)) = begun.last_mut() {
-                        arguments.push_str(&more);
+                    if let Some(call) = calls.last_mut() {
+                        call.function.arguments.push_str(&more);
                     }
                 }
             }
         }
-        // A call left open has arguments that are not yet JSON.
-        let left_open = scanner.in_a_call();
-        let calls = begun
-            .into_iter()
-            .filter_map(|(name, arguments)| {
-                Some(out(ToolCall { name, arguments: serde_json::from_str(&arguments).ok()? }))
-            })
-            .collect();
-        Answer::Calls { text: None, calls, left_open }
+        Answer::Calls { text: None, calls, left_open: scanner.in_a_call() }
     }
 }
 
