@@ -158,8 +158,9 @@ async fn futures_join<F: std::future::Future<Output = T> + Send + 'static, T: Se
     out
 }
 
-/// A call of more choices than the queue holds beside the running batch is refused whole (429)
-/// before any of it computes, and leaves nothing behind: the next call is served.
+/// A call of more choices than the queue holds beside the running batch is refused whole before
+/// any of it computes, and leaves nothing behind: the next call is served. As no retry could
+/// help, it is a 422 naming `n`, on an idle server and on a busy one alike.
 #[tokio::test]
 async fn a_call_the_queue_cannot_hold_is_refused_whole_and_computes_nothing() {
     let server = start(decoder("fcfs", json!({"max_queue": 2}))).await;
@@ -182,6 +183,22 @@ async fn a_call_the_queue_cannot_hold_is_refused_whole_and_computes_nothing() {
     let body = json!({"prompt": ["Hi", "Bye"], "max_tokens": 4});
     let (status, reply) = post(&server.url, "/v1/completions", &body.to_string()).await;
     assert_eq!(status, 200, "{reply}");
+    // Busy with a stream: the same call, larger than the queue and the batch together, is
+    // still a 422, not a 429 to retry.
+    let stream = json!({"prompt": "Tell a long story.", "max_tokens": 200, "stream": true});
+    let mut streaming = common::client()
+        .post(format!("{}/v1/completions", server.url))
+        .header("content-type", "application/json")
+        .body(stream.to_string())
+        .send()
+        .await
+        .expect("a stream");
+    streaming.chunk().await.expect("its first chunk").expect("a chunk");
+    let big = json!({"prompt": ["Count to three.", "Count to five."], "n": 4, "max_tokens": 4});
+    let (status, reply) = post(&server.url, "/v1/completions", &big.to_string()).await;
+    assert_eq!(status, 422, "{reply}");
+    assert!(reply["error"]["message"].as_str().unwrap_or_default().starts_with("n: "), "{reply}");
+    drop(streaming);
     server.stop().await;
 }
 

@@ -194,7 +194,6 @@ impl State {
         now: Time,
         choices: Vec<(Vec<u32>, Generation, Decoding)>,
     ) -> (Result<Vec<(RequestId, UnboundedReceiver<GenEvent>)>, CallRefused>, Vec<Outside>) {
-        // Nothing else held: a full queue is the call's own size, which no retry changes.
         let (idle, count) = (self.jobs.is_empty(), choices.len());
         self.held = Some(Held::default());
         let (mut admitted, mut outside, mut refused) = (Vec::with_capacity(choices.len()), Vec::new(), None);
@@ -217,12 +216,30 @@ impl State {
             self.send_to_decoder(instance, command);
         }
         match refused {
-            Some(GenEvent::Dropped(DropReason::QueueFull { .. })) if idle => {
-                (Err(CallRefused::NeverFits { choices: count, holds: admitted.len() }), outside)
+            Some(GenEvent::Dropped(DropReason::QueueFull { capacity }))
+                if self.never_holds(count, capacity, idle) =>
+            {
+                let holds = if idle { admitted.len() } else { capacity + self.decoder_rows() };
+                (Err(CallRefused::NeverFits { choices: count, holds }), outside)
             }
             Some(event) => (Err(CallRefused::Choice(event)), outside),
             None => (Ok(admitted), outside),
         }
+    }
+
+    /// Whether a call of `choices` that found the queue (of `capacity`) full could never be
+    /// admitted, so that no retry helps: it was refused on an idle server, or it is larger than
+    /// the queue and every decoder's batch together. Only while every instance is up (one
+    /// lost or starting would hold more once back).
+    fn never_holds(&self, choices: usize, capacity: usize, idle: bool) -> bool {
+        let settled = self.lost.is_empty() && self.launches.is_empty();
+        settled && (idle || choices > capacity + self.decoder_rows())
+    }
+
+    /// The sequences every decoder instance's batch holds.
+    fn decoder_rows(&self) -> usize {
+        let decoders = self.instances.values().filter(|i| matches!(i.engine, InstanceEngine::Decoder { .. }));
+        decoders.map(|i| i.unit.runtime.max_batch as usize).sum()
     }
 
     /// The ledger admits the request (and the policy hears of it) before its job exists, so the

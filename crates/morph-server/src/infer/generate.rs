@@ -251,9 +251,12 @@ fn first_failure(event: Option<GenEvent>) -> CallError {
 }
 
 /// A call of more `choices` than the server `holds` at once, even idle: named by `n` where it
-/// asks for several choices a prompt, else by its prompts.
+/// asks for several choices a prompt, else by its prompts (`prompt` or `messages`).
 fn never_fits(call: &ValidGeneration, choices: usize, holds: usize) -> CallError {
-    let field = if call.n > 1 { "n" } else { "prompt" };
+    let field = match (call.n, call.prompts.first()) {
+        (1, Some(prompt)) => prompt.field(),
+        _ => "n",
+    };
     CallError::validation(
         field,
         format!(
