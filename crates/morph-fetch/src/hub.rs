@@ -62,7 +62,8 @@ pub(crate) fn fetch_hub(model: &HubModel, home: &Path) -> Result<ModelFiles, Fet
     }
     // Optional: without it the pooling defaults to mean.
     let _ = repo.get(POOLING_CONFIG);
-    // Optional: without one the longest input is the model's positions. The first found counts.
+    // Optional: without one the longest input is the longest runtime's. The names are tried in
+    // TEI's order, each a request (as TEI makes them), and the first found counts.
     let _ = SENTENCE_CONFIGS.iter().find(|name| repo.get(name).is_ok());
     let dir = dir.ok_or_else(|| FetchError::Hub { id: model.name(), detail: "no files".into() })?;
     ModelFiles::in_dir(model.name(), dir)
