@@ -76,6 +76,10 @@ async fn what_cannot_be_followed_is_refused_by_name() {
             "tools: cannot be followed",
         ),
         (json!({"tools": [{"type": "code_interpreter"}]}), "tools[0].type"),
+        (
+            json!({"tools": [{"type": "function", "function": {"name": "f", "strict": "yes"}}]}),
+            "tools[0].function.strict",
+        ),
         (json!({"tool_choice": "auto"}), "tool_choice: needs tools"),
         (json!({"tools": [{"type": "function", "function": {"name": "f"}}], "logprobs": true}), "logprobs"),
     ] {
@@ -124,18 +128,7 @@ async fn a_forced_call_cut_by_the_token_limit_ends_alike_whole_and_streamed() {
         let choice = &whole["choices"][0];
         let reason = choice["finish_reason"].as_str().expect("a finish reason").to_string();
         assert!(choice["message"]["content"].is_null(), "max_tokens {max_tokens}: {whole}");
-        let calls: Vec<(String, String)> = choice["message"]["tool_calls"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .iter()
-            .map(|c| {
-                (
-                    c["function"]["name"].as_str().unwrap().into(),
-                    c["function"]["arguments"].as_str().unwrap().into(),
-                )
-            })
-            .collect();
+        let calls = whole_calls(&whole);
         match reason.as_str() {
             "tool_calls" => {
                 for (_, arguments) in &calls {
@@ -145,32 +138,8 @@ async fn a_forced_call_cut_by_the_token_limit_ends_alike_whole_and_streamed() {
             other => assert_eq!(other, "length", "max_tokens {max_tokens}: {whole}"),
         }
 
-        let streamed = common::client()
-            .post(format!("{}/v1/chat/completions", server.url))
-            .header("content-type", "application/json")
-            .body(body(true))
-            .send()
-            .await
-            .expect("a stream")
-            .text()
-            .await
-            .expect("its events");
-        let (mut streamed_calls, mut last_reason) = (Vec::<(String, String)>::new(), None);
-        for event in streamed.lines().filter_map(|l| l.strip_prefix("data: ")) {
-            let Ok(event) = serde_json::from_str::<serde_json::Value>(event) else { continue };
-            let choice = &event["choices"][0];
-            for delta in choice["delta"]["tool_calls"].as_array().into_iter().flatten() {
-                let index = delta["index"].as_u64().expect("an index") as usize;
-                if index == streamed_calls.len() {
-                    streamed_calls
-                        .push((delta["function"]["name"].as_str().unwrap_or("").into(), String::new()));
-                }
-                streamed_calls[index].1.push_str(delta["function"]["arguments"].as_str().unwrap_or(""));
-            }
-            if let Some(reason) = choice["finish_reason"].as_str() {
-                last_reason = Some(reason.to_string());
-            }
-        }
+        let streamed = stream(&server.url, "/v1/chat/completions", body(true)).await;
+        let (streamed_calls, last_reason) = streamed_calls(&streamed);
         let context = format!("max_tokens {max_tokens}: {whole}\n{streamed}");
         assert_eq!(last_reason.as_deref(), Some(reason.as_str()), "{context}");
         assert_eq!(streamed_calls, calls, "{context}");
@@ -179,4 +148,107 @@ async fn a_forced_call_cut_by_the_token_limit_ends_alike_whole_and_streamed() {
     assert!(reasons.iter().any(|r| r == "length"), "{reasons:?}");
     assert_eq!(reasons.last().map(String::as_str), Some("tool_calls"), "{reasons:?}");
     server.stop().await;
+}
+
+/// A free answer (`tool_choice` auto) that writes a call of a strict tool writes it valid
+/// against the tool's schema, whole and streamed, in chat and the Responses API (where a tool
+/// is strict unless it says otherwise, as OpenAI's); left free, the model writes the call it
+/// was asked to copy, which the schema does not allow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strict_tool_holds_a_free_answer_s_calls_to_its_schema() {
+    let server = start(decoder("fcfs", json!({}))).await;
+    let parameters = json!({"type": "object", "properties": {"city": {"type": "string", "enum": ["Paris", "Oslo", "Rome"]}}, "required": ["city"]});
+    let ask = "Repeat exactly this text and nothing else:\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Berlin\"}}\n</tool_call>";
+    let chat = |strict: bool, stream: bool| {
+        json!({"messages": [{"role": "user", "content": ask}], "max_tokens": 60, "temperature": 0, "stream": stream,
+            "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": parameters, "strict": strict}}]})
+        .to_string()
+    };
+    let city = |arguments: &str| {
+        serde_json::from_str::<serde_json::Value>(arguments).expect("JSON arguments")["city"].clone()
+    };
+    let (status, free) = post(&server.url, "/v1/chat/completions", &chat(false, false)).await;
+    assert_eq!(status, 200, "{free}");
+    let copied = whole_calls(&free);
+    assert_eq!(copied.len(), 1, "{free}");
+    assert_eq!(city(&copied[0].1), "Berlin", "{free}");
+    let (status, held) = post(&server.url, "/v1/chat/completions", &chat(true, false)).await;
+    assert_eq!(status, 200, "{held}");
+    let calls = whole_calls(&held);
+    assert_eq!(calls.len(), 1, "{held}");
+    assert!(["Paris", "Oslo", "Rome"].contains(&city(&calls[0].1).as_str().unwrap_or_default()), "{held}");
+    assert_eq!(held["choices"][0]["finish_reason"], "tool_calls", "{held}");
+    let streamed = stream(&server.url, "/v1/chat/completions", chat(true, true)).await;
+    assert_eq!(streamed_calls(&streamed), (calls.clone(), Some("tool_calls".into())), "{streamed}");
+
+    let responses = |strict: Option<bool>| {
+        let mut tool = json!({"type": "function", "name": "get_weather", "parameters": parameters});
+        if let Some(strict) = strict {
+            tool["strict"] = json!(strict);
+        }
+        json!({"input": ask, "tools": [tool], "max_output_tokens": 60, "temperature": 0}).to_string()
+    };
+    for (strict, cities) in [(None, &["Paris", "Oslo", "Rome"][..]), (Some(false), &["Berlin"][..])] {
+        let (status, answer) = post(&server.url, "/v1/responses", &responses(strict)).await;
+        assert_eq!(status, 200, "{answer}");
+        let arguments: Vec<&str> = answer["output"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|item| item["type"] == "function_call")
+            .filter_map(|item| item["arguments"].as_str())
+            .collect();
+        assert_eq!(arguments.len(), 1, "strict {strict:?}: {answer}");
+        assert!(
+            cities.contains(&city(arguments[0]).as_str().unwrap_or_default()),
+            "strict {strict:?}: {answer}"
+        );
+    }
+    server.stop().await;
+}
+
+/// The calls of a whole chat answer: each one's name and arguments as written.
+fn whole_calls(answer: &serde_json::Value) -> Vec<(String, String)> {
+    let calls = answer["choices"][0]["message"]["tool_calls"].as_array().cloned().unwrap_or_default();
+    calls
+        .iter()
+        .map(|c| {
+            (
+                c["function"]["name"].as_str().expect("a name").into(),
+                c["function"]["arguments"].as_str().expect("arguments").into(),
+            )
+        })
+        .collect()
+}
+
+/// A streamed answer's events, as one text.
+async fn stream(url: &str, route: &str, body: String) -> String {
+    let response = common::client()
+        .post(format!("{url}{route}"))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .expect("a stream");
+    response.text().await.expect("its events")
+}
+
+/// The calls a streamed chat answer's deltas add up to, and its last finish reason.
+fn streamed_calls(events: &str) -> (Vec<(String, String)>, Option<String>) {
+    let (mut calls, mut reason) = (Vec::<(String, String)>::new(), None);
+    for event in events.lines().filter_map(|l| l.strip_prefix("data: ")) {
+        let Ok(event) = serde_json::from_str::<serde_json::Value>(event) else { continue };
+        let choice = &event["choices"][0];
+        for delta in choice["delta"]["tool_calls"].as_array().into_iter().flatten() {
+            let index = delta["index"].as_u64().expect("an index") as usize;
+            if index == calls.len() {
+                calls.push((delta["function"]["name"].as_str().unwrap_or("").into(), String::new()));
+            }
+            calls[index].1.push_str(delta["function"]["arguments"].as_str().unwrap_or(""));
+        }
+        if let Some(r) = choice["finish_reason"].as_str() {
+            reason = Some(r.to_string());
+        }
+    }
+    (calls, reason)
 }

@@ -100,6 +100,7 @@ mod tests {
             name: "get_weather".into(),
             description: Some("The weather in a city".into()),
             parameters: json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+            strict: false,
         }
     }
 

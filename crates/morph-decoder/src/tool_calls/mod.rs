@@ -8,6 +8,7 @@
 //! `<start_of_turn>`) in Gemma's Python-call format, any other (SmolLM2's) in Hermes' format.
 
 mod auto;
+mod auto_grammar;
 mod fold;
 mod json_strings;
 mod pythonic;
@@ -27,6 +28,9 @@ pub struct Tool {
     pub description: Option<String>,
     /// Its arguments' JSON schema (an object).
     pub parameters: Value,
+    /// Its calls' arguments are held to `parameters` even where the model is free to answer
+    /// in text (OpenAI's `strict`); a call it must make is held to them whatever this says.
+    pub strict: bool,
 }
 
 impl Tool {
@@ -108,6 +112,16 @@ impl ToolFormat {
             // Llama 3's format holds one call.
             (Self::Llama3, _) => "start: call",
         };
+        let block = r#"block: "<tool_call>\n" call "\n</tool_call>""#;
+        GrammarSource::Lark(format!("{start}\n{block}\n{}\n", self.call_rule(tools)))
+    }
+
+    /// The grammar's `call` rule: a call of any of `tools`, its arguments valid against the
+    /// tool's schema.
+    fn call_rule(self, tools: &[Tool]) -> String {
+        if self == Self::Gemma {
+            return pythonic::call_rule(tools);
+        }
         let key = self.arguments_key();
         let calls: Vec<String> = tools
             .iter()
@@ -121,9 +135,7 @@ impl ToolFormat {
                 )
             })
             .collect();
-        let call = format!("call: {}", calls.join("\n    | "));
-        let block = r#"block: "<tool_call>\n" call "\n</tool_call>""#;
-        GrammarSource::Lark(format!("{start}\n{block}\n{call}\n"))
+        format!("call: {}", calls.join("\n    | "))
     }
 
     /// The calls in `text`, and the text outside them; `None` when it holds no call that parses.

@@ -9,7 +9,7 @@ use crate::grammar::GrammarSource;
 
 /// The block a Gemma model may put its calls in.
 pub(super) const FENCE: &str = "```tool_code";
-const FENCE_END: &str = "```";
+pub(super) const FENCE_END: &str = "```";
 
 /// Why text is not a call (yet).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,35 +112,37 @@ pub(super) fn written(name: &str, arguments: &Value) -> String {
 /// every property given (which is valid against its schema) in the schema's order, each value
 /// as JSON valid against the property's schema.
 pub(super) fn grammar(tools: &[Tool], parallel: bool) -> GrammarSource {
+    let start = if parallel { r#"start: "[" call (", " call)* "]""# } else { r#"start: "[" call "]""# };
+    GrammarSource::Lark(format!("{start}\n{}\n", call_rule(tools)))
+}
+
+/// The grammar's `call` rule: a call of any of `tools`.
+pub(super) fn call_rule(tools: &[Tool]) -> String {
     let calls: Vec<String> = tools
         .iter()
-        .map(|tool| {
-            let defs = shared_definitions(&tool.parameters);
-            let properties = tool.parameters.get("properties").and_then(Value::as_object);
-            let keywords: Vec<String> = properties
-                .into_iter()
-                .flatten()
-                .map(|(key, schema)| {
-                    let mut schema = schema.clone();
-                    if let (Some(object), Some(defs)) = (schema.as_object_mut(), &defs) {
-                        object.extend(defs.clone());
-                    }
-                    format!(
-                        "{} %json {}",
-                        lark_literal(&format!("{key}=")),
-                        GrammarSource::json_in_lark(&schema)
-                    )
-                })
-                .collect();
-            let open = lark_literal(&format!("{}(", tool.name));
-            match keywords.is_empty() {
-                true => format!("{open} \")\""),
-                false => format!("{open} {} \")\"", keywords.join(" \", \" ")),
+        .map(|tool| format!("{} {} \")\"", lark_literal(&format!("{}(", tool.name)), keywords(tool)))
+        .collect();
+    format!("call: {}", calls.join("\n    | "))
+}
+
+/// The grammar of a call's keywords, between its parentheses: every property of `tool`'s
+/// schema, in its order, each value as JSON valid against the property's schema (nothing where
+/// it has none).
+pub(super) fn keywords(tool: &Tool) -> String {
+    let defs = shared_definitions(&tool.parameters);
+    let properties = tool.parameters.get("properties").and_then(Value::as_object);
+    let keywords: Vec<String> = properties
+        .into_iter()
+        .flatten()
+        .map(|(key, schema)| {
+            let mut schema = schema.clone();
+            if let (Some(object), Some(defs)) = (schema.as_object_mut(), &defs) {
+                object.extend(defs.clone());
             }
+            format!("{} %json {}", lark_literal(&format!("{key}=")), GrammarSource::json_in_lark(&schema))
         })
         .collect();
-    let start = if parallel { r#"start: "[" call (", " call)* "]""# } else { r#"start: "[" call "]""# };
-    GrammarSource::Lark(format!("{start}\ncall: {}\n", calls.join("\n    | ")))
+    keywords.join(" \", \" ")
 }
 
 /// The definitions a schema's properties may refer to (`$defs`, `definitions`), to go with each.
@@ -374,6 +376,7 @@ mod tests {
             name: "get_weather".into(),
             description: None,
             parameters: json!({"type": "object", "properties": {"city": {"$ref": "#/$defs/city"}, "days": {"type": "integer"}}, "$defs": {"city": {"type": "string"}}}),
+            strict: false,
         };
         let GrammarSource::Lark(lark) = grammar(&[tool], true) else { panic!("lark") };
         assert!(lark.starts_with("start: \"[\" call (\", \" call)* \"]\"\n"), "{lark}");

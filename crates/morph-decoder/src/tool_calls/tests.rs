@@ -9,6 +9,7 @@ fn weather() -> Tool {
         name: "get_weather".into(),
         description: Some("The weather in a city".into()),
         parameters: json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+        strict: false,
     }
 }
 

@@ -212,17 +212,23 @@ impl Generator {
         Ok((ids, max_tokens))
     }
 
-    /// The grammar the call's answers are held to: its JSON schema, or calls of its tools when
-    /// it must call one. Every schema is compiled (an `auto` call's tools too), so a keyword the
+    /// The grammar the call's answers are held to: its JSON schema, calls of its tools when it
+    /// must call one, or text and calls whose arguments follow their schemas when it may call a
+    /// strict tool. Every schema is compiled (an `auto` call's tools too), so a keyword the
     /// grammar engine does not implement is refused by name, not ignored.
     async fn grammar(&self, output: &Output) -> Result<Option<Grammar>, CallError> {
-        let (source, field, forced) = match output {
+        let (source, field, held) = match output {
             Output::Text => return Ok(None),
             Output::Json { schema, field } => (GrammarSource::JsonSchema(schema.clone()), *field, true),
             Output::Tools(used) => {
                 let format = self.model.tokenizer.tool_format();
-                let forced = used.choice != ToolChoice::Auto;
-                (format.grammar(&used.callable(), used.parallel), "tools", forced)
+                match used.choice {
+                    ToolChoice::Auto => {
+                        let strict = used.tools.iter().any(|t| t.strict);
+                        (format.auto_grammar(&used.tools, used.parallel), "tools", strict)
+                    }
+                    _ => (format.grammar(&used.callable(), used.parallel), "tools", true),
+                }
             }
         };
         let model = self.model.clone();
@@ -231,7 +237,7 @@ impl Generator {
             .await
             .map_err(|e| CallError::Engine(EngineError::Tokenize(e.to_string())))?
             .map_err(|e| CallError::validation(field, format!("cannot be followed: {e}")))?;
-        Ok(forced.then_some(grammar))
+        Ok(held.then_some(grammar))
     }
 
     /// How this model writes tool calls.

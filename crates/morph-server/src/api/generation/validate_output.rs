@@ -157,7 +157,15 @@ fn tool(value: &Value, i: usize, shape: ToolShape) -> Result<Tool, CallError> {
         }
     };
     let description = function.get("description").and_then(Value::as_str).map(str::to_string);
-    Ok(Tool { name: name.to_string(), description, parameters })
+    let strict = match function.get("strict") {
+        Some(Value::Bool(strict)) => *strict,
+        // OpenAI's defaults: strict in the Responses API, not in chat.
+        None | Some(Value::Null) => shape == ToolShape::Flat,
+        Some(_) => {
+            return Err(CallError::validation(at(&format!("{prefix}.strict")), "must be true or false"));
+        }
+    };
+    Ok(Tool { name: name.to_string(), description, parameters, strict })
 }
 
 /// `tool_choice`, which needs tools; `None` when no tool may be called (no tools, or `"none"`).
@@ -247,6 +255,34 @@ mod tests {
         let Output::Tools(used) = chat(named).unwrap() else { panic!() };
         assert_eq!((used.choice, used.parallel), (ToolChoice::Named("get_weather".into()), false));
         assert_eq!(chat(json!({"tools": weather(), "tool_choice": "none"})), Ok(Output::Text));
+    }
+
+    #[test]
+    fn a_tool_is_strict_as_openai_s_apis_default_unless_it_says() {
+        let strict = |tool: Value, shape: ToolShape| {
+            let fields = OutputFields { tools: Some(json!([tool])), ..OutputFields::default() };
+            match output(fields, shape) {
+                Ok(Output::Tools(used)) => Ok(used.tools[0].strict),
+                other => Err(format!("{other:?}")),
+            }
+        };
+        let nested = |extra: Value| {
+            let mut function = json!({"name": "f"});
+            function.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            json!({"type": "function", "function": function})
+        };
+        let flat = |extra: Value| {
+            let mut tool = json!({"type": "function", "name": "f"});
+            tool.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            tool
+        };
+        assert_eq!(strict(nested(json!({})), ToolShape::Nested), Ok(false));
+        assert_eq!(strict(nested(json!({"strict": true})), ToolShape::Nested), Ok(true));
+        assert_eq!(strict(flat(json!({})), ToolShape::Flat), Ok(true));
+        assert_eq!(strict(flat(json!({"strict": null})), ToolShape::Flat), Ok(true));
+        assert_eq!(strict(flat(json!({"strict": false})), ToolShape::Flat), Ok(false));
+        let refused = strict(nested(json!({"strict": "yes"})), ToolShape::Nested).expect_err("refused");
+        assert!(refused.contains("tools[0].function.strict"), "{refused}");
     }
 
     #[test]
