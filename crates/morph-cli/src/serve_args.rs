@@ -183,6 +183,12 @@ pub(crate) struct ServeArgs {
     /// sentence-transformers config (1_Pooling/config.json) says, mean without one.
     #[arg(long)]
     pooling: Option<Pooling>,
+    /// Embeddings: the prompt put before every text whose call names none (a call names one
+    /// with TEI's prompt_name): a name in the model's config_sentence_transformers.json
+    /// `prompts`, such as "query" for "query: ". Default: none, as TEI; sentence-transformers
+    /// puts the config's default_prompt_name there: give that name to match its vectors.
+    #[arg(long)]
+    default_prompt_name: Option<String>,
     /// dynamic-batching: most padded tokens (rows x padded length) in one batch.
     #[arg(long, default_value_t = 16_384)]
     max_batch_tokens: u64,
@@ -289,6 +295,7 @@ impl ServeArgs {
             task_heads: self.task_heads,
             emulated_dim: self.emulated_dim,
             pooling: self.pooling,
+            default_prompt_name: self.default_prompt_name,
             max_batch_tokens: self.max_batch_tokens,
             max_queue: self.max_queue,
             max_client_batch: self.max_client_batch,

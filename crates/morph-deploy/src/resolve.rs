@@ -88,6 +88,7 @@ impl ServeSpec {
         Ok(Deployment {
             model,
             pooling: self.pooling,
+            default_prompt_name: self.default_prompt_name,
             engine,
             runtimes,
             instances,

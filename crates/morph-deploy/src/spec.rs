@@ -67,6 +67,7 @@ pub struct ServeSpec {
     /// The output size of emulated instances.
     pub emulated_dim: usize,
     pub pooling: Option<Pooling>,
+    pub default_prompt_name: Option<String>,
     /// Batching policies: most padded tokens in one batch.
     pub max_batch_tokens: u64,
     /// Most sequences waiting; `None`: [`MaxQueue::default_for`] the task.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use morph_backend::ModelInput;
 use morph_core::{HostId, HostSlots, Policy, UnitSpec};
-use morph_encoder::sentence_config::max_seq_length;
+use morph_encoder::sentence_config::{Prompts, max_seq_length, prompts};
 use morph_encoder::tasks::served::TaskHeads;
 use morph_encoder::{Pooling, SequenceClassifier, TextTokenizer, given_or_model_pooling};
 use morph_engine::{EngineError, at_once};
@@ -22,7 +22,7 @@ fn config_error(message: impl Into<String>) -> BuildError {
 }
 
 /// The model as loaded: its launcher, and for an encoder its tokenizer, pooling, longest input
-/// (where its sentence-transformers config names one) and, for a sequence-classification
+/// (where its sentence-transformers config names one), prompts and, for a sequence-classification
 /// checkpoint, its head.
 #[derive(Debug)]
 pub(crate) struct Loaded {
@@ -31,6 +31,8 @@ pub(crate) struct Loaded {
     pub name: String,
     pub pooling: Option<Pooling>,
     pub max_seq_length: Option<u32>,
+    /// An embedding model's prompts (none for a decoder or a classifier).
+    pub prompts: Prompts,
     pub classifier: Option<Arc<SequenceClassifier>>,
 }
 
@@ -45,6 +47,7 @@ pub(crate) fn load(config: &Deployment) -> Result<Loaded, BuildError> {
             name,
             pooling: None,
             max_seq_length: None,
+            prompts: Prompts::default(),
             classifier: None,
         });
     }
@@ -75,6 +78,10 @@ pub(crate) fn load(config: &Deployment) -> Result<Loaded, BuildError> {
         max_seq_length: match config.engine.computes_the_model() {
             true => max_seq_length(files)?,
             false => None,
+        },
+        prompts: match classifier {
+            None => prompts(files)?,
+            Some(_) => Prompts::default(),
         },
         classifier,
     })

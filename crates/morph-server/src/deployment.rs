@@ -23,6 +23,8 @@ pub struct Deployment {
     pub model: Option<ModelFiles>,
     /// `None`: as the model directory says (sentence-transformers' pooling config), else mean.
     pub pooling: Option<Pooling>,
+    /// Embeddings: the model's prompt put before every text whose call names none.
+    pub default_prompt_name: Option<String>,
     pub engine: EngineKind,
     /// Runtimes for policies that do not choose their own.
     pub runtimes: Vec<RuntimeSpec>,
@@ -168,6 +170,7 @@ mod tests {
         Deployment {
             model: None,
             pooling: None,
+            default_prompt_name: None,
             engine: EngineKind::new(EmulatedEngine { profile: Arc::new(flat_profile(1.0, 1)), dim: 8 }),
             runtimes: vec![RuntimeSpec::dynamic(512, 8)],
             instances: 1,

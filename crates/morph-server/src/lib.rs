@@ -13,6 +13,7 @@ pub mod infer;
 pub mod launcher;
 pub mod metrics;
 pub mod prediction;
+pub mod prompts;
 pub mod server;
 pub mod stage_timing;
 pub mod starting;

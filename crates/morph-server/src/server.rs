@@ -17,6 +17,7 @@ use crate::drain::Drain;
 use crate::driver::Driver;
 use crate::infer::{Embedder, Generator};
 use crate::metrics::Metrics;
+use crate::prompts::ServedPrompts;
 use crate::starting::{Gate, StartupSteps};
 
 /// How often worker processes of this host are checked for having exited.
@@ -77,6 +78,8 @@ impl Server {
             engine: config.engine.label().to_string(),
             dtype: config.engine.model_dtype(),
             max_input_len: build::max_input_len(&layout, loaded.max_seq_length),
+            prompts: ServedPrompts::new(loaded.prompts, config.default_prompt_name.clone())
+                .map_err(BuildError::Config)?,
         };
         let served = match (launcher.backend().decoder(), loaded.tokenizer) {
             (Some(decoder), _) => {

@@ -66,6 +66,71 @@ async fn a_text_past_the_models_max_seq_length_is_refused_or_cut_there() {
     server.stop().await;
 }
 
+/// A model's sentence-transformers prompts go before its texts as TEI puts them: the one a call
+/// names, else the server's `--default-prompt-name`, else none; the vector is the prompted
+/// text's. A name the model lacks is refused by name, at a call or at the start.
+#[tokio::test]
+async fn a_prompt_named_or_by_default_goes_before_each_text() {
+    let default = morph_fetch::fetch(&morph_fetch::ModelSource::Default, &morph_fetch::morph_home())
+        .expect("fetching the default model");
+    let dir = tempfile::tempdir().expect("a model directory");
+    for entry in std::fs::read_dir(&default.dir).expect("the default model").flatten() {
+        std::os::unix::fs::symlink(entry.path(), dir.path().join(entry.file_name())).expect("a link");
+    }
+    let config =
+        r#"{"prompts": {"query": "query: ", "passage": "passage: "}, "default_prompt_name": "query"}"#;
+    std::fs::write(dir.path().join("config_sentence_transformers.json"), config).expect("the prompts");
+    let model =
+        morph_fetch::fetch(&morph_fetch::ModelSource::Local(dir.path().into()), &morph_fetch::morph_home())
+            .expect("the model directory");
+    let served = |default_prompt_name: Option<&str>| Deployment {
+        model: Some(model.clone()),
+        default_prompt_name: default_prompt_name.map(str::to_string),
+        ..candle()
+    };
+    let vectors = |url: String, route: &'static str, body: serde_json::Value| async move {
+        let (status, answer) = post(&url, route, &body.to_string()).await;
+        assert_eq!(status, 200, "{body}: {answer}");
+        match route {
+            "/embed" => serde_json::from_value::<Vec<Vec<f32>>>(answer).expect("vectors").remove(0),
+            _ => {
+                serde_json::from_value::<Vec<f32>>(answer["data"][0]["embedding"].clone()).expect("a vector")
+            }
+        }
+    };
+
+    let server = start(served(None)).await;
+    let url = || server.url.clone();
+    let named =
+        vectors(url(), "/embed", serde_json::json!({"inputs": "hello", "prompt_name": "query"})).await;
+    let written = vectors(url(), "/embed", serde_json::json!({"inputs": "query: hello"})).await;
+    let bare = vectors(url(), "/embed", serde_json::json!({"inputs": "hello"})).await;
+    assert_eq!(named, written, "the prompt goes before the text");
+    assert_ne!(named, bare, "without a default, a call that names none gets none");
+    let (status, body) = post(&server.url, "/embed", r#"{"inputs": "hello", "prompt_name": "doc"}"#).await;
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        error_message(&body).contains("\"doc\" is not one of the model's prompts: passage, query"),
+        "{body}"
+    );
+    server.stop().await;
+
+    let server = start(served(Some("passage"))).await;
+    let url = || server.url.clone();
+    let by_default = vectors(url(), "/v1/embeddings", serde_json::json!({"input": "hello"})).await;
+    let passage =
+        vectors(url(), "/embed", serde_json::json!({"inputs": "hello", "prompt_name": "passage"})).await;
+    let query =
+        vectors(url(), "/embed", serde_json::json!({"inputs": "hello", "prompt_name": "query"})).await;
+    assert_eq!(by_default, passage, "the default prompt goes before a text whose call names none");
+    assert_eq!(query, named, "a named prompt goes before the default");
+    server.stop().await;
+
+    let Err(refused) = morph_server::Server::build(served(Some("doc"))) else { panic!("built") };
+    let refused = refused.to_string();
+    assert!(refused.contains("--default-prompt-name doc"), "{refused}");
+}
+
 async fn real_embeddings(config: Deployment, engine: &str) {
     let server = start(config).await;
     let info: serde_json::Value = client()

@@ -10,6 +10,7 @@ use crate::drain::Drain;
 use crate::driver::Driver;
 use crate::error::CallError;
 use crate::infer::{Embedder, Generator};
+use crate::prompts::ServedPrompts;
 
 /// What `/info` reports about the deployment.
 #[derive(Debug, Clone)]
@@ -28,6 +29,8 @@ pub struct ServedModel {
     /// The longest input served: the longest runtime's, or an encoder's `max_seq_length` where
     /// shorter.
     pub max_input_len: u32,
+    /// An embedding model's prompts (none for others).
+    pub prompts: ServedPrompts,
 }
 
 impl ServedModel {

@@ -52,6 +52,7 @@ pub(crate) fn emulated(batch_ms: f64, runtime: RuntimeSpec, max_queue: usize) ->
     Deployment {
         model: Some(files),
         pooling: None,
+        default_prompt_name: None,
         engine: EngineKind::new(EmulatedEngine { profile: Arc::new(profile), dim: 8 }),
         runtimes: vec![runtime],
         instances: 1,

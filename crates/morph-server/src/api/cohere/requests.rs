@@ -42,7 +42,7 @@ pub(crate) struct CohereEmbedRequest {
     #[schema(value_type = Vec<String>, required = true)]
     pub texts: Option<Texts>,
     /// `search_document`, `search_query`, `classification` or `clustering`: checked; the models
-    /// served embed every kind alike (they have no prompts per kind).
+    /// served embed every kind alike (`--default-prompt-name`'s prompt, if any, before each).
     #[schema(value_type = Option<String>)]
     pub input_type: Option<Text>,
     /// Any of `float`, `int8`, `uint8`, `binary`, `ubinary`, `base64` (default `float`).

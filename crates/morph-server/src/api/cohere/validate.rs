@@ -78,7 +78,7 @@ impl Check for CohereEmbedRequest {
                     .collect::<Result<Vec<_>, _>>()?,
             ),
         };
-        let texts = texts("texts", self.texts, state.max_client_batch)?;
+        let texts = state.model.prompts.by_default(texts("texts", self.texts, state.max_client_batch)?);
         Ok(CohereEmbed { texts, max_tokens: self.max_tokens, truncate, types })
     }
 }
@@ -86,7 +86,8 @@ impl Check for CohereEmbedRequest {
 /// The most `embedding_types` one call asks for (each type once).
 const EMBEDDING_TYPES: usize = 6;
 
-/// Cohere's input types; the models served embed them alike.
+/// Cohere's input types; the models served embed them alike (the server's default prompt, if
+/// any, before each text).
 const INPUT_TYPES: [&str; 4] = ["search_document", "search_query", "classification", "clustering"];
 
 fn input_type(given: Option<Text>) -> Result<(), CallError> {

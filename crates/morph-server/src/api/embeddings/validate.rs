@@ -1,20 +1,21 @@
 //! The embedding routes' bodies checked into the work they ask for.
 
 use super::requests::{EmbedRequest, EmbeddingsRequest, SimilarityInputs, SimilarityRequest};
-use crate::api::AppState;
 use crate::api::bounds::Switch;
 use crate::api::checks::{inputs, log_user, right_side, served_model, texts};
 use crate::api::field_types::{Normalize, Truncate};
 use crate::api::fields::{Number, Text, Texts};
 use crate::api::opening::Check;
+use crate::api::{AppState, ServedModel};
 use crate::error::CallError;
 use crate::infer::{EmbedInputs, ValidEmbed};
+use crate::prompts::ServedPrompts;
 
 impl Check for EmbeddingsRequest {
     type Valid = EmbeddingsCall;
 
     fn check(self, state: &AppState) -> Result<EmbeddingsCall, CallError> {
-        embeddings(self, state.max_client_batch, &state.model.names, state.model.dim)
+        embeddings(self, state.max_client_batch, &state.model)
     }
 }
 
@@ -22,7 +23,7 @@ impl Check for EmbedRequest {
     type Valid = ValidEmbed;
 
     fn check(self, state: &AppState) -> Result<ValidEmbed, CallError> {
-        embed(self, state.max_client_batch, state.model.dim)
+        embed(self, state.max_client_batch, &state.model)
     }
 }
 
@@ -30,7 +31,7 @@ impl Check for SimilarityRequest {
     type Valid = ValidEmbed;
 
     fn check(self, state: &AppState) -> Result<ValidEmbed, CallError> {
-        similarity(self, state.max_client_batch)
+        similarity(self, state.max_client_batch, &state.model.prompts)
     }
 }
 
@@ -50,22 +51,22 @@ pub(crate) struct EmbeddingsCall {
     pub encoding: EncodingFormat,
 }
 
-/// `/v1/embeddings` on a server that serves `served`, whose vectors have `dim` dimensions.
+/// `/v1/embeddings` on a server that serves `model` (the server's default prompt before each
+/// text: OpenAI's call names none).
 fn embeddings(
     r: EmbeddingsRequest,
     max_items: usize,
-    served: &[String],
-    dim: usize,
+    model: &ServedModel,
 ) -> Result<EmbeddingsCall, CallError> {
-    let inputs = inputs("input", r.input, max_items)?;
-    served_model(r.model, served)?;
+    let inputs = model.prompts.apply("input", None, inputs("input", r.input, max_items)?)?;
+    served_model(r.model, &model.names)?;
     let encoding = match r.encoding_format.map(|Text(f)| f) {
         None => EncodingFormat::Float,
         Some(f) if f == "float" => EncodingFormat::Float,
         Some(f) if f == "base64" => EncodingFormat::Base64,
         Some(_) => return Err(CallError::validation("encoding_format", "must be \"float\" or \"base64\"")),
     };
-    own_dimensions(r.dimensions, dim)?;
+    own_dimensions(r.dimensions, model.dim)?;
     log_user("/v1/embeddings", r.user);
     let embed = ValidEmbed { inputs, field: "input", truncate: Truncate::read(r.truncate), normalize: true };
     Ok(EmbeddingsCall { embed, encoding })
@@ -85,24 +86,12 @@ fn own_dimensions(dimensions: Option<Number>, dim: usize) -> Result<(), CallErro
     }
 }
 
-/// TEI's `prompt_name` (at `field`): only null, as the models served have no prompts.
-fn no_prompt(field: &str, prompt_name: Option<Text>) -> Result<(), CallError> {
-    match prompt_name {
-        Some(Text(name)) => {
-            let message = format!("{name:?}: this model has no prompts (leave it out or null)");
-            Err(CallError::validation(field, message))
-        }
-        None => Ok(()),
-    }
-}
-
-/// TEI's `/embed` on a model whose vectors have `dim` dimensions.
-fn embed(r: EmbedRequest, max_items: usize, dim: usize) -> Result<ValidEmbed, CallError> {
+/// TEI's `/embed` on `model`.
+fn embed(r: EmbedRequest, max_items: usize, model: &ServedModel) -> Result<ValidEmbed, CallError> {
     right_side(r.truncation_direction)?;
-    no_prompt("prompt_name", r.prompt_name)?;
-    own_dimensions(r.dimensions, dim)?;
+    own_dimensions(r.dimensions, model.dim)?;
     Ok(ValidEmbed {
-        inputs: inputs("inputs", r.inputs, max_items)?,
+        inputs: model.prompts.apply("prompt_name", r.prompt_name, inputs("inputs", r.inputs, max_items)?)?,
         field: "inputs",
         normalize: Normalize::read(r.normalize),
         truncate: Truncate::read(r.truncate),
@@ -111,10 +100,14 @@ fn embed(r: EmbedRequest, max_items: usize, dim: usize) -> Result<ValidEmbed, Ca
 
 /// TEI's `/similarity`: the source sentence first, then the sentences, as one embedding call
 /// of unit vectors (their products are the cosines).
-fn similarity(r: SimilarityRequest, max_items: usize) -> Result<ValidEmbed, CallError> {
-    let (mut truncate, mut direction) = (r.truncate, r.truncation_direction);
+fn similarity(
+    r: SimilarityRequest,
+    max_items: usize,
+    prompts: &ServedPrompts,
+) -> Result<ValidEmbed, CallError> {
+    let (mut truncate, mut direction, mut prompt_name) = (r.truncate, r.truncation_direction, None);
     if let Some(parameters) = r.parameters {
-        no_prompt("parameters.prompt_name", parameters.prompt_name)?;
+        prompt_name = parameters.prompt_name;
         truncate = parameters.truncate.or(truncate);
         direction = parameters.truncation_direction.or(direction);
     }
@@ -124,8 +117,9 @@ fn similarity(r: SimilarityRequest, max_items: usize) -> Result<ValidEmbed, Call
     };
     let source = texts("inputs.source_sentence", source_sentence.map(|Text(t)| Texts::One(t)), 1)?;
     let sentences = texts("inputs.sentences", sentences, max_items.saturating_sub(1).max(1))?;
+    let texts = EmbedInputs::Texts([source, sentences].concat());
     Ok(ValidEmbed {
-        inputs: EmbedInputs::Texts([source, sentences].concat()),
+        inputs: prompts.apply("parameters.prompt_name", prompt_name, texts)?,
         field: "inputs.sentences",
         truncate: Truncate::read(truncate),
         normalize: Normalize::DEFAULT,
@@ -136,10 +130,25 @@ fn similarity(r: SimilarityRequest, max_items: usize) -> Result<ValidEmbed, Call
 mod tests {
     use super::*;
     use crate::api::fields::parse;
+    use morph_encoder::sentence_config::Prompts;
+
+    /// A model of 384 dimensions named "m", with `prompts`.
+    fn served(prompts: ServedPrompts) -> ServedModel {
+        ServedModel {
+            names: vec!["m".into()],
+            created: 0,
+            dim: 384,
+            pooling: None,
+            engine: "candle".into(),
+            dtype: "float32",
+            max_input_len: 512,
+            prompts,
+        }
+    }
 
     fn embed_call(body: &str, max_items: usize) -> Result<EmbeddingsCall, String> {
         let r: EmbeddingsRequest = parse(body.as_bytes()).map_err(|e| e.to_string())?;
-        embeddings(r, max_items, &["m".to_string()], 384).map_err(|e| e.to_string())
+        embeddings(r, max_items, &served(ServedPrompts::default())).map_err(|e| e.to_string())
     }
 
     /// TEI's `/embed` takes TEI's fields, with the values this server serves.
@@ -147,7 +156,7 @@ mod tests {
     fn tei_embed_takes_its_fields_with_the_values_served() {
         let embed_with = |body: &str| -> Result<(), String> {
             let r: EmbedRequest = parse(body.as_bytes()).map_err(|e| e.to_string())?;
-            embed(r, 2, 384).map(|_| ()).map_err(|e| e.to_string())
+            embed(r, 2, &served(ServedPrompts::default())).map(|_| ()).map_err(|e| e.to_string())
         };
         let served =
             r#"{"inputs": "a", "truncation_direction": "Right", "prompt_name": null, "dimensions": 384}"#;
@@ -163,6 +172,55 @@ mod tests {
             let err = embed_with(body).expect_err("refused");
             assert!(err.starts_with(expected), "{body}: {err}");
         }
+    }
+
+    /// A prompt goes before each text: the one the call names, else the server's default;
+    /// token ids stay as given.
+    #[test]
+    fn prompts_go_before_texts_as_named_or_by_default() {
+        let config = r#"{"prompts": {"query": "query: ", "passage": "passage: "}}"#;
+        let prompts = |default: Option<&str>| {
+            let config = serde_json::from_str(config).expect("prompts");
+            ServedPrompts::new(config, default.map(str::to_string)).expect("served")
+        };
+        let texts = |t: &[&str]| EmbedInputs::Texts(t.iter().map(|s| s.to_string()).collect());
+        let embed_with = |body: &str, model: &ServedModel| -> Result<EmbedInputs, String> {
+            let r: EmbedRequest = parse(body.as_bytes()).map_err(|e| e.to_string())?;
+            embed(r, 2, model).map(|v| v.inputs).map_err(|e| e.to_string())
+        };
+        let plain = served(prompts(None));
+        assert_eq!(embed_with(r#"{"inputs": ["a", "b"]}"#, &plain), Ok(texts(&["a", "b"])));
+        let named = r#"{"inputs": ["a", "b"], "prompt_name": "query"}"#;
+        assert_eq!(embed_with(named, &plain), Ok(texts(&["query: a", "query: b"])));
+        let err = embed_with(r#"{"inputs": "a", "prompt_name": "doc"}"#, &plain).unwrap_err();
+        assert!(
+            err.contains("prompt_name: \"doc\" is not one of the model's prompts: passage, query"),
+            "{err}"
+        );
+        let err = embed_with(r#"{"inputs": [101, 102], "prompt_name": "query"}"#, &plain).unwrap_err();
+        assert!(err.contains("token ids are embedded as given"), "{err}");
+
+        let by_default = served(prompts(Some("query")));
+        let openai = |body: &str| {
+            let r: EmbeddingsRequest = parse(body.as_bytes()).expect("parses");
+            embeddings(r, 2, &by_default).map(|c| c.embed.inputs).map_err(|e| e.to_string())
+        };
+        assert_eq!(openai(r#"{"input": "a"}"#), Ok(texts(&["query: a"])));
+        assert_eq!(openai(r#"{"input": [101, 102]}"#), Ok(EmbedInputs::Tokens(vec![vec![101, 102]])));
+        let passage = r#"{"inputs": "a", "prompt_name": "passage"}"#;
+        assert_eq!(embed_with(passage, &by_default), Ok(texts(&["passage: a"])));
+        let similar: SimilarityRequest = parse(
+            r#"{"inputs": {"source_sentence": "s", "sentences": ["t"]}, "parameters": {"prompt_name": "passage"}}"#.as_bytes(),
+        )
+        .expect("parses");
+        let inputs = similarity(similar, 4, &by_default.prompts).expect("valid").inputs;
+        assert_eq!(inputs, texts(&["passage: s", "passage: t"]));
+
+        let unknown = ServedPrompts::new(Prompts::default(), Some("query".into())).unwrap_err();
+        assert!(
+            unknown.contains("--default-prompt-name query: \"query\": this model has no prompts"),
+            "{unknown}"
+        );
     }
 
     fn embed_error(body: &str, max_items: usize) -> String {
