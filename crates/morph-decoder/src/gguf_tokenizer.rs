@@ -120,6 +120,11 @@ impl GgufTokenizer {
         vocab.should_add_bos().then(|| vocab.bos().0 as u32)
     }
 
+    /// How many tokens the vocabulary holds (ids are below it).
+    pub fn vocab_size(&self) -> usize {
+        usize::try_from(self.vocab.n_vocab()).unwrap_or_default()
+    }
+
     /// The end-of-sequence token.
     pub fn eos(&self) -> u32 {
         self.vocab.vocab().eos().0 as u32

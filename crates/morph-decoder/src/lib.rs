@@ -36,7 +36,7 @@ pub use logprobs::{TokenLogprob, token_logprob};
 pub use model::DecoderModel;
 pub use prompt_cache::{CacheStats, LlamaPromptCache, PromptCache, PromptCacheConfig};
 pub use reuse::Reuse;
-pub use sampling::{Sampler, SamplingParams};
+pub use sampling::{LogitBias, Sampler, SamplingParams};
 pub use stage::{DecoderStage, StageWeights};
 pub use stepper::{CandleKernels, Opened, Slot, StepKernels, Stepper, StepperShape};
 pub use stop::{Scanned, StopScan};

@@ -1,5 +1,5 @@
 //! Choosing the next token from logits with llama.cpp's sampler chain (the one llama-server
-//! runs): repetition penalties over the tokens produced so far, then top-k, top-p and min-p
+//! runs): the caller's logit bias, repetition penalties over the tokens produced so far, then top-k, top-p and min-p
 //! cuts, the temperature, and a seeded draw; greedy (the largest logit after the penalties) at
 //! temperature 0. A generation under a grammar ([`super::grammar`]) draws only among the tokens
 //! the grammar lets through.
@@ -8,6 +8,7 @@ use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 use llama_cpp_2::token::data::LlamaTokenData;
 use llama_cpp_2::token::data_array::LlamaTokenDataArray;
+use llama_cpp_2::token::logit_bias::LlamaLogitBias;
 use serde::{Deserialize, Serialize};
 
 use crate::grammar::{Constraint, Grammar};
@@ -44,6 +45,10 @@ impl Default for SamplingParams {
     }
 }
 
+/// Added to tokens' logits before any other stage of the chain (OpenAI's `logit_bias`: each
+/// token id with a bias from −100, which bans it, to 100, which all but forces it).
+pub type LogitBias = Vec<(u32, f32)>;
+
 /// Tokens back that the repetition penalties look at (llama.cpp's default window).
 const PENALTY_WINDOW: i32 = 64;
 
@@ -53,6 +58,7 @@ const PENALTY_WINDOW: i32 = 64;
 #[derive(Debug)]
 pub struct Sampler {
     params: SamplingParams,
+    bias: LogitBias,
     chain: Option<LlamaSampler>,
     candidates: LlamaTokenDataArray,
     constraint: Option<Constraint>,
@@ -73,6 +79,7 @@ impl Sampler {
     pub fn new(params: SamplingParams) -> Self {
         Self {
             params,
+            bias: LogitBias::new(),
             chain: None,
             candidates: LlamaTokenDataArray::new(Vec::new(), false),
             constraint: None,
@@ -84,10 +91,15 @@ impl Sampler {
         Self { constraint: grammar.map(Grammar::start), ..Self::new(params) }
     }
 
+    /// This sampler with `bias` added to its tokens' logits.
+    pub fn with_bias(self, bias: LogitBias) -> Self {
+        Self { bias, ..self }
+    }
+
     /// Draws the next token from `logits` (one per vocabulary entry) and remembers it.
     pub fn sample(&mut self, logits: &[f32]) -> u32 {
-        let params = self.params;
-        let chain = self.chain.get_or_insert_with(|| chain(params, logits.len()));
+        let (params, bias) = (self.params, &self.bias);
+        let chain = self.chain.get_or_insert_with(|| chain(params, bias, logits.len()));
         let candidates = &mut self.candidates;
         candidates.data.clear();
         let entries = logits.iter().enumerate();
@@ -115,19 +127,26 @@ impl Sampler {
     }
 }
 
-/// llama.cpp's chain for `params` over a vocabulary of `vocab` tokens, in llama-server's order.
-fn chain(params: SamplingParams, vocab: usize) -> LlamaSampler {
-    let penalties = LlamaSampler::penalties(
+/// llama.cpp's chain for `params` and `bias` over a vocabulary of `vocab` tokens, in
+/// llama-server's order (the bias first).
+fn chain(params: SamplingParams, bias: &[(u32, f32)], vocab: usize) -> LlamaSampler {
+    let mut stages = Vec::new();
+    if !bias.is_empty() {
+        let biases: Vec<LlamaLogitBias> =
+            bias.iter().map(|&(token, bias)| LlamaLogitBias::new(LlamaToken(token as i32), bias)).collect();
+        stages.push(LlamaSampler::logit_bias(vocab as i32, &biases));
+    }
+    stages.push(LlamaSampler::penalties(
         vocab as i32,
         PENALTY_WINDOW,
         1.0,
         params.frequency_penalty,
         params.presence_penalty,
-    );
+    ));
     if params.temperature <= 0.0 {
-        return LlamaSampler::chain_simple([penalties, LlamaSampler::greedy()]);
+        stages.push(LlamaSampler::greedy());
+        return LlamaSampler::chain_simple(stages);
     }
-    let mut stages = vec![penalties];
     if params.top_k > 0 {
         stages.push(LlamaSampler::top_k(params.top_k as i32));
     }
@@ -166,6 +185,18 @@ mod tests {
         // top_k 1 and min_p near 1 keep only the most likely token.
         assert!(draws(SamplingParams { top_k: 1, ..sampled }, &logits, 50).iter().all(|&t| t == 1));
         assert!(draws(SamplingParams { min_p: 0.99, ..sampled }, &logits, 50).iter().all(|&t| t == 1));
+    }
+
+    #[test]
+    fn a_bias_bans_or_forces_a_token() {
+        let logits = [0.1, 3.0, 2.9, -5.0];
+        let greedy =
+            |bias: LogitBias| Sampler::new(SamplingParams::default()).with_bias(bias).sample(&logits);
+        assert_eq!(greedy(vec![(1, -100.0)]), 2);
+        assert_eq!(greedy(vec![(3, 100.0)]), 3);
+        let sampled = SamplingParams { temperature: 1.0, seed: 3, ..SamplingParams::default() };
+        let mut s = Sampler::new(sampled).with_bias(vec![(1, -100.0), (2, -100.0)]);
+        assert!((0..100).map(|_| s.sample(&logits)).all(|t| t == 0 || t == 3));
     }
 
     #[test]

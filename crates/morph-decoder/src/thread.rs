@@ -22,7 +22,7 @@ use crate::load::LoadedDecoder;
 use crate::logprobs::{TokenLogprob, token_logprob};
 use crate::pieces::{Cut, next_piece, turn_starts};
 use crate::reuse::Reuse;
-use crate::sampling::{Sampler, SamplingParams};
+use crate::sampling::{LogitBias, Sampler, SamplingParams};
 use crate::stepper::{Slot, Stepper, StepperShape};
 use crate::stop::{Scanned, StopScan};
 use crate::width::Width;
@@ -74,6 +74,15 @@ pub struct Decoding {
     pub logprobs: Option<u8>,
     /// The grammar its text must match (a JSON schema, a tool call), if any.
     pub grammar: Option<Grammar>,
+    /// Added to tokens' logits before each draw.
+    pub logit_bias: LogitBias,
+}
+
+impl Decoding {
+    /// A sampler that draws as this asks: its parameters, bias and grammar.
+    pub fn sampler(&self) -> Sampler {
+        Sampler::constrained(self.sampling, self.grammar.as_ref()).with_bias(self.logit_bias.clone())
+    }
 }
 
 /// One generation handed to the thread.
@@ -502,7 +511,7 @@ fn admit(
             cached: opened.cached,
             produced: Vec::new(),
             text: TextStream::default(),
-            sampler: Sampler::constrained(request.decoding.sampling, request.decoding.grammar.as_ref()),
+            sampler: request.decoding.sampler(),
             stop: StopScan::new(request.decoding.stop.clone()),
             request,
         });

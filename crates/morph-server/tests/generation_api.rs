@@ -319,3 +319,57 @@ async fn a_decoder_cut_into_prefill_stages_answers_the_whole_decoders_first_toke
     assert!(body["error"]["message"].as_str().unwrap_or_default().contains("one token"), "{body}");
     staged.stop().await;
 }
+
+/// `logit_bias` moves the draw: +100 all but forces a token, -100 bans the token greedy decoding
+/// takes; a bias out of range, a key that is not a token id, or an id past the vocabulary is
+/// refused by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_logit_bias_forces_or_bans_a_token() {
+    let gguf = morph_fetch::fetch_default_decoder(&morph_fetch::morph_home(), &morph_fetch::Pip::from_env())
+        .expect("fetching the default decoder");
+    let tokenizer = morph_decoder::GgufTokenizer::load(&gguf).expect("its tokenizer");
+    let id = |text: &str| {
+        let ids = tokenizer.encode(text).expect("tokenizes");
+        let ids = match tokenizer.bos() {
+            Some(bos) => ids.strip_prefix(&[bos]).unwrap_or(&ids).to_vec(),
+            None => ids,
+        };
+        assert_eq!(ids.len(), 1, "{text:?} is one token: {ids:?}");
+        ids[0]
+    };
+    let server = start(decoder("fcfs", json!({}))).await;
+    let complete = |bias: serde_json::Value| {
+        let url = server.url.clone();
+        async move {
+            let body = json!({"prompt": "The capital of France is", "max_tokens": 3, "temperature": 0,
+                "logprobs": 1, "logit_bias": bias});
+            post(&url, "/v1/completions", &body.to_string()).await
+        }
+    };
+    let first_token = |answer: &serde_json::Value| {
+        answer["choices"][0]["logprobs"]["tokens"][0].as_str().expect("a first token").to_string()
+    };
+    let (status, free) = complete(json!({})).await;
+    assert_eq!(status, 200, "{free}");
+    let greedy = first_token(&free);
+    let (status, banned) = complete(json!({id(&greedy).to_string(): -100})).await;
+    assert_eq!(status, 200, "{banned}");
+    assert_ne!(first_token(&banned), greedy, "{free}\n{banned}");
+    let (status, forced) = complete(json!({id(",").to_string(): 100})).await;
+    assert_eq!(status, 200, "{forced}");
+    assert_eq!(forced["choices"][0]["text"], ",,,", "{forced}");
+    for (bias, field) in [
+        (json!({"x": 1}), "logit_bias.x"),
+        (json!({"5": 101}), "logit_bias.5"),
+        (json!({"49999999": 1}), "logit_bias.49999999"),
+        (json!([1]), "logit_bias"),
+    ] {
+        let (status, answer) = complete(bias.clone()).await;
+        assert_eq!(status, 422, "{bias}: {answer}");
+        assert!(
+            answer["error"]["message"].as_str().unwrap_or_default().starts_with(field),
+            "{bias}: {answer}"
+        );
+    }
+    server.stop().await;
+}

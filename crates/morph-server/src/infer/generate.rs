@@ -103,6 +103,7 @@ impl Generator {
         if self.prefill_stages > 0 {
             Self::one_token(call)?;
         }
+        self.biased_tokens_exist(call)?;
         let grammar = self.grammar(&call.output).await?;
         let mut prompts = Vec::with_capacity(call.prompts.len());
         for prompt in &call.prompts {
@@ -238,6 +239,18 @@ impl Generator {
             .map_err(|e| CallError::Engine(EngineError::Tokenize(e.to_string())))?
             .map_err(|e| CallError::validation(field, format!("cannot be followed: {e}")))?;
         Ok(held.then_some(grammar))
+    }
+
+    /// Every token `logit_bias` names is in the model's vocabulary.
+    fn biased_tokens_exist(&self, call: &ValidGeneration) -> Result<(), CallError> {
+        let vocab = self.model.tokenizer.vocab_size();
+        match call.logit_bias.iter().find(|&&(token, _)| token as usize >= vocab) {
+            Some((token, _)) => Err(CallError::validation(
+                format!("logit_bias.{token}"),
+                format!("is not a token of this model (its ids are 0 to {})", vocab.saturating_sub(1)),
+            )),
+            None => Ok(()),
+        }
     }
 
     /// How this model writes tool calls.

@@ -3,7 +3,7 @@
 //! stage's next-token logits are sampled once, and the call gets that one token, in the same
 //! formats (and stream) as a whole decoder's completion.
 
-use morph_decoder::{Decoding, FinishReason, GenEvent, Sampler, Scanned, StopScan, token_logprob};
+use morph_decoder::{Decoding, FinishReason, GenEvent, Scanned, StopScan, token_logprob};
 use morph_engine::EngineError;
 use tokio::sync::mpsc::unbounded_channel;
 
@@ -39,7 +39,7 @@ impl Generator {
             Err(_) => return Err(CallError::Engine(EngineError::Stopped)),
         };
         let tokenizer = &self.model.tokenizer;
-        let token = Sampler::constrained(decoding.sampling, decoding.grammar.as_ref()).sample(&logits);
+        let token = decoding.sampler().sample(&logits);
         let logprob = decoding.logprobs.map(|top| token_logprob(&logits, token, usize::from(top)));
         let (events, rx) = unbounded_channel();
         let mut stop = StopScan::new(decoding.stop);

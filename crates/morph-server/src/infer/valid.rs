@@ -3,7 +3,7 @@
 
 use morph_core::TaskId;
 use morph_core::time::ms_to_nanos;
-use morph_decoder::{Decoding, Message, SamplingParams, Tool};
+use morph_decoder::{Decoding, LogitBias, Message, SamplingParams, Tool};
 
 use crate::driver::CallClass;
 
@@ -95,6 +95,8 @@ pub struct ValidGeneration {
     /// The first choice's; choice `i` of a prompt draws with `seed + i`.
     pub sampling: SamplingParams,
     pub stop: Vec<String>,
+    /// Added to tokens' logits before each draw.
+    pub logit_bias: LogitBias,
     /// Each token's log-probability, with this many of the most likely.
     pub logprobs: Option<u8>,
     pub stream: bool,
@@ -168,8 +170,13 @@ impl ValidGeneration {
         (0..self.prompts.len()).flat_map(move |prompt| {
             (0..self.n as u64).map(move |i| {
                 let sampling = SamplingParams { seed: self.sampling.seed.wrapping_add(i), ..self.sampling };
-                let decoding =
-                    Decoding { sampling, stop: self.stop.clone(), logprobs: self.logprobs, grammar: None };
+                let decoding = Decoding {
+                    sampling,
+                    stop: self.stop.clone(),
+                    logprobs: self.logprobs,
+                    grammar: None,
+                    logit_bias: self.logit_bias.clone(),
+                };
                 (prompt, decoding)
             })
         })

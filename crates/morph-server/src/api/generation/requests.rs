@@ -37,6 +37,10 @@ pub(crate) struct GenerationRequest {
     pub presence_penalty: Option<Number>,
     #[schema(schema_with = bounded::<Penalty>)]
     pub frequency_penalty: Option<Number>,
+    /// Token ids (as strings) each with a bias from -100 (banned) to 100 (all but forced),
+    /// added to the token's logit before each draw.
+    #[schema(value_type = Option<std::collections::HashMap<String, f64>>)]
+    pub logit_bias: Option<serde_json::Value>,
     #[schema(schema_with = bounded::<Seed>)]
     pub seed: Option<Number>,
     #[schema(schema_with = bounded::<Choices>)]

@@ -1,7 +1,7 @@
 //! Chat and completions bodies checked into a generation: what is missing, empty, too many or out
 //! of bounds is refused with a message that names the field.
 
-use morph_decoder::{Message, SamplingParams};
+use morph_decoder::{LogitBias, Message, SamplingParams};
 
 use super::requests::{CHAT_ONLY, COMPLETION_ONLY, GenerationRequest, StreamOptions};
 use super::validate_output::{OutputFields, ToolShape, output};
@@ -87,6 +87,7 @@ pub(crate) fn generation(
         max_tokens_given,
         sampling,
         stop: stops(r.stop)?,
+        logit_bias: logit_bias(r.logit_bias)?,
         logprobs,
         stream,
         include_usage,
@@ -128,6 +129,36 @@ fn refuse_other_format(fields: &[&str], given: &[bool], format: GenerationFormat
         }
         None => Ok(()),
     }
+}
+
+/// Most tokens one `logit_bias` names (OpenAI's limit).
+const MAX_BIASED: usize = 300;
+/// A token's bias: -100 bans it, 100 all but forces it (OpenAI's range).
+const BIAS: std::ops::RangeInclusive<f64> = -100.0..=100.0;
+
+/// `logit_bias`: an object of token ids (as strings) to biases from -100 to 100. Whether each id
+/// is in the model's vocabulary is the generator's to check.
+fn logit_bias(value: Option<serde_json::Value>) -> Result<LogitBias, CallError> {
+    let field = "logit_bias";
+    let entries = match value {
+        None | Some(serde_json::Value::Null) => return Ok(LogitBias::new()),
+        Some(serde_json::Value::Object(entries)) => entries,
+        Some(_) => return Err(CallError::validation(field, "must be an object of token ids to biases")),
+    };
+    if entries.len() > MAX_BIASED {
+        return Err(CallError::validation(field, format!("names more than {MAX_BIASED} tokens")));
+    }
+    entries
+        .into_iter()
+        .map(|(id, bias)| {
+            let at = format!("{field}.{id}");
+            let token = id.parse::<u32>().map_err(|_| CallError::validation(&at, "must be a token id"))?;
+            match bias.as_f64() {
+                Some(bias) if BIAS.contains(&bias) => Ok((token, bias as f32)),
+                _ => Err(CallError::validation(at, "must be a number from -100 to 100")),
+            }
+        })
+        .collect()
 }
 
 /// `stop`: a string or up to [`MAX_STOPS`] strings, none empty.

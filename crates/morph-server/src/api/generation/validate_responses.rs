@@ -3,7 +3,7 @@
 //! calls, `function_call_output` items as tool results), its sampling, its token limit, and what
 //! its answer must be (`text.format`, `tools`).
 
-use morph_decoder::{Message, SamplingParams};
+use morph_decoder::{LogitBias, Message, SamplingParams};
 use serde_json::Value;
 
 use super::requests::ResponsesRequest;
@@ -68,6 +68,8 @@ fn responses(r: ResponsesRequest, served: &[String], context: usize) -> Result<V
             ..SamplingParams::default()
         },
         stop: Vec::new(),
+        // Nor logit_bias.
+        logit_bias: LogitBias::new(),
         logprobs: None,
         stream: Stream::read(r.stream),
         include_usage: false,
