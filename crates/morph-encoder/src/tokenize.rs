@@ -95,9 +95,17 @@ pub fn truncate(ids: &mut Vec<u32>, max_len: usize) {
     }
 }
 
+/// Cuts `ids` to `max_len` tokens from the start, keeping the first special token (`[CLS]`)
+/// at the start.
+pub fn truncate_start(ids: &mut Vec<u32>, max_len: usize) {
+    if ids.len() > max_len && max_len > 0 {
+        ids.drain(1..=ids.len() - max_len);
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::truncate;
+    use super::{truncate, truncate_start};
 
     #[test]
     fn truncation_keeps_the_closing_token() {
@@ -106,6 +114,16 @@ mod tests {
         assert_eq!(ids, vec![101, 1, 2, 102]);
         let mut short = vec![101, 102];
         truncate(&mut short, 4);
+        assert_eq!(short, vec![101, 102]);
+    }
+
+    #[test]
+    fn truncation_from_the_start_keeps_the_opening_token() {
+        let mut ids = vec![101, 1, 2, 3, 4, 102];
+        truncate_start(&mut ids, 4);
+        assert_eq!(ids, vec![101, 3, 4, 102]);
+        let mut short = vec![101, 102];
+        truncate_start(&mut short, 4);
         assert_eq!(short, vec![101, 102]);
     }
 }

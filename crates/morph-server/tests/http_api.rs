@@ -63,6 +63,13 @@ async fn a_text_past_the_models_max_seq_length_is_refused_or_cut_there() {
     let cut = embed(long, true).await;
     let fits = embed("word ".repeat(254), false).await;
     assert_eq!(cut, fits, "cut to the model's 256 tokens, the closing token kept");
+    // Cut from the start ("left", as TEI), the opening token kept: the last 254 words stay.
+    let led = format!("{}{}", "opening ".repeat(100), "word ".repeat(254));
+    let body = serde_json::json!({"inputs": led, "truncate": true, "truncation_direction": "left"});
+    let (status, body) = post(&server.url, "/embed", &body.to_string()).await;
+    assert_eq!(status, 200, "{body}");
+    let left = serde_json::from_value::<Vec<Vec<f32>>>(body).expect("vectors").remove(0);
+    assert_eq!(left, fits, "cut from the start");
     server.stop().await;
 }
 

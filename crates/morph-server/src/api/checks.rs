@@ -1,11 +1,32 @@
 //! Checks every route family shares: the `model` field, texts and token-id inputs, the end user,
 //! and TEI's truncation side.
 
-use super::fields::{Inputs, Text, Texts};
+use super::bounds::Switch;
+use super::field_types::Truncate;
+use super::fields::{Flag, Inputs, Text, Texts};
 use crate::error::CallError;
-use crate::infer::EmbedInputs;
+use crate::infer::{EmbedInputs, Truncation};
 
-/// TEI's `truncation_direction`: Morph cuts the end (`"right"`), never the start.
+/// TEI's `truncate` and `truncation_direction` (`"right"`, the default, or `"left"`, in any
+/// case) for a text on its own: what the call does with one longer than the longest served.
+pub(super) fn truncation(truncate: Option<Flag>, direction: Option<Text>) -> Result<Truncation, CallError> {
+    let cut_start = match direction {
+        None => false,
+        Some(Text(d)) if d.eq_ignore_ascii_case("right") => false,
+        Some(Text(d)) if d.eq_ignore_ascii_case("left") => true,
+        Some(_) => {
+            return Err(CallError::validation("truncation_direction", "must be \"right\" or \"left\""));
+        }
+    };
+    Ok(match (Truncate::read(truncate), cut_start) {
+        (false, _) => Truncation::Refuse,
+        (true, false) => Truncation::End,
+        (true, true) => Truncation::Start,
+    })
+}
+
+/// TEI's `truncation_direction` for a pair of texts: Morph cuts the end (`"right"`), never the
+/// start (a pair's start is its query).
 pub(super) fn right_side(direction: Option<Text>) -> Result<(), CallError> {
     match direction {
         None => Ok(()),

@@ -5,7 +5,7 @@
 use morph_core::TokenPlan;
 
 use super::embed::Embedder;
-use super::valid::{EmbedInputs, ValidClassify};
+use super::valid::{EmbedInputs, Truncation, ValidClassify};
 use crate::error::CallError;
 
 /// A classification call's answers: each input's label and scores, with the plan its batch ran.
@@ -31,7 +31,8 @@ impl Embedder {
         };
         let class = call.class(task);
         let inputs = EmbedInputs::Texts(call.texts);
-        let (pooled, tokens) = self.pool(inputs, call.field, call.truncate, Some(class)).await?;
+        let (pooled, tokens) =
+            self.pool(inputs, call.field, Truncation::end_if(call.truncate), Some(class)).await?;
         let answers = pooled
             .iter()
             .map(|p| heads.classify(task, p.plan, &p.vector).map(|a| (a, p.plan)).map_err(CallError::Engine))

@@ -7,11 +7,11 @@ use std::time::Instant;
 use futures_util::future::try_join_all;
 use morph_encoder::pooling::l2_normalize;
 use morph_encoder::tasks::served::TaskHeads;
-use morph_encoder::tokenize::truncate;
+use morph_encoder::tokenize::{truncate, truncate_start};
 use morph_encoder::{SequenceClassifier, TextTokenizer, TokenSpan};
 use morph_engine::EngineError;
 
-use super::valid::{EmbedInputs, Sequence, ValidEmbed};
+use super::valid::{EmbedInputs, Sequence, Truncation, ValidEmbed};
 use crate::driver::{CallClass, Driver, Pooled, SeqError};
 use crate::error::CallError;
 
@@ -105,13 +105,14 @@ impl Embedder {
         Ok(Embedded { vectors, tokens })
     }
 
-    /// The pooled outputs of `inputs` (from `field`; cut to the longest input served when `cut`)
-    /// with the plan each ran under, and their token count; `class` is every input's.
+    /// The pooled outputs of `inputs` (from `field`; longer than the longest input served cut or
+    /// refused as `cut` says) with the plan each ran under, and their token count; `class` is
+    /// every input's.
     pub(super) async fn pool(
         &self,
         inputs: EmbedInputs,
         field: &str,
-        cut: bool,
+        cut: Truncation,
         class: Option<CallClass>,
     ) -> Result<(Vec<Pooled>, usize), CallError> {
         // Refused before tokenizing, a call past saturation costs the engines' cores little.
@@ -228,9 +229,9 @@ impl Embedder {
         Ok(encoded)
     }
 
-    /// Sequences longer than the longest input served (`max_input_len`) are cut when `cut`,
-    /// else refused.
-    fn fit(&self, encoded: Vec<Vec<u32>>, field: &str, cut: bool) -> Result<Vec<Vec<u32>>, CallError> {
+    /// Sequences longer than the longest input served (`max_input_len`) are cut or refused, as
+    /// `cut` says.
+    fn fit(&self, encoded: Vec<Vec<u32>>, field: &str, cut: Truncation) -> Result<Vec<Vec<u32>>, CallError> {
         let max_len = self.max_input_len as usize;
         let n = encoded.len();
         encoded
@@ -238,11 +239,18 @@ impl Embedder {
             .enumerate()
             .map(|(i, mut ids)| {
                 if ids.len() > max_len {
-                    if !cut {
-                        let field = field_of(field, i, n);
-                        return Err(CallError::TooLong { field, len: ids.len(), max_len: max_len as u32 });
+                    match cut {
+                        Truncation::Refuse => {
+                            let field = field_of(field, i, n);
+                            return Err(CallError::TooLong {
+                                field,
+                                len: ids.len(),
+                                max_len: max_len as u32,
+                            });
+                        }
+                        Truncation::End => truncate(&mut ids, max_len),
+                        Truncation::Start => truncate_start(&mut ids, max_len),
                     }
-                    truncate(&mut ids, max_len);
                 }
                 Ok(ids)
             })

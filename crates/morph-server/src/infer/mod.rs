@@ -15,6 +15,6 @@ pub use embed::{Embedded, Embedder, ModelKind};
 pub use generate::{Generator, StartedGeneration, Truth};
 pub use score::{Scored, ValidScore};
 pub use valid::{
-    EmbedInputs, GenerationFormat, Output, Prompt, Sequence, ToolChoice, ToolUse, ValidClassify, ValidEmbed,
-    ValidGeneration,
+    EmbedInputs, GenerationFormat, Output, Prompt, Sequence, ToolChoice, ToolUse, Truncation, ValidClassify,
+    ValidEmbed, ValidGeneration,
 };

@@ -5,7 +5,7 @@
 use morph_encoder::Scoring;
 
 use super::embed::Embedder;
-use super::valid::{EmbedInputs, Sequence};
+use super::valid::{EmbedInputs, Sequence, Truncation};
 use crate::error::CallError;
 
 /// A scoring call: texts or pairs (from `field`), whether to cut long ones, how to score the
@@ -36,7 +36,7 @@ impl Embedder {
             });
         };
         let inputs = EmbedInputs::Sequences(call.sequences);
-        let (pooled, tokens) = self.pool(inputs, call.field, call.truncate, None).await?;
+        let (pooled, tokens) = self.pool(inputs, call.field, Truncation::end_if(call.truncate), None).await?;
         let scores = pooled.iter().map(|p| head.scores(&head.logits(&p.vector), call.scoring)).collect();
         Ok(Scored { scores, labels: head.labels().to_vec(), tokens })
     }

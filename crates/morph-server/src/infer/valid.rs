@@ -7,13 +7,31 @@ use morph_decoder::{Decoding, LogitBias, Message, SamplingParams, Tool};
 
 use crate::driver::CallClass;
 
-/// An embedding call: its inputs (from `field`), whether to cut long ones, whether to normalise.
+/// An embedding call: its inputs (from `field`), what to do with long ones, whether to normalise.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ValidEmbed {
     pub inputs: EmbedInputs,
     pub field: &'static str,
-    pub truncate: bool,
+    pub truncate: Truncation,
     pub normalize: bool,
+}
+
+/// What a call does with an input longer than the longest input served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Truncation {
+    /// Refuses it (413).
+    Refuse,
+    /// Cuts its end, its closing token kept (TEI's `truncation_direction: "right"`).
+    End,
+    /// Cuts its start, its opening token kept (`"left"`).
+    Start,
+}
+
+impl Truncation {
+    /// Cuts the end where `truncate`, else refuses.
+    pub fn end_if(truncate: bool) -> Self {
+        if truncate { Self::End } else { Self::Refuse }
+    }
 }
 
 /// What an embedding call embeds: texts, or token ids (used as given, with the special tokens

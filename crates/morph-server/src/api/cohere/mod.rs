@@ -18,7 +18,7 @@ use super::opening::{Check, Checked, Encoder};
 use super::scores::answers::{DocumentRank, DocumentText};
 use super::scores::rerank;
 use crate::error::CallError;
-use crate::infer::{EmbedInputs, Embedder, ValidEmbed};
+use crate::infer::{EmbedInputs, Embedder, Truncation, ValidEmbed};
 use embedding_types::EmbeddingType;
 use requests::{
     CohereEmbedRequest, CohereEmbedResponse, CohereMeta, CohereRerankRequest, CohereRerankResponse,
@@ -83,6 +83,7 @@ async fn embed(
 ) -> Result<Json<CohereEmbedResponse>, CallError> {
     let CohereEmbed { texts, max_tokens, truncate, types } = call;
     let cut = cut(embedder, texts.clone(), "max_tokens", max_tokens).await?;
+    let truncate = Truncation::end_if(truncate);
     let call = ValidEmbed { inputs: EmbedInputs::Texts(cut), field: "texts", truncate, normalize: true };
     let embedded = embedder.embed(call).await?;
     let (response_type, embeddings) = match (version, types) {

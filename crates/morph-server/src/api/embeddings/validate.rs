@@ -2,13 +2,13 @@
 
 use super::requests::{EmbedRequest, EmbeddingsRequest, SimilarityInputs, SimilarityRequest};
 use crate::api::bounds::Switch;
-use crate::api::checks::{inputs, log_user, right_side, served_model, texts};
+use crate::api::checks::{inputs, log_user, served_model, texts, truncation};
 use crate::api::field_types::{Normalize, Truncate};
 use crate::api::fields::{Number, Text, Texts};
 use crate::api::opening::Check;
 use crate::api::{AppState, ServedModel};
 use crate::error::CallError;
-use crate::infer::{EmbedInputs, ValidEmbed};
+use crate::infer::{EmbedInputs, Truncation, ValidEmbed};
 use crate::prompts::ServedPrompts;
 
 impl Check for EmbeddingsRequest {
@@ -68,7 +68,8 @@ fn embeddings(
     };
     own_dimensions(r.dimensions, model.dim)?;
     log_user("/v1/embeddings", r.user);
-    let embed = ValidEmbed { inputs, field: "input", truncate: Truncate::read(r.truncate), normalize: true };
+    let truncate = Truncation::end_if(Truncate::read(r.truncate));
+    let embed = ValidEmbed { inputs, field: "input", truncate, normalize: true };
     Ok(EmbeddingsCall { embed, encoding })
 }
 
@@ -88,13 +89,13 @@ fn own_dimensions(dimensions: Option<Number>, dim: usize) -> Result<(), CallErro
 
 /// TEI's `/embed` on `model`.
 fn embed(r: EmbedRequest, max_items: usize, model: &ServedModel) -> Result<ValidEmbed, CallError> {
-    right_side(r.truncation_direction)?;
+    let truncate = truncation(r.truncate, r.truncation_direction)?;
     own_dimensions(r.dimensions, model.dim)?;
     Ok(ValidEmbed {
         inputs: model.prompts.apply("prompt_name", r.prompt_name, inputs("inputs", r.inputs, max_items)?)?,
         field: "inputs",
         normalize: Normalize::read(r.normalize),
-        truncate: Truncate::read(r.truncate),
+        truncate,
     })
 }
 
@@ -111,7 +112,7 @@ fn similarity(
         truncate = parameters.truncate.or(truncate);
         direction = parameters.truncation_direction.or(direction);
     }
-    right_side(direction)?;
+    let truncate = truncation(truncate, direction)?;
     let Some(SimilarityInputs { source_sentence, sentences }) = r.inputs else {
         return Err(CallError::validation("inputs", "is required"));
     };
@@ -121,7 +122,7 @@ fn similarity(
     Ok(ValidEmbed {
         inputs: prompts.apply("parameters.prompt_name", prompt_name, texts)?,
         field: "inputs.sentences",
-        truncate: Truncate::read(truncate),
+        truncate,
         normalize: Normalize::DEFAULT,
     })
 }
@@ -162,7 +163,10 @@ mod tests {
             r#"{"inputs": "a", "truncation_direction": "Right", "prompt_name": null, "dimensions": 384}"#;
         assert_eq!(embed_with(served), Ok(()));
         for (body, expected) in [
-            (r#"{"inputs": "a", "truncation_direction": "Left"}"#, "truncation_direction: only \"right\""),
+            (
+                r#"{"inputs": "a", "truncation_direction": "middle"}"#,
+                "truncation_direction: must be \"right\" or \"left\"",
+            ),
             (
                 r#"{"inputs": "a", "prompt_name": "query"}"#,
                 "prompt_name: \"query\": this model has no prompts",
@@ -221,6 +225,20 @@ mod tests {
             unknown.contains("--default-prompt-name query: \"query\": this model has no prompts"),
             "{unknown}"
         );
+    }
+
+    /// TEI's `truncate` with its side: the end by default, the start with "left".
+    #[test]
+    fn a_long_text_is_cut_at_the_side_asked_or_refused() {
+        let truncation = |body: &str| {
+            let r: EmbedRequest = parse(body.as_bytes()).expect("parses");
+            embed(r, 2, &served(ServedPrompts::default())).expect("valid").truncate
+        };
+        assert_eq!(truncation(r#"{"inputs": "a"}"#), Truncation::Refuse);
+        assert_eq!(truncation(r#"{"inputs": "a", "truncation_direction": "left"}"#), Truncation::Refuse);
+        assert_eq!(truncation(r#"{"inputs": "a", "truncate": true}"#), Truncation::End);
+        let left = r#"{"inputs": "a", "truncate": true, "truncation_direction": "Left"}"#;
+        assert_eq!(truncation(left), Truncation::Start);
     }
 
     fn embed_error(body: &str, max_items: usize) -> String {
