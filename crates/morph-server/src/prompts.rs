@@ -44,6 +44,11 @@ impl ServedPrompts {
         self.by_name.keys().map(String::as_str).collect()
     }
 
+    /// The name of the prompt put before a text whose call names none.
+    pub fn default_name(&self) -> Option<&str> {
+        self.default.as_deref()
+    }
+
     /// `texts` with the default prompt before each (a call that can name none).
     pub(crate) fn by_default(&self, texts: Vec<String>) -> Vec<String> {
         match &self.default {

@@ -124,6 +124,13 @@ async fn a_prompt_named_or_by_default_goes_before_each_text() {
 
     let server = start(served(Some("passage"))).await;
     let url = || server.url.clone();
+    let info: serde_json::Value =
+        client().get(format!("{}/info", server.url)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(
+        (&info["prompts"], &info["default_prompt_name"]),
+        (&serde_json::json!(["passage", "query"]), &serde_json::json!("passage")),
+        "{info}"
+    );
     let by_default = vectors(url(), "/v1/embeddings", serde_json::json!({"input": "hello"})).await;
     let passage =
         vectors(url(), "/embed", serde_json::json!({"inputs": "hello", "prompt_name": "passage"})).await;

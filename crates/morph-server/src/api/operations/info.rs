@@ -26,6 +26,10 @@ pub(super) struct Info {
     engine: String,
     max_input_length: u32,
     max_client_batch: usize,
+    /// An embedding model's prompts (a call's `prompt_name`), and the one put before a text
+    /// whose call names none.
+    prompts: Vec<String>,
+    default_prompt_name: Option<String>,
     runtimes: Vec<RuntimeInfo>,
     /// The policy's own description (its name and configuration).
     policy: serde_json::Value,
@@ -163,6 +167,8 @@ pub(super) async fn info(State(state): State<AppState>) -> Json<Info> {
         engine: m.engine.clone(),
         max_input_length: m.max_input_len,
         max_client_batch: state.max_client_batch,
+        prompts: m.prompts.names().into_iter().map(str::to_string).collect(),
+        default_prompt_name: m.prompts.default_name().map(str::to_string),
         runtimes,
         policy: state.driver.policy_description(),
         workers: workers(&state),
