@@ -1,8 +1,8 @@
 //! Choosing the next token from logits with llama.cpp's sampler chain (the one llama-server
-//! runs): the caller's logit bias, repetition penalties over the tokens produced so far, then top-k, top-p and min-p
-//! cuts, the temperature, and a seeded draw; greedy (the largest logit after the penalties) at
-//! temperature 0. A generation under a grammar ([`super::grammar`]) draws only among the tokens
-//! the grammar lets through.
+//! runs): the caller's logit bias, repetition penalties over the tokens produced so far, then
+//! top-k, top-p and min-p cuts, the temperature, and a seeded draw; greedy (the largest logit
+//! after the bias and penalties) at temperature 0. A generation under a grammar
+//! ([`super::grammar`]) draws only among the tokens the grammar lets through.
 
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;

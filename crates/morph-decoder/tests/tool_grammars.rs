@@ -83,7 +83,14 @@ fn a_free_answer_with_strict_tools_is_text_or_text_then_calls_that_follow_the_sc
     ];
     let cases: Vec<(&str, bool)> = hermes.iter().map(|(t, e)| (t.as_str(), *e)).collect();
     check(&tokenizer, ToolFormat::Hermes.auto_grammar(&tools, false), &cases);
-    check(&tokenizer, ToolFormat::Hermes.auto_grammar(&tools, true), &[(&two, true), (&call, true)]);
+    check(
+        &tokenizer,
+        ToolFormat::Hermes.auto_grammar(&tools, true),
+        &[(&two, true), (&call, true), ("", true)],
+    );
+    // The call-only grammar is the same calls, written from their opening on.
+    let forced = ToolFormat::Hermes.grammar(&tools, true);
+    check(&tokenizer, forced, &[(&two, true), (&call, true), ("Sure.", false), ("", false)]);
 
     let gemma_call = r#"[get_weather(city="Paris", unit="celsius")]"#;
     let fenced = format!("Sure.\n```tool_code\n{gemma_call}\n```");
@@ -97,6 +104,8 @@ fn a_free_answer_with_strict_tools_is_text_or_text_then_calls_that_follow_the_sc
             (r#"[get_weather(city="Paris", unit="celsius"), get_time()]"#, true),
             (r#"[get_weather(town=1)]"#, false),
             (r#"[ get_weather(city=1)]"#, false),
+            ("```tool_code\n[get_weather (city=1)]\n```", false),
+            ("", true),
         ],
     );
     let mistral = format!("[TOOL_CALLS][{{\"name\":\"get_weather\",\"arguments\":{PARIS}}}]");
@@ -109,6 +118,13 @@ fn a_free_answer_with_strict_tools_is_text_or_text_then_calls_that_follow_the_sc
     check(
         &tokenizer,
         ToolFormat::Llama3.auto_grammar(&tools, false),
-        &[("Hello {x}.", true), (&llama, true), ("{\"x\":1}", false), ("  {\"x\":1}", false)],
+        &[
+            ("Hello {x}.", true),
+            (&llama, true),
+            ("{\"x\":1}", false),
+            ("  {\"x\":1}", false),
+            ("<|python_tag|>{\"name\":\"get_weather\",\"parameters\":{\"town\":1}}", false),
+            ("", true),
+        ],
     );
 }

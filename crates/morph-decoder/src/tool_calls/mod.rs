@@ -77,7 +77,7 @@ enum Opening {
 impl ToolFormat {
     /// The format a chat template writes tools in, where it writes them.
     pub fn of_template(source: &str) -> Self {
-        if source.contains("[TOOL_CALLS]") {
+        if source.contains(MISTRAL_OPEN) {
             Self::Mistral
         } else if source.contains("<|python_tag|>") || source.contains("ipython") {
             Self::Llama3
@@ -103,17 +103,19 @@ impl ToolFormat {
     /// A grammar for an answer that is calls only: of `tools`, at least one, several where
     /// `parallel`, each call's arguments valid against its tool's schema.
     pub fn grammar(self, tools: &[Tool], parallel: bool) -> GrammarSource {
-        let start = match (self, parallel) {
-            (Self::Gemma, _) => return pythonic::grammar(tools, parallel),
-            (Self::Hermes, true) => r#"start: block ("\n" block)*"#,
-            (Self::Hermes, false) => "start: block",
-            (Self::Mistral, true) => r#"start: "[TOOL_CALLS][" call ("," call)* "]""#,
-            (Self::Mistral, false) => r#"start: "[TOOL_CALLS][" call "]""#,
+        let start = match self {
+            Self::Gemma => return pythonic::grammar(tools, parallel),
             // Llama 3's format holds one call.
-            (Self::Llama3, _) => "start: call",
+            Self::Llama3 => "start: call".to_string(),
+            // The opening, then what a free answer writes after it.
+            Self::Hermes | Self::Mistral => {
+                let openings = self.openings(tools, parallel);
+                let alternatives: Vec<String> =
+                    openings.iter().map(|o| format!("{} {}", o.literal, o.rest)).collect();
+                format!("start: {}", alternatives.join(" | "))
+            }
         };
-        let block = r#"block: "<tool_call>\n" call "\n</tool_call>""#;
-        GrammarSource::Lark(format!("{start}\n{block}\n{}\n", self.call_rule(tools)))
+        GrammarSource::Lark(format!("{start}\n{}\n", self.call_rule(tools)))
     }
 
     /// The grammar's `call` rule: a call of any of `tools`, its arguments valid against the
@@ -143,7 +145,7 @@ impl ToolFormat {
         let (calls, rest) = match self {
             Self::Hermes => hermes_calls(text),
             Self::Mistral => {
-                let (before, list) = text.split_once("[TOOL_CALLS]")?;
+                let (before, list) = text.split_once(MISTRAL_OPEN)?;
                 let calls = serde_json::from_str::<Vec<Value>>(list.trim()).ok()?;
                 (
                     calls.iter().map(|c| call(c, "arguments")).collect::<Option<_>>()?,
@@ -173,8 +175,8 @@ impl ToolFormat {
     fn opens_at(self, text: &str, at: usize) -> Opening {
         let rest = &text[at..];
         match self {
-            Self::Hermes => opens_with(rest, "<tool_call>"),
-            Self::Mistral => opens_with(rest, "[TOOL_CALLS]"),
+            Self::Hermes => opens_with(rest, HERMES_OPEN),
+            Self::Mistral => opens_with(rest, MISTRAL_OPEN),
             // Llama 3's call is the whole answer: a JSON object, after spaces.
             Self::Llama3 if at == 0 => match rest.trim_start() {
                 "" => Opening::Maybe,
@@ -227,6 +229,7 @@ fn hermes_calls(text: &str) -> (Vec<ToolCall>, String) {
 }
 
 const HERMES_OPEN: &str = "<tool_call>";
+const MISTRAL_OPEN: &str = "[TOOL_CALLS]";
 const HERMES_CLOSE: &str = "</tool_call>";
 
 /// Where the Hermes block whose body starts `body` closes: the first `</tool_call>` outside the

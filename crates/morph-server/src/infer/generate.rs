@@ -223,11 +223,13 @@ impl Generator {
             Output::Json { schema, field } => (GrammarSource::JsonSchema(schema.clone()), *field, true),
             Output::Tools(used) => {
                 let format = self.model.tokenizer.tool_format();
+                let strict = used.tools.iter().any(|t| t.strict);
                 match used.choice {
-                    ToolChoice::Auto => {
-                        let strict = used.tools.iter().any(|t| t.strict);
-                        (format.auto_grammar(&used.tools, used.parallel), "tools", strict)
+                    ToolChoice::Auto if strict => {
+                        (format.auto_grammar(&used.tools, used.parallel), "tools", true)
                     }
+                    // Compiled to check the schemas; the model writes freely.
+                    ToolChoice::Auto => (format.grammar(&used.tools, used.parallel), "tools", false),
                     _ => (format.grammar(&used.callable(), used.parallel), "tools", true),
                 }
             }
