@@ -24,16 +24,37 @@ struct SentenceTransformersPooling {
     pooling_mode_mean_sqrt_len_tokens: bool,
     #[serde(default)]
     pooling_mode_weightedmean_tokens: bool,
+    /// Whether a prompt's tokens are pooled with the text's (sentence-transformers' default).
+    #[serde(default = "pooled")]
+    include_prompt: bool,
+}
+
+fn pooled() -> bool {
+    true
+}
+
+/// The model's `1_Pooling/config.json` (`None` where it has none), and an error naming it.
+fn pooling_config(
+    dir: &Path,
+) -> std::result::Result<Option<(SentenceTransformersPooling, impl Fn(String) -> EngineError)>, EngineError> {
+    let path = dir.join("1_Pooling").join("config.json");
+    let Ok(text) = std::fs::read_to_string(&path) else { return Ok(None) };
+    let bad = move |detail: String| EngineError::Load(format!("{}: {detail}", path.display()));
+    let config = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    Ok(Some((config, bad)))
+}
+
+/// Whether the model pools a prompt's tokens with its text's (`include_prompt`, true where its
+/// pooling config does not say).
+pub fn pools_prompt(dir: &Path) -> std::result::Result<bool, EngineError> {
+    Ok(pooling_config(dir)?.is_none_or(|(config, _)| config.include_prompt))
 }
 
 /// Reads sentence-transformers' `1_Pooling/config.json`; mean pooling if it is absent. A
 /// mode Morph does not pool by (max, mean·√len, weighted mean, or several at once) is
 /// refused by name rather than replaced by another.
 pub fn model_pooling(dir: &Path) -> std::result::Result<Pooling, EngineError> {
-    let path = dir.join("1_Pooling").join("config.json");
-    let Ok(text) = std::fs::read_to_string(&path) else { return Ok(Pooling::Mean) };
-    let bad = |detail: String| EngineError::Load(format!("{}: {detail}", path.display()));
-    let c: SentenceTransformersPooling = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    let Some((c, bad)) = pooling_config(dir)? else { return Ok(Pooling::Mean) };
     let modes = [
         (c.pooling_mode_mean_tokens, "pooling_mode_mean_tokens", Some(Pooling::Mean)),
         (c.pooling_mode_cls_token, "pooling_mode_cls_token", Some(Pooling::Cls)),
@@ -174,6 +195,18 @@ mod tests {
         write(r#"{"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": true}"#);
         let err = model_pooling(dir.path()).unwrap_err().to_string();
         assert!(err.contains("set together"), "{err}");
+    }
+
+    #[test]
+    fn a_prompt_is_pooled_unless_the_config_says_not() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(pools_prompt(dir.path()).unwrap(), "no config");
+        std::fs::create_dir(dir.path().join("1_Pooling")).unwrap();
+        let write = |json: &str| std::fs::write(dir.path().join("1_Pooling/config.json"), json).unwrap();
+        write(r#"{"pooling_mode_mean_tokens": true}"#);
+        assert!(pools_prompt(dir.path()).unwrap());
+        write(r#"{"pooling_mode_mean_tokens": true, "include_prompt": false}"#);
+        assert!(!pools_prompt(dir.path()).unwrap());
     }
 
     #[test]

@@ -33,10 +33,15 @@ pub fn max_seq_length(files: &ModelFiles) -> Result<Option<u32>, EngineError> {
 /// names none (`default_prompt_name`).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct Prompts {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_none")]
     pub prompts: BTreeMap<String, String>,
     #[serde(default)]
     pub default_prompt_name: Option<String>,
+}
+
+/// `prompts: null` (as some configs write it) as no prompts.
+fn null_as_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+    Ok(Option::<BTreeMap<String, String>>::deserialize(d)?.unwrap_or_default())
 }
 
 /// The model's prompts: none where it has no `config_sentence_transformers.json` or that
@@ -96,6 +101,9 @@ mod tests {
         let read = prompts(&files).unwrap();
         assert_eq!(read.prompts["query"], "query: ");
         assert_eq!((read.prompts.len(), read.default_prompt_name), (2, None));
+        let null = r#"{"prompts": null, "default_prompt_name": null}"#;
+        std::fs::write(dir.path().join("config_sentence_transformers.json"), null).unwrap();
+        assert_eq!(prompts(&files).unwrap(), Prompts::default());
         std::fs::write(dir.path().join("config_sentence_transformers.json"), r#"{"prompts": 3}"#).unwrap();
         let err = prompts(&files).unwrap_err().to_string();
         assert!(err.contains("config_sentence_transformers.json"), "{err}");

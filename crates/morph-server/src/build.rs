@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use morph_backend::ModelInput;
 use morph_core::{HostId, HostSlots, Policy, UnitSpec};
+use morph_encoder::pooling::pools_prompt;
 use morph_encoder::sentence_config::{Prompts, max_seq_length, prompts};
 use morph_encoder::tasks::served::TaskHeads;
 use morph_encoder::{Pooling, SequenceClassifier, TextTokenizer, given_or_model_pooling};
@@ -31,8 +32,10 @@ pub(crate) struct Loaded {
     pub name: String,
     pub pooling: Option<Pooling>,
     pub max_seq_length: Option<u32>,
-    /// An embedding model's prompts (none for a decoder or a classifier).
+    /// An embedding model's prompts (none for a decoder or a classifier), and whether its
+    /// pooling reads their tokens.
     pub prompts: Prompts,
+    pub prompt_pooled: bool,
     pub classifier: Option<Arc<SequenceClassifier>>,
 }
 
@@ -48,6 +51,7 @@ pub(crate) fn load(config: &Deployment) -> Result<Loaded, BuildError> {
             pooling: None,
             max_seq_length: None,
             prompts: Prompts::default(),
+            prompt_pooled: true,
             classifier: None,
         });
     }
@@ -83,6 +87,7 @@ pub(crate) fn load(config: &Deployment) -> Result<Loaded, BuildError> {
             None => prompts(files)?,
             Some(_) => Prompts::default(),
         },
+        prompt_pooled: pools_prompt(&files.dir)?,
         classifier,
     })
 }

@@ -1,7 +1,8 @@
 //! The prompts an embedding model was trained with (sentence-transformers' `prompts`), put
 //! before each text as TEI puts them: the one a call names (`prompt_name`), else the server's
-//! default (`--default-prompt-name`), else none. The prompt's tokens count toward the input's
-//! length, and a text cut to fit is cut at its end, the prompt kept.
+//! default (`--default-prompt-name`), else none. The prompt is part of the text from there on:
+//! its tokens count toward the input's length, `/tokenize` shows them, and a text cut from its
+//! start (`truncation_direction: "left"`) loses them first, as in TEI.
 
 use std::collections::BTreeMap;
 
@@ -18,25 +19,38 @@ pub struct ServedPrompts {
     by_name: BTreeMap<String, String>,
     /// The name of the one put before a text whose call names none.
     default: Option<String>,
+    /// Why no prompt is served though the model names some, if so.
+    refused: Option<&'static str>,
 }
 
+/// Why a model's prompts are not served where its pooling leaves their tokens out.
+const PROMPT_NOT_POOLED: &str = "this model's pooling leaves a prompt's tokens out (1_Pooling/config.json: \
+     include_prompt false), which Morph does not compute";
+
 impl ServedPrompts {
-    /// The model's `prompts`, with `default` (a name among them) put before every text whose
-    /// call names none; the error says which names there are.
-    pub fn new(prompts: Prompts, default: Option<String>) -> Result<Self, String> {
-        if let Some(name) = &default
-            && !prompts.prompts.contains_key(name)
-        {
-            return Err(format!("--default-prompt-name {name}: {}", unknown(name, &prompts.prompts)));
+    /// The model's `prompts` (served where `pooled`: its pooling reads every token), with
+    /// `default` (a name among them) put before every text whose call names none; the error
+    /// says which names there are.
+    pub fn new(prompts: Prompts, default: Option<String>, pooled: bool) -> Result<Self, String> {
+        let refused = (!pooled).then_some(PROMPT_NOT_POOLED);
+        if let Some(name) = &default {
+            let why = match (prompts.prompts.contains_key(name), refused) {
+                (false, _) => unknown(name, &prompts.prompts),
+                (true, Some(refused)) => refused.to_string(),
+                (true, None) => String::new(),
+            };
+            if !why.is_empty() {
+                return Err(format!("--default-prompt-name {name}: {why}"));
+            }
         }
-        if let (None, Some(name)) = (&default, &prompts.default_prompt_name) {
+        if let (None, Some(name), None) = (&default, &prompts.default_prompt_name, refused) {
             tracing::info!(
                 "the model's sentence-transformers config names {name:?} its default prompt: it is put \
                  before a text only when a call names it (prompt_name) or with --default-prompt-name \
                  {name}, as TEI does"
             );
         }
-        Ok(Self { by_name: prompts.prompts, default })
+        Ok(Self { by_name: prompts.prompts, default, refused })
     }
 
     /// The prompts' names, in order.
@@ -51,9 +65,22 @@ impl ServedPrompts {
 
     /// `texts` with the default prompt before each (a call that can name none).
     pub(crate) fn by_default(&self, texts: Vec<String>) -> Vec<String> {
-        match &self.default {
-            Some(name) => prefixed(&self.by_name[name], texts),
+        match self.default.as_ref().and_then(|name| self.by_name.get(name)) {
+            Some(prompt) => prefixed(prompt, texts),
             None => texts,
+        }
+    }
+
+    /// `texts` with the prompt `named` (at `field`), or the default, before each.
+    pub(crate) fn before_texts(
+        &self,
+        field: &str,
+        named: Option<Text>,
+        texts: Vec<String>,
+    ) -> Result<Vec<String>, CallError> {
+        match named {
+            Some(Text(name)) => Ok(prefixed(self.named(field, &name)?, texts)),
+            None => Ok(self.by_default(texts)),
         }
     }
 
@@ -65,21 +92,22 @@ impl ServedPrompts {
         named: Option<Text>,
         inputs: EmbedInputs,
     ) -> Result<EmbedInputs, CallError> {
-        let (prompt, named) = match (named, &self.default) {
-            (Some(Text(name)), _) => match self.by_name.get(&name) {
-                Some(prompt) => (prompt, true),
-                None => return Err(CallError::validation(field, unknown(&name, &self.by_name))),
-            },
-            (None, Some(default)) => (&self.by_name[default], false),
-            (None, None) => return Ok(inputs),
-        };
         match inputs {
-            EmbedInputs::Texts(texts) => Ok(EmbedInputs::Texts(prefixed(prompt, texts))),
-            EmbedInputs::Tokens(_) if named => Err(CallError::validation(
+            EmbedInputs::Texts(texts) => Ok(EmbedInputs::Texts(self.before_texts(field, named, texts)?)),
+            EmbedInputs::Tokens(_) if named.is_some() => Err(CallError::validation(
                 field,
                 "token ids are embedded as given: send text to have a prompt put before it",
             )),
             other => Ok(other),
+        }
+    }
+
+    /// The text of the prompt a call names at `field`.
+    fn named(&self, field: &str, name: &str) -> Result<&str, CallError> {
+        match (self.by_name.get(name), self.refused) {
+            (None, _) => Err(CallError::validation(field, unknown(name, &self.by_name))),
+            (Some(_), Some(refused)) => Err(CallError::validation(field, refused)),
+            (Some(prompt), None) => Ok(prompt),
         }
     }
 }
@@ -91,9 +119,10 @@ fn prefixed(prompt: &str, texts: Vec<String>) -> Vec<String> {
 /// Why `name` is not a prompt of `prompts`.
 fn unknown(name: &str, prompts: &BTreeMap<String, String>) -> String {
     match prompts.is_empty() {
-        true => {
-            format!("{name:?}: this model has no prompts (its config_sentence_transformers.json names none)")
-        }
+        true => format!(
+            "{name:?}: this model has no prompts (an embedding model's config_sentence_transformers.json \
+             names them)"
+        ),
         false => {
             let names: Vec<&str> = prompts.keys().map(String::as_str).collect();
             format!("{name:?} is not one of the model's prompts: {}", names.join(", "))

@@ -78,8 +78,12 @@ impl Server {
             engine: config.engine.label().to_string(),
             dtype: config.engine.model_dtype(),
             max_input_len: build::max_input_len(&layout, loaded.max_seq_length),
-            prompts: ServedPrompts::new(loaded.prompts, config.default_prompt_name.clone())
-                .map_err(BuildError::Config)?,
+            prompts: ServedPrompts::new(
+                loaded.prompts,
+                config.default_prompt_name.clone(),
+                loaded.prompt_pooled,
+            )
+            .map_err(BuildError::Config)?,
         };
         let served = match (launcher.backend().decoder(), loaded.tokenizer) {
             (Some(decoder), _) => {

@@ -114,6 +114,13 @@ async fn a_prompt_named_or_by_default_goes_before_each_text() {
     let bare = vectors(url(), "/embed", serde_json::json!({"inputs": "hello"})).await;
     assert_eq!(named, written, "the prompt goes before the text");
     assert_ne!(named, bare, "without a default, a call that names none gets none");
+    // /tokenize shows the tokens a text embeds as, the prompt's among them.
+    let (status, tokens) =
+        post(&server.url, "/tokenize", r#"{"inputs": "hello", "prompt_name": "query"}"#).await;
+    assert_eq!(status, 200, "{tokens}");
+    let words: Vec<&str> =
+        tokens[0].as_array().expect("tokens").iter().filter_map(|t| t["text"].as_str()).collect();
+    assert_eq!(words, ["[CLS]", "query", ":", "hello", "[SEP]"], "{tokens}");
     let (status, body) = post(&server.url, "/embed", r#"{"inputs": "hello", "prompt_name": "doc"}"#).await;
     assert_eq!(status, 422, "{body}");
     assert!(

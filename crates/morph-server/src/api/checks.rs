@@ -25,8 +25,8 @@ pub(super) fn truncation(truncate: Option<Flag>, direction: Option<Text>) -> Res
     })
 }
 
-/// TEI's `truncation_direction` for a pair of texts: Morph cuts the end (`"right"`), never the
-/// start (a pair's start is its query).
+/// TEI's `truncation_direction` on the score routes (`/predict`, `/rerank`), whose inputs may be
+/// pairs: Morph cuts the end (`"right"`), never the start (a pair's start is its query).
 pub(super) fn right_side(direction: Option<Text>) -> Result<(), CallError> {
     match direction {
         None => Ok(()),

@@ -38,10 +38,11 @@ pub(crate) struct EmbedRequest {
     pub normalize: Option<Flag>,
     #[schema(schema_with = switch::<Truncate>)]
     pub truncate: Option<Flag>,
-    /// TEI's side to cut from: only `"right"` (the end).
+    /// TEI's side to cut from: `"right"` (the end, the default) or `"left"` (the start).
     #[schema(value_type = Option<String>)]
     pub truncation_direction: Option<Text>,
-    /// A sentence-transformers prompt's name: only null (the models served have none).
+    /// One of the model's sentence-transformers prompts (`/info`'s `prompts`), put before each
+    /// text; else the server's default, if any.
     #[schema(value_type = Option<String>)]
     pub prompt_name: Option<Text>,
     /// The vector's size: only the model's own (its vectors were not trained to be cut).
@@ -58,7 +59,7 @@ pub(crate) struct SimilarityRequest {
     pub inputs: Option<SimilarityInputs>,
     #[schema(schema_with = switch::<Truncate>)]
     pub truncate: Option<Flag>,
-    /// TEI's side to cut from: only `"right"` (the end).
+    /// TEI's side to cut from: `"right"` (the end, the default) or `"left"` (the start).
     #[schema(value_type = Option<String>)]
     pub truncation_direction: Option<Text>,
     /// The same settings as the Hugging Face inference API sends them (what
@@ -74,7 +75,8 @@ pub(crate) struct SimilarityParameters {
     pub truncate: Option<Flag>,
     #[schema(value_type = Option<String>)]
     pub truncation_direction: Option<Text>,
-    /// A sentence-transformers prompt's name: only null (the models served have none).
+    /// One of the model's sentence-transformers prompts (`/info`'s `prompts`), put before each
+    /// text; else the server's default, if any.
     #[schema(value_type = Option<String>)]
     pub prompt_name: Option<Text>,
 }

@@ -185,7 +185,7 @@ mod tests {
         let config = r#"{"prompts": {"query": "query: ", "passage": "passage: "}}"#;
         let prompts = |default: Option<&str>| {
             let config = serde_json::from_str(config).expect("prompts");
-            ServedPrompts::new(config, default.map(str::to_string)).expect("served")
+            ServedPrompts::new(config, default.map(str::to_string), true).expect("served")
         };
         let texts = |t: &[&str]| EmbedInputs::Texts(t.iter().map(|s| s.to_string()).collect());
         let embed_with = |body: &str, model: &ServedModel| -> Result<EmbedInputs, String> {
@@ -220,7 +220,15 @@ mod tests {
         let inputs = similarity(similar, 4, &by_default.prompts).expect("valid").inputs;
         assert_eq!(inputs, texts(&["passage: s", "passage: t"]));
 
-        let unknown = ServedPrompts::new(Prompts::default(), Some("query".into())).unwrap_err();
+        // A model whose pooling leaves the prompt's tokens out serves none.
+        let unpooled =
+            served(ServedPrompts::new(serde_json::from_str(config).unwrap(), None, false).unwrap());
+        let err = embed_with(named, &unpooled).unwrap_err();
+        assert!(err.contains("include_prompt false"), "{err}");
+        assert_eq!(embed_with(r#"{"inputs": "a"}"#, &unpooled), Ok(texts(&["a"])));
+        let refused = ServedPrompts::new(serde_json::from_str(config).unwrap(), Some("query".into()), false);
+        assert!(refused.unwrap_err().contains("include_prompt false"));
+        let unknown = ServedPrompts::new(Prompts::default(), Some("query".into()), true).unwrap_err();
         assert!(
             unknown.contains("--default-prompt-name query: \"query\": this model has no prompts"),
             "{unknown}"

@@ -5,7 +5,7 @@ use utoipa::ToSchema;
 
 use crate::api::bounds::switch;
 use crate::api::field_types::{AddSpecialTokens, SkipSpecialTokens};
-use crate::api::fields::{Flag, Inputs, Texts};
+use crate::api::fields::{Flag, Inputs, Text, Texts};
 
 /// `POST /vertex` (Vertex AI's prediction shape, as TEI serves it): each instance is a body for
 /// `POST /`.
@@ -24,6 +24,10 @@ pub(crate) struct TokenizeRequest {
     pub inputs: Option<Texts>,
     #[schema(schema_with = switch::<AddSpecialTokens>)]
     pub add_special_tokens: Option<Flag>,
+    /// One of the model's prompts, put before each text as `/embed` puts it (else the server's
+    /// default): the tokens are those the text embeds as.
+    #[schema(value_type = Option<String>)]
+    pub prompt_name: Option<Text>,
 }
 
 /// `POST /decode` (text-embeddings-inference).

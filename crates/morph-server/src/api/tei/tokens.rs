@@ -37,12 +37,14 @@ pub(super) async fn decode(
     Ok(Json(embedder.decode(ids, skip_special)?))
 }
 
-/// `/tokenize`: the texts, and whether to add the special tokens.
+/// `/tokenize`: the texts (with the prompt `/embed` would put before them), and whether to add
+/// the special tokens.
 impl Check for TokenizeRequest {
     type Valid = (Vec<String>, bool);
 
     fn check(self, state: &AppState) -> Result<Self::Valid, CallError> {
         let texts = texts("inputs", self.inputs, state.max_client_batch)?;
+        let texts = state.model.prompts.before_texts("prompt_name", self.prompt_name, texts)?;
         Ok((texts, AddSpecialTokens::read(self.add_special_tokens)))
     }
 }
