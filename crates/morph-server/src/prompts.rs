@@ -13,14 +13,21 @@ use crate::error::CallError;
 use crate::infer::EmbedInputs;
 
 /// The prompts a server puts before texts.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ServedPrompts {
     /// Each prompt's name and text.
     by_name: BTreeMap<String, String>,
     /// The name of the one put before a text whose call names none.
     default: Option<String>,
-    /// Why no prompt is served though the model names some, if so.
-    refused: Option<&'static str>,
+    /// Whether the model's pooling reads a prompt's tokens (else no prompt is served).
+    pooled: bool,
+}
+
+/// None, as for a model without prompts.
+impl Default for ServedPrompts {
+    fn default() -> Self {
+        Self { by_name: BTreeMap::new(), default: None, pooled: true }
+    }
 }
 
 /// Why a model's prompts are not served where its pooling leaves their tokens out.
@@ -32,25 +39,22 @@ impl ServedPrompts {
     /// `default` (a name among them) put before every text whose call names none; the error
     /// says which names there are.
     pub fn new(prompts: Prompts, default: Option<String>, pooled: bool) -> Result<Self, String> {
-        let refused = (!pooled).then_some(PROMPT_NOT_POOLED);
         if let Some(name) = &default {
-            let why = match (prompts.prompts.contains_key(name), refused) {
-                (false, _) => unknown(name, &prompts.prompts),
-                (true, Some(refused)) => refused.to_string(),
-                (true, None) => String::new(),
-            };
-            if !why.is_empty() {
-                return Err(format!("--default-prompt-name {name}: {why}"));
+            if !prompts.prompts.contains_key(name) {
+                return Err(format!("--default-prompt-name {name}: {}", unknown(name, &prompts.prompts)));
+            }
+            if !pooled {
+                return Err(format!("--default-prompt-name {name}: {PROMPT_NOT_POOLED}"));
             }
         }
-        if let (None, Some(name), None) = (&default, &prompts.default_prompt_name, refused) {
+        if let (None, Some(name), true) = (&default, &prompts.default_prompt_name, pooled) {
             tracing::info!(
                 "the model's sentence-transformers config names {name:?} its default prompt: it is put \
                  before a text only when a call names it (prompt_name) or with --default-prompt-name \
                  {name}, as TEI does"
             );
         }
-        Ok(Self { by_name: prompts.prompts, default, refused })
+        Ok(Self { by_name: prompts.prompts, default, pooled })
     }
 
     /// The prompts' names, in order.
@@ -104,10 +108,10 @@ impl ServedPrompts {
 
     /// The text of the prompt a call names at `field`.
     fn named(&self, field: &str, name: &str) -> Result<&str, CallError> {
-        match (self.by_name.get(name), self.refused) {
+        match (self.by_name.get(name), self.pooled) {
             (None, _) => Err(CallError::validation(field, unknown(name, &self.by_name))),
-            (Some(_), Some(refused)) => Err(CallError::validation(field, refused)),
-            (Some(prompt), None) => Ok(prompt),
+            (Some(_), false) => Err(CallError::validation(field, PROMPT_NOT_POOLED)),
+            (Some(prompt), true) => Ok(prompt),
         }
     }
 }
