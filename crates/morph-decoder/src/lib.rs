@@ -38,7 +38,7 @@ pub use prompt_cache::{CacheStats, LlamaPromptCache, PromptCache, PromptCacheCon
 pub use reuse::Reuse;
 pub use sampling::{LogitBias, Sampler, SamplingParams};
 pub use stage::{DecoderStage, StageWeights};
-pub use stepper::{CandleKernels, Opened, Slot, StepKernels, Stepper, StepperShape};
+pub use stepper::{CandleKernels, Opened, Outputs, Slot, StepKernels, Stepper, StepperShape};
 pub use stop::{Scanned, StopScan};
 pub use thread::{DecoderThread, Decoding, FinishReason, GenEvent, GenRequest, IterationReport, Reports};
 pub use tool_calls::{AutoPiece, AutoReader, CallPiece, CallScanner, Tool, ToolCall, ToolFormat};

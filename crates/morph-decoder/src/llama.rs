@@ -93,6 +93,16 @@ impl Llama {
     /// feeds now (its prompt, or the token it sampled last), appended to its cache. Returns
     /// each sequence's next-token logits.
     pub fn step(&self, batch: &mut [(&[u32], &mut SequenceCache)]) -> Result<Vec<Vec<f32>>, EngineError> {
+        self.step_outputs(batch, &[])
+    }
+
+    /// As [`Self::step`]; a sequence `i` with `every[i]` gets the logits after each token it
+    /// fed, one vocabulary's length after another, rather than after its last.
+    pub fn step_outputs(
+        &self,
+        batch: &mut [(&[u32], &mut SequenceCache)],
+        every: &[bool],
+    ) -> Result<Vec<Vec<f32>>, EngineError> {
         if batch.is_empty() || batch.iter().any(|(t, _)| t.is_empty()) {
             return Err(EngineError::Inference("every sequence of a step needs a token".into()));
         }
@@ -107,14 +117,26 @@ impl Llama {
         for (i, layer) in self.layers.iter().enumerate() {
             x = self.layer(i, layer, &x, batch)?;
         }
-        let mut last = Vec::with_capacity(batch.len());
+        // The rows whose logits each sequence gets: its last, or all of its own.
+        let (mut outputs, mut counts) = (Vec::with_capacity(batch.len()), Vec::with_capacity(batch.len()));
         let mut offset = 0u32;
-        for (tokens, cache) in batch.iter_mut() {
-            offset += tokens.len() as u32;
-            last.push(offset - 1);
+        for (i, (tokens, cache)) in batch.iter_mut().enumerate() {
+            let fed = tokens.len() as u32;
+            let first = match every.get(i) {
+                Some(true) => offset,
+                _ => offset + fed - 1,
+            };
+            offset += fed;
+            outputs.extend(first..offset);
+            counts.push((offset - first) as usize);
             cache.len += tokens.len();
         }
-        self.head_logits(&x, last)
+        let mut rows = self.head_logits(&x, outputs)?.into_iter();
+        let mut logits = |n: usize| match n {
+            1 => rows.next().unwrap_or_default(),
+            _ => rows.by_ref().take(n).flatten().collect(),
+        };
+        Ok(counts.into_iter().map(&mut logits).collect())
     }
 
     /// The embeddings of `ids`, `[ids, hidden]`.

@@ -53,7 +53,7 @@ use crate::llamacpp_init::backend;
 use crate::pieces::{CALL_TOKENS, Cut, Kernel, WholeFeed, piece_kernels};
 use crate::prompt_cache::{Found, LlamaPromptCache};
 use crate::reuse::Reuse;
-use crate::stepper::{Opened, Slot, StepKernels, Stepper, StepperShape, fits, unopened};
+use crate::stepper::{Opened, Outputs, Slot, StepKernels, Stepper, StepperShape, fits, unopened};
 use morph_engine::EngineError;
 
 /// A GGUF decoder loaded by llama.cpp (weights memory-mapped, kept quantized).
@@ -128,14 +128,15 @@ fn too_many(shape: StepperShape) -> EngineError {
 }
 
 /// A token fed in a step: its sequence's row in the step, llama.cpp sequence id and position,
-/// and whether it is the row's last (whose logits are the row's).
+/// and whether its logits are the row's (its last, or any of a sequence opened for every
+/// token's).
 #[derive(Debug, Clone, Copy)]
 struct Fed {
     row: usize,
     seq: i32,
     pos: i32,
     token: LlamaToken,
-    last: bool,
+    output: bool,
 }
 
 /// One KV stream (= llama.cpp sequence id): the tokens it holds from position 0 and the kernel
@@ -150,6 +151,8 @@ struct Stream {
     prompt: usize,
     starts: Vec<usize>,
     open: bool,
+    /// What its open sequence's steps give.
+    outputs: Outputs,
 }
 
 impl Stream {
@@ -182,12 +185,13 @@ struct LlamaCppStepper<'a> {
 }
 
 impl Stepper for LlamaCppStepper<'_> {
-    fn open(
+    fn open_for(
         &mut self,
         prompt: &[u32],
         starts: &[usize],
         cut: Cut,
         tokens: usize,
+        outputs: Outputs,
     ) -> Result<Option<Opened>, EngineError> {
         fits(tokens, self.shape)?;
         if self.streams.iter().all(|s| s.open) {
@@ -195,13 +199,16 @@ impl Stepper for LlamaCppStepper<'_> {
         }
         let whole = cut.whole(prompt);
         // The free stream that holds the most of the prompt; the lowest on a tie, which keeps
-        // the open ones' ids consecutive.
+        // the open ones' ids consecutive. One computing every row reuses none.
+        let reusable = |s: &Stream| match outputs {
+            Outputs::Last => s.reusable(self.reuse, prompt, &whole),
+            Outputs::Every => 0,
+        };
         let free = self.streams.iter().enumerate().filter(|(_, s)| !s.open);
-        let best = free
-            .map(|(i, s)| (i, s.reusable(self.reuse, prompt, &whole)))
-            .min_by_key(|&(i, kept)| (Reverse(kept), i));
+        let best = free.map(|(i, s)| (i, reusable(s))).min_by_key(|&(i, kept)| (Reverse(kept), i));
         let Some((mut slot, mut cached)) = best else { return Ok(None) };
-        let found = self.cache.as_ref().and_then(|cache| cache.take(prompt, starts, cached));
+        let cache = self.cache.as_ref().filter(|_| outputs == Outputs::Last);
+        let found = cache.and_then(|cache| cache.take(prompt, starts, cached));
         if let Some(found) = found {
             // Into the lowest free stream, for the same reason.
             slot = self.streams.iter().position(|s| !s.open).unwrap_or(slot);
@@ -215,7 +222,8 @@ impl Stepper for LlamaCppStepper<'_> {
         // cached state's at a turn start both prompts break at).
         stream.ran = whole.kernels()[..cached].to_vec();
         stream.whole = Some(whole);
-        (stream.prompt, stream.starts, stream.open) = (prompt.len(), starts.to_vec(), true);
+        (stream.prompt, stream.starts, stream.open, stream.outputs) =
+            (prompt.len(), starts.to_vec(), true, outputs);
         Ok(Some(Opened { slot: Slot(slot), cached }))
     }
 
@@ -230,10 +238,12 @@ impl Stepper for LlamaCppStepper<'_> {
             let (slot, feed) = batch[row];
             let stream = self.streams.get(slot.0).filter(|s| s.open).ok_or_else(|| unopened(slot))?;
             let mut tokens = Vec::with_capacity(feed.len());
+            let every = stream.outputs == Outputs::Every;
             for (i, &id) in feed.iter().enumerate() {
                 let token = LlamaToken(i32::try_from(id).map_err(|_| bad_token(id))?);
                 let pos = (stream.held.len() + i) as i32;
-                tokens.push(Fed { row, seq: slot.0 as i32, pos, token, last: i + 1 == feed.len() });
+                let output = every || i + 1 == feed.len();
+                tokens.push(Fed { row, seq: slot.0 as i32, pos, token, output });
             }
             match tokens.len() {
                 1 => decoding.extend(tokens),
@@ -328,17 +338,17 @@ impl LlamaCppStepper<'_> {
     }
 
     /// Runs each of `calls` (a step's tokens) in `llama_decode` calls of at most [`CALL_TOKENS`];
-    /// the logits of each of the step's `rows`.
+    /// the logits of each of the step's `rows` (its output tokens', in order).
     fn decode(&mut self, rows: usize, calls: &[Vec<Fed>]) -> Result<Vec<Vec<f32>>, EngineError> {
         let mut logits = vec![Vec::new(); rows];
         for call in calls.iter().flat_map(|c| c.chunks(CALL_TOKENS)).filter(|c| !c.is_empty()) {
             self.batch.clear();
             for t in call {
-                self.batch.add(t.token, t.pos, &[t.seq], t.last).map_err(inference)?;
+                self.batch.add(t.token, t.pos, &[t.seq], t.output).map_err(inference)?;
             }
             self.ctx.decode(&mut self.batch).map_err(inference)?;
-            for (i, t) in call.iter().enumerate().filter(|(_, t)| t.last) {
-                logits[t.row] = self.ctx.get_logits_ith(i as i32).to_vec();
+            for (i, t) in call.iter().enumerate().filter(|(_, t)| t.output) {
+                logits[t.row].extend_from_slice(self.ctx.get_logits_ith(i as i32));
             }
         }
         Ok(logits)

@@ -55,24 +55,48 @@ pub struct Opened {
     pub cached: usize,
 }
 
+/// Which of a sequence's fed tokens a step gives the logits of.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Outputs {
+    /// The last one's: the next token's distribution, what a draw needs.
+    #[default]
+    Last,
+    /// Every one's, in order: a prompt scored token by token (each token's log-probability
+    /// under the ones before it). Such a sequence reuses no kept cache: every row is computed.
+    Every,
+}
+
 /// One instance's sequences and their KV caches, driven by its decoder thread.
 pub trait Stepper {
     /// A place for a sequence starting with `prompt` (turn starts `starts`) that will hold at
     /// most `tokens` tokens (prompt plus output), whose caller feeds the prompt in the pieces
     /// `cut` makes: from `cached` on they give the numbers the whole prompt gets (under
     /// [`Reuse::Turns`]). `None` while every place is taken (one frees when a sequence closes),
-    /// an error when no place could ever hold that many.
+    /// an error when no place could ever hold that many. Its steps give its last token's logits.
     fn open(
         &mut self,
         prompt: &[u32],
         starts: &[usize],
         cut: Cut,
         tokens: usize,
+    ) -> Result<Option<Opened>, EngineError> {
+        self.open_for(prompt, starts, cut, tokens, Outputs::Last)
+    }
+
+    /// As [`Self::open`], its steps giving the logits `outputs` says.
+    fn open_for(
+        &mut self,
+        prompt: &[u32],
+        starts: &[usize],
+        cut: Cut,
+        tokens: usize,
+        outputs: Outputs,
     ) -> Result<Option<Opened>, EngineError>;
 
     /// One forward step: `batch[i].1` are the tokens sequence `batch[i].0` feeds now (a prompt
     /// chunk, or the token it sampled last), appended to its cache. Each sequence's
-    /// next-token logits.
+    /// next-token logits; for one opened for [`Outputs::Every`], those after each token it fed,
+    /// one vocabulary's length after another.
     fn step(&mut self, batch: &[(Slot, &[u32])]) -> Result<Vec<Vec<f32>>, EngineError>;
 
     /// Frees the sequence's place (a stepper may keep its cache for a later prompt that starts
@@ -113,34 +137,37 @@ impl StepKernels for CandleKernels {
 /// Per-sequence caches as candle tensors; attention runs per sequence.
 struct CandleStepper<'a> {
     llama: &'a Llama,
-    /// By slot: the sequence's cache; `None` while the slot is free.
-    caches: Vec<Option<SequenceCache>>,
+    /// By slot: the sequence's cache and outputs; `None` while the slot is free.
+    caches: Vec<Option<(SequenceCache, Outputs)>>,
     shape: StepperShape,
 }
 
 impl Stepper for CandleStepper<'_> {
-    fn open(
+    fn open_for(
         &mut self,
         _prompt: &[u32],
         _starts: &[usize],
         _cut: Cut,
         tokens: usize,
+        outputs: Outputs,
     ) -> Result<Option<Opened>, EngineError> {
         fits(tokens, self.shape)?;
         let Some(free) = self.caches.iter().position(Option::is_none) else { return Ok(None) };
-        self.caches[free] = Some(self.llama.new_cache());
+        self.caches[free] = Some((self.llama.new_cache(), outputs));
         Ok(Some(Opened { slot: Slot(free), cached: 0 }))
     }
 
     fn step(&mut self, batch: &[(Slot, &[u32])]) -> Result<Vec<Vec<f32>>, EngineError> {
-        let mut caches: Vec<Option<&mut SequenceCache>> =
+        let mut caches: Vec<Option<&mut (SequenceCache, Outputs)>> =
             self.caches.iter_mut().map(Option::as_mut).collect();
-        let mut rows = Vec::with_capacity(batch.len());
+        let (mut rows, mut every) = (Vec::with_capacity(batch.len()), Vec::with_capacity(batch.len()));
         for &(slot, tokens) in batch {
-            let cache = caches.get_mut(slot.0).and_then(Option::take).ok_or_else(|| unopened(slot))?;
+            let taken = caches.get_mut(slot.0).and_then(Option::take).ok_or_else(|| unopened(slot))?;
+            let (cache, outputs) = taken;
             rows.push((tokens, cache));
+            every.push(*outputs == Outputs::Every);
         }
-        self.llama.step(&mut rows)
+        self.llama.step_outputs(&mut rows, &every)
     }
 
     fn close(&mut self, slot: Slot) {

@@ -23,7 +23,7 @@ use crate::logprobs::{TokenLogprob, token_logprob};
 use crate::pieces::{Cut, next_piece, turn_starts};
 use crate::reuse::Reuse;
 use crate::sampling::{LogitBias, Sampler, SamplingParams};
-use crate::stepper::{Slot, Stepper, StepperShape};
+use crate::stepper::{Outputs, Slot, Stepper, StepperShape};
 use crate::stop::{Scanned, StopScan};
 use crate::width::Width;
 use morph_core::{Pending, RequestId, StepPlan};
@@ -59,9 +59,19 @@ pub enum GenEvent {
         cached_tokens: usize,
         completion_tokens: usize,
     },
+    /// Its prompt's tokens' log-probabilities, each but the first's under the tokens before it
+    /// (asked by [`Decoding::score_prompt`]), once its prompt is all fed: before its first token.
+    PromptLogprobs(Vec<TokenLogprob>),
     Failed(EngineError),
     /// The scheduler gave up on it before it ran (the driver sends this, not the thread).
     Dropped(morph_core::DropReason),
+}
+
+impl GenEvent {
+    /// Whether it is a generation's last event: `Done`, `Failed` or `Dropped`.
+    pub fn is_last(&self) -> bool {
+        matches!(self, GenEvent::Done { .. } | GenEvent::Failed(_) | GenEvent::Dropped(_))
+    }
 }
 
 /// How a generation draws its tokens, where it stops, and what it reports of them.
@@ -72,6 +82,9 @@ pub struct Decoding {
     pub stop: Vec<String>,
     /// Each token's log-probability with this many of the most likely (`None`: not asked).
     pub logprobs: Option<u8>,
+    /// The prompt's tokens' log-probabilities too (with `logprobs`' alternatives): its whole
+    /// prompt is computed (no kept cache reused), and scored as it is fed.
+    pub score_prompt: bool,
     /// The grammar its text must match (a JSON schema, a tool call), if any.
     pub grammar: Option<Grammar>,
     /// Added to tokens' logits before each draw.
@@ -154,6 +167,50 @@ struct Running {
     text: TextStream,
     stop: StopScan,
     sampler: Sampler,
+    /// The prompt's tokens scored so far (with [`Decoding::score_prompt`]).
+    scored: Vec<TokenLogprob>,
+}
+
+impl Running {
+    /// Of a step's `logits` for the `fed` tokens of the prompt fed from position `from`: the
+    /// last token's (what a draw reads); a scored prompt's tokens after each fed one are scored
+    /// by that one's.
+    fn score<'a>(&mut self, from: usize, fed: usize, logits: &'a [f32]) -> &'a [f32] {
+        if !self.request.decoding.score_prompt || fed == 0 {
+            return logits;
+        }
+        let vocab = logits.len() / fed;
+        let top = usize::from(self.request.decoding.logprobs.unwrap_or(0));
+        for (i, row) in logits.chunks_exact(vocab).enumerate() {
+            if let Some(&next) = self.request.prompt.get(from + i + 1) {
+                self.scored.push(token_logprob(row, next, top));
+            }
+        }
+        &logits[logits.len() - vocab..]
+    }
+
+    /// Draws the next token from `logits` and sends it; why the generation ends with it, if it
+    /// does.
+    fn draw(&mut self, tokenizer: &GgufTokenizer, logits: &[f32]) -> Option<FinishReason> {
+        let next = self.sampler.sample(logits);
+        let logprob = self.request.decoding.logprobs.map(|top| token_logprob(logits, next, usize::from(top)));
+        if tokenizer.is_end(next) {
+            return Some(FinishReason::Stop);
+        }
+        self.produced.push(next);
+        let fresh = self.text.next(tokenizer, &self.produced);
+        let (text, stopped) = match self.stop.push(fresh) {
+            Scanned::Text(text) => (text, false),
+            Scanned::Stopped(text) => (text, true),
+        };
+        let _ = self.request.events.send(GenEvent::Token { id: next, text, logprob });
+        match stopped {
+            true => Some(FinishReason::Stop),
+            false => {
+                (self.produced.len() >= self.request.max_tokens as usize).then_some(FinishReason::Length)
+            }
+        }
+    }
 }
 
 /// Turns a growing token list into text pieces, decoding only a short window each time: the
@@ -489,12 +546,12 @@ fn admit(
     let mut failed = Vec::new();
     while let Some(request) = queued.front() {
         let starts = feeding.starts(&request.prompt);
-        let opened = match stepper.open(
-            &request.prompt,
-            &starts,
-            feeding.cut,
-            request.prompt.len() + request.max_tokens as usize,
-        ) {
+        let outputs = match request.decoding.score_prompt {
+            true => Outputs::Every,
+            false => Outputs::Last,
+        };
+        let tokens = request.prompt.len() + request.max_tokens as usize;
+        let opened = match stepper.open_for(&request.prompt, &starts, feeding.cut, tokens, outputs) {
             Ok(Some(opened)) => opened,
             Ok(None) => break,
             Err(e) => {
@@ -513,6 +570,7 @@ fn admit(
             text: TextStream::default(),
             sampler: request.decoding.sampler(),
             stop: StopScan::new(request.decoding.stop.clone()),
+            scored: Vec::new(),
             request,
         });
     }
@@ -562,30 +620,26 @@ fn iterate(
             kept.push(r);
             continue;
         };
+        let mut row = row.as_slice();
         if r.fed < r.request.prompt.len() {
+            let from = r.fed;
             r.fed += feed.len();
+            row = r.score(from, feed.len(), row);
             if r.fed < r.request.prompt.len() {
-                // Still prefilling: this piece's logits are not a prediction anybody asked for.
+                // Still prefilling: this piece's last logits are not a prediction anybody asked for.
                 kept.push(r);
                 continue;
             }
+            if r.request.decoding.score_prompt {
+                let _ = r.request.events.send(GenEvent::PromptLogprobs(std::mem::take(&mut r.scored)));
+            }
         }
-        sampled += 1;
-        let next = r.sampler.sample(&row);
-        let logprob = r.request.decoding.logprobs.map(|top| token_logprob(&row, next, usize::from(top)));
-        let reason = if tokenizer.is_end(next) {
-            Some(FinishReason::Stop)
-        } else {
-            r.produced.push(next);
-            let fresh = r.text.next(tokenizer, &r.produced);
-            let (text, stopped) = match r.stop.push(fresh) {
-                Scanned::Text(text) => (text, false),
-                Scanned::Stopped(text) => (text, true),
-            };
-            let _ = r.request.events.send(GenEvent::Token { id: next, text, logprob });
-            match stopped {
-                true => Some(FinishReason::Stop),
-                false => (r.produced.len() >= r.request.max_tokens as usize).then_some(FinishReason::Length),
+        // A generation of no tokens (a prompt only scored) ends with its prompt.
+        let reason = match r.request.max_tokens {
+            0 => Some(FinishReason::Length),
+            _ => {
+                sampled += 1;
+                r.draw(tokenizer, row)
             }
         };
         match reason {

@@ -9,8 +9,8 @@ use std::sync::{Arc, OnceLock};
 use morph_decoder::sampling::argmax;
 use morph_decoder::{
     CandleKernels, DecoderKernels, DecoderModel, DecoderThread, Decoding, FinishReason, GenEvent, GenRequest,
-    GgufTokenizer, IterationReport, Llama, LlamaCppKernels, LoadedDecoder, Message, Sampler, SamplingParams,
-    Slot, StepKernels, Stepper, StepperShape, pieces,
+    GgufTokenizer, IterationReport, Llama, LlamaCppKernels, LoadedDecoder, Message, Outputs, Sampler,
+    SamplingParams, Slot, StepKernels, Stepper, StepperShape, pieces,
 };
 use morph_fetch::fetch_default_decoder;
 use morph_fetch::{Pip, morph_home};
@@ -648,4 +648,46 @@ fn stages_read_alone_and_from_prepared_artefacts_give_the_unsplit_next_token() {
         .run(BatchInput::Tokens(&prompts), morph_core::TokenPlan::Plain)
         .expect_err("tokens need the embeddings");
     assert!(err.to_string().contains("input"), "{err}");
+}
+
+/// A sequence opened for [`Outputs::Every`] gets the logits after each token it feeds: fed a
+/// prompt whole, its rows are the ones the prompt fed a token a step gives (what scoring a prompt
+/// token by token reads), on both kernels; and it reuses no kept cache, where one opened for
+/// its last logits does.
+#[test]
+fn a_sequence_opened_for_every_output_gets_each_fed_token_s_logits() {
+    let prompt = chat("Name a colour.");
+    let vocab = model().tokenizer.vocab_size();
+    for kernels in [DecoderKernels::Candle, DecoderKernels::LlamaCpp] {
+        let mut stepper = stepper(kernels);
+        let tokens = prompt.len() + 1;
+        let every =
+            stepper.open_for(&prompt, &[], cut(), tokens, Outputs::Every).expect("fits").expect("a place");
+        let rows = stepper.step(&[(every.slot, &prompt)]).expect("step").remove(0);
+        assert_eq!(rows.len(), prompt.len() * vocab, "{kernels:?}: a row per token fed");
+        stepper.close(every.slot);
+        let mut one_by_one = self::stepper(kernels);
+        let last = one_by_one.open(&prompt, &[], cut(), tokens).expect("fits").expect("a place");
+        for (i, &token) in prompt.iter().enumerate() {
+            let want = one_by_one.step(&[(last.slot, &[token])]).expect("step").remove(0);
+            let got = &rows[i * vocab..(i + 1) * vocab];
+            let gap = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+            assert_eq!(argmax(got), argmax(&want), "{kernels:?}: row {i}");
+            assert!(gap < 1e-2, "{kernels:?}: row {i} is {gap} from the token-a-step logits");
+        }
+        if kernels == DecoderKernels::LlamaCpp {
+            // A closed sequence leaves its prompt in its stream, for the next to reuse.
+            let mut kept = self::stepper(kernels);
+            let first = kept.open(&prompt, &starts(&prompt), cut(), tokens).expect("fits").expect("a place");
+            for piece in prompt_pieces(&prompt, 0) {
+                kept.step(&[(first.slot, &piece)]).expect("step");
+            }
+            kept.close(first.slot);
+            let again = kept.open(&prompt, &starts(&prompt), cut(), tokens).expect("fits").expect("a place");
+            assert!(again.cached > 0, "a prompt the stepper holds is reused");
+            kept.close(again.slot);
+            let scored = kept.open_for(&prompt, &starts(&prompt), cut(), tokens, Outputs::Every);
+            assert_eq!(scored.expect("fits").expect("a place").cached, 0, "scored: every row computed");
+        }
+    }
 }
