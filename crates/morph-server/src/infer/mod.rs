@@ -12,7 +12,7 @@ mod valid;
 
 pub use classify::Classified;
 pub use embed::{Embedded, Embedder, ModelKind};
-pub use generate::{Generator, StartedGeneration, Truth};
+pub use generate::{Echo, Generator, StartedGeneration, Truth};
 pub use score::{Scored, ValidScore};
 pub use valid::{
     EmbedInputs, GenerationFormat, Output, Prompt, Sequence, ToolChoice, ToolUse, Truncation, ValidClassify,

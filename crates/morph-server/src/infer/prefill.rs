@@ -13,13 +13,14 @@ use crate::driver::SeqError;
 use crate::error::CallError;
 
 impl Generator {
-    /// A call to a prefill-stage server may ask for its one token only.
+    /// A call to a prefill-stage server may ask for its one token only, not its prompt back.
     pub(super) fn one_token(call: &ValidGeneration) -> Result<(), CallError> {
+        let staged = "this server runs the decoder's prefill in stages: it answers one token";
+        if call.echo {
+            return Err(CallError::validation("echo", format!("{staged}, without its prompt")));
+        }
         match call.max_tokens_given && call.max_tokens != 1 {
-            true => Err(CallError::validation(
-                "max_tokens",
-                "this server runs the decoder's prefill in stages: it answers one token (max_tokens 1)",
-            )),
+            true => Err(CallError::validation("max_tokens", format!("{staged} (max_tokens 1)"))),
             false => Ok(()),
         }
     }
@@ -63,6 +64,6 @@ impl Generator {
             }
             None => done,
         };
-        Ok(StartedGeneration { claim, events: rx, first, truth: None })
+        Ok(StartedGeneration { claim, events: rx, first, truth: None, echo: None })
     }
 }

@@ -84,10 +84,12 @@ impl ValidClassify {
     }
 }
 
-/// What a generation call asks to be continued: a prompt, or a chat's messages.
+/// What a generation call asks to be continued: a prompt (text, or token ids as given), or a
+/// chat's messages.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Prompt {
     Text(String),
+    Tokens(Vec<u32>),
     Chat(Vec<Message>),
 }
 
@@ -95,7 +97,7 @@ impl Prompt {
     /// The field a problem with the prompt is reported on.
     pub fn field(&self) -> &'static str {
         match self {
-            Prompt::Text(_) => "prompt",
+            Prompt::Text(_) | Prompt::Tokens(_) => "prompt",
             Prompt::Chat(_) => "messages",
         }
     }
@@ -117,6 +119,9 @@ pub struct ValidGeneration {
     pub logit_bias: LogitBias,
     /// Each token's log-probability, with this many of the most likely.
     pub logprobs: Option<u8>,
+    /// Each choice's text starts with its prompt's (completions' `echo`); with `logprobs`, the
+    /// prompt's tokens are scored too.
+    pub echo: bool,
     pub stream: bool,
     /// A stream's last chunk carries the call's token counts.
     pub include_usage: bool,
@@ -192,6 +197,7 @@ impl ValidGeneration {
                     sampling,
                     stop: self.stop.clone(),
                     logprobs: self.logprobs,
+                    score_prompt: self.echo && self.logprobs.is_some(),
                     grammar: None,
                     logit_bias: self.logit_bias.clone(),
                 };

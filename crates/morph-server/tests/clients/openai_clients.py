@@ -137,6 +137,12 @@ def openai_generation():
     check("the SDK's responses.stream() helper builds the same response", final.output_text == answer and final.status == response.status, final.output_text)
     completion = client.completions.create(model=GENERATE_MODEL, prompt="The capital of France is", max_tokens=5, temperature=0)
     check("completions", completion.choices[0].text != "" and completion.usage.completion_tokens <= 5, completion.choices[0])
+    # lm-evaluation-harness' loglikelihood call: the prompt echoed and scored, one token drawn.
+    scored = client.completions.create(model=GENERATE_MODEL, prompt="The capital of France is", max_tokens=1, temperature=0, logprobs=1, echo=True).choices[0]
+    lp = scored.logprobs
+    check("echo with logprobs scores the prompt, its first token unscored", scored.text.startswith("The capital of France is") and lp.token_logprobs[0] is None and all(x <= 0 for x in lp.token_logprobs[1:]) and len(lp.tokens) == len(lp.top_logprobs), lp)
+    ids = client.completions.create(model=GENERATE_MODEL, prompt=[[504, 3575]], max_tokens=0, logprobs=0, echo=True).choices[0]
+    check("a prompt of token ids, only scored", ids.text != "" and len(ids.logprobs.tokens) == 2 and ids.finish_reason == "length", ids)
     return answer, stop, cut
 
 

@@ -96,7 +96,7 @@ async fn whole(
     Ok(reply.whole(finished.into_iter().map(|(choice, _)| choice).collect(), usage))
 }
 
-/// One choice's answer and usage.
+/// One choice's answer (after its prompt, where the call echoes it) and usage.
 pub(super) async fn collect(
     mut generation: StartedGeneration,
     format: GenerationFormat,
@@ -104,10 +104,15 @@ pub(super) async fn collect(
     metrics: &Metrics,
 ) -> Result<(Finished, GenerationUsage), CallError> {
     let first_at = Instant::now();
-    let (mut text, mut tokens) = (String::new(), Vec::new());
+    let mut text = generation.echo.as_ref().map(|echo| echo.text.clone()).unwrap_or_default();
+    let mut tokens = Vec::new();
     let mut event = generation.first;
     let result = loop {
         match event {
+            GenEvent::PromptLogprobs(scored) => {
+                let prompt = generation.echo.as_ref().map_or(&[][..], |echo| &echo.tokens);
+                tokens.extend(Logprobbed::prompt(generator, prompt, &scored));
+            }
             GenEvent::Token { id, text: piece, logprob } => {
                 text.push_str(&piece);
                 tokens.extend(logprob.map(|lp| Logprobbed::new(generator, id, &lp)));

@@ -1,6 +1,7 @@
 //! Token log-probabilities in the OpenAI formats: chat's `{"content": [{token, logprob, bytes,
 //! top_logprobs}]}` and completions' `{tokens, token_logprobs, top_logprobs, text_offset}`, for
-//! a whole choice or one streamed token.
+//! a whole choice or one streamed token; an echoed prompt's tokens come first in completions',
+//! the first with `null`s (nothing before it scores it).
 
 use std::collections::BTreeMap;
 
@@ -15,6 +16,8 @@ use crate::infer::{GenerationFormat, Generator};
 pub(super) struct Logprobbed {
     token: Candidate,
     top: Vec<Candidate>,
+    /// It has no log-probability: a prompt's first token.
+    unscored: bool,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -27,12 +30,24 @@ pub(crate) struct Candidate {
 impl Logprobbed {
     /// Token `id`'s entry, its alternatives' ids read as text by the generator's tokenizer.
     pub(super) fn new(generator: &Generator, id: u32, logprob: &TokenLogprob) -> Self {
-        let candidate = |id: u32, logprob: f32| {
-            let token = generator.token_text(id);
-            Candidate { bytes: token.as_bytes().to_vec(), token, logprob }
-        };
-        let top = logprob.top.iter().map(|&(id, lp)| candidate(id, lp)).collect();
-        Self { token: candidate(id, logprob.logprob), top }
+        let top = logprob.top.iter().map(|&(id, lp)| Candidate::new(generator, id, lp)).collect();
+        Self { token: Candidate::new(generator, id, logprob.logprob), top, unscored: false }
+    }
+
+    /// An echoed prompt's `tokens`: the first unscored, each after it with its log-probability
+    /// in `scored` (in order).
+    pub(super) fn prompt(generator: &Generator, tokens: &[u32], scored: &[TokenLogprob]) -> Vec<Self> {
+        let Some((&first, rest)) = tokens.split_first() else { return Vec::new() };
+        let first = Self { token: Candidate::new(generator, first, 0.0), top: Vec::new(), unscored: true };
+        let rest = rest.iter().zip(scored).map(|(&id, logprob)| Self::new(generator, id, logprob));
+        std::iter::once(first).chain(rest).collect()
+    }
+}
+
+impl Candidate {
+    fn new(generator: &Generator, id: u32, logprob: f32) -> Self {
+        let token = generator.token_text(id);
+        Candidate { bytes: token.as_bytes().to_vec(), token, logprob }
     }
 }
 
@@ -45,8 +60,9 @@ pub(crate) enum ChoiceLogprobs {
     },
     Completion {
         tokens: Vec<String>,
-        token_logprobs: Vec<f32>,
-        top_logprobs: Vec<BTreeMap<String, f32>>,
+        /// `null` for an echoed prompt's first token.
+        token_logprobs: Vec<Option<f32>>,
+        top_logprobs: Vec<Option<BTreeMap<String, f32>>>,
         /// Where each token's text starts in the choice's text (in bytes).
         text_offset: Vec<usize>,
     },
@@ -76,11 +92,16 @@ impl ChoiceLogprobs {
                     text_offset.push(at);
                     at += t.token.token.len();
                 }
+                fn scored(t: &Logprobbed) -> Option<&Logprobbed> {
+                    (!t.unscored).then_some(t)
+                }
                 ChoiceLogprobs::Completion {
-                    token_logprobs: tokens.iter().map(|t| t.token.logprob).collect(),
+                    token_logprobs: tokens.iter().map(|t| scored(t).map(|t| t.token.logprob)).collect(),
                     top_logprobs: tokens
                         .iter()
-                        .map(|t| t.top.iter().map(|c| (c.token.clone(), c.logprob)).collect())
+                        .map(|t| {
+                            scored(t).map(|t| t.top.iter().map(|c| (c.token.clone(), c.logprob)).collect())
+                        })
                         .collect(),
                     tokens: tokens.into_iter().map(|t| t.token.token).collect(),
                     text_offset,

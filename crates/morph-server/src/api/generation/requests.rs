@@ -9,14 +9,20 @@ use utoipa::{PartialSchema, ToSchema};
 use crate::api::bounds::{bounded, switch};
 use crate::api::field_schemas::response_input;
 use crate::api::field_types::*;
-use crate::api::fields::{Flag, Messages, Number, Text, Texts};
+use crate::api::fields::{Flag, Inputs, Messages, Number, Text, Texts};
 
 /// `POST /v1/completions` (`prompt`) and `POST /v1/chat/completions` (`messages`), OpenAI.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct GenerationRequest {
-    /// A prompt, or several (a choice for each, `n` per prompt).
-    pub prompt: Option<Texts>,
+    /// A prompt, or several (a choice for each, `n` per prompt): text, or the model's token ids
+    /// (an array of ids, or an array of such arrays).
+    pub prompt: Option<Inputs>,
+    /// Each choice's text starts with its prompt's (completions); with `logprobs`, the prompt's
+    /// tokens come first in them, each scored under the ones before it (the first has `null`).
+    /// With it `max_tokens` may be 0: the prompt only scored.
+    #[schema(value_type = Option<bool>)]
+    pub echo: Option<Flag>,
     pub messages: Option<Messages>,
     #[schema(value_type = Option<String>)]
     pub model: Option<Text>,
@@ -78,7 +84,7 @@ pub(crate) struct GenerationRequest {
 }
 
 /// Fields only `/v1/completions` takes; a chat call that sends one is refused by name.
-pub(crate) const COMPLETION_ONLY: [&str; 1] = ["prompt"];
+pub(crate) const COMPLETION_ONLY: [&str; 2] = ["prompt", "echo"];
 
 /// Fields only `/v1/chat/completions` takes; a completions call that sends one is refused by name.
 pub(crate) const CHAT_ONLY: [&str; 5] =

@@ -277,7 +277,7 @@ pub(super) fn events(
     state: &AppState,
 ) -> Response {
     let (metrics, drain) = (state.driver.metrics.clone(), state.drain.clone());
-    let StartedGeneration { claim, events, first, truth } = generation;
+    let StartedGeneration { claim, events, first, truth, .. } = generation;
     let mut streaming = Streaming {
         events: choice_events(first, events).boxed(),
         claim: Some(claim),
@@ -307,7 +307,7 @@ pub(super) fn events(
                 () = drain.deadline() => GenEvent::Failed(EngineError::Stopped),
             };
             let shutting_down = drain.deadline_has_passed();
-            s.over = shutting_down || !matches!(event, GenEvent::Token { .. });
+            s.over = shutting_down || event.is_last();
             let out = match event {
                 _ if shutting_down => vec![s.failed(&CallError::ShuttingDown)],
                 GenEvent::Token { text, .. } if s.scanner.is_some() => s.stream_calls(&text),
@@ -335,6 +335,8 @@ pub(super) fn events(
                 }
                 GenEvent::Failed(e) => vec![s.failed(&CallError::Engine(e))],
                 GenEvent::Dropped(r) => vec![s.failed(&CallError::generation_dropped(r))],
+                // The Responses API never asks for its prompt scored.
+                GenEvent::PromptLogprobs(_) => Vec::new(),
             };
             Some((stream::iter(out.into_iter().map(Ok::<Event, Infallible>)), s))
         }

@@ -1,5 +1,6 @@
 //! A generation call as server-sent events: one chunk per piece of a choice's text (choices
-//! interleaved as their tokens come), each choice's last with its finish reason; a call whose
+//! interleaved as their tokens come; an echoed prompt first, whole, with its tokens' logprobs
+//! where asked), each choice's last with its finish reason; a call whose
 //! answer must be calls streams each call's name, then its arguments as they are written; a
 //! call that offered tools to a model free to answer either way gets the text before any call as
 //! it comes, each call whole once it is (Hermes' blocks as each closes, the one-call formats at
@@ -28,7 +29,7 @@ use crate::api::AppState;
 use crate::api::answers::{ErrorDetail, ErrorResponse};
 use crate::driver::Claim;
 use crate::error::CallError;
-use crate::infer::{StartedGeneration, Truth};
+use crate::infer::{Echo, StartedGeneration, Truth};
 
 /// The call's choices as one stream, and what is left to answer.
 struct Merged {
@@ -36,6 +37,8 @@ struct Merged {
     /// Each choice's claim, until it is answered.
     claims: Vec<Option<Claim>>,
     truths: Vec<Option<Truth>>,
+    /// Each choice's prompt, until it is sent back (where the call echoes it).
+    echoes: Vec<Option<Echo>>,
     usage: GenerationUsage,
     /// Choices not finished yet.
     open: usize,
@@ -117,6 +120,28 @@ impl Merged {
         Some((deltas, CallsEnd { reason, calls: self.calls[index], left_open }))
     }
 
+    /// Before choice `index`'s first `event`, where the call echoes its prompt: the chunk of the
+    /// prompt's text, with its tokens' logprobs when `event` brings them.
+    fn echo_chunk(
+        &mut self,
+        reply: &Reply,
+        index: usize,
+        event: &GenEvent,
+        state: &AppState,
+    ) -> Option<String> {
+        let echo = self.echoes[index].take()?;
+        let logprobs = match (event, state.generator()) {
+            (GenEvent::PromptLogprobs(scored), Ok(generator)) => {
+                let tokens = Logprobbed::prompt(generator, &echo.tokens, scored);
+                Some(ChoiceLogprobs::of(reply.format(), tokens, 0))
+            }
+            _ => None,
+        };
+        let first = !std::mem::replace(&mut self.begun[index], true);
+        self.sent[index] += echo.text.len();
+        Some(json(&reply.chunk(index, first, echo.text, None, logprobs)))
+    }
+
     /// Choice `index`'s text grown by `text`: the pieces of its calls this reveals.
     fn call_deltas(&mut self, index: usize, text: &str) -> Vec<ToolCallDelta> {
         self.held[index].push_str(text);
@@ -145,17 +170,21 @@ pub(super) fn events(
 ) -> Response {
     let (metrics, drain) = (state.driver.metrics.clone(), state.drain.clone());
     let open = generations.len();
-    let (mut claims, mut truths, mut events) = (Vec::new(), Vec::new(), SelectAll::new());
-    for (index, StartedGeneration { claim, events: rx, first, truth }) in generations.into_iter().enumerate()
+    let (mut claims, mut truths, mut echoes, mut events) =
+        (Vec::new(), Vec::new(), Vec::new(), SelectAll::new());
+    for (index, StartedGeneration { claim, events: rx, first, truth, echo }) in
+        generations.into_iter().enumerate()
     {
         claims.push(Some(claim));
         truths.push(truth);
+        echoes.push(echo);
         events.push(choice_events(first, rx).map(move |event| (index, event)).boxed());
     }
     let merged = Merged {
         events,
         claims,
         truths,
+        echoes,
         usage: GenerationUsage::default(),
         open,
         sent: vec![0; open],
@@ -183,8 +212,13 @@ pub(super) fn events(
             let (index, event) = next;
             let mut out = Vec::new();
             let failed = matches!(event, GenEvent::Failed(_) | GenEvent::Dropped(_));
+            if !failed && !shutting_down {
+                out.extend(m.echo_chunk(&reply, index, &event, &state));
+            }
             match event {
                 _ if shutting_down => out.push(error(&CallError::ShuttingDown)),
+                // Sent with the echoed prompt.
+                GenEvent::PromptLogprobs(_) => {}
                 GenEvent::Token { text, .. } if m.scanners[index].is_some() => {
                     let deltas = m.call_deltas(index, &text);
                     if !deltas.is_empty() {
@@ -256,7 +290,7 @@ pub(super) fn choice_events(
             Some(event) => event,
             None => rx.recv().await.unwrap_or(GenEvent::Failed(EngineError::Stopped)),
         };
-        let last = !matches!(event, GenEvent::Token { .. });
+        let last = event.is_last();
         Some((event, (None, (!last).then_some(rx))))
     })
 }

@@ -5,12 +5,12 @@ use morph_decoder::{LogitBias, Message, SamplingParams};
 
 use super::requests::{CHAT_ONLY, COMPLETION_ONLY, GenerationRequest, StreamOptions};
 use super::validate_output::{OutputFields, ToolShape, output};
-use crate::api::bounds::{Bounded, Switch};
-use crate::api::checks::{log_user, served_model, texts};
+use crate::api::bounds::{Bounded, Range, Switch};
+use crate::api::checks::{inputs, log_user, served_model, texts};
 use crate::api::field_types::*;
 use crate::api::fields::{ChatMessage, Content, Flag, Messages, Number, ROLES, Text, Texts, parse};
 use crate::error::CallError;
-use crate::infer::{GenerationFormat, Prompt, ValidGeneration};
+use crate::infer::{EmbedInputs, GenerationFormat, Prompt, ValidGeneration};
 
 /// Most stop strings in one call (OpenAI's limit).
 const MAX_STOPS: usize = 4;
@@ -35,13 +35,18 @@ pub(crate) fn generation(
                 r.parallel_tool_calls.is_some(),
             ];
             refuse_other_format(&CHAT_ONLY, &given, format)?;
-            texts("prompt", r.prompt, max_items)?.into_iter().map(Prompt::Text).collect()
+            match inputs("prompt", r.prompt, max_items)? {
+                EmbedInputs::Tokens(ids) => ids.into_iter().map(Prompt::Tokens).collect(),
+                EmbedInputs::Texts(texts) => texts.into_iter().map(Prompt::Text).collect(),
+                EmbedInputs::Sequences(_) => unreachable!("prompts are never read as pairs"),
+            }
         }
         GenerationFormat::Chat => {
-            refuse_other_format(&COMPLETION_ONLY, &[r.prompt.is_some()], format)?;
+            refuse_other_format(&COMPLETION_ONLY, &[r.prompt.is_some(), r.echo.is_some()], format)?;
             vec![Prompt::Chat(messages(r.messages)?)]
         }
     };
+    let echo = r.echo.is_some_and(|Flag(on)| on);
     let (max_tokens_field, max_tokens) = match (r.max_tokens, r.max_completion_tokens) {
         (Some(_), Some(_)) => {
             let message = "give max_tokens or max_completion_tokens (its newer name), not both";
@@ -50,7 +55,10 @@ pub(crate) fn generation(
         (None, Some(n)) => ("max_completion_tokens", Some(n)),
         (given, None) => ("max_tokens", given),
     };
-    let max_tokens = MaxTokens::RANGE.up_to(context as f64).given(max_tokens_field, max_tokens)?;
+    // An echoed prompt may be only scored: no tokens after it.
+    let least = if echo { 0.0 } else { MaxTokens::RANGE.min };
+    let range = Range { min: least, ..MaxTokens::RANGE };
+    let max_tokens = range.up_to(context as f64).given(max_tokens_field, max_tokens)?;
     let (max_tokens_given, max_tokens) =
         (max_tokens.is_some(), max_tokens.map_or(context, |n| n as usize) as u32);
     // Without a seed each call draws its own, so repeated calls sample afresh.
@@ -89,6 +97,7 @@ pub(crate) fn generation(
         stop: stops(r.stop)?,
         logit_bias: logit_bias(r.logit_bias)?,
         logprobs,
+        echo,
         stream,
         include_usage,
         output,
@@ -370,7 +379,8 @@ mod tests {
         );
         // Each field the OpenAPI document leaves out of a route's schema is refused there.
         for field in COMPLETION_ONLY {
-            let body = format!(r#"{{"messages": [{{"role": "user", "content": "x"}}], "{field}": "x"}}"#);
+            let value = if field == "echo" { "true" } else { r#""x""# };
+            let body = format!(r#"{{"messages": [{{"role": "user", "content": "x"}}], "{field}": {value}}}"#);
             assert!(gen_error(&body, chat).starts_with(&format!("{field}: is a field of /v1/completions")));
         }
         for field in CHAT_ONLY {
@@ -403,7 +413,10 @@ mod tests {
             (r#"{"prompt": "hi", "logprobs": 6}"#, "logprobs: must be between 0 and 5"),
             (r#"{"prompt": "hi", "logprobs": true}"#, "logprobs: must be a number of alternatives"),
             (r#"{"prompt": "hi", "top_logprobs": 2}"#, "top_logprobs: is a field of /v1/chat/completions"),
-            (r#"{"prompt": "hi", "echo": true}"#, "echo: is not supported by this server"),
+            (r#"{"prompt": "hi", "echo": 1}"#, "echo: must be true or false"),
+            (r#"{"prompt": [1, "a"]}"#, "prompt[1]: must be a token id"),
+            (r#"{"prompt": [[1], []]}"#, "prompt[1]: must not be an empty array"),
+            (r#"{"prompt": [[1], [2], [3], [4], [5]]}"#, "prompt: has 5 items; at most 4 per call"),
         ] {
             let got = gen_error(body, completion);
             assert!(got.starts_with(error), "{body}: {got}");
@@ -425,6 +438,21 @@ mod tests {
         assert_eq!(chat_logprobs(r#""logprobs": true, "top_logprobs": 3"#), Ok(Some(3)));
         assert_eq!(chat_logprobs(r#""logprobs": false"#), Ok(None));
         assert!(chat_logprobs(r#""top_logprobs": 3"#).unwrap_err().starts_with("top_logprobs: needs"));
+    }
+
+    #[test]
+    fn a_prompt_may_be_token_ids_and_an_echoed_one_may_be_only_scored() {
+        let call = |body: &str| generate(body, GenerationFormat::Completion);
+        let ids = call(r#"{"prompt": [[1, 2], [3]], "echo": true, "logprobs": 1, "max_tokens": 0}"#).unwrap();
+        assert_eq!(ids.prompts, [Prompt::Tokens(vec![1, 2]), Prompt::Tokens(vec![3])]);
+        assert_eq!((ids.echo, ids.max_tokens, ids.max_tokens_given), (true, 0, true));
+        assert!(ids.choices().all(|(_, d)| d.score_prompt), "echo with logprobs scores the prompt");
+        let one = call(r#"{"prompt": [5, 6, 7]}"#).unwrap();
+        assert_eq!((one.prompts, one.echo), (vec![Prompt::Tokens(vec![5, 6, 7])], false));
+        let echoed = call(r#"{"prompt": "hi", "echo": true}"#).unwrap();
+        assert!(echoed.echo && echoed.choices().all(|(_, d)| !d.score_prompt), "no logprobs: text only");
+        let unscored = call(r#"{"prompt": "hi", "max_tokens": 0}"#).unwrap_err();
+        assert!(unscored.to_string().starts_with("max_tokens: must be between 1 and"), "{unscored}");
     }
 
     #[test]

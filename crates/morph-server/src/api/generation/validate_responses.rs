@@ -56,6 +56,7 @@ fn responses(r: ResponsesRequest, served: &[String], context: usize) -> Result<V
     let max_tokens =
         MaxTokens::RANGE.up_to(context as f64).given("max_output_tokens", r.max_output_tokens)?;
     Ok(ValidGeneration {
+        echo: false,
         prompts: vec![Prompt::Chat(messages)],
         n: 1,
         max_tokens: max_tokens.map_or(context, |n| n as usize) as u32,
@@ -209,7 +210,7 @@ mod tests {
         let ok = call(r#"{"input": "Hi", "instructions": "Be brief.", "max_output_tokens": 9}"#).unwrap();
         let messages = match &ok.prompts[0] {
             Prompt::Chat(m) => m.iter().map(|m| (m.role.as_str(), m.content.as_str())).collect::<Vec<_>>(),
-            Prompt::Text(_) => Vec::new(),
+            Prompt::Text(_) | Prompt::Tokens(_) => Vec::new(),
         };
         assert_eq!(messages, [("system", "Be brief."), ("user", "Hi")]);
         assert_eq!((ok.max_tokens, ok.max_tokens_given, ok.stream), (9, true, false));
