@@ -128,9 +128,11 @@ impl Generator {
             if call.echo {
                 echoes.push(Echo { text: self.prompt_text(prompt, &ids), tokens: ids.clone() });
             }
-            // A prompt's output length is predicted once, for all of its choices.
-            let predicted = match self.prefill_stages {
-                0 => self.predict(prompt, &ids).await,
+            // A prompt's output length is predicted once, for all of its choices; not an echoed
+            // one's (an evaluation's: its length, often 0 or 1, says nothing of the prompt's answers,
+            // and SSJF orders it by its max_tokens).
+            let predicted = match (self.prefill_stages, call.echo) {
+                (0, false) => self.predict(prompt, &ids).await,
                 _ => None,
             };
             prompts.push((ids, predicted, max_tokens));
