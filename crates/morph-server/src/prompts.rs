@@ -2,7 +2,8 @@
 //! before each text as TEI puts them: the one a call names (`prompt_name`), else the server's
 //! default (`--default-prompt-name`), else none. The prompt is part of the text from there on:
 //! its tokens count toward the input's length, `/tokenize` shows them, and a text cut from its
-//! start (`truncation_direction: "left"`) loses them first, as in TEI.
+//! start (`truncation_direction: "left"`) loses them first, as in TEI. Cohere's routes choose
+//! the prompt by `input_type` ([`ServedPrompts::for_input_type`]).
 
 use std::collections::BTreeMap;
 
@@ -75,6 +76,18 @@ impl ServedPrompts {
         }
     }
 
+    /// `texts` with the prompt Cohere's `input_type` stands for before each: the model's prompt
+    /// of that name (nomic's are named so), else of a name sentence-transformers configs give it
+    /// ([`INPUT_TYPE_PROMPTS`]), else the default (as without an `input_type`).
+    pub(crate) fn for_input_type(&self, input_type: Option<&str>, texts: Vec<String>) -> Vec<String> {
+        let aliases = INPUT_TYPE_PROMPTS.iter().filter(|(kind, _)| Some(*kind) == input_type);
+        let mut names = input_type.into_iter().chain(aliases.flat_map(|(_, names)| names.iter().copied()));
+        match names.find_map(|name| self.by_name.get(name)).filter(|_| self.pooled) {
+            Some(prompt) => prefixed(prompt, texts),
+            None => self.by_default(texts),
+        }
+    }
+
     /// `texts` with the prompt `named` (at `field`), or the default, before each.
     pub(crate) fn before_texts(
         &self,
@@ -116,6 +129,11 @@ impl ServedPrompts {
     }
 }
 
+/// The names sentence-transformers configs give the prompt of Cohere's input types: E5's and
+/// mixedbread's `query`/`passage`, nomic's and BGE's `query`/`document`, `corpus` in some.
+const INPUT_TYPE_PROMPTS: [(&str, &[&str]); 2] =
+    [("search_query", &["query"]), ("search_document", &["document", "passage", "corpus"])];
+
 fn prefixed(prompt: &str, texts: Vec<String>) -> Vec<String> {
     texts.into_iter().map(|text| format!("{prompt}{text}")).collect()
 }
@@ -131,5 +149,41 @@ fn unknown(name: &str, prompts: &BTreeMap<String, String>) -> String {
             let names: Vec<&str> = prompts.keys().map(String::as_str).collect();
             format!("{name:?} is not one of the model's prompts: {}", names.join(", "))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn served(config: &str, default: Option<&str>, pooled: bool) -> ServedPrompts {
+        let prompts = serde_json::from_str(config).expect("prompts");
+        ServedPrompts::new(prompts, default.map(str::to_string), pooled).expect("served")
+    }
+
+    /// Cohere's `input_type` puts the prompt of its name, else of its usual name, else the default.
+    #[test]
+    fn an_input_type_chooses_its_prompt_by_name_or_by_its_usual_name() {
+        let texts = || vec!["a".to_string()];
+        let e5 = served(r#"{"prompts": {"query": "query: ", "passage": "passage: "}}"#, None, true);
+        assert_eq!(e5.for_input_type(Some("search_query"), texts()), ["query: a"]);
+        assert_eq!(e5.for_input_type(Some("search_document"), texts()), ["passage: a"]);
+        assert_eq!(e5.for_input_type(Some("clustering"), texts()), ["a"], "no prompt of it, no default");
+        assert_eq!(e5.for_input_type(None, texts()), ["a"]);
+        let nomic = r#"{"prompts": {"search_query": "search_query: ", "query": "q: ", "clustering": "clustering: "}}"#;
+        let nomic = served(nomic, Some("query"), true);
+        assert_eq!(
+            nomic.for_input_type(Some("search_query"), texts()),
+            ["search_query: a"],
+            "its own name first"
+        );
+        assert_eq!(nomic.for_input_type(Some("clustering"), texts()), ["clustering: a"]);
+        assert_eq!(nomic.for_input_type(Some("search_document"), texts()), ["q: a"], "the default");
+        let unpooled = served(r#"{"prompts": {"query": "query: "}}"#, None, false);
+        assert_eq!(
+            unpooled.for_input_type(Some("search_query"), texts()),
+            ["a"],
+            "its pooling leaves prompts out"
+        );
     }
 }

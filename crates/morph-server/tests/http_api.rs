@@ -75,7 +75,9 @@ async fn a_text_past_the_models_max_seq_length_is_refused_or_cut_there() {
 
 /// A model's sentence-transformers prompts go before its texts as TEI puts them: the one a call
 /// names, else the server's `--default-prompt-name`, else none; the vector is the prompted
-/// text's. A name the model lacks is refused by name, at a call or at the start.
+/// text's. A name the model lacks is refused by name, at a call or at the start. Cohere's
+/// `input_type` chooses the prompt; its `max_tokens` keeps a text's first tokens, or with
+/// `truncate: "START"` its last.
 #[tokio::test]
 async fn a_prompt_named_or_by_default_goes_before_each_text() {
     let default = morph_fetch::fetch(&morph_fetch::ModelSource::Default, &morph_fetch::morph_home())
@@ -100,6 +102,8 @@ async fn a_prompt_named_or_by_default_goes_before_each_text() {
         assert_eq!(status, 200, "{body}: {answer}");
         match route {
             "/embed" => serde_json::from_value::<Vec<Vec<f32>>>(answer).expect("vectors").remove(0),
+            "/v2/embed" => serde_json::from_value::<Vec<f32>>(answer["embeddings"]["float"][0].clone())
+                .expect("a vector"),
             _ => {
                 serde_json::from_value::<Vec<f32>>(answer["data"][0]["embedding"].clone()).expect("a vector")
             }
@@ -121,6 +125,15 @@ async fn a_prompt_named_or_by_default_goes_before_each_text() {
     let words: Vec<&str> =
         tokens[0].as_array().expect("tokens").iter().filter_map(|t| t["text"].as_str()).collect();
     assert_eq!(words, ["[CLS]", "query", ":", "hello", "[SEP]"], "{tokens}");
+    // Cohere's max_tokens keeps a text's first tokens, or with truncate START its last.
+    let cohere = |truncate: &str| {
+        let body =
+            serde_json::json!({"texts": ["one two three four"], "max_tokens": 2, "truncate": truncate});
+        vectors(url(), "/v2/embed", body)
+    };
+    let (first, last) = (cohere("END").await, cohere("START").await);
+    assert_eq!(first, vectors(url(), "/embed", serde_json::json!({"inputs": "one two"})).await);
+    assert_eq!(last, vectors(url(), "/embed", serde_json::json!({"inputs": "three four"})).await);
     let (status, body) = post(&server.url, "/embed", r#"{"inputs": "hello", "prompt_name": "doc"}"#).await;
     assert_eq!(status, 422, "{body}");
     assert!(
@@ -145,6 +158,14 @@ async fn a_prompt_named_or_by_default_goes_before_each_text() {
         vectors(url(), "/embed", serde_json::json!({"inputs": "hello", "prompt_name": "query"})).await;
     assert_eq!(by_default, passage, "the default prompt goes before a text whose call names none");
     assert_eq!(query, named, "a named prompt goes before the default");
+    // Cohere's input_type chooses the prompt: search_query the model's `query`, search_document
+    // its `passage`; a kind the model has no prompt for gets the default.
+    let cohere = |input_type: &str| {
+        vectors(url(), "/v2/embed", serde_json::json!({"texts": ["hello"], "input_type": input_type}))
+    };
+    assert_eq!(cohere("search_query").await, query, "search_query: the query prompt");
+    assert_eq!(cohere("search_document").await, passage, "search_document: the passage prompt");
+    assert_eq!(cohere("clustering").await, passage, "no clustering prompt: the default");
     server.stop().await;
 
     let Err(refused) = morph_server::Server::build(served(Some("doc"))) else { panic!("built") };

@@ -39,7 +39,8 @@ pub(super) async fn rerank_v2(
     Checked(mut call): Checked<CohereRerankRequest>,
 ) -> Result<Json<CohereRerankResponse>, CallError> {
     let sent = std::mem::take(&mut call.documents);
-    let documents = cut(&embedder, sent.clone(), "max_tokens_per_doc", call.max_tokens_per_doc).await?;
+    let max = call.max_tokens_per_doc;
+    let documents = cut(&embedder, sent.clone(), "max_tokens_per_doc", max, Truncation::End).await?;
     let call = call.on(documents).check(&state)?;
     let (ranks, tokens) = rerank::ranked(&embedder, call.score, call.top_n).await?;
     let document = |i: usize| call.return_texts.then(|| DocumentText { text: sent[i].clone() });
@@ -82,8 +83,7 @@ async fn embed(
     version: &'static str,
 ) -> Result<Json<CohereEmbedResponse>, CallError> {
     let CohereEmbed { texts, max_tokens, truncate, types } = call;
-    let cut = cut(embedder, texts.clone(), "max_tokens", max_tokens).await?;
-    let truncate = Truncation::end_if(truncate);
+    let cut = cut(embedder, texts.clone(), "max_tokens", max_tokens, truncate).await?;
     let call = ValidEmbed { inputs: EmbedInputs::Texts(cut), field: "texts", truncate, normalize: true };
     let embedded = embedder.embed(call).await?;
     let (response_type, embeddings) = match (version, types) {
@@ -103,28 +103,41 @@ async fn embed(
     }))
 }
 
-/// `texts` each cut to its first `max` tokens (the field `field`), when given.
+/// `texts` each cut to `max` tokens (the field `field`), when given: its last where `truncate`
+/// cuts its start, else its first.
 async fn cut(
     embedder: &Embedder,
     texts: Vec<String>,
     field: &str,
     max: Option<Number>,
+    truncate: Truncation,
 ) -> Result<Vec<String>, CallError> {
     let Some(Number(max)) = max else { return Ok(texts) };
     if max < 1.0 || max.fract() != 0.0 {
         return Err(CallError::validation(field, "must be a whole number of tokens, at least 1"));
     }
+    let max = max as usize;
     let spans = embedder.spans(texts.clone(), false).await?;
+    // The offsets are bytes of the text; a cut never falls inside a character.
     Ok(texts
         .into_iter()
         .zip(spans)
-        .map(|(text, spans)| match spans.get(max as usize - 1).and_then(|s| s.stop) {
-            Some(end) if spans.len() > max as usize => {
-                // The offsets are bytes of the text; never cut inside a character.
-                let end = (0..=end.min(text.len())).rev().find(|&e| text.is_char_boundary(e)).unwrap_or(0);
-                text[..end].to_string()
-            }
-            _ => text,
+        .map(|(text, spans)| match truncate {
+            _ if spans.len() <= max => text,
+            Truncation::Start => match spans[spans.len() - max].start {
+                Some(start) => {
+                    let start = (start.min(text.len())..=text.len()).find(|&s| text.is_char_boundary(s));
+                    text[start.unwrap_or(text.len())..].to_string()
+                }
+                None => text,
+            },
+            Truncation::End | Truncation::Refuse => match spans[max - 1].stop {
+                Some(end) => {
+                    let end = (0..=end.min(text.len())).rev().find(|&e| text.is_char_boundary(e));
+                    text[..end.unwrap_or(0)].to_string()
+                }
+                None => text,
+            },
         })
         .collect())
 }

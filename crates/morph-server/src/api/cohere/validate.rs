@@ -10,6 +10,7 @@ use crate::api::opening::Check;
 use crate::api::scores::pair_fields::Document;
 use crate::api::scores::requests::DocumentRerankRequest;
 use crate::error::CallError;
+use crate::infer::Truncation;
 
 /// A `/v2/rerank` call: its documents as sent, and the rerank they make once each is cut to
 /// `max_tokens_per_doc`.
@@ -46,11 +47,12 @@ impl CohereRerank {
     }
 }
 
-/// A `/v2/embed` or `/v1/embed` call: its texts as sent, to be cut to `max_tokens`.
+/// A `/v2/embed` or `/v1/embed` call: its texts (with the prompt its `input_type` stands for),
+/// to be cut to `max_tokens` from the end `truncate` says.
 pub(crate) struct CohereEmbed {
     pub texts: Vec<String>,
     pub max_tokens: Option<Number>,
-    pub truncate: bool,
+    pub truncate: Truncation,
     /// `embedding_types`, when given.
     pub types: Option<Vec<EmbeddingType>>,
 }
@@ -60,7 +62,7 @@ impl Check for CohereEmbedRequest {
 
     fn check(self, state: &AppState) -> Result<CohereEmbed, CallError> {
         served_model(self.model, &state.model.names)?;
-        input_type(self.input_type)?;
+        let input_type = input_type(self.input_type)?;
         let truncate = truncate(self.truncate)?;
         let dimension = state.model.dim;
         if let Some(Number(n)) = self.output_dimension
@@ -78,7 +80,8 @@ impl Check for CohereEmbedRequest {
                     .collect::<Result<Vec<_>, _>>()?,
             ),
         };
-        let texts = state.model.prompts.by_default(texts("texts", self.texts, state.max_client_batch)?);
+        let texts = texts("texts", self.texts, state.max_client_batch)?;
+        let texts = state.model.prompts.for_input_type(input_type.as_deref(), texts);
         Ok(CohereEmbed { texts, max_tokens: self.max_tokens, truncate, types })
     }
 }
@@ -86,28 +89,27 @@ impl Check for CohereEmbedRequest {
 /// The most `embedding_types` one call asks for (each type once).
 const EMBEDDING_TYPES: usize = 6;
 
-/// Cohere's input types; the models served embed them alike (the server's default prompt, if
-/// any, before each text).
+/// Cohere's input types: each puts the model's prompt for it before a text, where the model has
+/// one ([`crate::prompts::ServedPrompts::for_input_type`]).
 const INPUT_TYPES: [&str; 4] = ["search_document", "search_query", "classification", "clustering"];
 
-fn input_type(given: Option<Text>) -> Result<(), CallError> {
+fn input_type(given: Option<Text>) -> Result<Option<String>, CallError> {
     match given {
         Some(Text(kind)) if !INPUT_TYPES.contains(&kind.as_str()) => Err(CallError::validation(
             "input_type",
             format!("{kind:?} is not one of {} (text only)", INPUT_TYPES.join(", ")),
         )),
-        _ => Ok(()),
+        given => Ok(given.map(|Text(kind)| kind)),
     }
 }
 
-/// Cohere's `truncate`: `END` (the default) cuts a long text's end, `NONE` refuses it.
-fn truncate(given: Option<Text>) -> Result<bool, CallError> {
+/// Cohere's `truncate`: `END` (the default) cuts a long text's end, `START` its start, `NONE`
+/// refuses it.
+fn truncate(given: Option<Text>) -> Result<Truncation, CallError> {
     match given.as_ref().map(|Text(t)| t.as_str()) {
-        None | Some("END") => Ok(true),
-        Some("NONE") => Ok(false),
-        Some(_) => Err(CallError::validation(
-            "truncate",
-            "must be \"END\" or \"NONE\": Morph cuts a text's end only",
-        )),
+        None | Some("END") => Ok(Truncation::End),
+        Some("START") => Ok(Truncation::Start),
+        Some("NONE") => Ok(Truncation::Refuse),
+        Some(_) => Err(CallError::validation("truncate", "must be \"NONE\", \"START\" or \"END\"")),
     }
 }
