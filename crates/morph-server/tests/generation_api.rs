@@ -17,6 +17,25 @@ fn chat_body(question: &str, max_tokens: u32) -> String {
         .to_string()
 }
 
+/// A streamed completion's events as sent, and its chunks (the stream ends with `[DONE]`).
+async fn streamed_completion(url: &str, body: &serde_json::Value) -> (String, Vec<serde_json::Value>) {
+    let text = client()
+        .post(format!("{url}/v1/completions"))
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("a stream")
+        .text()
+        .await
+        .expect("its events");
+    let events: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+    assert_eq!(events.last(), Some(&"[DONE]"), "{text}");
+    let chunks =
+        events[..events.len() - 1].iter().map(|e| serde_json::from_str(e).expect("chunk JSON")).collect();
+    (text, chunks)
+}
+
 fn content(body: &serde_json::Value) -> String {
     body["choices"][0]["message"]["content"].as_str().expect("content").to_string()
 }
@@ -99,19 +118,7 @@ async fn chat_and_completions_answer_greedily_and_stream_the_same_text() {
     let mut streamed = prompt.clone();
     streamed["stream"] = json!(true);
     streamed["stream_options"] = json!({"include_usage": true});
-    let text = client()
-        .post(format!("{}/v1/completions", server.url))
-        .body(streamed.to_string())
-        .send()
-        .await
-        .expect("stream")
-        .text()
-        .await
-        .expect("stream body");
-    let events: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
-    assert_eq!(events.last(), Some(&"[DONE]"), "{text}");
-    let chunks: Vec<serde_json::Value> =
-        events[..events.len() - 1].iter().map(|e| serde_json::from_str(e).expect("chunk JSON")).collect();
+    let (text, chunks) = streamed_completion(&server.url, &streamed).await;
     let joined: String = chunks.iter().filter_map(|c| c["choices"][0]["text"].as_str()).collect();
     assert_eq!(joined, whole["choices"][0]["text"].as_str().expect("text"));
     // The choice's last chunk has its finish reason; then, as asked, one with the usage alone.
@@ -427,22 +434,7 @@ async fn an_echoed_prompt_is_scored_as_a_forced_generation_scores_its_tokens() {
     // Streamed: the echoed prompt first, with its logprobs, then the token.
     let mut stream = scoring;
     stream["stream"] = json!(true);
-    let events = common::client()
-        .post(format!("{}/v1/completions", server.url))
-        .header("content-type", "application/json")
-        .body(stream.to_string())
-        .send()
-        .await
-        .expect("a stream")
-        .text()
-        .await
-        .expect("its events");
-    let chunks: Vec<serde_json::Value> = events
-        .lines()
-        .filter_map(|line| line.strip_prefix("data: "))
-        .filter(|data| *data != "[DONE]")
-        .map(|data| serde_json::from_str(data).expect("a JSON chunk"))
-        .collect();
+    let (events, chunks) = streamed_completion(&server.url, &stream).await;
     assert_eq!(chunks[0]["choices"][0]["text"], text, "{events}");
     assert_eq!(
         chunks[0]["choices"][0]["logprobs"]["token_logprobs"].as_array(),
