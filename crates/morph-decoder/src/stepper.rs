@@ -162,8 +162,8 @@ impl Stepper for CandleStepper<'_> {
             self.caches.iter_mut().map(Option::as_mut).collect();
         let (mut rows, mut every) = (Vec::with_capacity(batch.len()), Vec::with_capacity(batch.len()));
         for &(slot, tokens) in batch {
-            let taken = caches.get_mut(slot.0).and_then(Option::take).ok_or_else(|| unopened(slot))?;
-            let (cache, outputs) = taken;
+            let (cache, outputs) =
+                caches.get_mut(slot.0).and_then(Option::take).ok_or_else(|| unopened(slot))?;
             rows.push((tokens, cache));
             every.push(*outputs == Outputs::Every);
         }
