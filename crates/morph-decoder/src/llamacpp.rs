@@ -199,13 +199,16 @@ impl Stepper for LlamaCppStepper<'_> {
         }
         let whole = cut.whole(prompt);
         // The free stream that holds the most of the prompt; the lowest on a tie, which keeps
-        // the open ones' ids consecutive. One computing every row reuses none.
-        let reusable = |s: &Stream| match outputs {
-            Outputs::Last => s.reusable(self.reuse, prompt, &whole),
-            Outputs::Every => 0,
-        };
+        // the open ones' ids consecutive.
         let free = self.streams.iter().enumerate().filter(|(_, s)| !s.open);
-        let best = free.map(|(i, s)| (i, reusable(s))).min_by_key(|&(i, kept)| (Reverse(kept), i));
+        let best = match outputs {
+            Outputs::Last => free
+                .map(|(i, s)| (i, s.reusable(self.reuse, prompt, &whole)))
+                .min_by_key(|&(i, kept)| (Reverse(kept), i)),
+            // One computing every row reuses none: it takes the free stream that holds the
+            // least, keeping the others' prompts for later ones.
+            Outputs::Every => free.min_by_key(|&(i, s)| (s.held.len(), i)).map(|(i, _)| (i, 0)),
+        };
         let Some((mut slot, mut cached)) = best else { return Ok(None) };
         let cache = self.cache.as_ref().filter(|_| outputs == Outputs::Last);
         let found = cache.and_then(|cache| cache.take(prompt, starts, cached));

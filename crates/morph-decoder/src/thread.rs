@@ -30,6 +30,10 @@ use morph_core::{Pending, RequestId, StepPlan};
 use morph_engine::actor::{Actor, Mail, Mailbox};
 use morph_engine::{CoreShare, Cores, EngineError};
 
+/// Most tokens of a scored prompt fed in one step: its logits (a vocabulary's length each) are
+/// held for the step, 256 × 49,152 floats (50 MB) for SmolLM2.
+const SCORED_PIECE: usize = 256;
+
 /// Why a generation ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FinishReason {
@@ -39,8 +43,8 @@ pub enum FinishReason {
     Length,
 }
 
-/// What a generation's caller receives, in order: its tokens as they are sampled, then one
-/// `Done` or `Failed`.
+/// What a generation's caller receives, in order: its prompt's log-probabilities where it asked
+/// for them, its tokens as they are sampled, then one `Done` or `Failed`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum GenEvent {
     /// A token and the text it adds (empty while it completes only part of a character).
@@ -189,12 +193,25 @@ impl Running {
         &logits[logits.len() - vocab..]
     }
 
+    /// The most prompt tokens it feeds in a step: a scored prompt's logits are held a piece at
+    /// a time, so its pieces are bounded whatever the prefill chunk.
+    fn most_fed(&self) -> usize {
+        match self.request.decoding.score_prompt {
+            true => SCORED_PIECE,
+            false => usize::MAX,
+        }
+    }
+
     /// Draws the next token from `logits` and sends it; why the generation ends with it, if it
-    /// does.
+    /// does. An end-of-sequence token is sent (without text) only where the prompt is scored:
+    /// a harness reads the drawn token's log-probability as the list's last.
     fn draw(&mut self, tokenizer: &GgufTokenizer, logits: &[f32]) -> Option<FinishReason> {
         let next = self.sampler.sample(logits);
         let logprob = self.request.decoding.logprobs.map(|top| token_logprob(logits, next, usize::from(top)));
         if tokenizer.is_end(next) {
+            if self.request.decoding.score_prompt {
+                let _ = self.request.events.send(GenEvent::Token { id: next, text: String::new(), logprob });
+            }
             return Some(FinishReason::Stop);
         }
         self.produced.push(next);
@@ -337,7 +354,7 @@ impl Feeding {
     /// What `r`'s next step would feed.
     fn pending(self, r: &Running) -> Pending {
         let prompt = &r.request.prompt;
-        let piece = if r.fed < prompt.len() { self.piece(prompt, r.fed, usize::MAX).len() } else { 0 };
+        let piece = if r.fed < prompt.len() { self.piece(prompt, r.fed, r.most_fed()).len() } else { 0 };
         let as_u32 = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         Pending {
             request: RequestId(r.request.key),
@@ -476,7 +493,8 @@ fn feeds(feeding: Feeding, running: &[Running], next: &NextStep) -> Vec<Option<V
             let tokens = match next {
                 NextStep::Every => usize::MAX,
                 NextStep::Plan(plan) => plan.tokens_of(RequestId(r.request.key))? as usize,
-            };
+            }
+            .min(r.most_fed());
             let prompt = &r.request.prompt;
             Some(match r.produced.last() {
                 Some(&last) if r.fed == prompt.len() => vec![last],

@@ -78,13 +78,15 @@ impl ServedPrompts {
 
     /// `texts` with the prompt Cohere's `input_type` stands for before each: the model's prompt
     /// of that name (nomic's are named so), else of a name sentence-transformers configs give it
-    /// ([`INPUT_TYPE_PROMPTS`]), else the default (as without an `input_type`).
+    /// ([`INPUT_TYPE_PROMPTS`]), else none (a model with a query prompt only, as BGE, embeds
+    /// documents bare); without an `input_type`, the default.
     pub(crate) fn for_input_type(&self, input_type: Option<&str>, texts: Vec<String>) -> Vec<String> {
-        let aliases = INPUT_TYPE_PROMPTS.iter().filter(|(kind, _)| Some(*kind) == input_type);
-        let mut names = input_type.into_iter().chain(aliases.flat_map(|(_, names)| names.iter().copied()));
+        let Some(kind) = input_type else { return self.by_default(texts) };
+        let aliases = INPUT_TYPE_PROMPTS.iter().filter(|(alias, _)| *alias == kind);
+        let mut names = std::iter::once(kind).chain(aliases.flat_map(|(_, names)| names.iter().copied()));
         match names.find_map(|name| self.by_name.get(name)).filter(|_| self.pooled) {
             Some(prompt) => prefixed(prompt, texts),
-            None => self.by_default(texts),
+            None => texts,
         }
     }
 
@@ -161,7 +163,7 @@ mod tests {
         ServedPrompts::new(prompts, default.map(str::to_string), pooled).expect("served")
     }
 
-    /// Cohere's `input_type` puts the prompt of its name, else of its usual name, else the default.
+    /// Cohere's `input_type` puts the prompt of its name, else of its usual name, else none.
     #[test]
     fn an_input_type_chooses_its_prompt_by_name_or_by_its_usual_name() {
         let texts = || vec!["a".to_string()];
@@ -178,7 +180,8 @@ mod tests {
             "its own name first"
         );
         assert_eq!(nomic.for_input_type(Some("clustering"), texts()), ["clustering: a"]);
-        assert_eq!(nomic.for_input_type(Some("search_document"), texts()), ["q: a"], "the default");
+        assert_eq!(nomic.for_input_type(Some("search_document"), texts()), ["a"], "none, not the default");
+        assert_eq!(nomic.for_input_type(None, texts()), ["q: a"], "no input_type: the default");
         let unpooled = served(r#"{"prompts": {"query": "query: "}}"#, None, false);
         assert_eq!(
             unpooled.for_input_type(Some("search_query"), texts()),

@@ -421,6 +421,15 @@ async fn an_echoed_prompt_is_scored_as_a_forced_generation_scores_its_tokens() {
         let got = token_logprobs[k].as_f64().expect("a logprob");
         assert!((got - want).abs() < 1e-3, "token {k} ({:?}): scored {got}, generated {want}", tokens[k]);
     }
+    // A drawn end of sequence still closes the list, as the harness reads it (all but the last).
+    let ended = json!({"prompt": [ids], "max_tokens": 1, "logprobs": 1, "echo": true,
+        "logit_bias": {tokenizer.eos().to_string(): 100}});
+    let (status, ended) = complete(ended).await;
+    assert_eq!(status, 200, "{ended}");
+    assert_eq!(ended["choices"][0]["text"], text, "{ended}");
+    assert_eq!(ended["choices"][0]["finish_reason"], "stop", "{ended}");
+    let ended_logprobs = ended["choices"][0]["logprobs"]["token_logprobs"].as_array().map(Vec::len);
+    assert_eq!(ended_logprobs, Some(ids.len() + 1), "{ended}");
     // Only scored: the prompt and nothing after it.
     let (status, only) =
         complete(json!({"prompt": [ids], "max_tokens": 0, "logprobs": 0, "echo": true})).await;

@@ -159,13 +159,13 @@ async fn a_prompt_named_or_by_default_goes_before_each_text() {
     assert_eq!(by_default, passage, "the default prompt goes before a text whose call names none");
     assert_eq!(query, named, "a named prompt goes before the default");
     // Cohere's input_type chooses the prompt: search_query the model's `query`, search_document
-    // its `passage`; a kind the model has no prompt for gets the default.
+    // its `passage`; a kind the model has no prompt for gets none, not the default.
     let cohere = |input_type: &str| {
         vectors(url(), "/v2/embed", serde_json::json!({"texts": ["hello"], "input_type": input_type}))
     };
     assert_eq!(cohere("search_query").await, query, "search_query: the query prompt");
     assert_eq!(cohere("search_document").await, passage, "search_document: the passage prompt");
-    assert_eq!(cohere("clustering").await, passage, "no clustering prompt: the default");
+    assert_eq!(cohere("clustering").await, bare, "no clustering prompt: none");
     server.stop().await;
 
     let Err(refused) = morph_server::Server::build(served(Some("doc"))) else { panic!("built") };
