@@ -12,13 +12,12 @@ import concurrent.futures
 import http.client
 import json
 import os
-import platform
 import statistics
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from servers import Server, free_port, warm_up  # noqa: E402
+from servers import cpu_name, default_decoder  # noqa: E402
 
 CITIES = ["Paris", "Lisbon", "Tokyo", "Lima", "Oslo", "Cairo", "Hanoi", "Quito", "Dakar", "Perth", "Riga", "Sofia"]
 SCHEMA = {
@@ -78,26 +77,14 @@ def run(port, streams, rounds):
     return times
 
 
-def cpu_name():
-    """The host's CPU model, as every figure names it."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.machine()
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--morph", default="target/release/morph")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    port = free_port()
-    argv = [args.morph, "serve", "--task", "generate", "--port", str(port)]
-    with open("/tmp/constrained_cost.log", "w") as log:
-        server = Server(argv, port, log)
+    server = default_decoder(args.morph, "/tmp/constrained_cost.log")
+    port = server.port
     try:
-        warm_up(port)
         one(port, "Rome", True)  # the first grammar walks the vocabulary once
         cpu = cpu_name()
         print(f"SmolLM2-135M (Q4_1) on Morph's llama.cpp decoder, {os.cpu_count()} cores ({cpu}), {args.rounds} rounds of {len(CITIES)} prompts")

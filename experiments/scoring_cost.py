@@ -16,8 +16,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from constrained_cost import cpu_name  # noqa: E402
-from servers import Server, free_port, warm_up  # noqa: E402
+from servers import cpu_name, default_decoder  # noqa: E402
 
 WORDS = "the river carried cold water past old mills and quiet towns toward a grey northern sea".split()
 LENGTHS = (50, 200, 800)  # words: roughly as many tokens
@@ -50,12 +49,9 @@ def main():
     parser.add_argument("--morph", default="target/release/morph")
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    port = free_port()
-    argv = [args.morph, "serve", "--task", "generate", "--port", str(port)]
-    with open("/tmp/scoring_cost.log", "w") as log:
-        server = Server(argv, port, log)
+    server = default_decoder(args.morph, "/tmp/scoring_cost.log")
+    port = server.port
     try:
-        warm_up(port)
         print(f"SmolLM2-135M (Q4_1) on Morph's llama.cpp decoder, {os.cpu_count()} cores ({cpu_name()}), {args.rounds} prompts of each length and mode")
         print("| prompt tokens | plain ms/call | scored ms/call | scored / plain |")
         print("|---:|---:|---:|---:|")

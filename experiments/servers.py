@@ -4,6 +4,7 @@ with 2,048 tokens of context each, on every core."""
 import http.client
 import json
 import os
+import platform
 import shlex
 import socket
 import subprocess
@@ -45,6 +46,25 @@ class Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+def default_decoder(binary, log_path):
+    """`morph serve --task generate` on its default model and settings, on a free port, warmed
+    up; its output written to `log_path`."""
+    port = free_port()
+    with open(log_path, "w") as log:
+        server = Server([binary, "serve", "--task", "generate", "--port", str(port)], port, log)
+    warm_up(port)
+    return server
+
+
+def cpu_name():
+    """The host's CPU model, as every figure names it."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.machine()
 
 
 def warm_up(port):
