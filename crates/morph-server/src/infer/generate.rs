@@ -219,18 +219,11 @@ impl Generator {
 
     /// A prompt's token ids given as they are: none empty, each a token of the model's.
     fn known_tokens(&self, ids: &[u32]) -> Result<(), CallError> {
-        let vocab = self.model.tokenizer.vocab_size();
         if ids.is_empty() {
             return Err(CallError::validation("prompt", "must not be an empty array of token ids"));
         }
-        match ids.iter().find(|&&id| id as usize >= vocab) {
-            Some(id) => Err(CallError::validation(
-                "prompt",
-                format!(
-                    "token {id} is not a token of this model (its ids are 0 to {})",
-                    vocab.saturating_sub(1)
-                ),
-            )),
+        match self.unknown_token(ids.iter().copied()) {
+            Some((id, why)) => Err(CallError::validation("prompt", format!("token {id} {why}"))),
             None => Ok(()),
         }
     }
@@ -297,14 +290,17 @@ impl Generator {
 
     /// Every token `logit_bias` names is in the model's vocabulary.
     fn biased_tokens_exist(&self, call: &ValidGeneration) -> Result<(), CallError> {
-        let vocab = self.model.tokenizer.vocab_size();
-        match call.logit_bias.iter().find(|&&(token, _)| token as usize >= vocab) {
-            Some((token, _)) => Err(CallError::validation(
-                format!("logit_bias.{token}"),
-                format!("is not a token of this model (its ids are 0 to {})", vocab.saturating_sub(1)),
-            )),
+        match self.unknown_token(call.logit_bias.iter().map(|&(token, _)| token)) {
+            Some((token, why)) => Err(CallError::validation(format!("logit_bias.{token}"), why)),
             None => Ok(()),
         }
+    }
+
+    /// The first of `ids` that is not a token of the model's, and why.
+    fn unknown_token(&self, mut ids: impl Iterator<Item = u32>) -> Option<(u32, String)> {
+        let vocab = self.model.tokenizer.vocab_size();
+        let id = ids.find(|&id| id as usize >= vocab)?;
+        Some((id, format!("is not a token of this model (its ids are 0 to {})", vocab.saturating_sub(1))))
     }
 
     /// How this model writes tool calls.
