@@ -1,7 +1,8 @@
 //! SSJF served live on SmolLM2: the queue runs the shortest predicted generation first (FCFS
 //! runs them by arrival), and the built-in predictor's lengths reach the scheduler; a repeated
-//! prompt is answered from the length cache, which learnt its true length when it finished; the
-//! jobs are weighed by the decoder's costs the server measured as it started.
+//! prompt is answered from the length cache, which learnt its true length when it ended by itself
+//! (not when its max_tokens cut it); the jobs are weighed by the decoder's costs the server
+//! measured as it started.
 
 mod common;
 
@@ -71,13 +72,28 @@ async fn the_builtin_predictor_feeds_the_scheduler_and_finished_lengths_are_cach
         head: None,
     };
     let server = start(config).await;
+    let metrics = || async {
+        client().get(format!("{}/metrics", server.url)).send().await.unwrap().text().await.unwrap()
+    };
+    // An answer cut by its max_tokens is not learnt (it is only known to be at least that long):
+    // the same prompt is predicted by the model again.
     for _ in 0..2 {
         let (status, body) = post(&server.url, "/v1/chat/completions", &chat("Say hi.", 4)).await;
         assert_eq!(status, 200, "{body}");
+        assert_eq!(body["choices"][0]["finish_reason"], "length", "{body}");
     }
-    let metrics = client().get(format!("{}/metrics", server.url)).send().await.unwrap().text().await.unwrap();
-    assert!(metrics.contains("morph_prediction_seconds_count 2\n"), "{metrics}");
-    assert!(metrics.contains("morph_prediction_cache_hits_total 1\n"), "{metrics}");
+    let m = metrics().await;
+    assert!(m.contains("morph_prediction_seconds_count 2\n"), "{m}");
+    assert!(!m.contains("morph_prediction_cache_hits_total"), "{m}");
+    // An answer that ends by itself is learnt: the next call of its prompt is answered from the cache.
+    for _ in 0..2 {
+        let (status, body) = post(&server.url, "/v1/chat/completions", &chat("Say hi.", 64)).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["choices"][0]["finish_reason"], "stop", "{body}");
+    }
+    let m = metrics().await;
+    assert!(m.contains("morph_prediction_seconds_count 4\n"), "{m}");
+    assert!(m.contains("morph_prediction_cache_hits_total 1\n"), "{m}");
     let info: serde_json::Value =
         client().get(format!("{}/info", server.url)).send().await.unwrap().json().await.unwrap();
     assert_eq!(info["predictor"]["kind"], "model", "{info}");

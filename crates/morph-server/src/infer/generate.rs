@@ -5,7 +5,9 @@
 use std::sync::Arc;
 
 use morph_decoder::pieces::turn_starts;
-use morph_decoder::{CacheStats, DecoderModel, GenEvent, Grammar, GrammarSource, LlamaPromptCache, Message};
+use morph_decoder::{
+    CacheStats, DecoderModel, FinishReason, GenEvent, Grammar, GrammarSource, LlamaPromptCache, Message,
+};
 use morph_encoder::predictor::predictor_text;
 use morph_engine::EngineError;
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -57,9 +59,14 @@ pub struct Truth {
 }
 
 impl Truth {
-    /// Remembers the length, once: the caller's slot is emptied.
-    pub fn learn(truth: &mut Option<Truth>, completion_tokens: usize) {
-        if let Some(t) = truth.take() {
+    /// Remembers the length of a generation that ended by itself, once: the caller's slot is
+    /// emptied. One cut by its token limit (`Length`) is not learnt: its answer is only known to
+    /// be at least that long, and a later call of the same prompt with room for more would be
+    /// ordered by the cut.
+    pub fn learn(truth: &mut Option<Truth>, completion_tokens: usize, reason: FinishReason) {
+        if let Some(t) = truth.take()
+            && reason == FinishReason::Stop
+        {
             t.predictions.learn(t.text, completion_tokens as u32);
         }
     }

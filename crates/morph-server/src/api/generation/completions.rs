@@ -119,7 +119,7 @@ pub(super) async fn collect(
             }
             GenEvent::Done { reason, tail, prompt_tokens, cached_tokens, completion_tokens } => {
                 let counts = (prompt_tokens, cached_tokens, completion_tokens);
-                let usage = choice_done(metrics, first_at, &mut generation.truth, counts);
+                let usage = choice_done(metrics, first_at, (&mut generation.truth, reason), counts);
                 text.push_str(&tail);
                 let asked = !tokens.is_empty();
                 let logprobs = asked.then(|| ChoiceLogprobs::of(format, tokens, 0));

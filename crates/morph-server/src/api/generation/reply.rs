@@ -11,20 +11,20 @@ use super::tool_reply::{Answer, CallReader, CallsEnd};
 use crate::infer::{GenerationFormat, Truth};
 use crate::metrics::Metrics;
 
-/// A choice finished with these token counts: its metrics (its prompt tokens, those cached,
-/// and its time per output token after the first, at `first_at`), its true output length
+/// A choice finished for `reason` with these token counts: its metrics (its prompt tokens, those
+/// cached, and its time per output token after the first, at `first_at`), its true output length
 /// learnt by the predictor, and its usage.
 pub(super) fn choice_done(
     metrics: &Metrics,
     first_at: Instant,
-    truth: &mut Option<Truth>,
+    (truth, reason): (&mut Option<Truth>, FinishReason),
     (prompt_tokens, cached_tokens, completion_tokens): (usize, usize, usize),
 ) -> GenerationUsage {
     metrics.prompt_tokens(prompt_tokens, cached_tokens);
     if completion_tokens > 1 {
         metrics.time_per_output_token(first_at.elapsed().as_secs_f64() / (completion_tokens - 1) as f64);
     }
-    Truth::learn(truth, completion_tokens);
+    Truth::learn(truth, completion_tokens, reason);
     GenerationUsage::new(prompt_tokens, cached_tokens, completion_tokens)
 }
 

@@ -315,7 +315,7 @@ pub(super) fn events(
                 GenEvent::Token { text, .. } => vec![s.delta(&text)],
                 GenEvent::Done { reason, tail, prompt_tokens, cached_tokens, completion_tokens } => {
                     let counts = (prompt_tokens, cached_tokens, completion_tokens);
-                    let usage = choice_done(&metrics, s.first_at, &mut s.truth, counts);
+                    let usage = choice_done(&metrics, s.first_at, (&mut s.truth, reason), counts);
                     if let Some(claim) = s.claim.take() {
                         claim.answered();
                     }

@@ -243,7 +243,7 @@ pub(super) fn events(
                 }
                 GenEvent::Done { reason, tail, prompt_tokens, cached_tokens, completion_tokens } => {
                     let counts = (prompt_tokens, cached_tokens, completion_tokens);
-                    let usage = choice_done(&metrics, m.first_at, &mut m.truths[index], counts);
+                    let usage = choice_done(&metrics, m.first_at, (&mut m.truths[index], reason), counts);
                     m.usage = m.usage.add(usage.of_choice(index, n));
                     if let Some(claim) = m.claims[index].take() {
                         claim.answered();
