@@ -440,6 +440,13 @@ async fn an_echoed_prompt_is_scored_as_a_forced_generation_scores_its_tokens() {
         (only["choices"][0]["finish_reason"].as_str(), only["usage"]["completion_tokens"].as_u64()),
         (Some("length"), Some(0))
     );
+    // A prompt that fills the 2048 tokens a sequence holds leaves no room for an answer, but
+    // one only echoed needs none: it is fed whole.
+    for (max_tokens, want) in [(1, 413), (0, 200)] {
+        let full = json!({"prompt": "hello ".repeat(2047), "max_tokens": max_tokens, "echo": true});
+        let (status, reply) = complete(full).await;
+        assert_eq!(status, want, "{reply}");
+    }
     // Streamed: the echoed prompt first, with its logprobs, then the token.
     let mut stream = scoring;
     stream["stream"] = json!(true);

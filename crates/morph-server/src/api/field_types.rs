@@ -22,8 +22,12 @@ macro_rules! field_types {
 field_types! {
     Bounded, RANGE: Range;
     /// Most tokens generated per choice, up to the model's context; by default all the room
-    /// the prompt leaves in it.
-    MaxTokens = Range::whole(None, 1.0, f64::INFINITY);
+    /// the prompt leaves in it. At least 1, but 0 with completions' `echo` (the prompt only
+    /// scored).
+    MaxTokens = Range::whole(None, 0.0, f64::INFINITY);
+    /// Most tokens generated, up to the model's context; by default all the room the input
+    /// leaves in it.
+    MaxOutputTokens = Range::whole(None, 1.0, f64::INFINITY);
     /// 0 is greedy.
     Temperature = Range::number(Some(1.0), 0.0, 2.0);
     /// Nucleus sampling: the smallest set of tokens this likely; above 0.

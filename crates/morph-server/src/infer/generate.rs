@@ -201,7 +201,8 @@ impl Generator {
     /// A prompt's token ids and the tokens its answer may have: the call's `max_tokens`, which
     /// with the prompt must fit in what a sequence holds (a whole decoder's KV cache is its
     /// runtime's length, a prefill the context), or else all the room the prompt leaves, as
-    /// OpenAI's default is; a prompt that leaves no room for one token is a 413.
+    /// OpenAI's default is; a prompt that leaves no room for one token is a 413 (unless the call
+    /// asks for none: a prompt echoed and scored may fill the sequence).
     async fn tokenize(&self, prompt: &Prompt, call: &ValidGeneration) -> Result<(Vec<u32>, u32), CallError> {
         let field = prompt.field();
         let text = match prompt {
@@ -242,13 +243,12 @@ impl Generator {
             0 => context.min(self.max_input_len as usize),
             _ => context,
         };
-        if ids.len() >= holds {
+        // A prompt only scored (`echo` with `max_tokens: 0`) needs no room for an answer.
+        let answer = usize::from(!(call.max_tokens_given && call.max_tokens == 0));
+        if ids.len() + answer > holds {
             // No room for the answer's first token: refused before it is queued.
             let as_u32 = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-            return Err(CallError::PromptTooLong {
-                len: as_u32(ids.len()),
-                max_len: as_u32(holds.saturating_sub(1)),
-            });
+            return Err(CallError::PromptTooLong { len: as_u32(ids.len()), max_len: as_u32(holds - answer) });
         }
         if !call.max_tokens_given {
             let room = holds - ids.len();

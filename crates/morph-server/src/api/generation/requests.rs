@@ -155,7 +155,7 @@ pub(crate) struct ResponsesRequest {
     /// A system message put before the input.
     #[schema(value_type = Option<String>)]
     pub instructions: Option<Text>,
-    #[schema(schema_with = bounded::<MaxTokens>)]
+    #[schema(schema_with = bounded::<MaxOutputTokens>)]
     pub max_output_tokens: Option<Number>,
     #[schema(schema_with = bounded::<Temperature>)]
     pub temperature: Option<Number>,

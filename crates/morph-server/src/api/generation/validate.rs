@@ -55,8 +55,8 @@ pub(crate) fn generation(
         (None, Some(n)) => ("max_completion_tokens", Some(n)),
         (given, None) => ("max_tokens", given),
     };
-    // An echoed prompt may be only scored: no tokens after it.
-    let least = if echo { 0.0 } else { MaxTokens::RANGE.min };
+    // An echoed prompt may be only scored: no tokens after it; else an answer has one at least.
+    let least = if echo { MaxTokens::RANGE.min } else { MaxOutputTokens::RANGE.min };
     let range = Range { min: least, ..MaxTokens::RANGE };
     let max_tokens = range.up_to(context as f64).given(max_tokens_field, max_tokens)?;
     let (max_tokens_given, max_tokens) =

@@ -12,7 +12,7 @@ use super::validate_output::{OutputFields, ToolShape, output};
 use crate::api::AppState;
 use crate::api::bounds::{Bounded, Switch};
 use crate::api::checks::{log_user, served_model};
-use crate::api::field_types::{MaxTokens, Stream, Temperature, TopP};
+use crate::api::field_types::{MaxOutputTokens, Stream, Temperature, TopP};
 use crate::api::fields::{Flag, Text};
 use crate::api::opening::Check;
 use crate::error::CallError;
@@ -54,7 +54,7 @@ fn responses(r: ResponsesRequest, served: &[String], context: usize) -> Result<V
         ToolShape::Flat,
     )?;
     let max_tokens =
-        MaxTokens::RANGE.up_to(context as f64).given("max_output_tokens", r.max_output_tokens)?;
+        MaxOutputTokens::RANGE.up_to(context as f64).given("max_output_tokens", r.max_output_tokens)?;
     Ok(ValidGeneration {
         echo: false,
         prompts: vec![Prompt::Chat(messages)],
