@@ -52,7 +52,7 @@ pub enum CallError {
     /// A route this server does not have; the message says why or lists the routes it has.
     #[error("{0}")]
     NotFound(String),
-    /// A route that does not take the method asked (counted as not found).
+    /// A route that does not take the method asked.
     #[error("{path} does not take {method}; {allowed}")]
     MethodNotAllowed { method: String, path: String, allowed: String },
 }
@@ -83,7 +83,8 @@ impl CallError {
             CallError::WrongEndpoint { .. } => FailureKind::WrongEndpoint,
             CallError::ShuttingDown => FailureKind::ShuttingDown,
             CallError::Starting(_) => FailureKind::Starting,
-            CallError::NotFound(_) | CallError::MethodNotAllowed { .. } => FailureKind::NotFound,
+            CallError::NotFound(_) => FailureKind::NotFound,
+            CallError::MethodNotAllowed { .. } => FailureKind::MethodNotAllowed,
         }
     }
 }

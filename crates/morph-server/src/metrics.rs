@@ -31,6 +31,7 @@ pub enum FailureKind {
     ShuttingDown,
     Starting,
     NotFound,
+    MethodNotAllowed,
 }
 
 impl FailureKind {
@@ -50,6 +51,7 @@ impl FailureKind {
             FailureKind::ShuttingDown => "shutting_down",
             FailureKind::Starting => "starting",
             FailureKind::NotFound => "not_found",
+            FailureKind::MethodNotAllowed => "method_not_allowed",
         }
     }
 }

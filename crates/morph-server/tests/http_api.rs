@@ -399,7 +399,13 @@ async fn tei_tokenize_decode_info_and_clear_404s() {
     assert_eq!(wrong.status(), 405);
     assert!(wrong.headers().contains_key("x-request-id"));
     let body: serde_json::Value = wrong.json().await.expect("JSON");
-    assert!(error_message(&body).starts_with("/v1/embeddings does not take GET; "), "{body}");
+    assert_eq!(error_message(&body), "/v1/embeddings does not take GET; it takes POST", "{body}");
+    assert_eq!(body["error"]["type"], "method_not_allowed", "{body}");
+    // The probes too, uncounted.
+    let wrong = client().put(format!("{}/health", server.url)).send().await.expect("PUT");
+    assert_eq!(wrong.status(), 405);
+    let body: serde_json::Value = wrong.json().await.expect("JSON");
+    assert_eq!(error_message(&body), "/health does not take PUT; it takes GET", "{body}");
     let metrics = client().get(format!("{}/metrics", server.url)).send().await.unwrap().text().await.unwrap();
     assert!(metrics.contains(r#"route="unmatched",status="404""#), "{metrics}");
     assert!(metrics.contains(r#"route="/v1/embeddings",status="405""#), "{metrics}");

@@ -117,8 +117,9 @@ pub fn router(state: AppState) -> Router {
     routes
         .merge(operations::openapi::page(&document))
         .fallback(move |request: Request| no_route(request, listed.clone()))
-        .layer(Extension(Arc::new(document)))
         .layer(middleware::from_fn_with_state(state.clone(), observe_calls))
+        // Outside the call layer, which reads the document for a 405's methods.
+        .layer(Extension(Arc::new(document)))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
 }
@@ -176,6 +177,34 @@ async fn no_route(request: Request, routes: Arc<str>) -> CallError {
     ))
 }
 
+/// The methods the document lists for `route` (`GET, POST`), if it lists any.
+fn methods_of(document: &Document, route: &str) -> Option<String> {
+    let item = document.paths.paths.get(route)?;
+    let methods =
+        [("GET", item.get.is_some()), ("POST", item.post.is_some()), ("DELETE", item.delete.is_some())];
+    let listed: Vec<&str> = methods.iter().filter(|(_, listed)| *listed).map(|(method, _)| *method).collect();
+    (!listed.is_empty()).then(|| listed.join(", "))
+}
+
+/// The router's own 405 (no body, its `Allow` header added outside this layer) answered as
+/// every error is, naming the methods the route takes (`allowed`, from the document).
+fn method_not_allowed(
+    response: Response,
+    (method, path): (String, String),
+    allowed: impl FnOnce() -> Option<String>,
+) -> Response {
+    if response.status() != axum::http::StatusCode::METHOD_NOT_ALLOWED
+        || response.extensions().get::<FailureKind>().is_some()
+    {
+        return response;
+    }
+    let allowed = allowed().map_or_else(
+        || "/openapi.json lists each route's method".to_string(),
+        |methods| format!("it takes {methods}"),
+    );
+    CallError::MethodNotAllowed { method, path, allowed }.into_response()
+}
+
 /// Marks a call a several-model server makes to one model's routes on behalf of a call to all
 /// of them (`GET /v1/models`, `/info`): neither logged nor counted by the model (the server
 /// counts the outer call).
@@ -228,8 +257,13 @@ async fn observe_calls(State(state): State<AppState>, request: Request, next: Ne
     let route = request.extensions().get::<MatchedPath>().map_or(UNMATCHED, |p| p.as_str()).to_string();
     let asked_for_all = request.extensions().get::<OnBehalf>().is_some();
     let (method, path) = (request.method().to_string(), request.uri().path().to_string());
+    let document = request.extensions().get::<Arc<Document>>().cloned();
+    let wrong_method = |response| {
+        let allowed = || document.as_deref().and_then(|document| methods_of(document, &route));
+        method_not_allowed(response, (method, path), allowed)
+    };
     if UNCOUNTED.contains(&route.as_str()) || asked_for_all {
-        let response = next.run(request).await;
+        let response = wrong_method(next.run(request).await);
         count_failure(&state, &response);
         return response;
     }
@@ -248,23 +282,8 @@ async fn observe_calls(State(state): State<AppState>, request: Request, next: Ne
         span: span.clone(),
         answered: false,
     };
-    let mut response = next.run(request).instrument(span.clone()).await;
+    let mut response = wrong_method(next.run(request).instrument(span.clone()).await);
     left.answered = true;
-    if response.status() == axum::http::StatusCode::METHOD_NOT_ALLOWED
-        && response.extensions().get::<FailureKind>().is_none()
-    {
-        // The router's own 405 has no body: answered as every error is.
-        let allow = response.headers().get(axum::http::header::ALLOW).cloned();
-        let listed = allow.as_ref().and_then(|v| v.to_str().ok()).filter(|v| !v.is_empty());
-        let allowed = listed.map_or_else(
-            || "/openapi.json lists each route's method".to_string(),
-            |methods| format!("it takes {methods}"),
-        );
-        response = CallError::MethodNotAllowed { method, path, allowed }.into_response();
-        if let Some(allow) = allow {
-            response.headers_mut().insert(axum::http::header::ALLOW, allow);
-        }
-    }
     let (status, seconds) = (response.status().as_u16(), started.elapsed().as_secs_f64());
     state.driver.metrics.call(&route, status, seconds);
     count_failure(&state, &response);
