@@ -31,6 +31,7 @@ pub use gguf_tokenizer::GgufTokenizer;
 pub use grammar::{Grammar, GrammarSource};
 pub use llama::{Llama, LlamaConfig, SequenceCache};
 pub use llamacpp::LlamaCppKernels;
+pub use llamacpp_init::backend as llama_backend;
 pub use load::{DecoderKernels, LoadedDecoder, load_decoder};
 pub use logprobs::{TokenLogprob, token_logprob};
 pub use model::DecoderModel;

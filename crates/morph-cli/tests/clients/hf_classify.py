@@ -3,7 +3,7 @@ checkpoint, as users point it at a text-embeddings-inference endpoint:
 `huggingface_hub.InferenceClient(base_url=URL).text_classification` posts to the root, which
 answers as `/predict` for a classifier; its labels and scores must be `/predict`'s.
 
-Run by tests/classifiers.rs: hf_classify.py URL TEXT
+Run by tests/cli/classifiers.rs: hf_classify.py URL TEXT
 Exits non-zero with the failed assertion; prints one line per check.
 """
 

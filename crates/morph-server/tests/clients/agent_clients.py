@@ -5,7 +5,7 @@ round trip, `tool_choice` required and named, streamed calls; the Responses API'
 `with_structured_output`; then 50+ varied JSON schemas, each answer parsed and validated with
 `jsonschema` (an implementation independent of the server's grammar engine).
 
-Run by tests/structured_outputs.rs: agent_clients.py GENERATE_URL MODEL [ROUTE] [--tools]
+Run by tests/server/structured_outputs.rs: agent_clients.py GENERATE_URL MODEL [ROUTE] [--tools]
 ROUTE is `chat` (default) or `completions` (a model without a chat template of its own: the
 schemas go through /v1/completions); `--tools` adds the tool checks through chat (the model
 served with a chat template). Exits non-zero with the failed assertion; prints one line per check.

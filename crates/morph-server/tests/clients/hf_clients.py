@@ -5,7 +5,7 @@ text-embeddings-inference endpoint: `huggingface_hub.InferenceClient` with the s
 `/embed` gives and against sentence-transformers' reference; TEI's `/similarity` against the
 vectors' cosines.
 
-Run by tests/client_sdks.rs: hf_clients.py EMBED_URL
+Run by tests/server/client_sdks.rs: hf_clients.py EMBED_URL
 Exits non-zero with the failed assertion; prints one line per check.
 """
 

@@ -2,7 +2,7 @@
 and `langchain-openai`, each answer's content checked (vectors against sentence-transformers'
 reference and against each other, stop strings and token limits honoured, seeds repeating).
 
-Run by tests/client_sdks.rs: openai_clients.py EMBED_URL EMBED_MODEL GENERATE_URL GENERATE_MODEL ALIAS
+Run by tests/server/client_sdks.rs: openai_clients.py EMBED_URL EMBED_MODEL GENERATE_URL GENERATE_MODEL ALIAS
 Exits non-zero with the failed assertion; prints one line per check.
 """
 

@@ -4,7 +4,7 @@
 //! prompt is rendered by the template in its metadata, tokenized by Qwen's pre-tokenizer, and its
 //! greedy reply over HTTP equals llama.cpp's own greedy decoding of that prompt, run directly.
 
-mod common;
+use crate::common;
 
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
@@ -13,7 +13,6 @@ use candle_core::quantized::gguf_file::{Content, Value, write};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 use llama_cpp_2::context::params::LlamaContextParams;
-use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::model::params::LlamaModelParams;
@@ -122,13 +121,8 @@ fn write_qwen2(dir: &Path, with_template: bool) -> PathBuf {
 /// llama.cpp alone: `prompt`'s tokens (Qwen's tokenizer) and its greedy continuation (until an
 /// end of generation or `n` tokens), as text.
 fn llama_cpp_greedy(gguf: &Path, prompt: &str, n: usize) -> (usize, String) {
-    // llama.cpp's state is once per process, whichever test gets here first.
-    static BACKEND: std::sync::OnceLock<LlamaBackend> = std::sync::OnceLock::new();
-    let backend = BACKEND.get_or_init(|| {
-        let mut backend = LlamaBackend::init().expect("llama.cpp");
-        backend.void_logs();
-        backend
-    });
+    // llama.cpp's state is once per process: the decoder's, which the served tests share.
+    let backend = morph_decoder::llama_backend().expect("llama.cpp");
     let model = LlamaModel::load_from_file(backend, gguf, &LlamaModelParams::default()).expect("load");
     let params = LlamaContextParams::default().with_n_ctx(NonZeroU32::new(512));
     let mut ctx = model.new_context(backend, params).expect("context");

@@ -4,7 +4,7 @@
 //! (`tests/reference/mpnet_numpy.py`), given the same token ids. fp32 graphs match it at cosine
 //! ≥ 0.9999; the default int8 graphs within int8's stated bound, ≥ 0.98 for every vector.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -46,7 +46,7 @@ fn reference(files: &ModelFiles) -> Vec<Vec<f32>> {
     serde_json::from_slice(&out.stdout).expect("its vectors")
 }
 
-/// int8's bound against fp32 (`morph-encoder/tests/quantized.rs`), for every vector.
+/// int8's bound against fp32 (`morph-encoder/tests/encoder/quantized.rs`), for every vector.
 const INT8_LEAST_COSINE: f32 = 0.98;
 const FP32_LEAST_COSINE: f32 = 0.9999;
 

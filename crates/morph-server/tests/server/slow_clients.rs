@@ -3,7 +3,7 @@
 //! its drain deadline even with a stalled client. The `timeout`s here only stop a broken build
 //! from hanging the suite; what is asserted is what happened, not how fast.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -7,7 +7,7 @@
 //! workers API refuses a caller without it, and the workers present it to the server. A worker
 //! on another host serves the vectors a thread does, int8 and fp32 alike.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;

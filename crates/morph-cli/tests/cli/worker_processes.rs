@@ -8,7 +8,7 @@
 //! threads and worker processes serve the same vectors at int8 and at fp32. SmolLM2's prefill in 5 stage worker processes
 //! answers the whole model's greedy next token, and a killed stage comes back warm.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

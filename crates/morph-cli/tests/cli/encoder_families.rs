@@ -18,7 +18,7 @@ use morph_engine::Engine;
 use morph_fetch::{ModelFiles, Pip, morph_home, onnxruntime_library};
 use serde_json::json;
 
-mod common;
+use crate::common;
 
 use common::tiny::{
     BERT_LAYER, DISTILBERT_LAYER, HIDDEN, INNER, LAYERS, VOCAB, embeddings, layer_tensors, padded, weights,

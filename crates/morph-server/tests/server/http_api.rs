@@ -1,6 +1,6 @@
 //! The HTTP API end to end: every endpoint and every error case, on 127.0.0.1 port 0.
 
-mod common;
+use crate::common;
 
 use common::{candle, client, emulated, ort, post, start};
 use morph_core::RuntimeSpec;

@@ -2,7 +2,7 @@
 //! generation; shutdown drains in-flight calls, and those left at the drain deadline get a
 //! typed 503.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! request queued behind it, and `/metrics` counts the cancellation; a client that leaves a whole
 //! chat is counted as a call of status 499.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

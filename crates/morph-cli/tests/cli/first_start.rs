@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 
 use morph_fetch::{ModelFiles, ModelSource, Pip, fetch, morph_home, onnxruntime_library};
 
-mod common;
+use crate::common;
 
 use common::{Served, TEXTS, embed, get_json};
 

@@ -2,7 +2,7 @@
 //! ONNX Runtime (hidden states handed on by the live driver) answers the unsplit server's
 //! vectors; a server compiling token plan −1 serves it when the policy asks for it.
 
-mod common;
+use crate::common;
 
 use common::{ort, post, start};
 use morph_backend::EngineKind;

@@ -4,7 +4,7 @@
 //! document passes a real validator (openapi-spec-validator, from PyPI) and every path in it is
 //! a route of the server.
 
-mod common;
+use crate::common;
 
 use common::{candle, decoder, post, start};
 use serde_json::{Value, json};

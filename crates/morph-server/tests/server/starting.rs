@@ -3,7 +3,7 @@
 //! type `starting` with Retry-After, liveness 200); once built, the same port serves; a shutdown
 //! during the start returns without waiting for the build; a failed build is the error returned, the port closed.
 
-mod common;
+use crate::common;
 
 use std::sync::mpsc;
 

@@ -3,7 +3,7 @@
 //! re-allocates and replaces instances (launching new workers) while serving, binds requests
 //! late, and shows all of it in /info and /metrics.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

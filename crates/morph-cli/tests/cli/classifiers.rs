@@ -16,7 +16,7 @@ use morph_encoder::TextTokenizer;
 use morph_fetch::ModelFiles;
 use serde_json::json;
 
-mod common;
+use crate::common;
 
 use common::tiny::{
     self, BERT_LAYER, DISTILBERT_LAYER, HIDDEN, INNER, LAYERS, VOCAB, embeddings, head_tensors,

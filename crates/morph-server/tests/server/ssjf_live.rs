@@ -4,7 +4,7 @@
 //! (not when its max_tokens cut it); the jobs are weighed by the decoder's costs the server
 //! measured as it started.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! OTAS's tasks served live: `morph serve --policy otas` on all-MiniLM-L6-v2 (ONNX Runtime, the
 //! heads Morph ships, the plan profiles in `assets/profiles/otas`), called over HTTP.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

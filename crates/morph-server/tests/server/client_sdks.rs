@@ -7,7 +7,7 @@
 //! package (installed by `npm ci`) runs `clients/node/openai_node.mjs` against both. Every
 //! check there asserts an answer's content.
 
-mod common;
+use crate::common;
 
 use common::{decoder, ort, run_client, start};
 use morph_server::Deployment;

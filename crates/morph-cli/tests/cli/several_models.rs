@@ -6,7 +6,7 @@
 //! when one model is flooded and then another, each one's cores (`morph_model_threads`) rise
 //! while it is flooded and come back after, every call answered.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

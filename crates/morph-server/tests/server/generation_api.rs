@@ -2,7 +2,7 @@
 //! answers, streaming equal to the whole reply, concurrent requests answered as if alone, and
 //! errors with their status codes.
 
-mod common;
+use crate::common;
 
 use common::{client, decoder, decoder_on, post, start};
 use morph_backend::EngineKind;
@@ -394,7 +394,10 @@ async fn an_echoed_prompt_is_scored_as_a_forced_generation_scores_its_tokens() {
     let tokenizer = morph_decoder::GgufTokenizer::load(&gguf).expect("its tokenizer");
     let text = "The capital of France is Paris, and";
     let ids = tokenizer.encode(text).expect("tokenizes");
-    let server = start(decoder("fcfs", json!({}))).await;
+    // Sequences of 64 tokens: room for every call here, and a prompt that fills one is quick.
+    let mut deployment = decoder("fcfs", json!({}));
+    deployment.runtimes = vec![RuntimeSpec::dynamic(64, 2)];
+    let server = start(deployment).await;
     let complete = |body: serde_json::Value| {
         let url = server.url.clone();
         async move { post(&url, "/v1/completions", &body.to_string()).await }
@@ -440,12 +443,13 @@ async fn an_echoed_prompt_is_scored_as_a_forced_generation_scores_its_tokens() {
         (only["choices"][0]["finish_reason"].as_str(), only["usage"]["completion_tokens"].as_u64()),
         (Some("length"), Some(0))
     );
-    // A prompt that fills the 2048 tokens a sequence holds leaves no room for an answer, but
-    // one only echoed needs none: it is fed whole.
+    // A prompt that fills the 64 tokens a sequence holds leaves no room for an answer, but one
+    // only echoed needs none: it is fed whole.
     for (max_tokens, want) in [(1, 413), (0, 200)] {
-        let full = json!({"prompt": "hello ".repeat(2047), "max_tokens": max_tokens, "echo": true});
+        let full = json!({"prompt": "hello ".repeat(63), "max_tokens": max_tokens, "echo": true});
         let (status, reply) = complete(full).await;
         assert_eq!(status, want, "{reply}");
+        assert!(want != 200 || reply["usage"]["prompt_tokens"] == 64, "{reply}");
     }
     // Streamed: the echoed prompt first, with its logprobs, then the token.
     let mut stream = scoring;

@@ -8,7 +8,7 @@
 //! given as the template, so in Gemma's Python-call format). Plus what is refused, by name,
 //! over plain HTTP.
 
-mod common;
+use crate::common;
 
 use common::{decoder, post, run_client, start};
 use morph_backend::EngineKind;

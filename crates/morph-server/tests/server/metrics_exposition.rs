@@ -3,7 +3,7 @@
 //! finds no naming problem or missing help; calls are counted by route and status, failures
 //! timed too; each server exports only the families of what it serves, and the process's own.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::process::{Command, Stdio};

@@ -1,0 +1,7 @@
+//! morph-decoder's integration tests in one binary: each file is a module, so the decoder
+//! is linked once, not once per file.
+
+mod decoder;
+mod prompt_cache;
+mod tool_grammars;
+mod vocabularies;
