@@ -1,9 +1,9 @@
 //! SSJF's predictions while serving (§3.2, §6). Prompts are predicted on their own thread as
 //! they arrive: all that arrived meanwhile in one batch. The scheduler keeps dispatching while
 //! a prompt is predicted (off its critical path); the request then enters the queue with its
-//! prediction. A finished generation's true length goes into the length cache (§6: "cache the
-//! ground truth output token sequence length of hot inputs"), so a repeated prompt is ordered
-//! by what it really took, without running the predictor.
+//! prediction. The true length of a generation that ended by itself (not cut by its max_tokens)
+//! goes into the length cache (§6: "cache the ground truth output token sequence length of hot
+//! inputs"), so a repeated prompt is ordered by what it really took, without running the predictor.
 
 use std::path::PathBuf;
 use std::sync::Arc;

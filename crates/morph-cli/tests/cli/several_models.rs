@@ -116,6 +116,10 @@ async fn three_models_share_the_cores_by_load_and_each_call_reaches_its_model() 
     let ids: Vec<&str> =
         listed["data"].as_array().expect("data").iter().map(|m| m["id"].as_str().expect("id")).collect();
     assert_eq!(ids, ["minilm", "text-embedding-3-small", "reranker", "smollm2"]);
+    // A route of the front asked with a method it does not take answers JSON, as a model's do.
+    let (status, wrong) = post(url, "/v1/models", json!({})).await;
+    assert_eq!((status, wrong["error"]["type"].as_str()), (405, Some("method_not_allowed")), "{wrong}");
+    assert_eq!(wrong["error"]["message"], "/v1/models does not take POST; it takes GET", "{wrong}");
 
     // A call reaches the model it names, or the one model of its route's kind.
     let (status, embedded) =

@@ -1,5 +1,6 @@
 //! morph-encoder's integration tests in one binary: each file is a module, so the encoder
-//! is linked once, not once per file.
+//! is linked once, not once per file. `sessions_at_once.rs` stays a binary of its own: it needs a
+//! process where no session has been built before it.
 
 mod architecture;
 mod batch_invariance;
@@ -9,4 +10,3 @@ mod ort_numerics;
 mod prompt_plans;
 mod quantized;
 mod row_operators;
-mod sessions_at_once;

@@ -177,9 +177,11 @@ async fn no_route(request: Request, routes: Arc<str>) -> CallError {
     ))
 }
 
-/// The methods the document lists for `route` (`GET, POST`), if it lists any.
+/// The methods the document lists for `route` (`GET, POST`), if it lists any (a route's
+/// catch-all parameter, `{*id}`, is a plain one there).
 fn methods_of(document: &Document, route: &str) -> Option<String> {
-    let item = document.paths.paths.get(route)?;
+    let paths = &document.paths.paths;
+    let item = paths.get(route).or_else(|| paths.get(&route.replace("{*", "{")))?;
     let methods =
         [("GET", item.get.is_some()), ("POST", item.post.is_some()), ("DELETE", item.delete.is_some())];
     let listed: Vec<&str> = methods.iter().filter(|(_, listed)| *listed).map(|(method, _)| *method).collect();

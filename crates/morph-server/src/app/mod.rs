@@ -138,6 +138,13 @@ impl App {
     }
 }
 
+/// A route of the front asked with a method it does not take: each takes GET (`/` POST too).
+async fn wrong_method(request: Request) -> CallError {
+    let path = request.uri().path().to_string();
+    let allowed = if path == "/" { "it takes GET, POST" } else { "it takes GET" };
+    CallError::MethodNotAllowed { method: request.method().to_string(), path, allowed: allowed.into() }
+}
+
 impl Serving for App {
     fn router(&self) -> Router {
         let for_all = Router::new()
@@ -152,6 +159,7 @@ impl Serving for App {
             .route("/ping", get(aggregate::ready))
             .route("/", get(aggregate::ready).post(dispatch))
             .route("/metrics", get(aggregate::metrics))
+            .method_not_allowed_fallback(wrong_method)
             .fallback(dispatch)
             .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
             .with_state(self.shared.clone())

@@ -406,6 +406,14 @@ async fn tei_tokenize_decode_info_and_clear_404s() {
     assert_eq!(wrong.status(), 405);
     let body: serde_json::Value = wrong.json().await.expect("JSON");
     assert_eq!(error_message(&body), "/health does not take PUT; it takes GET", "{body}");
+    let wrong =
+        client().delete(format!("{}/v1/models/all-MiniLM-L6-v2", server.url)).send().await.expect("DELETE");
+    let body: serde_json::Value = wrong.json().await.expect("JSON");
+    assert_eq!(
+        error_message(&body),
+        "/v1/models/all-MiniLM-L6-v2 does not take DELETE; it takes GET",
+        "{body}"
+    );
     let metrics = client().get(format!("{}/metrics", server.url)).send().await.unwrap().text().await.unwrap();
     assert!(metrics.contains(r#"route="unmatched",status="404""#), "{metrics}");
     assert!(metrics.contains(r#"route="/v1/embeddings",status="405""#), "{metrics}");

@@ -3,7 +3,7 @@
 // `generateText` with a tool the model must call, over both the Chat Completions and the
 // Responses API. Each check asserts the answer's content.
 //
-// Run by crates/morph-server/tests/structured_outputs.rs: node ai_sdk.mjs GENERATE_URL MODEL
+// Run by crates/morph-server/tests/server/structured_outputs.rs: node ai_sdk.mjs GENERATE_URL MODEL
 import { createOpenAI } from "@ai-sdk/openai";
 import { generateObject, generateText, tool } from "ai";
 import { z } from "zod";

@@ -2,7 +2,7 @@
 // default base64 and float), chat whole and through the `chat.completions.stream()` helper
 // (which throws without the first chunk's role), and `responses.create` whole and streamed.
 //
-// Run by tests/client_sdks.rs: node openai_node.mjs EMBED_URL EMBED_MODEL GENERATE_URL GENERATE_MODEL
+// Run by tests/server/client_sdks.rs: node openai_node.mjs EMBED_URL EMBED_MODEL GENERATE_URL GENERATE_MODEL
 // Exits non-zero with the failed check; prints one line per check.
 
 import OpenAI from "openai";
