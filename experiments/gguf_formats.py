@@ -15,22 +15,19 @@ usage: experiments/gguf_formats.py [--morph target/release/morph] [--rounds 3]
            [--texts ../shared/data/conversations/sharegpt.jsonl] [--answers 20]
 """
 import argparse
-import http.client
 import json
 import math
 import os
 import statistics
 import sys
 import tempfile
-import time
 
 import gguf
 from gguf import GGMLQuantizationType as Quant
 
 sys.path.insert(0, os.path.dirname(__file__))
-from servers import Server, cpu_name, free_port, warm_up  # noqa: E402
+from servers import cpu_name, default_decoder, timed_completion, unique_prompt  # noqa: E402
 
-WORDS = "the river carried cold water past old mills and quiet towns toward a grey northern sea".split()
 PREFILL_WORDS = (512, 1024)  # about as many tokens
 STORIES = ("Once upon a time", "The old lighthouse keeper", "In the year 2200, the city", "Dear diary, today")
 DECODE_TOKENS = 128
@@ -57,19 +54,6 @@ def requantize(source, target, quant):
     writer.close()
 
 
-def complete(port, body):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-    started = time.perf_counter()
-    conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
-    answer = json.loads(conn.getresponse().read())
-    conn.close()
-    return time.perf_counter() - started, answer
-
-
-def prompt(words, seed):
-    return f"Passage {seed}: " + " ".join(WORDS[(seed * 7 + i * 3) % len(WORDS)] for i in range(words))
-
-
 def answers(path, count):
     """The first `count` assistant answers of 100 to 300 words in a ShareGPT file."""
     found = []
@@ -87,30 +71,28 @@ def perplexity(port, texts):
     """exp of the mean negative log-probability of the texts' tokens (each text's first unscored)."""
     logprobs = []
     for text in texts:
-        _, answer = complete(port, {"prompt": text, "max_tokens": 0, "echo": True, "logprobs": 0})
+        _, answer = timed_completion(port, {"prompt": text, "max_tokens": 0, "echo": True, "logprobs": 0})
         logprobs += [lp for lp in answer["choices"][0]["logprobs"]["token_logprobs"] if lp is not None]
     return math.exp(-statistics.mean(logprobs))
 
 
 def measure(binary, gguf_path, rounds, texts, log_path):
     """Prefill ms per token by prompt length, decode ms per token, and the texts' perplexity."""
-    port = free_port()
-    with open(log_path, "w") as log:
-        server = Server([binary, "serve", "--task", "generate", "--model", gguf_path, "--port", str(port)], port, log)
+    server = default_decoder(binary, log_path, model=gguf_path)
+    port = server.port
     try:
-        warm_up(port)
         prefill = {}
         for words in PREFILL_WORDS:
             per_token = []
             for seed in range(rounds):
-                seconds, answer = complete(port, {"prompt": prompt(words, words + seed), "max_tokens": 1})
+                seconds, answer = timed_completion(port, {"prompt": unique_prompt(words, words + seed), "max_tokens": 1})
                 per_token.append(seconds / answer["usage"]["prompt_tokens"] * 1e3)
             prefill[words] = statistics.mean(per_token)
         decode = []
         for story in STORIES:
             # One token first, so the timed call's prefill is the prompt cache's (a few tokens).
-            complete(port, {"prompt": story, "max_tokens": 1, "temperature": 0})
-            seconds, answer = complete(port, {"prompt": story, "max_tokens": DECODE_TOKENS, "temperature": 0})
+            timed_completion(port, {"prompt": story, "max_tokens": 1, "temperature": 0})
+            seconds, answer = timed_completion(port, {"prompt": story, "max_tokens": DECODE_TOKENS, "temperature": 0})
             decode.append(seconds / answer["usage"]["completion_tokens"] * 1e3)
         return prefill, statistics.mean(decode), perplexity(port, texts)
     finally:

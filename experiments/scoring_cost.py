@@ -8,24 +8,14 @@ either way). Prints a table of the mean wall time per call and the ratio, by pro
 usage: experiments/scoring_cost.py [--morph target/release/morph] [--rounds 5]
 """
 import argparse
-import http.client
-import json
 import os
 import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from servers import cpu_name, default_decoder  # noqa: E402
+from servers import cpu_name, default_decoder, timed_completion, unique_prompt  # noqa: E402
 
-WORDS = "the river carried cold water past old mills and quiet towns toward a grey northern sea".split()
 LENGTHS = (50, 200, 800)  # words: roughly as many tokens
-
-
-def prompt(words, seed):
-    """A prompt of about `words` tokens that no other call shares beyond its first words."""
-    body = " ".join(WORDS[(seed * 7 + i * 3) % len(WORDS)] for i in range(words))
-    return f"Passage {seed}: {body}"
 
 
 def one(port, text, scored):
@@ -33,12 +23,7 @@ def one(port, text, scored):
     body = {"prompt": text, "max_tokens": 1, "temperature": 0}
     if scored:
         body.update(echo=True, logprobs=1)
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-    started = time.perf_counter()
-    conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
-    answer = json.loads(conn.getresponse().read())
-    seconds = time.perf_counter() - started
-    conn.close()
+    seconds, answer = timed_completion(port, body)
     if scored:
         assert answer["choices"][0]["logprobs"]["token_logprobs"][0] is None, answer
     return seconds, answer["usage"]["prompt_tokens"]
@@ -62,7 +47,7 @@ def main():
             for _ in range(args.rounds):
                 for scored in (False, True):
                     seed += 1
-                    seconds, prompt_tokens = one(port, prompt(words, seed), scored)
+                    seconds, prompt_tokens = one(port, unique_prompt(words, seed), scored)
                     times[scored].append(seconds)
                     tokens.append(prompt_tokens)
             plain, scored = statistics.mean(times[False]) * 1e3, statistics.mean(times[True]) * 1e3

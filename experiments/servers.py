@@ -48,14 +48,35 @@ class Server:
             self.proc.wait()
 
 
-def default_decoder(binary, log_path):
-    """`morph serve --task generate` on its default model and settings, on a free port, warmed
-    up; its output written to `log_path`."""
+def default_decoder(binary, log_path, model=None):
+    """`morph serve --task generate` on its default settings and model (or the GGUF `model`), on
+    a free port, warmed up; its output written to `log_path`."""
     port = free_port()
+    argv = [binary, "serve", "--task", "generate", "--port", str(port)] + (["--model", model] if model else [])
     with open(log_path, "w") as log:
-        server = Server([binary, "serve", "--task", "generate", "--port", str(port)], port, log)
+        server = Server(argv, port, log)
     warm_up(port)
     return server
+
+
+WORDS = "the river carried cold water past old mills and quiet towns toward a grey northern sea".split()
+
+
+def unique_prompt(words, seed):
+    """A prompt of about `words` tokens that no other call shares beyond its first words."""
+    body = " ".join(WORDS[(seed * 7 + i * 3) % len(WORDS)] for i in range(words))
+    return f"Passage {seed}: {body}"
+
+
+def timed_completion(port, body):
+    """Seconds for one `/v1/completions` call of `body`, and its answer."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    started = time.perf_counter()
+    conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+    answer = json.loads(conn.getresponse().read())
+    seconds = time.perf_counter() - started
+    conn.close()
+    return seconds, answer
 
 
 def cpu_name():
