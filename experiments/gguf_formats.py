@@ -2,9 +2,12 @@
 """How a GGUF's quantization format moves a CPU decoder's prefill and decode speed: the default
 model (SmolLM2-135M-Instruct, shipped as Q4_1) against the same weights requantized to Q8_0 and
 to Q4_0 (read back from Q4_1 and quantized again by the `gguf` package, `pip install gguf`),
-each served by `morph serve --task generate --model FILE` on its defaults, one at a time.
-llama.cpp's x86 kernels prefill Q4_0 and Q8_0 as matrix products (its GEMM kernels), but Q4_1 a
-dot product at a time; decoding, one token a step, is dot products for every format.
+each served by `morph serve --task generate --model FILE --prefill-weights file` (the file's
+weights throughout), one at a time, and the shipped file as Morph serves it by default (prompts
+prefilled on its Q8_0 copy, answers decoded on its own weights). llama.cpp's x86 kernels prefill
+Q4_0 and Q8_0 as matrix products (its GEMM kernels), but Q4_1 a dot product at a time; decoding,
+one token a step, is dot products for every format. Perplexity is scored with `echo`, which runs
+on the file's own weights whatever --prefill-weights says.
 
 Prints, per format: prefill ms per prompt token (prompts of about 512 and 1,024 tokens, each its
 own, `max_tokens` 1), decode ms per output token (greedy, 128 tokens from short prompts), the
@@ -76,9 +79,11 @@ def perplexity(port, texts):
     return math.exp(-statistics.mean(logprobs))
 
 
-def measure(binary, gguf_path, rounds, texts, log_path):
-    """Prefill ms per token by prompt length, decode ms per token, and the texts' perplexity."""
-    server = default_decoder(binary, log_path, model=gguf_path)
+def measure(binary, gguf_path, prefill_weights, rounds, texts, log_path):
+    """Prefill ms per token by prompt length, decode ms per token, and the texts' perplexity, with
+    prompts prefilled on `prefill_weights`."""
+    extra = ["--prefill-weights", prefill_weights]
+    server = default_decoder(binary, log_path, model=gguf_path, extra=extra)
     port = server.port
     try:
         prefill = {}
@@ -114,12 +119,15 @@ def main():
     if not os.path.exists(shipped):
         sys.exit(f"{shipped} is missing: run `morph serve --task generate` once to fetch it")
     with tempfile.TemporaryDirectory() as scratch:
-        files = {"Q4_1 (shipped)": shipped}
+        # Each file served as itself (`--prefill-weights file`), and the shipped one as Morph
+        # serves it by default: prompts prefilled on its Q8_0 copy, decoded on its own weights.
+        files = {"Q4_1 (shipped)": (shipped, "file"), "Q4_1, prefilled on its Q8_0 copy": (shipped, "q8_0")}
         for quant in (Quant.Q8_0, Quant.Q4_0):
-            files[f"{quant.name} (from Q4_1)"] = path = os.path.join(scratch, f"smollm2-{quant.name}.gguf")
+            path = os.path.join(scratch, f"smollm2-{quant.name}.gguf")
+            files[f"{quant.name} (from Q4_1)"] = (path, "file")
             requantize(shipped, path, quant)
-        results = {name: measure(args.morph, path, args.rounds, texts, f"/tmp/gguf_formats_{i}.log")
-                   for i, (name, path) in enumerate(files.items())}
+        results = {name: measure(args.morph, path, weights, args.rounds, texts, f"/tmp/gguf_formats_{i}.log")
+                   for i, (name, (path, weights)) in enumerate(files.items())}
     base_prefill, base_decode, base_perplexity = results["Q4_1 (shipped)"]
     print(f"SmolLM2-135M-Instruct on `morph serve --task generate` (llama.cpp), {os.cpu_count()} cores "
           f"({cpu_name()}); prefill: {args.rounds} prompts of each length; decode: {len(STORIES)} greedy answers "

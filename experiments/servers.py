@@ -48,11 +48,12 @@ class Server:
             self.proc.wait()
 
 
-def default_decoder(binary, log_path, model=None):
-    """`morph serve --task generate` on its default settings and model (or the GGUF `model`), on
-    a free port, warmed up; its output written to `log_path`."""
+def default_decoder(binary, log_path, model=None, extra=()):
+    """`morph serve --task generate` on its default settings and model (or the GGUF `model`, and
+    the further arguments `extra`), on a free port, warmed up; its output written to `log_path`."""
     port = free_port()
     argv = [binary, "serve", "--task", "generate", "--port", str(port)] + (["--model", model] if model else [])
+    argv += list(extra)
     with open(log_path, "w") as log:
         server = Server(argv, port, log)
     warm_up(port)

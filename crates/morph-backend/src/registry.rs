@@ -132,7 +132,7 @@ fn emulated(flags: &EngineFlags) -> anyhow::Result<EngineKind> {
 mod tests {
     use morph_core::fixtures::flat_profile;
     use morph_core::{RuntimeSpec, UnitKind};
-    use morph_decoder::{DecoderKernels, PromptCacheConfig};
+    use morph_decoder::{DecoderKernels, PrefillWeights, PromptCacheConfig};
 
     use super::*;
     use crate::EngineConfig;
@@ -204,6 +204,7 @@ mod tests {
                 kernels,
                 chat_template: None,
                 prompt_cache: PromptCacheConfig::OFF,
+                prefill: PrefillWeights::File,
             })
         };
         let candle = decoder(DecoderKernels::Candle);

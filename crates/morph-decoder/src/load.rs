@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::llama::Llama;
 use crate::llamacpp::LlamaCppKernels;
 use crate::model::DecoderModel;
+use crate::prefill_weights::PrefillWeights;
 use crate::prompt_cache::{LlamaPromptCache, PromptCacheConfig};
 use crate::stepper::{CandleKernels, StepKernels};
 use morph_engine::EngineError;
@@ -53,12 +54,13 @@ pub struct LoadedDecoder {
 
 /// The decoder at `gguf` for `kernels`, chatting by `chat_template` (Jinja) if given, else by
 /// the template in the file, keeping closed sequences' prompt states in host memory as
-/// `prompt_cache` says (llama.cpp only).
+/// `prompt_cache` says and prefilling prompts on `prefill` (both llama.cpp only).
 pub fn load_decoder(
     gguf: &std::path::Path,
     kernels: DecoderKernels,
     chat_template: Option<&str>,
     prompt_cache: PromptCacheConfig,
+    prefill: PrefillWeights,
 ) -> Result<LoadedDecoder, EngineError> {
     let with_template = |model: DecoderModel| match chat_template {
         Some(source) => {
@@ -70,7 +72,7 @@ pub fn load_decoder(
         DecoderKernels::LlamaCpp => {
             let cache = (prompt_cache.bytes > 0)
                 .then(|| Arc::new(LlamaPromptCache::new(prompt_cache.bytes, prompt_cache.reuse)));
-            let loaded = LlamaCppKernels::load(gguf)?;
+            let loaded = LlamaCppKernels::load_prefilling(gguf, prefill)?;
             let loaded = match &cache {
                 Some(cache) => loaded.with_prompt_cache(cache.clone()),
                 None => loaded,

@@ -151,6 +151,7 @@ impl ServeSpec {
             kernels,
             chat_template,
             prompt_cache: prompt_cache(self.prompt_cache_mib, self.prompt_cache_reuse, kernels)?,
+            prefill: self.prefill_weights.unwrap_or_default(),
         }))
     }
 

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use morph_core::{RuntimeSpec, TokenPlan};
-use morph_decoder::{DecoderKernels, Reuse};
+use morph_decoder::{DecoderKernels, PrefillWeights, Reuse};
 use morph_encoder::Pooling;
 use morph_server::ConnectionLimits;
 use morph_worker::ProcessConfig;
@@ -46,6 +46,8 @@ pub struct ServeSpec {
     /// Generate: how much of a kept state a prompt that starts the same way reuses; `None`:
     /// [`Reuse::Turns`].
     pub prompt_cache_reuse: Option<Reuse>,
+    /// Generate on llama.cpp's kernels: the weights prompts prefill on; `None`: the default.
+    pub prefill_weights: Option<PrefillWeights>,
     /// `None`: dynamic-batching to embed, fcfs to generate.
     pub policy: Option<String>,
     /// The policy's parameters (a JSON object); the limits below fill what they leave out.
@@ -133,6 +135,11 @@ impl ServeSpec {
             self.batch_threads.is_none()
                 || (self.whole_decoder() && self.decoder_kernels != Some(DecoderKernels::Candle)),
             "--batch-threads is for --task generate on llama.cpp kernels (a whole decoder)"
+        );
+        anyhow::ensure!(
+            self.prefill_weights.is_none()
+                || (self.whole_decoder() && self.decoder_kernels != Some(DecoderKernels::Candle)),
+            "--prefill-weights is for --task generate on llama.cpp kernels (a whole decoder)"
         );
         self.engine.check()
     }

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use morph_core::{UnitKind, UnitSpec};
-use morph_decoder::{DecoderKernels, DecoderStage, Llama, LoadedDecoder, PromptCacheConfig, load_decoder};
+use morph_decoder::{
+    DecoderKernels, DecoderStage, Llama, LoadedDecoder, PrefillWeights, PromptCacheConfig, load_decoder,
+};
 use morph_engine::{Engine, EngineError, Rows, StartTimes};
 use morph_worker::host::WorkerModel;
 use morph_worker::remote::Built;
@@ -20,8 +22,8 @@ const NO_STAGES_ON_LLAMA_CPP: &str =
 /// The decoder in `gguf`, feeding prompts `prefill_chunk` tokens per iteration at most (0:
 /// whole prompts), its steps run by `kernels`, its chats rendered by `chat_template` (Jinja) if
 /// given, else by the file's, keeping closed sequences' prompt states in host memory as
-/// `prompt_cache` says (llama.cpp's kernels only), a step that feeds more than one token on
-/// `batch_threads` (`None`: its instance's threads).
+/// `prompt_cache` says and prefilling prompts on `prefill` (llama.cpp's kernels only), a step
+/// that feeds more than one token on `batch_threads` (`None`: its instance's threads).
 #[derive(Debug, Clone)]
 pub struct DecoderEngine {
     pub gguf: PathBuf,
@@ -30,6 +32,7 @@ pub struct DecoderEngine {
     pub kernels: DecoderKernels,
     pub chat_template: Option<String>,
     pub prompt_cache: PromptCacheConfig,
+    pub prefill: PrefillWeights,
 }
 
 impl EngineConfig for DecoderEngine {
@@ -56,8 +59,13 @@ impl EngineConfig for DecoderEngine {
     }
 
     fn load_model(&self, _model: ModelInput) -> Result<Box<dyn LoadedModel>, EngineError> {
-        let decoder =
-            load_decoder(&self.gguf, self.kernels, self.chat_template.as_deref(), self.prompt_cache)?;
+        let decoder = load_decoder(
+            &self.gguf,
+            self.kernels,
+            self.chat_template.as_deref(),
+            self.prompt_cache,
+            self.prefill,
+        )?;
         let steps = DecoderSteps { prefill_chunk: self.prefill_chunk, batch_threads: self.batch_threads };
         Ok(Box::new(DecoderLoaded { decoder, steps }))
     }

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use morph_decoder::{DecoderKernels, PromptCacheConfig, load_decoder};
+use morph_decoder::{DecoderKernels, PrefillWeights, PromptCacheConfig, load_decoder};
 use morph_train::lengths::{LengthsRun, record_lengths};
 use morph_train::predictor::dataset::Rounds;
 
@@ -48,8 +48,13 @@ pub(crate) struct LengthsArgs {
 }
 
 pub(crate) fn run(args: LengthsArgs) -> anyhow::Result<()> {
-    let decoder =
-        load_decoder(&args.model.fetch_decoder()?, args.decoder_kernels, None, PromptCacheConfig::OFF)?;
+    let decoder = load_decoder(
+        &args.model.fetch_decoder()?,
+        args.decoder_kernels,
+        None,
+        PromptCacheConfig::OFF,
+        PrefillWeights::default(),
+    )?;
     let run = LengthsRun {
         sharegpt: args.sharegpt,
         conversations: args.conversations,

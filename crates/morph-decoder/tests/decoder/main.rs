@@ -2,6 +2,7 @@
 //! is linked once, not once per file.
 
 mod decoder;
+mod prefill_weights;
 mod prompt_cache;
 mod tool_grammars;
 mod vocabularies;

