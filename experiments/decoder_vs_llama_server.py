@@ -168,12 +168,14 @@ def main():
     cores = os.cpu_count()
     servers = {
         "morph": lambda n, port: decoder_argv("morph", args.morph, args.gguf, n, port, args.morph_args),
-        "llama-server": lambda n, port: decoder_argv("llama-server", args.llama_server, args.gguf, n, port),
+        "llama-server": lambda n, port: decoder_argv("llama-server", args.llama_server,
+                                                     args.llama_gguf or args.gguf, n, port),
     }
     os.makedirs(os.path.join(ROOT, "experiments/out"), exist_ok=True)
     table = []
-    print(f"SmolLM2-135M-Instruct Q4_1, {len(prompts)} ShareGPT first turns, greedy, "
-          f"max_tokens {args.max_tokens}, streamed; {cores} cores")
+    print(f"{os.path.basename(args.gguf)} (llama-server: {os.path.basename(args.llama_gguf or args.gguf)}), "
+          f"{len(prompts)} ShareGPT first turns, greedy, max_tokens {args.max_tokens}, streamed; "
+          f"{cores} cores; morph args: {args.morph_args or 'none'}")
     print(f"{'streams':>7} {'server':>13} {'tokens/s':>9} {'TTFT ms':>8} {'ms/token':>9} "
           f"{'out tok':>8} {'cached':>7} {'morph/llama-server':>19}")
     chosen = [name for name in servers if name in args.servers.split(",")]

@@ -112,7 +112,8 @@ def main():
         port = free_port()
         runs = []
         with open(os.path.join(ROOT, f"experiments/out/{name.replace(' ', '-')}-multiturn.log"), "w") as log:
-            argv = decoder_argv(kind, binary, args.gguf, args.slots, port, extra, params)
+            gguf = args.llama_gguf or args.gguf if kind == "llama-server" else args.gguf
+            argv = decoder_argv(kind, binary, gguf, args.slots, port, extra, params)
             server = Server(argv, port, log)
             try:
                 warm_up(port)

@@ -133,4 +133,7 @@ def server_args(ap, root, llama_required=False):
     home = os.environ.get("MORPH_HOME", os.path.expanduser("~/.cache/morph"))
     ap.add_argument("--gguf", default=os.path.join(
         home, "models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--llama-gguf", default=None,
+                    help="the GGUF llama-server serves, if not --gguf (e.g. a Q8_0 requantization "
+                         "of it, to compare with Morph prefilling on its Q8_0 copy)")
     ap.add_argument("--sharegpt", default=os.path.join(root, "../shared/data/conversations/sharegpt.jsonl"))

@@ -89,10 +89,15 @@ impl LlamaCppKernels {
             LlamaModel::load_from_file(backend()?, path, &LlamaModelParams::default())
                 .map_err(|e| EngineError::Load(format!("llama.cpp could not load {}: {e}", path.display())))
         };
+        let started = std::time::Instant::now();
         let prefill = match prefill {
             PrefillWeights::File => None,
             PrefillWeights::Q8_0 => eight_bit_copy(path)?.map(|copy| load(copy.path())).transpose()?,
         };
+        if let Some(copy) = &prefill {
+            let (mib, took_ms) = (copy.size() >> 20, started.elapsed().as_millis());
+            tracing::info!(mib, took_ms, "prompts prefill on an 8-bit copy of the GGUF's Q4_1 matrices");
+        }
         Ok(Self { model: load(path)?, prefill, building: Mutex::new(()), prompt_cache: None })
     }
 

@@ -160,7 +160,7 @@ mod tests {
     };
     use morph_core::Dtype;
     use morph_core::fixtures::flat_profile;
-    use morph_decoder::{DecoderKernels, PromptCacheConfig};
+    use morph_decoder::{DecoderKernels, PrefillWeights, PromptCacheConfig};
     use morph_encoder::model_pooling;
 
     use super::*;
@@ -229,6 +229,7 @@ mod tests {
                 kernels,
                 chat_template: None,
                 prompt_cache: PromptCacheConfig::OFF,
+                prefill: PrefillWeights::default(),
             })
         };
         assert_eq!(refusal(emulated(), "dynamic-batching"), "accepted");

@@ -4,11 +4,11 @@
 
 use crate::common;
 
-use common::{client, decoder, decoder_on, post, start};
+use common::{client, decoder, decoder_on, decoder_prefilling, post, start};
 use morph_backend::EngineKind;
 use morph_backend::engines::DecoderEngine;
 use morph_core::RuntimeSpec;
-use morph_decoder::DecoderKernels;
+use morph_decoder::{DecoderKernels, PrefillWeights};
 use morph_server::Deployment;
 use serde_json::json;
 
@@ -386,7 +386,9 @@ async fn a_logit_bias_forces_or_bans_a_token() {
 /// it after the tokens before it (what a generation forced to it by `logit_bias` reports, the
 /// reported log-probability being the raw one), the first has none; streamed, the prompt comes
 /// first, whole; `max_tokens: 0` scores the prompt only; ids past the vocabulary, and `echo` on
-/// chat, are refused by name.
+/// chat, are refused by name. A scored prompt runs on the file's weights, as a generation does
+/// on a server prefilling on them (`--prefill-weights file`; on an 8-bit copy, a generation's
+/// first token is drawn from the copy's logits).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_echoed_prompt_is_scored_as_a_forced_generation_scores_its_tokens() {
     let gguf = morph_fetch::fetch_default_decoder(&morph_fetch::morph_home(), &morph_fetch::Pip::from_env())
@@ -395,7 +397,8 @@ async fn an_echoed_prompt_is_scored_as_a_forced_generation_scores_its_tokens() {
     let text = "The capital of France is Paris, and";
     let ids = tokenizer.encode(text).expect("tokenizes");
     // Sequences of 64 tokens: room for every call here, and a prompt that fills one is quick.
-    let mut deployment = decoder("fcfs", json!({}));
+    let mut deployment =
+        decoder_prefilling(DecoderKernels::LlamaCpp, PrefillWeights::File, "fcfs", json!({}));
     deployment.runtimes = vec![RuntimeSpec::dynamic(64, 2)];
     let server = start(deployment).await;
     let complete = |body: serde_json::Value| {

@@ -12,7 +12,7 @@ use morph_backend::engines::DecoderEngine;
 use morph_core::{
     Action, Event, Generation, GenerationCosts, Policy, RequestInfo, RuntimeSpec, StepBudget, Time, UnitSpec,
 };
-use morph_decoder::{DecoderKernels, Decoding, GenEvent, PromptCacheConfig, SamplingParams};
+use morph_decoder::{DecoderKernels, Decoding, GenEvent, PrefillWeights, PromptCacheConfig, SamplingParams};
 use morph_fetch::{Pip, fetch_default_decoder, morph_home};
 use morph_policy::registry::{Context, PolicyKind};
 use morph_server::Launcher;
@@ -116,6 +116,7 @@ async fn live(name: &str, params: &serde_json::Value) -> (Vec<(Event, Vec<Action
         kernels: DecoderKernels::LlamaCpp,
         chat_template: None,
         prompt_cache: PromptCacheConfig::OFF,
+        prefill: PrefillWeights::default(),
     });
     let launcher = Arc::new(Launcher::new(engine.load(None).expect("SmolLM2 on llama.cpp")));
     let step = launcher.step_budget();

