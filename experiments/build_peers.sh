@@ -115,7 +115,10 @@ for peer in ${*:-tei llama-server}; do
     llama-server)
       if [ -n "${LLAMA_NATIVE_WITHOUT:-}" ]; then
         flags="-march=native$(printf ' -mno-%s' $LLAMA_NATIVE_WITHOUT)"
-        CFLAGS=$flags CXXFLAGS=$flags build_llama llama-server build -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF ${LLAMA_CMAKE_ARGS:-}
+        # As CMake options, not CFLAGS: a build directory configured before keeps its first
+        # CFLAGS, and would build without any of these.
+        build_llama llama-server build -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF \
+          "-DCMAKE_C_FLAGS=$flags" "-DCMAKE_CXX_FLAGS=$flags" ${LLAMA_CMAKE_ARGS:-}
       else
         build_llama llama-server build -DLLAMA_CURL=OFF ${LLAMA_CMAKE_ARGS:-}
       fi ;;
