@@ -112,7 +112,7 @@ def main():
         port = free_port()
         runs = []
         with open(os.path.join(ROOT, f"experiments/out/{name.replace(' ', '-')}-multiturn.log"), "w") as log:
-            gguf = args.llama_gguf or args.gguf if kind == "llama-server" else args.gguf
+            gguf = (args.llama_gguf or args.gguf) if kind == "llama-server" else args.gguf
             argv = decoder_argv(kind, binary, gguf, args.slots, port, extra, params)
             server = Server(argv, port, log)
             try:
