@@ -130,7 +130,8 @@ pub(crate) struct ServeArgs {
     prompt_cache_reuse: Option<Reuse>,
     /// With --task generate on llama.cpp kernels: the weights a prompt's pieces of two tokens
     /// or more run on. `q8_0` (the default): where the GGUF's matrices are Q4_1 (the default
-    /// model's), an 8-bit copy of them made at start, which llama.cpp multiplies as matrix
+    /// model's), an 8-bit copy of them (made at the file's first start, kept in
+    /// MORPH_HOME/prefill-copies for the next), which llama.cpp multiplies as matrix
     /// products where it takes Q4_1 a dot product at a time: prompts prefill about 1.5x
     /// faster on a 2-core Xeon, each answer's tokens still decode on the file's weights (the
     /// first token is drawn from the copy's logits where the prompt's last piece is of two

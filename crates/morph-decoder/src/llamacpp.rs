@@ -53,7 +53,7 @@ use llama_cpp_2::token::LlamaToken;
 
 use crate::llamacpp_init::backend;
 use crate::pieces::{CALL_TOKENS, Cut, Kernel, WholeFeed, piece_kernels};
-use crate::prefill_weights::{PrefillWeights, eight_bit_copy};
+use crate::prefill_weights::{PrefillWeights, eight_bit_copy, kept_copies};
 use crate::prompt_cache::{Found, LlamaPromptCache};
 use crate::reuse::Reuse;
 use crate::stepper::{Opened, Outputs, Slot, StepKernels, Stepper, StepperShape, fits, unopened};
@@ -90,23 +90,29 @@ impl LlamaCppKernels {
                 .map_err(|e| EngineError::Load(format!("llama.cpp could not load {}: {e}", path.display())))
         };
         let started = std::time::Instant::now();
+        let copies = kept_copies();
+        // A copy that cannot be made (a tensor type candle does not read, a full or read-only
+        // MORPH_HOME) or loaded leaves the file's weights to prefill: the server still starts.
+        let without_copy = |e: EngineError| {
+            tracing::warn!(error = %e, "prompts prefill on the GGUF's own weights: no 8-bit copy");
+            None
+        };
         let prefill = match prefill {
             PrefillWeights::File => None,
-            // A copy that cannot be made (a tensor type candle does not read, a full temporary
-            // directory) leaves the file's weights to prefill: the server still starts.
-            PrefillWeights::Q8_0 => {
-                match eight_bit_copy(path).and_then(|copy| copy.map(|c| load(c.path())).transpose()) {
-                    Ok(copy) => copy,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "prompts prefill on the GGUF's own weights: no 8-bit copy");
-                        None
-                    }
-                }
-            }
+            PrefillWeights::Q8_0 => match eight_bit_copy(path, &copies) {
+                Ok(None) => None,
+                Ok(Some(copy)) => load(&copy).map(Some).unwrap_or_else(|e| {
+                    // A kept copy llama.cpp cannot read is made again at the next start.
+                    let _ = std::fs::remove_file(&copy);
+                    without_copy(e)
+                }),
+                Err(e) => without_copy(e),
+            },
         };
         if let Some(copy) = &prefill {
             let (mib, took_ms) = (copy.size() >> 20, started.elapsed().as_millis());
-            tracing::info!(mib, took_ms, "prompts prefill on an 8-bit copy of the GGUF's Q4_1 matrices");
+            let kept = copies.display();
+            tracing::info!(mib, took_ms, %kept, "prompts prefill on an 8-bit copy of the GGUF's Q4_1 matrices");
         }
         Ok(Self { model: load(path)?, prefill, building: Mutex::new(()), prompt_cache: None })
     }

