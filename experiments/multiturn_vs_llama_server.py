@@ -78,6 +78,9 @@ def main():
                     help="also run each Morph server with --deadline-ms at the TTFT target (1 s): a "
                          "round that has not started by then is given up (504), which ends its "
                          "conversation as a refused round does")
+    ap.add_argument("--prefill-weights", default="q8_0",
+                    help="Morph's --prefill-weights settings to run, one server each: q8_0 (the "
+                         "default: prompts on an 8-bit copy of a Q4_1 file) and/or file")
     ap.add_argument("--morph-args", default="", help="extra `morph serve` arguments")
     ap.add_argument("--policy-params", default="{}",
                     help="JSON written over every Morph server's policy parameters, e.g. "
@@ -90,12 +93,13 @@ def main():
     servers = {}
     steps = [None] + ([args.step_tokens] if args.step_tokens else [])
     deadlines = [False] + ([True] if args.deadlines else [])
-    for policy, reuse, step, deadline in itertools.product(args.policies.split(","), args.reuse.split(","),
-                                                           steps, deadlines):
+    for policy, reuse, weights, step, deadline in itertools.product(
+            args.policies.split(","), args.reuse.split(","), args.prefill_weights.split(","), steps, deadlines):
         name = f"morph {reuse}" + ("" if policy == "fcfs" else f" {policy}")
+        name += "" if weights == "q8_0" else f" prefill-{weights}"
         name += "" if step is None else f" step-{step}"
         name += " deadline" if deadline else ""
-        extra = f"--prompt-cache-reuse {reuse} {policy_args[policy]} {args.morph_args}"
+        extra = f"--prompt-cache-reuse {reuse} {policy_args[policy]} --prefill-weights {weights} {args.morph_args}"
         extra += f" --deadline-ms {TTFT_TARGET_MS}" if deadline else ""
         params = json.loads(args.policy_params) | ({} if step is None else {"step": {"tokens": step}})
         servers[name] = ("morph", args.morph, extra, params)
@@ -103,7 +107,9 @@ def main():
         servers["llama-server"] = ("llama-server", args.llama_server, args.llama_args, None)
     os.makedirs(os.path.join(ROOT, "experiments/out"), exist_ok=True)
     rates = [float(r) for r in args.rates.split(",")]
-    print(f"SmolLM2-135M-Instruct Q4_1; ShareGPT conversations (heldout, 2-{args.max_rounds} rounds), greedy, "
+    models = os.path.basename(args.gguf) + (f" (llama-server: {os.path.basename(args.llama_gguf)})"
+                                            if args.llama_gguf else "")
+    print(f"{models}; ShareGPT conversations (heldout, 2-{args.max_rounds} rounds), greedy, "
           f"max_tokens {args.max_tokens}, think {args.think_s:g} s, {args.slots} slots; "
           f"{args.duration:.0f} s of arrivals per rate, "
           f"{'Poisson' if args.cv is None else f'Gamma CV {args.cv:g}'}; {os.cpu_count()} cores")
