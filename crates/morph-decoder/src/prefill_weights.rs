@@ -10,7 +10,6 @@
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use candle_core::Device;
 use candle_core::quantized::gguf_file::{Content, Value};
@@ -67,27 +66,28 @@ pub fn eight_bit_copy(gguf: &Path, copies: &Path) -> Result<Option<PathBuf>, Eng
     if !content.tensor_infos.values().any(|info| info.ggml_dtype == SLOW_PREFILL) {
         return Ok(None);
     }
-    let name = CopyName::of(gguf).map_err(|e| fail(&e))?;
+    // Named by the state of the file as opened, which is the state the copy is made of.
+    let name = CopyName::of(gguf, &file).map_err(|e| fail(&e))?;
     let kept = copies.join(name.file());
     if kept.is_file() {
         return Ok(Some(kept));
     }
     std::fs::create_dir_all(copies).map_err(|e| fail(&e))?;
-    // Written under a name of this load's own, then renamed: a server starting beside this one
-    // never maps half a copy.
-    let partial = copies.join(format!("{}.partial-{}", name.file(), unique_load()));
-    let written = write_copy(&content, &mut file, &partial)
-        .and_then(|()| std::fs::rename(&partial, &kept).map_err(|e| e.to_string()));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&partial);
-        return Err(fail(&e));
-    }
+    // Written under a name no other writer takes (removed if it fails), then renamed: a server
+    // starting beside this one never maps half a copy. Made before the requantization, so a
+    // folder that cannot be written to costs nothing.
+    let mut partial = tempfile::Builder::new()
+        .prefix(&format!("{}.partial-", name.file()))
+        .tempfile_in(copies)
+        .map_err(|e| fail(&e))?;
+    write_copy(&content, &mut file, partial.as_file_mut()).map_err(|e| fail(&e))?;
+    partial.persist(&kept).map_err(|e| fail(&e))?;
     name.remove_earlier(copies);
     Ok(Some(kept))
 }
 
 /// `content` (read from `file`) with its Q4_1 matrices requantized, written to `to`.
-fn write_copy(content: &Content, file: &mut File, to: &Path) -> Result<(), String> {
+fn write_copy(content: &Content, file: &mut File, to: &mut File) -> Result<(), String> {
     let fail = |e: &dyn std::fmt::Display| e.to_string();
     // In the file's own order.
     let mut names: Vec<&String> = content.tensor_infos.keys().collect();
@@ -115,7 +115,7 @@ fn write_copy(content: &Content, file: &mut File, to: &Path) -> Result<(), Strin
             _ => (key.as_str(), value),
         })
         .collect();
-    let mut out = BufWriter::new(File::create(to).map_err(|e| fail(&e))?);
+    let mut out = BufWriter::new(to);
     let tensors: Vec<(&str, &QTensor)> = tensors.iter().map(|(name, t)| (*name, t)).collect();
     candle_core::quantized::gguf_file::write(&mut out, &metadata, &tensors).map_err(|e| fail(&e))?;
     out.into_inner().map_err(|e| fail(&e.error()))?.sync_all().map_err(|e| fail(&e))
@@ -136,9 +136,10 @@ const COPY_SUFFIX: &str = ".prefill-q8_0-v1.gguf";
 const PATH_KEY_DIGITS: usize = 16;
 
 impl CopyName {
-    fn of(gguf: &Path) -> std::io::Result<Self> {
+    /// The name of a copy of `gguf` (its symbolic links resolved) in the state `opened` has.
+    fn of(gguf: &Path, opened: &File) -> std::io::Result<Self> {
         let path = gguf.canonicalize()?;
-        let meta = std::fs::metadata(&path)?;
+        let meta = opened.metadata()?;
         let modified = meta.modified()?.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         let stem = path.file_stem().map_or_else(|| "decoder".into(), |s| s.to_string_lossy().into_owned());
         let digest = Sha256::digest(path.as_os_str().as_encoded_bytes());
@@ -167,16 +168,11 @@ impl CopyName {
     }
 }
 
-/// A number no other load of this process or another takes.
-fn unique_load() -> String {
-    static LOADS: AtomicU32 = AtomicU32::new(0);
-    format!("{}-{}", std::process::id(), LOADS.fetch_add(1, Ordering::Relaxed))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use candle_core::Tensor;
+    use std::os::unix::fs::MetadataExt;
     use std::time::{Duration, SystemTime};
 
     /// A GGUF of one Q4_1 matrix and one f32 vector at `path`.
@@ -228,11 +224,10 @@ mod tests {
                 ("output_norm.weight".to_string(), GgmlDType::F32)
             ]
         );
-        let made = std::fs::metadata(&copy).unwrap().modified().unwrap();
-        std::thread::sleep(Duration::from_millis(20));
+        let made = std::fs::metadata(&copy).unwrap().ino();
         let again = eight_bit_copy(&source, &copies).unwrap().expect("kept");
         assert_eq!(again, copy, "the same file's copy is found again");
-        assert_eq!(std::fs::metadata(&again).unwrap().modified().unwrap(), made, "and not written again");
+        assert_eq!(std::fs::metadata(&again).unwrap().ino(), made, "and not written again");
         assert_eq!(files_in(&copies).len(), 1, "nothing partial is left: {:?}", files_in(&copies));
     }
 
