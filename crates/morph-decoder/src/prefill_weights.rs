@@ -142,8 +142,7 @@ impl CopyName {
         let meta = opened.metadata()?;
         let modified = meta.modified()?.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         let stem = path.file_stem().map_or_else(|| "decoder".into(), |s| s.to_string_lossy().into_owned());
-        let digest = Sha256::digest(path.as_os_str().as_encoded_bytes());
-        let key: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        let key = format!("{:x}", Sha256::digest(path.as_os_str().as_encoded_bytes()));
         Ok(Self {
             source: format!("{stem}.{}.", &key[..PATH_KEY_DIGITS]),
             state: format!("{}-{}", meta.len(), modified.as_nanos()),
