@@ -73,17 +73,40 @@ pub fn eight_bit_copy(gguf: &Path, copies: &Path) -> Result<Option<PathBuf>, Eng
         return Ok(Some(kept));
     }
     std::fs::create_dir_all(copies).map_err(|e| fail(&e))?;
+    remove_abandoned(copies);
     // Written under a name no other writer takes (removed if it fails), then renamed: a server
     // starting beside this one never maps half a copy. Made before the requantization, so a
     // folder that cannot be written to costs nothing.
     let mut partial = tempfile::Builder::new()
-        .prefix(&format!("{}.partial-", name.file()))
+        .prefix(&format!("{}{PARTIAL_MARK}", name.file()))
         .tempfile_in(copies)
         .map_err(|e| fail(&e))?;
+    // Locked while it is written, so that it is not taken for abandoned. Where the file system
+    // has no locks, no partial copy can be locked by the sweep either, and none is removed.
+    let _ = partial.as_file().lock();
     write_copy(&content, &mut file, partial.as_file_mut()).map_err(|e| fail(&e))?;
     partial.persist(&kept).map_err(|e| fail(&e))?;
     name.remove_earlier(copies);
     Ok(Some(kept))
+}
+
+/// What follows a copy's name in the name of the partial copy it is written as.
+const PARTIAL_MARK: &str = ".partial-";
+
+/// Removes the partial copies in `copies` whose writers are gone. A writer holds its partial
+/// copy locked until it is renamed into place or removed, and the lock goes with a process
+/// that dies (a server killed while writing one), so a partial copy this can lock is abandoned.
+fn remove_abandoned(copies: &Path) {
+    let Ok(entries) = std::fs::read_dir(copies) else { return };
+    for entry in entries.flatten() {
+        if !entry.file_name().to_string_lossy().contains(PARTIAL_MARK) {
+            continue;
+        }
+        let Ok(partial) = File::open(entry.path()) else { continue };
+        if partial.try_lock().is_ok() {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// `content` (read from `file`) with its Q4_1 matrices requantized, written to `to`.
@@ -248,6 +271,27 @@ mod tests {
         assert_ne!(second, first, "a changed file is copied again");
         assert!(!first.exists(), "the copy of its earlier state is removed");
         assert!(second.exists() && others.exists(), "the other file's copy stays");
+    }
+
+    #[test]
+    fn a_partial_copy_is_removed_once_its_writer_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let (source, copies) = (dir.path().join("tiny.gguf"), dir.path().join("copies"));
+        tiny_gguf(&source);
+        std::fs::create_dir(&copies).unwrap();
+        let (abandoned, written) =
+            (copies.join(format!("old{PARTIAL_MARK}a1")), copies.join(format!("new{PARTIAL_MARK}b2")));
+        std::fs::write(&abandoned, b"half a copy").unwrap();
+        let writer = File::create(&written).unwrap();
+        writer.lock().unwrap();
+
+        let copy = eight_bit_copy(&source, &copies).unwrap().unwrap();
+        assert!(!abandoned.exists(), "a partial copy nobody holds is removed");
+        assert!(written.exists(), "one still being written stays");
+        drop(writer);
+        std::fs::remove_file(&copy).unwrap();
+        eight_bit_copy(&source, &copies).unwrap().unwrap();
+        assert!(!written.exists(), "and goes at the next copy once its writer is gone");
     }
 
     #[test]
