@@ -13,7 +13,7 @@ median of 200 runs:
 Needs onnxruntime and onnx (the venv experiments/peers.sh makes, $MORPH_PEERS/export-venv, has both):
     ~/.cache/morph-peers/export-venv/bin/python experiments/attention_fusion.py [THREADS]
 """
-import sys, time, numpy as np, onnx, onnxruntime as ort
+import sys, time, numpy as np, onnxruntime as ort
 from onnx import helper as h, TensorProto as T
 B,S,H,N = 8,65,384,12; D=H//N
 THREADS = int(sys.argv[1]) if len(sys.argv) > 1 else 2

@@ -528,30 +528,29 @@ SHIPPED_WARMUPS = {
 
 def shipped():
     print("## The shipped scenarios: measured past their old warm-up, and from t = 0\n")
-    with tempfile.TemporaryDirectory() as folder:
-        for name, warmup in SHIPPED_WARMUPS.items():
-            path = os.path.join(ROOT, "assets", "scenarios", f"{name}.toml")
-            with open(path) as f:
-                text = f.read()
-            # The same file with its old warm-up back (relative paths resolve from the original).
-            old = os.path.join(os.path.dirname(path), f".{name}.warmup.toml")
-            with open(old, "w") as f:
-                f.write(text.replace("warmup_s = 0\n", f"warmup_s = {warmup}\n"))
-            try:
-                past, t0 = simulate(old), simulate(path)
-            finally:
-                os.remove(old)
-            print(f"### {name} (warm-up was {warmup} s)")
-            print(f"{'policy':<34} {'point':>10} {'mean past':>10} {'mean t=0':>9} {'p99 past':>9} {'p99 t=0':>9} "
-                  f"{'SLO past':>9} {'SLO t=0':>8} {'warm-up lost/late':>18}")
-            for a, b in zip(past, t0):
-                point = "{:g}".format(a["sweep"][1]) if a.get("sweep") else "-"
-                w = a.get("warmup") or {}
-                hidden = f"{w.get('dropped', 0)}/{w.get('late', 0)}"
-                slo = lambda r: "-" if r["slo_attainment"] is None else f"{100 * r['slo_attainment']:.1f}%"
-                print(f"{a['policy'][:34]:<34} {point:>10} {a['mean_latency_ms']:>10.1f} {b['mean_latency_ms']:>9.1f} "
-                      f"{a['p99_latency_ms']:>9.1f} {b['p99_latency_ms']:>9.1f} {slo(a):>9} {slo(b):>8} {hidden:>18}")
-            print()
+    for name, warmup in SHIPPED_WARMUPS.items():
+        path = os.path.join(ROOT, "assets", "scenarios", f"{name}.toml")
+        with open(path) as f:
+            text = f.read()
+        # The same file with its old warm-up back (relative paths resolve from the original).
+        old = os.path.join(os.path.dirname(path), f".{name}.warmup.toml")
+        with open(old, "w") as f:
+            f.write(text.replace("warmup_s = 0\n", f"warmup_s = {warmup}\n"))
+        try:
+            past, t0 = simulate(old), simulate(path)
+        finally:
+            os.remove(old)
+        print(f"### {name} (warm-up was {warmup} s)")
+        print(f"{'policy':<34} {'point':>10} {'mean past':>10} {'mean t=0':>9} {'p99 past':>9} {'p99 t=0':>9} "
+              f"{'SLO past':>9} {'SLO t=0':>8} {'warm-up lost/late':>18}")
+        for a, b in zip(past, t0):
+            point = "{:g}".format(a["sweep"][1]) if a.get("sweep") else "-"
+            w = a.get("warmup") or {}
+            hidden = f"{w.get('dropped', 0)}/{w.get('late', 0)}"
+            slo = lambda r: "-" if r["slo_attainment"] is None else f"{100 * r['slo_attainment']:.1f}%"
+            print(f"{a['policy'][:34]:<34} {point:>10} {a['mean_latency_ms']:>10.1f} {b['mean_latency_ms']:>9.1f} "
+                  f"{a['p99_latency_ms']:>9.1f} {b['p99_latency_ms']:>9.1f} {slo(a):>9} {slo(b):>8} {hidden:>18}")
+        print()
 
 
 # ---------------------------------------------------------------------------------------------
