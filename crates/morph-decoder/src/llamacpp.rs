@@ -90,7 +90,6 @@ impl LlamaCppKernels {
                 .map_err(|e| EngineError::Load(format!("llama.cpp could not load {}: {e}", path.display())))
         };
         let started = std::time::Instant::now();
-        let copies = kept_copies();
         // A copy that cannot be made (a tensor type candle does not read, a full or read-only
         // MORPH_HOME) or loaded leaves the file's weights to prefill: the server still starts.
         let without_copy = |e: EngineError| {
@@ -99,21 +98,24 @@ impl LlamaCppKernels {
         };
         let prefill = match prefill {
             PrefillWeights::File => None,
-            PrefillWeights::Q8_0 => match eight_bit_copy(path, &copies) {
+            PrefillWeights::Q8_0 => match eight_bit_copy(path, &kept_copies()) {
                 Ok(None) => None,
-                Ok(Some(copy)) => load(&copy).map(Some).unwrap_or_else(|e| {
-                    // A kept copy llama.cpp cannot read is made again at the next start.
-                    let _ = std::fs::remove_file(&copy);
-                    without_copy(e)
-                }),
+                Ok(Some(copy)) => match load(&copy) {
+                    Ok(model) => {
+                        let (mib, took_ms) = (model.size() >> 20, started.elapsed().as_millis());
+                        let copy = copy.display();
+                        tracing::info!(mib, took_ms, %copy, "prompts prefill on an 8-bit copy of the GGUF's Q4_1 matrices");
+                        Some(model)
+                    }
+                    Err(e) => {
+                        // A kept copy llama.cpp cannot read is made again at the next start.
+                        let _ = std::fs::remove_file(&copy);
+                        without_copy(e)
+                    }
+                },
                 Err(e) => without_copy(e),
             },
         };
-        if let Some(copy) = &prefill {
-            let (mib, took_ms) = (copy.size() >> 20, started.elapsed().as_millis());
-            let kept = copies.display();
-            tracing::info!(mib, took_ms, %kept, "prompts prefill on an 8-bit copy of the GGUF's Q4_1 matrices");
-        }
         Ok(Self { model: load(path)?, prefill, building: Mutex::new(()), prompt_cache: None })
     }
 
