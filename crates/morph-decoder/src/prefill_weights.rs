@@ -56,7 +56,8 @@ pub fn kept_copies() -> PathBuf {
 /// its Q4_1 matrices requantized to Q8_0 (every other tensor and all of its metadata as they
 /// are); `None` when it has no Q4_1 matrix. A copy is named by its source's path, length and
 /// modification time, so a changed file gets a new one, and the copy of the file's earlier
-/// state is removed then (one copy per source path).
+/// state is removed then (one copy per source path), as are partial copies left by servers
+/// killed while writing one.
 pub fn eight_bit_copy(gguf: &Path, copies: &Path) -> Result<Option<PathBuf>, EngineError> {
     let fail = |e: &dyn std::fmt::Display| {
         EngineError::Load(format!("an 8-bit prefill copy of {} in {}: {e}", gguf.display(), copies.display()))
