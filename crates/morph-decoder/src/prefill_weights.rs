@@ -130,7 +130,7 @@ fn write_copy(content: &Content, file: &mut File, to: &mut File) -> Result<(), S
     }
     let file_type = Value::U32(MOSTLY_Q8_0);
     // The copy is written at the default alignment (32 bytes), so the file's own is dropped.
-    let metadata: Vec<(&str, &Value)> = content
+    let mut metadata: Vec<(&str, &Value)> = content
         .metadata
         .iter()
         .filter(|(key, _)| key.as_str() != "general.alignment")
@@ -139,6 +139,9 @@ fn write_copy(content: &Content, file: &mut File, to: &mut File) -> Result<(), S
             _ => (key.as_str(), value),
         })
         .collect();
+    // In one order (candle reads the keys into a hash map), so one file's copy is the same bytes
+    // whoever makes it.
+    metadata.sort_unstable_by_key(|(key, _)| *key);
     let mut out = BufWriter::new(to);
     let tensors: Vec<(&str, &QTensor)> = tensors.iter().map(|(name, t)| (*name, t)).collect();
     candle_core::quantized::gguf_file::write(&mut out, &metadata, &tensors).map_err(|e| fail(&e))?;
@@ -207,11 +210,19 @@ mod tests {
             GgmlDType::F32,
         )
         .unwrap();
-        let arch = Value::String("llama".into());
+        let (arch, name) = (Value::String("llama".into()), Value::String("tiny".into()));
+        // Several keys, whose order a hash map would not keep.
+        let (context, width, layers) = (Value::U32(64), Value::U32(32), Value::U32(1));
         let mut out = File::create(path).unwrap();
         candle_core::quantized::gguf_file::write(
             &mut out,
-            &[("general.architecture", &arch)],
+            &[
+                ("general.architecture", &arch),
+                ("general.name", &name),
+                ("llama.context_length", &context),
+                ("llama.embedding_length", &width),
+                ("llama.block_count", &layers),
+            ],
             &[("blk.0.attn_q.weight", &matrix), ("output_norm.weight", &norm)],
         )
         .unwrap();
@@ -252,6 +263,11 @@ mod tests {
         assert_eq!(again, copy, "the same file's copy is found again");
         assert_eq!(std::fs::metadata(&again).unwrap().ino(), made, "and not written again");
         assert_eq!(files_in(&copies).len(), 1, "nothing partial is left: {:?}", files_in(&copies));
+        let elsewhere = eight_bit_copy(&source, &dir.path().join("elsewhere")).unwrap().unwrap();
+        assert!(
+            std::fs::read(&elsewhere).unwrap() == std::fs::read(&copy).unwrap(),
+            "a copy made again is the same bytes"
+        );
     }
 
     #[test]
