@@ -141,7 +141,9 @@ fn an_unreadable_kept_copy_prefills_on_the_file_s_weights_and_is_made_again() {
     let own = dir.path().join("SmolLM2.gguf");
     std::fs::copy(&gguf, &own).expect("copied");
     let copy = eight_bit_copy(&own, &kept_copies()).expect("requantized").expect("Q4_1 matrices");
-    let _removed = RemovedOnDrop(copy.clone());
+    // Removed when the test ends, passed or failed (a kept copy of the test's own file would
+    // otherwise stay in MORPH_HOME).
+    let _removed = tempfile::TempPath::try_from_path(&copy).expect("an absolute path");
     std::fs::write(&copy, b"not a GGUF").expect("spoiled");
 
     let spoiled = LlamaCppKernels::load_prefilling(&own, PrefillWeights::Q8_0).expect("loads all the same");
@@ -158,14 +160,4 @@ fn an_unreadable_kept_copy_prefills_on_the_file_s_weights_and_is_made_again() {
         prompt_then_one(&remade, &prompt, 0) == prompt_then_one(&w.hybrid, &prompt, 0),
         "and prefills on it"
     );
-}
-
-/// A file removed when the test ends, passed or failed (a kept copy of a file of the test's own
-/// would otherwise stay in MORPH_HOME).
-struct RemovedOnDrop(std::path::PathBuf);
-
-impl Drop for RemovedOnDrop {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
 }
