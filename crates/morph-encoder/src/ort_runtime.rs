@@ -18,7 +18,7 @@ use crate::calibration::calibrate;
 use crate::checkpoint::Checkpoint;
 use crate::onnx::{
     ATTENTION_MASK, Dtype, GraphOutput, GraphSpec, HIDDEN_IN, HIDDEN_OUT, INPUT_IDS, POOLED, PROMPT_IN,
-    Precision, encoder_graph,
+    Precision, PreparedProducts, encoder_graph_reusing,
 };
 use crate::ort_session::{Optimise, build_session, environment, session};
 use crate::pooling::{Pool, Pooling};
@@ -89,8 +89,14 @@ enum Output {
 #[derive(Debug)]
 enum Source {
     /// Morph writes a graph per runtime from the checkpoint, its weight products in `precision`
-    /// (int8 calibrated with the model's `tokenizer`).
-    Written { checkpoint: Checkpoint, pooling: Pooling, precision: Precision, tokenizer: PathBuf },
+    /// (int8 calibrated with the model's `tokenizer`, its `products` prepared once for all).
+    Written {
+        checkpoint: Checkpoint,
+        pooling: Pooling,
+        precision: Precision,
+        tokenizer: PathBuf,
+        products: PreparedProducts,
+    },
     /// A user's ONNX file; its free dimensions (batch, sequence) are pinned per runtime.
     File { bytes: Vec<u8>, io: Io, batch: Option<String>, sequence: Option<String> },
 }
@@ -121,7 +127,8 @@ impl OrtEncoder {
             .then(TaskPrompts::builtin)
             .transpose()?;
         let tokenizer = files.tokenizer.clone();
-        let source = Source::Written { checkpoint, pooling, precision: Precision::Fp32, tokenizer };
+        let products = PreparedProducts::default();
+        let source = Source::Written { checkpoint, pooling, precision: Precision::Fp32, tokenizer, products };
         Ok(Self { source, dim, pad, max_positions, env, prompts })
     }
 
@@ -272,7 +279,7 @@ impl OrtEncoder {
             let save_to = prepare.map(|dir| prepared_graph(dir, plan));
             let optimise = Optimise::All { save_to: save_to.as_deref() };
             let (session, plan_io) = match &self.source {
-                Source::Written { checkpoint, pooling, precision, .. } => {
+                Source::Written { checkpoint, pooling, precision, products, .. } => {
                     let built = Instant::now();
                     let layers = checkpoint.config.num_hidden_layers;
                     let range = unit.stage.map_or(0..exit.unwrap_or(layers), |s| {
@@ -293,7 +300,7 @@ impl OrtEncoder {
                         precision: precision.clone(),
                         remove_padding: true,
                     };
-                    let bytes = encoder_graph(checkpoint, &graph_spec)?.to_model_bytes();
+                    let bytes = encoder_graph_reusing(checkpoint, &graph_spec, products)?.to_model_bytes();
                     times.build += built.elapsed();
                     let started = Instant::now();
                     let session = build_session(self.env, &bytes, threads, &[], optimise)?;

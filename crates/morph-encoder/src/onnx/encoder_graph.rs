@@ -15,11 +15,12 @@ use std::ops::Range;
 use candle_core::Tensor;
 
 use super::builder::Builder;
-use super::outliers::{Outlier, Outliers, Product, Site, split_channels};
+use super::outliers::{Outliers, Product, Site};
 use super::precision::{
-    ChannelSplit, Int8Weights, IntegerKernel, Precision, ResidualNorm, int8_feed_forward, int8_weights,
+    ChannelSplit, Int8Weights, IntegerKernel, Precision, ResidualNorm, int8_feed_forward,
     row_quantized_output, row_quantized_product,
 };
+use super::prepared::{LinearWeights, PreparedProducts};
 use super::proto::{Attr, DataType, Dim, Graph, ValueInfo};
 use super::writer::{Tokens, Writer};
 use crate::architecture::{RELATIVE_BIAS, relative_buckets};
@@ -124,6 +125,16 @@ impl GraphSpec {
 
 /// Writes the graph `spec` describes for `checkpoint`.
 pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph, EngineError> {
+    encoder_graph_reusing(checkpoint, spec, &PreparedProducts::default())
+}
+
+/// Writes the graph `spec` describes for `checkpoint`, its int8 products taken from `products`
+/// (the same checkpoint's), prepared there the first time.
+pub fn encoder_graph_reusing(
+    checkpoint: &Checkpoint,
+    spec: &GraphSpec,
+    products: &PreparedProducts,
+) -> Result<Graph, EngineError> {
     let cfg = &checkpoint.config;
     let bad = |detail: String| Err(EngineError::Load(format!("ONNX graph: {detail}")));
     if spec.layers.start >= spec.layers.end || spec.layers.end > cfg.num_hidden_layers {
@@ -207,6 +218,7 @@ pub fn encoder_graph(checkpoint: &Checkpoint, spec: &GraphSpec) -> Result<Graph,
     let mut g = Writer {
         g: Builder::new("morph-encoder"),
         ckpt: checkpoint,
+        products,
         relative: None,
         precision: spec.precision.clone(),
         kernel: IntegerKernel::for_host().map_err(EngineError::Load)?,
@@ -324,13 +336,6 @@ struct PaddedAttention {
     keys: String,
 }
 
-/// A linear layer's weight `[in, out]` (`dims`, values row-major) and bias.
-struct LinearWeights {
-    dims: Vec<usize>,
-    w: Vec<f32>,
-    b: Vec<f32>,
-}
-
 /// A tensor's values, row-major.
 fn values(t: &Tensor) -> Result<Vec<f32>, EngineError> {
     Ok(t.to_dtype(candle_core::DType::F32)?.flatten_all()?.to_vec1::<f32>()?)
@@ -347,8 +352,7 @@ impl Writer<'_> {
     /// `x · Wᵀ + b` for the Hugging Face `Linear` at `prefix` (weight `[out, in]`), the
     /// product at `site`.
     fn linear(&mut self, x: &str, prefix: &str, site: Site) -> Result<String, EngineError> {
-        let LinearWeights { dims, w, b } = self.linear_weights(prefix)?;
-        Ok(self.matmul_bias(x, prefix, &dims, w, b, site))
+        self.product(x, prefix, site, |w| w.linear_weights(prefix))
     }
 
     /// The Hugging Face `Linear` at `prefix`, its weight transposed to `[in, out]`.
@@ -356,65 +360,74 @@ impl Writer<'_> {
         let w = self.ckpt.get(&format!("{prefix}.weight"))?;
         let b = self.ckpt.get(&format!("{prefix}.bias"))?;
         let wt = w.t()?.contiguous()?;
-        Ok(LinearWeights { dims: wt.dims().to_vec(), w: values(&wt)?, b: values(b)? })
+        Ok(LinearWeights { dims: wt.dims2()?.into(), w: values(&wt)?, b: values(b)? })
     }
 
     /// The query, key and value projections at `prefix` as one `[hidden, 3·hidden]` matmul;
-    /// the query part is multiplied by `query_scale`.
+    /// the query part is multiplied by `query_scale` (the model's, so the product's name
+    /// still says its weights).
     fn qkv(&mut self, x: &str, prefix: &str, query_scale: f64, layer: usize) -> Result<String, EngineError> {
-        let mut weights = Vec::new();
-        let mut biases = Vec::new();
-        for (part, scale) in [("query", query_scale), ("key", 1.0), ("value", 1.0)] {
-            weights.push((self.ckpt.get(&format!("{prefix}.{part}.weight"))? * scale)?);
-            biases.push((self.ckpt.get(&format!("{prefix}.{part}.bias"))? * scale)?);
-        }
-        let w = Tensor::cat(&weights, 0)?.t()?.contiguous()?;
-        let b = Tensor::cat(&biases, 0)?;
-        let dims = w.dims().to_vec();
+        let weights = |w: &Self| -> Result<LinearWeights, EngineError> {
+            let mut weights = Vec::new();
+            let mut biases = Vec::new();
+            for (part, scale) in [("query", query_scale), ("key", 1.0), ("value", 1.0)] {
+                weights.push((w.ckpt.get(&format!("{prefix}.{part}.weight"))? * scale)?);
+                biases.push((w.ckpt.get(&format!("{prefix}.{part}.bias"))? * scale)?);
+            }
+            let wt = Tensor::cat(&weights, 0)?.t()?.contiguous()?;
+            let b = Tensor::cat(&biases, 0)?;
+            Ok(LinearWeights { dims: wt.dims2()?.into(), w: values(&wt)?, b: values(&b)? })
+        };
         let site = Site { layer, product: Product::Qkv };
-        Ok(self.matmul_bias(x, &format!("{prefix}.qkv"), &dims, values(&w)?, values(&b)?, site))
+        self.product(x, &format!("{prefix}.qkv"), site, weights)
     }
 
-    /// `x · w + b` for `w` `[in, out]` (`dims`, values row-major), the product at `site`, in
-    /// the graph's precision: fp32 MatMul and Add (which ONNX Runtime fuses), or int8
-    /// ([`row_quantized_product`]: each token on its own scale, the weight per output column,
-    /// the bias added in fp32).
-    fn matmul_bias(
+    /// `x · w + b` for the `Linear` named `name` whose weight `[in, out]` and bias `weights`
+    /// reads, the product at `site`, in the graph's precision: fp32 MatMul and Add (which ONNX
+    /// Runtime fuses), or int8 ([`row_quantized_product`]: each token on its own scale, the
+    /// weight per output column, the bias added in fp32).
+    fn product(
         &mut self,
         x: &str,
         name: &str,
-        dims: &[usize],
-        w: Vec<f32>,
-        b: Vec<f32>,
         site: Site,
-    ) -> String {
-        let bias = self.g.f32s(&format!("{name}.bias"), &[dims[1]], b);
+        weights: impl FnOnce(&Self) -> Result<LinearWeights, EngineError>,
+    ) -> Result<String, EngineError> {
         match self.precision.clone() {
             Precision::Fp32 => {
-                let w = self.g.f32s(&format!("{name}.weight"), dims, w);
+                let LinearWeights { dims, w, b } = weights(self)?;
+                let bias = self.g.f32s(&format!("{name}.bias"), &[dims[1]], b);
+                let w = self.g.f32s(&format!("{name}.weight"), &dims, w);
                 let xw = self.g.op("MatMul", &[x, &w], vec![]);
-                self.g.op("Add", &[&xw, &bias], vec![])
+                Ok(self.g.op("Add", &[&xw, &bias], vec![]))
             }
             Precision::Int8(outliers) => {
-                let w = self.int8_weights(name, dims, &w, outliers.channels(site));
-                row_quantized_product(&mut self.g, x, &w, Some(&bias))
+                let (w, bias) = self.int8_product(name, site, &outliers, weights)?;
+                Ok(row_quantized_product(&mut self.g, x, &w, Some(&bias)))
             }
         }
     }
 
-    /// `w` (`[in, out]`) as int8 constants per output column, its `outliers` input channels
-    /// split into copies within the ordinary channels' range ([`split_channels`]).
-    fn int8_weights(&mut self, name: &str, dims: &[usize], w: &[f32], outliers: &[Outlier]) -> Int8Weights {
-        let split = split_channels(w, dims[1], outliers);
-        let channels = (!split.extra.is_empty()).then(|| {
-            let extra = split.extra.iter().map(|&j| j as i64).collect();
-            ChannelSplit {
-                scale: self.g.f32s(&format!("{name}.channel_scale"), &[dims[0]], split.scale),
-                copies: self.g.i64_table(&format!("{name}.channel_copies"), &[split.extra.len()], extra),
-            }
+    /// The int8 constants and the bias of the `Linear` named `name` (the product at `site`,
+    /// less its `outliers` input channels, split into copies within the ordinary channels'
+    /// range: [`super::outliers::split_channels`]): the model's prepared product, prepared from `weights` the
+    /// first time.
+    fn int8_product(
+        &mut self,
+        name: &str,
+        site: Site,
+        outliers: &Outliers,
+        weights: impl FnOnce(&Self) -> Result<LinearWeights, EngineError>,
+    ) -> Result<(Int8Weights, String), EngineError> {
+        let products = self.products;
+        let prepared =
+            products.get_or_prepare(name, outliers.channels(site), self.kernel, || weights(self))?;
+        let bias = self.g.f32s(&format!("{name}.bias"), &[prepared.bias.len()], prepared.bias.clone());
+        let split = prepared.split.as_ref().map(|(scale, copies)| ChannelSplit {
+            scale: self.g.f32s(&format!("{name}.channel_scale"), &[scale.len()], scale.clone()),
+            copies: self.g.i64_table(&format!("{name}.channel_copies"), &[copies.len()], copies.clone()),
         });
-        let dims = [dims[0] + split.extra.len(), dims[1]];
-        int8_weights(&mut self.g, name, dims, &split.weight, channels, self.kernel)
+        Ok((prepared.weights.add(&mut self.g, name, split), bias))
     }
 
     /// The int8 weights of the Hugging Face `Linear` at `prefix`, the product at `site`, and
@@ -425,9 +438,7 @@ impl Writer<'_> {
         site: Site,
         outliers: &Outliers,
     ) -> Result<(Int8Weights, String), EngineError> {
-        let LinearWeights { dims, w, b } = self.linear_weights(prefix)?;
-        let bias = self.g.f32s(&format!("{prefix}.bias"), &[dims[1]], b);
-        Ok((self.int8_weights(prefix, &dims, &w, outliers.channels(site)), bias))
+        self.int8_product(prefix, site, outliers, |w| w.linear_weights(prefix))
     }
 
     /// A block's output, `LayerNormalization(x · Wᵀ + b + residual)` for the `Linear` at

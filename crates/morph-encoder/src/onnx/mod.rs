@@ -6,6 +6,7 @@ mod encoder_graph;
 pub mod outliers;
 mod packing;
 pub mod precision;
+mod prepared;
 pub mod product;
 pub mod proto;
 mod token_merge;
@@ -14,9 +15,10 @@ mod writer;
 
 pub use encoder_graph::{
     ATTENTION_MASK, GraphOutput, GraphSpec, HIDDEN_IN, HIDDEN_OUT, INPUT_IDS, POOLED, PROMPT_IN,
-    encoder_graph, input_max,
+    encoder_graph, encoder_graph_reusing, input_max,
 };
 pub use precision::{Dtype, Precision};
+pub use prepared::PreparedProducts;
 
 /// A fingerprint of the code that writes and runs the graph (see `build.rs`): a latency profile
 /// is reused only by a build with the same.

@@ -53,7 +53,7 @@ pub struct Site {
 }
 
 /// An input channel that reaches [`OUTLIER_MAGNITUDE`], and how many copies it is split into.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Outlier {
     pub channel: usize,
     /// c_j = ⌊m_j / 6⌋ + 1 for its calibrated peak m_j: each copy's peak m_j / c_j is below 6.

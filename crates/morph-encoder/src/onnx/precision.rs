@@ -50,7 +50,7 @@ pub(crate) struct ChannelSplit {
 }
 
 /// The kernel that multiplies quantised rows by int8 weights.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum IntegerKernel {
     /// ONNX Runtime's `MatMulIntegerToFloat`, weights `[in, out]`; the rows scaled back by
     /// Morph's `RowRescale`.
@@ -89,34 +89,51 @@ pub(crate) struct Int8Weights {
     pub split: Option<ChannelSplit>,
 }
 
-/// `w` (`[k, n]`, its outlier channels already split into `split`) quantised per output
-/// column and laid out for `kernel`, as constants named from `name`.
-pub(crate) fn int8_weights(
-    g: &mut Builder,
-    name: &str,
-    [k, n]: [usize; 2],
-    w: &[f32],
-    split: Option<ChannelSplit>,
+/// A weight product's int8 constants before any graph holds them: made once per model and
+/// kernel ([`super::prepared`]), copied into each graph that takes the product.
+#[derive(Debug)]
+pub(crate) struct QuantizedWeights {
     kernel: IntegerKernel,
-) -> Int8Weights {
-    let (q, scales) = quantize_columns(w, k, n, WeightSteps::for_host());
-    match kernel {
-        IntegerKernel::Mlas => Int8Weights {
-            w: g.i8s(&format!("{name}.weight_int8"), &[k, n], q),
-            scale: g.f32s(&format!("{name}.weight_scale"), &[n], scales),
-            zero_sums: None,
-            split,
-        },
-        IntegerKernel::Tiles => {
-            let (packed, zero_sums) = tiles::pack(&q, k, n);
-            // The step times the column's scale, the product MLAS forms from its two scales.
-            let scale = scales.iter().map(|s| ROW_STEP * s).collect();
-            Int8Weights {
-                w: g.i8s(&format!("{name}.weight_tiles"), &tiles::packed_dims(k, n), packed),
-                scale: g.f32s(&format!("{name}.weight_scale"), &[n], scale),
-                zero_sums: Some(g.i32s(&format!("{name}.zero_sums"), &[n], zero_sums)),
-                split,
+    /// The weights' shape as stored: `[k, n]`, or the tiles' layout.
+    dims: [usize; 2],
+    values: Vec<i8>,
+    /// Per output column: its step (times the row step, where the tiles scale rows back).
+    scale: Vec<f32>,
+    /// Per output column, what the tiles subtract for the rows' zero point.
+    zero_sums: Option<Vec<i32>>,
+}
+
+impl QuantizedWeights {
+    /// `w` (`[k, n]`, its outlier channels already split) quantised per output column and laid
+    /// out for `kernel`.
+    pub(crate) fn of(w: &[f32], [k, n]: [usize; 2], kernel: IntegerKernel) -> Self {
+        let (q, scales) = quantize_columns(w, k, n, WeightSteps::for_host());
+        match kernel {
+            IntegerKernel::Mlas => Self { kernel, dims: [k, n], values: q, scale: scales, zero_sums: None },
+            IntegerKernel::Tiles => {
+                let (packed, zero_sums) = tiles::pack(&q, k, n);
+                // The step times the column's scale, the product MLAS forms from its two scales.
+                let scale = scales.iter().map(|s| ROW_STEP * s).collect();
+                let dims = tiles::packed_dims(k, n);
+                Self { kernel, dims, values: packed, scale, zero_sums: Some(zero_sums) }
             }
+        }
+    }
+
+    /// Copies of them in `g`, named from `name`, with the product's channel `split`.
+    pub(crate) fn add(&self, g: &mut Builder, name: &str, split: Option<ChannelSplit>) -> Int8Weights {
+        let stem = match self.kernel {
+            IntegerKernel::Mlas => "weight_int8",
+            IntegerKernel::Tiles => "weight_tiles",
+        };
+        Int8Weights {
+            w: g.i8s(&format!("{name}.{stem}"), &self.dims, self.values.clone()),
+            scale: g.f32s(&format!("{name}.weight_scale"), &[self.scale.len()], self.scale.clone()),
+            zero_sums: self
+                .zero_sums
+                .as_ref()
+                .map(|sums| g.i32s(&format!("{name}.zero_sums"), &[sums.len()], sums.clone())),
+            split,
         }
     }
 }

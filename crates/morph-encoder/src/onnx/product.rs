@@ -5,7 +5,7 @@
 //! (MatMul on bfloat16 inputs, `b` an input too, no bias).
 
 use super::builder::Builder;
-use super::precision::{IntegerKernel, int8_weights, row_quantized_product};
+use super::precision::{IntegerKernel, QuantizedWeights, row_quantized_product};
 use super::proto::{DataType, Dim, ValueInfo};
 
 /// The arithmetic of the product.
@@ -43,7 +43,7 @@ pub fn product_model(m: usize, k: usize, n: usize, product: Product) -> Vec<u8> 
             g.op("Add", &[&y, &bias], vec![])
         }
         Product::Int8(kernel) => {
-            let w = int8_weights(&mut g, B, [k, n], &values, None, kernel);
+            let w = QuantizedWeights::of(&values, [k, n], kernel).add(&mut g, B, None);
             let bias = g.f32s(BIAS, &[n], bias);
             row_quantized_product(&mut g, A, &w, Some(&bias))
         }

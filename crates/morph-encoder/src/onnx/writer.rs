@@ -4,6 +4,7 @@
 
 use super::builder::Builder;
 use super::precision::{IntegerKernel, Precision};
+use super::prepared::PreparedProducts;
 use crate::checkpoint::Checkpoint;
 
 /// A score that ranks last: padding in token pruning and merging.
@@ -12,6 +13,8 @@ pub(super) const MASKED: f32 = -1e9;
 pub(super) struct Writer<'a> {
     pub(super) g: Builder,
     pub(super) ckpt: &'a Checkpoint,
+    /// The checkpoint's int8 products, prepared once for all its graphs.
+    pub(super) products: &'a PreparedProducts,
     /// MPNet's relative bias table and bucket index, once written.
     pub(super) relative: Option<(String, String)>,
     pub(super) precision: Precision,

@@ -17,7 +17,8 @@ use morph_encoder::onnx::outliers::{Outliers, Product, Site};
 use morph_encoder::onnx::precision::IntegerKernel;
 use morph_encoder::onnx::proto::Graph;
 use morph_encoder::onnx::{
-    ATTENTION_MASK, Dtype, GraphOutput, GraphSpec, INPUT_IDS, POOLED, Precision, encoder_graph,
+    ATTENTION_MASK, Dtype, GraphOutput, GraphSpec, INPUT_IDS, POOLED, Precision, PreparedProducts,
+    encoder_graph, encoder_graph_reusing,
 };
 use morph_encoder::ort_runtime::padded_ids;
 use morph_encoder::ort_session::{environment, session};
@@ -167,6 +168,35 @@ fn the_int8_feed_forward_middle_and_block_outputs_are_one_operator_each() {
     }
     let refused = graph(Precision::Int8(none), GraphOutput::InputMaxima).expect_err("input maxima in int8");
     assert!(refused.to_string().contains("fp32"), "{refused}");
+}
+
+/// A model's int8 products are prepared once for all its graphs: each graph written from the
+/// kept products is, byte for byte, the graph written from the weights alone, whatever its
+/// shape; a product with other outlier channels is prepared apart, not taken for the kept one.
+#[test]
+fn graphs_written_from_prepared_products_are_the_graphs_written_from_the_weights() {
+    let (files, _) = real_model();
+    let checkpoint = Checkpoint::load(&files).expect("checkpoint");
+    let layers = checkpoint.config.num_hidden_layers;
+    let no_maxima = vec![vec![Vec::new(); Product::ALL.len()]; layers];
+    let mut maxima = no_maxima.clone();
+    // Layer 0's down projection: input channel 1 peaks at 14, so it is split into 3 copies.
+    let down = Product::ALL.iter().position(|&p| p == Product::Down).expect("down");
+    maxima[0][down] = vec![0.5, 14.0];
+    let (split, none) =
+        (Arc::new(Outliers::from_maxima(&maxima)), Arc::new(Outliers::from_maxima(&no_maxima)));
+    assert_eq!(split.channels(Site { layer: 0, product: Product::Down }).len(), 1);
+    let products = PreparedProducts::default();
+    for (shape, outliers) in [(None, &split), (Some((4, 32)), &split), (None, &none)] {
+        let precision = Precision::Int8(outliers.clone());
+        let spec = GraphSpec { precision, ..GraphSpec::pooled(shape, Pooling::Mean, layers) };
+        let kept = encoder_graph_reusing(&checkpoint, &spec, &products).expect("graph").to_model_bytes();
+        let fresh = encoder_graph(&checkpoint, &spec).expect("graph").to_model_bytes();
+        assert!(kept == fresh, "shape {shape:?}: the graph from prepared products is not the fresh one");
+    }
+    // Four products a layer, prepared once: the second shape took the first's, and the outlier
+    // set without the split took all but layer 0's down projection from them too.
+    assert_eq!(products.len(), Product::ALL.len() * layers + 1);
 }
 
 /// Calibration on the real model finds outlier channels (all-MiniLM-L6-v2's feed-forward input
