@@ -410,8 +410,8 @@ impl Writer<'_> {
 
     /// The int8 constants and the bias of the `Linear` named `name` (the product at `site`,
     /// less its `outliers` input channels, split into copies within the ordinary channels'
-    /// range: [`super::outliers::split_channels`]): the model's prepared product, prepared from `weights` the
-    /// first time.
+    /// range: [`super::outliers::split_channels`]): the model's prepared product, prepared
+    /// from `weights` the first time.
     fn int8_product(
         &mut self,
         name: &str,
