@@ -5,21 +5,24 @@ round trip, `tool_choice` required and named, streamed calls; the Responses API'
 `with_structured_output`; then 50+ varied JSON schemas, each answer parsed and validated with
 `jsonschema` (an implementation independent of the server's grammar engine).
 
-Run by tests/server/structured_outputs.rs: agent_clients.py GENERATE_URL MODEL [ROUTE] [--tools]
-ROUTE is `chat` (default) or `completions` (a model without a chat template of its own: the
-schemas go through /v1/completions); `--tools` adds the tool checks through chat (the model
-served with a chat template). Exits non-zero with the failed assertion; prints one line per check.
+Run by tests/server/structured_outputs.rs: agent_clients.py GENERATE_URL MODEL AT_ONCE [ROUTE] [--tools]
+AT_ONCE is how many of the schemas are in flight at once (the server's batch, so the decoder
+steps that many grammars together). ROUTE is `chat` (default) or `completions` (a model without a
+chat template of its own: the schemas go through /v1/completions); `--tools` adds the tool checks
+through chat (the model served with a chat template). Exits non-zero with the failed assertion;
+prints one line per check.
 """
 
 import json
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import jsonschema
 from openai import OpenAI
 from pydantic import BaseModel
 
-URL, MODEL = sys.argv[1:3]
-ROUTE = sys.argv[3] if len(sys.argv) > 3 and not sys.argv[3].startswith("--") else "chat"
+URL, MODEL, AT_ONCE = sys.argv[1], sys.argv[2], int(sys.argv[3])
+ROUTE = sys.argv[4] if len(sys.argv) > 4 and not sys.argv[4].startswith("--") else "chat"
 client = OpenAI(base_url=f"{URL}/v1", api_key="not-checked")
 
 
@@ -232,23 +235,30 @@ def schemas():
     return out
 
 
-def many_schemas():
-    cases, failed = schemas(), []
-    for name, schema in cases:
-        fmt = {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
-        ask = f"Write a {name.replace('_', ' ')} as JSON."
-        if ROUTE == "chat":
-            done = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": ask}], response_format=fmt, max_tokens=400, temperature=0.7, seed=len(name))
-            text, reason = done.choices[0].message.content, done.choices[0].finish_reason
-        else:
-            done = client.completions.create(model=MODEL, prompt=f"{ask}\n", extra_body={"response_format": fmt}, max_tokens=400, temperature=0.7, seed=len(name))
-            text, reason = done.choices[0].text, done.choices[0].finish_reason
-        try:
-            jsonschema.validate(json.loads(text), schema)
-        except Exception as e:  # the message names the schema and the answer
-            failed.append(f"{name}: {text!r} ({reason}) does not validate against {schema}: {e}")
-    check(f"{len(cases)} varied JSON schemas: every answer parses and validates", len(cases) >= 50 and not failed, "\n".join(failed))
+def one_schema(case):
+    """The answer to one schema, or why it fails."""
+    name, schema = case
+    fmt = {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
+    ask = f"Write a {name.replace('_', ' ')} as JSON."
+    if ROUTE == "chat":
+        done = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": ask}], response_format=fmt, max_tokens=400, temperature=0.7, seed=len(name))
+        text, reason = done.choices[0].message.content, done.choices[0].finish_reason
+    else:
+        done = client.completions.create(model=MODEL, prompt=f"{ask}\n", extra_body={"response_format": fmt}, max_tokens=400, temperature=0.7, seed=len(name))
+        text, reason = done.choices[0].text, done.choices[0].finish_reason
+    try:
+        jsonschema.validate(json.loads(text), schema)
+    except Exception as e:  # the message names the schema and the answer
+        return f"{name}: {text!r} ({reason}) does not validate against {schema}: {e}"
+    return None
 
+
+def many_schemas():
+    """AT_ONCE schemas in flight at a time."""
+    cases = schemas()
+    with ThreadPoolExecutor(AT_ONCE) as pool:
+        failed = [f for f in pool.map(one_schema, cases) if f]
+    check(f"{len(cases)} varied JSON schemas: every answer parses and validates", len(cases) >= 50 and not failed, "\n".join(failed))
 
 if ROUTE == "chat" and "--schemas-only" not in sys.argv:
     parse_with_pydantic()

