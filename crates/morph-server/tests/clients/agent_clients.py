@@ -260,6 +260,7 @@ def many_schemas():
         failed = [f for f in pool.map(one_schema, cases) if f]
     check(f"{len(cases)} varied JSON schemas: every answer parses and validates", len(cases) >= 50 and not failed, "\n".join(failed))
 
+
 if ROUTE == "chat" and "--schemas-only" not in sys.argv:
     parse_with_pydantic()
     tool_round_trip()
