@@ -234,9 +234,17 @@ impl<'de> Visitor<'de> for TokenIdVisitor {
         u32::try_from(n).map(TokenId).map_err(|_| E::custom(format_args!("must be {}", Self::MUST)))
     }
 
+    /// A whole number written with a fraction (`7.0`) is an integer to JSON Schema, so it is one
+    /// here too.
+    fn visit_f64<E: de::Error>(self, n: f64) -> Result<TokenId, E> {
+        match n.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&n) {
+            true => Ok(TokenId(n as u32)),
+            false => Err(E::custom(format_args!("must be {}", Self::MUST))),
+        }
+    }
+
     refuse!(str, bool, null, array, object);
     refuse!(@scalar visit_i64: i64);
-    refuse!(@scalar visit_f64: f64);
 }
 
 impl<'de> Deserialize<'de> for TokenId {
@@ -286,13 +294,16 @@ impl<'de> Visitor<'de> for FirstVisitor {
         TokenIdVisitor.visit_u64(n).map(|TokenId(id)| First::Id(id))
     }
 
+    fn visit_f64<E: de::Error>(self, n: f64) -> Result<First, E> {
+        TokenIdVisitor.visit_f64(n).map(|TokenId(id)| First::Id(id))
+    }
+
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<First, A::Error> {
         Ok(First::Ids(collect::<TokenId, A>(seq)?.into_iter().map(|TokenId(id)| id).collect()))
     }
 
     refuse!(bool, null, object);
     refuse!(@scalar visit_i64: i64);
-    refuse!(@scalar visit_f64: f64);
 }
 
 impl<'de> Deserialize<'de> for First {

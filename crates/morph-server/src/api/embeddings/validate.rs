@@ -265,6 +265,11 @@ mod tests {
         assert_eq!(embed_error(r#"{"input": ""}"#, 2), "input: must not be empty");
         assert_eq!(embed_error(r#"{"input": []}"#, 2), "input: must not be an empty array");
         assert_eq!(embed_error(r#"{"input": ["a", 3]}"#, 2), "input[1]: must be a string");
+        // A whole number written with a fraction is an id, as JSON Schema reads it; 2.5 is not.
+        assert_eq!(
+            embed_error(r#"{"input": [1.0, 2.5]}"#, 2),
+            "input[1]: must be a token id (an integer from 0)"
+        );
         assert_eq!(
             embed_error(r#"{"input": [1, "a"]}"#, 2),
             "input[1]: must be a token id (an integer from 0)"
