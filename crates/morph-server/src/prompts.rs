@@ -63,6 +63,11 @@ impl ServedPrompts {
         self.by_name.keys().map(String::as_str).collect()
     }
 
+    /// The names a call may give: none where the model's pooling leaves a prompt's tokens out.
+    pub fn served_names(&self) -> Vec<&str> {
+        if self.pooled { self.names() } else { Vec::new() }
+    }
+
     /// The name of the prompt put before a text whose call names none.
     pub fn default_name(&self) -> Option<&str> {
         self.default.as_deref()

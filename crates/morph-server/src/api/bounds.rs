@@ -4,7 +4,7 @@
 //! `maximum`.
 
 use utoipa::openapi::RefOr;
-use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+use utoipa::openapi::schema::{ObjectBuilder, Schema, SchemaType, Type};
 
 use super::fields::{Flag, Number};
 use crate::error::CallError;
@@ -59,13 +59,18 @@ impl Range {
     fn schema(self, about: &str) -> Schema {
         let kind = if self.whole { Type::Integer } else { Type::Number };
         let object = ObjectBuilder::new()
-            .schema_type(kind)
+            .schema_type(or_null(kind))
             .description(Some(about.trim()))
             .minimum(Some(self.min))
             .maximum(self.max.is_finite().then_some(self.max))
             .default(self.default.map(|d| if self.whole { (d as i64).into() } else { d.into() }));
         Schema::Object(object.build())
     }
+}
+
+/// `kind`, or null: an optional field sent as null is read as absent, as serde reads `Option`.
+fn or_null(kind: Type) -> SchemaType {
+    SchemaType::from_iter([kind, Type::Null])
 }
 
 /// A request field with its own [`Range`].
@@ -95,7 +100,7 @@ pub trait Switch {
 pub fn switch<S: Switch>() -> RefOr<Schema> {
     RefOr::T(Schema::Object(
         ObjectBuilder::new()
-            .schema_type(Type::Boolean)
+            .schema_type(or_null(Type::Boolean))
             .description(Some(S::ABOUT.trim()))
             .default(Some(S::DEFAULT.into()))
             .build(),
@@ -118,7 +123,7 @@ mod tests {
         assert_eq!(seed.given("seed", None).unwrap(), None);
         let schema =
             serde_json::to_value(Range::number(Some(1.0), 0.5, 2.5).schema(" 0 is greedy.")).unwrap();
-        let expected = serde_json::json!({"type": "number", "description": "0 is greedy.", "minimum": 0.5,
+        let expected = serde_json::json!({"type": ["number", "null"], "description": "0 is greedy.", "minimum": 0.5,
             "maximum": 2.5, "default": 1.0});
         assert_eq!(schema, expected);
         let open = serde_json::to_value(Range::whole(Some(128.0), 1.0, f64::INFINITY).schema("")).unwrap();

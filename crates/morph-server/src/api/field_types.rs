@@ -52,6 +52,11 @@ field_types! {
     Utility = Range::number(Some(1.0), 0.0, 1e6);
     /// The best this many results; all when absent.
     TopN = Range::whole(None, 1.0, 1e6);
+    /// Each text is cut to this many tokens (Cohere's).
+    TokensPerText = Range::whole(None, 1.0, f64::INFINITY);
+    /// Each document is cut to this many tokens before it is scored (default: the model's
+    /// longest input, past which every pair is cut anyway).
+    TokensPerDocument = Range::whole(None, 1.0, f64::INFINITY);
 }
 
 // Each true-or-false field's value when absent ([`Switch`]).

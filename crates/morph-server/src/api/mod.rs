@@ -20,6 +20,7 @@ mod generation;
 mod opening;
 mod operations;
 mod scores;
+mod served_facts;
 mod state;
 mod tei;
 
@@ -97,10 +98,16 @@ fn routes(
         .merge(tei::open_routes())
 }
 
-/// The OpenAPI document of every route.
+/// The OpenAPI document of every route, as an embedding server shows it.
 #[cfg(test)]
 pub(crate) fn document() -> Document {
-    operations::openapi::finish(routes(|keyed| keyed).into_openapi())
+    document_of(&served_facts::ServedFacts::example())
+}
+
+/// The OpenAPI document of every route, as a server of `facts` shows it.
+#[cfg(test)]
+pub(crate) fn document_of(facts: &served_facts::ServedFacts) -> Document {
+    operations::openapi::finish(routes(|keyed| keyed).into_openapi(), facts)
 }
 
 /// The server's routes: a keyed one needs the API key when one is set and is answered 503 once
@@ -112,7 +119,7 @@ pub fn router(state: AppState) -> Router {
             .route_layer(middleware::from_fn_with_state(state.clone(), require_key))
     })
     .split_for_parts();
-    let document = operations::openapi::finish(document);
+    let document = operations::openapi::finish(document, &state.served_facts());
     let listed: Arc<str> = route_list(&document).into();
     routes
         .merge(operations::openapi::page(&document))

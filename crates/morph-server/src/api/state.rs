@@ -6,10 +6,11 @@ use std::time::{Duration, Instant};
 
 use morph_encoder::Pooling;
 
+use crate::api::served_facts::{PredictBy, ServedFacts};
 use crate::drain::Drain;
 use crate::driver::Driver;
 use crate::error::CallError;
-use crate::infer::{Embedder, Generator};
+use crate::infer::{Embedder, Generator, ModelKind};
 use crate::prompts::ServedPrompts;
 
 /// What `/info` reports about the deployment.
@@ -65,6 +66,28 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// What the OpenAPI document states of this server: its batch, and the values its model takes.
+    pub(crate) fn served_facts(&self) -> ServedFacts {
+        let (vocabulary, root_bodies, predict) = match &self.served {
+            Served::Embeddings(embedder) => match embedder.kind() {
+                ModelKind::Embedding => {
+                    (embedder.vocab_size(), vec!["EmbedRequest", "SimilarityRequest"], PredictBy::TaskHeads)
+                }
+                ModelKind::Classifier => (embedder.vocab_size(), vec!["PredictRequest"], PredictBy::OwnHead),
+                ModelKind::Reranker => (embedder.vocab_size(), vec!["RerankRequest"], PredictBy::OwnHead),
+            },
+            Served::Generation(generator) => (generator.vocab_size(), Vec::new(), PredictBy::Nothing),
+        };
+        ServedFacts {
+            batch: self.max_client_batch,
+            dimension: self.model.dim,
+            prompt_names: self.model.prompts.served_names().into_iter().map(str::to_string).collect(),
+            vocabulary,
+            root_bodies,
+            predict,
+        }
+    }
+
     /// The encoder, or a 404 saying what this server serves instead.
     pub(crate) fn embedder(&self) -> Result<&Arc<Embedder>, CallError> {
         match &self.served {

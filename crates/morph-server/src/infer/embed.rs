@@ -82,6 +82,11 @@ impl Embedder {
         Self { driver, tokenizer, heads, classifier, max_input_len, wave: wave.max(1) }
     }
 
+    /// How many tokens the model's tokenizer has (token ids sent run from 0 to one less).
+    pub fn vocab_size(&self) -> usize {
+        self.tokenizer.vocab_size()
+    }
+
     /// What the served model's kind is, as TEI dispatches `POST /` by it.
     pub fn kind(&self) -> ModelKind {
         match &self.classifier {

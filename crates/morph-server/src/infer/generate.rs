@@ -73,6 +73,11 @@ impl Truth {
 }
 
 impl Generator {
+    /// How many tokens the decoder's vocabulary has (token ids sent run from 0 to one less).
+    pub fn vocab_size(&self) -> usize {
+        self.model.tokenizer.vocab_size()
+    }
+
     pub fn new(
         driver: Arc<Driver>,
         model: Arc<DecoderModel>,

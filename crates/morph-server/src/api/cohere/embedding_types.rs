@@ -26,8 +26,13 @@ impl EmbeddingType {
         ("base64", EmbeddingType::Base64),
     ];
 
+    /// Every type's name, as a call writes it.
+    pub(super) fn names() -> [&'static str; 6] {
+        Self::ALL.map(|(n, _)| n)
+    }
+
     pub(super) fn parse(name: &str) -> Result<Self, String> {
-        let names = || Self::ALL.map(|(n, _)| n).join(", ");
+        let names = || Self::names().join(", ");
         Self::ALL
             .iter()
             .find(|(n, _)| *n == name)

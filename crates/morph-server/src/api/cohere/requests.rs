@@ -3,9 +3,13 @@
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
+use utoipa::openapi::{RefOr, Schema};
 
+use super::embedding_types::EmbeddingType;
+use super::validate::{EMBEDDING_TYPES, INPUT_TYPES, TRUNCATIONS};
 use crate::api::bounds::bounded;
-use crate::api::field_types::TopN;
+use crate::api::field_schemas::{names_or_list, one_of_names, vectors_by_type_or_floats};
+use crate::api::field_types::{TokensPerDocument, TokensPerText, TopN};
 use crate::api::fields::{Flag, Number, Text, Texts};
 use crate::api::scores::answers::DocumentRank;
 
@@ -16,16 +20,13 @@ use crate::api::scores::answers::DocumentRank;
 pub(crate) struct CohereRerankRequest {
     #[schema(value_type = Option<String>)]
     pub model: Option<Text>,
-    #[schema(value_type = Option<String>, required = true)]
+    #[schema(value_type = String, required = true, min_length = 1)]
     pub query: Option<Text>,
-    /// Strings.
-    #[schema(value_type = Vec<String>, required = true)]
+    #[schema(required = true, nullable = false)]
     pub documents: Option<Texts>,
     #[schema(schema_with = bounded::<TopN>)]
     pub top_n: Option<Number>,
-    /// Each document is cut to this many tokens before it is scored (default: the model's
-    /// longest input, past which every pair is cut anyway).
-    #[schema(value_type = Option<u32>)]
+    #[schema(schema_with = bounded::<TokensPerDocument>)]
     pub max_tokens_per_doc: Option<Number>,
     /// Each result carries its document as sent (Cohere's version 1 took it; LiteLLM sends it
     /// to version 2 too).
@@ -39,21 +40,15 @@ pub(crate) struct CohereRerankRequest {
 pub(crate) struct CohereEmbedRequest {
     #[schema(value_type = Option<String>)]
     pub model: Option<Text>,
-    #[schema(value_type = Vec<String>, required = true)]
+    #[schema(required = true, nullable = false)]
     pub texts: Option<Texts>,
-    /// `search_document`, `search_query`, `classification` or `clustering`: checked; the models
-    /// served embed every kind alike (`--default-prompt-name`'s prompt, if any, before each).
-    #[schema(value_type = Option<String>)]
+    #[schema(schema_with = input_type)]
     pub input_type: Option<Text>,
-    /// Any of `float`, `int8`, `uint8`, `binary`, `ubinary`, `base64` (default `float`).
-    #[schema(value_type = Option<Vec<String>>)]
+    #[schema(schema_with = embedding_types)]
     pub embedding_types: Option<Texts>,
-    /// `END` (the default: a long text's end is cut) or `NONE` (a long text is refused); `START`
-    /// is refused.
-    #[schema(value_type = Option<String>)]
+    #[schema(schema_with = truncate)]
     pub truncate: Option<Text>,
-    /// Each text is cut to this many tokens.
-    #[schema(value_type = Option<u32>)]
+    #[schema(schema_with = bounded::<TokensPerText>)]
     pub max_tokens: Option<Number>,
     /// Only the model's own dimension.
     #[schema(value_type = Option<u32>)]
@@ -98,9 +93,34 @@ impl CohereMeta {
 pub(crate) struct CohereEmbedResponse {
     pub id: String,
     pub response_type: &'static str,
-    /// `{"float": [[…]], "int8": [[…]], …}`, or a list of float vectors.
-    #[schema(value_type = Object)]
+    #[schema(schema_with = cohere_embeddings)]
     pub embeddings: serde_json::Value,
     pub texts: Vec<String>,
     pub meta: CohereMeta,
+}
+
+/// `input_type`: checked; the models served embed every kind alike (`--default-prompt-name`'s
+/// prompt, if any, before each).
+fn input_type() -> RefOr<Schema> {
+    let about = "Checked; the models served embed every kind alike (`--default-prompt-name`'s prompt, \
+        if any, before each).";
+    one_of_names(&INPUT_TYPES, about)
+}
+
+/// `embedding_types`: one or more of Cohere's types (default `float`).
+fn embedding_types() -> RefOr<Schema> {
+    names_or_list(&EmbeddingType::names(), EMBEDDING_TYPES, "One or more types, each once (default `float`).")
+}
+
+/// Cohere's `truncate`.
+fn truncate() -> RefOr<Schema> {
+    let about = "`END` (the default: a long text's end is cut), `START` (its start is cut) or `NONE` (a \
+        long text is refused).";
+    one_of_names(&TRUNCATIONS, about)
+}
+
+/// `embeddings` as answered: by type, or (`/v1/embed` without `embedding_types`) a list of float
+/// vectors.
+fn cohere_embeddings() -> RefOr<Schema> {
+    vectors_by_type_or_floats()
 }

@@ -87,11 +87,11 @@ impl Check for CohereEmbedRequest {
 }
 
 /// The most `embedding_types` one call asks for (each type once).
-const EMBEDDING_TYPES: usize = 6;
+pub(super) const EMBEDDING_TYPES: usize = 6;
 
 /// Cohere's input types: each puts the model's prompt for it before a text, where the model has
 /// one ([`crate::prompts::ServedPrompts::for_input_type`]).
-const INPUT_TYPES: [&str; 4] = ["search_document", "search_query", "classification", "clustering"];
+pub(super) const INPUT_TYPES: [&str; 4] = ["search_document", "search_query", "classification", "clustering"];
 
 fn input_type(given: Option<Text>) -> Result<Option<String>, CallError> {
     match given {
@@ -102,6 +102,9 @@ fn input_type(given: Option<Text>) -> Result<Option<String>, CallError> {
         given => Ok(given.map(|Text(kind)| kind)),
     }
 }
+
+/// Cohere's `truncate` values.
+pub(super) const TRUNCATIONS: [&str; 3] = ["END", "START", "NONE"];
 
 /// Cohere's `truncate`: `END` (the default) cuts a long text's end, `START` its start, `NONE`
 /// refuses it.

@@ -3,7 +3,10 @@
 use serde::Deserialize;
 use utoipa::ToSchema;
 
+use utoipa::openapi::{RefOr, Schema};
+
 use crate::api::bounds::switch;
+use crate::api::field_schemas::{one_of_names, right_or_left, sentences};
 use crate::api::field_types::{Normalize, Truncate};
 use crate::api::fields::{Flag, Inputs, Number, Text, Texts};
 
@@ -11,12 +14,11 @@ use crate::api::fields::{Flag, Inputs, Number, Text, Texts};
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct EmbeddingsRequest {
-    #[schema(required = true)]
+    #[schema(required = true, nullable = false)]
     pub input: Option<Inputs>,
     #[schema(value_type = Option<String>)]
     pub model: Option<Text>,
-    /// `float` (default) or `base64` (little-endian f32s, what the OpenAI SDK asks for).
-    #[schema(value_type = Option<String>)]
+    #[schema(schema_with = encoding_format)]
     pub encoding_format: Option<Text>,
     /// The vector's size: only the model's own (its vectors were not trained to be cut).
     #[schema(value_type = Option<u32>)]
@@ -32,14 +34,13 @@ pub(crate) struct EmbeddingsRequest {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct EmbedRequest {
-    #[schema(required = true)]
+    #[schema(required = true, nullable = false)]
     pub inputs: Option<Inputs>,
     #[schema(schema_with = switch::<Normalize>)]
     pub normalize: Option<Flag>,
     #[schema(schema_with = switch::<Truncate>)]
     pub truncate: Option<Flag>,
-    /// TEI's side to cut from: `"right"` (the end, the default) or `"left"` (the start).
-    #[schema(value_type = Option<String>)]
+    #[schema(schema_with = right_or_left)]
     pub truncation_direction: Option<Text>,
     /// One of the model's sentence-transformers prompts (`/info`'s `prompts`), put before each
     /// text; else the server's default, if any.
@@ -55,12 +56,11 @@ pub(crate) struct EmbedRequest {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct SimilarityRequest {
-    #[schema(required = true)]
+    #[schema(required = true, nullable = false)]
     pub inputs: Option<SimilarityInputs>,
     #[schema(schema_with = switch::<Truncate>)]
     pub truncate: Option<Flag>,
-    /// TEI's side to cut from: `"right"` (the end, the default) or `"left"` (the start).
-    #[schema(value_type = Option<String>)]
+    #[schema(schema_with = right_or_left)]
     pub truncation_direction: Option<Text>,
     /// The same settings as the Hugging Face inference API sends them (what
     /// `InferenceClient.sentence_similarity` sends).
@@ -73,7 +73,7 @@ pub(crate) struct SimilarityRequest {
 pub(crate) struct SimilarityParameters {
     #[schema(schema_with = switch::<Truncate>)]
     pub truncate: Option<Flag>,
-    #[schema(value_type = Option<String>)]
+    #[schema(schema_with = right_or_left)]
     pub truncation_direction: Option<Text>,
     /// One of the model's sentence-transformers prompts (`/info`'s `prompts`), put before each
     /// text; else the server's default, if any.
@@ -85,8 +85,17 @@ pub(crate) struct SimilarityParameters {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct SimilarityInputs {
-    #[schema(value_type = Option<String>, required = true)]
+    #[schema(value_type = String, required = true, min_length = 1)]
     pub source_sentence: Option<Text>,
-    #[schema(required = true)]
+    #[schema(schema_with = sentences, required = true)]
     pub sentences: Option<Texts>,
+}
+
+/// `encoding_format`: `float` (the default) or `base64` (little-endian f32s, what the OpenAI SDK
+/// asks for).
+fn encoding_format() -> RefOr<Schema> {
+    one_of_names(
+        &["float", "base64"],
+        "`float` (the default) or `base64` (little-endian f32s, what the OpenAI SDK asks for).",
+    )
 }

@@ -30,7 +30,8 @@ use crate::metrics::Metrics;
 /// OpenAI's completions.
 #[utoipa::path(post, path = "/v1/completions", tag = "generation", request_body = CompletionRequest,
     responses((status = 200, description = "The choices; with \"stream\": true, server-sent events \
-        of chunks of this shape, ending with `data: [DONE]`.", body = CompletionResponse)))]
+        of chunks of this shape, ending with `data: [DONE]`.",
+        content((CompletionResponse = "application/json"), (Value = "text/event-stream")))))]
 pub(super) async fn completions(state: State<AppState>, decoder: Decoder, Body(body): Body) -> Response {
     serve(state, decoder, &body, GenerationFormat::Completion).await
 }
@@ -38,7 +39,8 @@ pub(super) async fn completions(state: State<AppState>, decoder: Decoder, Body(b
 /// OpenAI's chat completions.
 #[utoipa::path(post, path = "/v1/chat/completions", tag = "generation", request_body = ChatRequest,
     responses((status = 200, description = "The choices; with \"stream\": true, server-sent events \
-        of chunks of this shape, ending with `data: [DONE]`.", body = CompletionResponse)))]
+        of chunks of this shape, ending with `data: [DONE]`.",
+        content((CompletionResponse = "application/json"), (Value = "text/event-stream")))))]
 pub(super) async fn chat_completions(state: State<AppState>, decoder: Decoder, Body(body): Body) -> Response {
     serve(state, decoder, &body, GenerationFormat::Chat).await
 }

@@ -2,12 +2,13 @@
 //! in its document) and the Responses API.
 
 use serde::Deserialize;
-use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
+use utoipa::openapi::schema::{Object, ObjectBuilder, OneOfBuilder, SchemaType, Type};
 use utoipa::openapi::{RefOr, Schema};
 use utoipa::{PartialSchema, ToSchema};
 
+use super::validate::MAX_STOPS;
 use crate::api::bounds::{bounded, switch};
-use crate::api::field_schemas::response_input;
+use crate::api::field_schemas::{few_texts, response_input};
 use crate::api::field_types::*;
 use crate::api::fields::{Flag, Inputs, Messages, Number, Text, Texts};
 
@@ -51,7 +52,7 @@ pub(crate) struct GenerationRequest {
     pub seed: Option<Number>,
     #[schema(schema_with = bounded::<Choices>)]
     pub n: Option<Number>,
-    /// Up to 4 strings; the text ends before the first to appear.
+    #[schema(schema_with = stop)]
     pub stop: Option<Texts>,
     #[schema(schema_with = switch::<Stream>)]
     pub stream: Option<Flag>,
@@ -97,7 +98,9 @@ pub(crate) struct ChatRequest;
 
 impl PartialSchema for ChatRequest {
     fn schema() -> RefOr<Schema> {
-        let logprobs = ObjectBuilder::new().schema_type(Type::Boolean).default(Some(false.into()));
+        let logprobs = ObjectBuilder::new()
+            .schema_type(SchemaType::from_iter([Type::Boolean, Type::Null]))
+            .default(Some(false.into()));
         generation_route(&COMPLETION_ONLY, "messages", logprobs.build(), "OpenAI's chat completions.")
     }
 }
@@ -136,9 +139,35 @@ fn generation_route(other_route: &[&str], prompt: &str, logprobs: Object, about:
     };
     body.properties.retain(|field, _| !other_route.contains(&field.as_str()));
     body.properties.insert("logprobs".into(), Schema::Object(logprobs).into());
+    if let Some(field) = body.properties.get_mut(prompt) {
+        *field = without_null(field.clone());
+    }
     body.required = vec![prompt.to_string()];
     body.description = Some(about.to_string());
     RefOr::T(Schema::Object(body))
+}
+
+/// An optional field's schema made required: the `null` it may be (`Option`'s) left out.
+fn without_null(schema: RefOr<Schema>) -> RefOr<Schema> {
+    let is_null = |item: &RefOr<Schema>| matches!(item, RefOr::T(Schema::Object(o)) if o.schema_type == SchemaType::new(Type::Null));
+    match schema {
+        RefOr::T(Schema::OneOf(one_of)) => {
+            let mut rest: Vec<_> = one_of.items.into_iter().filter(|item| !is_null(item)).collect();
+            match rest.len() {
+                1 => rest.remove(0),
+                _ => RefOr::T(Schema::OneOf(
+                    rest.into_iter().fold(OneOfBuilder::new(), OneOfBuilder::item).build(),
+                )),
+            }
+        }
+        other => other,
+    }
+}
+
+/// `stop`: a string or up to [`MAX_STOPS`] strings, none empty; the text ends before the first to
+/// appear.
+fn stop() -> RefOr<Schema> {
+    few_texts(MAX_STOPS, &format!("Up to {MAX_STOPS} strings; the text ends before the first to appear."))
 }
 
 /// `POST /v1/responses` (OpenAI's Responses API), for text: what it honours; every other field

@@ -23,7 +23,8 @@ use crate::infer::GenerationFormat;
 /// OpenAI's Responses API.
 #[utoipa::path(post, path = "/v1/responses", tag = "generation", request_body = ResponsesRequest,
     responses((status = 200, description = "The response: one output message (or, with `stream`, \
-        its server-sent events).", body = ResponseObject)))]
+        its server-sent events).",
+        content((ResponseObject = "application/json"), (Value = "text/event-stream")))))]
 pub(super) async fn create(
     State(state): State<AppState>,
     Decoder(generator): Decoder,

@@ -13,7 +13,7 @@ use crate::error::CallError;
 use crate::infer::{EmbedInputs, GenerationFormat, Prompt, ValidGeneration};
 
 /// Most stop strings in one call (OpenAI's limit).
-const MAX_STOPS: usize = 4;
+pub(super) const MAX_STOPS: usize = 4;
 
 /// A generation call in `format`, on a decoder whose context holds `context` tokens; at most
 /// `max_items` prompts.

@@ -12,6 +12,7 @@ use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 use utoipa_scalar::{Scalar, Servable};
 
 use crate::api::answers::ErrorResponse;
+use crate::api::served_facts::{ServedFacts, state_served};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -38,9 +39,11 @@ pub(crate) fn base() -> Document {
     ApiDoc::openapi()
 }
 
-/// The document once every route has joined it: each route's error answer added.
-pub(crate) fn finish(mut document: Document) -> Document {
+/// The document once every route has joined it: each route's error answer added, and what only
+/// the running server knows stated ([`ServedFacts`]).
+pub(crate) fn finish(mut document: Document, facts: &ServedFacts) -> Document {
     Errors.modify(&mut document);
+    state_served(&mut document, facts);
     document
 }
 
@@ -112,7 +115,9 @@ mod tests {
         assert!(completion["messages"].is_null() && completion["top_logprobs"].is_null());
         assert_eq!(schemas["ChatRequest"]["required"], json!(["messages"]));
         assert_eq!(schemas["CompletionRequest"]["required"], json!(["prompt"]));
-        assert_eq!(chat["logprobs"]["type"], "boolean");
+        // An optional field may be null (read as absent); the required one may not.
+        assert_eq!(chat["logprobs"]["type"], json!(["boolean", "null"]));
+        assert_eq!(chat["messages"]["$ref"], "#/components/schemas/Messages");
         assert_eq!(completion["logprobs"]["maximum"], 5.0);
         let temperature = &chat["temperature"];
         assert_eq!(

@@ -4,7 +4,10 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::pair_fields::{Document, PredictInputs};
+use utoipa::openapi::{RefOr, Schema};
+
 use crate::api::bounds::{bounded, switch};
+use crate::api::field_schemas::{documents, one_of_names, right_only};
 use crate::api::field_types::{RawScores, ReturnDocuments, ReturnText, SloMs, TopN, Truncate, Utility};
 use crate::api::fields::{Flag, Number, Text, Texts};
 
@@ -13,9 +16,9 @@ use crate::api::fields::{Flag, Number, Text, Texts};
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ClassifyRequest {
-    #[schema(value_type = Option<String>, required = true)]
+    #[schema(value_type = String, required = true, min_length = 1)]
     pub task: Option<Text>,
-    #[schema(required = true)]
+    #[schema(required = true, nullable = false)]
     pub input: Option<Texts>,
     #[schema(schema_with = bounded::<SloMs>)]
     pub slo_ms: Option<Number>,
@@ -36,7 +39,7 @@ pub(crate) struct PredictRequest {
     pub task: Option<Text>,
     /// A string, a pair `[text, text]`, or a batch of `[text]` and `[text, text]` (an array of
     /// other lengths is a batch of texts for a task head).
-    #[schema(required = true, value_type = Object)]
+    #[schema(required = true, nullable = false)]
     pub inputs: Option<PredictInputs>,
     #[schema(schema_with = bounded::<SloMs>)]
     pub slo_ms: Option<Number>,
@@ -46,8 +49,7 @@ pub(crate) struct PredictRequest {
     pub truncate: Option<Flag>,
     #[schema(schema_with = switch::<RawScores>)]
     pub raw_scores: Option<Flag>,
-    /// TEI's side to cut from: only `"right"` (the end).
-    #[schema(value_type = Option<String>)]
+    #[schema(schema_with = right_only)]
     pub truncation_direction: Option<Text>,
     /// The Hugging Face inference API's parameters (what `InferenceClient.text_classification` sends).
     pub parameters: Option<PredictParameters>,
@@ -60,8 +62,7 @@ pub(crate) struct PredictParameters {
     /// The best this many labels; all when absent.
     #[schema(schema_with = bounded::<TopN>)]
     pub top_k: Option<Number>,
-    /// `softmax`, `sigmoid` or `none` (the logits); the head's own when absent.
-    #[schema(value_type = Option<String>)]
+    #[schema(schema_with = function_to_apply)]
     pub function_to_apply: Option<Text>,
 }
 
@@ -69,9 +70,9 @@ pub(crate) struct PredictParameters {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RerankRequest {
-    #[schema(value_type = Option<String>, required = true)]
+    #[schema(value_type = String, required = true, min_length = 1)]
     pub query: Option<Text>,
-    #[schema(required = true)]
+    #[schema(required = true, nullable = false)]
     pub texts: Option<Texts>,
     #[schema(schema_with = switch::<Truncate>)]
     pub truncate: Option<Flag>,
@@ -79,8 +80,7 @@ pub(crate) struct RerankRequest {
     pub raw_scores: Option<Flag>,
     #[schema(schema_with = switch::<ReturnText>)]
     pub return_text: Option<Flag>,
-    /// TEI's side to cut from: only `"right"` (the end).
-    #[schema(value_type = Option<String>)]
+    #[schema(schema_with = right_only)]
     pub truncation_direction: Option<Text>,
 }
 
@@ -90,10 +90,9 @@ pub(crate) struct RerankRequest {
 pub(crate) struct DocumentRerankRequest {
     #[schema(value_type = Option<String>)]
     pub model: Option<Text>,
-    #[schema(value_type = Option<String>, required = true)]
+    #[schema(value_type = String, required = true, min_length = 1)]
     pub query: Option<Text>,
-    /// Strings, or `{"text": string}` objects.
-    #[schema(value_type = Vec<Object>, required = true)]
+    #[schema(schema_with = documents, required = true)]
     pub documents: Option<Vec<Document>>,
     #[schema(schema_with = bounded::<TopN>)]
     pub top_n: Option<Number>,
@@ -101,4 +100,12 @@ pub(crate) struct DocumentRerankRequest {
     pub return_documents: Option<Flag>,
     #[schema(schema_with = switch::<Truncate>)]
     pub truncate: Option<Flag>,
+}
+
+/// `function_to_apply`: `softmax`, `sigmoid` or `none` (the logits); the head's own when absent.
+fn function_to_apply() -> RefOr<Schema> {
+    one_of_names(
+        &["softmax", "sigmoid", "none"],
+        "`softmax`, `sigmoid` or `none` (the logits); the head's own when absent.",
+    )
 }

@@ -53,8 +53,8 @@ fn is_similarity(body: &[u8]) -> bool {
 
 /// The served model's route at the root, as TEI serves it.
 #[utoipa::path(post, path = "/", operation_id = "by_kind_root", tag = "embeddings",
-    request_body(content = Object, description = "As /embed, /predict or /rerank, by the served model's kind."),
-    responses((status = 200, description = "As /embed, /predict or /rerank.", body = Object)))]
+    request_body(content = Object, description = "As /embed, /similarity, /predict or /rerank, by the served model's kind."),
+    responses((status = 200, description = "As /embed, /similarity, /predict or /rerank.", body = Value)))]
 pub(super) async fn root(
     State(state): State<AppState>,
     Body(body): Body,
@@ -64,8 +64,8 @@ pub(super) async fn root(
 
 /// The served model's route under SageMaker's name.
 #[utoipa::path(post, path = "/invocations", operation_id = "invocations", tag = "embeddings",
-    request_body(content = Object, description = "As /embed, /predict or /rerank, by the served model's kind."),
-    responses((status = 200, description = "As /embed, /predict or /rerank.", body = Object)))]
+    request_body(content = Object, description = "As /embed, /similarity, /predict or /rerank, by the served model's kind."),
+    responses((status = 200, description = "As /embed, /similarity, /predict or /rerank.", body = Value)))]
 pub(super) async fn invocations(
     state: State<AppState>,
     body: Body,

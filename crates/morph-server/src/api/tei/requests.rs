@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::api::bounds::switch;
+use crate::api::field_schemas::{instances, token_ids};
 use crate::api::field_types::{AddSpecialTokens, SkipSpecialTokens};
 use crate::api::fields::{Flag, Inputs, Text, Texts};
 
@@ -12,7 +13,7 @@ use crate::api::fields::{Flag, Inputs, Text, Texts};
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct VertexRequest {
-    #[schema(value_type = Vec<Object>, required = true)]
+    #[schema(schema_with = instances, required = true)]
     pub instances: Option<Vec<serde_json::Value>>,
 }
 
@@ -20,7 +21,7 @@ pub(crate) struct VertexRequest {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct TokenizeRequest {
-    #[schema(required = true)]
+    #[schema(required = true, nullable = false)]
     pub inputs: Option<Texts>,
     #[schema(schema_with = switch::<AddSpecialTokens>)]
     pub add_special_tokens: Option<Flag>,
@@ -34,8 +35,7 @@ pub(crate) struct TokenizeRequest {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct DecodeRequest {
-    /// An array of token ids, or an array of them.
-    #[schema(required = true)]
+    #[schema(schema_with = token_ids, required = true)]
     pub ids: Option<Inputs>,
     #[schema(schema_with = switch::<SkipSpecialTokens>)]
     pub skip_special_tokens: Option<Flag>,
@@ -44,6 +44,7 @@ pub(crate) struct DecodeRequest {
 /// `POST /vertex`: each instance's answer, as `POST /` gives it.
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct VertexResponse {
-    #[schema(value_type = Vec<Object>)]
+    /// Each as `POST /` answers it (`/embed`'s vectors, `/predict`'s scores, …).
+    #[schema(value_type = Vec<Value>)]
     pub predictions: Vec<Box<serde_json::value::RawValue>>,
 }
