@@ -11,6 +11,7 @@ mod generation_api;
 mod http_api;
 mod metrics_exposition;
 mod openai_fields;
+mod openapi_conformance;
 mod overload_and_shutdown;
 mod pipeline_live;
 mod shared_cores_conformance;
