@@ -68,15 +68,15 @@ pub struct AppState {
 impl AppState {
     /// What the OpenAPI document states of this server: its batch, and the values its model takes.
     pub(crate) fn served_facts(&self) -> ServedFacts {
-        let (vocabulary, root_bodies, predict) = match &self.served {
-            Served::Embeddings(embedder) => match embedder.kind() {
-                ModelKind::Embedding => {
-                    (embedder.vocab_size(), vec!["EmbedRequest", "SimilarityRequest"], PredictBy::TaskHeads)
-                }
-                ModelKind::Classifier => (embedder.vocab_size(), vec!["PredictRequest"], PredictBy::OwnHead),
-                ModelKind::Reranker => (embedder.vocab_size(), vec!["RerankRequest"], PredictBy::OwnHead),
-            },
-            Served::Generation(generator) => (generator.vocab_size(), Vec::new(), PredictBy::Nothing),
+        let (vocabulary, kind) = match &self.served {
+            Served::Embeddings(embedder) => (embedder.vocab_size(), Some(embedder.kind())),
+            Served::Generation(generator) => (generator.vocab_size(), None),
+        };
+        let (root_bodies, predict) = match kind {
+            Some(ModelKind::Embedding) => (vec!["EmbedRequest", "SimilarityRequest"], PredictBy::TaskHeads),
+            Some(ModelKind::Classifier) => (vec!["PredictRequest"], PredictBy::OwnHead),
+            Some(ModelKind::Reranker) => (vec!["RerankRequest"], PredictBy::OwnHead),
+            None => (Vec::new(), PredictBy::Nothing),
         };
         ServedFacts {
             batch: self.max_client_batch,

@@ -2,7 +2,6 @@
 
 use serde::Deserialize;
 use utoipa::ToSchema;
-
 use utoipa::openapi::{RefOr, Schema};
 
 use crate::api::bounds::switch;

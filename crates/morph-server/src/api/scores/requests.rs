@@ -2,10 +2,9 @@
 
 use serde::Deserialize;
 use utoipa::ToSchema;
-
-use super::pair_fields::{Document, PredictInputs};
 use utoipa::openapi::{RefOr, Schema};
 
+use super::pair_fields::{Document, PredictInputs};
 use crate::api::bounds::{bounded, switch};
 use crate::api::field_schemas::{documents, one_of_names, right_only};
 use crate::api::field_types::{RawScores, ReturnDocuments, ReturnText, SloMs, TopN, Truncate, Utility};
