@@ -140,13 +140,10 @@ fn state_root_bodies(document: &mut OpenApi, bodies: &[&str]) {
     }
     let body = one_of_refs(bodies);
     for path in BY_KIND {
-        let content = document.paths.paths.get_mut(path).and_then(|item| item.post.as_mut()).and_then(
-            |post| match post.request_body.as_mut() {
-                Some(request) => request.content.get_mut("application/json"),
-                None => None,
-            },
-        );
-        if let Some(content) = content {
+        let post = document.paths.paths.get_mut(path).and_then(|item| item.post.as_mut());
+        if let Some(content) =
+            post.and_then(|post| post.request_body.as_mut()?.content.get_mut("application/json"))
+        {
             content.schema = Some(body.clone());
         }
     }

@@ -93,7 +93,7 @@ impl CohereMeta {
 pub(crate) struct CohereEmbedResponse {
     pub id: String,
     pub response_type: &'static str,
-    #[schema(schema_with = cohere_embeddings)]
+    #[schema(schema_with = vectors_by_type_or_floats)]
     pub embeddings: serde_json::Value,
     pub texts: Vec<String>,
     pub meta: CohereMeta,
@@ -117,10 +117,4 @@ fn truncate() -> RefOr<Schema> {
     let about = "`END` (the default: a long text's end is cut), `START` (its start is cut) or `NONE` (a \
         long text is refused).";
     one_of_names(&TRUNCATIONS, about)
-}
-
-/// `embeddings` as answered: by type, or (`/v1/embed` without `embedding_types`) a list of float
-/// vectors.
-fn cohere_embeddings() -> RefOr<Schema> {
-    vectors_by_type_or_floats()
 }
