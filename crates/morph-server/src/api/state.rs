@@ -68,9 +68,9 @@ pub struct AppState {
 impl AppState {
     /// What the OpenAPI document states of this server: its batch, and the values its model takes.
     pub(crate) fn served_facts(&self) -> ServedFacts {
-        let (vocabulary, kind) = match &self.served {
-            Served::Embeddings(embedder) => (embedder.vocab_size(), Some(embedder.kind())),
-            Served::Generation(generator) => (generator.vocab_size(), None),
+        let (encoder_vocabulary, decoder_vocabulary, kind) = match &self.served {
+            Served::Embeddings(embedder) => (Some(embedder.vocab_size()), None, Some(embedder.kind())),
+            Served::Generation(generator) => (None, Some(generator.vocab_size()), None),
         };
         let (root_bodies, predict) = match kind {
             Some(ModelKind::Embedding) => (vec!["EmbedRequest", "SimilarityRequest"], PredictBy::TaskHeads),
@@ -79,12 +79,15 @@ impl AppState {
             None => (Vec::new(), PredictBy::Nothing),
         };
         ServedFacts {
+            names: self.model.names.clone(),
             batch: self.max_client_batch,
-            dimension: self.model.dim,
+            dimensions: kind.map(|_| self.model.dim).into_iter().collect(),
             prompt_names: self.model.prompts.served_names().into_iter().map(str::to_string).collect(),
-            vocabulary,
+            encoder_vocabulary,
+            decoder_vocabulary,
             root_bodies,
             predict,
+            model_on_every_route: false,
         }
     }
 

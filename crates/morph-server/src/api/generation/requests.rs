@@ -18,6 +18,7 @@ use crate::api::fields::{Flag, Inputs, Messages, Number, Text, Texts};
 pub(crate) struct GenerationRequest {
     /// A prompt, or several (a choice for each, `n` per prompt): text, or the model's token ids
     /// (an array of ids, or an array of such arrays).
+    #[schema(schema_with = prompt)]
     pub prompt: Option<Inputs>,
     /// Each choice's text starts with its prompt's (completions); with `logprobs`, the prompt's
     /// tokens come first in them, each scored under the ones before it (the first has `null`).
@@ -109,6 +110,20 @@ impl ToSchema for ChatRequest {
     fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
         GenerationRequest::schemas(schemas);
     }
+}
+
+/// `prompt`'s schema: [`Inputs`]', written out in the body rather than shared, so the document
+/// bounds a prompt's token ids by the decoder's tokenizer and an embedding's by the encoder's.
+fn prompt() -> RefOr<Schema> {
+    let RefOr::T(Schema::OneOf(mut inputs)) = Inputs::schema() else {
+        unreachable!("inputs are one of four")
+    };
+    inputs.description = Some(
+        "A prompt, or several (a choice for each, `n` per prompt): text, or the model's token ids (an \
+         array of ids, or an array of such arrays); none empty."
+            .into(),
+    );
+    RefOr::T(Schema::OneOf(inputs))
 }
 
 /// `/v1/completions`' body as the OpenAPI document shows it: [`GenerationRequest`] without
