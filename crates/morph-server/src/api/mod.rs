@@ -41,6 +41,7 @@ use utoipa_axum::router::OpenApiRouter;
 
 pub use fields::parse;
 pub(crate) use operations::health::Health;
+pub(crate) use served_facts::ServedFacts;
 pub use state::{AppState, Served, ServedModel};
 
 use crate::error::CallError;
@@ -101,13 +102,17 @@ fn routes(
 /// The OpenAPI document of every route, as an embedding server shows it.
 #[cfg(test)]
 pub(crate) fn document() -> Document {
-    document_of(&served_facts::ServedFacts::example())
+    document_of(&ServedFacts::example())
 }
 
 /// The OpenAPI document of every route, as a server of `facts` shows it.
-#[cfg(test)]
-pub(crate) fn document_of(facts: &served_facts::ServedFacts) -> Document {
+pub(crate) fn document_of(facts: &ServedFacts) -> Document {
     operations::openapi::finish(routes(|keyed| keyed).into_openapi(), facts)
+}
+
+/// `GET /docs`: `document` as a page to read and try the routes from.
+pub(crate) fn document_page<S: Clone + Send + Sync + 'static>(document: &Document) -> Router<S> {
+    operations::openapi::page(document)
 }
 
 /// The server's routes: a keyed one needs the API key when one is set and is answered 503 once
@@ -122,7 +127,7 @@ pub fn router(state: AppState) -> Router {
     let document = operations::openapi::finish(document, &state.served_facts());
     let listed: Arc<str> = route_list(&document).into();
     routes
-        .merge(operations::openapi::page(&document))
+        .merge(document_page(&document))
         .fallback(move |request: Request| no_route(request, listed.clone()))
         .layer(middleware::from_fn_with_state(state.clone(), observe_calls))
         // Outside the call layer, which reads the document for a 405's methods.

@@ -1,6 +1,6 @@
 //! The routes of a several-model server that speak for every model: `GET /v1/models` (every
-//! model's names), `/info` and `/ready` (each model's, or one's with `?model=NAME`), and
-//! `/metrics` (each model's series with a `model` label, and the server's own). Each asks every
+//! model's names), `/info`, `/ready` and `/openapi.json` (each model's, or one's with
+//! `?model=NAME`), and `/metrics` (each model's series with a `model` label, and the server's own). Each asks every
 //! model's own route with the call's headers, so an API key is checked as a model checks it.
 
 use std::sync::Arc;
@@ -138,6 +138,19 @@ pub(super) async fn ready(
     let status = if all_ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     let word = if all_ready { "ok" } else { "unavailable" };
     (status, Json(json!({"status": word, "models": models}))).into_response()
+}
+
+/// The API's document as the server takes calls: a value any model takes, `model` on every
+/// model route; one model's own with `?model=`.
+pub(super) async fn document(
+    State(shared): State<Arc<Shared>>,
+    Query(one): Query<OneModel>,
+    headers: HeaderMap,
+) -> Response {
+    match one.model {
+        Some(name) => ask_one(&shared, &name, "/openapi.json", headers).await,
+        None => Json(&shared.document).into_response(),
+    }
 }
 
 /// Every model's series labelled with its name, and the server's own.

@@ -25,7 +25,7 @@ use morph_policy::cores::CoreController;
 use tokio::task::JoinHandle;
 use tower::ServiceExt;
 
-use crate::api::{AppState, Body, MAX_BODY_BYTES, Served, UNMATCHED, authorized};
+use crate::api::{AppState, Body, MAX_BODY_BYTES, Served, ServedFacts, UNMATCHED, authorized};
 use crate::deployment::{BuildError, Deployment};
 use crate::drain::Drain;
 use crate::error::CallError;
@@ -68,6 +68,8 @@ struct Shared {
     budget: Arc<CoreBudget>,
     /// The server's own series: the core controller's, calls no model took, the process.
     metrics: Arc<Metrics>,
+    /// The API's document as every model together takes calls.
+    document: serde_json::Value,
 }
 
 impl Shared {
@@ -100,6 +102,8 @@ impl Shared {
 pub struct App {
     shared: Arc<Shared>,
     servers: Vec<Server>,
+    /// `GET /docs`: the page of the document.
+    page: Router<Arc<Shared>>,
 }
 
 impl App {
@@ -129,7 +133,11 @@ impl App {
         }
         let metrics = Arc::new(Metrics::default());
         metrics.host_cores(budget.cores());
-        Ok(Self { shared: Arc::new(Shared { models, budget, metrics }), servers })
+        let facts: Vec<ServedFacts> = models.iter().map(|m| m.state.served_facts()).collect();
+        let document = crate::api::document_of(&ServedFacts::joined(&facts));
+        let page = crate::api::document_page(&document);
+        let document = serde_json::to_value(document).expect("an OpenAPI document is JSON");
+        Ok(Self { shared: Arc::new(Shared { models, budget, metrics, document }), servers, page })
     }
 
     /// Each model's names, the first being the one its answers carry.
@@ -159,6 +167,8 @@ impl Serving for App {
             .route("/ping", get(aggregate::ready))
             .route("/", get(aggregate::ready).post(dispatch))
             .route("/metrics", get(aggregate::metrics))
+            .route("/openapi.json", get(aggregate::document))
+            .merge(self.page.clone())
             .method_not_allowed_fallback(wrong_method)
             .fallback(dispatch)
             .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -182,8 +192,8 @@ impl Serving for App {
     }
 }
 
-/// A call handed to the model it reaches. Anything but a POST goes to the first model (the
-/// API's document, liveness, and the 404 that lists the routes).
+/// A call handed to the model it reaches. Anything but a POST goes to the first model (liveness,
+/// and the 404 that lists the routes).
 async fn dispatch(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     let first = || shared.models[0].router.clone();
     if request.method() != axum::http::Method::POST {
