@@ -1,10 +1,11 @@
 //! Several models in one server (`morph serve --config FILE`): the default embedder, a
 //! cross-encoder and the default decoder from one deployment file, on the host's two cores.
 //! Calls reach the model they name, or the one model of their route's kind (the openai SDK,
-//! LangChain, Cohere's SDK, LiteLLM and llama-index among the callers, `clients/app_clients.py`); `/v1/models`,
-//! `/ready`, `/info` and `/metrics` speak for every model (promtool reads the exposition); and
-//! when one model is flooded and then another, each one's cores (`morph_model_threads`) rise
-//! while it is flooded and come back after, every call answered.
+//! LangChain, Cohere's SDK, LiteLLM and llama-index among the callers, `clients/app_clients.py`);
+//! `/v1/models`, `/ready`, `/info`, `/metrics` (promtool reads the exposition) and `/openapi.json`
+//! (schemathesis holds the server to it) speak for every model; and when one model is flooded and
+//! then another, each one's cores (`morph_model_threads`) rise while it is flooded and come back
+//! after, every call answered.
 
 use crate::common;
 
@@ -189,6 +190,27 @@ async fn three_models_share_the_cores_by_load_and_each_call_reaches_its_model() 
         .output()
         .expect("promtool runs (Debian: apt-get install prometheus, as .ci/run does)");
     assert!(checked.status.success(), "{}", String::from_utf8_lossy(&checked.stderr));
+
+    // The API's document states what any model takes and `model` on every route, with every
+    // name; `?model=NAME` is one model's own. Schemathesis holds the server to it (every check but
+    // "allowed is answered", which one model may refuse of another's values; the generation
+    // routes are held to their document on a generation server of their own).
+    let document = get_json(url, "/openapi.json").await;
+    let body = |path: &str| {
+        document["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"].clone()
+    };
+    assert_eq!(body("/embed")["properties"]["model"]["enum"], json!(ids), "{}", body("/embed"));
+    let predict =
+        |document: &Value| document["components"]["schemas"]["PredictRequest"]["properties"].clone();
+    assert!(predict(&document)["task"].is_object(), "the embedder's task heads read `task`");
+    let reranker_own = get_json(url, "/openapi.json?model=reranker").await;
+    assert!(predict(&reranker_own)["task"].is_null(), "{}", predict(&reranker_own));
+    let checks = "not_a_server_error,status_code_conformance,content_type_conformance,\
+                  response_schema_conformance,negative_data_rejection";
+    let generation = "^/v1/(chat/)?completions$|^/v1/responses$";
+    // The script is morph-server's, which runs it against one model's servers.
+    let script = "../../../morph-server/tests/clients/openapi_conformance.py";
+    python_client(script, &[url, checks, "5", generation], "pip install schemathesis").await;
 
     // Flood the embedder, then the decoder: the flooded model's cores rise and come back.
     let long = "The quick brown fox jumps over the lazy dog while the markets rally on news. ".repeat(6);

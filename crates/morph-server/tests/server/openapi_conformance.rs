@@ -1,22 +1,21 @@
-//! The OpenAPI document is true to the server that serves it. Schemathesis (from PyPI, as
-//! `.ci/run` installs it) reads `/openapi.json` and sends what it allows and what it does not,
-//! each route in turn: a request the document does not allow must be refused, every answer must
-//! match the document's status codes, content types and schemas, and no answer may be a 5xx. On
-//! an embedding server, a request the document allows must also be answered (or 404 where the
-//! server serves another kind of model, or 429). On a generation server that last check is left
-//! out: chat's rules between fields (a tool message's `tool_call_id`, a `tool_choice` among the
-//! `tools`, one of `max_tokens` and `max_completion_tokens`) and the characters a model's
-//! vocabulary lacks are not in the document, only in its descriptions and the 422's message.
-//! With a fixed seed, so a run is the same requests every time.
+//! The OpenAPI document is true to the server that serves it. Schemathesis reads `/openapi.json`
+//! and sends what it allows and what it does not, each route in turn (`clients/openapi_conformance.py`):
+//! a request the document does not allow must be refused, every answer must match the document's
+//! status codes, content types and schemas, and no answer may be a 5xx. On an embedding server, a
+//! request the document allows must also be answered (or 404 where the server serves another kind
+//! of model, or 429). On a generation server that last check is left out: chat's rules between
+//! fields (a tool message's `tool_call_id`, a `tool_choice` among the `tools`, one of `max_tokens`
+//! and `max_completion_tokens`) and the characters a model's vocabulary lacks are not in the
+//! document, only in its descriptions and the 422's message. With a fixed seed, so a run is the
+//! same requests every time. (A several-model server's document: morph-cli's `several_models.rs`.)
 
 use crate::common;
 
-use common::{candle, decoder, start};
+use common::{candle, decoder, run_client, start};
 use morph_core::RuntimeSpec;
 
-/// Requests per route and kind (valid, invalid), and the seed they are drawn from.
+/// Requests per route and kind (valid, invalid).
 const EXAMPLES_PER_ROUTE: u32 = 25;
-const SEED: u32 = 1;
 
 /// On a generation server, where a call may decode the whole context: fewer.
 const GENERATION_EXAMPLES_PER_ROUTE: u32 = 10;
@@ -30,38 +29,8 @@ const ALLOWED_IS_ANSWERED: &str = "positive_data_acceptance";
 
 /// Runs schemathesis against the server at `url` with `checks`; its report is the failure message.
 async fn schemathesis(url: &str, checks: String, examples: u32) {
-    let args = [
-        "-m".to_string(),
-        "schemathesis.cli".into(),
-        "run".into(),
-        format!("{url}/openapi.json"),
-        "--checks".into(),
-        checks,
-        "--phases".into(),
-        "examples,coverage,fuzzing".into(),
-        "--max-examples".into(),
-        examples.to_string(),
-        "--seed".into(),
-        SEED.to_string(),
-        "--generation-database".into(),
-        "none".into(),
-        "--workers".into(),
-        "1".into(),
-        "--no-color".into(),
-    ];
-    // It keeps a cache of what it found in the folder it runs in: a scratch one.
-    let scratch = tempfile::tempdir().expect("a scratch folder");
-    let folder = scratch.path().to_path_buf();
-    let run = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("python3").args(args).current_dir(folder).output()
-    })
-    .await
-    .expect("joining schemathesis")
-    .expect("python3 runs (the check needs: pip install schemathesis, as .ci/run does)");
-    let report = String::from_utf8_lossy(&run.stdout).to_string() + &String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "schemathesis found the server and its document apart:\n{report}");
-    // It ran: every route was tested (a run that reached none would also exit 0).
-    assert!(report.contains("Tested:") && !report.contains("Tested: 0"), "{report}");
+    let args = vec![url.to_string(), checks, examples.to_string()];
+    run_client("openapi_conformance.py", args, "pip install schemathesis").await;
 }
 
 #[tokio::test]
