@@ -1,7 +1,8 @@
 //! The routes of a several-model server that speak for every model: `GET /v1/models` (every
-//! model's names), `/info`, `/ready` and `/openapi.json` (each model's, or one's with
-//! `?model=NAME`), and `/metrics` (each model's series with a `model` label, and the server's own). Each asks every
-//! model's own route with the call's headers, so an API key is checked as a model checks it.
+//! model's names), `/info` and `/ready` (each model's, or one's with `?model=NAME`),
+//! `/openapi.json` (what any model takes, or one's own with `?model=NAME`), and `/metrics` (each
+//! model's series with a `model` label, and the server's own). Each asks the models' own routes
+//! with the call's headers, so an API key is checked as a model checks it.
 
 use std::sync::Arc;
 
