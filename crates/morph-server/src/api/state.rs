@@ -79,7 +79,8 @@ impl AppState {
             None => (Vec::new(), PredictBy::Nothing),
         };
         ServedFacts {
-            names: self.model.names.clone(),
+            // Which models there are is not told to a caller without the key (the document is open).
+            names: if self.api_key.is_some() { Vec::new() } else { self.model.names.clone() },
             batch: self.max_client_batch,
             dimensions: kind.map(|_| self.model.dim).into_iter().collect(),
             prompt_names: self.model.prompts.served_names().into_iter().map(str::to_string).collect(),

@@ -274,7 +274,7 @@ async fn bad_input_gets_a_clear_error_naming_the_field() {
 }
 
 #[tokio::test]
-async fn api_key_guards_everything_but_health_and_metrics() {
+async fn api_key_guards_everything_but_health_metrics_and_the_document() {
     let mut config = emulated(1.0, RuntimeSpec::dynamic(64, 4), 16);
     config.api_key = Some("s3cret".into());
     let server = start(config).await;
@@ -291,6 +291,12 @@ async fn api_key_guards_everything_but_health_and_metrics() {
     assert_eq!(call(Some("s3cret")).await, 200);
     assert_eq!(c.get(format!("{}/info", server.url)).send().await.unwrap().status().as_u16(), 401);
     assert_eq!(c.get(format!("{}/health", server.url)).send().await.unwrap().status().as_u16(), 200);
+    // The open document does not name the model (an unkeyed server's lists its names).
+    let document = c.get(format!("{}/openapi.json", server.url)).send().await.unwrap();
+    assert_eq!(document.status().as_u16(), 200);
+    let document: serde_json::Value = document.json().await.unwrap();
+    let model = &document["components"]["schemas"]["EmbeddingsRequest"]["properties"]["model"];
+    assert!(model.is_object() && model["enum"].is_null(), "{model}");
     let metrics = c.get(format!("{}/metrics", server.url)).send().await.unwrap();
     assert_eq!(metrics.status().as_u16(), 200);
     let metrics = metrics.text().await.unwrap();

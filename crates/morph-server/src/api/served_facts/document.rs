@@ -97,7 +97,9 @@ fn state_values(schemas: &mut BTreeMap<String, RefOr<Schema>>, facts: &ServedFac
 /// several-model server every model route's body takes one of them to choose the model.
 fn state_names(document: &mut OpenApi, facts: &ServedFacts) {
     let names: Vec<Value> = facts.names.iter().map(|n| json!(n)).collect();
-    if let Some(components) = document.components.as_mut() {
+    if let Some(components) = document.components.as_mut()
+        && !names.is_empty()
+    {
         let schemas = &mut components.schemas;
         let has_model = |schema: &RefOr<Schema>| matches!(schema, RefOr::T(Schema::Object(o)) if o.properties.contains_key("model"));
         let with_model: Vec<String> =
@@ -128,13 +130,13 @@ fn take_only(schemas: &mut BTreeMap<String, RefOr<Schema>>, name: &str, field: &
     }
 }
 
-/// Every model route's body takes `model`, one of `names`, to choose the model: where a route's
-/// body (or a body it is one of) is a component that lacks the field, the route gets a copy of
-/// the component with it.
+/// Every model route's body takes `model`, one of `names` (any text where none are stated), to
+/// choose the model: where a route's body (or a body it is one of) is a component that lacks the
+/// field, the route gets a copy of the component with it.
 fn model_on_every_route(document: &mut OpenApi, names: &[Value]) {
     let Some(components) = document.components.clone() else { return };
     let mut model = Object::with_type(Type::String);
-    model.enum_values = Some(names.to_vec());
+    model.enum_values = (!names.is_empty()).then(|| names.to_vec());
     model.description = Some("The model that answers the call (by any of its names).".into());
     let with_model = |body: &mut RefOr<Schema>| {
         let RefOr::Ref(reference) = body else { return };
@@ -362,6 +364,17 @@ mod tests {
             "{predict}"
         );
         assert!(!predict["required"].as_array().is_some_and(|r| r.contains(&json!("task"))), "{predict}");
+    }
+
+    #[test]
+    fn a_server_with_a_key_names_no_model_in_its_open_document() {
+        let keyed = ServedFacts { names: Vec::new(), model_on_every_route: true, ..ServedFacts::example() };
+        let doc = serde_json::to_value(crate::api::document_of(&keyed)).expect("the document is JSON");
+        let chat = &doc["components"]["schemas"]["ChatRequest"]["properties"]["model"];
+        assert!(chat["enum"].is_null(), "{chat}");
+        let embed = &doc["paths"]["/embed"]["post"]["requestBody"]["content"]["application/json"]["schema"];
+        assert_eq!(embed["properties"]["model"]["type"], "string", "{embed}");
+        assert!(embed["properties"]["model"]["enum"].is_null(), "{embed}");
     }
 
     #[test]

@@ -13,7 +13,8 @@ pub(crate) use document::state_served;
 /// checks compare with the served model or the server's settings.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ServedFacts {
-    /// The names a `model` field may give.
+    /// The names a `model` field may give; none stated on a server with an API key, whose open
+    /// document does not tell which models there are.
     pub names: Vec<String>,
     /// `--max-client-batch`: the most items a batch field takes.
     pub batch: usize,
