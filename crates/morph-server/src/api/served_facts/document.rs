@@ -305,22 +305,7 @@ mod tests {
         let embed = &one["paths"]["/embed"]["post"]["requestBody"]["content"]["application/json"]["schema"];
         assert_eq!(embed["$ref"], "#/components/schemas/EmbedRequest");
 
-        let reranker = ServedFacts {
-            names: vec!["reranker".into()],
-            dimensions: vec![768],
-            root_bodies: vec!["RerankRequest"],
-            predict: PredictBy::OwnHead,
-            ..ServedFacts::example()
-        };
-        let decoder = ServedFacts {
-            names: vec!["smollm2".into()],
-            dimensions: Vec::new(),
-            encoder_vocabulary: None,
-            decoder_vocabulary: Some(49_152),
-            root_bodies: Vec::new(),
-            predict: PredictBy::Nothing,
-            ..ServedFacts::example()
-        };
+        let (reranker, decoder) = (ServedFacts::example_reranker(768), ServedFacts::example_decoder());
         let facts = ServedFacts::joined(&[ServedFacts::example(), reranker, decoder]);
         let several = serde_json::to_value(crate::api::document_of(&facts)).expect("the document is JSON");
         let schemas = &several["components"]["schemas"];

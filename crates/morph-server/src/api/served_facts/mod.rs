@@ -125,6 +125,30 @@ impl ServedFacts {
             model_on_every_route: false,
         }
     }
+
+    /// A cross-encoder's of `dimension`-wide vectors, named `reranker`.
+    pub(crate) fn example_reranker(dimension: usize) -> Self {
+        Self {
+            names: vec!["reranker".into()],
+            dimensions: vec![dimension],
+            root_bodies: vec!["RerankRequest"],
+            predict: PredictBy::OwnHead,
+            ..Self::example()
+        }
+    }
+
+    /// SmolLM2's, on a generation server, named `smollm2`.
+    pub(crate) fn example_decoder() -> Self {
+        Self {
+            names: vec!["smollm2".into()],
+            dimensions: Vec::new(),
+            encoder_vocabulary: None,
+            decoder_vocabulary: Some(49_152),
+            root_bodies: Vec::new(),
+            predict: PredictBy::Nothing,
+            ..Self::example()
+        }
+    }
 }
 
 #[cfg(test)]
@@ -138,24 +162,8 @@ mod tests {
             prompt_names: vec!["query".into()],
             ..ServedFacts::example()
         };
-        let reranker = ServedFacts {
-            names: vec!["reranker".into()],
-            batch: 32,
-            dimensions: vec![384],
-            prompt_names: Vec::new(),
-            root_bodies: vec!["RerankRequest"],
-            predict: PredictBy::OwnHead,
-            ..ServedFacts::example()
-        };
-        let decoder = ServedFacts {
-            names: vec!["smollm2".into()],
-            dimensions: Vec::new(),
-            encoder_vocabulary: None,
-            decoder_vocabulary: Some(49_152),
-            root_bodies: Vec::new(),
-            predict: PredictBy::Nothing,
-            ..ServedFacts::example()
-        };
+        let reranker = ServedFacts { batch: 32, ..ServedFacts::example_reranker(384) };
+        let decoder = ServedFacts::example_decoder();
         let all = ServedFacts::joined(&[embedder, reranker, decoder.clone()]);
         assert_eq!(all.names, ["minilm", "text-embedding-3-small", "reranker", "smollm2"]);
         assert_eq!((all.batch, all.dimensions), (32, vec![384]));
