@@ -47,9 +47,14 @@ impl PartialSchema for Texts {
 
 impl ToSchema for Texts {}
 
+/// The token ids of one text: a non-empty array of them.
+fn ids() -> Value {
+    array(json!({"type": "integer", "minimum": 0}))
+}
+
 impl PartialSchema for Inputs {
     fn schema() -> RefOr<Schema> {
-        let ids = array(json!({"type": "integer", "minimum": 0}));
+        let ids = ids();
         let about = "Text, or token ids of the served model's tokenizer: a string, an array of strings, \
             an array of ids, or an array of arrays of ids; none empty.";
         RefOr::T(one_of(about, [text(), array(text()), ids.clone(), array(ids)]))
@@ -108,8 +113,7 @@ pub(super) fn vectors_by_type_or_floats() -> RefOr<Schema> {
 /// `/decode`'s `ids` (for `#[schema(schema_with = token_ids)]`): the ids of one text, or of each
 /// of several.
 pub(super) fn token_ids() -> RefOr<Schema> {
-    let ids = array(json!({"type": "integer", "minimum": 0}));
-    RefOr::T(one_of("An array of token ids, or an array of them; none empty.", [ids.clone(), array(ids)]))
+    RefOr::T(one_of("An array of token ids, or an array of them; none empty.", [ids(), array(ids())]))
 }
 
 /// `/similarity`'s `sentences` (for `#[schema(schema_with = sentences)]`): [`Texts`] apart, as

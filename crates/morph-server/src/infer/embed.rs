@@ -189,7 +189,7 @@ impl Embedder {
 
     /// Token ids sent by the caller, each checked against the vocabulary.
     fn known_ids(&self, ids: Vec<Vec<u32>>, field: &str) -> Result<Vec<Vec<u32>>, CallError> {
-        let vocab = self.tokenizer.vocab_size();
+        let vocab = self.vocab_size();
         let n = ids.len();
         for (i, seq) in ids.iter().enumerate() {
             if let Some(bad) = seq.iter().find(|&&id| id as usize >= vocab) {

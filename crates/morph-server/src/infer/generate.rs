@@ -310,7 +310,7 @@ impl Generator {
 
     /// The first of `ids` that is not a token of the model's, and why.
     fn unknown_token(&self, mut ids: impl Iterator<Item = u32>) -> Option<(u32, String)> {
-        let vocab = self.model.tokenizer.vocab_size();
+        let vocab = self.vocab_size();
         let id = ids.find(|&id| id as usize >= vocab)?;
         Some((id, format!("is not a token of this model (its ids are 0 to {})", vocab.saturating_sub(1))))
     }
