@@ -6,12 +6,21 @@ use utoipa::ToSchema;
 use utoipa::openapi::{RefOr, Schema};
 
 use super::embedding_types::EmbeddingType;
-use super::validate::{EMBEDDING_TYPES, INPUT_TYPES, TRUNCATIONS};
 use crate::api::bounds::bounded;
 use crate::api::field_schemas::{names_or_list, one_of_names, vectors_by_type_or_floats};
 use crate::api::field_types::{TokensPerDocument, TokensPerText, TopN};
 use crate::api::fields::{Flag, Number, Text, Texts};
 use crate::api::scores::answers::DocumentRank;
+
+/// The most `embedding_types` one call asks for (each type once).
+pub(super) const EMBEDDING_TYPES: usize = 6;
+
+/// Cohere's input types: each puts the model's prompt for it before a text, where the model has
+/// one ([`crate::prompts::ServedPrompts::for_input_type`]).
+pub(super) const INPUT_TYPES: [&str; 4] = ["search_document", "search_query", "classification", "clustering"];
+
+/// Cohere's `truncate` values.
+const TRUNCATIONS: [&str; 3] = ["END", "START", "NONE"];
 
 /// `POST /v2/rerank` (`cohere.ClientV2.rerank`, LiteLLM's `rerank(model="cohere/…")`,
 /// llama-index's `CohereRerank`).

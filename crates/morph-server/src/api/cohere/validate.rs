@@ -2,7 +2,7 @@
 //! tokens) is left to the handlers.
 
 use super::embedding_types::EmbeddingType;
-use super::requests::{CohereEmbedRequest, CohereRerankRequest};
+use super::requests::{CohereEmbedRequest, CohereRerankRequest, EMBEDDING_TYPES, INPUT_TYPES};
 use crate::api::AppState;
 use crate::api::checks::{served_model, texts};
 use crate::api::fields::{Flag, Number, Text};
@@ -86,13 +86,6 @@ impl Check for CohereEmbedRequest {
     }
 }
 
-/// The most `embedding_types` one call asks for (each type once).
-pub(super) const EMBEDDING_TYPES: usize = 6;
-
-/// Cohere's input types: each puts the model's prompt for it before a text, where the model has
-/// one ([`crate::prompts::ServedPrompts::for_input_type`]).
-pub(super) const INPUT_TYPES: [&str; 4] = ["search_document", "search_query", "classification", "clustering"];
-
 fn input_type(given: Option<Text>) -> Result<Option<String>, CallError> {
     match given {
         Some(Text(kind)) if !INPUT_TYPES.contains(&kind.as_str()) => Err(CallError::validation(
@@ -102,9 +95,6 @@ fn input_type(given: Option<Text>) -> Result<Option<String>, CallError> {
         given => Ok(given.map(|Text(kind)| kind)),
     }
 }
-
-/// Cohere's `truncate` values.
-pub(super) const TRUNCATIONS: [&str; 3] = ["END", "START", "NONE"];
 
 /// Cohere's `truncate`: `END` (the default) cuts a long text's end, `START` its start, `NONE`
 /// refuses it.

@@ -6,7 +6,6 @@ use utoipa::openapi::schema::{Object, ObjectBuilder, OneOfBuilder, SchemaType, T
 use utoipa::openapi::{RefOr, Schema};
 use utoipa::{PartialSchema, ToSchema};
 
-use super::validate::MAX_STOPS;
 use crate::api::bounds::{bounded, switch};
 use crate::api::field_schemas::{few_texts, response_input};
 use crate::api::field_types::*;
@@ -84,6 +83,9 @@ pub(crate) struct GenerationRequest {
     #[schema(value_type = Option<String>)]
     pub user: Option<Text>,
 }
+
+/// Most stop strings in one call (OpenAI's limit).
+pub(super) const MAX_STOPS: usize = 4;
 
 /// Fields only `/v1/completions` takes; a chat call that sends one is refused by name.
 pub(crate) const COMPLETION_ONLY: [&str; 2] = ["prompt", "echo"];

@@ -3,7 +3,7 @@
 
 use morph_decoder::{LogitBias, Message, SamplingParams};
 
-use super::requests::{CHAT_ONLY, COMPLETION_ONLY, GenerationRequest, StreamOptions};
+use super::requests::{CHAT_ONLY, COMPLETION_ONLY, GenerationRequest, MAX_STOPS, StreamOptions};
 use super::validate_output::{OutputFields, ToolShape, output};
 use crate::api::bounds::{Bounded, Range, Switch};
 use crate::api::checks::{inputs, log_user, served_model, texts};
@@ -11,9 +11,6 @@ use crate::api::field_types::*;
 use crate::api::fields::{ChatMessage, Content, Flag, Messages, Number, ROLES, Text, Texts, parse};
 use crate::error::CallError;
 use crate::infer::{EmbedInputs, GenerationFormat, Prompt, ValidGeneration};
-
-/// Most stop strings in one call (OpenAI's limit).
-pub(super) const MAX_STOPS: usize = 4;
 
 /// A generation call in `format`, on a decoder whose context holds `context` tokens; at most
 /// `max_items` prompts.
