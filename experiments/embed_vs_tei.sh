@@ -15,6 +15,8 @@
 #     (the first of the two turned each round), and the medians over the rounds of served at
 #     1.5x / served at saturation in the same round, and / the saturation rate (one pair reads
 #     either only to about +-0.1 on a shared host);
+#   - with P80_ROUNDS=N, N more runs at 80% of saturation, and the median and range of p99 over
+#     them and the first (one run's p99 moves by tens of percent on a shared host);
 #   - the server's CPU (cores busy, from /proc) and the load generator's, at saturation.
 # Servers:
 #   tei       the real TEI (text-embeddings-router, ONNX Runtime backend, as its users run it:
@@ -46,6 +48,7 @@ mkdir -p "$out"
 tick=$(getconf CLK_TCK)
 start_rate=${START:-40}
 past_rounds=${PAST_ROUNDS:-0}
+p80_rounds=${P80_ROUNDS:-0}
 own_bin=$bin
 
 . experiments/peers.sh
@@ -111,6 +114,14 @@ for corpus in ${corpora//,/ }; do
     for f in 0.8 1.25 1.5; do
       run "$(python3 -c "print(round($sat * $f, 1))")" "$out/$corpus.$config.points.jsonl"
     done
+    p80=$out/$corpus.$config.p80.jsonl
+    head -1 "$out/$corpus.$config.points.jsonl" >"$p80"
+    for _ in $(seq "$p80_rounds"); do run "$(python3 -c "print(round($sat * 0.8, 1))")" "$p80"; done
+    [ "$p80_rounds" = 0 ] || python3 - "$p80" <<'PY'
+import json, statistics, sys
+p99 = sorted(json.loads(l)["latency"]["p99_ms"] for l in open(sys.argv[1]))
+print(f"  p99 at 80%, {len(p99)} runs: median {statistics.median(p99):.1f} ms ({p99[0]:.1f}-{p99[-1]:.1f})")
+PY
     past=$out/$corpus.$config.past.jsonl
     rm -f "$past"
     for round in $(seq "$past_rounds"); do
