@@ -18,6 +18,7 @@
 #   - with P80_ROUNDS=N, N more runs at 80% of saturation, and the median and range of p99 over
 #     them and the first (one run's p99 moves by tens of percent on a shared host);
 #   - the server's CPU (cores busy, from /proc) and the load generator's, at saturation.
+# Every run starts once the server is idle (the backlog of the run before, if any, done).
 # Servers:
 #   tei       the real TEI (text-embeddings-router, ONNX Runtime backend, as its users run it:
 #             default flags) serving the int8 model a TEI user makes: a standard ONNX export of
@@ -55,9 +56,22 @@ own_bin=$bin
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$server/stat"; }
 
+# Each run starts on an idle server: a server that keeps computing the calls a finished run's
+# client gave up on (TEI does) would otherwise carry that backlog into the next run. Waits
+# until the server used under 10% of a core over a second (at most a minute).
+settle() {
+  local before after
+  for _ in $(seq 60); do
+    before=$(cpu_ticks); sleep 1; after=$(cpu_ticks)
+    [ $(((after - before) * 10)) -lt "$tick" ] && return
+  done
+  echo "  the server stayed busy for a minute after the run before" >&2
+}
+
 # run RATE FILE: one bench run at RATE, its JSON report with the server's CPU (cores) added.
 run() {
   local before after
+  settle
   before=$(cpu_ticks)
   "$bin" bench --url "$url" "${corpus_args[@]}" --rate "$1" --duration "$seconds" --json >"$tmp/run.json"
   after=$(cpu_ticks)
