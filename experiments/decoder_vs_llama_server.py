@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 
-from servers import server_args, Server, decoder_argv, free_port
+from servers import server_args, Server, decoder_argv, free_port, parse_server_args
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -161,7 +161,7 @@ def main():
                     help="runs of each server per stream count, in pairs back to back with the "
                          "first server turned each round; with several, the median of the rounds' "
                          "ratios and their range are printed too")
-    args = ap.parse_args()
+    args = parse_server_args(ap)
 
     # About 4 characters a token: first turns that leave room for the answer in 2,048 tokens.
     prompts = first_turns(args.sharegpt, args.prompts, 4000)

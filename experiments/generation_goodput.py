@@ -26,7 +26,7 @@ import os
 import subprocess
 import sys
 
-from servers import server_args, Server, decoder_argv, free_port, warm_up
+from servers import server_args, Server, decoder_argv, free_port, warm_up, parse_server_args
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TPOT_TARGET_MS = 100.0
@@ -66,7 +66,7 @@ def main():
                     help="TTFT p99 targets in ms to report goodput at (TPOT p99 <= 100 ms each)")
     ap.add_argument("--morph-args", default="", help="extra `morph serve` arguments")
     ap.add_argument("--llama-args", default="", help="extra llama-server arguments")
-    args = ap.parse_args()
+    args = parse_server_args(ap)
 
     servers = {"morph": (args.morph, args.morph_args)}
     if args.llama_server:

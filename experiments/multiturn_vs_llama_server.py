@@ -27,7 +27,7 @@ import os
 import subprocess
 import sys
 
-from servers import server_args, Server, decoder_argv, free_port, warm_up
+from servers import server_args, Server, decoder_argv, free_port, warm_up, parse_server_args
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The TTFT target of goodput (`morph bench --conversations`), and the deadline `--deadlines` sets.
@@ -87,7 +87,7 @@ def main():
                          "'{\"aging\": {\"factor\": 4}}' (--morph-args cannot carry it: the "
                          "batching is passed as --policy-params already)")
     ap.add_argument("--llama-args", default="", help="extra llama-server arguments")
-    args = ap.parse_args()
+    args = parse_server_args(ap)
 
     policy_args = {"fcfs": "", "ssjf": "--policy ssjf --predictor none"}
     servers = {}
