@@ -63,17 +63,6 @@ def default_decoder(binary, log_path, model=None, extra=()):
 WORDS = "the river carried cold water past old mills and quiet towns toward a grey northern sea".split()
 
 
-def parse_server_args(ap):
-    """`ap`'s arguments, with `--gguf` resolved: Morph's default decoder where none was named,
-    fetched first where MORPH_HOME does not hold it yet."""
-    args = ap.parse_args()
-    if args.gguf is None:
-        fetched = subprocess.run([args.morph, "fetch", "--task", "generate"], check=True,
-                                 capture_output=True, text=True)
-        args.gguf = fetched.stdout.strip().splitlines()[-1]
-    return args
-
-
 def unique_prompt(words, seed):
     """A prompt of about `words` tokens that no other call shares beyond its first words."""
     body = " ".join(WORDS[(seed * 7 + i * 3) % len(WORDS)] for i in range(words))
@@ -148,3 +137,14 @@ def server_args(ap, root, llama_required=False):
                     help="the GGUF llama-server serves, if not --gguf (e.g. a Q8_0 requantization "
                          "of it, to compare with Morph prefilling on its Q8_0 copy)")
     ap.add_argument("--sharegpt", default=os.path.join(root, "../shared/data/conversations/sharegpt.jsonl"))
+
+
+def parse_server_args(ap):
+    """`ap`'s arguments, with `--gguf` resolved: Morph's default decoder where none was named,
+    fetched first where MORPH_HOME does not hold it yet."""
+    args = ap.parse_args()
+    if args.gguf is None:
+        fetched = subprocess.run([args.morph, "fetch", "--task", "generate"], check=True,
+                                 capture_output=True, text=True)
+        args.gguf = fetched.stdout.strip().splitlines()[-1]
+    return args
