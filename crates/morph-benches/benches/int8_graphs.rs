@@ -144,7 +144,7 @@ fn main() {
                     "no kernel".to_string()
                 }
                 Err(e) => panic!("{product:?} session: {e}"),
-                Ok(_) if product == int8[1] && !tiles::available() => "no AMX".to_string(),
+                Ok(_) if product == int8[1] && !tiles::available() => "no AMX or VNNI".to_string(),
                 Ok(_) if product == Product::Bf16 => "builds".to_string(),
                 Ok(mut s) => {
                     let a: Vec<f32> = (0..m * k).map(|i| ((i * 13 % 97) as f32 / 48.0) - 1.0).collect();

@@ -36,9 +36,9 @@ pub(crate) struct EngineArgs {
     /// The arithmetic of the encoder's weight matrix products on ONNX Runtime: int8
     /// (each token's activations quantised on its own scale, so a text's vector does not
     /// depend on its batch; weights per output column, 7 bits on an x86 CPU without VNNI or
-    /// AMX, whose int8 kernels would saturate; the products on Morph's own AMX tile kernel
-    /// where the CPU has AMX, else ONNX Runtime's MatMulIntegerToFloat (MORPH_INT8_KERNEL=mlas
-    /// or tiles chooses); each product's few outlier input
+    /// AMX, whose int8 kernels would saturate; the products on Morph's own kernel where the
+    /// CPU has AMX tiles or AVX-512 VNNI, else ONNX Runtime's MatMulIntegerToFloat
+    /// (MORPH_INT8_KERNEL=mlas or tiles chooses); each product's few outlier input
     /// channels, found on built-in calibration text when the model loads, split into copies
     /// within the other channels' range) or
     /// fp32. bf16 is refused: ONNX Runtime's CPU kernels have no bf16 MatMul. Default for

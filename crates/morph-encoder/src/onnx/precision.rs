@@ -4,8 +4,9 @@
 //! column (7 bits where the CPU has no int8 dot products: [`WeightSteps`]), and each
 //! activation row (a token) quantised to uint8 on its own scale
 //! ([`row_quantized_product`], in one pass by Morph's own operator), the product accumulated
-//! in int32 by the [`IntegerKernel`] the host runs best: Morph's own on AMX tiles, which also
-//! scales the rows back, or else ONNX Runtime's `MatMulIntegerToFloat` (MLAS's kernels);
+//! in int32 by the [`IntegerKernel`] the host runs best: Morph's own on AMX tiles or AVX-512
+//! VNNI, which also scales the rows back, or else ONNX Runtime's `MatMulIntegerToFloat`
+//! (MLAS's kernels);
 //! between the feed-forward block's two products one operator scales back, applies GELU and
 //! quantises again ([`int8_feed_forward`]).
 //! Attention's own products (Q·Kᵀ, P·V), the norms and the embeddings stay fp32.
@@ -55,8 +56,8 @@ pub enum IntegerKernel {
     /// ONNX Runtime's `MatMulIntegerToFloat`, weights `[in, out]`; the rows scaled back by
     /// Morph's `RowRescale`.
     Mlas,
-    /// Morph's `TileProduct` on AMX tiles ([`tiles`]), weights packed into the tiles' layout;
-    /// it scales the rows back itself.
+    /// Morph's `TileProduct` on AMX tiles, or AVX-512 VNNI without them ([`tiles`]), weights
+    /// packed into the tiles' layout; it scales the rows back itself.
     Tiles,
 }
 
@@ -73,7 +74,9 @@ impl IntegerKernel {
             Err(_) => Ok(if tiles { Self::Tiles } else { Self::Mlas }),
             Ok("mlas") => Ok(Self::Mlas),
             Ok("tiles") if tiles => Ok(Self::Tiles),
-            Ok("tiles") => Err(format!("{KERNEL_VARIABLE}=tiles: this CPU has no AMX int8 tiles")),
+            Ok("tiles") => {
+                Err(format!("{KERNEL_VARIABLE}=tiles: this CPU has neither AMX int8 tiles nor AVX-512 VNNI"))
+            }
             Ok(other) => Err(format!("{KERNEL_VARIABLE}={other}: not a kernel (mlas or tiles)")),
         }
     }

@@ -1,6 +1,7 @@
 //! ONNX Runtime operators Morph adds to every session it builds (domain [`DOMAIN`]): the
 //! per-row steps of int8 products ([`rows`]), each one pass where the standard operators took
-//! several, and, where the CPU has AMX, the products themselves ([`tiles`]). Their nodes are
+//! several, and, where the CPU has AMX or AVX-512 VNNI, the products themselves ([`tiles`],
+//! [`vnni`]). Their nodes are
 //! written by [`crate::onnx::precision`].
 //!
 //! - `RowQuantize(x [.., k], channel_scale [k]?, copies [e] int64?) → (q [.., k + e] uint8,
@@ -13,7 +14,8 @@
 //!   → (q [.., k + e] uint8, peak [.., 1])`: `RowQuantize(gelu(y · peak + bias))`, the
 //!   feed-forward block's middle, with no fp32 tensor between its two products.
 //! - `TileProduct(q [.., k] uint8, w int8 packed, scale [n], zero_sums [n] int32, peak [.., 1]?,
-//!   bias [n]?) → [.., n]`: the int8 product on AMX tiles ([`tiles`]), in the units
+//!   bias [n]?) → [.., n]`: the int8 product on AMX tiles, or AVX-512 VNNI without them
+//!   ([`tiles::engine`]), in the units
 //!   `MatMulIntegerToFloat` gives, or scaled back as `RowRescale` where `peak` is given.
 //! - `PackedAttention(qkv [tokens, 3 · hidden], lengths [batch] int64, heads [1] int64) →
 //!   [tokens, hidden]`: self-attention over packed tokens ([`attention`]), the sequences' rows
@@ -22,6 +24,7 @@
 pub mod attention;
 pub mod rows;
 pub mod tiles;
+pub mod vnni;
 
 use std::sync::{Mutex, PoisonError};
 
@@ -312,7 +315,9 @@ fn tile_product(ctx: &ComputeContext) -> ort::Result<()> {
         )));
     }
     if !tiles::available() {
-        return Err(ort::Error::new(format!("{TILE_PRODUCT}: this CPU has no AMX int8 tiles")));
+        return Err(ort::Error::new(format!(
+            "{TILE_PRODUCT}: this CPU has neither AMX int8 tiles nor AVX-512 VNNI"
+        )));
     }
     let mut out_shape = shape.to_vec();
     *out_shape.last_mut().expect("a row dimension") = n as i64;

@@ -5,6 +5,7 @@
 //! block is still in cache, where ONNX Runtime's `MatMulIntegerToFloat` and `RowRescale` take
 //! two passes over the output. Both kernels run far below the tiles' peak on an encoder's
 //! shapes (k = 384, n up to 1,536): see `docs/serving.md`, "Int8 products on AMX tiles".
+//! Where the CPU has no tiles but AVX-512 VNNI, the same layout feeds `vpdpbusd` ([`vnni`]).
 //!
 //! Layout: the weights `[k, n]` become tiles of 16 rows × 64 bytes, column block by column
 //! block (16 columns), each block's k in steps of 64: a tile's row r holds, for each of its 16
@@ -16,6 +17,7 @@
 use multiversion::multiversion;
 
 use super::rows::ROW_ZERO_POINT;
+use super::vnni;
 
 /// Bytes in one tile row: 64 uint8 of an activation row, or 4 consecutive k of 16 columns.
 const ROW_BYTES: usize = 64;
@@ -70,21 +72,55 @@ pub struct Rescale<'a> {
     pub bias: Option<&'a [f32]>,
 }
 
-/// Whether this process can run tile products: the CPU has AMX's int8 tiles and the kernel
-/// grants this process their state (asked once; ONNX Runtime asks the same).
+/// The instructions that run `TileProduct` in this process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TileEngine {
+    /// AMX's int8 tiles (`tdpbusd`), granted to this process by the kernel.
+    Amx,
+    /// AVX-512 VNNI (`vpdpbusd`), where there are no tiles.
+    Vnni,
+}
+
+/// What runs tile products here: the tiles where the CPU has AMX's int8 tiles and the kernel
+/// grants this process their state (asked once; ONNX Runtime asks the same), else AVX-512
+/// VNNI where the CPU has it, else nothing.
+pub fn engine() -> Option<TileEngine> {
+    static ENGINE: std::sync::OnceLock<Option<TileEngine>> = std::sync::OnceLock::new();
+    *ENGINE.get_or_init(|| match amx::request() {
+        true => Some(TileEngine::Amx),
+        false => vnni::available().then_some(TileEngine::Vnni),
+    })
+}
+
+/// Whether this process can run tile products ([`engine`]).
 pub fn available() -> bool {
-    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *AVAILABLE.get_or_init(amx::request)
+    engine().is_some()
 }
 
 /// `out[m, c] = (Σ_k q[m, k] · w[k, c] − zero_sums[c]) · scale[c]`, then `· peaks[m] + bias[c]`
 /// where `rescale` is given, for the rows of block `block` (rows 32·block onwards): `q` has rows
 /// of `k`, `out` is those rows of the output, `n` (the scales' length) wide. Blocks are
-/// independent, for threads to share. Call only where [`available`]. Compiled for AVX-512 and
-/// AVX2 (every CPU with tiles has AVX-512), so that the conversion of the accumulators to fp32
-/// is vectorised and chosen once a block, not once a row.
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx2+fma", "x86_64+avx2+fma"))]
+/// independent, for threads to share. Call only where [`available`].
 pub fn multiply_block(
+    q: &[u8],
+    k: usize,
+    w: TileWeights<'_>,
+    rescale: Option<Rescale<'_>>,
+    block: usize,
+    out: &mut [f32],
+) {
+    match engine() {
+        Some(TileEngine::Amx) => multiply_on_tiles(q, k, w, rescale, block, out),
+        Some(TileEngine::Vnni) => vnni::multiply_block(q, k, w, rescale, block, out),
+        None => panic!("tile products on a CPU with neither AMX tiles nor AVX-512 VNNI"),
+    }
+}
+
+/// [`multiply_block`] on AMX tiles. Compiled for AVX-512 and AVX2 (every CPU with tiles has
+/// AVX-512), so that the conversion of the accumulators to fp32 is vectorised and chosen once
+/// a block, not once a row.
+#[multiversion(targets("x86_64+avx512f+avx512bw+avx2+fma", "x86_64+avx2+fma"))]
+fn multiply_on_tiles(
     q: &[u8],
     k: usize,
     w: TileWeights<'_>,
@@ -94,7 +130,7 @@ pub fn multiply_block(
 ) {
     let n = w.scale.len();
     let [n_padded, k_padded] = packed_dims(k, n);
-    assert!(available(), "tile products on a CPU without AMX");
+    assert_eq!(engine(), Some(TileEngine::Amx), "tile products on a CPU without AMX");
     assert_eq!(w.packed.len(), n_padded * k_padded, "packed weights of another shape");
     assert!(w.zero_sums.len() == n && k > 0 && q.len().is_multiple_of(k), "rows of {k} into {n} columns");
     let (m, first_row) = (q.len() / k, block * BLOCK);
@@ -156,7 +192,7 @@ fn write_row(
     }
 }
 
-/// The tile instructions, x86-64 only (elsewhere tiles are never [`available`]).
+/// The tile instructions, x86-64 only (elsewhere the tiles are never granted).
 #[cfg(target_arch = "x86_64")]
 mod amx {
     use std::arch::asm;
@@ -306,11 +342,33 @@ mod tests {
             .collect()
     }
 
+    /// A block's product on one engine.
+    type BlockKernel = fn(&[u8], usize, TileWeights<'_>, Option<Rescale<'_>>, usize, &mut [f32]);
+
     /// Every block of rows in turn.
-    fn multiply(q: &[u8], k: usize, w: TileWeights<'_>, rescale: Option<Rescale<'_>>, out: &mut [f32]) {
+    fn multiply(
+        kernel: BlockKernel,
+        q: &[u8],
+        k: usize,
+        w: TileWeights<'_>,
+        rescale: Option<Rescale<'_>>,
+        out: &mut [f32],
+    ) {
         for (block, out) in out.chunks_mut(BLOCK * w.scale.len()).enumerate() {
-            multiply_block(q, k, w, rescale, block, out);
+            kernel(q, k, w, rescale, block, out);
         }
+    }
+
+    /// The engines this host can run, each by its own kernel (an AMX host has VNNI too).
+    fn engines() -> Vec<(TileEngine, BlockKernel)> {
+        let mut engines: Vec<(TileEngine, BlockKernel)> = Vec::new();
+        if engine() == Some(TileEngine::Amx) {
+            engines.push((TileEngine::Amx, multiply_on_tiles));
+        }
+        if vnni::available() {
+            engines.push((TileEngine::Vnni, vnni::multiply_block));
+        }
+        engines
     }
 
     #[test]
@@ -343,31 +401,54 @@ mod tests {
     }
 
     #[test]
-    fn the_tile_kernel_is_exact_and_rescales_as_row_rescale_where_the_cpu_has_tiles() {
-        if !available() {
+    fn each_engine_is_exact_and_rescales_as_row_rescale_where_the_cpu_has_it() {
+        let engines = engines();
+        if engines.is_empty() {
             // The operator refuses this host by name (`row_operators` tests that error).
             let flags = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-            assert!(!flags.split_ascii_whitespace().any(|f| f == "amx_int8"), "AMX listed but refused");
+            for flag in ["amx_int8", "avx512_vnni"] {
+                assert!(!flags.split_ascii_whitespace().any(|f| f == flag), "{flag} listed but refused");
+            }
             return;
         }
-        for (m, k, n) in [(1, 1, 1), (31, 63, 17), (32, 64, 32), (33, 65, 33), (97, 384, 96), (40, 1540, 48)]
-        {
-            let (q, w) = inputs(m, k, n);
-            let (packed, zero_sums) = pack(&w, k, n);
-            let scale: Vec<f32> = (0..n).map(|c| 0.5 + c as f32 / 64.0).collect();
-            let weights = TileWeights { packed: &packed, zero_sums: &zero_sums, scale: &scale };
-            let mut out = vec![f32::NAN; m * n];
-            multiply(&q, k, weights, None, &mut out);
-            let expected: Vec<f32> =
-                exact(&q, &w, k, n).iter().enumerate().map(|(i, &v)| v as f32 * scale[i % n]).collect();
-            assert_eq!(out, expected, "{m} x {k} x {n}");
+        // Shapes for each path: k under a step of 4 and past a tile, rows short of a
+        // micro-block and of a block, columns short of a panel and of a pair of blocks.
+        let shapes = [
+            (1, 1, 1),
+            (3, 6, 33),
+            (31, 63, 17),
+            (32, 64, 32),
+            (33, 65, 33),
+            (97, 384, 96),
+            (40, 1540, 48),
+            (37, 128, 100),
+        ];
+        for (engine, kernel) in engines {
+            for (m, k, n) in shapes {
+                let (q, w) = inputs(m, k, n);
+                let (packed, zero_sums) = pack(&w, k, n);
+                let scale: Vec<f32> = (0..n).map(|c| 0.5 + c as f32 / 64.0).collect();
+                let weights = TileWeights { packed: &packed, zero_sums: &zero_sums, scale: &scale };
+                let mut out = vec![f32::NAN; m * n];
+                multiply(kernel, &q, k, weights, None, &mut out);
+                let expected: Vec<f32> =
+                    exact(&q, &w, k, n).iter().enumerate().map(|(i, &v)| v as f32 * scale[i % n]).collect();
+                assert_eq!(out, expected, "{engine:?}: {m} x {k} x {n}");
 
-            let peaks: Vec<f32> = (0..m).map(|r| 1.0 + r as f32).collect();
-            let bias: Vec<f32> = (0..n).map(|c| c as f32 - 3.0).collect();
-            multiply(&q, k, weights, Some(Rescale { peaks: &peaks, bias: Some(&bias) }), &mut out);
-            let rescaled: Vec<f32> =
-                expected.iter().enumerate().map(|(i, y)| y.mul_add(peaks[i / n], bias[i % n])).collect();
-            assert_eq!(out, rescaled, "{m} x {k} x {n} rescaled");
+                let peaks: Vec<f32> = (0..m).map(|r| 1.0 + r as f32).collect();
+                let bias: Vec<f32> = (0..n).map(|c| c as f32 - 3.0).collect();
+                multiply(
+                    kernel,
+                    &q,
+                    k,
+                    weights,
+                    Some(Rescale { peaks: &peaks, bias: Some(&bias) }),
+                    &mut out,
+                );
+                let rescaled: Vec<f32> =
+                    expected.iter().enumerate().map(|(i, y)| y.mul_add(peaks[i / n], bias[i % n])).collect();
+                assert_eq!(out, rescaled, "{engine:?}: {m} x {k} x {n} rescaled");
+            }
         }
     }
 }

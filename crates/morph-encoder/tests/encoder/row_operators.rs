@@ -1,7 +1,7 @@
 //! Morph's own ONNX Runtime operators (`RowQuantize`, `RowRescale`, `TileProduct`) in a real
 //! session, through the one-product model the int8 graphs are made of: each row's result is
 //! the same, to the bit, alone and in a batch; it is the fp32 product within int8's error; an
-//! all-zero row is the bias alone; the AMX tile kernel, the bias added as it scales the rows
+//! all-zero row is the bias alone; the tile kernel (AMX, or VNNI), the bias added as it scales the rows
 //! back, gives ONNX Runtime's own kernel's results followed by `RowRescale`, to the bit.
 
 use morph_encoder::onnx::precision::IntegerKernel;
@@ -58,8 +58,8 @@ fn the_tile_kernel_gives_onnx_runtime_s_results_to_the_bit_or_a_clear_error_with
         let rows = rows_of(m, k);
         let mut tiled = product_of(m, k, n, Product::Int8(IntegerKernel::Tiles));
         if !tiles::available() {
-            let error = try_run(&mut tiled, &rows).expect_err("tiles without AMX").to_string();
-            assert!(error.contains("no AMX int8 tiles"), "{error}");
+            let error = try_run(&mut tiled, &rows).expect_err("tiles without AMX or VNNI").to_string();
+            assert!(error.contains("neither AMX int8 tiles nor AVX-512 VNNI"), "{error}");
             continue;
         }
         let mlas = run(&mut product_of(m, k, n, Product::Int8(IntegerKernel::Mlas)), &rows);
