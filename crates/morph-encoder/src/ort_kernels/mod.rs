@@ -329,7 +329,7 @@ fn tile_product(ctx: &ComputeContext) -> ort::Result<()> {
     let blocks: Vec<Mutex<&mut [f32]>> = out.chunks_mut(tiles::BLOCK * n.max(1)).map(Mutex::new).collect();
     ctx.par_for(blocks.len(), blocks.len(), |block| {
         let mut out = blocks[block].lock().unwrap_or_else(PoisonError::into_inner);
-        tiles::multiply_block(q, k, weights, rescale, block, &mut out);
+        tiles::multiply_block(tiles::Operands { q, k, weights, rescale }, block, &mut out);
     })
 }
 

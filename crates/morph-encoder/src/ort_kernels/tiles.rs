@@ -97,48 +97,63 @@ pub fn available() -> bool {
     engine().is_some()
 }
 
+/// One `TileProduct`'s operands: uint8 rows `q` of `k`, the packed weights, and what scales
+/// the rows back, where anything does.
+#[derive(Debug, Clone, Copy)]
+pub struct Operands<'a> {
+    pub q: &'a [u8],
+    pub k: usize,
+    pub weights: TileWeights<'a>,
+    pub rescale: Option<Rescale<'a>>,
+}
+
+/// The rows of one block: the first, and how many (1 to [`BLOCK`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct BlockRows {
+    pub first: usize,
+    pub count: usize,
+}
+
 /// `out[m, c] = (Σ_k q[m, k] · w[k, c] − zero_sums[c]) · scale[c]`, then `· peaks[m] + bias[c]`
 /// where `rescale` is given, for the rows of block `block` (rows 32·block onwards): `q` has rows
 /// of `k`, `out` is those rows of the output, `n` (the scales' length) wide. Blocks are
 /// independent, for threads to share. Call only where [`available`].
-pub fn multiply_block(
-    q: &[u8],
-    k: usize,
-    w: TileWeights<'_>,
-    rescale: Option<Rescale<'_>>,
-    block: usize,
-    out: &mut [f32],
-) {
-    match engine() {
-        Some(TileEngine::Amx) => multiply_on_tiles(q, k, w, rescale, block, out),
-        Some(TileEngine::Vnni) => vnni::multiply_block(q, k, w, rescale, block, out),
-        None => panic!("tile products on a CPU with neither AMX tiles nor AVX-512 VNNI"),
+pub fn multiply_block(operands: Operands<'_>, block: usize, out: &mut [f32]) {
+    let engine = engine().expect("tile products on a CPU with neither AMX tiles nor AVX-512 VNNI");
+    multiply_block_on(engine, operands, block, out);
+}
+
+/// [`multiply_block`] on `engine`, its operands checked.
+fn multiply_block_on(engine: TileEngine, operands: Operands<'_>, block: usize, out: &mut [f32]) {
+    let Operands { q, k, weights: w, rescale } = operands;
+    let n = w.scale.len();
+    let [n_padded, k_padded] = packed_dims(k, n);
+    assert_eq!(w.packed.len(), n_padded * k_padded, "packed weights of another shape");
+    assert!(w.zero_sums.len() == n && k > 0 && q.len().is_multiple_of(k), "rows of {k} into {n} columns");
+    let (m, first) = (q.len() / k, block * BLOCK);
+    let peaks_fit = |r: &Rescale<'_>| r.peaks.len() == m && r.bias.is_none_or(|b| b.len() == n);
+    assert!(rescale.as_ref().is_none_or(peaks_fit), "a peak per row and a bias per column");
+    let rows = BlockRows { first, count: m.saturating_sub(first).min(BLOCK) };
+    assert_eq!(out.len(), rows.count * n, "an output block of {} rows", rows.count);
+    if rows.count == 0 || n == 0 {
+        return;
+    }
+    match engine {
+        TileEngine::Amx => multiply_on_tiles(operands, rows, out),
+        TileEngine::Vnni => vnni::multiply_rows(operands, rows, out),
     }
 }
 
-/// [`multiply_block`] on AMX tiles. Compiled for AVX-512 and AVX2 (every CPU with tiles has
-/// AVX-512), so that the conversion of the accumulators to fp32 is vectorised and chosen once
-/// a block, not once a row.
+/// [`multiply_block`] on AMX tiles, for checked operands. Compiled for AVX-512 and AVX2 (every
+/// CPU with tiles has AVX-512), so that the conversion of the accumulators to fp32 is
+/// vectorised and chosen once a block, not once a row.
 #[multiversion(targets("x86_64+avx512f+avx512bw+avx2+fma", "x86_64+avx2+fma"))]
-fn multiply_on_tiles(
-    q: &[u8],
-    k: usize,
-    w: TileWeights<'_>,
-    rescale: Option<Rescale<'_>>,
-    block: usize,
-    out: &mut [f32],
-) {
-    let n = w.scale.len();
-    let [n_padded, k_padded] = packed_dims(k, n);
+fn multiply_on_tiles(operands: Operands<'_>, rows: BlockRows, out: &mut [f32]) {
     assert_eq!(engine(), Some(TileEngine::Amx), "tile products on a CPU without AMX");
-    assert_eq!(w.packed.len(), n_padded * k_padded, "packed weights of another shape");
-    assert!(w.zero_sums.len() == n && k > 0 && q.len().is_multiple_of(k), "rows of {k} into {n} columns");
-    let (m, first_row) = (q.len() / k, block * BLOCK);
-    let rows = m.saturating_sub(first_row).min(BLOCK);
-    assert_eq!(out.len(), rows * n, "an output block of {rows} rows");
-    if rows == 0 || n == 0 {
-        return;
-    }
+    let Operands { q, k, weights: w, rescale } = operands;
+    let n = w.scale.len();
+    let [_, k_padded] = packed_dims(k, n);
+    let (m, first_row) = (q.len() / k, rows.first);
     // The kernel reads whole tiles: 64 bytes a row from each row's start. A block with a row
     // after it reads on into that row (times zero weights) in place; the last block, or any
     // where k is under a tile, is copied into zero-padded rows first.
@@ -342,33 +357,17 @@ mod tests {
             .collect()
     }
 
-    /// A block's product on one engine.
-    type BlockKernel = fn(&[u8], usize, TileWeights<'_>, Option<Rescale<'_>>, usize, &mut [f32]);
-
-    /// Every block of rows in turn.
-    fn multiply(
-        kernel: BlockKernel,
-        q: &[u8],
-        k: usize,
-        w: TileWeights<'_>,
-        rescale: Option<Rescale<'_>>,
-        out: &mut [f32],
-    ) {
-        for (block, out) in out.chunks_mut(BLOCK * w.scale.len()).enumerate() {
-            kernel(q, k, w, rescale, block, out);
+    /// Every block of rows in turn, on `engine`.
+    fn multiply(engine: TileEngine, operands: Operands<'_>, out: &mut [f32]) {
+        for (block, out) in out.chunks_mut(BLOCK * operands.weights.scale.len()).enumerate() {
+            multiply_block_on(engine, operands, block, out);
         }
     }
 
-    /// The engines this host can run, each by its own kernel (an AMX host has VNNI too).
-    fn engines() -> Vec<(TileEngine, BlockKernel)> {
-        let mut engines: Vec<(TileEngine, BlockKernel)> = Vec::new();
-        if engine() == Some(TileEngine::Amx) {
-            engines.push((TileEngine::Amx, multiply_on_tiles));
-        }
-        if vnni::available() {
-            engines.push((TileEngine::Vnni, vnni::multiply_block));
-        }
-        engines
+    /// The engines this host can run (an AMX host has VNNI too).
+    fn engines() -> Vec<TileEngine> {
+        let amx = (engine() == Some(TileEngine::Amx)).then_some(TileEngine::Amx);
+        amx.into_iter().chain(vnni::available().then_some(TileEngine::Vnni)).collect()
     }
 
     #[test]
@@ -423,28 +422,22 @@ mod tests {
             (40, 1540, 48),
             (37, 128, 100),
         ];
-        for (engine, kernel) in engines {
+        for engine in engines {
             for (m, k, n) in shapes {
                 let (q, w) = inputs(m, k, n);
                 let (packed, zero_sums) = pack(&w, k, n);
                 let scale: Vec<f32> = (0..n).map(|c| 0.5 + c as f32 / 64.0).collect();
                 let weights = TileWeights { packed: &packed, zero_sums: &zero_sums, scale: &scale };
                 let mut out = vec![f32::NAN; m * n];
-                multiply(kernel, &q, k, weights, None, &mut out);
+                multiply(engine, Operands { q: &q, k, weights, rescale: None }, &mut out);
                 let expected: Vec<f32> =
                     exact(&q, &w, k, n).iter().enumerate().map(|(i, &v)| v as f32 * scale[i % n]).collect();
                 assert_eq!(out, expected, "{engine:?}: {m} x {k} x {n}");
 
                 let peaks: Vec<f32> = (0..m).map(|r| 1.0 + r as f32).collect();
                 let bias: Vec<f32> = (0..n).map(|c| c as f32 - 3.0).collect();
-                multiply(
-                    kernel,
-                    &q,
-                    k,
-                    weights,
-                    Some(Rescale { peaks: &peaks, bias: Some(&bias) }),
-                    &mut out,
-                );
+                let rescale = Some(Rescale { peaks: &peaks, bias: Some(&bias) });
+                multiply(engine, Operands { q: &q, k, weights, rescale }, &mut out);
                 let rescaled: Vec<f32> =
                     expected.iter().enumerate().map(|(i, y)| y.mul_add(peaks[i / n], bias[i % n])).collect();
                 assert_eq!(out, rescaled, "{engine:?}: {m} x {k} x {n} rescaled");

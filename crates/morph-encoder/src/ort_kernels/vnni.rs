@@ -8,7 +8,7 @@
 
 #![allow(unsafe_code)]
 
-use super::tiles::{BLOCK, Rescale, TileWeights, packed_dims};
+use super::tiles::{BlockRows, Operands, packed_dims};
 
 /// Rows of one micro-block.
 const ROWS: usize = 4;
@@ -32,21 +32,15 @@ pub fn available() -> bool {
     false
 }
 
-/// [`super::tiles::multiply_block`]'s contract, on AVX-512 VNNI. Call only where [`available`].
+/// [`super::tiles::multiply_block`] on AVX-512 VNNI, for operands it has checked. Call only
+/// where [`available`].
 #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
-pub fn multiply_block(
-    q: &[u8],
-    k: usize,
-    w: TileWeights<'_>,
-    rescale: Option<Rescale<'_>>,
-    block: usize,
-    out: &mut [f32],
-) {
+pub(super) fn multiply_rows(operands: Operands<'_>, rows: BlockRows, out: &mut [f32]) {
     assert!(available(), "VNNI products on a CPU without AVX-512 VNNI");
     // SAFETY: the CPU has the target's features (asserted above).
     #[cfg(target_arch = "x86_64")]
     unsafe {
-        kernel::multiply_block(q, k, w, rescale, block, out)
+        kernel::multiply_rows(operands, rows, out)
     }
 }
 
@@ -60,7 +54,7 @@ mod kernel {
 
     use super::*;
 
-    /// Where a micro-block's sums go, and what scales them back ([`super::multiply_block`]).
+    /// Where a micro-block's sums go, and what scales them back ([`super::multiply_rows`]).
     struct Epilogue<'a> {
         /// The output from the micro-block's first row and the panel's first column, rows `n`
         /// apart.
@@ -76,30 +70,16 @@ mod kernel {
         rescale: Option<(&'a [f32], Option<&'a [f32]>)>,
     }
 
-    /// See [`super::multiply_block`].
+    /// See [`super::multiply_rows`].
     ///
     /// # Safety
     /// The CPU has AVX-512 F, BW and VNNI.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    pub(super) unsafe fn multiply_block(
-        q: &[u8],
-        k: usize,
-        w: TileWeights<'_>,
-        rescale: Option<Rescale<'_>>,
-        block: usize,
-        out: &mut [f32],
-    ) {
+    pub(super) unsafe fn multiply_rows(operands: Operands<'_>, rows: BlockRows, out: &mut [f32]) {
+        let Operands { q, k, weights: w, rescale } = operands;
         let n = w.scale.len();
         let [n_padded, k_padded] = packed_dims(k, n);
-        assert_eq!(w.packed.len(), n_padded * k_padded, "packed weights of another shape");
-        assert!(w.zero_sums.len() == n && k > 0 && q.len().is_multiple_of(k), "rows of {k} into {n} columns");
-        let (m, first_row) = (q.len() / k, block * BLOCK);
-        let rows = m.saturating_sub(first_row).min(BLOCK);
-        assert_eq!(out.len(), rows * n, "an output block of {rows} rows");
-        assert!(rescale.is_none_or(|r| r.peaks.len() == m && r.bias.is_none_or(|b| b.len() == n)));
-        if rows == 0 || n == 0 {
-            return;
-        }
+        let (first_row, rows) = (rows.first, rows.count);
         // Each step reads 4 bytes of a row: rows whose k is not a multiple of 4, or too few
         // for the last micro-block, are copied into zero-padded rows first.
         let steps = k.div_ceil(4);
