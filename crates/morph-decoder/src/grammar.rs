@@ -13,7 +13,7 @@ use llguidance::{Matcher, ParserFactory, TokenParser};
 #[derive(Debug, Clone, PartialEq)]
 pub enum GrammarSource {
     /// A JSON schema: the text is one JSON value valid against it, written compactly, its
-    /// objects closed and integers bounded ([`close_objects`]). A keyword llguidance does not implement is refused by
+    /// objects closed and numbers bounded ([`close_objects`]). A keyword llguidance does not implement is refused by
     /// name (never ignored).
     JsonSchema(serde_json::Value),
     /// A grammar in llguidance's Lark syntax, where `%json {…}` stands for a value of a schema.
@@ -46,28 +46,25 @@ fn with_layout(mut schema: serde_json::Value) -> serde_json::Value {
     schema
 }
 
-/// The schema narrowed to values a model can finish writing, every one of them still valid
-/// against it: objects with `properties` and no `additionalProperties` get none (JSON Schema
-/// allows any other property there, and a small model adds properties forever; xgrammar and
-/// OpenAI's strict mode read such schemas the same way), and numbers without bounds get the
-/// range of integers every JSON parser reads exactly, ±(2^53 − 1) (without it a model can write
-/// digits forever).
-/// Walks only the places that hold schemas, never `const`, `enum` or `default` values.
 /// The largest integer every JSON parser reads exactly (JavaScript's `Number.MAX_SAFE_INTEGER`).
 const SAFE_INTEGER: i64 = (1 << 53) - 1;
 
+/// The most digits after the point of a number whose schema sets no `multipleOf` of its own
+/// (llguidance counts a `multipleOf`'s digits in `u32`, so it may be at most 8).
+const FRACTION_DIGITS: i32 = 6;
+
+/// The schema narrowed to values a model can finish writing, every one of them still valid
+/// against it: objects with `properties` and no `additionalProperties` get none (JSON Schema
+/// allows any other property there, and a small model adds properties forever; xgrammar and
+/// OpenAI's strict mode read such schemas the same way), and numbers are bounded ([`bound_number`]).
+/// Walks only the places that hold schemas, never `const`, `enum` or `default` values.
 fn close_objects(schema: &mut serde_json::Value) {
     let Some(object) = schema.as_object_mut() else { return };
     if object.contains_key("properties") && !object.contains_key("additionalProperties") {
         object.insert("additionalProperties".into(), serde_json::Value::Bool(false));
     }
-    if matches!(object.get("type").and_then(|t| t.as_str()), Some("integer" | "number")) {
-        if !object.contains_key("minimum") && !object.contains_key("exclusiveMinimum") {
-            object.insert("minimum".into(), (-SAFE_INTEGER).into());
-        }
-        if !object.contains_key("maximum") && !object.contains_key("exclusiveMaximum") {
-            object.insert("maximum".into(), SAFE_INTEGER.into());
-        }
+    if types(object).any(|t| t == "integer" || t == "number") {
+        bound_number(object);
     }
     for (key, value) in object.iter_mut() {
         match key.as_str() {
@@ -80,6 +77,37 @@ fn close_objects(schema: &mut serde_json::Value) {
             "items" | "additionalProperties" | "not" | "contains" | "propertyNames" => close_objects(value),
             _ => {}
         }
+    }
+}
+
+/// The names in a schema's `type`, a single name or a list of them.
+fn types(object: &serde_json::Map<String, serde_json::Value>) -> impl Iterator<Item = &str> {
+    let single = object.get("type").and_then(|t| t.as_str());
+    let listed =
+        object.get("type").and_then(|t| t.as_array()).into_iter().flatten().filter_map(|t| t.as_str());
+    single.into_iter().chain(listed)
+}
+
+/// A number without bounds gets the range of integers every JSON parser reads exactly,
+/// ±(2^53 − 1), and a number without a `multipleOf` gets at most [`FRACTION_DIGITS`] decimals
+/// where its range holds such numbers: without both a model can write digits forever.
+fn bound_number(object: &mut serde_json::Map<String, serde_json::Value>) {
+    let bound = |object: &serde_json::Map<String, serde_json::Value>, inclusive: &str, exclusive: &str| {
+        object.get(inclusive).or_else(|| object.get(exclusive)).and_then(|b| b.as_f64())
+    };
+    if !object.contains_key("minimum") && !object.contains_key("exclusiveMinimum") {
+        object.insert("minimum".into(), (-SAFE_INTEGER).into());
+    }
+    if !object.contains_key("maximum") && !object.contains_key("exclusiveMaximum") {
+        object.insert("maximum".into(), SAFE_INTEGER.into());
+    }
+    let step = 10f64.powi(-FRACTION_DIGITS);
+    let (low, high) =
+        (bound(object, "minimum", "exclusiveMinimum"), bound(object, "maximum", "exclusiveMaximum"));
+    // Two steps apart, the open range holds a multiple of the step whatever its bounds.
+    let holds_a_step = matches!((low, high), (Some(low), Some(high)) if high - low >= 2.0 * step);
+    if types(object).any(|t| t == "number") && !object.contains_key("multipleOf") && holds_a_step {
+        object.insert("multipleOf".into(), step.into());
     }
 }
 
@@ -201,5 +229,28 @@ mod tests {
         assert_eq!(schema["properties"]["c"], json!({"const": {"properties": 1}}));
         assert_eq!(schema["$defs"]["d"]["anyOf"][0]["additionalProperties"], json!(false));
         assert!(schema["properties"].get("additionalProperties").is_none());
+    }
+
+    /// Whether a matcher over single bytes lets `text` through, one byte at a time.
+    fn writes(schema: serde_json::Value, text: &str) -> bool {
+        let grammars = Grammars::new(&toktrie::ApproximateTokEnv::single_byte_env()).expect("a vocabulary");
+        let mut constraint = grammars.compile(GrammarSource::JsonSchema(schema)).expect("a schema").start();
+        text.bytes().all(|byte| {
+            let allowed = constraint.allowed().is_allowed(byte.into());
+            constraint.accept(byte.into());
+            allowed
+        })
+    }
+
+    #[test]
+    fn numbers_end_within_their_fraction_digits_unless_their_step_says_otherwise() {
+        let number = json!({"type": "number"});
+        assert!(writes(number.clone(), "-12.345678"));
+        assert!(!writes(number, "0.1244061"), "a seventh decimal is refused");
+        assert!(!writes(json!({"type": ["number", "null"]}), "0.1244061"), "so in a list of types");
+        assert!(writes(json!({"type": "number", "multipleOf": 1e-8}), "0.12345678"));
+        assert!(writes(json!({"type": "number", "minimum": 0, "exclusiveMaximum": 1e-7}), "0.00000005"));
+        assert!(writes(json!({"type": "integer"}), "9007199254740991"));
+        assert!(!writes(json!({"type": "integer"}), "9007199254740992"));
     }
 }
