@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use morph_core::{Dtype, Pooling, TokenPlan, UnitSpec};
 use morph_encoder::checkpoint::Checkpoint;
+use morph_encoder::onnx::precision::IntegerKernel;
 use morph_encoder::ort_session::environment;
 use morph_encoder::{OrtEncoder, OrtRuntime, given_or_model_pooling};
 use morph_engine::{Engine, EngineError, Rows};
@@ -57,6 +58,10 @@ impl EngineConfig for OrtEngine {
 
     fn load_model(&self, model: ModelInput) -> Result<Box<dyn LoadedModel>, EngineError> {
         let (files, pooling) = super::encoder_files(model, self.label())?;
+        if self.dtype == Dtype::Int8 && self.onnx.is_none() {
+            let kernel = IntegerKernel::for_host().map_err(EngineError::Load)?;
+            tracing::info!(%kernel, "int8 weight products (MORPH_INT8_KERNEL=mlas or tiles chooses)");
+        }
         let encoder = match &self.onnx {
             None => OrtEncoder::load(files, pooling, &self.library)?,
             Some(onnx) => OrtEncoder::load_file(files, onnx, pooling, &self.library)?,

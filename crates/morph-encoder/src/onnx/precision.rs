@@ -82,6 +82,17 @@ impl IntegerKernel {
     }
 }
 
+/// What runs the products, as a log names it: `tiles (AVX-512 VNNI)`, `tiles (AMX)` or `mlas`.
+impl std::fmt::Display for IntegerKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self, tiles::engine()) {
+            (Self::Tiles, Some(tiles::TileEngine::Amx)) => f.write_str("tiles (AMX)"),
+            (Self::Tiles, _) => f.write_str("tiles (AVX-512 VNNI)"),
+            (Self::Mlas, _) => f.write_str("mlas"),
+        }
+    }
+}
+
 /// One int8 weight product's constants in the graph: `w` int8 (`[in (+ copies), out]` for
 /// MLAS, packed for tiles), the scale per output column (for tiles times the rows' step),
 /// the tiles' zero-point sums, and the input channels split, if any.
