@@ -63,7 +63,8 @@ fn close_objects(schema: &mut serde_json::Value) {
     if object.contains_key("properties") && !object.contains_key("additionalProperties") {
         object.insert("additionalProperties".into(), serde_json::Value::Bool(false));
     }
-    if types(object).any(|t| t == "integer" || t == "number") {
+    let enumerated = object.contains_key("enum") || object.contains_key("const");
+    if types(object).any(|t| t == "integer" || t == "number") && !enumerated {
         bound_number(object);
     }
     for (key, value) in object.iter_mut() {
@@ -88,9 +89,10 @@ fn types(object: &serde_json::Map<String, serde_json::Value>) -> impl Iterator<I
     single.into_iter().chain(listed)
 }
 
-/// A number without bounds gets the range of integers every JSON parser reads exactly,
-/// ±(2^53 − 1), and a number without a `multipleOf` gets at most [`FRACTION_DIGITS`] decimals
-/// where its range holds such numbers: without both a model can write digits forever.
+/// A number that is not one of listed values (`enum`, `const`) and has no bounds gets the range
+/// of integers every JSON parser reads exactly, ±(2^53 − 1), and one without a `multipleOf`
+/// gets at most [`FRACTION_DIGITS`] decimals where its range holds such numbers: without both
+/// a model can write digits forever.
 fn bound_number(object: &mut serde_json::Map<String, serde_json::Value>) {
     let bound = |object: &serde_json::Map<String, serde_json::Value>, inclusive: &str, exclusive: &str| {
         object.get(inclusive).or_else(|| object.get(exclusive)).and_then(|b| b.as_f64())
@@ -252,5 +254,10 @@ mod tests {
         assert!(writes(json!({"type": "number", "minimum": 0, "exclusiveMaximum": 1e-7}), "0.00000005"));
         assert!(writes(json!({"type": "integer"}), "9007199254740991"));
         assert!(!writes(json!({"type": "integer"}), "9007199254740992"));
+        let listed = json!({"type": "number", "enum": [0.1234567, 1u64 << 60]});
+        assert!(
+            writes(listed.clone(), "0.1234567") && writes(listed, "1152921504606846976"),
+            "listed values stay"
+        );
     }
 }
