@@ -13,8 +13,8 @@ use llguidance::{Matcher, ParserFactory, TokenParser};
 #[derive(Debug, Clone, PartialEq)]
 pub enum GrammarSource {
     /// A JSON schema: the text is one JSON value valid against it, written compactly, its
-    /// objects closed and numbers bounded ([`close_objects`]). A keyword llguidance does not implement is refused by
-    /// name (never ignored).
+    /// objects closed and numbers bounded ([`close_objects`]). A keyword llguidance does not
+    /// implement is refused by name (never ignored).
     JsonSchema(serde_json::Value),
     /// A grammar in llguidance's Lark syntax, where `%json {…}` stands for a value of a schema.
     Lark(String),
@@ -56,7 +56,8 @@ const FRACTION_DIGITS: i32 = 6;
 /// The schema narrowed to values a model can finish writing, every one of them still valid
 /// against it: objects with `properties` and no `additionalProperties` get none (JSON Schema
 /// allows any other property there, and a small model adds properties forever; xgrammar and
-/// OpenAI's strict mode read such schemas the same way), and numbers are bounded ([`bound_number`]).
+/// OpenAI's strict mode read such schemas the same way), and numbers are bounded
+/// ([`bound_number`]).
 /// Walks only the places that hold schemas, never `const`, `enum` or `default` values.
 fn close_objects(schema: &mut serde_json::Value) {
     let Some(object) = schema.as_object_mut() else { return };

@@ -1,8 +1,7 @@
 //! ONNX Runtime operators Morph adds to every session it builds (domain [`DOMAIN`]): the
 //! per-row steps of int8 products ([`rows`]), each one pass where the standard operators took
 //! several, and, where the CPU has AMX or AVX-512 VNNI, the products themselves ([`tiles`],
-//! [`vnni`]). Their nodes are
-//! written by [`crate::onnx::precision`].
+//! [`vnni`]). Their nodes are written by [`crate::onnx::precision`].
 //!
 //! - `RowQuantize(x [.., k], channel_scale [k]?, copies [e] int64?) → (q [.., k + e] uint8,
 //!   peak [.., 1])`: each row times the channel scales, quantised on its own peak, then the
@@ -15,8 +14,8 @@
 //!   feed-forward block's middle, with no fp32 tensor between its two products.
 //! - `TileProduct(q [.., k] uint8, w int8 packed, scale [n], zero_sums [n] int32, peak [.., 1]?,
 //!   bias [n]?) → [.., n]`: the int8 product on AMX tiles, or AVX-512 VNNI without them
-//!   ([`tiles::engine`]), in the units
-//!   `MatMulIntegerToFloat` gives, or scaled back as `RowRescale` where `peak` is given.
+//!   ([`tiles::engine`]), in the units `MatMulIntegerToFloat` gives, or scaled back as
+//!   `RowRescale` where `peak` is given.
 //! - `PackedAttention(qkv [tokens, 3 · hidden], lengths [batch] int64, heads [1] int64) →
 //!   [tokens, hidden]`: self-attention over packed tokens ([`attention`]), the sequences' rows
 //!   one after another, `lengths` of them each.

@@ -146,9 +146,10 @@ fn the_int8_feed_forward_middle_and_block_outputs_are_one_operator_each() {
     let fp32 = graph(Precision::Fp32, GraphOutput::Pooled(Pooling::Mean)).expect("fp32 graph");
     assert_eq!((count(&int8, "GeluRowQuantize"), count(&int8, "Erf")), (layers, 0));
     assert_eq!((count(&fp32, "GeluRowQuantize"), count(&fp32, "Erf")), (0, layers));
-    // The products on the host's kernel: AMX tiles or VNNI, which scale the rows back themselves, or
-    // ONNX Runtime's, followed by `RowRescale` (four products a layer: the up projection's
-    // rescaling inside `GeluRowQuantize`, the two block outputs' inside `RowRescaleNorm`).
+    // The products on the host's kernel: AMX tiles or VNNI, which scale the rows back
+    // themselves, or ONNX Runtime's, followed by `RowRescale` (four products a layer: the up
+    // projection's rescaling inside `GeluRowQuantize`, the two block outputs' inside
+    // `RowRescaleNorm`).
     let (product, rescales) = match IntegerKernel::for_host().expect("the host's kernel") {
         IntegerKernel::Tiles => ("TileProduct", 0),
         IntegerKernel::Mlas => ("MatMulIntegerToFloat", layers),

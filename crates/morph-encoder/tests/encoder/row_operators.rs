@@ -1,8 +1,9 @@
 //! Morph's own ONNX Runtime operators (`RowQuantize`, `RowRescale`, `TileProduct`) in a real
 //! session, through the one-product model the int8 graphs are made of: each row's result is
 //! the same, to the bit, alone and in a batch; it is the fp32 product within int8's error; an
-//! all-zero row is the bias alone; the tile kernel (AMX, or VNNI), the bias added as it scales the rows
-//! back, gives ONNX Runtime's own kernel's results followed by `RowRescale`, to the bit.
+//! all-zero row is the bias alone; the tile kernel (AMX, or VNNI), the bias added as it
+//! scales the rows back, gives ONNX Runtime's own kernel's results followed by `RowRescale`,
+//! to the bit.
 
 use morph_encoder::onnx::precision::IntegerKernel;
 use morph_encoder::onnx::product::{A, Product, Y, product_model};
