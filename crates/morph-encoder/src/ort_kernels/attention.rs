@@ -153,11 +153,11 @@ impl Scores<'_> {
             let mut largest = [simd.splat_f32s(f32::NEG_INFINITY); QUERIES];
             let mut tile = Tile { scores: &mut *scores, width: head.keys, vector: 0 };
             while S::F32_LANES >= LANES && tile.vector + PAIR <= vectors {
-                let sums = score_tile::<S, PAIR>(simd, &queries, keys, head.keys, tile.vector);
+                let sums = product_tile::<S, PAIR>(simd, &queries, keys, head.keys, tile.vector);
                 tile.keep_scores(simd, sums.as_flattened(), padding, &mut largest);
             }
             while tile.vector < vectors {
-                let sums = score_tile::<S, 1>(simd, &queries, keys, head.keys, tile.vector);
+                let sums = product_tile::<S, 1>(simd, &queries, keys, head.keys, tile.vector);
                 tile.keep_scores(simd, sums.as_flattened(), padding, &mut largest);
             }
             for (max, largest) in maxima.iter_mut().zip(largest) {
@@ -200,24 +200,26 @@ impl Tile<'_> {
     }
 }
 
-/// The scores of a block's `queries` (rows of the head's `d` channels) against `N` vectors of
-/// keys from `vector` on (`keys`: rows of `width` keys, one per channel).
+/// Both products' tile: for each of `QUERIES` rows, `Σ_t rows[r][t] · vectors[t]`, where
+/// `vectors[t]` is the `N` SIMD vectors from vector `vector` on of row `t` of `vectors` (rows of
+/// `width`). The scores are the queries' channels times the keys' rows (one per channel); the
+/// context, the exponentials (one per key) times the values' rows.
 #[inline(always)]
-fn score_tile<S: Simd, const N: usize>(
+fn product_tile<S: Simd, const N: usize>(
     simd: S,
-    queries: &[&[f32]; QUERIES],
-    keys: &[f32],
+    rows: &[&[f32]; QUERIES],
+    vectors: &[f32],
     width: usize,
     vector: usize,
 ) -> [[S::f32s; N]; QUERIES] {
-    let d = queries[0].len();
+    let steps = rows[0].len();
     let mut sums = [[simd.splat_f32s(0.0); N]; QUERIES];
-    for (c, keys) in keys.chunks_exact(width).take(d).enumerate() {
-        let keys: &[S::f32s; N] = S::as_simd_f32s(keys).0[vector..][..N].try_into().expect("N vectors");
-        for (sums, queries) in sums.iter_mut().zip(queries) {
-            let q = simd.splat_f32s(queries[c]);
-            for (sum, &keys) in sums.iter_mut().zip(keys) {
-                *sum = simd.mul_add_e_f32s(q, keys, *sum);
+    for (t, row) in vectors.chunks_exact(width).take(steps).enumerate() {
+        let row: &[S::f32s; N] = S::as_simd_f32s(row).0[vector..][..N].try_into().expect("N vectors");
+        for (sums, rows) in sums.iter_mut().zip(rows) {
+            let scalar = simd.splat_f32s(rows[t]);
+            for (sum, &row) in sums.iter_mut().zip(row) {
+                *sum = simd.mul_add_e_f32s(scalar, row, *sum);
             }
         }
     }
@@ -246,11 +248,11 @@ impl Context<'_> {
             let mut rows = ContextRows { out: &mut *out, head, at, first_row, count, sums, vector: 0 };
             while S::F32_LANES >= LANES && rows.vector + PAIR <= vectors {
                 let context =
-                    context_tile::<S, PAIR>(simd, &exponentials, values, head.channels, rows.vector);
+                    product_tile::<S, PAIR>(simd, &exponentials, values, head.channels, rows.vector);
                 rows.keep_context(simd, context.as_flattened());
             }
             while rows.vector < vectors {
-                let context = context_tile::<S, 1>(simd, &exponentials, values, head.channels, rows.vector);
+                let context = product_tile::<S, 1>(simd, &exponentials, values, head.channels, rows.vector);
                 rows.keep_context(simd, context.as_flattened());
             }
         }
@@ -289,30 +291,6 @@ impl ContextRows<'_> {
         }
         self.vector += n;
     }
-}
-
-/// A block's `exponentials` (rows of one per key) times `N` vectors of values from `vector` on
-/// (`values`: rows of `width` channels, one per key).
-#[inline(always)]
-fn context_tile<S: Simd, const N: usize>(
-    simd: S,
-    exponentials: &[&[f32]; QUERIES],
-    values: &[f32],
-    width: usize,
-    vector: usize,
-) -> [[S::f32s; N]; QUERIES] {
-    let len = exponentials[0].len();
-    let mut context = [[simd.splat_f32s(0.0); N]; QUERIES];
-    for (j, values) in values.chunks_exact(width).take(len).enumerate() {
-        let values: &[S::f32s; N] = S::as_simd_f32s(values).0[vector..][..N].try_into().expect("N vectors");
-        for (context, p) in context.iter_mut().zip(exponentials) {
-            let p = simd.splat_f32s(p[j]);
-            for (context, &values) in context.iter_mut().zip(values) {
-                *context = simd.mul_add_e_f32s(p, values, *context);
-            }
-        }
-    }
-    context
 }
 
 /// Each row of `scores` (rows of `width`, a whole number of [`LANES`], the padding's scores
