@@ -60,8 +60,8 @@ impl WithSimd for Attend<'_> {
         for at in (0..hidden).step_by(d) {
             head.pack(qkv, at, &mut buffers);
             Scores { head, qkv, at, buffers: &mut buffers }.run(simd);
-            let Buffers { scores, maxima, sums, .. } = &mut buffers;
-            exponentials(&mut scores[..len * head.keys], head.keys, maxima, sums);
+            let Buffers { scores, maxima, inverse_sums, .. } = &mut buffers;
+            exponentials(&mut scores[..len * head.keys], head.keys, maxima, inverse_sums);
             Context { head, buffers: &buffers, out: &mut *out, at }.run(simd);
         }
     }
@@ -94,8 +94,8 @@ struct Buffers {
     scores: Vec<f32>,
     /// Per query (in whole blocks): its largest score.
     maxima: Vec<f32>,
-    /// Per query: the sum of its exponentials.
-    sums: Vec<f32>,
+    /// Per query: 1 ÷ the sum of its exponentials.
+    inverse_sums: Vec<f32>,
 }
 
 impl Head {
@@ -113,7 +113,7 @@ impl Head {
             padding,
             scores: vec![0.0; queries * self.keys],
             maxima: vec![0.0; queries],
-            sums: vec![0.0; self.len],
+            inverse_sums: vec![0.0; self.len],
         }
     }
 
@@ -238,14 +238,15 @@ struct Context<'a> {
 impl Context<'_> {
     #[inline(always)]
     fn run<S: Simd>(self, simd: S) {
-        let Self { head, buffers: Buffers { values, scores, sums, .. }, out, at } = self;
+        let Self { head, buffers: Buffers { values, scores, inverse_sums, .. }, out, at } = self;
         let vectors = head.d.div_ceil(S::F32_LANES);
         for (block, p) in scores.chunks_exact(QUERIES * head.keys).enumerate() {
             let first_row = block * QUERIES;
             let count = (head.len - first_row).min(QUERIES);
             let exponentials: [&[f32]; QUERIES] = std::array::from_fn(|r| &p[r * head.keys..][..head.len]);
-            let sums = &sums[first_row..];
-            let mut rows = ContextRows { out: &mut *out, head, at, first_row, count, sums, vector: 0 };
+            let inverse_sums = &inverse_sums[first_row..];
+            let mut rows =
+                ContextRows { out: &mut *out, head, at, first_row, count, inverse_sums, vector: 0 };
             while S::F32_LANES >= LANES && rows.vector + PAIR <= vectors {
                 let context =
                     product_tile::<S, PAIR>(simd, &exponentials, values, head.channels, rows.vector);
@@ -260,7 +261,7 @@ impl Context<'_> {
 }
 
 /// Where a block's context goes: the head's columns (from `at`) of its `count` rows of `out`
-/// from `first_row` on, each divided by its sum of exponentials (`sums`, from `first_row` on),
+/// from `first_row` on, each divided by its sum of exponentials (`inverse_sums`, from `first_row` on),
 /// from channel vector `vector` on.
 struct ContextRows<'a> {
     out: &'a mut [f32],
@@ -268,7 +269,7 @@ struct ContextRows<'a> {
     at: usize,
     first_row: usize,
     count: usize,
-    sums: &'a [f32],
+    inverse_sums: &'a [f32],
     vector: usize,
 }
 
@@ -279,10 +280,10 @@ impl ContextRows<'_> {
     fn keep_context<S: Simd>(&mut self, simd: S, context: &[S::f32s]) {
         let n = context.len() / QUERIES;
         let Head { hidden, d, .. } = self.head;
-        let rows = context.chunks_exact(n).zip(self.sums).take(self.count);
-        for (r, (context, &sum)) in rows.enumerate() {
+        let rows = context.chunks_exact(n).zip(self.inverse_sums).take(self.count);
+        for (r, (context, &inverse_sum)) in rows.enumerate() {
             let out = &mut self.out[(self.first_row + r) * hidden + self.at..][..d];
-            let scale = simd.splat_f32s(1.0 / sum);
+            let scale = simd.splat_f32s(inverse_sum);
             for (v, &context) in context.iter().enumerate() {
                 let first = (self.vector + v) * S::F32_LANES;
                 let columns = (d - first).min(S::F32_LANES);
@@ -294,11 +295,11 @@ impl ContextRows<'_> {
 }
 
 /// Each row of `scores` (rows of `width`, a whole number of [`LANES`], the padding's scores
-/// −∞) to the exponentials of its scores less its maximum, and their sum into `sums`: summed
-/// lane by lane as they are made, then the lanes in halves.
+/// −∞) to the exponentials of its scores less its maximum, and 1 ÷ their sum into
+/// `inverse_sums`: summed lane by lane as they are made, then the lanes in halves.
 #[multiversion(targets("x86_64+avx512f+avx512bw+avx2+fma", "x86_64+avx2+fma"))]
-fn exponentials(scores: &mut [f32], width: usize, maxima: &[f32], sums: &mut [f32]) {
-    for ((row, &max), sum) in scores.chunks_exact_mut(width).zip(maxima).zip(sums) {
+fn exponentials(scores: &mut [f32], width: usize, maxima: &[f32], inverse_sums: &mut [f32]) {
+    for ((row, &max), inverse_sum) in scores.chunks_exact_mut(width).zip(maxima).zip(inverse_sums) {
         let mut lanes = [0f32; LANES];
         for block in row.chunks_exact_mut(LANES) {
             for (lane, s) in lanes.iter_mut().zip(block) {
@@ -313,7 +314,7 @@ fn exponentials(scores: &mut [f32], width: usize, maxima: &[f32], sums: &mut [f3
             }
             half /= 2;
         }
-        *sum = lanes[0];
+        *inverse_sum = 1.0 / lanes[0];
     }
 }
 
